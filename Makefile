@@ -1,0 +1,57 @@
+# ztrain — build with `make`, test with `make test`.
+#
+# Every .c under src/ except src/cli/ goes into build/libztrain.a; src/cli/*.c
+# link into build/ztrain; each tests/test_*.c becomes build/tests/test_* .
+# SANITIZE=1 builds everything with AddressSanitizer + UndefinedBehaviorSanitizer
+# into build-san/ instead.
+
+CC      ?= gcc
+ifeq ($(SANITIZE),1)
+BUILD   := build-san
+OPT     := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+else
+BUILD   := build
+OPT     := -O3 -g -march=native
+endif
+CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra $(OPT) -fopenmp -MMD -MP
+MPI_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null)
+MPI_LIBS   := $(shell mpicc --showme:link 2>/dev/null)
+CPPFLAGS += $(MPI_CFLAGS)
+LDLIBS  += -ldnnl -lyaml -lcjson $(MPI_LIBS) -lm
+LDFLAGS += -fopenmp $(filter -fsanitize=%,$(OPT))
+
+LIB_SRC  := $(shell find src -name '*.c' ! -path 'src/cli/*' | sort)
+CLI_SRC  := $(sort $(wildcard src/cli/*.c))
+TEST_SRC := $(sort $(wildcard tests/test_*.c))
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
+TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+
+.PHONY: all test test-san clean
+all: $(BUILD)/ztrain $(TEST_BIN)
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/libztrain.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/ztrain: $(CLI_OBJ) $(BUILD)/libztrain.a
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
+$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(BUILD)/libztrain.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
+test: all
+	tests/run $(BUILD)
+
+test-san:
+	$(MAKE) SANITIZE=1 test
+
+clean:
+	rm -rf build build-san
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

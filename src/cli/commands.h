@@ -1,0 +1,11 @@
+/* commands.h — commands implemented outside main.c. */
+#ifndef ZT_COMMANDS_H
+#define ZT_COMMANDS_H
+
+#include "../core/status.h"
+
+const char *zt_version(void);
+int zt_cli_set_threads(int threads); /* 0: the cores this process may use; returns the count */
+int zt_cmd_env(int argc, char **argv, zt_err *err);
+
+#endif

@@ -1,0 +1,82 @@
+/* env.c — `ztrain env`: what a bug report needs — versions of ztrain, MPI and
+ * oneDNN, the CPU and its vector features, threads, and the measured peak of
+ * fp32 and bf16 matrix products (the denominators of MFU). */
+#include <mpi.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../kernels/matmul.h"
+#include "commands.h"
+#include "flags.h"
+
+static void cpu_info(char *model, size_t model_len, char *features, size_t feat_len)
+{
+    static const char *wanted[] = {"avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_bf16",
+                                   "avx512_vnni", "amx_bf16", "amx_tile", "avx_vnni"};
+    snprintf(model, model_len, "unknown");
+    features[0] = '\0';
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f)
+        return;
+    char line[8192];
+    int got_model = 0, got_flags = 0;
+    while (fgets(line, sizeof line, f) && !(got_model && got_flags)) {
+        char *colon = strchr(line, ':');
+        if (!colon)
+            continue;
+        char *val = colon + 2 <= line + strlen(line) ? colon + 2 : colon + 1;
+        val[strcspn(val, "\n")] = '\0';
+        if (!got_model && !strncmp(line, "model name", 10)) {
+            snprintf(model, model_len, "%s", val);
+            got_model = 1;
+        } else if (!got_flags && !strncmp(line, "flags", 5)) {
+            for (size_t i = 0; i < sizeof wanted / sizeof wanted[0]; i++) {
+                char pat[64];
+                snprintf(pat, sizeof pat, " %s ", wanted[i]);
+                char padded[8200];
+                snprintf(padded, sizeof padded, " %s ", val);
+                if (strstr(padded, pat)) {
+                    size_t len = strlen(features);
+                    snprintf(features + len, feat_len - len, "%s%s", len ? " " : "", wanted[i]);
+                }
+            }
+            got_flags = 1;
+        }
+    }
+    fclose(f);
+}
+
+int zt_cmd_env(int argc, char **argv, zt_err *err)
+{
+    int threads = 0, measure = 1;
+    zt_flag flags[] = {
+        {"threads", ZT_FLAG_INT, &threads, "threads for the peak measurement (default: all usable cores)", 0, 4096, 0},
+        {"measure", ZT_FLAG_BOOL, &measure, "measure matrix-product peaks (default true)", 1, 0, 0},
+    };
+    if (zt_flags_wants_help(argc, argv)) {
+        zt_flags_usage(flags, 2, "usage: ztrain env [--threads N] [--measure false]");
+        return ZT_OK;
+    }
+    int rc = zt_flags_parse(flags, 2, argc, argv, "ztrain env", err);
+    if (rc)
+        return rc;
+    int n = zt_cli_set_threads(threads);
+    char mpi[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0;
+    MPI_Get_library_version(mpi, &len);
+    mpi[strcspn(mpi, ",\n")] = '\0';
+    char model[256], features[512];
+    cpu_info(model, sizeof model, features, sizeof features);
+    printf("ztrain:        %s\n", zt_version());
+    printf("mpi:           %s\n", mpi);
+    printf("onednn:        %s (isa: %s)\n", zt_matmul_dnnl_version(), zt_matmul_isa_name());
+    printf("cpu:           %s\n", model);
+    printf("cpu features:  %s\n", features);
+    printf("native bf16:   %s\n", zt_matmul_has_native_bf16() ? "yes" : "no (bf16 runs as fp32)");
+    printf("threads:       %d\n", n);
+    if (measure) {
+        printf("peak fp32 matmul: %.1f GFLOP/s\n", zt_matmul_peak_gflops(ZT_F32));
+        printf("peak bf16 matmul: %.1f GFLOP/s\n", zt_matmul_peak_gflops(ZT_BF16));
+    }
+    return ZT_OK;
+}

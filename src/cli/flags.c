@@ -1,0 +1,144 @@
+/* flags.c — table-driven flag parsing (see flags.h). */
+#include "flags.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Edit distance, to suggest the flag the user probably meant. */
+static int distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 63 || lb > 63)
+        return 99;
+    int d[64][64];
+    for (size_t i = 0; i <= la; i++)
+        d[i][0] = (int)i;
+    for (size_t j = 0; j <= lb; j++)
+        d[0][j] = (int)j;
+    for (size_t i = 1; i <= la; i++)
+        for (size_t j = 1; j <= lb; j++) {
+            int sub = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            int del = d[i - 1][j] + 1, ins = d[i][j - 1] + 1;
+            d[i][j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+        }
+    return d[la][lb];
+}
+
+static int parse_value(zt_flag *f, const char *v, zt_err *err)
+{
+    char *end = NULL;
+    errno = 0;
+    switch (f->kind) {
+    case ZT_FLAG_STR:
+        *(const char **)f->dest = v;
+        return ZT_OK;
+    case ZT_FLAG_BOOL:
+        if (!strcmp(v, "true") || !strcmp(v, "1") || !strcmp(v, "yes")) {
+            *(int *)f->dest = 1;
+            return ZT_OK;
+        }
+        if (!strcmp(v, "false") || !strcmp(v, "0") || !strcmp(v, "no")) {
+            *(int *)f->dest = 0;
+            return ZT_OK;
+        }
+        return zt_fail(err, ZT_EINPUT, "--%s: expected true or false, got '%s'", f->name, v);
+    case ZT_FLAG_INT:
+    case ZT_FLAG_LONG: {
+        long x = strtol(v, &end, 10);
+        if (!*v || *end || errno)
+            return zt_fail(err, ZT_EINPUT, "--%s: expected an integer, got '%s'", f->name, v);
+        if (f->min <= f->max && ((double)x < f->min || (double)x > f->max))
+            return zt_fail(err, ZT_EINPUT, "--%s: %ld is out of range [%.0f, %.0f]", f->name, x,
+                           f->min, f->max);
+        if (f->kind == ZT_FLAG_INT)
+            *(int *)f->dest = (int)x;
+        else
+            *(long *)f->dest = x;
+        return ZT_OK;
+    }
+    case ZT_FLAG_DOUBLE: {
+        double x = strtod(v, &end);
+        if (!*v || *end || errno || !isfinite(x))
+            return zt_fail(err, ZT_EINPUT, "--%s: expected a number, got '%s'", f->name, v);
+        if (f->min <= f->max && (x < f->min || x > f->max))
+            return zt_fail(err, ZT_EINPUT, "--%s: %g is out of range [%g, %g]", f->name, x, f->min,
+                           f->max);
+        *(double *)f->dest = x;
+        return ZT_OK;
+    }
+    }
+    return ZT_EFAIL;
+}
+
+int zt_flags_parse(zt_flag *flags, int nflags, int argc, char **argv, const char *command,
+                   zt_err *err)
+{
+    for (int i = 0; i < argc; i++) {
+        const char *arg = argv[i];
+        if (strncmp(arg, "--", 2) != 0 || !arg[2])
+            return zt_fail(err, ZT_EINPUT, "%s: unexpected argument '%s' (flags look like --name value)",
+                           command, arg);
+        char name[128];
+        const char *eq = strchr(arg + 2, '=');
+        size_t len = eq ? (size_t)(eq - arg - 2) : strlen(arg + 2);
+        if (len >= sizeof name)
+            return zt_fail(err, ZT_EINPUT, "%s: flag '%s' is too long", command, arg);
+        memcpy(name, arg + 2, len);
+        name[len] = '\0';
+        zt_flag *f = NULL;
+        for (int k = 0; k < nflags; k++)
+            if (!strcmp(flags[k].name, name))
+                f = &flags[k];
+        if (!f) {
+            int best = -1, bestd = 99;
+            for (int k = 0; k < nflags; k++) {
+                int d = distance(name, flags[k].name);
+                if (d < bestd) {
+                    bestd = d;
+                    best = k;
+                }
+            }
+            if (best >= 0 && bestd <= 3)
+                return zt_fail(err, ZT_EINPUT, "%s: unknown flag --%s (did you mean --%s?)", command,
+                               name, flags[best].name);
+            return zt_fail(err, ZT_EINPUT, "%s: unknown flag --%s (see %s --help)", command, name,
+                           command);
+        }
+        const char *value;
+        if (eq) {
+            value = eq + 1;
+        } else if (f->kind == ZT_FLAG_BOOL &&
+                   (i + 1 >= argc || !strncmp(argv[i + 1], "--", 2))) {
+            value = "true";
+        } else {
+            if (i + 1 >= argc)
+                return zt_fail(err, ZT_EINPUT, "%s: flag --%s needs a value", command, name);
+            value = argv[++i];
+        }
+        if (f->seen)
+            return zt_fail(err, ZT_EINPUT, "%s: flag --%s given twice", command, name);
+        int rc = parse_value(f, value, err);
+        if (rc)
+            return rc;
+        f->seen = 1;
+    }
+    return ZT_OK;
+}
+
+void zt_flags_usage(const zt_flag *flags, int nflags, const char *usage_line)
+{
+    printf("%s\n\n", usage_line);
+    for (int k = 0; k < nflags; k++)
+        printf("  --%-30s %s\n", flags[k].name, flags[k].help);
+}
+
+int zt_flags_wants_help(int argc, char **argv)
+{
+    for (int i = 0; i < argc; i++)
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
+            return 1;
+    return 0;
+}

@@ -1,0 +1,288 @@
+/* main.c — ztrain's command line: parses flags, calls the library, and is the
+ * only place that turns a status into an exit code (0 ok, 2 bad input, 1 other). */
+#include <math.h>
+#include <omp.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../core/mem.h"
+#include "../io/hf_model.h"
+#include "../kernels/matmul.h"
+#include "../train/batches.h"
+#include "../train/trainer.h"
+#include "commands.h"
+#include "flags.h"
+
+#define ZTRAIN_VERSION "0.1.0"
+
+const char *zt_version(void) { return ZTRAIN_VERSION; }
+
+static int default_threads(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0)
+        return CPU_COUNT(&set) > 0 ? CPU_COUNT(&set) : 1;
+    return 1;
+}
+
+int zt_cli_set_threads(int threads)
+{
+    omp_set_num_threads(threads > 0 ? threads : default_threads());
+    return omp_get_max_threads();
+}
+
+#define NFLAGS(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+/* ---- train ---------------------------------------------------------------- */
+
+static int resolve_dtype_flag(const char *flag, const char *value, zt_dtype *out, zt_err *err)
+{
+    if (zt_dtype_parse(value, out) != 0)
+        return zt_fail(err, ZT_EINPUT, "--%s: expected one of fp32, bf16, fp16 (or float32, bfloat16, float16), got '%s'",
+                       flag, value);
+    return ZT_OK;
+}
+
+static int cmd_train(int argc, char **argv, zt_err *err)
+{
+    const char *model = NULL, *data = NULL, *output_dir = NULL, *log_jsonl = NULL;
+    const char *torch_dtype = "float32", *mixed_precision = "no", *sched = "linear";
+    const char *wrap = "TRANSFORMER_BASED_WRAP";
+    int block_size = 128, batch = 8, accum = 1, shuffle = 0, ckpt = 0, threads = 0, progress = -1;
+    long max_steps = 100, warmup = 0, save_steps = 0, seed = 42, min_num_params = 100000000;
+    double lr = 5e-5, wd = 0.0, b1 = 0.9, b2 = 0.999, eps = 1e-8, max_grad_norm = 1.0, peak = 0.0;
+    zt_flag flags[] = {
+        {"model", ZT_FLAG_STR, &model, "Hugging Face model directory (config.json + safetensors)", 1, 0, 0},
+        {"data", ZT_FLAG_STR, &data, "token data: .npy, .bin (uint16) or .txt (bytes)", 1, 0, 0},
+        {"output_dir", ZT_FLAG_STR, &output_dir, "where the trained model is written", 1, 0, 0},
+        {"log_jsonl", ZT_FLAG_STR, &log_jsonl, "write one JSON object per optimizer step here", 1, 0, 0},
+        {"torch_dtype", ZT_FLAG_STR, &torch_dtype, "load dtype: float32 | bfloat16 | float16 | auto (config's)", 1, 0, 0},
+        {"mixed_precision", ZT_FLAG_STR, &mixed_precision, "no | bf16 (fp32 master, bf16 compute)", 1, 0, 0},
+        {"block_size", ZT_FLAG_INT, &block_size, "tokens per sequence (default 128)", 1, 1 << 20, 0},
+        {"per_device_train_batch_size", ZT_FLAG_INT, &batch, "sequences per micro-batch (default 8)", 1, 1 << 20, 0},
+        {"gradient_accumulation_steps", ZT_FLAG_INT, &accum, "micro-batches per optimizer step (default 1)", 1, 1 << 20, 0},
+        {"max_steps", ZT_FLAG_LONG, &max_steps, "optimizer steps (default 100)", 1, 1e12, 0},
+        {"learning_rate", ZT_FLAG_DOUBLE, &lr, "peak learning rate (default 5e-5)", 0, 1e3, 0},
+        {"weight_decay", ZT_FLAG_DOUBLE, &wd, "AdamW weight decay on matrices (default 0)", 0, 1e3, 0},
+        {"adam_beta1", ZT_FLAG_DOUBLE, &b1, "default 0.9", 0, 0.999999, 0},
+        {"adam_beta2", ZT_FLAG_DOUBLE, &b2, "default 0.999", 0, 0.999999999, 0},
+        {"adam_epsilon", ZT_FLAG_DOUBLE, &eps, "default 1e-8", 0, 1, 0},
+        {"max_grad_norm", ZT_FLAG_DOUBLE, &max_grad_norm, "clip the global gradient norm (0: off; default 1.0)", 0, 1e30, 0},
+        {"lr_scheduler_type", ZT_FLAG_STR, &sched, "linear | cosine | constant | constant_with_warmup", 1, 0, 0},
+        {"warmup_steps", ZT_FLAG_LONG, &warmup, "linear warmup steps (default 0)", 0, 1e12, 0},
+        {"seed", ZT_FLAG_LONG, &seed, "seed for --shuffle (default 42)", 0, 9.2e18, 0},
+        {"shuffle", ZT_FLAG_BOOL, &shuffle, "seeded shuffle of the windows each epoch (default: in order)", 1, 0, 0},
+        {"gradient_checkpointing", ZT_FLAG_BOOL, &ckpt, "keep only layer inputs; recompute in backward", 1, 0, 0},
+        {"save_steps", ZT_FLAG_LONG, &save_steps, "also save OUTPUT_DIR/checkpoint-N every N steps", 0, 1e12, 0},
+        {"threads", ZT_FLAG_INT, &threads, "threads per process (default: the cores this process may use)", 0, 4096, 0},
+        {"fsdp_auto_wrap_policy", ZT_FLAG_STR, &wrap, "TRANSFORMER_BASED_WRAP | SIZE_BASED_WRAP | NO_WRAP", 1, 0, 0},
+        {"fsdp_min_num_params", ZT_FLAG_LONG, &min_num_params, "unit size for SIZE_BASED_WRAP", 0, 1e15, 0},
+        {"progress", ZT_FLAG_BOOL, &progress, "progress bar (default: when stderr is a terminal)", 1, 0, 0},
+        {"peak_gflops", ZT_FLAG_DOUBLE, &peak, "matrix-product peak for MFU (default: measured)", 0, 1e9, 0},
+    };
+    if (zt_flags_wants_help(argc, argv)) {
+        zt_flags_usage(flags, NFLAGS(flags), "usage: ztrain train --model DIR --data FILE [flags]");
+        return ZT_OK;
+    }
+    int rc = zt_flags_parse(flags, NFLAGS(flags), argc, argv, "ztrain train", err);
+    if (rc)
+        return rc;
+    if (!model || !data)
+        return zt_fail(err, ZT_EINPUT, "ztrain train: --model and --data are required");
+
+    zt_train_args a = {0};
+    a.model_dir = model;
+    a.data_path = data;
+    a.output_dir = output_dir;
+    a.log_jsonl = log_jsonl;
+    a.block_size = block_size;
+    a.batch_size = batch;
+    a.grad_accum = accum;
+    a.max_steps = max_steps;
+    a.adam = (zt_adamw_hparams){lr, wd, b1, b2, eps};
+    a.max_grad_norm = max_grad_norm;
+    a.warmup_steps = warmup;
+    a.seed = (uint64_t)seed;
+    a.shuffle = shuffle;
+    a.checkpointing = ckpt;
+    a.save_steps = save_steps;
+    a.min_num_params = min_num_params;
+    a.peak_gflops = peak;
+    a.progress = progress < 0 ? isatty(STDERR_FILENO) : progress;
+    if (zt_lr_schedule_parse(sched, &a.schedule) != 0)
+        return zt_fail(err, ZT_EINPUT,
+                       "--lr_scheduler_type: expected linear, cosine, constant or constant_with_warmup, got '%s'",
+                       sched);
+    if (zt_wrap_policy_parse(wrap, &a.wrap) != 0)
+        return zt_fail(err, ZT_EINPUT,
+                       "--fsdp_auto_wrap_policy: expected TRANSFORMER_BASED_WRAP, SIZE_BASED_WRAP or NO_WRAP, got '%s'",
+                       wrap);
+
+    /* Precision plan for one process (SPEC §3): the master follows the load dtype
+     * unless mixed precision is on, in which case it is fp32 (Accelerate's upcast). */
+    zt_dtype load;
+    if (!strcmp(torch_dtype, "auto")) {
+        zt_llama_config cfg;
+        if ((rc = zt_hf_read_config_dir(model, &cfg, err)))
+            return rc;
+        load = cfg.torch_dtype;
+    } else if ((rc = resolve_dtype_flag("torch_dtype", torch_dtype, &load, err))) {
+        return rc;
+    }
+    zt_dtype mp = ZT_F32;
+    int mixed = strcmp(mixed_precision, "no") != 0;
+    if (mixed && (rc = resolve_dtype_flag("mixed_precision", mixed_precision, &mp, err)))
+        return rc;
+    if (mixed && mp == ZT_F32)
+        return zt_fail(err, ZT_EINPUT, "--mixed_precision: expected no, bf16 or fp16, got '%s'", mixed_precision);
+    if (mp == ZT_F16 || (!mixed && load == ZT_F16))
+        return zt_fail(err, ZT_EINPUT,
+                       "fp16 compute needs dynamic loss scaling, which ztrain does not implement yet; use bf16");
+    a.prec.load = load;
+    a.prec.master = mixed ? ZT_F32 : load;
+    a.prec.compute = mixed ? mp : a.prec.master;
+    a.prec.reduce = a.prec.compute;
+    a.prec.save = load;
+
+    int nthreads = zt_cli_set_threads(threads);
+    printf("ztrain %s: %d thread%s\n", ZTRAIN_VERSION, nthreads, nthreads == 1 ? "" : "s");
+    zt_train_result res;
+    return zt_train(&a, &res, err);
+}
+
+/* ---- eval ----------------------------------------------------------------- */
+
+static int cmd_eval(int argc, char **argv, zt_err *err)
+{
+    const char *model = NULL, *data = NULL, *mixed_precision = "no";
+    int block_size = 128, batch = 8, threads = 0;
+    long max_batches = 0;
+    zt_flag flags[] = {
+        {"model", ZT_FLAG_STR, &model, "Hugging Face model directory", 1, 0, 0},
+        {"data", ZT_FLAG_STR, &data, "token data: .npy, .bin or .txt", 1, 0, 0},
+        {"block_size", ZT_FLAG_INT, &block_size, "tokens per sequence (default 128)", 1, 1 << 20, 0},
+        {"per_device_eval_batch_size", ZT_FLAG_INT, &batch, "sequences per batch (default 8)", 1, 1 << 20, 0},
+        {"max_batches", ZT_FLAG_LONG, &max_batches, "stop after K batches (default: all)", 0, 1e12, 0},
+        {"mixed_precision", ZT_FLAG_STR, &mixed_precision, "no | bf16", 1, 0, 0},
+        {"threads", ZT_FLAG_INT, &threads, "threads (default: the cores this process may use)", 0, 4096, 0},
+    };
+    if (zt_flags_wants_help(argc, argv)) {
+        zt_flags_usage(flags, NFLAGS(flags), "usage: ztrain eval --model DIR --data FILE --block_size T [flags]");
+        return ZT_OK;
+    }
+    int rc = zt_flags_parse(flags, NFLAGS(flags), argc, argv, "ztrain eval", err);
+    if (rc)
+        return rc;
+    if (!model || !data)
+        return zt_fail(err, ZT_EINPUT, "ztrain eval: --model and --data are required");
+    zt_eval_args a = {model, data, block_size, batch, max_batches, ZT_F32};
+    if (strcmp(mixed_precision, "no") != 0 &&
+        (zt_dtype_parse(mixed_precision, &a.compute) != 0 || a.compute != ZT_BF16))
+        return zt_fail(err, ZT_EINPUT, "--mixed_precision: expected no or bf16, got '%s'", mixed_precision);
+    zt_cli_set_threads(threads);
+    double loss = 0.0;
+    long tokens = 0;
+    if ((rc = zt_eval(&a, &loss, &tokens, err)))
+        return rc;
+    printf("eval loss %.6f over %ld tokens (perplexity %.3f)\n", loss, tokens, exp(loss));
+    return ZT_OK;
+}
+
+/* ---- init-model ----------------------------------------------------------- */
+
+static int cmd_init_model(int argc, char **argv, zt_err *err)
+{
+    const char *cfg_path = NULL, *out = NULL, *torch_dtype = "float32";
+    long seed = 0;
+    zt_flag flags[] = {
+        {"model_config", ZT_FLAG_STR, &cfg_path, "config.json describing the architecture", 1, 0, 0},
+        {"output_dir", ZT_FLAG_STR, &out, "directory to write config.json + model.safetensors", 1, 0, 0},
+        {"seed", ZT_FLAG_LONG, &seed, "random seed (default 0)", 0, 9.2e18, 0},
+        {"torch_dtype", ZT_FLAG_STR, &torch_dtype, "fp32 | bf16 | fp16 (dtype of the saved weights)", 1, 0, 0},
+    };
+    if (zt_flags_wants_help(argc, argv)) {
+        zt_flags_usage(flags, NFLAGS(flags), "usage: ztrain init-model --model_config CFG.json --output_dir DIR [flags]");
+        return ZT_OK;
+    }
+    int rc = zt_flags_parse(flags, NFLAGS(flags), argc, argv, "ztrain init-model", err);
+    if (rc)
+        return rc;
+    if (!cfg_path || !out)
+        return zt_fail(err, ZT_EINPUT, "ztrain init-model: --model_config and --output_dir are required");
+    zt_dtype dt;
+    if ((rc = resolve_dtype_flag("torch_dtype", torch_dtype, &dt, err)))
+        return rc;
+    zt_llama_config cfg;
+    if ((rc = zt_hf_config_read(cfg_path, &cfg, err)))
+        return rc;
+    zt_layout lay;
+    if ((rc = zt_layout_build(&lay, &cfg, ZT_WRAP_TRANSFORMER, 0, 1, err)))
+        return rc;
+    float **vals = zt_alloc(ZT_MEM_OTHER, (size_t)lay.nparams * sizeof *vals);
+    uint64_t state = (uint64_t)seed;
+    for (int i = 0; vals && i < lay.nparams && rc == ZT_OK; i++) {
+        const zt_param *p = &lay.params[i];
+        if (!(vals[i] = zt_alloc(ZT_MEM_OTHER, p->numel * sizeof(float)))) {
+            rc = zt_fail(err, ZT_EFAIL, "out of memory initialising %s", p->name);
+            break;
+        }
+        /* HF's _init_weights: normal(0, initializer_range) for matrices, ones for norms */
+        for (size_t j = 0; j < p->numel; j++)
+            vals[i][j] = p->ndim == 2 ? (float)(cfg.initializer_range * zt_rand_normal(&state)) : 1.0f;
+    }
+    if (!vals)
+        rc = zt_fail(err, ZT_EFAIL, "out of memory");
+    if (rc == ZT_OK)
+        rc = zt_hf_save_tensors(out, &cfg, &lay, vals, dt, err);
+    if (rc == ZT_OK)
+        printf("wrote a %zu-parameter model to %s\n", lay.numel, out);
+    for (int i = 0; vals && i < lay.nparams; i++)
+        zt_free(ZT_MEM_OTHER, vals[i], vals[i] ? lay.params[i].numel * sizeof(float) : 0);
+    zt_free(ZT_MEM_OTHER, vals, (size_t)lay.nparams * sizeof *vals);
+    zt_layout_free(&lay);
+    return rc;
+}
+
+/* ---- main ----------------------------------------------------------------- */
+
+static void usage(void)
+{
+    printf("ztrain %s — sharded data-parallel training of Llama models\n\n"
+           "usage: ztrain <command> [flags]   (ztrain <command> --help for its flags)\n\n"
+           "commands:\n"
+           "  train        train a model (Hugging Face directory) on token data\n"
+           "  eval         mean loss of a model on token data\n"
+           "  init-model   write a randomly initialised model from a config.json\n"
+           "  env          versions, CPU features and measured matrix-product peaks\n",
+           ZTRAIN_VERSION);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage();
+        return argc < 2 ? 2 : 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("ztrain %s\n", ZTRAIN_VERSION);
+        return 0;
+    }
+    static const struct { const char *name; int (*fn)(int, char **, zt_err *); } commands[] = {
+        {"train", cmd_train}, {"eval", cmd_eval}, {"init-model", cmd_init_model}, {"env", zt_cmd_env},
+    };
+    zt_err err = {0};
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        if (strcmp(argv[1], commands[i].name) != 0)
+            continue;
+        int rc = commands[i].fn(argc - 2, argv + 2, &err);
+        zt_matmul_shutdown();
+        if (rc != ZT_OK)
+            fprintf(stderr, "ztrain %s: error: %s\n", argv[1], err.msg);
+        return rc == ZT_OK ? 0 : rc == ZT_EINPUT ? 2 : 1;
+    }
+    fprintf(stderr, "ztrain: error: unknown command '%s' (commands: train, eval, init-model, env)\n", argv[1]);
+    return 2;
+}

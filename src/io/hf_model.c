@@ -1,0 +1,168 @@
+/* hf_model.c — load and save Hugging Face model directories (see hf_model.h). */
+#include "hf_model.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "../core/mem.h"
+#include "safetensors.h"
+
+int zt_mkdirs(const char *dir, zt_err *err)
+{
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path)
+        return zt_fail(err, ZT_EINPUT, "%s: path too long", dir);
+    for (char *p = path + 1;; p++) {
+        if (*p == '/' || *p == '\0') {
+            char c = *p;
+            *p = '\0';
+            if (mkdir(path, 0777) != 0 && errno != EEXIST)
+                return zt_fail(err, ZT_EINPUT, "%s: cannot create directory: %s", path,
+                               strerror(errno));
+            *p = c;
+            if (c == '\0')
+                break;
+        }
+    }
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        return zt_fail(err, ZT_EINPUT, "%s: exists and is not a directory", dir);
+    return ZT_OK;
+}
+
+int zt_hf_read_config_dir(const char *dir, zt_llama_config *cfg, zt_err *err)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    return zt_hf_config_read(path, cfg, err);
+}
+
+static int ignorable(const char *name)
+{
+    const char *s = strstr(name, "rotary_emb.inv_freq");
+    return s && s[strlen("rotary_emb.inv_freq")] == '\0';
+}
+
+int zt_hf_load_params(const char *dir, const zt_layout *lay, zt_engine *eng, zt_err *err)
+{
+    zt_weights *w = NULL;
+    int rc = zt_weights_open(dir, &w, err);
+    if (rc)
+        return rc;
+    for (int i = 0; i < lay->nparams && rc == ZT_OK; i++) {
+        const zt_param *p = &lay->params[i];
+        const char *file = NULL;
+        const zt_st_tensor *t = zt_weights_find(w, p->name, &file);
+        if (!t) {
+            rc = zt_fail(err, ZT_EINPUT, "%s: tensor %s is missing (config.json describes it)", dir,
+                         p->name);
+            break;
+        }
+        int shape_ok = t->ndim == p->ndim && t->shape[0] == p->shape[0] &&
+                       (p->ndim == 1 || t->shape[1] == p->shape[1]);
+        if (!shape_ok) {
+            char got[128] = "";
+            for (int d = 0; d < t->ndim && d < 4; d++) {
+                size_t len = strlen(got);
+                snprintf(got + len, sizeof got - len, "%s%lld", d ? ", " : "", (long long)t->shape[d]);
+            }
+            char want[64];
+            if (p->ndim == 2)
+                snprintf(want, sizeof want, "%ld, %ld", p->shape[0], p->shape[1]);
+            else
+                snprintf(want, sizeof want, "%ld", p->shape[0]);
+            rc = zt_fail(err, ZT_EINPUT, "%s: tensor %s has shape [%s], expected [%s]", file,
+                         p->name, got, want);
+            break;
+        }
+        if (!t->has_zt_dtype) {
+            rc = zt_fail(err, ZT_EINPUT, "%s: tensor %s has dtype %s, expected F32, BF16 or F16",
+                         file, p->name, t->st_dtype);
+            break;
+        }
+        zt_engine_set_param(eng, p, t->data, t->dtype);
+    }
+    for (int i = 0; i < zt_weights_count(w) && rc == ZT_OK; i++) {
+        const zt_st_tensor *t = zt_weights_get(w, i);
+        if (zt_layout_find(lay, t->name) || ignorable(t->name))
+            continue;
+        if (!strcmp(t->name, "lm_head.weight") && zt_layout_find(lay, "model.embed_tokens.weight"))
+            continue; /* tied model saved with an explicit copy of the embedding */
+        rc = zt_fail(err, ZT_EINPUT, "%s: unexpected tensor %s (not part of this Llama config)", dir,
+                     t->name);
+    }
+    zt_weights_close(w);
+    if (rc == ZT_OK)
+        zt_engine_refresh_gathered(eng);
+    return rc;
+}
+
+int zt_hf_save_tensors(const char *dir, const zt_llama_config *cfg, const zt_layout *lay,
+                       float *const *values, zt_dtype dtype, zt_err *err)
+{
+    int rc = zt_mkdirs(dir, err);
+    if (rc)
+        return rc;
+    zt_st_out *outs = zt_alloc(ZT_MEM_OTHER, (size_t)lay->nparams * sizeof *outs);
+    void **conv = zt_alloc(ZT_MEM_OTHER, (size_t)lay->nparams * sizeof *conv);
+    if (!outs || !conv) {
+        rc = zt_fail(err, ZT_EFAIL, "out of memory saving %s", dir);
+        goto done;
+    }
+    for (int i = 0; i < lay->nparams; i++) {
+        const zt_param *p = &lay->params[i];
+        const void *data = values[i];
+        if (dtype != ZT_F32) {
+            conv[i] = zt_alloc(ZT_MEM_OTHER, p->numel * zt_dtype_size(dtype));
+            if (!conv[i]) {
+                rc = zt_fail(err, ZT_EFAIL, "out of memory saving %s", dir);
+                goto done;
+            }
+            zt_convert(conv[i], dtype, values[i], ZT_F32, p->numel);
+            data = conv[i];
+        }
+        outs[i] = (zt_st_out){.name = p->name, .dtype = dtype, .ndim = p->ndim, .data = data};
+        outs[i].shape[0] = p->shape[0];
+        outs[i].shape[1] = p->shape[1];
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    if ((rc = zt_st_write(path, outs, lay->nparams, "pt", err)))
+        goto done;
+    zt_llama_config c = *cfg;
+    c.torch_dtype = dtype;
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    rc = zt_hf_config_write(path, &c, err);
+done:
+    if (conv)
+        for (int i = 0; i < lay->nparams; i++)
+            zt_free(ZT_MEM_OTHER, conv[i], conv[i] ? lay->params[i].numel * zt_dtype_size(dtype) : 0);
+    zt_free(ZT_MEM_OTHER, conv, (size_t)lay->nparams * sizeof *conv);
+    zt_free(ZT_MEM_OTHER, outs, (size_t)lay->nparams * sizeof *outs);
+    return rc;
+}
+
+int zt_hf_save(const char *dir, const zt_llama_config *cfg, const zt_layout *lay,
+               const zt_engine *eng, zt_dtype dtype, zt_err *err)
+{
+    float **vals = zt_alloc(ZT_MEM_OTHER, (size_t)lay->nparams * sizeof *vals);
+    if (!vals)
+        return zt_fail(err, ZT_EFAIL, "out of memory saving %s", dir);
+    int rc = ZT_OK;
+    for (int i = 0; i < lay->nparams && rc == ZT_OK; i++) {
+        vals[i] = zt_alloc(ZT_MEM_OTHER, lay->params[i].numel * sizeof(float));
+        if (!vals[i])
+            rc = zt_fail(err, ZT_EFAIL, "out of memory saving %s", dir);
+        else
+            zt_engine_get_param(eng, &lay->params[i], vals[i]);
+    }
+    if (rc == ZT_OK)
+        rc = zt_hf_save_tensors(dir, cfg, lay, vals, dtype, err);
+    for (int i = 0; i < lay->nparams; i++)
+        zt_free(ZT_MEM_OTHER, vals[i], vals[i] ? lay->params[i].numel * sizeof(float) : 0);
+    zt_free(ZT_MEM_OTHER, vals, (size_t)lay->nparams * sizeof *vals);
+    return rc;
+}

@@ -1,0 +1,28 @@
+/* hf_model.h — Hugging Face model directories <-> the engine's parameters.
+ *
+ * Loading reads DIR/config.json and the weights (single or sharded safetensors),
+ * checks that every parameter the layout expects is present with its shape and
+ * a float dtype, refuses tensors it does not know by name (except the rotary
+ * inv_freq buffers old checkpoints carry, and a duplicate lm_head.weight of a
+ * tied model), and hands each to the engine, which rounds it to the load dtype.
+ * Saving writes config.json and model.safetensors atomically (each file goes to
+ * a temporary name and is renamed into place). */
+#ifndef ZT_HF_MODEL_H
+#define ZT_HF_MODEL_H
+
+#include "../engine/engine.h"
+#include "../model/config.h"
+#include "../model/layout.h"
+
+int zt_hf_read_config_dir(const char *dir, zt_llama_config *cfg, zt_err *err);
+int zt_hf_load_params(const char *dir, const zt_layout *lay, zt_engine *eng, zt_err *err);
+/* Write the engine's parameters (gathered to full tensors) as a HF directory in dtype. */
+int zt_hf_save(const char *dir, const zt_llama_config *cfg, const zt_layout *lay,
+               const zt_engine *eng, zt_dtype dtype, zt_err *err);
+/* Write a HF directory from full fp32 tensors given per layout parameter (init-model). */
+int zt_hf_save_tensors(const char *dir, const zt_llama_config *cfg, const zt_layout *lay,
+                       float *const *values, zt_dtype dtype, zt_err *err);
+/* mkdir -p */
+int zt_mkdirs(const char *dir, zt_err *err);
+
+#endif

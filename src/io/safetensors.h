@@ -1,0 +1,114 @@
+/* safetensors.h — read (mmap, fully validated) and write safetensors files.
+ *
+ * Format: 8-byte little-endian header length n, n bytes of UTF-8 JSON
+ *   {"name": {"dtype": "F32", "shape": [..], "data_offsets": [begin, end]}, ...,
+ *    "__metadata__": {"k": "v"}}
+ * then the data section.  Validation follows the reference parser (SPEC §5):
+ * header <= 100 MB, valid UTF-8 JSON object, known dtypes, offsets contiguous from
+ * 0 in file order of begin offsets and inside the file, prod(shape)*dtype size =
+ * end - begin, no trailing bytes, no duplicate names.  Every fault is reported as
+ * ZT_EINPUT with the file path and what was wrong. */
+#ifndef ZT_SAFETENSORS_H
+#define ZT_SAFETENSORS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../core/dtype.h"
+#include "../core/status.h"
+
+#define ZT_ST_MAX_DIMS 8
+
+typedef struct zt_st_tensor {
+    char *name;                 /* owned by the file object */
+    char st_dtype[8];           /* the file's dtype string: "F32", "BF16", "I64", ... */
+    int has_zt_dtype;           /* 1 when st_dtype is F32, BF16 or F16 */
+    zt_dtype dtype;             /* valid when has_zt_dtype */
+    int ndim;
+    int64_t shape[ZT_ST_MAX_DIMS];
+    int64_t numel;
+    const void *data;           /* points into the mmapped file (read); aligned for its
+                                 * dtype only if the file's layout is (files ztrain writes
+                                 * with one dtype are), so copy or convert via memcpy */
+    size_t nbytes;
+} zt_st_tensor;
+
+typedef struct zt_st_file zt_st_file;
+
+int zt_st_open(const char *path, zt_st_file **out, zt_err *err);
+void zt_st_close(zt_st_file *f);
+int zt_st_count(const zt_st_file *f);
+const zt_st_tensor *zt_st_get(const zt_st_file *f, int i);
+const zt_st_tensor *zt_st_find(const zt_st_file *f, const char *name); /* NULL if absent */
+const char *zt_st_path(const zt_st_file *f);
+
+/* A tensor to write: name, dtype, shape and a pointer to its data. */
+typedef struct zt_st_out {
+    const char *name;
+    zt_dtype dtype;
+    int ndim;
+    int64_t shape[ZT_ST_MAX_DIMS];
+    const void *data;
+} zt_st_out;
+
+/* Write n tensors (in the given order) to path atomically: the data goes to
+ * "path.tmp.<pid>", is flushed, then renamed over path, so a failure never leaves
+ * a half-written file or damages an existing one.  metadata_format may be NULL;
+ * otherwise it is stored as __metadata__ {"format": metadata_format}. */
+int zt_st_write(const char *path, const zt_st_out *tensors, int n, const char *metadata_format,
+                zt_err *err);
+
+/* A Hugging Face weights directory: model.safetensors, or shards listed in
+ * model.safetensors.index.json ({"metadata": {...}, "weight_map": {name: file}}).
+ * Every name in the weight map must exist in its shard and vice versa. */
+typedef struct zt_weights zt_weights;
+
+int zt_weights_open(const char *dir, zt_weights **out, zt_err *err);
+void zt_weights_close(zt_weights *w);
+int zt_weights_count(const zt_weights *w);
+const zt_st_tensor *zt_weights_get(const zt_weights *w, int i);
+/* Find a tensor by name; *file (optional) receives the path of the file holding it. */
+const zt_st_tensor *zt_weights_find(const zt_weights *w, const char *name, const char **file);
+
+/* ---- Shared by the I/O readers and writers (safetensors, tokens, config.json) ---- */
+
+/* Write the concatenation of n byte ranges to path atomically: "path.tmp.<pid>",
+ * fsync, rename over path; on any failure the tmp file is removed and an existing
+ * path is left untouched.  The one implementation behind every file ztrain writes. */
+typedef struct zt_wpart {
+    const void *data;
+    size_t bytes;
+} zt_wpart;
+int zt_write_atomic(const char *path, const zt_wpart *parts, int n, zt_err *err);
+
+/* Strict JSON, as serde_json (the reference parsers') accepts it.  cJSON alone is
+ * too lenient (control bytes count as whitespace, "01" parses) and keeps no
+ * source text, so "64" and "64.0" look alike; zt_json validates UTF-8 and every
+ * token first, then lets cJSON build the tree, and records where each number
+ * token starts so integers can be read exactly.  Numbers appear in nums in
+ * document order, which is the order of a pre-order walk of the cJSON tree. */
+struct cJSON;
+typedef struct zt_json {
+    struct cJSON *root;
+    char *text;       /* owned, NUL-terminated copy of the source */
+    size_t len;       /* source bytes (without the NUL) */
+    size_t *nums;     /* byte offset in text of each number token */
+    size_t nnum;
+} zt_json;
+
+/* Parse len bytes of text (need not be NUL-terminated).  Errors are ZT_EINPUT
+ * "PATH: WHAT is not valid ... at byte offset N", offsets counted from base (so a
+ * safetensors header reports file offsets).  Trailing JSON whitespace is allowed. */
+int zt_json_parse(const char *path, const char *what, const void *text, size_t len, size_t base,
+                  zt_json *out, zt_err *err);
+/* Read a whole file (at most max_bytes) and parse it as above. */
+int zt_json_parse_file(const char *path, size_t max_bytes, zt_json *out, zt_err *err);
+void zt_json_free(zt_json *j);
+/* Number tokens inside item (itself included): how far a document-order walk
+ * advances through nums when it skips item. */
+size_t zt_json_count_numbers(const struct cJSON *item);
+/* Number token k as an exact integer: 0 ok, 1 not an integer literal (has a
+ * fraction or exponent, or k is out of range), 2 outside int64. */
+int zt_json_int(const zt_json *j, size_t k, int64_t *out);
+
+#endif

@@ -1,0 +1,60 @@
+/* kernels.h — the hand-written compute kernels of the Llama block, fp32.
+ *
+ * Activations are fp32 row-major; N = B*T token rows.  Conventions:
+ *  - forward functions overwrite their outputs;
+ *  - backward functions OVERWRITE input gradients (dx, dqkv, dgu) unless the name
+ *    says _accumulate, and ACCUMULATE (+=) weight gradients (dw), because weight
+ *    gradients sum over micro-batches;
+ *  - all kernels parallelise with OpenMP over rows / heads and never allocate
+ *    per call beyond small stack scratch (the step loop does not allocate).
+ * Packed layouts follow the flat parameter order: a layer's q, k, v projections
+ * are contiguous, so one matmul yields qkv rows of width (nh + 2*nkv)*hd laid out
+ * [q heads | k heads | v heads]; gate and up are contiguous, so one matmul yields
+ * gu rows of width 2F laid out [gate | up]. */
+#ifndef ZT_KERNELS_H
+#define ZT_KERNELS_H
+
+#include <stddef.h>
+
+/* RMSNorm (HF LlamaRMSNorm): y = x * rstd * w, rstd = 1/sqrt(mean(x^2) + eps).
+ * x, y: (N, C); w: (C); rstd: (N) saved for backward. */
+void zt_rmsnorm_forward(float *y, float *rstd, const float *x, const float *w, int N, int C, float eps);
+/* dx += d/dx, dw += d/dw (dx is the residual stream's gradient, hence +=). */
+void zt_rmsnorm_backward_accumulate(float *dx, float *dw, const float *dy, const float *x,
+                                    const float *w, const float *rstd, int N, int C);
+
+/* Rotary embeddings, HF's rotate_half convention: for i < hd/2, with
+ * f_i = theta^(-2i/hd) and angle a = pos * f_i,
+ *   y[i] = x[i] cos a - x[i + hd/2] sin a,   y[i + hd/2] = x[i + hd/2] cos a + x[i] sin a.
+ * Tables cos, sin: (T, hd/2), computed as HF does (inv_freq and pos*inv_freq in fp32). */
+void zt_rope_tables(float *cos_t, float *sin_t, int T, int hd, float theta);
+/* Rotate the q and k heads of qkv (B, T, (nh + 2*nkv)*hd) in place; positions are 0..T-1. */
+void zt_rope_forward(float *qkv, const float *cos_t, const float *sin_t, int B, int T, int nh,
+                     int nkv, int hd);
+/* Backward of the rotation (its transpose: rotate by -a), in place on the dq, dk parts of dqkv. */
+void zt_rope_backward(float *dqkv, const float *cos_t, const float *sin_t, int B, int T, int nh,
+                      int nkv, int hd);
+
+/* Causal grouped-query attention, scale 1/sqrt(hd); query head h reads kv head h / (nh/nkv).
+ * qkv: (B, T, (nh + 2*nkv)*hd) after RoPE; out: (B, T, nh*hd); lse: (B, nh, T), the
+ * log-sum-exp of each softmax row, saved so backward recomputes probabilities without
+ * ever storing a T x T matrix. */
+void zt_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int nh, int nkv,
+                          int hd);
+/* dqkv (same shape as qkv) is overwritten with the gradients of q, k and v. */
+void zt_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
+                           const float *lse, int B, int T, int nh, int nkv, int hd);
+
+/* SwiGLU: h = silu(g) * u with gu (N, 2F) = [g | u], h (N, F). */
+void zt_swiglu_forward(float *h, const float *gu, int N, int F);
+/* dgu (N, 2F) overwritten. */
+void zt_swiglu_backward(float *dgu, const float *dh, const float *gu, int N, int F);
+
+/* Softmax cross-entropy over logits (N, V) with int targets in [0, V).
+ * Returns the SUM of the N token losses (double).  When dlogits is non-NULL it
+ * receives (softmax - onehot) * grad_scale; dlogits may equal logits (in place),
+ * so only one logits buffer is ever needed. */
+double zt_xent_forward_backward(float *dlogits, const float *logits, const int *targets, int N,
+                                int V, float grad_scale);
+
+#endif

@@ -1,0 +1,41 @@
+/* matmul.h — matrix products through oneDNN.
+ *
+ * One entry point covers the three products of a linear layer y = x W^T
+ * (W stored (out, in) as in Hugging Face):
+ *   forward  y (N,out)   = x (N,in) . W^T           trans_b = 1
+ *   backward dx (N,in)   = dy (N,out) . W           (no transposes)
+ *            dW (out,in) += dy^T (out,N) . x (N,in)  trans_a = 1, beta = 1
+ * C is always fp32.  A and B may be fp32 or bf16 in memory; `compute` says which
+ * arithmetic to use: ZT_BF16 means bf16 inputs with fp32 accumulation (inputs
+ * stored in fp32 are rounded to bf16 into internal scratch first, as autocast
+ * does), ZT_F32 means fp32 inputs (bf16 inputs are widened first).  When the CPU
+ * lacks AVX512-BF16 (checked once at run time), bf16 compute falls back to fp32
+ * arithmetic on the bf16-rounded values, which gives the same rounding of inputs.
+ *
+ * oneDNN primitives are created once per distinct shape and kept in a cache, so
+ * the training step does no primitive creation after its first iteration. */
+#ifndef ZT_MATMUL_H
+#define ZT_MATMUL_H
+
+#include "../core/dtype.h"
+#include "../core/status.h"
+
+/* C(M,N) = beta*C + op(A)(M,K) . op(B)(K,N); op(A) = A^T when trans_a (A stored (K,M)),
+ * op(B) = B^T when trans_b (B stored (N,K)).  beta is 0 or 1. Row-major, dense. */
+int zt_matmul(float *C, const void *A, zt_dtype a_dt, const void *B, zt_dtype b_dt, int M, int N,
+              int K, int trans_a, int trans_b, float beta, zt_dtype compute, zt_err *err);
+
+/* 1 when bf16 products run natively (AVX512-BF16 or AMX) on this CPU. */
+int zt_matmul_has_native_bf16(void);
+/* oneDNN's version string, e.g. "2.6.3", and the ISA it dispatches to. */
+const char *zt_matmul_dnnl_version(void);
+const char *zt_matmul_isa_name(void);
+
+/* Measure the sustained rate of a square-ish product in the given compute dtype
+ * (GFLOP/s, 2*M*N*K flops per product) with the current thread count. */
+double zt_matmul_peak_gflops(zt_dtype compute);
+
+/* Release cached primitives and scratch (end of program; keeps ASan quiet). */
+void zt_matmul_shutdown(void);
+
+#endif

@@ -1,0 +1,38 @@
+/* config.h — the Llama architecture hyper-parameters (HF LlamaConfig / MistralConfig). */
+#ifndef ZT_MODEL_CONFIG_H
+#define ZT_MODEL_CONFIG_H
+
+#include "../core/dtype.h"
+#include "../core/status.h"
+
+typedef struct zt_llama_config {
+    int hidden_size;             /* C */
+    int intermediate_size;       /* F */
+    int num_hidden_layers;       /* L */
+    int num_attention_heads;     /* nh */
+    int num_key_value_heads;     /* nkv, divides nh (GQA); defaults to nh */
+    int head_dim;                /* hd; defaults to C / nh */
+    int vocab_size;              /* V */
+    int max_position_embeddings;
+    double rms_norm_eps;         /* default 1e-6 */
+    double rope_theta;           /* default 10000 */
+    int tie_word_embeddings;     /* default 0 (HF LlamaConfig's default is False) */
+    double initializer_range;    /* default 0.02 */
+    zt_dtype torch_dtype;        /* default fp32 */
+    char model_type[16];         /* "llama" or "mistral" */
+} zt_llama_config;
+
+/* Read config.json.  Known keys that change nothing ztrain computes (architectures,
+ * token ids, transformers_version, use_cache, ...) are accepted; keys whose
+ * non-default values ztrain does not implement (attention_bias, mlp_bias,
+ * rope_scaling, sliding_window, pretraining_tp, hidden_act other than silu,
+ * attention_dropout) are accepted only at their inert value; any other key is
+ * refused by name.  Sizes are checked for consistency (nh % nkv == 0, hd even, all
+ * positive).  Errors: ZT_EINPUT naming the file and key. */
+int zt_hf_config_read(const char *path, zt_llama_config *cfg, zt_err *err);
+/* Write config.json (atomic), with architectures/model_type so HF loads it. */
+int zt_hf_config_write(const char *path, const zt_llama_config *cfg, zt_err *err);
+/* Validate sizes (used by read, and by anything that builds a config in code). */
+int zt_llama_config_check(const zt_llama_config *cfg, const char *where, zt_err *err);
+
+#endif

@@ -1,0 +1,381 @@
+/* llama.c — Llama forward and backward over units of flat parameters.
+ *
+ * Shapes: N = B*T rows, C hidden, F intermediate, nh / nkv heads of hd,
+ * Dq = nh*hd, Dqkv = (nh + 2*nkv)*hd, V vocabulary.  Per decoder layer:
+ *   n1 = rmsnorm(x)            qkv = n1 Wqkv^T, rope(q, k)     att = attn(qkv)
+ *   h  = x + att Wo^T          n2  = rmsnorm(h)                gu  = n2 Wgu^T
+ *   out = h + swiglu(gu) Wdown^T
+ * and at the top: x0 = embed[tokens], logits = rmsnorm(xL) Wlm^T,
+ * loss = sum xent(logits, targets).  Backward walks the same steps in reverse;
+ * `dres` carries the residual stream's gradient, to which each RMSNorm backward
+ * adds its input gradient. */
+#include "llama.h"
+
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+#include "../core/mem.h"
+#include "../kernels/kernels.h"
+#include "../kernels/matmul.h"
+
+typedef struct alloc_rec {
+    void *p;
+    size_t bytes;
+} alloc_rec;
+
+typedef struct alloc_list {
+    alloc_rec *recs;
+    int n, cap;
+} alloc_list;
+
+static float *act_alloc(zt_model *m, size_t nfloats)
+{
+    alloc_list *al = m->alloc_list;
+    if (al->n == al->cap) {
+        int ncap = al->cap ? 2 * al->cap : 64;
+        alloc_rec *nr = zt_alloc(ZT_MEM_OTHER, (size_t)ncap * sizeof *nr);
+        if (!nr)
+            return NULL;
+        if (al->recs) {
+            memcpy(nr, al->recs, (size_t)al->n * sizeof *nr);
+            zt_free(ZT_MEM_OTHER, al->recs, (size_t)al->cap * sizeof *nr);
+        }
+        al->recs = nr;
+        al->cap = ncap;
+    }
+    size_t bytes = nfloats * sizeof(float);
+    float *p = zt_alloc(ZT_MEM_ACTIV, bytes);
+    if (!p)
+        return NULL;
+    al->recs[al->n++] = (alloc_rec){p, bytes};
+    m->act_bytes += bytes;
+    return p;
+}
+
+int zt_model_init(zt_model *m, const zt_llama_config *cfg, const zt_layout *lay, zt_engine *eng,
+                  int B, int T, int checkpointing, zt_err *err)
+{
+    memset(m, 0, sizeof *m);
+    m->cfg = *cfg;
+    m->lay = lay;
+    m->eng = eng;
+    m->B = B;
+    m->T = T;
+    m->N = B * T;
+    m->checkpointing = checkpointing;
+    m->alloc_list = zt_alloc(ZT_MEM_OTHER, sizeof(alloc_list));
+    if (!m->alloc_list)
+        return zt_fail(err, ZT_EFAIL, "out of memory");
+    int L = cfg->num_hidden_layers, nh = cfg->num_attention_heads, nkv = cfg->num_key_value_heads;
+    size_t N = (size_t)m->N, C = (size_t)cfg->hidden_size, F = (size_t)cfg->intermediate_size;
+    size_t hd = (size_t)cfg->head_dim, Dq = (size_t)nh * hd, Dqkv = (size_t)(nh + 2 * nkv) * hd;
+    size_t V = (size_t)cfg->vocab_size;
+    m->layers = zt_alloc(ZT_MEM_OTHER, ((size_t)L + 1) * sizeof *m->layers);
+    if (!m->layers)
+        goto oom;
+    /* With checkpointing every layer shares one set of intermediate buffers,
+     * refilled by recomputation in backward; only x is per layer. */
+    zt_layer_acts shared = {0};
+    for (int l = 0; l <= L; l++) {
+        zt_layer_acts *a = &m->layers[l];
+        if (!(a->x = act_alloc(m, N * C)))
+            goto oom;
+        if (l == L)
+            break;
+        if (checkpointing && l > 0) {
+            float *x = a->x;
+            *a = shared;
+            a->x = x;
+            continue;
+        }
+        if (!(a->n1 = act_alloc(m, N * C)) || !(a->rstd1 = act_alloc(m, N)) ||
+            !(a->qkv = act_alloc(m, N * Dqkv)) || !(a->att = act_alloc(m, N * Dq)) ||
+            !(a->lse = act_alloc(m, N * (size_t)nh)) || !(a->h = act_alloc(m, N * C)) ||
+            !(a->n2 = act_alloc(m, N * C)) || !(a->rstd2 = act_alloc(m, N)) ||
+            !(a->gu = act_alloc(m, N * 2 * F)) || !(a->act = act_alloc(m, N * F)))
+            goto oom;
+        if (l == 0)
+            shared = *a;
+    }
+    if (!(m->nf = act_alloc(m, N * C)) || !(m->rstdf = act_alloc(m, N)) ||
+        !(m->logits = act_alloc(m, N * V)) || !(m->dres = act_alloc(m, N * C)) ||
+        !(m->dn = act_alloc(m, N * C)) || !(m->dqkv = act_alloc(m, N * Dqkv)) ||
+        !(m->datt = act_alloc(m, N * Dq)) || !(m->dgu = act_alloc(m, N * 2 * F)) ||
+        !(m->dact = act_alloc(m, N * F)) || !(m->rope_cos = act_alloc(m, (size_t)T * hd / 2)) ||
+        !(m->rope_sin = act_alloc(m, (size_t)T * hd / 2)) || !(m->norm_w = act_alloc(m, C)))
+        goto oom;
+    zt_rope_tables(m->rope_cos, m->rope_sin, T, (int)hd, (float)cfg->rope_theta);
+    return ZT_OK;
+oom:
+    zt_model_free(m);
+    return zt_fail(err, ZT_EFAIL, "out of memory for activations (B=%d, T=%d)", B, T);
+}
+
+void zt_model_free(zt_model *m)
+{
+    alloc_list *al = m->alloc_list;
+    if (al) {
+        for (int i = 0; i < al->n; i++)
+            zt_free(ZT_MEM_ACTIV, al->recs[i].p, al->recs[i].bytes);
+        zt_free(ZT_MEM_OTHER, al->recs, (size_t)al->cap * sizeof(alloc_rec));
+        zt_free(ZT_MEM_OTHER, al, sizeof *al);
+    }
+    if (m->layers)
+        zt_free(ZT_MEM_OTHER, m->layers, ((size_t)m->cfg.num_hidden_layers + 1) * sizeof *m->layers);
+    memset(m, 0, sizeof *m);
+}
+
+const float *zt_model_logits(const zt_model *m) { return m->logits; }
+
+/* ---- parameter views ---------------------------------------------------- */
+
+typedef struct layer_weights {
+    const void *attn_norm, *qkv, *o, *mlp_norm, *gu, *down; /* compute dtype */
+} layer_weights;
+
+typedef struct layer_grads {
+    float *attn_norm, *qkv, *o, *mlp_norm, *gu, *down; /* fp32 staging */
+} layer_grads;
+
+static const void *view(const zt_model *m, const void *base, int layer, zt_param_kind kind)
+{
+    const zt_param *p = zt_layout_param(m->lay, layer, kind);
+    return (const char *)base + p->offset * zt_dtype_size(m->eng->prec.compute);
+}
+
+static float *grad_view(const zt_model *m, float *base, int layer, zt_param_kind kind)
+{
+    return base + zt_layout_param(m->lay, layer, kind)->offset;
+}
+
+static layer_weights layer_views(const zt_model *m, const void *base, int l)
+{
+    /* q, k, v are adjacent in the flat buffer (layout.h), so q's view is W_qkv;
+     * likewise gate's view is W_gu. */
+    return (layer_weights){view(m, base, l, ZT_P_ATTN_NORM), view(m, base, l, ZT_P_Q),
+                           view(m, base, l, ZT_P_O),         view(m, base, l, ZT_P_MLP_NORM),
+                           view(m, base, l, ZT_P_GATE),      view(m, base, l, ZT_P_DOWN)};
+}
+
+static layer_grads layer_grad_views(const zt_model *m, float *base, int l)
+{
+    return (layer_grads){grad_view(m, base, l, ZT_P_ATTN_NORM), grad_view(m, base, l, ZT_P_Q),
+                         grad_view(m, base, l, ZT_P_O),         grad_view(m, base, l, ZT_P_MLP_NORM),
+                         grad_view(m, base, l, ZT_P_GATE),      grad_view(m, base, l, ZT_P_DOWN)};
+}
+
+/* Norm kernels read fp32 weights; in bf16 compute the weight is widened into a
+ * small scratch vector first (C elements, negligible). */
+static const float *norm_weight(zt_model *m, const void *w)
+{
+    if (m->eng->prec.compute == ZT_F32)
+        return w;
+    zt_convert(m->norm_w, ZT_F32, w, m->eng->prec.compute, (size_t)m->cfg.hidden_size);
+    return m->norm_w;
+}
+
+/* ---- linear layer: y = x W^T with W (out, in) ---------------------------- */
+
+static int linear_forward(zt_model *m, float *y, const float *x, const void *w, int out, int in,
+                          float beta, zt_err *err)
+{
+    return zt_matmul(y, x, ZT_F32, w, m->eng->prec.compute, m->N, out, in, 0, 1, beta,
+                     m->eng->prec.compute, err);
+}
+
+/* dx = dy W (overwrite), dW += dy^T x */
+static int linear_backward(zt_model *m, float *dx, float *dw, const float *dy, const float *x,
+                           const void *w, int out, int in, zt_err *err)
+{
+    zt_dtype c = m->eng->prec.compute;
+    int rc = zt_matmul(dx, dy, ZT_F32, w, c, m->N, in, out, 0, 0, 0.0f, c, err);
+    if (rc == ZT_OK)
+        rc = zt_matmul(dw, dy, ZT_F32, x, ZT_F32, out, in, m->N, 1, 0, 1.0f, c, err);
+    return rc;
+}
+
+/* ---- one decoder layer --------------------------------------------------- */
+
+static int layer_forward(zt_model *m, int l, const void *base, zt_err *err)
+{
+    const zt_llama_config *c = &m->cfg;
+    zt_layer_acts *a = &m->layers[l];
+    float *out = m->layers[l + 1].x;
+    int N = m->N, C = c->hidden_size, F = c->intermediate_size, nh = c->num_attention_heads;
+    int nkv = c->num_key_value_heads, hd = c->head_dim, Dq = nh * hd, Dqkv = (nh + 2 * nkv) * hd;
+    float eps = (float)c->rms_norm_eps;
+    layer_weights w = layer_views(m, base, l);
+    int rc;
+
+    zt_rmsnorm_forward(a->n1, a->rstd1, a->x, norm_weight(m, w.attn_norm), N, C, eps);
+    if ((rc = linear_forward(m, a->qkv, a->n1, w.qkv, Dqkv, C, 0.0f, err)))
+        return rc;
+    zt_rope_forward(a->qkv, m->rope_cos, m->rope_sin, m->B, m->T, nh, nkv, hd);
+    zt_attention_forward(a->att, a->lse, a->qkv, m->B, m->T, nh, nkv, hd);
+    memcpy(a->h, a->x, (size_t)N * C * sizeof(float));
+    if ((rc = linear_forward(m, a->h, a->att, w.o, C, Dq, 1.0f, err)))
+        return rc;
+    zt_rmsnorm_forward(a->n2, a->rstd2, a->h, norm_weight(m, w.mlp_norm), N, C, eps);
+    if ((rc = linear_forward(m, a->gu, a->n2, w.gu, 2 * F, C, 0.0f, err)))
+        return rc;
+    zt_swiglu_forward(a->act, a->gu, N, F);
+    memcpy(out, a->h, (size_t)N * C * sizeof(float));
+    return linear_forward(m, out, a->act, w.down, C, F, 1.0f, err);
+}
+
+/* On entry m->dres holds d loss / d out; on exit d loss / d x. */
+static int layer_backward(zt_model *m, int l, const void *base, float *gbase, zt_err *err)
+{
+    const zt_llama_config *c = &m->cfg;
+    zt_layer_acts *a = &m->layers[l];
+    int N = m->N, C = c->hidden_size, F = c->intermediate_size, nh = c->num_attention_heads;
+    int nkv = c->num_key_value_heads, hd = c->head_dim, Dq = nh * hd, Dqkv = (nh + 2 * nkv) * hd;
+    layer_weights w = layer_views(m, base, l);
+    layer_grads g = layer_grad_views(m, gbase, l);
+    int rc;
+
+    /* MLP: out = h + act Wdown^T */
+    if ((rc = linear_backward(m, m->dact, g.down, m->dres, a->act, w.down, C, F, err)))
+        return rc;
+    zt_swiglu_backward(m->dgu, m->dact, a->gu, N, F);
+    if ((rc = linear_backward(m, m->dn, g.gu, m->dgu, a->n2, w.gu, 2 * F, C, err)))
+        return rc;
+    zt_rmsnorm_backward_accumulate(m->dres, g.mlp_norm, m->dn, a->h, norm_weight(m, w.mlp_norm),
+                                   a->rstd2, N, C);
+    /* attention: h = x + att Wo^T */
+    if ((rc = linear_backward(m, m->datt, g.o, m->dres, a->att, w.o, C, Dq, err)))
+        return rc;
+    zt_attention_backward(m->dqkv, m->datt, a->qkv, a->att, a->lse, m->B, m->T, nh, nkv, hd);
+    zt_rope_backward(m->dqkv, m->rope_cos, m->rope_sin, m->B, m->T, nh, nkv, hd);
+    if ((rc = linear_backward(m, m->dn, g.qkv, m->dqkv, a->n1, w.qkv, Dqkv, C, err)))
+        return rc;
+    zt_rmsnorm_backward_accumulate(m->dres, g.attn_norm, m->dn, a->x, norm_weight(m, w.attn_norm),
+                                   a->rstd1, N, C);
+    return ZT_OK;
+}
+
+/* ---- embedding ----------------------------------------------------------- */
+
+static void embed_forward(zt_model *m, float *x, const void *wte, const int *tokens)
+{
+    int C = m->cfg.hidden_size;
+    zt_dtype dt = m->eng->prec.compute;
+    size_t es = zt_dtype_size(dt);
+    #pragma omp parallel for schedule(static)
+    for (int i = 0; i < m->N; i++)
+        zt_convert(x + (size_t)i * C, ZT_F32, (const char *)wte + (size_t)tokens[i] * C * es, dt,
+                   (size_t)C);
+}
+
+/* dwte[token] += dx[row].  Rows hitting the same token would race, so threads
+ * split the columns instead of the rows. */
+static void embed_backward(zt_model *m, float *dwte, const float *dx, const int *tokens)
+{
+    int C = m->cfg.hidden_size, N = m->N;
+    #pragma omp parallel
+    {
+        int nt = 1, t = 0;
+#ifdef _OPENMP
+        nt = omp_get_num_threads();
+        t = omp_get_thread_num();
+#endif
+        int lo = (int)((long)C * t / nt), hi = (int)((long)C * (t + 1) / nt);
+        for (int i = 0; i < N; i++) {
+            float *drow = dwte + (size_t)tokens[i] * C;
+            const float *xrow = dx + (size_t)i * C;
+            for (int j = lo; j < hi; j++)
+                drow[j] += xrow[j];
+        }
+    }
+}
+
+/* ---- whole model ---------------------------------------------------------- */
+
+static int unit_of_layer(const zt_model *m, int l) { return m->lay->layer_unit[l]; }
+
+int zt_model_step(zt_model *m, const int *inputs, const int *targets, int backward,
+                  float grad_scale, double *loss_sum, zt_err *err)
+{
+    const zt_llama_config *c = &m->cfg;
+    const zt_layout *lay = m->lay;
+    int L = c->num_hidden_layers, C = c->hidden_size, V = c->vocab_size, N = m->N;
+    int root = lay->root_unit, rc = ZT_OK;
+    zt_dtype cd = m->eng->prec.compute;
+    size_t es = zt_dtype_size(cd);
+
+    const void *root_base = zt_engine_acquire(m->eng, root);
+    const zt_param *pe = zt_layout_param(lay, -1, ZT_P_EMBED);
+    const zt_param *plm = zt_layout_param(lay, -1, ZT_P_LM_HEAD);
+    if (!plm)
+        plm = pe; /* tied: lm_head is embed_tokens */
+    const void *wte = (const char *)root_base + pe->offset * es;
+    const void *wlm = (const char *)root_base + plm->offset * es;
+    const void *wnorm = (const char *)root_base + zt_layout_param(lay, -1, ZT_P_FINAL_NORM)->offset * es;
+
+    embed_forward(m, m->layers[0].x, wte, inputs);
+    for (int l = 0; l < L; l++) {
+        int u = unit_of_layer(m, l);
+        const void *base = u == root ? root_base : zt_engine_acquire(m->eng, u);
+        if ((rc = layer_forward(m, l, base, err)))
+            return rc;
+        if (u != root && (l == L - 1 || unit_of_layer(m, l + 1) != u))
+            zt_engine_release(m->eng, u);
+    }
+    zt_rmsnorm_forward(m->nf, m->rstdf, m->layers[L].x, norm_weight(m, wnorm), N, C,
+                       (float)c->rms_norm_eps);
+    if ((rc = linear_forward(m, m->logits, m->nf, wlm, V, C, 0.0f, err)))
+        return rc;
+    *loss_sum = zt_xent_forward_backward(backward ? m->logits : NULL, m->logits, targets, N, V,
+                                         grad_scale);
+    if (!backward) {
+        zt_engine_release(m->eng, root);
+        return ZT_OK;
+    }
+
+    /* Backward.  The root unit's gradient stays open from lm_head to embed. */
+    float *groot = zt_engine_grad_begin(m->eng, root);
+    float *dlm = groot + plm->offset;
+    if ((rc = linear_backward(m, m->dn, dlm, m->logits, m->nf, wlm, V, C, err)))
+        return rc;
+    memset(m->dres, 0, (size_t)N * C * sizeof(float));
+    zt_rmsnorm_backward_accumulate(m->dres, groot + zt_layout_param(lay, -1, ZT_P_FINAL_NORM)->offset,
+                                   m->dn, m->layers[L].x, norm_weight(m, wnorm), m->rstdf, N, C);
+    float *gunit = NULL;
+    for (int l = L - 1; l >= 0; l--) {
+        int u = unit_of_layer(m, l);
+        int unit_first = l == 0 || unit_of_layer(m, l - 1) != u;
+        int unit_last = l == L - 1 || unit_of_layer(m, l + 1) != u;
+        const void *base = u == root ? root_base : zt_engine_acquire(m->eng, u);
+        if (u == root)
+            gunit = groot;
+        else if (unit_last)
+            gunit = zt_engine_grad_begin(m->eng, u);
+        if (m->checkpointing && (rc = layer_forward(m, l, base, err)))
+            return rc;
+        if ((rc = layer_backward(m, l, base, gunit, err)))
+            return rc;
+        if (u != root && unit_first) {
+            zt_engine_grad_end(m->eng, u);
+            zt_engine_release(m->eng, u);
+        }
+    }
+    embed_backward(m, groot + pe->offset, m->dres, inputs);
+    zt_engine_grad_end(m->eng, root);
+    zt_engine_release(m->eng, root);
+    return ZT_OK;
+}
+
+double zt_model_flops_per_token(const zt_llama_config *c, int T, int checkpointing)
+{
+    double C = c->hidden_size, F = c->intermediate_size, hd = c->head_dim;
+    double nh = c->num_attention_heads, nkv = c->num_key_value_heads, V = c->vocab_size;
+    double per_layer = C * (nh + 2 * nkv) * hd + nh * hd * C + 3 * C * F; /* matrix weights */
+    double matrix = c->num_hidden_layers * per_layer + V * C;            /* + lm_head */
+    /* causal attention: q k^T and p v, 2 flops per MAC, about T/2 keys per query */
+    double attn = c->num_hidden_layers * 2.0 * 2.0 * nh * hd * (T + 1) / 2.0;
+    double fwd = 2.0 * matrix + attn;
+    /* backward is twice the forward; checkpointing recomputes the layers' forward */
+    double layers_fwd = 2.0 * c->num_hidden_layers * per_layer + attn;
+    return 3.0 * fwd + (checkpointing ? layers_fwd : 0.0);
+}

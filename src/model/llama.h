@@ -1,0 +1,60 @@
+/* llama.h — the Llama decoder (HF LlamaForCausalLM) forward and backward on one
+ * micro-batch of B sequences of T tokens (N = B*T rows).
+ *
+ * The model owns activations only; parameters come from the engine through
+ * acquire/release of units, and weight gradients go back through the engine's
+ * grad_begin/grad_end, so the same code runs replicated or sharded. */
+#ifndef ZT_LLAMA_H
+#define ZT_LLAMA_H
+
+#include "../engine/engine.h"
+#include "config.h"
+#include "layout.h"
+
+typedef struct zt_layer_acts {
+    float *x;            /* (N, C) layer input: kept even with checkpointing */
+    float *n1, *rstd1;   /* attention RMSNorm output (N, C) and 1/rms (N) */
+    float *qkv;          /* (N, (nh+2nkv)*hd) after RoPE */
+    float *att, *lse;    /* (N, nh*hd), (B, nh, T) */
+    float *h;            /* (N, C) residual after attention */
+    float *n2, *rstd2;   /* MLP RMSNorm output and 1/rms */
+    float *gu;           /* (N, 2F) gate | up */
+    float *act;          /* (N, F) silu(gate) * up */
+} zt_layer_acts;
+
+typedef struct zt_model {
+    zt_llama_config cfg;
+    const zt_layout *lay;
+    zt_engine *eng;
+    int B, T, N;
+    int checkpointing;       /* keep only layer inputs; recompute a layer in backward */
+    zt_layer_acts *layers;   /* L + 1 entries; layers[L].x is the last layer's output */
+    float *nf, *rstdf;       /* final norm output (N, C), 1/rms (N) */
+    float *logits;           /* (N, V), reused in place for dlogits */
+    float *dres, *dn, *dqkv, *datt, *dgu, *dact; /* backward scratch */
+    float *rope_cos, *rope_sin;                  /* (T, hd/2) */
+    float *norm_w;           /* (C) fp32 copy of a norm weight when compute is not fp32 */
+    int *targets_scratch;
+    size_t act_bytes;        /* total bytes of activation buffers (ZT_MEM_ACTIV) */
+    void *alloc_list;        /* internal: the blocks to free */
+} zt_model;
+
+int zt_model_init(zt_model *m, const zt_llama_config *cfg, const zt_layout *lay, zt_engine *eng,
+                  int B, int T, int checkpointing, zt_err *err);
+void zt_model_free(zt_model *m);
+
+/* Forward one micro-batch: inputs, targets (B, T).  Returns the SUM of token
+ * cross-entropies in *loss_sum.  With backward, every weight's gradient of
+ * grad_scale * loss_sum is added to the engine's gradient accumulators
+ * (grad_scale = 1 / tokens in the global batch gives the mean over it). */
+int zt_model_step(zt_model *m, const int *inputs, const int *targets, int backward,
+                  float grad_scale, double *loss_sum, zt_err *err);
+
+/* Logits (N, V) of the last forward without backward. */
+const float *zt_model_logits(const zt_model *m);
+
+/* Training FLOPs per token (forward + backward, 6 per weight in matrix products
+ * plus causal attention), for MFU. */
+double zt_model_flops_per_token(const zt_llama_config *cfg, int T, int checkpointing);
+
+#endif

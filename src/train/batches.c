@@ -1,0 +1,93 @@
+/* batches.c — data order and the seeded generator (see batches.h). */
+#include "batches.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "../core/mem.h"
+
+uint64_t zt_rand_next(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+double zt_rand_uniform(uint64_t *s) { return (double)(zt_rand_next(s) >> 11) * 0x1.0p-53; }
+
+double zt_rand_normal(uint64_t *s)
+{
+    double u1 = zt_rand_uniform(s), u2 = zt_rand_uniform(s);
+    if (u1 < 1e-300)
+        u1 = 1e-300;
+    return sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
+}
+
+int zt_batcher_init(zt_batcher *b, const zt_tokens *tokens, int T, int shuffle, uint64_t seed,
+                    const char *data_path, zt_err *err)
+{
+    memset(b, 0, sizeof *b);
+    b->tokens = tokens;
+    b->T = T;
+    b->shuffle = shuffle;
+    b->seed = seed;
+    b->perm_epoch = -1;
+    if (tokens->n < (size_t)T + 1)
+        return zt_fail(err, ZT_EINPUT,
+                       "%s: %zu tokens is too short for --block_size %d (need at least %d)",
+                       data_path, tokens->n, T, T + 1);
+    b->nwin = (tokens->n - 1) / (size_t)T;
+    if (shuffle) {
+        b->perm = zt_alloc(ZT_MEM_OTHER, b->nwin * sizeof *b->perm);
+        if (!b->perm)
+            return zt_fail(err, ZT_EFAIL, "out of memory for the shuffle permutation");
+    }
+    return ZT_OK;
+}
+
+void zt_batcher_free(zt_batcher *b)
+{
+    zt_free(ZT_MEM_OTHER, b->perm, b->shuffle ? b->nwin * sizeof *b->perm : 0);
+    memset(b, 0, sizeof *b);
+}
+
+static void make_perm(zt_batcher *b, long epoch)
+{
+    uint64_t s = b->seed * 0x100000001b3ull + (uint64_t)epoch + 1;
+    for (size_t i = 0; i < b->nwin; i++)
+        b->perm[i] = (uint32_t)i;
+    for (size_t i = b->nwin; i > 1; i--) { /* Fisher-Yates */
+        size_t j = (size_t)(zt_rand_next(&s) % i);
+        uint32_t t = b->perm[i - 1];
+        b->perm[i - 1] = b->perm[j];
+        b->perm[j] = t;
+    }
+    b->perm_epoch = epoch;
+}
+
+void zt_batcher_fill(zt_batcher *b, long k0, int B, int *inputs, int *targets)
+{
+    int T = b->T;
+    for (int i = 0; i < B; i++) {
+        long k = k0 + i;
+        long epoch = k / (long)b->nwin;
+        size_t w = (size_t)(k % (long)b->nwin);
+        if (b->shuffle) {
+            if (epoch != b->perm_epoch)
+                make_perm(b, epoch);
+            w = b->perm[w];
+        }
+        const int32_t *src = b->tokens->ids + w * (size_t)T;
+        for (int t = 0; t < T; t++) {
+            inputs[i * T + t] = src[t];
+            targets[i * T + t] = src[t + 1];
+        }
+    }
+}
+
+long zt_sample_index(long step, int micro, int rank, int B, int A, int W)
+{
+    long G = (long)B * A * W;
+    return step * G + ((long)micro * W + rank) * B;
+}

@@ -1,0 +1,45 @@
+/* batches.h — which tokens each rank sees at each micro-step (SPEC §4).
+ *
+ * The stream t[0..n) is cut into windows of T+1 tokens, window i = t[i*T .. i*T+T]
+ * (consecutive windows share one token: inputs are the first T, targets the last T),
+ * so there are (n-1)/T windows.  Optimizer step s uses G = B*A*W samples,
+ * k = s*G + j for j in [0, G); rank r at micro-step a takes
+ * j in [(a*W + r)*B, (a*W + r + 1)*B).  Sample k reads window k mod nwin, or with
+ * shuffling perm_e[k mod nwin] for epoch e = k / nwin, a seeded permutation that
+ * depends only on (seed, e) — never on W — so a global batch is the same set of
+ * samples at every world size. */
+#ifndef ZT_BATCHES_H
+#define ZT_BATCHES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../core/status.h"
+#include "../io/tokens.h"
+
+typedef struct zt_batcher {
+    const zt_tokens *tokens;
+    int T;
+    size_t nwin;
+    int shuffle;
+    uint64_t seed;
+    long perm_epoch;     /* epoch whose permutation is in perm, -1 none */
+    uint32_t *perm;      /* nwin entries when shuffling */
+} zt_batcher;
+
+int zt_batcher_init(zt_batcher *b, const zt_tokens *tokens, int T, int shuffle, uint64_t seed,
+                    const char *data_path, zt_err *err);
+void zt_batcher_free(zt_batcher *b);
+
+/* Fill inputs[B*T], targets[B*T] with samples k0 .. k0+B-1. */
+void zt_batcher_fill(zt_batcher *b, long k0, int B, int *inputs, int *targets);
+
+/* First sample index of rank r's micro-batch a at optimizer step s. */
+long zt_sample_index(long step, int micro, int rank, int B, int A, int W);
+
+/* splitmix64: the project's one seeded generator (init weights, shuffling). */
+uint64_t zt_rand_next(uint64_t *state);
+double zt_rand_uniform(uint64_t *state);  /* [0, 1) */
+double zt_rand_normal(uint64_t *state);   /* standard normal, Box-Muller */
+
+#endif

@@ -1,0 +1,584 @@
+/* test_kernels.c — the fp32 Llama kernels against naive double-precision references.
+ *
+ * For each kernel:
+ *  - forward: fp32 kernel vs a plain double reference written here, elementwise at
+ *    FWD_TOL relative (with a floor for values near 0);
+ *  - backward: fp32 analytic gradient vs central finite differences of the DOUBLE
+ *    reference, L = sum(R o forward(x)) for a random projection R, so that fp32
+ *    rounding noise cannot hide a wrong term; checked at GRAD_TOL relative;
+ *  - the conventions of kernels.h: overwrite vs accumulate, in-place xent, v left
+ *    alone by RoPE, T = 1 attention, GQA head mapping.
+ * Sizes are deliberately not powers of two and the GQA groups are 3 and 2 wide. */
+#include "../src/kernels/kernels.h"
+#include "test.h"
+
+#include <stdint.h>
+#include <string.h>
+
+/* fp32 kernels vs double reference: a few fp32 roundings on O(1) values. */
+#define FWD_TOL 1e-5
+#define FWD_FLOOR 1e-1
+/* fp32 analytic gradient vs double finite differences (which are ~1e-9 exact). */
+#define GRAD_TOL 1e-4
+#define GRAD_FLOOR 1e-2
+#define FD_EPS 1e-5
+
+/* ---- helpers ---------------------------------------------------------------- */
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+
+static void rng_seed(uint64_t s) { rng_state = s * 0x9E3779B97F4A7C15ull + 1; }
+
+/* Uniform in [-1, 1), xorshift64*. */
+static double rng_uniform(void) {
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    uint64_t r = rng_state * 0x2545F4914F6CDD1Dull;
+    return (double)(r >> 11) / (double)(1ull << 52) - 1.0;
+}
+
+static void fill(float *a, size_t n, double scale, double offset) {
+    for (size_t i = 0; i < n; i++) a[i] = (float)(offset + scale * rng_uniform());
+}
+
+static double *to_double(const float *a, size_t n) {
+    double *d = malloc(n * sizeof *d);
+    for (size_t i = 0; i < n; i++) d[i] = a[i];
+    return d;
+}
+
+/* Elementwise |got - want| <= tol * max(|want|, floor); prints the first few misses
+ * and the worst one, then records one failed check. */
+static void check_array(const char *what, const float *got, const double *want, size_t n,
+                        double tol, double floor) {
+    size_t nbad = 0, worst = 0;
+    double worst_err = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double s = fabs(want[i]) > floor ? fabs(want[i]) : floor;
+        double e = fabs((double)got[i] - want[i]) / s;
+        if (!(e <= tol)) { /* also catches NaN */
+            if (nbad < 3)
+                fprintf(stderr, "  %s[%zu] = %.9g, expected %.9g (rel err %.3g)\n", what, i,
+                        (double)got[i], want[i], e);
+            nbad++;
+        }
+        if (!(e <= worst_err)) worst_err = e, worst = i;
+    }
+    ZT_CHECK_MSG(nbad == 0, "%s: %zu of %zu elements off (worst [%zu] rel err %.3g > %.3g)", what,
+                 nbad, n, worst, worst_err, tol);
+}
+
+/* Central finite differences of a double loss over every element of in[0..n). */
+typedef double (*loss_fn)(const double *in, void *ctx);
+
+static void fd_grad(double *grad, double *in, size_t n, loss_fn loss, void *ctx) {
+    for (size_t i = 0; i < n; i++) {
+        double x0 = in[i];
+        in[i] = x0 + FD_EPS;
+        double lp = loss(in, ctx);
+        in[i] = x0 - FD_EPS;
+        double lm = loss(in, ctx);
+        in[i] = x0;
+        grad[i] = (lp - lm) / (2 * FD_EPS);
+    }
+}
+
+/* ---- RMSNorm ------------------------------------------------------------------ */
+
+static void rmsnorm_ref(double *y, double *rstd, const double *x, const double *w, int N, int C,
+                        double eps) {
+    for (int n = 0; n < N; n++) {
+        double ss = 0;
+        for (int c = 0; c < C; c++) ss += x[n * C + c] * x[n * C + c];
+        double r = 1.0 / sqrt(ss / C + eps);
+        if (rstd) rstd[n] = r;
+        for (int c = 0; c < C; c++) y[n * C + c] = x[n * C + c] * r * w[c];
+    }
+}
+
+typedef struct {
+    int N, C;
+    double eps;
+    const double *R;
+    double *x, *w, *y; /* the one being differentiated is the array fd_grad perturbs */
+} rms_ctx;
+
+static double rms_loss(const double *in, void *vctx) {
+    (void)in; /* in aliases ctx->x or ctx->w */
+    rms_ctx *c = vctx;
+    rmsnorm_ref(c->y, NULL, c->x, c->w, c->N, c->C, c->eps);
+    double L = 0;
+    for (int i = 0; i < c->N * c->C; i++) L += c->R[i] * c->y[i];
+    return L;
+}
+
+static void test_rmsnorm_forward(void) {
+    rng_seed(1);
+    /* C = 75 spans two 64-column dw strips; one row of large values checks scaling. */
+    const int N = 2 * 9, C = 75;
+    const float eps = 1e-5f;
+    float *x = malloc(sizeof(float) * N * C), *w = malloc(sizeof(float) * C);
+    float *y = malloc(sizeof(float) * N * C), rstd[18];
+    fill(x, (size_t)N * C, 2.0, 0.1);
+    for (int c = 0; c < C; c++) x[3 * C + c] *= 1000.0f;
+    fill(w, C, 0.5, 1.0);
+    zt_rmsnorm_forward(y, rstd, x, w, N, C, eps);
+
+    double *xd = to_double(x, (size_t)N * C), *wd = to_double(w, C);
+    double *yd = malloc(sizeof(double) * N * C), rd[18];
+    rmsnorm_ref(yd, rd, xd, wd, N, C, eps);
+    check_array("rmsnorm y", y, yd, (size_t)N * C, FWD_TOL, FWD_FLOOR);
+    check_array("rmsnorm rstd", rstd, rd, N, FWD_TOL, 0);
+    free(x), free(w), free(y), free(xd), free(wd), free(yd);
+}
+
+static void test_rmsnorm_backward_accumulates(void) {
+    rng_seed(2);
+    const int N = 2 * 7, C = 75;
+    const float eps = 1e-5f;
+    const size_t NC = (size_t)N * C;
+    float *x = malloc(sizeof(float) * NC), *w = malloc(sizeof(float) * C);
+    float *y = malloc(sizeof(float) * NC), *dy = malloc(sizeof(float) * NC), rstd[14];
+    float *dx = malloc(sizeof(float) * NC), *dw = malloc(sizeof(float) * C);
+    fill(x, NC, 1.5, 0.2);
+    fill(w, C, 0.5, 1.0);
+    fill(dy, NC, 1.0, 0.0);
+    zt_rmsnorm_forward(y, rstd, x, w, N, C, eps);
+    /* Pre-filled: the kernel must add to these, not overwrite them. */
+    const float dx0 = 0.25f, dw0 = -0.5f;
+    for (size_t i = 0; i < NC; i++) dx[i] = dx0;
+    for (int c = 0; c < C; c++) dw[c] = dw0;
+    zt_rmsnorm_backward_accumulate(dx, dw, dy, x, w, rstd, N, C);
+
+    double *R = to_double(dy, NC);
+    rms_ctx ctx = {N, C, eps, R, to_double(x, NC), to_double(w, C), malloc(sizeof(double) * NC)};
+    double *gx = malloc(sizeof(double) * NC), *gw = malloc(sizeof(double) * C);
+    fd_grad(gx, ctx.x, NC, rms_loss, &ctx);
+    fd_grad(gw, ctx.w, C, rms_loss, &ctx);
+    for (size_t i = 0; i < NC; i++) gx[i] += dx0;
+    for (int c = 0; c < C; c++) gw[c] += dw0;
+    check_array("rmsnorm dx (accumulated)", dx, gx, NC, GRAD_TOL, GRAD_FLOOR);
+    check_array("rmsnorm dw (accumulated)", dw, gw, C, GRAD_TOL, GRAD_FLOOR);
+
+    /* A second call adds the same gradient again. */
+    float *dx2 = malloc(sizeof(float) * NC);
+    memcpy(dx2, dx, sizeof(float) * NC);
+    zt_rmsnorm_backward_accumulate(dx2, dw, dy, x, w, rstd, N, C);
+    for (size_t i = 0; i < NC; i++) gx[i] = 2 * (gx[i] - dx0) + dx0;
+    for (int c = 0; c < C; c++) gw[c] = 2 * (gw[c] - dw0) + dw0;
+    check_array("rmsnorm dx (twice)", dx2, gx, NC, GRAD_TOL, GRAD_FLOOR);
+    check_array("rmsnorm dw (twice)", dw, gw, C, GRAD_TOL, GRAD_FLOOR);
+
+    free(x), free(w), free(y), free(dy), free(dx), free(dw), free(dx2), free(R);
+    free(ctx.x), free(ctx.w), free(ctx.y), free(gx), free(gw);
+}
+
+/* ---- RoPE ----------------------------------------------------------------------- */
+
+/* Double rotation with the kernel's own fp32 tables, over all rows of qkv. */
+static void rope_ref(double *y, const double *x, const float *cs, const float *sn, int B, int T,
+                     int nh, int nkv, int hd) {
+    const int W = (nh + 2 * nkv) * hd, half = hd / 2;
+    memcpy(y, x, sizeof(double) * B * T * W);
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int h = 0; h < nh + nkv; h++) {
+                const double *xr = x + (size_t)(b * T + t) * W + h * hd;
+                double *yr = y + (size_t)(b * T + t) * W + h * hd;
+                for (int i = 0; i < half; i++) {
+                    double c = cs[t * half + i], s = sn[t * half + i];
+                    yr[i] = xr[i] * c - xr[i + half] * s;
+                    yr[i + half] = xr[i + half] * c + xr[i] * s;
+                }
+            }
+}
+
+typedef struct {
+    int B, T, nh, nkv, hd;
+    const float *cs, *sn;
+    const double *R;
+    double *y;
+} rope_ctx;
+
+static double rope_loss(const double *in, void *vctx) {
+    rope_ctx *c = vctx;
+    rope_ref(c->y, in, c->cs, c->sn, c->B, c->T, c->nh, c->nkv, c->hd);
+    double L = 0;
+    for (int i = 0; i < c->B * c->T * (c->nh + 2 * c->nkv) * c->hd; i++) L += c->R[i] * c->y[i];
+    return L;
+}
+
+static void test_rope_tables(void) {
+    /* Against the exact angle t * theta^(-2i/hd): fp32 tables differ by a few ulp of
+     * the angle at these small positions. */
+    const float thetas[2] = {10000.0f, 500000.0f};
+    for (int k = 0; k < 2; k++) {
+        const int T = 13, hd = 12, half = hd / 2;
+        float cs[13 * 6], sn[13 * 6];
+        zt_rope_tables(cs, sn, T, hd, thetas[k]);
+        double cd[13 * 6], sd[13 * 6];
+        for (int t = 0; t < T; t++)
+            for (int i = 0; i < half; i++) {
+                double a = t * pow(thetas[k], -2.0 * i / hd);
+                cd[t * half + i] = cos(a);
+                sd[t * half + i] = sin(a);
+            }
+        check_array("rope cos", cs, cd, (size_t)T * half, 1e-6, 1.0);
+        check_array("rope sin", sn, sd, (size_t)T * half, 1e-6, 1.0);
+        /* Position 0 is the identity; frequency 0 never rotates. */
+        ZT_CHECK(cs[0] == 1.0f && sn[0] == 0.0f);
+        for (int t = 0; t < T; t++) ZT_CHECK_CLOSE(cs[t * half], cos((double)t), 1e-7, 1.0);
+    }
+    /* HF's fp32 pipeline: the angle is (float)t * inv_freq with inv_freq rounded to
+     * fp32, so at large positions the table follows that fp32 angle, not the exact
+     * one.  cos of the fp32 angle, correctly rounded, is what we expect. */
+    {
+        const int T = 4000, hd = 8, half = 4;
+        float *cs = malloc(sizeof(float) * T * half), *sn = malloc(sizeof(float) * T * half);
+        zt_rope_tables(cs, sn, T, hd, 10000.0f);
+        const int t = 3999, i = 1;
+        float inv = 1.0f / (float)pow(10000.0, (double)(2.0f / 8.0f));
+        float a = (float)t * inv;
+        ZT_CHECK_CLOSE(cs[t * half + i], cos((double)a), 1e-7, 1.0);
+        ZT_CHECK_CLOSE(sn[t * half + i], sin((double)a), 1e-7, 1.0);
+        free(cs), free(sn);
+    }
+}
+
+static void test_rope_forward_backward(void) {
+    rng_seed(3);
+    const int B = 2, T = 9, nh = 6, nkv = 2, hd = 12;
+    const int W = (nh + 2 * nkv) * hd;
+    const size_t n = (size_t)B * T * W;
+    float cs[9 * 6], sn[9 * 6];
+    zt_rope_tables(cs, sn, T, hd, 10000.0f);
+
+    float *x = malloc(sizeof(float) * n), *y = malloc(sizeof(float) * n);
+    fill(x, n, 1.0, 0.0);
+    memcpy(y, x, sizeof(float) * n);
+    zt_rope_forward(y, cs, sn, B, T, nh, nkv, hd);
+    double *xd = to_double(x, n), *yd = malloc(sizeof(double) * n);
+    rope_ref(yd, xd, cs, sn, B, T, nh, nkv, hd);
+    check_array("rope y", y, yd, n, FWD_TOL, FWD_FLOOR);
+    int v_same = 1;
+    for (int r = 0; r < B * T; r++)
+        for (int c = (nh + nkv) * hd; c < W; c++) v_same &= y[r * W + c] == x[r * W + c];
+    ZT_CHECK_MSG(v_same, "rope forward changed the v heads");
+
+    /* Backward of L = sum R o rope(x) is rope_backward(R). */
+    float *g = malloc(sizeof(float) * n);
+    fill(g, n, 1.0, 0.0);
+    double *R = to_double(g, n);
+    zt_rope_backward(g, cs, sn, B, T, nh, nkv, hd);
+    double *gd = malloc(sizeof(double) * n);
+    rope_ctx ctx = {B, T, nh, nkv, hd, cs, sn, R, yd};
+    fd_grad(gd, xd, n, rope_loss, &ctx);
+    check_array("rope dx", g, gd, n, GRAD_TOL, GRAD_FLOOR);
+    v_same = 1;
+    for (int r = 0; r < B * T; r++)
+        for (int c = (nh + nkv) * hd; c < W; c++) v_same &= g[r * W + c] == (float)R[r * W + c];
+    ZT_CHECK_MSG(v_same, "rope backward changed the dv heads");
+    free(x), free(y), free(xd), free(yd), free(g), free(R), free(gd);
+}
+
+static void test_rope_roundtrip_is_identity(void) {
+    rng_seed(4);
+    const int B = 2, T = 13, nh = 6, nkv = 3, hd = 8;
+    const size_t n = (size_t)B * T * (nh + 2 * nkv) * hd;
+    float cs[13 * 4], sn[13 * 4];
+    zt_rope_tables(cs, sn, T, hd, 10000.0f);
+    float *x = malloc(sizeof(float) * n), *y = malloc(sizeof(float) * n);
+    fill(x, n, 3.0, 0.0);
+    memcpy(y, x, sizeof(float) * n);
+    zt_rope_forward(y, cs, sn, B, T, nh, nkv, hd);
+    zt_rope_backward(y, cs, sn, B, T, nh, nkv, hd);
+    double *xd = to_double(x, n);
+    /* cos^2 + sin^2 = 1 up to fp32 rounding of the tables and products. */
+    check_array("rope back(fwd(x))", y, xd, n, 1e-6, 1.0);
+    free(x), free(y), free(xd);
+}
+
+/* ---- attention ------------------------------------------------------------------ */
+
+/* Naive causal GQA attention in double: full score rows, explicit softmax. */
+static void attn_ref(double *out, double *lse, const double *qkv, int B, int T, int nh, int nkv,
+                     int hd) {
+    const int W = (nh + 2 * nkv) * hd, group = nh / nkv;
+    const double scale = 1.0 / sqrt(hd);
+    double *s = malloc(sizeof(double) * T);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < nh; h++)
+            for (int i = 0; i < T; i++) {
+                const int kh = h / group;
+                const double *q = qkv + (size_t)(b * T + i) * W + h * hd;
+                double m = -INFINITY;
+                for (int j = 0; j <= i; j++) {
+                    const double *k = qkv + (size_t)(b * T + j) * W + (nh + kh) * hd;
+                    double d = 0;
+                    for (int e = 0; e < hd; e++) d += q[e] * k[e];
+                    s[j] = d * scale;
+                    if (s[j] > m) m = s[j];
+                }
+                double sum = 0;
+                for (int j = 0; j <= i; j++) sum += exp(s[j] - m);
+                double *o = out + (size_t)(b * T + i) * nh * hd + h * hd;
+                for (int e = 0; e < hd; e++) o[e] = 0;
+                for (int j = 0; j <= i; j++) {
+                    const double p = exp(s[j] - m) / sum;
+                    const double *v = qkv + (size_t)(b * T + j) * W + (nh + nkv + kh) * hd;
+                    for (int e = 0; e < hd; e++) o[e] += p * v[e];
+                }
+                if (lse) lse[(size_t)(b * nh + h) * T + i] = m + log(sum);
+            }
+    free(s);
+}
+
+typedef struct {
+    int B, T, nh, nkv, hd;
+    const double *R;
+    double *out;
+} attn_ctx;
+
+static double attn_loss(const double *in, void *vctx) {
+    attn_ctx *c = vctx;
+    attn_ref(c->out, NULL, in, c->B, c->T, c->nh, c->nkv, c->hd);
+    double L = 0;
+    for (int i = 0; i < c->B * c->T * c->nh * c->hd; i++) L += c->R[i] * c->out[i];
+    return L;
+}
+
+/* Forward against the reference, and, when with_grad, backward against finite
+ * differences over every element of qkv.  key_growth > 0 makes later keys larger so
+ * the running max of the online softmax increases from block to block. */
+static void attn_case(int B, int T, int nh, int nkv, int hd, double key_growth, int with_grad,
+                      uint64_t seed) {
+    rng_seed(seed);
+    const int W = (nh + 2 * nkv) * hd;
+    const size_t n = (size_t)B * T * W, no = (size_t)B * T * nh * hd, nl = (size_t)B * nh * T;
+    float *qkv = malloc(sizeof(float) * n), *out = malloc(sizeof(float) * no);
+    float *lse = malloc(sizeof(float) * nl);
+    fill(qkv, n, 1.0, 0.0);
+    for (int r = 0; r < B * T; r++)
+        for (int c = nh * hd; c < (nh + nkv) * hd; c++)
+            qkv[(size_t)r * W + c] *= (float)(1.0 + key_growth * (r % T));
+    zt_attention_forward(out, lse, qkv, B, T, nh, nkv, hd);
+
+    double *qd = to_double(qkv, n), *od = malloc(sizeof(double) * no);
+    double *ld = malloc(sizeof(double) * nl);
+    attn_ref(od, ld, qd, B, T, nh, nkv, hd);
+    char what[96];
+    snprintf(what, sizeof what, "attention out (T=%d nh=%d nkv=%d hd=%d)", T, nh, nkv, hd);
+    check_array(what, out, od, no, FWD_TOL, FWD_FLOOR);
+    snprintf(what, sizeof what, "attention lse (T=%d nh=%d nkv=%d hd=%d)", T, nh, nkv, hd);
+    check_array(what, lse, ld, nl, FWD_TOL, FWD_FLOOR);
+
+    if (with_grad) {
+        float *dout = malloc(sizeof(float) * no), *dqkv = malloc(sizeof(float) * n);
+        fill(dout, no, 1.0, 0.0);
+        /* dqkv is overwritten: garbage (NaN) left in it must not leak through. */
+        for (size_t i = 0; i < n; i++) dqkv[i] = NAN;
+        zt_attention_backward(dqkv, dout, qkv, out, lse, B, T, nh, nkv, hd);
+        double *R = to_double(dout, no), *gd = malloc(sizeof(double) * n);
+        attn_ctx ctx = {B, T, nh, nkv, hd, R, od};
+        fd_grad(gd, qd, n, attn_loss, &ctx);
+        snprintf(what, sizeof what, "attention dqkv (T=%d nh=%d nkv=%d hd=%d)", T, nh, nkv, hd);
+        check_array(what, dqkv, gd, n, GRAD_TOL, GRAD_FLOOR);
+        free(dout), free(dqkv), free(R), free(gd);
+    }
+    free(qkv), free(out), free(lse), free(qd), free(od), free(ld);
+}
+
+static void test_attention_gqa(void) {
+    attn_case(2, 11, 6, 2, 12, 0.0, 1, 5); /* groups of 3 */
+    attn_case(2, 7, 6, 3, 8, 0.0, 1, 6);   /* groups of 2 */
+    attn_case(1, 9, 4, 4, 10, 0.0, 1, 7);  /* plain multi-head */
+    attn_case(2, 13, 3, 1, 6, 0.3, 1, 8);  /* multi-query, sharper softmax */
+}
+
+static void test_attention_long_rows(void) {
+    /* T > 64 crosses key blocks of the online softmax; growing keys force rescaling. */
+    attn_case(1, 150, 6, 2, 8, 0.02, 0, 9);
+    attn_case(1, 70, 2, 1, 4, 0.0, 1, 10);
+}
+
+static void test_attention_t1(void) {
+    /* One token: attention returns its own v; lse is its own score; dq = dk = 0 and
+     * dv sums dout over the query heads of the group. */
+    rng_seed(11);
+    const int B = 2, T = 1, nh = 6, nkv = 2, hd = 12, W = (nh + 2 * nkv) * hd, group = 3;
+    float qkv[2 * 120], out[2 * 72], lse[2 * 6], dout[2 * 72], dqkv[2 * 120];
+    fill(qkv, (size_t)B * W, 1.0, 0.0);
+    fill(dout, (size_t)B * nh * hd, 1.0, 0.0);
+    zt_attention_forward(out, lse, qkv, B, T, nh, nkv, hd);
+    for (int i = 0; i < B * W; i++) dqkv[i] = NAN;
+    zt_attention_backward(dqkv, dout, qkv, out, lse, B, T, nh, nkv, hd);
+    int v_ok = 1, zero_ok = 1, dv_ok = 1;
+    for (int b = 0; b < B; b++) {
+        const float *row = qkv + b * W;
+        for (int h = 0; h < nh; h++) {
+            const int kh = h / group;
+            double s = 0;
+            for (int e = 0; e < hd; e++) {
+                v_ok &= out[b * nh * hd + h * hd + e] == row[(nh + nkv + kh) * hd + e];
+                s += (double)row[h * hd + e] * row[(nh + kh) * hd + e];
+            }
+            ZT_CHECK_CLOSE(lse[b * nh + h], s / sqrt(hd), FWD_TOL, FWD_FLOOR);
+        }
+        for (int c = 0; c < (nh + nkv) * hd; c++) zero_ok &= dqkv[b * W + c] == 0.0f;
+        for (int kh = 0; kh < nkv; kh++)
+            for (int e = 0; e < hd; e++) {
+                double want = 0;
+                for (int h = kh * group; h < (kh + 1) * group; h++)
+                    want += dout[b * nh * hd + h * hd + e];
+                dv_ok &= fabs(dqkv[b * W + (nh + nkv + kh) * hd + e] - want) <= 1e-6;
+            }
+    }
+    ZT_CHECK_MSG(v_ok, "T=1 attention output is not the token's own v");
+    ZT_CHECK_MSG(zero_ok, "T=1 attention dq or dk is not zero");
+    ZT_CHECK_MSG(dv_ok, "T=1 attention dv is not the group's summed dout");
+}
+
+/* ---- SwiGLU --------------------------------------------------------------------- */
+
+static void swiglu_ref(double *h, const double *gu, int N, int F) {
+    for (int n = 0; n < N; n++)
+        for (int f = 0; f < F; f++) {
+            double g = gu[(size_t)n * 2 * F + f], u = gu[(size_t)n * 2 * F + F + f];
+            h[(size_t)n * F + f] = g / (1.0 + exp(-g)) * u;
+        }
+}
+
+typedef struct {
+    int N, F;
+    const double *R;
+    double *h;
+} swiglu_ctx;
+
+static double swiglu_loss(const double *in, void *vctx) {
+    swiglu_ctx *c = vctx;
+    swiglu_ref(c->h, in, c->N, c->F);
+    double L = 0;
+    for (int i = 0; i < c->N * c->F; i++) L += c->R[i] * c->h[i];
+    return L;
+}
+
+static void test_swiglu(void) {
+    rng_seed(12);
+    const int N = 2 * 9, F = 37;
+    const size_t ngu = (size_t)N * 2 * F, nh = (size_t)N * F;
+    float *gu = malloc(sizeof(float) * ngu), *h = malloc(sizeof(float) * nh);
+    float *dh = malloc(sizeof(float) * nh), *dgu = malloc(sizeof(float) * ngu);
+    fill(gu, ngu, 4.0, 0.0);
+    fill(dh, nh, 1.0, 0.0);
+    zt_swiglu_forward(h, gu, N, F);
+    double *gud = to_double(gu, ngu), *hd = malloc(sizeof(double) * nh);
+    swiglu_ref(hd, gud, N, F);
+    check_array("swiglu h", h, hd, nh, FWD_TOL, FWD_FLOOR);
+
+    for (size_t i = 0; i < ngu; i++) dgu[i] = NAN; /* overwritten, not accumulated */
+    zt_swiglu_backward(dgu, dh, gu, N, F);
+    double *R = to_double(dh, nh), *gd = malloc(sizeof(double) * ngu);
+    swiglu_ctx ctx = {N, F, R, hd};
+    fd_grad(gd, gud, ngu, swiglu_loss, &ctx);
+    check_array("swiglu dgu", dgu, gd, ngu, GRAD_TOL, GRAD_FLOOR);
+
+    /* Saturated gates: exp(-g) overflows for g << 0; results must stay finite. */
+    float gx[4] = {-200.0f, -90.0f, 90.0f, 200.0f}, ux[4] = {1.5f, 1.5f, 1.5f, 1.5f};
+    float gux[8], hx[4], dhx[4] = {1, 1, 1, 1}, dgux[8];
+    memcpy(gux, gx, sizeof gx), memcpy(gux + 4, ux, sizeof ux);
+    zt_swiglu_forward(hx, gux, 1, 4);
+    zt_swiglu_backward(dgux, dhx, gux, 1, 4);
+    for (int f = 0; f < 4; f++) {
+        ZT_CHECK(isfinite(hx[f]) && isfinite(dgux[f]) && isfinite(dgux[4 + f]));
+        ZT_CHECK_CLOSE(hx[f], gx[f] > 0 ? gx[f] * ux[f] : 0.0, 1e-6, 1e-6);
+        ZT_CHECK_CLOSE(dgux[f], gx[f] > 0 ? ux[f] : 0.0, 1e-6, 1e-6);
+    }
+    free(gu), free(h), free(dh), free(dgu), free(gud), free(hd), free(R), free(gd);
+}
+
+/* ---- cross-entropy -------------------------------------------------------------- */
+
+static double xent_ref(const double *x, const int *tg, int N, int V) {
+    double total = 0;
+    for (int n = 0; n < N; n++) {
+        double m = -INFINITY, s = 0;
+        for (int v = 0; v < V; v++) m = fmax(m, x[(size_t)n * V + v]);
+        for (int v = 0; v < V; v++) s += exp(x[(size_t)n * V + v] - m);
+        total += m + log(s) - x[(size_t)n * V + tg[n]];
+    }
+    return total;
+}
+
+typedef struct {
+    int N, V;
+    const int *tg;
+    double scale;
+} xent_ctx;
+
+static double xent_loss(const double *in, void *vctx) {
+    xent_ctx *c = vctx;
+    return c->scale * xent_ref(in, c->tg, c->N, c->V);
+}
+
+static void test_xent(void) {
+    rng_seed(13);
+    const int N = 2 * 11, V = 37;
+    const size_t n = (size_t)N * V;
+    const float scale = 1.0f / N;
+    int tg[22];
+    for (int i = 0; i < N; i++) tg[i] = (int)((rng_uniform() + 1.0) * 0.5 * V) % V;
+    tg[0] = 0, tg[1] = V - 1; /* both ends of the vocabulary */
+    float *x = malloc(sizeof(float) * n), *d = malloc(sizeof(float) * n);
+    fill(x, n, 5.0, 0.0);
+    double *xd = to_double(x, n);
+    const double want = xent_ref(xd, tg, N, V);
+
+    /* Out of place, then loss only, then in place: same loss, same gradient. */
+    double got = zt_xent_forward_backward(d, x, tg, N, V, scale);
+    ZT_CHECK_CLOSE(got, want, 1e-6, 1.0);
+    ZT_CHECK_CLOSE(zt_xent_forward_backward(NULL, x, tg, N, V, scale), want, 1e-6, 1.0);
+    double *gd = malloc(sizeof(double) * n);
+    xent_ctx ctx = {N, V, tg, scale};
+    fd_grad(gd, xd, n, xent_loss, &ctx);
+    check_array("xent dlogits", d, gd, n, GRAD_TOL, GRAD_FLOOR * scale);
+
+    float *inplace = malloc(sizeof(float) * n);
+    memcpy(inplace, x, sizeof(float) * n);
+    double got_in = zt_xent_forward_backward(inplace, inplace, tg, N, V, scale);
+    ZT_CHECK(got_in == got);
+    ZT_CHECK_MSG(memcmp(inplace, d, sizeof(float) * n) == 0,
+                 "in-place dlogits differ from out-of-place");
+
+    /* Rows of a softmax gradient sum to 0. */
+    for (int r = 0; r < N; r++) {
+        double s = 0;
+        for (int v = 0; v < V; v++) s += d[(size_t)r * V + v];
+        ZT_CHECK_CLOSE(s, 0.0, 1e-6, scale);
+    }
+
+    /* Huge logits: a shift by 1000 changes nothing (no overflow in exp). */
+    float *xs = malloc(sizeof(float) * n);
+    for (size_t i = 0; i < n; i++) xs[i] = x[i] + 1000.0f;
+    double *xsd = to_double(xs, n);
+    double got_s = zt_xent_forward_backward(xs, xs, tg, N, V, scale);
+    ZT_CHECK_CLOSE(got_s, xent_ref(xsd, tg, N, V), 1e-6, 1.0);
+    ZT_CHECK(isfinite(got_s));
+    check_array("xent dlogits (shifted by 1000)", xs, gd, n, 1e-3, GRAD_FLOOR * scale);
+
+    free(x), free(d), free(xd), free(gd), free(inplace), free(xs), free(xsd);
+}
+
+int main(void) {
+    ZT_RUN(test_rmsnorm_forward);
+    ZT_RUN(test_rmsnorm_backward_accumulates);
+    ZT_RUN(test_rope_tables);
+    ZT_RUN(test_rope_forward_backward);
+    ZT_RUN(test_rope_roundtrip_is_identity);
+    ZT_RUN(test_attention_gqa);
+    ZT_RUN(test_attention_long_rows);
+    ZT_RUN(test_attention_t1);
+    ZT_RUN(test_swiglu);
+    ZT_RUN(test_xent);
+    ZT_TEST_MAIN_END();
+}

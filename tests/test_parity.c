@@ -1,0 +1,319 @@
+/* test_parity.c — ztrain against PyTorch on the fixtures of tools/make_fixtures.py.
+ *
+ * Given the same weights and tokens, for each fixture (GQA + tied embeddings;
+ * untied with sizes that are not powers of two and head_dim != hidden/heads):
+ *   fp32: logits and loss of batch 0           rel err <= 1e-5
+ *         every parameter's gradient           rel err <= 1e-4
+ *         3 AdamW steps (warmup, clipping, wd): losses, grad norms and all
+ *         final weights                        rel err <= 1e-5
+ *   bf16 (fp32 master, bf16 matrix-product inputs, fp32 accumulation):
+ *         logits, loss                         rel err <= 1e-2
+ *         gradients                            rel err <= 5e-2 (bf16-rounded reduction)
+ *         3-step losses                        rel err <= 1e-2
+ * "rel err" of a tensor is max|ours - ref| / max|ref| (the fixture README gives
+ * the reference's own fp32-vs-fp64 error, about 1e-6 for gradients). */
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../src/core/mem.h"
+#include "../src/io/hf_model.h"
+#include "../src/io/safetensors.h"
+#include "../src/io/tokens.h"
+#include "../src/kernels/matmul.h"
+#include "../src/model/llama.h"
+#include "../src/train/batches.h"
+#include "../src/train/trainer.h"
+#include "test.h"
+
+static const char *fixtures[] = {"tests/fixtures/gqa_tied", "tests/fixtures/untied_odd"};
+
+typedef struct fixture_args {
+    int T, B, A, steps, max_steps, warmup;
+    double lr, wd, b1, b2, eps, clip;
+} fixture_args;
+
+static fixture_args read_args(const char *dir)
+{
+    fixture_args a = {0};
+    char path[512];
+    snprintf(path, sizeof path, "%s/train_args.json", dir);
+    FILE *f = fopen(path, "r");
+    char buf[4096] = {0};
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    if (f)
+        fclose(f);
+    buf[n] = '\0';
+    cJSON *j = cJSON_Parse(buf);
+    ZT_CHECK_MSG(j != NULL, "cannot parse %s", path);
+    if (!j)
+        return a;
+#define NUM(key) (cJSON_GetObjectItem(j, key) ? cJSON_GetObjectItem(j, key)->valuedouble : 0.0)
+    a.T = (int)NUM("block_size");
+    a.B = (int)NUM("batch_size");
+    a.A = (int)NUM("grad_accum");
+    a.steps = (int)NUM("steps");
+    a.max_steps = (int)NUM("max_steps");
+    a.warmup = (int)NUM("warmup_steps");
+    a.lr = NUM("learning_rate");
+    a.wd = NUM("weight_decay");
+    a.b1 = NUM("adam_beta1");
+    a.b2 = NUM("adam_beta2");
+    a.eps = NUM("adam_epsilon");
+    a.clip = NUM("max_grad_norm");
+#undef NUM
+    cJSON_Delete(j);
+    return a;
+}
+
+/* max|a - b| / max|b| over n elements (b read as fp32 from the reference file) */
+static double rel_err(const float *a, const zt_st_tensor *ref, size_t n)
+{
+    double maxd = 0.0, maxr = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double r = zt_load_f32(ref->data, ref->dtype, i);
+        double d = fabs((double)a[i] - r);
+        if (d > maxd)
+            maxd = d;
+        if (fabs(r) > maxr)
+            maxr = fabs(r);
+    }
+    return maxd / (maxr > 0 ? maxr : 1.0);
+}
+
+static const zt_st_tensor *ref_tensor(const zt_st_file *ref, const char *name)
+{
+    const zt_st_tensor *t = zt_st_find(ref, name);
+    ZT_CHECK_MSG(t != NULL && t->has_zt_dtype, "reference tensor %s missing", name);
+    return t;
+}
+
+typedef struct setup {
+    zt_llama_config cfg;
+    zt_layout lay;
+    zt_engine eng;
+    zt_model model;
+    zt_tokens tokens;
+    zt_batcher batcher;
+    int *in, *tg;
+} setup;
+
+static int setup_open(setup *s, const char *dir, const fixture_args *fa, zt_precision prec)
+{
+    zt_err err = {0};
+    char path[512];
+    memset(s, 0, sizeof *s);
+    snprintf(path, sizeof path, "%s/tokens.npy", dir);
+    int rc = zt_hf_read_config_dir(dir, &s->cfg, &err);
+    if (!rc) rc = zt_tokens_load(path, &s->tokens, &err);
+    if (!rc) rc = zt_layout_build(&s->lay, &s->cfg, ZT_WRAP_TRANSFORMER, 0, 1, &err);
+    if (!rc) rc = zt_engine_init(&s->eng, &s->lay, prec, &err);
+    if (!rc) rc = zt_hf_load_params(dir, &s->lay, &s->eng, &err);
+    if (!rc) rc = zt_model_init(&s->model, &s->cfg, &s->lay, &s->eng, fa->B, fa->T, 0, &err);
+    if (!rc) rc = zt_batcher_init(&s->batcher, &s->tokens, fa->T, 0, 0, path, &err);
+    ZT_CHECK_MSG(rc == ZT_OK, "setup %s: %s", dir, err.msg);
+    s->in = malloc(sizeof(int) * (size_t)fa->B * fa->T);
+    s->tg = malloc(sizeof(int) * (size_t)fa->B * fa->T);
+    if (rc == ZT_OK)
+        zt_batcher_fill(&s->batcher, 0, fa->B, s->in, s->tg);
+    return rc;
+}
+
+static void setup_close(setup *s)
+{
+    free(s->in);
+    free(s->tg);
+    zt_batcher_free(&s->batcher);
+    zt_model_free(&s->model);
+    zt_engine_free(&s->eng);
+    zt_layout_free(&s->lay);
+    zt_tokens_free(&s->tokens);
+}
+
+/* Forward batch 0 (logits, loss), then forward+backward (every gradient). */
+static void check_batch0(const char *dir, zt_precision prec, const char *prefix, double tol_logits,
+                         double tol_grad)
+{
+    fixture_args fa = read_args(dir);
+    char path[512];
+    snprintf(path, sizeof path, "%s/reference.safetensors", dir);
+    zt_st_file *ref = NULL;
+    zt_err err = {0};
+    ZT_CHECK_MSG(zt_st_open(path, &ref, &err) == ZT_OK, "%s", err.msg);
+    if (!ref)
+        return;
+    setup s;
+    if (setup_open(&s, dir, &fa, prec) == ZT_OK) {
+        int N = fa.B * fa.T;
+        double loss_sum = 0;
+        char name[160];
+        ZT_CHECK(zt_model_step(&s.model, s.in, s.tg, 0, 0.0f, &loss_sum, &err) == ZT_OK);
+        snprintf(name, sizeof name, "%slogits", prefix);
+        const zt_st_tensor *t = ref_tensor(ref, name);
+        if (t) {
+            double e = rel_err(zt_model_logits(&s.model), t, (size_t)N * s.cfg.vocab_size);
+            ZT_CHECK_MSG(e <= tol_logits, "%s %s: rel err %.3g > %.3g", dir, name, e, tol_logits);
+        }
+        snprintf(name, sizeof name, "%sloss", prefix);
+        if ((t = ref_tensor(ref, name))) {
+            float loss = (float)(loss_sum / N);
+            double e = rel_err(&loss, t, 1);
+            ZT_CHECK_MSG(e <= tol_logits, "%s %s: %.9g vs %.9g", dir, name, loss,
+                         zt_load_f32(t->data, t->dtype, 0));
+        }
+        /* gradients of the mean loss */
+        zt_engine_zero_grads(&s.eng);
+        ZT_CHECK(zt_model_step(&s.model, s.in, s.tg, 1, 1.0f / (float)N, &loss_sum, &err) == ZT_OK);
+        double worst = 0;
+        for (int i = 0; i < s.lay.nparams; i++) {
+            const zt_param *p = &s.lay.params[i];
+            snprintf(name, sizeof name, "%sgrad.%s", prefix, p->name);
+            if (!(t = ref_tensor(ref, name)))
+                continue;
+            float *g = malloc(p->numel * sizeof(float));
+            zt_engine_get_grad(&s.eng, p, g);
+            double e = rel_err(g, t, p->numel);
+            if (e > worst)
+                worst = e;
+            ZT_CHECK_MSG(e <= tol_grad, "%s %s: rel err %.3g > %.3g", dir, name, e, tol_grad);
+            free(g);
+        }
+        printf("     %s %s: worst gradient rel err %.3g\n", dir, prefix[0] ? prefix : "fp32.", worst);
+    }
+    setup_close(&s);
+    zt_st_close(ref);
+}
+
+/* Three optimizer steps through the real trainer; compare its JSONL and saved weights. */
+static void check_training(const char *dir, zt_precision prec, const char *prefix, double tol_loss,
+                           double tol_weights)
+{
+    fixture_args fa = read_args(dir);
+    char tmp[] = "/tmp/zt_parity_XXXXXX";
+    ZT_CHECK(mkdtemp(tmp) != NULL);
+    char out[600], log[600], data[600], refpath[600];
+    snprintf(out, sizeof out, "%s/out", tmp);
+    snprintf(log, sizeof log, "%s/log.jsonl", tmp);
+    snprintf(data, sizeof data, "%s/tokens.npy", dir);
+    snprintf(refpath, sizeof refpath, "%s/reference.safetensors", dir);
+    zt_train_args a = {0};
+    a.model_dir = dir;
+    a.data_path = data;
+    a.output_dir = out;
+    a.log_jsonl = log;
+    a.prec = prec;
+    a.prec.save = ZT_F32;
+    a.wrap = ZT_WRAP_TRANSFORMER;
+    a.block_size = fa.T;
+    a.batch_size = fa.B;
+    a.grad_accum = fa.A;
+    a.max_steps = fa.max_steps;
+    a.stop_after_steps = fa.steps;
+    a.adam = (zt_adamw_hparams){fa.lr, fa.wd, fa.b1, fa.b2, fa.eps};
+    a.max_grad_norm = fa.clip;
+    a.schedule = ZT_LR_LINEAR;
+    a.warmup_steps = fa.warmup;
+    a.quiet = 1;
+    a.peak_gflops = 1.0;
+    zt_err err = {0};
+    zt_train_result res;
+    int rc = zt_train(&a, &res, &err);
+    ZT_CHECK_MSG(rc == ZT_OK, "%s", err.msg);
+    zt_st_file *ref = NULL;
+    ZT_CHECK_MSG(zt_st_open(refpath, &ref, &err) == ZT_OK, "%s", err.msg);
+    if (rc != ZT_OK || !ref) {
+        zt_st_close(ref);
+        return;
+    }
+    /* per-step losses, grad norms and lrs from the JSONL */
+    char name[160];
+    snprintf(name, sizeof name, "%slosses", prefix);
+    const zt_st_tensor *losses = ref_tensor(ref, name);
+    snprintf(name, sizeof name, "%sgrad_norms", prefix);
+    const zt_st_tensor *norms = ref_tensor(ref, name);
+    const zt_st_tensor *lrs = ref_tensor(ref, "lrs");
+    FILE *f = fopen(log, "r");
+    char line[4096];
+    int step = 0;
+    while (f && fgets(line, sizeof line, f) && step < fa.steps) {
+        cJSON *j = cJSON_Parse(line);
+        ZT_CHECK(j != NULL);
+        if (!j)
+            break;
+        float l = (float)cJSON_GetObjectItem(j, "loss")->valuedouble;
+        float g = (float)cJSON_GetObjectItem(j, "grad_norm")->valuedouble;
+        float r = (float)cJSON_GetObjectItem(j, "lr")->valuedouble;
+        if (losses)
+            ZT_CHECK_CLOSE(l, zt_load_f32(losses->data, losses->dtype, step), tol_loss, 1e-6);
+        if (norms)
+            ZT_CHECK_CLOSE(g, zt_load_f32(norms->data, norms->dtype, step), tol_loss * 10, 1e-6);
+        if (lrs)
+            ZT_CHECK_CLOSE(r, zt_load_f32(lrs->data, lrs->dtype, step), 1e-6, 1e-9);
+        cJSON_Delete(j);
+        step++;
+    }
+    if (f)
+        fclose(f);
+    ZT_CHECK_MSG(step == fa.steps, "%s: %d JSONL lines, expected %d", log, step, fa.steps);
+    if (tol_weights > 0) {
+        zt_weights *w = NULL;
+        ZT_CHECK_MSG(zt_weights_open(out, &w, &err) == ZT_OK, "%s", err.msg);
+        double worst = 0;
+        for (int i = 0; w && i < zt_weights_count(w); i++) {
+            const zt_st_tensor *ours = zt_weights_get(w, i);
+            snprintf(name, sizeof name, "step3.%s", ours->name);
+            const zt_st_tensor *t = ref_tensor(ref, name);
+            if (!t)
+                continue;
+            ZT_CHECK(ours->numel == t->numel && ours->dtype == ZT_F32);
+            double e = rel_err(ours->data, t, (size_t)t->numel);
+            if (e > worst)
+                worst = e;
+            ZT_CHECK_MSG(e <= tol_weights, "%s %s: rel err %.3g > %.3g", dir, name, e, tol_weights);
+        }
+        printf("     %s: worst weight rel err after %d steps %.3g\n", dir, fa.steps, worst);
+        zt_weights_close(w);
+    }
+    zt_st_close(ref);
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
+    ZT_CHECK(system(cmd) == 0);
+}
+
+static const zt_precision FP32 = {ZT_F32, ZT_F32, ZT_F32, ZT_F32, ZT_F32};
+static const zt_precision BF16_ALIGNED = {ZT_BF16, ZT_F32, ZT_BF16, ZT_BF16, ZT_F32};
+
+static void test_fp32_logits_loss_grads(void)
+{
+    for (int i = 0; i < 2; i++)
+        check_batch0(fixtures[i], FP32, "", 1e-5, 1e-4);
+}
+
+static void test_fp32_three_adamw_steps(void)
+{
+    for (int i = 0; i < 2; i++)
+        check_training(fixtures[i], FP32, "", 1e-5, 1e-5);
+}
+
+static void test_bf16_logits_loss_grads(void)
+{
+    for (int i = 0; i < 2; i++)
+        check_batch0(fixtures[i], BF16_ALIGNED, "bf16.", 1e-2, 5e-2);
+}
+
+static void test_bf16_three_steps(void)
+{
+    for (int i = 0; i < 2; i++)
+        check_training(fixtures[i], BF16_ALIGNED, "bf16.", 1e-2, 0);
+}
+
+int main(void)
+{
+    ZT_RUN(test_fp32_logits_loss_grads);
+    ZT_RUN(test_fp32_three_adamw_steps);
+    ZT_RUN(test_bf16_logits_loss_grads);
+    ZT_RUN(test_bf16_three_steps);
+    zt_matmul_shutdown();
+    ZT_TEST_MAIN_END();
+}
