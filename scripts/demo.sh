@@ -12,7 +12,7 @@ mkdir -p "$out"
 
 # Real text, byte-level tokens: 90% for training, the last 10% held out.
 corpus="$out/corpus.txt"
-cat /usr/share/common-licenses/{GPL-3,LGPL-3,Apache-2.0,MPL-2.0,Artistic,GFDL-1.3,CC0-1.0,GPL-2,LGPL-2.1} > "$corpus"
+find /usr/share/common-licenses -maxdepth 1 -type f | sort | xargs cat > "$corpus"
 total=$(stat -c %s "$corpus")
 held=$((total / 10))
 head -c $((total - held)) "$corpus" > "$out/train.txt"
@@ -21,7 +21,7 @@ echo "data: $((total - held)) training bytes, $held held-out bytes from /usr/sha
 
 build/ztrain init-model --model_config examples/demo/config.json --output_dir "$out/init" --seed 1
 build/ztrain train --model "$out/init" --data "$out/train.txt" --output_dir "$out/model" \
-    --block_size 128 --per_device_train_batch_size 8 --max_steps 400 \
+    --block_size 128 --per_device_train_batch_size 16 --max_steps 1000 \
     --learning_rate 2e-3 --warmup_steps 40 --lr_scheduler_type cosine --weight_decay 0.1 \
     --mixed_precision bf16 --shuffle --log_jsonl "$out/train.jsonl" --progress "$@"
 build/ztrain eval --model "$out/model" --data "$out/eval.txt" --block_size 128 --mixed_precision bf16

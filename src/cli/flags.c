@@ -118,8 +118,7 @@ int zt_flags_parse(zt_flag *flags, int nflags, int argc, char **argv, const char
                 return zt_fail(err, ZT_EINPUT, "%s: flag --%s needs a value", command, name);
             value = argv[++i];
         }
-        if (f->seen)
-            return zt_fail(err, ZT_EINPUT, "%s: flag --%s given twice", command, name);
+        /* a later occurrence overrides an earlier one, as argparse does */
         int rc = parse_value(f, value, err);
         if (rc)
             return rc;

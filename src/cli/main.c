@@ -280,7 +280,7 @@ int main(int argc, char **argv)
         int rc = commands[i].fn(argc - 2, argv + 2, &err);
         zt_matmul_shutdown();
         if (rc != ZT_OK)
-            fprintf(stderr, "ztrain %s: error: %s\n", argv[1], err.msg);
+            fprintf(stderr, "ztrain: error: %s\n", err.msg);
         return rc == ZT_OK ? 0 : rc == ZT_EINPUT ? 2 : 1;
     }
     fprintf(stderr, "ztrain: error: unknown command '%s' (commands: train, eval, init-model, env)\n", argv[1]);
