@@ -166,6 +166,11 @@ void zt_engine_grad_end(zt_engine *eng, int unit)
         #pragma omp parallel for simd schedule(static)
         for (size_t i = 0; i < n; i++)
             acc[i] += g[i];
+    } else if (md == ZT_F32 && rd == ZT_BF16) {
+        float *acc = us->grad;
+        #pragma omp parallel for simd schedule(static)
+        for (size_t i = 0; i < n; i++)
+            acc[i] += zt_round_bf16(g[i]);
     } else {
         #pragma omp parallel for schedule(static)
         for (size_t i = 0; i < n; i++) {
@@ -197,10 +202,17 @@ void zt_engine_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, doubl
     for (int u = 0; u < lay->nunits; u++) {
         const zt_unit_state *us = &eng->units[u];
         double s = 0.0;
-        #pragma omp parallel for reduction(+ : s) schedule(static)
-        for (size_t i = 0; i < us->shard_numel; i++) {
-            double x = zt_load_f32(us->grad, md, i);
-            s += x * x;
+        if (md == ZT_F32) {
+            const float *g = us->grad;
+            #pragma omp parallel for simd reduction(+ : s) schedule(static)
+            for (size_t i = 0; i < us->shard_numel; i++)
+                s += (double)g[i] * (double)g[i];
+        } else {
+            #pragma omp parallel for reduction(+ : s) schedule(static)
+            for (size_t i = 0; i < us->shard_numel; i++) {
+                double x = zt_load_f32(us->grad, md, i);
+                s += x * x;
+            }
         }
         sumsq += s;
     }
