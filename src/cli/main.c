@@ -46,6 +46,24 @@ static int resolve_dtype_flag(const char *flag, const char *value, zt_dtype *out
     return ZT_OK;
 }
 
+/* HF's size strings: "5GB" = 5*10^9 bytes, "200MB", "64KB", "1GiB" = 2^30, or bytes. */
+static int parse_size(const char *flag, const char *s, size_t *out, zt_err *err)
+{
+    static const struct { const char *suffix; double mult; } units[] = {
+        {"GiB", 1073741824.0}, {"MiB", 1048576.0}, {"KiB", 1024.0},
+        {"GB", 1e9}, {"MB", 1e6}, {"KB", 1e3}, {"B", 1.0}, {"", 1.0},
+    };
+    char *end = NULL;
+    double v = strtod(s, &end);
+    if (end != s && v > 0)
+        for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+            if (!strcmp(end, units[i].suffix) && v * units[i].mult < 1e18) {
+                *out = (size_t)(v * units[i].mult);
+                return ZT_OK;
+            }
+    return zt_fail(err, ZT_EINPUT, "--%s: expected a size such as 5GB, 200MB or 64KB, got '%s'", flag, s);
+}
+
 static int cmd_train(int argc, char **argv, zt_err *err)
 {
     const char *model = NULL, *data = NULL, *output_dir = NULL, *log_jsonl = NULL;
@@ -53,6 +71,7 @@ static int cmd_train(int argc, char **argv, zt_err *err)
     const char *wrap = "TRANSFORMER_BASED_WRAP";
     int block_size = 128, batch = 8, accum = 1, shuffle = 0, ckpt = 0, threads = 0, progress = -1;
     long max_steps = 100, warmup = 0, save_steps = 0, seed = 42, min_num_params = 100000000;
+    const char *max_shard = "5GB";
     double lr = 5e-5, wd = 0.0, b1 = 0.9, b2 = 0.999, eps = 1e-8, max_grad_norm = 1.0, peak = 0.0;
     zt_flag flags[] = {
         {"model", ZT_FLAG_STR, &model, "Hugging Face model directory (config.json + safetensors)", 1, 0, 0},
@@ -76,6 +95,7 @@ static int cmd_train(int argc, char **argv, zt_err *err)
         {"seed", ZT_FLAG_LONG, &seed, "seed for --shuffle (default 42)", 0, 9.2e18, 0},
         {"shuffle", ZT_FLAG_BOOL, &shuffle, "seeded shuffle of the windows each epoch (default: in order)", 1, 0, 0},
         {"gradient_checkpointing", ZT_FLAG_BOOL, &ckpt, "keep only layer inputs; recompute in backward", 1, 0, 0},
+        {"max_shard_size", ZT_FLAG_STR, &max_shard, "split saved weights into shards above this size, e.g. 5GB, 200MB (default 5GB, as HF)", 1, 0, 0},
         {"save_steps", ZT_FLAG_LONG, &save_steps, "also save OUTPUT_DIR/checkpoint-N every N steps", 0, 1e12, 0},
         {"threads", ZT_FLAG_INT, &threads, "threads per process (default: the cores this process may use)", 0, 4096, 0},
         {"fsdp_auto_wrap_policy", ZT_FLAG_STR, &wrap, "TRANSFORMER_BASED_WRAP | SIZE_BASED_WRAP | NO_WRAP", 1, 0, 0},
@@ -109,6 +129,8 @@ static int cmd_train(int argc, char **argv, zt_err *err)
     a.shuffle = shuffle;
     a.checkpointing = ckpt;
     a.save_steps = save_steps;
+    if ((rc = parse_size("max_shard_size", max_shard, &a.max_shard_bytes, err)))
+        return rc;
     a.min_num_params = min_num_params;
     a.peak_gflops = peak;
     a.progress = progress < 0 ? isatty(STDERR_FILENO) : progress;
@@ -197,11 +219,13 @@ static int cmd_init_model(int argc, char **argv, zt_err *err)
 {
     const char *cfg_path = NULL, *out = NULL, *torch_dtype = "float32";
     long seed = 0;
+    const char *max_shard = "5GB";
     zt_flag flags[] = {
         {"model_config", ZT_FLAG_STR, &cfg_path, "config.json describing the architecture", 1, 0, 0},
         {"output_dir", ZT_FLAG_STR, &out, "directory to write config.json + model.safetensors", 1, 0, 0},
         {"seed", ZT_FLAG_LONG, &seed, "random seed (default 0)", 0, 9.2e18, 0},
         {"torch_dtype", ZT_FLAG_STR, &torch_dtype, "fp32 | bf16 | fp16 (dtype of the saved weights)", 1, 0, 0},
+        {"max_shard_size", ZT_FLAG_STR, &max_shard, "split weights into shards above this size, e.g. 5GB, 200MB, 64KB (default 5GB, as HF)", 1, 0, 0},
     };
     if (zt_flags_wants_help(argc, argv)) {
         zt_flags_usage(flags, NFLAGS(flags), "usage: ztrain init-model --model_config CFG.json --output_dir DIR [flags]");
@@ -213,7 +237,9 @@ static int cmd_init_model(int argc, char **argv, zt_err *err)
     if (!cfg_path || !out)
         return zt_fail(err, ZT_EINPUT, "ztrain init-model: --model_config and --output_dir are required");
     zt_dtype dt;
-    if ((rc = resolve_dtype_flag("torch_dtype", torch_dtype, &dt, err)))
+    size_t max_shard_bytes = 0;
+    if ((rc = resolve_dtype_flag("torch_dtype", torch_dtype, &dt, err)) ||
+        (rc = parse_size("max_shard_size", max_shard, &max_shard_bytes, err)))
         return rc;
     zt_llama_config cfg;
     if ((rc = zt_hf_config_read(cfg_path, &cfg, err)))
@@ -236,7 +262,7 @@ static int cmd_init_model(int argc, char **argv, zt_err *err)
     if (!vals)
         rc = zt_fail(err, ZT_EFAIL, "out of memory");
     if (rc == ZT_OK)
-        rc = zt_hf_save_tensors(out, &cfg, &lay, vals, dt, err);
+        rc = zt_hf_save_tensors(out, &cfg, &lay, vals, dt, max_shard_bytes, err);
     if (rc == ZT_OK)
         printf("wrote a %zu-parameter model to %s\n", lay.numel, out);
     for (int i = 0; vals && i < lay.nparams; i++)

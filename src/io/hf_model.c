@@ -1,11 +1,13 @@
 /* hf_model.c — load and save Hugging Face model directories (see hf_model.h). */
 #include "hf_model.h"
 
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "../core/mem.h"
 #include "safetensors.h"
@@ -100,8 +102,76 @@ int zt_hf_load_params(const char *dir, const zt_layout *lay, zt_engine *eng, zt_
     return rc;
 }
 
+/* One file when everything fits in max_shard_bytes (0: no limit), else shards
+ * model-0000i-of-0000n.safetensors cut between tensors, as save_pretrained does,
+ * plus model.safetensors.index.json.  The layout not written (single vs sharded)
+ * is removed afterwards, so the directory never holds two disagreeing models. */
+static int write_weights(const char *dir, const zt_st_out *outs, int n, zt_dtype dtype,
+                         size_t max_shard_bytes, zt_err *err)
+{
+    char path[4096], index[4096];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    snprintf(index, sizeof index, "%s/model.safetensors.index.json", dir);
+    size_t total = 0, es = zt_dtype_size(dtype);
+    for (int i = 0; i < n; i++)
+        total += (size_t)outs[i].shape[0] * (size_t)(outs[i].ndim == 2 ? outs[i].shape[1] : 1) * es;
+    int rc;
+    if (max_shard_bytes == 0 || total <= max_shard_bytes) {
+        if ((rc = zt_st_write(path, outs, n, "pt", err)))
+            return rc;
+        unlink(index);
+        return ZT_OK;
+    }
+    /* shard boundaries: start a new shard when the next tensor would overflow it */
+    int *shard_of = zt_alloc(ZT_MEM_OTHER, (size_t)n * sizeof *shard_of);
+    if (!shard_of)
+        return zt_fail(err, ZT_EFAIL, "out of memory saving %s", dir);
+    int nshards = 0;
+    size_t acc = 0;
+    for (int i = 0; i < n; i++) {
+        size_t b = (size_t)outs[i].shape[0] * (size_t)(outs[i].ndim == 2 ? outs[i].shape[1] : 1) * es;
+        if (nshards == 0 || (acc > 0 && acc + b > max_shard_bytes)) {
+            nshards++;
+            acc = 0;
+        }
+        shard_of[i] = nshards - 1;
+        acc += b;
+    }
+    cJSON *root = cJSON_CreateObject(), *meta = cJSON_AddObjectToObject(root, "metadata");
+    cJSON_AddNumberToObject(meta, "total_size", (double)total);
+    cJSON *map = cJSON_AddObjectToObject(root, "weight_map");
+    rc = ZT_OK;
+    for (int s = 0, first = 0; s < nshards && rc == ZT_OK; s++) {
+        int last = first;
+        while (last < n && shard_of[last] == s)
+            last++;
+        char name[64];
+        snprintf(name, sizeof name, "model-%05d-of-%05d.safetensors", s + 1, nshards);
+        snprintf(path, sizeof path, "%s/%s", dir, name);
+        rc = zt_st_write(path, outs + first, last - first, "pt", err);
+        for (int i = first; i < last; i++)
+            cJSON_AddStringToObject(map, outs[i].name, name);
+        first = last;
+    }
+    char *text = rc == ZT_OK ? cJSON_Print(root) : NULL;
+    if (rc == ZT_OK && !text)
+        rc = zt_fail(err, ZT_EFAIL, "out of memory writing %s", index);
+    if (rc == ZT_OK) {
+        zt_wpart part = {text, strlen(text)};
+        rc = zt_write_atomic(index, &part, 1, err);
+    }
+    if (rc == ZT_OK) {
+        snprintf(path, sizeof path, "%s/model.safetensors", dir);
+        unlink(path);
+    }
+    free(text);
+    cJSON_Delete(root);
+    zt_free(ZT_MEM_OTHER, shard_of, (size_t)n * sizeof *shard_of);
+    return rc;
+}
+
 int zt_hf_save_tensors(const char *dir, const zt_llama_config *cfg, const zt_layout *lay,
-                       float *const *values, zt_dtype dtype, zt_err *err)
+                       float *const *values, zt_dtype dtype, size_t max_shard_bytes, zt_err *err)
 {
     int rc = zt_mkdirs(dir, err);
     if (rc)
@@ -128,10 +198,9 @@ int zt_hf_save_tensors(const char *dir, const zt_llama_config *cfg, const zt_lay
         outs[i].shape[0] = p->shape[0];
         outs[i].shape[1] = p->shape[1];
     }
-    char path[4096];
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    if ((rc = zt_st_write(path, outs, lay->nparams, "pt", err)))
+    if ((rc = write_weights(dir, outs, lay->nparams, dtype, max_shard_bytes, err)))
         goto done;
+    char path[4096];
     zt_llama_config c = *cfg;
     c.torch_dtype = dtype;
     snprintf(path, sizeof path, "%s/config.json", dir);
@@ -146,7 +215,7 @@ done:
 }
 
 int zt_hf_save(const char *dir, const zt_llama_config *cfg, const zt_layout *lay,
-               const zt_engine *eng, zt_dtype dtype, zt_err *err)
+               const zt_engine *eng, zt_dtype dtype, size_t max_shard_bytes, zt_err *err)
 {
     float **vals = zt_alloc(ZT_MEM_OTHER, (size_t)lay->nparams * sizeof *vals);
     if (!vals)
@@ -160,7 +229,7 @@ int zt_hf_save(const char *dir, const zt_llama_config *cfg, const zt_layout *lay
             zt_engine_get_param(eng, &lay->params[i], vals[i]);
     }
     if (rc == ZT_OK)
-        rc = zt_hf_save_tensors(dir, cfg, lay, vals, dtype, err);
+        rc = zt_hf_save_tensors(dir, cfg, lay, vals, dtype, max_shard_bytes, err);
     for (int i = 0; i < lay->nparams; i++)
         zt_free(ZT_MEM_OTHER, vals[i], vals[i] ? lay->params[i].numel * sizeof(float) : 0);
     zt_free(ZT_MEM_OTHER, vals, (size_t)lay->nparams * sizeof *vals);

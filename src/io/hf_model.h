@@ -16,12 +16,14 @@
 
 int zt_hf_read_config_dir(const char *dir, zt_llama_config *cfg, zt_err *err);
 int zt_hf_load_params(const char *dir, const zt_layout *lay, zt_engine *eng, zt_err *err);
-/* Write the engine's parameters (gathered to full tensors) as a HF directory in dtype. */
+/* Write the engine's parameters (gathered to full tensors) as a HF directory in
+ * dtype; more than max_shard_bytes of weights (0: no limit) are split into shards
+ * with model.safetensors.index.json, as save_pretrained's max_shard_size does. */
 int zt_hf_save(const char *dir, const zt_llama_config *cfg, const zt_layout *lay,
-               const zt_engine *eng, zt_dtype dtype, zt_err *err);
+               const zt_engine *eng, zt_dtype dtype, size_t max_shard_bytes, zt_err *err);
 /* Write a HF directory from full fp32 tensors given per layout parameter (init-model). */
 int zt_hf_save_tensors(const char *dir, const zt_llama_config *cfg, const zt_layout *lay,
-                       float *const *values, zt_dtype dtype, zt_err *err);
+                       float *const *values, zt_dtype dtype, size_t max_shard_bytes, zt_err *err);
 /* mkdir -p */
 int zt_mkdirs(const char *dir, zt_err *err);
 

@@ -186,7 +186,7 @@ int zt_train(const zt_train_args *a, zt_train_result *res, zt_err *err)
             a->output_dir) {
             char dir[4096];
             snprintf(dir, sizeof dir, "%s/checkpoint-%ld", a->output_dir, s + 1);
-            if ((rc = zt_hf_save(dir, &r.cfg, &r.lay, &r.eng, a->prec.save, err)))
+            if ((rc = zt_hf_save(dir, &r.cfg, &r.lay, &r.eng, a->prec.save, a->max_shard_bytes, err)))
                 goto done;
         }
     }
@@ -196,7 +196,7 @@ int zt_train(const zt_train_args *a, zt_train_result *res, zt_err *err)
         res->steps = nsteps;
         res->tokens_per_sec = elapsed > 0 ? tokens_per_step * (double)nsteps / elapsed : 0.0;
     }
-    if (a->output_dir && (rc = zt_hf_save(a->output_dir, &r.cfg, &r.lay, &r.eng, a->prec.save, err)))
+    if (a->output_dir && (rc = zt_hf_save(a->output_dir, &r.cfg, &r.lay, &r.eng, a->prec.save, a->max_shard_bytes, err)))
         goto done;
     if (!a->quiet) {
         printf("trained %ld steps in %.1f s (%.0f tokens/s); final loss %.4f\n", nsteps, elapsed,

@@ -29,6 +29,7 @@ typedef struct zt_train_args {
     int shuffle;
     int checkpointing;
     long save_steps;     /* 0: only the final save */
+    size_t max_shard_bytes; /* split saved weights into shards above this (0: one file) */
     int progress;        /* draw a progress bar on stderr */
     int quiet;
     double peak_gflops;  /* for MFU; <= 0: measure */

@@ -25,5 +25,15 @@ out=$("$ZTRAIN" env --threads 1) || fail "env"
 for key in ztrain mpi onednn "cpu features" "peak fp32 matmul" "peak bf16 matmul"; do
     printf '%s' "$out" | grep -q "^$key" || fail "env lacks $key"
 done
+# sharded save (HF max_shard_size) and loading it back: training continues from it
+"$ZTRAIN" init-model --model_config "$cfg" --output_dir "$TMP/sharded" --max_shard_size 100KB >/dev/null ||
+    fail "sharded init-model"
+[ -f "$TMP/sharded/model.safetensors.index.json" ] || fail "no index for a sharded save"
+[ "$(ls "$TMP/sharded"/model-*-of-*.safetensors | wc -l)" -ge 4 ] || fail "expected several shards"
+[ -f "$TMP/sharded/model.safetensors" ] && fail "a sharded save left model.safetensors"
+"$ZTRAIN" train --model "$TMP/sharded" --data "$TMP/text.txt" --output_dir "$TMP/sharded_out" --block_size 32 \
+    --per_device_train_batch_size 2 --max_steps 1 --threads 1 --max_shard_size 1GB >/dev/null || fail "train from shards"
+[ -f "$TMP/sharded_out/model.safetensors" ] || fail "unsharded save after training"
+expect_exit 2 "--max_shard_size" -- "$ZTRAIN" init-model --model_config "$cfg" --output_dir "$TMP/x" --max_shard_size 5XB
 "$ZTRAIN" train --help | grep -q -- "--gradient_checkpointing" || fail "train --help"
 finish
