@@ -107,12 +107,16 @@ void zt_convert(void *dst, zt_dtype dd, const void *src, zt_dtype sd, size_t n)
         zt_store_f32(dst, dd, i, zt_load_f32(src, sd, i));
 }
 
+/* memcpy loads: tensors mmapped from a safetensors file need not be aligned to
+ * their element size, and this slow path is the one that reads them. */
 float zt_load_f32(const void *buf, zt_dtype dt, size_t i)
 {
+    float f;
+    uint16_t h;
     switch (dt) {
-    case ZT_F32: return ((const float *)buf)[i];
-    case ZT_BF16: return zt_bf16_to_f32(((const uint16_t *)buf)[i]);
-    case ZT_F16: return zt_f16_to_f32(((const uint16_t *)buf)[i]);
+    case ZT_F32: memcpy(&f, (const char *)buf + 4 * i, 4); return f;
+    case ZT_BF16: memcpy(&h, (const char *)buf + 2 * i, 2); return zt_bf16_to_f32(h);
+    case ZT_F16: memcpy(&h, (const char *)buf + 2 * i, 2); return zt_f16_to_f32(h);
     }
     return 0.0f;
 }

@@ -1,0 +1,1299 @@
+/* safetensors.c — safetensors files and Hugging Face weights directories.
+ *
+ * Promise: zt_st_open either returns a file whose every tensor lies inside the
+ * mapping, with a known dtype, a shape whose byte size equals its span, and spans
+ * that tile the data section exactly; or it returns ZT_EINPUT naming the file and
+ * the fault.  No input, however malformed, makes it read outside the file or
+ * crash.  (As with any mapping, the file must not be truncated while it is open:
+ * the kernel would answer a read past the new end with SIGBUS.)  Writers never
+ * leave a half-written file (zt_write_atomic).
+ *
+ * Deliberately stricter than the reference in three corners ztrain cannot
+ * represent: more than ZT_ST_MAX_DIMS dimensions, a dimension past 2^63 (only
+ * possible in an empty tensor), and "\u0000" inside a name.
+ *
+ * Also home of the strict JSON front end (zt_json_*) that config.json and
+ * model.safetensors.index.json go through: the same validation everywhere. */
+#include "safetensors.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../core/mem.h"
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "safetensors data is little-endian and ztrain maps it directly: little-endian hosts only"
+#endif
+
+/* The reference parser's limit: bounds the JSON work any file can demand. */
+#define ST_MAX_HEADER 100000000ull
+#define INDEX_MAX_BYTES 100000000u
+
+/* ------------------------------------------------------------------ utilities */
+
+/* Allocation helpers: zt_alloc(0) is NULL by contract, which must not read as
+ * out-of-memory for an empty file, so callers check `bytes && !p`. */
+static void *xalloc(size_t bytes) { return zt_alloc(ZT_MEM_OTHER, bytes); }
+static void xfree(void *p, size_t bytes) { zt_free(ZT_MEM_OTHER, p, bytes); }
+
+static char *xstrdup(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *p = xalloc(n);
+    if (p)
+        memcpy(p, s, n);
+    return p;
+}
+static void xstrfree(char *s)
+{
+    if (s)
+        xfree(s, strlen(s) + 1);
+}
+
+/* Open-time errno values that mean "the path the user gave is wrong" (bad input,
+ * exit 2) rather than "the machine failed" (exit 1). */
+static int errno_code(int e)
+{
+    switch (e) {
+    case ENOENT: case ENOTDIR: case EACCES: case EPERM: case EISDIR: case EROFS:
+    case ENAMETOOLONG: case ELOOP: case EEXIST:
+        return ZT_EINPUT;
+    default:
+        return ZT_EFAIL;
+    }
+}
+
+/* Offset of the first byte that breaks UTF-8 (overlong forms, surrogates and
+ * code points past U+10FFFF included, as Rust's str::from_utf8 rejects them), or
+ * len when all of s is valid. */
+static size_t utf8_invalid_at(const unsigned char *s, size_t len)
+{
+    size_t i = 0;
+    while (i < len) {
+        unsigned c = s[i];
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        size_t need;
+        uint32_t cp, min;
+        if (c >= 0xC2 && c <= 0xDF) {
+            need = 1, cp = c & 0x1F, min = 0x80;
+        } else if (c >= 0xE0 && c <= 0xEF) {
+            need = 2, cp = c & 0x0F, min = 0x800;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            need = 3, cp = c & 0x07, min = 0x10000;
+        } else {
+            return i;
+        }
+        if (len - i - 1 < need)
+            return i;
+        for (size_t k = 1; k <= need; k++) {
+            unsigned cc = s[i + k];
+            if ((cc & 0xC0) != 0x80)
+                return i;
+            cp = (cp << 6) | (cc & 0x3F);
+        }
+        if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+            return i;
+        i += need + 1;
+    }
+    return len;
+}
+
+/* A growable string in accounted memory, for headers built before writing.
+ * The first failed allocation sets oom and turns later appends into no-ops. */
+typedef struct strbuf {
+    char *p;
+    size_t len, cap;
+    int oom;
+} strbuf;
+
+static void sb_put(strbuf *b, const char *s, size_t n)
+{
+    if (b->oom)
+        return;
+    if (n > SIZE_MAX / 2 - b->len - 1) {
+        b->oom = 1;
+        return;
+    }
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + n + 1)
+            cap *= 2;
+        char *p = xalloc(cap);
+        if (!p) {
+            b->oom = 1;
+            return;
+        }
+        if (b->len)
+            memcpy(p, b->p, b->len);
+        if (b->p)
+            xfree(b->p, b->cap);
+        b->p = p, b->cap = cap;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = 0;
+}
+static void sb_str(strbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
+
+static void sb_printf(strbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_printf(strbuf *b, const char *fmt, ...)
+{
+    char tmp[64]; /* only used for numbers */
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof tmp)
+        b->oom = 1;
+    else
+        sb_put(b, tmp, (size_t)n);
+}
+
+/* s as a JSON string literal; s is valid UTF-8, so only '"', '\\' and control
+ * bytes need escaping. */
+static void sb_json_string(strbuf *b, const char *s)
+{
+    sb_put(b, "\"", 1);
+    for (const char *q = s; *q; q++) {
+        unsigned char c = (unsigned char)*q;
+        if (c == '"' || c == '\\') {
+            char e[2] = {'\\', (char)c};
+            sb_put(b, e, 2);
+        } else if (c < 0x20) {
+            sb_printf(b, "\\u%04x", c);
+        } else {
+            sb_put(b, q, 1);
+        }
+    }
+    sb_put(b, "\"", 1);
+}
+
+static void sb_free(strbuf *b)
+{
+    if (b->p)
+        xfree(b->p, b->cap);
+    memset(b, 0, sizeof *b);
+}
+
+/* -------------------------------------------------------------- atomic write */
+
+static int write_all(int fd, const void *data, size_t bytes)
+{
+    const char *p = data;
+    while (bytes) {
+        /* Linux moves at most ~2 GiB per write(); ask for 1 GiB at a time. */
+        size_t chunk = bytes < ((size_t)1 << 30) ? bytes : ((size_t)1 << 30);
+        ssize_t w = write(fd, p, chunk);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        p += w;
+        bytes -= (size_t)w;
+    }
+    return 0;
+}
+
+int zt_write_atomic(const char *path, const zt_wpart *parts, int n, zt_err *err)
+{
+    if (!path || !*path)
+        return zt_fail(err, ZT_EINPUT, "write: empty output path");
+    if (n < 0 || (n > 0 && !parts))
+        return zt_fail(err, ZT_EFAIL, "%s: write: bad part list", path);
+    size_t tmp_bytes = strlen(path) + 32;
+    char *tmp = xalloc(tmp_bytes);
+    if (!tmp)
+        return zt_fail(err, ZT_EFAIL, "%s: out of memory", path);
+    snprintf(tmp, tmp_bytes, "%s.tmp.%ld", path, (long)getpid());
+
+    int rc = ZT_OK;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        int e = errno;
+        rc = zt_fail(err, errno_code(e), "%s: cannot create %s: %s", path, tmp, strerror(e));
+        xfree(tmp, tmp_bytes);
+        return rc;
+    }
+    for (int i = 0; i < n && rc == ZT_OK; i++)
+        if (parts[i].bytes && write_all(fd, parts[i].data, parts[i].bytes) != 0)
+            rc = zt_fail(err, ZT_EFAIL, "%s: writing %s: %s", path, tmp, strerror(errno));
+    /* fsync before rename: otherwise a crash can leave the new name pointing at
+     * a file whose data never reached the disk. */
+    if (rc == ZT_OK && fsync(fd) != 0)
+        rc = zt_fail(err, ZT_EFAIL, "%s: fsync %s: %s", path, tmp, strerror(errno));
+    if (close(fd) != 0 && rc == ZT_OK)
+        rc = zt_fail(err, ZT_EFAIL, "%s: closing %s: %s", path, tmp, strerror(errno));
+    if (rc == ZT_OK && rename(tmp, path) != 0) {
+        int e = errno;
+        rc = zt_fail(err, errno_code(e), "%s: cannot rename %s over it: %s", path, tmp,
+                     strerror(e));
+    }
+    if (rc != ZT_OK) {
+        unlink(tmp);
+    } else {
+        /* Make the rename itself durable.  Best effort: some filesystems refuse
+         * fsync on directories, and the file is complete either way. */
+        char *slash = strrchr(tmp, '/');
+        const char *dir = ".";
+        if (slash) {
+            *slash = 0;
+            dir = slash == tmp ? "/" : tmp;
+        }
+        int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd >= 0) {
+            (void)fsync(dfd);
+            close(dfd);
+        }
+    }
+    xfree(tmp, tmp_bytes);
+    return rc;
+}
+
+/* --------------------------------------------------------------- strict JSON */
+
+static int is_digit(int c) { return c >= '0' && c <= '9'; }
+static int is_hex(int c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+/* Bytes cJSON's number scanner would swallow: a number token must not be
+ * followed by one, or cJSON and this lexer would disagree on its extent. */
+static int is_num_byte(int c) { return is_digit(c) || c == '+' || c == '-' || c == '.' || c == 'e' || c == 'E'; }
+
+/* Check every token of t against RFC 8259 and count number tokens, storing
+ * their offsets in nums when nums is not NULL.  Grammar (nesting, commas) is
+ * left to cJSON. */
+static int json_lex(const char *path, const char *what, const char *t, size_t len, size_t base,
+                    size_t *nums, size_t *nnum, zt_err *err)
+{
+    size_t i = 0, k = 0;
+    while (i < len) {
+        unsigned char c = (unsigned char)t[i];
+        if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '{' || c == '}' || c == '[' ||
+            c == ']' || c == ':' || c == ',') {
+            i++;
+        } else if (c == '"') {
+            size_t start = i++;
+            for (;;) {
+                if (i >= len)
+                    return zt_fail(err, ZT_EINPUT,
+                                   "%s: %s is not valid JSON: unterminated string starting at byte offset %zu",
+                                   path, what, base + start);
+                c = (unsigned char)t[i];
+                if (c == '"') {
+                    i++;
+                    break;
+                }
+                if (c < 0x20)
+                    return zt_fail(err, ZT_EINPUT,
+                                   "%s: %s is not valid JSON: control byte 0x%02x inside a string at byte offset %zu",
+                                   path, what, c, base + i);
+                if (c != '\\') {
+                    i++;
+                    continue;
+                }
+                int e = i + 1 < len ? (unsigned char)t[i + 1] : -1;
+                if (e == 'u') {
+                    if (len - i < 6 || !is_hex(t[i + 2]) || !is_hex(t[i + 3]) || !is_hex(t[i + 4]) ||
+                        !is_hex(t[i + 5]))
+                        return zt_fail(err, ZT_EINPUT,
+                                       "%s: %s is not valid JSON: bad \\u escape at byte offset %zu",
+                                       path, what, base + i);
+                    /* cJSON's strings are C strings: an escaped NUL would cut a
+                     * name short and make distinct names compare equal. */
+                    if (memcmp(t + i + 2, "0000", 4) == 0)
+                        return zt_fail(err, ZT_EINPUT,
+                                       "%s: %s: \\u0000 (NUL) inside a string at byte offset %zu is not supported",
+                                       path, what, base + i);
+                    i += 6;
+                } else if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' ||
+                           e == 'r' || e == 't') {
+                    i += 2;
+                } else {
+                    return zt_fail(err, ZT_EINPUT,
+                                   "%s: %s is not valid JSON: bad escape at byte offset %zu", path,
+                                   what, base + i);
+                }
+            }
+        } else if (c == '-' || is_digit(c)) {
+            size_t start = i;
+            int ok = 1;
+            if (t[i] == '-')
+                i++;
+            if (i < len && t[i] == '0') {
+                i++;
+            } else if (i < len && is_digit(t[i])) {
+                while (i < len && is_digit(t[i]))
+                    i++;
+            } else {
+                ok = 0;
+            }
+            if (ok && i < len && t[i] == '.') {
+                i++;
+                ok = i < len && is_digit(t[i]);
+                while (i < len && is_digit(t[i]))
+                    i++;
+            }
+            if (ok && i < len && (t[i] == 'e' || t[i] == 'E')) {
+                i++;
+                if (i < len && (t[i] == '+' || t[i] == '-'))
+                    i++;
+                ok = i < len && is_digit(t[i]);
+                while (i < len && is_digit(t[i]))
+                    i++;
+            }
+            if (!ok || (i < len && is_num_byte((unsigned char)t[i])))
+                return zt_fail(err, ZT_EINPUT,
+                               "%s: %s is not valid JSON: malformed number at byte offset %zu", path,
+                               what, base + start);
+            if (nums)
+                nums[k] = start;
+            k++;
+        } else if (c == 't' && len - i >= 4 && memcmp(t + i, "true", 4) == 0) {
+            i += 4;
+        } else if (c == 'f' && len - i >= 5 && memcmp(t + i, "false", 5) == 0) {
+            i += 5;
+        } else if (c == 'n' && len - i >= 4 && memcmp(t + i, "null", 4) == 0) {
+            i += 4;
+        } else {
+            return zt_fail(err, ZT_EINPUT,
+                           "%s: %s is not valid JSON: unexpected byte 0x%02x at byte offset %zu",
+                           path, what, c, base + i);
+        }
+    }
+    *nnum = k;
+    return ZT_OK;
+}
+
+void zt_json_free(zt_json *j)
+{
+    if (!j)
+        return;
+    if (j->root)
+        cJSON_Delete(j->root);
+    if (j->text)
+        xfree(j->text, j->len + 1);
+    if (j->nums)
+        xfree(j->nums, j->nnum * sizeof *j->nums);
+    memset(j, 0, sizeof *j);
+}
+
+/* j->text / j->len are set; validate and build the tree. */
+static int json_parse_owned(const char *path, const char *what, size_t base, zt_json *j, zt_err *err)
+{
+    size_t bad = utf8_invalid_at((const unsigned char *)j->text, j->len);
+    if (bad != j->len)
+        return zt_fail(err, ZT_EINPUT, "%s: %s is not valid UTF-8 (byte 0x%02x at byte offset %zu)",
+                       path, what, (unsigned char)j->text[bad], base + bad);
+    size_t nnum = 0;
+    int rc = json_lex(path, what, j->text, j->len, base, NULL, &nnum, err);
+    if (rc)
+        return rc;
+    if (nnum) {
+        if (nnum > SIZE_MAX / sizeof *j->nums ||
+            !(j->nums = xalloc(nnum * sizeof *j->nums)))
+            return zt_fail(err, ZT_EFAIL, "%s: out of memory reading %s", path, what);
+        j->nnum = nnum;
+        rc = json_lex(path, what, j->text, j->len, base, j->nums, &nnum, err);
+        if (rc)
+            return rc;
+    }
+    /* require_null_terminated makes cJSON insist that only whitespace follows
+     * the value (the NUL we appended ends the buffer), and parse_end says where
+     * it stopped: both ways the whole text must be one JSON value. */
+    const char *end = NULL;
+    j->root = cJSON_ParseWithLengthOpts(j->text, j->len + 1, &end, 1);
+    if (!j->root) {
+        size_t off = end && end >= j->text && end <= j->text + j->len ? (size_t)(end - j->text) : 0;
+        return zt_fail(err, ZT_EINPUT, "%s: %s is not valid JSON (parse error near byte offset %zu)",
+                       path, what, base + off);
+    }
+    if (end != j->text + j->len)
+        return zt_fail(err, ZT_EINPUT, "%s: %s is not valid JSON: unexpected data at byte offset %zu",
+                       path, what, base + (size_t)(end - j->text));
+    return ZT_OK;
+}
+
+int zt_json_parse(const char *path, const char *what, const void *text, size_t len, size_t base,
+                  zt_json *out, zt_err *err)
+{
+    memset(out, 0, sizeof *out);
+    if (len >= SIZE_MAX || !(out->text = xalloc(len + 1)))
+        return zt_fail(err, ZT_EFAIL, "%s: out of memory reading %s", path, what);
+    out->len = len;
+    if (len)
+        memcpy(out->text, text, len);
+    out->text[len] = 0;
+    int rc = json_parse_owned(path, what, base, out, err);
+    if (rc)
+        zt_json_free(out);
+    return rc;
+}
+
+int zt_json_parse_file(const char *path, size_t max_bytes, zt_json *out, zt_err *err)
+{
+    memset(out, 0, sizeof *out);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        return zt_fail(err, errno_code(e), "%s: cannot open: %s", path, strerror(e));
+    }
+    struct stat st;
+    int rc = ZT_OK;
+    if (fstat(fd, &st) != 0) {
+        rc = zt_fail(err, ZT_EFAIL, "%s: cannot stat: %s", path, strerror(errno));
+    } else if (!S_ISREG(st.st_mode)) {
+        rc = zt_fail(err, ZT_EINPUT, "%s: not a regular file", path);
+    } else if ((unsigned long long)st.st_size > max_bytes) {
+        rc = zt_fail(err, ZT_EINPUT, "%s: file is %lld bytes, more than the %zu-byte limit", path,
+                     (long long)st.st_size, max_bytes);
+    } else if (!(out->text = xalloc((size_t)st.st_size + 1))) {
+        rc = zt_fail(err, ZT_EFAIL, "%s: out of memory", path);
+    } else {
+        out->len = (size_t)st.st_size;
+        size_t got = 0;
+        while (got < out->len) {
+            ssize_t r = read(fd, out->text + got, out->len - got);
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r <= 0) {
+                rc = zt_fail(err, ZT_EFAIL, "%s: read failed after %zu of %zu bytes: %s", path, got,
+                             out->len, r < 0 ? strerror(errno) : "file shrank");
+                break;
+            }
+            got += (size_t)r;
+        }
+        out->text[out->len] = 0;
+    }
+    close(fd);
+    if (rc == ZT_OK)
+        rc = json_parse_owned(path, "file", 0, out, err);
+    if (rc)
+        zt_json_free(out);
+    return rc;
+}
+
+size_t zt_json_count_numbers(const cJSON *item)
+{
+    if (!item)
+        return 0;
+    if (cJSON_IsNumber(item))
+        return 1;
+    size_t n = 0;
+    if (cJSON_IsArray(item) || cJSON_IsObject(item))
+        for (const cJSON *c = item->child; c; c = c->next)
+            n += zt_json_count_numbers(c);
+    return n;
+}
+
+int zt_json_int(const zt_json *j, size_t k, int64_t *out)
+{
+    if (!j || k >= j->nnum)
+        return 1;
+    const char *s = j->text + j->nums[k];
+    int neg = *s == '-';
+    if (neg)
+        s++;
+    uint64_t v = 0;
+    int big = 0;
+    for (; is_digit(*s); s++) {
+        unsigned d = (unsigned)(*s - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            big = 1;
+        else
+            v = v * 10 + d;
+    }
+    if (*s == '.' || *s == 'e' || *s == 'E')
+        return 1;
+    if (big || v > (neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX))
+        return 2;
+    *out = neg ? (int64_t)(0 - v) : (int64_t)v;
+    return 0;
+}
+
+/* ----------------------------------------------------------- reading a file */
+
+/* The reference's dtypes, sized in bits because F4 and F6 pack several
+ * elements into a byte (a tensor of them must fill whole bytes). */
+static const struct st_dtype {
+    const char *name;
+    int bits;
+} st_dtypes[] = {
+    {"BOOL", 8},    {"F4", 4},      {"F6_E2M3", 6}, {"F6_E3M2", 6}, {"U8", 8},
+    {"I8", 8},      {"F8_E5M2", 8}, {"F8_E4M3", 8}, {"F8_E8M0", 8}, {"I16", 16},
+    {"U16", 16},    {"F16", 16},    {"BF16", 16},   {"I32", 32},    {"U32", 32},
+    {"F32", 32},    {"C64", 64},    {"F64", 64},    {"I64", 64},    {"U64", 64},
+};
+#define ST_DTYPE_LIST "BOOL, F4, F6_E2M3, F6_E3M2, U8, I8, F8_E5M2, F8_E4M3, F8_E8M0, I16, U16, " \
+                      "F16, BF16, I32, U32, F32, C64, F64, I64, U64"
+
+static const char *st_name_of(zt_dtype dt)
+{
+    switch (dt) {
+    case ZT_F32: return "F32";
+    case ZT_BF16: return "BF16";
+    case ZT_F16: return "F16";
+    }
+    return NULL;
+}
+
+struct zt_st_file {
+    char *path;
+    void *map;
+    size_t map_bytes;
+    int n;
+    zt_st_tensor *tensors;          /* in data-section order */
+    const zt_st_tensor **by_name;   /* sorted by name, for zt_st_find */
+    char *names;                    /* all names, NUL-separated */
+    size_t names_bytes;
+};
+
+/* Where a tensor's bytes are, before the tensors are put in data order. */
+typedef struct st_span {
+    uint64_t begin, end;
+    int idx;
+} st_span;
+
+static int cmp_span(const void *a, const void *b)
+{
+    const st_span *x = a, *y = b;
+    if (x->begin != y->begin)
+        return x->begin < y->begin ? -1 : 1;
+    if (x->end != y->end)
+        return x->end < y->end ? -1 : 1;
+    return x->idx - y->idx;
+}
+static int cmp_tensor_name(const void *a, const void *b)
+{
+    const zt_st_tensor *const *x = a, *const *y = b;
+    return strcmp((*x)->name, (*y)->name);
+}
+
+void zt_st_close(zt_st_file *f)
+{
+    if (!f)
+        return;
+    if (f->map)
+        munmap(f->map, f->map_bytes);
+    if (f->tensors)
+        xfree(f->tensors, (size_t)f->n * sizeof *f->tensors);
+    if (f->by_name)
+        xfree(f->by_name, (size_t)f->n * sizeof *f->by_name);
+    if (f->names)
+        xfree(f->names, f->names_bytes);
+    xstrfree(f->path);
+    xfree(f, sizeof *f);
+}
+
+/* Fill t (and its span) from the header entry e for tensor name.  k is the
+ * index in j->nums of the first number inside e. */
+static int parse_entry(const char *path, const zt_json *j, const cJSON *e, const char *name,
+                       size_t k, zt_st_tensor *t, st_span *sp, zt_err *err)
+{
+    if (!cJSON_IsObject(e))
+        return zt_fail(err, ZT_EINPUT, "%s: tensor \"%s\": entry is not an object", path, name);
+    /* Other keys are ignored, as the reference (serde without
+     * deny_unknown_fields) ignores them. */
+    const cJSON *dtype = NULL, *shape = NULL, *offs = NULL;
+    for (const cJSON *m = e->child; m; m = m->next) {
+        const cJSON **slot = strcmp(m->string, "dtype") == 0          ? &dtype
+                             : strcmp(m->string, "shape") == 0        ? &shape
+                             : strcmp(m->string, "data_offsets") == 0 ? &offs
+                                                                      : NULL;
+        if (!slot)
+            continue;
+        if (*slot)
+            return zt_fail(err, ZT_EINPUT, "%s: tensor \"%s\": duplicate key \"%s\"", path, name,
+                           m->string);
+        *slot = m;
+    }
+    if (!dtype || !shape || !offs)
+        return zt_fail(err, ZT_EINPUT, "%s: tensor \"%s\": missing \"%s\"", path, name,
+                       !dtype ? "dtype" : !shape ? "shape" : "data_offsets");
+
+    int bits = 0;
+    if (cJSON_IsString(dtype))
+        for (size_t d = 0; d < sizeof st_dtypes / sizeof st_dtypes[0]; d++)
+            if (strcmp(dtype->valuestring, st_dtypes[d].name) == 0) {
+                bits = st_dtypes[d].bits;
+                strcpy(t->st_dtype, st_dtypes[d].name);
+            }
+    if (!bits)
+        return zt_fail(err, ZT_EINPUT, "%s: tensor \"%s\": unknown dtype %s%s%s (expected one of " ST_DTYPE_LIST ")",
+                       path, name, cJSON_IsString(dtype) ? "\"" : "",
+                       cJSON_IsString(dtype) ? dtype->valuestring : "(not a string)",
+                       cJSON_IsString(dtype) ? "\"" : "");
+    t->has_zt_dtype = 1;
+    if (strcmp(t->st_dtype, "F32") == 0)
+        t->dtype = ZT_F32;
+    else if (strcmp(t->st_dtype, "BF16") == 0)
+        t->dtype = ZT_BF16;
+    else if (strcmp(t->st_dtype, "F16") == 0)
+        t->dtype = ZT_F16;
+    else
+        t->has_zt_dtype = 0;
+
+    /* Numbers are consumed in document order, matching j->nums: walk e's members
+     * as they appear, not in the order this function checks them. */
+    for (const cJSON *m = e->child; m; m = m->next) {
+        if (m != shape && m != offs) {
+            k += zt_json_count_numbers(m);
+            continue;
+        }
+        int is_shape = m == shape;
+        if (!cJSON_IsArray(m))
+            return zt_fail(err, ZT_EINPUT, "%s: tensor \"%s\": %s is not an array", path, name,
+                           m->string);
+        int len = cJSON_GetArraySize(m);
+        if (is_shape && len > ZT_ST_MAX_DIMS)
+            return zt_fail(err, ZT_EINPUT, "%s: tensor \"%s\": shape has %d dimensions, at most %d are supported",
+                           path, name, len, ZT_ST_MAX_DIMS);
+        if (!is_shape && len != 2)
+            return zt_fail(err, ZT_EINPUT, "%s: tensor \"%s\": data_offsets must be [begin, end], got %d entries",
+                           path, name, len);
+        int i = 0;
+        for (const cJSON *v = m->child; v; v = v->next, i++) {
+            int64_t x = 0;
+            int r = cJSON_IsNumber(v) ? zt_json_int(j, k++, &x) : 1;
+            if (r == 1 || (r == 0 && x < 0))
+                return zt_fail(err, ZT_EINPUT, "%s: tensor \"%s\": %s[%d] is not a non-negative integer",
+                               path, name, m->string, i);
+            /* Values past 2^63 cannot describe bytes of a real file. */
+            if (r == 2)
+                return zt_fail(err, ZT_EINPUT, "%s: tensor \"%s\": %s[%d] is too large (overflow)",
+                               path, name, m->string, i);
+            if (is_shape)
+                t->shape[i] = x;
+            else if (i == 0)
+                sp->begin = (uint64_t)x;
+            else
+                sp->end = (uint64_t)x;
+        }
+        if (is_shape)
+            t->ndim = len;
+    }
+
+    int64_t numel = 1;
+    for (int d = 0; d < t->ndim; d++) {
+        if (t->shape[d] != 0 && numel > INT64_MAX / t->shape[d])
+            return zt_fail(err, ZT_EINPUT, "%s: tensor \"%s\": shape product overflows 64 bits", path, name);
+        numel *= t->shape[d];
+    }
+    if (numel > INT64_MAX / bits)
+        return zt_fail(err, ZT_EINPUT, "%s: tensor \"%s\": byte size of shape overflows 64 bits", path, name);
+    t->numel = numel;
+    if ((uint64_t)numel * (uint64_t)bits % 8 != 0)
+        return zt_fail(err, ZT_EINPUT, "%s: tensor \"%s\": %lld elements of %s do not fill a whole number of bytes",
+                       path, name, (long long)numel, t->st_dtype);
+    if (sp->begin > sp->end)
+        return zt_fail(err, ZT_EINPUT, "%s: tensor \"%s\": data_offsets [%llu, %llu] has begin > end",
+                       path, name, (unsigned long long)sp->begin, (unsigned long long)sp->end);
+    uint64_t nbytes = (uint64_t)numel * (uint64_t)bits / 8;
+    if (nbytes != sp->end - sp->begin)
+        return zt_fail(err, ZT_EINPUT,
+                       "%s: tensor \"%s\": shape/size mismatch: %lld elements of %s need %llu bytes but data_offsets [%llu, %llu] span %llu",
+                       path, name, (long long)numel, t->st_dtype, (unsigned long long)nbytes,
+                       (unsigned long long)sp->begin, (unsigned long long)sp->end,
+                       (unsigned long long)(sp->end - sp->begin));
+    t->nbytes = (size_t)nbytes;
+    return ZT_OK;
+}
+
+/* Validate the header tree against a data section of data_bytes starting at
+ * data, and fill f's tensor tables. */
+static int st_load_header(zt_st_file *f, const zt_json *j, const unsigned char *data,
+                          uint64_t data_bytes, zt_err *err)
+{
+    const char *path = f->path;
+    const cJSON *root = j->root;
+    if (!cJSON_IsObject(root))
+        return zt_fail(err, ZT_EINPUT, "%s: header JSON is not an object", path);
+
+    /* Pass 1: sizes, and __metadata__ (an object of strings, at most once). */
+    size_t n = 0, names_bytes = 0;
+    const cJSON *meta = NULL;
+    for (const cJSON *c = root->child; c; c = c->next) {
+        if (strcmp(c->string, "__metadata__") == 0) {
+            if (meta)
+                return zt_fail(err, ZT_EINPUT, "%s: duplicate \"__metadata__\" in header", path);
+            meta = c;
+            if (cJSON_IsNull(c)) /* the reference reads it as an Option */
+                continue;
+            if (!cJSON_IsObject(c))
+                return zt_fail(err, ZT_EINPUT, "%s: __metadata__ must be an object of strings", path);
+            for (const cJSON *m = c->child; m; m = m->next)
+                if (!cJSON_IsString(m))
+                    return zt_fail(err, ZT_EINPUT,
+                                   "%s: __metadata__ value for \"%s\" is not a string", path, m->string);
+            continue;
+        }
+        n++;
+        names_bytes += strlen(c->string) + 1;
+    }
+    if (n > INT_MAX)
+        return zt_fail(err, ZT_EINPUT, "%s: too many tensors (%zu)", path, n);
+    f->n = (int)n;
+    if (n) {
+        f->tensors = xalloc(n * sizeof *f->tensors);
+        f->by_name = xalloc(n * sizeof *f->by_name);
+        f->names = xalloc(names_bytes);
+        f->names_bytes = names_bytes;
+        if (!f->tensors || !f->by_name || !f->names)
+            return zt_fail(err, ZT_EFAIL, "%s: out of memory for %zu tensors", path, n);
+    }
+    st_span *spans = n ? xalloc(n * sizeof *spans) : NULL;
+    zt_st_tensor *doc = n ? xalloc(n * sizeof *doc) : NULL; /* document order */
+    if (n && (!spans || !doc)) {
+        if (spans)
+            xfree(spans, n * sizeof *spans);
+        if (doc)
+            xfree(doc, n * sizeof *doc);
+        return zt_fail(err, ZT_EFAIL, "%s: out of memory for %zu tensors", path, n);
+    }
+
+    /* Pass 2: every entry, in document order so number k stays in step. */
+    int rc = ZT_OK;
+    size_t i = 0, k = 0;
+    char *np = f->names;
+    for (const cJSON *c = root->child; c && rc == ZT_OK; c = c->next) {
+        size_t nk = zt_json_count_numbers(c);
+        if (c != meta) {
+            size_t len = strlen(c->string) + 1;
+            memcpy(np, c->string, len);
+            doc[i].name = np;
+            np += len;
+            spans[i].idx = (int)i;
+            rc = parse_entry(path, j, c, doc[i].name, k, &doc[i], &spans[i], err);
+            i++;
+        }
+        k += nk;
+    }
+
+    /* Duplicates first: two entries with one name would otherwise be reported
+     * as the overlap or gap they also cause. */
+    for (size_t t = 0; rc == ZT_OK && t < n; t++)
+        f->by_name[t] = &doc[t];
+    if (rc == ZT_OK && n) {
+        qsort(f->by_name, n, sizeof *f->by_name, cmp_tensor_name);
+        for (size_t t = 1; t < n && rc == ZT_OK; t++)
+            if (strcmp(f->by_name[t - 1]->name, f->by_name[t]->name) == 0)
+                rc = zt_fail(err, ZT_EINPUT, "%s: duplicate tensor name \"%s\"", path,
+                             f->by_name[t]->name);
+    }
+
+    /* The spans, in offset order, must tile [0, data_bytes) exactly. */
+    if (rc == ZT_OK && n)
+        qsort(spans, n, sizeof *spans, cmp_span);
+    uint64_t prev_end = 0;
+    const char *prev_name = NULL;
+    for (size_t t = 0; t < n && rc == ZT_OK; t++) {
+        const st_span *s = &spans[t];
+        const char *name = doc[s->idx].name;
+        if (s->end > data_bytes)
+            rc = zt_fail(err, ZT_EINPUT,
+                         "%s: tensor \"%s\": data_offsets end %llu is past the end of the data section (%llu bytes; truncated file?)",
+                         path, name, (unsigned long long)s->end, (unsigned long long)data_bytes);
+        else if (s->begin < prev_end)
+            rc = zt_fail(err, ZT_EINPUT,
+                         "%s: tensor \"%s\": data_offsets [%llu, %llu] overlap tensor \"%s\" ending at %llu",
+                         path, name, (unsigned long long)s->begin, (unsigned long long)s->end,
+                         prev_name, (unsigned long long)prev_end);
+        else if (s->begin > prev_end)
+            rc = zt_fail(err, ZT_EINPUT,
+                         "%s: gap in the data section: bytes [%llu, %llu) before tensor \"%s\" belong to no tensor",
+                         path, (unsigned long long)prev_end, (unsigned long long)s->begin, name);
+        prev_end = s->end;
+        prev_name = name;
+    }
+    if (rc == ZT_OK && prev_end != data_bytes)
+        rc = zt_fail(err, ZT_EINPUT,
+                     "%s: %llu trailing bytes after the last tensor (data section is %llu bytes, tensors cover %llu)",
+                     path, (unsigned long long)(data_bytes - prev_end),
+                     (unsigned long long)data_bytes, (unsigned long long)prev_end);
+
+    if (rc == ZT_OK) {
+        for (size_t t = 0; t < n; t++) {
+            f->tensors[t] = doc[spans[t].idx];
+            f->tensors[t].data = data + spans[t].begin;
+        }
+        for (size_t t = 0; t < n; t++)
+            f->by_name[t] = &f->tensors[t];
+        if (n)
+            qsort(f->by_name, n, sizeof *f->by_name, cmp_tensor_name);
+    }
+    if (n) {
+        xfree(spans, n * sizeof *spans);
+        xfree(doc, n * sizeof *doc);
+    }
+    return rc;
+}
+
+int zt_st_open(const char *path, zt_st_file **out, zt_err *err)
+{
+    *out = NULL;
+    zt_st_file *f = xalloc(sizeof *f);
+    if (!f || !(f->path = xstrdup(path))) {
+        if (f)
+            xfree(f, sizeof *f);
+        return zt_fail(err, ZT_EFAIL, "%s: out of memory", path);
+    }
+    int rc = ZT_OK;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0) {
+        int e = errno;
+        rc = zt_fail(err, errno_code(e), "%s: cannot open: %s", path, strerror(e));
+    } else if (fstat(fd, &st) != 0) {
+        rc = zt_fail(err, ZT_EFAIL, "%s: cannot stat: %s", path, strerror(errno));
+    } else if (!S_ISREG(st.st_mode)) {
+        rc = zt_fail(err, ZT_EINPUT, "%s: not a regular file", path);
+    } else if (st.st_size < 8) {
+        rc = zt_fail(err, ZT_EINPUT,
+                     "%s: file is %lld bytes, too short (truncated) for the 8-byte header length",
+                     path, (long long)st.st_size);
+    } else if ((unsigned long long)st.st_size > SIZE_MAX) {
+        rc = zt_fail(err, ZT_EINPUT, "%s: file too large to map", path);
+    } else {
+        /* The mapping is the tensors' storage: nothing is copied, and the page
+         * cache shares it between ranks on one machine. */
+        f->map_bytes = (size_t)st.st_size;
+        f->map = mmap(NULL, f->map_bytes, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (f->map == MAP_FAILED) {
+            f->map = NULL;
+            rc = zt_fail(err, ZT_EFAIL, "%s: mmap of %zu bytes failed: %s", path, f->map_bytes,
+                         strerror(errno));
+        }
+    }
+    if (fd >= 0)
+        close(fd);
+
+    if (rc == ZT_OK) {
+        const unsigned char *m = f->map;
+        uint64_t hlen = 0;
+        for (int b = 7; b >= 0; b--)
+            hlen = (hlen << 8) | m[b];
+        if (hlen > ST_MAX_HEADER) {
+            rc = zt_fail(err, ZT_EINPUT,
+                         "%s: header length %llu exceeds the %llu-byte limit (oversized header)",
+                         path, (unsigned long long)hlen, ST_MAX_HEADER);
+        } else if (hlen > f->map_bytes - 8) {
+            rc = zt_fail(err, ZT_EINPUT,
+                         "%s: header length %llu runs past the end of the file (%zu bytes): truncated",
+                         path, (unsigned long long)hlen, f->map_bytes);
+        } else {
+            zt_json j;
+            rc = zt_json_parse(path, "header", m + 8, (size_t)hlen, 8, &j, err);
+            if (rc == ZT_OK) {
+                rc = st_load_header(f, &j, m + 8 + hlen, f->map_bytes - 8 - hlen, err);
+                zt_json_free(&j);
+            }
+        }
+    }
+    if (rc) {
+        zt_st_close(f);
+        return rc;
+    }
+    *out = f;
+    return ZT_OK;
+}
+
+int zt_st_count(const zt_st_file *f) { return f->n; }
+const zt_st_tensor *zt_st_get(const zt_st_file *f, int i)
+{
+    return i >= 0 && i < f->n ? &f->tensors[i] : NULL;
+}
+const char *zt_st_path(const zt_st_file *f) { return f->path; }
+
+const zt_st_tensor *zt_st_find(const zt_st_file *f, const char *name)
+{
+    size_t lo = 0, hi = (size_t)f->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(name, f->by_name[mid]->name);
+        if (c == 0)
+            return f->by_name[mid];
+        if (c < 0)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return NULL;
+}
+
+/* ----------------------------------------------------------- writing a file */
+
+static int cmp_cstr_ptr(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+int zt_st_write(const char *path, const zt_st_out *tensors, int n, const char *metadata_format,
+                zt_err *err)
+{
+    if (n < 0 || (n > 0 && !tensors))
+        return zt_fail(err, ZT_EINPUT, "%s: write: bad tensor list (n = %d)", path, n);
+    if (metadata_format &&
+        utf8_invalid_at((const unsigned char *)metadata_format, strlen(metadata_format)) !=
+            strlen(metadata_format))
+        return zt_fail(err, ZT_EINPUT, "%s: write: metadata format is not valid UTF-8", path);
+
+    /* Validate everything before touching the disk. */
+    size_t *nbytes = n ? xalloc((size_t)n * sizeof *nbytes) : NULL;
+    const char **names = n ? xalloc((size_t)n * sizeof *names) : NULL;
+    zt_wpart *parts = xalloc(((size_t)n + 2) * sizeof *parts);
+    strbuf h = {0};
+    int rc = ZT_OK;
+    if ((n && (!nbytes || !names)) || !parts)
+        rc = zt_fail(err, ZT_EFAIL, "%s: out of memory", path);
+    for (int i = 0; i < n && rc == ZT_OK; i++) {
+        const zt_st_out *t = &tensors[i];
+        if (!t->name || !*t->name || strcmp(t->name, "__metadata__") == 0 ||
+            utf8_invalid_at((const unsigned char *)t->name, strlen(t->name)) != strlen(t->name)) {
+            rc = zt_fail(err, ZT_EINPUT, "%s: write: tensor %d has an invalid name (empty, not UTF-8, or __metadata__)",
+                         path, i);
+            break;
+        }
+        if (!st_name_of(t->dtype) || t->ndim < 0 || t->ndim > ZT_ST_MAX_DIMS) {
+            rc = zt_fail(err, ZT_EINPUT, "%s: write: tensor \"%s\": bad dtype or ndim %d", path,
+                         t->name, t->ndim);
+            break;
+        }
+        uint64_t numel = 1;
+        for (int d = 0; d < t->ndim && rc == ZT_OK; d++) {
+            if (t->shape[d] < 0)
+                rc = zt_fail(err, ZT_EINPUT, "%s: write: tensor \"%s\": negative shape[%d]", path,
+                             t->name, d);
+            else if (t->shape[d] != 0 && numel > (uint64_t)INT64_MAX / (uint64_t)t->shape[d])
+                rc = zt_fail(err, ZT_EINPUT, "%s: write: tensor \"%s\": shape overflows", path, t->name);
+            else
+                numel *= (uint64_t)t->shape[d];
+        }
+        if (rc)
+            break;
+        size_t es = zt_dtype_size(t->dtype);
+        if (numel > SIZE_MAX / es) {
+            rc = zt_fail(err, ZT_EINPUT, "%s: write: tensor \"%s\": byte size overflows", path, t->name);
+            break;
+        }
+        nbytes[i] = (size_t)numel * es;
+        if (nbytes[i] && !t->data) {
+            rc = zt_fail(err, ZT_EINPUT, "%s: write: tensor \"%s\" has no data", path, t->name);
+            break;
+        }
+        names[i] = t->name;
+    }
+    if (rc == ZT_OK && n > 1) {
+        qsort(names, (size_t)n, sizeof *names, cmp_cstr_ptr);
+        for (int i = 1; i < n && rc == ZT_OK; i++)
+            if (strcmp(names[i - 1], names[i]) == 0)
+                rc = zt_fail(err, ZT_EINPUT, "%s: write: duplicate tensor name \"%s\"", path, names[i]);
+    }
+
+    if (rc == ZT_OK) {
+        sb_str(&h, "{");
+        if (metadata_format) {
+            sb_str(&h, "\"__metadata__\":{\"format\":");
+            sb_json_string(&h, metadata_format);
+            sb_str(&h, "}");
+        }
+        uint64_t off = 0;
+        for (int i = 0; i < n; i++) {
+            const zt_st_out *t = &tensors[i];
+            if (i || metadata_format)
+                sb_str(&h, ",");
+            sb_json_string(&h, t->name);
+            sb_printf(&h, ":{\"dtype\":\"%s\",\"shape\":[", st_name_of(t->dtype));
+            for (int d = 0; d < t->ndim; d++)
+                sb_printf(&h, d ? ",%lld" : "%lld", (long long)t->shape[d]);
+            if (off > UINT64_MAX - nbytes[i]) {
+                rc = zt_fail(err, ZT_EINPUT, "%s: write: total size overflows", path);
+                break;
+            }
+            sb_printf(&h, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off,
+                      (unsigned long long)(off + nbytes[i]));
+            off += nbytes[i];
+        }
+        sb_str(&h, "}");
+        /* Pad with spaces (valid trailing JSON whitespace) so the data section,
+         * and with one dtype every tensor, starts 8-byte aligned. */
+        while (!h.oom && h.len % 8)
+            sb_str(&h, " ");
+        if (rc == ZT_OK && h.oom)
+            rc = zt_fail(err, ZT_EFAIL, "%s: write: out of memory building the header", path);
+        if (rc == ZT_OK && h.len > ST_MAX_HEADER)
+            rc = zt_fail(err, ZT_EINPUT, "%s: write: header would be %zu bytes, over the limit", path, h.len);
+    }
+
+    if (rc == ZT_OK) {
+        unsigned char len8[8];
+        for (int b = 0; b < 8; b++)
+            len8[b] = (unsigned char)((uint64_t)h.len >> (8 * b));
+        parts[0] = (zt_wpart){len8, 8};
+        parts[1] = (zt_wpart){h.p, h.len};
+        for (int i = 0; i < n; i++)
+            parts[i + 2] = (zt_wpart){tensors[i].data, nbytes[i]};
+        rc = zt_write_atomic(path, parts, n + 2, err);
+    }
+    sb_free(&h);
+    if (nbytes)
+        xfree(nbytes, (size_t)n * sizeof *nbytes);
+    if (names)
+        xfree(names, (size_t)n * sizeof *names);
+    if (parts)
+        xfree(parts, ((size_t)n + 2) * sizeof *parts);
+    return rc;
+}
+
+/* --------------------------------------------------------- weights directory */
+
+typedef struct wentry {
+    const char *name;   /* tensor name (owned by the shard's file object) */
+    const char *file;   /* shard file name (index) — only while loading */
+    const zt_st_tensor *t;
+    int shard;
+} wentry;
+
+struct zt_weights {
+    int nfiles;
+    zt_st_file **files;           /* shards, in file-name order */
+    int n;
+    const zt_st_tensor **tensors; /* shard order, then data order */
+    wentry *by_name;              /* sorted by name */
+};
+
+static int cmp_wentry(const void *a, const void *b)
+{
+    return strcmp(((const wentry *)a)->name, ((const wentry *)b)->name);
+}
+
+void zt_weights_close(zt_weights *w)
+{
+    if (!w)
+        return;
+    for (int i = 0; i < w->nfiles; i++)
+        zt_st_close(w->files[i]);
+    if (w->files)
+        xfree(w->files, (size_t)w->nfiles * sizeof *w->files);
+    if (w->tensors)
+        xfree(w->tensors, (size_t)w->n * sizeof *w->tensors);
+    if (w->by_name)
+        xfree(w->by_name, (size_t)w->n * sizeof *w->by_name);
+    xfree(w, sizeof *w);
+}
+
+static char *path_join(const char *dir, const char *name)
+{
+    size_t a = strlen(dir), b = strlen(name);
+    char *p = xalloc(a + b + 2);
+    if (p)
+        snprintf(p, a + b + 2, "%s/%s", dir, name);
+    return p;
+}
+
+/* Tables of w from its open files: tensors in shard order and the name index. */
+static int weights_index(zt_weights *w, const char *what, zt_err *err)
+{
+    size_t total = 0;
+    for (int i = 0; i < w->nfiles; i++)
+        total += (size_t)zt_st_count(w->files[i]);
+    if (total > INT_MAX)
+        return zt_fail(err, ZT_EINPUT, "%s: too many tensors", what);
+    w->n = (int)total;
+    if (total == 0)
+        return ZT_OK;
+    w->tensors = xalloc(total * sizeof *w->tensors);
+    w->by_name = xalloc(total * sizeof *w->by_name);
+    if (!w->tensors || !w->by_name)
+        return zt_fail(err, ZT_EFAIL, "%s: out of memory", what);
+    size_t k = 0;
+    for (int i = 0; i < w->nfiles; i++)
+        for (int t = 0; t < zt_st_count(w->files[i]); t++, k++) {
+            w->tensors[k] = zt_st_get(w->files[i], t);
+            w->by_name[k] = (wentry){w->tensors[k]->name, NULL, w->tensors[k], i};
+        }
+    qsort(w->by_name, total, sizeof *w->by_name, cmp_wentry);
+    return ZT_OK;
+}
+
+static int is_plain_file_name(const char *s)
+{
+    return *s && strchr(s, '/') == NULL && strcmp(s, ".") != 0 && strcmp(s, "..") != 0;
+}
+
+static int weights_open_sharded(zt_weights *w, const char *dir, const char *index, zt_err *err)
+{
+    zt_json j = {0};
+    int rc = zt_json_parse_file(index, INDEX_MAX_BYTES, &j, err);
+    if (rc)
+        return rc;
+    const cJSON *map = NULL;
+    if (!cJSON_IsObject(j.root))
+        rc = zt_fail(err, ZT_EINPUT, "%s: index is not a JSON object", index);
+    for (const cJSON *c = rc ? NULL : j.root->child; c && rc == ZT_OK; c = c->next) {
+        if (strcmp(c->string, "weight_map") == 0) {
+            if (map)
+                rc = zt_fail(err, ZT_EINPUT, "%s: duplicate key \"weight_map\"", index);
+            map = c;
+        } else if (strcmp(c->string, "metadata") != 0) {
+            rc = zt_fail(err, ZT_EINPUT, "%s: unknown key \"%s\" (expected metadata, weight_map)",
+                         index, c->string);
+        }
+    }
+    if (rc == ZT_OK && !cJSON_IsObject(map))
+        rc = zt_fail(err, ZT_EINPUT, "%s: \"weight_map\" is missing or not an object", index);
+    int nmap = rc ? 0 : cJSON_GetArraySize(map);
+    if (rc == ZT_OK && nmap == 0)
+        rc = zt_fail(err, ZT_EINPUT, "%s: \"weight_map\" is empty", index);
+
+    wentry *ents = nmap ? xalloc((size_t)nmap * sizeof *ents) : NULL;
+    const char **files = nmap ? xalloc((size_t)nmap * sizeof *files) : NULL;
+    if (rc == ZT_OK && (!ents || !files))
+        rc = zt_fail(err, ZT_EFAIL, "%s: out of memory", index);
+    int i = 0;
+    for (const cJSON *c = rc ? NULL : map->child; c && rc == ZT_OK; c = c->next, i++) {
+        if (!cJSON_IsString(c) || !is_plain_file_name(c->valuestring))
+            rc = zt_fail(err, ZT_EINPUT,
+                         "%s: weight_map entry \"%s\" must be a file name in the same directory",
+                         index, c->string);
+        else
+            ents[i] = (wentry){c->string, c->valuestring, NULL, -1}, files[i] = c->valuestring;
+    }
+    if (rc == ZT_OK) {
+        qsort(ents, (size_t)nmap, sizeof *ents, cmp_wentry);
+        for (int e = 1; e < nmap && rc == ZT_OK; e++)
+            if (strcmp(ents[e - 1].name, ents[e].name) == 0)
+                rc = zt_fail(err, ZT_EINPUT, "%s: weight_map lists \"%s\" twice (duplicate)", index,
+                             ents[e].name);
+    }
+    /* Each distinct shard is opened once, in file-name order. */
+    int nfiles = 0;
+    if (rc == ZT_OK) {
+        qsort(files, (size_t)nmap, sizeof *files, cmp_cstr_ptr);
+        for (int e = 0; e < nmap; e++)
+            if (e == 0 || strcmp(files[e - 1], files[e]) != 0)
+                files[nfiles++] = files[e];
+        w->files = xalloc((size_t)nfiles * sizeof *w->files);
+        if (!w->files)
+            rc = zt_fail(err, ZT_EFAIL, "%s: out of memory", index);
+    }
+    for (int s = 0; s < nfiles && rc == ZT_OK; s++) {
+        char *p = path_join(dir, files[s]);
+        if (!p) {
+            rc = zt_fail(err, ZT_EFAIL, "%s: out of memory", index);
+            break;
+        }
+        rc = zt_st_open(p, &w->files[s], err);
+        xfree(p, strlen(p) + 1);
+        if (rc)
+            zt_wrap(err, "%s: shard named in weight_map: ", index);
+        else
+            w->nfiles = s + 1;
+    }
+    /* Every mapped name is in its shard... */
+    for (int e = 0; e < nmap && rc == ZT_OK; e++) {
+        const char **hit = bsearch(&ents[e].file, files, (size_t)nfiles, sizeof *files, cmp_cstr_ptr);
+        int s = (int)(hit - files);
+        if (!zt_st_find(w->files[s], ents[e].name))
+            rc = zt_fail(err, ZT_EINPUT, "%s: weight_map maps \"%s\" to %s, which has no such tensor",
+                         index, ents[e].name, zt_st_path(w->files[s]));
+    }
+    /* ...and every tensor of a shard is mapped to that shard. */
+    for (int s = 0; s < nfiles && rc == ZT_OK; s++)
+        for (int t = 0; t < zt_st_count(w->files[s]) && rc == ZT_OK; t++) {
+            wentry key = {zt_st_get(w->files[s], t)->name, NULL, NULL, 0};
+            const wentry *hit = bsearch(&key, ents, (size_t)nmap, sizeof *ents, cmp_wentry);
+            if (!hit)
+                rc = zt_fail(err, ZT_EINPUT, "%s: tensor \"%s\" is not listed in weight_map of %s",
+                             zt_st_path(w->files[s]), key.name, index);
+            else if (strcmp(hit->file, files[s]) != 0)
+                rc = zt_fail(err, ZT_EINPUT,
+                             "%s: tensor \"%s\" is also in %s, but weight_map maps it to %s (duplicate)",
+                             index, key.name, zt_st_path(w->files[s]), hit->file);
+        }
+    if (ents)
+        xfree(ents, (size_t)nmap * sizeof *ents);
+    if (files)
+        xfree(files, (size_t)nmap * sizeof *files);
+    /* w->files was sized for nfiles; close() frees it with w->nfiles, so keep
+     * the two equal even when a shard failed to open. */
+    if (rc && w->files) {
+        for (int s = 0; s < w->nfiles; s++)
+            zt_st_close(w->files[s]);
+        xfree(w->files, (size_t)nfiles * sizeof *w->files);
+        w->files = NULL;
+        w->nfiles = 0;
+    }
+    zt_json_free(&j);
+    return rc;
+}
+
+int zt_weights_open(const char *dir, zt_weights **out, zt_err *err)
+{
+    *out = NULL;
+    struct stat st;
+    if (stat(dir, &st) != 0) {
+        int e = errno;
+        return zt_fail(err, errno_code(e), "%s: cannot open weights directory: %s", dir, strerror(e));
+    }
+    if (!S_ISDIR(st.st_mode))
+        return zt_fail(err, ZT_EINPUT, "%s: weights path is not a directory", dir);
+    zt_weights *w = xalloc(sizeof *w);
+    char *index = path_join(dir, "model.safetensors.index.json");
+    char *single = path_join(dir, "model.safetensors");
+    int rc = ZT_OK;
+    if (!w || !index || !single) {
+        rc = zt_fail(err, ZT_EFAIL, "%s: out of memory", dir);
+    } else if (stat(index, &st) == 0) {
+        rc = weights_open_sharded(w, dir, index, err);
+    } else if (stat(single, &st) == 0) {
+        w->files = xalloc(sizeof *w->files);
+        if (!w->files)
+            rc = zt_fail(err, ZT_EFAIL, "%s: out of memory", dir);
+        else if ((rc = zt_st_open(single, &w->files[0], err)) == ZT_OK)
+            w->nfiles = 1;
+        else {
+            xfree(w->files, sizeof *w->files);
+            w->files = NULL;
+        }
+    } else {
+        rc = zt_fail(err, ZT_EINPUT,
+                     "%s: no weights found: neither model.safetensors nor model.safetensors.index.json exists",
+                     dir);
+    }
+    if (rc == ZT_OK)
+        rc = weights_index(w, dir, err);
+    xstrfree(index);
+    xstrfree(single);
+    if (rc) {
+        if (w)
+            zt_weights_close(w);
+        return rc;
+    }
+    *out = w;
+    return ZT_OK;
+}
+
+int zt_weights_count(const zt_weights *w) { return w->n; }
+const zt_st_tensor *zt_weights_get(const zt_weights *w, int i)
+{
+    return i >= 0 && i < w->n ? w->tensors[i] : NULL;
+}
+
+const zt_st_tensor *zt_weights_find(const zt_weights *w, const char *name, const char **file)
+{
+    wentry key = {name, NULL, NULL, 0};
+    const wentry *hit = w->n ? bsearch(&key, w->by_name, (size_t)w->n, sizeof *w->by_name, cmp_wentry) : NULL;
+    if (file)
+        *file = hit ? zt_st_path(w->files[hit->shard]) : NULL;
+    return hit ? hit->t : NULL;
+}

@@ -1,0 +1,282 @@
+/* test_hf_config.c — config.json as Hugging Face writes it reads to the Llama
+ * hyper-parameters, with HF's defaults; every key ztrain would not honour is
+ * refused by name; what ztrain writes reads back identically. */
+#include <cjson/cJSON.h>
+#include <ftw.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../src/core/mem.h"
+#include "../src/model/config.h"
+#include "test.h"
+
+static char tmpdir[64];
+
+static const char *P(const char *name)
+{
+    static char ring[8][512];
+    static int next;
+    char *b = ring[next++ % 8];
+    snprintf(b, sizeof ring[0], "%s/%s", tmpdir, name);
+    return b;
+}
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "wb");
+    ZT_CHECK_MSG(f != NULL, "cannot create %s", path);
+    if (!f)
+        return;
+    fputs(text, f);
+    fclose(f);
+}
+
+static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb, (void)flag, (void)ftw;
+    return remove(p);
+}
+
+static int read_cfg(const char *json, zt_llama_config *c, zt_err *err)
+{
+    const char *path = P("config.json");
+    write_text(path, json);
+    memset(c, 0, sizeof *c);
+    return zt_hf_config_read(path, c, err);
+}
+
+/* Sizes every case needs; cases add hidden_size / heads (CORE has them). */
+#define BASE "\"intermediate_size\": 128, \"num_hidden_layers\": 2, \"vocab_size\": 256"
+#define CORE BASE ", \"hidden_size\": 64, \"num_attention_heads\": 4"
+
+static void test_defaults(void)
+{
+    zt_llama_config c;
+    zt_err err = {0};
+    ZT_CHECK_MSG(read_cfg("{" CORE "}", &c, &err) == ZT_OK, "%s", err.msg);
+    ZT_CHECK(c.hidden_size == 64 && c.intermediate_size == 128 && c.num_hidden_layers == 2);
+    ZT_CHECK(c.num_attention_heads == 4 && c.vocab_size == 256);
+    ZT_CHECK(c.num_key_value_heads == 4);     /* defaults to the head count */
+    ZT_CHECK(c.head_dim == 16);               /* hidden / heads */
+    ZT_CHECK(c.max_position_embeddings == 2048);
+    ZT_CHECK(c.rms_norm_eps == 1e-6);
+    ZT_CHECK(c.rope_theta == 10000.0);
+    ZT_CHECK(c.tie_word_embeddings == 0);
+    ZT_CHECK(c.initializer_range == 0.02);
+    ZT_CHECK(c.torch_dtype == ZT_F32);
+    ZT_CHECK(strcmp(c.model_type, "llama") == 0);
+    /* null means "default" for the optional sizes, as in HF's constructor. */
+    ZT_CHECK_MSG(read_cfg("{" CORE ", \"num_key_value_heads\": null, \"head_dim\": null, \"torch_dtype\": null}",
+                          &c, &err) == ZT_OK, "%s", err.msg);
+    ZT_CHECK(c.num_key_value_heads == 4 && c.head_dim == 16 && c.torch_dtype == ZT_F32);
+    ZT_CHECK(zt_mem_current(ZT_MEM_OTHER) == 0);
+}
+
+static void test_real_hf_configs(void)
+{
+    /* As transformers 4.4x writes a Llama (TinyLlama-like, GQA). */
+    const char *llama =
+        "{\n  \"_name_or_path\": \"x/y\",\n  \"architectures\": [\"LlamaForCausalLM\"],\n"
+        "  \"attention_bias\": false,\n  \"attention_dropout\": 0.0,\n  \"bos_token_id\": 1,\n"
+        "  \"eos_token_id\": [2, 3],\n  \"pad_token_id\": null,\n  \"head_dim\": 64,\n"
+        "  \"hidden_act\": \"silu\",\n  \"hidden_size\": 2048,\n  \"initializer_range\": 0.02,\n"
+        "  \"intermediate_size\": 5632,\n  \"max_position_embeddings\": 2048,\n  \"mlp_bias\": false,\n"
+        "  \"model_type\": \"llama\",\n  \"num_attention_heads\": 32,\n  \"num_hidden_layers\": 22,\n"
+        "  \"num_key_value_heads\": 4,\n  \"pretraining_tp\": 1,\n  \"rms_norm_eps\": 1e-05,\n"
+        "  \"rope_scaling\": null,\n  \"rope_theta\": 10000.0,\n  \"tie_word_embeddings\": false,\n"
+        "  \"torch_dtype\": \"bfloat16\",\n  \"transformers_version\": \"4.44.0\",\n"
+        "  \"use_cache\": true,\n  \"vocab_size\": 32000\n}\n";
+    zt_llama_config c;
+    zt_err err = {0};
+    ZT_CHECK_MSG(read_cfg(llama, &c, &err) == ZT_OK, "%s", err.msg);
+    ZT_CHECK(c.hidden_size == 2048 && c.intermediate_size == 5632 && c.num_hidden_layers == 22);
+    ZT_CHECK(c.num_attention_heads == 32 && c.num_key_value_heads == 4 && c.head_dim == 64);
+    ZT_CHECK(c.vocab_size == 32000 && c.rms_norm_eps == 1e-5 && c.rope_theta == 10000.0);
+    ZT_CHECK(c.torch_dtype == ZT_BF16 && c.tie_word_embeddings == 0);
+
+    const char *mistral =
+        "{\"architectures\": [\"MistralForCausalLM\"], \"model_type\": \"mistral\", \"sliding_window\": null,"
+        " \"hidden_act\": \"silu\", \"hidden_size\": 128, \"intermediate_size\": 256, \"num_hidden_layers\": 2,"
+        " \"num_attention_heads\": 8, \"num_key_value_heads\": 2, \"vocab_size\": 1000, \"rope_theta\": 1000000.0,"
+        " \"tie_word_embeddings\": true, \"dtype\": \"float16\", \"max_position_embeddings\": 4096}";
+    ZT_CHECK_MSG(read_cfg(mistral, &c, &err) == ZT_OK, "%s", err.msg);
+    ZT_CHECK(strcmp(c.model_type, "mistral") == 0);
+    ZT_CHECK(c.num_attention_heads == 8 && c.num_key_value_heads == 2 && c.head_dim == 16);
+    ZT_CHECK(c.rope_theta == 1e6 && c.tie_word_embeddings == 1 && c.torch_dtype == ZT_F16);
+    ZT_CHECK(c.max_position_embeddings == 4096);
+    /* As transformers 5.x saves them: RoPE settings under rope_parameters,
+     * and MistralConfig's default 4096-token window (inert with 2048 positions). */
+    const char *v5 =
+        "{\"attention_bias\": false, \"attention_dropout\": 0.0, \"bos_token_id\": 1, \"eos_token_id\": 2,"
+        " \"head_dim\": 16, \"hidden_act\": \"silu\", \"hidden_size\": 64, \"initializer_range\": 0.02,"
+        " \"intermediate_size\": 128, \"max_position_embeddings\": 2048, \"mlp_bias\": false,"
+        " \"model_type\": \"llama\", \"num_attention_heads\": 4, \"num_hidden_layers\": 2,"
+        " \"num_key_value_heads\": 2, \"pad_token_id\": null, \"pretraining_tp\": 1, \"rms_norm_eps\": 1e-06,"
+        " \"rope_parameters\": {\"rope_theta\": 500000.0, \"rope_type\": \"default\"},"
+        " \"tie_word_embeddings\": false, \"transformers_version\": \"5.24.0\", \"use_cache\": true,"
+        " \"vocab_size\": 256, \"dtype\": \"bfloat16\", \"sliding_window\": 4096}";
+    ZT_CHECK_MSG(read_cfg(v5, &c, &err) == ZT_OK, "%s", err.msg);
+    ZT_CHECK(c.rope_theta == 500000.0 && c.num_key_value_heads == 2 && c.torch_dtype == ZT_BF16);
+    ZT_CHECK_MSG(read_cfg("{" CORE ", \"rope_theta\": 5e5, \"rope_parameters\": {\"rope_theta\": 500000}}", &c, &err) == ZT_OK,
+                 "%s", err.msg);
+    ZT_CHECK(c.rope_theta == 500000.0);
+    /* head_dim may differ from hidden / heads (as in some Mistral variants). */
+    ZT_CHECK_MSG(read_cfg("{" BASE ", \"hidden_size\": 96, \"num_attention_heads\": 4, \"head_dim\": 32}",
+                          &c, &err) == ZT_OK, "%s", err.msg);
+    ZT_CHECK(c.head_dim == 32);
+    ZT_CHECK(zt_mem_current(ZT_MEM_OTHER) == 0);
+}
+
+static void test_refused(void)
+{
+    static const struct {
+        const char *label, *json, *word1, *word2;
+    } cases[] = {
+        {"unknown key", "{" CORE ", \"foo\": 1}", "\"foo\"", "unsupported"},
+        {"quantization", "{" CORE ", \"quantization_config\": {}}", "quantization_config", "unsupported"},
+        {"attention_bias true", "{" CORE ", \"attention_bias\": true}", "attention_bias", "false"},
+        {"mlp_bias true", "{" CORE ", \"mlp_bias\": true}", "mlp_bias", "false"},
+        {"hidden_act gelu", "{" CORE ", \"hidden_act\": \"gelu\"}", "hidden_act", "gelu"},
+        {"rope_scaling set", "{" CORE ", \"rope_scaling\": {\"type\": \"linear\", \"factor\": 2.0}}", "rope_scaling", "null"},
+        {"sliding_window set", "{" CORE ", \"sliding_window\": 1024}", "sliding_window", "not supported"},
+        {"sliding_window < max", "{" CORE ", \"sliding_window\": 4096, \"max_position_embeddings\": 8192}",
+         "sliding_window", "max_position_embeddings"},
+        {"sliding_window float", "{" CORE ", \"sliding_window\": 4096.0}", "sliding_window", "integer"},
+        {"rope_type llama3", "{" CORE ", \"rope_parameters\": {\"rope_type\": \"llama3\", \"rope_theta\": 5e5}}",
+         "rope_parameters.rope_type", "default"},
+        {"rope_parameters factor", "{" CORE ", \"rope_parameters\": {\"rope_type\": \"default\", \"factor\": 8.0}}",
+         "rope_parameters.factor", "not supported"},
+        {"rope_theta disagree", "{" CORE ", \"rope_theta\": 10000.0, \"rope_parameters\": {\"rope_theta\": 5e5}}",
+         "rope_theta", "disagree"},
+        {"rope_parameters list", "{" CORE ", \"rope_parameters\": [1]}", "rope_parameters", "object"},
+        {"attention_dropout", "{" CORE ", \"attention_dropout\": 0.1}", "attention_dropout", "0"},
+        {"pretraining_tp 2", "{" CORE ", \"pretraining_tp\": 2}", "pretraining_tp", "1"},
+        {"pretraining_tp 1.0", "{" CORE ", \"pretraining_tp\": 1.0}", "pretraining_tp", "1"},
+        {"hidden_size 64.0", "{" BASE ", \"hidden_size\": 64.0, \"num_attention_heads\": 4}", "hidden_size", "integer"},
+        {"hidden_size 64.5", "{" BASE ", \"hidden_size\": 64.5, \"num_attention_heads\": 4}", "hidden_size", "integer"},
+        {"hidden_size 6.4e1", "{" BASE ", \"hidden_size\": 6.4e1, \"num_attention_heads\": 4}", "hidden_size", "integer"},
+        {"hidden_size string", "{" BASE ", \"hidden_size\": \"64\", \"num_attention_heads\": 4}", "hidden_size", "string"},
+        {"hidden_size bool", "{" BASE ", \"hidden_size\": true, \"num_attention_heads\": 4}", "hidden_size", "integer"},
+        {"hidden_size huge", "{" BASE ", \"hidden_size\": 3000000000, \"num_attention_heads\": 4}", "hidden_size", "range"},
+        {"vocab negative", "{\"intermediate_size\": 128, \"num_hidden_layers\": 2, \"vocab_size\": -5, "
+                           "\"hidden_size\": 64, \"num_attention_heads\": 4}", "vocab_size", "positive"},
+        {"nkv zero", "{" CORE ", \"num_key_value_heads\": 0}", "num_key_value_heads", "positive"},
+        {"nh % nkv", "{" CORE ", \"num_key_value_heads\": 3}", "num_key_value_heads", "divisible"},
+        {"odd head_dim", "{" BASE ", \"hidden_size\": 60, \"num_attention_heads\": 4}", "head_dim", "even"},
+        {"odd explicit head_dim", "{" CORE ", \"head_dim\": 15}", "head_dim", "even"},
+        {"hidden % heads", "{" BASE ", \"hidden_size\": 66, \"num_attention_heads\": 4}", "hidden_size", "divisible"},
+        {"missing hidden_size", "{" BASE ", \"num_attention_heads\": 4}", "hidden_size", "missing"},
+        {"duplicate key", "{" CORE ", \"hidden_size\": 64}", "hidden_size", "duplicate"},
+        {"model_type gpt2", "{" CORE ", \"model_type\": \"gpt2\"}", "model_type", "gpt2"},
+        {"torch_dtype int8", "{" CORE ", \"torch_dtype\": \"int8\"}", "torch_dtype", "float32"},
+        {"dtype disagree", "{" CORE ", \"torch_dtype\": \"float32\", \"dtype\": \"bfloat16\"}", "dtype", "disagree"},
+        {"rms_norm_eps 0", "{" CORE ", \"rms_norm_eps\": 0}", "rms_norm_eps", "positive"},
+        {"rms_norm_eps string", "{" CORE ", \"rms_norm_eps\": \"1e-6\"}", "rms_norm_eps", "number"},
+        {"rope_theta inf", "{" CORE ", \"rope_theta\": 1e999}", "rope_theta", "finite"},
+        {"tie as number", "{" CORE ", \"tie_word_embeddings\": 1}", "tie_word_embeddings", "true or false"},
+        {"eos as string", "{" CORE ", \"eos_token_id\": \"</s>\"}", "eos_token_id", "integer"},
+        {"eos list with float", "{" CORE ", \"eos_token_id\": [1, 2.5]}", "eos_token_id", "integer"},
+        {"architectures string", "{" CORE ", \"architectures\": \"LlamaForCausalLM\"}", "architectures", "list"},
+        {"not JSON", "{" CORE ",}", "config.json", "JSON"},
+        {"trailing comma free garbage", "{" CORE "} x", "config.json", "JSON"},
+        {"JSON array", "[1, 2]", "config.json", "object"},
+        {"empty file", "", "config.json", "JSON"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        zt_llama_config c;
+        zt_err err = {0};
+        int rc = read_cfg(cases[i].json, &c, &err);
+        if (getenv("ZT_TEST_VERBOSE"))
+            fprintf(stderr, "  [%s] %s\n", cases[i].label, err.msg);
+        ZT_CHECK_MSG(rc == ZT_EINPUT, "%s: rc %d: %s", cases[i].label, rc, err.msg);
+        ZT_CHECK_MSG(strstr(err.msg, P("config.json")) != NULL, "%s: no path: %s", cases[i].label, err.msg);
+        ZT_CHECK_MSG(strstr(err.msg, cases[i].word1) && strstr(err.msg, cases[i].word2),
+                     "%s: expected \"%s\" and \"%s\" in: %s", cases[i].label, cases[i].word1,
+                     cases[i].word2, err.msg);
+    }
+    zt_llama_config c;
+    zt_err err = {0};
+    ZT_CHECK(zt_hf_config_read(P("absent.json"), &c, &err) == ZT_EINPUT);
+    ZT_CHECK(strstr(err.msg, "absent.json") != NULL);
+    ZT_CHECK(zt_mem_current(ZT_MEM_OTHER) == 0);
+}
+
+static void test_check(void)
+{
+    zt_llama_config c = {64, 128, 2, 8, 2, 8, 256, 512, 1e-6, 10000.0, 0, 0.02, ZT_BF16, "llama"};
+    zt_err err = {0};
+    ZT_CHECK_MSG(zt_llama_config_check(&c, "init-model", &err) == ZT_OK, "%s", err.msg);
+    c.num_key_value_heads = 3;
+    ZT_CHECK(zt_llama_config_check(&c, "init-model", &err) == ZT_EINPUT);
+    ZT_CHECK(strstr(err.msg, "init-model") && strstr(err.msg, "num_key_value_heads"));
+    c.num_key_value_heads = 2, c.head_dim = 7;
+    ZT_CHECK(zt_llama_config_check(&c, "x", &err) == ZT_EINPUT && strstr(err.msg, "head_dim"));
+    c.head_dim = 8, c.num_hidden_layers = 0;
+    ZT_CHECK(zt_llama_config_check(&c, "x", &err) == ZT_EINPUT && strstr(err.msg, "num_hidden_layers"));
+    c.num_hidden_layers = 2;
+    snprintf(c.model_type, sizeof c.model_type, "gpt2");
+    ZT_CHECK(zt_llama_config_check(&c, "x", &err) == ZT_EINPUT && strstr(err.msg, "model_type"));
+}
+
+static void test_write_read_back(void)
+{
+    zt_llama_config c = {96, 200, 3, 6, 2, 24, 300, 1024, 1e-5, 500000.0, 1, 0.006, ZT_BF16, "llama"};
+    zt_err err = {0};
+    const char *path = P("written.json");
+    ZT_CHECK_MSG(zt_hf_config_write(path, &c, &err) == ZT_OK, "%s", err.msg);
+    zt_llama_config r;
+    ZT_CHECK_MSG(zt_hf_config_read(path, &r, &err) == ZT_OK, "%s", err.msg);
+    ZT_CHECK(r.hidden_size == 96 && r.intermediate_size == 200 && r.num_hidden_layers == 3);
+    ZT_CHECK(r.num_attention_heads == 6 && r.num_key_value_heads == 2 && r.head_dim == 24);
+    ZT_CHECK(r.vocab_size == 300 && r.max_position_embeddings == 1024);
+    /* Doubles are printed with enough digits to come back bit for bit. */
+    ZT_CHECK(r.rms_norm_eps == 1e-5 && r.rope_theta == 500000.0 && r.initializer_range == 0.006);
+    ZT_CHECK(r.tie_word_embeddings == 1 && r.torch_dtype == ZT_BF16);
+    ZT_CHECK(strcmp(r.model_type, "llama") == 0);
+
+    /* What HF needs to pick the class and dtype. */
+    FILE *f = fopen(path, "rb");
+    char text[4096] = {0};
+    ZT_CHECK(f && fread(text, 1, sizeof text - 1, f) > 0);
+    if (f)
+        fclose(f);
+    cJSON *j = cJSON_Parse(text);
+    ZT_CHECK(j != NULL);
+    cJSON *arch = cJSON_GetObjectItem(j, "architectures");
+    ZT_CHECK(cJSON_IsArray(arch) && cJSON_GetArraySize(arch) == 1 &&
+             strcmp(cJSON_GetArrayItem(arch, 0)->valuestring, "LlamaForCausalLM") == 0);
+    ZT_CHECK(strcmp(cJSON_GetObjectItem(j, "torch_dtype")->valuestring, "bfloat16") == 0);
+    ZT_CHECK(strcmp(cJSON_GetObjectItem(j, "hidden_act")->valuestring, "silu") == 0);
+    ZT_CHECK(cJSON_GetObjectItem(j, "num_key_value_heads")->valueint == 2);
+    cJSON_Delete(j);
+
+    /* Mistral keeps its class name. */
+    snprintf(c.model_type, sizeof c.model_type, "mistral");
+    c.torch_dtype = ZT_F32;
+    ZT_CHECK(zt_hf_config_write(path, &c, &err) == ZT_OK);
+    ZT_CHECK(zt_hf_config_read(path, &r, &err) == ZT_OK && strcmp(r.model_type, "mistral") == 0 &&
+             r.torch_dtype == ZT_F32);
+
+    /* An invalid config is refused before any file is written. */
+    c.num_key_value_heads = 4;
+    ZT_CHECK(zt_hf_config_write(P("never.json"), &c, &err) == ZT_EINPUT);
+    ZT_CHECK(access(P("never.json"), F_OK) != 0);
+    ZT_CHECK(zt_mem_current(ZT_MEM_OTHER) == 0);
+}
+
+int main(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/zt_cfg_XXXXXX");
+    if (!mkdtemp(tmpdir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    ZT_RUN(test_defaults);
+    ZT_RUN(test_real_hf_configs);
+    ZT_RUN(test_refused);
+    ZT_RUN(test_check);
+    ZT_RUN(test_write_read_back);
+    nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    ZT_TEST_MAIN_END();
+}
