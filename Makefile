@@ -28,6 +28,7 @@ CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
 .PHONY: all test test-san clean
+.SECONDARY:
 all: $(BUILD)/ztrain $(TEST_BIN)
 
 $(BUILD)/obj/%.o: %.c

@@ -1,6 +1,6 @@
 # Bad input of every kind: a clear error naming the file, key or flag, exit 2,
 # and no damage to existing files.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib.bash"
 fix=tests/fixtures/gqa_tied
 data=$fix/tokens.npy
 train() { "$ZTRAIN" train --threads 1 --max_steps 1 --block_size 16 --per_device_train_batch_size 2 "$@"; }

@@ -1,6 +1,6 @@
 # The happy path of the command line: init-model, train with JSONL metrics and a
 # Hugging Face output directory, eval, env.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib.bash"
 cfg=tests/fixtures/gqa_tied/config.json
 "$ZTRAIN" init-model --model_config "$cfg" --output_dir "$TMP/init" --seed 3 --torch_dtype bf16 >/dev/null ||
     fail "init-model"

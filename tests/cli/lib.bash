@@ -1,4 +1,4 @@
-# tests/cli/lib.sh — helpers for the command-line tests (sourced, not run).
+# tests/cli/lib.bash — helpers for the command-line tests (sourced, not run).
 # $ZTRAIN is the binary under test (set by tests/run).
 set -u
 : "${ZTRAIN:=build/ztrain}"
