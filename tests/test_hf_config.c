@@ -2,25 +2,17 @@
  * hyper-parameters, with HF's defaults; every key ztrain would not honour is
  * refused by name; what ztrain writes reads back identically. */
 #include <cjson/cJSON.h>
-#include <ftw.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../src/core/mem.h"
 #include "../src/model/config.h"
 #include "test.h"
+#include "tmpdir.h"
 
 static char tmpdir[64];
 
-static const char *P(const char *name)
-{
-    static char ring[8][512];
-    static int next;
-    char *b = ring[next++ % 8];
-    snprintf(b, sizeof ring[0], "%s/%s", tmpdir, name);
-    return b;
-}
+static const char *P(const char *name) { return tmpdir_path(tmpdir, name); }
 
 static void write_text(const char *path, const char *text)
 {
@@ -30,12 +22,6 @@ static void write_text(const char *path, const char *text)
         return;
     fputs(text, f);
     fclose(f);
-}
-
-static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb, (void)flag, (void)ftw;
-    return remove(p);
 }
 
 static int read_cfg(const char *json, zt_llama_config *c, zt_err *err)
@@ -267,8 +253,7 @@ static void test_write_read_back(void)
 
 int main(void)
 {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/zt_cfg_XXXXXX");
-    if (!mkdtemp(tmpdir)) {
+    if (!tmpdir_make(tmpdir, sizeof tmpdir, "zt_cfg_")) {
         perror("mkdtemp");
         return 1;
     }
@@ -277,6 +262,6 @@ int main(void)
     ZT_RUN(test_refused);
     ZT_RUN(test_check);
     ZT_RUN(test_write_read_back);
-    nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    tmpdir_remove(tmpdir);
     ZT_TEST_MAIN_END();
 }

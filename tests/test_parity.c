@@ -26,6 +26,7 @@
 #include "../src/train/batches.h"
 #include "../src/train/trainer.h"
 #include "test.h"
+#include "tmpdir.h"
 
 static const char *fixtures[] = {"tests/fixtures/gqa_tied", "tests/fixtures/untied_odd"};
 
@@ -190,11 +191,11 @@ static void check_training(const char *dir, zt_precision prec, const char *prefi
                            double tol_weights)
 {
     fixture_args fa = read_args(dir);
-    char tmp[] = "/tmp/zt_parity_XXXXXX";
-    ZT_CHECK(mkdtemp(tmp) != NULL);
+    char tmp[64];
+    ZT_CHECK(tmpdir_make(tmp, sizeof tmp, "zt_parity_") != NULL);
     char out[600], log[600], data[600], refpath[600];
-    snprintf(out, sizeof out, "%s/out", tmp);
-    snprintf(log, sizeof log, "%s/log.jsonl", tmp);
+    tmpdir_join(out, sizeof out, tmp, "out");
+    tmpdir_join(log, sizeof log, tmp, "log.jsonl");
     snprintf(data, sizeof data, "%s/tokens.npy", dir);
     snprintf(refpath, sizeof refpath, "%s/reference.safetensors", dir);
     zt_train_args a = {0};
@@ -276,9 +277,7 @@ static void check_training(const char *dir, zt_precision prec, const char *prefi
         zt_weights_close(w);
     }
     zt_st_close(ref);
-    char cmd[700];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
-    ZT_CHECK(system(cmd) == 0);
+    ZT_CHECK(tmpdir_remove(tmp) == 0);
 }
 
 static const zt_precision FP32 = {ZT_F32, ZT_F32, ZT_F32, ZT_F32, ZT_F32};

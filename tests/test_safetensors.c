@@ -3,7 +3,6 @@
  * never crashes on garbage, and the writer is atomic. */
 #include <cjson/cJSON.h>
 #include <dirent.h>
-#include <ftw.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -12,31 +11,14 @@
 #include "../src/core/mem.h"
 #include "../src/io/safetensors.h"
 #include "test.h"
+#include "tmpdir.h"
 
 /* ------------------------------------------------------------ file helpers */
 
 static char tmpdir[64];
 
-/* A path inside the temp dir; a ring of buffers so a few can be live at once. */
-static const char *P(const char *name)
-{
-    static char ring[8][512];
-    static int next;
-    char *b = ring[next++ % 8];
-    snprintf(b, sizeof ring[0], "%s/%s", tmpdir, name);
-    return b;
-}
-
-static void write_bytes(const char *path, const void *data, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    ZT_CHECK_MSG(f != NULL, "cannot create %s", path);
-    if (!f)
-        return;
-    if (n)
-        ZT_CHECK(fwrite(data, 1, n, f) == n);
-    fclose(f);
-}
+/* A path inside the temp dir (a ring: a few can be live at once). */
+static const char *P(const char *name) { return tmpdir_path(tmpdir, name); }
 
 static unsigned char *read_bytes(const char *path, size_t *n)
 {
@@ -73,12 +55,6 @@ static void write_st_raw(const char *path, const char *header, size_t header_byt
 static void write_st(const char *path, const char *header, size_t data_bytes)
 {
     write_st_raw(path, header, strlen(header), strlen(header), data_bytes);
-}
-
-static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb, (void)flag, (void)ftw;
-    return remove(p);
 }
 
 static int count_tmp_files(const char *dir)
@@ -715,8 +691,7 @@ static void test_weights_dir(void)
 
 int main(void)
 {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/zt_st_XXXXXX");
-    if (!mkdtemp(tmpdir)) {
+    if (!tmpdir_make(tmpdir, sizeof tmpdir, "zt_st_")) {
         perror("mkdtemp");
         return 1;
     }
@@ -729,6 +704,6 @@ int main(void)
     ZT_RUN(test_many_tensors);
     ZT_RUN(test_json_integers);
     ZT_RUN(test_weights_dir);
-    nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    tmpdir_remove(tmpdir);
     ZT_TEST_MAIN_END();
 }

@@ -1,7 +1,6 @@
 /* test_tokens.c — token files load to the ids they hold, whatever integer type a
  * .npy uses, and every malformed file is ZT_EINPUT naming the file and fault. */
 #include <dirent.h>
-#include <ftw.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -9,34 +8,11 @@
 #include "../src/core/mem.h"
 #include "../src/io/tokens.h"
 #include "test.h"
+#include "tmpdir.h"
 
 static char tmpdir[64];
 
-static const char *P(const char *name)
-{
-    static char ring[8][512];
-    static int next;
-    char *b = ring[next++ % 8];
-    snprintf(b, sizeof ring[0], "%s/%s", tmpdir, name);
-    return b;
-}
-
-static void write_bytes(const char *path, const void *data, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    ZT_CHECK_MSG(f != NULL, "cannot create %s", path);
-    if (!f)
-        return;
-    if (n)
-        ZT_CHECK(fwrite(data, 1, n, f) == n);
-    fclose(f);
-}
-
-static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb, (void)flag, (void)ftw;
-    return remove(p);
-}
+static const char *P(const char *name) { return tmpdir_path(tmpdir, name); }
 
 /* A .npy as numpy lays it out: magic, version, header length (2 bytes for
  * version 1, 4 for 2 and 3), the dict padded with spaces and a '\n' so the data
@@ -288,8 +264,7 @@ static void test_paths(void)
 
 int main(void)
 {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/zt_tok_XXXXXX");
-    if (!mkdtemp(tmpdir)) {
+    if (!tmpdir_make(tmpdir, sizeof tmpdir, "zt_tok_")) {
         perror("mkdtemp");
         return 1;
     }
@@ -300,6 +275,6 @@ int main(void)
     ZT_RUN(test_bin);
     ZT_RUN(test_txt);
     ZT_RUN(test_paths);
-    nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    tmpdir_remove(tmpdir);
     ZT_TEST_MAIN_END();
 }

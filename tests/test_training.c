@@ -11,6 +11,7 @@
 #include "../src/train/batches.h"
 #include "../src/train/trainer.h"
 #include "test.h"
+#include "tmpdir.h"
 
 static const char *FIX = "tests/fixtures/gqa_tied";
 
@@ -39,13 +40,13 @@ static zt_train_args base_args(const char *out, const char *log)
  * and the per-step losses. */
 static zt_weights *run(zt_train_args a, double *losses, int nlosses, char *tmpdir_out)
 {
-    char tmp[] = "/tmp/zt_train_XXXXXX";
-    if (!mkdtemp(tmp))
+    char tmp[64];
+    if (!tmpdir_make(tmp, sizeof tmp, "zt_train_"))
         return NULL;
     strcpy(tmpdir_out, tmp);
     char out[256], log[256];
-    snprintf(out, sizeof out, "%s/out", tmp);
-    snprintf(log, sizeof log, "%s/log.jsonl", tmp);
+    tmpdir_join(out, sizeof out, tmp, "out");
+    tmpdir_join(log, sizeof log, tmp, "log.jsonl");
     a.output_dir = out;
     a.log_jsonl = log;
     zt_err err = {0};
@@ -66,12 +67,7 @@ static zt_weights *run(zt_train_args a, double *losses, int nlosses, char *tmpdi
     return w;
 }
 
-static void cleanup(const char *tmp)
-{
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
-    ZT_CHECK(system(cmd) == 0);
-}
+static void cleanup(const char *tmp) { ZT_CHECK(tmpdir_remove(tmp) == 0); }
 
 /* max relative difference of all weights (max|a-b| / max|b| per tensor) */
 static double weights_diff(const zt_weights *a, const zt_weights *b)
