@@ -22,8 +22,7 @@ static zt_train_args base_args(const char *out, const char *log)
     a.data_path = "tests/fixtures/gqa_tied/tokens.npy";
     a.output_dir = out;
     a.log_jsonl = log;
-    a.prec = (zt_precision){ZT_F32, ZT_F32, ZT_F32, ZT_F32, ZT_F32};
-    a.wrap = ZT_WRAP_TRANSFORMER;
+    a.plan = zt_plan_single((zt_precision){ZT_F32, ZT_F32, ZT_F32, ZT_F32, ZT_F32}, ZT_WRAP_TRANSFORMER);
     a.block_size = 16;
     a.batch_size = 2;
     a.grad_accum = 1;
@@ -147,10 +146,10 @@ static void test_wrap_policies_agree(void)
     char t1[64], t2[64], t3[64];
     zt_train_args a = base_args(NULL, NULL);
     zt_weights *w1 = run(a, l1, 4, t1);
-    a.wrap = ZT_WRAP_NONE;
+    a.plan.wrap = ZT_WRAP_NONE;
     zt_weights *w2 = run(a, l2, 4, t2);
-    a.wrap = ZT_WRAP_SIZE;
-    a.min_num_params = 1;
+    a.plan.wrap = ZT_WRAP_SIZE;
+    a.plan.min_num_params = 1;
     zt_weights *w3 = run(a, l3, 4, t3);
     for (int i = 0; i < 4; i++) {
         ZT_CHECK(l1[i] == l2[i]);
@@ -192,11 +191,11 @@ static void test_bf16_master_loses_small_updates(void)
     a.schedule = ZT_LR_CONSTANT;
     a.adam.weight_decay = 0.0;
     a.adam.lr = 0.0; /* no change: the loaded, bf16-rounded weights */
-    a.prec = (zt_precision){ZT_BF16, ZT_BF16, ZT_BF16, ZT_BF16, ZT_F32};
+    a.plan.prec = (zt_precision){ZT_BF16, ZT_BF16, ZT_BF16, ZT_BF16, ZT_F32};
     zt_weights *start = run(a, l, 2, t1);
     a.adam.lr = 1e-6;
     zt_weights *lowmem = run(a, l, 2, t2);
-    a.prec = (zt_precision){ZT_BF16, ZT_F32, ZT_BF16, ZT_BF16, ZT_F32};
+    a.plan.prec = (zt_precision){ZT_BF16, ZT_F32, ZT_BF16, ZT_BF16, ZT_F32};
     zt_weights *aligned = run(a, l, 2, t3);
     double lost = frac_changed(lowmem, start), kept = frac_changed(aligned, start);
     ZT_CHECK_MSG(lost < 0.02, "bf16 master changed %.3f of elements", lost);

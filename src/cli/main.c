@@ -8,7 +8,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../comm/comm.h"
 #include "../core/mem.h"
+#include "../plan/plan.h"
 #include "../io/hf_model.h"
 #include "../kernels/matmul.h"
 #include "../train/batches.h"
@@ -64,24 +66,34 @@ static int parse_size(const char *flag, const char *s, size_t *out, zt_err *err)
     return zt_fail(err, ZT_EINPUT, "--%s: expected a size such as 5GB, 200MB or 64KB, got '%s'", flag, s);
 }
 
+static int g_rank = 0, g_world = 1; /* for error messages */
+
 static int cmd_train(int argc, char **argv, zt_err *err)
 {
     const char *model = NULL, *data = NULL, *output_dir = NULL, *log_jsonl = NULL;
     const char *torch_dtype = "float32", *mixed_precision = "no", *sched = "linear";
-    const char *wrap = "TRANSFORMER_BASED_WRAP";
+    const char *wrap = NULL, *strategy = NULL, *reduce_dtype = NULL, *max_shard = "5GB";
     int block_size = 128, batch = 8, accum = 1, shuffle = 0, ckpt = 0, threads = 0, progress = -1;
+    int use_fsdp = 0, use_deepspeed = 0, zero_stage = -1, ranks_per_node = 0;
     long max_steps = 100, warmup = 0, save_steps = 0, seed = 42, min_num_params = 100000000;
-    const char *max_shard = "5GB";
     double lr = 5e-5, wd = 0.0, b1 = 0.9, b2 = 0.999, eps = 1e-8, max_grad_norm = 1.0, peak = 0.0;
     zt_flag flags[] = {
         {"model", ZT_FLAG_STR, &model, "Hugging Face model directory (config.json + safetensors)", 1, 0, 0},
         {"data", ZT_FLAG_STR, &data, "token data: .npy, .bin (uint16) or .txt (bytes)", 1, 0, 0},
         {"output_dir", ZT_FLAG_STR, &output_dir, "where the trained model is written", 1, 0, 0},
         {"log_jsonl", ZT_FLAG_STR, &log_jsonl, "write one JSON object per optimizer step here", 1, 0, 0},
-        {"torch_dtype", ZT_FLAG_STR, &torch_dtype, "load dtype: float32 | bfloat16 | float16 | auto (config's)", 1, 0, 0},
+        {"torch_dtype", ZT_FLAG_STR, &torch_dtype, "load dtype: float32 | bfloat16 | auto (config's)", 1, 0, 0},
         {"mixed_precision", ZT_FLAG_STR, &mixed_precision, "no | bf16 (fp32 master, bf16 compute)", 1, 0, 0},
+        {"use_fsdp", ZT_FLAG_BOOL, &use_fsdp, "FSDP semantics (sharding strategy, dtype rules)", 1, 0, 0},
+        {"fsdp_sharding_strategy", ZT_FLAG_STR, &strategy, "FULL_SHARD | SHARD_GRAD_OP | NO_SHARD | HYBRID_SHARD | HYBRID_SHARD_ZERO2 (or 1-5)", 1, 0, 0},
+        {"fsdp_auto_wrap_policy", ZT_FLAG_STR, &wrap, "TRANSFORMER_BASED_WRAP | SIZE_BASED_WRAP | NO_WRAP", 1, 0, 0},
+        {"fsdp_min_num_params", ZT_FLAG_LONG, &min_num_params, "unit size for SIZE_BASED_WRAP", 0, 1e15, 0},
+        {"use_deepspeed", ZT_FLAG_BOOL, &use_deepspeed, "DeepSpeed semantics (fp32 master always)", 1, 0, 0},
+        {"zero_stage", ZT_FLAG_INT, &zero_stage, "DeepSpeed ZeRO stage 0-3 (default 2)", 0, 3, 0},
+        {"ranks_per_node", ZT_FLAG_INT, &ranks_per_node, "hybrid sharding group size (default: all ranks)", 1, 1 << 20, 0},
+        {"reduce_dtype", ZT_FLAG_STR, &reduce_dtype, "gradient reduction dtype (default: the compute dtype)", 1, 0, 0},
         {"block_size", ZT_FLAG_INT, &block_size, "tokens per sequence (default 128)", 1, 1 << 20, 0},
-        {"per_device_train_batch_size", ZT_FLAG_INT, &batch, "sequences per micro-batch (default 8)", 1, 1 << 20, 0},
+        {"per_device_train_batch_size", ZT_FLAG_INT, &batch, "sequences per micro-batch per rank (default 8)", 1, 1 << 20, 0},
         {"gradient_accumulation_steps", ZT_FLAG_INT, &accum, "micro-batches per optimizer step (default 1)", 1, 1 << 20, 0},
         {"max_steps", ZT_FLAG_LONG, &max_steps, "optimizer steps (default 100)", 1, 1e12, 0},
         {"learning_rate", ZT_FLAG_DOUBLE, &lr, "peak learning rate (default 5e-5)", 0, 1e3, 0},
@@ -98,13 +110,13 @@ static int cmd_train(int argc, char **argv, zt_err *err)
         {"max_shard_size", ZT_FLAG_STR, &max_shard, "split saved weights into shards above this size, e.g. 5GB, 200MB (default 5GB, as HF)", 1, 0, 0},
         {"save_steps", ZT_FLAG_LONG, &save_steps, "also save OUTPUT_DIR/checkpoint-N every N steps", 0, 1e12, 0},
         {"threads", ZT_FLAG_INT, &threads, "threads per process (default: the cores this process may use)", 0, 4096, 0},
-        {"fsdp_auto_wrap_policy", ZT_FLAG_STR, &wrap, "TRANSFORMER_BASED_WRAP | SIZE_BASED_WRAP | NO_WRAP", 1, 0, 0},
-        {"fsdp_min_num_params", ZT_FLAG_LONG, &min_num_params, "unit size for SIZE_BASED_WRAP", 0, 1e15, 0},
         {"progress", ZT_FLAG_BOOL, &progress, "progress bar (default: when stderr is a terminal)", 1, 0, 0},
         {"peak_gflops", ZT_FLAG_DOUBLE, &peak, "matrix-product peak for MFU (default: measured)", 0, 1e9, 0},
     };
     if (zt_flags_wants_help(argc, argv)) {
-        zt_flags_usage(flags, NFLAGS(flags), "usage: ztrain train --model DIR --data FILE [flags]");
+        zt_flags_usage(flags, NFLAGS(flags),
+                       "usage: ztrain train --model DIR --data FILE [flags]\n"
+                       "       mpirun -np N ztrain train ...   or   ztrain launch --num_processes N train ...");
         return ZT_OK;
     }
     int rc = zt_flags_parse(flags, NFLAGS(flags), argc, argv, "ztrain train", err);
@@ -112,6 +124,8 @@ static int cmd_train(int argc, char **argv, zt_err *err)
         return rc;
     if (!model || !data)
         return zt_fail(err, ZT_EINPUT, "ztrain train: --model and --data are required");
+    if (use_fsdp && use_deepspeed)
+        return zt_fail(err, ZT_EINPUT, "--use_fsdp and --use_deepspeed exclude each other");
 
     zt_train_args a = {0};
     a.model_dir = model;
@@ -129,50 +143,63 @@ static int cmd_train(int argc, char **argv, zt_err *err)
     a.shuffle = shuffle;
     a.checkpointing = ckpt;
     a.save_steps = save_steps;
-    if ((rc = parse_size("max_shard_size", max_shard, &a.max_shard_bytes, err)))
-        return rc;
-    a.min_num_params = min_num_params;
     a.peak_gflops = peak;
     a.progress = progress < 0 ? isatty(STDERR_FILENO) : progress;
+    if ((rc = parse_size("max_shard_size", max_shard, &a.max_shard_bytes, err)))
+        return rc;
     if (zt_lr_schedule_parse(sched, &a.schedule) != 0)
         return zt_fail(err, ZT_EINPUT,
                        "--lr_scheduler_type: expected linear, cosine, constant or constant_with_warmup, got '%s'",
                        sched);
-    if (zt_wrap_policy_parse(wrap, &a.wrap) != 0)
-        return zt_fail(err, ZT_EINPUT,
-                       "--fsdp_auto_wrap_policy: expected TRANSFORMER_BASED_WRAP, SIZE_BASED_WRAP or NO_WRAP, got '%s'",
-                       wrap);
 
-    /* Precision plan for one process (SPEC §3): the master follows the load dtype
-     * unless mixed precision is on, in which case it is fp32 (Accelerate's upcast). */
-    zt_dtype load;
+    /* What the user asked for; the plan resolves it (SPEC §3). */
+    zt_plan_request req;
+    zt_plan_request_init(&req);
+    req.face = use_fsdp ? ZT_FACE_FSDP : use_deepspeed ? ZT_FACE_DEEPSPEED : ZT_FACE_DDP;
+    req.mixed_precision = mixed_precision;
+    req.torch_dtype = torch_dtype;
+    req.zero_stage = zero_stage;
+    req.min_num_params = min_num_params;
+    req.reduce_dtype = reduce_dtype;
+    req.ranks_per_node = ranks_per_node;
+    if (strategy && zt_sharding_parse(strategy, &req.sharding) != 0)
+        return zt_fail(err, ZT_EINPUT, "--fsdp_sharding_strategy: expected FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, "
+                       "HYBRID_SHARD or HYBRID_SHARD_ZERO2 (or 1-5), got '%s'", strategy);
+    if (strategy && !use_fsdp)
+        return zt_fail(err, ZT_EINPUT, "--fsdp_sharding_strategy needs --use_fsdp");
+    if (zero_stage >= 0 && !use_deepspeed)
+        return zt_fail(err, ZT_EINPUT, "--zero_stage needs --use_deepspeed");
+    if (wrap) {
+        if (zt_wrap_policy_parse(wrap, &req.wrap) != 0)
+            return zt_fail(err, ZT_EINPUT,
+                           "--fsdp_auto_wrap_policy: expected TRANSFORMER_BASED_WRAP, SIZE_BASED_WRAP or NO_WRAP, got '%s'",
+                           wrap);
+        req.wrap_set = 1;
+    }
     if (!strcmp(torch_dtype, "auto")) {
         zt_llama_config cfg;
         if ((rc = zt_hf_read_config_dir(model, &cfg, err)))
             return rc;
-        load = cfg.torch_dtype;
-    } else if ((rc = resolve_dtype_flag("torch_dtype", torch_dtype, &load, err))) {
-        return rc;
+        req.config_dtype = cfg.torch_dtype;
     }
-    zt_dtype mp = ZT_F32;
-    int mixed = strcmp(mixed_precision, "no") != 0;
-    if (mixed && (rc = resolve_dtype_flag("mixed_precision", mixed_precision, &mp, err)))
-        return rc;
-    if (mixed && mp == ZT_F32)
-        return zt_fail(err, ZT_EINPUT, "--mixed_precision: expected no, bf16 or fp16, got '%s'", mixed_precision);
-    if (mp == ZT_F16 || (!mixed && load == ZT_F16))
-        return zt_fail(err, ZT_EINPUT,
-                       "fp16 compute needs dynamic loss scaling, which ztrain does not implement yet; use bf16");
-    a.prec.load = load;
-    a.prec.master = mixed ? ZT_F32 : load;
-    a.prec.compute = mixed ? mp : a.prec.master;
-    a.prec.reduce = a.prec.compute;
-    a.prec.save = load;
 
+    if (zt_comm_init_mpi(NULL, NULL, &g_rank, &g_world) != ZT_OK)
+        return zt_fail(err, ZT_EFAIL, "MPI_Init failed");
+    if ((rc = zt_plan_resolve(&req, g_world, &a.plan, err)))
+        return rc;
+    zt_comm comm;
+    if ((rc = zt_comm_create(&comm, a.plan.group_size, err)))
+        return rc;
+    a.comm = &comm;
+    a.quiet = g_rank != 0;
     int nthreads = zt_cli_set_threads(threads);
-    printf("ztrain %s: %d thread%s\n", ZTRAIN_VERSION, nthreads, nthreads == 1 ? "" : "s");
+    if (g_rank == 0)
+        printf("ztrain %s: %d rank%s x %d thread%s\n", ZTRAIN_VERSION, g_world, g_world == 1 ? "" : "s",
+               nthreads, nthreads == 1 ? "" : "s");
     zt_train_result res;
-    return zt_train(&a, &res, err);
+    rc = zt_train(&a, &res, err);
+    zt_comm_free(&comm);
+    return rc;
 }
 
 /* ---- eval ----------------------------------------------------------------- */
@@ -305,8 +332,13 @@ int main(int argc, char **argv)
             continue;
         int rc = commands[i].fn(argc - 2, argv + 2, &err);
         zt_matmul_shutdown();
-        if (rc != ZT_OK)
-            fprintf(stderr, "ztrain: error: %s\n", err.msg);
+        if (rc != ZT_OK && err.msg[0]) {
+            if (g_world > 1)
+                fprintf(stderr, "ztrain: error: rank %d: %s\n", g_rank, err.msg);
+            else
+                fprintf(stderr, "ztrain: error: %s\n", err.msg);
+        }
+        zt_comm_finalize_mpi();
         return rc == ZT_OK ? 0 : rc == ZT_EINPUT ? 2 : 1;
     }
     fprintf(stderr, "ztrain: error: unknown command '%s' (commands: train, eval, init-model, env)\n", argv[1]);

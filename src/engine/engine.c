@@ -1,53 +1,84 @@
-/* engine.c — parameter, gradient and optimizer-state buffers (see engine.h). */
+/* engine.c — parameter, gradient and optimizer-state buffers for ZeRO stages
+ * 0-3 over the collective interface (see engine.h). */
 #include "engine.h"
 
+#include <assert.h>
 #include <math.h>
 #include <string.h>
 
 #include "../core/mem.h"
 
 static size_t bytes_of(size_t numel, zt_dtype dt) { return numel * zt_dtype_size(dt); }
+static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
 
-int zt_engine_init(zt_engine *eng, const zt_layout *lay, zt_precision prec, zt_err *err)
+int zt_engine_init(zt_engine *eng, const zt_layout *lay, zt_precision prec, int stage,
+                   zt_comm *comm, zt_err *err)
 {
     memset(eng, 0, sizeof *eng);
     eng->lay = lay;
     eng->prec = prec;
-    eng->group_size = 1;
-    eng->group_rank = 0;
+    eng->stage = stage;
+    eng->comm = comm;
+    eng->group_size = stage == 0 ? 1 : comm->shard_size;
+    eng->group_rank = stage == 0 ? 0 : comm->shard_rank;
+    if (stage < 0 || stage > 3)
+        return zt_fail(err, ZT_EINPUT, "ZeRO stage %d: expected 0, 1, 2 or 3", stage);
+    if (lay->shard_group % comm->shard_size != 0)
+        return zt_fail(err, ZT_EFAIL, "layout padded to %d, not a multiple of the shard group %d",
+                       lay->shard_group, comm->shard_size);
     eng->units = zt_alloc(ZT_MEM_OTHER, (size_t)lay->nunits * sizeof *eng->units);
     if (!eng->units)
         return zt_fail(err, ZT_EFAIL, "out of memory for the engine's unit table");
+    size_t max_full = 0, max_shard = 0;
+    zt_dtype md = prec.master, cd = prec.compute;
     for (int u = 0; u < lay->nunits; u++) {
         zt_unit_state *us = &eng->units[u];
         size_t full = lay->units[u].padded_numel;
         us->shard_numel = full / (size_t)eng->group_size;
-        us->master = zt_alloc(ZT_MEM_PARAMS, bytes_of(us->shard_numel, prec.master));
-        us->grad = zt_alloc(ZT_MEM_GRADS, bytes_of(us->shard_numel, prec.master));
-        us->m = zt_alloc(ZT_MEM_OPTIM, bytes_of(us->shard_numel, prec.master));
-        us->v = zt_alloc(ZT_MEM_OPTIM, bytes_of(us->shard_numel, prec.master));
-        us->gathered_alias = prec.compute == prec.master && eng->group_size == 1;
-        us->gathered = us->gathered_alias ? us->master
-                                          : zt_alloc(ZT_MEM_GATHERED, bytes_of(full, prec.compute));
-        if (!us->master || !us->grad || !us->m || !us->v || !us->gathered) {
+        us->grad_numel = stage <= 1 ? full : us->shard_numel;
+        us->pool_slot = -1;
+        us->master = zt_alloc(ZT_MEM_PARAMS, bytes_of(us->shard_numel, md));
+        us->grad = zt_alloc(ZT_MEM_GRADS, bytes_of(us->grad_numel, md));
+        us->m = zt_alloc(ZT_MEM_OPTIM, bytes_of(us->shard_numel, md));
+        us->v = zt_alloc(ZT_MEM_OPTIM, bytes_of(us->shard_numel, md));
+        int ok = us->master && us->grad && us->m && us->v;
+        if (stage <= 2) {
+            us->gathered_alias = stage == 0 && cd == md;
+            us->gathered = us->gathered_alias ? us->master : zt_alloc(ZT_MEM_GATHERED, bytes_of(full, cd));
+            ok = ok && us->gathered;
+        }
+        if (!ok) {
             zt_engine_free(eng);
-            return zt_fail(err, ZT_EFAIL, "out of memory for unit %d's buffers (%zu elements)", u,
-                           full);
+            return zt_fail(err, ZT_EFAIL, "out of memory for unit %d's buffers (%zu elements)", u, full);
         }
-        if (u == lay->root_unit) {
-            if (full > eng->staging_root_numel)
-                eng->staging_root_numel = full;
-        } else if (full > eng->staging_layers_numel) {
-            eng->staging_layers_numel = full;
-        }
+        if (u == lay->root_unit)
+            eng->staging_root_numel = max_sz(eng->staging_root_numel, full);
+        else
+            eng->staging_layers_numel = max_sz(eng->staging_layers_numel, full);
+        max_full = max_sz(max_full, full);
+        max_shard = max_sz(max_shard, us->shard_numel);
     }
-    /* Gradient staging is fp32: matrix products accumulate weight gradients in fp32. */
-    eng->staging_root = zt_alloc(ZT_MEM_GRADS, eng->staging_root_numel * sizeof(float));
-    eng->staging_layers = zt_alloc(ZT_MEM_GRADS, eng->staging_layers_numel * sizeof(float));
-    if ((eng->staging_root_numel && !eng->staging_root) ||
-        (eng->staging_layers_numel && !eng->staging_layers)) {
+    /* Gradient staging is fp32: matrix products accumulate weight gradients in
+     * fp32.  It is transient (one unit's backward), so it counts as a
+     * communication buffer, not as model state. */
+    size_t wide = max_sz(zt_dtype_size(prec.reduce), zt_dtype_size(cd));
+    eng->staging_root = zt_alloc(ZT_MEM_COMM, eng->staging_root_numel * sizeof(float));
+    eng->staging_layers = zt_alloc(ZT_MEM_COMM, eng->staging_layers_numel * sizeof(float));
+    eng->comm_full_bytes = max_full * wide;
+    eng->comm_shard_bytes = max_shard * max_sz(wide, zt_dtype_size(md));
+    eng->comm_full = zt_alloc(ZT_MEM_COMM, eng->comm_full_bytes);
+    eng->comm_shard = zt_alloc(ZT_MEM_COMM, eng->comm_shard_bytes);
+    int ok = (!eng->staging_root_numel || eng->staging_root) &&
+             (!eng->staging_layers_numel || eng->staging_layers) && eng->comm_full && eng->comm_shard;
+    if (stage == 3) {
+        /* At most the root unit and one layer unit are gathered at once. */
+        eng->pool_bytes = bytes_of(max_full, cd);
+        for (int i = 0; i < ZT_GATHER_POOL && i < lay->nunits && i < 2; i++)
+            ok = ok && (eng->pool[i] = zt_alloc(ZT_MEM_GATHERED, eng->pool_bytes));
+    }
+    if (!ok) {
         zt_engine_free(eng);
-        return zt_fail(err, ZT_EFAIL, "out of memory for gradient staging buffers");
+        return zt_fail(err, ZT_EFAIL, "out of memory for gradient staging and communication buffers");
     }
     return ZT_OK;
 }
@@ -57,24 +88,28 @@ void zt_engine_free(zt_engine *eng)
     if (eng->units) {
         for (int u = 0; u < eng->lay->nunits; u++) {
             zt_unit_state *us = &eng->units[u];
-            size_t mb = bytes_of(us->shard_numel, eng->prec.master);
-            zt_free(ZT_MEM_PARAMS, us->master, mb);
-            zt_free(ZT_MEM_GRADS, us->grad, mb);
-            zt_free(ZT_MEM_OPTIM, us->m, mb);
-            zt_free(ZT_MEM_OPTIM, us->v, mb);
-            if (!us->gathered_alias)
+            size_t sb = bytes_of(us->shard_numel, eng->prec.master);
+            zt_free(ZT_MEM_PARAMS, us->master, sb);
+            zt_free(ZT_MEM_GRADS, us->grad, bytes_of(us->grad_numel, eng->prec.master));
+            zt_free(ZT_MEM_OPTIM, us->m, sb);
+            zt_free(ZT_MEM_OPTIM, us->v, sb);
+            if (eng->stage <= 2 && !us->gathered_alias)
                 zt_free(ZT_MEM_GATHERED, us->gathered,
                         bytes_of(eng->lay->units[u].padded_numel, eng->prec.compute));
         }
         zt_free(ZT_MEM_OTHER, eng->units, (size_t)eng->lay->nunits * sizeof *eng->units);
     }
-    zt_free(ZT_MEM_GRADS, eng->staging_root, eng->staging_root_numel * sizeof(float));
-    zt_free(ZT_MEM_GRADS, eng->staging_layers, eng->staging_layers_numel * sizeof(float));
+    for (int i = 0; i < ZT_GATHER_POOL; i++)
+        zt_free(ZT_MEM_GATHERED, eng->pool[i], eng->pool_bytes);
+    zt_free(ZT_MEM_COMM, eng->staging_root, eng->staging_root_numel * sizeof(float));
+    zt_free(ZT_MEM_COMM, eng->staging_layers, eng->staging_layers_numel * sizeof(float));
+    zt_free(ZT_MEM_COMM, eng->comm_full, eng->comm_full_bytes);
+    zt_free(ZT_MEM_COMM, eng->comm_shard, eng->comm_shard_bytes);
     memset(eng, 0, sizeof *eng);
 }
 
-/* The slice [lo, hi) of a parameter (unit-relative element offsets) that this
- * rank's shard holds, as offsets into the shard; returns 0 when it holds none. */
+/* The part of parameter p inside this rank's shard, as (offset in the shard,
+ * offset in the parameter, count); 0 when the shard holds none of it. */
 static int owned_range(const zt_engine *eng, const zt_param *p, size_t *shard_lo, size_t *param_lo,
                        size_t *count)
 {
@@ -99,88 +134,180 @@ void zt_engine_set_param(zt_engine *eng, const zt_param *p, const void *src, zt_
     for (size_t i = 0; i < n; i++) {
         float x = zt_load_f32(src, src_dt, plo + i);
         /* round to the load dtype first (torch_dtype), then store as master */
-        float loaded = eng->prec.load == ZT_F32 ? x
+        float loaded = eng->prec.load == ZT_F32    ? x
                        : eng->prec.load == ZT_BF16 ? zt_round_bf16(x)
                                                    : zt_f16_to_f32(zt_f32_to_f16(x));
         zt_store_f32(us->master, eng->prec.master, slo + i, loaded);
     }
 }
 
-void zt_engine_get_param(const zt_engine *eng, const zt_param *p, float *dst)
+/* Gather a unit's shards of buf (master dtype, shard_numel each) into full (P). */
+static void gather_unit(zt_engine *eng, int u, void *full, const void *shard)
 {
-    size_t slo, plo, n;
-    if (!owned_range(eng, p, &slo, &plo, &n))
+    size_t P = eng->lay->units[u].padded_numel;
+    if (eng->group_size == 1) {
+        memcpy(full, shard, bytes_of(P, eng->prec.master));
         return;
-    const zt_unit_state *us = &eng->units[p->unit];
-    zt_convert(dst + plo, ZT_F32, (const char *)us->master + slo * zt_dtype_size(eng->prec.master),
-               eng->prec.master, n);
+    }
+    zt_comm_allgather(eng->comm, full, shard, P, eng->prec.master);
 }
 
-void zt_engine_get_grad(const zt_engine *eng, const zt_param *p, float *dst)
+static int full_values(zt_engine *eng, float **vals, int grads, zt_err *err)
 {
-    size_t slo, plo, n;
-    if (!owned_range(eng, p, &slo, &plo, &n))
+    /* Saving and tests are not training traffic: leave the counters as they were. */
+    zt_comm saved = *eng->comm;
+    size_t maxP = 0;
+    for (int u = 0; u < eng->lay->nunits; u++)
+        maxP = max_sz(maxP, eng->lay->units[u].padded_numel);
+    size_t bytes = bytes_of(maxP, eng->prec.master);
+    void *full = zt_alloc(ZT_MEM_OTHER, bytes);
+    if (!full)
+        return zt_fail(err, ZT_EFAIL, "out of memory gathering parameters");
+    for (int u = 0; u < eng->lay->nunits; u++) {
+        zt_unit_state *us = &eng->units[u];
+        /* stage 0-1 gradients are full-length after the reduction (stage 1 keeps the
+         * reduced shard at the front of the buffer) */
+        const void *src = grads ? us->grad : us->master;
+        if (grads && eng->stage == 0)
+            memcpy(full, src, bytes_of(us->grad_numel, eng->prec.master));
+        else
+            gather_unit(eng, u, full, src);
+        for (int i = 0; i < eng->lay->nparams; i++) {
+            const zt_param *p = &eng->lay->params[i];
+            if (p->unit == u)
+                zt_convert(vals[i], ZT_F32, (char *)full + p->offset * zt_dtype_size(eng->prec.master),
+                           eng->prec.master, p->numel);
+        }
+    }
+    zt_free(ZT_MEM_OTHER, full, bytes);
+    memcpy(eng->comm->bytes, saved.bytes, sizeof saved.bytes);
+    memcpy(eng->comm->calls, saved.calls, sizeof saved.calls);
+    return ZT_OK;
+}
+
+int zt_engine_full_params(zt_engine *eng, float **vals, zt_err *err) { return full_values(eng, vals, 0, err); }
+
+int zt_engine_full_grads(zt_engine *eng, float **vals, zt_err *err)
+{
+    zt_engine_reduce_grads(eng);
+    return full_values(eng, vals, 1, err);
+}
+
+/* This rank's shard of unit u in the compute dtype, gathered over the group into dst (P). */
+static void gather_compute(zt_engine *eng, int u, void *dst)
+{
+    zt_unit_state *us = &eng->units[u];
+    size_t P = eng->lay->units[u].padded_numel;
+    zt_dtype cd = eng->prec.compute;
+    if (eng->group_size == 1) {
+        zt_convert(dst, cd, us->master, eng->prec.master, P);
         return;
-    const zt_unit_state *us = &eng->units[p->unit];
-    zt_convert(dst + plo, ZT_F32, (const char *)us->grad + slo * zt_dtype_size(eng->prec.master),
-               eng->prec.master, n);
+    }
+    zt_convert(eng->comm_shard, cd, us->master, eng->prec.master, us->shard_numel);
+    zt_comm_allgather(eng->comm, dst, eng->comm_shard, P, cd);
 }
 
 void zt_engine_refresh_gathered(zt_engine *eng)
 {
-    for (int u = 0; u < eng->lay->nunits; u++) {
-        zt_unit_state *us = &eng->units[u];
-        if (!us->gathered_alias)
-            zt_convert(us->gathered, eng->prec.compute, us->master, eng->prec.master,
-                       us->shard_numel);
-    }
+    if (eng->stage == 3)
+        return; /* gathered on demand */
+    for (int u = 0; u < eng->lay->nunits; u++)
+        if (!eng->units[u].gathered_alias)
+            gather_compute(eng, u, eng->units[u].gathered);
 }
 
-const void *zt_engine_acquire(zt_engine *eng, int unit) { return eng->units[unit].gathered; }
+const void *zt_engine_acquire(zt_engine *eng, int unit)
+{
+    zt_unit_state *us = &eng->units[unit];
+    if (eng->stage == 3 && us->acquired == 0) {
+        int slot = -1;
+        for (int i = 0; i < ZT_GATHER_POOL && slot < 0; i++)
+            if (eng->pool[i] && !eng->pool_used[i])
+                slot = i;
+        /* the model holds at most the root and one layer unit: a free slot exists */
+        assert(slot >= 0 && "stage 3: more units acquired than the gather pool holds");
+        eng->pool_used[slot] = 1;
+        us->pool_slot = slot;
+        us->gathered = eng->pool[slot];
+        gather_compute(eng, unit, us->gathered);
+    }
+    us->acquired++;
+    assert(us->gathered != NULL);
+    return us->gathered;
+}
 
 void zt_engine_release(zt_engine *eng, int unit)
 {
-    (void)eng;
-    (void)unit;
+    zt_unit_state *us = &eng->units[unit];
+    assert(us->acquired > 0 && "release without acquire");
+    if (--us->acquired == 0 && eng->stage == 3) {
+        eng->pool_used[us->pool_slot] = 0;
+        us->pool_slot = -1;
+        us->gathered = NULL; /* resharded: only the master shard remains */
+    }
 }
 
 float *zt_engine_grad_begin(zt_engine *eng, int unit)
 {
     zt_unit_state *us = &eng->units[unit];
     size_t full = eng->lay->units[unit].padded_numel;
+    assert(us->staging == NULL && "grad_begin twice");
     us->staging = unit == eng->lay->root_unit ? eng->staging_root : eng->staging_layers;
     memset(us->staging, 0, full * sizeof(float));
     return us->staging;
+}
+
+/* acc[i] += x[i] for n elements: acc in the master dtype, x fp32 or in dtype xd. */
+static void accumulate(void *acc, zt_dtype md, const void *x, zt_dtype xd, size_t n)
+{
+    if (md == ZT_F32 && xd == ZT_F32) {
+        float *a = acc;
+        const float *b = x;
+        #pragma omp parallel for simd schedule(static)
+        for (size_t i = 0; i < n; i++)
+            a[i] += b[i];
+    } else if (md == ZT_F32 && xd == ZT_BF16) {
+        float *a = acc;
+        const uint16_t *b = x;
+        #pragma omp parallel for simd schedule(static)
+        for (size_t i = 0; i < n; i++)
+            a[i] += zt_bf16_to_f32(b[i]);
+    } else {
+        #pragma omp parallel for schedule(static)
+        for (size_t i = 0; i < n; i++)
+            zt_store_f32(acc, md, i, zt_load_f32(acc, md, i) + zt_load_f32(x, xd, i));
+    }
 }
 
 void zt_engine_grad_end(zt_engine *eng, int unit)
 {
     zt_unit_state *us = &eng->units[unit];
     const float *g = us->staging;
-    size_t n = us->shard_numel;
+    size_t P = eng->lay->units[unit].padded_numel;
     zt_dtype rd = eng->prec.reduce, md = eng->prec.master;
-    /* One rank: the reduction is the identity, but the gradient still passes
-     * through the reduce dtype so that numbers do not depend on the world size. */
-    if (md == ZT_F32 && rd == ZT_F32) {
-        float *acc = us->grad;
-        #pragma omp parallel for simd schedule(static)
-        for (size_t i = 0; i < n; i++)
-            acc[i] += g[i];
-    } else if (md == ZT_F32 && rd == ZT_BF16) {
-        float *acc = us->grad;
-        #pragma omp parallel for simd schedule(static)
-        for (size_t i = 0; i < n; i++)
-            acc[i] += zt_round_bf16(g[i]);
-    } else {
-        #pragma omp parallel for schedule(static)
-        for (size_t i = 0; i < n; i++) {
-            float x = g[i];
-            if (rd == ZT_BF16)
-                x = zt_round_bf16(x);
-            else if (rd == ZT_F16)
-                x = zt_f16_to_f32(zt_f32_to_f16(x));
-            zt_store_f32(us->grad, md, i, zt_load_f32(us->grad, md, i) + x);
+    assert(g != NULL && "grad_end without grad_begin");
+    if (eng->stage <= 1) {
+        /* Local accumulation over micro-steps; the reduction waits for the step.
+         * The gradient still passes through the reduce dtype, so the numbers do
+         * not depend on where the reduction happens. */
+        if (rd == ZT_F32) {
+            accumulate(us->grad, md, g, ZT_F32, P);
+        } else {
+            zt_convert(eng->comm_full, rd, g, ZT_F32, P);
+            accumulate(us->grad, md, eng->comm_full, rd, P);
         }
+    } else {
+        /* Stages 2-3: reduce-scatter now, in the reduce dtype, into the owner's shard. */
+        zt_comm *c = eng->comm;
+        const void *full = g;
+        if (rd != ZT_F32) {
+            zt_convert(eng->comm_full, rd, g, ZT_F32, P);
+            full = eng->comm_full;
+        }
+        zt_comm_reduce_scatter(c, eng->comm_shard, full, P, rd);
+        if (c->replica_size > 1) /* hybrid: replicas hold the same slice; sum them */
+            zt_comm_allreduce(c, eng->comm_shard, us->shard_numel, rd, ZT_SCOPE_REPLICA);
+        accumulate(us->grad, md, eng->comm_shard, rd, us->shard_numel);
     }
     us->staging = NULL;
 }
@@ -188,7 +315,38 @@ void zt_engine_grad_end(zt_engine *eng, int unit)
 void zt_engine_zero_grads(zt_engine *eng)
 {
     for (int u = 0; u < eng->lay->nunits; u++)
-        memset(eng->units[u].grad, 0, bytes_of(eng->units[u].shard_numel, eng->prec.master));
+        memset(eng->units[u].grad, 0, bytes_of(eng->units[u].grad_numel, eng->prec.master));
+    eng->grads_reduced = 0;
+}
+
+void zt_engine_reduce_grads(zt_engine *eng)
+{
+    if (eng->stage >= 2 || eng->grads_reduced)
+        return;
+    eng->grads_reduced = 1;
+    zt_comm *c = eng->comm;
+    zt_dtype rd = eng->prec.reduce, md = eng->prec.master;
+    for (int u = 0; u < eng->lay->nunits; u++) {
+        zt_unit_state *us = &eng->units[u];
+        size_t P = eng->lay->units[u].padded_numel;
+        void *buf = us->grad;
+        if (rd != md) {
+            zt_convert(eng->comm_full, rd, us->grad, md, P);
+            buf = eng->comm_full;
+        }
+        if (eng->stage == 0) {
+            /* replicated: all-reduce over every rank */
+            zt_comm_allreduce(c, buf, P, rd, ZT_SCOPE_WORLD);
+            if (buf != us->grad)
+                zt_convert(us->grad, md, buf, rd, P);
+        } else {
+            /* stage 1: reduce-scatter; the owned shard goes to the front of grad */
+            zt_comm_reduce_scatter(c, eng->comm_shard, buf, P, rd);
+            if (c->replica_size > 1)
+                zt_comm_allreduce(c, eng->comm_shard, us->shard_numel, rd, ZT_SCOPE_REPLICA);
+            zt_convert(us->grad, md, eng->comm_shard, rd, us->shard_numel);
+        }
+    }
 }
 
 void zt_engine_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double max_grad_norm,
@@ -196,11 +354,14 @@ void zt_engine_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, doubl
 {
     const zt_layout *lay = eng->lay;
     zt_dtype md = eng->prec.master;
-    /* Global L2 norm of the logical gradient: padding is zero, so summing the
-     * squares of whole shards is exact; summed over ranks (identity here). */
+    zt_engine_reduce_grads(eng);
+    /* Global L2 norm of the logical gradient: padding is zero, so the squares of
+     * whole shards sum to it over the shard group; replicas hold the same shard
+     * and are not summed again (SPEC §4). */
     double sumsq = 0.0;
     for (int u = 0; u < lay->nunits; u++) {
         const zt_unit_state *us = &eng->units[u];
+        assert(us->acquired == 0 && us->staging == NULL);
         double s = 0.0;
         if (md == ZT_F32) {
             const float *g = us->grad;
@@ -216,9 +377,10 @@ void zt_engine_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, doubl
         }
         sumsq += s;
     }
+    if (eng->group_size > 1)
+        sumsq = zt_comm_sum_double(eng->comm, sumsq, ZT_SCOPE_SHARD);
     float norm = (float)sqrt(sumsq);
     *grad_norm = norm;
-    eng->last_grad_norm = norm;
     /* torch.nn.utils.clip_grad_norm_: coef = max_norm / (norm + 1e-6), applied when < 1 */
     float clip = 1.0f;
     if (max_grad_norm > 0.0) {
@@ -240,4 +402,23 @@ void zt_engine_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, doubl
                             hp->beta1, hp->beta2, hp->eps, eng->optimizer_steps, clip);
     }
     zt_engine_refresh_gathered(eng);
+}
+
+zt_engine_bytes zt_engine_state_bytes(const zt_engine *eng)
+{
+    zt_engine_bytes b = {0};
+    for (int u = 0; u < eng->lay->nunits; u++) {
+        const zt_unit_state *us = &eng->units[u];
+        b.master += bytes_of(us->shard_numel, eng->prec.master);
+        b.grads += bytes_of(us->grad_numel, eng->prec.master);
+        b.optim += 2 * bytes_of(us->shard_numel, eng->prec.master);
+        if (eng->stage <= 2 && !us->gathered_alias)
+            b.gathered += bytes_of(eng->lay->units[u].padded_numel, eng->prec.compute);
+    }
+    for (int i = 0; i < ZT_GATHER_POOL; i++)
+        if (eng->pool[i])
+            b.gathered += eng->pool_bytes;
+    b.comm = (eng->staging_root_numel + eng->staging_layers_numel) * sizeof(float) +
+             eng->comm_full_bytes + eng->comm_shard_bytes;
+    return b;
 }

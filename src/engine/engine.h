@@ -1,26 +1,31 @@
 /* engine.h — the owner of every parameter byte: master shards, gradients,
- * optimizer state and the gathered compute-dtype copies the model reads.
+ * optimizer state and the gathered compute-dtype copies the model reads, for
+ * ZeRO stages 0-3 and hybrid sharding (SPEC §2).
  *
- * Per unit u (layout.h) and rank r of a shard group of size G:
- *   master[u]   padded_numel/G elements, master dtype      (ZT_MEM_PARAMS)
- *   grad[u]     same shape, master dtype, accumulated over micro-steps (ZT_MEM_GRADS)
- *   m[u], v[u]  same shape, optimizer dtype = master dtype (ZT_MEM_OPTIM)
- *   gathered[u] padded_numel elements, compute dtype       (ZT_MEM_GATHERED)
- * The model brackets its use of a unit with acquire/release (forward and
- * backward) and its weight gradients with grad_begin/grad_end: grad_begin hands
- * out a zeroed fp32 staging buffer for the unit's full gradient; grad_end rounds
- * it to the reduce dtype, reduces it over the group (identity for one process),
- * divides by the data-parallel size and adds the owned slice into grad[u] in the
- * master dtype.  When a unit's master and compute dtypes agree and it is not
- * sharded, gathered[u] aliases master[u] (no second copy).
+ * Let G be the shard-group size (1 for stage 0), r this rank's place in it, and
+ * P a unit's padded length (a multiple of G).  Per unit:
+ *   master, m, v   P/G elements, master dtype       slice r of the flat buffer
+ *   grad           stage 0-1: P elements (local accumulation, reduced at the step)
+ *                  stage 2-3: P/G elements (reduce-scattered after each backward)
+ *   gathered       P elements, compute dtype: persistent in stages 0-2 (refreshed
+ *                  after each optimizer step), borrowed from a small pool between
+ *                  acquire and release in stage 3
+ * The model brackets its use of a unit with acquire/release and its weight
+ * gradients with grad_begin/grad_end; grad_begin hands out a zeroed fp32 staging
+ * buffer for the unit's full gradient.  Gradients are sums over ranks of each
+ * rank's share of the global-batch mean (the model's loss is already scaled by
+ * 1/global tokens), so the reduction is a plain sum.
  *
- * This file is the single-process engine of the foundation; sharding over MPI
- * plugs in at the marked reduce / gather points without changing the model. */
+ * Invariants checked at every transition (plan.c prints them): gathered buffers
+ * hold the compute dtype, reductions run in the reduce dtype, master, gradient
+ * accumulators and optimizer state hold the master dtype. */
 #ifndef ZT_ENGINE_H
 #define ZT_ENGINE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
+#include "../comm/comm.h"
 #include "../core/dtype.h"
 #include "../core/status.h"
 #include "../model/layout.h"
@@ -35,35 +40,53 @@ typedef struct zt_precision {
 } zt_precision;
 
 typedef struct zt_unit_state {
-    size_t shard_numel;     /* padded_numel / G */
+    size_t shard_numel;     /* P / G */
+    size_t grad_numel;      /* P (stages 0-1) or P / G (stages 2-3) */
     void *master, *grad, *m, *v;
-    void *gathered;
-    int gathered_alias;     /* gathered == master */
+    void *gathered;         /* compute dtype, P elements; NULL while released in stage 3 */
+    int gathered_alias;     /* gathered == master (stage 0, master dtype == compute dtype) */
+    int pool_slot;          /* stage 3: which pool buffer, -1 none */
+    int acquired;           /* acquire count (root may be acquired while a layer is) */
     float *staging;         /* fp32 full gradient while the unit's backward runs */
 } zt_unit_state;
+
+#define ZT_GATHER_POOL 3
 
 typedef struct zt_engine {
     const zt_layout *lay;
     zt_precision prec;
-    int group_size, group_rank; /* shard group (1, 0 in the foundation) */
+    int stage;                  /* ZeRO stage 0..3 */
+    zt_comm *comm;
+    int group_size, group_rank; /* optimizer/param shard group (1, 0 for stage 0) */
     zt_unit_state *units;
     float *staging_root;        /* root unit's staging (open across the whole backward) */
     float *staging_layers;      /* shared by non-root units, one open at a time */
     size_t staging_root_numel, staging_layers_numel;
+    void *comm_full;            /* reduce/compute-dtype buffer of the largest unit (P) */
+    void *comm_shard;           /* reduce/compute-dtype buffer of the largest shard (P/G) */
+    size_t comm_full_bytes, comm_shard_bytes;
+    void *pool[ZT_GATHER_POOL]; /* stage 3 gathered buffers */
+    int pool_used[ZT_GATHER_POOL];
+    size_t pool_bytes;
     long optimizer_steps;       /* t of AdamW, counts applied steps */
-    double last_grad_norm;
+    int grads_reduced;          /* stages 0-1: this step's reduction is done */
 } zt_engine;
 
-int zt_engine_init(zt_engine *eng, const zt_layout *lay, zt_precision prec, zt_err *err);
+/* comm: the world's communicator (zt_comm_create_local for one process).  Stage 0
+ * replicates everything; 1 shards optimizer state; 2 also gradients; 3 also
+ * parameters.  The layout must be padded to comm->shard_size. */
+int zt_engine_init(zt_engine *eng, const zt_layout *lay, zt_precision prec, int stage,
+                   zt_comm *comm, zt_err *err);
 void zt_engine_free(zt_engine *eng);
 
 /* Set one parameter from a full tensor of numel elements (any dtype): rounded to
  * the load dtype, stored in the master dtype (the owned slice only). */
 void zt_engine_set_param(zt_engine *eng, const zt_param *p, const void *src, zt_dtype src_dt);
-/* Read a parameter's full value as fp32 (for saving and tests). */
-void zt_engine_get_param(const zt_engine *eng, const zt_param *p, float *dst);
-/* Read a parameter's accumulated gradient as fp32 (tests). */
-void zt_engine_get_grad(const zt_engine *eng, const zt_param *p, float *dst);
+/* Collective: every parameter's full value as fp32 into vals[i] (numel each),
+ * gathered from the shards of every rank. */
+int zt_engine_full_params(zt_engine *eng, float **vals, zt_err *err);
+/* Collective: the same for the accumulated (reduced) gradients, after zt_engine_reduce_grads. */
+int zt_engine_full_grads(zt_engine *eng, float **vals, zt_err *err);
 
 /* Refresh every gathered buffer from the masters (after loading or a step). */
 void zt_engine_refresh_gathered(zt_engine *eng);
@@ -75,10 +98,19 @@ float *zt_engine_grad_begin(zt_engine *eng, int unit);
 void zt_engine_grad_end(zt_engine *eng, int unit);
 
 void zt_engine_zero_grads(zt_engine *eng);
+/* Stages 0-1: reduce the locally accumulated gradients (done by zt_engine_step;
+ * exposed so tests can read reduced gradients).  Idempotent within a step. */
+void zt_engine_reduce_grads(zt_engine *eng);
 
 /* Clip by the global gradient norm and take one AdamW step at learning rate lr.
  * Returns the pre-clip global L2 norm (fp32 semantics) in *grad_norm. */
 void zt_engine_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double max_grad_norm,
                     double *grad_norm);
+
+/* Bytes of model state this rank holds, by role (for the accounting tests). */
+typedef struct zt_engine_bytes {
+    size_t master, grads, optim, gathered, comm;
+} zt_engine_bytes;
+zt_engine_bytes zt_engine_state_bytes(const zt_engine *eng);
 
 #endif

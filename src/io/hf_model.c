@@ -97,8 +97,6 @@ int zt_hf_load_params(const char *dir, const zt_layout *lay, zt_engine *eng, zt_
                      t->name);
     }
     zt_weights_close(w);
-    if (rc == ZT_OK)
-        zt_engine_refresh_gathered(eng);
     return rc;
 }
 
@@ -214,24 +212,24 @@ done:
     return rc;
 }
 
-int zt_hf_save(const char *dir, const zt_llama_config *cfg, const zt_layout *lay,
-               const zt_engine *eng, zt_dtype dtype, size_t max_shard_bytes, zt_err *err)
+int zt_hf_save(const char *dir, const zt_llama_config *cfg, const zt_layout *lay, zt_engine *eng,
+               zt_dtype dtype, size_t max_shard_bytes, int writer, zt_err *err)
 {
     float **vals = zt_alloc(ZT_MEM_OTHER, (size_t)lay->nparams * sizeof *vals);
-    if (!vals)
-        return zt_fail(err, ZT_EFAIL, "out of memory saving %s", dir);
-    int rc = ZT_OK;
-    for (int i = 0; i < lay->nparams && rc == ZT_OK; i++) {
-        vals[i] = zt_alloc(ZT_MEM_OTHER, lay->params[i].numel * sizeof(float));
-        if (!vals[i])
+    int rc = vals ? ZT_OK : zt_fail(err, ZT_EFAIL, "out of memory saving %s", dir);
+    for (int i = 0; i < lay->nparams && rc == ZT_OK; i++)
+        if (!(vals[i] = zt_alloc(ZT_MEM_OTHER, lay->params[i].numel * sizeof(float))))
             rc = zt_fail(err, ZT_EFAIL, "out of memory saving %s", dir);
-        else
-            zt_engine_get_param(eng, &lay->params[i], vals[i]);
+    /* every rank takes part in the gather, whatever happened locally */
+    if (zt_comm_max_int(eng->comm, rc) != ZT_OK) {
+        rc = rc ? rc : zt_fail(err, ZT_EFAIL, "%s", "");
+    } else {
+        rc = zt_engine_full_params(eng, vals, err);
+        if (rc == ZT_OK && writer)
+            rc = zt_hf_save_tensors(dir, cfg, lay, vals, dtype, max_shard_bytes, err);
     }
-    if (rc == ZT_OK)
-        rc = zt_hf_save_tensors(dir, cfg, lay, vals, dtype, max_shard_bytes, err);
-    for (int i = 0; i < lay->nparams; i++)
+    for (int i = 0; vals && i < lay->nparams; i++)
         zt_free(ZT_MEM_OTHER, vals[i], vals[i] ? lay->params[i].numel * sizeof(float) : 0);
-    zt_free(ZT_MEM_OTHER, vals, (size_t)lay->nparams * sizeof *vals);
+    zt_free(ZT_MEM_OTHER, vals, vals ? (size_t)lay->nparams * sizeof *vals : 0);
     return rc;
 }

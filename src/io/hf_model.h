@@ -15,12 +15,15 @@
 #include "../model/layout.h"
 
 int zt_hf_read_config_dir(const char *dir, zt_llama_config *cfg, zt_err *err);
+/* Local (no communication): each rank fills its own shards.  Call
+ * zt_engine_refresh_gathered (a collective) once every rank has loaded. */
 int zt_hf_load_params(const char *dir, const zt_layout *lay, zt_engine *eng, zt_err *err);
-/* Write the engine's parameters (gathered to full tensors) as a HF directory in
- * dtype; more than max_shard_bytes of weights (0: no limit) are split into shards
- * with model.safetensors.index.json, as save_pretrained's max_shard_size does. */
-int zt_hf_save(const char *dir, const zt_llama_config *cfg, const zt_layout *lay,
-               const zt_engine *eng, zt_dtype dtype, size_t max_shard_bytes, zt_err *err);
+/* Collective: gather the engine's parameters to full tensors and, on the writer
+ * rank, write them as a HF directory in dtype; more than max_shard_bytes of
+ * weights (0: no limit) are split into shards with model.safetensors.index.json,
+ * as save_pretrained's max_shard_size does. */
+int zt_hf_save(const char *dir, const zt_llama_config *cfg, const zt_layout *lay, zt_engine *eng,
+               zt_dtype dtype, size_t max_shard_bytes, int writer, zt_err *err);
 /* Write a HF directory from full fp32 tensors given per layout parameter (init-model). */
 int zt_hf_save_tensors(const char *dir, const zt_llama_config *cfg, const zt_layout *lay,
                        float *const *values, zt_dtype dtype, size_t max_shard_bytes, zt_err *err);

@@ -9,8 +9,11 @@
  * SUM of loss_n in double, so callers can average over micro-batches exactly.
  *
  * dlogits may alias logits: each row reads x_target and the max before writing, and
- * later passes only rewrite element v from element v. */
+ * later passes only rewrite element v from element v.  exp is zt_expf (vmath.h), which
+ * rounds as libm's expf does, so every pass over the row vectorises; a row of V floats
+ * (128 KB at V = 32000) stays in L2 between its passes. */
 #include "kernels.h"
+#include "vmath.h"
 
 #include <assert.h>
 #include <math.h>
@@ -33,16 +36,19 @@ double zt_xent_forward_backward(float *dlogits, const float *logits, const int *
         double sum = 0.0;
         if (dlogits) {
             float *d = dlogits + (size_t)n * V;
+#pragma omp simd reduction(+ : sum)
             for (int v = 0; v < V; v++) {
-                const float e = expf(x[v] - m); /* x[v] is read before d[v] is written */
+                const float e = zt_expf(x[v] - m); /* x[v] is read before d[v] is written */
                 d[v] = e;
                 sum += e;
             }
             const float k = (float)(1.0 / sum) * grad_scale;
+#pragma omp simd
             for (int v = 0; v < V; v++) d[v] *= k;
             d[tgt] -= grad_scale;
         } else {
-            for (int v = 0; v < V; v++) sum += expf(x[v] - m);
+#pragma omp simd reduction(+ : sum)
+            for (int v = 0; v < V; v++) sum += zt_expf(x[v] - m);
         }
         total += ((double)m + log(sum)) - (double)xt;
     }

@@ -314,9 +314,15 @@ int zt_model_step(zt_model *m, const int *inputs, const int *targets, int backwa
     const void *wnorm = (const char *)root_base + zt_layout_param(lay, -1, ZT_P_FINAL_NORM)->offset * es;
 
     embed_forward(m, m->layers[0].x, wte, inputs);
+    /* A layer unit is acquired before its first layer and released after its
+     * last (stage 3 gathers it then and frees it after). */
+    const void *base = NULL;
     for (int l = 0; l < L; l++) {
         int u = unit_of_layer(m, l);
-        const void *base = u == root ? root_base : zt_engine_acquire(m->eng, u);
+        if (u == root)
+            base = root_base;
+        else if (l == 0 || unit_of_layer(m, l - 1) != u)
+            base = zt_engine_acquire(m->eng, u);
         if ((rc = layer_forward(m, l, base, err)))
             return rc;
         if (u != root && (l == L - 1 || unit_of_layer(m, l + 1) != u))
@@ -346,11 +352,13 @@ int zt_model_step(zt_model *m, const int *inputs, const int *targets, int backwa
         int u = unit_of_layer(m, l);
         int unit_first = l == 0 || unit_of_layer(m, l - 1) != u;
         int unit_last = l == L - 1 || unit_of_layer(m, l + 1) != u;
-        const void *base = u == root ? root_base : zt_engine_acquire(m->eng, u);
-        if (u == root)
+        if (u == root) {
+            base = root_base;
             gunit = groot;
-        else if (unit_last)
+        } else if (unit_last) {
+            base = zt_engine_acquire(m->eng, u);
             gunit = zt_engine_grad_begin(m->eng, u);
+        }
         if (m->checkpointing && (rc = layer_forward(m, l, base, err)))
             return rc;
         if ((rc = layer_backward(m, l, base, gunit, err)))

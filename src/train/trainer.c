@@ -12,6 +12,7 @@
 #include "../io/tokens.h"
 #include "../kernels/matmul.h"
 #include "../model/llama.h"
+#include "../plan/plan.h"
 #include "batches.h"
 
 static double now_s(void)
@@ -51,8 +52,8 @@ static void run_free(run_state *r)
 
 /* Load config, data and weights; build layout, engine, model and batcher. */
 static int run_open(run_state *r, const char *model_dir, const char *data_path, int T, int B,
-                    zt_precision prec, zt_wrap_policy wrap, long min_num_params, int shuffle,
-                    uint64_t seed, int checkpointing, zt_err *err)
+                    const zt_plan *plan, zt_comm *comm, int shuffle, uint64_t seed, int checkpointing,
+                    zt_err *err)
 {
     memset(r, 0, sizeof *r);
     int rc;
@@ -67,10 +68,11 @@ static int run_open(run_state *r, const char *model_dir, const char *data_path, 
     if (r->tokens.max_id >= r->cfg.vocab_size)
         return zt_fail(err, ZT_EINPUT, "%s: token id %d is outside the model's vocabulary (vocab_size %d)",
                        data_path, r->tokens.max_id, r->cfg.vocab_size);
-    if ((rc = zt_layout_build(&r->lay, &r->cfg, wrap, (size_t)min_num_params, 1, err)))
+    if ((rc = zt_layout_build(&r->lay, &r->cfg, plan->wrap, (size_t)plan->min_num_params,
+                              comm->shard_size, err)))
         return rc;
     r->have_lay = 1;
-    if ((rc = zt_engine_init(&r->eng, &r->lay, prec, err)))
+    if ((rc = zt_engine_init(&r->eng, &r->lay, plan->prec, plan->stage, comm, err)))
         return rc;
     r->have_eng = 1;
     if ((rc = zt_hf_load_params(model_dir, &r->lay, &r->eng, err)))
@@ -105,58 +107,158 @@ static void draw_progress(long step, long total, double loss, double tps, double
     fflush(stderr);
 }
 
-static void print_memory(FILE *f, const zt_model *m)
+zt_plan zt_plan_single(zt_precision prec, zt_wrap_policy wrap)
 {
-    fprintf(f, "memory per rank:");
-    for (int c = 0; c < ZT_MEM_NCAT; c++)
-        fprintf(f, " %s %.1f MiB%s", zt_mem_cat_name((zt_mem_cat)c),
-                (double)zt_mem_current((zt_mem_cat)c) / 1048576.0, c + 1 < ZT_MEM_NCAT ? "," : "");
-    fprintf(f, "\nactivations: %.0f bytes per token\n", (double)m->act_bytes / (double)m->N);
+    zt_plan p;
+    memset(&p, 0, sizeof p);
+    p.face = ZT_FACE_DDP;
+    p.world = p.group_size = 1;
+    p.wrap = wrap;
+    p.min_num_params = 1;
+    p.prec = prec;
+    p.mixed = prec.compute != prec.master;
+    snprintf(p.mode, sizeof p.mode, "%s", prec.master == ZT_F32 && prec.compute == ZT_F32 ? "fp32" : "custom");
+    snprintf(p.strategy, sizeof p.strategy, "data parallel (ZeRO-0)");
+    return p;
+}
+
+static void print_memory(FILE *f, const zt_engine *eng, const zt_model *m)
+{
+    zt_engine_bytes b = zt_engine_state_bytes(eng);
+    const double MiB = 1048576.0;
+    fprintf(f, "memory per rank: master params %.2f MiB, grads %.2f MiB, optimizer %.2f MiB, "
+               "gathered params %.2f MiB, comm buffers %.2f MiB, activations %.2f MiB\n",
+            (double)b.master / MiB, (double)b.grads / MiB, (double)b.optim / MiB,
+            (double)b.gathered / MiB, (double)b.comm / MiB, (double)m->act_bytes / MiB);
+    fprintf(f, "activations: %.0f bytes per token\n", (double)m->act_bytes / (double)m->N);
+}
+
+/* ---- all ranks agree before the first collective that moves data ---------- */
+
+enum { D_PLAN, D_PRECISION, D_MODEL, D_BATCH, D_OPTIM, D_SCHEDULE, D_DATA, D_NFIELDS };
+static const char *digest_field[D_NFIELDS] = {
+    "plan (face, stage, groups, wrap)", "precision (dtypes)", "model config", "batch (B, A, T)",
+    "optimizer hyper-parameters", "schedule and steps", "data (token stream)"};
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+#define FNV0 0xcbf29ce484222325ull
+#define MIX(h, x) ((h) = fnv((h), &(x), sizeof(x)))
+
+static void make_digest(const zt_train_args *a, const run_state *r, uint64_t d[D_NFIELDS])
+{
+    for (int i = 0; i < D_NFIELDS; i++)
+        d[i] = FNV0;
+    const zt_plan *p = &a->plan;
+    MIX(d[D_PLAN], p->face); MIX(d[D_PLAN], p->stage); MIX(d[D_PLAN], p->hybrid);
+    MIX(d[D_PLAN], p->group_size); MIX(d[D_PLAN], p->wrap); MIX(d[D_PLAN], p->min_num_params);
+    MIX(d[D_PLAN], a->checkpointing);
+    d[D_PRECISION] = fnv(d[D_PRECISION], &p->prec, sizeof p->prec);
+    const zt_llama_config *c = &r->cfg;
+    int ints[] = {c->hidden_size, c->intermediate_size, c->num_hidden_layers, c->num_attention_heads,
+                  c->num_key_value_heads, c->head_dim, c->vocab_size, c->tie_word_embeddings};
+    double dbls[] = {c->rms_norm_eps, c->rope_theta};
+    d[D_MODEL] = fnv(fnv(d[D_MODEL], ints, sizeof ints), dbls, sizeof dbls);
+    MIX(d[D_BATCH], a->batch_size); MIX(d[D_BATCH], a->grad_accum); MIX(d[D_BATCH], a->block_size);
+    d[D_OPTIM] = fnv(d[D_OPTIM], &a->adam, sizeof a->adam);
+    MIX(d[D_OPTIM], a->max_grad_norm);
+    MIX(d[D_SCHEDULE], a->schedule); MIX(d[D_SCHEDULE], a->warmup_steps); MIX(d[D_SCHEDULE], a->max_steps);
+    MIX(d[D_SCHEDULE], a->stop_after_steps); MIX(d[D_SCHEDULE], a->shuffle); MIX(d[D_SCHEDULE], a->seed);
+    MIX(d[D_DATA], r->tokens.n);
+    d[D_DATA] = fnv(d[D_DATA], r->tokens.ids, r->tokens.n * sizeof *r->tokens.ids);
+}
+
+static int check_agreement(const zt_train_args *a, const run_state *r, zt_comm *comm, zt_err *err)
+{
+    if (comm->world == 1)
+        return ZT_OK;
+    uint64_t mine[D_NFIELDS], *all = zt_alloc(ZT_MEM_OTHER, (size_t)comm->world * sizeof mine);
+    if (!all)
+        return zt_fail(err, ZT_EFAIL, "out of memory for the agreement check");
+    make_digest(a, r, mine);
+    zt_comm_allgather_bytes(comm, all, mine, sizeof mine);
+    int rc = ZT_OK;
+    for (int q = 0; q < comm->world && rc == ZT_OK; q++)
+        for (int f = 0; f < D_NFIELDS; f++)
+            if (all[q * D_NFIELDS + f] != all[f]) {
+                /* every rank sees the mismatch and stops; rank 0 says which */
+                if (comm->rank == 0)
+                    rc = zt_fail(err, ZT_EINPUT, "rank %d and rank 0 resolved a different %s; every "
+                                 "rank must run the same plan, model, settings and data", q, digest_field[f]);
+                else
+                    rc = zt_fail(err, ZT_EINPUT, "%s", "");
+                break;
+            }
+    zt_free(ZT_MEM_OTHER, all, (size_t)comm->world * sizeof mine);
+    return rc;
+}
+
+/* Every rank learns the worst status; the ranks that did not fail return it
+ * with an empty message, so each error is printed once, by its own rank. */
+static int agree(zt_comm *comm, int rc, zt_err *err)
+{
+    int worst = zt_comm_max_int(comm, rc);
+    if (worst != ZT_OK && rc == ZT_OK)
+        return zt_fail(err, worst, "%s", "");
+    return rc;
 }
 
 int zt_train(const zt_train_args *a, zt_train_result *res, zt_err *err)
 {
     run_state r;
     FILE *log = NULL;
-    int rc = run_open(&r, a->model_dir, a->data_path, a->block_size, a->batch_size, a->prec,
-                      a->wrap, a->min_num_params, a->shuffle, a->seed, a->checkpointing, err);
-    if (rc)
+    zt_comm local, *comm = a->comm;
+    if (!comm) {
+        zt_comm_create_local(&local);
+        comm = &local;
+    }
+    const int rank0 = comm->rank == 0, W = comm->world;
+    const int talk = rank0 && !a->quiet;
+    int rc = run_open(&r, a->model_dir, a->data_path, a->block_size, a->batch_size, &a->plan, comm,
+                      a->shuffle, a->seed, a->checkpointing, err);
+    if (rc == ZT_OK && rank0 && a->log_jsonl && !(log = fopen(a->log_jsonl, "w")))
+        rc = zt_fail(err, ZT_EINPUT, "--log_jsonl %s: cannot open for writing", a->log_jsonl);
+    if ((rc = agree(comm, rc, err)))
         goto done;
-    const int B = a->batch_size, A = a->grad_accum, W = 1, T = a->block_size;
+    if ((rc = agree(comm, check_agreement(a, &r, comm, err), err)))
+        goto done;
+    zt_engine_refresh_gathered(&r.eng);
+    memset(comm->bytes, 0, sizeof comm->bytes);
+
+    const int B = a->batch_size, A = a->grad_accum, T = a->block_size;
     const double tokens_per_step = (double)B * A * W * T;
     const float grad_scale = (float)(1.0 / tokens_per_step);
     double flops_tok = zt_model_flops_per_token(&r.cfg, T, a->checkpointing);
-    double peak = a->peak_gflops > 0 ? a->peak_gflops : zt_matmul_peak_gflops(a->prec.compute);
-
-    if (a->log_jsonl && !(log = fopen(a->log_jsonl, "w"))) {
-        rc = zt_fail(err, ZT_EINPUT, "--log_jsonl %s: cannot open for writing", a->log_jsonl);
-        goto done;
-    }
-    if (!a->quiet) {
-        printf("model: %zu parameters, %d layers, hidden %d, vocab %d; %d units (%s)\n",
-               r.lay.numel, r.cfg.num_hidden_layers, r.cfg.hidden_size, r.cfg.vocab_size,
-               r.lay.nunits, zt_wrap_policy_name(a->wrap));
-        printf("precision: load %s | master %s | compute %s | reduce %s | optimizer %s\n",
-               zt_dtype_name(a->prec.load), zt_dtype_name(a->prec.master),
-               zt_dtype_name(a->prec.compute), zt_dtype_name(a->prec.reduce),
-               zt_dtype_name(a->prec.master));
+    double peak = a->peak_gflops > 0 ? a->peak_gflops : zt_matmul_peak_gflops(a->plan.prec.compute);
+    if (talk) {
+        printf("model: %zu parameters, %d layers, hidden %d, vocab %d; %d units\n", r.lay.numel,
+               r.cfg.num_hidden_layers, r.cfg.hidden_size, r.cfg.vocab_size, r.lay.nunits);
+        zt_plan_print(stdout, &a->plan);
         printf("data: %zu tokens, %zu windows of %d; global batch %d x %d x %d = %.0f tokens/step\n",
                r.tokens.n, r.batcher.nwin, T, B, A, W, tokens_per_step);
-        print_memory(stdout, &r.model);
+        print_memory(stdout, &r.eng, &r.model);
         fflush(stdout);
     }
 
     long nsteps = a->stop_after_steps > 0 && a->stop_after_steps < a->max_steps ? a->stop_after_steps
                                                                                 : a->max_steps;
     double t_start = now_s(), loss = NAN, tps = 0.0;
+    uint64_t before[ZT_COLL_NKINDS] = {0}, step_bytes[ZT_COLL_NKINDS] = {0};
     for (long s = 0; s < nsteps; s++) {
         double t0 = now_s();
+        memcpy(before, comm->bytes, sizeof before);
         zt_engine_zero_grads(&r.eng);
         double loss_sum = 0.0;
         for (int micro = 0; micro < A; micro++) {
-            long k0 = zt_sample_index(s, micro, 0, B, A, W);
+            long k0 = zt_sample_index(s, micro, comm->rank, B, A, W);
             zt_batcher_fill(&r.batcher, k0, B, r.inputs, r.targets);
             double ls = 0.0;
+            /* a failing matrix product is not bad input: stop every rank */
             if ((rc = zt_model_step(&r.model, r.inputs, r.targets, 1, grad_scale, &ls, err)))
                 goto done;
             loss_sum += ls;
@@ -164,7 +266,9 @@ int zt_train(const zt_train_args *a, zt_train_result *res, zt_err *err)
         double lr = a->adam.lr * zt_lr_factor(a->schedule, s, a->max_steps, a->warmup_steps);
         double gnorm = 0.0;
         zt_engine_step(&r.eng, &a->adam, lr, a->max_grad_norm, &gnorm);
-        loss = loss_sum / tokens_per_step;
+        loss = zt_comm_sum_double(comm, loss_sum, ZT_SCOPE_WORLD) / tokens_per_step;
+        for (int k = 0; k < ZT_COLL_NKINDS; k++)
+            step_bytes[k] = comm->bytes[k] - before[k];
         double dt = now_s() - t0;
         tps = tokens_per_step / dt / W;
         double mfu = peak > 0 ? flops_tok * tps / (peak * 1e9) : 0.0;
@@ -177,16 +281,20 @@ int zt_train(const zt_train_args *a, zt_train_result *res, zt_err *err)
             for (int c = 0; c < ZT_MEM_NCAT; c++)
                 fprintf(log, "\"%s\": %zu%s", zt_mem_cat_name((zt_mem_cat)c),
                         zt_mem_current((zt_mem_cat)c), c + 1 < ZT_MEM_NCAT ? ", " : "");
+            fprintf(log, "}, \"comm_bytes\": {");
+            for (int k = 0; k < ZT_COLL_NKINDS; k++)
+                fprintf(log, "\"%s\": %llu%s", zt_coll_kind_name((zt_coll_kind)k),
+                        (unsigned long long)step_bytes[k], k + 1 < ZT_COLL_NKINDS ? ", " : "");
             fprintf(log, "}}\n");
             fflush(log);
         }
-        if (a->progress)
+        if (a->progress && rank0)
             draw_progress(s + 1, nsteps, loss, tps, now_s() - t_start);
-        if (a->save_steps > 0 && (s + 1) % a->save_steps == 0 && s + 1 < nsteps &&
-            a->output_dir) {
+        if (a->save_steps > 0 && (s + 1) % a->save_steps == 0 && s + 1 < nsteps && a->output_dir) {
             char dir[4096];
             snprintf(dir, sizeof dir, "%s/checkpoint-%ld", a->output_dir, s + 1);
-            if ((rc = zt_hf_save(dir, &r.cfg, &r.lay, &r.eng, a->prec.save, a->max_shard_bytes, err)))
+            if ((rc = zt_hf_save(dir, &r.cfg, &r.lay, &r.eng, a->plan.prec.save, a->max_shard_bytes,
+                                 rank0, err)))
                 goto done;
         }
     }
@@ -194,13 +302,17 @@ int zt_train(const zt_train_args *a, zt_train_result *res, zt_err *err)
     if (res) {
         res->final_loss = loss;
         res->steps = nsteps;
-        res->tokens_per_sec = elapsed > 0 ? tokens_per_step * (double)nsteps / elapsed : 0.0;
+        res->tokens_per_sec = elapsed > 0 ? tokens_per_step * (double)nsteps / elapsed / W : 0.0;
+        res->state = zt_engine_state_bytes(&r.eng);
+        memcpy(res->step_bytes, step_bytes, sizeof step_bytes);
     }
-    if (a->output_dir && (rc = zt_hf_save(a->output_dir, &r.cfg, &r.lay, &r.eng, a->prec.save, a->max_shard_bytes, err)))
+    if (a->output_dir &&
+        (rc = zt_hf_save(a->output_dir, &r.cfg, &r.lay, &r.eng, a->plan.prec.save, a->max_shard_bytes,
+                         rank0, err)))
         goto done;
-    if (!a->quiet) {
-        printf("trained %ld steps in %.1f s (%.0f tokens/s); final loss %.4f\n", nsteps, elapsed,
-               tokens_per_step * (double)nsteps / elapsed, loss);
+    if (talk) {
+        printf("trained %ld steps in %.1f s (%.0f tokens/s per device); final loss %.4f\n", nsteps,
+               elapsed, tokens_per_step * (double)nsteps / elapsed / W, loss);
         if (a->output_dir)
             printf("model saved to %s\n", a->output_dir);
     }
@@ -214,11 +326,15 @@ done:
 int zt_eval(const zt_eval_args *a, double *mean_loss, long *tokens, zt_err *err)
 {
     run_state r;
-    zt_precision prec = {ZT_F32, ZT_F32, a->compute, a->compute, ZT_F32};
-    int rc = run_open(&r, a->model_dir, a->data_path, a->block_size, a->batch_size, prec,
-                      ZT_WRAP_TRANSFORMER, 0, 0, 0, 0, err);
+    zt_plan plan = zt_plan_single((zt_precision){ZT_F32, ZT_F32, a->compute, a->compute, ZT_F32},
+                                  ZT_WRAP_TRANSFORMER);
+    zt_comm local;
+    zt_comm_create_local(&local);
+    int rc = run_open(&r, a->model_dir, a->data_path, a->block_size, a->batch_size, &plan, &local, 0,
+                      0, 0, err);
     if (rc)
         goto done;
+    zt_engine_refresh_gathered(&r.eng);
     /* Whole batches of consecutive windows; the tail that does not fill a batch is dropped. */
     long nbatches = (long)(r.batcher.nwin / (size_t)a->batch_size);
     if (a->max_batches > 0 && a->max_batches < nbatches)

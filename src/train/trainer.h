@@ -1,23 +1,25 @@
 /* trainer.h — the training and evaluation loops (SPEC §4, §7).
  *
  * The command line fills zt_train_args; the trainer loads the model through the
- * engine, runs optimizer steps of A micro-batches each, logs JSONL metrics and
- * writes the final Hugging Face directory. */
+ * engine on every rank, checks that all ranks agree on what they are about to
+ * do, runs optimizer steps of A micro-batches per rank, logs JSONL metrics on
+ * rank 0 and writes the final Hugging Face directory. */
 #ifndef ZT_TRAINER_H
 #define ZT_TRAINER_H
 
 #include <stdint.h>
 
+#include "../comm/comm.h"
 #include "../core/status.h"
 #include "../engine/engine.h"
 #include "../engine/optim.h"
 #include "../model/layout.h"
+#include "../plan/plan.h"
 
 typedef struct zt_train_args {
     const char *model_dir, *data_path, *output_dir, *log_jsonl;
-    zt_precision prec;
-    zt_wrap_policy wrap;
-    long min_num_params;
+    zt_plan plan;
+    zt_comm *comm;          /* NULL: one process */
     int block_size, batch_size, grad_accum;
     long max_steps;         /* S of the LR schedule and the number of steps run */
     long stop_after_steps;  /* run only this many of the S steps (0: all); tests use it */
@@ -28,19 +30,26 @@ typedef struct zt_train_args {
     uint64_t seed;
     int shuffle;
     int checkpointing;
-    long save_steps;     /* 0: only the final save */
+    long save_steps;        /* 0: only the final save */
     size_t max_shard_bytes; /* split saved weights into shards above this (0: one file) */
-    int progress;        /* draw a progress bar on stderr */
+    int progress;           /* draw a progress bar on stderr (rank 0) */
     int quiet;
-    double peak_gflops;  /* for MFU; <= 0: measure */
+    double peak_gflops;     /* for MFU; <= 0: measure */
 } zt_train_args;
 
 typedef struct zt_train_result {
-    double final_loss;   /* loss of the last optimizer step */
+    double final_loss;      /* loss of the last optimizer step */
     long steps;
-    double tokens_per_sec;
+    double tokens_per_sec;  /* per device */
+    zt_engine_bytes state;  /* this rank's model-state bytes */
+    uint64_t step_bytes[ZT_COLL_NKINDS]; /* collective bytes of the last step */
 } zt_train_result;
 
+/* A plan for one process with the given dtypes (tests and tools). */
+zt_plan zt_plan_single(zt_precision prec, zt_wrap_policy wrap);
+
+/* Every rank calls it.  On an error elsewhere, a rank returns that code with an
+ * empty message (the failing rank reports it). */
 int zt_train(const zt_train_args *a, zt_train_result *res, zt_err *err);
 
 typedef struct zt_eval_args {

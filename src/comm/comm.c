@@ -1,0 +1,228 @@
+/* comm.c — collectives over Open MPI (see comm.h). */
+#include "comm.h"
+
+#include <mpi.h>
+#include <stdlib.h>
+#include <string.h>
+
+static MPI_Op bf16_sum_op = MPI_OP_NULL, f16_sum_op = MPI_OP_NULL;
+
+/* MPI has no bf16 or fp16 type: they travel as 16-bit integers and a user op
+ * adds them in fp32, rounding each partial sum back to the 16-bit type. */
+static void bf16_sum(void *in, void *inout, int *len, MPI_Datatype *dt)
+{
+    (void)dt;
+    const uint16_t *a = in;
+    uint16_t *b = inout;
+    for (int i = 0; i < *len; i++)
+        b[i] = zt_f32_to_bf16(zt_bf16_to_f32(a[i]) + zt_bf16_to_f32(b[i]));
+}
+
+static void f16_sum(void *in, void *inout, int *len, MPI_Datatype *dt)
+{
+    (void)dt;
+    const uint16_t *a = in;
+    uint16_t *b = inout;
+    for (int i = 0; i < *len; i++)
+        b[i] = zt_f32_to_f16(zt_f16_to_f32(a[i]) + zt_f16_to_f32(b[i]));
+}
+
+int zt_comm_init_mpi(int *argc, char ***argv, int *rank, int *world)
+{
+    int inited = 0;
+    MPI_Initialized(&inited);
+    if (!inited && MPI_Init(argc, argv) != MPI_SUCCESS)
+        return ZT_EFAIL;
+    MPI_Comm_rank(MPI_COMM_WORLD, rank);
+    MPI_Comm_size(MPI_COMM_WORLD, world);
+    if (bf16_sum_op == MPI_OP_NULL) {
+        MPI_Op_create(bf16_sum, 1, &bf16_sum_op);
+        MPI_Op_create(f16_sum, 1, &f16_sum_op);
+    }
+    return ZT_OK;
+}
+
+void zt_comm_finalize_mpi(void)
+{
+    int inited = 0, finalized = 0;
+    MPI_Initialized(&inited);
+    MPI_Finalized(&finalized);
+    if (!inited || finalized)
+        return;
+    if (bf16_sum_op != MPI_OP_NULL) {
+        MPI_Op_free(&bf16_sum_op);
+        MPI_Op_free(&f16_sum_op);
+    }
+    MPI_Finalize();
+}
+
+void zt_comm_abort(int code) { MPI_Abort(MPI_COMM_WORLD, code); }
+
+static MPI_Comm *as_comm(void *p) { return (MPI_Comm *)p; }
+
+void zt_comm_create_local(zt_comm *c)
+{
+    memset(c, 0, sizeof *c);
+    c->world = c->shard_size = c->replica_size = 1;
+}
+
+int zt_comm_create(zt_comm *c, int group_size, zt_err *err)
+{
+    memset(c, 0, sizeof *c);
+    MPI_Comm_rank(MPI_COMM_WORLD, &c->rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &c->world);
+    if (group_size <= 0 || c->world % group_size != 0)
+        return zt_fail(err, ZT_EINPUT,
+                       "shard group size %d does not divide the world size %d (hybrid sharding needs "
+                       "ranks_per_node to divide the number of processes)",
+                       group_size, c->world);
+    c->shard_size = group_size;
+    c->shard_rank = c->rank % group_size;
+    c->replica_size = c->world / group_size;
+    c->replica_rank = c->rank / group_size;
+    MPI_Comm *w = malloc(sizeof *w), *s = malloc(sizeof *s), *r = malloc(sizeof *r);
+    if (!w || !s || !r) {
+        free(w);
+        free(s);
+        free(r);
+        return zt_fail(err, ZT_EFAIL, "out of memory for communicators");
+    }
+    MPI_Comm_dup(MPI_COMM_WORLD, w);
+    MPI_Comm_split(MPI_COMM_WORLD, c->replica_rank, c->shard_rank, s);
+    MPI_Comm_split(MPI_COMM_WORLD, c->shard_rank, c->replica_rank, r);
+    c->world_comm = w;
+    c->shard_comm = s;
+    c->replica_comm = r;
+    return ZT_OK;
+}
+
+void zt_comm_free(zt_comm *c)
+{
+    void *comms[3] = {c->world_comm, c->shard_comm, c->replica_comm};
+    for (int i = 0; i < 3; i++)
+        if (comms[i]) {
+            MPI_Comm_free(as_comm(comms[i]));
+            free(comms[i]);
+        }
+    memset(c, 0, sizeof *c);
+}
+
+static MPI_Datatype mpi_type(zt_dtype dt) { return dt == ZT_F32 ? MPI_FLOAT : MPI_UINT16_T; }
+
+static MPI_Op mpi_sum(zt_dtype dt)
+{
+    return dt == ZT_F32 ? MPI_SUM : dt == ZT_BF16 ? bf16_sum_op : f16_sum_op;
+}
+
+static MPI_Comm scope_comm(zt_comm *c, int scope)
+{
+    return *as_comm(scope == ZT_SCOPE_SHARD     ? c->shard_comm
+                    : scope == ZT_SCOPE_REPLICA ? c->replica_comm
+                                                : c->world_comm);
+}
+
+/* MPI counts are int: large buffers go in chunks of at most 2^30 elements. */
+#define CHUNK ((size_t)1 << 30)
+
+void zt_comm_allgather(zt_comm *c, void *full, const void *shard, size_t n, zt_dtype dt)
+{
+    size_t es = zt_dtype_size(dt), per = n / (size_t)c->shard_size;
+    c->bytes[ZT_COLL_ALLGATHER] += n * es;
+    c->calls[ZT_COLL_ALLGATHER]++;
+    if (c->shard_size == 1) {
+        if (full != shard)
+            memcpy(full, shard, n * es);
+        return;
+    }
+    MPI_Comm comm = scope_comm(c, ZT_SCOPE_SHARD);
+    if (per <= CHUNK) {
+        MPI_Allgather(shard, (int)per, mpi_type(dt), full, (int)per, mpi_type(dt), comm);
+        return;
+    }
+    /* Huge shards: gather each member's shard in turn with broadcasts. */
+    for (int r = 0; r < c->shard_size; r++) {
+        char *dst = (char *)full + (size_t)r * per * es;
+        if (r == c->shard_rank)
+            memcpy(dst, shard, per * es);
+        for (size_t off = 0; off < per; off += CHUNK) {
+            size_t m = per - off < CHUNK ? per - off : CHUNK;
+            MPI_Bcast(dst + off * es, (int)m, mpi_type(dt), r, comm);
+        }
+    }
+}
+
+void zt_comm_reduce_scatter(zt_comm *c, void *shard, const void *full, size_t n, zt_dtype dt)
+{
+    size_t es = zt_dtype_size(dt), per = n / (size_t)c->shard_size;
+    c->bytes[ZT_COLL_REDUCE_SCATTER] += n * es;
+    c->calls[ZT_COLL_REDUCE_SCATTER]++;
+    if (c->shard_size == 1) {
+        if (shard != full)
+            memcpy(shard, full, n * es);
+        return;
+    }
+    MPI_Comm comm = scope_comm(c, ZT_SCOPE_SHARD);
+    if (per <= CHUNK) {
+        MPI_Reduce_scatter_block(full, shard, (int)per, mpi_type(dt), mpi_sum(dt), comm);
+        return;
+    }
+    for (int r = 0; r < c->shard_size; r++) {
+        const char *src = (const char *)full + (size_t)r * per * es;
+        for (size_t off = 0; off < per; off += CHUNK) {
+            size_t m = per - off < CHUNK ? per - off : CHUNK;
+            MPI_Reduce(src + off * es, (char *)shard + off * es, (int)m, mpi_type(dt), mpi_sum(dt),
+                       r, comm);
+        }
+    }
+}
+
+void zt_comm_allreduce(zt_comm *c, void *buf, size_t n, zt_dtype dt, int scope)
+{
+    size_t es = zt_dtype_size(dt);
+    c->bytes[ZT_COLL_ALLREDUCE] += n * es;
+    c->calls[ZT_COLL_ALLREDUCE]++;
+    if (!c->world_comm)
+        return;
+    MPI_Comm comm = scope_comm(c, scope);
+    int size = 1;
+    MPI_Comm_size(comm, &size);
+    if (size == 1)
+        return;
+    for (size_t off = 0; off < n; off += CHUNK) {
+        size_t m = n - off < CHUNK ? n - off : CHUNK;
+        MPI_Allreduce(MPI_IN_PLACE, (char *)buf + off * es, (int)m, mpi_type(dt), mpi_sum(dt), comm);
+    }
+}
+
+double zt_comm_sum_double(zt_comm *c, double x, int scope)
+{
+    double y = x;
+    if (!c->world_comm)
+        return x;
+    MPI_Allreduce(&x, &y, 1, MPI_DOUBLE, MPI_SUM, scope_comm(c, scope));
+    return y;
+}
+
+void zt_comm_allgather_bytes(zt_comm *c, void *all, const void *mine, size_t bytes)
+{
+    if (!c->world_comm) {
+        memcpy(all, mine, bytes);
+        return;
+    }
+    MPI_Allgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, scope_comm(c, ZT_SCOPE_WORLD));
+}
+
+int zt_comm_max_int(zt_comm *c, int x)
+{
+    int y = x;
+    if (!c->world_comm)
+        return x;
+    MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_MAX, scope_comm(c, ZT_SCOPE_WORLD));
+    return y;
+}
+
+const char *zt_coll_kind_name(zt_coll_kind k)
+{
+    static const char *names[] = {"allgather", "reduce_scatter", "allreduce"};
+    return names[k];
+}

@@ -1,0 +1,138 @@
+/* plan.c — resolve a request into the run's plan (see plan.h). */
+#include "plan.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void zt_plan_request_init(zt_plan_request *r)
+{
+    memset(r, 0, sizeof *r);
+    r->face = ZT_FACE_DDP;
+    r->sharding = ZT_SHARDING_UNSET;
+    r->zero_stage = -1;
+    r->wrap = ZT_WRAP_TRANSFORMER;
+    r->min_num_params = 100000000;
+    r->config_dtype = ZT_F32;
+}
+
+static const char *sharding_names[] = {"", "FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD",
+                                       "HYBRID_SHARD_ZERO2"};
+
+int zt_sharding_parse(const char *s, zt_sharding *out)
+{
+    for (int i = 1; i <= 5; i++) {
+        char num[2] = {(char)('0' + i), 0};
+        if (!strcmp(s, sharding_names[i]) || !strcmp(s, num)) {
+            *out = (zt_sharding)i;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+const char *zt_sharding_name(zt_sharding s) { return s >= 1 && s <= 5 ? sharding_names[s] : "?"; }
+
+const char *zt_face_name(zt_face f)
+{
+    return f == ZT_FACE_FSDP ? "FSDP" : f == ZT_FACE_DEEPSPEED ? "DEEPSPEED" : "MULTI_CPU";
+}
+
+static int parse_dtype(const char *what, const char *s, zt_dtype *out, zt_err *err)
+{
+    if (zt_dtype_parse(s, out) != 0)
+        return zt_fail(err, ZT_EINPUT, "%s: expected fp32, bf16 or fp16 (float32, bfloat16, float16), got '%s'",
+                       what, s);
+    return ZT_OK;
+}
+
+int zt_plan_resolve(const zt_plan_request *r, int world, zt_plan *p, zt_err *err)
+{
+    memset(p, 0, sizeof *p);
+    p->face = r->face;
+    p->world = world;
+    p->min_num_params = r->min_num_params;
+    int rc;
+
+    /* dtypes */
+    zt_dtype load = ZT_F32, mp = ZT_F32;
+    if (r->torch_dtype && !strcmp(r->torch_dtype, "auto"))
+        load = r->config_dtype;
+    else if (r->torch_dtype && (rc = parse_dtype("torch_dtype", r->torch_dtype, &load, err)))
+        return rc;
+    int mixed = r->mixed_precision && strcmp(r->mixed_precision, "no") != 0;
+    if (mixed && (rc = parse_dtype("mixed_precision", r->mixed_precision, &mp, err)))
+        return rc;
+    if (mixed && mp == ZT_F32)
+        return zt_fail(err, ZT_EINPUT, "mixed_precision: expected no, bf16 or fp16, got '%s'", r->mixed_precision);
+    if (r->face == ZT_FACE_DEEPSPEED) {
+        p->prec.master = ZT_F32;
+        p->prec.compute = mixed ? mp : ZT_F32;
+    } else {
+        p->prec.master = mixed ? ZT_F32 : load;
+        p->prec.compute = mixed ? mp : p->prec.master;
+    }
+    p->prec.load = load;
+    p->mixed = mixed;
+    p->prec.reduce = p->prec.compute;
+    p->prec.save = load;
+    if (r->reduce_dtype && (rc = parse_dtype("reduce_dtype", r->reduce_dtype, &p->prec.reduce, err)))
+        return rc;
+    if (p->prec.compute == ZT_F16 || p->prec.master == ZT_F16)
+        return zt_fail(err, ZT_EINPUT,
+                       "fp16 compute needs dynamic loss scaling, which ztrain does not implement yet; use bf16");
+
+    /* stage, groups and wrapping */
+    int group = world;
+    if (r->face == ZT_FACE_FSDP) {
+        zt_sharding s = r->sharding == ZT_SHARDING_UNSET ? ZT_SHARDING_FULL_SHARD : r->sharding;
+        p->stage = s == ZT_SHARDING_NO_SHARD ? 0
+                 : s == ZT_SHARDING_SHARD_GRAD_OP || s == ZT_SHARDING_HYBRID_SHARD_ZERO2 ? 2
+                                                                                         : 3;
+        p->hybrid = s == ZT_SHARDING_HYBRID_SHARD || s == ZT_SHARDING_HYBRID_SHARD_ZERO2;
+        snprintf(p->strategy, sizeof p->strategy, "%s (ZeRO-%d%s)", zt_sharding_name(s), p->stage,
+                 p->hybrid ? " in node groups" : "");
+        p->wrap = r->wrap_set ? r->wrap : ZT_WRAP_TRANSFORMER;
+    } else if (r->face == ZT_FACE_DEEPSPEED) {
+        p->stage = r->zero_stage < 0 ? 2 : r->zero_stage;
+        if (p->stage > 3)
+            return zt_fail(err, ZT_EINPUT, "zero_stage: expected 0, 1, 2 or 3, got %d", p->stage);
+        snprintf(p->strategy, sizeof p->strategy, "ZeRO-%d", p->stage);
+        /* DeepSpeed flattens the whole model for stages 1-2 and fetches per layer in 3 */
+        p->wrap = r->wrap_set ? r->wrap : p->stage == 3 ? ZT_WRAP_TRANSFORMER : ZT_WRAP_NONE;
+    } else {
+        p->stage = 0;
+        snprintf(p->strategy, sizeof p->strategy, "data parallel (ZeRO-0)");
+        p->wrap = r->wrap_set ? r->wrap : ZT_WRAP_NONE;
+    }
+    if (p->hybrid) {
+        group = r->ranks_per_node > 0 ? r->ranks_per_node : world;
+        if (world % group != 0)
+            return zt_fail(err, ZT_EINPUT,
+                           "hybrid sharding: ranks_per_node %d does not divide the %d processes", group, world);
+    } else if (r->ranks_per_node > 0) {
+        return zt_fail(err, ZT_EINPUT, "ranks_per_node applies to HYBRID_SHARD and HYBRID_SHARD_ZERO2 only");
+    }
+    p->group_size = p->stage == 0 ? 1 : group;
+
+    /* the mode, in the seed's words */
+    if (r->face == ZT_FACE_DEEPSPEED)
+        snprintf(p->mode, sizeof p->mode, "DeepSpeed");
+    else if (p->prec.master == ZT_F32 && p->prec.compute == ZT_F32)
+        snprintf(p->mode, sizeof p->mode, "fp32");
+    else if (p->prec.master != ZT_F32)
+        snprintf(p->mode, sizeof p->mode, "%s memory-constrained", r->face == ZT_FACE_FSDP ? "FSDP" : "low-precision");
+    else
+        snprintf(p->mode, sizeof p->mode, "%s aligned", r->face == ZT_FACE_FSDP ? "FSDP" : "mixed precision");
+    return ZT_OK;
+}
+
+void zt_plan_print(FILE *f, const zt_plan *p)
+{
+    fprintf(f, "plan: %s, %s, %d rank%s, shard group %d, %s\n", zt_face_name(p->face), p->strategy,
+            p->world, p->world == 1 ? "" : "s", p->group_size, zt_wrap_policy_name(p->wrap));
+    fprintf(f, "| mode | load | mixed precision | flat params / master | compute | reduce | optimizer |\n");
+    fprintf(f, "| %s | %s | %s | %s | %s | %s | %s |\n", p->mode, zt_dtype_name(p->prec.load),
+            p->mixed ? zt_dtype_name(p->prec.compute) : "no",
+            zt_dtype_name(p->prec.master), zt_dtype_name(p->prec.compute), zt_dtype_name(p->prec.reduce),
+            zt_dtype_name(p->prec.master));
+}

@@ -1,0 +1,71 @@
+/* plan.h — one resolved plan per run (SPEC §1-§3).
+ *
+ * What the user asked for (flags, Accelerate YAML) is a zt_plan_request; the
+ * plan is what ztrain will do: the backend face, the ZeRO stage, the shard
+ * group, the wrap policy and every dtype.  Resolution follows the two backends:
+ *   FSDP      master = load dtype when mixed_precision is no, else fp32
+ *             (Accelerate's upcast); compute = mixed_precision dtype, else master;
+ *             reduce = compute unless overridden.
+ *   DeepSpeed master and optimizer state always fp32; compute bf16/fp16 when
+ *             enabled, else fp32; reduce = communication_data_type or compute.
+ *   NO / MULTI_CPU (plain data parallel): stage 0 with FSDP's dtype rules.
+ * Strategies map to stages: NO_SHARD 0, SHARD_GRAD_OP 2, FULL_SHARD 3,
+ * HYBRID_SHARD 3 and HYBRID_SHARD_ZERO2 2 inside groups of ranks_per_node. */
+#ifndef ZT_PLAN_H
+#define ZT_PLAN_H
+
+#include <stdio.h>
+
+#include "../engine/engine.h"
+#include "../model/layout.h"
+
+typedef enum zt_face { ZT_FACE_DDP, ZT_FACE_FSDP, ZT_FACE_DEEPSPEED } zt_face;
+
+typedef enum zt_sharding {
+    ZT_SHARDING_UNSET = -1,
+    ZT_SHARDING_FULL_SHARD = 1,      /* Accelerate's numbering: 1..5 */
+    ZT_SHARDING_SHARD_GRAD_OP = 2,
+    ZT_SHARDING_NO_SHARD = 3,
+    ZT_SHARDING_HYBRID_SHARD = 4,
+    ZT_SHARDING_HYBRID_SHARD_ZERO2 = 5,
+} zt_sharding;
+
+typedef struct zt_plan_request {
+    zt_face face;
+    const char *mixed_precision;  /* "no", "bf16", "fp16"; NULL: no */
+    const char *torch_dtype;      /* load dtype name or "auto"; NULL: float32 */
+    zt_dtype config_dtype;        /* config.json's torch_dtype, for "auto" */
+    zt_sharding sharding;         /* FSDP strategy; UNSET: FULL_SHARD */
+    int zero_stage;               /* DeepSpeed stage; -1: 2 */
+    int wrap_set;
+    zt_wrap_policy wrap;
+    long min_num_params;
+    const char *reduce_dtype;     /* override; NULL: as the face decides */
+    int ranks_per_node;           /* hybrid group size; 0: the whole world */
+} zt_plan_request;
+
+typedef struct zt_plan {
+    zt_face face;
+    int stage;
+    int hybrid;
+    int mixed;                    /* mixed precision on (compute differs from a bf16/fp32 master by policy) */
+    int world, group_size;        /* group_size: ranks sharing one copy of the state */
+    zt_wrap_policy wrap;
+    long min_num_params;
+    zt_precision prec;
+    char mode[40];                /* "FSDP memory-constrained", "FSDP aligned", "DeepSpeed", "fp32" */
+    char strategy[40];            /* "FULL_SHARD (ZeRO-3)", "ZeRO-2", ... */
+} zt_plan;
+
+void zt_plan_request_init(zt_plan_request *r);
+/* Resolve for a world of `world` ranks; bad names and impossible combinations
+ * (fp16 without loss scaling, ranks_per_node not dividing the world) are ZT_EINPUT. */
+int zt_plan_resolve(const zt_plan_request *r, int world, zt_plan *out, zt_err *err);
+/* The plan as SPEC §1's table row plus stage, group and wrap. */
+void zt_plan_print(FILE *f, const zt_plan *p);
+
+int zt_sharding_parse(const char *s, zt_sharding *out); /* names or "1".."5" */
+const char *zt_sharding_name(zt_sharding s);
+const char *zt_face_name(zt_face f);
+
+#endif
