@@ -1,31 +1,13 @@
 /* flags.c — table-driven flag parsing (see flags.h). */
 #include "flags.h"
 
+#include "../core/text.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Edit distance, to suggest the flag the user probably meant. */
-static int distance(const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b);
-    if (la > 63 || lb > 63)
-        return 99;
-    int d[64][64];
-    for (size_t i = 0; i <= la; i++)
-        d[i][0] = (int)i;
-    for (size_t j = 0; j <= lb; j++)
-        d[0][j] = (int)j;
-    for (size_t i = 1; i <= la; i++)
-        for (size_t j = 1; j <= lb; j++) {
-            int sub = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
-            int del = d[i - 1][j] + 1, ins = d[i][j - 1] + 1;
-            d[i][j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
-        }
-    return d[la][lb];
-}
 
 static int parse_value(zt_flag *f, const char *v, zt_err *err)
 {
@@ -95,7 +77,7 @@ int zt_flags_parse(zt_flag *flags, int nflags, int argc, char **argv, const char
         if (!f) {
             int best = -1, bestd = 99;
             for (int k = 0; k < nflags; k++) {
-                int d = distance(name, flags[k].name);
+                int d = zt_edit_distance(name, flags[k].name);
                 if (d < bestd) {
                     bestd = d;
                     best = k;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "../comm/comm.h"
+#include "../config/accelerate.h"
 #include "../core/mem.h"
 #include "../plan/plan.h"
 #include "../io/hf_model.h"
@@ -68,11 +69,60 @@ static int parse_size(const char *flag, const char *s, size_t *out, zt_err *err)
 
 static int g_rank = 0, g_world = 1; /* for error messages */
 
+static int flag_seen(const zt_flag *flags, int n, const char *name)
+{
+    for (int i = 0; i < n; i++)
+        if (!strcmp(flags[i].name, name))
+            return flags[i].seen;
+    return 0;
+}
+
+/* Fill what the flags left unset from an Accelerate config (SPEC §6: a flag
+ * overrides the file).  Keys ztrain cannot honour were refused by the reader;
+ * keys that do not change a CPU run (offload on a host, prefetch) are accepted. */
+static int apply_accelerate_config(const zt_accel_config *ac, const zt_flag *flags, int nflags,
+                                   int *use_fsdp, int *use_deepspeed, const char **mixed_precision,
+                                   const char **strategy, const char **wrap, long *min_num_params,
+                                   int *zero_stage, int *accum, double *max_grad_norm, int *ckpt,
+                                   zt_err *err)
+{
+    static const char *strategy_names[] = {"", "FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD",
+                                           "HYBRID_SHARD_ZERO2"};
+    if (!ac->distributed_type[0])
+        return ZT_OK; /* no file */
+    int fsdp = !strcmp(ac->distributed_type, "FSDP"), ds = !strcmp(ac->distributed_type, "DEEPSPEED");
+    if (!flag_seen(flags, nflags, "use_fsdp") && !flag_seen(flags, nflags, "use_deepspeed")) {
+        *use_fsdp = fsdp;
+        *use_deepspeed = ds;
+    }
+    if (ac->deepspeed_config_file[0])
+        return zt_fail(err, ZT_EINPUT, "%s: deepspeed_config.deepspeed_config_file: DeepSpeed JSON files "
+                       "are not supported yet; give zero_stage and mixed_precision in the YAML", ac->path);
+    if (ac->mixed_precision[0] && !flag_seen(flags, nflags, "mixed_precision"))
+        *mixed_precision = ac->mixed_precision;
+    if (fsdp && ac->fsdp_sharding_strategy >= 1 && !flag_seen(flags, nflags, "fsdp_sharding_strategy"))
+        *strategy = strategy_names[ac->fsdp_sharding_strategy];
+    if (fsdp && ac->fsdp_auto_wrap_policy[0] && !flag_seen(flags, nflags, "fsdp_auto_wrap_policy"))
+        *wrap = ac->fsdp_auto_wrap_policy;
+    if (fsdp && ac->fsdp_min_num_params >= 0 && !flag_seen(flags, nflags, "fsdp_min_num_params"))
+        *min_num_params = ac->fsdp_min_num_params;
+    if (fsdp && ac->fsdp_activation_checkpointing == 1 && !flag_seen(flags, nflags, "gradient_checkpointing"))
+        *ckpt = 1;
+    if (ds && ac->zero_stage >= 0 && !flag_seen(flags, nflags, "zero_stage"))
+        *zero_stage = ac->zero_stage;
+    if (ds && ac->gradient_accumulation_steps > 0 && !flag_seen(flags, nflags, "gradient_accumulation_steps"))
+        *accum = ac->gradient_accumulation_steps;
+    if (ds && ac->gradient_clipping >= 0 && !flag_seen(flags, nflags, "max_grad_norm"))
+        *max_grad_norm = ac->gradient_clipping;
+    return ZT_OK;
+}
+
 static int cmd_train(int argc, char **argv, zt_err *err)
 {
     const char *model = NULL, *data = NULL, *output_dir = NULL, *log_jsonl = NULL;
     const char *torch_dtype = "float32", *mixed_precision = "no", *sched = "linear";
     const char *wrap = NULL, *strategy = NULL, *reduce_dtype = NULL, *max_shard = "5GB";
+    const char *config_file = NULL;
     int block_size = 128, batch = 8, accum = 1, shuffle = 0, ckpt = 0, threads = 0, progress = -1;
     int use_fsdp = 0, use_deepspeed = 0, zero_stage = -1, ranks_per_node = 0;
     long max_steps = 100, warmup = 0, save_steps = 0, seed = 42, min_num_params = 100000000;
@@ -80,6 +130,7 @@ static int cmd_train(int argc, char **argv, zt_err *err)
     zt_flag flags[] = {
         {"model", ZT_FLAG_STR, &model, "Hugging Face model directory (config.json + safetensors)", 1, 0, 0},
         {"data", ZT_FLAG_STR, &data, "token data: .npy, .bin (uint16) or .txt (bytes)", 1, 0, 0},
+        {"config_file", ZT_FLAG_STR, &config_file, "Accelerate config YAML (distributed_type, mixed_precision, fsdp_config, deepspeed_config); flags override it", 1, 0, 0},
         {"output_dir", ZT_FLAG_STR, &output_dir, "where the trained model is written", 1, 0, 0},
         {"log_jsonl", ZT_FLAG_STR, &log_jsonl, "write one JSON object per optimizer step here", 1, 0, 0},
         {"torch_dtype", ZT_FLAG_STR, &torch_dtype, "load dtype: float32 | bfloat16 | auto (config's)", 1, 0, 0},
@@ -152,7 +203,16 @@ static int cmd_train(int argc, char **argv, zt_err *err)
                        "--lr_scheduler_type: expected linear, cosine, constant or constant_with_warmup, got '%s'",
                        sched);
 
-    /* What the user asked for; the plan resolves it (SPEC §3). */
+    /* What the user asked for; the plan resolves it (SPEC §3).  The Accelerate
+     * config file gives the defaults and any flag given overrides it. */
+    zt_accel_config ac;
+    zt_accel_config_init(&ac);
+    if (config_file && (rc = zt_accel_config_read(config_file, &ac, err)))
+        return rc;
+    if ((rc = apply_accelerate_config(&ac, flags, NFLAGS(flags), &use_fsdp, &use_deepspeed,
+                                      &mixed_precision, &strategy, &wrap, &min_num_params,
+                                      &zero_stage, &accum, &max_grad_norm, &ckpt, err)))
+        return rc;
     zt_plan_request req;
     zt_plan_request_init(&req);
     req.face = use_fsdp ? ZT_FACE_FSDP : use_deepspeed ? ZT_FACE_DEEPSPEED : ZT_FACE_DDP;
@@ -309,7 +369,8 @@ static void usage(void)
            "  train        train a model (Hugging Face directory) on token data\n"
            "  eval         mean loss of a model on token data\n"
            "  init-model   write a randomly initialised model from a config.json\n"
-           "  env          versions, CPU features and measured matrix-product peaks\n",
+           "  env          versions, CPU features and measured matrix-product peaks\n"
+           "  launch       start N ranks through mpirun: ztrain launch --num_processes N train ...\n",
            ZTRAIN_VERSION);
 }
 
@@ -325,6 +386,7 @@ int main(int argc, char **argv)
     }
     static const struct { const char *name; int (*fn)(int, char **, zt_err *); } commands[] = {
         {"train", cmd_train}, {"eval", cmd_eval}, {"init-model", cmd_init_model}, {"env", zt_cmd_env},
+        {"launch", zt_cmd_launch},
     };
     zt_err err = {0};
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
@@ -341,6 +403,6 @@ int main(int argc, char **argv)
         zt_comm_finalize_mpi();
         return rc == ZT_OK ? 0 : rc == ZT_EINPUT ? 2 : 1;
     }
-    fprintf(stderr, "ztrain: error: unknown command '%s' (commands: train, eval, init-model, env)\n", argv[1]);
+    fprintf(stderr, "ztrain: error: unknown command '%s' (commands: train, eval, init-model, env, launch)\n", argv[1]);
     return 2;
 }

@@ -127,13 +127,13 @@ static MPI_Comm scope_comm(zt_comm *c, int scope)
 void zt_comm_allgather(zt_comm *c, void *full, const void *shard, size_t n, zt_dtype dt)
 {
     size_t es = zt_dtype_size(dt), per = n / (size_t)c->shard_size;
-    c->bytes[ZT_COLL_ALLGATHER] += n * es;
-    c->calls[ZT_COLL_ALLGATHER]++;
-    if (c->shard_size == 1) {
+    if (c->shard_size == 1) { /* a group of one: a copy, no traffic */
         if (full != shard)
             memcpy(full, shard, n * es);
         return;
     }
+    c->bytes[ZT_COLL_ALLGATHER] += n * es;
+    c->calls[ZT_COLL_ALLGATHER]++;
     MPI_Comm comm = scope_comm(c, ZT_SCOPE_SHARD);
     if (per <= CHUNK) {
         MPI_Allgather(shard, (int)per, mpi_type(dt), full, (int)per, mpi_type(dt), comm);
@@ -154,13 +154,13 @@ void zt_comm_allgather(zt_comm *c, void *full, const void *shard, size_t n, zt_d
 void zt_comm_reduce_scatter(zt_comm *c, void *shard, const void *full, size_t n, zt_dtype dt)
 {
     size_t es = zt_dtype_size(dt), per = n / (size_t)c->shard_size;
-    c->bytes[ZT_COLL_REDUCE_SCATTER] += n * es;
-    c->calls[ZT_COLL_REDUCE_SCATTER]++;
     if (c->shard_size == 1) {
         if (shard != full)
             memcpy(shard, full, n * es);
         return;
     }
+    c->bytes[ZT_COLL_REDUCE_SCATTER] += n * es;
+    c->calls[ZT_COLL_REDUCE_SCATTER]++;
     MPI_Comm comm = scope_comm(c, ZT_SCOPE_SHARD);
     if (per <= CHUNK) {
         MPI_Reduce_scatter_block(full, shard, (int)per, mpi_type(dt), mpi_sum(dt), comm);
@@ -179,8 +179,6 @@ void zt_comm_reduce_scatter(zt_comm *c, void *shard, const void *full, size_t n,
 void zt_comm_allreduce(zt_comm *c, void *buf, size_t n, zt_dtype dt, int scope)
 {
     size_t es = zt_dtype_size(dt);
-    c->bytes[ZT_COLL_ALLREDUCE] += n * es;
-    c->calls[ZT_COLL_ALLREDUCE]++;
     if (!c->world_comm)
         return;
     MPI_Comm comm = scope_comm(c, scope);
@@ -188,6 +186,9 @@ void zt_comm_allreduce(zt_comm *c, void *buf, size_t n, zt_dtype dt, int scope)
     MPI_Comm_size(comm, &size);
     if (size == 1)
         return;
+    /* an all-reduce moves its buffer twice (reduce-scatter + all-gather): 2 Psi */
+    c->bytes[ZT_COLL_ALLREDUCE] += 2 * n * es;
+    c->calls[ZT_COLL_ALLREDUCE]++;
     for (size_t off = 0; off < n; off += CHUNK) {
         size_t m = n - off < CHUNK ? n - off : CHUNK;
         MPI_Allreduce(MPI_IN_PLACE, (char *)buf + off * es, (int)m, mpi_type(dt), mpi_sum(dt), comm);

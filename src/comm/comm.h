@@ -8,8 +8,9 @@
  * Buffers are typed by zt_dtype; sums run in the buffer's dtype (bf16 is summed
  * pairwise in fp32 and rounded to bf16 after each addition, as a bf16 reduction
  * on an accelerator does).  Every collective adds the bytes of its full logical
- * buffer to a per-kind counter, so tests can compare the traffic with ZeRO's
- * formulas (stages 0-2: 2 Psi per step, stage 3: 3 Psi).
+ * buffer to a per-kind counter (twice for an all-reduce, which is a
+ * reduce-scatter plus an all-gather), so tests can compare the traffic with
+ * ZeRO's formulas (stages 0-2: 2 Psi per step, stage 3: 3 Psi).
  *
  * The engine talks only to this interface; a NCCL backend would implement the
  * same calls. */

@@ -61,15 +61,22 @@ int zt_engine_init(zt_engine *eng, const zt_layout *lay, zt_precision prec, int 
     /* Gradient staging is fp32: matrix products accumulate weight gradients in
      * fp32.  It is transient (one unit's backward), so it counts as a
      * communication buffer, not as model state. */
-    size_t wide = max_sz(zt_dtype_size(prec.reduce), zt_dtype_size(cd));
     eng->staging_root = zt_alloc(ZT_MEM_COMM, eng->staging_root_numel * sizeof(float));
     eng->staging_layers = zt_alloc(ZT_MEM_COMM, eng->staging_layers_numel * sizeof(float));
-    eng->comm_full_bytes = max_full * wide;
-    eng->comm_shard_bytes = max_shard * max_sz(wide, zt_dtype_size(md));
+    /* comm_full holds a unit's gradient in the reduce dtype when that is not
+     * fp32 (or not the master dtype, for the stage 0-1 reduction); comm_shard
+     * receives a reduce-scatter or sends a compute-dtype shard, so it exists
+     * only when there is a group to talk to. */
+    size_t rs = zt_dtype_size(prec.reduce);
+    int need_full = prec.reduce != ZT_F32 || (stage <= 1 && prec.reduce != md);
+    eng->comm_full_bytes = need_full ? max_full * rs : 0;
+    eng->comm_shard_bytes =
+        eng->group_size > 1 ? max_shard * max_sz(max_sz(rs, zt_dtype_size(cd)), zt_dtype_size(md)) : 0;
     eng->comm_full = zt_alloc(ZT_MEM_COMM, eng->comm_full_bytes);
     eng->comm_shard = zt_alloc(ZT_MEM_COMM, eng->comm_shard_bytes);
     int ok = (!eng->staging_root_numel || eng->staging_root) &&
-             (!eng->staging_layers_numel || eng->staging_layers) && eng->comm_full && eng->comm_shard;
+             (!eng->staging_layers_numel || eng->staging_layers) &&
+             (!eng->comm_full_bytes || eng->comm_full) && (!eng->comm_shard_bytes || eng->comm_shard);
     if (stage == 3) {
         /* At most the root unit and one layer unit are gathered at once. */
         eng->pool_bytes = bytes_of(max_full, cd);
@@ -304,10 +311,14 @@ void zt_engine_grad_end(zt_engine *eng, int unit)
             zt_convert(eng->comm_full, rd, g, ZT_F32, P);
             full = eng->comm_full;
         }
-        zt_comm_reduce_scatter(c, eng->comm_shard, full, P, rd);
+        void *shard = (void *)full; /* a group of one owns the whole unit */
+        if (eng->group_size > 1) {
+            zt_comm_reduce_scatter(c, eng->comm_shard, full, P, rd);
+            shard = eng->comm_shard;
+        }
         if (c->replica_size > 1) /* hybrid: replicas hold the same slice; sum them */
-            zt_comm_allreduce(c, eng->comm_shard, us->shard_numel, rd, ZT_SCOPE_REPLICA);
-        accumulate(us->grad, md, eng->comm_shard, rd, us->shard_numel);
+            zt_comm_allreduce(c, shard, us->shard_numel, rd, ZT_SCOPE_REPLICA);
+        accumulate(us->grad, md, shard, rd, us->shard_numel);
     }
     us->staging = NULL;
 }
@@ -341,10 +352,15 @@ void zt_engine_reduce_grads(zt_engine *eng)
                 zt_convert(us->grad, md, buf, rd, P);
         } else {
             /* stage 1: reduce-scatter; the owned shard goes to the front of grad */
-            zt_comm_reduce_scatter(c, eng->comm_shard, buf, P, rd);
+            void *shard = buf;
+            if (eng->group_size > 1) {
+                zt_comm_reduce_scatter(c, eng->comm_shard, buf, P, rd);
+                shard = eng->comm_shard;
+            }
             if (c->replica_size > 1)
-                zt_comm_allreduce(c, eng->comm_shard, us->shard_numel, rd, ZT_SCOPE_REPLICA);
-            zt_convert(us->grad, md, eng->comm_shard, rd, us->shard_numel);
+                zt_comm_allreduce(c, shard, us->shard_numel, rd, ZT_SCOPE_REPLICA);
+            if (shard != us->grad)
+                zt_convert(us->grad, md, shard, rd, us->shard_numel);
         }
     }
 }

@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 void zt_plan_request_init(zt_plan_request *r)
 {
@@ -22,7 +23,7 @@ int zt_sharding_parse(const char *s, zt_sharding *out)
 {
     for (int i = 1; i <= 5; i++) {
         char num[2] = {(char)('0' + i), 0};
-        if (!strcmp(s, sharding_names[i]) || !strcmp(s, num)) {
+        if (!strcasecmp(s, sharding_names[i]) || !strcmp(s, num)) {
             *out = (zt_sharding)i;
             return 0;
         }

@@ -1,0 +1,875 @@
+/* accelerate.c — Accelerate config YAML into zt_accel_config (see accelerate.h).
+ *
+ * Two steps.  libyaml's event parser builds a small tree of the one document
+ * (refusing aliases, tags, extra documents and absurd nesting, and reporting
+ * syntax errors at libyaml's line); then the tree is walked against three key
+ * tables (the top level, fsdp_config, deepspeed_config), which say for each key
+ * its type, range or allowed values and where it lands in the struct.  Checks
+ * that involve two keys (the backend's section, FSDP1 vs FSDP2 keys, ZeRO-3-only
+ * flags, a DeepSpeed JSON beside YAML settings) run last, once every key is known. */
+#include "accelerate.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <yaml.h>
+
+#include "../core/mem.h"
+#include "../core/text.h"
+#include "../plan/plan.h"
+
+#define MAX_FILE_BYTES (1u << 20) /* an Accelerate config is a few hundred bytes */
+#define MAX_DEPTH 32
+
+/* ---- the document as a tree ------------------------------------------------ */
+
+typedef enum ykind { Y_SCALAR, Y_SEQ, Y_MAP } ykind;
+
+typedef struct ynode {
+    ykind kind;
+    int quoted;          /* scalar written quoted or as a block: a string whatever it says */
+    int line;            /* 1-based line where the node starts */
+    struct ynode *child; /* Y_SEQ: items; Y_MAP: key, value, key, value, ... */
+    struct ynode *next;
+    size_t bytes;        /* this allocation, for zt_free */
+    char text[];         /* Y_SCALAR: the value, NUL-terminated */
+} ynode;
+
+static void ynode_free(ynode *n)
+{
+    while (n) {
+        ynode *next = n->next;
+        ynode_free(n->child); /* recursion bounded by MAX_DEPTH */
+        zt_free(ZT_MEM_OTHER, n, n->bytes);
+        n = next;
+    }
+}
+
+typedef struct loader {
+    yaml_parser_t parser;
+    const char *path;
+    zt_err *err;
+} loader;
+
+static int syntax_error(loader *ld)
+{
+    const yaml_parser_t *p = &ld->parser;
+    if (p->error == YAML_MEMORY_ERROR)
+        return zt_fail(ld->err, ZT_EFAIL, "%s: out of memory while reading YAML", ld->path);
+    if (p->error == YAML_READER_ERROR)
+        return zt_fail(ld->err, ZT_EINPUT, "%s: invalid YAML: %s at byte %zu", ld->path,
+                       p->problem ? p->problem : "unreadable input", p->problem_offset);
+    const char *problem = p->problem ? p->problem : "syntax error";
+    if (p->context) /* "while scanning a simple key" and the line where that began */
+        return zt_fail(ld->err, ZT_EINPUT, "%s:%zu:%zu: invalid YAML: %s (%s that starts at line %zu)",
+                       ld->path, p->problem_mark.line + 1, p->problem_mark.column + 1, problem,
+                       p->context, p->context_mark.line + 1);
+    return zt_fail(ld->err, ZT_EINPUT, "%s:%zu:%zu: invalid YAML: %s", ld->path,
+                   p->problem_mark.line + 1, p->problem_mark.column + 1, problem);
+}
+
+static int next_event(loader *ld, yaml_event_t *ev)
+{
+    if (!yaml_parser_parse(&ld->parser, ev))
+        return syntax_error(ld);
+    return ZT_OK;
+}
+
+static int new_node(loader *ld, ykind kind, int line, const char *text, size_t len, ynode **out)
+{
+    size_t bytes = sizeof(ynode) + len + 1;
+    ynode *n = zt_alloc(ZT_MEM_OTHER, bytes);
+    if (!n)
+        return zt_fail(ld->err, ZT_EFAIL, "%s: out of memory while reading YAML", ld->path);
+    n->kind = kind;
+    n->line = line;
+    n->bytes = bytes;
+    if (len)
+        memcpy(n->text, text, len);
+    *out = n;
+    return ZT_OK;
+}
+
+/* Build the node that starts with *ev (whose ownership passes here: it is
+ * deleted on every path) and the nodes below it. */
+static int load_node(loader *ld, yaml_event_t *ev, int depth, ynode **out)
+{
+    int line = (int)ev->start_mark.line + 1, rc = ZT_OK;
+    const yaml_char_t *tag = NULL;
+    *out = NULL;
+    switch (ev->type) {
+    case YAML_ALIAS_EVENT:
+        rc = zt_fail(ld->err, ZT_EINPUT,
+                     "%s:%d: YAML aliases (*%s) are not supported in an Accelerate config; "
+                     "write the value out", ld->path, line, (const char *)ev->data.alias.anchor);
+        break;
+    case YAML_SCALAR_EVENT:
+        tag = ev->data.scalar.tag;
+        if (tag)
+            break;
+        if (memchr(ev->data.scalar.value, '\0', ev->data.scalar.length)) {
+            rc = zt_fail(ld->err, ZT_EINPUT, "%s:%d: a value contains a NUL character", ld->path,
+                         line);
+            break;
+        }
+        rc = new_node(ld, Y_SCALAR, line, (const char *)ev->data.scalar.value,
+                      ev->data.scalar.length, out);
+        if (rc == ZT_OK)
+            (*out)->quoted = ev->data.scalar.style != YAML_PLAIN_SCALAR_STYLE;
+        break;
+    case YAML_SEQUENCE_START_EVENT:
+    case YAML_MAPPING_START_EVENT: {
+        int is_map = ev->type == YAML_MAPPING_START_EVENT;
+        yaml_event_type_t end = is_map ? YAML_MAPPING_END_EVENT : YAML_SEQUENCE_END_EVENT;
+        tag = is_map ? ev->data.mapping_start.tag : ev->data.sequence_start.tag;
+        if (tag)
+            break;
+        if (depth >= MAX_DEPTH) {
+            rc = zt_fail(ld->err, ZT_EINPUT, "%s:%d: nesting deeper than %d levels", ld->path, line,
+                         MAX_DEPTH);
+            break;
+        }
+        rc = new_node(ld, is_map ? Y_MAP : Y_SEQ, line, NULL, 0, out);
+        ynode **tail = rc == ZT_OK ? &(*out)->child : NULL;
+        while (rc == ZT_OK) {
+            yaml_event_t cev;
+            if ((rc = next_event(ld, &cev)) != ZT_OK)
+                break;
+            if (cev.type == end) {
+                yaml_event_delete(&cev);
+                break;
+            }
+            rc = load_node(ld, &cev, depth + 1, tail);
+            if (rc == ZT_OK)
+                tail = &(*tail)->next;
+        }
+        if (rc != ZT_OK) {
+            ynode_free(*out);
+            *out = NULL;
+        }
+        break;
+    }
+    default: /* the parser only starts nodes with the events above */
+        rc = zt_fail(ld->err, ZT_EINPUT, "%s:%d: unexpected YAML structure", ld->path, line);
+        break;
+    }
+    if (tag)
+        rc = zt_fail(ld->err, ZT_EINPUT,
+                     "%s:%d: YAML tags (%s) are not supported in an Accelerate config; "
+                     "write the plain value", ld->path, line, (const char *)tag);
+    yaml_event_delete(ev);
+    return rc;
+}
+
+/* The file's one document as a tree, or an error. */
+static int load_document(loader *ld, ynode **root)
+{
+    yaml_event_t ev;
+    int rc;
+    *root = NULL;
+    if ((rc = next_event(ld, &ev)) != ZT_OK) /* STREAM-START */
+        return rc;
+    yaml_event_delete(&ev);
+    if ((rc = next_event(ld, &ev)) != ZT_OK)
+        return rc;
+    if (ev.type == YAML_STREAM_END_EVENT) {
+        yaml_event_delete(&ev);
+        return zt_fail(ld->err, ZT_EINPUT,
+                       "%s: empty file; expected an Accelerate config (a mapping such as "
+                       "'distributed_type: FSDP')", ld->path);
+    }
+    yaml_event_delete(&ev); /* DOCUMENT-START */
+    if ((rc = next_event(ld, &ev)) != ZT_OK || (rc = load_node(ld, &ev, 0, root)) != ZT_OK)
+        return rc;
+    if ((rc = next_event(ld, &ev)) == ZT_OK) { /* DOCUMENT-END */
+        yaml_event_delete(&ev);
+        rc = next_event(ld, &ev);
+    }
+    if (rc == ZT_OK) {
+        if (ev.type != YAML_STREAM_END_EVENT)
+            rc = zt_fail(ld->err, ZT_EINPUT,
+                         "%s:%zu: a second YAML document; an Accelerate config is one mapping",
+                         ld->path, ev.start_mark.line + 1);
+        yaml_event_delete(&ev);
+    }
+    if (rc != ZT_OK) {
+        ynode_free(*root);
+        *root = NULL;
+    }
+    return rc;
+}
+
+/* ---- scalar types (YAML 1.2 core schema) ----------------------------------- */
+
+typedef enum ytype { YT_NULL, YT_BOOL, YT_INT, YT_FLOAT, YT_STR, YT_LIST, YT_MAP } ytype;
+
+static int all_digits(const char *s)
+{
+    if (!*s)
+        return 0;
+    for (; *s; s++)
+        if (*s < '0' || *s > '9')
+            return 0;
+    return 1;
+}
+
+static int is_one_of(const char *s, const char *const *set)
+{
+    for (; *set; set++)
+        if (!strcmp(s, *set))
+            return 1;
+    return 0;
+}
+
+static int looks_float(const char *s)
+{
+    static const char *const special[] = {".inf", ".Inf", ".INF", ".nan", ".NaN", ".NAN", NULL};
+    if (*s == '+' || *s == '-')
+        s++;
+    if (is_one_of(s, special))
+        return 1;
+    int digits = 0;
+    while (*s >= '0' && *s <= '9')
+        s++, digits++;
+    if (*s == '.')
+        for (s++; *s >= '0' && *s <= '9'; s++)
+            digits++;
+    if (!digits)
+        return 0;
+    if (*s == 'e' || *s == 'E') {
+        s++;
+        if (*s == '+' || *s == '-')
+            s++;
+        if (!all_digits(s))
+            return 0;
+        return 1;
+    }
+    return *s == '\0';
+}
+
+static ytype resolve(const ynode *n)
+{
+    static const char *const nulls[] = {"", "~", "null", "Null", "NULL", NULL};
+    static const char *const bools[] = {"true", "True", "TRUE", "false", "False", "FALSE", NULL};
+    if (n->kind == Y_SEQ)
+        return YT_LIST;
+    if (n->kind == Y_MAP)
+        return YT_MAP;
+    if (n->quoted)
+        return YT_STR;
+    const char *s = n->text;
+    if (is_one_of(s, nulls))
+        return YT_NULL;
+    if (is_one_of(s, bools))
+        return YT_BOOL;
+    if (all_digits(s + (*s == '+' || *s == '-')))
+        return YT_INT;
+    if (looks_float(s))
+        return YT_FLOAT;
+    return YT_STR;
+}
+
+/* "the string 'abc'", "the integer 5", "a list", ... for "expected X, got Y". */
+static const char *describe(const ynode *n, char *buf, size_t cap)
+{
+    switch (resolve(n)) {
+    case YT_NULL: return "null";
+    case YT_BOOL: snprintf(buf, cap, "the boolean %s", n->text); break;
+    case YT_INT: snprintf(buf, cap, "the integer %.40s", n->text); break;
+    case YT_FLOAT: snprintf(buf, cap, "the number %.40s", n->text); break;
+    case YT_STR: snprintf(buf, cap, "the string '%.60s'", n->text); break;
+    case YT_LIST: return "a list";
+    case YT_MAP: return "a mapping";
+    }
+    return buf;
+}
+
+/* ---- key tables -------------------------------------------------------------- */
+
+typedef enum kind {
+    K_BOOL,     /* true/false into an int field */
+    K_INT,      /* integer in [min, max] into an int field */
+    K_LONG,     /* integer in [min, max] into a long field */
+    K_REAL,     /* finite number >= min into a double field */
+    K_ENUM,     /* one of `allowed` into a char field (the canonical spelling) */
+    K_STR,      /* any non-empty string into a char field */
+    K_STRATEGY, /* FSDP sharding strategy: a name or 1..5 */
+    K_RESHARD,  /* fsdp_reshard_after_forward: true/false (FSDP2) or a strategy name (FSDP1) */
+    K_SECTION,  /* a mapping read with its own table */
+    K_ANY_MAP,  /* a mapping whose contents do not concern ztrain */
+    K_STR_LIST, /* a list of strings */
+    K_SCALAR,   /* any scalar */
+} kind;
+
+#define NO_FIELD ((size_t)-1)
+
+typedef struct section section;
+
+typedef struct key {
+    const char *name;
+    kind kind;
+    size_t off, cap;                 /* the field in zt_accel_config; NO_FIELD: checked, then ignored */
+    long long min, max;              /* K_INT, K_LONG, K_REAL (min only) */
+    const char *const *allowed;      /* K_ENUM: NULL-terminated, canonical spelling */
+    int icase;                       /* K_ENUM: match ignoring case, as Accelerate does */
+    const char *const *refused;      /* K_ENUM: values known but refused, with ... */
+    const char *refusal;             /* ... this reason */
+    const section *section;          /* K_SECTION */
+} key;
+
+struct section {
+    int id;               /* index into reader.line */
+    const char *name;     /* "" at the top level */
+    const key *keys;
+    int nkeys;
+};
+
+#define FIELD(m) offsetof(zt_accel_config, m), sizeof(((zt_accel_config *)0)->m)
+#define IGNORED NO_FIELD, 0
+
+static const char *const distributed_types[] = {"NO", "MULTI_CPU", "FSDP", "DEEPSPEED", NULL};
+static const char *const gpu_types[] = {"MULTI_GPU", NULL};
+static const char *const compute_environments[] = {"LOCAL_MACHINE", NULL};
+static const char *const precisions[] = {"no", "bf16", "fp16", NULL};
+static const char *const fp8[] = {"fp8", NULL};
+static const char *const strategies[] = {"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD",
+                                         "HYBRID_SHARD_ZERO2", NULL};
+static const char *const wrap_policies[] = {"TRANSFORMER_BASED_WRAP", "SIZE_BASED_WRAP", "NO_WRAP",
+                                            NULL};
+static const char *const layer_classes[] = {"LlamaDecoderLayer", "MistralDecoderLayer", NULL};
+static const char *const prefetches[] = {"BACKWARD_PRE", "BACKWARD_POST", "NO_PREFETCH", NULL};
+static const char *const state_dict_types[] = {"FULL_STATE_DICT", "SHARDED_STATE_DICT",
+                                               "LOCAL_STATE_DICT", NULL};
+static const char *const offload_devices[] = {"none", "cpu", NULL};
+static const char *const nvme[] = {"nvme", NULL};
+
+enum { SEC_TOP, SEC_FSDP, SEC_DS, NSEC, MAX_KEYS = 32 };
+
+static const key fsdp_keys[] = {
+    {.name = "fsdp_sharding_strategy", .kind = K_STRATEGY, FIELD(fsdp_sharding_strategy)},
+    {.name = "fsdp_reshard_after_forward", .kind = K_RESHARD, FIELD(fsdp_reshard_after_forward)},
+    {.name = "fsdp_version", .kind = K_INT, FIELD(fsdp_version), .min = 1, .max = 2},
+    {.name = "fsdp_auto_wrap_policy", .kind = K_ENUM, FIELD(fsdp_auto_wrap_policy),
+     .allowed = wrap_policies, .icase = 1},
+    {.name = "fsdp_transformer_layer_cls_to_wrap", .kind = K_ENUM,
+     FIELD(fsdp_transformer_layer_cls_to_wrap), .allowed = layer_classes},
+    {.name = "fsdp_min_num_params", .kind = K_LONG, FIELD(fsdp_min_num_params), .min = 0,
+     .max = LONG_MAX},
+    {.name = "fsdp_backward_prefetch", .kind = K_ENUM, FIELD(fsdp_backward_prefetch),
+     .allowed = prefetches, .icase = 1},
+    {.name = "fsdp_forward_prefetch", .kind = K_BOOL, FIELD(fsdp_forward_prefetch)},
+    {.name = "fsdp_offload_params", .kind = K_BOOL, FIELD(fsdp_offload_params)},
+    {.name = "fsdp_cpu_ram_efficient_loading", .kind = K_BOOL, FIELD(fsdp_cpu_ram_efficient_loading)},
+    {.name = "fsdp_sync_module_states", .kind = K_BOOL, FIELD(fsdp_sync_module_states)},
+    {.name = "fsdp_use_orig_params", .kind = K_BOOL, FIELD(fsdp_use_orig_params)},
+    {.name = "fsdp_activation_checkpointing", .kind = K_BOOL, FIELD(fsdp_activation_checkpointing)},
+    {.name = "fsdp_state_dict_type", .kind = K_ENUM, FIELD(fsdp_state_dict_type),
+     .allowed = state_dict_types, .icase = 1},
+};
+
+static const key deepspeed_keys[] = {
+    {.name = "zero_stage", .kind = K_INT, FIELD(zero_stage), .min = 0, .max = 3},
+    {.name = "offload_optimizer_device", .kind = K_ENUM, FIELD(offload_optimizer_device),
+     .allowed = offload_devices, .refused = nvme, .refusal = "NVMe offload is not supported"},
+    {.name = "offload_param_device", .kind = K_ENUM, FIELD(offload_param_device),
+     .allowed = offload_devices, .refused = nvme, .refusal = "NVMe offload is not supported"},
+    {.name = "zero3_init_flag", .kind = K_BOOL, FIELD(zero3_init_flag)},
+    {.name = "zero3_save_16bit_model", .kind = K_BOOL, FIELD(zero3_save_16bit_model)},
+    {.name = "gradient_accumulation_steps", .kind = K_INT, FIELD(gradient_accumulation_steps),
+     .min = 1, .max = INT_MAX},
+    {.name = "gradient_clipping", .kind = K_REAL, FIELD(gradient_clipping), .min = 0},
+    {.name = "deepspeed_config_file", .kind = K_STR, FIELD(deepspeed_config_file)},
+    /* how DeepSpeed's own launcher reaches other machines: ztrain launches through MPI */
+    {.name = "deepspeed_multinode_launcher", .kind = K_STR, IGNORED},
+    {.name = "deepspeed_hostfile", .kind = K_STR, IGNORED},
+};
+
+static const section fsdp_section = {SEC_FSDP, "fsdp_config", fsdp_keys,
+                                     (int)(sizeof fsdp_keys / sizeof fsdp_keys[0])};
+static const section deepspeed_section = {SEC_DS, "deepspeed_config", deepspeed_keys,
+                                          (int)(sizeof deepspeed_keys / sizeof deepspeed_keys[0])};
+
+/* IGNORED keys only concern GPUs, TPUs, graph compilers or torchrun's
+ * rendezvous; their types are still checked so a typo'd value is caught. */
+static const key top_keys[] = {
+    {.name = "compute_environment", .kind = K_ENUM, IGNORED, .allowed = compute_environments},
+    {.name = "distributed_type", .kind = K_ENUM, FIELD(distributed_type),
+     .allowed = distributed_types, .refused = gpu_types,
+     .refusal = "ztrain runs on CPUs; MULTI_CPU is the equivalent of MULTI_GPU"},
+    {.name = "mixed_precision", .kind = K_ENUM, FIELD(mixed_precision), .allowed = precisions,
+     .refused = fp8, .refusal = "fp8 training is not supported"},
+    {.name = "num_processes", .kind = K_INT, FIELD(num_processes), .min = 1, .max = INT_MAX},
+    {.name = "num_machines", .kind = K_INT, FIELD(num_machines), .min = 1, .max = INT_MAX},
+    {.name = "machine_rank", .kind = K_INT, FIELD(machine_rank), .min = 0, .max = INT_MAX},
+    {.name = "fsdp_config", .kind = K_SECTION, IGNORED, .section = &fsdp_section},
+    {.name = "deepspeed_config", .kind = K_SECTION, IGNORED, .section = &deepspeed_section},
+    {.name = "debug", .kind = K_BOOL, IGNORED},
+    {.name = "downcast_bf16", .kind = K_SCALAR, IGNORED},       /* TPU only */
+    {.name = "enable_cpu_affinity", .kind = K_BOOL, IGNORED},   /* NVIDIA only */
+    {.name = "gpu_ids", .kind = K_SCALAR, IGNORED},             /* "all", "0,1" or 0 */
+    {.name = "main_process_ip", .kind = K_SCALAR, IGNORED},
+    {.name = "main_process_port", .kind = K_INT, IGNORED, .min = 1, .max = 65535},
+    {.name = "main_training_function", .kind = K_STR, IGNORED},
+    {.name = "rdzv_backend", .kind = K_STR, IGNORED},
+    {.name = "same_network", .kind = K_BOOL, IGNORED},
+    {.name = "tpu_env", .kind = K_STR_LIST, IGNORED},
+    {.name = "tpu_use_cluster", .kind = K_BOOL, IGNORED},
+    {.name = "tpu_use_sudo", .kind = K_BOOL, IGNORED},
+    {.name = "use_cpu", .kind = K_BOOL, IGNORED},               /* ztrain always does */
+    {.name = "dynamo_config", .kind = K_ANY_MAP, IGNORED},
+    {.name = "ipex_config", .kind = K_ANY_MAP, IGNORED},
+    {.name = "mpirun_config", .kind = K_ANY_MAP, IGNORED},
+};
+
+static const section top_section = {SEC_TOP, "", top_keys,
+                                    (int)(sizeof top_keys / sizeof top_keys[0])};
+static const section *const all_sections[] = {&top_section, &fsdp_section, &deepspeed_section};
+_Static_assert(sizeof top_keys / sizeof top_keys[0] <= MAX_KEYS &&
+               sizeof fsdp_keys / sizeof fsdp_keys[0] <= MAX_KEYS &&
+               sizeof deepspeed_keys / sizeof deepspeed_keys[0] <= MAX_KEYS,
+               "reader.line has room for every key");
+
+/* ---- reading values ------------------------------------------------------------ */
+
+typedef struct reader {
+    const char *path;
+    zt_accel_config *c;
+    zt_err *err;
+    int line[NSEC][MAX_KEYS]; /* where each key was set to a non-null value; 0: absent */
+    int reshard_strategy;     /* fsdp_reshard_after_forward in its FSDP1 form (a name), -1 */
+    int fsdp_given, deepspeed_given; /* the section has at least one key */
+} reader;
+
+/* "FILE:LINE: KEY: ..." */
+static int bad(reader *r, int line, const char *keypath, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int bad(reader *r, int line, const char *keypath, const char *fmt, ...)
+{
+    char what[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    return zt_fail(r->err, ZT_EINPUT, "%s:%d: %s: %s", r->path, line, keypath, what);
+}
+
+static void join(char *buf, size_t cap, const char *const *set)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (const char *const *s = set; *s && used < cap; s++) {
+        int n = snprintf(buf + used, cap - used, "%s%s", s == set ? "" : " | ", *s);
+        if (n < 0)
+            break;
+        used += (size_t)n;
+    }
+}
+
+static int index_of(const char *s, const char *const *set, int icase)
+{
+    for (int i = 0; set[i]; i++)
+        if (icase ? !strcasecmp(s, set[i]) : !strcmp(s, set[i]))
+            return i;
+    return -1;
+}
+
+/* A YAML integer into *v; leading zeros are refused because YAML 1.1 readers
+ * (PyYAML, hence Accelerate) read 010 as octal 8. */
+static int get_integer(reader *r, const ynode *n, const char *kp, long long *v)
+{
+    char got[96];
+    if (resolve(n) != YT_INT)
+        return bad(r, n->line, kp, "expected an integer, got %s", describe(n, got, sizeof got));
+    const char *digits = n->text + (n->text[0] == '+' || n->text[0] == '-');
+    if (digits[0] == '0' && digits[1])
+        return bad(r, n->line, kp, "'%s' has a leading zero, which YAML 1.1 reads as octal; "
+                   "write the decimal number", n->text);
+    errno = 0;
+    *v = strtoll(n->text, NULL, 10);
+    if (errno == ERANGE)
+        return bad(r, n->line, kp, "%s is out of range", n->text);
+    return ZT_OK;
+}
+
+static int get_range(reader *r, const key *k, const ynode *n, const char *kp, long long *v)
+{
+    int rc = get_integer(r, n, kp, v);
+    if (rc != ZT_OK)
+        return rc;
+    if (*v < k->min || *v > k->max) {
+        if (k->max == INT_MAX || k->max == LONG_MAX)
+            return bad(r, n->line, kp, "must be at least %lld, got %lld", k->min, *v);
+        return bad(r, n->line, kp, "must be between %lld and %lld, got %lld", k->min, k->max, *v);
+    }
+    return ZT_OK;
+}
+
+static void *field(reader *r, const key *k) { return (char *)r->c + k->off; }
+
+static void set_string(reader *r, const key *k, const char *s)
+{
+    if (k->off == NO_FIELD)
+        return;
+    assert(strlen(s) < k->cap);
+    snprintf(field(r, k), k->cap, "%s", s);
+}
+
+/* A sharding strategy as Accelerate accepts it: a name (any case) or 1..5 as
+ * an integer or a digit string.  Returns 1..5, or 0 if s is neither. */
+static int strategy_of(const ynode *n)
+{
+    ytype t = resolve(n);
+    zt_sharding s;
+    if ((t == YT_INT || t == YT_STR) && zt_sharding_parse(n->text, &s) == 0)
+        return (int)s;
+    return 0;
+}
+
+static int read_section(reader *r, const section *s, const ynode *map);
+
+static int read_value(reader *r, const key *k, const ynode *v, const char *kp)
+{
+    char got[96], allowed[256];
+    ytype t = resolve(v);
+    long long x = 0;
+    int rc;
+    if (t == YT_NULL)
+        return ZT_OK; /* null or empty: absent, as Accelerate reads None */
+    switch (k->kind) {
+    case K_BOOL:
+        if (t != YT_BOOL)
+            return bad(r, v->line, kp, "expected true or false, got %s",
+                       describe(v, got, sizeof got));
+        if (k->off != NO_FIELD)
+            *(int *)field(r, k) = v->text[0] == 't' || v->text[0] == 'T';
+        return ZT_OK;
+    case K_INT:
+    case K_LONG:
+        if ((rc = get_range(r, k, v, kp, &x)) != ZT_OK)
+            return rc;
+        if (k->off == NO_FIELD)
+            return ZT_OK;
+        if (k->kind == K_INT)
+            *(int *)field(r, k) = (int)x;
+        else
+            *(long *)field(r, k) = (long)x;
+        return ZT_OK;
+    case K_REAL: {
+        if (t != YT_INT && t != YT_FLOAT)
+            return bad(r, v->line, kp, "expected a number, got %s", describe(v, got, sizeof got));
+        /* .inf and .nan are YAML floats that strtod does not read */
+        double d = strchr(v->text, '.') && strpbrk(v->text, "iInN") ? NAN : strtod(v->text, NULL);
+        if (!isfinite(d) || d < (double)k->min)
+            return bad(r, v->line, kp, "must be a finite number of at least %lld, got %s", k->min,
+                       v->text);
+        *(double *)field(r, k) = d;
+        return ZT_OK;
+    }
+    case K_ENUM: {
+        join(allowed, sizeof allowed, k->allowed);
+        if (t != YT_STR)
+            return bad(r, v->line, kp, "expected one of %s, got %s", allowed,
+                       describe(v, got, sizeof got));
+        int i = index_of(v->text, k->allowed, k->icase);
+        if (i >= 0) {
+            set_string(r, k, k->allowed[i]);
+            return ZT_OK;
+        }
+        if (k->refused && index_of(v->text, k->refused, k->icase) >= 0)
+            return bad(r, v->line, kp, "'%s' is refused: %s (allowed: %s)", v->text, k->refusal,
+                       allowed);
+        return bad(r, v->line, kp, "'%.80s' is not allowed (allowed: %s)", v->text, allowed);
+    }
+    case K_STR:
+        if (t != YT_STR)
+            return bad(r, v->line, kp, "expected a string, got %s", describe(v, got, sizeof got));
+        if (k->off != NO_FIELD && strlen(v->text) >= k->cap)
+            return bad(r, v->line, kp, "is longer than %zu characters", k->cap - 1);
+        set_string(r, k, v->text);
+        return ZT_OK;
+    case K_STRATEGY: {
+        int s = strategy_of(v);
+        if (!s) {
+            join(allowed, sizeof allowed, strategies);
+            return bad(r, v->line, kp, "expected one of %s or their numbers 1-5, got %s", allowed,
+                       describe(v, got, sizeof got));
+        }
+        *(int *)field(r, k) = s;
+        return ZT_OK;
+    }
+    case K_RESHARD: {
+        int s = t == YT_STR ? strategy_of(v) : 0;
+        if (t == YT_BOOL) {
+            *(int *)field(r, k) = v->text[0] == 't' || v->text[0] == 'T';
+            return ZT_OK;
+        }
+        if (!s) {
+            join(allowed, sizeof allowed, strategies);
+            return bad(r, v->line, kp, "expected true or false (FSDP2), or one of %s (FSDP1), got %s",
+                       allowed, describe(v, got, sizeof got));
+        }
+        r->reshard_strategy = s;
+        return ZT_OK;
+    }
+    case K_SECTION:
+        if (t != YT_MAP)
+            return bad(r, v->line, kp, "expected a mapping of %s keys, got %s", k->section->name,
+                       describe(v, got, sizeof got));
+        if (v->child && k->section == &fsdp_section)
+            r->fsdp_given = 1;
+        if (v->child && k->section == &deepspeed_section)
+            r->deepspeed_given = 1;
+        return read_section(r, k->section, v);
+    case K_ANY_MAP:
+        if (t != YT_MAP)
+            return bad(r, v->line, kp, "expected a mapping, got %s", describe(v, got, sizeof got));
+        return ZT_OK;
+    case K_STR_LIST:
+        if (t != YT_LIST)
+            return bad(r, v->line, kp, "expected a list of strings, got %s",
+                       describe(v, got, sizeof got));
+        for (const ynode *item = v->child; item; item = item->next)
+            if (resolve(item) != YT_STR)
+                return bad(r, item->line, kp, "expected a list of strings, but an item is %s",
+                           describe(item, got, sizeof got));
+        return ZT_OK;
+    case K_SCALAR:
+        if (v->kind != Y_SCALAR)
+            return bad(r, v->line, kp, "expected a single value, got %s",
+                       describe(v, got, sizeof got));
+        return ZT_OK;
+    }
+    return ZT_EFAIL;
+}
+
+static int unknown_key(reader *r, const section *s, const ynode *k, const char *kp)
+{
+    /* A key from another section is misplaced rather than misspelt. */
+    for (int i = 0; i < NSEC; i++) {
+        const section *o = all_sections[i];
+        if (o == s)
+            continue;
+        for (int j = 0; j < o->nkeys; j++)
+            if (!strcmp(k->text, o->keys[j].name))
+                return bad(r, k->line, kp, "unknown key here (it belongs %s%s)",
+                           o->name[0] ? "under " : "at the top level", o->name);
+    }
+    int best = 0, bestd = INT_MAX;
+    for (int j = 0; j < s->nkeys; j++) {
+        int d = zt_edit_distance(k->text, s->keys[j].name);
+        if (d < bestd)
+            bestd = d, best = j;
+    }
+    int len = (int)strnlen(k->text, 64);
+    if (bestd <= 3 || bestd * 3 <= len)
+        return bad(r, k->line, kp, "unknown key (did you mean %s?)", s->keys[best].name);
+    return bad(r, k->line, kp, "unknown key (the closest known key is %s)", s->keys[best].name);
+}
+
+static int read_section(reader *r, const section *s, const ynode *map)
+{
+    char kp[160], got[96];
+    for (const ynode *k = map->child; k; k = k->next->next) {
+        const ynode *v = k->next; /* a mapping always has a value per key */
+        if (k->kind != Y_SCALAR || resolve(k) != YT_STR) {
+            snprintf(kp, sizeof kp, "%s", s->name[0] ? s->name : "(top level)");
+            return bad(r, k->line, kp, "keys must be names, got %s", describe(k, got, sizeof got));
+        }
+        snprintf(kp, sizeof kp, "%s%s%.100s", s->name, s->name[0] ? "." : "", k->text);
+        for (const ynode *p = map->child; p != k; p = p->next->next)
+            if (!strcmp(p->text, k->text))
+                return bad(r, k->line, kp, "duplicate key (first given at line %d)", p->line);
+        int j = 0;
+        while (j < s->nkeys && strcmp(s->keys[j].name, k->text))
+            j++;
+        if (j == s->nkeys)
+            return unknown_key(r, s, k, kp);
+        int rc = read_value(r, &s->keys[j], v, kp);
+        if (rc != ZT_OK)
+            return rc;
+        if (resolve(v) != YT_NULL)
+            r->line[s->id][j] = k->line;
+    }
+    return ZT_OK;
+}
+
+/* ---- checks across keys ------------------------------------------------------------ */
+
+/* Line where section s's key `name` was given, 0 if absent. */
+static int given(const reader *r, const section *s, const char *name)
+{
+    for (int j = 0; j < s->nkeys; j++)
+        if (!strcmp(s->keys[j].name, name))
+            return r->line[s->id][j];
+    assert(!"no such key");
+    return 0;
+}
+
+static int check_combinations(reader *r)
+{
+    zt_accel_config *c = r->c;
+    const char *dt = c->distributed_type;
+    int dt_line = given(r, &top_section, "distributed_type");
+    if (!dt_line)
+        return zt_fail(r->err, ZT_EINPUT,
+                       "%s: distributed_type: missing (allowed: NO | MULTI_CPU | FSDP | DEEPSPEED)",
+                       r->path);
+    if (r->fsdp_given && strcmp(dt, "FSDP"))
+        return bad(r, given(r, &top_section, "fsdp_config"), "fsdp_config",
+                   "given, but distributed_type is %s (line %d); FSDP settings need "
+                   "distributed_type: FSDP", dt, dt_line);
+    if (r->deepspeed_given && strcmp(dt, "DEEPSPEED"))
+        return bad(r, given(r, &top_section, "deepspeed_config"), "deepspeed_config",
+                   "given, but distributed_type is %s (line %d); DeepSpeed settings need "
+                   "distributed_type: DEEPSPEED", dt, dt_line);
+    if (!strcmp(dt, "NO") && c->num_processes > 1)
+        return bad(r, given(r, &top_section, "num_processes"), "num_processes",
+                   "is %d, but distributed_type NO runs one process (use MULTI_CPU, FSDP or "
+                   "DEEPSPEED for more)", c->num_processes);
+    int machines = c->num_machines > 0 ? c->num_machines : 1;
+    if (c->machine_rank >= machines)
+        return bad(r, given(r, &top_section, "machine_rank"), "machine_rank",
+                   "is %d, but num_machines is %d (allowed: 0 to %d)", c->machine_rank, machines,
+                   machines - 1);
+
+    /* FSDP: one way to say the strategy. */
+    int strategy_line = given(r, &fsdp_section, "fsdp_sharding_strategy");
+    int reshard_line = given(r, &fsdp_section, "fsdp_reshard_after_forward");
+    int version_line = given(r, &fsdp_section, "fsdp_version");
+    if (strategy_line && reshard_line)
+        return bad(r, reshard_line, "fsdp_config.fsdp_reshard_after_forward",
+                   "contradicts fsdp_config.fsdp_sharding_strategy (line %d); give one of them",
+                   strategy_line);
+    if (c->fsdp_reshard_after_forward >= 0 && c->fsdp_version == 1)
+        return bad(r, reshard_line, "fsdp_config.fsdp_reshard_after_forward",
+                   "true/false is the FSDP2 form, but fsdp_version is 1 (line %d); give a "
+                   "strategy name (FULL_SHARD | SHARD_GRAD_OP | NO_SHARD | HYBRID_SHARD | "
+                   "HYBRID_SHARD_ZERO2) or set fsdp_version: 2", version_line);
+    if (r->reshard_strategy > 0 && c->fsdp_version == 2)
+        return bad(r, reshard_line, "fsdp_config.fsdp_reshard_after_forward",
+                   "a strategy name is the FSDP1 form, but fsdp_version is 2 (line %d); "
+                   "use true or false", version_line);
+    if (c->fsdp_reshard_after_forward >= 0)
+        c->fsdp_sharding_strategy = c->fsdp_reshard_after_forward ? 1 : 2;
+    if (r->reshard_strategy > 0)
+        c->fsdp_sharding_strategy = r->reshard_strategy;
+
+    /* DeepSpeed: ZeRO-3-only settings, and one source of truth beside a JSON. */
+    int config_file_line = given(r, &deepspeed_section, "deepspeed_config_file");
+    if (config_file_line) {
+        static const char *const in_json[] = {"zero_stage", "gradient_accumulation_steps",
+                                              "gradient_clipping", "offload_optimizer_device",
+                                              "offload_param_device", "zero3_save_16bit_model",
+                                              NULL};
+        for (const char *const *name = in_json; *name; name++) {
+            int line = given(r, &deepspeed_section, *name);
+            if (line) {
+                char kp[64];
+                snprintf(kp, sizeof kp, "deepspeed_config.%s", *name);
+                return bad(r, line, kp,
+                           "cannot be given beside deepspeed_config_file (line %d); set it in "
+                           "that JSON file instead", config_file_line);
+            }
+        }
+        if (strcmp(c->mixed_precision, "bf16") == 0 || strcmp(c->mixed_precision, "fp16") == 0)
+            return bad(r, given(r, &top_section, "mixed_precision"), "mixed_precision",
+                       "is %s, but with deepspeed_config_file (line %d) precision comes from the "
+                       "JSON's bf16/fp16 sections (allowed here: no)", c->mixed_precision,
+                       config_file_line);
+    }
+    int stage = c->zero_stage >= 0 ? c->zero_stage : config_file_line ? -1 : 2;
+    const char *stage_src = c->zero_stage >= 0 ? "" : " (Accelerate's default, as zero_stage is absent)";
+    static const char *const zero3_only[] = {"zero3_save_16bit_model", "zero3_init_flag", NULL};
+    for (const char *const *name = zero3_only; *name; name++) {
+        int on = !strcmp(*name, "zero3_init_flag") ? c->zero3_init_flag : c->zero3_save_16bit_model;
+        if (on == 1 && stage >= 0 && stage != 3) {
+            char kp[64];
+            snprintf(kp, sizeof kp, "deepspeed_config.%s", *name);
+            return bad(r, given(r, &deepspeed_section, *name), kp,
+                       "true needs zero_stage 3, but the stage is %d%s; set it to false or "
+                       "zero_stage: 3", stage, stage_src);
+        }
+    }
+    if (!strcmp(c->offload_param_device, "cpu") && stage >= 0 && stage != 3)
+        return bad(r, given(r, &deepspeed_section, "offload_param_device"),
+                   "deepspeed_config.offload_param_device",
+                   "cpu needs zero_stage 3 (parameters are partitioned only at stage 3), but the "
+                   "stage is %d%s; use none or zero_stage: 3", stage, stage_src);
+    return ZT_OK;
+}
+
+/* ---- public ------------------------------------------------------------------------ */
+
+void zt_accel_config_init(zt_accel_config *c)
+{
+    memset(c, 0, sizeof *c); /* every string "" */
+    c->num_processes = c->num_machines = c->machine_rank = -1;
+    c->fsdp_sharding_strategy = c->fsdp_reshard_after_forward = c->fsdp_version = -1;
+    c->fsdp_min_num_params = -1;
+    c->fsdp_forward_prefetch = c->fsdp_offload_params = c->fsdp_cpu_ram_efficient_loading = -1;
+    c->fsdp_sync_module_states = c->fsdp_use_orig_params = c->fsdp_activation_checkpointing = -1;
+    c->zero_stage = c->zero3_init_flag = c->zero3_save_16bit_model = -1;
+    c->gradient_accumulation_steps = -1;
+    c->gradient_clipping = -1.0;
+}
+
+int zt_accel_config_read(const char *path, zt_accel_config *out, zt_err *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return zt_fail(err, ZT_EINPUT, "%s: cannot open the Accelerate config: %s", path,
+                       strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        fclose(f);
+        return zt_fail(err, ZT_EINPUT, "%s: not a regular file", path);
+    }
+    if (st.st_size > (off_t)MAX_FILE_BYTES) {
+        fclose(f);
+        return zt_fail(err, ZT_EINPUT, "%s: %lld bytes is too large for an Accelerate config "
+                       "(at most %u)", path, (long long)st.st_size, MAX_FILE_BYTES);
+    }
+    loader ld = {.path = path, .err = err};
+    if (!yaml_parser_initialize(&ld.parser)) {
+        fclose(f);
+        return zt_fail(err, ZT_EFAIL, "%s: out of memory while reading YAML", path);
+    }
+    yaml_parser_set_input_file(&ld.parser, f);
+    ynode *root = NULL;
+    int rc = load_document(&ld, &root);
+    yaml_parser_delete(&ld.parser);
+    fclose(f);
+    if (rc != ZT_OK)
+        return rc;
+
+    zt_accel_config c;
+    zt_accel_config_init(&c);
+    snprintf(c.path, sizeof c.path, "%s", path);
+    reader r = {.path = path, .c = &c, .err = err, .reshard_strategy = -1};
+    if (root->kind != Y_MAP) {
+        char got[96];
+        if (resolve(root) == YT_NULL)
+            rc = zt_fail(err, ZT_EINPUT, "%s:%d: the document is empty; expected a mapping of "
+                         "Accelerate settings", path, root->line);
+        else
+            rc = zt_fail(err, ZT_EINPUT, "%s:%d: the document is %s; expected a mapping of "
+                         "Accelerate settings (such as 'distributed_type: FSDP')", path,
+                         root->line, describe(root, got, sizeof got));
+    } else {
+        rc = read_section(&r, &top_section, root);
+        if (rc == ZT_OK)
+            rc = check_combinations(&r);
+    }
+    ynode_free(root);
+    if (rc == ZT_OK)
+        *out = c;
+    return rc;
+}

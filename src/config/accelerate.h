@@ -1,0 +1,62 @@
+/* accelerate.h — Hugging Face Accelerate config YAML (SPEC §6), read strictly.
+ *
+ * zt_accel_config_read turns the file `accelerate config` writes (or one written
+ * by hand in the same shape) into a zt_accel_config, in which every setting is
+ * either the file's value or "absent" (-1, "" or < 0 as noted per field); the
+ * plan, not this reader, decides what an absent setting means.
+ *
+ * Promise: a file that reads without error means one thing.  Every key is
+ * known (an unknown one is refused with the closest known name), every value
+ * has its type and range, contradictions between keys are refused, and what
+ * only matters on GPUs or TPUs is accepted and ignored.  Values follow the
+ * YAML 1.2 core schema: `true`/`false` are booleans, `no` and `yes` are the
+ * strings Accelerate means by them; `null` (or an empty value) means absent.
+ * Anchors are allowed, aliases and tags are not; one document per file.
+ * Every failure is ZT_EINPUT with "FILE:LINE: KEY.PATH: what was wrong (allowed: ...)". */
+#ifndef ZT_CONFIG_ACCELERATE_H
+#define ZT_CONFIG_ACCELERATE_H
+
+#include "../core/status.h"
+
+typedef struct zt_accel_config {
+    char distributed_type[16];        /* NO | MULTI_CPU | FSDP | DEEPSPEED (required) */
+    char mixed_precision[8];          /* no | bf16 | fp16; "" absent */
+    int num_processes;                /* >= 1; -1 absent */
+    int num_machines, machine_rank;   /* >= 1, 0..num_machines-1; -1 absent */
+
+    /* fsdp_config (only with distributed_type FSDP) */
+    int fsdp_sharding_strategy;       /* 1..5 (zt_sharding's numbering), -1 absent.  The
+                                       * effective strategy, whichever key gave it:
+                                       * fsdp_reshard_after_forward true is 1 (FULL_SHARD),
+                                       * false is 2 (SHARD_GRAD_OP); its FSDP1 form
+                                       * (a strategy name) is that strategy. */
+    int fsdp_reshard_after_forward;   /* FSDP2's boolean as written: 0/1, -1 absent */
+    int fsdp_version;                 /* 1 or 2, -1 absent */
+    char fsdp_auto_wrap_policy[32];   /* TRANSFORMER_BASED_WRAP | SIZE_BASED_WRAP | NO_WRAP */
+    char fsdp_transformer_layer_cls_to_wrap[64]; /* LlamaDecoderLayer | MistralDecoderLayer */
+    long fsdp_min_num_params;         /* >= 0, -1 absent */
+    char fsdp_backward_prefetch[16];  /* BACKWARD_PRE | BACKWARD_POST | NO_PREFETCH */
+    int fsdp_forward_prefetch, fsdp_offload_params, fsdp_cpu_ram_efficient_loading,
+        fsdp_sync_module_states, fsdp_use_orig_params, fsdp_activation_checkpointing; /* 0/1, -1 absent */
+    char fsdp_state_dict_type[24];    /* FULL_STATE_DICT | SHARDED_STATE_DICT | LOCAL_STATE_DICT */
+
+    /* deepspeed_config (only with distributed_type DEEPSPEED) */
+    int zero_stage;                   /* 0..3, -1 absent */
+    char offload_optimizer_device[8], offload_param_device[8]; /* none | cpu ("" absent) */
+    int zero3_init_flag, zero3_save_16bit_model; /* 0/1, -1 absent */
+    int gradient_accumulation_steps;  /* >= 1, -1 absent */
+    double gradient_clipping;         /* >= 0; < 0 absent */
+    char deepspeed_config_file[512];  /* as written (relative to the working directory) */
+
+    char path[512];                   /* the file read, for messages */
+} zt_accel_config;
+
+/* Every setting absent, path "". */
+void zt_accel_config_init(zt_accel_config *c);
+
+/* Read the Accelerate config YAML at path into *c.  Returns ZT_OK, ZT_EINPUT
+ * (unreadable, malformed, unknown key, wrong type, out of range, contradiction)
+ * or ZT_EFAIL (out of memory); on failure *c is left unchanged. */
+int zt_accel_config_read(const char *path, zt_accel_config *c, zt_err *err);
+
+#endif

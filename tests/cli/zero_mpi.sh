@@ -1,0 +1,45 @@
+# The ZeRO engine on real ranks: test_zero under mpirun with 2 and 4 ranks
+# (oversubscribed on small machines), and the command line's multi-rank errors:
+# ranks that disagree, a rank whose input is bad, a world the plan cannot use.
+. "$(dirname "$0")/lib.bash"
+build=$(dirname "$ZTRAIN")
+mpi=(mpirun --oversubscribe --bind-to none -x OMP_NUM_THREADS=1)
+[ "$(id -u)" -eq 0 ] && mpi+=(--allow-run-as-root)
+for var in ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS OMPI_MCA_mca_base_component_disable_dlclose; do
+    [ -n "${!var:-}" ] && mpi+=(-x "$var")
+done
+for n in 2 4; do
+    out=$("${mpi[@]}" -np $n "$build/tests/test_zero" 2>&1)
+    rc=$?
+    printf '%s\n' "$out" | grep -q "^1[0-9] passed, 0 failed" && [ "$rc" -eq 0 ] ||
+        { fail "test_zero on $n ranks (exit $rc)"; printf '%s\n' "$out" | tail -30; }
+done
+
+fix=tests/fixtures/gqa_tied
+args=(train --model $fix --block_size 16 --per_device_train_batch_size 1 --max_steps 2 --threads 1 --peak_gflops 1)
+expect_exit 2 "rank 0: rank 1 and rank 0 resolved a different optimizer" -- \
+    "${mpi[@]}" -np 1 "$ZTRAIN" "${args[@]}" --data $fix/tokens.npy --learning_rate 1e-3 : \
+    -np 1 "$ZTRAIN" "${args[@]}" --data $fix/tokens.npy --learning_rate 2e-3
+head -c 2000 /usr/share/common-licenses/GPL-3 > "$TMP/other.txt"
+expect_exit 2 "rank 0: rank 1 and rank 0 resolved a different data" -- \
+    "${mpi[@]}" -np 1 "$ZTRAIN" "${args[@]}" --data $fix/tokens.npy : \
+    -np 1 "$ZTRAIN" "${args[@]}" --data "$TMP/other.txt"
+expect_exit 2 "rank 1: $TMP/missing.npy" -- \
+    "${mpi[@]}" -np 1 "$ZTRAIN" "${args[@]}" --data $fix/tokens.npy : \
+    -np 1 "$ZTRAIN" "${args[@]}" --data "$TMP/missing.npy"
+expect_exit 2 "ranks_per_node 3 does not divide the 2 processes" -- \
+    "${mpi[@]}" -np 2 "$ZTRAIN" "${args[@]}" --data $fix/tokens.npy --use_fsdp \
+    --fsdp_sharding_strategy HYBRID_SHARD --ranks_per_node 3
+
+# launch: starts the ranks itself and trains through the engine
+out=$("$ZTRAIN" launch --num_processes 2 "${args[@]}" --data $fix/tokens.npy --use_fsdp \
+      --fsdp_sharding_strategy FULL_SHARD --torch_dtype bf16 --mixed_precision bf16 --output_dir "$TMP/l" 2>&1) ||
+    fail "launch: $out"
+printf '%s' "$out" | grep -q "plan: FSDP, FULL_SHARD (ZeRO-3), 2 ranks" || fail "launch did not print the plan: $out"
+printf '%s' "$out" | grep -Fq "| FSDP aligned | bf16 | bf16 | fp32 | bf16 | bf16 | fp32 |" || fail "plan row: $out"
+[ "$(printf '%s' "$out" | grep -c "^plan:")" -eq 1 ] || fail "only rank 0 should print"
+[ -f "$TMP/l/model.safetensors" ] || fail "launch: no saved model"
+cmd=$("$ZTRAIN" launch --num_processes 4 --dry_run train --model m --data d)
+printf '%s' "$cmd" | grep -q "^mpirun -np 4 .*--oversubscribe .* train --threads 1 --model m --data d" ||
+    fail "launch command: $cmd"
+finish
