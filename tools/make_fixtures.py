@@ -43,7 +43,7 @@ FIXTURES = {
 
 TRAIN_ARGS = {
     "block_size": 16, "batch_size": 2, "grad_accum": 1, "steps": 3, "max_steps": 6,
-    "learning_rate": 1e-2, "weight_decay": 0.1, "adam_beta1": 0.9, "adam_beta2": 0.95,
+    "learning_rate": 1e-3, "weight_decay": 0.1, "adam_beta1": 0.9, "adam_beta2": 0.95,
     "adam_epsilon": 1e-8, "max_grad_norm": 3.0, "lr_scheduler_type": "linear",
     "warmup_steps": 2,
 }
