@@ -1,0 +1,46 @@
+#!/bin/sh
+# profile_single.sh — where ztrain's time goes in a short bf16 training run of the
+# benchmark configs (perf record -g; flat self-time report by symbol and by object).
+# Uses the models and data that bench/run_single.sh left in build/bench; reports go to
+# build/bench/perf-<config>-bf16.txt.  Usage: bench/profile_single.sh [a] [b]
+# The run includes start-up (load, first-step oneDNN primitive creation); --peak_gflops
+# skips the peak measurement so that its matmuls do not show up.  oneDNN's JIT kernels
+# have no symbols: perf shows them as raw addresses in the object "[JIT] tid N" (raw
+# addresses in libgomp are OpenMP's barrier/spin waiting).
+set -eu
+cd "$(dirname "$0")/.."
+w=build/bench
+[ -e $w/text.txt ] || { echo "profile_single.sh: run bench/run_single.sh first" >&2; exit 2; }
+busy_s() { # CPU seconds the whole machine has been busy (/proc/stat), as a decimal
+    awk -v hz="$(getconf CLK_TCK)" '/^cpu /{print ($2 + $3 + $4 + $7 + $8 + $9) / hz; exit}' /proc/stat
+}
+for c in ${*:-a b}; do
+    case $c in
+    a) args="--data $w/text.txt --block_size 256 --per_device_train_batch_size 8 --max_steps 8" ;;
+    b) args="--data $w/tokens32k.npy --block_size 512 --per_device_train_batch_size 4 --max_steps 4" ;;
+    *) echo "profile_single.sh: unknown config $c" >&2; exit 2 ;;
+    esac
+    busy0=$(busy_s)
+    /usr/bin/time -f '%U %S' -o $w/perf-$c-bf16.cpu \
+        perf record -q -g -o $w/perf-$c-bf16.data build/ztrain train --model $w/model-$c $args \
+        --threads "$(nproc)" --mixed_precision bf16 --progress false --peak_gflops 1000 \
+        >$w/perf-$c-bf16.out 2>&1
+    busy1=$(busy_s)
+    {
+        grep -E '^(trained|activations)' $w/perf-$c-bf16.out
+        # CPU seconds the machine was busy minus this run's own: other work sharing the
+        # cores makes OpenMP threads wait for each other, which shows up as libgomp time.
+        awk -v b0="$busy0" -v b1="$busy1" '{printf "other processes took %.1f CPU s during the run (the run: %.1f s)\n", b1 - b0 - $1 - $2, $1 + $2}' $w/perf-$c-bf16.cpu
+        echo "== by part of the step (bench/perf_groups.py)"
+        perf report -n -i $w/perf-$c-bf16.data --no-children --sort dso,symbol -g none --stdio \
+            2>/dev/null | /usr/bin/python3 bench/perf_groups.py
+        echo "== by object"
+        perf report -i $w/perf-$c-bf16.data --no-children --sort dso -g none --stdio 2>/dev/null |
+            grep -E '^ +[0-9]' | sed 's/ *$//' | head -8
+        echo "== by object and symbol"
+        perf report -i $w/perf-$c-bf16.data --no-children --sort dso,symbol -g none --stdio \
+            2>/dev/null | grep -E '^ +[0-9]' | sed 's/ *$//' | head -30
+    } >$w/perf-$c-bf16.txt
+    echo "config $c (bf16): $w/perf-$c-bf16.txt"
+    cat $w/perf-$c-bf16.txt
+done
