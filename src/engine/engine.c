@@ -37,6 +37,8 @@ int zt_engine_init(zt_engine *eng, const zt_layout *lay, zt_precision prec, int 
         us->shard_numel = full / (size_t)eng->group_size;
         us->grad_numel = stage <= 1 ? full : us->shard_numel;
         us->pool_slot = -1;
+        us->master_dt = us->grad_dt = us->optim_dt = md;
+        us->gathered_dt = cd;
         us->master = zt_alloc(ZT_MEM_PARAMS, bytes_of(us->shard_numel, md));
         us->grad = zt_alloc(ZT_MEM_GRADS, bytes_of(us->grad_numel, md));
         us->m = zt_alloc(ZT_MEM_OPTIM, bytes_of(us->shard_numel, md));
@@ -240,6 +242,7 @@ const void *zt_engine_acquire(zt_engine *eng, int unit)
     }
     us->acquired++;
     assert(us->gathered != NULL);
+    assert(zt_engine_check_dtypes(eng, unit, eng->prec.reduce) == NULL);
     return us->gathered;
 }
 
@@ -293,6 +296,7 @@ void zt_engine_grad_end(zt_engine *eng, int unit)
     size_t P = eng->lay->units[unit].padded_numel;
     zt_dtype rd = eng->prec.reduce, md = eng->prec.master;
     assert(g != NULL && "grad_end without grad_begin");
+    assert(zt_engine_check_dtypes(eng, unit, rd) == NULL);
     if (eng->stage <= 1) {
         /* Local accumulation over micro-steps; the reduction waits for the step.
          * The gradient still passes through the reduce dtype, so the numbers do
@@ -378,6 +382,7 @@ void zt_engine_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, doubl
     for (int u = 0; u < lay->nunits; u++) {
         const zt_unit_state *us = &eng->units[u];
         assert(us->acquired == 0 && us->staging == NULL);
+        assert(zt_engine_check_dtypes(eng, u, eng->prec.reduce) == NULL);
         double s = 0.0;
         if (md == ZT_F32) {
             const float *g = us->grad;
@@ -418,6 +423,22 @@ void zt_engine_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, doubl
                             hp->beta1, hp->beta2, hp->eps, eng->optimizer_steps, clip);
     }
     zt_engine_refresh_gathered(eng);
+}
+
+const char *zt_engine_check_dtypes(const zt_engine *eng, int unit, zt_dtype reduced_in)
+{
+    const zt_unit_state *us = &eng->units[unit];
+    if (us->gathered_dt != eng->prec.compute)
+        return "gathered parameters are not in the compute dtype";
+    if (us->master_dt != eng->prec.master)
+        return "master parameters are not in the master dtype";
+    if (us->grad_dt != eng->prec.master)
+        return "gradient accumulators are not in the master dtype";
+    if (us->optim_dt != eng->prec.master)
+        return "optimizer state is not in the master dtype";
+    if (reduced_in != eng->prec.reduce)
+        return "gradients are reduced in a dtype other than the plan's reduce dtype";
+    return NULL;
 }
 
 zt_engine_bytes zt_engine_state_bytes(const zt_engine *eng)

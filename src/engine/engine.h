@@ -40,6 +40,9 @@ typedef struct zt_precision {
 } zt_precision;
 
 typedef struct zt_unit_state {
+    /* the dtype each buffer was allocated in, checked against the plan at every
+     * transition (zt_engine_check_dtypes) */
+    zt_dtype master_dt, grad_dt, optim_dt, gathered_dt;
     size_t shard_numel;     /* P / G */
     size_t grad_numel;      /* P (stages 0-1) or P / G (stages 2-3) */
     void *master, *grad, *m, *v;
@@ -106,6 +109,12 @@ void zt_engine_reduce_grads(zt_engine *eng);
  * Returns the pre-clip global L2 norm (fp32 semantics) in *grad_norm. */
 void zt_engine_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double max_grad_norm,
                     double *grad_norm);
+
+/* The plan's dtype invariants, checked where they must hold: gathered buffers in
+ * the compute dtype, master, gradients and optimizer state in the master dtype,
+ * and reductions in the reduce dtype.  Returns the first violation as text (NULL
+ * when all hold); the engine asserts on it at acquire, grad_end and step. */
+const char *zt_engine_check_dtypes(const zt_engine *eng, int unit, zt_dtype reduced_in);
 
 /* Bytes of model state this rank holds, by role (for the accounting tests). */
 typedef struct zt_engine_bytes {

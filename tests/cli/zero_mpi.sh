@@ -39,6 +39,16 @@ printf '%s' "$out" | grep -q "plan: FSDP, FULL_SHARD (ZeRO-3), 2 ranks" || fail 
 printf '%s' "$out" | grep -Fq "| FSDP aligned | bf16 | bf16 | fp32 | bf16 | bf16 | fp32 |" || fail "plan row: $out"
 [ "$(printf '%s' "$out" | grep -c "^plan:")" -eq 1 ] || fail "only rank 0 should print"
 [ -f "$TMP/l/model.safetensors" ] || fail "launch: no saved model"
+# the config file picks the face and stage; a flag overrides the file
+out=$("$ZTRAIN" launch --config_file examples/configs/deepspeed_zero3.yaml "${args[@]}" --data $fix/tokens.npy 2>&1) ||
+    fail "launch with deepspeed_zero3.yaml: $out"
+printf '%s' "$out" | grep -q "plan: DEEPSPEED, ZeRO-3, 2 ranks" || fail "deepspeed_zero3.yaml plan: $out"
+out=$("$ZTRAIN" launch --config_file examples/configs/fsdp_full_shard_bf16.yaml "${args[@]}" --data $fix/tokens.npy \
+      --fsdp_sharding_strategy SHARD_GRAD_OP 2>&1) || fail "launch with an override: $out"
+printf '%s' "$out" | grep -q "plan: FSDP, SHARD_GRAD_OP (ZeRO-2), 2 ranks" || fail "flag did not override the file: $out"
+sed 's/fsdp_sharding_strategy/fsdp_shardng_strategy/' examples/configs/fsdp_shard_grad_op.yaml > "$TMP/typo.yaml"
+expect_exit 2 "$TMP/typo.yaml.*fsdp_shardng_strategy.*did you mean fsdp_sharding_strategy" -- \
+    "$ZTRAIN" launch --config_file "$TMP/typo.yaml" "${args[@]}" --data $fix/tokens.npy
 cmd=$("$ZTRAIN" launch --num_processes 4 --dry_run train --model m --data d)
 printf '%s' "$cmd" | grep -q "^mpirun -np 4 .*--oversubscribe .* train --threads 1 --model m --data d" ||
     fail "launch command: $cmd"

@@ -1,0 +1,142 @@
+/* test_plan.c — requests resolve to the plans of SPEC §1 and §3, and the engine
+ * holds every buffer in the dtype its plan says. */
+#include <string.h>
+
+#include "../src/comm/comm.h"
+#include "../src/core/mem.h"
+#include "../src/plan/plan.h"
+#include "test.h"
+
+static zt_plan resolve(zt_face face, const char *load, const char *mp, int sharding, int zero, int world,
+                       int *rc)
+{
+    zt_plan_request r;
+    zt_plan_request_init(&r);
+    r.face = face;
+    r.torch_dtype = load;
+    r.mixed_precision = mp;
+    if (sharding > 0)
+        r.sharding = (zt_sharding)sharding;
+    r.zero_stage = zero;
+    zt_plan p;
+    zt_err err = {0};
+    *rc = zt_plan_resolve(&r, world, &p, &err);
+    return p;
+}
+
+/* SPEC §1's table: the same bf16-loaded model under the three modes. */
+static void test_seed_table(void)
+{
+    int rc;
+    zt_plan p = resolve(ZT_FACE_FSDP, "bf16", "no", ZT_SHARDING_FULL_SHARD, -1, 4, &rc);
+    ZT_CHECK(rc == ZT_OK && !strcmp(p.mode, "FSDP memory-constrained"));
+    ZT_CHECK(p.prec.load == ZT_BF16 && p.prec.master == ZT_BF16 && p.prec.compute == ZT_BF16);
+    p = resolve(ZT_FACE_FSDP, "bf16", "bf16", ZT_SHARDING_FULL_SHARD, -1, 4, &rc);
+    ZT_CHECK(rc == ZT_OK && !strcmp(p.mode, "FSDP aligned"));
+    ZT_CHECK(p.prec.master == ZT_F32 && p.prec.compute == ZT_BF16 && p.prec.reduce == ZT_BF16);
+    p = resolve(ZT_FACE_DEEPSPEED, "bf16", "bf16", 0, 3, 4, &rc);
+    ZT_CHECK(rc == ZT_OK && !strcmp(p.mode, "DeepSpeed"));
+    ZT_CHECK(p.prec.master == ZT_F32 && p.prec.compute == ZT_BF16 && p.stage == 3);
+    /* DeepSpeed keeps an fp32 master even without mixed precision */
+    p = resolve(ZT_FACE_DEEPSPEED, "bf16", "no", 0, 2, 4, &rc);
+    ZT_CHECK(rc == ZT_OK && p.prec.master == ZT_F32 && p.prec.compute == ZT_F32 && p.prec.save == ZT_BF16);
+    p = resolve(ZT_FACE_FSDP, NULL, NULL, 0, -1, 2, &rc);
+    ZT_CHECK(rc == ZT_OK && !strcmp(p.mode, "fp32") && p.stage == 3); /* FULL_SHARD is FSDP's default */
+}
+
+static void test_strategies_and_groups(void)
+{
+    int rc;
+    static const struct { int sharding, stage, hybrid; } want[] = {
+        {ZT_SHARDING_FULL_SHARD, 3, 0}, {ZT_SHARDING_SHARD_GRAD_OP, 2, 0}, {ZT_SHARDING_NO_SHARD, 0, 0},
+        {ZT_SHARDING_HYBRID_SHARD, 3, 1}, {ZT_SHARDING_HYBRID_SHARD_ZERO2, 2, 1}};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        zt_plan p = resolve(ZT_FACE_FSDP, NULL, NULL, want[i].sharding, -1, 4, &rc);
+        ZT_CHECK(rc == ZT_OK && p.stage == want[i].stage && p.hybrid == want[i].hybrid);
+        ZT_CHECK(p.group_size == (p.stage == 0 ? 1 : 4));
+        ZT_CHECK(p.wrap == ZT_WRAP_TRANSFORMER);
+    }
+    zt_plan p = resolve(ZT_FACE_DEEPSPEED, NULL, NULL, 0, 1, 4, &rc);
+    ZT_CHECK(rc == ZT_OK && p.stage == 1 && p.wrap == ZT_WRAP_NONE); /* DeepSpeed flattens everything */
+    p = resolve(ZT_FACE_DDP, NULL, NULL, 0, -1, 4, &rc);
+    ZT_CHECK(rc == ZT_OK && p.stage == 0 && p.group_size == 1);
+    zt_sharding s;
+    ZT_CHECK(zt_sharding_parse("full_shard", &s) == 0 && s == ZT_SHARDING_FULL_SHARD);
+    ZT_CHECK(zt_sharding_parse("4", &s) == 0 && s == ZT_SHARDING_HYBRID_SHARD);
+    ZT_CHECK(zt_sharding_parse("FULL", &s) != 0);
+}
+
+static void test_refusals(void)
+{
+    zt_plan_request r;
+    zt_plan p;
+    zt_err err = {0};
+    zt_plan_request_init(&r);
+    r.face = ZT_FACE_FSDP;
+    r.sharding = ZT_SHARDING_HYBRID_SHARD;
+    r.ranks_per_node = 3;
+    ZT_CHECK(zt_plan_resolve(&r, 4, &p, &err) == ZT_EINPUT && strstr(err.msg, "ranks_per_node 3"));
+    r.ranks_per_node = 2;
+    ZT_CHECK(zt_plan_resolve(&r, 4, &p, &err) == ZT_OK && p.group_size == 2);
+    r.sharding = ZT_SHARDING_FULL_SHARD;
+    ZT_CHECK(zt_plan_resolve(&r, 4, &p, &err) == ZT_EINPUT && strstr(err.msg, "HYBRID"));
+    zt_plan_request_init(&r);
+    r.mixed_precision = "fp16";
+    ZT_CHECK(zt_plan_resolve(&r, 1, &p, &err) == ZT_EINPUT && strstr(err.msg, "loss scaling"));
+    r.mixed_precision = "int8";
+    ZT_CHECK(zt_plan_resolve(&r, 1, &p, &err) == ZT_EINPUT && strstr(err.msg, "mixed_precision"));
+    zt_plan_request_init(&r);
+    r.torch_dtype = "float64";
+    ZT_CHECK(zt_plan_resolve(&r, 1, &p, &err) == ZT_EINPUT && strstr(err.msg, "torch_dtype"));
+    zt_plan_request_init(&r);
+    r.face = ZT_FACE_DEEPSPEED;
+    r.zero_stage = 4;
+    ZT_CHECK(zt_plan_resolve(&r, 1, &p, &err) == ZT_EINPUT && strstr(err.msg, "zero_stage"));
+}
+
+/* The engine's buffers carry the plan's dtypes, and the check catches a mismatch. */
+static void test_engine_dtype_invariants(void)
+{
+    zt_llama_config c = {0};
+    c.hidden_size = 8;
+    c.intermediate_size = 12;
+    c.num_hidden_layers = 2;
+    c.num_attention_heads = 2;
+    c.num_key_value_heads = 1;
+    c.head_dim = 4;
+    c.vocab_size = 16;
+    zt_layout lay;
+    zt_comm comm;
+    zt_comm_create_local(&comm);
+    zt_err err;
+    ZT_CHECK(zt_layout_build(&lay, &c, ZT_WRAP_TRANSFORMER, 0, 1, &err) == ZT_OK);
+    const char *modes[][2] = {{"fp32", "no"}, {"bf16", "no"}, {"bf16", "bf16"}};
+    for (int m = 0; m < 3; m++)
+        for (int stage = 0; stage <= 3; stage++) {
+            int rc;
+            zt_plan p = resolve(ZT_FACE_FSDP, modes[m][0], modes[m][1], ZT_SHARDING_FULL_SHARD, -1, 1, &rc);
+            zt_engine eng;
+            ZT_CHECK(zt_engine_init(&eng, &lay, p.prec, stage, &comm, &err) == ZT_OK);
+            for (int u = 0; u < lay.nunits; u++) {
+                ZT_CHECK(zt_engine_check_dtypes(&eng, u, p.prec.reduce) == NULL);
+                zt_dtype other = p.prec.reduce == ZT_F32 ? ZT_BF16 : ZT_F32;
+                ZT_CHECK(zt_engine_check_dtypes(&eng, u, other) != NULL);
+            }
+            eng.units[0].gathered_dt = p.prec.compute == ZT_F32 ? ZT_BF16 : ZT_F32;
+            const char *why = zt_engine_check_dtypes(&eng, 0, p.prec.reduce);
+            ZT_CHECK(why && strstr(why, "compute dtype"));
+            eng.units[0].gathered_dt = p.prec.compute;
+            zt_engine_free(&eng);
+        }
+    zt_layout_free(&lay);
+    ZT_CHECK(zt_mem_current(ZT_MEM_PARAMS) == 0 && zt_mem_current(ZT_MEM_GATHERED) == 0);
+}
+
+int main(void)
+{
+    ZT_RUN(test_seed_table);
+    ZT_RUN(test_strategies_and_groups);
+    ZT_RUN(test_refusals);
+    ZT_RUN(test_engine_dtype_invariants);
+    ZT_TEST_MAIN_END();
+}
