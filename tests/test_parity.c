@@ -285,8 +285,8 @@ static void check_training(const char *dir, zt_precision prec, const char *prefi
     ZT_CHECK(tmpdir_remove(tmp) == 0);
 }
 
-static const zt_precision FP32 = {ZT_F32, ZT_F32, ZT_F32, ZT_F32, ZT_F32};
-static const zt_precision BF16_ALIGNED = {ZT_BF16, ZT_F32, ZT_BF16, ZT_BF16, ZT_F32};
+static const zt_precision FP32 = {ZT_F32, ZT_F32, ZT_F32, ZT_F32, ZT_F32, 0};
+static const zt_precision BF16_ALIGNED = {ZT_BF16, ZT_F32, ZT_BF16, ZT_BF16, ZT_F32, 0};
 
 static void test_fp32_logits_loss_grads(void)
 {

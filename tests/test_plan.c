@@ -4,6 +4,7 @@
 
 #include "../src/comm/comm.h"
 #include "../src/core/mem.h"
+#include "../src/engine/loss_scale.h"
 #include "../src/plan/plan.h"
 #include "test.h"
 
@@ -81,8 +82,20 @@ static void test_refusals(void)
     r.sharding = ZT_SHARDING_FULL_SHARD;
     ZT_CHECK(zt_plan_resolve(&r, 4, &p, &err) == ZT_EINPUT && strstr(err.msg, "HYBRID"));
     zt_plan_request_init(&r);
-    r.mixed_precision = "fp16";
+    r.mixed_precision = "fp16"; /* fp32 master with loss scaling */
+    ZT_CHECK(zt_plan_resolve(&r, 1, &p, &err) == ZT_OK && p.loss_scaling && p.prec.master == ZT_F32);
+    ZT_CHECK(p.ls_initial_scale_power == 16 && p.ls_window == 1000 && p.ls_hysteresis == 2);
+    r.mixed_precision = "no";
+    r.torch_dtype = "fp16"; /* an fp16 master with nothing to scale the loss */
     ZT_CHECK(zt_plan_resolve(&r, 1, &p, &err) == ZT_EINPUT && strstr(err.msg, "loss scaling"));
+    r.torch_dtype = NULL;
+    r.master_compensation = "kahan"; /* an fp32 master has nothing to compensate */
+    ZT_CHECK(zt_plan_resolve(&r, 1, &p, &err) == ZT_EINPUT && strstr(err.msg, "master_compensation"));
+    r.torch_dtype = "bf16";
+    ZT_CHECK(zt_plan_resolve(&r, 1, &p, &err) == ZT_OK && p.prec.compensated && strstr(p.mode, "Kahan"));
+    r.master_compensation = "stochastic";
+    ZT_CHECK(zt_plan_resolve(&r, 1, &p, &err) == ZT_EINPUT && strstr(err.msg, "none or kahan"));
+    r.master_compensation = NULL;
     r.mixed_precision = "int8";
     ZT_CHECK(zt_plan_resolve(&r, 1, &p, &err) == ZT_EINPUT && strstr(err.msg, "mixed_precision"));
     zt_plan_request_init(&r);
@@ -132,8 +145,41 @@ static void test_engine_dtype_invariants(void)
     ZT_CHECK(zt_mem_current(ZT_MEM_PARAMS) == 0 && zt_mem_current(ZT_MEM_GATHERED) == 0);
 }
 
+/* DeepSpeed's DynamicLossScaler, step by step (hysteresis 2, window 3):
+ * the first overflow only spends the hysteresis budget, the second halves the
+ * scale, a clean window after the last overflow doubles it and restores the budget. */
+static void test_loss_scaler_rules(void)
+{
+    zt_loss_scaler s;
+    zt_loss_scaler_init(&s, 4, 3, 2, 1);
+    ZT_CHECK(s.scale == 16.0);
+    /* iter 0, 1 clean: (0+1)%3, (1+1)%3 != 0; iter 2 clean: (2+1)%3 == 0 → doubles */
+    zt_loss_scaler_update(&s, 0);
+    zt_loss_scaler_update(&s, 0);
+    ZT_CHECK(s.scale == 16.0);
+    zt_loss_scaler_update(&s, 0);
+    ZT_CHECK(s.scale == 32.0);
+    zt_loss_scaler_update(&s, 1); /* iter 3: overflow, budget 2 -> 1, scale kept */
+    ZT_CHECK(s.scale == 32.0 && s.cur_hysteresis == 1 && s.skipped == 1);
+    zt_loss_scaler_update(&s, 1); /* iter 4: overflow with budget 1: halve */
+    ZT_CHECK(s.scale == 16.0 && s.cur_hysteresis == 1 && s.skipped == 2);
+    zt_loss_scaler_update(&s, 1); /* iter 5: halve again (budget stays spent) */
+    ZT_CHECK(s.scale == 8.0);
+    zt_loss_scaler_update(&s, 0); /* iter 6: (6-5)%3 != 0 */
+    zt_loss_scaler_update(&s, 0); /* iter 7 */
+    ZT_CHECK(s.scale == 8.0 && s.cur_hysteresis == 1);
+    zt_loss_scaler_update(&s, 0); /* iter 8: (8-5)%3 == 0: double, budget restored */
+    ZT_CHECK(s.scale == 16.0 && s.cur_hysteresis == 2);
+    /* never below min_scale */
+    zt_loss_scaler_init(&s, 1, 1000, 1, 1);
+    for (int i = 0; i < 5; i++)
+        zt_loss_scaler_update(&s, 1);
+    ZT_CHECK(s.scale == 1.0 && s.skipped == 5);
+}
+
 int main(void)
 {
+    ZT_RUN(test_loss_scaler_rules);
     ZT_RUN(test_seed_table);
     ZT_RUN(test_strategies_and_groups);
     ZT_RUN(test_refusals);

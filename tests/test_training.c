@@ -22,7 +22,7 @@ static zt_train_args base_args(const char *out, const char *log)
     a.data_path = "tests/fixtures/gqa_tied/tokens.npy";
     a.output_dir = out;
     a.log_jsonl = log;
-    a.plan = zt_plan_single((zt_precision){ZT_F32, ZT_F32, ZT_F32, ZT_F32, ZT_F32}, ZT_WRAP_TRANSFORMER);
+    a.plan = zt_plan_single((zt_precision){ZT_F32, ZT_F32, ZT_F32, ZT_F32, ZT_F32, 0}, ZT_WRAP_TRANSFORMER);
     a.block_size = 16;
     a.batch_size = 2;
     a.grad_accum = 1;
@@ -191,11 +191,11 @@ static void test_bf16_master_loses_small_updates(void)
     a.schedule = ZT_LR_CONSTANT;
     a.adam.weight_decay = 0.0;
     a.adam.lr = 0.0; /* no change: the loaded, bf16-rounded weights */
-    a.plan.prec = (zt_precision){ZT_BF16, ZT_BF16, ZT_BF16, ZT_BF16, ZT_F32};
+    a.plan.prec = (zt_precision){ZT_BF16, ZT_BF16, ZT_BF16, ZT_BF16, ZT_F32, 0};
     zt_weights *start = run(a, l, 2, t1);
     a.adam.lr = 1e-6;
     zt_weights *lowmem = run(a, l, 2, t2);
-    a.plan.prec = (zt_precision){ZT_BF16, ZT_F32, ZT_BF16, ZT_BF16, ZT_F32};
+    a.plan.prec = (zt_precision){ZT_BF16, ZT_F32, ZT_BF16, ZT_BF16, ZT_F32, 0};
     zt_weights *aligned = run(a, l, 2, t3);
     double lost = frac_changed(lowmem, start), kept = frac_changed(aligned, start);
     ZT_CHECK_MSG(lost < 0.02, "bf16 master changed %.3f of elements", lost);

@@ -32,7 +32,8 @@ static int rank, world;
 static char tmp[128]; /* rank 0's scratch directory, shared with every rank */
 
 typedef struct run_out {
-    double loss[16], gnorm[16];
+    double loss[16], gnorm[16], scale[16];
+    int skipped[16];
     int nsteps;
     zt_train_result res;
     char dir[256];
@@ -45,13 +46,23 @@ static void read_log(const char *log, run_out *o)
     o->nsteps = 0;
     while (f && o->nsteps < 16 && fgets(line, sizeof line, f)) {
         char *p = strstr(line, "\"loss\": "), *q = strstr(line, "\"grad_norm\": ");
+        char *ls = strstr(line, "\"loss_scale\": "), *sk = strstr(line, "\"skipped\": ");
         o->loss[o->nsteps] = p ? atof(p + 8) : NAN;
         o->gnorm[o->nsteps] = q ? atof(q + 13) : NAN;
+        o->scale[o->nsteps] = ls ? atof(ls + 14) : NAN;
+        o->skipped[o->nsteps] = sk ? atoi(sk + 11) : -1;
         o->nsteps++;
     }
     if (f)
         fclose(f);
 }
+
+/* Optional extras of a run: fp16 overflow injection and stopping early. */
+typedef struct run_extra {
+    long inject_step, inject_count, stop_after;
+    int inject_rank;
+} run_extra;
+static const run_extra *extra; /* set around a call to train() */
 
 /* Train with plan request req over comm (NULL: one process, local). */
 static int train(const char *fixture, zt_plan_request req, int B, int A, long steps, zt_comm *comm,
@@ -85,6 +96,12 @@ static int train(const char *fixture, zt_plan_request req, int B, int A, long st
     a.quiet = 1;
     a.peak_gflops = 1.0;
     a.plan.prec.save = ZT_F32;
+    if (extra) {
+        a.inject_nonfinite_step = extra->inject_step;
+        a.inject_nonfinite_count = extra->inject_count;
+        a.inject_nonfinite_rank = extra->inject_rank;
+        a.stop_after_steps = extra->stop_after;
+    }
     int rc = zt_train(&a, &o->res, &err);
     ZT_CHECK_MSG(rc == ZT_OK, "rank %d: %s", rank, err.msg);
     if (comm)
@@ -371,6 +388,45 @@ static void test_fsdp_aligned_equals_deepspeed(void)
     ZT_CHECK(weights_diff(a.dir, b.dir) == 0.0);
 }
 
+/* fp16 with dynamic loss scaling: an inf in one rank's gradient makes every
+ * rank skip the step, leaves every parameter bit-identical, and moves the scale
+ * by DeepSpeed's rules (hysteresis 2: the first overflow spends the budget, the
+ * second halves the scale). */
+static void test_fp16_overflow_skips_on_every_rank(void)
+{
+    zt_plan_request req = fsdp(ZT_SHARDING_FULL_SHARD);
+    req.mixed_precision = "fp16";
+    run_out a = {0}, b = {0}, c = {0};
+    zt_comm comm;
+    zt_err err;
+    zt_comm_create(&comm, 1, &err);
+    run_extra inj = {3, 2, 0, world - 1}; /* steps 3 and 4, on the last rank */
+    extra = &inj;
+    train(TIED, req, 1, 1, 6, &comm, "fp16_inj", &a);
+    ZT_CHECK_MSG(a.res.skipped_steps == 2, "rank %d skipped %ld steps", rank, a.res.skipped_steps);
+    ZT_CHECK(a.res.loss_scale == 32768.0);
+    run_extra upto4 = {3, 2, 4, world - 1};
+    extra = &upto4;
+    train(TIED, req, 1, 1, 6, &comm, "fp16_inj4", &c);
+    run_extra upto2 = {0, 0, 2, 0};
+    extra = &upto2;
+    train(TIED, req, 1, 1, 6, &comm, "fp16_two", &b);
+    extra = NULL;
+    zt_comm_free(&comm);
+    if (rank != 0)
+        return;
+    static const double want_scale[6] = {65536, 65536, 65536, 65536, 32768, 32768};
+    static const int want_skip[6] = {0, 0, 1, 1, 0, 0};
+    for (int s = 0; s < 6 && s < a.nsteps; s++) {
+        ZT_CHECK_MSG(a.scale[s] == want_scale[s], "step %d scale %g, want %g", s + 1, a.scale[s], want_scale[s]);
+        ZT_CHECK_MSG(a.skipped[s] == want_skip[s], "step %d skipped %d", s + 1, a.skipped[s]);
+    }
+    /* two skipped steps change nothing: after 4 steps the weights are those after 2 */
+    ZT_CHECK_MSG(weights_diff(c.dir, b.dir) == 0.0, "skipped steps moved weights by %.3g",
+                 weights_diff(c.dir, b.dir));
+    ZT_CHECK(weights_diff(a.dir, b.dir) > 0.0); /* and the steps after them do train */
+}
+
 int main(int argc, char **argv)
 {
     if (zt_comm_init_mpi(&argc, &argv, &rank, &world) != ZT_OK)
@@ -405,6 +461,7 @@ int main(int argc, char **argv)
     ZT_RUN(test_memory_accounting);
     ZT_RUN(test_communication_volume);
     ZT_RUN(test_fsdp_aligned_equals_deepspeed);
+    ZT_RUN(test_fp16_overflow_skips_on_every_rank);
     if (rank == 0)
         tmpdir_remove(tmp);
     zt_matmul_shutdown();

@@ -122,7 +122,7 @@ static int cmd_train(int argc, char **argv, zt_err *err)
     const char *model = NULL, *data = NULL, *output_dir = NULL, *log_jsonl = NULL;
     const char *torch_dtype = "float32", *mixed_precision = "no", *sched = "linear";
     const char *wrap = NULL, *strategy = NULL, *reduce_dtype = NULL, *max_shard = "5GB";
-    const char *config_file = NULL;
+    const char *config_file = NULL, *compensation = NULL;
     int block_size = 128, batch = 8, accum = 1, shuffle = 0, ckpt = 0, threads = 0, progress = -1;
     int use_fsdp = 0, use_deepspeed = 0, zero_stage = -1, ranks_per_node = 0;
     long max_steps = 100, warmup = 0, save_steps = 0, seed = 42, min_num_params = 100000000;
@@ -142,6 +142,7 @@ static int cmd_train(int argc, char **argv, zt_err *err)
         {"use_deepspeed", ZT_FLAG_BOOL, &use_deepspeed, "DeepSpeed semantics (fp32 master always)", 1, 0, 0},
         {"zero_stage", ZT_FLAG_INT, &zero_stage, "DeepSpeed ZeRO stage 0-3 (default 2)", 0, 3, 0},
         {"ranks_per_node", ZT_FLAG_INT, &ranks_per_node, "hybrid sharding group size (default: all ranks)", 1, 1 << 20, 0},
+        {"master_compensation", ZT_FLAG_STR, &compensation, "none | kahan: Kahan-compensated bf16 master (2 more bytes/param, keeps sub-ulp updates)", 1, 0, 0},
         {"reduce_dtype", ZT_FLAG_STR, &reduce_dtype, "gradient reduction dtype (default: the compute dtype)", 1, 0, 0},
         {"block_size", ZT_FLAG_INT, &block_size, "tokens per sequence (default 128)", 1, 1 << 20, 0},
         {"per_device_train_batch_size", ZT_FLAG_INT, &batch, "sequences per micro-batch per rank (default 8)", 1, 1 << 20, 0},
@@ -222,6 +223,7 @@ static int cmd_train(int argc, char **argv, zt_err *err)
     req.min_num_params = min_num_params;
     req.reduce_dtype = reduce_dtype;
     req.ranks_per_node = ranks_per_node;
+    req.master_compensation = compensation;
     if (strategy && zt_sharding_parse(strategy, &req.sharding) != 0)
         return zt_fail(err, ZT_EINPUT, "--fsdp_sharding_strategy: expected FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, "
                        "HYBRID_SHARD or HYBRID_SHARD_ZERO2 (or 1-5), got '%s'", strategy);

@@ -44,6 +44,8 @@ int zt_engine_init(zt_engine *eng, const zt_layout *lay, zt_precision prec, int 
         us->m = zt_alloc(ZT_MEM_OPTIM, bytes_of(us->shard_numel, md));
         us->v = zt_alloc(ZT_MEM_OPTIM, bytes_of(us->shard_numel, md));
         int ok = us->master && us->grad && us->m && us->v;
+        if (prec.compensated && md != ZT_F32)
+            ok = ok && (us->comp = zt_alloc(ZT_MEM_PARAMS, bytes_of(us->shard_numel, md)));
         if (stage <= 2) {
             us->gathered_alias = stage == 0 && cd == md;
             us->gathered = us->gathered_alias ? us->master : zt_alloc(ZT_MEM_GATHERED, bytes_of(full, cd));
@@ -102,6 +104,7 @@ void zt_engine_free(zt_engine *eng)
             zt_free(ZT_MEM_GRADS, us->grad, bytes_of(us->grad_numel, eng->prec.master));
             zt_free(ZT_MEM_OPTIM, us->m, sb);
             zt_free(ZT_MEM_OPTIM, us->v, sb);
+            zt_free(ZT_MEM_PARAMS, us->comp, sb);
             if (eng->stage <= 2 && !us->gathered_alias)
                 zt_free(ZT_MEM_GATHERED, us->gathered,
                         bytes_of(eng->lay->units[u].padded_numel, eng->prec.compute));
@@ -369,8 +372,8 @@ void zt_engine_reduce_grads(zt_engine *eng)
     }
 }
 
-void zt_engine_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double max_grad_norm,
-                    double *grad_norm)
+int zt_engine_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double max_grad_norm,
+                   double grad_unscale, double *grad_norm)
 {
     const zt_layout *lay = eng->lay;
     zt_dtype md = eng->prec.master;
@@ -400,8 +403,17 @@ void zt_engine_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, doubl
     }
     if (eng->group_size > 1)
         sumsq = zt_comm_sum_double(eng->comm, sumsq, ZT_SCOPE_SHARD);
-    float norm = (float)sqrt(sumsq);
+    /* An inf or NaN anywhere makes some rank's sum non-finite; every rank must
+     * agree to skip, so the verdict is a max over the world. */
+    int overflow = !isfinite(sumsq);
+    if (eng->comm->world > 1)
+        overflow = zt_comm_max_int(eng->comm, overflow);
+    float norm = (float)(sqrt(sumsq) * grad_unscale);
     *grad_norm = norm;
+    if (overflow) {
+        memset(&eng->last_audit, 0, sizeof eng->last_audit);
+        return 1;
+    }
     /* torch.nn.utils.clip_grad_norm_: coef = max_norm / (norm + 1e-6), applied when < 1 */
     float clip = 1.0f;
     if (max_grad_norm > 0.0) {
@@ -409,8 +421,11 @@ void zt_engine_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, doubl
         if (coef < 1.0f)
             clip = coef;
     }
+    if (grad_unscale != 1.0)
+        clip = (float)(clip * grad_unscale);
     eng->optimizer_steps++;
     size_t es = zt_dtype_size(md);
+    zt_adamw_audit audit = {0};
     for (int i = 0; i < lay->nparams; i++) {
         const zt_param *p = &lay->params[i];
         size_t slo, plo, n;
@@ -418,11 +433,25 @@ void zt_engine_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, doubl
             continue;
         zt_unit_state *us = &eng->units[p->unit];
         size_t b = slo * es;
+        zt_adamw_step st = {lr, p->decay ? hp->weight_decay : 0.0, hp->beta1, hp->beta2, hp->eps,
+                            eng->optimizer_steps, clip};
         zt_adamw_step_shard((char *)us->master + b, (char *)us->m + b, (char *)us->v + b,
-                            (const char *)us->grad + b, md, n, lr, p->decay ? hp->weight_decay : 0.0,
-                            hp->beta1, hp->beta2, hp->eps, eng->optimizer_steps, clip);
+                            (const char *)us->grad + b, us->comp ? (char *)us->comp + b : NULL, md, n,
+                            &st, &audit);
     }
+    if (eng->group_size > 1) { /* replicas of a group audit the same elements: sum the group only */
+        audit.updated = zt_comm_sum_double(eng->comm, audit.updated, ZT_SCOPE_SHARD);
+        audit.lost = zt_comm_sum_double(eng->comm, audit.lost, ZT_SCOPE_SHARD);
+        audit.ratio_sum = zt_comm_sum_double(eng->comm, audit.ratio_sum, ZT_SCOPE_SHARD);
+    }
+    eng->last_audit = audit;
     zt_engine_refresh_gathered(eng);
+    return 0;
+}
+
+void zt_engine_inject_nonfinite(zt_engine *eng)
+{
+    zt_store_f32(eng->units[0].grad, eng->prec.master, 0, INFINITY);
 }
 
 const char *zt_engine_check_dtypes(const zt_engine *eng, int unit, zt_dtype reduced_in)
@@ -446,7 +475,7 @@ zt_engine_bytes zt_engine_state_bytes(const zt_engine *eng)
     zt_engine_bytes b = {0};
     for (int u = 0; u < eng->lay->nunits; u++) {
         const zt_unit_state *us = &eng->units[u];
-        b.master += bytes_of(us->shard_numel, eng->prec.master);
+        b.master += bytes_of(us->shard_numel, eng->prec.master) * (us->comp ? 2 : 1);
         b.grads += bytes_of(us->grad_numel, eng->prec.master);
         b.optim += 2 * bytes_of(us->shard_numel, eng->prec.master);
         if (eng->stage <= 2 && !us->gathered_alias)

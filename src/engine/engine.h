@@ -37,6 +37,7 @@ typedef struct zt_precision {
     zt_dtype compute;  /* gathered params and matrix-product inputs */
     zt_dtype reduce;   /* gradient reduction */
     zt_dtype save;     /* dtype of the saved model */
+    int compensated;   /* Kahan-compensated 16-bit master (optim.h); ignored for an fp32 master */
 } zt_precision;
 
 typedef struct zt_unit_state {
@@ -46,6 +47,7 @@ typedef struct zt_unit_state {
     size_t shard_numel;     /* P / G */
     size_t grad_numel;      /* P (stages 0-1) or P / G (stages 2-3) */
     void *master, *grad, *m, *v;
+    void *comp;             /* Kahan compensation of master (P/G, master dtype), or NULL */
     void *gathered;         /* compute dtype, P elements; NULL while released in stage 3 */
     int gathered_alias;     /* gathered == master (stage 0, master dtype == compute dtype) */
     int pool_slot;          /* stage 3: which pool buffer, -1 none */
@@ -72,6 +74,7 @@ typedef struct zt_engine {
     int pool_used[ZT_GATHER_POOL];
     size_t pool_bytes;
     long optimizer_steps;       /* t of AdamW, counts applied steps */
+    zt_adamw_audit last_audit;  /* the last step's lost-update audit, summed over the group */
     int grads_reduced;          /* stages 0-1: this step's reduction is done */
 } zt_engine;
 
@@ -106,15 +109,22 @@ void zt_engine_zero_grads(zt_engine *eng);
 void zt_engine_reduce_grads(zt_engine *eng);
 
 /* Clip by the global gradient norm and take one AdamW step at learning rate lr.
- * Returns the pre-clip global L2 norm (fp32 semantics) in *grad_norm. */
-void zt_engine_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double max_grad_norm,
-                    double *grad_norm);
+ * grad_unscale divides out a loss scale (1 without one): the norm, the clipping
+ * and the step see gradient * grad_unscale.  Returns the pre-clip global L2 norm
+ * (fp32 semantics) in *grad_norm, and 1 when the gradient held an inf or NaN on
+ * any rank: then the step is skipped on every rank and nothing changes. */
+int zt_engine_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double max_grad_norm,
+                   double grad_unscale, double *grad_norm);
 
 /* The plan's dtype invariants, checked where they must hold: gathered buffers in
  * the compute dtype, master, gradients and optimizer state in the master dtype,
  * and reductions in the reduce dtype.  Returns the first violation as text (NULL
  * when all hold); the engine asserts on it at acquire, grad_end and step. */
 const char *zt_engine_check_dtypes(const zt_engine *eng, int unit, zt_dtype reduced_in);
+
+/* Tests only: make this rank's accumulated gradient non-finite (an inf in its
+ * first owned element), as an fp16 overflow would. */
+void zt_engine_inject_nonfinite(zt_engine *eng);
 
 /* Bytes of model state this rank holds, by role (for the accounting tests). */
 typedef struct zt_engine_bytes {

@@ -4,64 +4,109 @@
 #include <math.h>
 #include <string.h>
 
-/* Load/store in the master dtype.  Both are inlined per dtype by the switch
- * outside the loop, so the fp32 path stays a plain vectorisable loop. */
-#define ADAMW_LOOP(LOAD, STORE)                                                           \
-    for (size_t i = 0; i < n; i++) {                                                      \
-        float gi = LOAD(g, i) * clip;                                                     \
-        float pi = LOAD(p, i) * decay;                                                    \
-        float mi = LOAD(m, i) * b1 + gi * one_minus_b1;                                   \
-        float vi = LOAD(v, i) * b2 + one_minus_b2 * gi * gi;                              \
-        float denom = sqrtf(vi) / bc2_sqrt + epsf;                                        \
-        pi = pi + neg_step * (mi / denom);                                                \
-        STORE(p, i, pi);                                                                  \
-        STORE(m, i, mi);                                                                  \
-        STORE(v, i, vi);                                                                  \
-    }
+/* Half an ulp of x in a format with mb explicit mantissa bits (23 fp32, 7 bf16,
+ * 10 fp16), from x's exponent bits: 2^(E - mb - 1).  Near zero, where the
+ * format's subnormals take over, it returns the smallest fp32 subnormal. */
+static inline float half_ulp(float x, uint32_t mb)
+{
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    u &= 0x7f800000u;
+    uint32_t shift = (mb + 1) << 23;
+    u = u > shift ? u - shift : 1u;
+    float r;
+    memcpy(&r, &u, 4);
+    return r;
+}
 
 #define LD_F32(b, i) (((const float *)(b))[i])
 #define ST_F32(b, i, x) (((float *)(b))[i] = (x))
 #define LD_BF16(b, i) zt_bf16_to_f32(((const uint16_t *)(b))[i])
 #define ST_BF16(b, i, x) (((uint16_t *)(b))[i] = zt_f32_to_bf16(x))
+#define RN_BF16(x) zt_round_bf16(x)
 #define LD_F16(b, i) zt_f16_to_f32(((const uint16_t *)(b))[i])
 #define ST_F16(b, i, x) (((uint16_t *)(b))[i] = zt_f32_to_f16(x))
+#define RN_F16(x) zt_f16_to_f32(zt_f32_to_f16(x))
 
-void zt_adamw_step_shard(void *p, void *m, void *v, const void *g, zt_dtype dt, size_t n,
-                         double lr, double wd, double beta1, double beta2, double eps, long t,
-                         float clip_coef)
+/* One element, for 16-bit storage.  The arithmetic is fp32 in torch's order;
+ * p, m and v are rounded to the storage dtype when stored (SPEC §3). */
+#define ADAMW_LOOP_16(LOAD, STORE, ROUND, MB)                                             \
+    _Pragma("omp parallel for reduction(+ : updated, lost, ratio) schedule(static)")     \
+    for (size_t i = 0; i < n; i++) {                                                      \
+        float gi = LOAD(g, i) * clip;                                                     \
+        float p0 = LOAD(p, i), c0 = comp ? LOAD(comp, i) : 0.0f;                          \
+        float mi = LOAD(m, i) * b1 + gi * one_minus_b1;                                   \
+        float vi = LOAD(v, i) * b2 + one_minus_b2 * gi * gi;                              \
+        float denom = sqrtf(vi) / bc2_sqrt + epsf;                                        \
+        float step = neg_step * (mi / denom);                                             \
+        float exact = p0 + c0;                 /* what the master would hold unrounded */ \
+        float target = exact * decay + step;                                              \
+        float p1 = ROUND(target);                                                         \
+        float c1 = comp ? ROUND(target - p1) : 0.0f;                                      \
+        float delta = exact * (decay - 1.0f) + step;                                      \
+        if (delta != 0.0f) {                                                              \
+            updated += 1.0;                                                               \
+            lost += p1 + c1 == exact;                                                     \
+            ratio += fabsf(delta) / half_ulp(p0, MB);                                     \
+        }                                                                                 \
+        STORE(p, i, p1);                                                                  \
+        if (comp)                                                                         \
+            STORE(comp, i, c1);                                                           \
+        STORE(m, i, mi);                                                                  \
+        STORE(v, i, vi);                                                                  \
+    }
+
+void zt_adamw_step_shard(void *p, void *m, void *v, const void *g, void *comp, zt_dtype dt, size_t n,
+                         const zt_adamw_step *s, zt_adamw_audit *audit)
 {
     /* Scalars are formed in double, as Python floats are in torch, then used as
      * fp32 operands, as torch's CPU kernels use them for fp32 tensors. */
-    const float decay = (float)(1.0 - lr * wd);
-    const float b1 = (float)beta1, one_minus_b1 = (float)(1.0 - beta1);
-    const float b2 = (float)beta2, one_minus_b2 = (float)(1.0 - beta2);
-    const double bc1 = 1.0 - pow(beta1, (double)t), bc2 = 1.0 - pow(beta2, (double)t);
-    const float neg_step = (float)(-(lr / bc1));
+    const float decay = (float)(1.0 - s->lr * s->weight_decay);
+    const float b1 = (float)s->beta1, one_minus_b1 = (float)(1.0 - s->beta1);
+    const float b2 = (float)s->beta2, one_minus_b2 = (float)(1.0 - s->beta2);
+    const double bc1 = 1.0 - pow(s->beta1, (double)s->t), bc2 = 1.0 - pow(s->beta2, (double)s->t);
+    const float neg_step = (float)(-(s->lr / bc1));
     const float bc2_sqrt = (float)sqrt(bc2);
-    const float epsf = (float)eps;
-    const float clip = clip_coef;
+    const float epsf = (float)s->eps;
+    const float clip = s->clip;
+    double updated = 0.0, lost = 0.0, ratio = 0.0;
     switch (dt) {
     case ZT_F32: {
+        /* fp32 needs no compensation: comp is ignored.  p*decay + step is kept
+         * as one expression in torch's order (mul_ then addcdiv_). */
         float *restrict pp = p, *restrict mm = m, *restrict vv = v;
         const float *restrict gg = g;
-        #pragma omp parallel for simd schedule(static)
+        #pragma omp parallel for simd reduction(+ : updated, lost, ratio) schedule(static)
         for (size_t i = 0; i < n; i++) {
             float gi = gg[i] * clip;
             float mi = mm[i] * b1 + gi * one_minus_b1;
             float vi = vv[i] * b2 + one_minus_b2 * gi * gi;
             float denom = sqrtf(vi) / bc2_sqrt + epsf;
-            pp[i] = pp[i] * decay + neg_step * (mi / denom);
+            float step = neg_step * (mi / denom);
+            float p0 = pp[i];
+            float p1 = p0 * decay + step;
+            float delta = p0 * (decay - 1.0f) + step;
+            float nz = delta != 0.0f ? 1.0f : 0.0f;
+            updated += nz;
+            lost += nz * (p1 == p0 ? 1.0f : 0.0f);
+            ratio += nz * fabsf(delta) / half_ulp(p0, 23);
+            pp[i] = p1;
             mm[i] = mi;
             vv[i] = vi;
         }
         break;
     }
     case ZT_BF16:
-        ADAMW_LOOP(LD_BF16, ST_BF16);
+        ADAMW_LOOP_16(LD_BF16, ST_BF16, RN_BF16, 7);
         break;
     case ZT_F16:
-        ADAMW_LOOP(LD_F16, ST_F16);
+        ADAMW_LOOP_16(LD_F16, ST_F16, RN_F16, 10);
         break;
+    }
+    if (audit) {
+        audit->updated += updated;
+        audit->lost += lost;
+        audit->ratio_sum += ratio;
     }
 }
 

@@ -18,12 +18,31 @@ typedef struct zt_adamw_hparams {
     double lr, weight_decay, beta1, beta2, eps;
 } zt_adamw_hparams;
 
-/* One AdamW step over n elements.  g is the gradient in the master dtype already
- * multiplied by nothing: clip_coef (<= 1) is applied here, as torch's clipping
- * scales the gradient in place before the step.  wd is 0 for norm weights. */
-void zt_adamw_step_shard(void *p, void *m, void *v, const void *g, zt_dtype dt, size_t n,
-                         double lr, double wd, double beta1, double beta2, double eps, long t,
-                         float clip_coef);
+/* One step's scalars: lr and weight decay for this parameter group, Adam's betas
+ * and eps, the step count t (from 1) and the clipping coefficient (<= 1), which
+ * scales the gradient as torch's in-place clipping does before the step. */
+typedef struct zt_adamw_step {
+    double lr, weight_decay, beta1, beta2, eps;
+    long t;
+    float clip;
+} zt_adamw_step;
+
+/* The lost-update audit: of the elements whose intended change
+ * delta = -lr*wd*p - step*m/denom was non-zero (`updated`), how many kept their
+ * stored value (`lost`: the change was rounded away), and the sum over updated
+ * elements of |delta| / (half an ulp of p in the storage dtype) (`ratio_sum`):
+ * below 1 on average, most updates cannot land. */
+typedef struct zt_adamw_audit {
+    double updated, lost, ratio_sum;
+} zt_adamw_audit;
+
+/* One AdamW step over n elements of p, m, v, g (all in dt).  comp, when not NULL,
+ * is a Kahan compensation buffer in dt holding what rounding p to dt dropped so
+ * far: the step applies to p + comp and the new rounding error goes back into
+ * comp, so a bf16 master accumulates updates far below its ulp (2 more bytes
+ * per parameter).  audit (may be NULL) is added to. */
+void zt_adamw_step_shard(void *p, void *m, void *v, const void *g, void *comp, zt_dtype dt, size_t n,
+                         const zt_adamw_step *s, zt_adamw_audit *audit);
 
 typedef enum zt_lr_schedule {
     ZT_LR_CONSTANT, ZT_LR_CONSTANT_WARMUP, ZT_LR_LINEAR, ZT_LR_COSINE

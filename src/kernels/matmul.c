@@ -126,6 +126,23 @@ static void round_bf16_f32(float *dst, const float *src, size_t n)
         dst[i] = zt_round_bf16(src[i]);
 }
 
+/* fp32 -> fp32 holding the fp16-rounded value (fp16 compute: no CPU here has a
+ * native fp16 product, so fp16 is emulated on the rounded inputs, as bf16 is
+ * without AVX512-BF16; overflow past 65504 becomes inf, as on the device). */
+static void round_f16_f32(float *dst, const float *src, size_t n)
+{
+#pragma omp parallel for schedule(static) if (n >= MM_PAR_MIN)
+    for (size_t i = 0; i < n; i++)
+        dst[i] = zt_f16_to_f32(zt_f32_to_f16(src[i]));
+}
+
+static void f16_to_f32(float *dst, const uint16_t *src, size_t n)
+{
+#pragma omp parallel for schedule(static) if (n >= MM_PAR_MIN)
+    for (size_t i = 0; i < n; i++)
+        dst[i] = zt_f16_to_f32(src[i]);
+}
+
 /* Return x as the primitive's input: x itself when it already has the right
  * dtype and values, else a converted copy in `buf`.  NULL on allocation failure. */
 static const void *prepare_input(mm_buf *buf, const void *x, zt_dtype x_dt, zt_dtype compute,
@@ -139,13 +156,17 @@ static const void *prepare_input(mm_buf *buf, const void *x, zt_dtype x_dt, zt_d
         to_bf16(buf->p, x, n);
         return buf->p;
     }
-    /* fp32 primitive: fp32 compute, or bf16 compute without native support */
+    /* fp32 primitive: fp32 compute, bf16 compute without native support, or fp16 */
     if (x_dt == ZT_F32 && compute == ZT_F32)
         return x;
     if (buf_reserve(buf, n * sizeof(float)))
         return NULL;
     if (x_dt == ZT_BF16)
         bf16_to_f32(buf->p, x, n); /* exact: bf16 values are already rounded */
+    else if (x_dt == ZT_F16)
+        f16_to_f32(buf->p, x, n);  /* exact likewise */
+    else if (compute == ZT_F16)
+        round_f16_f32(buf->p, x, n);
     else
         round_bf16_f32(buf->p, x, n);
     return buf->p;
@@ -364,10 +385,11 @@ int zt_matmul(float *C, const void *A, zt_dtype a_dt, const void *B, zt_dtype b_
     if (beta != 0.0f && beta != 1.0f)
         return zt_fail(err, ZT_EINPUT, "matmul M=%d N=%d K=%d: beta must be 0 or 1, got %g", M, N,
                        K, (double)beta);
-    if ((a_dt != ZT_F32 && a_dt != ZT_BF16) || (b_dt != ZT_F32 && b_dt != ZT_BF16) ||
-        (compute != ZT_F32 && compute != ZT_BF16))
+    /* fp16 compute needs fp16 or fp32 inputs; bf16 inputs go with bf16 or fp32 compute */
+    if ((compute == ZT_F16 && (a_dt == ZT_BF16 || b_dt == ZT_BF16)) ||
+        (compute != ZT_F16 && (a_dt == ZT_F16 || b_dt == ZT_F16)))
         return zt_fail(err, ZT_EINPUT,
-                       "matmul M=%d N=%d K=%d: unsupported dtypes A=%s B=%s compute=%s (fp32/bf16 only)",
+                       "matmul M=%d N=%d K=%d: unsupported dtypes A=%s B=%s compute=%s",
                        M, N, K, zt_dtype_name(a_dt), zt_dtype_name(b_dt), zt_dtype_name(compute));
     if (M == 0 || N == 0)
         return ZT_OK;
@@ -432,8 +454,8 @@ double zt_matmul_peak_gflops(zt_dtype compute)
      * dtype so the rate is the primitive's, not the conversion's.  0 on failure. */
     enum { S = 1024 };
     const double flops = 2.0 * S * S * S, min_time = 0.4;
-    if (compute != ZT_F32 && compute != ZT_BF16)
-        return 0.0;
+    if (compute == ZT_F16)
+        compute = ZT_F32; /* emulated on fp32 products */
     dnnl_data_type_t dt = prim_dtype(compute);
     size_t esz = dt == dnnl_bf16 ? 2 : 4, n = (size_t)S * S;
     void *a = zt_alloc(ZT_MEM_OTHER, n * esz), *b = zt_alloc(ZT_MEM_OTHER, n * esz);

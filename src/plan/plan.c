@@ -78,9 +78,24 @@ int zt_plan_resolve(const zt_plan_request *r, int world, zt_plan *p, zt_err *err
     p->prec.save = load;
     if (r->reduce_dtype && (rc = parse_dtype("reduce_dtype", r->reduce_dtype, &p->prec.reduce, err)))
         return rc;
-    if (p->prec.compute == ZT_F16 || p->prec.master == ZT_F16)
+    if (r->master_compensation && strcmp(r->master_compensation, "none") != 0) {
+        if (strcmp(r->master_compensation, "kahan") != 0)
+            return zt_fail(err, ZT_EINPUT, "master_compensation: expected none or kahan, got '%s'",
+                           r->master_compensation);
+        if (p->prec.master == ZT_F32)
+            return zt_fail(err, ZT_EINPUT, "master_compensation kahan applies to a 16-bit master; this plan's "
+                           "master is fp32 already (drop --mixed_precision or the compensation)");
+        p->prec.compensated = 1;
+    }
+    if (p->prec.master == ZT_F16)
         return zt_fail(err, ZT_EINPUT,
-                       "fp16 compute needs dynamic loss scaling, which ztrain does not implement yet; use bf16");
+                       "torch_dtype float16 without mixed precision would step fp16 master weights with no "
+                       "loss scaling; use --mixed_precision fp16 (fp32 master, loss scaling) or bf16");
+    p->loss_scaling = p->prec.compute == ZT_F16;
+    p->ls_initial_scale_power = 16;
+    p->ls_window = 1000;
+    p->ls_hysteresis = 2;
+    p->ls_min_scale = 1;
 
     /* stage, groups and wrapping */
     int group = world;
@@ -124,6 +139,8 @@ int zt_plan_resolve(const zt_plan_request *r, int world, zt_plan *p, zt_err *err
         snprintf(p->mode, sizeof p->mode, "%s memory-constrained", r->face == ZT_FACE_FSDP ? "FSDP" : "low-precision");
     else
         snprintf(p->mode, sizeof p->mode, "%s aligned", r->face == ZT_FACE_FSDP ? "FSDP" : "mixed precision");
+    if (p->prec.compensated)
+        strncat(p->mode, " + Kahan", sizeof p->mode - strlen(p->mode) - 1);
     return ZT_OK;
 }
 

@@ -42,6 +42,7 @@ typedef struct zt_plan_request {
     long min_num_params;
     const char *reduce_dtype;     /* override; NULL: as the face decides */
     int ranks_per_node;           /* hybrid group size; 0: the whole world */
+    const char *master_compensation; /* "none" or "kahan"; NULL: none */
 } zt_plan_request;
 
 typedef struct zt_plan {
@@ -53,7 +54,11 @@ typedef struct zt_plan {
     zt_wrap_policy wrap;
     long min_num_params;
     zt_precision prec;
-    char mode[40];                /* "FSDP memory-constrained", "FSDP aligned", "DeepSpeed", "fp32" */
+    int loss_scaling;             /* fp16 compute: dynamic loss scaling, DeepSpeed's rules */
+    double ls_initial_scale_power, ls_min_scale; /* 16, 1 */
+    long ls_window;               /* 1000 */
+    int ls_hysteresis;            /* 2 */
+    char mode[64];                /* "FSDP memory-constrained", "FSDP aligned", "DeepSpeed", "fp32" */
     char strategy[40];            /* "FULL_SHARD (ZeRO-3)", "ZeRO-2", ... */
 } zt_plan;
 

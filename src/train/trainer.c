@@ -13,6 +13,7 @@
 #include "../kernels/matmul.h"
 #include "../model/llama.h"
 #include "../plan/plan.h"
+#include "../engine/loss_scale.h"
 #include "batches.h"
 
 static double now_s(void)
@@ -249,35 +250,65 @@ int zt_train(const zt_train_args *a, zt_train_result *res, zt_err *err)
                                                                                 : a->max_steps;
     double t_start = now_s(), loss = NAN, tps = 0.0;
     uint64_t before[ZT_COLL_NKINDS] = {0}, step_bytes[ZT_COLL_NKINDS] = {0};
+    int lost_streak = 0, warned = 0;
+    zt_loss_scaler scaler;
+    const zt_plan *pl = &a->plan;
+    zt_loss_scaler_init(&scaler, pl->ls_initial_scale_power, pl->ls_window, pl->ls_hysteresis, pl->ls_min_scale);
     for (long s = 0; s < nsteps; s++) {
         double t0 = now_s();
         memcpy(before, comm->bytes, sizeof before);
         zt_engine_zero_grads(&r.eng);
         double loss_sum = 0.0;
+        /* fp16: backward runs on loss * scale; the step divides it back out */
+        double scale = pl->loss_scaling ? scaler.scale : 1.0;
         for (int micro = 0; micro < A; micro++) {
             long k0 = zt_sample_index(s, micro, comm->rank, B, A, W);
             zt_batcher_fill(&r.batcher, k0, B, r.inputs, r.targets);
             double ls = 0.0;
             /* a failing matrix product is not bad input: stop every rank */
-            if ((rc = zt_model_step(&r.model, r.inputs, r.targets, 1, grad_scale, &ls, err)))
+            if ((rc = zt_model_step(&r.model, r.inputs, r.targets, 1, (float)(grad_scale * scale), &ls, err)))
                 goto done;
             loss_sum += ls;
         }
-        double lr = a->adam.lr * zt_lr_factor(a->schedule, s, a->max_steps, a->warmup_steps);
+        /* the schedule counts applied updates: a step skipped on fp16 overflow does
+         * not advance it, as DeepSpeed's engine does not step its scheduler then */
+        long u = r.eng.optimizer_steps;
+        double lr = a->adam.lr * zt_lr_factor(a->schedule, u, a->max_steps, a->warmup_steps);
         double gnorm = 0.0;
-        zt_engine_step(&r.eng, &a->adam, lr, a->max_grad_norm, &gnorm);
+        long inj = a->inject_nonfinite_step, inj_n = a->inject_nonfinite_count > 0 ? a->inject_nonfinite_count : 1;
+        if (inj > 0 && s + 1 >= inj && s + 1 < inj + inj_n && a->inject_nonfinite_rank == comm->rank)
+            zt_engine_inject_nonfinite(&r.eng);
+        int skipped = zt_engine_step(&r.eng, &a->adam, lr, a->max_grad_norm, 1.0 / scale, &gnorm);
+        if (pl->loss_scaling)
+            zt_loss_scaler_update(&scaler, skipped);
         loss = zt_comm_sum_double(comm, loss_sum, ZT_SCOPE_WORLD) / tokens_per_step;
         for (int k = 0; k < ZT_COLL_NKINDS; k++)
             step_bytes[k] = comm->bytes[k] - before[k];
         double dt = now_s() - t0;
         tps = tokens_per_step / dt / W;
         double mfu = peak > 0 ? flops_tok * tps / (peak * 1e9) : 0.0;
+        /* lost-update audit: warn once when most updates vanish for several steps */
+        const zt_adamw_audit *au = &r.eng.last_audit;
+        double lost_frac = au->updated > 0 ? au->lost / au->updated : 0.0;
+        double ulp_ratio = au->updated > 0 ? au->ratio_sum / au->updated : 0.0;
+        lost_streak = lost_frac > 0.5 ? lost_streak + 1 : 0;
+        if (lost_streak >= 3 && !warned && rank0) {
+            fprintf(stderr, "%swarning: %.0f%% of parameter updates were rounded away in the last %d "
+                    "steps (mean |update| = %.2f half-ulps of the %s master weights); the model is barely "
+                    "training. Keep an fp32 master with --mixed_precision bf16 (Accelerate's upcast), or "
+                    "compensate the bf16 master with --master_compensation kahan.\n",
+                    a->progress ? "\n" : "", 100.0 * lost_frac, lost_streak, ulp_ratio,
+                    zt_dtype_name(a->plan.prec.master));
+            warned = 1;
+        }
         if (log) {
             fprintf(log,
                     "{\"step\": %ld, \"loss\": %.9g, \"grad_norm\": %.9g, \"lr\": %.9g, "
                     "\"tokens_per_sec_per_device\": %.2f, \"step_time_s\": %.6f, \"mfu\": %.5f, "
-                    "\"memory_bytes\": {",
-                    s + 1, loss, gnorm, lr, tps, dt, mfu);
+                    "\"lost_update_fraction\": %.6f, \"update_to_half_ulp\": %.6g, \"loss_scale\": %.9g, "
+                    "\"skipped\": %d, \"memory_bytes\": {",
+                    s + 1, loss, isfinite(gnorm) ? gnorm : -1.0, lr, tps, dt, mfu, lost_frac, ulp_ratio,
+                    pl->loss_scaling ? scale : 0.0, skipped);
             for (int c = 0; c < ZT_MEM_NCAT; c++)
                 fprintf(log, "\"%s\": %zu%s", zt_mem_cat_name((zt_mem_cat)c),
                         zt_mem_current((zt_mem_cat)c), c + 1 < ZT_MEM_NCAT ? ", " : "");
@@ -305,6 +336,8 @@ int zt_train(const zt_train_args *a, zt_train_result *res, zt_err *err)
         res->tokens_per_sec = elapsed > 0 ? tokens_per_step * (double)nsteps / elapsed / W : 0.0;
         res->state = zt_engine_state_bytes(&r.eng);
         memcpy(res->step_bytes, step_bytes, sizeof step_bytes);
+        res->skipped_steps = scaler.skipped;
+        res->loss_scale = pl->loss_scaling ? scaler.scale : 0.0;
     }
     if (a->output_dir &&
         (rc = zt_hf_save(a->output_dir, &r.cfg, &r.lay, &r.eng, a->plan.prec.save, a->max_shard_bytes,
@@ -326,7 +359,7 @@ done:
 int zt_eval(const zt_eval_args *a, double *mean_loss, long *tokens, zt_err *err)
 {
     run_state r;
-    zt_plan plan = zt_plan_single((zt_precision){ZT_F32, ZT_F32, a->compute, a->compute, ZT_F32},
+    zt_plan plan = zt_plan_single((zt_precision){ZT_F32, ZT_F32, a->compute, a->compute, ZT_F32, 0},
                                   ZT_WRAP_TRANSFORMER);
     zt_comm local;
     zt_comm_create_local(&local);

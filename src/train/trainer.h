@@ -35,6 +35,9 @@ typedef struct zt_train_args {
     int progress;           /* draw a progress bar on stderr (rank 0) */
     int quiet;
     double peak_gflops;     /* for MFU; <= 0: measure */
+    long inject_nonfinite_step;  /* tests: from this step (1-based; 0: never) ... */
+    long inject_nonfinite_count; /* ... for this many steps (at least 1) ... */
+    int inject_nonfinite_rank;   /* ... this rank's gradient gets an inf */
 } zt_train_args;
 
 typedef struct zt_train_result {
@@ -43,6 +46,8 @@ typedef struct zt_train_result {
     double tokens_per_sec;  /* per device */
     zt_engine_bytes state;  /* this rank's model-state bytes */
     uint64_t step_bytes[ZT_COLL_NKINDS]; /* collective bytes of the last step */
+    long skipped_steps;     /* fp16: steps skipped on overflow */
+    double loss_scale;      /* fp16: the final loss scale (0 without scaling) */
 } zt_train_result;
 
 /* A plan for one process with the given dtypes (tests and tools). */

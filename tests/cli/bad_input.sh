@@ -10,7 +10,7 @@ expect_exit 2 "--max_steps: expected an integer" -- train --model $fix --data $d
 expect_exit 2 "--per_device_train_batch_size: 0 is out of range" -- train --model $fix --data $data --per_device_train_batch_size 0
 expect_exit 2 "--lr_scheduler_type: expected" -- train --model $fix --data $data --lr_scheduler_type warm
 expect_exit 2 "mixed_precision: expected" -- train --model $fix --data $data --mixed_precision int8
-expect_exit 2 "loss scaling" -- train --model $fix --data $data --mixed_precision fp16
+expect_exit 2 "loss scaling" -- train --model $fix --data $data --torch_dtype float16
 expect_exit 2 "--model and --data are required" -- train --data $data
 expect_exit 2 "unknown command" -- "$ZTRAIN" frobnicate
 expect_exit 2 "$TMP/nomodel" -- train --model "$TMP/nomodel" --data $data
