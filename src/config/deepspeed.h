@@ -17,8 +17,11 @@
  * Every failure is ZT_EINPUT with "FILE: KEY.PATH: what was wrong (allowed: ...)".
  *
  * What ztrain does not do is refused by name rather than approximated: NVMe offload,
- * optimizers other than Adam/AdamW, schedules other than WarmupLR / WarmupDecayLR /
- * WarmupCosineLR, a warmup that starts above 0, log-rate warmup. */
+ * optimizers other than Adam/AdamW (and Adam with adam_w_mode false), schedules other
+ * than WarmupLR / WarmupDecayLR / WarmupCosineLR, a warmup that starts above 0, a cosine
+ * floor above 0, warmup_type "log".  Two DeepSpeed defaults are read as ztrain's
+ * schedules have it: an absent warmup_type (DeepSpeed's is log) warms up linearly, and
+ * an absent cos_min_ratio (DeepSpeed's is 1e-4) decays to 0. */
 #ifndef ZT_CONFIG_DEEPSPEED_H
 #define ZT_CONFIG_DEEPSPEED_H
 
@@ -116,7 +119,8 @@ typedef struct zt_ds_resolved {
  *     warmup absent: 1000 (DeepSpeed's); warmup_max_lr auto: the optimizer's lr.
  *     DeepSpeed trains at warmup_max_lr, so one that differs from the optimizer's lr
  *     (including WarmupLR's default 0.001 when absent) is refused.
- * Returns ZT_OK or ZT_EINPUT (message "PATH: KEY: ..."). */
+ * fp16/bf16 "auto" is left to the plan (it follows the run's mixed_precision).
+ * Returns ZT_OK, ZT_EINPUT (message "PATH: KEY: ...") or ZT_EFAIL (world < 1: a caller's bug). */
 int zt_ds_config_resolve(const zt_ds_config *c, const zt_ds_run *run, zt_ds_resolved *out,
                          zt_err *err);
 
