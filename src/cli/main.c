@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "../comm/comm.h"
-#include "../config/accelerate.h"
+#include "../config/settings.h"
 #include "../core/mem.h"
 #include "../plan/plan.h"
 #include "../io/hf_model.h"
@@ -69,106 +69,95 @@ static int parse_size(const char *flag, const char *s, size_t *out, zt_err *err)
 
 static int g_rank = 0, g_world = 1; /* for error messages */
 
-static int flag_seen(const zt_flag *flags, int n, const char *name)
+typedef struct flag_table {
+    zt_flag *flags;
+    int n;
+} flag_table;
+
+static int flag_given(void *ctx, const char *name)
 {
-    for (int i = 0; i < n; i++)
-        if (!strcmp(flags[i].name, name))
-            return flags[i].seen;
+    const flag_table *t = ctx;
+    for (int i = 0; i < t->n; i++)
+        if (!strcmp(t->flags[i].name, name))
+            return t->flags[i].seen;
     return 0;
 }
 
-/* Fill what the flags left unset from an Accelerate config (SPEC §6: a flag
- * overrides the file).  Keys ztrain cannot honour were refused by the reader;
- * keys that do not change a CPU run (offload on a host, prefetch) are accepted. */
-static int apply_accelerate_config(const zt_accel_config *ac, const zt_flag *flags, int nflags,
-                                   int *use_fsdp, int *use_deepspeed, const char **mixed_precision,
-                                   const char **strategy, const char **wrap, long *min_num_params,
-                                   int *zero_stage, int *accum, double *max_grad_norm, int *ckpt,
-                                   zt_err *err)
+/* The flags every command that resolves a plan shares (train, config, estimate-memory). */
+#define PLAN_FLAGS(S)                                                                                      \
+    {"config_file", ZT_FLAG_STR, &(S).config_file, "Accelerate config YAML (distributed_type, mixed_precision, fsdp_config, deepspeed_config); flags override it", 1, 0, 0}, \
+    {"deepspeed_config_file", ZT_FLAG_STR, &(S).deepspeed_config_file, "DeepSpeed JSON (\"auto\" resolved as Accelerate does); flags override it", 1, 0, 0}, \
+    {"torch_dtype", ZT_FLAG_STR, &(S).torch_dtype, "load dtype: float32 | bfloat16 | float16 | auto (config's)", 1, 0, 0}, \
+    {"mixed_precision", ZT_FLAG_STR, &(S).mixed_precision, "no | bf16 | fp16 (fp32 master; fp16 with loss scaling)", 1, 0, 0}, \
+    {"use_fsdp", ZT_FLAG_BOOL, &(S).use_fsdp, "FSDP semantics (sharding strategy, dtype rules)", 1, 0, 0}, \
+    {"fsdp_sharding_strategy", ZT_FLAG_STR, &(S).strategy, "FULL_SHARD | SHARD_GRAD_OP | NO_SHARD | HYBRID_SHARD | HYBRID_SHARD_ZERO2 (or 1-5)", 1, 0, 0}, \
+    {"fsdp_auto_wrap_policy", ZT_FLAG_STR, &(S).wrap, "TRANSFORMER_BASED_WRAP | SIZE_BASED_WRAP | NO_WRAP", 1, 0, 0}, \
+    {"fsdp_min_num_params", ZT_FLAG_LONG, &(S).min_num_params, "unit size for SIZE_BASED_WRAP", 0, 1e15, 0}, \
+    {"use_deepspeed", ZT_FLAG_BOOL, &(S).use_deepspeed, "DeepSpeed semantics (fp32 master always)", 1, 0, 0}, \
+    {"zero_stage", ZT_FLAG_INT, &(S).zero_stage, "DeepSpeed ZeRO stage 0-3 (default 2)", 0, 3, 0}, \
+    {"ranks_per_node", ZT_FLAG_INT, &(S).ranks_per_node, "hybrid sharding group size (default: all ranks)", 1, 1 << 20, 0}, \
+    {"master_compensation", ZT_FLAG_STR, &(S).compensation, "none | kahan: Kahan-compensated bf16 master (2 more bytes/param, keeps sub-ulp updates)", 1, 0, 0}, \
+    {"reduce_dtype", ZT_FLAG_STR, &(S).reduce_dtype, "gradient reduction dtype (default: the compute dtype)", 1, 0, 0}, \
+    {"block_size", ZT_FLAG_INT, &(S).block_size, "tokens per sequence (default 128)", 1, 1 << 20, 0}, \
+    {"per_device_train_batch_size", ZT_FLAG_INT, &(S).batch, "sequences per micro-batch per rank (default 8)", 1, 1 << 20, 0}, \
+    {"gradient_accumulation_steps", ZT_FLAG_INT, &(S).accum, "micro-batches per optimizer step (default 1)", 1, 1 << 20, 0}, \
+    {"max_steps", ZT_FLAG_LONG, &(S).max_steps, "optimizer steps (default 100)", 1, 1e12, 0}, \
+    {"learning_rate", ZT_FLAG_DOUBLE, &(S).lr, "peak learning rate (default 5e-5)", 0, 1e3, 0}, \
+    {"weight_decay", ZT_FLAG_DOUBLE, &(S).weight_decay, "AdamW weight decay on matrices (default 0)", 0, 1e3, 0}, \
+    {"adam_beta1", ZT_FLAG_DOUBLE, &(S).beta1, "default 0.9", 0, 0.999999, 0}, \
+    {"adam_beta2", ZT_FLAG_DOUBLE, &(S).beta2, "default 0.999", 0, 0.999999999, 0}, \
+    {"adam_epsilon", ZT_FLAG_DOUBLE, &(S).eps, "default 1e-8", 0, 1, 0}, \
+    {"max_grad_norm", ZT_FLAG_DOUBLE, &(S).max_grad_norm, "clip the global gradient norm (0: off; default 1.0)", 0, 1e30, 0}, \
+    {"lr_scheduler_type", ZT_FLAG_STR, &(S).schedule, "linear | cosine | constant | constant_with_warmup", 1, 0, 0}, \
+    {"warmup_steps", ZT_FLAG_LONG, &(S).warmup_steps, "linear warmup steps (default 0)", 0, 1e12, 0}, \
+    {"gradient_checkpointing", ZT_FLAG_BOOL, &(S).checkpointing, "keep only layer inputs; recompute in backward", 1, 0, 0}
+
+/* Read config.json for what the plan needs from the model (hidden size for
+ * DeepSpeed's "auto" buckets, torch_dtype for --torch_dtype auto). */
+static int resolve_settings(zt_settings *st, const char *model, int world, zt_llama_config *cfg,
+                            zt_plan *plan, zt_err *err)
 {
-    static const char *strategy_names[] = {"", "FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD",
-                                           "HYBRID_SHARD_ZERO2"};
-    if (!ac->distributed_type[0])
-        return ZT_OK; /* no file */
-    int fsdp = !strcmp(ac->distributed_type, "FSDP"), ds = !strcmp(ac->distributed_type, "DEEPSPEED");
-    if (!flag_seen(flags, nflags, "use_fsdp") && !flag_seen(flags, nflags, "use_deepspeed")) {
-        *use_fsdp = fsdp;
-        *use_deepspeed = ds;
-    }
-    if (ac->deepspeed_config_file[0])
-        return zt_fail(err, ZT_EINPUT, "%s: deepspeed_config.deepspeed_config_file: DeepSpeed JSON files "
-                       "are not supported yet; give zero_stage and mixed_precision in the YAML", ac->path);
-    if (ac->mixed_precision[0] && !flag_seen(flags, nflags, "mixed_precision"))
-        *mixed_precision = ac->mixed_precision;
-    if (fsdp && ac->fsdp_sharding_strategy >= 1 && !flag_seen(flags, nflags, "fsdp_sharding_strategy"))
-        *strategy = strategy_names[ac->fsdp_sharding_strategy];
-    if (fsdp && ac->fsdp_auto_wrap_policy[0] && !flag_seen(flags, nflags, "fsdp_auto_wrap_policy"))
-        *wrap = ac->fsdp_auto_wrap_policy;
-    if (fsdp && ac->fsdp_min_num_params >= 0 && !flag_seen(flags, nflags, "fsdp_min_num_params"))
-        *min_num_params = ac->fsdp_min_num_params;
-    if (fsdp && ac->fsdp_activation_checkpointing == 1 && !flag_seen(flags, nflags, "gradient_checkpointing"))
-        *ckpt = 1;
-    if (ds && ac->zero_stage >= 0 && !flag_seen(flags, nflags, "zero_stage"))
-        *zero_stage = ac->zero_stage;
-    if (ds && ac->gradient_accumulation_steps > 0 && !flag_seen(flags, nflags, "gradient_accumulation_steps"))
-        *accum = ac->gradient_accumulation_steps;
-    if (ds && ac->gradient_clipping >= 0 && !flag_seen(flags, nflags, "max_grad_norm"))
-        *max_grad_norm = ac->gradient_clipping;
+    int rc;
+    if ((rc = zt_hf_read_config_dir(model, cfg, err)))
+        return rc;
+    zt_plan_request req;
+    if ((rc = zt_settings_resolve(st, world, cfg->hidden_size, cfg->torch_dtype, &req, err)))
+        return rc;
+    if ((rc = zt_plan_resolve(&req, world, plan, err)))
+        return rc;
+    zt_settings_apply_to_plan(st, plan);
     return ZT_OK;
 }
 
 static int cmd_train(int argc, char **argv, zt_err *err)
 {
-    const char *model = NULL, *data = NULL, *output_dir = NULL, *log_jsonl = NULL;
-    const char *torch_dtype = "float32", *mixed_precision = "no", *sched = "linear";
-    const char *wrap = NULL, *strategy = NULL, *reduce_dtype = NULL, *max_shard = "5GB";
-    const char *config_file = NULL, *compensation = NULL;
-    int block_size = 128, batch = 8, accum = 1, shuffle = 0, ckpt = 0, threads = 0, progress = -1;
-    int use_fsdp = 0, use_deepspeed = 0, zero_stage = -1, ranks_per_node = 0;
-    long max_steps = 100, warmup = 0, save_steps = 0, seed = 42, min_num_params = 100000000;
-    double lr = 5e-5, wd = 0.0, b1 = 0.9, b2 = 0.999, eps = 1e-8, max_grad_norm = 1.0, peak = 0.0;
+    const char *model = NULL, *data = NULL, *output_dir = NULL, *log_jsonl = NULL, *max_shard = "5GB";
+    int threads = 0, progress = -1;
+    double peak = 0.0;
+    zt_settings st;
+    zt_settings_defaults(&st);
     zt_flag flags[] = {
         {"model", ZT_FLAG_STR, &model, "Hugging Face model directory (config.json + safetensors)", 1, 0, 0},
         {"data", ZT_FLAG_STR, &data, "token data: .npy, .bin (uint16) or .txt (bytes)", 1, 0, 0},
-        {"config_file", ZT_FLAG_STR, &config_file, "Accelerate config YAML (distributed_type, mixed_precision, fsdp_config, deepspeed_config); flags override it", 1, 0, 0},
         {"output_dir", ZT_FLAG_STR, &output_dir, "where the trained model is written", 1, 0, 0},
         {"log_jsonl", ZT_FLAG_STR, &log_jsonl, "write one JSON object per optimizer step here", 1, 0, 0},
-        {"torch_dtype", ZT_FLAG_STR, &torch_dtype, "load dtype: float32 | bfloat16 | auto (config's)", 1, 0, 0},
-        {"mixed_precision", ZT_FLAG_STR, &mixed_precision, "no | bf16 (fp32 master, bf16 compute)", 1, 0, 0},
-        {"use_fsdp", ZT_FLAG_BOOL, &use_fsdp, "FSDP semantics (sharding strategy, dtype rules)", 1, 0, 0},
-        {"fsdp_sharding_strategy", ZT_FLAG_STR, &strategy, "FULL_SHARD | SHARD_GRAD_OP | NO_SHARD | HYBRID_SHARD | HYBRID_SHARD_ZERO2 (or 1-5)", 1, 0, 0},
-        {"fsdp_auto_wrap_policy", ZT_FLAG_STR, &wrap, "TRANSFORMER_BASED_WRAP | SIZE_BASED_WRAP | NO_WRAP", 1, 0, 0},
-        {"fsdp_min_num_params", ZT_FLAG_LONG, &min_num_params, "unit size for SIZE_BASED_WRAP", 0, 1e15, 0},
-        {"use_deepspeed", ZT_FLAG_BOOL, &use_deepspeed, "DeepSpeed semantics (fp32 master always)", 1, 0, 0},
-        {"zero_stage", ZT_FLAG_INT, &zero_stage, "DeepSpeed ZeRO stage 0-3 (default 2)", 0, 3, 0},
-        {"ranks_per_node", ZT_FLAG_INT, &ranks_per_node, "hybrid sharding group size (default: all ranks)", 1, 1 << 20, 0},
-        {"master_compensation", ZT_FLAG_STR, &compensation, "none | kahan: Kahan-compensated bf16 master (2 more bytes/param, keeps sub-ulp updates)", 1, 0, 0},
-        {"reduce_dtype", ZT_FLAG_STR, &reduce_dtype, "gradient reduction dtype (default: the compute dtype)", 1, 0, 0},
-        {"block_size", ZT_FLAG_INT, &block_size, "tokens per sequence (default 128)", 1, 1 << 20, 0},
-        {"per_device_train_batch_size", ZT_FLAG_INT, &batch, "sequences per micro-batch per rank (default 8)", 1, 1 << 20, 0},
-        {"gradient_accumulation_steps", ZT_FLAG_INT, &accum, "micro-batches per optimizer step (default 1)", 1, 1 << 20, 0},
-        {"max_steps", ZT_FLAG_LONG, &max_steps, "optimizer steps (default 100)", 1, 1e12, 0},
-        {"learning_rate", ZT_FLAG_DOUBLE, &lr, "peak learning rate (default 5e-5)", 0, 1e3, 0},
-        {"weight_decay", ZT_FLAG_DOUBLE, &wd, "AdamW weight decay on matrices (default 0)", 0, 1e3, 0},
-        {"adam_beta1", ZT_FLAG_DOUBLE, &b1, "default 0.9", 0, 0.999999, 0},
-        {"adam_beta2", ZT_FLAG_DOUBLE, &b2, "default 0.999", 0, 0.999999999, 0},
-        {"adam_epsilon", ZT_FLAG_DOUBLE, &eps, "default 1e-8", 0, 1, 0},
-        {"max_grad_norm", ZT_FLAG_DOUBLE, &max_grad_norm, "clip the global gradient norm (0: off; default 1.0)", 0, 1e30, 0},
-        {"lr_scheduler_type", ZT_FLAG_STR, &sched, "linear | cosine | constant | constant_with_warmup", 1, 0, 0},
-        {"warmup_steps", ZT_FLAG_LONG, &warmup, "linear warmup steps (default 0)", 0, 1e12, 0},
-        {"seed", ZT_FLAG_LONG, &seed, "seed for --shuffle (default 42)", 0, 9.2e18, 0},
-        {"shuffle", ZT_FLAG_BOOL, &shuffle, "seeded shuffle of the windows each epoch (default: in order)", 1, 0, 0},
-        {"gradient_checkpointing", ZT_FLAG_BOOL, &ckpt, "keep only layer inputs; recompute in backward", 1, 0, 0},
+        PLAN_FLAGS(st),
+        {"seed", ZT_FLAG_LONG, &st.seed, "seed for --shuffle (default 42)", 0, 9.2e18, 0},
+        {"shuffle", ZT_FLAG_BOOL, &st.shuffle, "seeded shuffle of the windows each epoch (default: in order)", 1, 0, 0},
         {"max_shard_size", ZT_FLAG_STR, &max_shard, "split saved weights into shards above this size, e.g. 5GB, 200MB (default 5GB, as HF)", 1, 0, 0},
-        {"save_steps", ZT_FLAG_LONG, &save_steps, "also save OUTPUT_DIR/checkpoint-N every N steps", 0, 1e12, 0},
+        {"save_steps", ZT_FLAG_LONG, &st.save_steps, "also save OUTPUT_DIR/checkpoint-N every N steps", 0, 1e12, 0},
         {"threads", ZT_FLAG_INT, &threads, "threads per process (default: the cores this process may use)", 0, 4096, 0},
         {"progress", ZT_FLAG_BOOL, &progress, "progress bar (default: when stderr is a terminal)", 1, 0, 0},
         {"peak_gflops", ZT_FLAG_DOUBLE, &peak, "matrix-product peak for MFU (default: measured)", 0, 1e9, 0},
     };
+    flag_table table = {flags, NFLAGS(flags)};
+    st.given = flag_given;
+    st.given_ctx = &table;
     if (zt_flags_wants_help(argc, argv)) {
         zt_flags_usage(flags, NFLAGS(flags),
                        "usage: ztrain train --model DIR --data FILE [flags]\n"
-                       "       mpirun -np N ztrain train ...   or   ztrain launch --num_processes N train ...");
+                       "       mpirun -np N ztrain train ...   or   ztrain launch --num_processes N train ...\n"
+                       "Precedence: flags > DeepSpeed JSON > Accelerate YAML > defaults (docs/zero.md).");
         return ZT_OK;
     }
     int rc = zt_flags_parse(flags, NFLAGS(flags), argc, argv, "ztrain train", err);
@@ -176,79 +165,36 @@ static int cmd_train(int argc, char **argv, zt_err *err)
         return rc;
     if (!model || !data)
         return zt_fail(err, ZT_EINPUT, "ztrain train: --model and --data are required");
-    if (use_fsdp && use_deepspeed)
-        return zt_fail(err, ZT_EINPUT, "--use_fsdp and --use_deepspeed exclude each other");
-
+    if (zt_comm_init_mpi(NULL, NULL, &g_rank, &g_world) != ZT_OK)
+        return zt_fail(err, ZT_EFAIL, "MPI_Init failed");
     zt_train_args a = {0};
+    zt_llama_config cfg;
+    if ((rc = resolve_settings(&st, model, g_world, &cfg, &a.plan, err)))
+        return rc;
+    if (zt_lr_schedule_parse(st.schedule, &a.schedule) != 0)
+        return zt_fail(err, ZT_EINPUT,
+                       "lr_scheduler_type: expected linear, cosine, constant or constant_with_warmup, got '%s'",
+                       st.schedule);
+    if ((rc = parse_size("max_shard_size", max_shard, &a.max_shard_bytes, err)))
+        return rc;
     a.model_dir = model;
     a.data_path = data;
     a.output_dir = output_dir;
     a.log_jsonl = log_jsonl;
-    a.block_size = block_size;
-    a.batch_size = batch;
-    a.grad_accum = accum;
-    a.max_steps = max_steps;
-    a.adam = (zt_adamw_hparams){lr, wd, b1, b2, eps};
-    a.max_grad_norm = max_grad_norm;
-    a.warmup_steps = warmup;
-    a.seed = (uint64_t)seed;
-    a.shuffle = shuffle;
-    a.checkpointing = ckpt;
-    a.save_steps = save_steps;
+    a.block_size = st.block_size;
+    a.batch_size = st.batch;
+    a.grad_accum = st.accum;
+    a.max_steps = st.max_steps;
+    a.adam = (zt_adamw_hparams){st.lr, st.weight_decay, st.beta1, st.beta2, st.eps};
+    a.max_grad_norm = st.max_grad_norm;
+    a.warmup_steps = st.warmup_steps;
+    a.seed = (uint64_t)st.seed;
+    a.shuffle = st.shuffle;
+    a.checkpointing = st.checkpointing;
+    a.save_steps = st.save_steps;
     a.peak_gflops = peak;
     a.progress = progress < 0 ? isatty(STDERR_FILENO) : progress;
-    if ((rc = parse_size("max_shard_size", max_shard, &a.max_shard_bytes, err)))
-        return rc;
-    if (zt_lr_schedule_parse(sched, &a.schedule) != 0)
-        return zt_fail(err, ZT_EINPUT,
-                       "--lr_scheduler_type: expected linear, cosine, constant or constant_with_warmup, got '%s'",
-                       sched);
 
-    /* What the user asked for; the plan resolves it (SPEC §3).  The Accelerate
-     * config file gives the defaults and any flag given overrides it. */
-    zt_accel_config ac;
-    zt_accel_config_init(&ac);
-    if (config_file && (rc = zt_accel_config_read(config_file, &ac, err)))
-        return rc;
-    if ((rc = apply_accelerate_config(&ac, flags, NFLAGS(flags), &use_fsdp, &use_deepspeed,
-                                      &mixed_precision, &strategy, &wrap, &min_num_params,
-                                      &zero_stage, &accum, &max_grad_norm, &ckpt, err)))
-        return rc;
-    zt_plan_request req;
-    zt_plan_request_init(&req);
-    req.face = use_fsdp ? ZT_FACE_FSDP : use_deepspeed ? ZT_FACE_DEEPSPEED : ZT_FACE_DDP;
-    req.mixed_precision = mixed_precision;
-    req.torch_dtype = torch_dtype;
-    req.zero_stage = zero_stage;
-    req.min_num_params = min_num_params;
-    req.reduce_dtype = reduce_dtype;
-    req.ranks_per_node = ranks_per_node;
-    req.master_compensation = compensation;
-    if (strategy && zt_sharding_parse(strategy, &req.sharding) != 0)
-        return zt_fail(err, ZT_EINPUT, "--fsdp_sharding_strategy: expected FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, "
-                       "HYBRID_SHARD or HYBRID_SHARD_ZERO2 (or 1-5), got '%s'", strategy);
-    if (strategy && !use_fsdp)
-        return zt_fail(err, ZT_EINPUT, "--fsdp_sharding_strategy needs --use_fsdp");
-    if (zero_stage >= 0 && !use_deepspeed)
-        return zt_fail(err, ZT_EINPUT, "--zero_stage needs --use_deepspeed");
-    if (wrap) {
-        if (zt_wrap_policy_parse(wrap, &req.wrap) != 0)
-            return zt_fail(err, ZT_EINPUT,
-                           "--fsdp_auto_wrap_policy: expected TRANSFORMER_BASED_WRAP, SIZE_BASED_WRAP or NO_WRAP, got '%s'",
-                           wrap);
-        req.wrap_set = 1;
-    }
-    if (!strcmp(torch_dtype, "auto")) {
-        zt_llama_config cfg;
-        if ((rc = zt_hf_read_config_dir(model, &cfg, err)))
-            return rc;
-        req.config_dtype = cfg.torch_dtype;
-    }
-
-    if (zt_comm_init_mpi(NULL, NULL, &g_rank, &g_world) != ZT_OK)
-        return zt_fail(err, ZT_EFAIL, "MPI_Init failed");
-    if ((rc = zt_plan_resolve(&req, g_world, &a.plan, err)))
-        return rc;
     zt_comm comm;
     if ((rc = zt_comm_create(&comm, a.plan.group_size, err)))
         return rc;

@@ -8,7 +8,7 @@ train() { "$ZTRAIN" train --threads 1 --max_steps 1 --block_size 16 --per_device
 expect_exit 2 "unknown flag --learning_rat .*did you mean --learning_rate" -- train --model $fix --data $data --learning_rat 1
 expect_exit 2 "--max_steps: expected an integer" -- train --model $fix --data $data --max_steps ten
 expect_exit 2 "--per_device_train_batch_size: 0 is out of range" -- train --model $fix --data $data --per_device_train_batch_size 0
-expect_exit 2 "--lr_scheduler_type: expected" -- train --model $fix --data $data --lr_scheduler_type warm
+expect_exit 2 "lr_scheduler_type: expected" -- train --model $fix --data $data --lr_scheduler_type warm
 expect_exit 2 "mixed_precision: expected" -- train --model $fix --data $data --mixed_precision int8
 expect_exit 2 "loss scaling" -- train --model $fix --data $data --torch_dtype float16
 expect_exit 2 "--model and --data are required" -- train --data $data

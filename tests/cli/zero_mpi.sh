@@ -49,6 +49,26 @@ printf '%s' "$out" | grep -q "plan: FSDP, SHARD_GRAD_OP (ZeRO-2), 2 ranks" || fa
 sed 's/fsdp_sharding_strategy/fsdp_shardng_strategy/' examples/configs/fsdp_shard_grad_op.yaml > "$TMP/typo.yaml"
 expect_exit 2 "$TMP/typo.yaml.*fsdp_shardng_strategy.*did you mean fsdp_sharding_strategy" -- \
     "$ZTRAIN" launch --config_file "$TMP/typo.yaml" "${args[@]}" --data $fix/tokens.npy
+# a DeepSpeed JSON full of "auto": resolved from the run; a flag overrides a JSON value;
+# DeepSpeed's batch check names all three numbers
+out=$("$ZTRAIN" launch --num_processes 2 "${args[@]}" --data $fix/tokens.npy \
+      --deepspeed_config_file examples/configs/ds_zero3.json --log_jsonl "$TMP/ds.jsonl" 2>&1) || fail "ds_zero3.json: $out"
+printf '%s' "$out" | grep -q "plan: DEEPSPEED, ZeRO-3, 2 ranks" || fail "ds_zero3.json plan: $out"
+printf '%s' "$out" | grep -Fq "| DeepSpeed | fp32 | bf16 | fp32 | bf16 |" || fail "ds_zero3.json precision: $out"
+printf '{"train_batch_size": 32, "train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 2,\n "zero_optimization": {"stage": 2}}\n' > "$TMP/bad_tbs.json"
+expect_exit 2 "train_batch_size 32 != train_micro_batch_size_per_gpu 4 \\* gradient_accumulation_steps 2 \\* world size 2" -- \
+    "$ZTRAIN" launch --num_processes 2 train --model $fix --data $fix/tokens.npy --threads 1 --block_size 16 \
+    --deepspeed_config_file "$TMP/bad_tbs.json"
+out=$("$ZTRAIN" launch --num_processes 2 train --model $fix --data $fix/tokens.npy --threads 1 --block_size 16 \
+      --max_steps 1 --peak_gflops 1 --deepspeed_config_file "$TMP/bad_tbs.json" --per_device_train_batch_size 3 2>&1)
+printf '%s' "$out" | grep -q "train_batch_size 32 != train_micro_batch_size_per_gpu 3" ||
+    fail "the flag's batch should replace the JSON's and still be checked: $out"
+printf '{"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 3, "zero_optimization": {"stage": 1}}\n' > "$TMP/ok.json"
+out=$("$ZTRAIN" launch --num_processes 2 train --model $fix --data $fix/tokens.npy --threads 1 --block_size 16 \
+      --max_steps 1 --peak_gflops 1 --deepspeed_config_file "$TMP/ok.json" --gradient_accumulation_steps 1 2>&1) ||
+    fail "ok.json: $out"
+printf '%s' "$out" | grep -q "global batch 2 x 1 x 2" || fail "JSON micro batch 2 with the flag's accumulation 1: $out"
+
 cmd=$("$ZTRAIN" launch --num_processes 4 --dry_run train --model m --data d)
 printf '%s' "$cmd" | grep -q "^mpirun -np 4 .*--oversubscribe .* train --threads 1 --model m --data d" ||
     fail "launch command: $cmd"

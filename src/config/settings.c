@@ -1,0 +1,203 @@
+/* settings.c — combine defaults, config files and flags (see settings.h). */
+#include "settings.h"
+
+#include <stdio.h>
+#include <string.h>
+
+void zt_settings_defaults(zt_settings *s)
+{
+    memset(s, 0, sizeof *s);
+    s->zero_stage = -1;
+    s->torch_dtype = "float32";
+    s->mixed_precision = "no";
+    s->min_num_params = 100000000;
+    s->block_size = 128;
+    s->batch = 8;
+    s->accum = 1;
+    s->max_steps = 100;
+    s->seed = 42;
+    s->lr = 5e-5;
+    s->beta1 = 0.9;
+    s->beta2 = 0.999;
+    s->eps = 1e-8;
+    s->max_grad_norm = 1.0;
+    s->schedule = "linear";
+    s->num_processes = -1;
+    zt_accel_config_init(&s->accel);
+    zt_ds_config_init(&s->ds);
+}
+
+static int given(const zt_settings *s, const char *flag) { return s->given && s->given(s->given_ctx, flag); }
+
+static const char *strategy_names[] = {"", "FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD",
+                                       "HYBRID_SHARD_ZERO2"};
+
+/* The Accelerate YAML: keys the reader accepted and that change a CPU run. */
+static void apply_accelerate(zt_settings *s)
+{
+    const zt_accel_config *ac = &s->accel;
+    int fsdp = !strcmp(ac->distributed_type, "FSDP"), ds = !strcmp(ac->distributed_type, "DEEPSPEED");
+    if (!given(s, "use_fsdp") && !given(s, "use_deepspeed")) {
+        s->use_fsdp = fsdp;
+        s->use_deepspeed = ds;
+    }
+    s->num_processes = ac->num_processes;
+    if (ac->mixed_precision[0] && !given(s, "mixed_precision"))
+        s->mixed_precision = ac->mixed_precision;
+    if (fsdp && ac->fsdp_sharding_strategy >= 1 && !given(s, "fsdp_sharding_strategy"))
+        s->strategy = strategy_names[ac->fsdp_sharding_strategy];
+    if (fsdp && ac->fsdp_auto_wrap_policy[0] && !given(s, "fsdp_auto_wrap_policy"))
+        s->wrap = ac->fsdp_auto_wrap_policy;
+    if (fsdp && ac->fsdp_min_num_params >= 0 && !given(s, "fsdp_min_num_params"))
+        s->min_num_params = ac->fsdp_min_num_params;
+    if (fsdp && ac->fsdp_activation_checkpointing == 1 && !given(s, "gradient_checkpointing"))
+        s->checkpointing = 1;
+    if (ds && ac->zero_stage >= 0 && !given(s, "zero_stage"))
+        s->zero_stage = ac->zero_stage;
+    if (ds && ac->gradient_accumulation_steps > 0 && !given(s, "gradient_accumulation_steps"))
+        s->accum = ac->gradient_accumulation_steps;
+    if (ds && ac->gradient_clipping >= 0 && !given(s, "max_grad_norm"))
+        s->max_grad_norm = ac->gradient_clipping;
+    if (ds && ac->deepspeed_config_file[0] && !given(s, "deepspeed_config_file"))
+        s->deepspeed_config_file = ac->deepspeed_config_file;
+}
+
+/* The DeepSpeed JSON.  A flag the user gave turns the matching key into "auto",
+ * so the resolution takes the flag's value (and still checks train_batch_size). */
+static int apply_deepspeed(zt_settings *s, int world, int hidden, zt_err *err)
+{
+    zt_ds_config *c = &s->ds;
+    if (s->use_fsdp)
+        return zt_fail(err, ZT_EINPUT, "%s: a DeepSpeed config cannot be used with FSDP (--use_fsdp or "
+                       "distributed_type FSDP)", c->path);
+    s->use_deepspeed = 1;
+    zt_ds_value auto_v = {1, 1, 0};
+    if (given(s, "per_device_train_batch_size"))
+        c->train_micro_batch_size_per_gpu = auto_v;
+    if (given(s, "gradient_accumulation_steps"))
+        c->gradient_accumulation_steps = auto_v;
+    if (given(s, "max_grad_norm"))
+        c->gradient_clipping = auto_v;
+    if (given(s, "learning_rate"))
+        c->lr = auto_v;
+    if (given(s, "weight_decay"))
+        c->weight_decay = auto_v;
+    if (given(s, "adam_beta1"))
+        c->beta1 = auto_v;
+    if (given(s, "adam_beta2"))
+        c->beta2 = auto_v;
+    if (given(s, "adam_epsilon"))
+        c->eps = auto_v;
+    if (given(s, "warmup_steps"))
+        c->warmup_num_steps = auto_v;
+    if (given(s, "max_steps"))
+        c->total_num_steps = auto_v;
+    zt_ds_run run;
+    zt_ds_run_init(&run);
+    run.micro_batch = s->batch;
+    run.grad_accum = s->accum;
+    run.world = world;
+    run.hidden_size = hidden;
+    run.lr = s->lr;
+    run.weight_decay = s->weight_decay;
+    run.beta1 = s->beta1;
+    run.beta2 = s->beta2;
+    run.eps = s->eps;
+    run.max_grad_norm = s->max_grad_norm;
+    run.warmup_steps = s->warmup_steps;
+    run.total_steps = s->max_steps;
+    zt_ds_resolved *r = &s->ds_resolved;
+    int rc = zt_ds_config_resolve(c, &run, r, err);
+    if (rc)
+        return rc;
+    s->batch = r->micro_batch;
+    s->accum = r->grad_accum;
+    s->max_grad_norm = r->gradient_clipping;
+    s->lr = r->lr;
+    s->weight_decay = r->weight_decay;
+    s->beta1 = r->beta1;
+    s->beta2 = r->beta2;
+    s->eps = r->eps;
+    if (r->schedule[0] && !given(s, "lr_scheduler_type"))
+        s->schedule = r->schedule;
+    s->warmup_steps = r->warmup_steps;
+    s->max_steps = r->total_steps;
+    if (c->stage >= 0 && !given(s, "zero_stage"))
+        s->zero_stage = c->stage;
+    /* precision: an explicit enabled flag decides unless --mixed_precision was given */
+    if (!given(s, "mixed_precision")) {
+        if (c->bf16_enabled == 1)
+            s->mixed_precision = "bf16";
+        else if (c->fp16_enabled == 1)
+            s->mixed_precision = "fp16";
+        else if (c->bf16_enabled == 0 && c->fp16_enabled <= 0 && c->fp16_enabled != -2 &&
+                 c->bf16_enabled != -2)
+            s->mixed_precision = "no";
+    }
+    if (c->communication_data_type[0] && !given(s, "reduce_dtype"))
+        s->reduce_dtype = c->communication_data_type;
+    if (c->fp16_loss_scale > 0)
+        return zt_fail(err, ZT_EINPUT, "%s: fp16.loss_scale %g: a static loss scale is not supported; "
+                       "use 0 (dynamic, DeepSpeed's default)", c->path, c->fp16_loss_scale);
+    return ZT_OK;
+}
+
+int zt_settings_resolve(zt_settings *s, int world, int hidden_size, zt_dtype config_dtype,
+                        zt_plan_request *req, zt_err *err)
+{
+    int rc;
+    if (s->config_file) {
+        if ((rc = zt_accel_config_read(s->config_file, &s->accel, err)))
+            return rc;
+        apply_accelerate(s);
+    }
+    if (s->use_fsdp && s->use_deepspeed)
+        return zt_fail(err, ZT_EINPUT, "--use_fsdp and --use_deepspeed exclude each other");
+    if (s->deepspeed_config_file) {
+        snprintf(s->ds_json_path, sizeof s->ds_json_path, "%s", s->deepspeed_config_file);
+        if ((rc = zt_ds_config_read(s->ds_json_path, &s->ds, err)))
+            return rc;
+        s->have_ds = 1;
+        if ((rc = apply_deepspeed(s, world, hidden_size, err)))
+            return rc;
+    }
+    zt_plan_request_init(req);
+    req->face = s->use_fsdp ? ZT_FACE_FSDP : s->use_deepspeed ? ZT_FACE_DEEPSPEED : ZT_FACE_DDP;
+    req->mixed_precision = s->mixed_precision;
+    req->torch_dtype = s->torch_dtype;
+    req->config_dtype = config_dtype;
+    req->zero_stage = s->zero_stage;
+    req->min_num_params = s->min_num_params;
+    req->reduce_dtype = s->reduce_dtype;
+    req->ranks_per_node = s->ranks_per_node;
+    req->master_compensation = s->compensation;
+    if (s->strategy && zt_sharding_parse(s->strategy, &req->sharding) != 0)
+        return zt_fail(err, ZT_EINPUT, "fsdp_sharding_strategy: expected FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, "
+                       "HYBRID_SHARD or HYBRID_SHARD_ZERO2 (or 1-5), got '%s'", s->strategy);
+    if (s->strategy && !s->use_fsdp)
+        return zt_fail(err, ZT_EINPUT, "fsdp_sharding_strategy needs FSDP (--use_fsdp or distributed_type FSDP)");
+    if (s->zero_stage >= 0 && !s->use_deepspeed)
+        return zt_fail(err, ZT_EINPUT, "zero_stage needs DeepSpeed (--use_deepspeed or distributed_type DEEPSPEED)");
+    if (s->wrap) {
+        if (zt_wrap_policy_parse(s->wrap, &req->wrap) != 0)
+            return zt_fail(err, ZT_EINPUT, "fsdp_auto_wrap_policy: expected TRANSFORMER_BASED_WRAP, "
+                           "SIZE_BASED_WRAP or NO_WRAP, got '%s'", s->wrap);
+        req->wrap_set = 1;
+    }
+    return ZT_OK;
+}
+
+void zt_settings_apply_to_plan(const zt_settings *s, zt_plan *plan)
+{
+    if (!s->have_ds || !plan->loss_scaling)
+        return;
+    const zt_ds_config *c = &s->ds;
+    if (c->fp16_initial_scale_power >= 0)
+        plan->ls_initial_scale_power = c->fp16_initial_scale_power;
+    if (c->fp16_loss_scale_window > 0)
+        plan->ls_window = (long)c->fp16_loss_scale_window;
+    if (c->fp16_hysteresis > 0)
+        plan->ls_hysteresis = (int)c->fp16_hysteresis;
+    if (c->fp16_min_loss_scale > 0)
+        plan->ls_min_scale = c->fp16_min_loss_scale;
+}

@@ -1,0 +1,52 @@
+/* settings.h — everything a run is told, from flags and config files, and how
+ * the sources combine into one plan request (SPEC §6).
+ *
+ * Precedence, lowest first: ztrain's defaults (Hugging Face TrainingArguments'
+ * where they exist), the Accelerate YAML (--config_file), the DeepSpeed JSON
+ * (--deepspeed_config_file or the YAML's deepspeed_config.deepspeed_config_file),
+ * then flags given on the command line.  A flag always wins; a JSON value that is
+ * not "auto" wins over a default; "auto" takes the run's value as Accelerate
+ * resolves it.  The command line fills `given` so the files know what not to touch. */
+#ifndef ZT_SETTINGS_H
+#define ZT_SETTINGS_H
+
+#include "../plan/plan.h"
+#include "accelerate.h"
+#include "deepspeed.h"
+
+typedef struct zt_settings {
+    /* sources */
+    const char *config_file, *deepspeed_config_file;
+    /* plan */
+    int use_fsdp, use_deepspeed, zero_stage, ranks_per_node;
+    const char *torch_dtype, *mixed_precision, *strategy, *wrap, *reduce_dtype, *compensation;
+    long min_num_params;
+    /* training */
+    int block_size, batch, accum, shuffle, checkpointing;
+    long max_steps, warmup_steps, save_steps, seed;
+    double lr, weight_decay, beta1, beta2, eps, max_grad_norm;
+    const char *schedule;
+    /* what the files said that the plan and the report need */
+    int num_processes;            /* from the YAML; -1 absent */
+    zt_accel_config accel;        /* as read (distributed_type "" when no file) */
+    zt_ds_config ds;              /* as read (path "" when no file) */
+    int have_ds;
+    zt_ds_resolved ds_resolved;   /* after zt_settings_resolve with a DeepSpeed JSON */
+    char ds_json_path[512];
+    /* which settings the command line gave, by flag name */
+    int (*given)(void *ctx, const char *flag);
+    void *given_ctx;
+} zt_settings;
+
+void zt_settings_defaults(zt_settings *s);
+
+/* Read the files named in s (YAML, then the JSON it or the flags name) and fill
+ * every setting the command line did not give.  world and hidden_size resolve
+ * DeepSpeed's "auto" values.  Then build the plan request. */
+int zt_settings_resolve(zt_settings *s, int world, int hidden_size, zt_dtype config_dtype,
+                        zt_plan_request *req, zt_err *err);
+
+/* After the plan: the fp16 loss-scaling parameters a DeepSpeed JSON gave. */
+void zt_settings_apply_to_plan(const zt_settings *s, zt_plan *plan);
+
+#endif
