@@ -6,6 +6,7 @@
 
 #include "../src/core/mem.h"
 #include "../src/io/safetensors.h"
+#include "../src/model/llama.h"
 #include "../src/kernels/matmul.h"
 #include "../src/model/layout.h"
 #include "../src/train/batches.h"
@@ -119,6 +120,31 @@ static void test_gradient_accumulation_matches_bigger_batch(void)
     cleanup(t1);
     cleanup(t2);
     cleanup(t3);
+}
+
+/* estimate-memory's activation bytes are what the model allocates. */
+static void test_activation_estimate_matches_allocation(void)
+{
+    zt_llama_config c;
+    zt_err err;
+    ZT_CHECK(zt_hf_config_read("tests/fixtures/untied_odd/config.json", &c, &err) == ZT_OK);
+    zt_layout lay;
+    zt_comm comm;
+    zt_comm_create_local(&comm);
+    ZT_CHECK(zt_layout_build(&lay, &c, ZT_WRAP_TRANSFORMER, 0, 1, &err) == ZT_OK);
+    zt_engine eng;
+    ZT_CHECK(zt_engine_init(&eng, &lay, (zt_precision){ZT_F32, ZT_F32, ZT_F32, ZT_F32, ZT_F32, 0}, 0, &comm,
+                            &err) == ZT_OK);
+    for (int ckpt = 0; ckpt <= 1; ckpt++)
+        for (int B = 1; B <= 3; B += 2) {
+            zt_model m;
+            ZT_CHECK(zt_model_init(&m, &c, &lay, &eng, B, 24, ckpt, &err) == ZT_OK);
+            ZT_CHECK_MSG(m.act_bytes == zt_model_activation_bytes(&c, B, 24, ckpt), "B=%d ckpt=%d: %zu vs %zu",
+                         B, ckpt, m.act_bytes, zt_model_activation_bytes(&c, B, 24, ckpt));
+            zt_model_free(&m);
+        }
+    zt_engine_free(&eng);
+    zt_layout_free(&lay);
 }
 
 /* Recomputing layers in backward gives bit-identical training. */
@@ -318,6 +344,7 @@ int main(void)
 {
     ZT_RUN(test_gradient_accumulation_matches_bigger_batch);
     ZT_RUN(test_gradient_checkpointing_is_exact);
+    ZT_RUN(test_activation_estimate_matches_allocation);
     ZT_RUN(test_wrap_policies_agree);
     ZT_RUN(test_bf16_master_loses_small_updates);
     ZT_RUN(test_lr_schedules);

@@ -23,6 +23,7 @@
 #include "../src/io/tokens.h"
 #include "../src/train/batches.h"
 #include "../src/kernels/matmul.h"
+#include "../src/model/llama.h"
 #include "../src/plan/plan.h"
 #include "../src/train/trainer.h"
 #include "test.h"
@@ -317,6 +318,12 @@ static void test_memory_accounting(void)
                      o.res.state.optim, want_optim);
         ZT_CHECK_MSG(o.res.state.gathered == want_gathered, "stage %d gathered %zu, want %zu",
                      plan.stage, o.res.state.gathered, want_gathered);
+        /* estimate-memory's numbers are the engine's, before anything is allocated */
+        zt_engine_bytes est = zt_engine_estimate(&lay, plan.prec, plan.stage, plan.group_size);
+        ZT_CHECK(est.master == o.res.state.master && est.grads == o.res.state.grads);
+        ZT_CHECK(est.optim == o.res.state.optim && est.gathered == o.res.state.gathered);
+        ZT_CHECK_MSG(est.comm == o.res.state.comm, "comm estimate %zu, measured %zu", est.comm, o.res.state.comm);
+        ZT_CHECK(zt_model_activation_bytes(&cfg, 1, 16, 0) == o.res.activation_bytes);
         if (rank == 0)
             printf("     stage %d %-24s per rank: master %zu, grads %zu, optim %zu, gathered %zu bytes\n",
                    plan.stage, plan.mode, o.res.state.master, o.res.state.grads, o.res.state.optim,

@@ -8,5 +8,7 @@ const char *zt_version(void);
 int zt_cli_set_threads(int threads); /* 0: the cores this process may use; returns the count */
 int zt_cmd_env(int argc, char **argv, zt_err *err);
 int zt_cmd_launch(int argc, char **argv, zt_err *err);
+int zt_cmd_config(int argc, char **argv, zt_err *err);
+int zt_cmd_estimate_memory(int argc, char **argv, zt_err *err);
 
 #endif

@@ -18,6 +18,7 @@
 #include "../train/trainer.h"
 #include "commands.h"
 #include "flags.h"
+#include "run_settings.h"
 
 #define ZTRAIN_VERSION "0.1.0"
 
@@ -69,66 +70,6 @@ static int parse_size(const char *flag, const char *s, size_t *out, zt_err *err)
 
 static int g_rank = 0, g_world = 1; /* for error messages */
 
-typedef struct flag_table {
-    zt_flag *flags;
-    int n;
-} flag_table;
-
-static int flag_given(void *ctx, const char *name)
-{
-    const flag_table *t = ctx;
-    for (int i = 0; i < t->n; i++)
-        if (!strcmp(t->flags[i].name, name))
-            return t->flags[i].seen;
-    return 0;
-}
-
-/* The flags every command that resolves a plan shares (train, config, estimate-memory). */
-#define PLAN_FLAGS(S)                                                                                      \
-    {"config_file", ZT_FLAG_STR, &(S).config_file, "Accelerate config YAML (distributed_type, mixed_precision, fsdp_config, deepspeed_config); flags override it", 1, 0, 0}, \
-    {"deepspeed_config_file", ZT_FLAG_STR, &(S).deepspeed_config_file, "DeepSpeed JSON (\"auto\" resolved as Accelerate does); flags override it", 1, 0, 0}, \
-    {"torch_dtype", ZT_FLAG_STR, &(S).torch_dtype, "load dtype: float32 | bfloat16 | float16 | auto (config's)", 1, 0, 0}, \
-    {"mixed_precision", ZT_FLAG_STR, &(S).mixed_precision, "no | bf16 | fp16 (fp32 master; fp16 with loss scaling)", 1, 0, 0}, \
-    {"use_fsdp", ZT_FLAG_BOOL, &(S).use_fsdp, "FSDP semantics (sharding strategy, dtype rules)", 1, 0, 0}, \
-    {"fsdp_sharding_strategy", ZT_FLAG_STR, &(S).strategy, "FULL_SHARD | SHARD_GRAD_OP | NO_SHARD | HYBRID_SHARD | HYBRID_SHARD_ZERO2 (or 1-5)", 1, 0, 0}, \
-    {"fsdp_auto_wrap_policy", ZT_FLAG_STR, &(S).wrap, "TRANSFORMER_BASED_WRAP | SIZE_BASED_WRAP | NO_WRAP", 1, 0, 0}, \
-    {"fsdp_min_num_params", ZT_FLAG_LONG, &(S).min_num_params, "unit size for SIZE_BASED_WRAP", 0, 1e15, 0}, \
-    {"use_deepspeed", ZT_FLAG_BOOL, &(S).use_deepspeed, "DeepSpeed semantics (fp32 master always)", 1, 0, 0}, \
-    {"zero_stage", ZT_FLAG_INT, &(S).zero_stage, "DeepSpeed ZeRO stage 0-3 (default 2)", 0, 3, 0}, \
-    {"ranks_per_node", ZT_FLAG_INT, &(S).ranks_per_node, "hybrid sharding group size (default: all ranks)", 1, 1 << 20, 0}, \
-    {"master_compensation", ZT_FLAG_STR, &(S).compensation, "none | kahan: Kahan-compensated bf16 master (2 more bytes/param, keeps sub-ulp updates)", 1, 0, 0}, \
-    {"reduce_dtype", ZT_FLAG_STR, &(S).reduce_dtype, "gradient reduction dtype (default: the compute dtype)", 1, 0, 0}, \
-    {"block_size", ZT_FLAG_INT, &(S).block_size, "tokens per sequence (default 128)", 1, 1 << 20, 0}, \
-    {"per_device_train_batch_size", ZT_FLAG_INT, &(S).batch, "sequences per micro-batch per rank (default 8)", 1, 1 << 20, 0}, \
-    {"gradient_accumulation_steps", ZT_FLAG_INT, &(S).accum, "micro-batches per optimizer step (default 1)", 1, 1 << 20, 0}, \
-    {"max_steps", ZT_FLAG_LONG, &(S).max_steps, "optimizer steps (default 100)", 1, 1e12, 0}, \
-    {"learning_rate", ZT_FLAG_DOUBLE, &(S).lr, "peak learning rate (default 5e-5)", 0, 1e3, 0}, \
-    {"weight_decay", ZT_FLAG_DOUBLE, &(S).weight_decay, "AdamW weight decay on matrices (default 0)", 0, 1e3, 0}, \
-    {"adam_beta1", ZT_FLAG_DOUBLE, &(S).beta1, "default 0.9", 0, 0.999999, 0}, \
-    {"adam_beta2", ZT_FLAG_DOUBLE, &(S).beta2, "default 0.999", 0, 0.999999999, 0}, \
-    {"adam_epsilon", ZT_FLAG_DOUBLE, &(S).eps, "default 1e-8", 0, 1, 0}, \
-    {"max_grad_norm", ZT_FLAG_DOUBLE, &(S).max_grad_norm, "clip the global gradient norm (0: off; default 1.0)", 0, 1e30, 0}, \
-    {"lr_scheduler_type", ZT_FLAG_STR, &(S).schedule, "linear | cosine | constant | constant_with_warmup", 1, 0, 0}, \
-    {"warmup_steps", ZT_FLAG_LONG, &(S).warmup_steps, "linear warmup steps (default 0)", 0, 1e12, 0}, \
-    {"gradient_checkpointing", ZT_FLAG_BOOL, &(S).checkpointing, "keep only layer inputs; recompute in backward", 1, 0, 0}
-
-/* Read config.json for what the plan needs from the model (hidden size for
- * DeepSpeed's "auto" buckets, torch_dtype for --torch_dtype auto). */
-static int resolve_settings(zt_settings *st, const char *model, int world, zt_llama_config *cfg,
-                            zt_plan *plan, zt_err *err)
-{
-    int rc;
-    if ((rc = zt_hf_read_config_dir(model, cfg, err)))
-        return rc;
-    zt_plan_request req;
-    if ((rc = zt_settings_resolve(st, world, cfg->hidden_size, cfg->torch_dtype, &req, err)))
-        return rc;
-    if ((rc = zt_plan_resolve(&req, world, plan, err)))
-        return rc;
-    zt_settings_apply_to_plan(st, plan);
-    return ZT_OK;
-}
-
 static int cmd_train(int argc, char **argv, zt_err *err)
 {
     const char *model = NULL, *data = NULL, *output_dir = NULL, *log_jsonl = NULL, *max_shard = "5GB";
@@ -151,7 +92,7 @@ static int cmd_train(int argc, char **argv, zt_err *err)
         {"peak_gflops", ZT_FLAG_DOUBLE, &peak, "matrix-product peak for MFU (default: measured)", 0, 1e9, 0},
     };
     flag_table table = {flags, NFLAGS(flags)};
-    st.given = flag_given;
+    st.given = zt_flag_given;
     st.given_ctx = &table;
     if (zt_flags_wants_help(argc, argv)) {
         zt_flags_usage(flags, NFLAGS(flags),
@@ -169,7 +110,7 @@ static int cmd_train(int argc, char **argv, zt_err *err)
         return zt_fail(err, ZT_EFAIL, "MPI_Init failed");
     zt_train_args a = {0};
     zt_llama_config cfg;
-    if ((rc = resolve_settings(&st, model, g_world, &cfg, &a.plan, err)))
+    if ((rc = zt_resolve_run(&st, model, NULL, g_world, &cfg, &a.plan, err)))
         return rc;
     if (zt_lr_schedule_parse(st.schedule, &a.schedule) != 0)
         return zt_fail(err, ZT_EINPUT,
@@ -318,7 +259,9 @@ static void usage(void)
            "  eval         mean loss of a model on token data\n"
            "  init-model   write a randomly initialised model from a config.json\n"
            "  env          versions, CPU features and measured matrix-product peaks\n"
-           "  launch       start N ranks through mpirun: ztrain launch --num_processes N train ...\n",
+           "  launch       start N ranks through mpirun: ztrain launch --num_processes N train ...\n"
+           "  config       show | validate | convert an Accelerate YAML / DeepSpeed JSON\n"
+           "  estimate-memory  bytes per rank by stage and mode, before running\n",
            ZTRAIN_VERSION);
 }
 
@@ -334,7 +277,7 @@ int main(int argc, char **argv)
     }
     static const struct { const char *name; int (*fn)(int, char **, zt_err *); } commands[] = {
         {"train", cmd_train}, {"eval", cmd_eval}, {"init-model", cmd_init_model}, {"env", zt_cmd_env},
-        {"launch", zt_cmd_launch},
+        {"launch", zt_cmd_launch}, {"config", zt_cmd_config}, {"estimate-memory", zt_cmd_estimate_memory},
     };
     zt_err err = {0};
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
@@ -351,6 +294,6 @@ int main(int argc, char **argv)
         zt_comm_finalize_mpi();
         return rc == ZT_OK ? 0 : rc == ZT_EINPUT ? 2 : 1;
     }
-    fprintf(stderr, "ztrain: error: unknown command '%s' (commands: train, eval, init-model, env, launch)\n", argv[1]);
+    fprintf(stderr, "ztrain: error: unknown command '%s' (commands: train, eval, init-model, env, launch, config, estimate-memory)\n", argv[1]);
     return 2;
 }

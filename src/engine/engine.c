@@ -470,6 +470,35 @@ const char *zt_engine_check_dtypes(const zt_engine *eng, int unit, zt_dtype redu
     return NULL;
 }
 
+zt_engine_bytes zt_engine_estimate(const zt_layout *lay, zt_precision prec, int stage, int group_size)
+{
+    /* the sizes zt_engine_init allocates, without allocating (a test holds the two equal) */
+    zt_engine_bytes b = {0};
+    size_t G = stage == 0 ? 1 : (size_t)group_size, m = zt_dtype_size(prec.master);
+    size_t c = zt_dtype_size(prec.compute), rs = zt_dtype_size(prec.reduce);
+    size_t max_full = 0, max_shard = 0, root = 0, layers = 0;
+    for (int u = 0; u < lay->nunits; u++) {
+        size_t P = lay->units[u].padded_numel, S = P / G;
+        b.master += S * m * (prec.compensated && prec.master != ZT_F32 ? 2 : 1);
+        b.grads += (stage <= 1 ? P : S) * m;
+        b.optim += 2 * S * m;
+        if (stage <= 2 && !(stage == 0 && prec.compute == prec.master))
+            b.gathered += P * c;
+        max_full = max_sz(max_full, P);
+        max_shard = max_sz(max_shard, S);
+        if (u == lay->root_unit)
+            root = max_sz(root, P);
+        else
+            layers = max_sz(layers, P);
+    }
+    if (stage == 3)
+        b.gathered = (size_t)(lay->nunits < 2 ? lay->nunits : 2) * max_full * c;
+    int need_full = prec.reduce != ZT_F32 || (stage <= 1 && prec.reduce != prec.master);
+    b.comm = (root + layers) * sizeof(float) + (need_full ? max_full * rs : 0) +
+             (G > 1 ? max_shard * max_sz(max_sz(rs, c), m) : 0);
+    return b;
+}
+
 zt_engine_bytes zt_engine_state_bytes(const zt_engine *eng)
 {
     zt_engine_bytes b = {0};

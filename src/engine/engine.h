@@ -131,5 +131,8 @@ typedef struct zt_engine_bytes {
     size_t master, grads, optim, gathered, comm;
 } zt_engine_bytes;
 zt_engine_bytes zt_engine_state_bytes(const zt_engine *eng);
+/* What zt_engine_init would allocate for this layout, plan and shard group,
+ * without allocating (estimate-memory, config show). */
+zt_engine_bytes zt_engine_estimate(const zt_layout *lay, zt_precision prec, int stage, int group_size);
 
 #endif

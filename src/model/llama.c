@@ -374,6 +374,22 @@ int zt_model_step(zt_model *m, const int *inputs, const int *targets, int backwa
     return ZT_OK;
 }
 
+size_t zt_model_activation_bytes(const zt_llama_config *cfg, int B, int T, int checkpointing)
+{
+    /* the same buffers zt_model_init allocates (a test holds the two equal) */
+    size_t N = (size_t)B * T, C = (size_t)cfg->hidden_size, F = (size_t)cfg->intermediate_size;
+    size_t L = (size_t)cfg->num_hidden_layers, nh = (size_t)cfg->num_attention_heads;
+    size_t hd = (size_t)cfg->head_dim, Dq = nh * hd;
+    size_t Dqkv = (nh + 2 * (size_t)cfg->num_key_value_heads) * hd, V = (size_t)cfg->vocab_size;
+    size_t per_layer = 3 * N * C + 2 * N + N * Dqkv + N * Dq + N * nh + N * 2 * F + N * F; /* n1 h n2, rstd, ... */
+    size_t layers_with_intermediates = checkpointing ? (L > 0 ? 1 : 0) : L;
+    size_t floats = (L + 1) * N * C + layers_with_intermediates * per_layer;
+    floats += N * C + N + N * V;                              /* nf, rstdf, logits */
+    floats += 2 * N * C + N * Dqkv + N * Dq + N * 2 * F + N * F; /* dres dn dqkv datt dgu dact */
+    floats += 2 * ((size_t)T * hd / 2) + C;                   /* rope tables, norm weight */
+    return floats * sizeof(float);
+}
+
 double zt_model_flops_per_token(const zt_llama_config *c, int T, int checkpointing)
 {
     double C = c->hidden_size, F = c->intermediate_size, hd = c->head_dim;

@@ -53,6 +53,9 @@ int zt_model_step(zt_model *m, const int *inputs, const int *targets, int backwa
 /* Logits (N, V) of the last forward without backward. */
 const float *zt_model_logits(const zt_model *m);
 
+/* Bytes zt_model_init allocates for activations (estimate-memory). */
+size_t zt_model_activation_bytes(const zt_llama_config *cfg, int B, int T, int checkpointing);
+
 /* Training FLOPs per token (forward + backward, 6 per weight in matrix products
  * plus causal attention), for MFU. */
 double zt_model_flops_per_token(const zt_llama_config *cfg, int T, int checkpointing);

@@ -335,6 +335,7 @@ int zt_train(const zt_train_args *a, zt_train_result *res, zt_err *err)
         res->steps = nsteps;
         res->tokens_per_sec = elapsed > 0 ? tokens_per_step * (double)nsteps / elapsed / W : 0.0;
         res->state = zt_engine_state_bytes(&r.eng);
+        res->activation_bytes = r.model.act_bytes;
         memcpy(res->step_bytes, step_bytes, sizeof step_bytes);
         res->skipped_steps = scaler.skipped;
         res->loss_scale = pl->loss_scaling ? scaler.scale : 0.0;

@@ -45,6 +45,7 @@ typedef struct zt_train_result {
     long steps;
     double tokens_per_sec;  /* per device */
     zt_engine_bytes state;  /* this rank's model-state bytes */
+    size_t activation_bytes; /* the model's activation buffers */
     uint64_t step_bytes[ZT_COLL_NKINDS]; /* collective bytes of the last step */
     long skipped_steps;     /* fp16: steps skipped on overflow */
     double loss_scale;      /* fp16: the final loss scale (0 without scaling) */

@@ -1,0 +1,55 @@
+/* run_settings.h — what the commands that resolve a plan share (train, config,
+ * estimate-memory): the plan and training flags, and the resolution from flags
+ * and files to a plan (src/config/settings.h does the combining). */
+#ifndef ZT_RUN_SETTINGS_H
+#define ZT_RUN_SETTINGS_H
+
+#include "../config/settings.h"
+#include "../model/config.h"
+#include "../plan/plan.h"
+#include "flags.h"
+
+typedef struct flag_table {
+    zt_flag *flags;
+    int n;
+} flag_table;
+
+/* settings.h's `given` callback over a parsed flag table. */
+int zt_flag_given(void *ctx, const char *name);
+
+/* The flags every command that resolves a plan shares (train, config, estimate-memory). */
+#define PLAN_FLAGS(S)                                                                                      \
+    {"config_file", ZT_FLAG_STR, &(S).config_file, "Accelerate config YAML (distributed_type, mixed_precision, fsdp_config, deepspeed_config); flags override it", 1, 0, 0}, \
+    {"deepspeed_config_file", ZT_FLAG_STR, &(S).deepspeed_config_file, "DeepSpeed JSON (\"auto\" resolved as Accelerate does); flags override it", 1, 0, 0}, \
+    {"torch_dtype", ZT_FLAG_STR, &(S).torch_dtype, "load dtype: float32 | bfloat16 | float16 | auto (config's)", 1, 0, 0}, \
+    {"mixed_precision", ZT_FLAG_STR, &(S).mixed_precision, "no | bf16 | fp16 (fp32 master; fp16 with loss scaling)", 1, 0, 0}, \
+    {"use_fsdp", ZT_FLAG_BOOL, &(S).use_fsdp, "FSDP semantics (sharding strategy, dtype rules)", 1, 0, 0}, \
+    {"fsdp_sharding_strategy", ZT_FLAG_STR, &(S).strategy, "FULL_SHARD | SHARD_GRAD_OP | NO_SHARD | HYBRID_SHARD | HYBRID_SHARD_ZERO2 (or 1-5)", 1, 0, 0}, \
+    {"fsdp_auto_wrap_policy", ZT_FLAG_STR, &(S).wrap, "TRANSFORMER_BASED_WRAP | SIZE_BASED_WRAP | NO_WRAP", 1, 0, 0}, \
+    {"fsdp_min_num_params", ZT_FLAG_LONG, &(S).min_num_params, "unit size for SIZE_BASED_WRAP", 0, 1e15, 0}, \
+    {"use_deepspeed", ZT_FLAG_BOOL, &(S).use_deepspeed, "DeepSpeed semantics (fp32 master always)", 1, 0, 0}, \
+    {"zero_stage", ZT_FLAG_INT, &(S).zero_stage, "DeepSpeed ZeRO stage 0-3 (default 2)", 0, 3, 0}, \
+    {"ranks_per_node", ZT_FLAG_INT, &(S).ranks_per_node, "hybrid sharding group size (default: all ranks)", 1, 1 << 20, 0}, \
+    {"master_compensation", ZT_FLAG_STR, &(S).compensation, "none | kahan: Kahan-compensated bf16 master (2 more bytes/param, keeps sub-ulp updates)", 1, 0, 0}, \
+    {"reduce_dtype", ZT_FLAG_STR, &(S).reduce_dtype, "gradient reduction dtype (default: the compute dtype)", 1, 0, 0}, \
+    {"block_size", ZT_FLAG_INT, &(S).block_size, "tokens per sequence (default 128)", 1, 1 << 20, 0}, \
+    {"per_device_train_batch_size", ZT_FLAG_INT, &(S).batch, "sequences per micro-batch per rank (default 8)", 1, 1 << 20, 0}, \
+    {"gradient_accumulation_steps", ZT_FLAG_INT, &(S).accum, "micro-batches per optimizer step (default 1)", 1, 1 << 20, 0}, \
+    {"max_steps", ZT_FLAG_LONG, &(S).max_steps, "optimizer steps (default 100)", 1, 1e12, 0}, \
+    {"learning_rate", ZT_FLAG_DOUBLE, &(S).lr, "peak learning rate (default 5e-5)", 0, 1e3, 0}, \
+    {"weight_decay", ZT_FLAG_DOUBLE, &(S).weight_decay, "AdamW weight decay on matrices (default 0)", 0, 1e3, 0}, \
+    {"adam_beta1", ZT_FLAG_DOUBLE, &(S).beta1, "default 0.9", 0, 0.999999, 0}, \
+    {"adam_beta2", ZT_FLAG_DOUBLE, &(S).beta2, "default 0.999", 0, 0.999999999, 0}, \
+    {"adam_epsilon", ZT_FLAG_DOUBLE, &(S).eps, "default 1e-8", 0, 1, 0}, \
+    {"max_grad_norm", ZT_FLAG_DOUBLE, &(S).max_grad_norm, "clip the global gradient norm (0: off; default 1.0)", 0, 1e30, 0}, \
+    {"lr_scheduler_type", ZT_FLAG_STR, &(S).schedule, "linear | cosine | constant | constant_with_warmup", 1, 0, 0}, \
+    {"warmup_steps", ZT_FLAG_LONG, &(S).warmup_steps, "linear warmup steps (default 0)", 0, 1e12, 0}, \
+    {"gradient_checkpointing", ZT_FLAG_BOOL, &(S).checkpointing, "keep only layer inputs; recompute in backward", 1, 0, 0}
+
+
+/* Read the model's config.json (for hidden_size and torch_dtype auto), combine
+ * settings and files, and resolve the plan for a world of `world` ranks. */
+int zt_resolve_run(zt_settings *st, const char *model_dir, const char *model_config, int world,
+                   zt_llama_config *cfg, zt_plan *plan, zt_err *err);
+
+#endif
