@@ -31,7 +31,7 @@ static inline float half_ulp(float x, uint32_t mb)
 /* One element, for 16-bit storage.  The arithmetic is fp32 in torch's order;
  * p, m and v are rounded to the storage dtype when stored (SPEC §3). */
 #define ADAMW_LOOP_16(LOAD, STORE, ROUND, MB)                                             \
-    _Pragma("omp parallel for reduction(+ : updated, lost, ratio) schedule(static)")     \
+    _Pragma("omp parallel for simd reduction(+ : updated, lost, ratio) schedule(static)") \
     for (size_t i = 0; i < n; i++) {                                                      \
         float gi = LOAD(g, i) * clip;                                                     \
         float p0 = LOAD(p, i), c0 = comp ? LOAD(comp, i) : 0.0f;                          \
