@@ -73,6 +73,7 @@ static int g_rank = 0, g_world = 1; /* for error messages */
 static int cmd_train(int argc, char **argv, zt_err *err)
 {
     const char *model = NULL, *data = NULL, *output_dir = NULL, *log_jsonl = NULL, *max_shard = "5GB";
+    const char *resume = NULL;
     int threads = 0, progress = -1;
     double peak = 0.0;
     zt_settings st;
@@ -86,7 +87,8 @@ static int cmd_train(int argc, char **argv, zt_err *err)
         {"seed", ZT_FLAG_LONG, &st.seed, "seed for --shuffle (default 42)", 0, 9.2e18, 0},
         {"shuffle", ZT_FLAG_BOOL, &st.shuffle, "seeded shuffle of the windows each epoch (default: in order)", 1, 0, 0},
         {"max_shard_size", ZT_FLAG_STR, &max_shard, "split saved weights into shards above this size, e.g. 5GB, 200MB (default 5GB, as HF)", 1, 0, 0},
-        {"save_steps", ZT_FLAG_LONG, &st.save_steps, "also save OUTPUT_DIR/checkpoint-N every N steps", 0, 1e12, 0},
+        {"save_steps", ZT_FLAG_LONG, &st.save_steps, "also save OUTPUT_DIR/checkpoint-N (model + sharded run state) every N steps", 0, 1e12, 0},
+        {"resume_from_checkpoint", ZT_FLAG_STR, &resume, "continue from a checkpoint-N directory, bit for bit (same ranks and plan)", 1, 0, 0},
         {"threads", ZT_FLAG_INT, &threads, "threads per process (default: the cores this process may use)", 0, 4096, 0},
         {"progress", ZT_FLAG_BOOL, &progress, "progress bar (default: when stderr is a terminal)", 1, 0, 0},
         {"peak_gflops", ZT_FLAG_DOUBLE, &peak, "matrix-product peak for MFU (default: measured)", 0, 1e9, 0},
@@ -133,6 +135,7 @@ static int cmd_train(int argc, char **argv, zt_err *err)
     a.shuffle = st.shuffle;
     a.checkpointing = st.checkpointing;
     a.save_steps = st.save_steps;
+    a.resume_dir = resume;
     a.peak_gflops = peak;
     a.progress = progress < 0 ? isatty(STDERR_FILENO) : progress;
 

@@ -15,6 +15,7 @@
 #include "../plan/plan.h"
 #include "../engine/loss_scale.h"
 #include "batches.h"
+#include "checkpoint.h"
 
 static double now_s(void)
 {
@@ -228,6 +229,9 @@ int zt_train(const zt_train_args *a, zt_train_result *res, zt_err *err)
         goto done;
     if ((rc = agree(comm, check_agreement(a, &r, comm, err), err)))
         goto done;
+    zt_ckpt_state resumed = {0};
+    if (a->resume_dir && (rc = agree(comm, zt_ckpt_load(a->resume_dir, &r.eng, &a->plan, &resumed, err), err)))
+        goto done;
     zt_engine_refresh_gathered(&r.eng);
     memset(comm->bytes, 0, sizeof comm->bytes);
 
@@ -254,7 +258,18 @@ int zt_train(const zt_train_args *a, zt_train_result *res, zt_err *err)
     zt_loss_scaler scaler;
     const zt_plan *pl = &a->plan;
     zt_loss_scaler_init(&scaler, pl->ls_initial_scale_power, pl->ls_window, pl->ls_hysteresis, pl->ls_min_scale);
-    for (long s = 0; s < nsteps; s++) {
+    long first_step = 0;
+    if (a->resume_dir) { /* the saved scaler state, under this plan's settings */
+        first_step = resumed.step;
+        scaler.scale = resumed.scaler.scale;
+        scaler.cur_hysteresis = resumed.scaler.cur_hysteresis;
+        scaler.iter = resumed.scaler.iter;
+        scaler.last_overflow_iter = resumed.scaler.last_overflow_iter;
+        scaler.skipped = resumed.scaler.skipped;
+        if (talk)
+            printf("resumed from %s at step %ld\n", a->resume_dir, first_step);
+    }
+    for (long s = first_step; s < nsteps; s++) {
         double t0 = now_s();
         memcpy(before, comm->bytes, sizeof before);
         zt_engine_zero_grads(&r.eng);
@@ -324,16 +339,18 @@ int zt_train(const zt_train_args *a, zt_train_result *res, zt_err *err)
         if (a->save_steps > 0 && (s + 1) % a->save_steps == 0 && s + 1 < nsteps && a->output_dir) {
             char dir[4096];
             snprintf(dir, sizeof dir, "%s/checkpoint-%ld", a->output_dir, s + 1);
+            zt_ckpt_state cs = {s + 1, r.eng.optimizer_steps, scaler};
             if ((rc = zt_hf_save(dir, &r.cfg, &r.lay, &r.eng, a->plan.prec.save, a->max_shard_bytes,
-                                 rank0, err)))
+                                 rank0, err)) ||
+                (rc = zt_ckpt_save(dir, &r.eng, &a->plan, &cs, err)))
                 goto done;
         }
     }
     double elapsed = now_s() - t_start;
     if (res) {
         res->final_loss = loss;
-        res->steps = nsteps;
-        res->tokens_per_sec = elapsed > 0 ? tokens_per_step * (double)nsteps / elapsed / W : 0.0;
+        res->steps = nsteps - first_step;
+        res->tokens_per_sec = elapsed > 0 ? tokens_per_step * (double)(nsteps - first_step) / elapsed / W : 0.0;
         res->state = zt_engine_state_bytes(&r.eng);
         res->activation_bytes = r.model.act_bytes;
         memcpy(res->step_bytes, step_bytes, sizeof step_bytes);
@@ -345,8 +362,8 @@ int zt_train(const zt_train_args *a, zt_train_result *res, zt_err *err)
                          rank0, err)))
         goto done;
     if (talk) {
-        printf("trained %ld steps in %.1f s (%.0f tokens/s per device); final loss %.4f\n", nsteps,
-               elapsed, tokens_per_step * (double)nsteps / elapsed / W, loss);
+        printf("trained %ld steps in %.1f s (%.0f tokens/s per device); final loss %.4f\n", nsteps - first_step,
+               elapsed, tokens_per_step * (double)(nsteps - first_step) / elapsed / W, loss);
         if (a->output_dir)
             printf("model saved to %s\n", a->output_dir);
     }

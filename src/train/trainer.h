@@ -30,7 +30,8 @@ typedef struct zt_train_args {
     uint64_t seed;
     int shuffle;
     int checkpointing;
-    long save_steps;        /* 0: only the final save */
+    long save_steps;        /* 0: only the final save; else also OUTPUT_DIR/checkpoint-N with run state */
+    const char *resume_dir; /* continue from a checkpoint-N directory (NULL: start fresh) */
     size_t max_shard_bytes; /* split saved weights into shards above this (0: one file) */
     int progress;           /* draw a progress bar on stderr (rank 0) */
     int quiet;

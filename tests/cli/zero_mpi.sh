@@ -69,6 +69,17 @@ out=$("$ZTRAIN" launch --num_processes 2 train --model $fix --data $fix/tokens.n
     fail "ok.json: $out"
 printf '%s' "$out" | grep -q "global batch 2 x 1 x 2" || fail "JSON micro batch 2 with the flag's accumulation 1: $out"
 
+# checkpoints: resuming under another plan is refused by name; a broken one names its file
+"${mpi[@]}" -np 2 "$ZTRAIN" "${args[@]}" --data $fix/tokens.npy --use_fsdp --save_steps 1 --output_dir "$TMP/ck" \
+    > /dev/null 2>&1 || fail "training with --save_steps"
+[ -f "$TMP/ck/checkpoint-1/trainer_state.json" ] && [ -f "$TMP/ck/checkpoint-1/zero/rank-1-of-2.safetensors" ] ||
+    fail "checkpoint-1 is incomplete"
+expect_exit 2 "saved with 2 ranks, ZeRO-3.*this run has 1 ranks" -- \
+    "$ZTRAIN" "${args[@]}" --data $fix/tokens.npy --use_fsdp --resume_from_checkpoint "$TMP/ck/checkpoint-1"
+rm "$TMP/ck/checkpoint-1/zero/rank-1-of-2.safetensors"
+expect_exit 2 "rank 1: .*rank-1-of-2.safetensors" -- \
+    "${mpi[@]}" -np 2 "$ZTRAIN" "${args[@]}" --data $fix/tokens.npy --use_fsdp --resume_from_checkpoint "$TMP/ck/checkpoint-1"
+
 cmd=$("$ZTRAIN" launch --num_processes 4 --dry_run train --model m --data d)
 printf '%s' "$cmd" | grep -q "^mpirun -np 4 .*--oversubscribe .* train --threads 1 --model m --data d" ||
     fail "launch command: $cmd"
