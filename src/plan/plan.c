@@ -118,7 +118,10 @@ int zt_plan_resolve(const zt_plan_request *r, int world, zt_plan *p, zt_err *err
     } else {
         p->stage = 0;
         snprintf(p->strategy, sizeof p->strategy, "data parallel (ZeRO-0)");
-        p->wrap = r->wrap_set ? r->wrap : ZT_WRAP_NONE;
+        /* plain data parallel has no flattening of its own; a unit per layer keeps
+         * the fp32 gradient staging at one layer (plus the root) instead of the
+         * whole model, as DDP's gradient buckets do */
+        p->wrap = r->wrap_set ? r->wrap : ZT_WRAP_TRANSFORMER;
     }
     if (p->hybrid) {
         group = r->ranks_per_node > 0 ? r->ranks_per_node : world;
