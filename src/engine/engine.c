@@ -215,8 +215,13 @@ static void gather_compute(zt_engine *eng, int u, void *dst)
         zt_convert(dst, cd, us->master, eng->prec.master, P);
         return;
     }
-    zt_convert(eng->comm_shard, cd, us->master, eng->prec.master, us->shard_numel);
-    zt_comm_allgather(eng->comm, dst, eng->comm_shard, P, cd);
+    /* the shard goes out as it is when it is already in the compute dtype */
+    const void *send = us->master;
+    if (cd != eng->prec.master) {
+        zt_convert(eng->comm_shard, cd, us->master, eng->prec.master, us->shard_numel);
+        send = eng->comm_shard;
+    }
+    zt_comm_allgather(eng->comm, dst, send, P, cd);
 }
 
 void zt_engine_refresh_gathered(zt_engine *eng)
