@@ -461,25 +461,6 @@ static int bad(reader *r, int line, const char *keypath, const char *fmt, ...)
     return zt_fail(r->err, ZT_EINPUT, "%s:%d: %s: %s", r->path, line, keypath, what);
 }
 
-static void join(char *buf, size_t cap, const char *const *set)
-{
-    size_t used = 0;
-    buf[0] = '\0';
-    for (const char *const *s = set; *s && used < cap; s++) {
-        int n = snprintf(buf + used, cap - used, "%s%s", s == set ? "" : " | ", *s);
-        if (n < 0)
-            break;
-        used += (size_t)n;
-    }
-}
-
-static int index_of(const char *s, const char *const *set, int icase)
-{
-    for (int i = 0; set[i]; i++)
-        if (icase ? !strcasecmp(s, set[i]) : !strcmp(s, set[i]))
-            return i;
-    return -1;
-}
 
 /* A YAML integer into *v; leading zeros are refused because YAML 1.1 readers
  * (PyYAML, hence Accelerate) read 010 as octal 8. */
@@ -574,16 +555,16 @@ static int read_value(reader *r, const key *k, const ynode *v, const char *kp)
         return ZT_OK;
     }
     case K_ENUM: {
-        join(allowed, sizeof allowed, k->allowed);
+        zt_join_names(allowed, sizeof allowed, k->allowed);
         if (t != YT_STR)
             return bad(r, v->line, kp, "expected one of %s, got %s", allowed,
                        describe(v, got, sizeof got));
-        int i = index_of(v->text, k->allowed, k->icase);
+        int i = zt_index_of(v->text, k->allowed, k->icase);
         if (i >= 0) {
             set_string(r, k, k->allowed[i]);
             return ZT_OK;
         }
-        if (k->refused && index_of(v->text, k->refused, k->icase) >= 0)
+        if (k->refused && zt_index_of(v->text, k->refused, k->icase) >= 0)
             return bad(r, v->line, kp, "'%s' is refused: %s (allowed: %s)", v->text, k->refusal,
                        allowed);
         return bad(r, v->line, kp, "'%.80s' is not allowed (allowed: %s)", v->text, allowed);
@@ -598,7 +579,7 @@ static int read_value(reader *r, const key *k, const ynode *v, const char *kp)
     case K_STRATEGY: {
         int s = strategy_of(v);
         if (!s) {
-            join(allowed, sizeof allowed, strategies);
+            zt_join_names(allowed, sizeof allowed, strategies);
             return bad(r, v->line, kp, "expected one of %s or their numbers 1-5, got %s", allowed,
                        describe(v, got, sizeof got));
         }
@@ -612,7 +593,7 @@ static int read_value(reader *r, const key *k, const ynode *v, const char *kp)
             return ZT_OK;
         }
         if (!s) {
-            join(allowed, sizeof allowed, strategies);
+            zt_join_names(allowed, sizeof allowed, strategies);
             return bad(r, v->line, kp, "expected true or false (FSDP2), or one of %s (FSDP1), got %s",
                        allowed, describe(v, got, sizeof got));
         }

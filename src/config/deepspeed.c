@@ -369,25 +369,6 @@ static const char *describe(const cJSON *v, char *buf, size_t cap)
     return buf;
 }
 
-static void join(char *buf, size_t cap, const char *const *set)
-{
-    size_t used = 0;
-    buf[0] = '\0';
-    for (const char *const *s = set; *s && used < cap; s++) {
-        int n = snprintf(buf + used, cap - used, "%s%s", s == set ? "" : " | ", *s);
-        if (n < 0)
-            break;
-        used += (size_t)n;
-    }
-}
-
-static int index_of(const char *s, const char *const *set, int icase)
-{
-    for (int i = 0; set[i]; i++)
-        if (icase ? !strcasecmp(s, set[i]) : !strcmp(s, set[i]))
-            return i;
-    return -1;
-}
 
 static int is_auto(const cJSON *v) { return cJSON_IsString(v) && !strcmp(v->valuestring, "auto"); }
 
@@ -423,8 +404,8 @@ static const char *expected(const key *k, char *buf, size_t cap)
                  k->kind == K_VALUE && k->autook ? " or \"auto\"" : "");
         return buf;
     case K_ENUM:
-        join(allowed, sizeof allowed, k->allowed);
-        snprintf(buf, cap, "one of %s", allowed);
+        zt_join_names(allowed, sizeof allowed, k->allowed);
+        snprintf(buf, cap, "one of %.240s", allowed); /* the lists are far shorter */
         return buf;
     case K_STR:
         return "a string";
@@ -558,7 +539,7 @@ static int read_typed(reader *r, const key *k, const cJSON *obj, const char *kp)
         else
             return unknown_key(r, sub, m->string, parts, 2, NULL);
     }
-    join(allowed, sizeof allowed, t->names);
+    zt_join_names(allowed, sizeof allowed, t->names);
     snprintf(sub, sizeof sub, "%.150s.type", kp);
     if (!type) {
         if (params)
@@ -568,9 +549,9 @@ static int read_typed(reader *r, const key *k, const cJSON *obj, const char *kp)
     }
     if (!cJSON_IsString(type))
         return bad(r, sub, "expected one of %s, got %s", allowed, describe(type, got, sizeof got));
-    int i = index_of(type->valuestring, t->names, t->icase);
+    int i = zt_index_of(type->valuestring, t->names, t->icase);
     if (i < 0) {
-        if (index_of(type->valuestring, t->refused, t->icase) >= 0)
+        if (zt_index_of(type->valuestring, t->refused, t->icase) >= 0)
             return bad(r, sub, "'%s' is refused: %s (allowed: %s)", type->valuestring, t->refusal,
                        allowed);
         return bad(r, sub, "'%.80s' is not allowed (allowed: %s)", type->valuestring, allowed);
@@ -632,15 +613,15 @@ static int read_value(reader *r, const key *k, const cJSON *v, const char *kp)
         return ZT_OK;
     case K_ENUM: {
         char allowed[256];
-        join(allowed, sizeof allowed, k->allowed);
+        zt_join_names(allowed, sizeof allowed, k->allowed);
         if (!cJSON_IsString(v))
             return bad(r, kp, "expected one of %s, got %s", allowed, describe(v, got, sizeof got));
-        int i = index_of(v->valuestring, k->allowed, k->icase);
+        int i = zt_index_of(v->valuestring, k->allowed, k->icase);
         if (i >= 0) {
             set_string(r, k, k->allowed[i]);
             return ZT_OK;
         }
-        if (k->refused && index_of(v->valuestring, k->refused, k->icase) >= 0)
+        if (k->refused && zt_index_of(v->valuestring, k->refused, k->icase) >= 0)
             return bad(r, kp, "'%s' is refused: %s (allowed: %s)", v->valuestring, k->refusal,
                        allowed);
         return bad(r, kp, "'%.80s' is not allowed (allowed: %s)", v->valuestring, allowed);

@@ -1,7 +1,9 @@
 /* text.c — see text.h. */
 #include "text.h"
 
+#include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 int zt_edit_distance(const char *a, const char *b)
 {
@@ -25,4 +27,24 @@ int zt_edit_distance(const char *a, const char *b)
         }
     }
     return row[lb];
+}
+
+void zt_join_names(char *buf, size_t cap, const char *const *set)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (const char *const *s = set; *s && used < cap; s++) {
+        int n = snprintf(buf + used, cap - used, "%s%s", s == set ? "" : " | ", *s);
+        if (n < 0)
+            break;
+        used += (size_t)n;
+    }
+}
+
+int zt_index_of(const char *s, const char *const *set, int icase)
+{
+    for (int i = 0; set[i]; i++)
+        if (icase ? !strcasecmp(s, set[i]) : !strcmp(s, set[i]))
+            return i;
+    return -1;
 }
