@@ -305,11 +305,18 @@ void zt_engine_grad_end(zt_engine *eng, int unit)
     zt_dtype rd = eng->prec.reduce, md = eng->prec.master;
     assert(g != NULL && "grad_end without grad_begin");
     assert(zt_engine_check_dtypes(eng, unit, rd) == NULL);
-    if (eng->stage <= 1) {
-        /* Local accumulation over micro-steps; the reduction waits for the step.
-         * The gradient still passes through the reduce dtype, so the numbers do
-         * not depend on where the reduction happens. */
-        if (rd == ZT_F32) {
+    if (eng->stage <= 1 || (eng->group_size == 1 && eng->comm->replica_size == 1)) {
+        /* Local accumulation: stages 0-1 reduce at the step, and a group of one
+         * has nothing to reduce.  The gradient still passes through the reduce
+         * dtype, so the numbers do not depend on where the reduction happens;
+         * bf16 into an fp32 accumulator is fused into one pass. */
+        if (rd == ZT_BF16 && md == ZT_F32) {
+            float *acc = us->grad;
+            size_t n = eng->stage <= 1 ? P : us->shard_numel;
+            #pragma omp parallel for simd schedule(static)
+            for (size_t i = 0; i < n; i++)
+                acc[i] += zt_round_bf16(g[i]);
+        } else if (rd == ZT_F32) {
             accumulate(us->grad, md, g, ZT_F32, P);
         } else {
             zt_convert(eng->comm_full, rd, g, ZT_F32, P);
