@@ -12,6 +12,7 @@
 #include "../src/train/batches.h"
 #include "../src/train/trainer.h"
 #include "test.h"
+#include "weights_cmp.h"
 #include "tmpdir.h"
 
 static const char *FIX = "tests/fixtures/gqa_tied";
@@ -68,27 +69,6 @@ static zt_weights *run(zt_train_args a, double *losses, int nlosses, char *tmpdi
 }
 
 static void cleanup(const char *tmp) { ZT_CHECK(tmpdir_remove(tmp) == 0); }
-
-/* max relative difference of all weights (max|a-b| / max|b| per tensor) */
-static double weights_diff(const zt_weights *a, const zt_weights *b)
-{
-    double worst = 0;
-    for (int i = 0; a && b && i < zt_weights_count(a); i++) {
-        const zt_st_tensor *ta = zt_weights_get(a, i);
-        const zt_st_tensor *tb = zt_weights_find(b, ta->name, NULL);
-        if (!tb || tb->numel != ta->numel)
-            return INFINITY;
-        double md = 0, mr = 0;
-        for (int64_t k = 0; k < ta->numel; k++) {
-            double x = zt_load_f32(ta->data, ta->dtype, (size_t)k);
-            double y = zt_load_f32(tb->data, tb->dtype, (size_t)k);
-            md = fmax(md, fabs(x - y));
-            mr = fmax(mr, fabs(y));
-        }
-        worst = fmax(worst, md / (mr > 0 ? mr : 1));
-    }
-    return worst;
-}
 
 /* Same global batch as B=4 x A=1, B=2 x A=2 and B=1 x A=4: losses and weights agree
  * up to fp32 summation order.  Adam divides by sqrt(v), so a gradient element near

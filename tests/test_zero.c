@@ -28,6 +28,7 @@
 #include "../src/train/trainer.h"
 #include "test.h"
 #include "tmpdir.h"
+#include "weights_cmp.h"
 
 static int rank, world;
 static char tmp[128]; /* rank 0's scratch directory, shared with every rank */
@@ -116,34 +117,6 @@ static int train(const char *fixture, zt_plan_request req, int B, int A, long st
     return rc;
 }
 
-static double weights_diff(const char *da, const char *db)
-{
-    zt_weights *a = NULL, *b = NULL;
-    zt_err err;
-    double worst = INFINITY;
-    if (zt_weights_open(da, &a, &err) == ZT_OK && zt_weights_open(db, &b, &err) == ZT_OK) {
-        worst = 0;
-        for (int i = 0; i < zt_weights_count(a); i++) {
-            const zt_st_tensor *ta = zt_weights_get(a, i), *tb = zt_weights_find(b, ta->name, NULL);
-            if (!tb || tb->numel != ta->numel) {
-                worst = INFINITY;
-                break;
-            }
-            double md = 0, mr = 0;
-            for (int64_t k = 0; k < ta->numel; k++) {
-                double x = zt_load_f32(ta->data, ta->dtype, (size_t)k);
-                double y = zt_load_f32(tb->data, tb->dtype, (size_t)k);
-                md = fmax(md, fabs(x - y));
-                mr = fmax(mr, fabs(y));
-            }
-            worst = fmax(worst, md / (mr > 0 ? mr : 1));
-        }
-    }
-    zt_weights_close(a);
-    zt_weights_close(b);
-    return worst;
-}
-
 static zt_plan_request fsdp(zt_sharding s)
 {
     zt_plan_request r;
@@ -190,7 +163,7 @@ static void equivalence(const char *fixture, zt_plan_request req, int A, const c
         ZT_CHECK_CLOSE(dist.loss[s], ref.loss[s], 1e-5, 1e-6);
         ZT_CHECK_CLOSE(dist.gnorm[s], ref.gnorm[s], 1e-5, 1e-6);
     }
-    double d = weights_diff(dist.dir, ref.dir);
+    double d = weights_diff_dirs(dist.dir, ref.dir);
     ZT_CHECK_MSG(d <= 1e-5, "%s (%d ranks): final weights rel err %.3g", name, world, d);
     printf("     %-34s %d ranks: loss %.7f vs %.7f, weights rel err %.2g\n", name, world,
            dist.loss[steps - 1], ref.loss[steps - 1], d);
@@ -217,22 +190,8 @@ static int make_padded_model(const char *dir)
     c.initializer_range = 0.05;
     c.torch_dtype = ZT_F32;
     snprintf(c.model_type, sizeof c.model_type, "llama");
-    zt_layout lay;
     zt_err err;
-    if (zt_layout_build(&lay, &c, ZT_WRAP_TRANSFORMER, 0, 1, &err))
-        return -1;
-    float **vals = calloc((size_t)lay.nparams, sizeof *vals);
-    uint64_t seed = 11;
-    for (int i = 0; i < lay.nparams; i++) {
-        vals[i] = malloc(lay.params[i].numel * sizeof(float));
-        for (size_t j = 0; j < lay.params[i].numel; j++)
-            vals[i][j] = lay.params[i].ndim == 2 ? (float)(0.05 * zt_rand_normal(&seed)) : 1.0f;
-    }
-    int rc = zt_hf_save_tensors(dir, &c, &lay, vals, ZT_F32, 0, &err);
-    for (int i = 0; i < lay.nparams; i++)
-        free(vals[i]);
-    free(vals);
-    zt_layout_free(&lay);
+    int rc = zt_hf_init_random(dir, &c, 11, ZT_F32, 0, NULL, &err);
     zt_tokens t;
     char path[300];
     if (rc == ZT_OK && (rc = zt_tokens_load("tests/fixtures/gqa_tied/tokens.npy", &t, &err)) == ZT_OK) {
@@ -396,7 +355,7 @@ static void test_fsdp_aligned_equals_deepspeed(void)
     for (int s = 0; s < 10; s++)
         ZT_CHECK_MSG(a.loss[s] == b.loss[s] && a.gnorm[s] == b.gnorm[s], "step %d: %.9g vs %.9g", s + 1,
                      a.loss[s], b.loss[s]);
-    ZT_CHECK(weights_diff(a.dir, b.dir) == 0.0);
+    ZT_CHECK(weights_diff_dirs(a.dir, b.dir) == 0.0);
 }
 
 /* fp16 with dynamic loss scaling: an inf in one rank's gradient makes every
@@ -433,9 +392,9 @@ static void test_fp16_overflow_skips_on_every_rank(void)
         ZT_CHECK_MSG(a.skipped[s] == want_skip[s], "step %d skipped %d", s + 1, a.skipped[s]);
     }
     /* two skipped steps change nothing: after 4 steps the weights are those after 2 */
-    ZT_CHECK_MSG(weights_diff(c.dir, b.dir) == 0.0, "skipped steps moved weights by %.3g",
-                 weights_diff(c.dir, b.dir));
-    ZT_CHECK(weights_diff(a.dir, b.dir) > 0.0); /* and the steps after them do train */
+    ZT_CHECK_MSG(weights_diff_dirs(c.dir, b.dir) == 0.0, "skipped steps moved weights by %.3g",
+                 weights_diff_dirs(c.dir, b.dir));
+    ZT_CHECK(weights_diff_dirs(a.dir, b.dir) > 0.0); /* and the steps after them do train */
 }
 
 /* Save at step 3, resume, and the run continues bit for bit: losses of steps
@@ -467,8 +426,8 @@ static void resume_case(zt_plan_request req, const char *tag)
     for (int s = 0; s < 3 && s < resumed.nsteps; s++)
         ZT_CHECK_MSG(resumed.loss[s] == full.loss[s + 3] && resumed.gnorm[s] == full.gnorm[s + 3],
                      "%s step %d: %.9g vs %.9g", tag, s + 4, resumed.loss[s], full.loss[s + 3]);
-    ZT_CHECK_MSG(weights_diff(resumed.dir, full.dir) == 0.0, "%s: resumed weights differ by %.3g", tag,
-                 weights_diff(resumed.dir, full.dir));
+    ZT_CHECK_MSG(weights_diff_dirs(resumed.dir, full.dir) == 0.0, "%s: resumed weights differ by %.3g", tag,
+                 weights_diff_dirs(resumed.dir, full.dir));
 }
 
 static void test_resume_is_bit_exact(void)

@@ -10,11 +10,9 @@
 
 #include "../comm/comm.h"
 #include "../config/settings.h"
-#include "../core/mem.h"
 #include "../plan/plan.h"
 #include "../io/hf_model.h"
 #include "../kernels/matmul.h"
-#include "../train/batches.h"
 #include "../train/trainer.h"
 #include "commands.h"
 #include "flags.h"
@@ -223,32 +221,11 @@ static int cmd_init_model(int argc, char **argv, zt_err *err)
     zt_llama_config cfg;
     if ((rc = zt_hf_config_read(cfg_path, &cfg, err)))
         return rc;
-    zt_layout lay;
-    if ((rc = zt_layout_build(&lay, &cfg, ZT_WRAP_TRANSFORMER, 0, 1, err)))
+    size_t numel = 0;
+    if ((rc = zt_hf_init_random(out, &cfg, (uint64_t)seed, dt, max_shard_bytes, &numel, err)))
         return rc;
-    float **vals = zt_alloc(ZT_MEM_OTHER, (size_t)lay.nparams * sizeof *vals);
-    uint64_t state = (uint64_t)seed;
-    for (int i = 0; vals && i < lay.nparams && rc == ZT_OK; i++) {
-        const zt_param *p = &lay.params[i];
-        if (!(vals[i] = zt_alloc(ZT_MEM_OTHER, p->numel * sizeof(float)))) {
-            rc = zt_fail(err, ZT_EFAIL, "out of memory initialising %s", p->name);
-            break;
-        }
-        /* HF's _init_weights: normal(0, initializer_range) for matrices, ones for norms */
-        for (size_t j = 0; j < p->numel; j++)
-            vals[i][j] = p->ndim == 2 ? (float)(cfg.initializer_range * zt_rand_normal(&state)) : 1.0f;
-    }
-    if (!vals)
-        rc = zt_fail(err, ZT_EFAIL, "out of memory");
-    if (rc == ZT_OK)
-        rc = zt_hf_save_tensors(out, &cfg, &lay, vals, dt, max_shard_bytes, err);
-    if (rc == ZT_OK)
-        printf("wrote a %zu-parameter model to %s\n", lay.numel, out);
-    for (int i = 0; vals && i < lay.nparams; i++)
-        zt_free(ZT_MEM_OTHER, vals[i], vals[i] ? lay.params[i].numel * sizeof(float) : 0);
-    zt_free(ZT_MEM_OTHER, vals, (size_t)lay.nparams * sizeof *vals);
-    zt_layout_free(&lay);
-    return rc;
+    printf("wrote a %zu-parameter model to %s\n", numel, out);
+    return ZT_OK;
 }
 
 /* ---- main ----------------------------------------------------------------- */

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "../core/mem.h"
+#include "../train/batches.h"
 #include "safetensors.h"
 
 int zt_mkdirs(const char *dir, zt_err *err)
@@ -231,5 +232,36 @@ int zt_hf_save(const char *dir, const zt_llama_config *cfg, const zt_layout *lay
     for (int i = 0; vals && i < lay->nparams; i++)
         zt_free(ZT_MEM_OTHER, vals[i], vals[i] ? lay->params[i].numel * sizeof(float) : 0);
     zt_free(ZT_MEM_OTHER, vals, vals ? (size_t)lay->nparams * sizeof *vals : 0);
+    return rc;
+}
+
+int zt_hf_init_random(const char *dir, const zt_llama_config *cfg, uint64_t seed, zt_dtype dtype,
+                      size_t max_shard_bytes, size_t *numel, zt_err *err)
+{
+    zt_layout lay;
+    int rc = zt_layout_build(&lay, cfg, ZT_WRAP_TRANSFORMER, 0, 1, err);
+    if (rc)
+        return rc;
+    float **vals = zt_alloc(ZT_MEM_OTHER, (size_t)lay.nparams * sizeof *vals);
+    if (!vals)
+        rc = zt_fail(err, ZT_EFAIL, "out of memory initialising a model for %s", dir);
+    uint64_t state = seed;
+    for (int i = 0; rc == ZT_OK && i < lay.nparams; i++) {
+        const zt_param *p = &lay.params[i];
+        if (!(vals[i] = zt_alloc(ZT_MEM_OTHER, p->numel * sizeof(float)))) {
+            rc = zt_fail(err, ZT_EFAIL, "out of memory initialising %s", p->name);
+            break;
+        }
+        for (size_t j = 0; j < p->numel; j++)
+            vals[i][j] = p->ndim == 2 ? (float)(cfg->initializer_range * zt_rand_normal(&state)) : 1.0f;
+    }
+    if (rc == ZT_OK)
+        rc = zt_hf_save_tensors(dir, cfg, &lay, vals, dtype, max_shard_bytes, err);
+    if (rc == ZT_OK && numel)
+        *numel = lay.numel;
+    for (int i = 0; vals && i < lay.nparams; i++)
+        zt_free(ZT_MEM_OTHER, vals[i], vals[i] ? lay.params[i].numel * sizeof(float) : 0);
+    zt_free(ZT_MEM_OTHER, vals, vals ? (size_t)lay.nparams * sizeof *vals : 0);
+    zt_layout_free(&lay);
     return rc;
 }

@@ -27,6 +27,11 @@ int zt_hf_save(const char *dir, const zt_llama_config *cfg, const zt_layout *lay
 /* Write a HF directory from full fp32 tensors given per layout parameter (init-model). */
 int zt_hf_save_tensors(const char *dir, const zt_llama_config *cfg, const zt_layout *lay,
                        float *const *values, zt_dtype dtype, size_t max_shard_bytes, zt_err *err);
+/* A randomly initialised model as HF's _init_weights makes it: normal(0,
+ * initializer_range) for matrices, ones for norm weights, from a seeded
+ * generator; written to dir in dtype.  *numel (optional) gets the parameter count. */
+int zt_hf_init_random(const char *dir, const zt_llama_config *cfg, uint64_t seed, zt_dtype dtype,
+                      size_t max_shard_bytes, size_t *numel, zt_err *err);
 /* mkdir -p */
 int zt_mkdirs(const char *dir, zt_err *err);
 
