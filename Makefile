@@ -13,7 +13,10 @@ else
 BUILD   := build
 OPT     := -O3 -g -march=native
 endif
-CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra $(OPT) -fopenmp -MMD -MP
+# -fno-math-errno: sqrtf and friends need not set errno, so they vectorise to
+# vsqrtps (AdamW ran 5x slower with a scalar errno check per element); results are
+# unchanged, unlike -ffast-math, which ztrain never uses (torch-exact arithmetic).
+CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra $(OPT) -fno-math-errno -fopenmp -MMD -MP
 MPI_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null)
 MPI_LIBS   := $(shell mpicc --showme:link 2>/dev/null)
 CPPFLAGS += $(MPI_CFLAGS)
@@ -31,7 +34,7 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 .SECONDARY:
 all: $(BUILD)/ztrain $(TEST_BIN)
 
-$(BUILD)/obj/%.o: %.c
+$(BUILD)/obj/%.o: %.c Makefile
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
