@@ -110,8 +110,8 @@ typedef struct {
 
 static void swiglu_run(void *vc) {
     swiglu_case *c = vc;
-    zt_swiglu_forward(c->h, c->gu, c->N, c->F);
-    zt_swiglu_backward(c->dgu, c->dh, c->gu, c->N, c->F);
+    zt_swiglu_forward(c->h, ZT_F32, c->gu, c->N, c->F);
+    zt_swiglu_backward(c->dgu, ZT_F32, c->dh, c->gu, c->N, c->F);
 }
 
 typedef struct {
@@ -125,7 +125,7 @@ static void xent_run(void *vc) {
     /* Out of place so every run sees the same logits (training runs in place; the
      * arithmetic and the number of passes are the same). */
     volatile double loss =
-        zt_xent_forward_backward(c->work, c->logits, c->targets, c->N, c->V, 1.0f / c->N);
+        zt_xent_forward_backward(c->work, NULL, c->logits, c->targets, c->N, c->V, 1.0f / c->N);
     (void)loss;
 }
 
@@ -136,8 +136,8 @@ typedef struct {
 
 static void rms_run(void *vc) {
     rms_case *c = vc;
-    zt_rmsnorm_forward(c->y, c->rstd, c->x, c->w, c->N, c->C, 1e-5f);
-    zt_rmsnorm_backward_accumulate(c->dx, c->dw, c->dy, c->x, c->w, c->rstd, c->N, c->C);
+    zt_rmsnorm_forward(c->y, ZT_F32, c->rstd, c->x, c->w, c->N, c->C, 1e-5f);
+    zt_rmsnorm_backward_accumulate(c->dx, NULL, c->dw, c->dy, c->x, c->w, c->rstd, c->N, c->C);
 }
 
 int main(int argc, char **argv) {

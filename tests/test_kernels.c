@@ -213,7 +213,7 @@ static void test_rmsnorm_forward(void) {
     fill(x, (size_t)N * C, 2.0, 0.1);
     for (int c = 0; c < C; c++) x[3 * C + c] *= 1000.0f;
     fill(w, C, 0.5, 1.0);
-    zt_rmsnorm_forward(y, rstd, x, w, N, C, eps);
+    zt_rmsnorm_forward(y, ZT_F32, rstd, x, w, N, C, eps);
 
     double *xd = to_double(x, (size_t)N * C), *wd = to_double(w, C);
     double *yd = malloc(sizeof(double) * N * C), rd[18];
@@ -234,12 +234,12 @@ static void test_rmsnorm_backward_accumulates(void) {
     fill(x, NC, 1.5, 0.2);
     fill(w, C, 0.5, 1.0);
     fill(dy, NC, 1.0, 0.0);
-    zt_rmsnorm_forward(y, rstd, x, w, N, C, eps);
+    zt_rmsnorm_forward(y, ZT_F32, rstd, x, w, N, C, eps);
     /* Pre-filled: the kernel must add to these, not overwrite them. */
     const float dx0 = 0.25f, dw0 = -0.5f;
     for (size_t i = 0; i < NC; i++) dx[i] = dx0;
     for (int c = 0; c < C; c++) dw[c] = dw0;
-    zt_rmsnorm_backward_accumulate(dx, dw, dy, x, w, rstd, N, C);
+    zt_rmsnorm_backward_accumulate(dx, NULL, dw, dy, x, w, rstd, N, C);
 
     double *R = to_double(dy, NC);
     rms_ctx ctx = {N, C, eps, R, to_double(x, NC), to_double(w, C), malloc(sizeof(double) * NC)};
@@ -254,7 +254,7 @@ static void test_rmsnorm_backward_accumulates(void) {
     /* A second call adds the same gradient again. */
     float *dx2 = malloc(sizeof(float) * NC);
     memcpy(dx2, dx, sizeof(float) * NC);
-    zt_rmsnorm_backward_accumulate(dx2, dw, dy, x, w, rstd, N, C);
+    zt_rmsnorm_backward_accumulate(dx2, NULL, dw, dy, x, w, rstd, N, C);
     for (size_t i = 0; i < NC; i++) gx[i] = 2 * (gx[i] - dx0) + dx0;
     for (int c = 0; c < C; c++) gw[c] = 2 * (gw[c] - dw0) + dw0;
     check_array("rmsnorm dx (twice)", dx2, gx, NC, GRAD_TOL, GRAD_FLOOR);
@@ -613,13 +613,13 @@ static void test_swiglu(void) {
     float *dh = malloc(sizeof(float) * nh), *dgu = malloc(sizeof(float) * ngu);
     fill(gu, ngu, 4.0, 0.0);
     fill(dh, nh, 1.0, 0.0);
-    zt_swiglu_forward(h, gu, N, F);
+    zt_swiglu_forward(h, ZT_F32, gu, N, F);
     double *gud = to_double(gu, ngu), *hd = malloc(sizeof(double) * nh);
     swiglu_ref(hd, gud, N, F);
     check_array("swiglu h", h, hd, nh, FWD_TOL, FWD_FLOOR);
 
     for (size_t i = 0; i < ngu; i++) dgu[i] = NAN; /* overwritten, not accumulated */
-    zt_swiglu_backward(dgu, dh, gu, N, F);
+    zt_swiglu_backward(dgu, ZT_F32, dh, gu, N, F);
     double *R = to_double(dh, nh), *gd = malloc(sizeof(double) * ngu);
     swiglu_ctx ctx = {N, F, R, hd};
     fd_grad(gd, gud, ngu, swiglu_loss, &ctx);
@@ -629,8 +629,8 @@ static void test_swiglu(void) {
     float gx[4] = {-200.0f, -90.0f, 90.0f, 200.0f}, ux[4] = {1.5f, 1.5f, 1.5f, 1.5f};
     float gux[8], hx[4], dhx[4] = {1, 1, 1, 1}, dgux[8];
     memcpy(gux, gx, sizeof gx), memcpy(gux + 4, ux, sizeof ux);
-    zt_swiglu_forward(hx, gux, 1, 4);
-    zt_swiglu_backward(dgux, dhx, gux, 1, 4);
+    zt_swiglu_forward(hx, ZT_F32, gux, 1, 4);
+    zt_swiglu_backward(dgux, ZT_F32, dhx, gux, 1, 4);
     for (int f = 0; f < 4; f++) {
         ZT_CHECK(isfinite(hx[f]) && isfinite(dgux[f]) && isfinite(dgux[4 + f]));
         ZT_CHECK_CLOSE(hx[f], gx[f] > 0 ? gx[f] * ux[f] : 0.0, 1e-6, 1e-6);
@@ -677,9 +677,9 @@ static void test_xent(void) {
     const double want = xent_ref(xd, tg, N, V);
 
     /* Out of place, then loss only, then in place: same loss, same gradient. */
-    double got = zt_xent_forward_backward(d, x, tg, N, V, scale);
+    double got = zt_xent_forward_backward(d, NULL, x, tg, N, V, scale);
     ZT_CHECK_CLOSE(got, want, 1e-6, 1.0);
-    ZT_CHECK_CLOSE(zt_xent_forward_backward(NULL, x, tg, N, V, scale), want, 1e-6, 1.0);
+    ZT_CHECK_CLOSE(zt_xent_forward_backward(NULL, NULL, x, tg, N, V, scale), want, 1e-6, 1.0);
     double *gd = malloc(sizeof(double) * n);
     xent_ctx ctx = {N, V, tg, scale};
     fd_grad(gd, xd, n, xent_loss, &ctx);
@@ -687,7 +687,7 @@ static void test_xent(void) {
 
     float *inplace = malloc(sizeof(float) * n);
     memcpy(inplace, x, sizeof(float) * n);
-    double got_in = zt_xent_forward_backward(inplace, inplace, tg, N, V, scale);
+    double got_in = zt_xent_forward_backward(inplace, NULL, inplace, tg, N, V, scale);
     ZT_CHECK(got_in == got);
     ZT_CHECK_MSG(memcmp(inplace, d, sizeof(float) * n) == 0,
                  "in-place dlogits differ from out-of-place");
@@ -703,12 +703,84 @@ static void test_xent(void) {
     float *xs = malloc(sizeof(float) * n);
     for (size_t i = 0; i < n; i++) xs[i] = x[i] + 1000.0f;
     double *xsd = to_double(xs, n);
-    double got_s = zt_xent_forward_backward(xs, xs, tg, N, V, scale);
+    double got_s = zt_xent_forward_backward(xs, NULL, xs, tg, N, V, scale);
     ZT_CHECK_CLOSE(got_s, xent_ref(xsd, tg, N, V), 1e-6, 1.0);
     ZT_CHECK(isfinite(got_s));
     check_array("xent dlogits (shifted by 1000)", xs, gd, n, 1e-3, GRAD_FLOOR * scale);
 
     free(x), free(d), free(xd), free(gd), free(inplace), free(xs), free(xsd);
+}
+
+/* ---- bf16 outputs ----------------------------------------------------------------- */
+
+/* Every bf16 output is the round-to-nearest-even of the fp32 output the same kernel
+ * writes in fp32 mode (kernels.h): compared bit for bit, so a kernel that rounded a
+ * different value, truncated, or skipped elements fails. */
+static void check_bf16_of(const char *what, const uint16_t *got, const float *want, size_t n) {
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < n; i++)
+        if (got[i] != zt_f32_to_bf16(want[i]) && bad++ == 0) first = i;
+    ZT_CHECK_MSG(bad == 0, "%s: %zu of %zu bf16 values are not the rounding of the fp32 ones "
+                 "(first at %zu: 0x%04x, want 0x%04x from %.9g)", what, bad, n, first,
+                 bad ? got[first] : 0, bad ? zt_f32_to_bf16(want[first]) : 0,
+                 bad ? want[first] : 0.0);
+}
+
+static void test_bf16_outputs_are_rounded_fp32(void) {
+    rng_seed(21);
+    const int B = 2, T = 70, nh = 4, nkv = 2, hd = 64, C = 75, F = 37, V = 53;
+    const int N = B * T, W = (nh + 2 * nkv) * hd;
+    const size_t NC = (size_t)N * C;
+    float *x = malloc(sizeof(float) * NC), *w = malloc(sizeof(float) * C), rstd[140];
+    float *y = malloc(sizeof(float) * NC), *dy = malloc(sizeof(float) * NC);
+    float *dx = malloc(sizeof(float) * NC), *dx2 = malloc(sizeof(float) * NC);
+    float *dw = calloc(C, sizeof(float)), *dw2 = calloc(C, sizeof(float));
+    uint16_t *y16 = malloc(2 * NC), *dx16 = malloc(2 * NC);
+    fill(x, NC, 2.0, 0.1), fill(w, C, 0.5, 1.0), fill(dy, NC, 1.0, 0.0), fill(dx, NC, 0.3, 0.0);
+    zt_rmsnorm_forward(y, ZT_F32, rstd, x, w, N, C, 1e-5f);
+    zt_rmsnorm_forward(y16, ZT_BF16, rstd, x, w, N, C, 1e-5f);
+    check_bf16_of("rmsnorm y", y16, y, NC);
+    memcpy(dx2, dx, sizeof(float) * NC);
+    zt_rmsnorm_backward_accumulate(dx, NULL, dw, dy, x, w, rstd, N, C);
+    zt_rmsnorm_backward_accumulate(dx2, dx16, dw2, dy, x, w, rstd, N, C);
+    ZT_CHECK(memcmp(dx, dx2, sizeof(float) * NC) == 0 && memcmp(dw, dw2, sizeof(float) * C) == 0);
+    check_bf16_of("rmsnorm dx copy", dx16, dx, NC);
+
+    const size_t ngu = (size_t)N * 2 * F, nf = (size_t)N * F;
+    float *gu = malloc(sizeof(float) * ngu), *h = malloc(sizeof(float) * nf);
+    float *dh = malloc(sizeof(float) * nf), *dgu = malloc(sizeof(float) * ngu);
+    uint16_t *h16 = malloc(2 * nf), *dgu16 = malloc(2 * ngu);
+    fill(gu, ngu, 4.0, 0.0), fill(dh, nf, 1.0, 0.0);
+    zt_swiglu_forward(h, ZT_F32, gu, N, F);
+    zt_swiglu_forward(h16, ZT_BF16, gu, N, F);
+    check_bf16_of("swiglu h", h16, h, nf);
+    zt_swiglu_backward(dgu, ZT_F32, dh, gu, N, F);
+    zt_swiglu_backward(dgu16, ZT_BF16, dh, gu, N, F);
+    check_bf16_of("swiglu dgu", dgu16, dgu, ngu);
+
+    const size_t nq = (size_t)N * W, no = (size_t)N * nh * hd;
+    float *qkv = malloc(sizeof(float) * nq), *out = malloc(sizeof(float) * no);
+    float *out2 = malloc(sizeof(float) * no), *lse = malloc(sizeof(float) * (size_t)N * nh);
+    uint16_t *out16 = malloc(2 * no);
+    fill(qkv, nq, 1.0, 0.0);
+    zt_attention_forward(out, lse, qkv, B, T, nh, nkv, hd);
+    zt_attention_forward_bf16(out2, out16, lse, qkv, B, T, nh, nkv, hd);
+    ZT_CHECK(memcmp(out, out2, sizeof(float) * no) == 0);
+    check_bf16_of("attention out", out16, out, no);
+
+    const size_t nv = (size_t)N * V;
+    float *logits = malloc(sizeof(float) * nv), *d = malloc(sizeof(float) * nv);
+    uint16_t *d16 = malloc(2 * nv);
+    int *tg = malloc(sizeof(int) * N);
+    for (int i = 0; i < N; i++) tg[i] = (i * 7) % V;
+    fill(logits, nv, 5.0, 0.0);
+    double l1 = zt_xent_forward_backward(d, d16, logits, tg, N, V, 1.0f / N);
+    ZT_CHECK(l1 == zt_xent_forward_backward(NULL, NULL, logits, tg, N, V, 1.0f / N));
+    check_bf16_of("xent dlogits", d16, d, nv);
+
+    free(x), free(w), free(y), free(dy), free(dx), free(dx2), free(dw), free(dw2), free(y16);
+    free(dx16), free(gu), free(h), free(dh), free(dgu), free(h16), free(dgu16), free(qkv);
+    free(out), free(out2), free(lse), free(out16), free(logits), free(d), free(d16), free(tg);
 }
 
 int main(void) {
@@ -725,5 +797,6 @@ int main(void) {
     ZT_RUN(test_attention_deterministic);
     ZT_RUN(test_swiglu);
     ZT_RUN(test_xent);
+    ZT_RUN(test_bf16_outputs_are_rounded_fp32);
     ZT_TEST_MAIN_END();
 }

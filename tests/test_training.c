@@ -112,18 +112,22 @@ static void test_activation_estimate_matches_allocation(void)
     zt_comm comm;
     zt_comm_create_local(&comm);
     ZT_CHECK(zt_layout_build(&lay, &c, ZT_WRAP_TRANSFORMER, 0, 1, &err) == ZT_OK);
-    zt_engine eng;
-    ZT_CHECK(zt_engine_init(&eng, &lay, (zt_precision){ZT_F32, ZT_F32, ZT_F32, ZT_F32, ZT_F32, 0}, 0, &comm,
-                            &err) == ZT_OK);
-    for (int ckpt = 0; ckpt <= 1; ckpt++)
-        for (int B = 1; B <= 3; B += 2) {
-            zt_model m;
-            ZT_CHECK(zt_model_init(&m, &c, &lay, &eng, B, 24, ckpt, &err) == ZT_OK);
-            ZT_CHECK_MSG(m.act_bytes == zt_model_activation_bytes(&c, B, 24, ckpt), "B=%d ckpt=%d: %zu vs %zu",
-                         B, ckpt, m.act_bytes, zt_model_activation_bytes(&c, B, 24, ckpt));
-            zt_model_free(&m);
-        }
-    zt_engine_free(&eng);
+    /* fp32 operands, and bf16 compute, whose product operands are bf16 buffers */
+    for (zt_dtype cd = ZT_F32; cd <= ZT_BF16; cd++) {
+        zt_engine eng;
+        ZT_CHECK(zt_engine_init(&eng, &lay, (zt_precision){ZT_F32, ZT_F32, cd, ZT_F32, ZT_F32, 0}, 0,
+                                &comm, &err) == ZT_OK);
+        for (int ckpt = 0; ckpt <= 1; ckpt++)
+            for (int B = 1; B <= 3; B += 2) {
+                zt_model m;
+                ZT_CHECK(zt_model_init(&m, &c, &lay, &eng, B, 24, ckpt, &err) == ZT_OK);
+                size_t est = zt_model_activation_bytes(&c, B, 24, ckpt, cd);
+                ZT_CHECK_MSG(m.act_bytes == est, "%s B=%d ckpt=%d: %zu vs %zu", zt_dtype_name(cd), B,
+                             ckpt, m.act_bytes, est);
+                zt_model_free(&m);
+            }
+        zt_engine_free(&eng);
+    }
     zt_layout_free(&lay);
 }
 

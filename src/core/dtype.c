@@ -83,6 +83,11 @@ int zt_dtype_parse(const char *s, zt_dtype *out)
     return -1;
 }
 
+/* Conversions below this many elements stay on the calling thread: forking the
+ * OpenMP pool costs more than the loop (and callers inside a parallel region, such
+ * as the embedding lookup, convert one row at a time). */
+#define CONVERT_PAR_MIN ((size_t)1 << 16)
+
 void zt_convert(void *dst, zt_dtype dd, const void *src, zt_dtype sd, size_t n)
 {
     if (dd == sd) {
@@ -90,19 +95,22 @@ void zt_convert(void *dst, zt_dtype dd, const void *src, zt_dtype sd, size_t n)
         return;
     }
     if (sd == ZT_F32 && dd == ZT_BF16) {
-        const float *s = src;
-        uint16_t *d = dst;
+        const float *restrict s = src;
+        uint16_t *restrict d = dst;
+        #pragma omp parallel for simd schedule(static) if (n >= CONVERT_PAR_MIN)
         for (size_t i = 0; i < n; i++)
             d[i] = zt_f32_to_bf16(s[i]);
         return;
     }
     if (sd == ZT_BF16 && dd == ZT_F32) {
-        const uint16_t *s = src;
-        float *d = dst;
+        const uint16_t *restrict s = src;
+        float *restrict d = dst;
+        #pragma omp parallel for simd schedule(static) if (n >= CONVERT_PAR_MIN)
         for (size_t i = 0; i < n; i++)
             d[i] = zt_bf16_to_f32(s[i]);
         return;
     }
+    #pragma omp parallel for schedule(static) if (n >= CONVERT_PAR_MIN)
     for (size_t i = 0; i < n; i++)
         zt_store_f32(dst, dd, i, zt_load_f32(src, sd, i));
 }

@@ -152,6 +152,11 @@ static void transpose_block(float *restrict dst, const float *restrict src, size
 
 void zt_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int nh, int nkv,
                           int hd) {
+    zt_attention_forward_bf16(out, NULL, lse, qkv, B, T, nh, nkv, hd);
+}
+
+void zt_attention_forward_bf16(float *out, uint16_t *out_bf16, float *lse, const float *qkv, int B,
+                               int T, int nh, int nkv, int hd) {
     assert(hd > 0 && hd <= ATTN_MAX_HD);
     assert(nkv > 0 && nh % nkv == 0);
     const size_t W = (size_t)(nh + 2 * nkv) * hd;
@@ -241,6 +246,11 @@ void zt_attention_forward(float *out, float *lse, const float *qkv, int B, int T
             const float inv_l = 1.0f / l[ii];
 #pragma omp simd
             for (int d = 0; d < hd; d++) orow[d] = acc[d] * inv_l;
+            if (out_bf16) {
+                uint16_t *restrict o16 = out_bf16 + ((size_t)b * T + i0 + ii) * OW + (size_t)h * hd;
+#pragma omp simd
+                for (int d = 0; d < hd; d++) o16[d] = zt_f32_to_bf16(orow[d]);
+            }
             lse[((size_t)b * nh + h) * T + i0 + ii] = m[ii] + logf(l[ii]);
         }
     }

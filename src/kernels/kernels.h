@@ -1,6 +1,12 @@
-/* kernels.h — the hand-written compute kernels of the Llama block, fp32.
+/* kernels.h — the hand-written compute kernels of the Llama block, fp32 arithmetic.
  *
- * Activations are fp32 row-major; N = B*T token rows.  Conventions:
+ * Activations are row-major; N = B*T token rows.  The arithmetic is fp32 throughout.
+ * Outputs that only ever feed matrix products (norm outputs, the SwiGLU output and
+ * its input gradient, the attention output, the logits' and residual stream's
+ * gradients) can also be written in bf16 for bf16 compute: each such bf16 value is
+ * the round-to-nearest-even of the fp32 value the kernel computes, so a product
+ * fed with it sees exactly what rounding its fp32 operand (autocast) would give,
+ * without a separate conversion pass.  Conventions:
  *  - forward functions overwrite their outputs;
  *  - backward functions OVERWRITE input gradients (dx, dqkv, dgu) unless the name
  *    says _accumulate, and ACCUMULATE (+=) weight gradients (dw), because weight
@@ -15,13 +21,20 @@
 #define ZT_KERNELS_H
 
 #include <stddef.h>
+#include <stdint.h>
+
+#include "../core/dtype.h"
 
 /* RMSNorm (HF LlamaRMSNorm): y = x * rstd * w, rstd = 1/sqrt(mean(x^2) + eps).
- * x, y: (N, C); w: (C); rstd: (N) saved for backward. */
-void zt_rmsnorm_forward(float *y, float *rstd, const float *x, const float *w, int N, int C, float eps);
-/* dx += d/dx, dw += d/dw (dx is the residual stream's gradient, hence +=). */
-void zt_rmsnorm_backward_accumulate(float *dx, float *dw, const float *dy, const float *x,
-                                    const float *w, const float *rstd, int N, int C);
+ * x: (N, C) fp32; y: (N, C) in y_dt (ZT_F32 or ZT_BF16); w: (C); rstd: (N) saved for
+ * backward (which needs x and rstd, never y). */
+void zt_rmsnorm_forward(void *y, zt_dtype y_dt, float *rstd, const float *x, const float *w, int N,
+                        int C, float eps);
+/* dx += d/dx, dw += d/dw (dx is the residual stream's gradient, hence +=).  When
+ * dx_bf16 is not NULL it receives the bf16 rounding of the updated dx (N, C). */
+void zt_rmsnorm_backward_accumulate(float *dx, uint16_t *dx_bf16, float *dw, const float *dy,
+                                    const float *x, const float *w, const float *rstd, int N,
+                                    int C);
 
 /* Rotary embeddings, HF's rotate_half convention: for i < hd/2, with
  * f_i = theta^(-2i/hd) and angle a = pos * f_i,
@@ -41,20 +54,25 @@ void zt_rope_backward(float *dqkv, const float *cos_t, const float *sin_t, int B
  * ever storing a T x T matrix. */
 void zt_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int nh, int nkv,
                           int hd);
+/* The same, also writing the bf16 rounding of out into out_bf16 (B, T, nh*hd) when it
+ * is not NULL (the output projection's operand; backward still reads the fp32 out). */
+void zt_attention_forward_bf16(float *out, uint16_t *out_bf16, float *lse, const float *qkv, int B,
+                               int T, int nh, int nkv, int hd);
 /* dqkv (same shape as qkv) is overwritten with the gradients of q, k and v. */
 void zt_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
                            const float *lse, int B, int T, int nh, int nkv, int hd);
 
-/* SwiGLU: h = silu(g) * u with gu (N, 2F) = [g | u], h (N, F). */
-void zt_swiglu_forward(float *h, const float *gu, int N, int F);
-/* dgu (N, 2F) overwritten. */
-void zt_swiglu_backward(float *dgu, const float *dh, const float *gu, int N, int F);
+/* SwiGLU: h = silu(g) * u with gu (N, 2F) = [g | u] fp32, h (N, F) in h_dt. */
+void zt_swiglu_forward(void *h, zt_dtype h_dt, const float *gu, int N, int F);
+/* dgu (N, 2F) in dgu_dt (ZT_F32 or ZT_BF16), overwritten. */
+void zt_swiglu_backward(void *dgu, zt_dtype dgu_dt, const float *dh, const float *gu, int N, int F);
 
 /* Softmax cross-entropy over logits (N, V) with int targets in [0, V).
  * Returns the SUM of the N token losses (double).  When dlogits is non-NULL it
  * receives (softmax - onehot) * grad_scale; dlogits may equal logits (in place),
- * so only one logits buffer is ever needed. */
-double zt_xent_forward_backward(float *dlogits, const float *logits, const int *targets, int N,
-                                int V, float grad_scale);
+ * so only one fp32 logits buffer is ever needed.  When dlogits_bf16 is also
+ * non-NULL it receives the bf16 rounding of dlogits. */
+double zt_xent_forward_backward(float *dlogits, uint16_t *dlogits_bf16, const float *logits,
+                                const int *targets, int N, int V, float grad_scale);
 
 #endif

@@ -19,13 +19,12 @@
  * and the column sum over N has no race and a fixed (deterministic) order. */
 #define RMSNORM_DW_STRIP 64
 
-void zt_rmsnorm_forward(float *y, float *rstd, const float *x, const float *w, int N, int C,
-                        float eps) {
-    assert(N >= 0 && C > 0);
+void zt_rmsnorm_forward(void *y, zt_dtype y_dt, float *rstd, const float *x, const float *w, int N,
+                        int C, float eps) {
+    assert(N >= 0 && C > 0 && (y_dt == ZT_F32 || y_dt == ZT_BF16));
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         const float *restrict xr = x + (size_t)n * C;
-        float *restrict yr = y + (size_t)n * C;
         /* The mean of squares in double: torch sums in fp32 with a pairwise order that
          * is close to exact; a double sum rounded once is the closest we can get to it
          * without copying its exact order. */
@@ -35,12 +34,21 @@ void zt_rmsnorm_forward(float *y, float *rstd, const float *x, const float *w, i
         float var = (float)(ss / C);
         float r = 1.0f / sqrtf(var + eps);
         rstd[n] = r;
-        for (int c = 0; c < C; c++) yr[c] = (xr[c] * r) * w[c];
+        if (y_dt == ZT_F32) {
+            float *restrict yr = (float *)y + (size_t)n * C;
+#pragma omp simd
+            for (int c = 0; c < C; c++) yr[c] = (xr[c] * r) * w[c];
+        } else {
+            uint16_t *restrict yr = (uint16_t *)y + (size_t)n * C;
+#pragma omp simd
+            for (int c = 0; c < C; c++) yr[c] = zt_f32_to_bf16((xr[c] * r) * w[c]);
+        }
     }
 }
 
-void zt_rmsnorm_backward_accumulate(float *dx, float *dw, const float *dy, const float *x,
-                                    const float *w, const float *rstd, int N, int C) {
+void zt_rmsnorm_backward_accumulate(float *dx, uint16_t *dx_bf16, float *dw, const float *dy,
+                                    const float *x, const float *w, const float *rstd, int N,
+                                    int C) {
     assert(N >= 0 && C > 0);
     /* dx: rows are independent. */
 #pragma omp parallel for schedule(static)
@@ -53,9 +61,15 @@ void zt_rmsnorm_backward_accumulate(float *dx, float *dw, const float *dy, const
 #pragma omp simd reduction(+ : dot)
         for (int c = 0; c < C; c++) dot += (double)(dyr[c] * w[c]) * (xr[c] * r);
         const float m = (float)(dot / C);
+#pragma omp simd
         for (int c = 0; c < C; c++) {
             float xhat = xr[c] * r;
             dxr[c] += r * (dyr[c] * w[c] - xhat * m);
+        }
+        if (dx_bf16) {
+            uint16_t *restrict cr = dx_bf16 + (size_t)n * C;
+#pragma omp simd
+            for (int c = 0; c < C; c++) cr[c] = zt_f32_to_bf16(dxr[c]);
         }
     }
     /* dw: a column reduction over all rows; strips of columns are independent.  The

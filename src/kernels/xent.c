@@ -18,8 +18,8 @@
 #include <assert.h>
 #include <math.h>
 
-double zt_xent_forward_backward(float *dlogits, const float *logits, const int *targets, int N,
-                                int V, float grad_scale) {
+double zt_xent_forward_backward(float *dlogits, uint16_t *dlogits_bf16, const float *logits,
+                                const int *targets, int N, int V, float grad_scale) {
     assert(N >= 0 && V > 0);
     double total = 0.0;
 #pragma omp parallel for schedule(static) reduction(+ : total)
@@ -46,6 +46,11 @@ double zt_xent_forward_backward(float *dlogits, const float *logits, const int *
 #pragma omp simd
             for (int v = 0; v < V; v++) d[v] *= k;
             d[tgt] -= grad_scale;
+            if (dlogits_bf16) { /* rounded while the row is still in L2 */
+                uint16_t *restrict d16 = dlogits_bf16 + (size_t)n * V;
+#pragma omp simd
+                for (int v = 0; v < V; v++) d16[v] = zt_f32_to_bf16(d[v]);
+            }
         } else {
 #pragma omp simd reduction(+ : sum)
             for (int v = 0; v < V; v++) sum += zt_expf(x[v] - m);

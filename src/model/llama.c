@@ -29,7 +29,7 @@ typedef struct alloc_list {
     int n, cap;
 } alloc_list;
 
-static float *act_alloc(zt_model *m, size_t nfloats)
+static void *act_alloc(zt_model *m, size_t nelems, zt_dtype dt)
 {
     alloc_list *al = m->alloc_list;
     if (al->n == al->cap) {
@@ -44,14 +44,22 @@ static float *act_alloc(zt_model *m, size_t nfloats)
         al->recs = nr;
         al->cap = ncap;
     }
-    size_t bytes = nfloats * sizeof(float);
-    float *p = zt_alloc(ZT_MEM_ACTIV, bytes);
+    size_t bytes = nelems * zt_dtype_size(dt);
+    void *p = zt_alloc(ZT_MEM_ACTIV, bytes);
     if (!p)
         return NULL;
     al->recs[al->n++] = (alloc_rec){p, bytes};
     m->act_bytes += bytes;
     return p;
 }
+
+zt_dtype zt_model_operand_dtype(zt_dtype compute) { return compute == ZT_BF16 ? ZT_BF16 : ZT_F32; }
+
+/* fp32 buffer of n floats; operand-dtype buffer of n elements; bf16 copy of n
+ * elements only when operands are bf16 (otherwise NULL, and nothing allocated). */
+#define F32(n) act_alloc(m, (n), ZT_F32)
+#define OPD(n) act_alloc(m, (n), m->opd)
+#define COPY16(ptr, n) (m->opd != ZT_BF16 || ((ptr) = act_alloc(m, (n), ZT_BF16)))
 
 int zt_model_init(zt_model *m, const zt_llama_config *cfg, const zt_layout *lay, zt_engine *eng,
                   int B, int T, int checkpointing, zt_err *err)
@@ -64,6 +72,7 @@ int zt_model_init(zt_model *m, const zt_llama_config *cfg, const zt_layout *lay,
     m->T = T;
     m->N = B * T;
     m->checkpointing = checkpointing;
+    m->opd = zt_model_operand_dtype(eng->prec.compute);
     m->alloc_list = zt_alloc(ZT_MEM_OTHER, sizeof(alloc_list));
     if (!m->alloc_list)
         return zt_fail(err, ZT_EFAIL, "out of memory");
@@ -79,7 +88,7 @@ int zt_model_init(zt_model *m, const zt_llama_config *cfg, const zt_layout *lay,
     zt_layer_acts shared = {0};
     for (int l = 0; l <= L; l++) {
         zt_layer_acts *a = &m->layers[l];
-        if (!(a->x = act_alloc(m, N * C)))
+        if (!(a->x = F32(N * C)))
             goto oom;
         if (l == L)
             break;
@@ -89,21 +98,20 @@ int zt_model_init(zt_model *m, const zt_llama_config *cfg, const zt_layout *lay,
             a->x = x;
             continue;
         }
-        if (!(a->n1 = act_alloc(m, N * C)) || !(a->rstd1 = act_alloc(m, N)) ||
-            !(a->qkv = act_alloc(m, N * Dqkv)) || !(a->att = act_alloc(m, N * Dq)) ||
-            !(a->lse = act_alloc(m, N * (size_t)nh)) || !(a->h = act_alloc(m, N * C)) ||
-            !(a->n2 = act_alloc(m, N * C)) || !(a->rstd2 = act_alloc(m, N)) ||
-            !(a->gu = act_alloc(m, N * 2 * F)) || !(a->act = act_alloc(m, N * F)))
+        if (!(a->n1 = OPD(N * C)) || !(a->rstd1 = F32(N)) || !(a->qkv = F32(N * Dqkv)) ||
+            !(a->att = F32(N * Dq)) || !COPY16(a->att16, N * Dq) || !(a->lse = F32(N * (size_t)nh)) ||
+            !(a->h = F32(N * C)) || !(a->n2 = OPD(N * C)) || !(a->rstd2 = F32(N)) ||
+            !(a->gu = F32(N * 2 * F)) || !(a->act = OPD(N * F)))
             goto oom;
         if (l == 0)
             shared = *a;
     }
-    if (!(m->nf = act_alloc(m, N * C)) || !(m->rstdf = act_alloc(m, N)) ||
-        !(m->logits = act_alloc(m, N * V)) || !(m->dres = act_alloc(m, N * C)) ||
-        !(m->dn = act_alloc(m, N * C)) || !(m->dqkv = act_alloc(m, N * Dqkv)) ||
-        !(m->datt = act_alloc(m, N * Dq)) || !(m->dgu = act_alloc(m, N * 2 * F)) ||
-        !(m->dact = act_alloc(m, N * F)) || !(m->rope_cos = act_alloc(m, (size_t)T * hd / 2)) ||
-        !(m->rope_sin = act_alloc(m, (size_t)T * hd / 2)) || !(m->norm_w = act_alloc(m, C)))
+    if (!(m->nf = OPD(N * C)) || !(m->rstdf = F32(N)) || !(m->logits = F32(N * V)) ||
+        !COPY16(m->dlogits16, N * V) || !(m->dres = F32(N * C)) || !COPY16(m->dres16, N * C) ||
+        !(m->dn = F32(N * C)) || !(m->dqkv = F32(N * Dqkv)) || !COPY16(m->dqkv16, N * Dqkv) ||
+        !(m->datt = F32(N * Dq)) || !(m->dgu = OPD(N * 2 * F)) || !(m->dact = F32(N * F)) ||
+        !(m->rope_cos = F32((size_t)T * hd / 2)) || !(m->rope_sin = F32((size_t)T * hd / 2)) ||
+        !(m->norm_w = F32(C)))
         goto oom;
     zt_rope_tables(m->rope_cos, m->rope_sin, T, (int)hd, (float)cfg->rope_theta);
     return ZT_OK;
@@ -111,6 +119,10 @@ oom:
     zt_model_free(m);
     return zt_fail(err, ZT_EFAIL, "out of memory for activations (B=%d, T=%d)", B, T);
 }
+
+#undef F32
+#undef OPD
+#undef COPY16
 
 void zt_model_free(zt_model *m)
 {
@@ -177,22 +189,29 @@ static const float *norm_weight(zt_model *m, const void *w)
 
 /* ---- linear layer: y = x W^T with W (out, in) ---------------------------- */
 
-static int linear_forward(zt_model *m, float *y, const float *x, const void *w, int out, int in,
+static int linear_forward(zt_model *m, float *y, const void *x, const void *w, int out, int in,
                           float beta, zt_err *err)
 {
-    return zt_matmul(y, x, ZT_F32, w, m->eng->prec.compute, m->N, out, in, 0, 1, beta,
-                     m->eng->prec.compute, err);
+    zt_dtype c = m->eng->prec.compute;
+    return zt_matmul(y, x, m->opd, w, c, m->N, out, in, 0, 1, beta, c, err);
 }
 
-/* dx = dy W (overwrite), dW += dy^T x */
-static int linear_backward(zt_model *m, float *dx, float *dw, const float *dy, const float *x,
+/* dx = dy W (overwrite), dW += dy^T x; dy and x in the operand dtype. */
+static int linear_backward(zt_model *m, float *dx, float *dw, const void *dy, const void *x,
                            const void *w, int out, int in, zt_err *err)
 {
     zt_dtype c = m->eng->prec.compute;
-    int rc = zt_matmul(dx, dy, ZT_F32, w, c, m->N, in, out, 0, 0, 0.0f, c, err);
+    int rc = zt_matmul(dx, dy, m->opd, w, c, m->N, in, out, 0, 0, 0.0f, c, err);
     if (rc == ZT_OK)
-        rc = zt_matmul(dw, dy, ZT_F32, x, ZT_F32, out, in, m->N, 1, 0, 1.0f, c, err);
+        rc = zt_matmul(dw, dy, m->opd, x, m->opd, out, in, m->N, 1, 0, 1.0f, c, err);
     return rc;
+}
+
+/* The residual stream's gradient as a product operand: its bf16 copy, which every
+ * update of dres refreshes, when operands are bf16. */
+static const void *dres_operand(const zt_model *m)
+{
+    return m->dres16 ? (const void *)m->dres16 : (const void *)m->dres;
 }
 
 /* ---- one decoder layer --------------------------------------------------- */
@@ -208,23 +227,24 @@ static int layer_forward(zt_model *m, int l, const void *base, zt_err *err)
     layer_weights w = layer_views(m, base, l);
     int rc;
 
-    zt_rmsnorm_forward(a->n1, a->rstd1, a->x, norm_weight(m, w.attn_norm), N, C, eps);
+    zt_rmsnorm_forward(a->n1, m->opd, a->rstd1, a->x, norm_weight(m, w.attn_norm), N, C, eps);
     if ((rc = linear_forward(m, a->qkv, a->n1, w.qkv, Dqkv, C, 0.0f, err)))
         return rc;
     zt_rope_forward(a->qkv, m->rope_cos, m->rope_sin, m->B, m->T, nh, nkv, hd);
-    zt_attention_forward(a->att, a->lse, a->qkv, m->B, m->T, nh, nkv, hd);
+    zt_attention_forward_bf16(a->att, a->att16, a->lse, a->qkv, m->B, m->T, nh, nkv, hd);
     memcpy(a->h, a->x, (size_t)N * C * sizeof(float));
-    if ((rc = linear_forward(m, a->h, a->att, w.o, C, Dq, 1.0f, err)))
+    const void *att = a->att16 ? (const void *)a->att16 : (const void *)a->att;
+    if ((rc = linear_forward(m, a->h, att, w.o, C, Dq, 1.0f, err)))
         return rc;
-    zt_rmsnorm_forward(a->n2, a->rstd2, a->h, norm_weight(m, w.mlp_norm), N, C, eps);
+    zt_rmsnorm_forward(a->n2, m->opd, a->rstd2, a->h, norm_weight(m, w.mlp_norm), N, C, eps);
     if ((rc = linear_forward(m, a->gu, a->n2, w.gu, 2 * F, C, 0.0f, err)))
         return rc;
-    zt_swiglu_forward(a->act, a->gu, N, F);
+    zt_swiglu_forward(a->act, m->opd, a->gu, N, F);
     memcpy(out, a->h, (size_t)N * C * sizeof(float));
     return linear_forward(m, out, a->act, w.down, C, F, 1.0f, err);
 }
 
-/* On entry m->dres holds d loss / d out; on exit d loss / d x. */
+/* On entry m->dres (and m->dres16) hold d loss / d out; on exit d loss / d x. */
 static int layer_backward(zt_model *m, int l, const void *base, float *gbase, zt_err *err)
 {
     const zt_llama_config *c = &m->cfg;
@@ -236,22 +256,28 @@ static int layer_backward(zt_model *m, int l, const void *base, float *gbase, zt
     int rc;
 
     /* MLP: out = h + act Wdown^T */
-    if ((rc = linear_backward(m, m->dact, g.down, m->dres, a->act, w.down, C, F, err)))
+    if ((rc = linear_backward(m, m->dact, g.down, dres_operand(m), a->act, w.down, C, F, err)))
         return rc;
-    zt_swiglu_backward(m->dgu, m->dact, a->gu, N, F);
+    zt_swiglu_backward(m->dgu, m->opd, m->dact, a->gu, N, F);
     if ((rc = linear_backward(m, m->dn, g.gu, m->dgu, a->n2, w.gu, 2 * F, C, err)))
         return rc;
-    zt_rmsnorm_backward_accumulate(m->dres, g.mlp_norm, m->dn, a->h, norm_weight(m, w.mlp_norm),
-                                   a->rstd2, N, C);
+    zt_rmsnorm_backward_accumulate(m->dres, m->dres16, g.mlp_norm, m->dn, a->h,
+                                   norm_weight(m, w.mlp_norm), a->rstd2, N, C);
     /* attention: h = x + att Wo^T */
-    if ((rc = linear_backward(m, m->datt, g.o, m->dres, a->att, w.o, C, Dq, err)))
+    const void *att = a->att16 ? (const void *)a->att16 : (const void *)a->att;
+    if ((rc = linear_backward(m, m->datt, g.o, dres_operand(m), att, w.o, C, Dq, err)))
         return rc;
     zt_attention_backward(m->dqkv, m->datt, a->qkv, a->att, a->lse, m->B, m->T, nh, nkv, hd);
     zt_rope_backward(m->dqkv, m->rope_cos, m->rope_sin, m->B, m->T, nh, nkv, hd);
-    if ((rc = linear_backward(m, m->dn, g.qkv, m->dqkv, a->n1, w.qkv, Dqkv, C, err)))
+    const void *dqkv = m->dqkv;
+    if (m->dqkv16) {
+        zt_convert(m->dqkv16, ZT_BF16, m->dqkv, ZT_F32, (size_t)N * Dqkv);
+        dqkv = m->dqkv16;
+    }
+    if ((rc = linear_backward(m, m->dn, g.qkv, dqkv, a->n1, w.qkv, Dqkv, C, err)))
         return rc;
-    zt_rmsnorm_backward_accumulate(m->dres, g.attn_norm, m->dn, a->x, norm_weight(m, w.attn_norm),
-                                   a->rstd1, N, C);
+    zt_rmsnorm_backward_accumulate(m->dres, m->dres16, g.attn_norm, m->dn, a->x,
+                                   norm_weight(m, w.attn_norm), a->rstd1, N, C);
     return ZT_OK;
 }
 
@@ -328,12 +354,12 @@ int zt_model_step(zt_model *m, const int *inputs, const int *targets, int backwa
         if (u != root && (l == L - 1 || unit_of_layer(m, l + 1) != u))
             zt_engine_release(m->eng, u);
     }
-    zt_rmsnorm_forward(m->nf, m->rstdf, m->layers[L].x, norm_weight(m, wnorm), N, C,
+    zt_rmsnorm_forward(m->nf, m->opd, m->rstdf, m->layers[L].x, norm_weight(m, wnorm), N, C,
                        (float)c->rms_norm_eps);
     if ((rc = linear_forward(m, m->logits, m->nf, wlm, V, C, 0.0f, err)))
         return rc;
-    *loss_sum = zt_xent_forward_backward(backward ? m->logits : NULL, m->logits, targets, N, V,
-                                         grad_scale);
+    *loss_sum = zt_xent_forward_backward(backward ? m->logits : NULL, backward ? m->dlogits16 : NULL,
+                                         m->logits, targets, N, V, grad_scale);
     if (!backward) {
         zt_engine_release(m->eng, root);
         return ZT_OK;
@@ -342,11 +368,13 @@ int zt_model_step(zt_model *m, const int *inputs, const int *targets, int backwa
     /* Backward.  The root unit's gradient stays open from lm_head to embed. */
     float *groot = zt_engine_grad_begin(m->eng, root);
     float *dlm = groot + plm->offset;
-    if ((rc = linear_backward(m, m->dn, dlm, m->logits, m->nf, wlm, V, C, err)))
+    const void *dlogits = m->dlogits16 ? (const void *)m->dlogits16 : (const void *)m->logits;
+    if ((rc = linear_backward(m, m->dn, dlm, dlogits, m->nf, wlm, V, C, err)))
         return rc;
     memset(m->dres, 0, (size_t)N * C * sizeof(float));
-    zt_rmsnorm_backward_accumulate(m->dres, groot + zt_layout_param(lay, -1, ZT_P_FINAL_NORM)->offset,
-                                   m->dn, m->layers[L].x, norm_weight(m, wnorm), m->rstdf, N, C);
+    zt_rmsnorm_backward_accumulate(m->dres, m->dres16,
+                                   groot + zt_layout_param(lay, -1, ZT_P_FINAL_NORM)->offset, m->dn,
+                                   m->layers[L].x, norm_weight(m, wnorm), m->rstdf, N, C);
     float *gunit = NULL;
     for (int l = L - 1; l >= 0; l--) {
         int u = unit_of_layer(m, l);
@@ -374,20 +402,26 @@ int zt_model_step(zt_model *m, const int *inputs, const int *targets, int backwa
     return ZT_OK;
 }
 
-size_t zt_model_activation_bytes(const zt_llama_config *cfg, int B, int T, int checkpointing)
+size_t zt_model_activation_bytes(const zt_llama_config *cfg, int B, int T, int checkpointing,
+                                 zt_dtype compute)
 {
     /* the same buffers zt_model_init allocates (a test holds the two equal) */
     size_t N = (size_t)B * T, C = (size_t)cfg->hidden_size, F = (size_t)cfg->intermediate_size;
     size_t L = (size_t)cfg->num_hidden_layers, nh = (size_t)cfg->num_attention_heads;
     size_t hd = (size_t)cfg->head_dim, Dq = nh * hd;
     size_t Dqkv = (nh + 2 * (size_t)cfg->num_key_value_heads) * hd, V = (size_t)cfg->vocab_size;
-    size_t per_layer = 3 * N * C + 2 * N + N * Dqkv + N * Dq + N * nh + N * 2 * F + N * F; /* n1 h n2, rstd, ... */
+    size_t o = zt_dtype_size(zt_model_operand_dtype(compute)); /* operand bytes */
+    size_t c16 = zt_model_operand_dtype(compute) == ZT_BF16 ? 2 : 0; /* bf16 copies */
+    /* per layer: rstd1 rstd2 qkv att lse h gu (fp32), n1 n2 act (operand), att16 */
+    size_t per_layer = 4 * (2 * N + N * Dqkv + N * Dq + N * nh + N * C + N * 2 * F) +
+                       o * (2 * N * C + N * F) + c16 * N * Dq;
     size_t layers_with_intermediates = checkpointing ? (L > 0 ? 1 : 0) : L;
-    size_t floats = (L + 1) * N * C + layers_with_intermediates * per_layer;
-    floats += N * C + N + N * V;                              /* nf, rstdf, logits */
-    floats += 2 * N * C + N * Dqkv + N * Dq + N * 2 * F + N * F; /* dres dn dqkv datt dgu dact */
-    floats += 2 * ((size_t)T * hd / 2) + C;                   /* rope tables, norm weight */
-    return floats * sizeof(float);
+    size_t bytes = 4 * (L + 1) * N * C + layers_with_intermediates * per_layer;
+    bytes += o * N * C + 4 * (N + N * V) + c16 * N * V;          /* nf, rstdf, logits, dlogits16 */
+    bytes += 4 * (2 * N * C + N * Dqkv + N * Dq + N * F);         /* dres dn dqkv datt dact */
+    bytes += o * N * 2 * F + c16 * (N * C + N * Dqkv);            /* dgu, dres16 dqkv16 */
+    bytes += 4 * (2 * ((size_t)T * hd / 2) + C);                  /* rope tables, norm weight */
+    return bytes;
 }
 
 double zt_model_flops_per_token(const zt_llama_config *c, int T, int checkpointing)

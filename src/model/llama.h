@@ -11,15 +11,23 @@
 #include "config.h"
 #include "layout.h"
 
+/* Buffers that only feed matrix products (norm outputs, the SwiGLU output, the
+ * gradients entering a product) are stored in the model's operand dtype `opd`:
+ * bf16 when the compute dtype is bf16, so the kernels that produce them write the
+ * products' bf16 inputs directly and no product converts an operand; fp32 otherwise
+ * (fp16 compute keeps fp32 operands, which the product rounds). */
 typedef struct zt_layer_acts {
     float *x;            /* (N, C) layer input: kept even with checkpointing */
-    float *n1, *rstd1;   /* attention RMSNorm output (N, C) and 1/rms (N) */
+    void *n1;            /* attention RMSNorm output (N, C), opd */
+    float *rstd1;        /* its 1/rms (N) */
     float *qkv;          /* (N, (nh+2nkv)*hd) after RoPE */
     float *att, *lse;    /* (N, nh*hd), (B, nh, T) */
+    uint16_t *att16;     /* bf16 copy of att for the output projection, when opd is bf16 */
     float *h;            /* (N, C) residual after attention */
-    float *n2, *rstd2;   /* MLP RMSNorm output and 1/rms */
+    void *n2;            /* MLP RMSNorm output (N, C), opd */
+    float *rstd2;
     float *gu;           /* (N, 2F) gate | up */
-    float *act;          /* (N, F) silu(gate) * up */
+    void *act;           /* (N, F) silu(gate) * up, opd */
 } zt_layer_acts;
 
 typedef struct zt_model {
@@ -28,16 +36,24 @@ typedef struct zt_model {
     zt_engine *eng;
     int B, T, N;
     int checkpointing;       /* keep only layer inputs; recompute a layer in backward */
+    zt_dtype opd;            /* dtype of the buffers that only feed matrix products */
     zt_layer_acts *layers;   /* L + 1 entries; layers[L].x is the last layer's output */
-    float *nf, *rstdf;       /* final norm output (N, C), 1/rms (N) */
+    void *nf;                /* final norm output (N, C), opd */
+    float *rstdf;            /* its 1/rms (N) */
     float *logits;           /* (N, V), reused in place for dlogits */
-    float *dres, *dn, *dqkv, *datt, *dgu, *dact; /* backward scratch */
+    uint16_t *dlogits16;     /* (N, V) bf16 dlogits, when opd is bf16 */
+    float *dres, *dn, *dqkv, *datt, *dact; /* backward scratch, fp32 */
+    void *dgu;                             /* (N, 2F) SwiGLU input gradient, opd */
+    uint16_t *dres16, *dqkv16; /* bf16 copies of dres and dqkv, when opd is bf16 */
     float *rope_cos, *rope_sin;                  /* (T, hd/2) */
     float *norm_w;           /* (C) fp32 copy of a norm weight when compute is not fp32 */
     int *targets_scratch;
     size_t act_bytes;        /* total bytes of activation buffers (ZT_MEM_ACTIV) */
     void *alloc_list;        /* internal: the blocks to free */
 } zt_model;
+
+/* The operand dtype for a compute dtype (see zt_layer_acts). */
+zt_dtype zt_model_operand_dtype(zt_dtype compute);
 
 int zt_model_init(zt_model *m, const zt_llama_config *cfg, const zt_layout *lay, zt_engine *eng,
                   int B, int T, int checkpointing, zt_err *err);
@@ -54,7 +70,8 @@ int zt_model_step(zt_model *m, const int *inputs, const int *targets, int backwa
 const float *zt_model_logits(const zt_model *m);
 
 /* Bytes zt_model_init allocates for activations (estimate-memory). */
-size_t zt_model_activation_bytes(const zt_llama_config *cfg, int B, int T, int checkpointing);
+size_t zt_model_activation_bytes(const zt_llama_config *cfg, int B, int T, int checkpointing,
+                                 zt_dtype compute);
 
 /* Training FLOPs per token (forward + backward, 6 per weight in matrix products
  * plus causal attention), for MFU. */
