@@ -15,7 +15,7 @@ static void test_first_step_matches_torch_formula(void)
     float p0[3];
     memcpy(p0, p, sizeof p);
     zt_adamw_audit au = {0};
-    zt_adamw_step_shard(p, m, v, g, NULL, ZT_F32, 3, &st, &au);
+    zt_adamw_step_shard(p, m, v, g, NULL, ZT_F32, 3, &st, NULL, ZT_F32, &au);
     for (int i = 0; i < 3; i++) {
         double mi = 0.1 * g[i], vi = 0.001 * (double)g[i] * g[i];
         double want = p0[i] * (1 - 1e-3 * 0.1) - (1e-3 / 0.1) * mi / (sqrt(vi) / sqrt(0.001) + 1e-8);
@@ -24,6 +24,42 @@ static void test_first_step_matches_torch_formula(void)
         ZT_CHECK_CLOSE(v[i], vi, 1e-6, 1e-12);
     }
     ZT_CHECK(au.updated == 3 && au.lost == 0);
+}
+
+/* The compute copy written in the same pass is the conversion of the new master,
+ * and the master, moments and audit are those of a step without it. */
+static void test_cast_copy_is_converted_master(void)
+{
+    enum { n = 1000 };
+    static float p[2][n], m[2][n], v[2][n], g[n], f32c[n];
+    static uint16_t bfc[n], f16c[n];
+    for (int i = 0; i < n; i++) {
+        p[0][i] = p[1][i] = (float)((i * 37) % 101 - 50) * 0.01f;
+        m[0][i] = m[1][i] = 0.0f, v[0][i] = v[1][i] = 0.0f;
+        g[i] = (float)((i * 53) % 97 - 48) * 1e-3f;
+    }
+    zt_adamw_step st = {1e-2, 0.01, 0.9, 0.999, 1e-8, 1, 0.5f};
+    zt_adamw_audit a0 = {0}, a1 = {0};
+    zt_adamw_step_shard(p[0], m[0], v[0], g, NULL, ZT_F32, n, &st, NULL, ZT_F32, &a0);
+    zt_adamw_step_shard(p[1], m[1], v[1], g, NULL, ZT_F32, n, &st, bfc, ZT_BF16, &a1);
+    ZT_CHECK(memcmp(p[0], p[1], sizeof p[0]) == 0 && memcmp(m[0], m[1], sizeof m[0]) == 0);
+    ZT_CHECK(memcmp(v[0], v[1], sizeof v[0]) == 0);
+    ZT_CHECK(a0.updated == a1.updated && a0.lost == a1.lost && a0.ratio_sum == a1.ratio_sum);
+    int bad = 0;
+    for (int i = 0; i < n; i++)
+        bad += bfc[i] != zt_f32_to_bf16(p[1][i]);
+    ZT_CHECK_MSG(bad == 0, "%d bf16 copies differ from the converted master", bad);
+    /* once more, from the same state, into fp16 and fp32 copies */
+    memcpy(p[1], p[0], sizeof p[0]);
+    memcpy(m[1], m[0], sizeof m[0]);
+    memcpy(v[1], v[0], sizeof v[0]);
+    st.t = 2;
+    zt_adamw_step_shard(p[0], m[0], v[0], g, NULL, ZT_F32, n, &st, f16c, ZT_F16, NULL);
+    zt_adamw_step_shard(p[1], m[1], v[1], g, NULL, ZT_F32, n, &st, f32c, ZT_F32, NULL);
+    bad = 0;
+    for (int i = 0; i < n; i++)
+        bad += f16c[i] != zt_f32_to_f16(p[0][i]) || f32c[i] != p[1][i] || p[0][i] != p[1][i];
+    ZT_CHECK_MSG(bad == 0, "%d fp16/fp32 copies differ from the master", bad);
 }
 
 /* A weight of 1.0 in bf16 has a half-ulp of 2^-8; an Adam step of ~1e-3 cannot land. */
@@ -37,7 +73,7 @@ static void test_bf16_audit_counts_lost_updates(void)
     }
     zt_adamw_step st = {1e-3, 0.0, 0.9, 0.999, 1e-8, 1, 1.0f};
     zt_adamw_audit au = {0};
-    zt_adamw_step_shard(p, m, v, g, NULL, ZT_BF16, 4, &st, &au);
+    zt_adamw_step_shard(p, m, v, g, NULL, ZT_BF16, 4, &st, NULL, ZT_F32, &au);
     /* element 3 has a zero gradient: no intended change, not counted */
     ZT_CHECK(au.updated == 3);
     /* the two weights at 1.0 keep their value; the small weight (half-ulp ~2e-6) moves */
@@ -59,9 +95,9 @@ static void test_kahan_accumulates_sub_ulp_updates(void)
     float p32 = 1.0f, m32 = 0, v32 = 0, g32 = 0.5f;
     for (long t = 1; t <= 20; t++) {
         zt_adamw_step st = {1e-3, 0.0, 0.9, 0.999, 1e-8, t, 1.0f};
-        zt_adamw_step_shard(&p_plain, &m1, &v1, &g, NULL, ZT_BF16, 1, &st, NULL);
-        zt_adamw_step_shard(&p_comp, &m2, &v2, &g, &c, ZT_BF16, 1, &st, NULL);
-        zt_adamw_step_shard(&p32, &m32, &v32, &g32, NULL, ZT_F32, 1, &st, NULL);
+        zt_adamw_step_shard(&p_plain, &m1, &v1, &g, NULL, ZT_BF16, 1, &st, NULL, ZT_F32, NULL);
+        zt_adamw_step_shard(&p_comp, &m2, &v2, &g, &c, ZT_BF16, 1, &st, NULL, ZT_F32, NULL);
+        zt_adamw_step_shard(&p32, &m32, &v32, &g32, NULL, ZT_F32, 1, &st, NULL, ZT_F32, NULL);
     }
     ZT_CHECK(zt_bf16_to_f32(p_plain) == 1.0f);
     float kahan = zt_bf16_to_f32(p_comp) + zt_bf16_to_f32(c);
@@ -72,6 +108,7 @@ static void test_kahan_accumulates_sub_ulp_updates(void)
 int main(void)
 {
     ZT_RUN(test_first_step_matches_torch_formula);
+    ZT_RUN(test_cast_copy_is_converted_master);
     ZT_RUN(test_bf16_audit_counts_lost_updates);
     ZT_RUN(test_kahan_accumulates_sub_ulp_updates);
     ZT_TEST_MAIN_END();

@@ -436,8 +436,11 @@ int zt_engine_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double
     if (grad_unscale != 1.0)
         clip = (float)(clip * grad_unscale);
     eng->optimizer_steps++;
-    size_t es = zt_dtype_size(md);
+    size_t es = zt_dtype_size(md), cs = zt_dtype_size(eng->prec.compute);
     zt_adamw_audit audit = {0};
+    /* Unsharded (a group of one) with an fp32 master and a persistent compute copy:
+     * AdamW writes the copy as it updates the master, so no second pass converts it. */
+    int cast_in_step = eng->stage <= 2 && eng->group_size == 1 && md == ZT_F32;
     for (int i = 0; i < lay->nparams; i++) {
         const zt_param *p = &lay->params[i];
         size_t slo, plo, n;
@@ -447,9 +450,10 @@ int zt_engine_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double
         size_t b = slo * es;
         zt_adamw_step st = {lr, p->decay ? hp->weight_decay : 0.0, hp->beta1, hp->beta2, hp->eps,
                             eng->optimizer_steps, clip};
+        void *cast = cast_in_step && !us->gathered_alias ? (char *)us->gathered + slo * cs : NULL;
         zt_adamw_step_shard((char *)us->master + b, (char *)us->m + b, (char *)us->v + b,
                             (const char *)us->grad + b, us->comp ? (char *)us->comp + b : NULL, md, n,
-                            &st, &audit);
+                            &st, cast, eng->prec.compute, &audit);
     }
     if (eng->group_size > 1) { /* replicas of a group audit the same elements: sum the group only */
         audit.updated = zt_comm_sum_double(eng->comm, audit.updated, ZT_SCOPE_SHARD);
@@ -457,7 +461,8 @@ int zt_engine_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double
         audit.ratio_sum = zt_comm_sum_double(eng->comm, audit.ratio_sum, ZT_SCOPE_SHARD);
     }
     eng->last_audit = audit;
-    zt_engine_refresh_gathered(eng);
+    if (!cast_in_step)
+        zt_engine_refresh_gathered(eng);
     return 0;
 }
 

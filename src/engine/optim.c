@@ -59,8 +59,34 @@ static inline float inv_half_ulp(float x, int mb)
         STORE(v, i, vi);                                                                  \
     }
 
+/* The fp32 loop; CAST stores the new value p1 of element i into the cast copy. */
+#define ADAMW_LOOP_F32(CAST)                                                              \
+    do {                                                                                  \
+        float *restrict pp = p, *restrict mm = m, *restrict vv = v;                       \
+        const float *restrict gg = g;                                                     \
+        _Pragma("omp parallel for simd reduction(+ : updated, lost, ratio) schedule(static)") \
+        for (size_t i = 0; i < n; i++) {                                                  \
+            float gi = gg[i] * clip;                                                      \
+            float mi = mm[i] * b1 + gi * one_minus_b1;                                    \
+            float vi = vv[i] * b2 + one_minus_b2 * gi * gi;                               \
+            float denom = sqrtf(vi) / bc2_sqrt + epsf;                                    \
+            float step = neg_step * (mi / denom);                                         \
+            float p0 = pp[i];                                                             \
+            float p1 = p0 * decay + step;                                                 \
+            float delta = p0 * (decay - 1.0f) + step;                                     \
+            float nz = delta != 0.0f ? 1.0f : 0.0f;                                       \
+            updated += nz;                                                                \
+            lost += nz * (p1 == p0 ? 1.0f : 0.0f);                                        \
+            ratio += nz * fabsf(delta) * inv_half_ulp(p0, 23);                            \
+            pp[i] = p1;                                                                   \
+            mm[i] = mi;                                                                   \
+            vv[i] = vi;                                                                   \
+            CAST;                                                                         \
+        }                                                                                 \
+    } while (0)
+
 void zt_adamw_step_shard(void *p, void *m, void *v, const void *g, void *comp, zt_dtype dt, size_t n,
-                         const zt_adamw_step *s, zt_adamw_audit *audit)
+                         const zt_adamw_step *s, void *cast, zt_dtype cast_dt, zt_adamw_audit *audit)
 {
     /* Scalars are formed in double, as Python floats are in torch, then used as
      * fp32 operands, as torch's CPU kernels use them for fp32 tensors. */
@@ -74,31 +100,22 @@ void zt_adamw_step_shard(void *p, void *m, void *v, const void *g, void *comp, z
     const float clip = s->clip;
     double updated = 0.0, lost = 0.0, ratio = 0.0;
     switch (dt) {
-    case ZT_F32: {
-        /* fp32 needs no compensation: comp is ignored.  p*decay + step is kept
-         * as one expression in torch's order (mul_ then addcdiv_). */
-        float *restrict pp = p, *restrict mm = m, *restrict vv = v;
-        const float *restrict gg = g;
-        #pragma omp parallel for simd reduction(+ : updated, lost, ratio) schedule(static)
-        for (size_t i = 0; i < n; i++) {
-            float gi = gg[i] * clip;
-            float mi = mm[i] * b1 + gi * one_minus_b1;
-            float vi = vv[i] * b2 + one_minus_b2 * gi * gi;
-            float denom = sqrtf(vi) / bc2_sqrt + epsf;
-            float step = neg_step * (mi / denom);
-            float p0 = pp[i];
-            float p1 = p0 * decay + step;
-            float delta = p0 * (decay - 1.0f) + step;
-            float nz = delta != 0.0f ? 1.0f : 0.0f;
-            updated += nz;
-            lost += nz * (p1 == p0 ? 1.0f : 0.0f);
-            ratio += nz * fabsf(delta) * inv_half_ulp(p0, 23);
-            pp[i] = p1;
-            mm[i] = mi;
-            vv[i] = vi;
+    case ZT_F32:
+        /* fp32 needs no compensation: comp is ignored.  p*decay + step is kept as one
+         * expression in torch's order (mul_ then addcdiv_). */
+        if (cast && cast_dt == ZT_BF16) {
+            uint16_t *restrict cc = cast;
+            ADAMW_LOOP_F32(cc[i] = zt_f32_to_bf16(p1));
+        } else if (cast && cast_dt == ZT_F16) {
+            uint16_t *restrict cc = cast;
+            ADAMW_LOOP_F32(cc[i] = zt_f32_to_f16(p1));
+        } else if (cast && cast_dt == ZT_F32) {
+            float *restrict cc = cast;
+            ADAMW_LOOP_F32(cc[i] = p1);
+        } else {
+            ADAMW_LOOP_F32((void)0);
         }
         break;
-    }
     case ZT_BF16:
         ADAMW_LOOP_16(LD_BF16, ST_BF16, RN_BF16, 7);
         break;

@@ -40,9 +40,12 @@ typedef struct zt_adamw_audit {
  * is a Kahan compensation buffer in dt holding what rounding p to dt dropped so
  * far: the step applies to p + comp and the new rounding error goes back into
  * comp, so a bf16 master accumulates updates far below its ulp (2 more bytes
- * per parameter).  audit (may be NULL) is added to. */
+ * per parameter).  cast, when not NULL and dt is fp32, receives the new p
+ * converted to cast_dt (the compute copy, written in the same pass instead of a
+ * second pass over the master); it is ignored for a 16-bit dt.  audit (may be
+ * NULL) is added to. */
 void zt_adamw_step_shard(void *p, void *m, void *v, const void *g, void *comp, zt_dtype dt, size_t n,
-                         const zt_adamw_step *s, zt_adamw_audit *audit);
+                         const zt_adamw_step *s, void *cast, zt_dtype cast_dt, zt_adamw_audit *audit);
 
 typedef enum zt_lr_schedule {
     ZT_LR_CONSTANT, ZT_LR_CONSTANT_WARMUP, ZT_LR_LINEAR, ZT_LR_COSINE
