@@ -31,13 +31,17 @@ static inline float inv_half_ulp(float x, int mb)
 #define ST_F16(b, i, x) (((uint16_t *)(b))[i] = zt_f32_to_f16(x))
 #define RN_F16(x) zt_f16_to_f32(zt_f32_to_f16(x))
 
-/* One element, for 16-bit storage.  The arithmetic is fp32 in torch's order;
- * p, m and v are rounded to the storage dtype when stored (SPEC §3). */
-#define ADAMW_LOOP_16(LOAD, STORE, ROUND, MB)                                             \
+/* The loop for 16-bit storage.  The arithmetic is fp32 in torch's order; p, m and v
+ * are rounded to the storage dtype when stored (SPEC §3).  COMP (a literal 0 or 1)
+ * says whether a Kahan compensation buffer is carried; the audit is counted without
+ * branches (nz = 1 where the intended change is non-zero), as in the fp32 loop, so
+ * that the loop vectorises: with an `if` around the audit it ran element by element,
+ * about 12x slower than the fp32 loop. */
+#define ADAMW_LOOP_16(LOAD, STORE, ROUND, MB, COMP)                                       \
     _Pragma("omp parallel for simd reduction(+ : updated, lost, ratio) schedule(static)") \
     for (size_t i = 0; i < n; i++) {                                                      \
         float gi = LOAD(g, i) * clip;                                                     \
-        float p0 = LOAD(p, i), c0 = comp ? LOAD(comp, i) : 0.0f;                          \
+        float p0 = LOAD(p, i), c0 = COMP ? LOAD(comp, i) : 0.0f;                          \
         float mi = LOAD(m, i) * b1 + gi * one_minus_b1;                                   \
         float vi = LOAD(v, i) * b2 + one_minus_b2 * gi * gi;                              \
         float denom = sqrtf(vi) / bc2_sqrt + epsf;                                        \
@@ -45,15 +49,14 @@ static inline float inv_half_ulp(float x, int mb)
         float exact = p0 + c0;                 /* what the master would hold unrounded */ \
         float target = exact * decay + step;                                              \
         float p1 = ROUND(target);                                                         \
-        float c1 = comp ? ROUND(target - p1) : 0.0f;                                      \
+        float c1 = COMP ? ROUND(target - p1) : 0.0f;                                      \
         float delta = exact * (decay - 1.0f) + step;                                      \
-        if (delta != 0.0f) {                                                              \
-            updated += 1.0;                                                               \
-            lost += p1 + c1 == exact;                                                     \
-            ratio += fabsf(delta) * inv_half_ulp(p0, MB);                                 \
-        }                                                                                 \
+        float nz = delta != 0.0f ? 1.0f : 0.0f;                                           \
+        updated += nz;                                                                    \
+        lost += nz * (p1 + c1 == exact ? 1.0f : 0.0f);                                    \
+        ratio += nz * fabsf(delta) * inv_half_ulp(p0, MB);                                \
         STORE(p, i, p1);                                                                  \
-        if (comp)                                                                         \
+        if (COMP)                                                                         \
             STORE(comp, i, c1);                                                           \
         STORE(m, i, mi);                                                                  \
         STORE(v, i, vi);                                                                  \
@@ -117,10 +120,18 @@ void zt_adamw_step_shard(void *p, void *m, void *v, const void *g, void *comp, z
         }
         break;
     case ZT_BF16:
-        ADAMW_LOOP_16(LD_BF16, ST_BF16, RN_BF16, 7);
+        if (comp) {
+            ADAMW_LOOP_16(LD_BF16, ST_BF16, RN_BF16, 7, 1);
+        } else {
+            ADAMW_LOOP_16(LD_BF16, ST_BF16, RN_BF16, 7, 0);
+        }
         break;
     case ZT_F16:
-        ADAMW_LOOP_16(LD_F16, ST_F16, RN_F16, 10);
+        if (comp) {
+            ADAMW_LOOP_16(LD_F16, ST_F16, RN_F16, 10, 1);
+        } else {
+            ADAMW_LOOP_16(LD_F16, ST_F16, RN_F16, 10, 0);
+        }
         break;
     }
     if (audit) {
