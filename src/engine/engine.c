@@ -290,6 +290,21 @@ static void accumulate(void *acc, zt_dtype md, const void *x, zt_dtype xd, size_
         #pragma omp parallel for simd schedule(static)
         for (size_t i = 0; i < n; i++)
             a[i] += zt_bf16_to_f32(b[i]);
+    } else if (md == ZT_BF16 && (xd == ZT_F32 || xd == ZT_BF16)) {
+        /* the memory-constrained mode's bf16 accumulators: the sum in fp32, rounded
+         * once (what the generic path below does, in a loop that vectorises) */
+        uint16_t *a = acc;
+        if (xd == ZT_F32) {
+            const float *b = x;
+            #pragma omp parallel for simd schedule(static)
+            for (size_t i = 0; i < n; i++)
+                a[i] = zt_f32_to_bf16(zt_bf16_to_f32(a[i]) + b[i]);
+        } else {
+            const uint16_t *b = x;
+            #pragma omp parallel for simd schedule(static)
+            for (size_t i = 0; i < n; i++)
+                a[i] = zt_f32_to_bf16(zt_bf16_to_f32(a[i]) + zt_bf16_to_f32(b[i]));
+        }
     } else {
         #pragma omp parallel for schedule(static)
         for (size_t i = 0; i < n; i++)
@@ -404,6 +419,13 @@ int zt_engine_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double
             #pragma omp parallel for simd reduction(+ : s) schedule(static)
             for (size_t i = 0; i < us->shard_numel; i++)
                 s += (double)g[i] * (double)g[i];
+        } else if (md == ZT_BF16) {
+            const uint16_t *g = us->grad;
+            #pragma omp parallel for simd reduction(+ : s) schedule(static)
+            for (size_t i = 0; i < us->shard_numel; i++) {
+                double x = zt_bf16_to_f32(g[i]);
+                s += x * x;
+            }
         } else {
             #pragma omp parallel for reduction(+ : s) schedule(static)
             for (size_t i = 0; i < us->shard_numel; i++) {

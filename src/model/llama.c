@@ -308,8 +308,9 @@ static void embed_backward(zt_model *m, float *dwte, const float *dx, const int 
 #endif
         int lo = (int)((long)C * t / nt), hi = (int)((long)C * (t + 1) / nt);
         for (int i = 0; i < N; i++) {
-            float *drow = dwte + (size_t)tokens[i] * C;
-            const float *xrow = dx + (size_t)i * C;
+            float *restrict drow = dwte + (size_t)tokens[i] * C;
+            const float *restrict xrow = dx + (size_t)i * C;
+            #pragma omp simd
             for (int j = lo; j < hi; j++)
                 drow[j] += xrow[j];
         }
