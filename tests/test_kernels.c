@@ -30,6 +30,8 @@
 
 /* ---- helpers ---------------------------------------------------------------- */
 
+static void check_bf16_of(const char *what, const uint16_t *got, const float *want, size_t n);
+
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 
 static void rng_seed(uint64_t s) { rng_state = s * 0x9E3779B97F4A7C15ull + 1; }
@@ -581,6 +583,89 @@ static void test_attention_t1(void) {
     ZT_CHECK_MSG(dv_ok, "T=1 attention dv is not the group's summed dout");
 }
 
+/* ---- attention with bf16 operands ---------------------------------------------------- */
+
+/* ||got - want|| / ||want|| over n values. */
+static double rel_l2(const float *got, const float *want, size_t n) {
+    double e = 0, w = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)got[i] - want[i];
+        e += d * d, w += (double)want[i] * want[i];
+    }
+    return sqrt(e / (w > 0 ? w : 1));
+}
+
+/* The bf16-operand kernels against the fp32 ones (themselves checked against the double
+ * reference above), on the same inputs: rounding q, k, v, p, dout and ds to bf16 moves
+ * every result by a few parts in 2^8, so the relative L2 error must lie between 1e-5
+ * (the operands really were rounded) and 8e-3 (nothing else changed: a wrong mask,
+ * pair or index gives errors of order 1).  lse, whose scores are sums of hd bf16
+ * products, is held to the same band. */
+static void attn16_case(int B, int T, int nh, int nkv, int hd, uint64_t seed) {
+    rng_seed(seed);
+    const int W = (nh + 2 * nkv) * hd;
+    const size_t n = (size_t)B * T * W, no = (size_t)B * T * nh * hd, nl = (size_t)B * nh * T;
+    float *qkv = malloc(sizeof(float) * n), *dout = malloc(sizeof(float) * no);
+    float *out = malloc(sizeof(float) * no), *lse = malloc(sizeof(float) * nl);
+    float *out16 = malloc(sizeof(float) * no), *lse16 = malloc(sizeof(float) * nl);
+    float *dqkv = malloc(sizeof(float) * n), *dqkv16 = malloc(sizeof(float) * n);
+    uint16_t *obf = malloc(2 * no);
+    void *pack = malloc(zt_attention16_pack_bytes(B, T, nkv, hd));
+    fill(qkv, n, 1.0, 0.0);
+    fill(dout, no, 1.0, 0.0);
+    zt_attention_forward(out, lse, qkv, B, T, nh, nkv, hd);
+    zt_attention_backward(dqkv, dout, qkv, out, lse, B, T, nh, nkv, hd);
+    zt_attention16_forward(out16, obf, lse16, qkv, pack, B, T, nh, nkv, hd);
+    for (size_t i = 0; i < n; i++) dqkv16[i] = NAN; /* overwritten, not accumulated */
+    zt_attention16_backward(dqkv16, dout, qkv, out16, lse16, pack, B, T, nh, nkv, hd);
+    check_bf16_of("attention16 out copy", obf, out16, no);
+    const struct { const char *what; const float *got, *want; size_t n; } r[] = {
+        {"out", out16, out, no}, {"lse", lse16, lse, nl}, {"dqkv", dqkv16, dqkv, n}};
+    for (int k = 0; k < 3; k++) {
+        double e = rel_l2(r[k].got, r[k].want, r[k].n);
+        ZT_CHECK_MSG(e > 1e-5 && e < 8e-3, "attention16 %s (B=%d T=%d nh=%d nkv=%d hd=%d): "
+                     "relative L2 error %.3g outside [1e-5, 8e-3]", r[k].what, B, T, nh, nkv, hd, e);
+    }
+    free(qkv), free(dout), free(out), free(lse), free(out16), free(lse16), free(dqkv);
+    free(dqkv16), free(obf), free(pack);
+}
+
+static void test_attention16_against_fp32(void) {
+    ZT_CHECK(zt_attention16_supported(64) && zt_attention16_supported(128));
+    ZT_CHECK(!zt_attention16_supported(48) && !zt_attention16_supported(256));
+    attn16_case(2, 150, 6, 2, 64, 31);  /* groups of 3, ragged last block of 22 */
+    attn16_case(1, 71, 4, 4, 128, 32);  /* odd T: the last pair of keys has one key */
+    attn16_case(3, 64, 2, 1, 64, 33);   /* exactly one block; multi-query */
+    attn16_case(1, 200, 4, 2, 32, 34);  /* four blocks, the smallest head dimension */
+}
+
+/* Like the fp32 kernels: bit-identical for any thread count. */
+static void test_attention16_deterministic(void) {
+    rng_seed(35);
+    const int B = 2, T = 130, nh = 4, nkv = 2, hd = 64, W = (nh + 2 * nkv) * hd;
+    const size_t n = (size_t)B * T * W, no = (size_t)B * T * nh * hd, nl = (size_t)B * nh * T;
+    float *qkv = malloc(sizeof(float) * n), *dout = malloc(sizeof(float) * no);
+    void *pack = malloc(zt_attention16_pack_bytes(B, T, nkv, hd));
+    fill(qkv, n, 1.0, 0.0);
+    fill(dout, no, 1.0, 0.0);
+    float *out[2], *lse[2], *dqkv[2];
+    const int threads[2] = {omp_get_max_threads(), 1};
+    for (int r = 0; r < 2; r++) {
+        out[r] = malloc(sizeof(float) * no), lse[r] = malloc(sizeof(float) * nl);
+        dqkv[r] = malloc(sizeof(float) * n);
+        const int saved = omp_get_max_threads();
+        omp_set_num_threads(threads[r]);
+        zt_attention16_forward(out[r], NULL, lse[r], qkv, pack, B, T, nh, nkv, hd);
+        zt_attention16_backward(dqkv[r], dout, qkv, out[r], lse[r], pack, B, T, nh, nkv, hd);
+        omp_set_num_threads(saved);
+    }
+    ZT_CHECK(memcmp(out[0], out[1], sizeof(float) * no) == 0);
+    ZT_CHECK(memcmp(lse[0], lse[1], sizeof(float) * nl) == 0);
+    ZT_CHECK(memcmp(dqkv[0], dqkv[1], sizeof(float) * n) == 0);
+    for (int r = 0; r < 2; r++) free(out[r]), free(lse[r]), free(dqkv[r]);
+    free(qkv), free(dout), free(pack);
+}
+
 /* ---- SwiGLU --------------------------------------------------------------------- */
 
 static void swiglu_ref(double *h, const double *gu, int N, int F) {
@@ -795,6 +880,8 @@ int main(void) {
     ZT_RUN(test_attention_t1);
     ZT_RUN(test_attention_llama_head_dims);
     ZT_RUN(test_attention_deterministic);
+    ZT_RUN(test_attention16_against_fp32);
+    ZT_RUN(test_attention16_deterministic);
     ZT_RUN(test_swiglu);
     ZT_RUN(test_xent);
     ZT_RUN(test_bf16_outputs_are_rounded_fp32);

@@ -62,6 +62,17 @@ void zt_attention_forward_bf16(float *out, uint16_t *out_bf16, float *lse, const
 void zt_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
                            const float *lse, int B, int T, int nh, int nkv, int hd);
 
+/* The same attention with bf16 operands in every tile product (q, k, v, probabilities,
+ * dout, score gradients; fp32 accumulation and softmax), for bf16 compute
+ * (attention16.c).  pack is scratch of zt_attention16_pack_bytes(B, T, nkv, hd) bytes,
+ * refilled by each call.  Only for head dimensions zt_attention16_supported accepts. */
+int zt_attention16_supported(int hd);
+size_t zt_attention16_pack_bytes(int B, int T, int nkv, int hd);
+void zt_attention16_forward(float *out, uint16_t *out_bf16, float *lse, const float *qkv,
+                            void *pack, int B, int T, int nh, int nkv, int hd);
+void zt_attention16_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
+                             const float *lse, void *pack, int B, int T, int nh, int nkv, int hd);
+
 /* SwiGLU: h = silu(g) * u with gu (N, 2F) = [g | u] fp32, h (N, F) in h_dt. */
 void zt_swiglu_forward(void *h, zt_dtype h_dt, const float *gu, int N, int F);
 /* dgu (N, 2F) in dgu_dt (ZT_F32 or ZT_BF16), overwritten. */

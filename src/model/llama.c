@@ -29,7 +29,7 @@ typedef struct alloc_list {
     int n, cap;
 } alloc_list;
 
-static void *act_alloc(zt_model *m, size_t nelems, zt_dtype dt)
+static void *act_alloc_bytes(zt_model *m, size_t bytes)
 {
     alloc_list *al = m->alloc_list;
     if (al->n == al->cap) {
@@ -44,13 +44,17 @@ static void *act_alloc(zt_model *m, size_t nelems, zt_dtype dt)
         al->recs = nr;
         al->cap = ncap;
     }
-    size_t bytes = nelems * zt_dtype_size(dt);
     void *p = zt_alloc(ZT_MEM_ACTIV, bytes);
     if (!p)
         return NULL;
     al->recs[al->n++] = (alloc_rec){p, bytes};
     m->act_bytes += bytes;
     return p;
+}
+
+static void *act_alloc(zt_model *m, size_t nelems, zt_dtype dt)
+{
+    return act_alloc_bytes(m, nelems * zt_dtype_size(dt));
 }
 
 zt_dtype zt_model_operand_dtype(zt_dtype compute) { return compute == ZT_BF16 ? ZT_BF16 : ZT_F32; }
@@ -112,6 +116,9 @@ int zt_model_init(zt_model *m, const zt_llama_config *cfg, const zt_layout *lay,
         !(m->datt = F32(N * Dq)) || !(m->dgu = OPD(N * 2 * F)) || !(m->dact = F32(N * F)) ||
         !(m->rope_cos = F32((size_t)T * hd / 2)) || !(m->rope_sin = F32((size_t)T * hd / 2)) ||
         !(m->norm_w = F32(C)))
+        goto oom;
+    if (m->opd == ZT_BF16 && zt_attention16_supported((int)hd) &&
+        !(m->attn_pack = act_alloc_bytes(m, zt_attention16_pack_bytes(B, T, nkv, (int)hd))))
         goto oom;
     zt_rope_tables(m->rope_cos, m->rope_sin, T, (int)hd, (float)cfg->rope_theta);
     return ZT_OK;
@@ -231,7 +238,11 @@ static int layer_forward(zt_model *m, int l, const void *base, zt_err *err)
     if ((rc = linear_forward(m, a->qkv, a->n1, w.qkv, Dqkv, C, 0.0f, err)))
         return rc;
     zt_rope_forward(a->qkv, m->rope_cos, m->rope_sin, m->B, m->T, nh, nkv, hd);
-    zt_attention_forward_bf16(a->att, a->att16, a->lse, a->qkv, m->B, m->T, nh, nkv, hd);
+    if (m->attn_pack)
+        zt_attention16_forward(a->att, a->att16, a->lse, a->qkv, m->attn_pack, m->B, m->T, nh, nkv,
+                               hd);
+    else
+        zt_attention_forward_bf16(a->att, a->att16, a->lse, a->qkv, m->B, m->T, nh, nkv, hd);
     memcpy(a->h, a->x, (size_t)N * C * sizeof(float));
     const void *att = a->att16 ? (const void *)a->att16 : (const void *)a->att;
     if ((rc = linear_forward(m, a->h, att, w.o, C, Dq, 1.0f, err)))
@@ -267,7 +278,11 @@ static int layer_backward(zt_model *m, int l, const void *base, float *gbase, zt
     const void *att = a->att16 ? (const void *)a->att16 : (const void *)a->att;
     if ((rc = linear_backward(m, m->datt, g.o, dres_operand(m), att, w.o, C, Dq, err)))
         return rc;
-    zt_attention_backward(m->dqkv, m->datt, a->qkv, a->att, a->lse, m->B, m->T, nh, nkv, hd);
+    if (m->attn_pack)
+        zt_attention16_backward(m->dqkv, m->datt, a->qkv, a->att, a->lse, m->attn_pack, m->B, m->T,
+                                nh, nkv, hd);
+    else
+        zt_attention_backward(m->dqkv, m->datt, a->qkv, a->att, a->lse, m->B, m->T, nh, nkv, hd);
     zt_rope_backward(m->dqkv, m->rope_cos, m->rope_sin, m->B, m->T, nh, nkv, hd);
     const void *dqkv = m->dqkv;
     if (m->dqkv16) {
@@ -422,6 +437,8 @@ size_t zt_model_activation_bytes(const zt_llama_config *cfg, int B, int T, int c
     bytes += 4 * (2 * N * C + N * Dqkv + N * Dq + N * F);         /* dres dn dqkv datt dact */
     bytes += o * N * 2 * F + c16 * (N * C + N * Dqkv);            /* dgu, dres16 dqkv16 */
     bytes += 4 * (2 * ((size_t)T * hd / 2) + C);                  /* rope tables, norm weight */
+    if (c16 && zt_attention16_supported((int)hd))                 /* bf16 attention's K/V */
+        bytes += zt_attention16_pack_bytes(B, T, cfg->num_key_value_heads, (int)hd);
     return bytes;
 }
 

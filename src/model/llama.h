@@ -45,6 +45,7 @@ typedef struct zt_model {
     float *dres, *dn, *dqkv, *datt, *dact; /* backward scratch, fp32 */
     void *dgu;                             /* (N, 2F) SwiGLU input gradient, opd */
     uint16_t *dres16, *dqkv16; /* bf16 copies of dres and dqkv, when opd is bf16 */
+    void *attn_pack;         /* bf16 K/V scratch of the bf16-operand attention, or NULL */
     float *rope_cos, *rope_sin;                  /* (T, hd/2) */
     float *norm_w;           /* (C) fp32 copy of a norm weight when compute is not fp32 */
     int *targets_scratch;
