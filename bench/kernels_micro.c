@@ -7,8 +7,9 @@
  *   rmsnorm forward + backward at N=2048 C=512.
  * Each case runs a warm-up and then REPS repetitions; the minimum and median (ms) are
  * printed.  Build from the repository root:
- *   gcc -std=c11 -D_GNU_SOURCE -O3 -march=native -fopenmp bench/kernels_micro.c \
- *       src/kernels/{attention,rmsnorm,rope,swiglu,xent}.c -lm -o /tmp/kernels_micro
+ *   gcc -std=c11 -D_GNU_SOURCE -O3 -march=native -fno-math-errno -fopenmp bench/kernels_micro.c \
+ *       src/kernels/{attention,attention16,rmsnorm,rope,swiglu,xent}.c \
+ *       src/core/dtype.c -lm -o /tmp/kernels_micro
  * Usage: kernels_micro [-f SUBSTRING] [threads ...]   (default threads: 1 2); -f runs only
  * the cases whose name contains SUBSTRING. */
 #include "../src/kernels/kernels.h"
@@ -74,6 +75,7 @@ static void report(const char *name, int threads, bench_fn fn, void *ctx) {
 typedef struct {
     int B, T, nh, nkv, hd;
     float *qkv, *out, *lse, *dout, *dqkv;
+    void *pack; /* bf16 K/V scratch of the bf16-operand kernels */
 } attn_case;
 
 static void attn_setup(attn_case *c) {
@@ -83,6 +85,7 @@ static void attn_setup(attn_case *c) {
     c->out = rand_array(BT * c->nh * c->hd, 1.0f);
     c->dout = rand_array(BT * c->nh * c->hd, 1.0f);
     c->lse = rand_array((size_t)c->B * c->nh * c->T, 1.0f);
+    c->pack = malloc(zt_attention16_pack_bytes(c->B, c->T, c->nkv, c->hd));
 }
 
 static void attn_run(void *vc) {
@@ -101,6 +104,17 @@ static void attn_run_bwd(void *vc) {
     attn_case *c = vc;
     zt_attention_backward(c->dqkv, c->dout, c->qkv, c->out, c->lse, c->B, c->T, c->nh, c->nkv,
                           c->hd);
+}
+
+static void attn16_run_fwd(void *vc) {
+    attn_case *c = vc;
+    zt_attention16_forward(c->out, NULL, c->lse, c->qkv, c->pack, c->B, c->T, c->nh, c->nkv, c->hd);
+}
+
+static void attn16_run_bwd(void *vc) {
+    attn_case *c = vc;
+    zt_attention16_backward(c->dqkv, c->dout, c->qkv, c->out, c->lse, c->pack, c->B, c->T, c->nh,
+                            c->nkv, c->hd);
 }
 
 typedef struct {
@@ -180,6 +194,10 @@ int main(int argc, char **argv) {
         report("attention fwd B=4 T=512 nh=12 nkv=4 hd=64", threads[k], attn_run_fwd, &a2);
         report("attention bwd B=4 T=512 nh=12 nkv=4 hd=64", threads[k], attn_run_bwd, &a2);
         report("attention f+b B=4 T=512 nh=12 nkv=4 hd=64", threads[k], attn_run, &a2);
+        report("attention16 fwd B=8 T=256 nh=nkv=8 hd=64", threads[k], attn16_run_fwd, &a1);
+        report("attention16 bwd B=8 T=256 nh=nkv=8 hd=64", threads[k], attn16_run_bwd, &a1);
+        report("attention16 fwd B=4 T=512 nh=12 nkv=4 hd=64", threads[k], attn16_run_fwd, &a2);
+        report("attention16 bwd B=4 T=512 nh=12 nkv=4 hd=64", threads[k], attn16_run_bwd, &a2);
         report("swiglu f+b N=2048 F=1408", threads[k], swiglu_run, &s);
         report("xent f+b N=2048 V=32000", threads[k], xent_run, &x);
         report("rmsnorm f+b N=2048 C=512", threads[k], rms_run, &r);

@@ -12,7 +12,7 @@ import sys
 
 GROUPS = [  # (group, object regex, symbol regex), first match wins
     ("matmul (oneDNN JIT + libdnnl)", r"^\[JIT\]|libdnnl", r""),
-    ("attention (tiles + mm_acc)", r"ztrain", r"attention|mm_acc|mm_tile"),
+    ("attention (tiles + mm_acc / pmm)", r"ztrain", r"attention|mm_acc|mm_tile|pmm|ptile"),
     ("AdamW + grad norm/clip", r"ztrain", r"adamw|engine_step|grad_end|grad_norm|clip"),
     ("dtype conversion (fp32<->bf16)", r"ztrain", r"bf16|convert|load_f32|store_f32"),
     ("SwiGLU", r"ztrain", r"swiglu"),

@@ -31,7 +31,7 @@
 #include <assert.h>
 #include <math.h>
 #include <string.h>
-#ifdef __AVX512BF16__
+#if defined(__AVX512F__) || defined(__AVX512BF16__)
 #include <immintrin.h>
 #endif
 
@@ -201,17 +201,72 @@ static pack16 pack_kv(void *pack, const float *qkv, int B, int T, int nh, int nk
     return p;
 }
 
+#ifdef __AVX512F__
+/* dst[c*ATTN16_BLOCK + r] = src[r*lds + c] for a 16 x 16 block of 32-bit words, in
+ * registers: rows interleaved element by element, then by pairs, then 128-bit quarters
+ * moved twice, so that one register gathers a column. */
+static inline void transpose16x16_u32(uint32_t *restrict dst, const uint32_t *restrict src,
+                                      size_t lds)
+{
+    __m512i a[16], b[16];
+    for (int r = 0; r < 16; r++) a[r] = _mm512_loadu_si512(src + (size_t)r * lds);
+    for (int r = 0; r < 16; r += 2) {
+        b[r] = _mm512_unpacklo_epi32(a[r], a[r + 1]);
+        b[r + 1] = _mm512_unpackhi_epi32(a[r], a[r + 1]);
+    }
+    for (int r = 0; r < 16; r += 4)
+        for (int k = 0; k < 2; k++) {
+            a[r + k] = _mm512_unpacklo_epi64(b[r + k], b[r + k + 2]);
+            a[r + k + 2] = _mm512_unpackhi_epi64(b[r + k], b[r + k + 2]);
+        }
+    for (int k = 0; k < 4; k++) {
+        b[k] = _mm512_shuffle_i32x4(a[k], a[4 + k], 0x88);
+        b[4 + k] = _mm512_shuffle_i32x4(a[k], a[4 + k], 0xdd);
+        b[8 + k] = _mm512_shuffle_i32x4(a[8 + k], a[12 + k], 0x88);
+        b[12 + k] = _mm512_shuffle_i32x4(a[8 + k], a[12 + k], 0xdd);
+    }
+    for (int k = 0; k < 4; k++) {
+        a[k] = _mm512_shuffle_i32x4(b[k], b[8 + k], 0x88);
+        a[8 + k] = _mm512_shuffle_i32x4(b[k], b[8 + k], 0xdd);
+        a[4 + k] = _mm512_shuffle_i32x4(b[4 + k], b[12 + k], 0x88);
+        a[12 + k] = _mm512_shuffle_i32x4(b[4 + k], b[12 + k], 0xdd);
+    }
+    /* the unpacks leave columns 1 and 2 of each group of four swapped */
+    static const int col[16] = {0, 2, 1, 3, 4, 6, 5, 7, 8, 10, 9, 11, 12, 14, 13, 15};
+    for (int j = 0; j < 16; j++) _mm512_storeu_si512(dst + (size_t)col[j] * ATTN16_BLOCK, a[j]);
+}
+#endif
+
 /* dst[p*ATTN16_BLOCK + r] = pair(src[r][2p], src[r][2p+1]) for r < nr, p < hd/2: rows of a
- * block as pairs along d, one row per lane; lanes nr.. are zero. */
+ * block as pairs along d, one row per lane; lanes nr.. are zero.  A row of bf16 values
+ * read as 32-bit words is already its pairs along d, so this is a conversion of the
+ * rows followed by a transpose of 32-bit words. */
 static void pairs_along_d(uint32_t *restrict dst, const float *restrict src, size_t lds, int nr,
                           int hd)
 {
-    for (int p = 0; p < hd / 2; p++) {
-        for (int r = 0; r < nr; r++)
-            dst[(size_t)p * ATTN16_BLOCK + r] =
-                pair16(src[(size_t)r * lds + 2 * p], src[(size_t)r * lds + 2 * p + 1]);
-        for (int r = nr; r < ATTN16_BLOCK; r++) dst[(size_t)p * ATTN16_BLOCK + r] = 0;
+    static _Thread_local uint32_t rows[ATTN16_BLOCK * PAIRS_HD]; /* (row, pair) */
+    const int np = hd / 2;
+    for (int r = 0; r < ATTN16_BLOCK; r++) {
+        uint16_t *restrict d16 = (uint16_t *)(rows + (size_t)r * np);
+        const float *restrict sr = src + (size_t)r * lds;
+        if (r < nr) {
+#pragma omp simd
+            for (int d = 0; d < hd; d++) d16[d] = zt_f32_to_bf16(sr[d]);
+        } else {
+            memset(d16, 0, sizeof(uint16_t) * (size_t)hd);
+        }
     }
+#ifdef __AVX512F__
+    if (np % 16 == 0) {
+        for (int r0 = 0; r0 < ATTN16_BLOCK; r0 += 16)
+            for (int p0 = 0; p0 < np; p0 += 16)
+                transpose16x16_u32(dst + (size_t)p0 * ATTN16_BLOCK + r0, rows + (size_t)r0 * np + p0,
+                                   (size_t)np);
+        return;
+    }
+#endif
+    for (int r = 0; r < ATTN16_BLOCK; r++)
+        for (int p = 0; p < np; p++) dst[(size_t)p * ATTN16_BLOCK + r] = rows[(size_t)r * np + p];
 }
 
 /* dst[q*hd + d] = pair(src[2q][d], src[2q+1][d]) for 2q < nr: pairs of rows. */
@@ -240,13 +295,15 @@ static void tile_key_pairs(uint32_t *restrict dst, const float *restrict t, int 
 }
 
 /* From a (key, query) tile t: dst[j*PAIRS_BLOCK + r] = pair(t[j][2r], t[j][2r+1]) for j < nk,
- * pairs of queries along each key's row (the A operand of P^T dO and dS^T Q). */
+ * pairs of queries along each key's row (the A operand of P^T dO and dS^T Q): the row
+ * converted to bf16, queries nq.. zero. */
 static void tile_query_pairs(uint32_t *restrict dst, const float *restrict t, int nk, int nq)
 {
     for (int j = 0; j < nk; j++) {
-        const float *row = t + (size_t)j * ATTN16_BLOCK;
-        for (int r = 0; r < (nq + 1) / 2; r++)
-            dst[(size_t)j * PAIRS_BLOCK + r] = pair16(row[2 * r], 2 * r + 1 < nq ? row[2 * r + 1] : 0.0f);
+        const float *restrict row = t + (size_t)j * ATTN16_BLOCK;
+        uint16_t *restrict d16 = (uint16_t *)(dst + (size_t)j * PAIRS_BLOCK);
+#pragma omp simd
+        for (int i = 0; i < ATTN16_BLOCK; i++) d16[i] = i < nq ? zt_f32_to_bf16(row[i]) : 0;
     }
 }
 
@@ -399,9 +456,10 @@ void zt_attention16_backward(float *dqkv, const float *dout, const float *qkv, c
                     /* D_i = dout_i . out_i in fp32 */
                     float D[ATTN16_BLOCK], L[ATTN16_BLOCK];
                     for (int ii = 0; ii < nq; ii++) {
+                        const float *restrict gr = go + (size_t)ii * OW, *restrict orow = ob + (size_t)ii * OW;
                         float s = 0.0f;
-                        for (int d = 0; d < hd; d++)
-                            s = zt_fmaf(go[(size_t)ii * OW + d], ob[(size_t)ii * OW + d], s);
+#pragma omp simd reduction(+ : s)
+                        for (int d = 0; d < hd; d++) s += gr[d] * orow[d];
                         D[ii] = s, L[ii] = lrow[i0 + ii];
                     }
                     pairs_along_d(s16.qt2, q, W, nq, hd);
