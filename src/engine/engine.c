@@ -375,6 +375,15 @@ void zt_engine_reduce_grads(zt_engine *eng)
         zt_unit_state *us = &eng->units[u];
         size_t P = eng->lay->units[u].padded_numel;
         void *buf = us->grad;
+        if (eng->stage == 0 && c->world == 1 && rd == ZT_BF16 && md == ZT_F32) {
+            /* one rank: the all-reduce is empty, and the round trip through the reduce
+             * dtype is a rounding in place (one pass instead of two through comm_full) */
+            float *g = us->grad;
+            #pragma omp parallel for simd schedule(static)
+            for (size_t i = 0; i < P; i++)
+                g[i] = zt_round_bf16(g[i]);
+            continue;
+        }
         if (rd != md) {
             zt_convert(eng->comm_full, rd, us->grad, md, P);
             buf = eng->comm_full;
