@@ -265,11 +265,25 @@ void zt_engine_release(zt_engine *eng, int unit)
     }
 }
 
+/* Gradients accumulate on this rank, with nothing to communicate until the step. */
+static int local_accumulation(const zt_engine *eng)
+{
+    return eng->stage <= 1 || (eng->group_size == 1 && eng->comm->replica_size == 1);
+}
+
 float *zt_engine_grad_begin(zt_engine *eng, int unit)
 {
     zt_unit_state *us = &eng->units[unit];
     size_t full = eng->lay->units[unit].padded_numel;
     assert(us->staging == NULL && "grad_begin twice");
+    /* An fp32 accumulator that is still zero can take the products directly: what
+     * grad_end would add to it is the staging itself (rounded to the reduce dtype),
+     * so the staging's clearing and the extra pass are skipped. */
+    if (local_accumulation(eng) && eng->prec.master == ZT_F32 && us->grad_zero &&
+        us->grad_numel == full && (eng->prec.reduce == ZT_F32 || eng->prec.reduce == ZT_BF16)) {
+        us->staging = us->grad;
+        return us->staging;
+    }
     us->staging = unit == eng->lay->root_unit ? eng->staging_root : eng->staging_layers;
     memset(us->staging, 0, full * sizeof(float));
     return us->staging;
@@ -320,7 +334,18 @@ void zt_engine_grad_end(zt_engine *eng, int unit)
     zt_dtype rd = eng->prec.reduce, md = eng->prec.master;
     assert(g != NULL && "grad_end without grad_begin");
     assert(zt_engine_check_dtypes(eng, unit, rd) == NULL);
-    if (eng->stage <= 1 || (eng->group_size == 1 && eng->comm->replica_size == 1)) {
+    us->grad_zero = 0;
+    if (g == us->grad) { /* accumulated in place (grad_begin): only the rounding is left */
+        if (rd == ZT_BF16) {
+            float *acc = us->grad;
+            #pragma omp parallel for simd schedule(static)
+            for (size_t i = 0; i < P; i++)
+                acc[i] = zt_round_bf16(acc[i]);
+        }
+        us->staging = NULL;
+        return;
+    }
+    if (local_accumulation(eng)) {
         /* Local accumulation: stages 0-1 reduce at the step, and a group of one
          * has nothing to reduce.  The gradient still passes through the reduce
          * dtype, so the numbers do not depend on where the reduction happens;
@@ -359,8 +384,10 @@ void zt_engine_grad_end(zt_engine *eng, int unit)
 
 void zt_engine_zero_grads(zt_engine *eng)
 {
-    for (int u = 0; u < eng->lay->nunits; u++)
+    for (int u = 0; u < eng->lay->nunits; u++) {
         memset(eng->units[u].grad, 0, bytes_of(eng->units[u].grad_numel, eng->prec.master));
+        eng->units[u].grad_zero = 1;
+    }
     eng->grads_reduced = 0;
 }
 

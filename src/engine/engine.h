@@ -53,6 +53,7 @@ typedef struct zt_unit_state {
     int pool_slot;          /* stage 3: which pool buffer, -1 none */
     int acquired;           /* acquire count (root may be acquired while a layer is) */
     float *staging;         /* fp32 full gradient while the unit's backward runs */
+    int grad_zero;          /* grad holds only zeros (set by zero_grads, cleared by grad_end) */
 } zt_unit_state;
 
 #define ZT_GATHER_POOL 3
