@@ -342,9 +342,11 @@ void zt_engine_grad_end(zt_engine *eng, int unit)
             for (size_t i = 0; i < P; i++)
                 acc[i] = zt_round_bf16(acc[i]);
         }
+        us->grad_rounded = 1;
         us->staging = NULL;
         return;
     }
+    us->grad_rounded = 0; /* a sum of rounded values need not be representable */
     if (local_accumulation(eng)) {
         /* Local accumulation: stages 0-1 reduce at the step, and a group of one
          * has nothing to reduce.  The gradient still passes through the reduce
@@ -387,6 +389,7 @@ void zt_engine_zero_grads(zt_engine *eng)
     for (int u = 0; u < eng->lay->nunits; u++) {
         memset(eng->units[u].grad, 0, bytes_of(eng->units[u].grad_numel, eng->prec.master));
         eng->units[u].grad_zero = 1;
+        eng->units[u].grad_rounded = 1; /* zero is representable in every dtype */
     }
     eng->grads_reduced = 0;
 }
@@ -404,7 +407,10 @@ void zt_engine_reduce_grads(zt_engine *eng)
         void *buf = us->grad;
         if (eng->stage == 0 && c->world == 1 && rd == ZT_BF16 && md == ZT_F32) {
             /* one rank: the all-reduce is empty, and the round trip through the reduce
-             * dtype is a rounding in place (one pass instead of two through comm_full) */
+             * dtype is a rounding in place (one pass instead of two through comm_full),
+             * or nothing when grad_end left the values rounded (one micro-step) */
+            if (us->grad_rounded)
+                continue;
             float *g = us->grad;
             #pragma omp parallel for simd schedule(static)
             for (size_t i = 0; i < P; i++)

@@ -54,6 +54,7 @@ typedef struct zt_unit_state {
     int acquired;           /* acquire count (root may be acquired while a layer is) */
     float *staging;         /* fp32 full gradient while the unit's backward runs */
     int grad_zero;          /* grad holds only zeros (set by zero_grads, cleared by grad_end) */
+    int grad_rounded;       /* every grad value is representable in the reduce dtype */
 } zt_unit_state;
 
 #define ZT_GATHER_POOL 3
