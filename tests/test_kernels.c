@@ -666,6 +666,24 @@ static void test_attention16_deterministic(void) {
     free(qkv), free(dout), free(pack);
 }
 
+/* ---- transpose ------------------------------------------------------------------ */
+
+static void test_transpose(void) {
+    /* full 16 x 16 blocks, ragged rows and columns, and a single row */
+    const int shapes[][2] = {{48, 32}, {37, 53}, {16, 5}, {1, 40}, {70, 16}};
+    for (int k = 0; k < 5; k++) {
+        const int R = shapes[k][0], C = shapes[k][1];
+        float *a = malloc(sizeof(float) * R * C), *t = malloc(sizeof(float) * R * C);
+        for (int i = 0; i < R * C; i++) a[i] = (float)i + 0.5f;
+        zt_transpose_f32(t, a, R, C);
+        int bad = 0;
+        for (int r = 0; r < R; r++)
+            for (int c = 0; c < C; c++) bad += t[(size_t)c * R + r] != a[(size_t)r * C + c];
+        ZT_CHECK_MSG(bad == 0, "transpose %d x %d: %d misplaced values", R, C, bad);
+        free(a), free(t);
+    }
+}
+
 /* ---- SwiGLU --------------------------------------------------------------------- */
 
 static void swiglu_ref(double *h, const double *gu, int N, int F) {
@@ -882,6 +900,7 @@ int main(void) {
     ZT_RUN(test_attention_deterministic);
     ZT_RUN(test_attention16_against_fp32);
     ZT_RUN(test_attention16_deterministic);
+    ZT_RUN(test_transpose);
     ZT_RUN(test_swiglu);
     ZT_RUN(test_xent);
     ZT_RUN(test_bf16_outputs_are_rounded_fp32);

@@ -166,27 +166,33 @@ static void check_batch0(const char *dir, zt_precision prec, const char *prefix,
             ZT_CHECK_MSG(e <= tol_logits, "%s %s: %.9g vs %.9g", dir, name, loss,
                          zt_load_f32(t->data, t->dtype, 0));
         }
-        /* gradients of the mean loss */
-        zt_engine_zero_grads(&s.eng);
-        ZT_CHECK(zt_model_step(&s.model, s.in, s.tg, 1, 1.0f / (float)N, &loss_sum, &err) == ZT_OK);
-        double worst = 0;
-        float **g = calloc((size_t)s.lay.nparams, sizeof *g);
-        for (int i = 0; i < s.lay.nparams; i++)
-            g[i] = malloc(s.lay.params[i].numel * sizeof(float));
-        ZT_CHECK(zt_engine_full_grads(&s.eng, g, &err) == ZT_OK);
-        for (int i = 0; i < s.lay.nparams; i++) {
-            const zt_param *p = &s.lay.params[i];
-            snprintf(name, sizeof name, "%sgrad.%s", prefix, p->name);
-            if ((t = ref_tensor(ref, name))) {
-                double e = rel_err(g[i], t, p->numel);
-                if (e > worst)
-                    worst = e;
-                ZT_CHECK_MSG(e <= tol_grad, "%s %s: rel err %.3g > %.3g", dir, name, e, tol_grad);
+        /* gradients of the mean loss, with lm_head's input gradient computed both ways
+         * (directly, and as the transposed product used for wide vocabularies) */
+        for (int transposed = 0; transposed <= 1; transposed++) {
+            ZT_CHECK(zt_model_set_head_transposed(&s.model, transposed, &err) == ZT_OK);
+            zt_engine_zero_grads(&s.eng);
+            ZT_CHECK(zt_model_step(&s.model, s.in, s.tg, 1, 1.0f / (float)N, &loss_sum, &err) == ZT_OK);
+            double worst = 0;
+            float **g = calloc((size_t)s.lay.nparams, sizeof *g);
+            for (int i = 0; i < s.lay.nparams; i++)
+                g[i] = malloc(s.lay.params[i].numel * sizeof(float));
+            ZT_CHECK(zt_engine_full_grads(&s.eng, g, &err) == ZT_OK);
+            for (int i = 0; i < s.lay.nparams; i++) {
+                const zt_param *p = &s.lay.params[i];
+                snprintf(name, sizeof name, "%sgrad.%s", prefix, p->name);
+                if ((t = ref_tensor(ref, name))) {
+                    double e = rel_err(g[i], t, p->numel);
+                    if (e > worst)
+                        worst = e;
+                    ZT_CHECK_MSG(e <= tol_grad, "%s %s (lm_head %s): rel err %.3g > %.3g", dir, name,
+                                 transposed ? "transposed" : "direct", e, tol_grad);
+                }
+                free(g[i]);
             }
-            free(g[i]);
+            free(g);
+            printf("     %s %s (lm_head input gradient %s): worst gradient rel err %.3g\n", dir,
+                   prefix[0] ? prefix : "fp32.", transposed ? "transposed" : "direct", worst);
         }
-        free(g);
-        printf("     %s %s: worst gradient rel err %.3g\n", dir, prefix[0] ? prefix : "fp32.", worst);
     }
     setup_close(&s);
     zt_st_close(ref);

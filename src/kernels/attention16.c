@@ -26,6 +26,7 @@
  * Requirements: hd a multiple of 32 and at most ATTN16_MAX_HD (Llama's 64 and 128);
  * zt_attention16_supported() says so and callers use attention.c otherwise. */
 #include "kernels.h"
+#include "transpose.h"
 #include "vmath.h"
 
 #include <assert.h>
@@ -201,42 +202,6 @@ static pack16 pack_kv(void *pack, const float *qkv, int B, int T, int nh, int nk
     return p;
 }
 
-#ifdef __AVX512F__
-/* dst[c*ATTN16_BLOCK + r] = src[r*lds + c] for a 16 x 16 block of 32-bit words, in
- * registers: rows interleaved element by element, then by pairs, then 128-bit quarters
- * moved twice, so that one register gathers a column. */
-static inline void transpose16x16_u32(uint32_t *restrict dst, const uint32_t *restrict src,
-                                      size_t lds)
-{
-    __m512i a[16], b[16];
-    for (int r = 0; r < 16; r++) a[r] = _mm512_loadu_si512(src + (size_t)r * lds);
-    for (int r = 0; r < 16; r += 2) {
-        b[r] = _mm512_unpacklo_epi32(a[r], a[r + 1]);
-        b[r + 1] = _mm512_unpackhi_epi32(a[r], a[r + 1]);
-    }
-    for (int r = 0; r < 16; r += 4)
-        for (int k = 0; k < 2; k++) {
-            a[r + k] = _mm512_unpacklo_epi64(b[r + k], b[r + k + 2]);
-            a[r + k + 2] = _mm512_unpackhi_epi64(b[r + k], b[r + k + 2]);
-        }
-    for (int k = 0; k < 4; k++) {
-        b[k] = _mm512_shuffle_i32x4(a[k], a[4 + k], 0x88);
-        b[4 + k] = _mm512_shuffle_i32x4(a[k], a[4 + k], 0xdd);
-        b[8 + k] = _mm512_shuffle_i32x4(a[8 + k], a[12 + k], 0x88);
-        b[12 + k] = _mm512_shuffle_i32x4(a[8 + k], a[12 + k], 0xdd);
-    }
-    for (int k = 0; k < 4; k++) {
-        a[k] = _mm512_shuffle_i32x4(b[k], b[8 + k], 0x88);
-        a[8 + k] = _mm512_shuffle_i32x4(b[k], b[8 + k], 0xdd);
-        a[4 + k] = _mm512_shuffle_i32x4(b[4 + k], b[12 + k], 0x88);
-        a[12 + k] = _mm512_shuffle_i32x4(b[4 + k], b[12 + k], 0xdd);
-    }
-    /* the unpacks leave columns 1 and 2 of each group of four swapped */
-    static const int col[16] = {0, 2, 1, 3, 4, 6, 5, 7, 8, 10, 9, 11, 12, 14, 13, 15};
-    for (int j = 0; j < 16; j++) _mm512_storeu_si512(dst + (size_t)col[j] * ATTN16_BLOCK, a[j]);
-}
-#endif
-
 /* dst[p*ATTN16_BLOCK + r] = pair(src[r][2p], src[r][2p+1]) for r < nr, p < hd/2: rows of a
  * block as pairs along d, one row per lane; lanes nr.. are zero.  A row of bf16 values
  * read as 32-bit words is already its pairs along d, so this is a conversion of the
@@ -260,8 +225,8 @@ static void pairs_along_d(uint32_t *restrict dst, const float *restrict src, siz
     if (np % 16 == 0) {
         for (int r0 = 0; r0 < ATTN16_BLOCK; r0 += 16)
             for (int p0 = 0; p0 < np; p0 += 16)
-                transpose16x16_u32(dst + (size_t)p0 * ATTN16_BLOCK + r0, rows + (size_t)r0 * np + p0,
-                                   (size_t)np);
+                zt_transpose16x16_u32(dst + (size_t)p0 * ATTN16_BLOCK + r0, ATTN16_BLOCK,
+                                      rows + (size_t)r0 * np + p0, (size_t)np);
         return;
     }
 #endif

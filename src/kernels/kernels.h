@@ -78,6 +78,9 @@ void zt_swiglu_forward(void *h, zt_dtype h_dt, const float *gu, int N, int F);
 /* dgu (N, 2F) in dgu_dt (ZT_F32 or ZT_BF16), overwritten. */
 void zt_swiglu_backward(void *dgu, zt_dtype dgu_dt, const float *dh, const float *gu, int N, int F);
 
+/* dst (cols, rows) = src (rows, cols) transposed, fp32 (no aliasing). */
+void zt_transpose_f32(float *dst, const float *src, int rows, int cols);
+
 /* Softmax cross-entropy over logits (N, V) with int targets in [0, V).
  * Returns the SUM of the N token losses (double).  When dlogits is non-NULL it
  * receives (softmax - onehot) * grad_scale; dlogits may equal logits (in place),

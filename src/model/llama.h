@@ -46,6 +46,8 @@ typedef struct zt_model {
     void *dgu;                             /* (N, 2F) SwiGLU input gradient, opd */
     uint16_t *dres16, *dqkv16; /* bf16 copies of dres and dqkv, when opd is bf16 */
     void *attn_pack;         /* bf16 K/V scratch of the bf16-operand attention, or NULL */
+    int head_transposed;     /* lm_head's input gradient as a transposed product (see llama.c) */
+    float *dnT;              /* (C, N) its result before the transpose, when head_transposed */
     float *rope_cos, *rope_sin;                  /* (T, hd/2) */
     float *norm_w;           /* (C) fp32 copy of a norm weight when compute is not fp32 */
     int *targets_scratch;
@@ -66,6 +68,12 @@ void zt_model_free(zt_model *m);
  * (grad_scale = 1 / tokens in the global batch gives the mean over it). */
 int zt_model_step(zt_model *m, const int *inputs, const int *targets, int backward,
                   float grad_scale, double *loss_sum, zt_err *err);
+
+/* Choose how lm_head's input gradient is computed: directly (dn = dlogits W), or as
+ * the transposed product dn^T = W^T dlogits^T followed by a transpose, which oneDNN
+ * runs faster when the vocabulary is much wider than the hidden size.  zt_model_init
+ * picks by that rule; tests call this to check both ways. */
+int zt_model_set_head_transposed(zt_model *m, int on, zt_err *err);
 
 /* Logits (N, V) of the last forward without backward. */
 const float *zt_model_logits(const zt_model *m);
