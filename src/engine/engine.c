@@ -337,16 +337,25 @@ void zt_engine_grad_end(zt_engine *eng, int unit)
     us->grad_zero = 0;
     if (g == us->grad) { /* accumulated in place (grad_begin): only the rounding is left */
         if (rd == ZT_BF16) {
+            /* the pass that rounds also sums the squares for the step's norm, so that
+             * the step need not read the gradient once more (valid until it changes) */
             float *acc = us->grad;
-            #pragma omp parallel for simd schedule(static)
-            for (size_t i = 0; i < P; i++)
-                acc[i] = zt_round_bf16(acc[i]);
+            double s = 0.0;
+            #pragma omp parallel for simd reduction(+ : s) schedule(static)
+            for (size_t i = 0; i < P; i++) {
+                float x = zt_round_bf16(acc[i]);
+                acc[i] = x;
+                s += (double)x * (double)x;
+            }
+            us->grad_sumsq = s;
+            us->grad_sumsq_valid = 1;
         }
         us->grad_rounded = 1;
         us->staging = NULL;
         return;
     }
     us->grad_rounded = 0; /* a sum of rounded values need not be representable */
+    us->grad_sumsq_valid = 0;
     if (local_accumulation(eng)) {
         /* Local accumulation: stages 0-1 reduce at the step, and a group of one
          * has nothing to reduce.  The gradient still passes through the reduce
@@ -390,6 +399,7 @@ void zt_engine_zero_grads(zt_engine *eng)
         memset(eng->units[u].grad, 0, bytes_of(eng->units[u].grad_numel, eng->prec.master));
         eng->units[u].grad_zero = 1;
         eng->units[u].grad_rounded = 1; /* zero is representable in every dtype */
+        eng->units[u].grad_sumsq_valid = 0;
     }
     eng->grads_reduced = 0;
 }
@@ -411,12 +421,14 @@ void zt_engine_reduce_grads(zt_engine *eng)
              * or nothing when grad_end left the values rounded (one micro-step) */
             if (us->grad_rounded)
                 continue;
+            us->grad_sumsq_valid = 0;
             float *g = us->grad;
             #pragma omp parallel for simd schedule(static)
             for (size_t i = 0; i < P; i++)
                 g[i] = zt_round_bf16(g[i]);
             continue;
         }
+        us->grad_sumsq_valid = 0;
         if (rd != md) {
             zt_convert(eng->comm_full, rd, us->grad, md, P);
             buf = eng->comm_full;
@@ -456,7 +468,9 @@ int zt_engine_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double
         assert(us->acquired == 0 && us->staging == NULL);
         assert(zt_engine_check_dtypes(eng, u, eng->prec.reduce) == NULL);
         double s = 0.0;
-        if (md == ZT_F32) {
+        if (us->grad_sumsq_valid) {
+            s = us->grad_sumsq;
+        } else if (md == ZT_F32) {
             const float *g = us->grad;
             #pragma omp parallel for simd reduction(+ : s) schedule(static)
             for (size_t i = 0; i < us->shard_numel; i++)
@@ -532,6 +546,7 @@ int zt_engine_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double
 
 void zt_engine_inject_nonfinite(zt_engine *eng)
 {
+    eng->units[0].grad_sumsq_valid = 0;
     zt_store_f32(eng->units[0].grad, eng->prec.master, 0, INFINITY);
 }
 

@@ -55,6 +55,8 @@ typedef struct zt_unit_state {
     float *staging;         /* fp32 full gradient while the unit's backward runs */
     int grad_zero;          /* grad holds only zeros (set by zero_grads, cleared by grad_end) */
     int grad_rounded;       /* every grad value is representable in the reduce dtype */
+    int grad_sumsq_valid;   /* grad_sumsq is the sum of squares of grad as it stands */
+    double grad_sumsq;      /* computed by grad_end's last pass over grad, for the norm */
 } zt_unit_state;
 
 #define ZT_GATHER_POOL 3
