@@ -85,7 +85,8 @@ void zt_transpose_f32(float *dst, const float *src, int rows, int cols);
  * Returns the SUM of the N token losses (double).  When dlogits is non-NULL it
  * receives (softmax - onehot) * grad_scale; dlogits may equal logits (in place),
  * so only one fp32 logits buffer is ever needed.  When dlogits_bf16 is also
- * non-NULL it receives the bf16 rounding of dlogits. */
+ * non-NULL, the gradient goes there instead, as the bf16 rounding of the fp32 value
+ * the kernel would have written into dlogits, which then serves as scratch. */
 double zt_xent_forward_backward(float *dlogits, uint16_t *dlogits_bf16, const float *logits,
                                 const int *targets, int N, int V, float grad_scale);
 

@@ -43,13 +43,17 @@ double zt_xent_forward_backward(float *dlogits, uint16_t *dlogits_bf16, const fl
                 sum += e;
             }
             const float k = (float)(1.0 / sum) * grad_scale;
-#pragma omp simd
-            for (int v = 0; v < V; v++) d[v] *= k;
-            d[tgt] -= grad_scale;
-            if (dlogits_bf16) { /* rounded while the row is still in L2 */
+            if (dlogits_bf16) {
+                /* only the bf16 gradient is wanted: scaled and rounded in one pass while
+                 * the row is still in L2 (the fp32 row keeps the exponentials) */
                 uint16_t *restrict d16 = dlogits_bf16 + (size_t)n * V;
 #pragma omp simd
-                for (int v = 0; v < V; v++) d16[v] = zt_f32_to_bf16(d[v]);
+                for (int v = 0; v < V; v++) d16[v] = zt_f32_to_bf16(d[v] * k);
+                d16[tgt] = zt_f32_to_bf16(d[tgt] * k - grad_scale);
+            } else {
+#pragma omp simd
+                for (int v = 0; v < V; v++) d[v] *= k;
+                d[tgt] -= grad_scale;
             }
         } else {
 #pragma omp simd reduction(+ : sum)
