@@ -16,8 +16,10 @@ tokens/s is the median over the steps after the first --warmup steps of B*T/step
 (ztrain: step_time_s of its JSONL log; PyTorch: perf_counter around the whole step:
 batch, forward, loss, backward, clipping, AdamW, schedule).  MFU = FLOPs/token * tokens/s
 / peak, with ztrain's FLOPs per token (see flops_per_token) and the matrix-product peak
-that `ztrain env` measures (bf16 peak for bf16 runs, fp32 peak for fp32 runs; measured
-before and after the runs, the higher taken).  Peak RSS is each child's own ru_maxrss
+that `ztrain env` measures (bf16 peak for bf16 runs, fp32 peak for fp32 runs), measured
+just before and just after each child, the higher of the two taken; the table's last
+column gives ztrain's MFU against the highest peak measured at any time in the run.
+With --repeat N each side runs N times, alternating, and its fastest run is kept.  Peak RSS is each child's own ru_maxrss
 (os.wait4).  "Other load" is the average number of cores that processes other than the
 measured child kept busy while it ran (/proc/stat minus the child's own CPU time): on a
 shared machine, figures taken under load above ~0.1 core are not clean.  Both frameworks' losses of step 1 are printed
@@ -150,6 +152,9 @@ def median_tps(step_times, tokens_per_step, warmup):
 
 # ----------------------------------------------------------------------------- ztrain
 
+MEASURED_PEAKS = {"fp32": [], "bf16": []}  # every peak measured in this benchmark
+
+
 def ztrain_env(threads):
     out = subprocess.run([ZTRAIN, "env", "--threads", str(threads)], check=True,
                          capture_output=True, text=True).stdout
@@ -160,6 +165,8 @@ def ztrain_env(threads):
                 peaks[prec] = float(line.split(":")[1].split()[0])
     if set(peaks) != {"fp32", "bf16"}:
         raise SystemExit("bench: cannot read the matmul peaks from `ztrain env`:\n" + out)
+    for prec in peaks:
+        MEASURED_PEAKS[prec].append(peaks[prec])
     return out, peaks
 
 
@@ -357,10 +364,16 @@ def main():
             tag = "%s-%s" % (name, prec)
             z, t = None, None
             for attempt in range(a.repeat):  # alternate the two sides; keep each one's best
+                # each child's MFU is taken against the higher of the peaks measured just
+                # before and just after it (the machine's speed drifts over minutes)
+                p0 = ztrain_env(a.threads)[1][prec]
                 zi = run_ztrain(model_dir, data[cc["data"]], T, B, steps, a.threads, prec,
                                 a.workdir, tag)
+                p1 = ztrain_env(a.threads)[1][prec]
                 ti = run_peer(model_dir, data[cc["data"]], T, B, steps, a.threads, prec,
                               a.workdir, tag, a.torch_blas)
+                p2 = ztrain_env(a.threads)[1][prec]
+                zi["local_peaks"], ti["local_peaks"] = [p0, p1], [p1, p2]
                 if a.repeat > 1:
                     print("  %s attempt %d: ztrain %.0f tok/s, PyTorch %.0f tok/s"
                           % (prec, attempt + 1, median_tps(zi["step_times"], B * T, a.warmup),
@@ -398,36 +411,47 @@ def main():
                      ztrain_loss1=z["losses"][0], torch_loss1=t["losses"][0],
                      ztrain_losses=z["losses"], torch_losses=t["losses"],
                      ztrain_step_times=z["step_times"], torch_step_times=t["step_times"],
+                     ztrain_local_peaks=z["local_peaks"], torch_local_peaks=t["local_peaks"],
                      torch_blas=t["blas"], ztrain_argv=z["argv"])
             results.append(r)
             print("  %s: ztrain %.0f tok/s, PyTorch %.0f tok/s, ratio %.3f\n"
                   % (prec, tps_z, tps_t, r["ratio"]))
 
-    # MFU against the higher of the peaks measured before and after the runs: a peak
-    # measured while other work shares the cores is low and would flatter the MFU.
+    # MFU against the higher of the peaks measured just before and just after each child
+    # (a peak measured while the machine is slow is low and would flatter the MFU; one
+    # measured minutes away from the run may belong to a faster or slower spell).  The
+    # MFU against the highest peak of the whole benchmark is kept too (global_*).
     _, peaks_after = ztrain_env(a.threads)
-    peaks = {k: max(peaks_before[k], peaks_after[k]) for k in peaks_before}
+    peaks = {k: max(peaks_before[k], peaks_after[k], *MEASURED_PEAKS[k]) for k in peaks_before}
     for r in results:
-        pk = peaks[r["precision"]] * 1e9
-        r.update(peak_gflops=pk / 1e9, ztrain_mfu=r["flops_per_token"] * r["ztrain_tps"] / pk,
-                 torch_mfu=r["flops_per_token"] * r["torch_tps"] / pk)
+        pk = peaks[r["precision"]]
+        for side in ("ztrain", "torch"):
+            local = max(r[side + "_local_peaks"])
+            r[side + "_peak"] = local
+            r[side + "_mfu"] = r["flops_per_token"] * r[side + "_tps"] / (local * 1e9)
+            r["global_" + side + "_mfu"] = r["flops_per_token"] * r[side + "_tps"] / (pk * 1e9)
+        r["global_peak"] = pk
     wall = time.perf_counter() - t_start
-    print("`ztrain env` peaks, GFLOP/s: before fp32 %.1f bf16 %.1f; after fp32 %.1f bf16 %.1f"
-          % (peaks_before["fp32"], peaks_before["bf16"], peaks_after["fp32"], peaks_after["bf16"]))
-    print("MFU below is against the higher of each: fp32 %.1f, bf16 %.1f GFLOP/s\n"
-          % (peaks["fp32"], peaks["bf16"]))
-    head = ("| config | precision | threads | ztrain tok/s | PyTorch tok/s | ratio | ztrain MFU "
-            "| PyTorch MFU | ztrain peak RSS MiB | PyTorch peak RSS MiB | step-1 loss ztrain / PyTorch "
-            "| other load (cores) ztrain / PyTorch |")
+    print("`ztrain env` peaks, GFLOP/s: before fp32 %.1f bf16 %.1f; after fp32 %.1f bf16 %.1f; "
+          "highest measured fp32 %.1f bf16 %.1f"
+          % (peaks_before["fp32"], peaks_before["bf16"], peaks_after["fp32"], peaks_after["bf16"],
+             peaks["fp32"], peaks["bf16"]))
+    print("MFU below is against the higher of the two peaks measured just before and just after "
+          "each child (GFLOP/s, in brackets); the last column is ztrain's MFU against the highest "
+          "peak measured at any time in the benchmark\n")
+    head = ("| config | precision | threads | ztrain tok/s | PyTorch tok/s | ratio | ztrain MFU [peak] "
+            "| PyTorch MFU [peak] | ztrain peak RSS MiB | PyTorch peak RSS MiB | step-1 loss ztrain / PyTorch "
+            "| other load (cores) ztrain / PyTorch | ztrain MFU [highest peak] |")
     print(head)
     print("|" + "---|" * (head.count("|") - 1))
     for r in results:
-        print("| %s | %s | %d | %.0f | %.0f | %.3f | %.3f | %.3f | %s | %s | %.6f / %.6f "
-              "| %.2f / %.2f |"
+        print("| %s | %s | %d | %.0f | %.0f | %.3f | %.3f [%.0f] | %.3f [%.0f] | %s | %s | %.6f / %.6f "
+              "| %.2f / %.2f | %.3f [%.0f] |"
               % (r["config"], r["precision"], r["threads"], r["ztrain_tps"], r["torch_tps"],
-                 r["ratio"], r["ztrain_mfu"], r["torch_mfu"], fmt_mib(r["ztrain_rss"]),
-                 fmt_mib(r["torch_rss"]), r["ztrain_loss1"], r["torch_loss1"],
-                 r["ztrain_others"], r["torch_others"]))
+                 r["ratio"], r["ztrain_mfu"], r["ztrain_peak"], r["torch_mfu"], r["torch_peak"],
+                 fmt_mib(r["ztrain_rss"]), fmt_mib(r["torch_rss"]), r["ztrain_loss1"],
+                 r["torch_loss1"], r["ztrain_others"], r["torch_others"],
+                 r["global_ztrain_mfu"], r["global_peak"]))
     print()
     for r in results:
         print("ztrain %s %s: %s" % (r["config"], r["precision"], r["activations"]))
