@@ -3,8 +3,10 @@
 # benchmark configs (perf record -g; flat self-time report by symbol and by object).
 # Uses the models and data that bench/run_single.sh left in build/bench; reports go to
 # build/bench/perf-<config>-bf16.txt.  Usage: bench/profile_single.sh [a] [b]
-# The run includes start-up (load, first-step oneDNN primitive creation); --peak_gflops
-# skips the peak measurement so that its matmuls do not show up.  oneDNN's JIT kernels
+# Sampling starts after a fixed delay (perf record -D: 4 s for a, 12 s for b) that covers
+# start-up (load, buffer first touch, peak measurement is skipped with --peak_gflops), so
+# the profile is the training steps; the first step, which creates oneDNN's primitives,
+# may be partly in it.  oneDNN's JIT kernels
 # have no symbols: perf shows them as raw addresses in the object "[JIT] tid N" (raw
 # addresses in libgomp are OpenMP's barrier/spin waiting).
 set -eu
@@ -16,13 +18,15 @@ busy_s() { # CPU seconds the whole machine has been busy (/proc/stat), as a deci
 }
 for c in ${*:-a b}; do
     case $c in
-    a) args="--data $w/text.txt --block_size 256 --per_device_train_batch_size 8 --max_steps 8" ;;
-    b) args="--data $w/tokens32k.npy --block_size 512 --per_device_train_batch_size 4 --max_steps 4" ;;
+    a) args="--data $w/text.txt --block_size 256 --per_device_train_batch_size 8 --max_steps 16"
+       delay_ms=4000 ;;
+    b) args="--data $w/tokens32k.npy --block_size 512 --per_device_train_batch_size 4 --max_steps 10"
+       delay_ms=12000 ;;
     *) echo "profile_single.sh: unknown config $c" >&2; exit 2 ;;
     esac
     busy0=$(busy_s)
     /usr/bin/time -f '%U %S' -o $w/perf-$c-bf16.cpu \
-        perf record -q -g -o $w/perf-$c-bf16.data build/ztrain train --model $w/model-$c $args \
+        perf record -q -g -D $delay_ms -o $w/perf-$c-bf16.data build/ztrain train --model $w/model-$c $args \
         --threads "$(nproc)" --mixed_precision bf16 --progress false --peak_gflops 1000 \
         >$w/perf-$c-bf16.out 2>&1
     busy1=$(busy_s)
