@@ -33,6 +33,7 @@
  * count, so results are bitwise reproducible for a given build.  exp is zt_expf_fast
  * (vmath.h): here it sits in the compute-bound inner loops. */
 #include "kernels.h"
+#include "attention_tile.h"
 #include "vmath.h"
 
 #include <assert.h>
@@ -42,7 +43,7 @@
 /* Largest head dimension the scratch holds (Llama uses 64 or 128). */
 #define ATTN_MAX_HD 256
 /* Queries and keys per tile: a tile of floats is 16 KB, and the GEMM lanes are full. */
-#define ATTN_BLOCK 64
+#define ATTN_BLOCK ZT_ATTN_BLOCK
 #define ATTN_TILE (ATTN_BLOCK * ATTN_BLOCK)
 
 /* Per-thread scratch: two (hd x block) panels and two (block x block) tiles, 160 KB at
@@ -182,7 +183,7 @@ void zt_attention_forward_bf16(float *out, uint16_t *out_bf16, float *lse, const
         float *qt = attn_scratch;                 /* Q^T (hd, block) */
         float *o = qt + ATTN_MAX_HD * ATTN_BLOCK; /* unnormalised O (block, hd) */
         float *st = o + ATTN_MAX_HD * ATTN_BLOCK; /* S^T, then P^T (key, query) */
-        float m[ATTN_BLOCK], l[ATTN_BLOCK], corr[ATTN_BLOCK];
+        float m[ATTN_BLOCK], l[ATTN_BLOCK];
         transpose_block(qt, base + (size_t)i0 * W + (size_t)h * hd, W, nq, hd);
         memset(o, 0, sizeof(float) * (size_t)nq * hd);
         for (int ii = 0; ii < nq; ii++) m[ii] = -INFINITY, l[ii] = 0.0f;
@@ -195,46 +196,7 @@ void zt_attention_forward_bf16(float *out, uint16_t *out_bf16, float *lse, const
             mm_acc(st, ATTN_BLOCK, kcol + (size_t)j0 * W, W, 1, qt, ATTN_BLOCK, nk, nq, hd,
                    diag ? MM_J_GE_I : MM_DENSE);
 
-            /* New running max per query over this block's scores; on the diagonal
-             * block key jj is visible to query ii only when jj <= ii.  Key 0 of every
-             * block is visible to all its queries, so the max is finite. */
-            float mnew[ATTN_BLOCK];
-            for (int ii = 0; ii < nq; ii++) mnew[ii] = m[ii];
-            for (int jj = 0; jj < nk; jj++) {
-                float *restrict srow = st + (size_t)jj * ATTN_BLOCK;
-                const int first = kb < qb ? 0 : jj; /* first query that sees key jj */
-#pragma omp simd
-                for (int ii = 0; ii < nq; ii++) {
-                    float s = srow[ii] * scale;
-                    s = ii < first ? -INFINITY : s;
-                    srow[ii] = s;
-                    mnew[ii] = s > mnew[ii] ? s : mnew[ii];
-                }
-            }
-            /* exp(-inf) = 0 rescales the empty start state. */
-            float lsum[ATTN_BLOCK];
-#pragma omp simd
-            for (int ii = 0; ii < nq; ii++) {
-                corr[ii] = zt_expf_fast(m[ii] - mnew[ii]);
-                m[ii] = mnew[ii];
-                lsum[ii] = 0.0f;
-            }
-            for (int jj = 0; jj < nk; jj++) {
-                float *restrict srow = st + (size_t)jj * ATTN_BLOCK;
-#pragma omp simd
-                for (int ii = 0; ii < nq; ii++) {
-                    const float p = zt_expf_fast(srow[ii] - m[ii]);
-                    srow[ii] = p;
-                    lsum[ii] += p;
-                }
-            }
-            for (int ii = 0; ii < nq; ii++) {
-                l[ii] = l[ii] * corr[ii] + lsum[ii];
-                float *restrict orow = o + (size_t)ii * hd;
-                const float c = corr[ii];
-#pragma omp simd
-                for (int d = 0; d < hd; d++) orow[d] *= c;
-            }
+            zt_attn_softmax_tile(st, o, hd, nq, nk, diag, scale, m, l);
             /* O += P V_blk, with P(ii, jj) read from P^T. */
             mm_acc(o, hd, st, 1, ATTN_BLOCK, vcol + (size_t)j0 * W, W, nq, hd, nk,
                    diag ? MM_K_LE_I : MM_DENSE);
@@ -325,19 +287,7 @@ void zt_attention_backward(float *dqkv, const float *dout, const float *qkv, con
                                hd, diag ? MM_J_GE_I : MM_DENSE);
                         mm_acc(dst, ATTN_BLOCK, vcol + (size_t)j0 * W, W, 1, got, ATTN_BLOCK, nk,
                                nq, hd, diag ? MM_J_GE_I : MM_DENSE);
-                        for (int jj = 0; jj < nk; jj++) {
-                            float *restrict prow = pt + (size_t)jj * ATTN_BLOCK;
-                            float *restrict dsrow = dst + (size_t)jj * ATTN_BLOCK;
-                            /* On the diagonal block key jj is visible to query ii iff ii >= jj. */
-                            const int first = kb < qb ? 0 : jj;
-#pragma omp simd
-                            for (int ii = 0; ii < nq; ii++) {
-                                const float e = zt_expf_fast(prow[ii] * scale - L[ii]);
-                                const float p = ii < first ? 0.0f : e;
-                                prow[ii] = p;
-                                dsrow[ii] = p * (dsrow[ii] - D[ii]) * scale;
-                            }
-                        }
+                        zt_attn_grad_tile(pt, dst, nq, nk, diag, scale, L, D);
                         /* dV += P^T dO,  dK += (scale dS)^T Q,  dQ += (scale dS) K. */
                         mm_acc(dvcol + (size_t)j0 * W, W, pt, ATTN_BLOCK, 1, go, OW, nk, hd, nq,
                                diag ? MM_K_GE_I : MM_DENSE);

@@ -26,6 +26,7 @@
  * Requirements: hd a multiple of 32 and at most ATTN16_MAX_HD (Llama's 64 and 128);
  * zt_attention16_supported() says so and callers use attention.c otherwise. */
 #include "kernels.h"
+#include "attention_tile.h"
 #include "transpose.h"
 #include "vmath.h"
 
@@ -36,7 +37,7 @@
 #include <immintrin.h>
 #endif
 
-#define ATTN16_BLOCK 64
+#define ATTN16_BLOCK ZT_ATTN_BLOCK
 #define ATTN16_MAX_HD 128
 #define ATTN16_TILE (ATTN16_BLOCK * ATTN16_BLOCK)
 #define PAIRS_BLOCK (ATTN16_BLOCK / 2)
@@ -306,7 +307,7 @@ void zt_attention16_forward(float *out, uint16_t *out_bf16, float *lse, const fl
         const uint32_t *krows = (const uint32_t *)(pk.k + hb * T * hd); /* pairs along d */
         const uint32_t *vpairs = pk.vp + hb * T2 * hd;
         float *o = s16.o, *st = s16.st;
-        float m[ATTN16_BLOCK], l[ATTN16_BLOCK], corr[ATTN16_BLOCK];
+        float m[ATTN16_BLOCK], l[ATTN16_BLOCK];
         pairs_along_d(s16.qt2, qkv + ((size_t)b * T + i0) * W + (size_t)h * hd, W, nq, hd);
         memset(o, 0, sizeof(float) * (size_t)nq * hd);
         for (int ii = 0; ii < nq; ii++) m[ii] = -INFINITY, l[ii] = 0.0f;
@@ -318,43 +319,7 @@ void zt_attention16_forward(float *out, uint16_t *out_bf16, float *lse, const fl
             memset(st, 0, sizeof(float) * ATTN16_TILE);
             pmm(st, ATTN16_BLOCK, krows + (size_t)j0 * (hd / 2), hd / 2, 1, s16.qt2, ATTN16_BLOCK,
                 nk, ATTN16_BLOCK, hd / 2, diag ? P_J_GE_I : P_DENSE);
-            /* the online softmax of attention.c, on the fp32 scores */
-            float mnew[ATTN16_BLOCK];
-            for (int ii = 0; ii < nq; ii++) mnew[ii] = m[ii];
-            for (int jj = 0; jj < nk; jj++) {
-                float *restrict srow = st + (size_t)jj * ATTN16_BLOCK;
-                const int first = kb < qb ? 0 : jj;
-#pragma omp simd
-                for (int ii = 0; ii < nq; ii++) {
-                    float s = srow[ii] * scale;
-                    s = ii < first ? -INFINITY : s;
-                    srow[ii] = s;
-                    mnew[ii] = s > mnew[ii] ? s : mnew[ii];
-                }
-            }
-            float lsum[ATTN16_BLOCK];
-#pragma omp simd
-            for (int ii = 0; ii < nq; ii++) {
-                corr[ii] = zt_expf_fast(m[ii] - mnew[ii]);
-                m[ii] = mnew[ii];
-                lsum[ii] = 0.0f;
-            }
-            for (int jj = 0; jj < nk; jj++) {
-                float *restrict srow = st + (size_t)jj * ATTN16_BLOCK;
-#pragma omp simd
-                for (int ii = 0; ii < nq; ii++) {
-                    const float p = zt_expf_fast(srow[ii] - m[ii]);
-                    srow[ii] = p;
-                    lsum[ii] += p;
-                }
-            }
-            for (int ii = 0; ii < nq; ii++) {
-                l[ii] = l[ii] * corr[ii] + lsum[ii];
-                float *restrict orow = o + (size_t)ii * hd;
-                const float c = corr[ii];
-#pragma omp simd
-                for (int d = 0; d < hd; d++) orow[d] *= c;
-            }
+            zt_attn_softmax_tile(st, o, hd, nq, nk, diag, scale, m, l);
             /* O += P V_blk: P as pairs of keys per query, V as pairs of keys per d */
             tile_key_pairs(s16.a2, st, nk);
             pmm(o, hd, s16.a2, 1, ATTN16_BLOCK, vpairs + (size_t)(j0 / 2) * hd, hd, nq, hd,
@@ -442,18 +407,7 @@ void zt_attention16_backward(float *dqkv, const float *dout, const float *qkv, c
                             ATTN16_BLOCK, nk, ATTN16_BLOCK, hd / 2, diag ? P_J_GE_I : P_DENSE);
                         pmm(dst, ATTN16_BLOCK, vrows + (size_t)j0 * (hd / 2), hd / 2, 1, s16.dot2,
                             ATTN16_BLOCK, nk, ATTN16_BLOCK, hd / 2, diag ? P_J_GE_I : P_DENSE);
-                        for (int jj = 0; jj < nk; jj++) {
-                            float *restrict prow = pt + (size_t)jj * ATTN16_BLOCK;
-                            float *restrict dsrow = dst + (size_t)jj * ATTN16_BLOCK;
-                            const int first = kb < qb ? 0 : jj;
-#pragma omp simd
-                            for (int ii = 0; ii < nq; ii++) {
-                                const float e = zt_expf_fast(prow[ii] * scale - L[ii]);
-                                const float p = ii < first ? 0.0f : e;
-                                prow[ii] = p;
-                                dsrow[ii] = p * (dsrow[ii] - D[ii]) * scale;
-                            }
-                        }
+                        zt_attn_grad_tile(pt, dst, nq, nk, diag, scale, L, D);
                         const int nqp = (nq + 1) / 2, nkp = (nk + 1) / 2;
                         /* dV += P^T dO */
                         tile_query_pairs(s16.a2, pt, nk, nq);
