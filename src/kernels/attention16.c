@@ -326,19 +326,9 @@ void zt_attention16_forward(float *out, uint16_t *out_bf16, float *lse, const fl
                 (nk + 1) / 2, diag ? P_K_LE_I : P_DENSE);
         }
 
-        for (int ii = 0; ii < nq; ii++) {
-            float *restrict orow = out + ((size_t)b * T + i0 + ii) * OW + (size_t)h * hd;
-            const float *restrict acc = o + (size_t)ii * hd;
-            const float inv_l = 1.0f / l[ii];
-#pragma omp simd
-            for (int d = 0; d < hd; d++) orow[d] = acc[d] * inv_l;
-            if (out_bf16) {
-                uint16_t *restrict o16 = out_bf16 + ((size_t)b * T + i0 + ii) * OW + (size_t)h * hd;
-#pragma omp simd
-                for (int d = 0; d < hd; d++) o16[d] = zt_f32_to_bf16(orow[d]);
-            }
-            lse[((size_t)b * nh + h) * T + i0 + ii] = m[ii] + logf(l[ii]);
-        }
+        const size_t orow0 = ((size_t)b * T + i0) * OW + (size_t)h * hd;
+        zt_attn_write_rows(out + orow0, out_bf16 ? out_bf16 + orow0 : NULL, OW,
+                           lse + ((size_t)b * nh + h) * T + i0, o, hd, nq, m, l);
     }
 }
 
@@ -367,12 +357,7 @@ void zt_attention16_backward(float *dqkv, const float *dout, const float *qkv, c
             float *dvcol = dbase + (size_t)(nh + nkv + kh) * hd;
             float *pt = s16.st, *dst = s16.dst;
 
-            for (int t = 0; t < T; t++) {
-                memset(dbase + (size_t)t * W + (size_t)kh * group * hd, 0,
-                       sizeof(float) * (size_t)group * hd);
-                memset(dkcol + (size_t)t * W, 0, sizeof(float) * (size_t)hd);
-                memset(dvcol + (size_t)t * W, 0, sizeof(float) * (size_t)hd);
-            }
+            zt_attn_clear_grads(dbase, W, T, nh, nkv, kh, hd);
             for (int h = kh * group; h < (kh + 1) * group; h++) {
                 const float *lrow = lse + ((size_t)b * nh + h) * T;
                 for (int qb = 0; qb < nblk; qb++) {

@@ -11,7 +11,10 @@
 
 #include <math.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <string.h>
 
+#include "../core/dtype.h"
 #include "vmath.h"
 
 #define ZT_ATTN_BLOCK 64
@@ -82,6 +85,41 @@ static inline void zt_attn_grad_tile(float *restrict pt, float *restrict dst, in
             prow[ii] = p;
             dsrow[ii] = p * (dsrow[ii] - D[ii]) * scale;
         }
+    }
+}
+
+/* The end of a forward task: rows out_i = o_i / l_i of nq queries (row stride ow, and
+ * their bf16 rounding when out_bf16 is not NULL) and lse_i = m_i + log l_i (stride 1). */
+static inline void zt_attn_write_rows(float *restrict out, uint16_t *restrict out_bf16, size_t ow,
+                                      float *restrict lse, const float *restrict o, int hd, int nq,
+                                      const float *restrict m, const float *restrict l)
+{
+    for (int ii = 0; ii < nq; ii++) {
+        float *restrict orow = out + (size_t)ii * ow;
+        const float *restrict acc = o + (size_t)ii * hd;
+        const float inv_l = 1.0f / l[ii];
+#pragma omp simd
+        for (int d = 0; d < hd; d++) orow[d] = acc[d] * inv_l;
+        if (out_bf16) {
+            uint16_t *restrict o16 = out_bf16 + (size_t)ii * ow;
+#pragma omp simd
+            for (int d = 0; d < hd; d++) o16[d] = zt_f32_to_bf16(orow[d]);
+        }
+        lse[ii] = m[ii] + logf(l[ii]);
+    }
+}
+
+/* The start of a backward task for kv head kh of one sequence: every gradient it writes
+ * (dq of the group's query heads, dk, dv; rows of width w) is a sum, so clear them. */
+static inline void zt_attn_clear_grads(float *dbase, size_t w, int T, int nh, int nkv, int kh,
+                                       int hd)
+{
+    const int group = nh / nkv;
+    for (int t = 0; t < T; t++) {
+        float *row = dbase + (size_t)t * w;
+        memset(row + (size_t)kh * group * hd, 0, sizeof(float) * (size_t)group * hd);
+        memset(row + (size_t)(nh + kh) * hd, 0, sizeof(float) * (size_t)hd);
+        memset(row + (size_t)(nh + nkv + kh) * hd, 0, sizeof(float) * (size_t)hd);
     }
 }
 
