@@ -102,33 +102,44 @@ static void test_gradient_accumulation_matches_bigger_batch(void)
     cleanup(t3);
 }
 
-/* estimate-memory's activation bytes are what the model allocates. */
+/* estimate-memory's activation bytes are what the model allocates: for untied_odd
+ * (V >= 16 C is false, head size 16: fp32 attention tiles) and a made-up wide-vocabulary
+ * model with head size 32 (lm_head's transposed product, and in bf16 the bf16-operand
+ * attention's packed K/V). */
 static void test_activation_estimate_matches_allocation(void)
 {
-    zt_llama_config c;
     zt_err err;
-    ZT_CHECK(zt_hf_config_read("tests/fixtures/untied_odd/config.json", &c, &err) == ZT_OK);
-    zt_layout lay;
-    zt_comm comm;
-    zt_comm_create_local(&comm);
-    ZT_CHECK(zt_layout_build(&lay, &c, ZT_WRAP_TRANSFORMER, 0, 1, &err) == ZT_OK);
-    /* fp32 operands, and bf16 compute, whose product operands are bf16 buffers */
-    for (zt_dtype cd = ZT_F32; cd <= ZT_BF16; cd++) {
-        zt_engine eng;
-        ZT_CHECK(zt_engine_init(&eng, &lay, (zt_precision){ZT_F32, ZT_F32, cd, ZT_F32, ZT_F32, 0}, 0,
-                                &comm, &err) == ZT_OK);
-        for (int ckpt = 0; ckpt <= 1; ckpt++)
-            for (int B = 1; B <= 3; B += 2) {
-                zt_model m;
-                ZT_CHECK(zt_model_init(&m, &c, &lay, &eng, B, 24, ckpt, &err) == ZT_OK);
-                size_t est = zt_model_activation_bytes(&c, B, 24, ckpt, cd);
-                ZT_CHECK_MSG(m.act_bytes == est, "%s B=%d ckpt=%d: %zu vs %zu", zt_dtype_name(cd), B,
-                             ckpt, m.act_bytes, est);
-                zt_model_free(&m);
-            }
-        zt_engine_free(&eng);
+    for (int k = 0; k < 2; k++) {
+        zt_llama_config c;
+        ZT_CHECK(zt_hf_config_read(k == 0 ? "tests/fixtures/untied_odd/config.json"
+                                          : "tests/fixtures/gqa_hd32/config.json",
+                                   &c, &err) == ZT_OK);
+        if (k == 1)
+            c.vocab_size = 16 * c.hidden_size; /* the transposed lm_head product */
+        zt_layout lay;
+        zt_comm comm;
+        zt_comm_create_local(&comm);
+        ZT_CHECK(zt_layout_build(&lay, &c, ZT_WRAP_TRANSFORMER, 0, 1, &err) == ZT_OK);
+        /* fp32 operands, and bf16 compute, whose product operands are bf16 buffers */
+        for (zt_dtype cd = ZT_F32; cd <= ZT_BF16; cd++) {
+            zt_engine eng;
+            ZT_CHECK(zt_engine_init(&eng, &lay, (zt_precision){ZT_F32, ZT_F32, cd, ZT_F32, ZT_F32, 0},
+                                    0, &comm, &err) == ZT_OK);
+            for (int ckpt = 0; ckpt <= 1; ckpt++)
+                for (int B = 1; B <= 3; B += 2) {
+                    zt_model m;
+                    ZT_CHECK(zt_model_init(&m, &c, &lay, &eng, B, 24, ckpt, &err) == ZT_OK);
+                    size_t est = zt_model_activation_bytes(&c, B, 24, ckpt, cd);
+                    ZT_CHECK_MSG(m.act_bytes == est, "config %d %s B=%d ckpt=%d: %zu vs %zu", k,
+                                 zt_dtype_name(cd), B, ckpt, m.act_bytes, est);
+                    ZT_CHECK(m.head_transposed == (k == 1));
+                    ZT_CHECK((m.attn_pack != NULL) == (k == 1 && cd == ZT_BF16));
+                    zt_model_free(&m);
+                }
+            zt_engine_free(&eng);
+        }
+        zt_layout_free(&lay);
     }
-    zt_layout_free(&lay);
 }
 
 /* Recomputing layers in backward gives bit-identical training. */

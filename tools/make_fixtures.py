@@ -39,6 +39,13 @@ FIXTURES = {
         num_attention_heads=6, num_key_value_heads=3, head_dim=16, vocab_size=300,
         tie_word_embeddings=False, rope_theta=500000.0, rms_norm_eps=1e-6,
         initializer_range=0.05),
+    # head_dim 32: the size the bf16-operand attention (src/kernels/attention16.c) takes,
+    # so the bf16 parity test runs it against autocast (the others fall back to fp32 tiles)
+    "gqa_hd32": dict(
+        hidden_size=64, intermediate_size=160, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=32, vocab_size=256,
+        tie_word_embeddings=False, rope_theta=10000.0, rms_norm_eps=1e-5,
+        initializer_range=0.02),
 }
 
 TRAIN_ARGS = {
