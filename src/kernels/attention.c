@@ -153,10 +153,10 @@ static void transpose_block(float *restrict dst, const float *restrict src, size
 
 void zt_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int nh, int nkv,
                           int hd) {
-    zt_attention_forward_bf16(out, NULL, lse, qkv, B, T, nh, nkv, hd);
+    zt_attention_forward_copy16(out, NULL, lse, qkv, B, T, nh, nkv, hd);
 }
 
-void zt_attention_forward_bf16(float *out, uint16_t *out_bf16, float *lse, const float *qkv, int B,
+void zt_attention_forward_copy16(float *out, uint16_t *out_bf16, float *lse, const float *qkv, int B,
                                int T, int nh, int nkv, int hd) {
     assert(hd > 0 && hd <= ATTN_MAX_HD);
     assert(nkv > 0 && nh % nkv == 0);

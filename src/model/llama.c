@@ -261,7 +261,7 @@ static int layer_forward(zt_model *m, int l, const void *base, zt_err *err)
         zt_attention16_forward(a->att, a->att16, a->lse, a->qkv, m->attn_pack, m->B, m->T, nh, nkv,
                                hd);
     else
-        zt_attention_forward_bf16(a->att, a->att16, a->lse, a->qkv, m->B, m->T, nh, nkv, hd);
+        zt_attention_forward_copy16(a->att, a->att16, a->lse, a->qkv, m->B, m->T, nh, nkv, hd);
     memcpy(a->h, a->x, (size_t)N * C * sizeof(float));
     const void *att = a->att16 ? (const void *)a->att16 : (const void *)a->att;
     if ((rc = linear_forward(m, a->h, att, w.o, C, Dq, 1.0f, err)))
