@@ -156,8 +156,8 @@ void zt_attention_forward(float *out, float *lse, const float *qkv, int B, int T
     zt_attention_forward_copy16(out, NULL, lse, qkv, B, T, nh, nkv, hd);
 }
 
-void zt_attention_forward_copy16(float *out, uint16_t *out_bf16, float *lse, const float *qkv, int B,
-                               int T, int nh, int nkv, int hd) {
+void zt_attention_forward_copy16(float *out, uint16_t *out_bf16, float *lse, const float *qkv,
+                                 int B, int T, int nh, int nkv, int hd) {
     assert(hd > 0 && hd <= ATTN_MAX_HD);
     assert(nkv > 0 && nh % nkv == 0);
     const size_t W = (size_t)(nh + 2 * nkv) * hd;

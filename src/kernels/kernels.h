@@ -56,8 +56,8 @@ void zt_attention_forward(float *out, float *lse, const float *qkv, int B, int T
                           int hd);
 /* The same, also writing the bf16 rounding of out into out_bf16 (B, T, nh*hd) when it
  * is not NULL (the output projection's operand; backward still reads the fp32 out). */
-void zt_attention_forward_copy16(float *out, uint16_t *out_bf16, float *lse, const float *qkv, int B,
-                               int T, int nh, int nkv, int hd);
+void zt_attention_forward_copy16(float *out, uint16_t *out_bf16, float *lse, const float *qkv,
+                                 int B, int T, int nh, int nkv, int hd);
 /* dqkv (same shape as qkv) is overwritten with the gradients of q, k and v. */
 void zt_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
                            const float *lse, int B, int T, int nh, int nkv, int hd);
