@@ -238,6 +238,23 @@ static void test_hybrid(void)
     equivalence(TIED, r, 2, "HYBRID_SHARD_ZERO2, A=2");
 }
 
+/* Train the untied_odd fixture (micro-batch 1, no accumulation) for `steps` over all
+ * ranks under req's plan, and build the layout that plan gives the model, for the checks
+ * of bytes against ZeRO's formulas. */
+static void run_odd(zt_plan_request req, long steps, const char *tag, zt_plan *plan, run_out *o,
+                    zt_llama_config *cfg, zt_layout *lay)
+{
+    zt_err err;
+    ZT_CHECK(zt_plan_resolve(&req, world, plan, &err) == ZT_OK);
+    zt_comm c;
+    zt_comm_create(&c, 1, &err);
+    train(ODD, req, 1, 1, steps, &c, tag, o);
+    zt_comm_free(&c);
+    ZT_CHECK(zt_hf_config_read("tests/fixtures/untied_odd/config.json", cfg, &err) == ZT_OK);
+    int pad = plan->stage == 0 ? 1 : plan->group_size;
+    ZT_CHECK(zt_layout_build(lay, cfg, plan->wrap, (size_t)plan->min_num_params, pad, &err) == ZT_OK);
+}
+
 /* Model-state bytes per rank, exactly, from the layout: with P_u the padded unit
  * sizes, G the shard group, m the master and c the compute dtype sizes. */
 static void test_memory_accounting(void)
@@ -252,18 +269,10 @@ static void test_memory_accounting(void)
         req.mixed_precision = k % 2 ? "bf16" : "no";
         req.torch_dtype = "bf16";
         zt_plan plan;
-        zt_err err;
-        ZT_CHECK(zt_plan_resolve(&req, world, &plan, &err) == ZT_OK);
         run_out o = {0};
-        zt_comm c;
-        zt_comm_create(&c, 1, &err);
-        train(ODD, req, 1, 1, 1, &c, "mem", &o);
-        zt_comm_free(&c);
         zt_llama_config cfg;
         zt_layout lay;
-        ZT_CHECK(zt_hf_config_read("tests/fixtures/untied_odd/config.json", &cfg, &err) == ZT_OK);
-        int pad = plan.stage == 0 ? 1 : plan.group_size;
-        ZT_CHECK(zt_layout_build(&lay, &cfg, plan.wrap, (size_t)plan.min_num_params, pad, &err) == ZT_OK);
+        run_odd(req, 1, "mem", &plan, &o, &cfg, &lay);
         size_t G = (size_t)plan.group_size, m = zt_dtype_size(plan.prec.master);
         size_t c_sz = zt_dtype_size(plan.prec.compute), psi = lay.padded_numel, maxP = 0;
         for (int u = 0; u < lay.nunits; u++)
@@ -304,18 +313,10 @@ static void test_communication_volume(void)
         zt_plan_request req = reqs[k];
         req.mixed_precision = "bf16";
         zt_plan plan;
-        zt_err err;
-        ZT_CHECK(zt_plan_resolve(&req, world, &plan, &err) == ZT_OK);
         run_out o = {0};
-        zt_comm c;
-        zt_comm_create(&c, 1, &err);
-        train(ODD, req, 1, 1, 2, &c, "vol", &o);
-        zt_comm_free(&c);
         zt_llama_config cfg;
         zt_layout lay;
-        ZT_CHECK(zt_hf_config_read("tests/fixtures/untied_odd/config.json", &cfg, &err) == ZT_OK);
-        int pad = plan.stage == 0 ? 1 : plan.group_size;
-        ZT_CHECK(zt_layout_build(&lay, &cfg, plan.wrap, (size_t)plan.min_num_params, pad, &err) == ZT_OK);
+        run_odd(req, 2, "vol", &plan, &o, &cfg, &lay);
         uint64_t psi = lay.padded_numel, r = 2, root = lay.units[lay.root_unit].padded_numel;
         uint64_t *b = o.res.step_bytes, total = b[0] + b[1] + b[2];
         if (world == 1) {

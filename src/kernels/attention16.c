@@ -203,6 +203,18 @@ static pack16 pack_kv(void *pack, const float *qkv, int B, int T, int nh, int nk
     return p;
 }
 
+/* Per-thread scratch of the kernels (the kernels do not allocate). */
+static _Thread_local struct {
+    uint32_t qt2[PAIRS_HD * ATTN16_BLOCK];   /* Q^T pairs along d */
+    uint32_t dot2[PAIRS_HD * ATTN16_BLOCK];  /* dO^T pairs along d */
+    uint32_t qp[PAIRS_BLOCK * ATTN16_MAX_HD];  /* Q pairs of queries */
+    uint32_t dop[PAIRS_BLOCK * ATTN16_MAX_HD]; /* dO pairs of queries */
+    uint32_t a2[ATTN16_TILE / 2];            /* a packed P or dS tile */
+    uint32_t rows[ATTN16_BLOCK * PAIRS_HD];  /* a block's rows in bf16, for pairs_along_d */
+    float o[ATTN16_BLOCK * ATTN16_MAX_HD];   /* unnormalised O (block, hd) */
+    float st[ATTN16_TILE], dst[ATTN16_TILE]; /* S^T / P^T and dP^T / dS^T (key, query) */
+} s16;
+
 /* dst[p*ATTN16_BLOCK + r] = pair(src[r][2p], src[r][2p+1]) for r < nr, p < hd/2: rows of a
  * block as pairs along d, one row per lane; lanes nr.. are zero.  A row of bf16 values
  * read as 32-bit words is already its pairs along d, so this is a conversion of the
@@ -210,7 +222,7 @@ static pack16 pack_kv(void *pack, const float *qkv, int B, int T, int nh, int nk
 static void pairs_along_d(uint32_t *restrict dst, const float *restrict src, size_t lds, int nr,
                           int hd)
 {
-    static _Thread_local uint32_t rows[ATTN16_BLOCK * PAIRS_HD]; /* (row, pair) */
+    uint32_t *rows = s16.rows; /* (row, pair) */
     const int np = hd / 2;
     for (int r = 0; r < ATTN16_BLOCK; r++) {
         uint16_t *restrict d16 = (uint16_t *)(rows + (size_t)r * np);
@@ -274,16 +286,6 @@ static void tile_query_pairs(uint32_t *restrict dst, const float *restrict t, in
 }
 
 /* ---- forward ---------------------------------------------------------------------- */
-
-static _Thread_local struct {
-    uint32_t qt2[PAIRS_HD * ATTN16_BLOCK];   /* Q^T pairs along d */
-    uint32_t dot2[PAIRS_HD * ATTN16_BLOCK];  /* dO^T pairs along d */
-    uint32_t qp[PAIRS_BLOCK * ATTN16_MAX_HD];  /* Q pairs of queries */
-    uint32_t dop[PAIRS_BLOCK * ATTN16_MAX_HD]; /* dO pairs of queries */
-    uint32_t a2[ATTN16_TILE / 2];            /* a packed P or dS tile */
-    float o[ATTN16_BLOCK * ATTN16_MAX_HD];   /* unnormalised O (block, hd) */
-    float st[ATTN16_TILE], dst[ATTN16_TILE]; /* S^T / P^T and dP^T / dS^T (key, query) */
-} s16;
 
 void zt_attention16_forward(float *out, uint16_t *out_bf16, float *lse, const float *qkv,
                             void *pack, int B, int T, int nh, int nkv, int hd)
