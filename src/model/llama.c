@@ -240,6 +240,12 @@ static const void *dres_operand(const zt_model *m)
     return m->dres16 ? (const void *)m->dres16 : (const void *)m->dres;
 }
 
+/* The attention output as a product operand: its bf16 copy when operands are bf16. */
+static const void *att_operand(const zt_layer_acts *a)
+{
+    return a->att16 ? (const void *)a->att16 : (const void *)a->att;
+}
+
 /* ---- one decoder layer --------------------------------------------------- */
 
 static int layer_forward(zt_model *m, int l, const void *base, zt_err *err)
@@ -263,8 +269,7 @@ static int layer_forward(zt_model *m, int l, const void *base, zt_err *err)
     else
         zt_attention_forward_copy16(a->att, a->att16, a->lse, a->qkv, m->B, m->T, nh, nkv, hd);
     memcpy(a->h, a->x, (size_t)N * C * sizeof(float));
-    const void *att = a->att16 ? (const void *)a->att16 : (const void *)a->att;
-    if ((rc = linear_forward(m, a->h, att, w.o, C, Dq, 1.0f, err)))
+    if ((rc = linear_forward(m, a->h, att_operand(a), w.o, C, Dq, 1.0f, err)))
         return rc;
     zt_rmsnorm_forward(a->n2, m->opd, a->rstd2, a->h, norm_weight(m, w.mlp_norm), N, C, eps);
     if ((rc = linear_forward(m, a->gu, a->n2, w.gu, 2 * F, C, 0.0f, err)))
@@ -294,8 +299,7 @@ static int layer_backward(zt_model *m, int l, const void *base, float *gbase, zt
     zt_rmsnorm_backward_accumulate(m->dres, m->dres16, g.mlp_norm, m->dn, a->h,
                                    norm_weight(m, w.mlp_norm), a->rstd2, N, C);
     /* attention: h = x + att Wo^T */
-    const void *att = a->att16 ? (const void *)a->att16 : (const void *)a->att;
-    if ((rc = linear_backward(m, m->datt, g.o, dres_operand(m), att, w.o, C, Dq, err)))
+    if ((rc = linear_backward(m, m->datt, g.o, dres_operand(m), att_operand(a), w.o, C, Dq, err)))
         return rc;
     if (m->attn_pack)
         zt_attention16_backward(m->dqkv, m->datt, a->qkv, a->att, a->lse, m->attn_pack, m->B, m->T,
