@@ -129,7 +129,7 @@ static void test_engine_dtype_invariants(void)
             int rc;
             zt_plan p = resolve(ZT_FACE_FSDP, modes[m][0], modes[m][1], ZT_SHARDING_FULL_SHARD, -1, 1, &rc);
             zt_engine eng;
-            ZT_CHECK(zt_engine_init(&eng, &lay, p.prec, stage, &comm, &err) == ZT_OK);
+            ZT_CHECK(zt_engine_init(&eng, &lay, p.prec, stage, &p.overlap, &comm, &err) == ZT_OK);
             for (int u = 0; u < lay.nunits; u++) {
                 ZT_CHECK(zt_engine_check_dtypes(&eng, u, p.prec.reduce) == NULL);
                 zt_dtype other = p.prec.reduce == ZT_F32 ? ZT_BF16 : ZT_F32;

@@ -124,7 +124,7 @@ static void test_activation_estimate_matches_allocation(void)
         for (zt_dtype cd = ZT_F32; cd <= ZT_BF16; cd++) {
             zt_engine eng;
             ZT_CHECK(zt_engine_init(&eng, &lay, (zt_precision){ZT_F32, ZT_F32, cd, ZT_F32, ZT_F32, 0},
-                                    0, &comm, &err) == ZT_OK);
+                                    0, NULL, &comm, &err) == ZT_OK);
             for (int ckpt = 0; ckpt <= 1; ckpt++)
                 for (int B = 1; B <= 3; B += 2) {
                     zt_model m;

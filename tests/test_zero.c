@@ -65,6 +65,7 @@ typedef struct run_extra {
     int inject_rank;
     long save_steps;
     const char *resume_dir;
+    const zt_overlap *overlap; /* replaces the plan's overlap settings */
 } run_extra;
 static const run_extra *extra; /* set around a call to train() */
 
@@ -107,6 +108,8 @@ static int train(const char *fixture, zt_plan_request req, int B, int A, long st
         a.stop_after_steps = extra->stop_after;
         a.save_steps = extra->save_steps;
         a.resume_dir = extra->resume_dir;
+        if (extra->overlap)
+            a.plan.overlap = *extra->overlap;
     }
     int rc = zt_train(&a, &o->res, &err);
     ZT_CHECK_MSG(rc == ZT_OK, "rank %d: %s", rank, err.msg);
@@ -238,6 +241,87 @@ static void test_hybrid(void)
     equivalence(TIED, r, 2, "HYBRID_SHARD_ZERO2, A=2");
 }
 
+/* Overlap moves collectives, never numbers: the same plan with every overlap off,
+ * with prefetch both ways and the reduce-scatter in flight across the next unit's
+ * backward, and with BACKWARD_POST, gives bit-identical losses, norms and weights
+ * (fp32 reduce, whose in-flight send is the staging itself; bf16 reduce through its
+ * own buffer; accumulation, where the root's reduce-scatter is still in flight when
+ * the next micro-batch begins; hybrid, which sums replicas when one finishes).  The
+ * counters show the overlap happened: in stage 3 every layer unit is prefetched
+ * twice per micro-batch (the root's acquire starts the first layer's gather, the
+ * root's grad_begin the last layer's), and in a shard group of more than one rank
+ * every unit's reduce-scatter finishes after its grad_end returned. */
+static void overlap_case(const char *fixture, zt_plan_request req, int A, const char *name)
+{
+    static const zt_overlap off = {0, ZT_BACKWARD_PREFETCH_NONE, 0};
+    static const zt_overlap on = {1, ZT_BACKWARD_PREFETCH_PRE, 1};
+    static const zt_overlap post = {0, ZT_BACKWARD_PREFETCH_POST, 1};
+    const zt_overlap *modes[3] = {&off, &on, &post};
+    const long steps = 4;
+    run_out o[3];
+    zt_comm c;
+    zt_err err;
+    zt_plan plan;
+    ZT_CHECK(zt_plan_resolve(&req, world, &plan, &err) == ZT_OK);
+    zt_comm_create(&c, 1, &err);
+    for (int k = 0; k < 3; k++) {
+        memset(&o[k], 0, sizeof o[k]);
+        run_extra x = {0};
+        x.overlap = modes[k];
+        extra = &x;
+        char tag[64];
+        snprintf(tag, sizeof tag, "overlap%d", k);
+        train(fixture, req, 1, A, steps, &c, tag, &o[k]);
+        extra = NULL;
+    }
+    zt_comm_free(&c);
+    /* units the backward gathers: every layer unit (stage 3), per micro-step */
+    zt_layout lay;
+    zt_llama_config cfg;
+    char path[300];
+    snprintf(path, sizeof path, "%s/config.json", fixture);
+    ZT_CHECK(zt_hf_config_read(path, &cfg, &err) == ZT_OK);
+    ZT_CHECK(zt_layout_build(&lay, &cfg, plan.wrap, (size_t)plan.min_num_params, plan.group_size, &err) == ZT_OK);
+    long layer_units = lay.nunits - 1, micro = steps * A;
+    zt_layout_free(&lay);
+    int sharded = plan.group_size > 1;
+    ZT_CHECK_MSG(o[0].res.prefetch_used == 0 && o[0].res.reduce_overlapped == 0, "%s: overlap off overlapped", name);
+    if (plan.stage == 3)
+        ZT_CHECK_MSG(o[1].res.prefetch_used == micro * 2 * layer_units && o[1].res.prefetch_dropped == 0,
+                     "%s: %ld prefetches used, %ld dropped; want %ld, 0", name, o[1].res.prefetch_used,
+                     o[1].res.prefetch_dropped, micro * 2 * layer_units);
+    if (plan.stage == 3) /* BACKWARD_POST: each layer unit after the last one in backward */
+        ZT_CHECK_MSG(o[2].res.prefetch_used == micro * (layer_units - 1), "%s: POST prefetched %ld",
+                     name, o[2].res.prefetch_used);
+    if (sharded)
+        ZT_CHECK_MSG(o[1].res.reduce_overlapped == micro * (layer_units + 1), "%s: %ld reduce-scatters overlapped",
+                     name, o[1].res.reduce_overlapped);
+    if (rank != 0)
+        return;
+    for (int k = 1; k < 3; k++) {
+        ZT_CHECK(o[k].nsteps == steps);
+        for (int s = 0; s < steps; s++)
+            ZT_CHECK_MSG(o[k].loss[s] == o[0].loss[s] && o[k].gnorm[s] == o[0].gnorm[s],
+                         "%s, mode %d, step %d: loss %.9g vs %.9g", name, k, s + 1, o[k].loss[s], o[0].loss[s]);
+        ZT_CHECK_MSG(weights_diff_dirs(o[k].dir, o[0].dir) == 0.0, "%s, mode %d: weights differ", name, k);
+    }
+    printf("     %-34s %d ranks: bit-identical; %ld gathers prefetched, %ld reduce-scatters overlapped\n", name,
+           world, o[1].res.prefetch_used, o[1].res.reduce_overlapped);
+}
+
+static void test_overlap_is_bit_exact(void)
+{
+    zt_plan_request aligned = fsdp(ZT_SHARDING_FULL_SHARD);
+    aligned.torch_dtype = "bf16";
+    aligned.mixed_precision = "bf16";
+    zt_plan_request hybrid = fsdp(ZT_SHARDING_HYBRID_SHARD);
+    hybrid.ranks_per_node = world >= 4 ? 2 : 1;
+    overlap_case(ODD, fsdp(ZT_SHARDING_FULL_SHARD), 2, "FULL_SHARD fp32, A=2");
+    overlap_case(TIED, aligned, 1, "FULL_SHARD aligned bf16");
+    overlap_case(PADDED, fsdp(ZT_SHARDING_SHARD_GRAD_OP), 2, "SHARD_GRAD_OP fp32, odd sizes, A=2");
+    overlap_case(ODD, hybrid, 1, "HYBRID_SHARD fp32");
+}
+
 /* Train the untied_odd fixture (micro-batch 1, no accumulation) for `steps` over all
  * ranks under req's plan, and build the layout that plan gives the model, for the checks
  * of bytes against ZeRO's formulas. */
@@ -279,7 +363,11 @@ static void test_memory_accounting(void)
             maxP = lay.units[u].padded_numel > maxP ? lay.units[u].padded_numel : maxP;
         size_t want_master = psi / G * m, want_optim = 2 * psi / G * m;
         size_t want_grads = plan.stage <= 1 ? psi * m : psi / G * m;
-        size_t want_gathered = plan.stage == 3   ? 2 * maxP * c_sz
+        /* stage 3: the root, the unit in use and, with prefetch (FSDP's default
+         * BACKWARD_PRE), the next one */
+        size_t slots = plan.overlap.backward_prefetch != ZT_BACKWARD_PREFETCH_NONE ? 3 : 2;
+        slots = (size_t)lay.nunits < slots ? (size_t)lay.nunits : slots;
+        size_t want_gathered = plan.stage == 3   ? slots * maxP * c_sz
                                : plan.stage == 0 && plan.prec.master == plan.prec.compute ? 0
                                                                                           : psi * c_sz;
         ZT_CHECK_MSG(o.res.state.master == want_master, "stage %d master %zu, want %zu", plan.stage,
@@ -291,7 +379,7 @@ static void test_memory_accounting(void)
         ZT_CHECK_MSG(o.res.state.gathered == want_gathered, "stage %d gathered %zu, want %zu",
                      plan.stage, o.res.state.gathered, want_gathered);
         /* estimate-memory's numbers are the engine's, before anything is allocated */
-        zt_engine_bytes est = zt_engine_estimate(&lay, plan.prec, plan.stage, plan.group_size);
+        zt_engine_bytes est = zt_engine_estimate(&lay, plan.prec, plan.stage, plan.group_size, &plan.overlap);
         ZT_CHECK(est.master == o.res.state.master && est.grads == o.res.state.grads);
         ZT_CHECK(est.optim == o.res.state.optim && est.gathered == o.res.state.gathered);
         ZT_CHECK_MSG(est.comm == o.res.state.comm, "comm estimate %zu, measured %zu", est.comm, o.res.state.comm);
@@ -371,15 +459,15 @@ static void test_fp16_overflow_skips_on_every_rank(void)
     zt_comm comm;
     zt_err err;
     zt_comm_create(&comm, 1, &err);
-    run_extra inj = {3, 2, 0, world - 1, 0, NULL}; /* steps 3 and 4, on the last rank */
+    run_extra inj = {3, 2, 0, world - 1, 0, NULL, NULL}; /* steps 3 and 4, on the last rank */
     extra = &inj;
     train(TIED, req, 1, 1, 6, &comm, "fp16_inj", &a);
     ZT_CHECK_MSG(a.res.skipped_steps == 2, "rank %d skipped %ld steps", rank, a.res.skipped_steps);
     ZT_CHECK(a.res.loss_scale == 32768.0);
-    run_extra upto4 = {3, 2, 4, world - 1, 0, NULL};
+    run_extra upto4 = {3, 2, 4, world - 1, 0, NULL, NULL};
     extra = &upto4;
     train(TIED, req, 1, 1, 6, &comm, "fp16_inj4", &c);
-    run_extra upto2 = {0, 0, 2, 0, 0, NULL};
+    run_extra upto2 = {0, 0, 2, 0, 0, NULL, NULL};
     extra = &upto2;
     train(TIED, req, 1, 1, 6, &comm, "fp16_two", &b);
     extra = NULL;
@@ -411,11 +499,11 @@ static void resume_case(zt_plan_request req, const char *tag)
     zt_comm comm;
     zt_err err;
     zt_comm_create(&comm, 1, &err);
-    run_extra save = {0, 0, 0, 0, 3, NULL};
+    run_extra save = {0, 0, 0, 0, 3, NULL, NULL};
     extra = &save;
     train(TIED, req, 1, 1, 6, &comm, t1, &full);
     snprintf(ck, sizeof ck, "%s/%s/checkpoint-3", tmp, t1);
-    run_extra res = {0, 0, 0, 0, 0, ck};
+    run_extra res = {0, 0, 0, 0, 0, ck, NULL};
     extra = &res;
     train(TIED, req, 1, 1, 6, &comm, t2, &resumed);
     extra = NULL;
@@ -474,6 +562,7 @@ int main(int argc, char **argv)
     ZT_RUN(test_accumulation_every_stage);
     ZT_RUN(test_padding_odd_sizes);
     ZT_RUN(test_hybrid);
+    ZT_RUN(test_overlap_is_bit_exact);
     ZT_RUN(test_memory_accounting);
     ZT_RUN(test_communication_volume);
     ZT_RUN(test_fsdp_aligned_equals_deepspeed);

@@ -28,7 +28,7 @@ static int print_memory(FILE *f, const zt_llama_config *cfg, const zt_plan *p, i
     int rc = zt_layout_build(&lay, cfg, p->wrap, (size_t)p->min_num_params, p->group_size, err);
     if (rc)
         return rc;
-    zt_engine_bytes b = zt_engine_estimate(&lay, p->prec, p->stage, p->group_size);
+    zt_engine_bytes b = zt_engine_estimate(&lay, p->prec, p->stage, p->group_size, &p->overlap);
     size_t act = zt_model_activation_bytes(cfg, B, T, ckpt, p->prec.compute);
     size_t maxu = 0;
     for (int u = 0; u < lay.nunits; u++)
@@ -41,7 +41,7 @@ static int print_memory(FILE *f, const zt_llama_config *cfg, const zt_plan *p, i
     fprintf(f, "  gathered params  %10.2f MiB\n  comm buffers     %10.2f MiB\n  activations      %10.2f MiB\n",
             (double)b.gathered / MiB, (double)b.comm / MiB, (double)act / MiB);
     /* bytes per parameter before sharding: the same plan on one rank */
-    zt_engine_bytes one = zt_engine_estimate(&lay, p->prec, 0, 1);
+    zt_engine_bytes one = zt_engine_estimate(&lay, p->prec, 0, 1, NULL);
     fprintf(f, "  total            %10.2f MiB (model state %.2f MiB per rank; %.2f bytes/parameter unsharded)\n",
             (double)(b.master + b.grads + b.optim + b.gathered + b.comm + act) / MiB,
             (double)(b.master + b.grads + b.optim) / MiB,
@@ -64,10 +64,6 @@ static void print_plan_details(FILE *f, const zt_settings *st, const zt_plan *p)
         fprintf(f, "loss scaling:     dynamic, initial 2^%g, window %ld, hysteresis %d, min %g\n",
                 p->ls_initial_scale_power, p->ls_window, p->ls_hysteresis, p->ls_min_scale);
     const zt_accel_config *ac = &st->accel;
-    if (!strcmp(ac->distributed_type, "FSDP"))
-        fprintf(f, "prefetch:         backward %s, forward %s (ztrain gathers one unit at a time; reported, "
-                "not yet used to overlap)\n", ac->fsdp_backward_prefetch[0] ? ac->fsdp_backward_prefetch : "BACKWARD_PRE",
-                ac->fsdp_forward_prefetch == 1 ? "on" : "off");
     if (ac->fsdp_offload_params == 1 || !strcmp(ac->offload_optimizer_device, "cpu") ||
         !strcmp(ac->offload_param_device, "cpu") || !strcmp(st->ds.offload_optimizer_device, "cpu") ||
         !strcmp(st->ds.offload_param_device, "cpu"))
@@ -234,7 +230,9 @@ int zt_cmd_estimate_memory(int argc, char **argv, zt_err *err)
     for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
         printf("| %s |", modes[i].name);
         for (int stage = 0; stage <= 3; stage++) {
-            zt_engine_bytes b = zt_engine_estimate(&lay, modes[i].prec, stage, world);
+            /* FSDP's default overlap: stage 3 holds one prefetched unit more */
+            zt_overlap ov = {0, ZT_BACKWARD_PREFETCH_PRE, 1};
+            zt_engine_bytes b = zt_engine_estimate(&lay, modes[i].prec, stage, world, &ov);
             printf(" %.1f |", (double)(b.master + b.grads + b.optim + b.gathered) / MiB);
         }
         printf("\n");

@@ -152,21 +152,48 @@ void zt_comm_allgather(zt_comm *c, void *full, const void *shard, size_t n, zt_d
     }
 }
 
-void zt_comm_reduce_scatter(zt_comm *c, void *shard, const void *full, size_t n, zt_dtype dt)
+/* shard[i] = sum over members j, in order, of slices[j * per + i]; a 16-bit sum
+ * is rounded after each addition, as the 16-bit MPI ops above round. */
+static void sum_slices(void *shard, const void *slices, size_t per, int G, zt_dtype dt)
 {
-    size_t es = zt_dtype_size(dt), per = n / (size_t)c->shard_size;
-    if (c->shard_size == 1) {
-        if (shard != full)
-            memcpy(shard, full, n * es);
-        return;
+    if (dt == ZT_F32) {
+        float *restrict out = shard;
+        const float *restrict in = slices;
+        #pragma omp parallel for simd schedule(static) if (per >= 65536)
+        for (size_t i = 0; i < per; i++) {
+            float s = in[i];
+            for (int j = 1; j < G; j++)
+                s += in[(size_t)j * per + i];
+            out[i] = s;
+        }
+    } else if (dt == ZT_BF16) {
+        uint16_t *restrict out = shard;
+        const uint16_t *restrict in = slices;
+        #pragma omp parallel for simd schedule(static) if (per >= 65536)
+        for (size_t i = 0; i < per; i++) {
+            float s = zt_bf16_to_f32(in[i]);
+            for (int j = 1; j < G; j++)
+                s = zt_round_bf16(s + zt_bf16_to_f32(in[(size_t)j * per + i]));
+            out[i] = zt_f32_to_bf16(s);
+        }
+    } else {
+        uint16_t *out = shard;
+        const uint16_t *in = slices;
+        for (size_t i = 0; i < per; i++) {
+            float s = zt_f16_to_f32(in[i]);
+            for (int j = 1; j < G; j++)
+                s = zt_f16_to_f32(zt_f32_to_f16(s + zt_f16_to_f32(in[(size_t)j * per + i])));
+            out[i] = zt_f32_to_f16(s);
+        }
     }
-    c->bytes[ZT_COLL_REDUCE_SCATTER] += n * es;
-    c->calls[ZT_COLL_REDUCE_SCATTER]++;
+}
+
+/* Slices of more than CHUNK elements: one MPI_Reduce per member and chunk, in
+ * MPI's order (blocking; buffers this large do not occur in training). */
+static void reduce_scatter_huge(zt_comm *c, void *shard, const void *full, size_t per, zt_dtype dt)
+{
+    size_t es = zt_dtype_size(dt);
     MPI_Comm comm = scope_comm(c, ZT_SCOPE_SHARD);
-    if (per <= CHUNK) {
-        MPI_Reduce_scatter_block(full, shard, (int)per, mpi_type(dt), mpi_sum(dt), comm);
-        return;
-    }
     for (int r = 0; r < c->shard_size; r++) {
         const char *src = (const char *)full + (size_t)r * per * es;
         for (size_t off = 0; off < per; off += CHUNK) {
@@ -175,6 +202,82 @@ void zt_comm_reduce_scatter(zt_comm *c, void *shard, const void *full, size_t n,
                        r, comm);
         }
     }
+}
+
+_Static_assert(sizeof(MPI_Request) <= sizeof(((zt_comm_op *)0)->request), "MPI_Request storage");
+static MPI_Request *op_request(zt_comm_op *op) { return (MPI_Request *)(void *)op->request; }
+
+void zt_comm_start_allgather(zt_comm *c, zt_comm_op *op, void *full, size_t n, zt_dtype dt)
+{
+    size_t es = zt_dtype_size(dt), per = n / (size_t)c->shard_size;
+    memset(op, 0, sizeof *op);
+    if (c->shard_size == 1)
+        return;
+    if (per > CHUNK) { /* the blocking path's broadcasts; the shard is read from its slot */
+        zt_comm_allgather(c, full, (char *)full + (size_t)c->shard_rank * per * es, n, dt);
+        return;
+    }
+    c->bytes[ZT_COLL_ALLGATHER] += n * es;
+    c->calls[ZT_COLL_ALLGATHER]++;
+    op->active = 1;
+    op->kind = ZT_COLL_ALLGATHER;
+    op->send = full;
+    MPI_Iallgather(MPI_IN_PLACE, 0, mpi_type(dt), full, (int)per, mpi_type(dt),
+                   scope_comm(c, ZT_SCOPE_SHARD), op_request(op));
+}
+
+void zt_comm_start_reduce_scatter(zt_comm *c, zt_comm_op *op, void *shard, const void *full,
+                                  void *slices, size_t n, zt_dtype dt)
+{
+    size_t es = zt_dtype_size(dt), per = n / (size_t)c->shard_size;
+    memset(op, 0, sizeof *op);
+    if (c->shard_size == 1) {
+        if (shard != full)
+            memcpy(shard, full, n * es);
+        return;
+    }
+    c->bytes[ZT_COLL_REDUCE_SCATTER] += n * es;
+    c->calls[ZT_COLL_REDUCE_SCATTER]++;
+    if (per > CHUNK) {
+        reduce_scatter_huge(c, shard, full, per, dt);
+        return;
+    }
+    op->active = 1;
+    op->kind = ZT_COLL_REDUCE_SCATTER;
+    op->shard = shard;
+    op->slices = slices;
+    op->send = full;
+    op->per = per;
+    op->dt = dt;
+    MPI_Ialltoall(full, (int)per, mpi_type(dt), slices, (int)per, mpi_type(dt),
+                  scope_comm(c, ZT_SCOPE_SHARD), op_request(op));
+}
+
+int zt_comm_test(zt_comm *c, zt_comm_op *op)
+{
+    (void)c;
+    int done = 1;
+    if (op->active)
+        MPI_Test(op_request(op), &done, MPI_STATUS_IGNORE);
+    return done;
+}
+
+void zt_comm_wait(zt_comm *c, zt_comm_op *op)
+{
+    if (!op->active)
+        return;
+    MPI_Wait(op_request(op), MPI_STATUS_IGNORE);
+    if (op->kind == ZT_COLL_REDUCE_SCATTER)
+        sum_slices(op->shard, op->slices, op->per, c->shard_size, op->dt);
+    op->active = 0;
+}
+
+void zt_comm_reduce_scatter(zt_comm *c, void *shard, const void *full, void *slices, size_t n,
+                            zt_dtype dt)
+{
+    zt_comm_op op;
+    zt_comm_start_reduce_scatter(c, &op, shard, full, slices, n, dt);
+    zt_comm_wait(c, &op);
 }
 
 void zt_comm_allreduce(zt_comm *c, void *buf, size_t n, zt_dtype dt, int scope)

@@ -50,8 +50,42 @@ void zt_comm_free(zt_comm *c);
 
 /* full (n elements) <- concatenation of every shard-group member's shard (n/G each). */
 void zt_comm_allgather(zt_comm *c, void *full, const void *shard, size_t n, zt_dtype dt);
-/* shard (n/G) <- sum over the shard group of the matching slice of full (n). */
-void zt_comm_reduce_scatter(zt_comm *c, void *shard, const void *full, size_t n, zt_dtype dt);
+/* shard (n/G) <- sum over the shard group of the matching slice of full (n).
+ *
+ * It runs as an all-to-all of the slices into `slices` (scratch of n elements in
+ * dt: member j's slice lands at j*n/G) and a sum over members in rank order,
+ * here, on this rank.  On one machine Open MPI's MPI_Reduce_scatter_block moved
+ * the same bytes 3x slower (docs/performance.md), and the fixed order makes the
+ * sum the same whatever algorithm MPI picks.  Every member sums its own slice, so
+ * the reduction's work is spread evenly. */
+void zt_comm_reduce_scatter(zt_comm *c, void *shard, const void *full, void *slices, size_t n,
+                            zt_dtype dt);
+
+/* A collective in flight.  zt_comm_start_* begins it, zt_comm_test lets MPI move
+ * its data while the caller computes (call it between pieces of work: with one
+ * thread per rank, MPI advances a nonblocking collective only inside MPI calls),
+ * and zt_comm_wait finishes it.  Until then its buffers belong to MPI.  The
+ * results are exactly those of the blocking calls above. */
+typedef struct zt_comm_op {
+    int active;                 /* started, not yet waited for */
+    zt_coll_kind kind;
+    uint64_t request[2];        /* the MPI_Request, opaque here */
+    void *shard;                /* reduce-scatter: where the sum goes (n/G) */
+    const void *slices;         /* reduce-scatter: the members' slices (n) */
+    const void *send;           /* the buffer MPI reads until the op is done */
+    size_t per;                 /* n / G */
+    zt_dtype dt;
+} zt_comm_op;
+
+/* In place: this member's shard is already at its slot of full (offset
+ * shard_rank * n/G); the others' shards arrive in theirs. */
+void zt_comm_start_allgather(zt_comm *c, zt_comm_op *op, void *full, size_t n, zt_dtype dt);
+/* As zt_comm_reduce_scatter; full and slices must stay untouched until the wait. */
+void zt_comm_start_reduce_scatter(zt_comm *c, zt_comm_op *op, void *shard, const void *full,
+                                  void *slices, size_t n, zt_dtype dt);
+/* 1 when op's data has moved (or op is idle); the reduce-scatter's sum is left to the wait. */
+int zt_comm_test(zt_comm *c, zt_comm_op *op);
+void zt_comm_wait(zt_comm *c, zt_comm_op *op);
 /* buf (n) <- sum of buf over the shard group (scope 0), the replica group (1) or the world (2). */
 void zt_comm_allreduce(zt_comm *c, void *buf, size_t n, zt_dtype dt, int scope);
 /* Sum of a double over a scope, not counted as traffic (norms, losses). */

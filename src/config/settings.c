@@ -23,6 +23,7 @@ void zt_settings_defaults(zt_settings *s)
     s->max_grad_norm = 1.0;
     s->schedule = "linear";
     s->num_processes = -1;
+    s->forward_prefetch = -1;
     zt_accel_config_init(&s->accel);
     zt_ds_config_init(&s->ds);
 }
@@ -50,6 +51,10 @@ static void apply_accelerate(zt_settings *s)
         s->wrap = ac->fsdp_auto_wrap_policy;
     if (fsdp && ac->fsdp_min_num_params >= 0 && !given(s, "fsdp_min_num_params"))
         s->min_num_params = ac->fsdp_min_num_params;
+    if (fsdp && ac->fsdp_backward_prefetch[0] && !given(s, "fsdp_backward_prefetch"))
+        s->backward_prefetch = ac->fsdp_backward_prefetch;
+    if (fsdp && ac->fsdp_forward_prefetch >= 0 && !given(s, "fsdp_forward_prefetch"))
+        s->forward_prefetch = ac->fsdp_forward_prefetch;
     if (fsdp && ac->fsdp_activation_checkpointing == 1 && !given(s, "gradient_checkpointing"))
         s->checkpointing = 1;
     if (ds && ac->zero_stage >= 0 && !given(s, "zero_stage"))
@@ -171,6 +176,15 @@ int zt_settings_resolve(zt_settings *s, int world, int hidden_size, zt_dtype con
     req->reduce_dtype = s->reduce_dtype;
     req->ranks_per_node = s->ranks_per_node;
     req->master_compensation = s->compensation;
+    req->backward_prefetch = s->backward_prefetch;
+    req->forward_prefetch = s->forward_prefetch;
+    if (s->have_ds) {
+        req->overlap_comm = s->ds.overlap_comm;
+        req->prefetch_bucket = s->ds_resolved.stage3_prefetch_bucket_size;
+    }
+    if ((s->backward_prefetch || s->forward_prefetch >= 0) && !s->use_fsdp)
+        return zt_fail(err, ZT_EINPUT, "fsdp_backward_prefetch and fsdp_forward_prefetch need FSDP (--use_fsdp or "
+                       "distributed_type FSDP); DeepSpeed prefetches by stage3_prefetch_bucket_size");
     if (s->strategy && zt_sharding_parse(s->strategy, &req->sharding) != 0)
         return zt_fail(err, ZT_EINPUT, "fsdp_sharding_strategy: expected FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, "
                        "HYBRID_SHARD or HYBRID_SHARD_ZERO2 (or 1-5), got '%s'", s->strategy);

@@ -20,6 +20,8 @@ typedef struct zt_settings {
     /* plan */
     int use_fsdp, use_deepspeed, zero_stage, ranks_per_node;
     const char *torch_dtype, *mixed_precision, *strategy, *wrap, *reduce_dtype, *compensation;
+    const char *backward_prefetch; /* FSDP; NULL: BACKWARD_PRE */
+    int forward_prefetch;          /* FSDP; -1: not said (off) */
     long min_num_params;
     /* training */
     int block_size, batch, accum, shuffle, checkpointing;

@@ -11,8 +11,58 @@
 static size_t bytes_of(size_t numel, zt_dtype dt) { return numel * zt_dtype_size(dt); }
 static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
 
+const char *zt_backward_prefetch_name(zt_backward_prefetch p)
+{
+    return p == ZT_BACKWARD_PREFETCH_PRE ? "BACKWARD_PRE" : p == ZT_BACKWARD_PREFETCH_POST ? "BACKWARD_POST"
+                                                                                         : "NO_PREFETCH";
+}
+
+/* The buffers whose number depends on the overlap (init and estimate agree on them). */
+static int gather_pool_slots(const zt_layout *lay, int stage, const zt_overlap *ov)
+{
+    if (stage != 3)
+        return 0;
+    int prefetch = ov && (ov->forward_prefetch || ov->backward_prefetch != ZT_BACKWARD_PREFETCH_NONE);
+    int slots = prefetch ? ZT_GATHER_POOL : 2;
+    return lay->nunits < slots ? lay->nunits : slots;
+}
+
+/* An overlapped fp32 reduce-scatter sends the staging itself, so a second one
+ * takes the next unit's gradient meanwhile. */
+static int needs_spare_staging(zt_precision prec, int stage, int group_size, const zt_overlap *ov)
+{
+    return stage >= 2 && group_size > 1 && ov && ov->overlap_reduce && prec.reduce == ZT_F32;
+}
+
+/* next_fwd / next_bwd from the layer order: the root unit comes first in the
+ * forward (its embeddings) and first in the backward (its lm_head). */
+static int unit_order(zt_engine *eng)
+{
+    const zt_layout *lay = eng->lay;
+    size_t bytes = (size_t)lay->nunits * sizeof(int);
+    eng->next_fwd = zt_alloc(ZT_MEM_OTHER, bytes);
+    eng->next_bwd = zt_alloc(ZT_MEM_OTHER, bytes);
+    if (!eng->next_fwd || !eng->next_bwd)
+        return ZT_EFAIL;
+    for (int u = 0; u < lay->nunits; u++)
+        eng->next_fwd[u] = eng->next_bwd[u] = -1;
+    int prev = lay->root_unit;
+    for (int l = 0; l < lay->num_layers; l++) {
+        int u = lay->layer_unit[l];
+        if (u == lay->root_unit || u == prev)
+            continue;
+        eng->next_fwd[prev] = u;
+        if (prev != lay->root_unit)
+            eng->next_bwd[u] = prev;
+        prev = u;
+    }
+    if (prev != lay->root_unit)
+        eng->next_bwd[lay->root_unit] = prev;
+    return ZT_OK;
+}
+
 int zt_engine_init(zt_engine *eng, const zt_layout *lay, zt_precision prec, int stage,
-                   zt_comm *comm, zt_err *err)
+                   const zt_overlap *overlap, zt_comm *comm, zt_err *err)
 {
     memset(eng, 0, sizeof *eng);
     eng->lay = lay;
@@ -21,14 +71,19 @@ int zt_engine_init(zt_engine *eng, const zt_layout *lay, zt_precision prec, int 
     eng->comm = comm;
     eng->group_size = stage == 0 ? 1 : comm->shard_size;
     eng->group_rank = stage == 0 ? 0 : comm->shard_rank;
+    eng->gather_unit = eng->reduce_unit = -1;
+    if (overlap)
+        eng->overlap = *overlap;
     if (stage < 0 || stage > 3)
         return zt_fail(err, ZT_EINPUT, "ZeRO stage %d: expected 0, 1, 2 or 3", stage);
     if (lay->shard_group % comm->shard_size != 0)
         return zt_fail(err, ZT_EFAIL, "layout padded to %d, not a multiple of the shard group %d",
                        lay->shard_group, comm->shard_size);
     eng->units = zt_alloc(ZT_MEM_OTHER, (size_t)lay->nunits * sizeof *eng->units);
-    if (!eng->units)
+    if (!eng->units || unit_order(eng) != ZT_OK) {
+        zt_engine_free(eng);
         return zt_fail(err, ZT_EFAIL, "out of memory for the engine's unit table");
+    }
     size_t max_full = 0, max_shard = 0;
     zt_dtype md = prec.master, cd = prec.compute;
     for (int u = 0; u < lay->nunits; u++) {
@@ -67,26 +122,29 @@ int zt_engine_init(zt_engine *eng, const zt_layout *lay, zt_precision prec, int 
      * communication buffer, not as model state. */
     eng->staging_root = zt_alloc(ZT_MEM_COMM, eng->staging_root_numel * sizeof(float));
     eng->staging_layers = zt_alloc(ZT_MEM_COMM, eng->staging_layers_numel * sizeof(float));
+    size_t spare_numel = needs_spare_staging(prec, stage, eng->group_size, overlap) ? eng->staging_layers_numel : 0;
+    eng->staging_spare = zt_alloc(ZT_MEM_COMM, spare_numel * sizeof(float));
     /* comm_full holds a unit's gradient in the reduce dtype when that is not
      * fp32 (or not the master dtype, for the stage 0-1 reduction); comm_shard
-     * receives a reduce-scatter or sends a compute-dtype shard, so it exists
-     * only when there is a group to talk to. */
+     * and comm_slices take a reduce-scatter's result and the slices it sums, so
+     * they exist only when there is a group to talk to. */
     size_t rs = zt_dtype_size(prec.reduce);
     int need_full = prec.reduce != ZT_F32 || (stage <= 1 && prec.reduce != md);
+    int scatter = eng->group_size > 1;
     eng->comm_full_bytes = need_full ? max_full * rs : 0;
-    eng->comm_shard_bytes =
-        eng->group_size > 1 ? max_shard * max_sz(max_sz(rs, zt_dtype_size(cd)), zt_dtype_size(md)) : 0;
+    eng->comm_shard_bytes = scatter ? max_shard * rs : 0;
+    eng->comm_slices_bytes = scatter ? max_full * rs : 0;
     eng->comm_full = zt_alloc(ZT_MEM_COMM, eng->comm_full_bytes);
     eng->comm_shard = zt_alloc(ZT_MEM_COMM, eng->comm_shard_bytes);
+    eng->comm_slices = zt_alloc(ZT_MEM_COMM, eng->comm_slices_bytes);
     int ok = (!eng->staging_root_numel || eng->staging_root) &&
-             (!eng->staging_layers_numel || eng->staging_layers) &&
-             (!eng->comm_full_bytes || eng->comm_full) && (!eng->comm_shard_bytes || eng->comm_shard);
-    if (stage == 3) {
-        /* At most the root unit and one layer unit are gathered at once. */
-        eng->pool_bytes = bytes_of(max_full, cd);
-        for (int i = 0; i < ZT_GATHER_POOL && i < lay->nunits && i < 2; i++)
-            ok = ok && (eng->pool[i] = zt_alloc(ZT_MEM_GATHERED, eng->pool_bytes));
-    }
+             (!eng->staging_layers_numel || eng->staging_layers) && (!spare_numel || eng->staging_spare) &&
+             (!eng->comm_full_bytes || eng->comm_full) && (!eng->comm_shard_bytes || eng->comm_shard) &&
+             (!eng->comm_slices_bytes || eng->comm_slices);
+    /* stage 3: the root unit, one layer unit and, with prefetch, the next one */
+    eng->pool_bytes = stage == 3 ? bytes_of(max_full, cd) : 0;
+    for (int i = 0; i < gather_pool_slots(lay, stage, overlap); i++)
+        ok = ok && (eng->pool[i] = zt_alloc(ZT_MEM_GATHERED, eng->pool_bytes));
     if (!ok) {
         zt_engine_free(eng);
         return zt_fail(err, ZT_EFAIL, "out of memory for gradient staging and communication buffers");
@@ -96,6 +154,8 @@ int zt_engine_init(zt_engine *eng, const zt_layout *lay, zt_precision prec, int 
 
 void zt_engine_free(zt_engine *eng)
 {
+    if (eng->units)
+        zt_engine_drain(eng);
     if (eng->units) {
         for (int u = 0; u < eng->lay->nunits; u++) {
             zt_unit_state *us = &eng->units[u];
@@ -115,8 +175,15 @@ void zt_engine_free(zt_engine *eng)
         zt_free(ZT_MEM_GATHERED, eng->pool[i], eng->pool_bytes);
     zt_free(ZT_MEM_COMM, eng->staging_root, eng->staging_root_numel * sizeof(float));
     zt_free(ZT_MEM_COMM, eng->staging_layers, eng->staging_layers_numel * sizeof(float));
+    zt_free(ZT_MEM_COMM, eng->staging_spare,
+            eng->staging_spare ? eng->staging_layers_numel * sizeof(float) : 0);
     zt_free(ZT_MEM_COMM, eng->comm_full, eng->comm_full_bytes);
     zt_free(ZT_MEM_COMM, eng->comm_shard, eng->comm_shard_bytes);
+    zt_free(ZT_MEM_COMM, eng->comm_slices, eng->comm_slices_bytes);
+    if (eng->lay) {
+        zt_free(ZT_MEM_OTHER, eng->next_fwd, (size_t)eng->lay->nunits * sizeof(int));
+        zt_free(ZT_MEM_OTHER, eng->next_bwd, (size_t)eng->lay->nunits * sizeof(int));
+    }
     memset(eng, 0, sizeof *eng);
 }
 
@@ -205,23 +272,25 @@ int zt_engine_full_grads(zt_engine *eng, float **vals, zt_err *err)
     return full_values(eng, vals, 1, err);
 }
 
-/* This rank's shard of unit u in the compute dtype, gathered over the group into dst (P). */
-static void gather_compute(zt_engine *eng, int u, void *dst)
+/* Start gathering unit u's compute-dtype parameters into dst (P elements): this
+ * rank's shard is converted into its own slot of dst, and the group fills the
+ * others (an in-place all-gather, so no send buffer is held while it runs). */
+static void start_gather(zt_engine *eng, int u, void *dst, zt_comm_op *op)
 {
     zt_unit_state *us = &eng->units[u];
     size_t P = eng->lay->units[u].padded_numel;
     zt_dtype cd = eng->prec.compute;
-    if (eng->group_size == 1) {
-        zt_convert(dst, cd, us->master, eng->prec.master, P);
-        return;
-    }
-    /* the shard goes out as it is when it is already in the compute dtype */
-    const void *send = us->master;
-    if (cd != eng->prec.master) {
-        zt_convert(eng->comm_shard, cd, us->master, eng->prec.master, us->shard_numel);
-        send = eng->comm_shard;
-    }
-    zt_comm_allgather(eng->comm, dst, send, P, cd);
+    void *mine = (char *)dst + (size_t)eng->group_rank * us->shard_numel * zt_dtype_size(cd);
+    zt_convert(mine, cd, us->master, eng->prec.master, us->shard_numel);
+    zt_comm_start_allgather(eng->comm, op, dst, P, cd);
+}
+
+/* This rank's shard of unit u in the compute dtype, gathered over the group into dst (P). */
+static void gather_compute(zt_engine *eng, int u, void *dst)
+{
+    zt_comm_op op;
+    start_gather(eng, u, dst, &op);
+    zt_comm_wait(eng->comm, &op);
 }
 
 void zt_engine_refresh_gathered(zt_engine *eng)
@@ -233,20 +302,73 @@ void zt_engine_refresh_gathered(zt_engine *eng)
             gather_compute(eng, u, eng->units[u].gathered);
 }
 
+/* Stage 3's pool of gathered buffers: a free slot for unit u, or -1. */
+static int take_slot(zt_engine *eng, int u)
+{
+    for (int i = 0; i < ZT_GATHER_POOL; i++)
+        if (eng->pool[i] && !eng->pool_used[i]) {
+            eng->pool_used[i] = 1;
+            eng->units[u].pool_slot = i;
+            return i;
+        }
+    return -1;
+}
+
+static void free_slot(zt_engine *eng, int u)
+{
+    zt_unit_state *us = &eng->units[u];
+    eng->pool_used[us->pool_slot] = 0;
+    us->pool_slot = -1;
+    us->gathered = NULL; /* resharded: only the master shard remains */
+}
+
+/* Stage 3: start gathering unit u ahead of its use, when it is not gathered, no
+ * other prefetch is in flight and the pool has a slot. */
+static void prefetch(zt_engine *eng, int u)
+{
+    if (eng->stage != 3 || u < 0 || eng->gather_unit >= 0 || eng->units[u].pool_slot >= 0)
+        return;
+    int slot = take_slot(eng, u);
+    if (slot < 0)
+        return;
+    eng->gather_unit = u;
+    start_gather(eng, u, eng->pool[slot], &eng->gather_op);
+}
+
+/* Finish a prefetch that is not going to be used and give its slot back. */
+static void drop_prefetch(zt_engine *eng)
+{
+    if (eng->gather_unit < 0)
+        return;
+    zt_comm_wait(eng->comm, &eng->gather_op);
+    free_slot(eng, eng->gather_unit);
+    eng->gather_unit = -1;
+    eng->prefetch_dropped++;
+}
+
 const void *zt_engine_acquire(zt_engine *eng, int unit)
 {
     zt_unit_state *us = &eng->units[unit];
+    if (unit == eng->lay->root_unit && us->acquired == 0)
+        eng->in_backward = 0; /* the root is acquired first: a new forward begins */
     if (eng->stage == 3 && us->acquired == 0) {
-        int slot = -1;
-        for (int i = 0; i < ZT_GATHER_POOL && slot < 0; i++)
-            if (eng->pool[i] && !eng->pool_used[i])
-                slot = i;
-        /* the model holds at most the root and one layer unit: a free slot exists */
-        assert(slot >= 0 && "stage 3: more units acquired than the gather pool holds");
-        eng->pool_used[slot] = 1;
-        us->pool_slot = slot;
-        us->gathered = eng->pool[slot];
-        gather_compute(eng, unit, us->gathered);
+        if (eng->gather_unit == unit) { /* prefetched: its data may still be arriving */
+            zt_comm_wait(eng->comm, &eng->gather_op);
+            eng->gather_unit = -1;
+            eng->prefetch_used++;
+        } else {
+            int slot = us->pool_slot >= 0 ? us->pool_slot : take_slot(eng, unit);
+            if (slot < 0) { /* the pool is full of a prefetch the model did not follow */
+                drop_prefetch(eng);
+                slot = take_slot(eng, unit);
+            }
+            /* the model holds at most the root and one layer unit: a free slot exists */
+            assert(slot >= 0 && "stage 3: more units acquired than the gather pool holds");
+            gather_compute(eng, unit, eng->pool[slot]);
+        }
+        us->gathered = eng->pool[us->pool_slot];
+        if (!eng->in_backward && eng->overlap.forward_prefetch)
+            prefetch(eng, eng->next_fwd[unit]);
     }
     us->acquired++;
     assert(us->gathered != NULL);
@@ -258,11 +380,8 @@ void zt_engine_release(zt_engine *eng, int unit)
 {
     zt_unit_state *us = &eng->units[unit];
     assert(us->acquired > 0 && "release without acquire");
-    if (--us->acquired == 0 && eng->stage == 3) {
-        eng->pool_used[us->pool_slot] = 0;
-        us->pool_slot = -1;
-        us->gathered = NULL; /* resharded: only the master shard remains */
-    }
+    if (--us->acquired == 0 && eng->stage == 3)
+        free_slot(eng, unit);
 }
 
 /* Gradients accumulate on this rank, with nothing to communicate until the step. */
@@ -271,11 +390,47 @@ static int local_accumulation(const zt_engine *eng)
     return eng->stage <= 1 || (eng->group_size == 1 && eng->comm->replica_size == 1);
 }
 
+static void accumulate(void *acc, zt_dtype md, const void *x, zt_dtype xd, size_t n);
+
+/* Stages 2-3: finish the reduce-scatter in flight and add its shard to the
+ * owner's accumulator (after summing over hybrid replicas). */
+static void finish_reduce(zt_engine *eng)
+{
+    int u = eng->reduce_unit;
+    if (u < 0)
+        return;
+    zt_unit_state *us = &eng->units[u];
+    zt_comm *c = eng->comm;
+    zt_dtype rd = eng->prec.reduce;
+    zt_comm_wait(c, &eng->reduce_op);
+    eng->reduce_unit = -1;
+    if (c->replica_size > 1) /* hybrid: replicas hold the same slice; sum them */
+        zt_comm_allreduce(c, eng->comm_shard, us->shard_numel, rd, ZT_SCOPE_REPLICA);
+    accumulate(us->grad, eng->prec.master, eng->comm_shard, rd, us->shard_numel);
+}
+
+void zt_engine_progress(zt_engine *eng)
+{
+    if (eng->gather_unit >= 0)
+        zt_comm_test(eng->comm, &eng->gather_op);
+    if (eng->reduce_unit >= 0)
+        zt_comm_test(eng->comm, &eng->reduce_op);
+}
+
+void zt_engine_drain(zt_engine *eng)
+{
+    finish_reduce(eng);
+    drop_prefetch(eng);
+}
+
 float *zt_engine_grad_begin(zt_engine *eng, int unit)
 {
     zt_unit_state *us = &eng->units[unit];
     size_t full = eng->lay->units[unit].padded_numel;
     assert(us->staging == NULL && "grad_begin twice");
+    eng->in_backward = 1;
+    if (eng->overlap.backward_prefetch == ZT_BACKWARD_PREFETCH_PRE)
+        prefetch(eng, eng->next_bwd[unit]);
     /* An fp32 accumulator that is still zero can take the products directly: what
      * grad_end would add to it is the staging itself (rounded to the reduce dtype),
      * so the staging's clearing and the extra pass are skipped. */
@@ -284,7 +439,15 @@ float *zt_engine_grad_begin(zt_engine *eng, int unit)
         us->staging = us->grad;
         return us->staging;
     }
-    us->staging = unit == eng->lay->root_unit ? eng->staging_root : eng->staging_layers;
+    float *staging = unit == eng->lay->root_unit ? eng->staging_root : eng->staging_layers;
+    if (eng->reduce_unit >= 0 && eng->reduce_op.send == staging) {
+        /* a reduce-scatter in flight still reads this staging: take the spare, or wait */
+        if (staging == eng->staging_layers && eng->staging_spare)
+            staging = eng->staging_spare;
+        else
+            finish_reduce(eng);
+    }
+    us->staging = staging;
     memset(us->staging, 0, full * sizeof(float));
     return us->staging;
 }
@@ -374,27 +537,37 @@ void zt_engine_grad_end(zt_engine *eng, int unit)
             accumulate(us->grad, md, eng->comm_full, rd, P);
         }
     } else {
-        /* Stages 2-3: reduce-scatter now, in the reduce dtype, into the owner's shard. */
+        /* Stages 2-3: reduce-scatter now, in the reduce dtype, into the owner's
+         * shard; with overlap it runs while the next unit's backward computes. */
         zt_comm *c = eng->comm;
+        /* the root's gradient closes the backward: nothing comes after it */
+        if (eng->overlap.backward_prefetch == ZT_BACKWARD_PREFETCH_POST && unit != eng->lay->root_unit)
+            prefetch(eng, eng->next_bwd[unit]);
+        finish_reduce(eng); /* one in flight at a time: its buffers are reused here */
         const void *full = g;
         if (rd != ZT_F32) {
             zt_convert(eng->comm_full, rd, g, ZT_F32, P);
             full = eng->comm_full;
         }
-        void *shard = (void *)full; /* a group of one owns the whole unit */
         if (eng->group_size > 1) {
-            zt_comm_reduce_scatter(c, eng->comm_shard, full, P, rd);
-            shard = eng->comm_shard;
+            zt_comm_start_reduce_scatter(c, &eng->reduce_op, eng->comm_shard, full, eng->comm_slices, P, rd);
+            eng->reduce_unit = unit;
+            if (!eng->overlap.overlap_reduce)
+                finish_reduce(eng);
+            else
+                eng->reduce_overlapped++;
+        } else { /* a group of one (hybrid with one rank per node) owns the whole unit */
+            if (c->replica_size > 1)
+                zt_comm_allreduce(c, (void *)full, us->shard_numel, rd, ZT_SCOPE_REPLICA);
+            accumulate(us->grad, md, full, rd, us->shard_numel);
         }
-        if (c->replica_size > 1) /* hybrid: replicas hold the same slice; sum them */
-            zt_comm_allreduce(c, shard, us->shard_numel, rd, ZT_SCOPE_REPLICA);
-        accumulate(us->grad, md, shard, rd, us->shard_numel);
     }
     us->staging = NULL;
 }
 
 void zt_engine_zero_grads(zt_engine *eng)
 {
+    finish_reduce(eng); /* it would add into the cleared accumulator */
     for (int u = 0; u < eng->lay->nunits; u++) {
         memset(eng->units[u].grad, 0, bytes_of(eng->units[u].grad_numel, eng->prec.master));
         eng->units[u].grad_zero = 1;
@@ -406,6 +579,7 @@ void zt_engine_zero_grads(zt_engine *eng)
 
 void zt_engine_reduce_grads(zt_engine *eng)
 {
+    finish_reduce(eng);
     if (eng->stage >= 2 || eng->grads_reduced)
         return;
     eng->grads_reduced = 1;
@@ -442,7 +616,7 @@ void zt_engine_reduce_grads(zt_engine *eng)
             /* stage 1: reduce-scatter; the owned shard goes to the front of grad */
             void *shard = buf;
             if (eng->group_size > 1) {
-                zt_comm_reduce_scatter(c, eng->comm_shard, buf, P, rd);
+                zt_comm_reduce_scatter(c, eng->comm_shard, buf, eng->comm_slices, P, rd);
                 shard = eng->comm_shard;
             }
             if (c->replica_size > 1)
@@ -458,6 +632,7 @@ int zt_engine_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double
 {
     const zt_layout *lay = eng->lay;
     zt_dtype md = eng->prec.master;
+    zt_engine_drain(eng); /* a prefetched unit would hold parameters from before the step */
     zt_engine_reduce_grads(eng);
     /* Global L2 norm of the logical gradient: padding is zero, so the squares of
      * whole shards sum to it over the shard group; replicas hold the same shard
@@ -546,6 +721,7 @@ int zt_engine_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double
 
 void zt_engine_inject_nonfinite(zt_engine *eng)
 {
+    finish_reduce(eng);
     eng->units[0].grad_sumsq_valid = 0;
     zt_store_f32(eng->units[0].grad, eng->prec.master, 0, INFINITY);
 }
@@ -566,7 +742,8 @@ const char *zt_engine_check_dtypes(const zt_engine *eng, int unit, zt_dtype redu
     return NULL;
 }
 
-zt_engine_bytes zt_engine_estimate(const zt_layout *lay, zt_precision prec, int stage, int group_size)
+zt_engine_bytes zt_engine_estimate(const zt_layout *lay, zt_precision prec, int stage, int group_size,
+                                   const zt_overlap *overlap)
 {
     /* the sizes zt_engine_init allocates, without allocating (a test holds the two equal) */
     zt_engine_bytes b = {0};
@@ -588,10 +765,11 @@ zt_engine_bytes zt_engine_estimate(const zt_layout *lay, zt_precision prec, int 
             layers = max_sz(layers, P);
     }
     if (stage == 3)
-        b.gathered = (size_t)(lay->nunits < 2 ? lay->nunits : 2) * max_full * c;
+        b.gathered = (size_t)gather_pool_slots(lay, stage, overlap) * max_full * c;
     int need_full = prec.reduce != ZT_F32 || (stage <= 1 && prec.reduce != prec.master);
-    b.comm = (root + layers) * sizeof(float) + (need_full ? max_full * rs : 0) +
-             (G > 1 ? max_shard * max_sz(max_sz(rs, c), m) : 0);
+    size_t spare = needs_spare_staging(prec, stage, (int)G, overlap) ? layers : 0;
+    b.comm = (root + layers + spare) * sizeof(float) + (need_full ? max_full * rs : 0) +
+             (G > 1 ? (max_shard + max_full) * rs : 0);
     return b;
 }
 
@@ -610,6 +788,7 @@ zt_engine_bytes zt_engine_state_bytes(const zt_engine *eng)
         if (eng->pool[i])
             b.gathered += eng->pool_bytes;
     b.comm = (eng->staging_root_numel + eng->staging_layers_numel) * sizeof(float) +
-             eng->comm_full_bytes + eng->comm_shard_bytes;
+             (eng->staging_spare ? eng->staging_layers_numel * sizeof(float) : 0) + eng->comm_full_bytes +
+             eng->comm_shard_bytes + eng->comm_slices_bytes;
     return b;
 }

@@ -40,6 +40,32 @@ typedef struct zt_precision {
     int compensated;   /* Kahan-compensated 16-bit master (optim.h); ignored for an fp32 master */
 } zt_precision;
 
+/* When collectives overlap computation (SPEC §2, Prefetch).  FSDP's and
+ * DeepSpeed's settings resolve to these in plan.c.
+ *   forward_prefetch   stage 3: when a unit is gathered in forward, start the
+ *                      next unit's all-gather (FSDP forward_prefetch)
+ *   backward_prefetch  stage 3: start the all-gather of the unit the backward
+ *                      needs next before computing this unit's gradient (PRE) or
+ *                      after it (POST); the forward's last unit stays gathered
+ *                      for nothing in either case: it is gathered again
+ *   overlap_reduce     stages 2-3: a unit's reduce-scatter runs while the previous
+ *                      unit's backward computes (FSDP always; DeepSpeed
+ *                      overlap_comm); off, it finishes inside grad_end
+ * At most one all-gather and one reduce-scatter are in flight at a time (FSDP's
+ * limit_all_gathers allows two).  The numbers do not depend on any of this: the
+ * same collectives run on the same buffers, only sooner. */
+typedef enum zt_backward_prefetch {
+    ZT_BACKWARD_PREFETCH_NONE, ZT_BACKWARD_PREFETCH_PRE, ZT_BACKWARD_PREFETCH_POST
+} zt_backward_prefetch;
+
+typedef struct zt_overlap {
+    int forward_prefetch;
+    zt_backward_prefetch backward_prefetch;
+    int overlap_reduce;
+} zt_overlap;
+
+const char *zt_backward_prefetch_name(zt_backward_prefetch p);
+
 typedef struct zt_unit_state {
     /* the dtype each buffer was allocated in, checked against the plan at every
      * transition (zt_engine_check_dtypes) */
@@ -59,6 +85,7 @@ typedef struct zt_unit_state {
     double grad_sumsq;      /* computed by grad_end's last pass over grad, for the norm */
 } zt_unit_state;
 
+/* stage 3: the root unit, the unit in use and one prefetched */
 #define ZT_GATHER_POOL 3
 
 typedef struct zt_engine {
@@ -71,12 +98,27 @@ typedef struct zt_engine {
     float *staging_root;        /* root unit's staging (open across the whole backward) */
     float *staging_layers;      /* shared by non-root units, one open at a time */
     size_t staging_root_numel, staging_layers_numel;
-    void *comm_full;            /* reduce/compute-dtype buffer of the largest unit (P) */
-    void *comm_shard;           /* reduce/compute-dtype buffer of the largest shard (P/G) */
-    size_t comm_full_bytes, comm_shard_bytes;
+    float *staging_spare;       /* overlapped fp32 reduce-scatter: a unit's staging is sent
+                                 * while the next unit's backward fills this one */
+    void *comm_full;            /* reduce-dtype copy of the largest unit's gradient (P) */
+    void *comm_shard;           /* reduce-dtype result of a reduce-scatter (largest P/G) */
+    void *comm_slices;          /* reduce-scatter's received slices (largest P, reduce dtype) */
+    size_t comm_full_bytes, comm_shard_bytes, comm_slices_bytes;
     void *pool[ZT_GATHER_POOL]; /* stage 3 gathered buffers */
     int pool_used[ZT_GATHER_POOL];
     size_t pool_bytes;
+    /* overlap (zt_overlap): the collectives in flight */
+    zt_overlap overlap;
+    int *next_fwd, *next_bwd;   /* per unit: the layer unit the forward / backward needs next, -1 none */
+    int in_backward;            /* a gradient was opened since the root was last acquired */
+    zt_comm_op gather_op;       /* stage 3 prefetch */
+    int gather_unit;            /* its unit, -1 none */
+    zt_comm_op reduce_op;       /* stages 2-3 */
+    int reduce_unit;            /* its unit, -1 none */
+    /* what the overlap did, counted since init (tests check it happens) */
+    long prefetch_used;         /* acquires served by a prefetched all-gather */
+    long prefetch_dropped;      /* prefetches finished unused */
+    long reduce_overlapped;     /* reduce-scatters finished after their grad_end returned */
     long optimizer_steps;       /* t of AdamW, counts applied steps */
     zt_adamw_audit last_audit;  /* the last step's lost-update audit, summed over the group */
     int grads_reduced;          /* stages 0-1: this step's reduction is done */
@@ -86,7 +128,7 @@ typedef struct zt_engine {
  * replicates everything; 1 shards optimizer state; 2 also gradients; 3 also
  * parameters.  The layout must be padded to comm->shard_size. */
 int zt_engine_init(zt_engine *eng, const zt_layout *lay, zt_precision prec, int stage,
-                   zt_comm *comm, zt_err *err);
+                   const zt_overlap *overlap, zt_comm *comm, zt_err *err);
 void zt_engine_free(zt_engine *eng);
 
 /* Set one parameter from a full tensor of numel elements (any dtype): rounded to
@@ -106,6 +148,12 @@ const void *zt_engine_acquire(zt_engine *eng, int unit);
 void zt_engine_release(zt_engine *eng, int unit);
 float *zt_engine_grad_begin(zt_engine *eng, int unit);
 void zt_engine_grad_end(zt_engine *eng, int unit);
+/* Let collectives in flight move (the model calls it between its products); cheap
+ * when none is. */
+void zt_engine_progress(zt_engine *eng);
+/* Finish every collective in flight and drop a prefetched unit (before the
+ * gradients are read or the parameters change). */
+void zt_engine_drain(zt_engine *eng);
 
 void zt_engine_zero_grads(zt_engine *eng);
 /* Stages 0-1: reduce the locally accumulated gradients (done by zt_engine_step;
@@ -137,6 +185,7 @@ typedef struct zt_engine_bytes {
 zt_engine_bytes zt_engine_state_bytes(const zt_engine *eng);
 /* What zt_engine_init would allocate for this layout, plan and shard group,
  * without allocating (estimate-memory, config show). */
-zt_engine_bytes zt_engine_estimate(const zt_layout *lay, zt_precision prec, int stage, int group_size);
+zt_engine_bytes zt_engine_estimate(const zt_layout *lay, zt_precision prec, int stage, int group_size,
+                                   const zt_overlap *overlap);
 
 #endif

@@ -215,11 +215,16 @@ static const float *norm_weight(zt_model *m, const void *w)
 
 /* ---- linear layer: y = x W^T with W (out, in) ---------------------------- */
 
+/* After each product the engine may move collectives in flight (a prefetched
+ * unit's all-gather, the previous unit's reduce-scatter): with one thread per
+ * rank, MPI advances them only when called, and a product is the natural tick. */
 static int linear_forward(zt_model *m, float *y, const void *x, const void *w, int out, int in,
                           float beta, zt_err *err)
 {
     zt_dtype c = m->eng->prec.compute;
-    return zt_matmul(y, x, m->opd, w, c, m->N, out, in, 0, 1, beta, c, err);
+    int rc = zt_matmul(y, x, m->opd, w, c, m->N, out, in, 0, 1, beta, c, err);
+    zt_engine_progress(m->eng);
+    return rc;
 }
 
 /* dx = dy W (overwrite), dW += dy^T x; dy and x in the operand dtype. */
@@ -228,8 +233,10 @@ static int linear_backward(zt_model *m, float *dx, float *dw, const void *dy, co
 {
     zt_dtype c = m->eng->prec.compute;
     int rc = zt_matmul(dx, dy, m->opd, w, c, m->N, in, out, 0, 0, 0.0f, c, err);
+    zt_engine_progress(m->eng);
     if (rc == ZT_OK)
         rc = zt_matmul(dw, dy, m->opd, x, m->opd, out, in, m->N, 1, 0, 1.0f, c, err);
+    zt_engine_progress(m->eng);
     return rc;
 }
 

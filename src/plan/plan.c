@@ -14,6 +14,8 @@ void zt_plan_request_init(zt_plan_request *r)
     r->wrap = ZT_WRAP_TRANSFORMER;
     r->min_num_params = 100000000;
     r->config_dtype = ZT_F32;
+    r->forward_prefetch = r->overlap_comm = -1;
+    r->prefetch_bucket = -1;
 }
 
 static const char *sharding_names[] = {"", "FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD",
@@ -133,6 +135,35 @@ int zt_plan_resolve(const zt_plan_request *r, int world, zt_plan *p, zt_err *err
     }
     p->group_size = p->stage == 0 ? 1 : group;
 
+    /* overlap of collectives with compute */
+    zt_overlap *ov = &p->overlap;
+    if (r->face == ZT_FACE_FSDP) {
+        ov->backward_prefetch = ZT_BACKWARD_PREFETCH_PRE;
+        if (r->backward_prefetch) {
+            zt_backward_prefetch k;
+            for (k = ZT_BACKWARD_PREFETCH_NONE; k <= ZT_BACKWARD_PREFETCH_POST; k++)
+                if (!strcasecmp(r->backward_prefetch, zt_backward_prefetch_name(k)))
+                    break;
+            if (k > ZT_BACKWARD_PREFETCH_POST)
+                return zt_fail(err, ZT_EINPUT, "fsdp_backward_prefetch: expected BACKWARD_PRE, BACKWARD_POST or "
+                               "NO_PREFETCH, got '%s'", r->backward_prefetch);
+            ov->backward_prefetch = k;
+        }
+        ov->forward_prefetch = r->forward_prefetch == 1;
+        ov->overlap_reduce = 1;
+    } else if (r->face == ZT_FACE_DEEPSPEED) {
+        int prefetch = r->prefetch_bucket != 0;
+        ov->backward_prefetch = prefetch ? ZT_BACKWARD_PREFETCH_PRE : ZT_BACKWARD_PREFETCH_NONE;
+        ov->forward_prefetch = prefetch;
+        ov->overlap_reduce = r->overlap_comm < 0 ? p->stage == 3 : r->overlap_comm;
+    }
+    if (p->stage < 3) {
+        ov->forward_prefetch = 0;
+        ov->backward_prefetch = ZT_BACKWARD_PREFETCH_NONE;
+    }
+    if (p->stage < 2)
+        ov->overlap_reduce = 0;
+
     /* the mode, in the seed's words */
     if (r->face == ZT_FACE_DEEPSPEED)
         snprintf(p->mode, sizeof p->mode, "DeepSpeed");
@@ -156,4 +187,9 @@ void zt_plan_print(FILE *f, const zt_plan *p)
             p->mixed ? zt_dtype_name(p->prec.compute) : "no",
             zt_dtype_name(p->prec.master), zt_dtype_name(p->prec.compute), zt_dtype_name(p->prec.reduce),
             zt_dtype_name(p->prec.master));
+    if (p->stage >= 2)
+        fprintf(f, "overlap: reduce-scatter %s; prefetch forward %s, backward %s\n",
+                p->overlap.overlap_reduce ? "during the next unit's backward" : "inside each unit's backward",
+                p->stage < 3 ? "-" : p->overlap.forward_prefetch ? "on" : "off",
+                p->stage < 3 ? "- (parameters stay gathered)" : zt_backward_prefetch_name(p->overlap.backward_prefetch));
 }

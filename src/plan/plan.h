@@ -10,7 +10,11 @@
  *             enabled, else fp32; reduce = communication_data_type or compute.
  *   NO / MULTI_CPU (plain data parallel): stage 0 with FSDP's dtype rules.
  * Strategies map to stages: NO_SHARD 0, SHARD_GRAD_OP 2, FULL_SHARD 3,
- * HYBRID_SHARD 3 and HYBRID_SHARD_ZERO2 2 inside groups of ranks_per_node. */
+ * HYBRID_SHARD 3 and HYBRID_SHARD_ZERO2 2 inside groups of ranks_per_node.
+ * Overlap: FSDP always overlaps its reduce-scatters (they run on their own
+ * stream) and prefetches as backward_prefetch / forward_prefetch say; DeepSpeed
+ * overlaps reduce-scatters when overlap_comm (default: stage 3 only) and
+ * prefetches both ways in stage 3 unless stage3_prefetch_bucket_size is 0. */
 #ifndef ZT_PLAN_H
 #define ZT_PLAN_H
 
@@ -43,6 +47,11 @@ typedef struct zt_plan_request {
     const char *reduce_dtype;     /* override; NULL: as the face decides */
     int ranks_per_node;           /* hybrid group size; 0: the whole world */
     const char *master_compensation; /* "none" or "kahan"; NULL: none */
+    /* overlap of collectives with compute (SPEC §2, Prefetch) */
+    const char *backward_prefetch; /* FSDP: BACKWARD_PRE | BACKWARD_POST | NO_PREFETCH; NULL: BACKWARD_PRE */
+    int forward_prefetch;         /* FSDP: 0/1; -1: off (FSDP's default) */
+    int overlap_comm;             /* DeepSpeed: 0/1; -1: on for stage 3 only (DeepSpeed's default) */
+    long prefetch_bucket;         /* DeepSpeed stage3_prefetch_bucket_size; 0 turns prefetch off; -1: on */
 } zt_plan_request;
 
 typedef struct zt_plan {
@@ -54,6 +63,7 @@ typedef struct zt_plan {
     zt_wrap_policy wrap;
     long min_num_params;
     zt_precision prec;
+    zt_overlap overlap;           /* all off below the stages they apply to (prefetch 3, reduce 2-3) */
     int loss_scaling;             /* fp16 compute: dynamic loss scaling, DeepSpeed's rules */
     double ls_initial_scale_power, ls_min_scale; /* 16, 1 */
     long ls_window;               /* 1000 */

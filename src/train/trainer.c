@@ -74,7 +74,7 @@ static int run_open(run_state *r, const char *model_dir, const char *data_path, 
                               comm->shard_size, err)))
         return rc;
     r->have_lay = 1;
-    if ((rc = zt_engine_init(&r->eng, &r->lay, plan->prec, plan->stage, comm, err)))
+    if ((rc = zt_engine_init(&r->eng, &r->lay, plan->prec, plan->stage, &plan->overlap, comm, err)))
         return rc;
     r->have_eng = 1;
     if ((rc = zt_hf_load_params(model_dir, &r->lay, &r->eng, err)))
@@ -139,7 +139,7 @@ static void print_memory(FILE *f, const zt_engine *eng, const zt_model *m)
 
 enum { D_PLAN, D_PRECISION, D_MODEL, D_BATCH, D_OPTIM, D_SCHEDULE, D_DATA, D_NFIELDS };
 static const char *digest_field[D_NFIELDS] = {
-    "plan (face, stage, groups, wrap)", "precision (dtypes)", "model config", "batch (B, A, T)",
+    "plan (face, stage, groups, wrap, overlap)", "precision (dtypes)", "model config", "batch (B, A, T)",
     "optimizer hyper-parameters", "schedule and steps", "data (token stream)"};
 
 static uint64_t fnv(uint64_t h, const void *p, size_t n)
@@ -160,6 +160,7 @@ static void make_digest(const zt_train_args *a, const run_state *r, uint64_t d[D
     MIX(d[D_PLAN], p->face); MIX(d[D_PLAN], p->stage); MIX(d[D_PLAN], p->hybrid);
     MIX(d[D_PLAN], p->group_size); MIX(d[D_PLAN], p->wrap); MIX(d[D_PLAN], p->min_num_params);
     MIX(d[D_PLAN], a->checkpointing);
+    d[D_PLAN] = fnv(d[D_PLAN], &p->overlap, sizeof p->overlap); /* same collectives in the same order */
     d[D_PRECISION] = fnv(d[D_PRECISION], &p->prec, sizeof p->prec);
     const zt_llama_config *c = &r->cfg;
     int ints[] = {c->hidden_size, c->intermediate_size, c->num_hidden_layers, c->num_attention_heads,
@@ -356,6 +357,9 @@ int zt_train(const zt_train_args *a, zt_train_result *res, zt_err *err)
         memcpy(res->step_bytes, step_bytes, sizeof step_bytes);
         res->skipped_steps = scaler.skipped;
         res->loss_scale = pl->loss_scaling ? scaler.scale : 0.0;
+        res->prefetch_used = r.eng.prefetch_used;
+        res->prefetch_dropped = r.eng.prefetch_dropped;
+        res->reduce_overlapped = r.eng.reduce_overlapped;
     }
     if (a->output_dir &&
         (rc = zt_hf_save(a->output_dir, &r.cfg, &r.lay, &r.eng, a->plan.prec.save, a->max_shard_bytes,

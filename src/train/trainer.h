@@ -50,6 +50,7 @@ typedef struct zt_train_result {
     uint64_t step_bytes[ZT_COLL_NKINDS]; /* collective bytes of the last step */
     long skipped_steps;     /* fp16: steps skipped on overflow */
     double loss_scale;      /* fp16: the final loss scale (0 without scaling) */
+    long prefetch_used, prefetch_dropped, reduce_overlapped; /* the engine's overlap counters */
 } zt_train_result;
 
 /* A plan for one process with the given dtypes (tests and tools). */
