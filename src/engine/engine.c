@@ -497,6 +497,9 @@ void zt_engine_grad_end(zt_engine *eng, int unit)
     zt_dtype rd = eng->prec.reduce, md = eng->prec.master;
     assert(g != NULL && "grad_end without grad_begin");
     assert(zt_engine_check_dtypes(eng, unit, rd) == NULL);
+    /* the root's gradient closes the backward: nothing comes after it */
+    if (eng->overlap.backward_prefetch == ZT_BACKWARD_PREFETCH_POST && unit != eng->lay->root_unit)
+        prefetch(eng, eng->next_bwd[unit]);
     us->grad_zero = 0;
     if (g == us->grad) { /* accumulated in place (grad_begin): only the rounding is left */
         if (rd == ZT_BF16) {
@@ -540,9 +543,6 @@ void zt_engine_grad_end(zt_engine *eng, int unit)
         /* Stages 2-3: reduce-scatter now, in the reduce dtype, into the owner's
          * shard; with overlap it runs while the next unit's backward computes. */
         zt_comm *c = eng->comm;
-        /* the root's gradient closes the backward: nothing comes after it */
-        if (eng->overlap.backward_prefetch == ZT_BACKWARD_PREFETCH_POST && unit != eng->lay->root_unit)
-            prefetch(eng, eng->next_bwd[unit]);
         finish_reduce(eng); /* one in flight at a time: its buffers are reused here */
         const void *full = g;
         if (rd != ZT_F32) {
