@@ -7,7 +7,9 @@ On benchmark config (a) (bench/configs/a: hidden 512, 8 layers, 8 heads, ffn 140
              --model DIR --data FILE --block_size 256 --per_device_train_batch_size 8
              --max_steps S --progress false --log_jsonl LOG [plan flags]
            for each stage (0: FSDP NO_SHARD, 1: DeepSpeed ZeRO-1, 2: FSDP SHARD_GRAD_OP,
-           3: FSDP FULL_SHARD, hybrid: FSDP HYBRID_SHARD with --ranks_per_node 1) and mode
+           3: FSDP FULL_SHARD with FSDP's defaults (backward_prefetch BACKWARD_PRE,
+           forward_prefetch off), 3f: the same with --fsdp_forward_prefetch true, hybrid:
+           FSDP HYBRID_SHARD with --ranks_per_node 1) and mode
            (fp32; FSDP aligned = --torch_dtype bfloat16 --mixed_precision bf16; FSDP
            memory-constrained = --torch_dtype bfloat16, FSDP stages only; DeepSpeed =
            --use_deepspeed --zero_stage N --torch_dtype bfloat16 --mixed_precision bf16,
@@ -36,7 +38,8 @@ rank's own).  "Other load" is single.py's: cores that other processes kept busy 
 Checks: the step-1 loss of every ztrain fp32 run must match DDP fp32's within 1e-4, or
 the benchmark stops (so it never compares different models).  bf16 runs only warn above
 5e-2.  Targets: stage 3 / stage 0 >= 0.85 (each mode with both), ztrain stage 3 / DDP >= 2
-at the same precision (fp32 vs fp32, FSDP aligned bf16 vs DDP autocast bf16).
+at the same precision (fp32 vs fp32, FSDP aligned bf16 vs DDP autocast bf16); both are
+reported for stage 3 and for stage 3 with forward prefetch.
 
 Run with Debian's /usr/bin/python3 (torch + numpy), normally through bench/run_zero.sh,
 which also points the DDP peer's fp32 products at OpenBLAS (see bench/run_single.sh).
@@ -61,11 +64,12 @@ ROOT, ZTRAIN = S.ROOT, S.ZTRAIN
 CONFIG = "a"
 BLOCK, BATCH, WORLD, THREADS = 256, 8, 2, 1
 
-STAGES = ["0", "1", "2", "3", "hybrid"]
+STAGES = ["0", "1", "2", "3", "3f", "hybrid"]
 MODES = ["fp32", "aligned", "memc", "deepspeed"]
 MODE_NAMES = {"fp32": "fp32", "aligned": "FSDP aligned bf16", "memc": "FSDP mem-constrained bf16",
               "deepspeed": "DeepSpeed bf16"}
-FSDP_STRATEGY = {"0": "NO_SHARD", "2": "SHARD_GRAD_OP", "3": "FULL_SHARD", "hybrid": "HYBRID_SHARD"}
+FSDP_STRATEGY = {"0": "NO_SHARD", "2": "SHARD_GRAD_OP", "3": "FULL_SHARD", "3f": "FULL_SHARD",
+                 "hybrid": "HYBRID_SHARD"}
 STAGE3_OVER_0_TARGET = 0.85
 OVER_DDP_TARGET = 2.0
 FP32_LOSS_TOL = 1e-4
@@ -77,7 +81,7 @@ def plan_flags(stage, mode):
     """ztrain's plan flags for (stage, mode), or None where the combination does not exist."""
     bf16_aligned = ["--torch_dtype", "bfloat16", "--mixed_precision", "bf16"]
     if mode == "deepspeed":
-        if stage not in ("1", "2", "3"):
+        if stage not in ("1", "2", "3"):  # DeepSpeed stage 3 prefetches both ways already
             return None
         return ["--use_deepspeed", "--zero_stage", stage] + bf16_aligned
     if stage == "1":
@@ -85,6 +89,8 @@ def plan_flags(stage, mode):
     f = ["--use_fsdp", "--fsdp_sharding_strategy", FSDP_STRATEGY[stage]]
     if stage == "hybrid":
         f += ["--ranks_per_node", "1"]
+    if stage == "3f":  # FULL_SHARD with FSDP's forward_prefetch (default off) turned on
+        f += ["--fsdp_forward_prefetch", "true"]
     if mode == "aligned":
         f += bf16_aligned
     elif mode == "memc":
@@ -465,14 +471,18 @@ def main():
                  100 * (value / target - 1)))
 
     print("\nratios:")
-    for mode in modes:
-        if ("3", mode) in by and ("0", mode) in by:
-            verdict("stage 3 / stage 0, %s" % MODE_NAMES[mode],
-                    by[("3", mode)]["tps"] / by[("0", mode)]["tps"], STAGE3_OVER_0_TARGET)
-    for mode, p in (("fp32", "fp32"), ("aligned", "bf16")):
-        if ("3", mode) in by and p in ddp:
-            verdict("ztrain stage 3 %s / DDP %s" % (MODE_NAMES[mode], "fp32" if p == "fp32" else "bf16 autocast"),
-                    by[("3", mode)]["tps"] / ddp[p]["tps"], OVER_DDP_TARGET)
+    label = {"3": "stage 3", "3f": "stage 3 + forward prefetch"}
+    for st in ("3", "3f"):
+        for mode in modes:
+            if (st, mode) in by and ("0", mode) in by:
+                verdict("%s / stage 0, %s" % (label[st], MODE_NAMES[mode]),
+                        by[(st, mode)]["tps"] / by[("0", mode)]["tps"], STAGE3_OVER_0_TARGET)
+    for st in ("3", "3f"):
+        for mode, p in (("fp32", "fp32"), ("aligned", "bf16")):
+            if (st, mode) in by and p in ddp:
+                verdict("ztrain %s %s / DDP %s" % (label[st], MODE_NAMES[mode],
+                                                   "fp32" if p == "fp32" else "bf16 autocast"),
+                        by[(st, mode)]["tps"] / ddp[p]["tps"], OVER_DDP_TARGET)
     if ("3", "deepspeed") in by and "bf16" in ddp:
         print("  (for information) ztrain DeepSpeed ZeRO-3 bf16 / DDP bf16 autocast: %.3f"
               % (by[("3", "deepspeed")]["tps"] / ddp["bf16"]["tps"]))
