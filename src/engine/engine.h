@@ -9,10 +9,11 @@
  *                  stage 2-3: P/G elements (reduce-scattered after each backward)
  *   gathered       P elements, compute dtype: persistent in stages 0-2 (refreshed
  *                  after each optimizer step), borrowed from a small pool between
- *                  acquire and release in stage 3
+ *                  acquire and release in stage 3 (or from a prefetch until then)
  * The model brackets its use of a unit with acquire/release and its weight
  * gradients with grad_begin/grad_end; grad_begin hands out a zeroed fp32 staging
- * buffer for the unit's full gradient.  Gradients are sums over ranks of each
+ * buffer for the unit's full gradient.  Between its products it calls
+ * zt_engine_progress, which moves the collectives the overlap left in flight.  Gradients are sums over ranks of each
  * rank's share of the global-batch mean (the model's loss is already scaled by
  * 1/global tokens), so the reduction is a plain sum.
  *

@@ -10,6 +10,8 @@ expect_exit 2 "--max_steps: expected an integer" -- train --model $fix --data $d
 expect_exit 2 "--per_device_train_batch_size: 0 is out of range" -- train --model $fix --data $data --per_device_train_batch_size 0
 expect_exit 2 "lr_scheduler_type: expected" -- train --model $fix --data $data --lr_scheduler_type warm
 expect_exit 2 "mixed_precision: expected" -- train --model $fix --data $data --mixed_precision int8
+expect_exit 2 "fsdp_backward_prefetch: expected BACKWARD_PRE, BACKWARD_POST or NO_PREFETCH, got 'BACKWARD_SOON'" -- train --model $fix --data $data --use_fsdp --fsdp_backward_prefetch BACKWARD_SOON
+expect_exit 2 "fsdp_backward_prefetch and fsdp_forward_prefetch need FSDP" -- train --model $fix --data $data --use_deepspeed --zero_stage 3 --fsdp_forward_prefetch true
 expect_exit 2 "loss scaling" -- train --model $fix --data $data --torch_dtype float16
 expect_exit 2 "--model and --data are required" -- train --data $data
 expect_exit 2 "unknown command" -- "$ZTRAIN" frobnicate

@@ -78,3 +78,28 @@ done
 printf '%s' "$est" | grep -q "^| FSDP aligned / DeepSpeed bf16 |" || fail "estimate-memory has no stage x mode table"
 expect_exit 2 "give --model DIR or --model_config" -- "$ZTRAIN" estimate-memory --num_processes 2
 finish
+
+# overlap settings: the YAML's fsdp_config, a flag over it, and DeepSpeed's keys
+overlap_line() { "$ZTRAIN" config show "$@" --model $model --num_processes 2 2>&1 | grep "^overlap:"; }
+cat > "$TMP/prefetch.yaml" <<'YAML'
+distributed_type: FSDP
+num_processes: 2
+fsdp_config:
+  fsdp_sharding_strategy: FULL_SHARD
+  fsdp_backward_prefetch: BACKWARD_POST
+  fsdp_forward_prefetch: true
+YAML
+want="overlap: reduce-scatter during the next unit's backward; prefetch forward on, backward BACKWARD_POST"
+[ "$(overlap_line --config_file "$TMP/prefetch.yaml")" = "$want" ] ||
+    fail "prefetch from the YAML: $(overlap_line --config_file "$TMP/prefetch.yaml")"
+got=$(overlap_line --config_file "$TMP/prefetch.yaml" --fsdp_backward_prefetch NO_PREFETCH)
+[ "$got" = "overlap: reduce-scatter during the next unit's backward; prefetch forward on, backward NO_PREFETCH" ] ||
+    fail "a flag over the YAML's prefetch: $got"
+sed -e 's/"overlap_comm": true/"overlap_comm": false/' -e 's/"stage3_prefetch_bucket_size": "auto"/"stage3_prefetch_bucket_size": 0/' \
+    examples/configs/ds_zero3.json > "$TMP/no_overlap.json"
+got=$(overlap_line --deepspeed_config_file "$TMP/no_overlap.json")
+[ "$got" = "overlap: reduce-scatter inside each unit's backward; prefetch forward off, backward NO_PREFETCH" ] ||
+    fail "DeepSpeed overlap_comm false, no prefetch: $got"
+got=$(overlap_line --deepspeed_config_file examples/configs/ds_zero3.json)
+[ "$got" = "overlap: reduce-scatter during the next unit's backward; prefetch forward on, backward BACKWARD_PRE" ] ||
+    fail "DeepSpeed stage 3 defaults: $got"
