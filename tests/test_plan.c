@@ -145,6 +145,67 @@ static void test_engine_dtype_invariants(void)
     ZT_CHECK(zt_mem_current(ZT_MEM_PARAMS) == 0 && zt_mem_current(ZT_MEM_GATHERED) == 0);
 }
 
+/* Stage 3's gather pool under prefetch, on one process (gathers are conversions):
+ * every acquire returns the unit's own values, whether its gather was prefetched, and
+ * a prefetch the model did not follow is dropped when its slot is needed, not used
+ * for the wrong unit. */
+static void test_stage3_prefetch_pool(void)
+{
+    zt_llama_config c = {0};
+    c.hidden_size = 8;
+    c.intermediate_size = 12;
+    c.num_hidden_layers = 4;
+    c.num_attention_heads = 2;
+    c.num_key_value_heads = 1;
+    c.head_dim = 4;
+    c.vocab_size = 16;
+    zt_layout lay;
+    zt_comm comm;
+    zt_comm_create_local(&comm);
+    zt_err err;
+    ZT_CHECK(zt_layout_build(&lay, &c, ZT_WRAP_TRANSFORMER, 0, 1, &err) == ZT_OK);
+    zt_precision prec = {ZT_F32, ZT_F32, ZT_BF16, ZT_BF16, ZT_F32, 0};
+    zt_overlap ov = {1, ZT_BACKWARD_PREFETCH_PRE, 1};
+    zt_engine eng;
+    ZT_CHECK(zt_engine_init(&eng, &lay, prec, 3, &ov, &comm, &err) == ZT_OK);
+    /* parameter i holds i + j / 1024 at element j: every unit's values differ */
+    for (int i = 0; i < lay.nparams; i++) {
+        const zt_param *p = &lay.params[i];
+        float *v = malloc(p->numel * sizeof *v);
+        for (size_t j = 0; j < p->numel; j++)
+            v[j] = (float)i + (float)(j % 1024) / 1024.0f;
+        zt_engine_set_param(&eng, p, v, ZT_F32);
+        free(v);
+    }
+    int root = lay.root_unit, L[4];
+    for (int l = 0; l < 4; l++)
+        L[l] = lay.layer_unit[l];
+    /* the values acquire must return for unit u: its master, rounded to bf16 */
+#define CHECK_UNIT(u, got)                                                                   \
+    do {                                                                                     \
+        const uint16_t *g_ = (const uint16_t *)(got);                                        \
+        int bad_ = 0;                                                                        \
+        for (size_t j = 0; j < lay.units[u].padded_numel; j++)                               \
+            bad_ += g_[j] != zt_f32_to_bf16(((const float *)eng.units[u].master)[j]);         \
+        ZT_CHECK_MSG(bad_ == 0, "unit %d: %d values are not its own", u, bad_);              \
+    } while (0)
+    CHECK_UNIT(root, zt_engine_acquire(&eng, root)); /* prefetches layer 0's unit */
+    CHECK_UNIT(L[0], zt_engine_acquire(&eng, L[0])); /* served by it; prefetches layer 1's */
+    ZT_CHECK(eng.prefetch_used == 1 && eng.gather_unit == L[1]);
+    /* the model goes elsewhere while holding L[0]: the pool (3 slots) is full */
+    CHECK_UNIT(L[2], zt_engine_acquire(&eng, L[2]));
+    ZT_CHECK(eng.prefetch_dropped == 1 && eng.gather_unit < 0);
+    zt_engine_release(&eng, L[2]);
+    zt_engine_release(&eng, L[0]);
+    CHECK_UNIT(L[1], zt_engine_acquire(&eng, L[1]));
+    zt_engine_release(&eng, L[1]);
+    zt_engine_release(&eng, root);
+#undef CHECK_UNIT
+    zt_engine_free(&eng);
+    zt_layout_free(&lay);
+    ZT_CHECK(zt_mem_current(ZT_MEM_GATHERED) == 0 && zt_mem_current(ZT_MEM_COMM) == 0);
+}
+
 /* DeepSpeed's DynamicLossScaler, step by step (hysteresis 2, window 3):
  * the first overflow only spends the hysteresis budget, the second halves the
  * scale, a clean window after the last overflow doubles it and restores the budget. */
@@ -184,5 +245,6 @@ int main(void)
     ZT_RUN(test_strategies_and_groups);
     ZT_RUN(test_refusals);
     ZT_RUN(test_engine_dtype_invariants);
+    ZT_RUN(test_stage3_prefetch_pool);
     ZT_TEST_MAIN_END();
 }

@@ -357,7 +357,7 @@ const void *zt_engine_acquire(zt_engine *eng, int unit)
             eng->gather_unit = -1;
             eng->prefetch_used++;
         } else {
-            int slot = us->pool_slot >= 0 ? us->pool_slot : take_slot(eng, unit);
+            int slot = take_slot(eng, unit);
             if (slot < 0) { /* the pool is full of a prefetch the model did not follow */
                 drop_prefetch(eng);
                 slot = take_slot(eng, unit);
