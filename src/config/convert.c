@@ -36,6 +36,13 @@ int zt_config_convert(FILE *f, FILE *notes, const zt_settings *s, const zt_plan 
         fprintf(f, "  zero3_init_flag: false\n");
         if (p->stage == 3)
             fprintf(f, "  zero3_save_16bit_model: true\n");
+        /* DeepSpeed's defaults: overlap_comm and prefetch both ways at ZeRO-3 only */
+        int ds3 = p->stage == 3;
+        if (notes && (p->overlap.overlap_reduce != ds3 || p->overlap.forward_prefetch != ds3 ||
+                      p->overlap.backward_prefetch != (ds3 ? ZT_BACKWARD_PREFETCH_PRE : ZT_BACKWARD_PREFETCH_NONE)))
+            fprintf(notes, "note: DeepSpeed's ZeRO-%d overlaps differently (overlap_comm %s, prefetch %s): the "
+                    "collectives run at other times, the numbers do not change\n", p->stage, ds3 ? "on" : "off",
+                    ds3 ? "both ways" : "none");
         if (notes && p->wrap != (p->stage == 3 ? ZT_WRAP_TRANSFORMER : ZT_WRAP_NONE))
             fprintf(notes, "note: DeepSpeed groups parameters its own way (%s at ZeRO-%d); the units change, "
                     "the numbers do not\n", p->stage == 3 ? "per layer" : "one flat buffer", p->stage);
@@ -57,7 +64,12 @@ int zt_config_convert(FILE *f, FILE *notes, const zt_settings *s, const zt_plan 
         fprintf(f, "  fsdp_transformer_layer_cls_to_wrap: LlamaDecoderLayer\n");
     if (p->wrap == ZT_WRAP_SIZE)
         fprintf(f, "  fsdp_min_num_params: %ld\n", p->min_num_params);
-    fprintf(f, "  fsdp_backward_prefetch: BACKWARD_PRE\n  fsdp_forward_prefetch: false\n");
+    /* the plan's prefetch where it applies (stage 3; DeepSpeed's ZeRO-3 prefetches both
+     * ways), FSDP's defaults elsewhere */
+    int s3 = p->stage == 3;
+    fprintf(f, "  fsdp_backward_prefetch: %s\n  fsdp_forward_prefetch: %s\n",
+            zt_backward_prefetch_name(s3 ? p->overlap.backward_prefetch : ZT_BACKWARD_PREFETCH_PRE),
+            s3 && p->overlap.forward_prefetch ? "true" : "false");
     fprintf(f, "  fsdp_offload_params: false\n  fsdp_state_dict_type: FULL_STATE_DICT\n");
     fprintf(f, "  fsdp_use_orig_params: true\n  fsdp_sync_module_states: true\n");
     if (notes && p->face == ZT_FACE_DEEPSPEED && !p->mixed && p->prec.load != ZT_F32)

@@ -103,3 +103,10 @@ got=$(overlap_line --deepspeed_config_file "$TMP/no_overlap.json")
 got=$(overlap_line --deepspeed_config_file examples/configs/ds_zero3.json)
 [ "$got" = "overlap: reduce-scatter during the next unit's backward; prefetch forward on, backward BACKWARD_PRE" ] ||
     fail "DeepSpeed stage 3 defaults: $got"
+# convert keeps the overlap where the other side can say it: ZeRO-3 prefetches both ways
+"$ZTRAIN" config convert --config_file examples/configs/deepspeed_zero3.yaml --to fsdp --model $model \
+    --num_processes 2 --output "$TMP/from_ds3.yaml" 2>/dev/null || fail "convert deepspeed_zero3.yaml"
+grep -q "fsdp_forward_prefetch: true" "$TMP/from_ds3.yaml" || fail "ZeRO-3's forward prefetch lost: $(cat "$TMP/from_ds3.yaml")"
+got=$(overlap_line --config_file "$TMP/from_ds3.yaml")
+[ "$got" = "overlap: reduce-scatter during the next unit's backward; prefetch forward on, backward BACKWARD_PRE" ] ||
+    fail "converted ZeRO-3 overlap: $got"
