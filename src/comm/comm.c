@@ -136,8 +136,10 @@ void zt_comm_allgather(zt_comm *c, void *full, const void *shard, size_t n, zt_d
     c->bytes[ZT_COLL_ALLGATHER] += n * es;
     c->calls[ZT_COLL_ALLGATHER]++;
     MPI_Comm comm = scope_comm(c, ZT_SCOPE_SHARD);
+    double t0 = MPI_Wtime();
     if (per <= CHUNK) {
         MPI_Allgather(shard, (int)per, mpi_type(dt), full, (int)per, mpi_type(dt), comm);
+        c->wait_s += MPI_Wtime() - t0;
         return;
     }
     /* Huge shards: gather each member's shard in turn with broadcasts. */
@@ -150,6 +152,7 @@ void zt_comm_allgather(zt_comm *c, void *full, const void *shard, size_t n, zt_d
             MPI_Bcast(dst + off * es, (int)m, mpi_type(dt), r, comm);
         }
     }
+    c->wait_s += MPI_Wtime() - t0;
 }
 
 /* shard[i] = sum over members j, in order, of slices[j * per + i]; a 16-bit sum
@@ -194,6 +197,7 @@ static void reduce_scatter_huge(zt_comm *c, void *shard, const void *full, size_
 {
     size_t es = zt_dtype_size(dt);
     MPI_Comm comm = scope_comm(c, ZT_SCOPE_SHARD);
+    double t0 = MPI_Wtime();
     for (int r = 0; r < c->shard_size; r++) {
         const char *src = (const char *)full + (size_t)r * per * es;
         for (size_t off = 0; off < per; off += CHUNK) {
@@ -202,6 +206,7 @@ static void reduce_scatter_huge(zt_comm *c, void *shard, const void *full, size_
                        r, comm);
         }
     }
+    c->wait_s += MPI_Wtime() - t0;
 }
 
 _Static_assert(sizeof(MPI_Request) <= sizeof(((zt_comm_op *)0)->request), "MPI_Request storage");
@@ -255,10 +260,12 @@ void zt_comm_start_reduce_scatter(zt_comm *c, zt_comm_op *op, void *shard, const
 
 int zt_comm_test(zt_comm *c, zt_comm_op *op)
 {
-    (void)c;
     int done = 1;
-    if (op->active)
+    if (op->active) {
+        double t0 = MPI_Wtime();
         MPI_Test(op_request(op), &done, MPI_STATUS_IGNORE);
+        c->progress_s += MPI_Wtime() - t0;
+    }
     return done;
 }
 
@@ -266,7 +273,9 @@ void zt_comm_wait(zt_comm *c, zt_comm_op *op)
 {
     if (!op->active)
         return;
+    double t0 = MPI_Wtime();
     MPI_Wait(op_request(op), MPI_STATUS_IGNORE);
+    c->wait_s += MPI_Wtime() - t0;
     if (op->kind == ZT_COLL_REDUCE_SCATTER)
         sum_slices(op->shard, op->slices, op->per, c->shard_size, op->dt);
     op->active = 0;
@@ -293,10 +302,12 @@ void zt_comm_allreduce(zt_comm *c, void *buf, size_t n, zt_dtype dt, int scope)
     /* an all-reduce moves its buffer twice (reduce-scatter + all-gather): 2 Psi */
     c->bytes[ZT_COLL_ALLREDUCE] += 2 * n * es;
     c->calls[ZT_COLL_ALLREDUCE]++;
+    double t0 = MPI_Wtime();
     for (size_t off = 0; off < n; off += CHUNK) {
         size_t m = n - off < CHUNK ? n - off : CHUNK;
         MPI_Allreduce(MPI_IN_PLACE, (char *)buf + off * es, (int)m, mpi_type(dt), mpi_sum(dt), comm);
     }
+    c->wait_s += MPI_Wtime() - t0;
 }
 
 double zt_comm_sum_double(zt_comm *c, double x, int scope)

@@ -34,6 +34,9 @@ typedef struct zt_comm {
     void *world_comm, *shard_comm, *replica_comm; /* MPI_Comm handles (opaque here) */
     uint64_t bytes[ZT_COLL_NKINDS];  /* logical bytes moved, per collective kind */
     uint64_t calls[ZT_COLL_NKINDS];
+    /* seconds this rank spent inside the data collectives: blocked until one finished
+     * (blocking calls and waits), and in the progress calls that let one move */
+    double wait_s, progress_s;
 } zt_comm;
 
 /* MPI_Init if needed (idempotent), and the world's rank and size. */

@@ -271,7 +271,7 @@ int zt_train(const zt_train_args *a, zt_train_result *res, zt_err *err)
             printf("resumed from %s at step %ld\n", a->resume_dir, first_step);
     }
     for (long s = first_step; s < nsteps; s++) {
-        double t0 = now_s();
+        double t0 = now_s(), wait0 = comm->wait_s, progress0 = comm->progress_s;
         memcpy(before, comm->bytes, sizeof before);
         zt_engine_zero_grads(&r.eng);
         double loss_sum = 0.0;
@@ -301,6 +301,7 @@ int zt_train(const zt_train_args *a, zt_train_result *res, zt_err *err)
         for (int k = 0; k < ZT_COLL_NKINDS; k++)
             step_bytes[k] = comm->bytes[k] - before[k];
         double dt = now_s() - t0;
+        double wait_s = comm->wait_s - wait0, progress_s = comm->progress_s - progress0;
         tps = tokens_per_step / dt / W;
         double mfu = peak > 0 ? flops_tok * tps / (peak * 1e9) : 0.0;
         /* lost-update audit: warn once when most updates vanish for several steps */
@@ -332,7 +333,7 @@ int zt_train(const zt_train_args *a, zt_train_result *res, zt_err *err)
             for (int k = 0; k < ZT_COLL_NKINDS; k++)
                 fprintf(log, "\"%s\": %llu%s", zt_coll_kind_name((zt_coll_kind)k),
                         (unsigned long long)step_bytes[k], k + 1 < ZT_COLL_NKINDS ? ", " : "");
-            fprintf(log, "}}\n");
+            fprintf(log, "}, \"comm_wait_s\": %.6f, \"comm_progress_s\": %.6f}\n", wait_s, progress_s);
             fflush(log);
         }
         if (a->progress && rank0)
