@@ -149,6 +149,7 @@ def run_ztrain(model_dir, data, steps, stage, mode, workdir):
     return dict(stage=stage, mode=mode, argv=argv, losses=[r["loss"] for r in rows],
                 tps_rows=[r["tokens_per_sec_per_device"] for r in rows],
                 step_times=[r["step_time_s"] for r in rows], comm=rows[-1]["comm_bytes"],
+                wait_s=[r["comm_wait_s"] for r in rows], progress_s=[r["comm_progress_s"] for r in rows],
                 comm_all_steps_equal=all(r["comm_bytes"] == rows[-1]["comm_bytes"] for r in rows),
                 mem=mem, model_state=mem["params"] + mem["grads"] + mem["optimizer"],
                 rss=ch["rss"], wall=ch["wall"], others=ch["others"], user=ch["user"],
@@ -426,7 +427,8 @@ def main():
         return "%.2f%s" % (r["others"], " !" if r["others"] > NOISY else "")
     print()
     head = ("| stage | mode | plan flags | tok/s per device | step s | x stage 0 | comm MiB/step "
-            "(sent per rank) | comm / (psi x reduce bytes) | model state MiB per rank "
+            "(sent per rank) | comm / (psi x reduce bytes) | in collectives ms/step (blocked + progress) "
+            "| model state MiB per rank "
             "(params + grads + optim) | gathered + comm buffers MiB | peak RSS MiB | step-1 loss "
             "| other load |")
     print(head)
@@ -438,15 +440,17 @@ def main():
         rb = DTYPE_BYTES.get(z["reduce"] or "", 0)
         psi_mult = "%.2f" % (total / (z["params"] * rb)) if rb and z["params"] else "-"
         m = z["mem"]
-        print("| %s | %s | `%s` | %.0f | %.3f | %s | %s = %.1f | %s | %.2f = %.2f + %.2f + %.2f | %.2f "
-              "| %s | %.6f | %s |"
+        wait = 1e3 * statistics.median(z["wait_s"][a.warmup:])
+        prog = 1e3 * statistics.median(z["progress_s"][a.warmup:])
+        print("| %s | %s | `%s` | %.0f | %.3f | %s | %s = %.1f | %s | %.1f + %.1f | %.2f = %.2f + %.2f + %.2f "
+              "| %.2f | %s | %.6f | %s |"
               % (z["stage"], MODE_NAMES[z["mode"]], " ".join(plan_flags(z["stage"], z["mode"])), z["tps"],
                  statistics.median(z["step_times"][a.warmup:]), rel, comm_str(z["comm"]), mib(total),
-                 psi_mult, mib(z["model_state"]), mib(m["params"]), mib(m["grads"]), mib(m["optimizer"]),
+                 psi_mult, wait, prog, mib(z["model_state"]), mib(m["params"]), mib(m["grads"]), mib(m["optimizer"]),
                  mib(m["gathered"] + m["comm"]), S.fmt_mib(z["rss"]), z["losses"][0], load(z)))
     psi = runs[0]["params"] if runs else None
     for p, d in sorted(ddp.items()):
-        print("| DDP (gloo) | %s | `%s` | %.0f | %.3f | - | ar of %s MiB fp32 grads | - | - | - "
+        print("| DDP (gloo) | %s | `%s` | %.0f | %.3f | - | ar of %s MiB fp32 grads | - | - | - | - "
               "| %s | %.6f | %s |"
               % ("fp32" if p == "fp32" else "bf16 autocast", "torch DDP, " + p, d["tps"],
                  statistics.median(d["step_times"][a.warmup:]), "%.1f" % mib(4 * psi) if psi else "?",

@@ -11,7 +11,7 @@ printf 'The quick brown fox jumps over the lazy dog. %.0s' $(seq 60) > "$TMP/tex
     --per_device_train_batch_size 2 --max_steps 3 --learning_rate 1e-3 --log_jsonl "$TMP/log.jsonl" \
     --torch_dtype auto --mixed_precision bf16 --save_steps 2 --threads 1 > "$TMP/train.out" || fail "train"
 [ "$(wc -l < "$TMP/log.jsonl")" -eq 3 ] || fail "expected 3 JSONL lines"
-for key in step loss grad_norm lr tokens_per_sec_per_device step_time_s mfu; do
+for key in step loss grad_norm lr tokens_per_sec_per_device step_time_s mfu comm_bytes comm_wait_s comm_progress_s; do
     grep -q "\"$key\": " "$TMP/log.jsonl" || fail "JSONL lacks $key"
 done
 [ -f "$TMP/out/model.safetensors" ] && [ -f "$TMP/out/config.json" ] || fail "no final model"

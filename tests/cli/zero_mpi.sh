@@ -55,6 +55,14 @@ out=$("$ZTRAIN" launch --num_processes 2 "${args[@]}" --data $fix/tokens.npy \
       --deepspeed_config_file examples/configs/ds_zero3.json --log_jsonl "$TMP/ds.jsonl" 2>&1) || fail "ds_zero3.json: $out"
 printf '%s' "$out" | grep -q "plan: DEEPSPEED, ZeRO-3, 2 ranks" || fail "ds_zero3.json plan: $out"
 printf '%s' "$out" | grep -Fq "| DeepSpeed | fp32 | bf16 | fp32 | bf16 |" || fail "ds_zero3.json precision: $out"
+# two ranks at ZeRO-3 with overlap: every step logs time inside collectives, and some of it
+# was spent moving data in progress calls
+/usr/bin/python3 - "$TMP/ds.jsonl" <<'PY' || fail "comm_wait_s / comm_progress_s in $TMP/ds.jsonl"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert rows and all(r["comm_wait_s"] >= 0 and r["comm_progress_s"] >= 0 for r in rows), rows
+assert sum(r["comm_wait_s"] + r["comm_progress_s"] for r in rows) > 0, rows
+PY
 printf '{"train_batch_size": 32, "train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 2,\n "zero_optimization": {"stage": 2}}\n' > "$TMP/bad_tbs.json"
 expect_exit 2 "train_batch_size 32 != train_micro_batch_size_per_gpu 4 \\* gradient_accumulation_steps 2 \\* world size 2" -- \
     "$ZTRAIN" launch --num_processes 2 train --model $fix --data $fix/tokens.npy --threads 1 --block_size 16 \
