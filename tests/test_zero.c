@@ -246,7 +246,8 @@ static void test_hybrid(void)
  * backward, and with BACKWARD_POST, gives bit-identical losses, norms and weights
  * (fp32 reduce, whose in-flight send is the staging itself; bf16 reduce through its
  * own buffer; accumulation, where the root's reduce-scatter is still in flight when
- * the next micro-batch begins; hybrid, which sums replicas when one finishes).  The
+ * the next micro-batch begins; hybrid, which sums replicas when one finishes; stage 0,
+ * whose all-reduces start in the last micro-batch's backward).  The
  * counters show the overlap happened: in stage 3 every layer unit is prefetched
  * twice per micro-batch (the root's acquire starts the first layer's gather, the
  * root's grad_begin the last layer's), and in a shard group of more than one rank
@@ -293,9 +294,12 @@ static void overlap_case(const char *fixture, zt_plan_request req, int A, const 
     if (plan.stage == 3) /* BACKWARD_POST: each layer unit after the last one in backward */
         ZT_CHECK_MSG(o[2].res.prefetch_used == micro * (layer_units - 1), "%s: POST prefetched %ld",
                      name, o[2].res.prefetch_used);
-    if (sharded)
-        ZT_CHECK_MSG(o[1].res.reduce_overlapped == micro * (layer_units + 1), "%s: %ld reduce-scatters overlapped",
-                     name, o[1].res.reduce_overlapped);
+    /* stages 2-3 reduce-scatter every unit of every micro-batch; stage 0 on several
+     * ranks all-reduces every unit once per step, in the last micro-batch's backward */
+    long want = plan.stage == 0 ? (world > 1 ? steps * (layer_units + 1) : 0)
+                                : (sharded ? micro * (layer_units + 1) : 0);
+    ZT_CHECK_MSG(o[1].res.reduce_overlapped == want, "%s: %ld reductions overlapped, want %ld", name,
+                 o[1].res.reduce_overlapped, want);
     if (rank != 0)
         return;
     for (int k = 1; k < 3; k++) {
@@ -305,7 +309,7 @@ static void overlap_case(const char *fixture, zt_plan_request req, int A, const 
                          "%s, mode %d, step %d: loss %.9g vs %.9g", name, k, s + 1, o[k].loss[s], o[0].loss[s]);
         ZT_CHECK_MSG(weights_diff_dirs(o[k].dir, o[0].dir) == 0.0, "%s, mode %d: weights differ", name, k);
     }
-    printf("     %-34s %d ranks: bit-identical; %ld gathers prefetched, %ld reduce-scatters overlapped\n", name,
+    printf("     %-34s %d ranks: bit-identical; %ld gathers prefetched, %ld reductions overlapped\n", name,
            world, o[1].res.prefetch_used, o[1].res.reduce_overlapped);
 }
 
@@ -320,6 +324,11 @@ static void test_overlap_is_bit_exact(void)
     overlap_case(TIED, aligned, 1, "FULL_SHARD aligned bf16");
     overlap_case(PADDED, fsdp(ZT_SHARDING_SHARD_GRAD_OP), 2, "SHARD_GRAD_OP fp32, odd sizes, A=2");
     overlap_case(ODD, hybrid, 1, "HYBRID_SHARD fp32");
+    zt_plan_request ns_aligned = fsdp(ZT_SHARDING_NO_SHARD);
+    ns_aligned.torch_dtype = "bf16";
+    ns_aligned.mixed_precision = "bf16";
+    overlap_case(TIED, fsdp(ZT_SHARDING_NO_SHARD), 2, "NO_SHARD fp32, A=2");
+    overlap_case(ODD, ns_aligned, 1, "NO_SHARD aligned bf16");
 }
 
 /* Train the untied_odd fixture (micro-batch 1, no accumulation) for `steps` over all

@@ -281,17 +281,10 @@ void zt_comm_wait(zt_comm *c, zt_comm_op *op)
     op->active = 0;
 }
 
-void zt_comm_reduce_scatter(zt_comm *c, void *shard, const void *full, void *slices, size_t n,
-                            zt_dtype dt)
-{
-    zt_comm_op op;
-    zt_comm_start_reduce_scatter(c, &op, shard, full, slices, n, dt);
-    zt_comm_wait(c, &op);
-}
-
-void zt_comm_allreduce(zt_comm *c, void *buf, size_t n, zt_dtype dt, int scope)
+void zt_comm_start_allreduce(zt_comm *c, zt_comm_op *op, void *buf, size_t n, zt_dtype dt, int scope)
 {
     size_t es = zt_dtype_size(dt);
+    memset(op, 0, sizeof *op);
     if (!c->world_comm)
         return;
     MPI_Comm comm = scope_comm(c, scope);
@@ -302,12 +295,34 @@ void zt_comm_allreduce(zt_comm *c, void *buf, size_t n, zt_dtype dt, int scope)
     /* an all-reduce moves its buffer twice (reduce-scatter + all-gather): 2 Psi */
     c->bytes[ZT_COLL_ALLREDUCE] += 2 * n * es;
     c->calls[ZT_COLL_ALLREDUCE]++;
-    double t0 = MPI_Wtime();
-    for (size_t off = 0; off < n; off += CHUNK) {
-        size_t m = n - off < CHUNK ? n - off : CHUNK;
-        MPI_Allreduce(MPI_IN_PLACE, (char *)buf + off * es, (int)m, mpi_type(dt), mpi_sum(dt), comm);
+    if (n > CHUNK) { /* blocking, in chunks (buffers this large do not occur in training) */
+        double t0 = MPI_Wtime();
+        for (size_t off = 0; off < n; off += CHUNK) {
+            size_t m = n - off < CHUNK ? n - off : CHUNK;
+            MPI_Allreduce(MPI_IN_PLACE, (char *)buf + off * es, (int)m, mpi_type(dt), mpi_sum(dt), comm);
+        }
+        c->wait_s += MPI_Wtime() - t0;
+        return;
     }
-    c->wait_s += MPI_Wtime() - t0;
+    op->active = 1;
+    op->kind = ZT_COLL_ALLREDUCE;
+    op->send = buf;
+    MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, mpi_type(dt), mpi_sum(dt), comm, op_request(op));
+}
+
+void zt_comm_allreduce(zt_comm *c, void *buf, size_t n, zt_dtype dt, int scope)
+{
+    zt_comm_op op;
+    zt_comm_start_allreduce(c, &op, buf, n, dt, scope);
+    zt_comm_wait(c, &op);
+}
+
+void zt_comm_reduce_scatter(zt_comm *c, void *shard, const void *full, void *slices, size_t n,
+                            zt_dtype dt)
+{
+    zt_comm_op op;
+    zt_comm_start_reduce_scatter(c, &op, shard, full, slices, n, dt);
+    zt_comm_wait(c, &op);
 }
 
 double zt_comm_sum_double(zt_comm *c, double x, int scope)

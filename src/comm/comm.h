@@ -86,6 +86,9 @@ void zt_comm_start_allgather(zt_comm *c, zt_comm_op *op, void *full, size_t n, z
 /* As zt_comm_reduce_scatter; full and slices must stay untouched until the wait. */
 void zt_comm_start_reduce_scatter(zt_comm *c, zt_comm_op *op, void *shard, const void *full,
                                   void *slices, size_t n, zt_dtype dt);
+/* buf (n) <- sum of buf over the scope's ranks, in place (MPI's sum; the blocking
+ * zt_comm_allreduce runs the same call, so both give the same bits). */
+void zt_comm_start_allreduce(zt_comm *c, zt_comm_op *op, void *buf, size_t n, zt_dtype dt, int scope);
 /* 1 when op's data has moved (or op is idle); the reduce-scatter's sum is left to the wait. */
 int zt_comm_test(zt_comm *c, zt_comm_op *op);
 void zt_comm_wait(zt_comm *c, zt_comm_op *op);

@@ -392,8 +392,10 @@ static int local_accumulation(const zt_engine *eng)
 
 static void accumulate(void *acc, zt_dtype md, const void *x, zt_dtype xd, size_t n);
 
-/* Stages 2-3: finish the reduce-scatter in flight and add its shard to the
- * owner's accumulator (after summing over hybrid replicas). */
+/* Finish the reduction in flight.  Stage 0: the all-reduced gradient is the
+ * accumulator (back from the reduce dtype when that differs).  Stages 2-3: the
+ * reduce-scatter's shard is added to the owner's accumulator (after summing over
+ * hybrid replicas). */
 static void finish_reduce(zt_engine *eng)
 {
     int u = eng->reduce_unit;
@@ -404,6 +406,11 @@ static void finish_reduce(zt_engine *eng)
     zt_dtype rd = eng->prec.reduce;
     zt_comm_wait(c, &eng->reduce_op);
     eng->reduce_unit = -1;
+    if (eng->stage == 0) {
+        if (eng->reduce_op.send != us->grad)
+            zt_convert(us->grad, eng->prec.master, eng->comm_full, rd, eng->lay->units[u].padded_numel);
+        return;
+    }
     if (c->replica_size > 1) /* hybrid: replicas hold the same slice; sum them */
         zt_comm_allreduce(c, eng->comm_shard, us->shard_numel, rd, ZT_SCOPE_REPLICA);
     accumulate(us->grad, eng->prec.master, eng->comm_shard, rd, us->shard_numel);
@@ -417,6 +424,32 @@ void zt_engine_progress(zt_engine *eng)
         zt_comm_test(eng->comm, &eng->reduce_op);
 }
 
+void zt_engine_sync_backward(zt_engine *eng, int sync) { eng->sync_backward = sync; }
+
+/* Stage 0 on several ranks, in the backward that ends the step's accumulation:
+ * unit u's gradient is complete, so its all-reduce starts now and runs while the
+ * units before it compute theirs.  The same call, on the same buffer, as the
+ * reduction at the step would make. */
+static void start_early_allreduce(zt_engine *eng, int u)
+{
+    zt_unit_state *us = &eng->units[u];
+    zt_dtype rd = eng->prec.reduce, md = eng->prec.master;
+    if (eng->stage != 0 || eng->comm->world == 1 || !eng->overlap.overlap_reduce || !eng->sync_backward)
+        return;
+    finish_reduce(eng); /* one in flight at a time: comm_full is reused */
+    size_t P = eng->lay->units[u].padded_numel;
+    void *buf = us->grad;
+    if (rd != md) {
+        zt_convert(eng->comm_full, rd, us->grad, md, P);
+        buf = eng->comm_full;
+    }
+    us->reduced = 1;
+    us->grad_sumsq_valid = 0;
+    zt_comm_start_allreduce(eng->comm, &eng->reduce_op, buf, P, rd, ZT_SCOPE_WORLD);
+    eng->reduce_unit = u;
+    eng->reduce_overlapped++;
+}
+
 void zt_engine_drain(zt_engine *eng)
 {
     finish_reduce(eng);
@@ -428,6 +461,8 @@ float *zt_engine_grad_begin(zt_engine *eng, int unit)
     zt_unit_state *us = &eng->units[unit];
     size_t full = eng->lay->units[unit].padded_numel;
     assert(us->staging == NULL && "grad_begin twice");
+    assert(!us->reduced && "gradient accumulated after its all-reduce began: zt_engine_sync_backward(eng, 0) "
+                           "for every micro-batch but the last");
     eng->in_backward = 1;
     if (eng->overlap.backward_prefetch == ZT_BACKWARD_PREFETCH_PRE)
         prefetch(eng, eng->next_bwd[unit]);
@@ -518,6 +553,7 @@ void zt_engine_grad_end(zt_engine *eng, int unit)
         }
         us->grad_rounded = 1;
         us->staging = NULL;
+        start_early_allreduce(eng, unit);
         return;
     }
     us->grad_rounded = 0; /* a sum of rounded values need not be representable */
@@ -563,6 +599,7 @@ void zt_engine_grad_end(zt_engine *eng, int unit)
         }
     }
     us->staging = NULL;
+    start_early_allreduce(eng, unit);
 }
 
 void zt_engine_zero_grads(zt_engine *eng)
@@ -573,6 +610,7 @@ void zt_engine_zero_grads(zt_engine *eng)
         eng->units[u].grad_zero = 1;
         eng->units[u].grad_rounded = 1; /* zero is representable in every dtype */
         eng->units[u].grad_sumsq_valid = 0;
+        eng->units[u].reduced = 0;
     }
     eng->grads_reduced = 0;
 }
@@ -589,6 +627,8 @@ void zt_engine_reduce_grads(zt_engine *eng)
         zt_unit_state *us = &eng->units[u];
         size_t P = eng->lay->units[u].padded_numel;
         void *buf = us->grad;
+        if (us->reduced) /* all-reduced during the backward */
+            continue;
         if (eng->stage == 0 && c->world == 1 && rd == ZT_BF16 && md == ZT_F32) {
             /* one rank: the all-reduce is empty, and the round trip through the reduce
              * dtype is a rounding in place (one pass instead of two through comm_full),

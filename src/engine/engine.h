@@ -51,7 +51,11 @@ typedef struct zt_precision {
  *                      for nothing in either case: it is gathered again
  *   overlap_reduce     stages 2-3: a unit's reduce-scatter runs while the previous
  *                      unit's backward computes (FSDP always; DeepSpeed
- *                      overlap_comm); off, it finishes inside grad_end
+ *                      overlap_comm); off, it finishes inside grad_end.
+ *                      Stage 0 on several ranks: in the backward that ends the
+ *                      step's accumulation (zt_engine_sync_backward), a unit's
+ *                      all-reduce starts when its gradient is complete (DDP's
+ *                      buckets, FSDP NO_SHARD); off, all units reduce at the step
  * At most one all-gather and one reduce-scatter are in flight at a time (FSDP's
  * limit_all_gathers allows two).  The numbers do not depend on any of this: the
  * same collectives run on the same buffers, only sooner. */
@@ -83,6 +87,7 @@ typedef struct zt_unit_state {
     int grad_zero;          /* grad holds only zeros (set by zero_grads, cleared by grad_end) */
     int grad_rounded;       /* every grad value is representable in the reduce dtype */
     int grad_sumsq_valid;   /* grad_sumsq is the sum of squares of grad as it stands */
+    int reduced;            /* stage 0: this step's all-reduce of grad has started */
     double grad_sumsq;      /* computed by grad_end's last pass over grad, for the norm */
 } zt_unit_state;
 
@@ -112,6 +117,7 @@ typedef struct zt_engine {
     zt_overlap overlap;
     int *next_fwd, *next_bwd;   /* per unit: the layer unit the forward / backward needs next, -1 none */
     int in_backward;            /* a gradient was opened since the root was last acquired */
+    int sync_backward;          /* the coming backward ends the step's accumulation */
     zt_comm_op gather_op;       /* stage 3 prefetch */
     int gather_unit;            /* its unit, -1 none */
     zt_comm_op reduce_op;       /* stages 2-3 */
@@ -149,6 +155,11 @@ const void *zt_engine_acquire(zt_engine *eng, int unit);
 void zt_engine_release(zt_engine *eng, int unit);
 float *zt_engine_grad_begin(zt_engine *eng, int unit);
 void zt_engine_grad_end(zt_engine *eng, int unit);
+/* Whether the next backward is the last before the step (the trainer says so for
+ * its last micro-batch; PyTorch DDP's no_sync is the opposite).  Stage 0 on several
+ * ranks then all-reduces each unit as soon as its gradient is complete.  Off (the
+ * default), everything reduces at the step. */
+void zt_engine_sync_backward(zt_engine *eng, int sync);
 /* Let collectives in flight move (the model calls it between its products); cheap
  * when none is. */
 void zt_engine_progress(zt_engine *eng);

@@ -156,12 +156,14 @@ int zt_plan_resolve(const zt_plan_request *r, int world, zt_plan *p, zt_err *err
         ov->backward_prefetch = prefetch ? ZT_BACKWARD_PREFETCH_PRE : ZT_BACKWARD_PREFETCH_NONE;
         ov->forward_prefetch = prefetch;
         ov->overlap_reduce = r->overlap_comm < 0 ? p->stage == 3 : r->overlap_comm;
+    } else { /* DDP all-reduces its gradient buckets during the backward */
+        ov->overlap_reduce = 1;
     }
     if (p->stage < 3) {
         ov->forward_prefetch = 0;
         ov->backward_prefetch = ZT_BACKWARD_PREFETCH_NONE;
     }
-    if (p->stage < 2)
+    if (p->stage == 1) /* ZeRO-1 reduces at the step */
         ov->overlap_reduce = 0;
 
     /* the mode, in the seed's words */
@@ -187,6 +189,9 @@ void zt_plan_print(FILE *f, const zt_plan *p)
             p->mixed ? zt_dtype_name(p->prec.compute) : "no",
             zt_dtype_name(p->prec.master), zt_dtype_name(p->prec.compute), zt_dtype_name(p->prec.reduce),
             zt_dtype_name(p->prec.master));
+    if (p->stage == 0 && p->world > 1)
+        fprintf(f, "overlap: all-reduce %s\n", p->overlap.overlap_reduce
+                ? "of each unit during the last micro-batch's backward" : "at the step");
     if (p->stage >= 2)
         fprintf(f, "overlap: reduce-scatter %s; prefetch forward %s, backward %s\n",
                 p->overlap.overlap_reduce ? "during the next unit's backward" : "inside each unit's backward",

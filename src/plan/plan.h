@@ -11,10 +11,12 @@
  *   NO / MULTI_CPU (plain data parallel): stage 0 with FSDP's dtype rules.
  * Strategies map to stages: NO_SHARD 0, SHARD_GRAD_OP 2, FULL_SHARD 3,
  * HYBRID_SHARD 3 and HYBRID_SHARD_ZERO2 2 inside groups of ranks_per_node.
- * Overlap: FSDP always overlaps its reduce-scatters (they run on their own
- * stream) and prefetches as backward_prefetch / forward_prefetch say; DeepSpeed
- * overlaps reduce-scatters when overlap_comm (default: stage 3 only) and
- * prefetches both ways in stage 3 unless stage3_prefetch_bucket_size is 0. */
+ * Overlap: FSDP always overlaps its reduce-scatters and NO_SHARD's all-reduces
+ * (they run on their own stream) and prefetches as backward_prefetch /
+ * forward_prefetch say; DeepSpeed overlaps reduce-scatters when overlap_comm
+ * (default: stage 3 only) and prefetches both ways in stage 3 unless
+ * stage3_prefetch_bucket_size is 0; plain data parallel all-reduces during the
+ * backward, as DDP's buckets do.  ZeRO-1 reduces at the step. */
 #ifndef ZT_PLAN_H
 #define ZT_PLAN_H
 

@@ -281,11 +281,14 @@ int zt_train(const zt_train_args *a, zt_train_result *res, zt_err *err)
             long k0 = zt_sample_index(s, micro, comm->rank, B, A, W);
             zt_batcher_fill(&r.batcher, k0, B, r.inputs, r.targets);
             double ls = 0.0;
+            /* the last micro-batch's backward may start the step's reduction */
+            zt_engine_sync_backward(&r.eng, micro == A - 1);
             /* a failing matrix product is not bad input: stop every rank */
             if ((rc = zt_model_step(&r.model, r.inputs, r.targets, 1, (float)(grad_scale * scale), &ls, err)))
                 goto done;
             loss_sum += ls;
         }
+        zt_engine_sync_backward(&r.eng, 0);
         /* the schedule counts applied updates: a step skipped on fp16 overflow does
          * not advance it, as DeepSpeed's engine does not step its scheduler then */
         long u = r.eng.optimizer_steps;
