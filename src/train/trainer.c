@@ -283,9 +283,21 @@ int zt_train(const zt_train_args *a, zt_train_result *res, zt_err *err)
             double ls = 0.0;
             /* the last micro-batch's backward may start the step's reduction */
             zt_engine_sync_backward(&r.eng, micro == A - 1);
-            /* a failing matrix product is not bad input: stop every rank */
-            if ((rc = zt_model_step(&r.model, r.inputs, r.targets, 1, (float)(grad_scale * scale), &ls, err)))
+            /* a failing matrix product is not bad input: stop every rank.  The others
+             * are inside (or about to enter) this step's collectives and would wait
+             * for this rank forever, so on several ranks the job is aborted here. */
+            if (a->inject_failure_step == s + 1 && a->inject_failure_rank == comm->rank)
+                rc = zt_fail(err, ZT_EFAIL, "injected failure at step %ld (tests)", s + 1);
+            else
+                rc = zt_model_step(&r.model, r.inputs, r.targets, 1, (float)(grad_scale * scale), &ls, err);
+            if (rc) {
+                if (W > 1) {
+                    fprintf(stderr, "ztrain: error: rank %d: %s\n", comm->rank, err->msg);
+                    fflush(stderr);
+                    zt_comm_abort(1);
+                }
                 goto done;
+            }
             loss_sum += ls;
         }
         zt_engine_sync_backward(&r.eng, 0);

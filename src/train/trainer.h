@@ -39,6 +39,8 @@ typedef struct zt_train_args {
     long inject_nonfinite_step;  /* tests: from this step (1-based; 0: never) ... */
     long inject_nonfinite_count; /* ... for this many steps (at least 1) ... */
     int inject_nonfinite_rank;   /* ... this rank's gradient gets an inf */
+    long inject_failure_step;    /* tests: at this step (1-based; 0: never) ... */
+    int inject_failure_rank;     /* ... this rank's forward fails, as a failing product would */
 } zt_train_args;
 
 typedef struct zt_train_result {
