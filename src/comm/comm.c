@@ -191,8 +191,9 @@ static void sum_slices(void *shard, const void *slices, size_t per, int G, zt_dt
     }
 }
 
-/* Slices of more than CHUNK elements: one MPI_Reduce per member and chunk, in
- * MPI's order (blocking; buffers this large do not occur in training). */
+/* Slices of more than CHUNK (2^30) elements, which MPI's int counts cannot hold:
+ * one MPI_Reduce per member and chunk, in MPI's order, blocking (a unit of more
+ * than G * 2^30 parameters is not overlapped). */
 static void reduce_scatter_huge(zt_comm *c, void *shard, const void *full, size_t per, zt_dtype dt)
 {
     size_t es = zt_dtype_size(dt);
@@ -295,7 +296,7 @@ void zt_comm_start_allreduce(zt_comm *c, zt_comm_op *op, void *buf, size_t n, zt
     /* an all-reduce moves its buffer twice (reduce-scatter + all-gather): 2 Psi */
     c->bytes[ZT_COLL_ALLREDUCE] += 2 * n * es;
     c->calls[ZT_COLL_ALLREDUCE]++;
-    if (n > CHUNK) { /* blocking, in chunks (buffers this large do not occur in training) */
+    if (n > CHUNK) { /* MPI's int counts: blocking, in chunks (such a unit is not overlapped) */
         double t0 = MPI_Wtime();
         for (size_t off = 0; off < n; off += CHUNK) {
             size_t m = n - off < CHUNK ? n - off : CHUNK;

@@ -406,8 +406,8 @@ static void finish_reduce(zt_engine *eng)
     zt_dtype rd = eng->prec.reduce;
     zt_comm_wait(c, &eng->reduce_op);
     eng->reduce_unit = -1;
-    if (eng->stage == 0) {
-        if (eng->reduce_op.send != us->grad)
+    if (eng->stage == 0) { /* start_early_allreduce reduced in comm_full when the dtypes differ */
+        if (rd != eng->prec.master)
             zt_convert(us->grad, eng->prec.master, eng->comm_full, rd, eng->lay->units[u].padded_numel);
         return;
     }
