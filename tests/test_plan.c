@@ -107,22 +107,29 @@ static void test_refusals(void)
     ZT_CHECK(zt_plan_resolve(&r, 1, &p, &err) == ZT_EINPUT && strstr(err.msg, "zero_stage"));
 }
 
-/* The engine's buffers carry the plan's dtypes, and the check catches a mismatch. */
-static void test_engine_dtype_invariants(void)
+/* A tiny model's layout (hidden 8, 2 heads of 4, 1 kv head, ffn 12, vocab 16), a
+ * unit per layer plus the root, for engine tests on one process. */
+static int tiny_layout(zt_layout *lay, int layers, zt_err *err)
 {
     zt_llama_config c = {0};
     c.hidden_size = 8;
     c.intermediate_size = 12;
-    c.num_hidden_layers = 2;
+    c.num_hidden_layers = layers;
     c.num_attention_heads = 2;
     c.num_key_value_heads = 1;
     c.head_dim = 4;
     c.vocab_size = 16;
+    return zt_layout_build(lay, &c, ZT_WRAP_TRANSFORMER, 0, 1, err);
+}
+
+/* The engine's buffers carry the plan's dtypes, and the check catches a mismatch. */
+static void test_engine_dtype_invariants(void)
+{
     zt_layout lay;
     zt_comm comm;
     zt_comm_create_local(&comm);
     zt_err err;
-    ZT_CHECK(zt_layout_build(&lay, &c, ZT_WRAP_TRANSFORMER, 0, 1, &err) == ZT_OK);
+    ZT_CHECK(tiny_layout(&lay, 2, &err) == ZT_OK);
     const char *modes[][2] = {{"fp32", "no"}, {"bf16", "no"}, {"bf16", "bf16"}};
     for (int m = 0; m < 3; m++)
         for (int stage = 0; stage <= 3; stage++) {
@@ -151,19 +158,11 @@ static void test_engine_dtype_invariants(void)
  * for the wrong unit. */
 static void test_stage3_prefetch_pool(void)
 {
-    zt_llama_config c = {0};
-    c.hidden_size = 8;
-    c.intermediate_size = 12;
-    c.num_hidden_layers = 4;
-    c.num_attention_heads = 2;
-    c.num_key_value_heads = 1;
-    c.head_dim = 4;
-    c.vocab_size = 16;
     zt_layout lay;
     zt_comm comm;
     zt_comm_create_local(&comm);
     zt_err err;
-    ZT_CHECK(zt_layout_build(&lay, &c, ZT_WRAP_TRANSFORMER, 0, 1, &err) == ZT_OK);
+    ZT_CHECK(tiny_layout(&lay, 4, &err) == ZT_OK);
     zt_precision prec = {ZT_F32, ZT_F32, ZT_BF16, ZT_BF16, ZT_F32, 0};
     zt_overlap ov = {1, ZT_BACKWARD_PREFETCH_PRE, 1};
     zt_engine eng;
