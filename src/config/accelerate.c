@@ -20,8 +20,10 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <yaml.h>
 
+#include "../core/input.h"
 #include "../core/mem.h"
 #include "../core/text.h"
 #include "../plan/plan.h"
@@ -804,14 +806,16 @@ void zt_accel_config_init(zt_accel_config *c)
 
 int zt_accel_config_read(const char *path, zt_accel_config *out, zt_err *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return zt_fail(err, ZT_EINPUT, "%s: cannot open the Accelerate config: %s", path,
-                       strerror(errno));
+    int fd;
     struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(f);
-        return zt_fail(err, ZT_EINPUT, "%s: not a regular file", path);
+    int orc = zt_open_input(path, "the Accelerate config", &fd, &st, err);
+    if (orc)
+        return orc;
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return zt_fail(err, ZT_EFAIL, "%s: cannot open the Accelerate config: %s", path,
+                       strerror(errno));
     }
     if (st.st_size > (off_t)MAX_FILE_BYTES) {
         fclose(f);

@@ -28,6 +28,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../core/input.h"
 #include "../core/mem.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -59,18 +60,9 @@ static void xstrfree(char *s)
         xfree(s, strlen(s) + 1);
 }
 
-/* Open-time errno values that mean "the path the user gave is wrong" (bad input,
- * exit 2) rather than "the machine failed" (exit 1). */
-static int errno_code(int e)
-{
-    switch (e) {
-    case ENOENT: case ENOTDIR: case EACCES: case EPERM: case EISDIR: case EROFS:
-    case ENAMETOOLONG: case ELOOP: case EEXIST:
-        return ZT_EINPUT;
-    default:
-        return ZT_EFAIL;
-    }
-}
+/* Open-time errno values: the path the user gave is wrong (exit 2) or the
+ * machine failed (exit 1); one list for every reader (core/input.c). */
+static int errno_code(int e) { return zt_errno_code(e); }
 
 /* Offset of the first byte that breaks UTF-8 (overlong forms, surrogates and
  * code points past U+10FFFF included, as Rust's str::from_utf8 rejects them), or
@@ -443,18 +435,12 @@ int zt_json_parse(const char *path, const char *what, const void *text, size_t l
 int zt_json_parse_file(const char *path, size_t max_bytes, zt_json *out, zt_err *err)
 {
     memset(out, 0, sizeof *out);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        int e = errno;
-        return zt_fail(err, errno_code(e), "%s: cannot open: %s", path, strerror(e));
-    }
+    int fd;
     struct stat st;
-    int rc = ZT_OK;
-    if (fstat(fd, &st) != 0) {
-        rc = zt_fail(err, ZT_EFAIL, "%s: cannot stat: %s", path, strerror(errno));
-    } else if (!S_ISREG(st.st_mode)) {
-        rc = zt_fail(err, ZT_EINPUT, "%s: not a regular file", path);
-    } else if ((unsigned long long)st.st_size > max_bytes) {
+    int rc = zt_open_input(path, NULL, &fd, &st, err);
+    if (rc)
+        return rc;
+    if ((unsigned long long)st.st_size > max_bytes) {
         rc = zt_fail(err, ZT_EINPUT, "%s: file is %lld bytes, more than the %zu-byte limit", path,
                      (long long)st.st_size, max_bytes);
     } else if (!(out->text = xalloc((size_t)st.st_size + 1))) {
@@ -848,15 +834,10 @@ int zt_st_open(const char *path, zt_st_file **out, zt_err *err)
         return zt_fail(err, ZT_EFAIL, "%s: out of memory", path);
     }
     int rc = ZT_OK;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = -1;
     struct stat st;
-    if (fd < 0) {
-        int e = errno;
-        rc = zt_fail(err, errno_code(e), "%s: cannot open: %s", path, strerror(e));
-    } else if (fstat(fd, &st) != 0) {
-        rc = zt_fail(err, ZT_EFAIL, "%s: cannot stat: %s", path, strerror(errno));
-    } else if (!S_ISREG(st.st_mode)) {
-        rc = zt_fail(err, ZT_EINPUT, "%s: not a regular file", path);
+    if ((rc = zt_open_input(path, NULL, &fd, &st, err))) {
+        /* the message names the path and the kind */
     } else if (st.st_size < 8) {
         rc = zt_fail(err, ZT_EINPUT,
                      "%s: file is %lld bytes, too short (truncated) for the 8-byte header length",

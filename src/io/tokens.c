@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../core/input.h"
 #include "../core/mem.h"
 #include "safetensors.h" /* zt_write_atomic */
 
@@ -318,21 +319,14 @@ int zt_tokens_load(const char *path, zt_tokens *out, zt_err *err)
     if (!load)
         return zt_fail(err, ZT_EINPUT, "%s: unknown token file type (expected .npy, .bin or .txt)", path);
 
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        int e = errno;
-        return zt_fail(err, e == ENOENT || e == EACCES || e == ENOTDIR || e == EISDIR ? ZT_EINPUT : ZT_EFAIL,
-                       "%s: cannot open: %s", path, strerror(e));
-    }
+    int fd;
     struct stat st;
-    int rc = ZT_OK;
+    int rc = zt_open_input(path, "the token file", &fd, &st, err);
+    if (rc)
+        return rc;
     void *map = NULL;
     size_t size = 0;
-    if (fstat(fd, &st) != 0) {
-        rc = zt_fail(err, ZT_EFAIL, "%s: cannot stat: %s", path, strerror(errno));
-    } else if (!S_ISREG(st.st_mode)) {
-        rc = zt_fail(err, ZT_EINPUT, "%s: not a regular file", path);
-    } else if (st.st_size == 0) {
+    if (st.st_size == 0) {
         rc = zt_fail(err, ZT_EINPUT, "%s: file is empty: no tokens", path);
     } else {
         size = (size_t)st.st_size;
