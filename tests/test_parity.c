@@ -156,7 +156,7 @@ static void check_batch0(const char *dir, zt_precision prec, const char *prefix,
         int N = fa.B * fa.T;
         double loss_sum = 0;
         char name[160];
-        ZT_CHECK(zt_model_step(&s.model, s.in, s.tg, 0, 0.0f, &loss_sum, &err) == ZT_OK);
+        ZT_CHECK(zt_model_forward(&s.model, s.in, s.tg, &loss_sum, &err) == ZT_OK);
         snprintf(name, sizeof name, "%slogits", prefix);
         const zt_st_tensor *t = ref_tensor(ref, name);
         if (t) {
@@ -175,7 +175,7 @@ static void check_batch0(const char *dir, zt_precision prec, const char *prefix,
         for (int transposed = 0; transposed <= 1; transposed++) {
             ZT_CHECK(zt_model_set_head_transposed(&s.model, transposed, &err) == ZT_OK);
             zt_engine_zero_grads(&s.eng);
-            ZT_CHECK(zt_model_step(&s.model, s.in, s.tg, 1, 1.0f / (float)N, &loss_sum, &err) == ZT_OK);
+            ZT_CHECK(zt_model_forward_backward(&s.model, s.in, s.tg, 1.0f / (float)N, &loss_sum, &err) == ZT_OK);
             double worst = 0;
             float **g = calloc((size_t)s.lay.nparams, sizeof *g);
             for (int i = 0; i < s.lay.nparams; i++)
@@ -202,30 +202,45 @@ static void check_batch0(const char *dir, zt_precision prec, const char *prefix,
     zt_st_close(ref);
 }
 
-/* Three optimizer steps through the real trainer; compare its JSONL and saved weights. */
+/* The trainer's per-step metrics. */
+typedef struct step_log {
+    zt_step_metrics m[16];
+    int n;
+} step_log;
+
+static void record_step(void *ctx, const zt_step_metrics *m)
+{
+    step_log *l = ctx;
+    if (l->n < 16)
+        l->m[l->n++] = *m;
+}
+
+/* Three optimizer steps through the real trainer; compare its metrics and saved weights. */
 static void check_training(const char *dir, zt_precision prec, const char *prefix, double tol_loss,
                            double tol_weights)
 {
     fixture_args fa = read_args(dir);
     char tmp[64];
     ZT_CHECK(tmpdir_make(tmp, sizeof tmp, "zt_parity_") != NULL);
-    char out[600], log[600], data[600], refpath[600];
+    char out[600], data[600], refpath[600];
     tmpdir_join(out, sizeof out, tmp, "out");
-    tmpdir_join(log, sizeof log, tmp, "log.jsonl");
     snprintf(data, sizeof data, "%s/tokens.npy", dir);
     snprintf(refpath, sizeof refpath, "%s/reference.safetensors", dir);
     zt_train_args a = {0};
     a.model_dir = dir;
     a.data_path = data;
     a.output_dir = out;
-    a.log_jsonl = log;
     a.plan = zt_plan_single(prec, ZT_WRAP_TRANSFORMER);
     a.plan.prec.save = ZT_F32;
     a.block_size = fa.T;
     a.batch_size = fa.B;
     a.grad_accum = fa.A;
     a.max_steps = fa.max_steps;
-    a.stop_after_steps = fa.steps;
+    zt_train_hooks stop = {.stop_after_steps = fa.steps}; /* of the schedule's max_steps */
+    a.hooks = &stop;
+    step_log got = {0};
+    a.on_step = record_step;
+    a.on_step_ctx = &got;
     a.adam = (zt_adamw_hparams){fa.lr, fa.wd, fa.b1, fa.b2, fa.eps};
     a.max_grad_norm = fa.clip;
     a.schedule = ZT_LR_LINEAR;
@@ -249,29 +264,16 @@ static void check_training(const char *dir, zt_precision prec, const char *prefi
     snprintf(name, sizeof name, "%sgrad_norms", prefix);
     const zt_st_tensor *norms = ref_tensor(ref, name);
     const zt_st_tensor *lrs = ref_tensor(ref, "lrs");
-    FILE *f = fopen(log, "r");
-    char line[4096];
-    int step = 0;
-    while (f && fgets(line, sizeof line, f) && step < fa.steps) {
-        cJSON *j = cJSON_Parse(line);
-        ZT_CHECK(j != NULL);
-        if (!j)
-            break;
-        float l = (float)cJSON_GetObjectItem(j, "loss")->valuedouble;
-        float g = (float)cJSON_GetObjectItem(j, "grad_norm")->valuedouble;
-        float r = (float)cJSON_GetObjectItem(j, "lr")->valuedouble;
+    for (int step = 0; step < fa.steps && step < got.n; step++) {
+        float l = (float)got.m[step].loss, g = (float)got.m[step].grad_norm, r = (float)got.m[step].lr;
         if (losses)
             ZT_CHECK_CLOSE(l, zt_load_f32(losses->data, losses->dtype, step), tol_loss, 1e-6);
         if (norms)
             ZT_CHECK_CLOSE(g, zt_load_f32(norms->data, norms->dtype, step), tol_loss * 10, 1e-6);
         if (lrs)
             ZT_CHECK_CLOSE(r, zt_load_f32(lrs->data, lrs->dtype, step), 1e-6, 1e-9);
-        cJSON_Delete(j);
-        step++;
     }
-    if (f)
-        fclose(f);
-    ZT_CHECK_MSG(step == fa.steps, "%s: %d JSONL lines, expected %d", log, step, fa.steps);
+    ZT_CHECK_MSG(got.n == fa.steps, "%s: %d steps reported, expected %d", dir, got.n, fa.steps);
     if (tol_weights > 0) {
         zt_weights *w = NULL;
         ZT_CHECK_MSG(zt_weights_open(out, &w, &err) == ZT_OK, "%s", err.msg);

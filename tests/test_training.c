@@ -17,13 +17,24 @@
 
 static const char *FIX = "tests/fixtures/gqa_tied";
 
-static zt_train_args base_args(const char *out, const char *log)
+/* Per-step losses, from the trainer's metrics. */
+typedef struct loss_log {
+    double *losses;
+    int n, cap;
+} loss_log;
+
+static void record_loss(void *ctx, const zt_step_metrics *m)
+{
+    loss_log *l = ctx;
+    if (l->n < l->cap)
+        l->losses[l->n++] = m->loss;
+}
+
+static zt_train_args base_args(void)
 {
     zt_train_args a = {0};
     a.model_dir = FIX;
     a.data_path = "tests/fixtures/gqa_tied/tokens.npy";
-    a.output_dir = out;
-    a.log_jsonl = log;
     a.plan = zt_plan_single((zt_precision){ZT_F32, ZT_F32, ZT_F32, ZT_F32, ZT_F32, 0}, ZT_WRAP_TRANSFORMER);
     a.block_size = 16;
     a.batch_size = 2;
@@ -45,23 +56,18 @@ static zt_weights *run(zt_train_args a, double *losses, int nlosses, char *tmpdi
     if (!tmpdir_make(tmp, sizeof tmp, "zt_train_"))
         return NULL;
     strcpy(tmpdir_out, tmp);
-    char out[256], log[256];
+    char out[256];
     tmpdir_join(out, sizeof out, tmp, "out");
-    tmpdir_join(log, sizeof log, tmp, "log.jsonl");
     a.output_dir = out;
-    a.log_jsonl = log;
+    for (int i = 0; i < nlosses; i++)
+        losses[i] = NAN;
+    loss_log ll = {losses, 0, nlosses};
+    a.on_step = record_loss;
+    a.on_step_ctx = &ll;
     zt_err err = {0};
     zt_train_result res;
     int rc = zt_train(&a, &res, &err);
     ZT_CHECK_MSG(rc == ZT_OK, "%s", err.msg);
-    FILE *f = fopen(log, "r");
-    char line[4096];
-    for (int i = 0; f && i < nlosses && fgets(line, sizeof line, f); i++) {
-        char *p = strstr(line, "\"loss\": ");
-        losses[i] = p ? atof(p + 8) : NAN;
-    }
-    if (f)
-        fclose(f);
     zt_weights *w = NULL;
     if (rc == ZT_OK)
         ZT_CHECK_MSG(zt_weights_open(out, &w, &err) == ZT_OK, "%s", err.msg);
@@ -78,7 +84,7 @@ static void test_gradient_accumulation_matches_bigger_batch(void)
 {
     double l1[4], l2[4], l3[4];
     char t1[64], t2[64], t3[64];
-    zt_train_args a = base_args(NULL, NULL);
+    zt_train_args a = base_args();
     a.adam.lr = 1e-4;
     a.batch_size = 4;
     zt_weights *w1 = run(a, l1, 4, t1);
@@ -147,7 +153,7 @@ static void test_gradient_checkpointing_is_exact(void)
 {
     double l1[4], l2[4];
     char t1[64], t2[64];
-    zt_train_args a = base_args(NULL, NULL);
+    zt_train_args a = base_args();
     zt_weights *w1 = run(a, l1, 4, t1);
     a.checkpointing = 1;
     zt_weights *w2 = run(a, l2, 4, t2);
@@ -165,7 +171,7 @@ static void test_wrap_policies_agree(void)
 {
     double l1[4], l2[4], l3[4];
     char t1[64], t2[64], t3[64];
-    zt_train_args a = base_args(NULL, NULL);
+    zt_train_args a = base_args();
     zt_weights *w1 = run(a, l1, 4, t1);
     a.plan.wrap = ZT_WRAP_NONE;
     zt_weights *w2 = run(a, l2, 4, t2);
@@ -207,7 +213,7 @@ static void test_bf16_master_loses_small_updates(void)
 {
     double l[2];
     char t1[64], t2[64], t3[64];
-    zt_train_args a = base_args(NULL, NULL);
+    zt_train_args a = base_args();
     a.max_steps = 2;
     a.schedule = ZT_LR_CONSTANT;
     a.adam.weight_decay = 0.0;

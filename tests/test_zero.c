@@ -41,22 +41,17 @@ typedef struct run_out {
     char dir[256];
 } run_out;
 
-static void read_log(const char *log, run_out *o)
+/* The trainer's per-step metrics, kept for comparison (every rank gets them). */
+static void record_step(void *ctx, const zt_step_metrics *m)
 {
-    FILE *f = fopen(log, "r");
-    char line[4096];
-    o->nsteps = 0;
-    while (f && o->nsteps < 16 && fgets(line, sizeof line, f)) {
-        char *p = strstr(line, "\"loss\": "), *q = strstr(line, "\"grad_norm\": ");
-        char *ls = strstr(line, "\"loss_scale\": "), *sk = strstr(line, "\"skipped\": ");
-        o->loss[o->nsteps] = p ? atof(p + 8) : NAN;
-        o->gnorm[o->nsteps] = q ? atof(q + 13) : NAN;
-        o->scale[o->nsteps] = ls ? atof(ls + 14) : NAN;
-        o->skipped[o->nsteps] = sk ? atoi(sk + 11) : -1;
-        o->nsteps++;
-    }
-    if (f)
-        fclose(f);
+    run_out *o = ctx;
+    if (o->nsteps >= 16)
+        return;
+    o->loss[o->nsteps] = m->loss;
+    o->gnorm[o->nsteps] = m->grad_norm;
+    o->scale[o->nsteps] = m->loss_scale;
+    o->skipped[o->nsteps] = m->skipped;
+    o->nsteps++;
 }
 
 /* Optional extras of a run: fp16 overflow injection and stopping early. */
@@ -69,14 +64,23 @@ typedef struct run_extra {
 } run_extra;
 static const run_extra *extra; /* set around a call to train() */
 
+/* The test seam: from inject_step, for inject_count steps (at least 1), plant an
+ * inf in inject_rank's gradient, as an fp16 overflow would. */
+static void inject_nonfinite(void *ctx, long step, int r, zt_engine *eng)
+{
+    const run_extra *x = ctx;
+    long n = x->inject_count > 0 ? x->inject_count : 1;
+    if (x->inject_step > 0 && step >= x->inject_step && step < x->inject_step + n && r == x->inject_rank)
+        zt_engine_inject_nonfinite(eng);
+}
+
 /* Train with plan request req over comm (NULL: one process, local). */
 static int train(const char *fixture, zt_plan_request req, int B, int A, long steps, zt_comm *comm,
                  const char *tag, run_out *o)
 {
-    char data[256], log[300];
+    char data[256];
     snprintf(data, sizeof data, "%s/tokens.npy", fixture);
     snprintf(o->dir, sizeof o->dir, "%s/%s", tmp, tag);
-    snprintf(log, sizeof log, "%s/%s.jsonl", tmp, tag);
     zt_train_args a = {0};
     zt_err err = {0};
     int W = comm ? comm->world : 1;
@@ -89,7 +93,9 @@ static int train(const char *fixture, zt_plan_request req, int B, int A, long st
     a.model_dir = fixture;
     a.data_path = data;
     a.output_dir = o->dir;
-    a.log_jsonl = log;
+    a.on_step = record_step;
+    a.on_step_ctx = o;
+    o->nsteps = 0;
     a.block_size = 16;
     a.batch_size = B;
     a.grad_accum = A;
@@ -101,11 +107,12 @@ static int train(const char *fixture, zt_plan_request req, int B, int A, long st
     a.quiet = 1;
     a.peak_gflops = 1.0;
     a.plan.prec.save = ZT_F32;
+    zt_train_hooks hooks = {0};
     if (extra) {
-        a.inject_nonfinite_step = extra->inject_step;
-        a.inject_nonfinite_count = extra->inject_count;
-        a.inject_nonfinite_rank = extra->inject_rank;
-        a.stop_after_steps = extra->stop_after;
+        hooks.stop_after_steps = extra->stop_after;
+        hooks.before_update = inject_nonfinite;
+        hooks.ctx = (void *)extra;
+        a.hooks = &hooks;
         a.save_steps = extra->save_steps;
         a.resume_dir = extra->resume_dir;
         if (extra->overlap)
@@ -115,8 +122,6 @@ static int train(const char *fixture, zt_plan_request req, int B, int A, long st
     ZT_CHECK_MSG(rc == ZT_OK, "rank %d: %s", rank, err.msg);
     if (comm)
         zt_comm_free(&c);
-    if (rank == 0)
-        read_log(log, o);
     return rc;
 }
 

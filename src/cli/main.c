@@ -141,10 +141,6 @@ static int cmd_train(int argc, char **argv, zt_err *err)
     if ((rc = zt_comm_create(&comm, a.plan.group_size, err)))
         return rc;
     a.comm = &comm;
-    /* tests only: make one rank's step fail mid-training (tests/cli/zero_mpi.sh) */
-    const char *inject = getenv("ZTRAIN_TEST_FAIL_STEP");
-    if (inject && sscanf(inject, "%ld:%d", &a.inject_failure_step, &a.inject_failure_rank) != 2)
-        a.inject_failure_step = 0;
     a.quiet = g_rank != 0;
     int nthreads = zt_cli_set_threads(threads);
     if (g_rank == 0)

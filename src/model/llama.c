@@ -366,8 +366,8 @@ static void embed_backward(zt_model *m, float *dwte, const float *dx, const int 
 
 static int unit_of_layer(const zt_model *m, int l) { return m->lay->layer_unit[l]; }
 
-int zt_model_step(zt_model *m, const int *inputs, const int *targets, int backward,
-                  float grad_scale, double *loss_sum, zt_err *err)
+static int model_pass(zt_model *m, const int *inputs, const int *targets, int backward,
+                      float grad_scale, double *loss_sum, zt_err *err)
 {
     const zt_llama_config *c = &m->cfg;
     const zt_layout *lay = m->lay;
@@ -495,4 +495,15 @@ double zt_model_flops_per_token(const zt_llama_config *c, int T, int checkpointi
     /* backward is twice the forward; checkpointing recomputes the layers' forward */
     double layers_fwd = 2.0 * c->num_hidden_layers * per_layer + attn;
     return 3.0 * fwd + (checkpointing ? layers_fwd : 0.0);
+}
+
+int zt_model_forward_backward(zt_model *m, const int *inputs, const int *targets, float grad_scale,
+                              double *loss_sum, zt_err *err)
+{
+    return model_pass(m, inputs, targets, 1, grad_scale, loss_sum, err);
+}
+
+int zt_model_forward(zt_model *m, const int *inputs, const int *targets, double *loss_sum, zt_err *err)
+{
+    return model_pass(m, inputs, targets, 0, 0.0f, loss_sum, err);
 }

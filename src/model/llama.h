@@ -62,12 +62,16 @@ int zt_model_init(zt_model *m, const zt_llama_config *cfg, const zt_layout *lay,
                   int B, int T, int checkpointing, zt_err *err);
 void zt_model_free(zt_model *m);
 
-/* Forward one micro-batch: inputs, targets (B, T).  Returns the SUM of token
- * cross-entropies in *loss_sum.  With backward, every weight's gradient of
- * grad_scale * loss_sum is added to the engine's gradient accumulators
- * (grad_scale = 1 / tokens in the global batch gives the mean over it). */
-int zt_model_step(zt_model *m, const int *inputs, const int *targets, int backward,
-                  float grad_scale, double *loss_sum, zt_err *err);
+/* Forward and backward of one micro-batch: inputs, targets (B, T).  Returns the
+ * SUM of token cross-entropies in *loss_sum, and adds every weight's gradient of
+ * grad_scale * loss_sum to the engine's gradient accumulators (grad_scale =
+ * 1 / tokens in the global batch gives the mean over it). */
+int zt_model_forward_backward(zt_model *m, const int *inputs, const int *targets, float grad_scale,
+                              double *loss_sum, zt_err *err);
+
+/* Forward only (evaluation): the SUM of token cross-entropies in *loss_sum, and
+ * the logits for zt_model_logits. */
+int zt_model_forward(zt_model *m, const int *inputs, const int *targets, double *loss_sum, zt_err *err);
 
 /* Choose how lm_head's input gradient is computed: directly (dn = dlogits W), or as
  * the transposed product dn^T = W^T dlogits^T followed by a transpose, which oneDNN

@@ -171,7 +171,7 @@ static void make_digest(const zt_train_args *a, const run_state *r, uint64_t d[D
     d[D_OPTIM] = fnv(d[D_OPTIM], &a->adam, sizeof a->adam);
     MIX(d[D_OPTIM], a->max_grad_norm);
     MIX(d[D_SCHEDULE], a->schedule); MIX(d[D_SCHEDULE], a->warmup_steps); MIX(d[D_SCHEDULE], a->max_steps);
-    MIX(d[D_SCHEDULE], a->stop_after_steps); MIX(d[D_SCHEDULE], a->shuffle); MIX(d[D_SCHEDULE], a->seed);
+    MIX(d[D_SCHEDULE], a->shuffle); MIX(d[D_SCHEDULE], a->seed);
     MIX(d[D_DATA], r->tokens.n);
     d[D_DATA] = fnv(d[D_DATA], r->tokens.ids, r->tokens.n * sizeof *r->tokens.ids);
 }
@@ -211,186 +211,320 @@ static int agree(zt_comm *comm, int rc, zt_err *err)
     return rc;
 }
 
-int zt_train(const zt_train_args *a, zt_train_result *res, zt_err *err)
-{
+/* ---- the training loop ------------------------------------------------------
+ *
+ * zt_train reads like llm.c's loop: setup, then per step train_step (every
+ * micro-batch's forward and backward, then the optimizer), log_step (metrics,
+ * JSONL, progress bar, the lost-update audit) and, every save_steps,
+ * save_checkpoint.  Everything a run holds lives in one trainer, so one
+ * close path frees it whatever failed. */
+
+typedef struct trainer {
+    const zt_train_args *a;
+    const zt_train_hooks *hooks;
     run_state r;
-    FILE *log = NULL;
-    zt_comm local, *comm = a->comm;
-    if (!comm) {
-        zt_comm_create_local(&local);
-        comm = &local;
+    int have_run;
+    zt_comm local, *comm;
+    FILE *log;                  /* rank 0's JSONL, or NULL */
+    int rank0, talk, W;         /* talk: rank 0 and not quiet */
+    double tokens_per_step;     /* B * A * W * T */
+    float grad_scale;           /* 1 / tokens_per_step: the gradient of the global mean loss */
+    double flops_per_token, peak_gflops;
+    zt_loss_scaler scaler;
+    long first_step, nsteps;    /* steps first_step .. nsteps-1 (0-based) run here */
+    double t_start;
+    zt_step_metrics last;       /* the last step's metrics */
+    int lost_streak, warned;    /* the lost-update audit */
+} trainer;
+
+/* The saved scaler state, under this plan's settings. */
+static void restore_scaler(zt_loss_scaler *s, const zt_loss_scaler *saved)
+{
+    s->scale = saved->scale;
+    s->cur_hysteresis = saved->cur_hysteresis;
+    s->iter = saved->iter;
+    s->last_overflow_iter = saved->last_overflow_iter;
+    s->skipped = saved->skipped;
+}
+
+static void print_run(const trainer *t)
+{
+    const run_state *r = &t->r;
+    const zt_train_args *a = t->a;
+    printf("model: %zu parameters, %d layers, hidden %d, vocab %d; %d units\n", r->lay.numel,
+           r->cfg.num_hidden_layers, r->cfg.hidden_size, r->cfg.vocab_size, r->lay.nunits);
+    zt_plan_print(stdout, &a->plan);
+    printf("data: %zu tokens, %zu windows of %d; global batch %d x %d x %d = %.0f tokens/step\n",
+           r->tokens.n, r->batcher.nwin, a->block_size, a->batch_size, a->grad_accum, t->W,
+           t->tokens_per_step);
+    print_memory(stdout, &r->eng, &r->model);
+    fflush(stdout);
+}
+
+/* Open everything, check that the ranks agree, resume if asked. */
+static int train_setup(trainer *t, const zt_train_args *a, zt_err *err)
+{
+    static const zt_train_hooks no_hooks = {0};
+    memset(t, 0, sizeof *t);
+    t->a = a;
+    t->hooks = a->hooks ? a->hooks : &no_hooks;
+    t->comm = a->comm;
+    if (!t->comm) {
+        zt_comm_create_local(&t->local);
+        t->comm = &t->local;
     }
-    const int rank0 = comm->rank == 0, W = comm->world;
-    const int talk = rank0 && !a->quiet;
-    int rc = run_open(&r, a->model_dir, a->data_path, a->block_size, a->batch_size, &a->plan, comm,
+    zt_comm *comm = t->comm;
+    t->rank0 = comm->rank == 0;
+    t->W = comm->world;
+    t->talk = t->rank0 && !a->quiet;
+    int rc = run_open(&t->r, a->model_dir, a->data_path, a->block_size, a->batch_size, &a->plan, comm,
                       a->shuffle, a->seed, a->checkpointing, err);
-    if (rc == ZT_OK && rank0 && a->log_jsonl && !(log = fopen(a->log_jsonl, "w")))
+    t->have_run = 1;
+    if (rc == ZT_OK && t->rank0 && a->log_jsonl && !(t->log = fopen(a->log_jsonl, "w")))
         rc = zt_fail(err, ZT_EINPUT, "--log_jsonl %s: cannot open for writing", a->log_jsonl);
     if ((rc = agree(comm, rc, err)))
-        goto done;
-    if ((rc = agree(comm, check_agreement(a, &r, comm, err), err)))
-        goto done;
+        return rc;
+    if ((rc = agree(comm, check_agreement(a, &t->r, comm, err), err)))
+        return rc;
     zt_ckpt_state resumed = {0};
-    if (a->resume_dir && (rc = agree(comm, zt_ckpt_load(a->resume_dir, &r.eng, &a->plan, &resumed, err), err)))
-        goto done;
-    zt_engine_refresh_gathered(&r.eng);
+    if (a->resume_dir && (rc = agree(comm, zt_ckpt_load(a->resume_dir, &t->r.eng, &a->plan, &resumed, err), err)))
+        return rc;
+    zt_engine_refresh_gathered(&t->r.eng);
     memset(comm->bytes, 0, sizeof comm->bytes);
 
-    const int B = a->batch_size, A = a->grad_accum, T = a->block_size;
-    const double tokens_per_step = (double)B * A * W * T;
-    const float grad_scale = (float)(1.0 / tokens_per_step);
-    double flops_tok = zt_model_flops_per_token(&r.cfg, T, a->checkpointing);
-    double peak = a->peak_gflops > 0 ? a->peak_gflops : zt_matmul_peak_gflops(a->plan.prec.compute);
-    if (talk) {
-        printf("model: %zu parameters, %d layers, hidden %d, vocab %d; %d units\n", r.lay.numel,
-               r.cfg.num_hidden_layers, r.cfg.hidden_size, r.cfg.vocab_size, r.lay.nunits);
-        zt_plan_print(stdout, &a->plan);
-        printf("data: %zu tokens, %zu windows of %d; global batch %d x %d x %d = %.0f tokens/step\n",
-               r.tokens.n, r.batcher.nwin, T, B, A, W, tokens_per_step);
-        print_memory(stdout, &r.eng, &r.model);
-        fflush(stdout);
-    }
+    t->tokens_per_step = (double)a->batch_size * a->grad_accum * t->W * a->block_size;
+    t->grad_scale = (float)(1.0 / t->tokens_per_step);
+    t->flops_per_token = zt_model_flops_per_token(&t->r.cfg, a->block_size, a->checkpointing);
+    t->peak_gflops = a->peak_gflops > 0 ? a->peak_gflops : zt_matmul_peak_gflops(a->plan.prec.compute);
+    if (t->talk)
+        print_run(t);
 
-    long nsteps = a->stop_after_steps > 0 && a->stop_after_steps < a->max_steps ? a->stop_after_steps
-                                                                                : a->max_steps;
-    double t_start = now_s(), loss = NAN, tps = 0.0;
-    uint64_t before[ZT_COLL_NKINDS] = {0}, step_bytes[ZT_COLL_NKINDS] = {0};
-    int lost_streak = 0, warned = 0;
-    zt_loss_scaler scaler;
+    long stop = t->hooks->stop_after_steps;
+    t->nsteps = stop > 0 && stop < a->max_steps ? stop : a->max_steps;
     const zt_plan *pl = &a->plan;
-    zt_loss_scaler_init(&scaler, pl->ls_initial_scale_power, pl->ls_window, pl->ls_hysteresis, pl->ls_min_scale);
-    long first_step = 0;
-    if (a->resume_dir) { /* the saved scaler state, under this plan's settings */
-        first_step = resumed.step;
-        scaler.scale = resumed.scaler.scale;
-        scaler.cur_hysteresis = resumed.scaler.cur_hysteresis;
-        scaler.iter = resumed.scaler.iter;
-        scaler.last_overflow_iter = resumed.scaler.last_overflow_iter;
-        scaler.skipped = resumed.scaler.skipped;
-        if (talk)
-            printf("resumed from %s at step %ld\n", a->resume_dir, first_step);
+    zt_loss_scaler_init(&t->scaler, pl->ls_initial_scale_power, pl->ls_window, pl->ls_hysteresis,
+                        pl->ls_min_scale);
+    if (a->resume_dir) {
+        t->first_step = resumed.step;
+        restore_scaler(&t->scaler, &resumed.scaler);
+        if (t->talk)
+            printf("resumed from %s at step %ld\n", a->resume_dir, t->first_step);
     }
-    for (long s = first_step; s < nsteps; s++) {
-        double t0 = now_s(), wait0 = comm->wait_s, progress0 = comm->progress_s;
-        memcpy(before, comm->bytes, sizeof before);
-        zt_engine_zero_grads(&r.eng);
-        double loss_sum = 0.0;
-        /* fp16: backward runs on loss * scale; the step divides it back out */
-        double scale = pl->loss_scaling ? scaler.scale : 1.0;
-        for (int micro = 0; micro < A; micro++) {
-            long k0 = zt_sample_index(s, micro, comm->rank, B, A, W);
-            zt_batcher_fill(&r.batcher, k0, B, r.inputs, r.targets);
-            double ls = 0.0;
-            /* the last micro-batch's backward may start the step's reduction */
-            zt_engine_sync_backward(&r.eng, micro == A - 1);
-            /* a failing matrix product is not bad input: stop every rank.  The others
-             * are inside (or about to enter) this step's collectives and would wait
-             * for this rank forever, so on several ranks the job is aborted here. */
-            if (a->inject_failure_step == s + 1 && a->inject_failure_rank == comm->rank)
-                rc = zt_fail(err, ZT_EFAIL, "injected failure at step %ld (tests)", s + 1);
-            else
-                rc = zt_model_step(&r.model, r.inputs, r.targets, 1, (float)(grad_scale * scale), &ls, err);
-            if (rc) {
-                if (W > 1) {
-                    fprintf(stderr, "ztrain: error: rank %d: %s\n", comm->rank, err->msg);
-                    fflush(stderr);
-                    zt_comm_abort(1);
-                }
-                goto done;
-            }
-            loss_sum += ls;
-        }
-        zt_engine_sync_backward(&r.eng, 0);
-        /* the schedule counts applied updates: a step skipped on fp16 overflow does
-         * not advance it, as DeepSpeed's engine does not step its scheduler then */
-        long u = r.eng.optimizer_steps;
-        double lr = a->adam.lr * zt_lr_factor(a->schedule, u, a->max_steps, a->warmup_steps);
-        double gnorm = 0.0;
-        long inj = a->inject_nonfinite_step, inj_n = a->inject_nonfinite_count > 0 ? a->inject_nonfinite_count : 1;
-        if (inj > 0 && s + 1 >= inj && s + 1 < inj + inj_n && a->inject_nonfinite_rank == comm->rank)
-            zt_engine_inject_nonfinite(&r.eng);
-        int skipped = zt_engine_step(&r.eng, &a->adam, lr, a->max_grad_norm, 1.0 / scale, &gnorm);
-        if (pl->loss_scaling)
-            zt_loss_scaler_update(&scaler, skipped);
-        loss = zt_comm_sum_double(comm, loss_sum, ZT_SCOPE_WORLD) / tokens_per_step;
-        for (int k = 0; k < ZT_COLL_NKINDS; k++)
-            step_bytes[k] = comm->bytes[k] - before[k];
-        double dt = now_s() - t0;
-        double wait_s = comm->wait_s - wait0, progress_s = comm->progress_s - progress0;
-        tps = tokens_per_step / dt / W;
-        double mfu = peak > 0 ? flops_tok * tps / (peak * 1e9) : 0.0;
-        /* lost-update audit: warn once when most updates vanish for several steps */
-        const zt_adamw_audit *au = &r.eng.last_audit;
-        double lost_frac = au->updated > 0 ? au->lost / au->updated : 0.0;
-        double ulp_ratio = au->updated > 0 ? au->ratio_sum / au->updated : 0.0;
-        lost_streak = lost_frac > 0.5 ? lost_streak + 1 : 0;
-        if (lost_streak >= 3 && !warned && rank0) {
-            fprintf(stderr, "%swarning: %.0f%% of parameter updates were rounded away in the last %d "
-                    "steps (mean |update| = %.2f half-ulps of the %s master weights); the model is barely "
-                    "training. Keep an fp32 master with --mixed_precision bf16 (Accelerate's upcast), or "
-                    "compensate the bf16 master with --master_compensation kahan.\n",
-                    a->progress ? "\n" : "", 100.0 * lost_frac, lost_streak, ulp_ratio,
-                    zt_dtype_name(a->plan.prec.master));
-            warned = 1;
-        }
-        if (log) {
-            fprintf(log,
-                    "{\"step\": %ld, \"loss\": %.9g, \"grad_norm\": %.9g, \"lr\": %.9g, "
-                    "\"tokens_per_sec_per_device\": %.2f, \"step_time_s\": %.6f, \"mfu\": %.5f, "
-                    "\"lost_update_fraction\": %.6f, \"update_to_half_ulp\": %.6g, \"loss_scale\": %.9g, "
-                    "\"skipped\": %d, \"memory_bytes\": {",
-                    s + 1, loss, isfinite(gnorm) ? gnorm : -1.0, lr, tps, dt, mfu, lost_frac, ulp_ratio,
-                    pl->loss_scaling ? scale : 0.0, skipped);
-            for (int c = 0; c < ZT_MEM_NCAT; c++)
-                fprintf(log, "\"%s\": %zu%s", zt_mem_cat_name((zt_mem_cat)c),
-                        zt_mem_current((zt_mem_cat)c), c + 1 < ZT_MEM_NCAT ? ", " : "");
-            fprintf(log, "}, \"comm_bytes\": {");
-            for (int k = 0; k < ZT_COLL_NKINDS; k++)
-                fprintf(log, "\"%s\": %llu%s", zt_coll_kind_name((zt_coll_kind)k),
-                        (unsigned long long)step_bytes[k], k + 1 < ZT_COLL_NKINDS ? ", " : "");
-            fprintf(log, "}, \"comm_wait_s\": %.6f, \"comm_progress_s\": %.6f}\n", wait_s, progress_s);
-            fflush(log);
-        }
-        if (a->progress && rank0)
-            draw_progress(s + 1, nsteps, loss, tps, now_s() - t_start);
-        if (a->save_steps > 0 && (s + 1) % a->save_steps == 0 && s + 1 < nsteps && a->output_dir) {
-            char dir[4096];
-            snprintf(dir, sizeof dir, "%s/checkpoint-%ld", a->output_dir, s + 1);
-            zt_ckpt_state cs = {s + 1, r.eng.optimizer_steps, scaler};
-            if ((rc = zt_hf_save(dir, &r.cfg, &r.lay, &r.eng, a->plan.prec.save, a->max_shard_bytes,
-                                 rank0, err)) ||
-                (rc = zt_ckpt_save(dir, &r.eng, &a->plan, &cs, err)))
-                goto done;
-        }
+    t->last.loss = NAN;
+    t->t_start = now_s();
+    return ZT_OK;
+}
+
+/* A failing matrix product is not bad input: stop every rank.  The others are
+ * inside (or about to enter) this step's collectives and would wait for this
+ * rank forever, so on several ranks the job is aborted here, with its error. */
+static int step_failed(const trainer *t, int rc, const zt_err *err)
+{
+    if (t->W > 1) {
+        fprintf(stderr, "ztrain: error: rank %d: %s\n", t->comm->rank, err->msg);
+        fflush(stderr);
+        zt_comm_abort(1);
     }
-    double elapsed = now_s() - t_start;
+    return rc;
+}
+
+/* The numbers of step s that train_step did not compute itself. */
+static void measure_step(const trainer *t, double t0, double wait0, double progress0,
+                         const uint64_t before[ZT_COLL_NKINDS], zt_step_metrics *m)
+{
+    const zt_comm *comm = t->comm;
+    for (int k = 0; k < ZT_COLL_NKINDS; k++)
+        m->comm_bytes[k] = comm->bytes[k] - before[k];
+    m->step_time_s = now_s() - t0;
+    m->comm_wait_s = comm->wait_s - wait0;
+    m->comm_progress_s = comm->progress_s - progress0;
+    m->tokens_per_sec = t->tokens_per_step / m->step_time_s / t->W;
+    m->mfu = t->peak_gflops > 0 ? t->flops_per_token * m->tokens_per_sec / (t->peak_gflops * 1e9) : 0.0;
+    const zt_adamw_audit *au = &t->r.eng.last_audit;
+    m->lost_update_fraction = au->updated > 0 ? au->lost / au->updated : 0.0;
+    m->update_to_half_ulp = au->updated > 0 ? au->ratio_sum / au->updated : 0.0;
+    for (int c = 0; c < ZT_MEM_NCAT; c++)
+        m->memory_bytes[c] = zt_mem_current((zt_mem_cat)c);
+}
+
+/* Optimizer step s (0-based): A micro-batches of forward and backward, the
+ * gradient reduction, then one AdamW update of this rank's shard. */
+static int train_step(trainer *t, long s, zt_step_metrics *m, zt_err *err)
+{
+    const zt_train_args *a = t->a;
+    const zt_plan *pl = &a->plan;
+    zt_comm *comm = t->comm;
+    run_state *r = &t->r;
+    const int B = a->batch_size, A = a->grad_accum;
+    memset(m, 0, sizeof *m);
+    m->step = s + 1;
+    double t0 = now_s(), wait0 = comm->wait_s, progress0 = comm->progress_s;
+    uint64_t before[ZT_COLL_NKINDS];
+    memcpy(before, comm->bytes, sizeof before);
+
+    zt_engine_zero_grads(&r->eng);
+    /* fp16: backward runs on loss * scale; the step divides it back out */
+    double scale = pl->loss_scaling ? t->scaler.scale : 1.0;
+    double loss_sum = 0.0;
+    for (int micro = 0; micro < A; micro++) {
+        long k0 = zt_sample_index(s, micro, comm->rank, B, A, t->W);
+        zt_batcher_fill(&r->batcher, k0, B, r->inputs, r->targets);
+        /* the last micro-batch's backward may start the step's reduction */
+        zt_engine_sync_backward(&r->eng, micro == A - 1);
+        double ls = 0.0;
+        int rc = t->hooks->before_forward ? t->hooks->before_forward(t->hooks->ctx, s + 1, micro, comm->rank, err)
+                                          : ZT_OK;
+        if (rc == ZT_OK)
+            rc = zt_model_forward_backward(&r->model, r->inputs, r->targets, (float)(t->grad_scale * scale),
+                                           &ls, err);
+        if (rc)
+            return step_failed(t, rc, err);
+        loss_sum += ls;
+    }
+    zt_engine_sync_backward(&r->eng, 0);
+
+    /* the schedule counts applied updates: a step skipped on fp16 overflow does
+     * not advance it, as DeepSpeed's engine does not step its scheduler then */
+    long u = r->eng.optimizer_steps;
+    m->lr = a->adam.lr * zt_lr_factor(a->schedule, u, a->max_steps, a->warmup_steps);
+    if (t->hooks->before_update)
+        t->hooks->before_update(t->hooks->ctx, s + 1, comm->rank, &r->eng);
+    m->skipped = zt_engine_step(&r->eng, &a->adam, m->lr, a->max_grad_norm, 1.0 / scale, &m->grad_norm);
+    if (pl->loss_scaling)
+        zt_loss_scaler_update(&t->scaler, m->skipped);
+    m->loss_scale = pl->loss_scaling ? scale : 0.0;
+    m->loss = zt_comm_sum_double(comm, loss_sum, ZT_SCOPE_WORLD) / t->tokens_per_step;
+    measure_step(t, t0, wait0, progress0, before, m);
+    return ZT_OK;
+}
+
+/* Warn once when most updates vanish in rounding for several steps in a row. */
+static void audit_lost_updates(trainer *t, const zt_step_metrics *m)
+{
+    t->lost_streak = m->lost_update_fraction > 0.5 ? t->lost_streak + 1 : 0;
+    if (t->lost_streak < 3 || t->warned || !t->rank0)
+        return;
+    fprintf(stderr, "%swarning: %.0f%% of parameter updates were rounded away in the last %d "
+            "steps (mean |update| = %.2f half-ulps of the %s master weights); the model is barely "
+            "training. Keep an fp32 master with --mixed_precision bf16 (Accelerate's upcast), or "
+            "compensate the bf16 master with --master_compensation kahan.\n",
+            t->a->progress ? "\n" : "", 100.0 * m->lost_update_fraction, t->lost_streak,
+            m->update_to_half_ulp, zt_dtype_name(t->a->plan.prec.master));
+    t->warned = 1;
+}
+
+/* One JSON object per step (docs/zero.md lists the fields). */
+static void write_jsonl(FILE *log, const zt_step_metrics *m)
+{
+    fprintf(log,
+            "{\"step\": %ld, \"loss\": %.9g, \"grad_norm\": %.9g, \"lr\": %.9g, "
+            "\"tokens_per_sec_per_device\": %.2f, \"step_time_s\": %.6f, \"mfu\": %.5f, "
+            "\"lost_update_fraction\": %.6f, \"update_to_half_ulp\": %.6g, \"loss_scale\": %.9g, "
+            "\"skipped\": %d, \"memory_bytes\": {",
+            m->step, m->loss, isfinite(m->grad_norm) ? m->grad_norm : -1.0, m->lr, m->tokens_per_sec,
+            m->step_time_s, m->mfu, m->lost_update_fraction, m->update_to_half_ulp, m->loss_scale,
+            m->skipped);
+    for (int c = 0; c < ZT_MEM_NCAT; c++)
+        fprintf(log, "\"%s\": %zu%s", zt_mem_cat_name((zt_mem_cat)c), m->memory_bytes[c],
+                c + 1 < ZT_MEM_NCAT ? ", " : "");
+    fprintf(log, "}, \"comm_bytes\": {");
+    for (int k = 0; k < ZT_COLL_NKINDS; k++)
+        fprintf(log, "\"%s\": %llu%s", zt_coll_kind_name((zt_coll_kind)k),
+                (unsigned long long)m->comm_bytes[k], k + 1 < ZT_COLL_NKINDS ? ", " : "");
+    fprintf(log, "}, \"comm_wait_s\": %.6f, \"comm_progress_s\": %.6f}\n", m->comm_wait_s, m->comm_progress_s);
+    fflush(log);
+}
+
+static void log_step(trainer *t, const zt_step_metrics *m)
+{
+    t->last = *m;
+    audit_lost_updates(t, m);
+    if (t->log)
+        write_jsonl(t->log, m);
+    if (t->a->progress && t->rank0)
+        draw_progress(m->step, t->nsteps, m->loss, m->tokens_per_sec, now_s() - t->t_start);
+    if (t->a->on_step)
+        t->a->on_step(t->a->on_step_ctx, m);
+}
+
+/* OUTPUT_DIR/checkpoint-N every save_steps, except after the last step (the
+ * final save writes OUTPUT_DIR itself). */
+static int checkpoint_due(const trainer *t, long step)
+{
+    const zt_train_args *a = t->a;
+    return a->save_steps > 0 && step % a->save_steps == 0 && step < t->nsteps && a->output_dir;
+}
+
+/* Collective: the model as a Hugging Face directory plus every rank's shards. */
+static int save_checkpoint(trainer *t, long step, zt_err *err)
+{
+    const zt_train_args *a = t->a;
+    run_state *r = &t->r;
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/checkpoint-%ld", a->output_dir, step);
+    zt_ckpt_state cs = {step, r->eng.optimizer_steps, t->scaler};
+    int rc = zt_hf_save(dir, &r->cfg, &r->lay, &r->eng, a->plan.prec.save, a->max_shard_bytes, t->rank0, err);
+    if (rc == ZT_OK)
+        rc = zt_ckpt_save(dir, &r->eng, &a->plan, &cs, err);
+    return rc;
+}
+
+/* The run's summary, the final save and the closing lines. */
+static int train_finish(trainer *t, zt_train_result *res, zt_err *err)
+{
+    const zt_train_args *a = t->a;
+    run_state *r = &t->r;
+    long steps = t->nsteps - t->first_step;
+    double elapsed = now_s() - t->t_start;
     if (res) {
-        res->final_loss = loss;
-        res->steps = nsteps - first_step;
-        res->tokens_per_sec = elapsed > 0 ? tokens_per_step * (double)(nsteps - first_step) / elapsed / W : 0.0;
-        res->state = zt_engine_state_bytes(&r.eng);
-        res->activation_bytes = r.model.act_bytes;
-        memcpy(res->step_bytes, step_bytes, sizeof step_bytes);
-        res->skipped_steps = scaler.skipped;
-        res->loss_scale = pl->loss_scaling ? scaler.scale : 0.0;
-        res->prefetch_used = r.eng.prefetch_used;
-        res->prefetch_dropped = r.eng.prefetch_dropped;
-        res->reduce_overlapped = r.eng.reduce_overlapped;
+        res->final_loss = t->last.loss;
+        res->steps = steps;
+        res->tokens_per_sec = elapsed > 0 ? t->tokens_per_step * (double)steps / elapsed / t->W : 0.0;
+        res->state = zt_engine_state_bytes(&r->eng);
+        res->activation_bytes = r->model.act_bytes;
+        memcpy(res->step_bytes, t->last.comm_bytes, sizeof res->step_bytes);
+        res->skipped_steps = t->scaler.skipped;
+        res->loss_scale = a->plan.loss_scaling ? t->scaler.scale : 0.0;
+        res->prefetch_used = r->eng.prefetch_used;
+        res->prefetch_dropped = r->eng.prefetch_dropped;
+        res->reduce_overlapped = r->eng.reduce_overlapped;
     }
-    if (a->output_dir &&
-        (rc = zt_hf_save(a->output_dir, &r.cfg, &r.lay, &r.eng, a->plan.prec.save, a->max_shard_bytes,
-                         rank0, err)))
-        goto done;
-    if (talk) {
-        printf("trained %ld steps in %.1f s (%.0f tokens/s per device); final loss %.4f\n", nsteps - first_step,
-               elapsed, tokens_per_step * (double)(nsteps - first_step) / elapsed / W, loss);
+    int rc;
+    if (a->output_dir && (rc = zt_hf_save(a->output_dir, &r->cfg, &r->lay, &r->eng, a->plan.prec.save,
+                                          a->max_shard_bytes, t->rank0, err)))
+        return rc;
+    if (t->talk) {
+        printf("trained %ld steps in %.1f s (%.0f tokens/s per device); final loss %.4f\n", steps, elapsed,
+               t->tokens_per_step * (double)steps / elapsed / t->W, t->last.loss);
         if (a->output_dir)
             printf("model saved to %s\n", a->output_dir);
     }
-done:
-    if (log)
-        fclose(log);
-    run_free(&r);
+    return ZT_OK;
+}
+
+static void train_close(trainer *t)
+{
+    if (t->log)
+        fclose(t->log);
+    if (t->have_run)
+        run_free(&t->r);
+}
+
+int zt_train(const zt_train_args *a, zt_train_result *res, zt_err *err)
+{
+    trainer t;
+    int rc = train_setup(&t, a, err);
+    for (long s = t.first_step; rc == ZT_OK && s < t.nsteps; s++) {
+        zt_step_metrics m;
+        if ((rc = train_step(&t, s, &m, err)))
+            break;
+        log_step(&t, &m);
+        if (checkpoint_due(&t, s + 1))
+            rc = save_checkpoint(&t, s + 1, err);
+    }
+    if (rc == ZT_OK)
+        rc = train_finish(&t, res, err);
+    train_close(&t);
     return rc;
 }
 
@@ -419,7 +553,7 @@ int zt_eval(const zt_eval_args *a, double *mean_loss, long *tokens, zt_err *err)
     for (long b = 0; b < nbatches; b++) {
         zt_batcher_fill(&r.batcher, b * a->batch_size, a->batch_size, r.inputs, r.targets);
         double ls = 0.0;
-        if ((rc = zt_model_step(&r.model, r.inputs, r.targets, 0, 0.0f, &ls, err)))
+        if ((rc = zt_model_forward(&r.model, r.inputs, r.targets, &ls, err)))
             goto done;
         sum += ls;
     }

@@ -10,11 +10,44 @@
 #include <stdint.h>
 
 #include "../comm/comm.h"
+#include "../core/mem.h"
 #include "../core/status.h"
 #include "../engine/engine.h"
 #include "../engine/optim.h"
 #include "../model/layout.h"
 #include "../plan/plan.h"
+
+/* What one optimizer step measured; the trainer hands one to args.on_step on
+ * every rank after every step, and writes the same numbers as a JSONL line. */
+typedef struct zt_step_metrics {
+    long step;                  /* 1-based */
+    double loss;                /* mean token cross-entropy over the global batch (every rank's) */
+    double grad_norm;           /* global L2 norm before clipping; inf or NaN on an fp16 overflow */
+    double lr;                  /* the learning rate this step used */
+    double tokens_per_sec;      /* per device */
+    double step_time_s;
+    double mfu;                 /* model FLOPs utilisation against the peak */
+    double lost_update_fraction; /* of this rank's updated weights, those rounded away */
+    double update_to_half_ulp;  /* mean |update| in half-ulps of the master weight */
+    double loss_scale;          /* fp16: the scale this step's backward used (0 without scaling) */
+    int skipped;                /* fp16: the step was skipped on overflow */
+    size_t memory_bytes[ZT_MEM_NCAT];         /* this rank's current bytes per category */
+    uint64_t comm_bytes[ZT_COLL_NKINDS];      /* this rank's collective bytes in this step */
+    double comm_wait_s, comm_progress_s;      /* time blocked in / progressing collectives */
+} zt_step_metrics;
+
+/* Test seams.  Production runs pass no hooks (args.hooks = NULL); tests use them
+ * to stop a run early or to make a step fail the way a broken kernel or an fp16
+ * overflow would, without any test code in the step itself. */
+typedef struct zt_train_hooks {
+    long stop_after_steps;  /* run only this many of the S steps (0: all), as an interrupted job */
+    /* before each micro-batch's forward and backward (step is 1-based); a
+     * non-zero status fails this rank's step as a failing matrix product would */
+    int (*before_forward)(void *ctx, long step, int micro, int rank, zt_err *err);
+    /* after the step's backward, before the optimizer step (e.g. to plant an inf) */
+    void (*before_update)(void *ctx, long step, int rank, zt_engine *eng);
+    void *ctx;
+} zt_train_hooks;
 
 typedef struct zt_train_args {
     const char *model_dir, *data_path, *output_dir, *log_jsonl;
@@ -22,7 +55,6 @@ typedef struct zt_train_args {
     zt_comm *comm;          /* NULL: one process */
     int block_size, batch_size, grad_accum;
     long max_steps;         /* S of the LR schedule and the number of steps run */
-    long stop_after_steps;  /* run only this many of the S steps (0: all); tests use it */
     zt_adamw_hparams adam;
     double max_grad_norm;
     zt_lr_schedule schedule;
@@ -36,11 +68,10 @@ typedef struct zt_train_args {
     int progress;           /* draw a progress bar on stderr (rank 0) */
     int quiet;
     double peak_gflops;     /* for MFU; <= 0: measure */
-    long inject_nonfinite_step;  /* tests: from this step (1-based; 0: never) ... */
-    long inject_nonfinite_count; /* ... for this many steps (at least 1) ... */
-    int inject_nonfinite_rank;   /* ... this rank's gradient gets an inf */
-    long inject_failure_step;    /* tests: at this step (1-based; 0: never) ... */
-    int inject_failure_rank;     /* ... this rank's forward fails, as a failing product would */
+    /* called on every rank after every step (NULL: none) */
+    void (*on_step)(void *ctx, const zt_step_metrics *m);
+    void *on_step_ctx;
+    const zt_train_hooks *hooks; /* tests only; NULL in production */
 } zt_train_args;
 
 typedef struct zt_train_result {
