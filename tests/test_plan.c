@@ -188,15 +188,15 @@ static void test_stage3_prefetch_pool(void)
             bad_ += g_[j] != zt_f32_to_bf16(((const float *)eng.units[u].master)[j]);         \
         ZT_CHECK_MSG(bad_ == 0, "unit %d: %d values are not its own", u, bad_);              \
     } while (0)
-    CHECK_UNIT(root, zt_engine_acquire(&eng, root)); /* prefetches layer 0's unit */
-    CHECK_UNIT(L[0], zt_engine_acquire(&eng, L[0])); /* served by it; prefetches layer 1's */
+    CHECK_UNIT(root, zt_engine_acquire(&eng, root, ZT_PASS_FORWARD)); /* prefetches layer 0's unit */
+    CHECK_UNIT(L[0], zt_engine_acquire(&eng, L[0], ZT_PASS_FORWARD)); /* served by it; prefetches layer 1's */
     ZT_CHECK(eng.prefetch_used == 1 && eng.gather_unit == L[1]);
     /* the model goes elsewhere while holding L[0]: the pool (3 slots) is full */
-    CHECK_UNIT(L[2], zt_engine_acquire(&eng, L[2]));
+    CHECK_UNIT(L[2], zt_engine_acquire(&eng, L[2], ZT_PASS_FORWARD));
     ZT_CHECK(eng.prefetch_dropped == 1 && eng.gather_unit < 0);
     zt_engine_release(&eng, L[2]);
     zt_engine_release(&eng, L[0]);
-    CHECK_UNIT(L[1], zt_engine_acquire(&eng, L[1]));
+    CHECK_UNIT(L[1], zt_engine_acquire(&eng, L[1], ZT_PASS_FORWARD));
     zt_engine_release(&eng, L[1]);
     zt_engine_release(&eng, root);
 #undef CHECK_UNIT

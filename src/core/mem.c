@@ -34,6 +34,12 @@ void zt_free(zt_mem_cat cat, void *p, size_t bytes)
 size_t zt_mem_current(zt_mem_cat cat) { return current[cat]; }
 size_t zt_mem_peak(zt_mem_cat cat) { return peak[cat]; }
 
+void zt_mem_reset_peak(void)
+{
+    for (int c = 0; c < ZT_MEM_NCAT; c++)
+        peak[c] = current[c];
+}
+
 size_t zt_mem_total_current(void)
 {
     size_t s = 0;

@@ -25,6 +25,8 @@ void *zt_alloc(zt_mem_cat cat, size_t bytes); /* NULL on failure; bytes 0 gives 
 void zt_free(zt_mem_cat cat, void *p, size_t bytes); /* bytes must match zt_alloc's */
 size_t zt_mem_current(zt_mem_cat cat);
 size_t zt_mem_peak(zt_mem_cat cat);
+/* Start measuring peaks from here: each category's peak becomes its current bytes. */
+void zt_mem_reset_peak(void);
 size_t zt_mem_total_current(void);
 const char *zt_mem_cat_name(zt_mem_cat cat);
 

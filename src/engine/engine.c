@@ -346,8 +346,9 @@ static void drop_prefetch(zt_engine *eng)
     eng->prefetch_dropped++;
 }
 
-const void *zt_engine_acquire(zt_engine *eng, int unit)
+const void *zt_engine_acquire(zt_engine *eng, int unit, zt_pass pass)
 {
+    (void)pass;
     zt_unit_state *us = &eng->units[unit];
     if (unit == eng->lay->root_unit && us->acquired == 0)
         eng->in_backward = 0; /* the root is acquired first: a new forward begins */
@@ -454,6 +455,19 @@ void zt_engine_drain(zt_engine *eng)
 {
     finish_reduce(eng);
     drop_prefetch(eng);
+}
+
+void zt_engine_reset(zt_engine *eng)
+{
+    zt_engine_drain(eng);
+    for (int u = 0; u < eng->lay->nunits; u++) {
+        zt_unit_state *us = &eng->units[u];
+        us->staging = NULL;
+        us->acquired = 0;
+        if (us->pool_slot >= 0)
+            free_slot(eng, u);
+    }
+    eng->in_backward = 0;
 }
 
 float *zt_engine_grad_begin(zt_engine *eng, int unit)
@@ -831,4 +845,26 @@ zt_engine_bytes zt_engine_state_bytes(const zt_engine *eng)
              (eng->staging_spare ? eng->staging_layers_numel * sizeof(float) : 0) + eng->comm_full_bytes +
              eng->comm_shard_bytes + eng->comm_slices_bytes;
     return b;
+}
+
+/* ---- the model's parameter owner (param_owner.h) ----------------------------- */
+
+static const void *owner_acquire(void *eng, int unit, zt_pass pass) { return zt_engine_acquire(eng, unit, pass); }
+static void owner_release(void *eng, int unit) { zt_engine_release(eng, unit); }
+static float *owner_grad_begin(void *eng, int unit) { return zt_engine_grad_begin(eng, unit); }
+static void owner_grad_end(void *eng, int unit) { zt_engine_grad_end(eng, unit); }
+static void owner_progress(void *eng) { zt_engine_progress(eng); }
+static void owner_reset(void *eng) { zt_engine_reset(eng); }
+
+zt_param_owner zt_engine_param_owner(zt_engine *eng)
+{
+    static const zt_param_owner_ops ops = {
+        .acquire = owner_acquire,
+        .release = owner_release,
+        .grad_begin = owner_grad_begin,
+        .grad_end = owner_grad_end,
+        .progress = owner_progress,
+        .reset = owner_reset,
+    };
+    return (zt_param_owner){.ops = &ops, .ctx = eng, .compute = eng->prec.compute};
 }

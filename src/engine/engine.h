@@ -30,6 +30,7 @@
 #include "../core/dtype.h"
 #include "../core/status.h"
 #include "../model/layout.h"
+#include "../model/param_owner.h"
 #include "optim.h"
 
 typedef struct zt_precision {
@@ -150,8 +151,12 @@ int zt_engine_full_grads(zt_engine *eng, float **vals, zt_err *err);
 /* Refresh every gathered buffer from the masters (after loading or a step). */
 void zt_engine_refresh_gathered(zt_engine *eng);
 
-/* The model's hooks. */
-const void *zt_engine_acquire(zt_engine *eng, int unit);
+/* The engine as the model's parameter owner (param_owner.h): the table's entries
+ * are the hooks below.  eng must outlive the model. */
+zt_param_owner zt_engine_param_owner(zt_engine *eng);
+
+/* The hooks, in the order param_owner.h gives. */
+const void *zt_engine_acquire(zt_engine *eng, int unit, zt_pass pass);
 void zt_engine_release(zt_engine *eng, int unit);
 float *zt_engine_grad_begin(zt_engine *eng, int unit);
 void zt_engine_grad_end(zt_engine *eng, int unit);
@@ -166,6 +171,10 @@ void zt_engine_progress(zt_engine *eng);
 /* Finish every collective in flight and drop a prefetched unit (before the
  * gradients are read or the parameters change). */
 void zt_engine_drain(zt_engine *eng);
+/* A pass failed midway: finish what is in flight and return every unit to idle
+ * (released, no gradient open).  A gradient that was being accumulated in place
+ * holds part of a micro-batch; the caller discards the step (zero_grads). */
+void zt_engine_reset(zt_engine *eng);
 
 void zt_engine_zero_grads(zt_engine *eng);
 /* Stages 0-1: reduce the locally accumulated gradients (done by zt_engine_step;

@@ -49,7 +49,8 @@ static int ignorable(const char *name)
     return s && s[strlen("rotary_emb.inv_freq")] == '\0';
 }
 
-int zt_hf_load_params(const char *dir, const zt_layout *lay, zt_engine *eng, zt_err *err)
+int zt_hf_load_params_to(const char *dir, const zt_layout *lay, zt_param_sink set, void *ctx,
+                         zt_err *err)
 {
     zt_weights *w = NULL;
     int rc = zt_weights_open(dir, &w, err);
@@ -86,7 +87,7 @@ int zt_hf_load_params(const char *dir, const zt_layout *lay, zt_engine *eng, zt_
                          file, p->name, t->st_dtype);
             break;
         }
-        zt_engine_set_param(eng, p, t->data, t->dtype);
+        set(ctx, p, t->data, t->dtype);
     }
     for (int i = 0; i < zt_weights_count(w) && rc == ZT_OK; i++) {
         const zt_st_tensor *t = zt_weights_get(w, i);
@@ -99,6 +100,16 @@ int zt_hf_load_params(const char *dir, const zt_layout *lay, zt_engine *eng, zt_
     }
     zt_weights_close(w);
     return rc;
+}
+
+static void engine_sink(void *eng, const zt_param *p, const void *src, zt_dtype src_dt)
+{
+    zt_engine_set_param(eng, p, src, src_dt);
+}
+
+int zt_hf_load_params(const char *dir, const zt_layout *lay, zt_engine *eng, zt_err *err)
+{
+    return zt_hf_load_params_to(dir, lay, engine_sink, eng, err);
 }
 
 /* One file when everything fits in max_shard_bytes (0: no limit), else shards

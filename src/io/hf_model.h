@@ -18,6 +18,11 @@ int zt_hf_read_config_dir(const char *dir, zt_llama_config *cfg, zt_err *err);
 /* Local (no communication): each rank fills its own shards.  Call
  * zt_engine_refresh_gathered (a collective) once every rank has loaded. */
 int zt_hf_load_params(const char *dir, const zt_layout *lay, zt_engine *eng, zt_err *err);
+/* The same checks, handing each parameter's full tensor (numel elements of src_dt)
+ * to set(ctx, ...) instead of an engine: how evaluation loads its frozen copy. */
+typedef void (*zt_param_sink)(void *ctx, const zt_param *p, const void *src, zt_dtype src_dt);
+int zt_hf_load_params_to(const char *dir, const zt_layout *lay, zt_param_sink set, void *ctx,
+                         zt_err *err);
 /* Collective: gather the engine's parameters to full tensors and, on the writer
  * rank, write them as a HF directory in dtype; more than max_shard_bytes of
  * weights (0: no limit) are split into shards with model.safetensors.index.json,

@@ -82,18 +82,18 @@ int zt_model_set_head_transposed(zt_model *m, int on, zt_err *err)
 #define OPD(n) act_alloc(m, (n), m->opd)
 #define COPY16(ptr, n) (m->opd != ZT_BF16 || ((ptr) = act_alloc(m, (n), ZT_BF16)))
 
-int zt_model_init(zt_model *m, const zt_llama_config *cfg, const zt_layout *lay, zt_engine *eng,
-                  int B, int T, int checkpointing, zt_err *err)
+int zt_model_init(zt_model *m, const zt_llama_config *cfg, const zt_layout *lay,
+                  const zt_param_owner *owner, int B, int T, int checkpointing, zt_err *err)
 {
     memset(m, 0, sizeof *m);
     m->cfg = *cfg;
     m->lay = lay;
-    m->eng = eng;
+    m->own = *owner;
     m->B = B;
     m->T = T;
     m->N = B * T;
     m->checkpointing = checkpointing;
-    m->opd = zt_model_operand_dtype(eng->prec.compute);
+    m->opd = zt_model_operand_dtype(owner->compute);
     m->alloc_list = zt_alloc(ZT_MEM_OTHER, sizeof(alloc_list));
     if (!m->alloc_list)
         return zt_fail(err, ZT_EFAIL, "out of memory");
@@ -179,7 +179,7 @@ typedef struct layer_grads {
 static const void *view(const zt_model *m, const void *base, int layer, zt_param_kind kind)
 {
     const zt_param *p = zt_layout_param(m->lay, layer, kind);
-    return (const char *)base + p->offset * zt_dtype_size(m->eng->prec.compute);
+    return (const char *)base + p->offset * zt_dtype_size(m->own.compute);
 }
 
 static float *grad_view(const zt_model *m, float *base, int layer, zt_param_kind kind)
@@ -207,23 +207,34 @@ static layer_grads layer_grad_views(const zt_model *m, float *base, int l)
  * small scratch vector first (C elements, negligible). */
 static const float *norm_weight(zt_model *m, const void *w)
 {
-    if (m->eng->prec.compute == ZT_F32)
+    if (m->own.compute == ZT_F32)
         return w;
-    zt_convert(m->norm_w, ZT_F32, w, m->eng->prec.compute, (size_t)m->cfg.hidden_size);
+    zt_convert(m->norm_w, ZT_F32, w, m->own.compute, (size_t)m->cfg.hidden_size);
     return m->norm_w;
 }
 
+/* ---- the parameter owner's hooks (param_owner.h) -------------------------- */
+
+static const void *acquire(zt_model *m, int unit, zt_pass pass)
+{
+    return m->own.ops->acquire(m->own.ctx, unit, pass);
+}
+static void release(zt_model *m, int unit) { m->own.ops->release(m->own.ctx, unit); }
+static float *grad_begin(zt_model *m, int unit) { return m->own.ops->grad_begin(m->own.ctx, unit); }
+static void grad_end(zt_model *m, int unit) { m->own.ops->grad_end(m->own.ctx, unit); }
+static void progress(zt_model *m) { m->own.ops->progress(m->own.ctx); }
+
 /* ---- linear layer: y = x W^T with W (out, in) ---------------------------- */
 
-/* After each product the engine may move collectives in flight (a prefetched
+/* After each product the owner may move collectives in flight (a prefetched
  * unit's all-gather, the previous unit's reduce-scatter): with one thread per
  * rank, MPI advances them only when called, and a product is the natural tick. */
 static int linear_forward(zt_model *m, float *y, const void *x, const void *w, int out, int in,
                           float beta, zt_err *err)
 {
-    zt_dtype c = m->eng->prec.compute;
+    zt_dtype c = m->own.compute;
     int rc = zt_matmul(y, x, m->opd, w, c, m->N, out, in, 0, 1, beta, c, err);
-    zt_engine_progress(m->eng);
+    progress(m);
     return rc;
 }
 
@@ -231,12 +242,12 @@ static int linear_forward(zt_model *m, float *y, const void *x, const void *w, i
 static int linear_backward(zt_model *m, float *dx, float *dw, const void *dy, const void *x,
                            const void *w, int out, int in, zt_err *err)
 {
-    zt_dtype c = m->eng->prec.compute;
+    zt_dtype c = m->own.compute;
     int rc = zt_matmul(dx, dy, m->opd, w, c, m->N, in, out, 0, 0, 0.0f, c, err);
-    zt_engine_progress(m->eng);
+    progress(m);
     if (rc == ZT_OK)
         rc = zt_matmul(dw, dy, m->opd, x, m->opd, out, in, m->N, 1, 0, 1.0f, c, err);
-    zt_engine_progress(m->eng);
+    progress(m);
     return rc;
 }
 
@@ -331,7 +342,7 @@ static int layer_backward(zt_model *m, int l, const void *base, float *gbase, zt
 static void embed_forward(zt_model *m, float *x, const void *wte, const int *tokens)
 {
     int C = m->cfg.hidden_size;
-    zt_dtype dt = m->eng->prec.compute;
+    zt_dtype dt = m->own.compute;
     size_t es = zt_dtype_size(dt);
     #pragma omp parallel for schedule(static)
     for (int i = 0; i < m->N; i++)
@@ -366,6 +377,8 @@ static void embed_backward(zt_model *m, float *dwte, const float *dx, const int 
 
 static int unit_of_layer(const zt_model *m, int l) { return m->lay->layer_unit[l]; }
 
+/* One micro-batch's forward and, with backward, backward; an error returns with
+ * units still acquired, which pass_or_reset hands back. */
 static int model_pass(zt_model *m, const int *inputs, const int *targets, int backward,
                       float grad_scale, double *loss_sum, zt_err *err)
 {
@@ -373,10 +386,10 @@ static int model_pass(zt_model *m, const int *inputs, const int *targets, int ba
     const zt_layout *lay = m->lay;
     int L = c->num_hidden_layers, C = c->hidden_size, V = c->vocab_size, N = m->N;
     int root = lay->root_unit, rc = ZT_OK;
-    zt_dtype cd = m->eng->prec.compute;
+    zt_dtype cd = m->own.compute;
     size_t es = zt_dtype_size(cd);
 
-    const void *root_base = zt_engine_acquire(m->eng, root);
+    const void *root_base = acquire(m, root, ZT_PASS_FORWARD);
     const zt_param *pe = zt_layout_param(lay, -1, ZT_P_EMBED);
     const zt_param *plm = zt_layout_param(lay, -1, ZT_P_LM_HEAD);
     if (!plm)
@@ -394,11 +407,11 @@ static int model_pass(zt_model *m, const int *inputs, const int *targets, int ba
         if (u == root)
             base = root_base;
         else if (l == 0 || unit_of_layer(m, l - 1) != u)
-            base = zt_engine_acquire(m->eng, u);
+            base = acquire(m, u, ZT_PASS_FORWARD);
         if ((rc = layer_forward(m, l, base, err)))
             return rc;
         if (u != root && (l == L - 1 || unit_of_layer(m, l + 1) != u))
-            zt_engine_release(m->eng, u);
+            release(m, u);
     }
     zt_rmsnorm_forward(m->nf, m->opd, m->rstdf, m->layers[L].x, norm_weight(m, wnorm), N, C,
                        (float)c->rms_norm_eps);
@@ -407,12 +420,12 @@ static int model_pass(zt_model *m, const int *inputs, const int *targets, int ba
     *loss_sum = zt_xent_forward_backward(backward ? m->logits : NULL, backward ? m->dlogits16 : NULL,
                                          m->logits, targets, N, V, grad_scale);
     if (!backward) {
-        zt_engine_release(m->eng, root);
+        release(m, root);
         return ZT_OK;
     }
 
     /* Backward.  The root unit's gradient stays open from lm_head to embed. */
-    float *groot = zt_engine_grad_begin(m->eng, root);
+    float *groot = grad_begin(m, root);
     float *dlm = groot + plm->offset;
     const void *dlogits = m->dlogits16 ? (const void *)m->dlogits16 : (const void *)m->logits;
     if (m->head_transposed) { /* dn^T = W^T dlogits^T, dW += dlogits^T nf */
@@ -439,21 +452,21 @@ static int model_pass(zt_model *m, const int *inputs, const int *targets, int ba
             base = root_base;
             gunit = groot;
         } else if (unit_last) {
-            base = zt_engine_acquire(m->eng, u);
-            gunit = zt_engine_grad_begin(m->eng, u);
+            base = acquire(m, u, ZT_PASS_BACKWARD);
+            gunit = grad_begin(m, u);
         }
         if (m->checkpointing && (rc = layer_forward(m, l, base, err)))
             return rc;
         if ((rc = layer_backward(m, l, base, gunit, err)))
             return rc;
         if (u != root && unit_first) {
-            zt_engine_grad_end(m->eng, u);
-            zt_engine_release(m->eng, u);
+            grad_end(m, u);
+            release(m, u);
         }
     }
     embed_backward(m, groot + pe->offset, m->dres, inputs);
-    zt_engine_grad_end(m->eng, root);
-    zt_engine_release(m->eng, root);
+    grad_end(m, root);
+    release(m, root);
     return ZT_OK;
 }
 
@@ -497,13 +510,25 @@ double zt_model_flops_per_token(const zt_llama_config *c, int T, int checkpointi
     return 3.0 * fwd + (checkpointing ? layers_fwd : 0.0);
 }
 
+/* A failed pass hands every unit back to the owner (its reset). */
+static int pass_or_reset(zt_model *m, const int *inputs, const int *targets, int backward,
+                         float grad_scale, double *loss_sum, zt_err *err)
+{
+    int rc = model_pass(m, inputs, targets, backward, grad_scale, loss_sum, err);
+    if (rc)
+        m->own.ops->reset(m->own.ctx);
+    return rc;
+}
+
 int zt_model_forward_backward(zt_model *m, const int *inputs, const int *targets, float grad_scale,
                               double *loss_sum, zt_err *err)
 {
-    return model_pass(m, inputs, targets, 1, grad_scale, loss_sum, err);
+    if (!m->own.ops->grad_begin)
+        return zt_fail(err, ZT_EINPUT, "backward pass over parameters that keep no gradients");
+    return pass_or_reset(m, inputs, targets, 1, grad_scale, loss_sum, err);
 }
 
 int zt_model_forward(zt_model *m, const int *inputs, const int *targets, double *loss_sum, zt_err *err)
 {
-    return model_pass(m, inputs, targets, 0, 0.0f, loss_sum, err);
+    return pass_or_reset(m, inputs, targets, 0, 0.0f, loss_sum, err);
 }

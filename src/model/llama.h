@@ -1,15 +1,17 @@
 /* llama.h — the Llama decoder (HF LlamaForCausalLM) forward and backward on one
  * micro-batch of B sequences of T tokens (N = B*T rows).
  *
- * The model owns activations only; parameters come from the engine through
- * acquire/release of units, and weight gradients go back through the engine's
- * grad_begin/grad_end, so the same code runs replicated or sharded. */
+ * The model owns activations only; parameters come from their owner through
+ * acquire/release of units, and weight gradients go back through the owner's
+ * grad_begin/grad_end (param_owner.h), so the same code runs replicated, sharded
+ * or on a frozen copy of the weights. */
 #ifndef ZT_LLAMA_H
 #define ZT_LLAMA_H
 
-#include "../engine/engine.h"
+#include "../core/status.h"
 #include "config.h"
 #include "layout.h"
+#include "param_owner.h"
 
 /* Buffers that only feed matrix products (norm outputs, the SwiGLU output, the
  * gradients entering a product) are stored in the model's operand dtype `opd`:
@@ -33,7 +35,7 @@ typedef struct zt_layer_acts {
 typedef struct zt_model {
     zt_llama_config cfg;
     const zt_layout *lay;
-    zt_engine *eng;
+    zt_param_owner own;      /* who holds the parameters (a copy of the table) */
     int B, T, N;
     int checkpointing;       /* keep only layer inputs; recompute a layer in backward */
     zt_dtype opd;            /* dtype of the buffers that only feed matrix products */
@@ -58,14 +60,17 @@ typedef struct zt_model {
 /* The operand dtype for a compute dtype (see zt_layer_acts). */
 zt_dtype zt_model_operand_dtype(zt_dtype compute);
 
-int zt_model_init(zt_model *m, const zt_llama_config *cfg, const zt_layout *lay, zt_engine *eng,
-                  int B, int T, int checkpointing, zt_err *err);
+/* owner is copied; what it points to must outlive the model. */
+int zt_model_init(zt_model *m, const zt_llama_config *cfg, const zt_layout *lay,
+                  const zt_param_owner *owner, int B, int T, int checkpointing, zt_err *err);
 void zt_model_free(zt_model *m);
 
 /* Forward and backward of one micro-batch: inputs, targets (B, T).  Returns the
  * SUM of token cross-entropies in *loss_sum, and adds every weight's gradient of
- * grad_scale * loss_sum to the engine's gradient accumulators (grad_scale =
- * 1 / tokens in the global batch gives the mean over it). */
+ * grad_scale * loss_sum to the owner's gradient buffers (grad_scale = 1 / tokens
+ * in the global batch gives the mean over it).  An owner that keeps no gradients
+ * refuses it.  On an error (of either pass) every unit is handed back to the
+ * owner (its reset). */
 int zt_model_forward_backward(zt_model *m, const int *inputs, const int *targets, float grad_scale,
                               double *loss_sum, zt_err *err);
 

@@ -11,6 +11,7 @@
 #include "../io/hf_model.h"
 #include "../io/tokens.h"
 #include "../kernels/matmul.h"
+#include "../model/frozen.h"
 #include "../model/llama.h"
 #include "../plan/plan.h"
 #include "../engine/loss_scale.h"
@@ -30,11 +31,12 @@ typedef struct run_state {
     zt_tokens tokens;
     zt_layout lay;
     zt_engine eng;
+    zt_frozen_params frozen;  /* evaluation's weights, instead of an engine */
     zt_model model;
     zt_batcher batcher;
     int *inputs, *targets;
     size_t io_bytes;
-    int have_lay, have_eng, have_model, have_batcher;
+    int have_lay, have_eng, have_frozen, have_model, have_batcher;
 } run_state;
 
 static void run_free(run_state *r)
@@ -47,15 +49,24 @@ static void run_free(run_state *r)
         zt_model_free(&r->model);
     if (r->have_eng)
         zt_engine_free(&r->eng);
+    if (r->have_frozen)
+        zt_frozen_free(&r->frozen);
     if (r->have_lay)
         zt_layout_free(&r->lay);
     zt_tokens_free(&r->tokens);
 }
 
-/* Load config, data and weights; build layout, engine, model and batcher. */
+static void frozen_sink(void *f, const zt_param *p, const void *src, zt_dtype src_dt)
+{
+    zt_frozen_set_param(f, p, src, src_dt);
+}
+
+/* Load config, data and weights; build layout, parameter owner, model and
+ * batcher.  The owner is the engine for training, or with `frozen` the weights
+ * alone in the plan's compute dtype (evaluation: no gradients, no optimizer). */
 static int run_open(run_state *r, const char *model_dir, const char *data_path, int T, int B,
                     const zt_plan *plan, zt_comm *comm, int shuffle, uint64_t seed, int checkpointing,
-                    zt_err *err)
+                    int frozen, zt_err *err)
 {
     memset(r, 0, sizeof *r);
     int rc;
@@ -74,12 +85,23 @@ static int run_open(run_state *r, const char *model_dir, const char *data_path, 
                               comm->shard_size, err)))
         return rc;
     r->have_lay = 1;
-    if ((rc = zt_engine_init(&r->eng, &r->lay, plan->prec, plan->stage, &plan->overlap, comm, err)))
-        return rc;
-    r->have_eng = 1;
-    if ((rc = zt_hf_load_params(model_dir, &r->lay, &r->eng, err)))
-        return rc;
-    if ((rc = zt_model_init(&r->model, &r->cfg, &r->lay, &r->eng, B, T, checkpointing, err)))
+    zt_param_owner owner;
+    if (frozen) {
+        if ((rc = zt_frozen_init(&r->frozen, &r->lay, plan->prec.compute, err)))
+            return rc;
+        r->have_frozen = 1;
+        if ((rc = zt_hf_load_params_to(model_dir, &r->lay, frozen_sink, &r->frozen, err)))
+            return rc;
+        owner = zt_frozen_owner(&r->frozen);
+    } else {
+        if ((rc = zt_engine_init(&r->eng, &r->lay, plan->prec, plan->stage, &plan->overlap, comm, err)))
+            return rc;
+        r->have_eng = 1;
+        if ((rc = zt_hf_load_params(model_dir, &r->lay, &r->eng, err)))
+            return rc;
+        owner = zt_engine_param_owner(&r->eng);
+    }
+    if ((rc = zt_model_init(&r->model, &r->cfg, &r->lay, &owner, B, T, checkpointing, err)))
         return rc;
     r->have_model = 1;
     if ((rc = zt_batcher_init(&r->batcher, &r->tokens, T, shuffle, seed, data_path, err)))
@@ -278,7 +300,7 @@ static int train_setup(trainer *t, const zt_train_args *a, zt_err *err)
     t->W = comm->world;
     t->talk = t->rank0 && !a->quiet;
     int rc = run_open(&t->r, a->model_dir, a->data_path, a->block_size, a->batch_size, &a->plan, comm,
-                      a->shuffle, a->seed, a->checkpointing, err);
+                      a->shuffle, a->seed, a->checkpointing, 0, err);
     t->have_run = 1;
     if (rc == ZT_OK && t->rank0 && a->log_jsonl && !(t->log = fopen(a->log_jsonl, "w")))
         rc = zt_fail(err, ZT_EINPUT, "--log_jsonl %s: cannot open for writing", a->log_jsonl);
@@ -536,10 +558,9 @@ int zt_eval(const zt_eval_args *a, double *mean_loss, long *tokens, zt_err *err)
     zt_comm local;
     zt_comm_create_local(&local);
     int rc = run_open(&r, a->model_dir, a->data_path, a->block_size, a->batch_size, &plan, &local, 0,
-                      0, 0, err);
+                      0, 0, 1, err);
     if (rc)
         goto done;
-    zt_engine_refresh_gathered(&r.eng);
     /* Whole batches of consecutive windows; the tail that does not fill a batch is dropped. */
     long nbatches = (long)(r.batcher.nwin / (size_t)a->batch_size);
     if (a->max_batches > 0 && a->max_batches < nbatches)

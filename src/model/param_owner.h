@@ -1,0 +1,49 @@
+/* param_owner.h — what the model needs from whoever owns its parameters.
+ *
+ * The model holds activations only.  Its parameters live in units (layout.h),
+ * owned by someone else: the ZeRO engine while training (sharded, gathered on
+ * demand, gradients reduced over ranks), or a plain copy of the loaded weights
+ * for evaluation and generation (frozen.h).  The model reaches them through this
+ * table and nothing else, so it never knows whether a unit is sharded, where its
+ * gradient goes, or that an optimizer exists.
+ *
+ * One micro-batch, as the model drives it:
+ *   forward   acquire(root, FORWARD); per layer unit: acquire(u, FORWARD) ... release(u)
+ *   backward  grad_begin(root); per layer unit, last to first:
+ *             acquire(u, BACKWARD), grad_begin(u) ... grad_end(u), release(u);
+ *             grad_end(root), release(root)
+ *   forward only: release(root) after the logits
+ * and between its matrix products progress(), the owner's tick (collectives in
+ * flight move on it).  When a pass fails midway, reset() returns every unit to
+ * idle, whatever it was doing, so the owner is usable again (or can be freed).
+ *
+ * Acquired parameters are elements of dtype `compute` at the layout's offsets of
+ * the unit (the padding holds zeros); they stay valid until the unit's release.
+ * A gradient buffer is fp32, the unit's padded length, and the model ADDS the
+ * unit's weight gradients to it (the owner hands out zeros, or the gradient so
+ * far when it accumulates in place); it is the owner's again at grad_end.  An
+ * owner that keeps no gradients (grad_begin NULL) serves forward passes only.
+ */
+#ifndef ZT_PARAM_OWNER_H
+#define ZT_PARAM_OWNER_H
+
+#include "../core/dtype.h"
+
+typedef enum zt_pass { ZT_PASS_FORWARD, ZT_PASS_BACKWARD } zt_pass;
+
+typedef struct zt_param_owner_ops {
+    const void *(*acquire)(void *ctx, int unit, zt_pass pass);
+    void (*release)(void *ctx, int unit);
+    float *(*grad_begin)(void *ctx, int unit); /* NULL: no gradients (forward only) */
+    void (*grad_end)(void *ctx, int unit);     /* the unit's gradient is complete */
+    void (*progress)(void *ctx);
+    void (*reset)(void *ctx);
+} zt_param_owner_ops;
+
+typedef struct zt_param_owner {
+    const zt_param_owner_ops *ops;
+    void *ctx;
+    zt_dtype compute; /* dtype of acquired parameters and of the products' arithmetic */
+} zt_param_owner;
+
+#endif
