@@ -9,6 +9,28 @@
 #include "commands.h"
 #include "flags.h"
 
+/* The vector extensions this binary was compiled for: the kernels pick fused
+ * multiply-adds and AVX-512 paths at compile time (vmath.h, attention16.c), so
+ * these decide the exact rounding as much as oneDNN's run-time ISA does; the
+ * numerical digests (tests/cli/digests.sh) are recorded per pair. */
+static const char *build_isa(void) {
+    static const char isa[] = ""
+#ifdef __AVX2__
+           " avx2"
+#endif
+#ifdef __FMA__
+           " fma"
+#endif
+#ifdef __AVX512F__
+           " avx512f"
+#endif
+#ifdef __AVX512BF16__
+           " avx512_bf16"
+#endif
+        ;
+    return isa[0] ? isa + 1 : "baseline";
+}
+
 static void cpu_info(char *model, size_t model_len, char *features, size_t feat_len)
 {
     static const char *wanted[] = {"avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_bf16",
@@ -70,6 +92,7 @@ int zt_cmd_env(int argc, char **argv, zt_err *err)
     printf("ztrain:        %s\n", zt_version());
     printf("mpi:           %s\n", mpi);
     printf("onednn:        %s (isa: %s)\n", zt_matmul_dnnl_version(), zt_matmul_isa_name());
+    printf("build isa:     %s\n", build_isa());
     printf("cpu:           %s\n", model);
     printf("cpu features:  %s\n", features);
     printf("native bf16:   %s\n", zt_matmul_has_native_bf16() ? "yes" : "no (bf16 runs as fp32)");
