@@ -255,6 +255,13 @@ static void test_multi_cpu(void)
     ZT_CHECK(!strcmp(c.distributed_type, "MULTI_CPU") && !strcmp(c.mixed_precision, "no"));
     ZT_CHECK(c.num_processes == 4 && c.num_machines == 2 && c.machine_rank == 1);
     ZT_CHECK(c.fsdp_sharding_strategy == -1 && c.zero_stage == -1);
+    /* the multi-machine keys launch uses: mpirun_ccl as the prompt stored it ('1') */
+    ZT_CHECK(!strcmp(c.main_process_ip, "192.168.1.10") && c.main_process_port == 29500);
+    ZT_CHECK(!strcmp(c.mpirun_hostfile, "/home/user/hostfile") && c.mpirun_ccl == 1);
+    ZT_CHECK(read_text("distributed_type: MULTI_CPU\nmpirun_config:\n  mpirun_ccl: two\n", &c, &err) ==
+                 ZT_EINPUT && strstr(err.msg, ":3: mpirun_config.mpirun_ccl: expected an integer"));
+    ZT_CHECK(read_text("distributed_type: MULTI_CPU\nmpirun_config:\n  mpirun_hostfle: h\n", &c, &err) ==
+                 ZT_EINPUT && strstr(err.msg, "did you mean mpirun_hostfile"));
     /* the smallest config: only the required key */
     ZT_CHECK_MSG(read_text("distributed_type: NO\n", &c, &err) == ZT_OK, "%s", err.msg);
     ZT_CHECK(!strcmp(c.distributed_type, "NO") && c.mixed_precision[0] == '\0');

@@ -123,6 +123,47 @@ static int tiny_layout(zt_layout *lay, int layers, zt_err *err)
 }
 
 /* The engine's buffers carry the plan's dtypes, and the check catches a mismatch. */
+/* HYBRID_SHARD's shard group is one machine's ranks, as MPI's topology says;
+ * --ranks_per_node overrides it and is still checked against the world. */
+static void test_hybrid_group_from_topology(void)
+{
+    zt_plan_request r;
+    zt_plan p;
+    zt_err err = {0};
+    char line[512];
+    for (int zero2 = 0; zero2 <= 1; zero2++) {
+        zt_plan_request_init(&r);
+        r.face = ZT_FACE_FSDP;
+        r.sharding = zero2 ? ZT_SHARDING_HYBRID_SHARD_ZERO2 : ZT_SHARDING_HYBRID_SHARD;
+        r.machines = 3, r.machine_ranks = 2;
+        ZT_CHECK(zt_plan_resolve(&r, 6, &p, &err) == ZT_OK && p.group_size == 2 && p.stage == (zero2 ? 2 : 3));
+        ZT_CHECK(p.machines == 3 && p.machine_ranks == 2);
+        FILE *f = fmemopen(line, sizeof line, "w");
+        zt_plan_print(f, &p);
+        fclose(f);
+        ZT_CHECK_MSG(strstr(line, ", 6 ranks (3 machines x 2), shard group 2,") != NULL, "%s", line);
+        r.ranks_per_node = 3; /* an override that divides the world wins */
+        ZT_CHECK(zt_plan_resolve(&r, 6, &p, &err) == ZT_OK && p.group_size == 3);
+        r.ranks_per_node = 4;
+        ZT_CHECK(zt_plan_resolve(&r, 6, &p, &err) == ZT_EINPUT && strstr(err.msg, "ranks_per_node 4 does not "
+                                                                            "divide the 6 processes"));
+        r.ranks_per_node = 0, r.machine_ranks = 0; /* uneven machines: no default group */
+        ZT_CHECK(zt_plan_resolve(&r, 6, &p, &err) == ZT_EINPUT && strstr(err.msg, "unevenly on 3 machines") &&
+                 strstr(err.msg, "--ranks_per_node"));
+        r.ranks_per_node = 2;
+        ZT_CHECK(zt_plan_resolve(&r, 6, &p, &err) == ZT_OK && p.group_size == 2);
+    }
+    /* FULL_SHARD shards over the world whatever the machines */
+    zt_plan_request_init(&r);
+    r.face = ZT_FACE_FSDP;
+    r.machines = 2, r.machine_ranks = 2;
+    ZT_CHECK(zt_plan_resolve(&r, 4, &p, &err) == ZT_OK && p.group_size == 4);
+    /* no topology (config show, tests without MPI): one machine of the whole world */
+    r.machines = r.machine_ranks = 0;
+    r.sharding = ZT_SHARDING_HYBRID_SHARD;
+    ZT_CHECK(zt_plan_resolve(&r, 4, &p, &err) == ZT_OK && p.group_size == 4 && p.machines == 1);
+}
+
 static void test_engine_dtype_invariants(void)
 {
     zt_layout lay;
@@ -243,6 +284,7 @@ int main(void)
     ZT_RUN(test_seed_table);
     ZT_RUN(test_strategies_and_groups);
     ZT_RUN(test_refusals);
+    ZT_RUN(test_hybrid_group_from_topology);
     ZT_RUN(test_engine_dtype_invariants);
     ZT_RUN(test_stage3_prefetch_pool);
     ZT_TEST_MAIN_END();

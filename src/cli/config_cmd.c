@@ -131,7 +131,7 @@ int zt_cmd_config(int argc, char **argv, zt_err *err)
     zt_llama_config cfg;
     zt_plan plan;
     if (model || model_config) {
-        rc = zt_resolve_run(&st, model, model_config, world, &cfg, &plan, err);
+        rc = zt_resolve_run(&st, model, model_config, world, NULL, &cfg, &plan, err);
     } else {
         zt_plan_request req;
         rc = zt_settings_resolve(&st, world, 0, ZT_F32, &req, err);
@@ -209,7 +209,7 @@ int zt_cmd_estimate_memory(int argc, char **argv, zt_err *err)
         return zt_fail(err, ZT_EINPUT, "ztrain estimate-memory: give --model DIR or --model_config CFG.json");
     zt_llama_config cfg;
     zt_plan plan;
-    if ((rc = zt_resolve_run(&st, model, model_config, world, &cfg, &plan, err)))
+    if ((rc = zt_resolve_run(&st, model, model_config, world, NULL, &cfg, &plan, err)))
         return rc;
     zt_plan_print(stdout, &plan);
     if ((rc = print_memory(stdout, &cfg, &plan, st.batch, st.block_size, st.checkpointing, err)))

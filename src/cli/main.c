@@ -110,7 +110,10 @@ static int cmd_train(int argc, char **argv, zt_err *err)
         return zt_fail(err, ZT_EFAIL, "MPI_Init failed");
     zt_train_args a = {0};
     zt_llama_config cfg;
-    if ((rc = zt_resolve_run(&st, model, NULL, g_world, &cfg, &a.plan, err)))
+    zt_topology topo; /* ranks per machine: HYBRID_SHARD's default shard group */
+    if ((rc = zt_comm_topology(&topo, err)))
+        return rc;
+    if ((rc = zt_resolve_run(&st, model, NULL, g_world, &topo, &cfg, &a.plan, err)))
         return rc;
     if (zt_lr_schedule_parse(st.schedule, &a.schedule) != 0)
         return zt_fail(err, ZT_EINPUT,

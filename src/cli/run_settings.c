@@ -16,7 +16,7 @@ int zt_flag_given(void *ctx, const char *name)
 }
 
 int zt_resolve_run(zt_settings *st, const char *model_dir, const char *model_config, int world,
-                   zt_llama_config *cfg, zt_plan *plan, zt_err *err)
+                   const zt_topology *topo, zt_llama_config *cfg, zt_plan *plan, zt_err *err)
 {
     int rc = model_config ? zt_hf_config_read(model_config, cfg, err) : zt_hf_read_config_dir(model_dir, cfg, err);
     if (rc)
@@ -24,6 +24,10 @@ int zt_resolve_run(zt_settings *st, const char *model_dir, const char *model_con
     zt_plan_request req;
     if ((rc = zt_settings_resolve(st, world, cfg->hidden_size, cfg->torch_dtype, &req, err)))
         return rc;
+    if (topo) {
+        req.machines = topo->machines;
+        req.machine_ranks = topo->machine_ranks;
+    }
     if ((rc = zt_plan_resolve(&req, world, plan, err)))
         return rc;
     zt_settings_apply_to_plan(st, plan);

@@ -4,6 +4,7 @@
 #ifndef ZT_RUN_SETTINGS_H
 #define ZT_RUN_SETTINGS_H
 
+#include "../comm/comm.h"
 #include "../config/settings.h"
 #include "../model/config.h"
 #include "../plan/plan.h"
@@ -50,8 +51,9 @@ int zt_flag_given(void *ctx, const char *name);
 
 
 /* Read the model's config.json (for hidden_size and torch_dtype auto), combine
- * settings and files, and resolve the plan for a world of `world` ranks. */
+ * settings and files, and resolve the plan for a world of `world` ranks placed
+ * as topo says (NULL: unknown, taken as one machine). */
 int zt_resolve_run(zt_settings *st, const char *model_dir, const char *model_config, int world,
-                   zt_llama_config *cfg, zt_plan *plan, zt_err *err);
+                   const zt_topology *topo, zt_llama_config *cfg, zt_plan *plan, zt_err *err);
 
 #endif

@@ -61,10 +61,93 @@ void zt_comm_abort(int code) { MPI_Abort(MPI_COMM_WORLD, code); }
 
 static MPI_Comm *as_comm(void *p) { return (MPI_Comm *)p; }
 
+/* ids[r] = the machine of world rank r, named by its lowest world rank (world
+ * ints, malloc'd; the caller frees).  Collective over the world. */
+static int *machine_ids(int world, int *machine_size)
+{
+    int rank, id;
+    MPI_Comm node;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+    MPI_Comm_size(node, machine_size);
+    MPI_Allreduce(&rank, &id, 1, MPI_INT, MPI_MIN, node);
+    MPI_Comm_free(&node);
+    int *ids = malloc((size_t)world * sizeof *ids), ok = ids != NULL, all_ok;
+    /* the ranks agree first, so none waits in the gather for a rank that lacks memory */
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!all_ok) {
+        free(ids);
+        return NULL;
+    }
+    MPI_Allgather(&id, 1, MPI_INT, ids, 1, MPI_INT, MPI_COMM_WORLD);
+    return ids;
+}
+
+static void describe_topology(zt_topology *t, const int *ids, int world, int machine_size)
+{
+    memset(t, 0, sizeof *t);
+    t->machine_size = machine_size;
+    /* a machine is named by its lowest rank: it is a block of consecutive ranks
+     * when every member lies within its machine's size from that rank */
+    int even = 1, size0 = 0;
+    for (int r = 0; r < world; r++) {
+        if (ids[r] != r)
+            continue;
+        t->machines++;
+        int size = 0;
+        for (int q = r; q < world; q++)
+            size += ids[q] == r;
+        for (int q = r; q < r + size && q < world; q++)
+            even &= ids[q] == r;
+        if (!size0)
+            size0 = size;
+        even &= size == size0;
+    }
+    t->machine_ranks = even ? size0 : 0;
+}
+
+int zt_comm_topology(zt_topology *t, zt_err *err)
+{
+    int world, size;
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    int *ids = machine_ids(world, &size);
+    if (!ids)
+        return zt_fail(err, ZT_EFAIL, "out of memory for the machine map of %d ranks", world);
+    describe_topology(t, ids, world, size);
+    free(ids);
+    return ZT_OK;
+}
+
 void zt_comm_create_local(zt_comm *c)
 {
     memset(c, 0, sizeof *c);
     c->world = c->shard_size = c->replica_size = 1;
+    for (int s = 0; s < 3; s++)
+        c->scope_local[s] = 1;
+    c->topo.machines = c->topo.machine_ranks = c->topo.machine_size = 1;
+}
+
+/* Members of each scope that share this rank's machine (comm.h's link split). */
+static void count_local_members(zt_comm *c, const int *ids)
+{
+    int mine = ids[c->rank], G = c->shard_size;
+    memset(c->scope_local, 0, sizeof c->scope_local);
+    for (int j = 0; j < G; j++) /* shard group: ranks replica_rank*G + j */
+        c->scope_local[ZT_SCOPE_SHARD] += ids[c->replica_rank * G + j] == mine;
+    for (int j = 0; j < c->replica_size; j++) /* replica group: ranks j*G + shard_rank */
+        c->scope_local[ZT_SCOPE_REPLICA] += ids[j * G + c->shard_rank] == mine;
+    for (int r = 0; r < c->world; r++)
+        c->scope_local[ZT_SCOPE_WORLD] += ids[r] == mine;
+}
+
+/* Count a collective of `bytes` logical bytes over a scope of `size` ranks. */
+static void count(zt_comm *c, zt_coll_kind k, int scope, int size, uint64_t bytes)
+{
+    uint64_t intra = bytes * (uint64_t)c->scope_local[scope] / (uint64_t)size;
+    c->bytes[k] += bytes;
+    c->calls[k]++;
+    c->link_bytes[ZT_LINK_INTRA] += intra;
+    c->link_bytes[ZT_LINK_INTER] += bytes - intra;
 }
 
 int zt_comm_create(zt_comm *c, int group_size, zt_err *err)
@@ -81,13 +164,18 @@ int zt_comm_create(zt_comm *c, int group_size, zt_err *err)
     c->shard_rank = c->rank % group_size;
     c->replica_size = c->world / group_size;
     c->replica_rank = c->rank / group_size;
+    int machine_size, *ids = machine_ids(c->world, &machine_size);
     MPI_Comm *w = malloc(sizeof *w), *s = malloc(sizeof *s), *r = malloc(sizeof *r);
-    if (!w || !s || !r) {
+    if (!w || !s || !r || !ids) {
         free(w);
         free(s);
         free(r);
+        free(ids);
         return zt_fail(err, ZT_EFAIL, "out of memory for communicators");
     }
+    describe_topology(&c->topo, ids, c->world, machine_size);
+    count_local_members(c, ids);
+    free(ids);
     MPI_Comm_dup(MPI_COMM_WORLD, w);
     MPI_Comm_split(MPI_COMM_WORLD, c->replica_rank, c->shard_rank, s);
     MPI_Comm_split(MPI_COMM_WORLD, c->shard_rank, c->replica_rank, r);
@@ -133,8 +221,7 @@ void zt_comm_allgather(zt_comm *c, void *full, const void *shard, size_t n, zt_d
             memcpy(full, shard, n * es);
         return;
     }
-    c->bytes[ZT_COLL_ALLGATHER] += n * es;
-    c->calls[ZT_COLL_ALLGATHER]++;
+    count(c, ZT_COLL_ALLGATHER, ZT_SCOPE_SHARD, c->shard_size, n * es);
     MPI_Comm comm = scope_comm(c, ZT_SCOPE_SHARD);
     double t0 = MPI_Wtime();
     if (per <= CHUNK) {
@@ -223,8 +310,7 @@ void zt_comm_start_allgather(zt_comm *c, zt_comm_op *op, void *full, size_t n, z
         zt_comm_allgather(c, full, (char *)full + (size_t)c->shard_rank * per * es, n, dt);
         return;
     }
-    c->bytes[ZT_COLL_ALLGATHER] += n * es;
-    c->calls[ZT_COLL_ALLGATHER]++;
+    count(c, ZT_COLL_ALLGATHER, ZT_SCOPE_SHARD, c->shard_size, n * es);
     op->active = 1;
     op->kind = ZT_COLL_ALLGATHER;
     op->send = full;
@@ -242,8 +328,7 @@ void zt_comm_start_reduce_scatter(zt_comm *c, zt_comm_op *op, void *shard, const
             memcpy(shard, full, n * es);
         return;
     }
-    c->bytes[ZT_COLL_REDUCE_SCATTER] += n * es;
-    c->calls[ZT_COLL_REDUCE_SCATTER]++;
+    count(c, ZT_COLL_REDUCE_SCATTER, ZT_SCOPE_SHARD, c->shard_size, n * es);
     if (per > CHUNK) {
         reduce_scatter_huge(c, shard, full, per, dt);
         return;
@@ -294,8 +379,7 @@ void zt_comm_start_allreduce(zt_comm *c, zt_comm_op *op, void *buf, size_t n, zt
     if (size == 1)
         return;
     /* an all-reduce moves its buffer twice (reduce-scatter + all-gather): 2 Psi */
-    c->bytes[ZT_COLL_ALLREDUCE] += 2 * n * es;
-    c->calls[ZT_COLL_ALLREDUCE]++;
+    count(c, ZT_COLL_ALLREDUCE, scope, size, 2 * n * es);
     if (n > CHUNK) { /* MPI's int counts: blocking, in chunks (such a unit is not overlapped) */
         double t0 = MPI_Wtime();
         for (size_t off = 0; off < n; off += CHUNK) {

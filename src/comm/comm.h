@@ -12,6 +12,16 @@
  * reduce-scatter plus an all-gather), so tests can compare the traffic with
  * ZeRO's formulas (stages 0-2: 2 Psi per step, stage 3: 3 Psi).
  *
+ * Machines: the ranks that share memory (MPI_Comm_split_type SHARED) form one
+ * machine.  Each collective's logical bytes are also split by link: a group of
+ * S members moves B bytes as S equal slices, one per member (the slice member j
+ * sends to or receives from this rank), so the members on this rank's machine,
+ * itself included (its own slice never leaves the machine), account for
+ * B * local / S bytes and the rest crossed the network:
+ *   link_bytes[ZT_LINK_INTRA] + link_bytes[ZT_LINK_INTER] = sum of bytes[].
+ * On M machines of R ranks this gives FULL_SHARD 3 Psi (M-1)/M across machines
+ * and HYBRID_SHARD (groups of R) only its replica all-reduce, 2 Psi/R (M-1)/M.
+ *
  * The engine talks only to this interface; a NCCL backend would implement the
  * same calls. */
 #ifndef ZT_COMM_H
@@ -27,6 +37,16 @@ typedef enum zt_coll_kind {
     ZT_COLL_ALLGATHER, ZT_COLL_REDUCE_SCATTER, ZT_COLL_ALLREDUCE, ZT_COLL_NKINDS
 } zt_coll_kind;
 
+enum { ZT_LINK_INTRA, ZT_LINK_INTER, ZT_NLINKS }; /* same machine, another machine */
+
+/* Where the ranks run: machine ids are the lowest world rank on each machine. */
+typedef struct zt_topology {
+    int machines;          /* distinct machines */
+    int machine_ranks;     /* ranks on each machine; 0 when machines differ in count or
+                            * a machine's ranks are not consecutive world ranks */
+    int machine_size;      /* ranks on this rank's machine */
+} zt_topology;
+
 typedef struct zt_comm {
     int rank, world;
     int shard_rank, shard_size;      /* within the shard group */
@@ -34,6 +54,9 @@ typedef struct zt_comm {
     void *world_comm, *shard_comm, *replica_comm; /* MPI_Comm handles (opaque here) */
     uint64_t bytes[ZT_COLL_NKINDS];  /* logical bytes moved, per collective kind */
     uint64_t calls[ZT_COLL_NKINDS];
+    uint64_t link_bytes[ZT_NLINKS];  /* the same bytes, split by link (see above) */
+    int scope_local[3];              /* members of each scope on this rank's machine */
+    zt_topology topo;
     /* seconds this rank spent inside the data collectives: blocked until one finished
      * (blocking calls and waits), and in the progress calls that let one move */
     double wait_s, progress_s;
@@ -44,6 +67,9 @@ int zt_comm_init_mpi(int *argc, char ***argv, int *rank, int *world);
 void zt_comm_finalize_mpi(void);
 /* Abort every rank (after an error was printed) so none waits forever. */
 void zt_comm_abort(int code);
+
+/* Collective over the world (after zt_comm_init_mpi): which ranks share a machine. */
+int zt_comm_topology(zt_topology *t, zt_err *err);
 
 /* One process, no MPI: every collective is a copy or nothing (tests, tools). */
 void zt_comm_create_local(zt_comm *c);

@@ -325,6 +325,8 @@ typedef struct key {
     const char *const *refused;      /* K_ENUM: values known but refused, with ... */
     const char *refusal;             /* ... this reason */
     const section *section;          /* K_SECTION */
+    int digit_string;                /* K_INT: a quoted '12' is read too (Accelerate's prompts
+                                      * store what was typed as a string) */
 } key;
 
 struct section {
@@ -353,7 +355,7 @@ static const char *const state_dict_types[] = {"FULL_STATE_DICT", "SHARDED_STATE
 static const char *const offload_devices[] = {"none", "cpu", NULL};
 static const char *const nvme[] = {"nvme", NULL};
 
-enum { SEC_TOP, SEC_FSDP, SEC_DS, NSEC, MAX_KEYS = 32 };
+enum { SEC_TOP, SEC_FSDP, SEC_DS, SEC_MPI, NSEC, MAX_KEYS = 32 };
 
 static const key fsdp_keys[] = {
     {.name = "fsdp_sharding_strategy", .kind = K_STRATEGY, FIELD(fsdp_sharding_strategy)},
@@ -394,6 +396,14 @@ static const key deepspeed_keys[] = {
     {.name = "deepspeed_hostfile", .kind = K_STR, IGNORED},
 };
 
+static const key mpirun_keys[] = {
+    {.name = "mpirun_hostfile", .kind = K_STR, FIELD(mpirun_hostfile)},
+    {.name = "mpirun_ccl", .kind = K_INT, FIELD(mpirun_ccl), .min = 0, .max = INT_MAX,
+     .digit_string = 1},
+};
+
+static const section mpirun_section = {SEC_MPI, "mpirun_config", mpirun_keys,
+                                       (int)(sizeof mpirun_keys / sizeof mpirun_keys[0])};
 static const section fsdp_section = {SEC_FSDP, "fsdp_config", fsdp_keys,
                                      (int)(sizeof fsdp_keys / sizeof fsdp_keys[0])};
 static const section deepspeed_section = {SEC_DS, "deepspeed_config", deepspeed_keys,
@@ -417,8 +427,8 @@ static const key top_keys[] = {
     {.name = "downcast_bf16", .kind = K_SCALAR, IGNORED},       /* TPU only */
     {.name = "enable_cpu_affinity", .kind = K_BOOL, IGNORED},   /* NVIDIA only */
     {.name = "gpu_ids", .kind = K_SCALAR, IGNORED},             /* "all", "0,1" or 0 */
-    {.name = "main_process_ip", .kind = K_SCALAR, IGNORED},
-    {.name = "main_process_port", .kind = K_INT, IGNORED, .min = 1, .max = 65535},
+    {.name = "main_process_ip", .kind = K_STR, FIELD(main_process_ip)},
+    {.name = "main_process_port", .kind = K_INT, FIELD(main_process_port), .min = 1, .max = 65535},
     {.name = "main_training_function", .kind = K_STR, IGNORED},
     {.name = "rdzv_backend", .kind = K_STR, IGNORED},
     {.name = "same_network", .kind = K_BOOL, IGNORED},
@@ -428,12 +438,13 @@ static const key top_keys[] = {
     {.name = "use_cpu", .kind = K_BOOL, IGNORED},               /* ztrain always does */
     {.name = "dynamo_config", .kind = K_ANY_MAP, IGNORED},
     {.name = "ipex_config", .kind = K_ANY_MAP, IGNORED},
-    {.name = "mpirun_config", .kind = K_ANY_MAP, IGNORED},
+    {.name = "mpirun_config", .kind = K_SECTION, IGNORED, .section = &mpirun_section},
 };
 
 static const section top_section = {SEC_TOP, "", top_keys,
                                     (int)(sizeof top_keys / sizeof top_keys[0])};
-static const section *const all_sections[] = {&top_section, &fsdp_section, &deepspeed_section};
+static const section *const all_sections[] = {&top_section, &fsdp_section, &deepspeed_section,
+                                              &mpirun_section};
 _Static_assert(sizeof top_keys / sizeof top_keys[0] <= MAX_KEYS &&
                sizeof fsdp_keys / sizeof fsdp_keys[0] <= MAX_KEYS &&
                sizeof deepspeed_keys / sizeof deepspeed_keys[0] <= MAX_KEYS,
@@ -484,7 +495,12 @@ static int get_integer(reader *r, const ynode *n, const char *kp, long long *v)
 
 static int get_range(reader *r, const key *k, const ynode *n, const char *kp, long long *v)
 {
-    int rc = get_integer(r, n, kp, v);
+    int rc;
+    if (k->digit_string && resolve(n) == YT_STR && n->text[0] && strlen(n->text) < 10 &&
+        strspn(n->text, "0123456789") == strlen(n->text))
+        *v = strtoll(n->text, NULL, 10), rc = ZT_OK;
+    else
+        rc = get_integer(r, n, kp, v);
     if (rc != ZT_OK)
         return rc;
     if (*v < k->min || *v > k->max) {
@@ -795,6 +811,7 @@ void zt_accel_config_init(zt_accel_config *c)
 {
     memset(c, 0, sizeof *c); /* every string "" */
     c->num_processes = c->num_machines = c->machine_rank = -1;
+    c->main_process_port = c->mpirun_ccl = -1;
     c->fsdp_sharding_strategy = c->fsdp_reshard_after_forward = c->fsdp_version = -1;
     c->fsdp_min_num_params = -1;
     c->fsdp_forward_prefetch = c->fsdp_offload_params = c->fsdp_cpu_ram_efficient_loading = -1;

@@ -23,6 +23,13 @@ typedef struct zt_accel_config {
     char mixed_precision[8];          /* no | bf16 | fp16; "" absent */
     int num_processes;                /* >= 1; -1 absent */
     int num_machines, machine_rank;   /* >= 1, 0..num_machines-1; -1 absent */
+    /* torchrun's rendezvous: read and shown by launch; MPI does its own */
+    char main_process_ip[256];        /* "" absent */
+    int main_process_port;            /* 1..65535, -1 absent */
+    /* mpirun_config (MULTI_CPU): the hosts for mpirun, and oneCCL's worker threads
+     * (Accelerate sets CCL_WORKER_COUNT; ztrain's collectives are Open MPI's) */
+    char mpirun_hostfile[512];        /* Open MPI hostfile, "" absent */
+    int mpirun_ccl;                   /* >= 0, -1 absent */
 
     /* fsdp_config (only with distributed_type FSDP) */
     int fsdp_sharding_strategy;       /* 1..5 (zt_sharding's numbering), -1 absent.  The

@@ -125,8 +125,17 @@ int zt_plan_resolve(const zt_plan_request *r, int world, zt_plan *p, zt_err *err
          * whole model, as DDP's gradient buckets do */
         p->wrap = r->wrap_set ? r->wrap : ZT_WRAP_TRANSFORMER;
     }
+    p->machines = r->machines > 0 ? r->machines : 1;
+    p->machine_ranks = r->machines > 0 ? r->machine_ranks : world;
+    if (p->hybrid && r->ranks_per_node <= 0 && !p->machine_ranks)
+        return zt_fail(err, ZT_EINPUT,
+                       "hybrid sharding: the %d ranks sit unevenly on %d machines (or a machine's ranks are "
+                       "not consecutive), so a machine cannot be the shard group; start the same number of "
+                       "ranks on each machine, mapped by slot (mpirun's default), or give --ranks_per_node",
+                       world, p->machines);
     if (p->hybrid) {
-        group = r->ranks_per_node > 0 ? r->ranks_per_node : world;
+        /* FSDP's HYBRID_SHARD shards inside a node and replicates across nodes */
+        group = r->ranks_per_node > 0 ? r->ranks_per_node : p->machine_ranks;
         if (world % group != 0)
             return zt_fail(err, ZT_EINPUT,
                            "hybrid sharding: ranks_per_node %d does not divide the %d processes", group, world);
@@ -182,8 +191,14 @@ int zt_plan_resolve(const zt_plan_request *r, int world, zt_plan *p, zt_err *err
 
 void zt_plan_print(FILE *f, const zt_plan *p)
 {
-    fprintf(f, "plan: %s, %s, %d rank%s, shard group %d, %s\n", zt_face_name(p->face), p->strategy,
-            p->world, p->world == 1 ? "" : "s", p->group_size, zt_wrap_policy_name(p->wrap));
+    char where[64] = "";
+    if (p->world > 1 && p->machine_ranks > 0)
+        snprintf(where, sizeof where, " (%d machine%s x %d)", p->machines, p->machines == 1 ? "" : "s",
+                 p->machine_ranks);
+    else if (p->world > 1)
+        snprintf(where, sizeof where, " (on %d machines, unevenly)", p->machines);
+    fprintf(f, "plan: %s, %s, %d rank%s%s, shard group %d, %s\n", zt_face_name(p->face), p->strategy,
+            p->world, p->world == 1 ? "" : "s", where, p->group_size, zt_wrap_policy_name(p->wrap));
     fprintf(f, "| mode | load | mixed precision | flat params / master | compute | reduce | optimizer |\n");
     fprintf(f, "| %s | %s | %s | %s | %s | %s | %s |\n", p->mode, zt_dtype_name(p->prec.load),
             p->mixed ? zt_dtype_name(p->prec.compute) : "no",

@@ -10,7 +10,8 @@
  *             enabled, else fp32; reduce = communication_data_type or compute.
  *   NO / MULTI_CPU (plain data parallel): stage 0 with FSDP's dtype rules.
  * Strategies map to stages: NO_SHARD 0, SHARD_GRAD_OP 2, FULL_SHARD 3,
- * HYBRID_SHARD 3 and HYBRID_SHARD_ZERO2 2 inside groups of ranks_per_node.
+ * HYBRID_SHARD 3 and HYBRID_SHARD_ZERO2 2 inside groups of one machine's
+ * ranks (from MPI's topology; ranks_per_node overrides it).
  * Overlap: FSDP always overlaps its reduce-scatters and NO_SHARD's all-reduces
  * (they run on their own stream) and prefetches as backward_prefetch /
  * forward_prefetch say; DeepSpeed overlaps reduce-scatters when overlap_comm
@@ -47,7 +48,12 @@ typedef struct zt_plan_request {
     zt_wrap_policy wrap;
     long min_num_params;
     const char *reduce_dtype;     /* override; NULL: as the face decides */
-    int ranks_per_node;           /* hybrid group size; 0: the whole world */
+    int ranks_per_node;           /* hybrid group size override; 0: the machine's ranks */
+    /* where the ranks run (MPI_Comm_split_type SHARED, zt_comm_topology):
+     * machines 0 means unknown (no MPI: taken as one machine of `world` ranks);
+     * machine_ranks 0 with machines > 0 means the machines hold different
+     * numbers of ranks or not consecutive ones */
+    int machines, machine_ranks;
     const char *master_compensation; /* "none" or "kahan"; NULL: none */
     /* overlap of collectives with compute (SPEC §2, Prefetch) */
     const char *backward_prefetch; /* FSDP: BACKWARD_PRE | BACKWARD_POST | NO_PREFETCH; NULL: BACKWARD_PRE */
@@ -62,6 +68,7 @@ typedef struct zt_plan {
     int hybrid;
     int mixed;                    /* mixed precision on (compute differs from a bf16/fp32 master by policy) */
     int world, group_size;        /* group_size: ranks sharing one copy of the state */
+    int machines, machine_ranks;  /* as in the request (1 x world when unknown) */
     zt_wrap_policy wrap;
     long min_num_params;
     zt_precision prec;

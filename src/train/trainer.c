@@ -313,6 +313,7 @@ static int train_setup(trainer *t, const zt_train_args *a, zt_err *err)
         return rc;
     zt_engine_refresh_gathered(&t->r.eng);
     memset(comm->bytes, 0, sizeof comm->bytes);
+    memset(comm->link_bytes, 0, sizeof comm->link_bytes);
 
     t->tokens_per_step = (double)a->batch_size * a->grad_accum * t->W * a->block_size;
     t->grad_scale = (float)(1.0 / t->tokens_per_step);
@@ -352,11 +353,14 @@ static int step_failed(const trainer *t, int rc, const zt_err *err)
 
 /* The numbers of step s that train_step did not compute itself. */
 static void measure_step(const trainer *t, double t0, double wait0, double progress0,
-                         const uint64_t before[ZT_COLL_NKINDS], zt_step_metrics *m)
+                         const uint64_t before[ZT_COLL_NKINDS], const uint64_t link_before[ZT_NLINKS],
+                         zt_step_metrics *m)
 {
     const zt_comm *comm = t->comm;
     for (int k = 0; k < ZT_COLL_NKINDS; k++)
         m->comm_bytes[k] = comm->bytes[k] - before[k];
+    for (int k = 0; k < ZT_NLINKS; k++)
+        m->link_bytes[k] = comm->link_bytes[k] - link_before[k];
     m->step_time_s = now_s() - t0;
     m->comm_wait_s = comm->wait_s - wait0;
     m->comm_progress_s = comm->progress_s - progress0;
@@ -381,8 +385,9 @@ static int train_step(trainer *t, long s, zt_step_metrics *m, zt_err *err)
     memset(m, 0, sizeof *m);
     m->step = s + 1;
     double t0 = now_s(), wait0 = comm->wait_s, progress0 = comm->progress_s;
-    uint64_t before[ZT_COLL_NKINDS];
+    uint64_t before[ZT_COLL_NKINDS], link_before[ZT_NLINKS];
     memcpy(before, comm->bytes, sizeof before);
+    memcpy(link_before, comm->link_bytes, sizeof link_before);
 
     zt_engine_zero_grads(&r->eng);
     /* fp16: backward runs on loss * scale; the step divides it back out */
@@ -416,7 +421,7 @@ static int train_step(trainer *t, long s, zt_step_metrics *m, zt_err *err)
         zt_loss_scaler_update(&t->scaler, m->skipped);
     m->loss_scale = pl->loss_scaling ? scale : 0.0;
     m->loss = zt_comm_sum_double(comm, loss_sum, ZT_SCOPE_WORLD) / t->tokens_per_step;
-    measure_step(t, t0, wait0, progress0, before, m);
+    measure_step(t, t0, wait0, progress0, before, link_before, m);
     return ZT_OK;
 }
 
@@ -453,6 +458,9 @@ static void write_jsonl(FILE *log, const zt_step_metrics *m)
     for (int k = 0; k < ZT_COLL_NKINDS; k++)
         fprintf(log, "\"%s\": %llu%s", zt_coll_kind_name((zt_coll_kind)k),
                 (unsigned long long)m->comm_bytes[k], k + 1 < ZT_COLL_NKINDS ? ", " : "");
+    /* the same bytes by link: with ranks on this machine, with other machines */
+    fprintf(log, "}, \"comm_link_bytes\": {\"intra_machine\": %llu, \"inter_machine\": %llu",
+            (unsigned long long)m->link_bytes[ZT_LINK_INTRA], (unsigned long long)m->link_bytes[ZT_LINK_INTER]);
     fprintf(log, "}, \"comm_wait_s\": %.6f, \"comm_progress_s\": %.6f}\n", m->comm_wait_s, m->comm_progress_s);
     fflush(log);
 }

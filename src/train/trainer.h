@@ -33,6 +33,7 @@ typedef struct zt_step_metrics {
     int skipped;                /* fp16: the step was skipped on overflow */
     size_t memory_bytes[ZT_MEM_NCAT];         /* this rank's current bytes per category */
     uint64_t comm_bytes[ZT_COLL_NKINDS];      /* this rank's collective bytes in this step */
+    uint64_t link_bytes[ZT_NLINKS];           /* the same, with its machine / with others (comm.h) */
     double comm_wait_s, comm_progress_s;      /* time blocked in / progressing collectives */
 } zt_step_metrics;
 
