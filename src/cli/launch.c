@@ -305,10 +305,10 @@ static int build_and_run(const launch_opts *o, const host_set *hs, int argc, cha
         args[n++] = argv[i];
     args[n] = NULL;
     if (o->dry) {
-        /* what mpirun will see: the OMPI_MCA_* settings it reads, then its command line */
+        /* the command line on stdout; the OMPI_MCA_* settings mpirun will read itself, on stderr */
         for (char **e = environ; *e; e++)
             if (!strncmp(*e, "OMPI_MCA_", 9))
-                printf("%s ", *e);
+                fprintf(stderr, "ztrain launch: from the environment: %s\n", *e);
         for (int i = 0; i < n; i++)
             printf("%s%s", i ? " " : "", args[i]);
         printf("\n");
