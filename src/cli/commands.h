@@ -10,5 +10,8 @@ int zt_cmd_env(int argc, char **argv, zt_err *err);
 int zt_cmd_launch(int argc, char **argv, zt_err *err);
 int zt_cmd_config(int argc, char **argv, zt_err *err);
 int zt_cmd_estimate_memory(int argc, char **argv, zt_err *err);
+int zt_cmd_tokenize(int argc, char **argv, zt_err *err);
+/* Move the values after `flag` (up to the next --flag) out of argv into *list. */
+int zt_cli_take_list(const char *flag, int *argc, char **argv, const char ***list);
 
 #endif

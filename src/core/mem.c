@@ -15,11 +15,12 @@ void *zt_alloc(zt_mem_cat cat, size_t bytes)
     if (!p)
         return NULL;
     memset(p, 0, rounded);
-    /* Counters are updated from the main thread only (allocation never happens
-     * inside parallel regions), so no atomics are needed. */
-    current[cat] += bytes;
-    if (current[cat] > peak[cat])
-        peak[cat] = current[cat];
+    /* Atomic: the tokenizer's threads allocate their own output and caches
+     * inside parallel regions.  The peak is raised by compare-and-swap. */
+    size_t now = __atomic_add_fetch(&current[cat], bytes, __ATOMIC_RELAXED);
+    size_t old = __atomic_load_n(&peak[cat], __ATOMIC_RELAXED);
+    while (now > old && !__atomic_compare_exchange_n(&peak[cat], &old, now, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        ;
     return p;
 }
 
@@ -27,7 +28,7 @@ void zt_free(zt_mem_cat cat, void *p, size_t bytes)
 {
     if (!p)
         return;
-    current[cat] -= bytes;
+    __atomic_sub_fetch(&current[cat], bytes, __ATOMIC_RELAXED);
     free(p);
 }
 

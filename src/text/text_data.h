@@ -1,0 +1,41 @@
+/* text_data.h — text files to token ids: documents, and the content-addressed
+ * cache that lets `train`/`eval --data FILE.txt --tokenizer DIR` tokenize once.
+ *
+ * A cached stream is CACHE_DIR/<sha256>.npy (int32), where the SHA-256 covers a
+ * format tag, the tokenizer's tokenizer.json bytes and the text's bytes: a
+ * change to either gives a new key, and an unchanged pair is never tokenized
+ * again.  Entries are written atomically, so concurrent runs can share a cache. */
+#ifndef ZT_TEXT_DATA_H
+#define ZT_TEXT_DATA_H
+
+#include <stddef.h>
+
+#include "../core/status.h"
+#include "tokenizer.h"
+
+typedef struct zt_text_file {
+    const char *data;
+    size_t len;
+    void *map; /* NULL for an empty file */
+} zt_text_file;
+
+/* Map a regular file read-only (an empty file gives len 0). */
+int zt_text_file_open(const char *path, zt_text_file *f, zt_err *err);
+void zt_text_file_close(zt_text_file *f);
+
+/* Append the ids of each file, a document each, to out; append_eos puts the
+ * tokenizer's eos id after every document (ZT_EINPUT if it names none). */
+int zt_text_tokenize_files(const zt_tokenizer *t, const char *const *paths, int n, int append_eos, int threads,
+                           zt_ids *out, zt_err *err);
+
+/* Where the cache lives: $ZTRAIN_CACHE_DIR, else $XDG_CACHE_HOME/ztrain/tokens,
+ * else $HOME/.cache/ztrain/tokens. */
+int zt_text_cache_dir(char *buf, size_t cap, zt_err *err);
+
+/* The cached .npy of text_path tokenized with tok_dir's tokenizer (one
+ * document, no eos), made first if missing.  out_path receives its path; *hit
+ * whether it existed; *vocab_size the tokenizer's vocabulary size. */
+int zt_text_cached_tokens(const char *text_path, const char *tok_dir, const char *cache_dir, int threads,
+                          char *out_path, size_t cap, int *hit, int *vocab_size, zt_err *err);
+
+#endif
