@@ -1,0 +1,170 @@
+# Across machines over a real network: "machines" are network namespaces joined
+# by a bridge, each with its own address, its own /etc/hosts and its own host
+# name, and ztrain starts in them through `ztrain launch --hostfile`, with an rsh
+# agent that enters the namespace in place of ssh and Open MPI's TCP transport
+# only.  Every run is compared bit for bit (saved weights and per-step losses)
+# with the same plan on this one machine and the same shard groups, and its
+# per-link bytes with comm.h's formulas:
+#   FULL_SHARD 2x2, HYBRID_SHARD 2x2 and 3x2 (the shard group found from the
+#   topology), DeepSpeed ZeRO-2 3x2, and a resume after kill -9 of a remote rank.
+#
+# Network: one "switch" namespace holds the bridge; machine i is namespace h<i>
+# with one veth into it, address 198.18.<net>.<i+2>/24 (RFC 2544's range for
+# network tests).  Nothing is routed and nothing touches this machine's own
+# network namespace.  Everything is removed on exit, failed or not (trap).
+# Needs root (ip netns); without it the test fails and says so.
+. "$(dirname "$0")/lib.bash"
+root=$(cd "$(dirname "$0")/../.." && pwd)
+fix=$root/tests/fixtures/gqa_tied
+
+if [ "$(id -u)" -ne 0 ]; then
+    fail "network namespaces need root (ip netns add); run this test as root, as CI does"
+    finish
+fi
+
+pre=zt$$          # namespace and interface names: unique per run, short (IFNAMSIZ 16)
+net=198.18.$(($$ % 250))
+made=()           # namespaces created, for cleanup
+cleanup() {
+    for ns in "${made[@]}"; do
+        # every process still inside (a rank or orted of a failed run), then the namespace
+        for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$pid" 2>/dev/null; done
+        ip netns del "$ns" 2>/dev/null
+        rm -rf "/etc/netns/$ns"
+    done
+    made=()
+}
+trap 'cleanup; rm -rf "$TMP"' EXIT
+
+# net_up N: the switch and N machines h0..h(N-1)
+net_up() {
+    local n=$1 i ns
+    ip netns add ${pre}s && made+=(${pre}s) || return 1
+    ip -n ${pre}s link add br0 type bridge && ip -n ${pre}s link set br0 up || return 1
+    for ((i = 0; i < n; i++)); do
+        ns=${pre}h$i
+        ip netns add $ns && made+=($ns) || return 1
+        ip link add ${pre}v$i netns $ns type veth peer name ${pre}p$i netns ${pre}s || return 1
+        ip -n ${pre}s link set ${pre}p$i master br0 && ip -n ${pre}s link set ${pre}p$i up || return 1
+        ip -n $ns link set ${pre}v$i name eth0 && ip -n $ns addr add $net.$((i + 2))/24 dev eth0 || return 1
+        ip -n $ns link set eth0 up && ip -n $ns link set lo up || return 1
+        # `ip netns exec` binds /etc/netns/NS/hosts over /etc/hosts: the machines' names
+        mkdir -p /etc/netns/$ns || return 1
+        { echo "127.0.0.1 localhost"; for ((j = 0; j < n; j++)); do echo "$net.$((j + 2)) h$j"; done; } \
+            > /etc/netns/$ns/hosts || return 1
+    done
+    : > "$TMP/hostfile"
+    for ((i = 0; i < n; i++)); do echo "h$i slots=2" >> "$TMP/hostfile"; done
+}
+
+# The rsh agent mpirun calls as `agent HOST COMMAND...`: enter HOST's namespace and
+# give it its own host name (a UTS namespace), since Open MPI tells machines apart
+# by name.
+cat > "$TMP/agent" <<EOF
+#!/bin/sh
+host=\$1
+shift
+exec ip netns exec ${pre}\$host unshare --uts sh -c "hostname \$host && \$*"
+EOF
+chmod +x "$TMP/agent"
+
+# on_machines ARGS...: ztrain launch --hostfile from machine h0, TCP only
+on_machines() {
+    OMPI_MCA_plm_rsh_agent="$TMP/agent" OMPI_MCA_btl=tcp,self OMPI_MCA_btl_tcp_if_include=$net.0/24 \
+    OMPI_MCA_oob_tcp_if_include=$net.0/24 timeout 300 \
+        ip netns exec ${pre}h0 unshare --uts sh -c 'hostname h0 && exec "$@"' sh \
+        "$ZTRAIN" launch --hostfile "$TMP/hostfile" "$@"
+}
+# on_one ARGS...: the same ranks on this machine, as one machine
+mpi=(mpirun --oversubscribe --bind-to none)
+[ "$(id -u)" -eq 0 ] && mpi+=(--allow-run-as-root)
+for var in ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS; do
+    [ -n "${!var:-}" ] && mpi+=(-x "$var")
+done
+on_one() { local np=$1; shift; timeout 300 "${mpi[@]}" -np "$np" "$ZTRAIN" "$@"; }
+
+train=(train --model $fix --data $fix/tokens.npy --block_size 16 --per_device_train_batch_size 1
+       --max_steps 3 --threads 1 --peak_gflops 1 --progress false)
+
+# losses and grad norms per step, without the timings
+losses() { /usr/bin/python3 -c '
+import json, sys
+for l in open(sys.argv[1]):
+    r = json.loads(l); print(r["step"], repr(r["loss"]), repr(r["grad_norm"]))' "$1"; }
+
+# compare NAME MACHINES NP ARGS...: across machines and on one, then the same bits
+compare() {
+    local name=$1 machines=$2 np=$3 out
+    shift 3
+    out=$(on_machines "${train[@]}" "$@" --output_dir "$TMP/$name.net" --log_jsonl "$TMP/$name.net.jsonl" 2>&1) ||
+        { fail "$name across $machines machines: $out"; return 1; }
+    printf '%s\n' "$out" > "$TMP/$name.net.out"
+    on_one "$np" "${train[@]}" "$@" "${ONE_ONLY[@]}" --output_dir "$TMP/$name.one" \
+        --log_jsonl "$TMP/$name.one.jsonl" > "$TMP/$name.one.out" 2>&1 ||
+        { fail "$name on one machine: $(cat "$TMP/$name.one.out")"; return 1; }
+    cmp -s "$TMP/$name.net/model.safetensors" "$TMP/$name.one/model.safetensors" ||
+        fail "$name: the weights across machines differ from one machine's"
+    [ "$(losses "$TMP/$name.net.jsonl")" = "$(losses "$TMP/$name.one.jsonl")" ] && [ -s "$TMP/$name.net.jsonl" ] ||
+        fail "$name: losses differ: $(losses "$TMP/$name.net.jsonl") vs $(losses "$TMP/$name.one.jsonl")"
+}
+
+# link_bytes NAME M R KIND: each step's intra/inter split against the formulas
+# (comm.h): FULL_SHARD moves (M-1)/M of everything across machines; HYBRID_SHARD
+# only its replica all-reduce's (M-1)/M, and that all-reduce is 2 Psi / R (the
+# shard of each unit, twice) where the reduce-scatter is Psi.  One machine: none.
+link_bytes() {
+    /usr/bin/python3 - "$@" <<'PY' || fail "per-link bytes of $1 ($4)"
+import json, sys
+path, M, R, kind = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+rows = [json.loads(l) for l in open(path)]
+assert rows
+for r in rows:
+    b, link = r["comm_bytes"], r["comm_link_bytes"]
+    total = sum(b.values())
+    intra, inter = link["intra_machine"], link["inter_machine"]
+    assert intra + inter == total, (intra, inter, total)
+    if M == 1:
+        assert inter == 0, r
+    elif kind == "full":  # every collective spans the world: slices from the other M-1 machines
+        assert b["allreduce"] == 0 and inter * M == total * (M - 1), (inter, total)
+    elif kind == "hybrid":  # shard groups stay on a machine; the replica all-reduce crosses
+        # the reduce-scatter moves Psi (every unit once), the all-reduce 2 Psi / R
+        assert b["allreduce"] * R == 2 * b["reduce_scatter"], b
+        # each all-reduce of B bytes keeps floor(B/M) on the machine, so the sum exceeds
+        # the formula by under M bytes per call (the fixture has 3 units: 3 calls)
+        assert 0 <= inter * M - b["allreduce"] * (M - 1) < M * 3, (inter, b)
+        assert intra == b["allgather"] + b["reduce_scatter"] + b["allreduce"] - inter, (intra, b)
+PY
+}
+
+ONE_ONLY=()
+if ! net_up 2; then
+    fail "could not make network namespaces (ip netns / veth / bridge): is this a root shell with CAP_NET_ADMIN?"
+    finish
+fi
+compare full22 2 4 --use_fsdp --fsdp_sharding_strategy FULL_SHARD
+grep -q "plan: FSDP, FULL_SHARD (ZeRO-3), 4 ranks (2 machines x 2), shard group 4" "$TMP/full22.net.out" ||
+    fail "FULL_SHARD 2x2 plan line: $(grep plan: "$TMP/full22.net.out")"
+link_bytes "$TMP/full22.net.jsonl" 2 2 full
+link_bytes "$TMP/full22.one.jsonl" 1 4 full
+# hybrid: the shard group is the machine, found from the topology; one machine needs the flag
+ONE_ONLY=(--ranks_per_node 2)
+compare hybrid22 2 4 --use_fsdp --fsdp_sharding_strategy HYBRID_SHARD
+grep -q "4 ranks (2 machines x 2), shard group 2," "$TMP/hybrid22.net.out" ||
+    fail "HYBRID_SHARD 2x2 should shard within each machine: $(grep plan: "$TMP/hybrid22.net.out")"
+link_bytes "$TMP/hybrid22.net.jsonl" 2 2 hybrid
+cleanup
+
+if ! net_up 3; then
+    fail "could not make 3 network namespaces"
+    finish
+fi
+compare hybrid32 3 6 --use_fsdp --fsdp_sharding_strategy HYBRID_SHARD
+grep -q "6 ranks (3 machines x 2), shard group 2," "$TMP/hybrid32.net.out" ||
+    fail "HYBRID_SHARD 3x2: $(grep plan: "$TMP/hybrid32.net.out")"
+link_bytes "$TMP/hybrid32.net.jsonl" 3 2 hybrid
+ONE_ONLY=()
+compare ds32 3 6 --use_deepspeed --zero_stage 2
+grep -q "plan: DEEPSPEED, ZeRO-2, 6 ranks (3 machines x 2), shard group 6" "$TMP/ds32.net.out" ||
+    fail "DeepSpeed ZeRO-2 3x2: $(grep plan: "$TMP/ds32.net.out")"
+finish
