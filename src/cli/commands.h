@@ -13,5 +13,6 @@ int zt_cmd_estimate_memory(int argc, char **argv, zt_err *err);
 int zt_cmd_tokenize(int argc, char **argv, zt_err *err);
 /* Move the values after `flag` (up to the next --flag) out of argv into *list. */
 int zt_cli_take_list(const char *flag, int *argc, char **argv, const char ***list);
+int zt_cmd_generate(int argc, char **argv, zt_err *err);
 
 #endif

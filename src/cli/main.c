@@ -263,6 +263,7 @@ int main(int argc, char **argv)
         {"train", cmd_train}, {"eval", cmd_eval}, {"init-model", cmd_init_model}, {"env", zt_cmd_env},
         {"launch", zt_cmd_launch}, {"config", zt_cmd_config}, {"estimate-memory", zt_cmd_estimate_memory},
         {"tokenize", zt_cmd_tokenize},
+        {"generate", zt_cmd_generate},
     };
     zt_err err = {0};
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {

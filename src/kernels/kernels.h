@@ -62,6 +62,17 @@ void zt_attention_forward_copy16(float *out, uint16_t *out_bf16, float *lse, con
 void zt_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
                            const float *lse, int B, int T, int nh, int nkv, int hd);
 
+/* Inference: the attention of n new query rows over a KV cache (attention_cache.c).
+ * Row i is at position pos0 + i and attends to cache positions 0..pos0+i.  q: the
+ * rows' nh query heads (after RoPE), q_stride floats apart; k_cache, v_cache: one
+ * layer's (nkv, cap, hd), already holding the new rows' keys and values; out
+ * (n, nh*hd).  scratch: zt_attention_cache_scratch_floats(cap, threads) floats; the
+ * kernel runs on that many threads. */
+size_t zt_attention_cache_scratch_floats(int cap, int threads);
+void zt_attention_cache_forward(float *out, const float *q, size_t q_stride, const float *k_cache,
+                                const float *v_cache, int cap, int pos0, int n, int nh, int nkv,
+                                int hd, float *scratch, int threads);
+
 /* The same attention with bf16 operands in every tile product (q, k, v, probabilities,
  * dout, score gradients; fp32 accumulation and softmax), for bf16 compute
  * (attention16.c).  pack is scratch of zt_attention16_pack_bytes(B, T, nkv, hd) bytes,
