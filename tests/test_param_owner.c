@@ -152,9 +152,157 @@ static void test_eval_allocates_no_training_state(void)
     zt_layout_free(&lay);
 }
 
+/* ---- the backend seam: a counting table in place of the CPU's --------------- */
+
+static const zt_backend *cpu;
+static long n_matmul, n_norm_f, n_norm_b, n_att_f, n_att_b, n_xent, n_emb_f, n_emb_b, n_adamw, n_alloc;
+
+static void *c_alloc(zt_mem_cat cat, size_t bytes)
+{
+    n_alloc++;
+    return cpu->alloc(cat, bytes);
+}
+static int c_matmul(float *C, const void *A, zt_dtype a_dt, const void *Bm, zt_dtype b_dt, int M, int N, int K,
+                    int ta, int tb, float beta, zt_dtype compute, zt_err *err)
+{
+    n_matmul++;
+    return cpu->matmul(C, A, a_dt, Bm, b_dt, M, N, K, ta, tb, beta, compute, err);
+}
+static void c_norm_f(void *y, zt_dtype y_dt, float *rstd, const float *x, const float *w, int N, int C, float eps)
+{
+    n_norm_f++;
+    cpu->rmsnorm_forward(y, y_dt, rstd, x, w, N, C, eps);
+}
+static void c_norm_b(float *dx, uint16_t *dx16, float *dw, const float *dy, const float *x, const float *w,
+                     const float *rstd, int N, int C)
+{
+    n_norm_b++;
+    cpu->rmsnorm_backward(dx, dx16, dw, dy, x, w, rstd, N, C);
+}
+static void c_att_f(float *out, uint16_t *o16, float *lse, const float *qkv, void *scr, int Bn, int Tn, int nh,
+                    int nkv, int hd)
+{
+    n_att_f++;
+    cpu->attention_forward(out, o16, lse, qkv, scr, Bn, Tn, nh, nkv, hd);
+}
+static void c_att_b(float *dqkv, const float *dout, const float *qkv, const float *out, const float *lse, void *scr,
+                    int Bn, int Tn, int nh, int nkv, int hd)
+{
+    n_att_b++;
+    cpu->attention_backward(dqkv, dout, qkv, out, lse, scr, Bn, Tn, nh, nkv, hd);
+}
+static double c_xent(float *dl, uint16_t *dl16, const float *lg, const int *tg, int N, int V, float gs)
+{
+    n_xent++;
+    return cpu->xent(dl, dl16, lg, tg, N, V, gs);
+}
+static void c_emb_f(float *x, const void *wte, zt_dtype dt, const int *tok, int N, int C)
+{
+    n_emb_f++;
+    cpu->embed_forward(x, wte, dt, tok, N, C);
+}
+static void c_emb_b(float *dw, const float *dx, const int *tok, int N, int C)
+{
+    n_emb_b++;
+    cpu->embed_backward(dw, dx, tok, N, C);
+}
+static void c_adamw(void *p, void *m, void *v, const void *g, void *comp, zt_dtype dt, size_t n,
+                    const zt_adamw_step *st, void *cast, zt_dtype cast_dt, zt_adamw_audit *audit)
+{
+    n_adamw++;
+    cpu->adamw_step(p, m, v, g, comp, dt, n, st, cast, cast_dt, audit);
+}
+
+/* One training step (forward, backward, AdamW) on the gqa_tied fixture with the
+ * engine's and the model's kernels taken from table be; the loss and the updated
+ * parameters come back. */
+static double train_step(const zt_backend *be, float **params, zt_layout *lay_out)
+{
+    zt_err err = {0};
+    zt_llama_config cfg;
+    zt_comm comm;
+    zt_engine eng;
+    zt_model m;
+    zt_comm_create_local(&comm);
+    ZT_CHECK(zt_hf_read_config_dir(FIX, &cfg, &err) == ZT_OK);
+    ZT_CHECK(zt_layout_build(lay_out, &cfg, ZT_WRAP_TRANSFORMER, 0, 1, &err) == ZT_OK);
+    ZT_CHECK(zt_engine_init(&eng, lay_out, (zt_precision){ZT_F32, ZT_F32, ZT_F32, ZT_F32, ZT_F32, 0}, 0, NULL,
+                            &comm, &err) == ZT_OK);
+    ZT_CHECK(zt_hf_load_params(FIX, lay_out, &eng, &err) == ZT_OK);
+    zt_engine_refresh_gathered(&eng);
+    eng.be = be;
+    zt_param_owner own = zt_engine_param_owner(&eng);
+    ZT_CHECK(own.backend == be);
+    ZT_CHECK(zt_model_init(&m, &cfg, lay_out, &own, B, T, 0, &err) == ZT_OK);
+    int in[B * T], tg[B * T];
+    first_batch(&cfg, in, tg);
+    double loss = 0.0, norm = 0.0;
+    zt_engine_zero_grads(&eng);
+    ZT_CHECK(zt_model_forward_backward(&m, in, tg, 1.0f / (B * T), &loss, &err) == ZT_OK);
+    zt_adamw_hparams hp = {1e-3, 0.1, 0.9, 0.999, 1e-8};
+    ZT_CHECK(zt_engine_step(&eng, &hp, 1e-3, 1.0, 1.0, &norm) == 0);
+    ZT_CHECK(zt_engine_full_params(&eng, params, &err) == ZT_OK);
+    zt_model_free(&m);
+    zt_engine_free(&eng);
+    return loss;
+}
+
+/* The model and the engine run every kernel through their backend table: a
+ * counting table that forwards to the CPU's sees each call (per layer: two norms,
+ * one attention, four products forward and eight backward, and one AdamW step per
+ * parameter), and the numbers are bit-identical to the CPU table's. */
+static void test_kernels_run_through_the_backend_table(void)
+{
+    cpu = zt_backend_cpu();
+    zt_backend counting = *cpu;
+    counting.name = "counting";
+    counting.alloc = c_alloc;
+    counting.matmul = c_matmul;
+    counting.rmsnorm_forward = c_norm_f;
+    counting.rmsnorm_backward = c_norm_b;
+    counting.attention_forward = c_att_f;
+    counting.attention_backward = c_att_b;
+    counting.xent = c_xent;
+    counting.embed_forward = c_emb_f;
+    counting.embed_backward = c_emb_b;
+    counting.adamw_step = c_adamw;
+    zt_layout lay;
+    float *pa[64], *pb[64];
+    zt_err err;
+    zt_llama_config cfg;
+    ZT_CHECK(zt_hf_read_config_dir(FIX, &cfg, &err) == ZT_OK);
+    ZT_CHECK(zt_layout_build(&lay, &cfg, ZT_WRAP_TRANSFORMER, 0, 1, &err) == ZT_OK);
+    ZT_CHECK(lay.nparams <= 64);
+    for (int i = 0; i < lay.nparams; i++) {
+        pa[i] = malloc(lay.params[i].numel * sizeof(float));
+        pb[i] = malloc(lay.params[i].numel * sizeof(float));
+    }
+    zt_layout la, lb;
+    double l_cpu = train_step(cpu, pa, &la);
+    double l_cnt = train_step(&counting, pb, &lb);
+    ZT_CHECK(l_cpu == l_cnt);
+    for (int i = 0; i < lay.nparams; i++)
+        ZT_CHECK_MSG(memcmp(pa[i], pb[i], lay.params[i].numel * sizeof(float)) == 0, "%s", lay.params[i].name);
+    long L = cfg.num_hidden_layers;
+    ZT_CHECK_MSG(n_norm_f == 2 * L + 1 && n_norm_b == 2 * L + 1, "norms %ld %ld", n_norm_f, n_norm_b);
+    ZT_CHECK(n_att_f == L && n_att_b == L);
+    ZT_CHECK_MSG(n_matmul == 12 * L + 3, "%ld products", n_matmul); /* lm_head: 1 forward, 2 backward */
+    ZT_CHECK(n_xent == 1 && n_emb_f == 1 && n_emb_b == 1);
+    ZT_CHECK_MSG(n_adamw == lay.nparams, "%ld AdamW calls for %d parameters", n_adamw, lay.nparams);
+    ZT_CHECK(n_alloc > 0); /* the model's activations come from the owner's backend */
+    for (int i = 0; i < lay.nparams; i++) {
+        free(pa[i]);
+        free(pb[i]);
+    }
+    zt_layout_free(&la);
+    zt_layout_free(&lb);
+    zt_layout_free(&lay);
+}
+
 int main(void)
 {
     ZT_RUN(test_frozen_owner_matches_engine);
     ZT_RUN(test_eval_allocates_no_training_state);
+    ZT_RUN(test_kernels_run_through_the_backend_table);
     ZT_TEST_MAIN_END();
 }

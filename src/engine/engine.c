@@ -65,6 +65,7 @@ int zt_engine_init(zt_engine *eng, const zt_layout *lay, zt_precision prec, int 
                    const zt_overlap *overlap, zt_comm *comm, zt_err *err)
 {
     memset(eng, 0, sizeof *eng);
+    eng->be = zt_backend_cpu();
     eng->lay = lay;
     eng->prec = prec;
     eng->stage = stage;
@@ -94,16 +95,16 @@ int zt_engine_init(zt_engine *eng, const zt_layout *lay, zt_precision prec, int 
         us->pool_slot = -1;
         us->master_dt = us->grad_dt = us->optim_dt = md;
         us->gathered_dt = cd;
-        us->master = zt_alloc(ZT_MEM_PARAMS, bytes_of(us->shard_numel, md));
-        us->grad = zt_alloc(ZT_MEM_GRADS, bytes_of(us->grad_numel, md));
-        us->m = zt_alloc(ZT_MEM_OPTIM, bytes_of(us->shard_numel, md));
-        us->v = zt_alloc(ZT_MEM_OPTIM, bytes_of(us->shard_numel, md));
+        us->master = eng->be->alloc(ZT_MEM_PARAMS, bytes_of(us->shard_numel, md));
+        us->grad = eng->be->alloc(ZT_MEM_GRADS, bytes_of(us->grad_numel, md));
+        us->m = eng->be->alloc(ZT_MEM_OPTIM, bytes_of(us->shard_numel, md));
+        us->v = eng->be->alloc(ZT_MEM_OPTIM, bytes_of(us->shard_numel, md));
         int ok = us->master && us->grad && us->m && us->v;
         if (prec.compensated && md != ZT_F32)
-            ok = ok && (us->comp = zt_alloc(ZT_MEM_PARAMS, bytes_of(us->shard_numel, md)));
+            ok = ok && (us->comp = eng->be->alloc(ZT_MEM_PARAMS, bytes_of(us->shard_numel, md)));
         if (stage <= 2) {
             us->gathered_alias = stage == 0 && cd == md;
-            us->gathered = us->gathered_alias ? us->master : zt_alloc(ZT_MEM_GATHERED, bytes_of(full, cd));
+            us->gathered = us->gathered_alias ? us->master : eng->be->alloc(ZT_MEM_GATHERED, bytes_of(full, cd));
             ok = ok && us->gathered;
         }
         if (!ok) {
@@ -120,10 +121,10 @@ int zt_engine_init(zt_engine *eng, const zt_layout *lay, zt_precision prec, int 
     /* Gradient staging is fp32: matrix products accumulate weight gradients in
      * fp32.  It is transient (one unit's backward), so it counts as a
      * communication buffer, not as model state. */
-    eng->staging_root = zt_alloc(ZT_MEM_COMM, eng->staging_root_numel * sizeof(float));
-    eng->staging_layers = zt_alloc(ZT_MEM_COMM, eng->staging_layers_numel * sizeof(float));
+    eng->staging_root = eng->be->alloc(ZT_MEM_COMM, eng->staging_root_numel * sizeof(float));
+    eng->staging_layers = eng->be->alloc(ZT_MEM_COMM, eng->staging_layers_numel * sizeof(float));
     size_t spare_numel = needs_spare_staging(prec, stage, eng->group_size, overlap) ? eng->staging_layers_numel : 0;
-    eng->staging_spare = zt_alloc(ZT_MEM_COMM, spare_numel * sizeof(float));
+    eng->staging_spare = eng->be->alloc(ZT_MEM_COMM, spare_numel * sizeof(float));
     /* comm_full holds a unit's gradient in the reduce dtype when that is not
      * fp32 (or not the master dtype, for the stage 0-1 reduction); comm_shard
      * and comm_slices take a reduce-scatter's result and the slices it sums, so
@@ -134,9 +135,9 @@ int zt_engine_init(zt_engine *eng, const zt_layout *lay, zt_precision prec, int 
     eng->comm_full_bytes = need_full ? max_full * rs : 0;
     eng->comm_shard_bytes = scatter ? max_shard * rs : 0;
     eng->comm_slices_bytes = scatter ? max_full * rs : 0;
-    eng->comm_full = zt_alloc(ZT_MEM_COMM, eng->comm_full_bytes);
-    eng->comm_shard = zt_alloc(ZT_MEM_COMM, eng->comm_shard_bytes);
-    eng->comm_slices = zt_alloc(ZT_MEM_COMM, eng->comm_slices_bytes);
+    eng->comm_full = eng->be->alloc(ZT_MEM_COMM, eng->comm_full_bytes);
+    eng->comm_shard = eng->be->alloc(ZT_MEM_COMM, eng->comm_shard_bytes);
+    eng->comm_slices = eng->be->alloc(ZT_MEM_COMM, eng->comm_slices_bytes);
     int ok = (!eng->staging_root_numel || eng->staging_root) &&
              (!eng->staging_layers_numel || eng->staging_layers) && (!spare_numel || eng->staging_spare) &&
              (!eng->comm_full_bytes || eng->comm_full) && (!eng->comm_shard_bytes || eng->comm_shard) &&
@@ -144,7 +145,7 @@ int zt_engine_init(zt_engine *eng, const zt_layout *lay, zt_precision prec, int 
     /* stage 3: the root unit, one layer unit and, with prefetch, the next one */
     eng->pool_bytes = stage == 3 ? bytes_of(max_full, cd) : 0;
     for (int i = 0; i < gather_pool_slots(lay, stage, overlap); i++)
-        ok = ok && (eng->pool[i] = zt_alloc(ZT_MEM_GATHERED, eng->pool_bytes));
+        ok = ok && (eng->pool[i] = eng->be->alloc(ZT_MEM_GATHERED, eng->pool_bytes));
     if (!ok) {
         zt_engine_free(eng);
         return zt_fail(err, ZT_EFAIL, "out of memory for gradient staging and communication buffers");
@@ -160,26 +161,26 @@ void zt_engine_free(zt_engine *eng)
         for (int u = 0; u < eng->lay->nunits; u++) {
             zt_unit_state *us = &eng->units[u];
             size_t sb = bytes_of(us->shard_numel, eng->prec.master);
-            zt_free(ZT_MEM_PARAMS, us->master, sb);
-            zt_free(ZT_MEM_GRADS, us->grad, bytes_of(us->grad_numel, eng->prec.master));
-            zt_free(ZT_MEM_OPTIM, us->m, sb);
-            zt_free(ZT_MEM_OPTIM, us->v, sb);
-            zt_free(ZT_MEM_PARAMS, us->comp, sb);
+            eng->be->free(ZT_MEM_PARAMS, us->master, sb);
+            eng->be->free(ZT_MEM_GRADS, us->grad, bytes_of(us->grad_numel, eng->prec.master));
+            eng->be->free(ZT_MEM_OPTIM, us->m, sb);
+            eng->be->free(ZT_MEM_OPTIM, us->v, sb);
+            eng->be->free(ZT_MEM_PARAMS, us->comp, sb);
             if (eng->stage <= 2 && !us->gathered_alias)
-                zt_free(ZT_MEM_GATHERED, us->gathered,
+                eng->be->free(ZT_MEM_GATHERED, us->gathered,
                         bytes_of(eng->lay->units[u].padded_numel, eng->prec.compute));
         }
         zt_free(ZT_MEM_OTHER, eng->units, (size_t)eng->lay->nunits * sizeof *eng->units);
     }
     for (int i = 0; i < ZT_GATHER_POOL; i++)
-        zt_free(ZT_MEM_GATHERED, eng->pool[i], eng->pool_bytes);
-    zt_free(ZT_MEM_COMM, eng->staging_root, eng->staging_root_numel * sizeof(float));
-    zt_free(ZT_MEM_COMM, eng->staging_layers, eng->staging_layers_numel * sizeof(float));
-    zt_free(ZT_MEM_COMM, eng->staging_spare,
+        eng->be->free(ZT_MEM_GATHERED, eng->pool[i], eng->pool_bytes);
+    eng->be->free(ZT_MEM_COMM, eng->staging_root, eng->staging_root_numel * sizeof(float));
+    eng->be->free(ZT_MEM_COMM, eng->staging_layers, eng->staging_layers_numel * sizeof(float));
+    eng->be->free(ZT_MEM_COMM, eng->staging_spare,
             eng->staging_spare ? eng->staging_layers_numel * sizeof(float) : 0);
-    zt_free(ZT_MEM_COMM, eng->comm_full, eng->comm_full_bytes);
-    zt_free(ZT_MEM_COMM, eng->comm_shard, eng->comm_shard_bytes);
-    zt_free(ZT_MEM_COMM, eng->comm_slices, eng->comm_slices_bytes);
+    eng->be->free(ZT_MEM_COMM, eng->comm_full, eng->comm_full_bytes);
+    eng->be->free(ZT_MEM_COMM, eng->comm_shard, eng->comm_shard_bytes);
+    eng->be->free(ZT_MEM_COMM, eng->comm_slices, eng->comm_slices_bytes);
     if (eng->lay) {
         zt_free(ZT_MEM_OTHER, eng->next_fwd, (size_t)eng->lay->nunits * sizeof(int));
         zt_free(ZT_MEM_OTHER, eng->next_bwd, (size_t)eng->lay->nunits * sizeof(int));
@@ -281,7 +282,7 @@ static void start_gather(zt_engine *eng, int u, void *dst, zt_comm_op *op)
     size_t P = eng->lay->units[u].padded_numel;
     zt_dtype cd = eng->prec.compute;
     void *mine = (char *)dst + (size_t)eng->group_rank * us->shard_numel * zt_dtype_size(cd);
-    zt_convert(mine, cd, us->master, eng->prec.master, us->shard_numel);
+    eng->be->convert(mine, cd, us->master, eng->prec.master, us->shard_numel);
     zt_comm_start_allgather(eng->comm, op, dst, P, cd);
 }
 
@@ -391,8 +392,6 @@ static int local_accumulation(const zt_engine *eng)
     return eng->stage <= 1 || (eng->group_size == 1 && eng->comm->replica_size == 1);
 }
 
-static void accumulate(void *acc, zt_dtype md, const void *x, zt_dtype xd, size_t n);
-
 /* Finish the reduction in flight.  Stage 0: the all-reduced gradient is the
  * accumulator (back from the reduce dtype when that differs).  Stages 2-3: the
  * reduce-scatter's shard is added to the owner's accumulator (after summing over
@@ -409,12 +408,12 @@ static void finish_reduce(zt_engine *eng)
     eng->reduce_unit = -1;
     if (eng->stage == 0) { /* start_early_allreduce reduced in comm_full when the dtypes differ */
         if (rd != eng->prec.master)
-            zt_convert(us->grad, eng->prec.master, eng->comm_full, rd, eng->lay->units[u].padded_numel);
+            eng->be->convert(us->grad, eng->prec.master, eng->comm_full, rd, eng->lay->units[u].padded_numel);
         return;
     }
     if (c->replica_size > 1) /* hybrid: replicas hold the same slice; sum them */
         zt_comm_allreduce(c, eng->comm_shard, us->shard_numel, rd, ZT_SCOPE_REPLICA);
-    accumulate(us->grad, eng->prec.master, eng->comm_shard, rd, us->shard_numel);
+    eng->be->accumulate(us->grad, eng->prec.master, eng->comm_shard, rd, us->shard_numel);
 }
 
 void zt_engine_progress(zt_engine *eng)
@@ -441,7 +440,7 @@ static void start_early_allreduce(zt_engine *eng, int u)
     size_t P = eng->lay->units[u].padded_numel;
     void *buf = us->grad;
     if (rd != md) {
-        zt_convert(eng->comm_full, rd, us->grad, md, P);
+        eng->be->convert(eng->comm_full, rd, us->grad, md, P);
         buf = eng->comm_full;
     }
     us->reduced = 1;
@@ -497,45 +496,8 @@ float *zt_engine_grad_begin(zt_engine *eng, int unit)
             finish_reduce(eng);
     }
     us->staging = staging;
-    memset(us->staging, 0, full * sizeof(float));
+    eng->be->zero(us->staging, full * sizeof(float));
     return us->staging;
-}
-
-/* acc[i] += x[i] for n elements: acc in the master dtype, x fp32 or in dtype xd. */
-static void accumulate(void *acc, zt_dtype md, const void *x, zt_dtype xd, size_t n)
-{
-    if (md == ZT_F32 && xd == ZT_F32) {
-        float *a = acc;
-        const float *b = x;
-        #pragma omp parallel for simd schedule(static)
-        for (size_t i = 0; i < n; i++)
-            a[i] += b[i];
-    } else if (md == ZT_F32 && xd == ZT_BF16) {
-        float *a = acc;
-        const uint16_t *b = x;
-        #pragma omp parallel for simd schedule(static)
-        for (size_t i = 0; i < n; i++)
-            a[i] += zt_bf16_to_f32(b[i]);
-    } else if (md == ZT_BF16 && (xd == ZT_F32 || xd == ZT_BF16)) {
-        /* the memory-constrained mode's bf16 accumulators: the sum in fp32, rounded
-         * once (what the generic path below does, in a loop that vectorises) */
-        uint16_t *a = acc;
-        if (xd == ZT_F32) {
-            const float *b = x;
-            #pragma omp parallel for simd schedule(static)
-            for (size_t i = 0; i < n; i++)
-                a[i] = zt_f32_to_bf16(zt_bf16_to_f32(a[i]) + b[i]);
-        } else {
-            const uint16_t *b = x;
-            #pragma omp parallel for simd schedule(static)
-            for (size_t i = 0; i < n; i++)
-                a[i] = zt_f32_to_bf16(zt_bf16_to_f32(a[i]) + zt_bf16_to_f32(b[i]));
-        }
-    } else {
-        #pragma omp parallel for schedule(static)
-        for (size_t i = 0; i < n; i++)
-            zt_store_f32(acc, md, i, zt_load_f32(acc, md, i) + zt_load_f32(x, xd, i));
-    }
 }
 
 void zt_engine_grad_end(zt_engine *eng, int unit)
@@ -554,15 +516,7 @@ void zt_engine_grad_end(zt_engine *eng, int unit)
         if (rd == ZT_BF16) {
             /* the pass that rounds also sums the squares for the step's norm, so that
              * the step need not read the gradient once more (valid until it changes) */
-            float *acc = us->grad;
-            double s = 0.0;
-            #pragma omp parallel for simd reduction(+ : s) schedule(static)
-            for (size_t i = 0; i < P; i++) {
-                float x = zt_round_bf16(acc[i]);
-                acc[i] = x;
-                s += (double)x * (double)x;
-            }
-            us->grad_sumsq = s;
+            us->grad_sumsq = eng->be->round_bf16(us->grad, P, 1);
             us->grad_sumsq_valid = 1;
         }
         us->grad_rounded = 1;
@@ -578,16 +532,12 @@ void zt_engine_grad_end(zt_engine *eng, int unit)
          * dtype, so the numbers do not depend on where the reduction happens;
          * bf16 into an fp32 accumulator is fused into one pass. */
         if (rd == ZT_BF16 && md == ZT_F32) {
-            float *acc = us->grad;
-            size_t n = eng->stage <= 1 ? P : us->shard_numel;
-            #pragma omp parallel for simd schedule(static)
-            for (size_t i = 0; i < n; i++)
-                acc[i] += zt_round_bf16(g[i]);
+            eng->be->accumulate_bf16_rounded(us->grad, g, eng->stage <= 1 ? P : us->shard_numel);
         } else if (rd == ZT_F32) {
-            accumulate(us->grad, md, g, ZT_F32, P);
+            eng->be->accumulate(us->grad, md, g, ZT_F32, P);
         } else {
-            zt_convert(eng->comm_full, rd, g, ZT_F32, P);
-            accumulate(us->grad, md, eng->comm_full, rd, P);
+            eng->be->convert(eng->comm_full, rd, g, ZT_F32, P);
+            eng->be->accumulate(us->grad, md, eng->comm_full, rd, P);
         }
     } else {
         /* Stages 2-3: reduce-scatter now, in the reduce dtype, into the owner's
@@ -596,7 +546,7 @@ void zt_engine_grad_end(zt_engine *eng, int unit)
         finish_reduce(eng); /* one in flight at a time: its buffers are reused here */
         const void *full = g;
         if (rd != ZT_F32) {
-            zt_convert(eng->comm_full, rd, g, ZT_F32, P);
+            eng->be->convert(eng->comm_full, rd, g, ZT_F32, P);
             full = eng->comm_full;
         }
         if (eng->group_size > 1) {
@@ -609,7 +559,7 @@ void zt_engine_grad_end(zt_engine *eng, int unit)
         } else { /* a group of one (hybrid with one rank per node) owns the whole unit */
             if (c->replica_size > 1)
                 zt_comm_allreduce(c, (void *)full, us->shard_numel, rd, ZT_SCOPE_REPLICA);
-            accumulate(us->grad, md, full, rd, us->shard_numel);
+            eng->be->accumulate(us->grad, md, full, rd, us->shard_numel);
         }
     }
     us->staging = NULL;
@@ -620,7 +570,7 @@ void zt_engine_zero_grads(zt_engine *eng)
 {
     finish_reduce(eng); /* it would add into the cleared accumulator */
     for (int u = 0; u < eng->lay->nunits; u++) {
-        memset(eng->units[u].grad, 0, bytes_of(eng->units[u].grad_numel, eng->prec.master));
+        eng->be->zero(eng->units[u].grad, bytes_of(eng->units[u].grad_numel, eng->prec.master));
         eng->units[u].grad_zero = 1;
         eng->units[u].grad_rounded = 1; /* zero is representable in every dtype */
         eng->units[u].grad_sumsq_valid = 0;
@@ -650,22 +600,19 @@ void zt_engine_reduce_grads(zt_engine *eng)
             if (us->grad_rounded)
                 continue;
             us->grad_sumsq_valid = 0;
-            float *g = us->grad;
-            #pragma omp parallel for simd schedule(static)
-            for (size_t i = 0; i < P; i++)
-                g[i] = zt_round_bf16(g[i]);
+            eng->be->round_bf16(us->grad, P, 0);
             continue;
         }
         us->grad_sumsq_valid = 0;
         if (rd != md) {
-            zt_convert(eng->comm_full, rd, us->grad, md, P);
+            eng->be->convert(eng->comm_full, rd, us->grad, md, P);
             buf = eng->comm_full;
         }
         if (eng->stage == 0) {
             /* replicated: all-reduce over every rank */
             zt_comm_allreduce(c, buf, P, rd, ZT_SCOPE_WORLD);
             if (buf != us->grad)
-                zt_convert(us->grad, md, buf, rd, P);
+                eng->be->convert(us->grad, md, buf, rd, P);
         } else {
             /* stage 1: reduce-scatter; the owned shard goes to the front of grad */
             void *shard = buf;
@@ -676,7 +623,7 @@ void zt_engine_reduce_grads(zt_engine *eng)
             if (c->replica_size > 1)
                 zt_comm_allreduce(c, shard, us->shard_numel, rd, ZT_SCOPE_REPLICA);
             if (shard != us->grad)
-                zt_convert(us->grad, md, shard, rd, us->shard_numel);
+                eng->be->convert(us->grad, md, shard, rd, us->shard_numel);
         }
     }
 }
@@ -696,29 +643,7 @@ int zt_engine_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double
         const zt_unit_state *us = &eng->units[u];
         assert(us->acquired == 0 && us->staging == NULL);
         assert(zt_engine_check_dtypes(eng, u, eng->prec.reduce) == NULL);
-        double s = 0.0;
-        if (us->grad_sumsq_valid) {
-            s = us->grad_sumsq;
-        } else if (md == ZT_F32) {
-            const float *g = us->grad;
-            #pragma omp parallel for simd reduction(+ : s) schedule(static)
-            for (size_t i = 0; i < us->shard_numel; i++)
-                s += (double)g[i] * (double)g[i];
-        } else if (md == ZT_BF16) {
-            const uint16_t *g = us->grad;
-            #pragma omp parallel for simd reduction(+ : s) schedule(static)
-            for (size_t i = 0; i < us->shard_numel; i++) {
-                double x = zt_bf16_to_f32(g[i]);
-                s += x * x;
-            }
-        } else {
-            #pragma omp parallel for reduction(+ : s) schedule(static)
-            for (size_t i = 0; i < us->shard_numel; i++) {
-                double x = zt_load_f32(us->grad, md, i);
-                s += x * x;
-            }
-        }
-        sumsq += s;
+        sumsq += us->grad_sumsq_valid ? us->grad_sumsq : eng->be->sumsq(us->grad, md, us->shard_numel);
     }
     if (eng->group_size > 1)
         sumsq = zt_comm_sum_double(eng->comm, sumsq, ZT_SCOPE_SHARD);
@@ -758,7 +683,7 @@ int zt_engine_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double
         zt_adamw_step st = {lr, p->decay ? hp->weight_decay : 0.0, hp->beta1, hp->beta2, hp->eps,
                             eng->optimizer_steps, clip};
         void *cast = cast_in_step && !us->gathered_alias ? (char *)us->gathered + slo * cs : NULL;
-        zt_adamw_step_shard((char *)us->master + b, (char *)us->m + b, (char *)us->v + b,
+        eng->be->adamw_step((char *)us->master + b, (char *)us->m + b, (char *)us->v + b,
                             (const char *)us->grad + b, us->comp ? (char *)us->comp + b : NULL, md, n,
                             &st, cast, eng->prec.compute, &audit);
     }
@@ -866,5 +791,5 @@ zt_param_owner zt_engine_param_owner(zt_engine *eng)
         .progress = owner_progress,
         .reset = owner_reset,
     };
-    return (zt_param_owner){.ops = &ops, .ctx = eng, .compute = eng->prec.compute};
+    return (zt_param_owner){.ops = &ops, .ctx = eng, .compute = eng->prec.compute, .backend = eng->be};
 }

@@ -29,6 +29,7 @@
 #include "../comm/comm.h"
 #include "../core/dtype.h"
 #include "../core/status.h"
+#include "../kernels/backend.h"
 #include "../model/layout.h"
 #include "../model/param_owner.h"
 #include "optim.h"
@@ -96,6 +97,7 @@ typedef struct zt_unit_state {
 #define ZT_GATHER_POOL 3
 
 typedef struct zt_engine {
+    const zt_backend *be;       /* where the buffers live and the kernels run (CPU for now) */
     const zt_layout *lay;
     zt_precision prec;
     int stage;                  /* ZeRO stage 0..3 */

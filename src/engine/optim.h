@@ -1,51 +1,15 @@
-/* optim.h — AdamW on one shard of a flat buffer, and the learning-rate schedules.
- *
- * AdamW follows torch.optim.AdamW exactly (SPEC §4), with step t counted from 1:
- *   p <- p * (1 - lr*wd)
- *   m <- b1*m + (1-b1)*g ;  v <- b2*v + (1-b2)*g^2
- *   p <- p - (lr / (1-b1^t)) * m / (sqrt(v) / sqrt(1-b2^t) + eps)
- * Arithmetic is fp32 in torch's operation order; p, m and v are stored in the
- * master dtype, so in the bf16 memory-constrained mode every stored value is
- * rounded to bf16 after the step and small updates are lost, as under FSDP. */
+/* optim.h — the optimizer's hyperparameters and the learning-rate schedules; the
+ * AdamW step itself is a kernel (kernels/adamw.h). */
 #ifndef ZT_OPTIM_H
 #define ZT_OPTIM_H
 
 #include <stddef.h>
 
-#include "../core/dtype.h"
+#include "../kernels/adamw.h"
 
 typedef struct zt_adamw_hparams {
     double lr, weight_decay, beta1, beta2, eps;
 } zt_adamw_hparams;
-
-/* One step's scalars: lr and weight decay for this parameter group, Adam's betas
- * and eps, the step count t (from 1) and the clipping coefficient (<= 1), which
- * scales the gradient as torch's in-place clipping does before the step. */
-typedef struct zt_adamw_step {
-    double lr, weight_decay, beta1, beta2, eps;
-    long t;
-    float clip;
-} zt_adamw_step;
-
-/* The lost-update audit: of the elements whose intended change
- * delta = -lr*wd*p - step*m/denom was non-zero (`updated`), how many kept their
- * stored value (`lost`: the change was rounded away), and the sum over updated
- * elements of |delta| / (half an ulp of p in the storage dtype) (`ratio_sum`):
- * below 1 on average, most updates cannot land. */
-typedef struct zt_adamw_audit {
-    double updated, lost, ratio_sum;
-} zt_adamw_audit;
-
-/* One AdamW step over n elements of p, m, v, g (all in dt).  comp, when not NULL,
- * is a Kahan compensation buffer in dt holding what rounding p to dt dropped so
- * far: the step applies to p + comp and the new rounding error goes back into
- * comp, so a bf16 master accumulates updates far below its ulp (2 more bytes
- * per parameter).  cast, when not NULL and dt is fp32, receives the new p
- * converted to cast_dt (the compute copy, written in the same pass instead of a
- * second pass over the master); it is ignored for a 16-bit dt.  audit (may be
- * NULL) is added to. */
-void zt_adamw_step_shard(void *p, void *m, void *v, const void *g, void *comp, zt_dtype dt, size_t n,
-                         const zt_adamw_step *s, void *cast, zt_dtype cast_dt, zt_adamw_audit *audit);
 
 typedef enum zt_lr_schedule {
     ZT_LR_CONSTANT, ZT_LR_CONSTANT_WARMUP, ZT_LR_LINEAR, ZT_LR_COSINE

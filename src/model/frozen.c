@@ -77,5 +77,5 @@ zt_param_owner zt_frozen_owner(zt_frozen_params *f)
         .progress = frozen_progress,
         .reset = frozen_reset,
     };
-    return (zt_param_owner){.ops = &ops, .ctx = f, .compute = f->dtype};
+    return (zt_param_owner){.ops = &ops, .ctx = f, .compute = f->dtype, .backend = zt_backend_cpu()};
 }

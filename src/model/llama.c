@@ -12,50 +12,10 @@
 #include "llama.h"
 
 #include <math.h>
-#include <omp.h>
 #include <string.h>
 
 #include "../core/mem.h"
-#include "../kernels/kernels.h"
-#include "../kernels/matmul.h"
-
-typedef struct alloc_rec {
-    void *p;
-    size_t bytes;
-} alloc_rec;
-
-typedef struct alloc_list {
-    alloc_rec *recs;
-    int n, cap;
-} alloc_list;
-
-static void *act_alloc_bytes(zt_model *m, size_t bytes)
-{
-    alloc_list *al = m->alloc_list;
-    if (al->n == al->cap) {
-        int ncap = al->cap ? 2 * al->cap : 64;
-        alloc_rec *nr = zt_alloc(ZT_MEM_OTHER, (size_t)ncap * sizeof *nr);
-        if (!nr)
-            return NULL;
-        if (al->recs) {
-            memcpy(nr, al->recs, (size_t)al->n * sizeof *nr);
-            zt_free(ZT_MEM_OTHER, al->recs, (size_t)al->cap * sizeof *nr);
-        }
-        al->recs = nr;
-        al->cap = ncap;
-    }
-    void *p = zt_alloc(ZT_MEM_ACTIV, bytes);
-    if (!p)
-        return NULL;
-    al->recs[al->n++] = (alloc_rec){p, bytes};
-    m->act_bytes += bytes;
-    return p;
-}
-
-static void *act_alloc(zt_model *m, size_t nelems, zt_dtype dt)
-{
-    return act_alloc_bytes(m, nelems * zt_dtype_size(dt));
-}
+#include "../kernels/backend.h"
 
 zt_dtype zt_model_operand_dtype(zt_dtype compute) { return compute == ZT_BF16 ? ZT_BF16 : ZT_F32; }
 
@@ -65,100 +25,163 @@ zt_dtype zt_model_operand_dtype(zt_dtype compute) { return compute == ZT_BF16 ? 
  * the (C, N) result back costs about 1 ms); at V = 4 C it is 5 % slower. */
 #define HEAD_TRANSPOSED_RATIO 16
 
+static int head_transposed_by_default(const zt_llama_config *c)
+{
+    return (size_t)c->vocab_size >= HEAD_TRANSPOSED_RATIO * (size_t)c->hidden_size;
+}
+
+/* ---- activation buffers: one size table, two uses ------------------------
+ *
+ * act_table lists every activation buffer the model holds, with its size and the
+ * field that points to it, in allocation order (llm.c's fill_in_activation_sizes).
+ * zt_model_init allocates exactly what it lists and zt_model_activation_bytes
+ * sums the same list, so the estimate cannot drift from the allocation.
+ *
+ * Per layer: x (N, C) fp32, kept even with checkpointing; then the intermediates
+ * n1, n2, act in the operand dtype, rstd1, rstd2, qkv, att, lse, h, gu in fp32 and
+ * att16 in bf16 when operands are bf16.  With checkpointing only layer 0 has
+ * intermediates, which every layer shares (refilled by recomputation in backward).
+ * Then the final norm, the logits (reused in place for dlogits), the backward
+ * scratch, the rope tables, a norm weight's fp32 copy, lm_head's transposed
+ * result when the vocabulary is wide, and the attention's scratch. */
+
+typedef struct act_buf {
+    void *field;  /* address of the pointer field (float *, uint16_t * or void *) */
+    size_t bytes;
+    void *p;      /* the allocation, once made */
+} act_buf;
+
+/* The table for m's shapes (cfg, B, T, checkpointing, opd, be).  With out NULL
+ * it only counts and sums (m->layers may be NULL then).  Returns the count. */
+static int act_table(const zt_model *m, act_buf *out, size_t *total)
+{
+    const zt_llama_config *c = &m->cfg;
+    int L = c->num_hidden_layers, nh = c->num_attention_heads, nkv = c->num_key_value_heads;
+    size_t N = (size_t)m->N, C = (size_t)c->hidden_size, F = (size_t)c->intermediate_size;
+    size_t hd = (size_t)c->head_dim, Dq = (size_t)nh * hd, Dqkv = (size_t)(nh + 2 * nkv) * hd;
+    size_t V = (size_t)c->vocab_size, T = (size_t)m->T;
+    size_t o = zt_dtype_size(m->opd), c16 = m->opd == ZT_BF16 ? 2 : 0; /* bf16 copies: 0 bytes when not */
+    int n = 0;
+    *total = 0;
+#define ADD(fld, nbytes)                                                          \
+    do {                                                                          \
+        size_t b_ = (nbytes);                                                     \
+        if (b_) {                                                                 \
+            if (out)                                                              \
+                out[n] = (act_buf){(void *)&(fld), b_, NULL};                     \
+            n++;                                                                  \
+            *total += b_;                                                         \
+        }                                                                         \
+    } while (0)
+    for (int l = 0; l <= L; l++) {
+        ADD(m->layers[l].x, 4 * N * C);
+        if (l == L || (m->checkpointing && l > 0))
+            continue;
+        ADD(m->layers[l].n1, o * N * C);
+        ADD(m->layers[l].rstd1, 4 * N);
+        ADD(m->layers[l].qkv, 4 * N * Dqkv);
+        ADD(m->layers[l].att, 4 * N * Dq);
+        ADD(m->layers[l].att16, c16 * N * Dq);
+        ADD(m->layers[l].lse, 4 * N * (size_t)nh);
+        ADD(m->layers[l].h, 4 * N * C);
+        ADD(m->layers[l].n2, o * N * C);
+        ADD(m->layers[l].rstd2, 4 * N);
+        ADD(m->layers[l].gu, 4 * N * 2 * F);
+        ADD(m->layers[l].act, o * N * F);
+    }
+    ADD(m->nf, o * N * C);
+    ADD(m->rstdf, 4 * N);
+    ADD(m->logits, 4 * N * V);
+    ADD(m->dlogits16, c16 * N * V);
+    ADD(m->dres, 4 * N * C);
+    ADD(m->dres16, c16 * N * C);
+    ADD(m->dn, 4 * N * C);
+    ADD(m->dqkv, 4 * N * Dqkv);
+    ADD(m->dqkv16, c16 * N * Dqkv);
+    ADD(m->datt, 4 * N * Dq);
+    ADD(m->dgu, o * N * 2 * F);
+    ADD(m->dact, 4 * N * F);
+    ADD(m->rope_cos, 4 * T * hd / 2);
+    ADD(m->rope_sin, 4 * T * hd / 2);
+    ADD(m->norm_w, 4 * C);
+    ADD(m->dnT, head_transposed_by_default(c) ? 4 * N * C : 0);
+    ADD(m->attn_pack, m->be->attention_scratch_bytes(m->B, m->T, nkv, (int)hd, m->opd));
+#undef ADD
+    return n;
+}
+
+/* The shapes act_table reads. */
+static void set_shapes(zt_model *m, const zt_llama_config *cfg, const zt_backend *be, zt_dtype compute, int B,
+                       int T, int checkpointing)
+{
+    m->cfg = *cfg;
+    m->be = be;
+    m->B = B;
+    m->T = T;
+    m->N = B * T;
+    m->checkpointing = checkpointing;
+    m->opd = zt_model_operand_dtype(compute);
+}
+
 int zt_model_set_head_transposed(zt_model *m, int on, zt_err *err)
 {
-    if (on && !m->dnT &&
-        !(m->dnT = act_alloc(m, (size_t)m->N * (size_t)m->cfg.hidden_size, ZT_F32))) {
-        zt_model_free(m);
-        return zt_fail(err, ZT_EFAIL, "out of memory for activations (B=%d, T=%d)", m->B, m->T);
+    size_t bytes = (size_t)m->N * (size_t)m->cfg.hidden_size * sizeof(float);
+    if (on && !m->dnT) { /* not in the table (a narrow vocabulary): a buffer of its own */
+        if (!(m->dnT = m->be->alloc(ZT_MEM_ACTIV, bytes)))
+            return zt_fail(err, ZT_EFAIL, "out of memory for activations (B=%d, T=%d)", m->B, m->T);
+        m->dnT_own_bytes = bytes;
+        m->act_bytes += bytes;
     }
     m->head_transposed = on;
     return ZT_OK;
 }
 
-/* fp32 buffer of n floats; operand-dtype buffer of n elements; bf16 copy of n
- * elements only when operands are bf16 (otherwise NULL, and nothing allocated). */
-#define F32(n) act_alloc(m, (n), ZT_F32)
-#define OPD(n) act_alloc(m, (n), m->opd)
-#define COPY16(ptr, n) (m->opd != ZT_BF16 || ((ptr) = act_alloc(m, (n), ZT_BF16)))
-
 int zt_model_init(zt_model *m, const zt_llama_config *cfg, const zt_layout *lay,
                   const zt_param_owner *owner, int B, int T, int checkpointing, zt_err *err)
 {
     memset(m, 0, sizeof *m);
-    m->cfg = *cfg;
+    set_shapes(m, cfg, owner->backend, owner->compute, B, T, checkpointing);
     m->lay = lay;
     m->own = *owner;
-    m->B = B;
-    m->T = T;
-    m->N = B * T;
-    m->checkpointing = checkpointing;
-    m->opd = zt_model_operand_dtype(owner->compute);
-    m->alloc_list = zt_alloc(ZT_MEM_OTHER, sizeof(alloc_list));
-    if (!m->alloc_list)
-        return zt_fail(err, ZT_EFAIL, "out of memory");
-    int L = cfg->num_hidden_layers, nh = cfg->num_attention_heads, nkv = cfg->num_key_value_heads;
-    size_t N = (size_t)m->N, C = (size_t)cfg->hidden_size, F = (size_t)cfg->intermediate_size;
-    size_t hd = (size_t)cfg->head_dim, Dq = (size_t)nh * hd, Dqkv = (size_t)(nh + 2 * nkv) * hd;
-    size_t V = (size_t)cfg->vocab_size;
+    int L = cfg->num_hidden_layers;
+    size_t total;
+    m->nbufs = act_table(m, NULL, &total);
     m->layers = zt_alloc(ZT_MEM_OTHER, ((size_t)L + 1) * sizeof *m->layers);
-    if (!m->layers)
+    m->bufs = zt_alloc(ZT_MEM_OTHER, (size_t)m->nbufs * sizeof(act_buf));
+    if (!m->layers || !m->bufs)
         goto oom;
-    /* With checkpointing every layer shares one set of intermediate buffers,
-     * refilled by recomputation in backward; only x is per layer. */
-    zt_layer_acts shared = {0};
-    for (int l = 0; l <= L; l++) {
-        zt_layer_acts *a = &m->layers[l];
-        if (!(a->x = F32(N * C)))
+    act_buf *bufs = m->bufs;
+    act_table(m, bufs, &total);
+    for (int i = 0; i < m->nbufs; i++) {
+        if (!(bufs[i].p = m->be->alloc(ZT_MEM_ACTIV, bufs[i].bytes)))
             goto oom;
-        if (l == L)
-            break;
-        if (checkpointing && l > 0) {
-            float *x = a->x;
-            *a = shared;
-            a->x = x;
-            continue;
-        }
-        if (!(a->n1 = OPD(N * C)) || !(a->rstd1 = F32(N)) || !(a->qkv = F32(N * Dqkv)) ||
-            !(a->att = F32(N * Dq)) || !COPY16(a->att16, N * Dq) || !(a->lse = F32(N * (size_t)nh)) ||
-            !(a->h = F32(N * C)) || !(a->n2 = OPD(N * C)) || !(a->rstd2 = F32(N)) ||
-            !(a->gu = F32(N * 2 * F)) || !(a->act = OPD(N * F)))
-            goto oom;
-        if (l == 0)
-            shared = *a;
+        /* the field is a float *, uint16_t * or void *: all object pointers, stored
+         * through their bytes */
+        memcpy(bufs[i].field, &bufs[i].p, sizeof bufs[i].p);
+        m->act_bytes += bufs[i].bytes;
     }
-    if (!(m->nf = OPD(N * C)) || !(m->rstdf = F32(N)) || !(m->logits = F32(N * V)) ||
-        !COPY16(m->dlogits16, N * V) || !(m->dres = F32(N * C)) || !COPY16(m->dres16, N * C) ||
-        !(m->dn = F32(N * C)) || !(m->dqkv = F32(N * Dqkv)) || !COPY16(m->dqkv16, N * Dqkv) ||
-        !(m->datt = F32(N * Dq)) || !(m->dgu = OPD(N * 2 * F)) || !(m->dact = F32(N * F)) ||
-        !(m->rope_cos = F32((size_t)T * hd / 2)) || !(m->rope_sin = F32((size_t)T * hd / 2)) ||
-        !(m->norm_w = F32(C)))
-        goto oom;
-    if (zt_model_set_head_transposed(m, V >= HEAD_TRANSPOSED_RATIO * C, err))
-        return err->code;
-    if (m->opd == ZT_BF16 && zt_attention16_supported((int)hd) &&
-        !(m->attn_pack = act_alloc_bytes(m, zt_attention16_pack_bytes(B, T, nkv, (int)hd))))
-        goto oom;
-    zt_rope_tables(m->rope_cos, m->rope_sin, T, (int)hd, (float)cfg->rope_theta);
+    for (int l = 1; checkpointing && l < L; l++) { /* layer 0's intermediates, shared */
+        float *x = m->layers[l].x;
+        m->layers[l] = m->layers[0];
+        m->layers[l].x = x;
+    }
+    m->head_transposed = head_transposed_by_default(cfg);
+    m->be->rope_tables(m->rope_cos, m->rope_sin, T, cfg->head_dim, (float)cfg->rope_theta);
     return ZT_OK;
 oom:
     zt_model_free(m);
     return zt_fail(err, ZT_EFAIL, "out of memory for activations (B=%d, T=%d)", B, T);
 }
 
-#undef F32
-#undef OPD
-#undef COPY16
-
 void zt_model_free(zt_model *m)
 {
-    alloc_list *al = m->alloc_list;
-    if (al) {
-        for (int i = 0; i < al->n; i++)
-            zt_free(ZT_MEM_ACTIV, al->recs[i].p, al->recs[i].bytes);
-        zt_free(ZT_MEM_OTHER, al->recs, (size_t)al->cap * sizeof(alloc_rec));
-        zt_free(ZT_MEM_OTHER, al, sizeof *al);
-    }
+    act_buf *bufs = m->bufs;
+    for (int i = 0; bufs && i < m->nbufs; i++)
+        if (bufs[i].p)
+            m->be->free(ZT_MEM_ACTIV, bufs[i].p, bufs[i].bytes);
+    zt_free(ZT_MEM_OTHER, m->bufs, (size_t)m->nbufs * sizeof(act_buf));
+    if (m->dnT_own_bytes)
+        m->be->free(ZT_MEM_ACTIV, m->dnT, m->dnT_own_bytes);
     if (m->layers)
         zt_free(ZT_MEM_OTHER, m->layers, ((size_t)m->cfg.num_hidden_layers + 1) * sizeof *m->layers);
     memset(m, 0, sizeof *m);
@@ -209,7 +232,7 @@ static const float *norm_weight(zt_model *m, const void *w)
 {
     if (m->own.compute == ZT_F32)
         return w;
-    zt_convert(m->norm_w, ZT_F32, w, m->own.compute, (size_t)m->cfg.hidden_size);
+    m->be->convert(m->norm_w, ZT_F32, w, m->own.compute, (size_t)m->cfg.hidden_size);
     return m->norm_w;
 }
 
@@ -233,7 +256,7 @@ static int linear_forward(zt_model *m, float *y, const void *x, const void *w, i
                           float beta, zt_err *err)
 {
     zt_dtype c = m->own.compute;
-    int rc = zt_matmul(y, x, m->opd, w, c, m->N, out, in, 0, 1, beta, c, err);
+    int rc = m->be->matmul(y, x, m->opd, w, c, m->N, out, in, 0, 1, beta, c, err);
     progress(m);
     return rc;
 }
@@ -243,10 +266,10 @@ static int linear_backward(zt_model *m, float *dx, float *dw, const void *dy, co
                            const void *w, int out, int in, zt_err *err)
 {
     zt_dtype c = m->own.compute;
-    int rc = zt_matmul(dx, dy, m->opd, w, c, m->N, in, out, 0, 0, 0.0f, c, err);
+    int rc = m->be->matmul(dx, dy, m->opd, w, c, m->N, in, out, 0, 0, 0.0f, c, err);
     progress(m);
     if (rc == ZT_OK)
-        rc = zt_matmul(dw, dy, m->opd, x, m->opd, out, in, m->N, 1, 0, 1.0f, c, err);
+        rc = m->be->matmul(dw, dy, m->opd, x, m->opd, out, in, m->N, 1, 0, 1.0f, c, err);
     progress(m);
     return rc;
 }
@@ -277,23 +300,19 @@ static int layer_forward(zt_model *m, int l, const void *base, zt_err *err)
     layer_weights w = layer_views(m, base, l);
     int rc;
 
-    zt_rmsnorm_forward(a->n1, m->opd, a->rstd1, a->x, norm_weight(m, w.attn_norm), N, C, eps);
+    m->be->rmsnorm_forward(a->n1, m->opd, a->rstd1, a->x, norm_weight(m, w.attn_norm), N, C, eps);
     if ((rc = linear_forward(m, a->qkv, a->n1, w.qkv, Dqkv, C, 0.0f, err)))
         return rc;
-    zt_rope_forward(a->qkv, m->rope_cos, m->rope_sin, m->B, m->T, nh, nkv, hd);
-    if (m->attn_pack)
-        zt_attention16_forward(a->att, a->att16, a->lse, a->qkv, m->attn_pack, m->B, m->T, nh, nkv,
-                               hd);
-    else
-        zt_attention_forward_copy16(a->att, a->att16, a->lse, a->qkv, m->B, m->T, nh, nkv, hd);
-    memcpy(a->h, a->x, (size_t)N * C * sizeof(float));
+    m->be->rope_forward(a->qkv, m->rope_cos, m->rope_sin, m->B, m->T, nh, nkv, hd);
+    m->be->attention_forward(a->att, a->att16, a->lse, a->qkv, m->attn_pack, m->B, m->T, nh, nkv, hd);
+    m->be->copy(a->h, a->x, (size_t)N * C * sizeof(float));
     if ((rc = linear_forward(m, a->h, att_operand(a), w.o, C, Dq, 1.0f, err)))
         return rc;
-    zt_rmsnorm_forward(a->n2, m->opd, a->rstd2, a->h, norm_weight(m, w.mlp_norm), N, C, eps);
+    m->be->rmsnorm_forward(a->n2, m->opd, a->rstd2, a->h, norm_weight(m, w.mlp_norm), N, C, eps);
     if ((rc = linear_forward(m, a->gu, a->n2, w.gu, 2 * F, C, 0.0f, err)))
         return rc;
-    zt_swiglu_forward(a->act, m->opd, a->gu, N, F);
-    memcpy(out, a->h, (size_t)N * C * sizeof(float));
+    m->be->swiglu_forward(a->act, m->opd, a->gu, N, F);
+    m->be->copy(out, a->h, (size_t)N * C * sizeof(float));
     return linear_forward(m, out, a->act, w.down, C, F, 1.0f, err);
 }
 
@@ -311,66 +330,27 @@ static int layer_backward(zt_model *m, int l, const void *base, float *gbase, zt
     /* MLP: out = h + act Wdown^T */
     if ((rc = linear_backward(m, m->dact, g.down, dres_operand(m), a->act, w.down, C, F, err)))
         return rc;
-    zt_swiglu_backward(m->dgu, m->opd, m->dact, a->gu, N, F);
+    m->be->swiglu_backward(m->dgu, m->opd, m->dact, a->gu, N, F);
     if ((rc = linear_backward(m, m->dn, g.gu, m->dgu, a->n2, w.gu, 2 * F, C, err)))
         return rc;
-    zt_rmsnorm_backward_accumulate(m->dres, m->dres16, g.mlp_norm, m->dn, a->h,
+    m->be->rmsnorm_backward(m->dres, m->dres16, g.mlp_norm, m->dn, a->h,
                                    norm_weight(m, w.mlp_norm), a->rstd2, N, C);
     /* attention: h = x + att Wo^T */
     if ((rc = linear_backward(m, m->datt, g.o, dres_operand(m), att_operand(a), w.o, C, Dq, err)))
         return rc;
-    if (m->attn_pack)
-        zt_attention16_backward(m->dqkv, m->datt, a->qkv, a->att, a->lse, m->attn_pack, m->B, m->T,
-                                nh, nkv, hd);
-    else
-        zt_attention_backward(m->dqkv, m->datt, a->qkv, a->att, a->lse, m->B, m->T, nh, nkv, hd);
-    zt_rope_backward(m->dqkv, m->rope_cos, m->rope_sin, m->B, m->T, nh, nkv, hd);
+    m->be->attention_backward(m->dqkv, m->datt, a->qkv, a->att, a->lse, m->attn_pack, m->B, m->T, nh, nkv,
+                              hd);
+    m->be->rope_backward(m->dqkv, m->rope_cos, m->rope_sin, m->B, m->T, nh, nkv, hd);
     const void *dqkv = m->dqkv;
     if (m->dqkv16) {
-        zt_convert(m->dqkv16, ZT_BF16, m->dqkv, ZT_F32, (size_t)N * Dqkv);
+        m->be->convert(m->dqkv16, ZT_BF16, m->dqkv, ZT_F32, (size_t)N * Dqkv);
         dqkv = m->dqkv16;
     }
     if ((rc = linear_backward(m, m->dn, g.qkv, dqkv, a->n1, w.qkv, Dqkv, C, err)))
         return rc;
-    zt_rmsnorm_backward_accumulate(m->dres, m->dres16, g.attn_norm, m->dn, a->x,
+    m->be->rmsnorm_backward(m->dres, m->dres16, g.attn_norm, m->dn, a->x,
                                    norm_weight(m, w.attn_norm), a->rstd1, N, C);
     return ZT_OK;
-}
-
-/* ---- embedding ----------------------------------------------------------- */
-
-static void embed_forward(zt_model *m, float *x, const void *wte, const int *tokens)
-{
-    int C = m->cfg.hidden_size;
-    zt_dtype dt = m->own.compute;
-    size_t es = zt_dtype_size(dt);
-    #pragma omp parallel for schedule(static)
-    for (int i = 0; i < m->N; i++)
-        zt_convert(x + (size_t)i * C, ZT_F32, (const char *)wte + (size_t)tokens[i] * C * es, dt,
-                   (size_t)C);
-}
-
-/* dwte[token] += dx[row].  Rows hitting the same token would race, so threads
- * split the columns instead of the rows. */
-static void embed_backward(zt_model *m, float *dwte, const float *dx, const int *tokens)
-{
-    int C = m->cfg.hidden_size, N = m->N;
-    #pragma omp parallel
-    {
-        int nt = 1, t = 0;
-#ifdef _OPENMP
-        nt = omp_get_num_threads();
-        t = omp_get_thread_num();
-#endif
-        int lo = (int)((long)C * t / nt), hi = (int)((long)C * (t + 1) / nt);
-        for (int i = 0; i < N; i++) {
-            float *restrict drow = dwte + (size_t)tokens[i] * C;
-            const float *restrict xrow = dx + (size_t)i * C;
-            #pragma omp simd
-            for (int j = lo; j < hi; j++)
-                drow[j] += xrow[j];
-        }
-    }
 }
 
 /* ---- whole model ---------------------------------------------------------- */
@@ -398,7 +378,7 @@ static int model_pass(zt_model *m, const int *inputs, const int *targets, int ba
     const void *wlm = (const char *)root_base + plm->offset * es;
     const void *wnorm = (const char *)root_base + zt_layout_param(lay, -1, ZT_P_FINAL_NORM)->offset * es;
 
-    embed_forward(m, m->layers[0].x, wte, inputs);
+    m->be->embed_forward(m->layers[0].x, wte, cd, inputs, N, C);
     /* A layer unit is acquired before its first layer and released after its
      * last (stage 3 gathers it then and frees it after). */
     const void *base = NULL;
@@ -413,11 +393,11 @@ static int model_pass(zt_model *m, const int *inputs, const int *targets, int ba
         if (u != root && (l == L - 1 || unit_of_layer(m, l + 1) != u))
             release(m, u);
     }
-    zt_rmsnorm_forward(m->nf, m->opd, m->rstdf, m->layers[L].x, norm_weight(m, wnorm), N, C,
+    m->be->rmsnorm_forward(m->nf, m->opd, m->rstdf, m->layers[L].x, norm_weight(m, wnorm), N, C,
                        (float)c->rms_norm_eps);
     if ((rc = linear_forward(m, m->logits, m->nf, wlm, V, C, 0.0f, err)))
         return rc;
-    *loss_sum = zt_xent_forward_backward(backward ? m->logits : NULL, backward ? m->dlogits16 : NULL,
+    *loss_sum = m->be->xent(backward ? m->logits : NULL, backward ? m->dlogits16 : NULL,
                                          m->logits, targets, N, V, grad_scale);
     if (!backward) {
         release(m, root);
@@ -429,18 +409,18 @@ static int model_pass(zt_model *m, const int *inputs, const int *targets, int ba
     float *dlm = groot + plm->offset;
     const void *dlogits = m->dlogits16 ? (const void *)m->dlogits16 : (const void *)m->logits;
     if (m->head_transposed) { /* dn^T = W^T dlogits^T, dW += dlogits^T nf */
-        rc = zt_matmul(m->dnT, wlm, cd, dlogits, m->opd, C, N, V, 1, 1, 0.0f, cd, err);
+        rc = m->be->matmul(m->dnT, wlm, cd, dlogits, m->opd, C, N, V, 1, 1, 0.0f, cd, err);
         if (rc == ZT_OK) {
-            zt_transpose_f32(m->dn, m->dnT, C, N);
-            rc = zt_matmul(dlm, dlogits, m->opd, m->nf, m->opd, V, C, N, 1, 0, 1.0f, cd, err);
+            m->be->transpose(m->dn, m->dnT, C, N);
+            rc = m->be->matmul(dlm, dlogits, m->opd, m->nf, m->opd, V, C, N, 1, 0, 1.0f, cd, err);
         }
     } else {
         rc = linear_backward(m, m->dn, dlm, dlogits, m->nf, wlm, V, C, err);
     }
     if (rc)
         return rc;
-    memset(m->dres, 0, (size_t)N * C * sizeof(float));
-    zt_rmsnorm_backward_accumulate(m->dres, m->dres16,
+    m->be->zero(m->dres, (size_t)N * C * sizeof(float));
+    m->be->rmsnorm_backward(m->dres, m->dres16,
                                    groot + zt_layout_param(lay, -1, ZT_P_FINAL_NORM)->offset, m->dn,
                                    m->layers[L].x, norm_weight(m, wnorm), m->rstdf, N, C);
     float *gunit = NULL;
@@ -464,7 +444,7 @@ static int model_pass(zt_model *m, const int *inputs, const int *targets, int ba
             release(m, u);
         }
     }
-    embed_backward(m, groot + pe->offset, m->dres, inputs);
+    m->be->embed_backward(groot + pe->offset, m->dres, inputs, N, C);
     grad_end(m, root);
     release(m, root);
     return ZT_OK;
@@ -473,27 +453,12 @@ static int model_pass(zt_model *m, const int *inputs, const int *targets, int ba
 size_t zt_model_activation_bytes(const zt_llama_config *cfg, int B, int T, int checkpointing,
                                  zt_dtype compute)
 {
-    /* the same buffers zt_model_init allocates (a test holds the two equal) */
-    size_t N = (size_t)B * T, C = (size_t)cfg->hidden_size, F = (size_t)cfg->intermediate_size;
-    size_t L = (size_t)cfg->num_hidden_layers, nh = (size_t)cfg->num_attention_heads;
-    size_t hd = (size_t)cfg->head_dim, Dq = nh * hd;
-    size_t Dqkv = (nh + 2 * (size_t)cfg->num_key_value_heads) * hd, V = (size_t)cfg->vocab_size;
-    size_t o = zt_dtype_size(zt_model_operand_dtype(compute)); /* operand bytes */
-    size_t c16 = zt_model_operand_dtype(compute) == ZT_BF16 ? 2 : 0; /* bf16 copies */
-    /* per layer: rstd1 rstd2 qkv att lse h gu (fp32), n1 n2 act (operand), att16 */
-    size_t per_layer = 4 * (2 * N + N * Dqkv + N * Dq + N * nh + N * C + N * 2 * F) +
-                       o * (2 * N * C + N * F) + c16 * N * Dq;
-    size_t layers_with_intermediates = checkpointing ? (L > 0 ? 1 : 0) : L;
-    size_t bytes = 4 * (L + 1) * N * C + layers_with_intermediates * per_layer;
-    bytes += o * N * C + 4 * (N + N * V) + c16 * N * V;          /* nf, rstdf, logits, dlogits16 */
-    bytes += 4 * (2 * N * C + N * Dqkv + N * Dq + N * F);         /* dres dn dqkv datt dact */
-    bytes += o * N * 2 * F + c16 * (N * C + N * Dqkv);            /* dgu, dres16 dqkv16 */
-    bytes += 4 * (2 * ((size_t)T * hd / 2) + C);                  /* rope tables, norm weight */
-    if (V >= HEAD_TRANSPOSED_RATIO * C)                           /* dnT */
-        bytes += 4 * N * C;
-    if (c16 && zt_attention16_supported((int)hd))                 /* bf16 attention's K/V */
-        bytes += zt_attention16_pack_bytes(B, T, cfg->num_key_value_heads, (int)hd);
-    return bytes;
+    zt_model shapes;
+    memset(&shapes, 0, sizeof shapes);
+    set_shapes(&shapes, cfg, zt_backend_cpu(), compute, B, T, checkpointing);
+    size_t total;
+    act_table(&shapes, NULL, &total);
+    return total;
 }
 
 double zt_model_flops_per_token(const zt_llama_config *c, int T, int checkpointing)

@@ -54,7 +54,10 @@ typedef struct zt_model {
     float *norm_w;           /* (C) fp32 copy of a norm weight when compute is not fp32 */
     int *targets_scratch;
     size_t act_bytes;        /* total bytes of activation buffers (ZT_MEM_ACTIV) */
-    void *alloc_list;        /* internal: the blocks to free */
+    const zt_backend *be;    /* the owner's backend: every kernel runs through it */
+    void *bufs;              /* internal: the size table's entries, with their allocations */
+    int nbufs;
+    size_t dnT_own_bytes;    /* dnT allocated outside the table (set_head_transposed), else 0 */
 } zt_model;
 
 /* The operand dtype for a compute dtype (see zt_layer_acts). */
@@ -87,7 +90,8 @@ int zt_model_set_head_transposed(zt_model *m, int on, zt_err *err);
 /* Logits (N, V) of the last forward without backward. */
 const float *zt_model_logits(const zt_model *m);
 
-/* Bytes zt_model_init allocates for activations (estimate-memory). */
+/* Bytes zt_model_init allocates for activations on the CPU backend (estimate-memory):
+ * the sum of the same size table the allocation walks. */
 size_t zt_model_activation_bytes(const zt_llama_config *cfg, int B, int T, int checkpointing,
                                  zt_dtype compute);
 

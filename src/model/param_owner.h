@@ -28,6 +28,7 @@
 #define ZT_PARAM_OWNER_H
 
 #include "../core/dtype.h"
+#include "../kernels/backend.h"
 
 typedef enum zt_pass { ZT_PASS_FORWARD, ZT_PASS_BACKWARD } zt_pass;
 
@@ -43,7 +44,8 @@ typedef struct zt_param_owner_ops {
 typedef struct zt_param_owner {
     const zt_param_owner_ops *ops;
     void *ctx;
-    zt_dtype compute; /* dtype of acquired parameters and of the products' arithmetic */
+    zt_dtype compute;          /* dtype of acquired parameters and of the products' arithmetic */
+    const zt_backend *backend; /* where the buffers live and the kernels run */
 } zt_param_owner;
 
 #endif

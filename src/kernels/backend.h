@@ -1,0 +1,81 @@
+/* backend.h — one table of compute functions per device: every kernel and matrix
+ * product the model and the engine run, and the allocation of the buffers they
+ * run on.
+ *
+ * The model and the engine never call a kernel by name: they hold a
+ * `const zt_backend *` and call through it, so a second device plugs in as a
+ * second table (backend_cpu.c is the only one today).  Buffers passed to the
+ * table are opaque: the CPU backend's are host memory, a CUDA backend's would be
+ * device pointers from its own alloc, and only the table reads or writes them
+ * (copy, zero, convert included).  What stays on the host: token ids, the
+ * scalars returned (loss, sums of squares) and the small structs of arguments.
+ *
+ * The cost of the seam is one indirect call per kernel per layer (a few dozen
+ * per micro-batch), against kernels that each run for micro- to milliseconds.
+ *
+ * The semantics of each entry are those of the CPU kernel it names (kernels.h,
+ * matmul.h, adamw.h); a backend must give the same numbers, or say in its own
+ * header how and why it differs. */
+#ifndef ZT_BACKEND_H
+#define ZT_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../core/dtype.h"
+#include "../core/mem.h"
+#include "../core/status.h"
+#include "adamw.h"
+
+typedef struct zt_backend {
+    const char *name;
+
+    /* ---- memory: zeroed, accounted to cat (mem.h); alloc of 0 bytes gives NULL */
+    void *(*alloc)(zt_mem_cat cat, size_t bytes);
+    void (*free)(zt_mem_cat cat, void *p, size_t bytes);
+    void (*copy)(void *dst, const void *src, size_t bytes);  /* no overlap */
+    void (*zero)(void *dst, size_t bytes);
+    /* n elements from src_dt to dst_dt, round to nearest even (zt_convert) */
+    void (*convert)(void *dst, zt_dtype dst_dt, const void *src, zt_dtype src_dt, size_t n);
+
+    /* ---- the model's kernels (kernels.h, matmul.h) */
+    int (*matmul)(float *C, const void *A, zt_dtype a_dt, const void *B, zt_dtype b_dt, int M, int N,
+                  int K, int trans_a, int trans_b, float beta, zt_dtype compute, zt_err *err);
+    /* x (N, C) fp32 = rows tokens[i] of wte (V, C) in wte_dt; dwte[tokens[i]] += dx[i] */
+    void (*embed_forward)(float *x, const void *wte, zt_dtype wte_dt, const int *tokens, int N, int C);
+    void (*embed_backward)(float *dwte, const float *dx, const int *tokens, int N, int C);
+    void (*rmsnorm_forward)(void *y, zt_dtype y_dt, float *rstd, const float *x, const float *w, int N,
+                            int C, float eps);
+    void (*rmsnorm_backward)(float *dx, uint16_t *dx_bf16, float *dw, const float *dy, const float *x,
+                             const float *w, const float *rstd, int N, int C);
+    void (*rope_tables)(float *cos_t, float *sin_t, int T, int hd, float theta);
+    void (*rope_forward)(float *qkv, const float *cos_t, const float *sin_t, int B, int T, int nh,
+                         int nkv, int hd);
+    void (*rope_backward)(float *dqkv, const float *cos_t, const float *sin_t, int B, int T, int nh,
+                          int nkv, int hd);
+    /* Scratch the attention wants for operands in dtype opd (0: none); the
+     * forward and backward then take a buffer of that size, refilled by each call. */
+    size_t (*attention_scratch_bytes)(int B, int T, int nkv, int hd, zt_dtype opd);
+    void (*attention_forward)(float *out, uint16_t *out_bf16, float *lse, const float *qkv,
+                              void *scratch, int B, int T, int nh, int nkv, int hd);
+    void (*attention_backward)(float *dqkv, const float *dout, const float *qkv, const float *out,
+                               const float *lse, void *scratch, int B, int T, int nh, int nkv, int hd);
+    void (*swiglu_forward)(void *h, zt_dtype h_dt, const float *gu, int N, int F);
+    void (*swiglu_backward)(void *dgu, zt_dtype dgu_dt, const float *dh, const float *gu, int N, int F);
+    void (*transpose)(float *dst, const float *src, int rows, int cols);
+    double (*xent)(float *dlogits, uint16_t *dlogits_bf16, const float *logits, const int *targets,
+                   int N, int V, float grad_scale);
+
+    /* ---- the engine's kernels (reductions.h, adamw.h) */
+    void (*adamw_step)(void *p, void *m, void *v, const void *g, void *comp, zt_dtype dt, size_t n,
+                       const zt_adamw_step *s, void *cast, zt_dtype cast_dt, zt_adamw_audit *audit);
+    double (*sumsq)(const void *x, zt_dtype dt, size_t n);
+    void (*accumulate)(void *acc, zt_dtype acc_dt, const void *x, zt_dtype x_dt, size_t n);
+    void (*accumulate_bf16_rounded)(float *acc, const float *x, size_t n);
+    double (*round_bf16)(float *x, size_t n, int want_sumsq);
+} zt_backend;
+
+/* The host backend: OpenMP kernels and oneDNN products. */
+const zt_backend *zt_backend_cpu(void);
+
+#endif

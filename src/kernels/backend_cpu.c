@@ -1,0 +1,68 @@
+/* backend_cpu.c — the host backend: the table of backend.h over the OpenMP
+ * kernels and oneDNN's products.  Most entries are the kernels themselves; the
+ * few adapters below fit a kernel to the table's shape. */
+#include <string.h>
+
+#include "backend.h"
+#include "kernels.h"
+#include "matmul.h"
+#include "reductions.h"
+
+static void cpu_copy(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
+static void cpu_zero(void *dst, size_t bytes) { memset(dst, 0, bytes); }
+
+/* The bf16-operand attention (attention16.c) needs K/V scratch and serves the
+ * head sizes it supports; the fp32 attention serves the rest. */
+static size_t cpu_attention_scratch_bytes(int B, int T, int nkv, int hd, zt_dtype opd)
+{
+    return opd == ZT_BF16 && zt_attention16_supported(hd) ? zt_attention16_pack_bytes(B, T, nkv, hd) : 0;
+}
+
+static void cpu_attention_forward(float *out, uint16_t *out_bf16, float *lse, const float *qkv, void *scratch,
+                                  int B, int T, int nh, int nkv, int hd)
+{
+    if (scratch)
+        zt_attention16_forward(out, out_bf16, lse, qkv, scratch, B, T, nh, nkv, hd);
+    else
+        zt_attention_forward_copy16(out, out_bf16, lse, qkv, B, T, nh, nkv, hd);
+}
+
+static void cpu_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
+                                   const float *lse, void *scratch, int B, int T, int nh, int nkv, int hd)
+{
+    if (scratch)
+        zt_attention16_backward(dqkv, dout, qkv, out, lse, scratch, B, T, nh, nkv, hd);
+    else
+        zt_attention_backward(dqkv, dout, qkv, out, lse, B, T, nh, nkv, hd);
+}
+
+static const zt_backend cpu = {
+    .name = "cpu",
+    .alloc = zt_alloc,
+    .free = zt_free,
+    .copy = cpu_copy,
+    .zero = cpu_zero,
+    .convert = zt_convert,
+    .matmul = zt_matmul,
+    .embed_forward = zt_embed_forward,
+    .embed_backward = zt_embed_backward,
+    .rmsnorm_forward = zt_rmsnorm_forward,
+    .rmsnorm_backward = zt_rmsnorm_backward_accumulate,
+    .rope_tables = zt_rope_tables,
+    .rope_forward = zt_rope_forward,
+    .rope_backward = zt_rope_backward,
+    .attention_scratch_bytes = cpu_attention_scratch_bytes,
+    .attention_forward = cpu_attention_forward,
+    .attention_backward = cpu_attention_backward,
+    .swiglu_forward = zt_swiglu_forward,
+    .swiglu_backward = zt_swiglu_backward,
+    .transpose = zt_transpose_f32,
+    .xent = zt_xent_forward_backward,
+    .adamw_step = zt_adamw_step_shard,
+    .sumsq = zt_sumsq,
+    .accumulate = zt_accumulate,
+    .accumulate_bf16_rounded = zt_accumulate_bf16_rounded,
+    .round_bf16 = zt_round_bf16_inplace,
+};
+
+const zt_backend *zt_backend_cpu(void) { return &cpu; }

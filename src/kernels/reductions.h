@@ -1,0 +1,24 @@
+/* reductions.h — the engine's element-wise passes over flat gradient buffers:
+ * accumulation across micro-batches and ranks, rounding to the reduce dtype, and
+ * the sum of squares behind the global gradient norm.  OpenMP over elements,
+ * static schedule, so every sum is the same for the same thread count. */
+#ifndef ZT_REDUCTIONS_H
+#define ZT_REDUCTIONS_H
+
+#include <stddef.h>
+
+#include "../core/dtype.h"
+
+/* acc[i] += x[i] for n elements, acc in acc_dt and x in x_dt; a 16-bit acc takes
+ * the fp32 sum rounded once. */
+void zt_accumulate(void *acc, zt_dtype acc_dt, const void *x, zt_dtype x_dt, size_t n);
+/* acc[i] += bf16(x[i]) (fp32 acc and x): the reduce dtype's rounding fused into
+ * the accumulation. */
+void zt_accumulate_bf16_rounded(float *acc, const float *x, size_t n);
+/* x[i] = bf16(x[i]) in place (fp32 storage); with want_sumsq returns the sum of
+ * squares of the rounded values (in double), else 0. */
+double zt_round_bf16_inplace(float *x, size_t n, int want_sumsq);
+/* Sum of squares of n elements of x in dt, in double. */
+double zt_sumsq(const void *x, zt_dtype dt, size_t n);
+
+#endif
