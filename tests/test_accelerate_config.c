@@ -14,12 +14,11 @@ static char tmpdir[64];
 
 static const char *P(const char *name) { return tmpdir_path(tmpdir, name); }
 
+/* Parse text from memory (no file), named TMPDIR/accelerate.yaml in messages. */
 static int read_text(const char *text, zt_accel_config *c, zt_err *err)
 {
-    const char *path = P("accelerate.yaml");
-    write_bytes(path, text, strlen(text));
     zt_accel_config_init(c);
-    return zt_accel_config_read(path, c, err);
+    return zt_accel_config_parse(P("accelerate.yaml"), text, strlen(text), c, err);
 }
 
 /* As `accelerate config` (1.x) writes it for FSDP1, full shard, bf16. */
@@ -63,17 +62,17 @@ static void test_fsdp_v1_full_shard_bf16(void)
     ZT_CHECK(!strcmp(c.mixed_precision, "bf16"));
     ZT_CHECK(c.num_processes == 2 && c.num_machines == 1 && c.machine_rank == 0);
     ZT_CHECK(c.fsdp_sharding_strategy == 1);
-    ZT_CHECK(c.fsdp_reshard_after_forward == -1 && c.fsdp_version == -1);
+    ZT_CHECK(c.fsdp_reshard_after_forward == ZT_UNSET && c.fsdp_version == -1);
     ZT_CHECK(!strcmp(c.fsdp_auto_wrap_policy, "TRANSFORMER_BASED_WRAP"));
     ZT_CHECK(!strcmp(c.fsdp_transformer_layer_cls_to_wrap, "LlamaDecoderLayer"));
     ZT_CHECK(c.fsdp_min_num_params == -1);
     ZT_CHECK(!strcmp(c.fsdp_backward_prefetch, "BACKWARD_PRE"));
-    ZT_CHECK(c.fsdp_forward_prefetch == 0 && c.fsdp_offload_params == 0);
-    ZT_CHECK(c.fsdp_cpu_ram_efficient_loading == 1 && c.fsdp_sync_module_states == 1);
-    ZT_CHECK(c.fsdp_use_orig_params == 1 && c.fsdp_activation_checkpointing == 0);
+    ZT_CHECK(c.fsdp_forward_prefetch == ZT_NO && c.fsdp_offload_params == ZT_NO);
+    ZT_CHECK(c.fsdp_cpu_ram_efficient_loading == ZT_YES && c.fsdp_sync_module_states == ZT_YES);
+    ZT_CHECK(c.fsdp_use_orig_params == ZT_YES && c.fsdp_activation_checkpointing == ZT_NO);
     ZT_CHECK(!strcmp(c.fsdp_state_dict_type, "SHARDED_STATE_DICT"));
     /* nothing of DeepSpeed's */
-    ZT_CHECK(c.zero_stage == -1 && c.zero3_init_flag == -1 && c.zero3_save_16bit_model == -1);
+    ZT_CHECK(c.zero_stage == -1 && c.zero3_init_flag == ZT_UNSET && c.zero3_save_16bit_model == ZT_UNSET);
     ZT_CHECK(c.offload_optimizer_device[0] == '\0' && c.offload_param_device[0] == '\0');
     ZT_CHECK(c.gradient_accumulation_steps == -1 && c.gradient_clipping < 0);
     ZT_CHECK(c.deepspeed_config_file[0] == '\0');
@@ -114,22 +113,22 @@ static void test_fsdp_v2_reshard_after_forward(void)
     zt_err err = {0};
     snprintf(text, sizeof text, v2, "true");
     ZT_CHECK_MSG(read_text(text, &c, &err) == ZT_OK, "%s", err.msg);
-    ZT_CHECK(c.fsdp_version == 2 && c.fsdp_reshard_after_forward == 1);
+    ZT_CHECK(c.fsdp_version == 2 && c.fsdp_reshard_after_forward == ZT_YES);
     ZT_CHECK(c.fsdp_sharding_strategy == 1); /* true is FULL_SHARD */
-    ZT_CHECK(c.fsdp_offload_params == 1);    /* accepted: parameters live in host memory */
-    ZT_CHECK(c.fsdp_activation_checkpointing == 1);
+    ZT_CHECK(c.fsdp_offload_params == ZT_YES);    /* accepted: parameters live in host memory */
+    ZT_CHECK(c.fsdp_activation_checkpointing == ZT_YES);
     ZT_CHECK(!strcmp(c.mixed_precision, "no") && c.num_processes == 4);
     ZT_CHECK(!strcmp(c.fsdp_state_dict_type, "FULL_STATE_DICT"));
     ZT_CHECK(!strcmp(c.fsdp_transformer_layer_cls_to_wrap, "MistralDecoderLayer"));
-    ZT_CHECK(c.fsdp_backward_prefetch[0] == '\0' && c.fsdp_use_orig_params == -1);
+    ZT_CHECK(c.fsdp_backward_prefetch[0] == '\0' && c.fsdp_use_orig_params == ZT_UNSET);
     snprintf(text, sizeof text, v2, "false");
     ZT_CHECK_MSG(read_text(text, &c, &err) == ZT_OK, "%s", err.msg);
-    ZT_CHECK(c.fsdp_reshard_after_forward == 0 && c.fsdp_sharding_strategy == 2);
+    ZT_CHECK(c.fsdp_reshard_after_forward == ZT_NO && c.fsdp_sharding_strategy == 2);
     /* Accelerate's FSDP1 form of the same key: a strategy name. */
     ZT_CHECK_MSG(read_text("distributed_type: FSDP\nfsdp_config:\n  fsdp_version: 1\n"
                            "  fsdp_reshard_after_forward: hybrid_shard\n", &c, &err) == ZT_OK,
                  "%s", err.msg);
-    ZT_CHECK(c.fsdp_sharding_strategy == 4 && c.fsdp_reshard_after_forward == -1);
+    ZT_CHECK(c.fsdp_sharding_strategy == 4 && c.fsdp_reshard_after_forward == ZT_UNSET);
     ZT_CHECK(zt_mem_current(ZT_MEM_OTHER) == 0);
 }
 
@@ -201,7 +200,7 @@ static void test_deepspeed_zero3(void)
     ZT_CHECK_MSG(read_text(ds, &c, &err) == ZT_OK, "%s", err.msg);
     ZT_CHECK(!strcmp(c.distributed_type, "DEEPSPEED") && !strcmp(c.mixed_precision, "fp16"));
     ZT_CHECK(c.num_processes == 8);
-    ZT_CHECK(c.zero_stage == 3 && c.zero3_init_flag == 1 && c.zero3_save_16bit_model == 1);
+    ZT_CHECK(c.zero_stage == 3 && c.zero3_init_flag == ZT_YES && c.zero3_save_16bit_model == ZT_YES);
     ZT_CHECK(!strcmp(c.offload_optimizer_device, "cpu") && !strcmp(c.offload_param_device, "cpu"));
     ZT_CHECK(c.gradient_accumulation_steps == 4 && c.gradient_clipping == 1.0);
     ZT_CHECK(c.fsdp_sharding_strategy == -1 && c.fsdp_version == -1);
@@ -215,7 +214,7 @@ static void test_deepspeed_zero3(void)
                            "mixed_precision: 'no'\n"
                            "num_processes: 2\n", &c, &err) == ZT_OK, "%s", err.msg);
     ZT_CHECK(!strcmp(c.deepspeed_config_file, "configs/ds_zero3.json"));
-    ZT_CHECK(c.zero_stage == -1 && c.zero3_init_flag == 1);
+    ZT_CHECK(c.zero_stage == -1 && c.zero3_init_flag == ZT_YES);
     /* integer clipping reads as a number; 0 stays a real setting */
     ZT_CHECK_MSG(read_text("distributed_type: DEEPSPEED\ndeepspeed_config:\n  zero_stage: 0\n"
                            "  gradient_clipping: 0\n", &c, &err) == ZT_OK, "%s", err.msg);
@@ -289,7 +288,7 @@ static void test_yaml_forms(void)
     ZT_CHECK_MSG(read_text("distributed_type: &dt FSDP\nmixed_precision: no\n"
                            "fsdp_config: &fc\n  fsdp_offload_params: True\n", &c, &err) == ZT_OK,
                  "%s", err.msg);
-    ZT_CHECK(!strcmp(c.mixed_precision, "no") && c.fsdp_offload_params == 1);
+    ZT_CHECK(!strcmp(c.mixed_precision, "no") && c.fsdp_offload_params == ZT_YES);
     /* an older Accelerate FSDP config: integer strategy, the other section empty */
     ZT_CHECK_MSG(read_text("compute_environment: LOCAL_MACHINE\ndeepspeed_config: {}\n"
                            "distributed_type: FSDP\nfsdp_config:\n"
@@ -418,14 +417,13 @@ static void test_bad_configs(void)
     };
     int n = (int)(sizeof cases / sizeof cases[0]);
     ZT_CHECK(n >= 15);
-    const char *path = P("accelerate.yaml");
+    const char *path = "accelerate.yaml";
     for (int i = 0; i < n; i++) {
         zt_accel_config c;
         zt_accel_config_init(&c);
         c.num_processes = 12345; /* a failed read must not touch *c */
-        write_bytes(path, cases[i].yaml, strlen(cases[i].yaml));
         zt_err err = {0};
-        int rc = zt_accel_config_read(path, &c, &err);
+        int rc = zt_accel_config_parse(path, cases[i].yaml, strlen(cases[i].yaml), &c, &err);
         ZT_CHECK_MSG(rc == ZT_EINPUT, "case %d (%s): rc %d, %s", i, cases[i].key, rc, err.msg);
         ZT_CHECK_MSG(strstr(err.msg, path) != NULL, "case %d: no path in '%s'", i, err.msg);
         ZT_CHECK_MSG(strstr(err.msg, cases[i].key) != NULL, "case %d: no '%s' in '%s'", i,
@@ -465,12 +463,11 @@ static void test_malformed_yaml(void)
         T("{a: 1, a: 1}\n", "unknown key"),
 #undef T
     };
-    const char *path = P("malformed.yaml");
+    const char *path = "malformed.yaml";
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        write_bytes(path, cases[i].yaml, cases[i].len);
         zt_accel_config c;
         zt_err err = {0};
-        int rc = zt_accel_config_read(path, &c, &err);
+        int rc = zt_accel_config_parse(path, cases[i].yaml, cases[i].len, &c, &err);
         ZT_CHECK_MSG(rc == ZT_EINPUT, "case %zu: rc %d, %s", i, rc, err.msg);
         ZT_CHECK_MSG(strstr(err.msg, path) && strstr(err.msg, cases[i].hint),
                      "case %zu: no '%s' in '%s'", i, cases[i].hint, err.msg);
@@ -480,11 +477,10 @@ static void test_malformed_yaml(void)
     size_t k = (size_t)snprintf(deep, sizeof deep, "distributed_type: ");
     while (k < sizeof deep - 1)
         deep[k++] = '[';
-    write_bytes(path, deep, k);
     zt_accel_config c;
     zt_err err = {0};
-    ZT_CHECK(zt_accel_config_read(path, &c, &err) == ZT_EINPUT && strstr(err.msg, "nesting"));
-    /* not a file, no file, too large a file */
+    ZT_CHECK(zt_accel_config_parse(path, deep, k, &c, &err) == ZT_EINPUT && strstr(err.msg, "nesting"));
+    /* not a file, no file, too large a file (and too large a text) */
     ZT_CHECK(zt_accel_config_read(tmpdir, &c, &err) == ZT_EINPUT && strstr(err.msg, "regular file"));
     ZT_CHECK(zt_accel_config_read(P("missing.yaml"), &c, &err) == ZT_EINPUT &&
              strstr(err.msg, "missing.yaml") && strstr(err.msg, "cannot open"));
@@ -493,9 +489,12 @@ static void test_malformed_yaml(void)
     ZT_CHECK(huge != NULL);
     if (huge) {
         memset(huge, '#', big);
+        ZT_CHECK(zt_accel_config_parse(path, huge, big, &c, &err) == ZT_EINPUT && strstr(err.msg, "too large"));
+        path = P("huge.yaml");
         write_bytes(path, huge, big);
         free(huge);
-        ZT_CHECK(zt_accel_config_read(path, &c, &err) == ZT_EINPUT && strstr(err.msg, "too large"));
+        ZT_CHECK(zt_accel_config_read(path, &c, &err) == ZT_EINPUT && strstr(err.msg, "too large") &&
+                 strstr(err.msg, path));
     }
     ZT_CHECK(zt_mem_current(ZT_MEM_OTHER) == 0);
 }
@@ -511,23 +510,21 @@ static void test_mutations_never_crash(void)
     ZT_CHECK(buf != NULL);
     if (!buf)
         return;
-    const char *path = P("mutated.yaml");
+    const char *path = "mutated.yaml";
     int bad_rc = 0;
     for (size_t cut = 0; cut <= len; cut++) {
-        write_bytes(path, fsdp_v1, cut);
         zt_accel_config c;
         zt_err err = {0};
-        int rc = zt_accel_config_read(path, &c, &err);
+        int rc = zt_accel_config_parse(path, fsdp_v1, cut, &c, &err);
         bad_rc += rc != ZT_OK && rc != ZT_EINPUT;
     }
     for (size_t at = 0; at < len; at += 3) {
         for (size_t s = 0; s < sizeof special; s++) {
             memcpy(buf, fsdp_v1, len);
             buf[at] = special[s];
-            write_bytes(path, buf, len);
             zt_accel_config c;
             zt_err err = {0};
-            int rc = zt_accel_config_read(path, &c, &err);
+            int rc = zt_accel_config_parse(path, buf, len, &c, &err);
             bad_rc += rc != ZT_OK && rc != ZT_EINPUT;
             if (rc == ZT_EINPUT)
                 bad_rc += strstr(err.msg, path) == NULL;

@@ -16,12 +16,11 @@ static char tmpdir[64];
 
 static const char *P(const char *name) { return tmpdir_path(tmpdir, name); }
 
+/* Parse text from memory (no file), named TMPDIR/ds_config.json in messages. */
 static int read_text(const char *text, zt_ds_config *c, zt_err *err)
 {
-    const char *path = P("ds_config.json");
-    write_bytes(path, text, strlen(text));
     zt_ds_config_init(c);
-    return zt_ds_config_read(path, c, err);
+    return zt_ds_config_parse(P("ds_config.json"), text, strlen(text), c, err);
 }
 
 /* The ZeRO-2 example of the Hugging Face DeepSpeed integration docs, verbatim. */
@@ -168,16 +167,16 @@ static void test_hf_zero2(void)
     ZT_CHECK(!strcmp(c.path, P("ds_config.json")));
     ZT_CHECK(is_auto(c.train_batch_size) && is_auto(c.train_micro_batch_size_per_gpu));
     ZT_CHECK(is_auto(c.gradient_accumulation_steps) && is_auto(c.gradient_clipping));
-    ZT_CHECK(c.fp16_enabled == -2 && c.bf16_enabled == -1);
+    ZT_CHECK(c.fp16_enabled == ZT_AUTO && c.bf16_enabled == ZT_UNSET);
     ZT_CHECK(c.fp16_loss_scale == 0 && c.fp16_loss_scale_window == 1000);
     ZT_CHECK(c.fp16_initial_scale_power == 16 && c.fp16_hysteresis == 2);
     ZT_CHECK(c.fp16_min_loss_scale == 1);
     ZT_CHECK(c.communication_data_type[0] == '\0');
-    ZT_CHECK(c.stage == 2 && c.overlap_comm == 1 && c.contiguous_gradients == 1);
+    ZT_CHECK(c.stage == 2 && c.overlap_comm == ZT_YES && c.contiguous_gradients == ZT_YES);
     ZT_CHECK(is_num(c.allgather_bucket_size, 2e8) && is_num(c.reduce_bucket_size, 2e8));
     ZT_CHECK(!c.stage3_prefetch_bucket_size.set && !c.stage3_param_persistence_threshold.set);
     ZT_CHECK(!c.stage3_max_live_parameters.set);
-    ZT_CHECK(c.stage3_gather_16bit_weights_on_model_save == -1);
+    ZT_CHECK(c.stage3_gather_16bit_weights_on_model_save == ZT_UNSET);
     ZT_CHECK(!strcmp(c.offload_optimizer_device, "cpu") && c.offload_param_device[0] == '\0');
     ZT_CHECK(!strcmp(c.optimizer_type, "AdamW"));
     ZT_CHECK(is_auto(c.lr) && is_auto(c.weight_decay) && is_auto(c.eps));
@@ -213,7 +212,7 @@ static void test_hf_zero3(void)
     ZT_CHECK(is_auto(c.reduce_bucket_size) && is_auto(c.stage3_prefetch_bucket_size));
     ZT_CHECK(is_auto(c.stage3_param_persistence_threshold));
     ZT_CHECK(is_num(c.stage3_max_live_parameters, 1e9) && !c.allgather_bucket_size.set);
-    ZT_CHECK(c.stage3_gather_16bit_weights_on_model_save == 1);
+    ZT_CHECK(c.stage3_gather_16bit_weights_on_model_save == ZT_YES);
 
     zt_ds_run run = run768();
     zt_ds_resolved r;
@@ -371,13 +370,13 @@ static void test_defaults_and_run_values(void)
     ZT_CHECK(r.reduce_bucket_size == 500000000L && r.allgather_bucket_size == 500000000L);
     ZT_CHECK(r.lr == 3e-4 && r.weight_decay == 0.1 && r.beta2 == 0.95 && r.eps == 1e-6);
     ZT_CHECK(r.schedule[0] == '\0' && r.warmup_steps == 10 && r.total_steps == 100);
-    ZT_CHECK(c.fp16_enabled == -1 && c.fp16_loss_scale < 0 && c.fp16_initial_scale_power < 0);
+    ZT_CHECK(c.fp16_enabled == ZT_UNSET && c.fp16_loss_scale < 0 && c.fp16_initial_scale_power < 0);
 
     /* An optimizer block with absent params: DeepSpeed's Adam defaults, not the run's */
     ZT_CHECK_MSG(read_text("{\"train_batch_size\": 8, \"optimizer\": {\"type\": \"adam\"}, "
                            "\"bf16\": {\"enabled\": true}, \"communication_data_type\": \"FP32\"}",
                            &c, &err) == ZT_OK, "%s", err.msg);
-    ZT_CHECK(!strcmp(c.optimizer_type, "Adam") && c.bf16_enabled == 1 && c.stage == -1);
+    ZT_CHECK(!strcmp(c.optimizer_type, "Adam") && c.bf16_enabled == ZT_YES && c.stage == -1);
     ZT_CHECK(!strcmp(c.communication_data_type, "fp32"));
     ZT_CHECK_MSG(zt_ds_config_resolve(&c, &run, &r, &err) == ZT_OK, "%s", err.msg);
     ZT_CHECK(r.micro_batch == 4 && r.grad_accum == 1);
@@ -406,7 +405,7 @@ static void test_defaults_and_run_values(void)
                            "\"prescale_gradients\": false, \"gradient_predivide_factor\": 1.0, "
                            "\"gradient_clipping\": null, \"fp16\": {\"enabled\": false}}",
                            &c, &err) == ZT_OK, "%s", err.msg);
-    ZT_CHECK(c.stage3_gather_16bit_weights_on_model_save == 0 && c.fp16_enabled == 0);
+    ZT_CHECK(c.stage3_gather_16bit_weights_on_model_save == ZT_NO && c.fp16_enabled == ZT_NO);
     ZT_CHECK(!strcmp(c.offload_optimizer_device, "none") && !c.gradient_clipping.set);
     ZT_CHECK(zt_mem_current(ZT_MEM_OTHER) == 0);
 }
@@ -581,9 +580,8 @@ static void test_bad_configs(void)
         zt_err err = {0};
         zt_ds_config_init(&c);
         c.stage = 7; /* a failed read leaves *c as it was */
-        const char *path = P("bad.json");
-        write_bytes(path, cases[i].json, strlen(cases[i].json));
-        int rc = zt_ds_config_read(path, &c, &err);
+        const char *path = "bad.json";
+        int rc = zt_ds_config_parse(path, cases[i].json, strlen(cases[i].json), &c, &err);
         char want[256];
         snprintf(want, sizeof want, "%s: %s: ", path, cases[i].key);
         ZT_CHECK_MSG(rc == ZT_EINPUT, "case %zu %s: rc %d", i, cases[i].json, rc);
@@ -615,12 +613,11 @@ static void test_malformed_json(void)
         T("\x00\x01\x02garbage", "not valid"),
 #undef T
     };
-    const char *path = P("malformed.json");
+    const char *path = "malformed.json";
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        write_bytes(path, cases[i].json, cases[i].len);
         zt_ds_config c;
         zt_err err = {0};
-        int rc = zt_ds_config_read(path, &c, &err);
+        int rc = zt_ds_config_parse(path, cases[i].json, cases[i].len, &c, &err);
         ZT_CHECK_MSG(rc == ZT_EINPUT, "case %zu: rc %d, %s", i, rc, err.msg);
         ZT_CHECK_MSG(strstr(err.msg, path) && strstr(err.msg, cases[i].hint),
                      "case %zu: no '%s' in '%s'", i, cases[i].hint, err.msg);
@@ -630,10 +627,9 @@ static void test_malformed_json(void)
     size_t k = (size_t)snprintf(deep, sizeof deep, "{\"zero_optimization\": ");
     while (k < sizeof deep - 1)
         deep[k++] = '[';
-    write_bytes(path, deep, k);
     zt_ds_config c;
     zt_err err = {0};
-    ZT_CHECK(zt_ds_config_read(path, &c, &err) == ZT_EINPUT);
+    ZT_CHECK(zt_ds_config_parse(path, deep, k, &c, &err) == ZT_EINPUT);
     /* not a file, no file */
     ZT_CHECK(zt_ds_config_read(tmpdir, &c, &err) == ZT_EINPUT && strstr(err.msg, "regular file"));
     ZT_CHECK(zt_ds_config_read(P("missing.json"), &c, &err) == ZT_EINPUT &&
@@ -651,24 +647,22 @@ static void test_mutations_never_crash(void)
     ZT_CHECK(buf != NULL);
     if (!buf)
         return;
-    const char *path = P("mutated.json");
+    const char *path = "mutated.json";
     int bad_rc = 0, ok = 0;
     zt_ds_run run = run768();
     for (size_t cut = 0; cut <= len; cut += 2) {
-        write_bytes(path, hf_zero3, cut);
         zt_ds_config c;
         zt_err err = {0};
-        int rc = zt_ds_config_read(path, &c, &err);
+        int rc = zt_ds_config_parse(path, hf_zero3, cut, &c, &err);
         bad_rc += rc != ZT_OK && rc != ZT_EINPUT;
     }
     for (size_t at = 0; at < len; at += 3) {
         for (size_t s = 0; s < sizeof special; s++) {
             memcpy(buf, hf_zero3, len);
             buf[at] = special[s];
-            write_bytes(path, buf, len);
             zt_ds_config c;
             zt_err err = {0};
-            int rc = zt_ds_config_read(path, &c, &err);
+            int rc = zt_ds_config_parse(path, buf, len, &c, &err);
             bad_rc += rc != ZT_OK && rc != ZT_EINPUT;
             if (rc == ZT_EINPUT)
                 bad_rc += strstr(err.msg, path) == NULL;
@@ -698,7 +692,7 @@ static void test_example_configs(void)
         zt_err err = {0};
         zt_ds_config_init(&c);
         ZT_CHECK_MSG(zt_ds_config_read(ex[i].file, &c, &err) == ZT_OK, "%s", err.msg);
-        ZT_CHECK_MSG(c.stage == ex[i].stage && c.bf16_enabled == 1 && c.fp16_enabled == -1,
+        ZT_CHECK_MSG(c.stage == ex[i].stage && c.bf16_enabled == ZT_YES && c.fp16_enabled == ZT_UNSET,
                      "%s", ex[i].file);
         zt_ds_run run = run768();
         zt_ds_resolved r;

@@ -14,22 +14,11 @@ static char tmpdir[64];
 
 static const char *P(const char *name) { return tmpdir_path(tmpdir, name); }
 
-static void write_text(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "wb");
-    ZT_CHECK_MSG(f != NULL, "cannot create %s", path);
-    if (!f)
-        return;
-    fputs(text, f);
-    fclose(f);
-}
-
+/* Parse json from memory (no file), named TMPDIR/config.json in messages. */
 static int read_cfg(const char *json, zt_llama_config *c, zt_err *err)
 {
-    const char *path = P("config.json");
-    write_text(path, json);
     memset(c, 0, sizeof *c);
-    return zt_hf_config_read(path, c, err);
+    return zt_hf_config_parse(P("config.json"), json, strlen(json), c, err);
 }
 
 /* Sizes every case needs; cases add hidden_size / heads (CORE has them). */

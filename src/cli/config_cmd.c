@@ -64,7 +64,7 @@ static void print_plan_details(FILE *f, const zt_settings *st, const zt_plan *p)
         fprintf(f, "loss scaling:     dynamic, initial 2^%g, window %ld, hysteresis %d, min %g\n",
                 p->ls_initial_scale_power, p->ls_window, p->ls_hysteresis, p->ls_min_scale);
     const zt_accel_config *ac = &st->accel;
-    if (ac->fsdp_offload_params == 1 || !strcmp(ac->offload_optimizer_device, "cpu") ||
+    if (ac->fsdp_offload_params == ZT_YES || !strcmp(ac->offload_optimizer_device, "cpu") ||
         !strcmp(ac->offload_param_device, "cpu") || !strcmp(st->ds.offload_optimizer_device, "cpu") ||
         !strcmp(st->ds.offload_param_device, "cpu"))
         fprintf(f, "offload:          to cpu requested; on this CPU host parameters and optimizer state "

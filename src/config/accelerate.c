@@ -1,12 +1,15 @@
 /* accelerate.c — Accelerate config YAML into zt_accel_config (see accelerate.h).
  *
- * Two steps.  libyaml's event parser builds a small tree of the one document
- * (refusing aliases, tags, extra documents and absurd nesting, and reporting
- * syntax errors at libyaml's line); then the tree is walked against three key
- * tables (the top level, fsdp_config, deepspeed_config), which say for each key
- * its type, range or allowed values and where it lands in the struct.  Checks
- * that involve two keys (the backend's section, FSDP1 vs FSDP2 keys, ZeRO-3-only
- * flags, a DeepSpeed JSON beside YAML settings) run last, once every key is known. */
+ * Two steps.  libyaml's event parser builds the one document as a schema tree
+ * (core/schema.h; refusing aliases, tags, extra documents and absurd nesting, and
+ * reporting syntax errors at libyaml's line), typing each plain scalar by the YAML
+ * 1.2 core schema; then the schema engine walks it against three key tables (the
+ * top level, fsdp_config, deepspeed_config), which say for each key its type,
+ * range or allowed values and where it lands in the struct.  This file adds the
+ * YAML's own kinds (integers without octal ambiguity, reals, sharding strategies)
+ * and the checks that involve two keys (the backend's section, FSDP1 vs FSDP2
+ * keys, ZeRO-3-only flags, a DeepSpeed JSON beside YAML settings), which run
+ * last, once every key is known. */
 #include "accelerate.h"
 
 #include <assert.h>
@@ -33,31 +36,10 @@
 
 /* ---- the document as a tree ------------------------------------------------ */
 
-typedef enum ykind { Y_SCALAR, Y_SEQ, Y_MAP } ykind;
-
-typedef struct ynode {
-    ykind kind;
-    int quoted;          /* scalar written quoted or as a block: a string whatever it says */
-    int line;            /* 1-based line where the node starts */
-    struct ynode *child; /* Y_SEQ: items; Y_MAP: key, value, key, value, ... */
-    struct ynode *next;
-    size_t bytes;        /* this allocation, for zt_free */
-    char text[];         /* Y_SCALAR: the value, NUL-terminated */
-} ynode;
-
-static void ynode_free(ynode *n)
-{
-    while (n) {
-        ynode *next = n->next;
-        ynode_free(n->child); /* recursion bounded by MAX_DEPTH */
-        zt_free(ZT_MEM_OTHER, n, n->bytes);
-        n = next;
-    }
-}
-
 typedef struct loader {
     yaml_parser_t parser;
     const char *path;
+    zt_doc *doc;
     zt_err *err;
 } loader;
 
@@ -85,133 +67,7 @@ static int next_event(loader *ld, yaml_event_t *ev)
     return ZT_OK;
 }
 
-static int new_node(loader *ld, ykind kind, int line, const char *text, size_t len, ynode **out)
-{
-    size_t bytes = sizeof(ynode) + len + 1;
-    ynode *n = zt_alloc(ZT_MEM_OTHER, bytes);
-    if (!n)
-        return zt_fail(ld->err, ZT_EFAIL, "%s: out of memory while reading YAML", ld->path);
-    n->kind = kind;
-    n->line = line;
-    n->bytes = bytes;
-    if (len)
-        memcpy(n->text, text, len);
-    *out = n;
-    return ZT_OK;
-}
-
-/* Build the node that starts with *ev (whose ownership passes here: it is
- * deleted on every path) and the nodes below it. */
-static int load_node(loader *ld, yaml_event_t *ev, int depth, ynode **out)
-{
-    int line = (int)ev->start_mark.line + 1, rc = ZT_OK;
-    const yaml_char_t *tag = NULL;
-    *out = NULL;
-    switch (ev->type) {
-    case YAML_ALIAS_EVENT:
-        rc = zt_fail(ld->err, ZT_EINPUT,
-                     "%s:%d: YAML aliases (*%s) are not supported in an Accelerate config; "
-                     "write the value out", ld->path, line, (const char *)ev->data.alias.anchor);
-        break;
-    case YAML_SCALAR_EVENT:
-        tag = ev->data.scalar.tag;
-        if (tag)
-            break;
-        if (memchr(ev->data.scalar.value, '\0', ev->data.scalar.length)) {
-            rc = zt_fail(ld->err, ZT_EINPUT, "%s:%d: a value contains a NUL character", ld->path,
-                         line);
-            break;
-        }
-        rc = new_node(ld, Y_SCALAR, line, (const char *)ev->data.scalar.value,
-                      ev->data.scalar.length, out);
-        if (rc == ZT_OK)
-            (*out)->quoted = ev->data.scalar.style != YAML_PLAIN_SCALAR_STYLE;
-        break;
-    case YAML_SEQUENCE_START_EVENT:
-    case YAML_MAPPING_START_EVENT: {
-        int is_map = ev->type == YAML_MAPPING_START_EVENT;
-        yaml_event_type_t end = is_map ? YAML_MAPPING_END_EVENT : YAML_SEQUENCE_END_EVENT;
-        tag = is_map ? ev->data.mapping_start.tag : ev->data.sequence_start.tag;
-        if (tag)
-            break;
-        if (depth >= MAX_DEPTH) {
-            rc = zt_fail(ld->err, ZT_EINPUT, "%s:%d: nesting deeper than %d levels", ld->path, line,
-                         MAX_DEPTH);
-            break;
-        }
-        rc = new_node(ld, is_map ? Y_MAP : Y_SEQ, line, NULL, 0, out);
-        ynode **tail = rc == ZT_OK ? &(*out)->child : NULL;
-        while (rc == ZT_OK) {
-            yaml_event_t cev;
-            if ((rc = next_event(ld, &cev)) != ZT_OK)
-                break;
-            if (cev.type == end) {
-                yaml_event_delete(&cev);
-                break;
-            }
-            rc = load_node(ld, &cev, depth + 1, tail);
-            if (rc == ZT_OK)
-                tail = &(*tail)->next;
-        }
-        if (rc != ZT_OK) {
-            ynode_free(*out);
-            *out = NULL;
-        }
-        break;
-    }
-    default: /* the parser only starts nodes with the events above */
-        rc = zt_fail(ld->err, ZT_EINPUT, "%s:%d: unexpected YAML structure", ld->path, line);
-        break;
-    }
-    if (tag)
-        rc = zt_fail(ld->err, ZT_EINPUT,
-                     "%s:%d: YAML tags (%s) are not supported in an Accelerate config; "
-                     "write the plain value", ld->path, line, (const char *)tag);
-    yaml_event_delete(ev);
-    return rc;
-}
-
-/* The file's one document as a tree, or an error. */
-static int load_document(loader *ld, ynode **root)
-{
-    yaml_event_t ev;
-    int rc;
-    *root = NULL;
-    if ((rc = next_event(ld, &ev)) != ZT_OK) /* STREAM-START */
-        return rc;
-    yaml_event_delete(&ev);
-    if ((rc = next_event(ld, &ev)) != ZT_OK)
-        return rc;
-    if (ev.type == YAML_STREAM_END_EVENT) {
-        yaml_event_delete(&ev);
-        return zt_fail(ld->err, ZT_EINPUT,
-                       "%s: empty file; expected an Accelerate config (a mapping such as "
-                       "'distributed_type: FSDP')", ld->path);
-    }
-    yaml_event_delete(&ev); /* DOCUMENT-START */
-    if ((rc = next_event(ld, &ev)) != ZT_OK || (rc = load_node(ld, &ev, 0, root)) != ZT_OK)
-        return rc;
-    if ((rc = next_event(ld, &ev)) == ZT_OK) { /* DOCUMENT-END */
-        yaml_event_delete(&ev);
-        rc = next_event(ld, &ev);
-    }
-    if (rc == ZT_OK) {
-        if (ev.type != YAML_STREAM_END_EVENT)
-            rc = zt_fail(ld->err, ZT_EINPUT,
-                         "%s:%zu: a second YAML document; an Accelerate config is one mapping",
-                         ld->path, ev.start_mark.line + 1);
-        yaml_event_delete(&ev);
-    }
-    if (rc != ZT_OK) {
-        ynode_free(*root);
-        *root = NULL;
-    }
-    return rc;
-}
-
 /* ---- scalar types (YAML 1.2 core schema) ----------------------------------- */
-
-typedef enum ytype { YT_NULL, YT_BOOL, YT_INT, YT_FLOAT, YT_STR, YT_LIST, YT_MAP } ytype;
 
 static int all_digits(const char *s)
 {
@@ -257,87 +113,176 @@ static int looks_float(const char *s)
     return *s == '\0';
 }
 
-static ytype resolve(const ynode *n)
+/* The type of a plain (unquoted) scalar; a quoted or block one is a string. */
+static zt_node_type resolve(const char *s)
 {
     static const char *const nulls[] = {"", "~", "null", "Null", "NULL", NULL};
     static const char *const bools[] = {"true", "True", "TRUE", "false", "False", "FALSE", NULL};
-    if (n->kind == Y_SEQ)
-        return YT_LIST;
-    if (n->kind == Y_MAP)
-        return YT_MAP;
-    if (n->quoted)
-        return YT_STR;
-    const char *s = n->text;
     if (is_one_of(s, nulls))
-        return YT_NULL;
+        return ZT_NODE_NULL;
     if (is_one_of(s, bools))
-        return YT_BOOL;
+        return ZT_NODE_BOOL;
     if (all_digits(s + (*s == '+' || *s == '-')))
-        return YT_INT;
+        return ZT_NODE_INT;
     if (looks_float(s))
-        return YT_FLOAT;
-    return YT_STR;
+        return ZT_NODE_FLOAT;
+    return ZT_NODE_STR;
 }
 
-/* "the string 'abc'", "the integer 5", "a list", ... for "expected X, got Y". */
-static const char *describe(const ynode *n, char *buf, size_t cap)
+static int new_node(loader *ld, zt_node_type type, int line, const char *text, size_t len, zt_node **out)
 {
-    switch (resolve(n)) {
-    case YT_NULL: return "null";
-    case YT_BOOL: snprintf(buf, cap, "the boolean %s", n->text); break;
-    case YT_INT: snprintf(buf, cap, "the integer %.40s", n->text); break;
-    case YT_FLOAT: snprintf(buf, cap, "the number %.40s", n->text); break;
-    case YT_STR: snprintf(buf, cap, "the string '%.60s'", n->text); break;
-    case YT_LIST: return "a list";
-    case YT_MAP: return "a mapping";
+    if (!(*out = zt_doc_node(ld->doc, type, line, text, len)))
+        return zt_fail(ld->err, ZT_EFAIL, "%s: out of memory while reading YAML", ld->path);
+    return ZT_OK;
+}
+
+/* A scalar event's node, typed by the YAML 1.2 core schema. */
+static int scalar_node(loader *ld, const yaml_event_t *ev, int line, zt_node **out)
+{
+    const char *text = (const char *)ev->data.scalar.value;
+    size_t len = ev->data.scalar.length;
+    if (memchr(text, '\0', len))
+        return zt_fail(ld->err, ZT_EINPUT, "%s:%d: a value contains a NUL character", ld->path, line);
+    int quoted = ev->data.scalar.style != YAML_PLAIN_SCALAR_STYLE;
+    zt_node_type type = quoted ? ZT_NODE_STR : resolve(text);
+    int rc = new_node(ld, type, line, text, len, out);
+    if (rc == ZT_OK && type == ZT_NODE_BOOL)
+        (*out)->boolean = text[0] == 't' || text[0] == 'T';
+    return rc;
+}
+
+/* Build the node that starts with *ev (whose ownership passes here: it is
+ * deleted on every path) and the nodes below it.  A mapping's children are its
+ * values, each pointing to its key. */
+static int load_node(loader *ld, yaml_event_t *ev, int depth, zt_node **out)
+{
+    int line = (int)ev->start_mark.line + 1, rc = ZT_OK;
+    const yaml_char_t *tag = NULL;
+    *out = NULL;
+    switch (ev->type) {
+    case YAML_ALIAS_EVENT:
+        rc = zt_fail(ld->err, ZT_EINPUT,
+                     "%s:%d: YAML aliases (*%s) are not supported in an Accelerate config; "
+                     "write the value out", ld->path, line, (const char *)ev->data.alias.anchor);
+        break;
+    case YAML_SCALAR_EVENT:
+        tag = ev->data.scalar.tag;
+        if (!tag)
+            rc = scalar_node(ld, ev, line, out);
+        break;
+    case YAML_SEQUENCE_START_EVENT:
+    case YAML_MAPPING_START_EVENT: {
+        int is_map = ev->type == YAML_MAPPING_START_EVENT;
+        yaml_event_type_t end = is_map ? YAML_MAPPING_END_EVENT : YAML_SEQUENCE_END_EVENT;
+        tag = is_map ? ev->data.mapping_start.tag : ev->data.sequence_start.tag;
+        if (tag)
+            break;
+        if (depth >= MAX_DEPTH) {
+            rc = zt_fail(ld->err, ZT_EINPUT, "%s:%d: nesting deeper than %d levels", ld->path, line,
+                         MAX_DEPTH);
+            break;
+        }
+        rc = new_node(ld, is_map ? ZT_NODE_MAP : ZT_NODE_LIST, line, NULL, 0, out);
+        zt_node **tail = rc == ZT_OK ? &(*out)->child : NULL, *key = NULL;
+        while (rc == ZT_OK) {
+            yaml_event_t cev;
+            if ((rc = next_event(ld, &cev)) != ZT_OK)
+                break;
+            if (cev.type == end) {
+                yaml_event_delete(&cev);
+                break;
+            }
+            zt_node *n = NULL;
+            rc = load_node(ld, &cev, depth + 1, &n);
+            if (rc != ZT_OK)
+                break;
+            if (is_map && !key) { /* a key; its value comes next */
+                key = n;
+                continue;
+            }
+            n->key = key;
+            key = NULL;
+            *tail = n;
+            tail = &n->next;
+        }
+        if (rc != ZT_OK)
+            *out = NULL; /* the nodes belong to the document, freed with it */
+        break;
     }
-    return buf;
+    default: /* the parser only starts nodes with the events above */
+        rc = zt_fail(ld->err, ZT_EINPUT, "%s:%d: unexpected YAML structure", ld->path, line);
+        break;
+    }
+    if (tag)
+        rc = zt_fail(ld->err, ZT_EINPUT,
+                     "%s:%d: YAML tags (%s) are not supported in an Accelerate config; "
+                     "write the plain value", ld->path, line, (const char *)tag);
+    yaml_event_delete(ev);
+    return rc;
+}
+
+/* The file's one document as a tree, or an error. */
+static int load_document(loader *ld, zt_node **root)
+{
+    yaml_event_t ev;
+    int rc;
+    *root = NULL;
+    if ((rc = next_event(ld, &ev)) != ZT_OK) /* STREAM-START */
+        return rc;
+    yaml_event_delete(&ev);
+    if ((rc = next_event(ld, &ev)) != ZT_OK)
+        return rc;
+    if (ev.type == YAML_STREAM_END_EVENT) {
+        yaml_event_delete(&ev);
+        return zt_fail(ld->err, ZT_EINPUT,
+                       "%s: empty file; expected an Accelerate config (a mapping such as "
+                       "'distributed_type: FSDP')", ld->path);
+    }
+    yaml_event_delete(&ev); /* DOCUMENT-START */
+    if ((rc = next_event(ld, &ev)) != ZT_OK || (rc = load_node(ld, &ev, 0, root)) != ZT_OK)
+        return rc;
+    if ((rc = next_event(ld, &ev)) == ZT_OK) { /* DOCUMENT-END */
+        yaml_event_delete(&ev);
+        rc = next_event(ld, &ev);
+    }
+    if (rc == ZT_OK) {
+        if (ev.type != YAML_STREAM_END_EVENT)
+            rc = zt_fail(ld->err, ZT_EINPUT,
+                         "%s:%zu: a second YAML document; an Accelerate config is one mapping",
+                         ld->path, ev.start_mark.line + 1);
+        yaml_event_delete(&ev);
+    }
+    if (rc != ZT_OK)
+        *root = NULL;
+    return rc;
 }
 
 /* ---- key tables -------------------------------------------------------------- */
 
-typedef enum kind {
-    K_BOOL,     /* true/false into an int field */
-    K_INT,      /* integer in [min, max] into an int field */
+/* The YAML's own kinds; booleans, enumerations, strings, sections, lists and
+ * scalars are the schema engine's (core/schema.h). */
+enum {
+    K_INT = ZT_K_CUSTOM, /* integer in [min, max] into an int field */
     K_LONG,     /* integer in [min, max] into a long field */
     K_REAL,     /* finite number >= min into a double field */
-    K_ENUM,     /* one of `allowed` into a char field (the canonical spelling) */
-    K_STR,      /* any non-empty string into a char field */
     K_STRATEGY, /* FSDP sharding strategy: a name or 1..5 */
     K_RESHARD,  /* fsdp_reshard_after_forward: true/false (FSDP2) or a strategy name (FSDP1) */
-    K_SECTION,  /* a mapping read with its own table */
-    K_ANY_MAP,  /* a mapping whose contents do not concern ztrain */
-    K_STR_LIST, /* a list of strings */
-    K_SCALAR,   /* any scalar */
-} kind;
-
-#define NO_FIELD ((size_t)-1)
-
-typedef struct section section;
-
-typedef struct key {
-    const char *name;
-    kind kind;
-    size_t off, cap;                 /* the field in zt_accel_config; NO_FIELD: checked, then ignored */
-    long long min, max;              /* K_INT, K_LONG, K_REAL (min only) */
-    const char *const *allowed;      /* K_ENUM: NULL-terminated, canonical spelling */
-    int icase;                       /* K_ENUM: match ignoring case, as Accelerate does */
-    const char *const *refused;      /* K_ENUM: values known but refused, with ... */
-    const char *refusal;             /* ... this reason */
-    const section *section;          /* K_SECTION */
-    int digit_string;                /* K_INT: a quoted '12' is read too (Accelerate's prompts
-                                      * store what was typed as a string) */
-} key;
-
-struct section {
-    int id;               /* index into reader.line */
-    const char *name;     /* "" at the top level */
-    const key *keys;
-    int nkeys;
+    K_INT_DIGITS, /* K_INT, or a quoted digit string such as '12' (Accelerate's prompts
+                   * store what was typed as a string) */
 };
+#define K_BOOL ZT_K_BOOL
+#define K_ENUM ZT_K_ENUM
+#define K_STR ZT_K_STR
+#define K_SECTION ZT_K_SECTION
+#define K_ANY_MAP ZT_K_ANY_MAP
+#define K_STR_LIST ZT_K_STR_LIST
+#define K_SCALAR ZT_K_SCALAR
+
+typedef zt_schema_key key;
+typedef zt_schema_section section;
 
 #define FIELD(m) offsetof(zt_accel_config, m), sizeof(((zt_accel_config *)0)->m)
-#define IGNORED NO_FIELD, 0
+#define IGNORED ZT_NO_FIELD, 0
 
 static const char *const distributed_types[] = {"NO", "MULTI_CPU", "FSDP", "DEEPSPEED", NULL};
 static const char *const gpu_types[] = {"MULTI_GPU", NULL};
@@ -355,7 +300,7 @@ static const char *const state_dict_types[] = {"FULL_STATE_DICT", "SHARDED_STATE
 static const char *const offload_devices[] = {"none", "cpu", NULL};
 static const char *const nvme[] = {"nvme", NULL};
 
-enum { SEC_TOP, SEC_FSDP, SEC_DS, SEC_MPI, NSEC, MAX_KEYS = 32 };
+enum { SEC_TOP, SEC_FSDP, SEC_DS, SEC_MPI, NSEC };
 
 static const key fsdp_keys[] = {
     {.name = "fsdp_sharding_strategy", .kind = K_STRATEGY, FIELD(fsdp_sharding_strategy)},
@@ -398,16 +343,14 @@ static const key deepspeed_keys[] = {
 
 static const key mpirun_keys[] = {
     {.name = "mpirun_hostfile", .kind = K_STR, FIELD(mpirun_hostfile)},
-    {.name = "mpirun_ccl", .kind = K_INT, FIELD(mpirun_ccl), .min = 0, .max = INT_MAX,
-     .digit_string = 1},
+    {.name = "mpirun_ccl", .kind = K_INT_DIGITS, FIELD(mpirun_ccl), .min = 0, .max = INT_MAX},
 };
 
 static const section mpirun_section = {SEC_MPI, "mpirun_config", mpirun_keys,
-                                       (int)(sizeof mpirun_keys / sizeof mpirun_keys[0])};
-static const section fsdp_section = {SEC_FSDP, "fsdp_config", fsdp_keys,
-                                     (int)(sizeof fsdp_keys / sizeof fsdp_keys[0])};
+                                       ZT_SCHEMA_NKEYS(mpirun_keys)};
+static const section fsdp_section = {SEC_FSDP, "fsdp_config", fsdp_keys, ZT_SCHEMA_NKEYS(fsdp_keys)};
 static const section deepspeed_section = {SEC_DS, "deepspeed_config", deepspeed_keys,
-                                          (int)(sizeof deepspeed_keys / sizeof deepspeed_keys[0])};
+                                          ZT_SCHEMA_NKEYS(deepspeed_keys)};
 
 /* IGNORED keys only concern GPUs, TPUs, graph compilers or torchrun's
  * rendezvous; their types are still checked so a typo'd value is caught. */
@@ -441,47 +384,39 @@ static const key top_keys[] = {
     {.name = "mpirun_config", .kind = K_SECTION, IGNORED, .section = &mpirun_section},
 };
 
-static const section top_section = {SEC_TOP, "", top_keys,
-                                    (int)(sizeof top_keys / sizeof top_keys[0])};
+static const section top_section = {SEC_TOP, "", top_keys, ZT_SCHEMA_NKEYS(top_keys)};
 static const section *const all_sections[] = {&top_section, &fsdp_section, &deepspeed_section,
                                               &mpirun_section};
-_Static_assert(sizeof top_keys / sizeof top_keys[0] <= MAX_KEYS &&
-               sizeof fsdp_keys / sizeof fsdp_keys[0] <= MAX_KEYS &&
-               sizeof deepspeed_keys / sizeof deepspeed_keys[0] <= MAX_KEYS,
-               "reader.line has room for every key");
+_Static_assert(ZT_SCHEMA_NKEYS(top_keys) <= ZT_SCHEMA_MAX_KEYS &&
+               ZT_SCHEMA_NKEYS(fsdp_keys) <= ZT_SCHEMA_MAX_KEYS &&
+               ZT_SCHEMA_NKEYS(deepspeed_keys) <= ZT_SCHEMA_MAX_KEYS &&
+               ZT_SCHEMA_NKEYS(mpirun_keys) <= ZT_SCHEMA_MAX_KEYS,
+               "the reader has room for every key");
 
 /* ---- reading values ------------------------------------------------------------ */
 
-typedef struct reader {
-    const char *path;
-    zt_accel_config *c;
-    zt_err *err;
-    int line[NSEC][MAX_KEYS]; /* where each key was set to a non-null value; 0: absent */
+/* The YAML's reading state beside the schema reader's. */
+typedef struct yaml_state {
     int reshard_strategy;     /* fsdp_reshard_after_forward in its FSDP1 form (a name), -1 */
-    int fsdp_given, deepspeed_given; /* the section has at least one key */
-} reader;
+} yaml_state;
 
-/* "FILE:LINE: KEY: ..." */
-static int bad(reader *r, int line, const char *keypath, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int bad(reader *r, int line, const char *keypath, const char *fmt, ...)
+typedef zt_schema_reader reader;
+#define bad zt_schema_bad /* "FILE:LINE: KEY: ..." */
+#define CONFIG(r) ((zt_accel_config *)(r)->target)
+#define STATE(r) ((yaml_state *)(r)->ctx)
+
+static const char *describe(const reader *r, const zt_node *v, char *buf, size_t cap)
 {
-    char what[768];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
-    va_end(ap);
-    return zt_fail(r->err, ZT_EINPUT, "%s:%d: %s: %s", r->path, line, keypath, what);
+    return zt_schema_describe(r, v, buf, cap);
 }
-
 
 /* A YAML integer into *v; leading zeros are refused because YAML 1.1 readers
  * (PyYAML, hence Accelerate) read 010 as octal 8. */
-static int get_integer(reader *r, const ynode *n, const char *kp, long long *v)
+static int get_integer(reader *r, const zt_node *n, const char *kp, long long *v)
 {
     char got[96];
-    if (resolve(n) != YT_INT)
-        return bad(r, n->line, kp, "expected an integer, got %s", describe(n, got, sizeof got));
+    if (n->type != ZT_NODE_INT)
+        return bad(r, n->line, kp, "expected an integer, got %s", describe(r, n, got, sizeof got));
     const char *digits = n->text + (n->text[0] == '+' || n->text[0] == '-');
     if (digits[0] == '0' && digits[1])
         return bad(r, n->line, kp, "'%s' has a leading zero, which YAML 1.1 reads as octal; "
@@ -493,239 +428,123 @@ static int get_integer(reader *r, const ynode *n, const char *kp, long long *v)
     return ZT_OK;
 }
 
-static int get_range(reader *r, const key *k, const ynode *n, const char *kp, long long *v)
+static int get_range(reader *r, const key *k, const zt_node *n, const char *kp, long long *v)
 {
     int rc;
-    if (k->digit_string && resolve(n) == YT_STR && n->text[0] && strlen(n->text) < 10 &&
+    if (k->kind == K_INT_DIGITS && n->type == ZT_NODE_STR && n->text[0] && strlen(n->text) < 10 &&
         strspn(n->text, "0123456789") == strlen(n->text))
         *v = strtoll(n->text, NULL, 10), rc = ZT_OK;
     else
         rc = get_integer(r, n, kp, v);
     if (rc != ZT_OK)
         return rc;
-    if (*v < k->min || *v > k->max) {
+    long long lo = (long long)k->min, hi = k->max >= (double)LLONG_MAX ? LLONG_MAX : (long long)k->max;
+    if (*v < lo || *v > hi) {
         if (k->max == INT_MAX || k->max == LONG_MAX)
-            return bad(r, n->line, kp, "must be at least %lld, got %lld", k->min, *v);
-        return bad(r, n->line, kp, "must be between %lld and %lld, got %lld", k->min, k->max, *v);
+            return bad(r, n->line, kp, "must be at least %lld, got %lld", lo, *v);
+        return bad(r, n->line, kp, "must be between %lld and %lld, got %lld", lo, hi, *v);
     }
     return ZT_OK;
 }
 
-static void *field(reader *r, const key *k) { return (char *)r->c + k->off; }
-
-static void set_string(reader *r, const key *k, const char *s)
-{
-    if (k->off == NO_FIELD)
-        return;
-    assert(strlen(s) < k->cap);
-    snprintf(field(r, k), k->cap, "%s", s);
-}
-
 /* A sharding strategy as Accelerate accepts it: a name (any case) or 1..5 as
  * an integer or a digit string.  Returns 1..5, or 0 if s is neither. */
-static int strategy_of(const ynode *n)
+static int strategy_of(const zt_node *n)
 {
-    ytype t = resolve(n);
     zt_sharding s;
-    if ((t == YT_INT || t == YT_STR) && zt_sharding_parse(n->text, &s) == 0)
+    if ((n->type == ZT_NODE_INT || n->type == ZT_NODE_STR) && zt_sharding_parse(n->text, &s) == 0)
         return (int)s;
     return 0;
 }
 
-static int read_section(reader *r, const section *s, const ynode *map);
-
-static int read_value(reader *r, const key *k, const ynode *v, const char *kp)
+/* The YAML's own kinds (nulls never reach here: they are absent). */
+static int read_custom(reader *r, const key *k, const zt_node *v, const char *kp)
 {
     char got[96], allowed[256];
-    ytype t = resolve(v);
+    zt_node_type t = v->type;
     long long x = 0;
     int rc;
-    if (t == YT_NULL)
-        return ZT_OK; /* null or empty: absent, as Accelerate reads None */
     switch (k->kind) {
-    case K_BOOL:
-        if (t != YT_BOOL)
-            return bad(r, v->line, kp, "expected true or false, got %s",
-                       describe(v, got, sizeof got));
-        if (k->off != NO_FIELD)
-            *(int *)field(r, k) = v->text[0] == 't' || v->text[0] == 'T';
-        return ZT_OK;
     case K_INT:
+    case K_INT_DIGITS:
     case K_LONG:
         if ((rc = get_range(r, k, v, kp, &x)) != ZT_OK)
             return rc;
-        if (k->off == NO_FIELD)
+        if (k->off == ZT_NO_FIELD)
             return ZT_OK;
-        if (k->kind == K_INT)
-            *(int *)field(r, k) = (int)x;
+        if (k->kind != K_LONG)
+            *(int *)zt_schema_field(r, k) = (int)x;
         else
-            *(long *)field(r, k) = (long)x;
+            *(long *)zt_schema_field(r, k) = (long)x;
         return ZT_OK;
     case K_REAL: {
-        if (t != YT_INT && t != YT_FLOAT)
-            return bad(r, v->line, kp, "expected a number, got %s", describe(v, got, sizeof got));
+        if (t != ZT_NODE_INT && t != ZT_NODE_FLOAT)
+            return bad(r, v->line, kp, "expected a number, got %s", describe(r, v, got, sizeof got));
         /* .inf and .nan are YAML floats that strtod does not read */
         double d = strchr(v->text, '.') && strpbrk(v->text, "iInN") ? NAN : strtod(v->text, NULL);
-        if (!isfinite(d) || d < (double)k->min)
-            return bad(r, v->line, kp, "must be a finite number of at least %lld, got %s", k->min,
-                       v->text);
-        *(double *)field(r, k) = d;
+        if (!isfinite(d) || d < k->min)
+            return bad(r, v->line, kp, "must be a finite number of at least %lld, got %s",
+                       (long long)k->min, v->text);
+        *(double *)zt_schema_field(r, k) = d;
         return ZT_OK;
     }
-    case K_ENUM: {
-        zt_join_names(allowed, sizeof allowed, k->allowed);
-        if (t != YT_STR)
-            return bad(r, v->line, kp, "expected one of %s, got %s", allowed,
-                       describe(v, got, sizeof got));
-        int i = zt_index_of(v->text, k->allowed, k->icase);
-        if (i >= 0) {
-            set_string(r, k, k->allowed[i]);
-            return ZT_OK;
-        }
-        if (k->refused && zt_index_of(v->text, k->refused, k->icase) >= 0)
-            return bad(r, v->line, kp, "'%s' is refused: %s (allowed: %s)", v->text, k->refusal,
-                       allowed);
-        return bad(r, v->line, kp, "'%.80s' is not allowed (allowed: %s)", v->text, allowed);
-    }
-    case K_STR:
-        if (t != YT_STR)
-            return bad(r, v->line, kp, "expected a string, got %s", describe(v, got, sizeof got));
-        if (k->off != NO_FIELD && strlen(v->text) >= k->cap)
-            return bad(r, v->line, kp, "is longer than %zu characters", k->cap - 1);
-        set_string(r, k, v->text);
-        return ZT_OK;
     case K_STRATEGY: {
         int s = strategy_of(v);
         if (!s) {
             zt_join_names(allowed, sizeof allowed, strategies);
             return bad(r, v->line, kp, "expected one of %s or their numbers 1-5, got %s", allowed,
-                       describe(v, got, sizeof got));
+                       describe(r, v, got, sizeof got));
         }
-        *(int *)field(r, k) = s;
+        *(int *)zt_schema_field(r, k) = s;
         return ZT_OK;
     }
     case K_RESHARD: {
-        int s = t == YT_STR ? strategy_of(v) : 0;
-        if (t == YT_BOOL) {
-            *(int *)field(r, k) = v->text[0] == 't' || v->text[0] == 'T';
+        int s = t == ZT_NODE_STR ? strategy_of(v) : 0;
+        if (t == ZT_NODE_BOOL) {
+            *(zt_setting *)zt_schema_field(r, k) = v->boolean ? ZT_YES : ZT_NO;
             return ZT_OK;
         }
         if (!s) {
             zt_join_names(allowed, sizeof allowed, strategies);
             return bad(r, v->line, kp, "expected true or false (FSDP2), or one of %s (FSDP1), got %s",
-                       allowed, describe(v, got, sizeof got));
+                       allowed, describe(r, v, got, sizeof got));
         }
-        r->reshard_strategy = s;
+        STATE(r)->reshard_strategy = s;
         return ZT_OK;
     }
-    case K_SECTION:
-        if (t != YT_MAP)
-            return bad(r, v->line, kp, "expected a mapping of %s keys, got %s", k->section->name,
-                       describe(v, got, sizeof got));
-        if (v->child && k->section == &fsdp_section)
-            r->fsdp_given = 1;
-        if (v->child && k->section == &deepspeed_section)
-            r->deepspeed_given = 1;
-        return read_section(r, k->section, v);
-    case K_ANY_MAP:
-        if (t != YT_MAP)
-            return bad(r, v->line, kp, "expected a mapping, got %s", describe(v, got, sizeof got));
-        return ZT_OK;
-    case K_STR_LIST:
-        if (t != YT_LIST)
-            return bad(r, v->line, kp, "expected a list of strings, got %s",
-                       describe(v, got, sizeof got));
-        for (const ynode *item = v->child; item; item = item->next)
-            if (resolve(item) != YT_STR)
-                return bad(r, item->line, kp, "expected a list of strings, but an item is %s",
-                           describe(item, got, sizeof got));
-        return ZT_OK;
-    case K_SCALAR:
-        if (v->kind != Y_SCALAR)
-            return bad(r, v->line, kp, "expected a single value, got %s",
-                       describe(v, got, sizeof got));
-        return ZT_OK;
     }
     return ZT_EFAIL;
 }
 
-static int unknown_key(reader *r, const section *s, const ynode *k, const char *kp)
-{
-    /* A key from another section is misplaced rather than misspelt. */
-    for (int i = 0; i < NSEC; i++) {
-        const section *o = all_sections[i];
-        if (o == s)
-            continue;
-        for (int j = 0; j < o->nkeys; j++)
-            if (!strcmp(k->text, o->keys[j].name))
-                return bad(r, k->line, kp, "unknown key here (it belongs %s%s)",
-                           o->name[0] ? "under " : "at the top level", o->name);
-    }
-    int best = 0, bestd = INT_MAX;
-    for (int j = 0; j < s->nkeys; j++) {
-        int d = zt_edit_distance(k->text, s->keys[j].name);
-        if (d < bestd)
-            bestd = d, best = j;
-    }
-    int len = (int)strnlen(k->text, 64);
-    if (bestd <= 3 || bestd * 3 <= len)
-        return bad(r, k->line, kp, "unknown key (did you mean %s?)", s->keys[best].name);
-    return bad(r, k->line, kp, "unknown key (the closest known key is %s)", s->keys[best].name);
-}
-
-static int read_section(reader *r, const section *s, const ynode *map)
-{
-    char kp[160], got[96];
-    for (const ynode *k = map->child; k; k = k->next->next) {
-        const ynode *v = k->next; /* a mapping always has a value per key */
-        if (k->kind != Y_SCALAR || resolve(k) != YT_STR) {
-            snprintf(kp, sizeof kp, "%s", s->name[0] ? s->name : "(top level)");
-            return bad(r, k->line, kp, "keys must be names, got %s", describe(k, got, sizeof got));
-        }
-        snprintf(kp, sizeof kp, "%s%s%.100s", s->name, s->name[0] ? "." : "", k->text);
-        for (const ynode *p = map->child; p != k; p = p->next->next)
-            if (!strcmp(p->text, k->text))
-                return bad(r, k->line, kp, "duplicate key (first given at line %d)", p->line);
-        int j = 0;
-        while (j < s->nkeys && strcmp(s->keys[j].name, k->text))
-            j++;
-        if (j == s->nkeys)
-            return unknown_key(r, s, k, kp);
-        int rc = read_value(r, &s->keys[j], v, kp);
-        if (rc != ZT_OK)
-            return rc;
-        if (resolve(v) != YT_NULL)
-            r->line[s->id][j] = k->line;
-    }
-    return ZT_OK;
-}
+static const zt_schema_format accelerate_yaml = {
+    .sections = all_sections, .nsections = NSEC, .has_lines = 1, .null_is_absent = 1,
+    .list_word = "a list", .map_word = "a mapping", .numbers_as_written = 1,
+    .section_want = "a mapping of %s keys", .read_custom = read_custom,
+};
 
 /* ---- checks across keys ------------------------------------------------------------ */
 
 /* Line where section s's key `name` was given, 0 if absent. */
 static int given(const reader *r, const section *s, const char *name)
 {
-    for (int j = 0; j < s->nkeys; j++)
-        if (!strcmp(s->keys[j].name, name))
-            return r->line[s->id][j];
-    assert(!"no such key");
-    return 0;
+    return zt_schema_given(r, s, name);
 }
 
 static int check_combinations(reader *r)
 {
-    zt_accel_config *c = r->c;
+    zt_accel_config *c = CONFIG(r);
+    int reshard_strategy = STATE(r)->reshard_strategy;
     const char *dt = c->distributed_type;
     int dt_line = given(r, &top_section, "distributed_type");
     if (!dt_line)
         return zt_fail(r->err, ZT_EINPUT,
                        "%s: distributed_type: missing (allowed: NO | MULTI_CPU | FSDP | DEEPSPEED)",
                        r->path);
-    if (r->fsdp_given && strcmp(dt, "FSDP"))
+    if (r->nonempty[SEC_FSDP] && strcmp(dt, "FSDP"))
         return bad(r, given(r, &top_section, "fsdp_config"), "fsdp_config",
                    "given, but distributed_type is %s (line %d); FSDP settings need "
                    "distributed_type: FSDP", dt, dt_line);
-    if (r->deepspeed_given && strcmp(dt, "DEEPSPEED"))
+    if (r->nonempty[SEC_DS] && strcmp(dt, "DEEPSPEED"))
         return bad(r, given(r, &top_section, "deepspeed_config"), "deepspeed_config",
                    "given, but distributed_type is %s (line %d); DeepSpeed settings need "
                    "distributed_type: DEEPSPEED", dt, dt_line);
@@ -747,19 +566,19 @@ static int check_combinations(reader *r)
         return bad(r, reshard_line, "fsdp_config.fsdp_reshard_after_forward",
                    "contradicts fsdp_config.fsdp_sharding_strategy (line %d); give one of them",
                    strategy_line);
-    if (c->fsdp_reshard_after_forward >= 0 && c->fsdp_version == 1)
+    if (c->fsdp_reshard_after_forward != ZT_UNSET && c->fsdp_version == 1)
         return bad(r, reshard_line, "fsdp_config.fsdp_reshard_after_forward",
                    "true/false is the FSDP2 form, but fsdp_version is 1 (line %d); give a "
                    "strategy name (FULL_SHARD | SHARD_GRAD_OP | NO_SHARD | HYBRID_SHARD | "
                    "HYBRID_SHARD_ZERO2) or set fsdp_version: 2", version_line);
-    if (r->reshard_strategy > 0 && c->fsdp_version == 2)
+    if (reshard_strategy > 0 && c->fsdp_version == 2)
         return bad(r, reshard_line, "fsdp_config.fsdp_reshard_after_forward",
                    "a strategy name is the FSDP1 form, but fsdp_version is 2 (line %d); "
                    "use true or false", version_line);
-    if (c->fsdp_reshard_after_forward >= 0)
-        c->fsdp_sharding_strategy = c->fsdp_reshard_after_forward ? 1 : 2;
-    if (r->reshard_strategy > 0)
-        c->fsdp_sharding_strategy = r->reshard_strategy;
+    if (c->fsdp_reshard_after_forward != ZT_UNSET)
+        c->fsdp_sharding_strategy = c->fsdp_reshard_after_forward == ZT_YES ? 1 : 2;
+    if (reshard_strategy > 0)
+        c->fsdp_sharding_strategy = reshard_strategy;
 
     /* DeepSpeed: ZeRO-3-only settings, and one source of truth beside a JSON. */
     int config_file_line = given(r, &deepspeed_section, "deepspeed_config_file");
@@ -788,8 +607,8 @@ static int check_combinations(reader *r)
     const char *stage_src = c->zero_stage >= 0 ? "" : " (Accelerate's default, as zero_stage is absent)";
     static const char *const zero3_only[] = {"zero3_save_16bit_model", "zero3_init_flag", NULL};
     for (const char *const *name = zero3_only; *name; name++) {
-        int on = !strcmp(*name, "zero3_init_flag") ? c->zero3_init_flag : c->zero3_save_16bit_model;
-        if (on == 1 && stage >= 0 && stage != 3) {
+        zt_setting on = !strcmp(*name, "zero3_init_flag") ? c->zero3_init_flag : c->zero3_save_16bit_model;
+        if (on == ZT_YES && stage >= 0 && stage != 3) {
             char kp[64];
             snprintf(kp, sizeof kp, "deepspeed_config.%s", *name);
             return bad(r, given(r, &deepspeed_section, *name), kp,
@@ -812,13 +631,62 @@ void zt_accel_config_init(zt_accel_config *c)
     memset(c, 0, sizeof *c); /* every string "" */
     c->num_processes = c->num_machines = c->machine_rank = -1;
     c->main_process_port = c->mpirun_ccl = -1;
-    c->fsdp_sharding_strategy = c->fsdp_reshard_after_forward = c->fsdp_version = -1;
+    c->fsdp_sharding_strategy = c->fsdp_version = -1;
     c->fsdp_min_num_params = -1;
-    c->fsdp_forward_prefetch = c->fsdp_offload_params = c->fsdp_cpu_ram_efficient_loading = -1;
-    c->fsdp_sync_module_states = c->fsdp_use_orig_params = c->fsdp_activation_checkpointing = -1;
-    c->zero_stage = c->zero3_init_flag = c->zero3_save_16bit_model = -1;
+    c->zero_stage = -1;
     c->gradient_accumulation_steps = -1;
     c->gradient_clipping = -1.0;
+}
+
+/* The config in text[0..len) into *out; path names it in messages. */
+static int parse(const char *path, const char *text, size_t len, zt_accel_config *out, zt_err *err)
+{
+    if (len > MAX_FILE_BYTES)
+        return zt_fail(err, ZT_EINPUT, "%s: %lld bytes is too large for an Accelerate config "
+                       "(at most %u)", path, (long long)len, MAX_FILE_BYTES);
+    zt_doc doc = {0};
+    loader ld = {.path = path, .doc = &doc, .err = err};
+    if (!yaml_parser_initialize(&ld.parser))
+        return zt_fail(err, ZT_EFAIL, "%s: out of memory while reading YAML", path);
+    yaml_parser_set_input_string(&ld.parser, (const unsigned char *)text, len);
+    zt_node *root = NULL;
+    int rc = load_document(&ld, &root);
+    yaml_parser_delete(&ld.parser);
+    if (rc != ZT_OK) {
+        zt_doc_free(&doc);
+        return rc;
+    }
+
+    zt_accel_config c;
+    zt_accel_config_init(&c);
+    snprintf(c.path, sizeof c.path, "%s", path);
+    yaml_state st = {.reshard_strategy = -1};
+    reader r;
+    zt_schema_reader_init(&r, &accelerate_yaml, path, &c, &st, err);
+    if (root->type != ZT_NODE_MAP) {
+        char got[96];
+        if (root->type == ZT_NODE_NULL)
+            rc = zt_fail(err, ZT_EINPUT, "%s:%d: the document is empty; expected a mapping of "
+                         "Accelerate settings", path, root->line);
+        else
+            rc = zt_fail(err, ZT_EINPUT, "%s:%d: the document is %s; expected a mapping of "
+                         "Accelerate settings (such as 'distributed_type: FSDP')", path,
+                         root->line, describe(&r, root, got, sizeof got));
+    } else {
+        rc = zt_schema_read_map(&r, &top_section, root);
+        if (rc == ZT_OK)
+            rc = check_combinations(&r);
+    }
+    zt_doc_free(&doc);
+    if (rc == ZT_OK)
+        *out = c;
+    return rc;
+}
+
+int zt_accel_config_parse(const char *name, const char *text, size_t len, zt_accel_config *out,
+                          zt_err *err)
+{
+    return parse(name, text, len, out, err);
 }
 
 int zt_accel_config_read(const char *path, zt_accel_config *out, zt_err *err)
@@ -828,50 +696,32 @@ int zt_accel_config_read(const char *path, zt_accel_config *out, zt_err *err)
     int orc = zt_open_input(path, "the Accelerate config", &fd, &st, err);
     if (orc)
         return orc;
-    FILE *f = fdopen(fd, "rb");
-    if (!f) {
-        close(fd);
-        return zt_fail(err, ZT_EFAIL, "%s: cannot open the Accelerate config: %s", path,
-                       strerror(errno));
-    }
     if (st.st_size > (off_t)MAX_FILE_BYTES) {
-        fclose(f);
+        close(fd);
         return zt_fail(err, ZT_EINPUT, "%s: %lld bytes is too large for an Accelerate config "
                        "(at most %u)", path, (long long)st.st_size, MAX_FILE_BYTES);
     }
-    loader ld = {.path = path, .err = err};
-    if (!yaml_parser_initialize(&ld.parser)) {
-        fclose(f);
+    size_t len = (size_t)st.st_size, got = 0;
+    char *text = zt_alloc(ZT_MEM_OTHER, len + 1);
+    if (!text) {
+        close(fd);
         return zt_fail(err, ZT_EFAIL, "%s: out of memory while reading YAML", path);
     }
-    yaml_parser_set_input_file(&ld.parser, f);
-    ynode *root = NULL;
-    int rc = load_document(&ld, &root);
-    yaml_parser_delete(&ld.parser);
-    fclose(f);
-    if (rc != ZT_OK)
-        return rc;
-
-    zt_accel_config c;
-    zt_accel_config_init(&c);
-    snprintf(c.path, sizeof c.path, "%s", path);
-    reader r = {.path = path, .c = &c, .err = err, .reshard_strategy = -1};
-    if (root->kind != Y_MAP) {
-        char got[96];
-        if (resolve(root) == YT_NULL)
-            rc = zt_fail(err, ZT_EINPUT, "%s:%d: the document is empty; expected a mapping of "
-                         "Accelerate settings", path, root->line);
-        else
-            rc = zt_fail(err, ZT_EINPUT, "%s:%d: the document is %s; expected a mapping of "
-                         "Accelerate settings (such as 'distributed_type: FSDP')", path,
-                         root->line, describe(root, got, sizeof got));
-    } else {
-        rc = read_section(&r, &top_section, root);
-        if (rc == ZT_OK)
-            rc = check_combinations(&r);
+    int rc = ZT_OK;
+    while (got < len) {
+        ssize_t n = read(fd, text + got, len - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            rc = zt_fail(err, ZT_EFAIL, "%s: cannot read the Accelerate config: %s", path,
+                         n < 0 ? strerror(errno) : "the file shrank while being read");
+            break;
+        }
+        got += (size_t)n;
     }
-    ynode_free(root);
+    close(fd);
     if (rc == ZT_OK)
-        *out = c;
+        rc = parse(path, text, len, out, err);
+    zt_free(ZT_MEM_OTHER, text, len + 1);
     return rc;
 }

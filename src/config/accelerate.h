@@ -2,7 +2,8 @@
  *
  * zt_accel_config_read turns the file `accelerate config` writes (or one written
  * by hand in the same shape) into a zt_accel_config, in which every setting is
- * either the file's value or "absent" (-1, "" or < 0 as noted per field); the
+ * either the file's value or "absent" (ZT_UNSET for yes/no settings, -1, "" or < 0
+ * as noted per field); the
  * plan, not this reader, decides what an absent setting means.
  *
  * Promise: a file that reads without error means one thing.  Every key is
@@ -16,6 +17,7 @@
 #ifndef ZT_CONFIG_ACCELERATE_H
 #define ZT_CONFIG_ACCELERATE_H
 
+#include "../core/schema.h"
 #include "../core/status.h"
 
 typedef struct zt_accel_config {
@@ -37,20 +39,20 @@ typedef struct zt_accel_config {
                                        * fsdp_reshard_after_forward true is 1 (FULL_SHARD),
                                        * false is 2 (SHARD_GRAD_OP); its FSDP1 form
                                        * (a strategy name) is that strategy. */
-    int fsdp_reshard_after_forward;   /* FSDP2's boolean as written: 0/1, -1 absent */
+    zt_setting fsdp_reshard_after_forward; /* FSDP2's boolean as written */
     int fsdp_version;                 /* 1 or 2, -1 absent */
     char fsdp_auto_wrap_policy[32];   /* TRANSFORMER_BASED_WRAP | SIZE_BASED_WRAP | NO_WRAP */
     char fsdp_transformer_layer_cls_to_wrap[64]; /* LlamaDecoderLayer | MistralDecoderLayer */
     long fsdp_min_num_params;         /* >= 0, -1 absent */
     char fsdp_backward_prefetch[16];  /* BACKWARD_PRE | BACKWARD_POST | NO_PREFETCH */
-    int fsdp_forward_prefetch, fsdp_offload_params, fsdp_cpu_ram_efficient_loading,
-        fsdp_sync_module_states, fsdp_use_orig_params, fsdp_activation_checkpointing; /* 0/1, -1 absent */
+    zt_setting fsdp_forward_prefetch, fsdp_offload_params, fsdp_cpu_ram_efficient_loading,
+        fsdp_sync_module_states, fsdp_use_orig_params, fsdp_activation_checkpointing;
     char fsdp_state_dict_type[24];    /* FULL_STATE_DICT | SHARDED_STATE_DICT | LOCAL_STATE_DICT */
 
     /* deepspeed_config (only with distributed_type DEEPSPEED) */
     int zero_stage;                   /* 0..3, -1 absent */
     char offload_optimizer_device[8], offload_param_device[8]; /* none | cpu ("" absent) */
-    int zero3_init_flag, zero3_save_16bit_model; /* 0/1, -1 absent */
+    zt_setting zero3_init_flag, zero3_save_16bit_model;
     int gradient_accumulation_steps;  /* >= 1, -1 absent */
     double gradient_clipping;         /* >= 0; < 0 absent */
     char deepspeed_config_file[512];  /* as written (relative to the working directory) */
@@ -65,5 +67,9 @@ void zt_accel_config_init(zt_accel_config *c);
  * (unreadable, malformed, unknown key, wrong type, out of range, contradiction)
  * or ZT_EFAIL (out of memory); on failure *c is left unchanged. */
 int zt_accel_config_read(const char *path, zt_accel_config *c, zt_err *err);
+/* The same from len bytes of text already in memory; name stands for the file in
+ * messages. */
+int zt_accel_config_parse(const char *name, const char *text, size_t len, zt_accel_config *c,
+                          zt_err *err);
 
 #endif

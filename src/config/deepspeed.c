@@ -1,10 +1,11 @@
 /* deepspeed.c — DeepSpeed JSON config into zt_ds_config, and "auto" resolved (see deepspeed.h).
  *
- * Reading: zt_json_parse_file checks that the file is strict JSON (valid UTF-8, RFC 8259
- * tokens) and builds a cJSON tree; the tree is walked against key tables, one per JSON
- * object DeepSpeed defines (the top level, fp16, bf16, zero_optimization and its two
- * offload blocks, and the params of each optimizer and scheduler type), which give each
- * key its type, range and place in zt_ds_config.  The optimizer and scheduler blocks are
+ * Reading: zt_json_parse checks that the text is strict JSON (valid UTF-8, RFC 8259
+ * tokens) and builds a cJSON tree, which becomes a schema tree (core/schema.h); the
+ * schema engine walks it against key tables, one per JSON object DeepSpeed defines (the
+ * top level, fp16, bf16, zero_optimization and its two offload blocks, and the params of
+ * each optimizer and scheduler type), which give each key its type, range and place in
+ * zt_ds_config; numbers, betas and "typed" blocks are this file's own kinds.  The optimizer and scheduler blocks are
  * "typed": their params table is chosen by their "type".  Checks that involve two keys
  * (precision, ZeRO-3-only settings, offload, the scheduler's lr) run last.
  *
@@ -23,7 +24,9 @@
 #include <string.h>
 #include <strings.h>
 
+#include "../core/schema.h"
 #include "../core/text.h"
+#include "../io/json_doc.h"
 #include "../io/safetensors.h"
 
 #define MAX_FILE_BYTES (1u << 20) /* a DeepSpeed config is a few kilobytes */
@@ -46,64 +49,41 @@
 
 /* ---- key tables ------------------------------------------------------------------ */
 
-typedef enum kind {
-    K_BOOL,      /* true/false into an int field (or checked and ignored); .fixed: only .want */
-    K_BOOL_AUTO, /* true/false/"auto" into an int field: 1/0/-2 */
-    K_VALUE,     /* a number in [min, max] (or "auto" when .autook) into a zt_ds_value */
+/* The DeepSpeed JSON's own kinds; booleans, enumerations, strings and sections
+ * are the schema engine's (core/schema.h). */
+enum {
+    K_VALUE = ZT_K_CUSTOM, /* a number in [min, max] (or "auto" when .autook) into a zt_ds_value */
     K_NUM,       /* a number in [min, max] into a double field (or checked and ignored) */
     K_INT,       /* a whole number in [min, max] into an int field */
-    K_ENUM,      /* one of .allowed into a char field, in its canonical spelling */
-    K_STR,       /* any string; checked and ignored */
     K_BETAS,     /* [beta1, beta2] or "auto", into beta1 and beta2 */
-    K_SECTION,   /* an object read with its own table */
     K_TYPED,     /* {"type": T, "params": {...}}: T into a char field, params by T's table */
-} kind;
-
-#define NO_FIELD ((size_t)-1)
-
-typedef struct section section;
-typedef struct typed typed;
-
-typedef struct key {
-    const char *name;
-    kind kind;
-    size_t off, cap;             /* the field in zt_ds_config; NO_FIELD: checked, then ignored */
-    double min, max;             /* K_VALUE, K_NUM, K_INT */
-    int integer;                 /* K_VALUE, K_NUM: a whole number */
-    int autook;                  /* K_VALUE: "auto" allowed (Accelerate fills it) */
-    int fixed, want;             /* K_BOOL: only `want` is accepted */
-    const char *const *allowed;  /* K_ENUM: NULL-terminated, canonical spelling */
-    int icase;                   /* K_ENUM: match ignoring case, as DeepSpeed does */
-    const char *const *refused;  /* K_ENUM: values known but refused, with ... */
-    const char *refusal;         /* ... this reason */
-    const char *why;             /* K_BOOL fixed, K_NUM/K_VALUE ranges: why the restriction */
-    const section *section;      /* K_SECTION */
-    const typed *typed;          /* K_TYPED */
-} key;
-
-struct section {
-    int id;                      /* index into reader.given */
-    const char *name;            /* key path prefix; "" at the top level */
-    const key *keys;
-    int nkeys;
 };
+#define K_BOOL ZT_K_BOOL
+#define K_ENUM ZT_K_ENUM
+#define K_STR ZT_K_STR
+#define K_SECTION ZT_K_SECTION
 
-struct typed {
+typedef zt_schema_key key;
+typedef zt_schema_section section;
+
+/* An optimizer or scheduler block: its params table is chosen by its type. */
+typedef struct typed {
     const char *const *names;    /* the types, canonical spelling */
     const section *const *params; /* the params table of each type */
     int icase;
     const char *const *refused;
     const char *refusal;
-};
+} typed;
 
 enum {
     SEC_TOP, SEC_FP16, SEC_BF16, SEC_BFLOAT16, SEC_ZERO, SEC_OFFLOAD_OPT, SEC_OFFLOAD_PARAM,
-    SEC_ADAM, SEC_ADAMW, SEC_WARMUP_LR, SEC_WARMUP_DECAY, SEC_WARMUP_COSINE, NSEC, MAX_KEYS = 24
+    SEC_ADAM, SEC_ADAMW, SEC_WARMUP_LR, SEC_WARMUP_DECAY, SEC_WARMUP_COSINE, NSEC
 };
+_Static_assert(NSEC <= ZT_SCHEMA_MAX_SECTIONS, "the reader has room for every section");
 
 #define FIELD(m) offsetof(zt_ds_config, m), sizeof(((zt_ds_config *)0)->m)
-#define IGNORED NO_FIELD, 0
-#define NKEYS(t) ((int)(sizeof t / sizeof t[0]))
+#define IGNORED ZT_NO_FIELD, 0
+#define NKEYS(t) ZT_SCHEMA_NKEYS(t)
 
 #define BATCH(m) .kind = K_VALUE, FIELD(m), .min = 1, .max = INT_MAX, .integer = 1, .autook = 1
 #define SIZE(m, a) .kind = K_VALUE, FIELD(m), .min = 0, .max = MAX_COUNT, .integer = 1, .autook = a
@@ -116,7 +96,7 @@ static const char *const linear_only[] = {"linear", NULL};
 static const char *const log_rate[] = {"log", NULL};
 
 static const key fp16_keys[] = {
-    {.name = "enabled", .kind = K_BOOL_AUTO, FIELD(fp16_enabled)},
+    {.name = "enabled", .kind = K_BOOL, FIELD(fp16_enabled), .autook = 1},
     {.name = "loss_scale", .kind = K_NUM, FIELD(fp16_loss_scale), .min = 0, .max = NOMAX},
     {.name = "initial_scale_power", .kind = K_NUM, FIELD(fp16_initial_scale_power), .min = 0,
      .max = 63, .integer = 1},
@@ -134,7 +114,7 @@ static const key fp16_keys[] = {
 };
 
 static const key bf16_keys[] = {
-    {.name = "enabled", .kind = K_BOOL_AUTO, FIELD(bf16_enabled)},
+    {.name = "enabled", .kind = K_BOOL, FIELD(bf16_enabled), .autook = 1},
 };
 
 static const key offload_optimizer_keys[] = {
@@ -177,11 +157,11 @@ static const key zero_keys[] = {
     {.name = "stage3_prefetch_bucket_size", SIZE(stage3_prefetch_bucket_size, 1)},
     {.name = "stage3_param_persistence_threshold", SIZE(stage3_param_persistence_threshold, 1)},
     {.name = "stage3_max_live_parameters", SIZE(stage3_max_live_parameters, 0)},
-    {.name = "stage3_gather_16bit_weights_on_model_save", .kind = K_BOOL_AUTO,
-     FIELD(stage3_gather_16bit_weights_on_model_save)},
+    {.name = "stage3_gather_16bit_weights_on_model_save", .kind = K_BOOL,
+     FIELD(stage3_gather_16bit_weights_on_model_save), .autook = 1},
     /* DeepSpeed's older name for the same setting */
-    {.name = "stage3_gather_fp16_weights_on_model_save", .kind = K_BOOL_AUTO,
-     FIELD(stage3_gather_16bit_weights_on_model_save)},
+    {.name = "stage3_gather_fp16_weights_on_model_save", .kind = K_BOOL,
+     FIELD(stage3_gather_16bit_weights_on_model_save), .autook = 1},
     {.name = "offload_optimizer", .kind = K_SECTION, IGNORED, .section = &offload_optimizer_section},
     {.name = "offload_param", .kind = K_SECTION, IGNORED, .section = &offload_param_section},
     /* how DeepSpeed schedules and buckets its communication: not the arithmetic */
@@ -291,8 +271,8 @@ static const key top_keys[] = {
     {.name = "communication_data_type", .kind = K_ENUM, FIELD(communication_data_type),
      .allowed = comm_types, .icase = 1},
     {.name = "zero_optimization", .kind = K_SECTION, IGNORED, .section = &zero_section},
-    {.name = "optimizer", .kind = K_TYPED, FIELD(optimizer_type), .typed = &optimizers},
-    {.name = "scheduler", .kind = K_TYPED, FIELD(scheduler_type), .typed = &schedulers},
+    {.name = "optimizer", .kind = K_TYPED, FIELD(optimizer_type), .custom = &optimizers},
+    {.name = "scheduler", .kind = K_TYPED, FIELD(scheduler_type), .custom = &schedulers},
     /* logging and DeepSpeed's own safety switches: nothing ztrain computes */
     {.name = "steps_per_print", COUNT(1)},
     {.name = "wall_clock_breakdown", .kind = K_BOOL, IGNORED},
@@ -311,33 +291,20 @@ static const section *const all_sections[] = {
     &offload_optimizer_section, &offload_param_section, &adam_section, &adamw_section,
     &warmup_lr_section, &warmup_decay_section, &warmup_cosine_section};
 _Static_assert(sizeof all_sections / sizeof all_sections[0] == NSEC, "every section listed");
-_Static_assert(NKEYS(top_keys) <= MAX_KEYS && NKEYS(zero_keys) <= MAX_KEYS &&
-               NKEYS(fp16_keys) <= MAX_KEYS && NKEYS(adam_keys) <= MAX_KEYS &&
-               NKEYS(warmup_decay_keys) <= MAX_KEYS && NKEYS(warmup_cosine_keys) <= MAX_KEYS &&
-               NKEYS(offload_optimizer_keys) <= MAX_KEYS,
-               "reader.given has room for every key");
+_Static_assert(NKEYS(top_keys) <= ZT_SCHEMA_MAX_KEYS && NKEYS(zero_keys) <= ZT_SCHEMA_MAX_KEYS &&
+               NKEYS(fp16_keys) <= ZT_SCHEMA_MAX_KEYS && NKEYS(adam_keys) <= ZT_SCHEMA_MAX_KEYS &&
+               NKEYS(warmup_decay_keys) <= ZT_SCHEMA_MAX_KEYS &&
+               NKEYS(warmup_cosine_keys) <= ZT_SCHEMA_MAX_KEYS &&
+               NKEYS(offload_optimizer_keys) <= ZT_SCHEMA_MAX_KEYS,
+               "the reader has room for every key");
 
 /* ---- reading values ------------------------------------------------------------ */
 
-typedef struct reader {
-    const char *path;
-    zt_ds_config *c;
-    zt_err *err;
-    char given[NSEC][MAX_KEYS]; /* the key was given a non-null value */
-} reader;
+typedef zt_schema_reader reader;
 
 /* "FILE: KEY: ..." */
-static int bad(reader *r, const char *keypath, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int bad(reader *r, const char *keypath, const char *fmt, ...)
-{
-    char what[768];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
-    va_end(ap);
-    return zt_fail(r->err, ZT_EINPUT, "%s: %s: %s", r->path, keypath, what);
-}
+#define bad(r, keypath, ...) zt_schema_bad((r), 0, (keypath), __VA_ARGS__)
+#define CONFIG(r) ((zt_ds_config *)(r)->target)
 
 /* A number as a user would write it: 200000000, 0.0003, 1e-08. */
 static const char *num_text(double d, char *buf, size_t cap)
@@ -346,31 +313,12 @@ static const char *num_text(double d, char *buf, size_t cap)
     return buf;
 }
 
-/* "the string 'abc'", "the number 5", "an array", ... for "expected X, got Y". */
-static const char *describe(const cJSON *v, char *buf, size_t cap)
+static const char *describe(const reader *r, const zt_node *v, char *buf, size_t cap)
 {
-    char n[32];
-    if (cJSON_IsNull(v))
-        return "null";
-    if (cJSON_IsTrue(v))
-        return "the boolean true";
-    if (cJSON_IsFalse(v))
-        return "the boolean false";
-    if (cJSON_IsNumber(v))
-        snprintf(buf, cap, "the number %s", num_text(v->valuedouble, n, sizeof n));
-    else if (cJSON_IsString(v))
-        snprintf(buf, cap, "the string '%.60s'", v->valuestring);
-    else if (cJSON_IsArray(v))
-        return "an array";
-    else if (cJSON_IsObject(v))
-        return "an object";
-    else
-        return "an unreadable value";
-    return buf;
+    return zt_schema_describe(r, v, buf, cap);
 }
 
-
-static int is_auto(const cJSON *v) { return cJSON_IsString(v) && !strcmp(v->valuestring, "auto"); }
+static int is_number(const zt_node *v) { return v->type == ZT_NODE_INT || v->type == ZT_NODE_FLOAT; }
 
 /* "a whole number between 0 and 3", "a number of at least 0", "0", ... */
 static const char *range_text(const key *k, char *buf, size_t cap)
@@ -391,29 +339,16 @@ static const char *range_text(const key *k, char *buf, size_t cap)
 /* What key k accepts, for "expected X, got Y". */
 static const char *expected(const key *k, char *buf, size_t cap)
 {
-    char range[96], allowed[256];
+    char range[96];
     switch (k->kind) {
-    case K_BOOL:
-        return !k->fixed ? "true or false" : k->want ? "true" : "false";
-    case K_BOOL_AUTO:
-        return "true, false or \"auto\"";
     case K_VALUE:
     case K_NUM:
     case K_INT:
         snprintf(buf, cap, "%s%s", range_text(k, range, sizeof range),
                  k->kind == K_VALUE && k->autook ? " or \"auto\"" : "");
         return buf;
-    case K_ENUM:
-        zt_join_names(allowed, sizeof allowed, k->allowed);
-        snprintf(buf, cap, "one of %.240s", allowed); /* the lists are far shorter */
-        return buf;
-    case K_STR:
-        return "a string";
     case K_BETAS:
         return "[beta1, beta2] with each in [0, 1), or \"auto\"";
-    case K_SECTION:
-        snprintf(buf, cap, "an object of %s settings", k->section->name);
-        return buf;
     case K_TYPED:
         return "an object {\"type\": ..., \"params\": {...}}";
     }
@@ -421,15 +356,15 @@ static const char *expected(const key *k, char *buf, size_t cap)
 }
 
 /* A JSON number for key k: finite, whole when it must be, inside [min, max]. */
-static int get_number(reader *r, const key *k, const cJSON *v, const char *kp, double *out)
+static int get_number(reader *r, const key *k, const zt_node *v, const char *kp, double *out)
 {
     char got[96], want[160], a[32], b[32];
-    if (!cJSON_IsNumber(v))
+    if (!is_number(v))
         return bad(r, kp, "expected %s, got %s", expected(k, want, sizeof want),
-                   describe(v, got, sizeof got));
-    double d = v->valuedouble;
+                   describe(r, v, got, sizeof got));
+    double d = v->num;
     if (!isfinite(d))
-        return bad(r, kp, "%s is out of range (expected %s)", describe(v, got, sizeof got),
+        return bad(r, kp, "%s is out of range (expected %s)", describe(r, v, got, sizeof got),
                    expected(k, want, sizeof want));
     if ((k->integer || k->kind == K_INT) && d != floor(d))
         return bad(r, kp, "expected a whole number, got %s", num_text(d, a, sizeof a));
@@ -450,94 +385,55 @@ static int get_number(reader *r, const key *k, const cJSON *v, const char *kp, d
     return ZT_OK;
 }
 
-static void *field(reader *r, const key *k) { return (char *)r->c + k->off; }
-
-static void set_string(reader *r, const key *k, const char *s)
+/* Unknown key in section s: another optimizer's or scheduler's parameter is named
+ * as such; otherwise the engine's answer (misplaced, or the closest known key). */
+static int unknown_key(reader *r, const section *s, const zt_node *m, const char *kp)
 {
-    if (k->off == NO_FIELD)
-        return;
-    assert(strlen(s) < k->cap);
-    snprintf(field(r, k), k->cap, "%s", s);
-}
-
-/* Unknown key `name` among keys[0..n): the closest known one suggested, or the
- * section it belongs to when it is another section's (and only one's) key. */
-static int unknown_key(reader *r, const char *kp, const char *name, const key *keys, int n,
-                       const section *self)
-{
-    const char *home = NULL;
-    char homes_list[256] = "";
-    int homes = 0, sibling = 0;
+    const char *name = m->key->text;
     for (int i = 0; i < NSEC; i++) {
         const section *o = all_sections[i];
-        if (o == self)
+        if (o == s || strcmp(o->name, s->name))
             continue;
         for (int j = 0; j < o->nkeys; j++) {
             if (strcmp(name, o->keys[j].name))
                 continue;
-            if (self && !strcmp(o->name, self->name))
-                sibling = 1; /* another optimizer's or scheduler's parameter */
-            else if (!home || strcmp(home, o->name)) {
-                size_t used = strlen(homes_list);
-                snprintf(homes_list + used, sizeof homes_list - used, "%s%s", homes ? " | " : "",
-                         o->name[0] ? o->name : "(top level)");
-                home = o->name, homes++;
+            const char *type = !strcmp(s->name, "optimizer.params") ? CONFIG(r)->optimizer_type
+                                                                    : CONFIG(r)->scheduler_type;
+            char allowed[512];
+            size_t used = 0;
+            allowed[0] = '\0';
+            for (int q = 0; q < s->nkeys && used < sizeof allowed; q++) {
+                int w = snprintf(allowed + used, sizeof allowed - used, "%s%s", q ? " | " : "",
+                                 s->keys[q].name);
+                if (w < 0)
+                    break;
+                used += (size_t)w;
             }
+            return bad(r, kp, "not a parameter of %s (allowed: %s)", type, allowed);
         }
     }
-    if (sibling) {
-        const char *type = !strcmp(self->name, "optimizer.params") ? r->c->optimizer_type
-                                                                   : r->c->scheduler_type;
-        char allowed[512];
-        size_t used = 0;
-        allowed[0] = '\0';
-        for (int j = 0; j < n && used < sizeof allowed; j++) {
-            int w = snprintf(allowed + used, sizeof allowed - used, "%s%s", j ? " | " : "",
-                             keys[j].name);
-            if (w < 0)
-                break;
-            used += (size_t)w;
-        }
-        return bad(r, kp, "not a parameter of %s (allowed: %s)", type, allowed);
-    }
-    if (homes == 1)
-        return bad(r, kp, "unknown key here (it belongs %s%s)", home[0] ? "under " : "at the top level",
-                   home);
-    if (homes > 1)
-        return bad(r, kp, "unknown key here (it belongs under one of %s)", homes_list);
-    int best = 0, bestd = INT_MAX;
-    for (int j = 0; j < n; j++) {
-        int d = zt_edit_distance(name, keys[j].name);
-        if (d < bestd)
-            bestd = d, best = j;
-    }
-    int len = (int)strnlen(name, 64);
-    if (bestd <= 3 || bestd * 3 <= len)
-        return bad(r, kp, "unknown key (did you mean %s?)", keys[best].name);
-    return bad(r, kp, "unknown key (the closest known key is %s)", keys[best].name);
+    return zt_schema_unknown_key(r, 0, kp, name, s->keys, s->nkeys, s);
 }
-
-static int read_section(reader *r, const section *s, const cJSON *obj);
 
 /* {"type": T, "params": {...}}: T one of the typed's names, params read with T's table.
  * An empty block (or only nulls) is no block, as DeepSpeed reads it. */
-static int read_typed(reader *r, const key *k, const cJSON *obj, const char *kp)
+static int read_typed(reader *r, const key *k, const zt_node *obj, const char *kp)
 {
     static const key parts[] = {{.name = "type"}, {.name = "params"}};
-    const typed *t = k->typed;
+    const typed *t = k->custom;
     char sub[320], got[96], allowed[256];
-    const cJSON *type = NULL, *params = NULL;
-    for (const cJSON *m = obj->child; m; m = m->next) {
-        snprintf(sub, sizeof sub, "%.150s.%.100s", kp, m->string);
-        for (const cJSON *p = obj->child; p != m; p = p->next)
-            if (!strcmp(p->string, m->string))
+    const zt_node *type = NULL, *params = NULL;
+    for (const zt_node *m = obj->child; m; m = m->next) {
+        snprintf(sub, sizeof sub, "%.150s.%.100s", kp, m->key->text);
+        for (const zt_node *p = obj->child; p != m; p = p->next)
+            if (!strcmp(p->key->text, m->key->text))
                 return bad(r, sub, "duplicate key");
-        if (!strcmp(m->string, "type"))
-            type = cJSON_IsNull(m) ? NULL : m;
-        else if (!strcmp(m->string, "params"))
-            params = cJSON_IsNull(m) ? NULL : m;
+        if (!strcmp(m->key->text, "type"))
+            type = m->type == ZT_NODE_NULL ? NULL : m;
+        else if (!strcmp(m->key->text, "params"))
+            params = m->type == ZT_NODE_NULL ? NULL : m;
         else
-            return unknown_key(r, sub, m->string, parts, 2, NULL);
+            return zt_schema_unknown_key(r, 0, sub, m->key->text, parts, 2, NULL);
     }
     zt_join_names(allowed, sizeof allowed, t->names);
     snprintf(sub, sizeof sub, "%.150s.type", kp);
@@ -547,54 +443,39 @@ static int read_typed(reader *r, const key *k, const cJSON *obj, const char *kp)
                        kp, allowed);
         return ZT_OK;
     }
-    if (!cJSON_IsString(type))
-        return bad(r, sub, "expected one of %s, got %s", allowed, describe(type, got, sizeof got));
-    int i = zt_index_of(type->valuestring, t->names, t->icase);
+    if (type->type != ZT_NODE_STR)
+        return bad(r, sub, "expected one of %s, got %s", allowed, describe(r, type, got, sizeof got));
+    int i = zt_index_of(type->text, t->names, t->icase);
     if (i < 0) {
-        if (zt_index_of(type->valuestring, t->refused, t->icase) >= 0)
-            return bad(r, sub, "'%s' is refused: %s (allowed: %s)", type->valuestring, t->refusal,
+        if (zt_index_of(type->text, t->refused, t->icase) >= 0)
+            return bad(r, sub, "'%s' is refused: %s (allowed: %s)", type->text, t->refusal,
                        allowed);
-        return bad(r, sub, "'%.80s' is not allowed (allowed: %s)", type->valuestring, allowed);
+        return bad(r, sub, "'%.80s' is not allowed (allowed: %s)", type->text, allowed);
     }
-    set_string(r, k, t->names[i]);
+    zt_schema_set_string(r, k, t->names[i]);
     if (!params)
         return ZT_OK;
     snprintf(sub, sizeof sub, "%.150s.params", kp);
-    if (!cJSON_IsObject(params))
+    if (params->type != ZT_NODE_MAP)
         return bad(r, sub, "expected an object of %s parameters, got %s", t->names[i],
-                   describe(params, got, sizeof got));
-    return read_section(r, t->params[i], params);
+                   describe(r, params, got, sizeof got));
+    return zt_schema_read_map(r, t->params[i], params);
 }
 
-static int read_value(reader *r, const key *k, const cJSON *v, const char *kp)
+/* The DeepSpeed JSON's own kinds (nulls never reach here: they are absent). */
+static int read_custom(reader *r, const key *k, const zt_node *v, const char *kp)
 {
     char got[96], want[256];
     double d = 0;
     int rc;
-    if (cJSON_IsNull(v))
-        return ZT_OK; /* absent, as DeepSpeed reads None */
     switch (k->kind) {
-    case K_BOOL:
-        if (!cJSON_IsBool(v))
-            return bad(r, kp, "expected true or false, got %s", describe(v, got, sizeof got));
-        if (k->fixed && cJSON_IsTrue(v) != k->want)
-            return bad(r, kp, "must be %s (%s)", k->want ? "true" : "false", k->why);
-        if (k->off != NO_FIELD)
-            *(int *)field(r, k) = cJSON_IsTrue(v);
-        return ZT_OK;
-    case K_BOOL_AUTO:
-        if (!cJSON_IsBool(v) && !is_auto(v))
-            return bad(r, kp, "expected %s, got %s", expected(k, want, sizeof want),
-                       describe(v, got, sizeof got));
-        *(int *)field(r, k) = is_auto(v) ? -2 : cJSON_IsTrue(v);
-        return ZT_OK;
     case K_VALUE: {
-        zt_ds_value *out = field(r, k);
-        if (k->autook && is_auto(v)) {
+        zt_ds_value *out = zt_schema_field(r, k);
+        if (k->autook && zt_schema_is_auto(v)) {
             *out = (zt_ds_value){.is_auto = 1, .set = 1};
             return ZT_OK;
         }
-        if (is_auto(v))
+        if (zt_schema_is_auto(v))
             return bad(r, kp, "\"auto\" is not allowed here: Accelerate does not fill it "
                        "(expected %s)", expected(k, want, sizeof want));
         if ((rc = get_number(r, k, v, kp, &d)) != ZT_OK)
@@ -606,42 +487,23 @@ static int read_value(reader *r, const key *k, const cJSON *v, const char *kp)
     case K_INT:
         if ((rc = get_number(r, k, v, kp, &d)) != ZT_OK)
             return rc;
-        if (k->off != NO_FIELD && k->kind == K_NUM)
-            *(double *)field(r, k) = d;
-        if (k->off != NO_FIELD && k->kind == K_INT)
-            *(int *)field(r, k) = (int)d; /* [min, max] fits an int */
-        return ZT_OK;
-    case K_ENUM: {
-        char allowed[256];
-        zt_join_names(allowed, sizeof allowed, k->allowed);
-        if (!cJSON_IsString(v))
-            return bad(r, kp, "expected one of %s, got %s", allowed, describe(v, got, sizeof got));
-        int i = zt_index_of(v->valuestring, k->allowed, k->icase);
-        if (i >= 0) {
-            set_string(r, k, k->allowed[i]);
-            return ZT_OK;
-        }
-        if (k->refused && zt_index_of(v->valuestring, k->refused, k->icase) >= 0)
-            return bad(r, kp, "'%s' is refused: %s (allowed: %s)", v->valuestring, k->refusal,
-                       allowed);
-        return bad(r, kp, "'%.80s' is not allowed (allowed: %s)", v->valuestring, allowed);
-    }
-    case K_STR:
-        if (!cJSON_IsString(v))
-            return bad(r, kp, "expected a string, got %s", describe(v, got, sizeof got));
+        if (k->off != ZT_NO_FIELD && k->kind == K_NUM)
+            *(double *)zt_schema_field(r, k) = d;
+        if (k->off != ZT_NO_FIELD && k->kind == K_INT)
+            *(int *)zt_schema_field(r, k) = (int)d; /* [min, max] fits an int */
         return ZT_OK;
     case K_BETAS: {
-        zt_ds_config *c = r->c;
-        if (is_auto(v)) {
+        zt_ds_config *c = CONFIG(r);
+        if (zt_schema_is_auto(v)) {
             c->beta1 = c->beta2 = (zt_ds_value){.is_auto = 1, .set = 1};
             return ZT_OK;
         }
-        const cJSON *b1 = cJSON_IsArray(v) ? v->child : NULL, *b2 = b1 ? b1->next : NULL;
-        if (!b1 || !b2 || b2->next || !cJSON_IsNumber(b1) || !cJSON_IsNumber(b2))
+        const zt_node *b1 = v->type == ZT_NODE_LIST ? v->child : NULL, *b2 = b1 ? b1->next : NULL;
+        if (!b1 || !b2 || b2->next || !is_number(b1) || !is_number(b2))
             return bad(r, kp, "expected %s, got %s", expected(k, want, sizeof want),
-                       cJSON_IsArray(v) ? "an array of other than two numbers"
-                                        : describe(v, got, sizeof got));
-        double x1 = b1->valuedouble, x2 = b2->valuedouble;
+                       v->type == ZT_NODE_LIST ? "an array of other than two numbers"
+                                               : describe(r, v, got, sizeof got));
+        double x1 = b1->num, x2 = b2->num;
         if (!(x1 >= 0 && x1 < 1) || !(x2 >= 0 && x2 < 1)) {
             char a[32], b[32];
             return bad(r, kp, "each beta must be in [0, 1), got [%s, %s]",
@@ -651,51 +513,26 @@ static int read_value(reader *r, const key *k, const cJSON *v, const char *kp)
         c->beta2 = (zt_ds_value){.set = 1, .num = x2};
         return ZT_OK;
     }
-    case K_SECTION:
-        if (!cJSON_IsObject(v))
-            return bad(r, kp, "expected %s, got %s", expected(k, want, sizeof want),
-                       describe(v, got, sizeof got));
-        return read_section(r, k->section, v);
     case K_TYPED:
-        if (!cJSON_IsObject(v))
+        if (v->type != ZT_NODE_MAP)
             return bad(r, kp, "expected %s, got %s", expected(k, want, sizeof want),
-                       describe(v, got, sizeof got));
+                       describe(r, v, got, sizeof got));
         return read_typed(r, k, v, kp);
     }
     return ZT_EFAIL;
 }
 
-static int read_section(reader *r, const section *s, const cJSON *obj)
-{
-    char kp[200];
-    for (const cJSON *m = obj->child; m; m = m->next) {
-        snprintf(kp, sizeof kp, "%s%s%.100s", s->name, s->name[0] ? "." : "", m->string);
-        for (const cJSON *p = obj->child; p != m; p = p->next)
-            if (!strcmp(p->string, m->string))
-                return bad(r, kp, "duplicate key");
-        int j = 0;
-        while (j < s->nkeys && strcmp(s->keys[j].name, m->string))
-            j++;
-        if (j == s->nkeys)
-            return unknown_key(r, kp, m->string, s->keys, s->nkeys, s);
-        int rc = read_value(r, &s->keys[j], m, kp);
-        if (rc != ZT_OK)
-            return rc;
-        if (!cJSON_IsNull(m))
-            r->given[s->id][j] = 1;
-    }
-    return ZT_OK;
-}
+static const zt_schema_format deepspeed_json = {
+    .sections = all_sections, .nsections = NSEC, .null_is_absent = 1,
+    .list_word = "an array", .map_word = "an object", .section_want = "an object of %s settings",
+    .read_custom = read_custom, .unknown_key = unknown_key,
+};
 
 /* ---- checks across keys ------------------------------------------------------------ */
 
 static int given(const reader *r, const section *s, const char *name)
 {
-    for (int j = 0; j < s->nkeys; j++)
-        if (!strcmp(s->keys[j].name, name))
-            return r->given[s->id][j];
-    assert(!"no such key");
-    return 0;
+    return zt_schema_given(r, s, name);
 }
 
 static int warms_to_max_lr(const zt_ds_config *c)
@@ -729,10 +566,10 @@ static int check_warmup_max_lr(const zt_ds_config *c, double opt_lr, const char 
 
 static int check_combinations(reader *r)
 {
-    zt_ds_config *c = r->c;
+    zt_ds_config *c = CONFIG(r);
     if (given(r, &top_section, "bf16") && given(r, &top_section, "bfloat16"))
         return bad(r, "bfloat16", "is the old name of bf16, which is also given; give one of them");
-    if (c->bf16_enabled == 1 && c->fp16_enabled == 1)
+    if (c->bf16_enabled == ZT_YES && c->fp16_enabled == ZT_YES)
         return bad(r, "fp16.enabled", "true contradicts bf16.enabled: true; enable one of them "
                    "(or set both to \"auto\" and let mixed_precision choose)");
     static const char *const old_gather = "stage3_gather_fp16_weights_on_model_save";
@@ -741,8 +578,8 @@ static int check_combinations(reader *r)
         return bad(r, "zero_optimization.stage3_gather_fp16_weights_on_model_save",
                    "is the old name of stage3_gather_16bit_weights_on_model_save, which is also "
                    "given; give one of them");
-    if (c->stage3_gather_16bit_weights_on_model_save == -2) /* Accelerate fills "auto" with false */
-        c->stage3_gather_16bit_weights_on_model_save = 0;
+    if (c->stage3_gather_16bit_weights_on_model_save == ZT_AUTO) /* Accelerate fills "auto" with false */
+        c->stage3_gather_16bit_weights_on_model_save = ZT_NO;
 
     /* ZeRO-3-only settings and offload against the stage. */
     int stage = c->stage >= 0 ? c->stage : 0;
@@ -750,11 +587,11 @@ static int check_combinations(reader *r)
     char kp[200];
     for (int j = 0; j < zero_section.nkeys && stage != 3; j++) {
         const char *name = zero_keys[j].name;
-        if (strncmp(name, "stage3_", 7) || !r->given[SEC_ZERO][j])
+        if (strncmp(name, "stage3_", 7) || !r->line[SEC_ZERO][j])
             continue;
         snprintf(kp, sizeof kp, "zero_optimization.%s", name);
         if (strstr(name, "_on_model_save")) {
-            if (c->stage3_gather_16bit_weights_on_model_save == 1)
+            if (c->stage3_gather_16bit_weights_on_model_save == ZT_YES)
                 return bad(r, kp, "true needs ZeRO stage 3, but zero_optimization.stage is %d%s; "
                            "set it to false or the stage to 3", stage, src);
         } else {
@@ -788,38 +625,55 @@ static int check_combinations(reader *r)
 void zt_ds_config_init(zt_ds_config *c)
 {
     memset(c, 0, sizeof *c); /* every zt_ds_value absent, every string "" */
-    c->bf16_enabled = c->fp16_enabled = -1;
     c->fp16_initial_scale_power = c->fp16_loss_scale_window = c->fp16_hysteresis = -1.0;
     c->fp16_min_loss_scale = c->fp16_loss_scale = -1.0;
     c->stage = -1;
-    c->overlap_comm = c->contiguous_gradients = -1;
-    c->stage3_gather_16bit_weights_on_model_save = -1;
+}
+
+/* The config in j (freed here) into *out. */
+static int from_json(const char *path, zt_json *j, zt_ds_config *out, zt_err *err)
+{
+    zt_doc doc;
+    int rc = zt_json_doc(j, path, &doc, err);
+    zt_json_free(j);
+    if (rc)
+        return rc;
+    zt_ds_config c;
+    zt_ds_config_init(&c);
+    snprintf(c.path, sizeof c.path, "%s", path);
+    reader r;
+    zt_schema_reader_init(&r, &deepspeed_json, path, &c, NULL, err);
+    if (doc.root->type != ZT_NODE_MAP) {
+        char got[96];
+        rc = zt_fail(err, ZT_EINPUT, "%s: the document is %s; expected a JSON object of DeepSpeed "
+                     "settings (such as {\"zero_optimization\": {\"stage\": 2}})", path,
+                     describe(&r, doc.root, got, sizeof got));
+    } else {
+        rc = zt_schema_read_map(&r, &top_section, doc.root);
+        if (rc == ZT_OK)
+            rc = check_combinations(&r);
+    }
+    zt_doc_free(&doc);
+    if (rc == ZT_OK)
+        *out = c;
+    return rc;
 }
 
 int zt_ds_config_read(const char *path, zt_ds_config *out, zt_err *err)
 {
     zt_json j;
     int rc = zt_json_parse_file(path, MAX_FILE_BYTES, &j, err);
-    if (rc != ZT_OK)
-        return rc;
-    zt_ds_config c;
-    zt_ds_config_init(&c);
-    snprintf(c.path, sizeof c.path, "%s", path);
-    reader r = {.path = path, .c = &c, .err = err};
-    if (!cJSON_IsObject(j.root)) {
-        char got[96];
-        rc = zt_fail(err, ZT_EINPUT, "%s: the document is %s; expected a JSON object of DeepSpeed "
-                     "settings (such as {\"zero_optimization\": {\"stage\": 2}})", path,
-                     describe(j.root, got, sizeof got));
-    } else {
-        rc = read_section(&r, &top_section, j.root);
-        if (rc == ZT_OK)
-            rc = check_combinations(&r);
-    }
-    zt_json_free(&j);
-    if (rc == ZT_OK)
-        *out = c;
-    return rc;
+    return rc ? rc : from_json(path, &j, out, err);
+}
+
+int zt_ds_config_parse(const char *name, const void *text, size_t len, zt_ds_config *out, zt_err *err)
+{
+    if (len > MAX_FILE_BYTES)
+        return zt_fail(err, ZT_EINPUT, "%s: file is %zu bytes, more than the %u-byte limit", name, len,
+                       MAX_FILE_BYTES);
+    zt_json j;
+    int rc = zt_json_parse(name, "file", text, len, 0, &j, err);
+    return rc ? rc : from_json(name, &j, out, err);
 }
 
 /* ---- public: resolving ---------------------------------------------------------------- */

@@ -25,6 +25,7 @@
 #ifndef ZT_CONFIG_DEEPSPEED_H
 #define ZT_CONFIG_DEEPSPEED_H
 
+#include "../core/schema.h"
 #include "../core/status.h"
 
 /* A setting that may be a number or "auto": set 0 absent; set 1 and is_auto 1 "auto";
@@ -39,19 +40,19 @@ typedef struct zt_ds_config {
     char path[512];                   /* the file read, for messages */
     zt_ds_value train_batch_size, train_micro_batch_size_per_gpu, gradient_accumulation_steps,
         gradient_clipping;            /* batch sizes whole numbers >= 1, clipping >= 0 */
-    int bf16_enabled, fp16_enabled;   /* -1 absent, 0/1, -2 "auto" (the run's mixed_precision
-                                       * decides, which the plan resolves) */
+    zt_setting bf16_enabled, fp16_enabled; /* ZT_AUTO: the run's mixed_precision decides,
+                                       * which the plan resolves */
     double fp16_initial_scale_power, fp16_loss_scale_window, fp16_hysteresis, fp16_min_loss_scale,
         fp16_loss_scale;              /* as written; < 0 absent.  loss_scale 0 is dynamic. */
     char communication_data_type[8];  /* "" absent, fp32, bf16, fp16 */
 
     /* zero_optimization */
     int stage;                        /* 0..3; -1 absent (DeepSpeed's default is 0) */
-    int overlap_comm, contiguous_gradients; /* -1 absent, 0/1 */
+    zt_setting overlap_comm, contiguous_gradients;
     zt_ds_value reduce_bucket_size, allgather_bucket_size, stage3_prefetch_bucket_size,
         stage3_param_persistence_threshold, stage3_max_live_parameters; /* whole numbers >= 0 */
-    int stage3_gather_16bit_weights_on_model_save; /* -1 absent, 0/1 ("auto" is Accelerate's
-                                                    * false) */
+    zt_setting stage3_gather_16bit_weights_on_model_save; /* "auto" reads as Accelerate's
+                                                    * false */
     char offload_optimizer_device[8], offload_param_device[8]; /* "", none, cpu */
 
     /* optimizer */
@@ -71,6 +72,9 @@ void zt_ds_config_init(zt_ds_config *c);
  * (unreadable, malformed, unknown key, wrong type, out of range, contradiction) or
  * ZT_EFAIL (out of memory); on failure *c is left unchanged. */
 int zt_ds_config_read(const char *path, zt_ds_config *c, zt_err *err);
+/* The same from len bytes of text already in memory; name stands for the file in
+ * messages. */
+int zt_ds_config_parse(const char *name, const void *text, size_t len, zt_ds_config *c, zt_err *err);
 
 /* What the run says, for "auto".  A field the run does not know: micro_batch <= 0,
  * grad_accum <= 0 (then 1, Accelerate's default), hidden_size <= 0, max_grad_norm < 0

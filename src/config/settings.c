@@ -53,9 +53,9 @@ static void apply_accelerate(zt_settings *s)
         s->min_num_params = ac->fsdp_min_num_params;
     if (fsdp && ac->fsdp_backward_prefetch[0] && !given(s, "fsdp_backward_prefetch"))
         s->backward_prefetch = ac->fsdp_backward_prefetch;
-    if (fsdp && ac->fsdp_forward_prefetch >= 0 && !given(s, "fsdp_forward_prefetch"))
-        s->forward_prefetch = ac->fsdp_forward_prefetch;
-    if (fsdp && ac->fsdp_activation_checkpointing == 1 && !given(s, "gradient_checkpointing"))
+    if (fsdp && ac->fsdp_forward_prefetch != ZT_UNSET && !given(s, "fsdp_forward_prefetch"))
+        s->forward_prefetch = ac->fsdp_forward_prefetch == ZT_YES;
+    if (fsdp && ac->fsdp_activation_checkpointing == ZT_YES && !given(s, "gradient_checkpointing"))
         s->checkpointing = 1;
     if (ds && ac->zero_stage >= 0 && !given(s, "zero_stage"))
         s->zero_stage = ac->zero_stage;
@@ -131,12 +131,11 @@ static int apply_deepspeed(zt_settings *s, int world, int hidden, zt_err *err)
         s->zero_stage = c->stage;
     /* precision: an explicit enabled flag decides unless --mixed_precision was given */
     if (!given(s, "mixed_precision")) {
-        if (c->bf16_enabled == 1)
+        if (c->bf16_enabled == ZT_YES)
             s->mixed_precision = "bf16";
-        else if (c->fp16_enabled == 1)
+        else if (c->fp16_enabled == ZT_YES)
             s->mixed_precision = "fp16";
-        else if (c->bf16_enabled == 0 && c->fp16_enabled <= 0 && c->fp16_enabled != -2 &&
-                 c->bf16_enabled != -2)
+        else if (c->bf16_enabled == ZT_NO && (c->fp16_enabled == ZT_NO || c->fp16_enabled == ZT_UNSET))
             s->mixed_precision = "no";
     }
     if (c->communication_data_type[0] && !given(s, "reduce_dtype"))
@@ -179,7 +178,7 @@ int zt_settings_resolve(zt_settings *s, int world, int hidden_size, zt_dtype con
     req->backward_prefetch = s->backward_prefetch;
     req->forward_prefetch = s->forward_prefetch;
     if (s->have_ds) {
-        req->overlap_comm = s->ds.overlap_comm;
+        req->overlap_comm = s->ds.overlap_comm == ZT_UNSET ? -1 : s->ds.overlap_comm == ZT_YES;
         req->prefetch_bucket = s->ds_resolved.stage3_prefetch_bucket_size;
     }
     if ((s->backward_prefetch || s->forward_prefetch >= 0) && !s->use_fsdp)

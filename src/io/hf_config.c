@@ -15,12 +15,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json_doc.h"
 #include "safetensors.h" /* zt_json, zt_write_atomic */
 
 #define CONFIG_MAX_BYTES (16u << 20)
 
-typedef enum key_kind {
-    K_INT,          /* JSON integer into an int field */
+/* config.json's own kinds (read by read_key; the schema engine walks the object). */
+enum key_kind {
+    K_INT = ZT_K_CUSTOM, /* JSON integer into an int field */
     K_INT_OR_NULL,  /* same, null meaning "use the default" */
     K_NUM,          /* finite JSON number into a double field */
     K_BOOL,         /* true/false into an int field */
@@ -37,57 +39,46 @@ typedef enum key_kind {
     K_STRINGS,      /* inert: a list of strings or null */
     K_TOKEN_ID,     /* inert: an integer, a list of integers, or null */
     K_ANY_BOOL,     /* inert: true or false */
-} key_kind;
-
-#define F(field) offsetof(zt_llama_config, field)
-
-static const struct key {
-    const char *name;
-    key_kind kind;
-    size_t off;
-    int required;
-} keys[] = {
-    {"hidden_size", K_INT, F(hidden_size), 1},
-    {"intermediate_size", K_INT, F(intermediate_size), 1},
-    {"num_hidden_layers", K_INT, F(num_hidden_layers), 1},
-    {"num_attention_heads", K_INT, F(num_attention_heads), 1},
-    {"vocab_size", K_INT, F(vocab_size), 1},
-    {"num_key_value_heads", K_INT_OR_NULL, F(num_key_value_heads), 0},
-    {"head_dim", K_INT_OR_NULL, F(head_dim), 0},
-    {"max_position_embeddings", K_INT, F(max_position_embeddings), 0},
-    {"rms_norm_eps", K_NUM, F(rms_norm_eps), 0},
-    {"rope_theta", K_NUM, F(rope_theta), 0},
-    {"initializer_range", K_NUM, F(initializer_range), 0},
-    {"tie_word_embeddings", K_BOOL, F(tie_word_embeddings), 0},
-    /* transformers >= 4.56 writes "dtype"; older versions "torch_dtype". */
-    {"torch_dtype", K_DTYPE, 0, 0},
-    {"dtype", K_DTYPE, 0, 0},
-    {"model_type", K_MODEL_TYPE, 0, 0},
-    {"hidden_act", K_SILU, 0, 0},
-    {"attention_bias", K_FALSE, 0, 0},
-    {"mlp_bias", K_FALSE, 0, 0},
-    {"rope_scaling", K_NULL, 0, 0},
-    {"rope_parameters", K_ROPE_PARAMS, 0, 0},
-    {"sliding_window", K_WINDOW, 0, 0},
-    {"attention_dropout", K_ZERO, 0, 0},
-    {"pretraining_tp", K_ONE, 0, 0},
-    {"architectures", K_STRINGS, 0, 0},
-    {"_name_or_path", K_ANY_STRING, 0, 0},
-    {"transformers_version", K_ANY_STRING, 0, 0},
-    {"bos_token_id", K_TOKEN_ID, 0, 0},
-    {"eos_token_id", K_TOKEN_ID, 0, 0},
-    {"pad_token_id", K_TOKEN_ID, 0, 0},
-    {"use_cache", K_ANY_BOOL, 0, 0},
 };
-#define NKEYS (sizeof keys / sizeof keys[0])
 
-static size_t key_index(const char *name)
-{
-    size_t i = 0;
-    while (i < NKEYS && strcmp(keys[i].name, name) != 0)
-        i++;
-    return i;
-}
+#define F(field) offsetof(zt_llama_config, field), sizeof(((zt_llama_config *)0)->field)
+#define INERT ZT_NO_FIELD, 0
+
+static const zt_schema_key keys[] = {
+    {.name = "hidden_size", .kind = K_INT, F(hidden_size), .required = 1},
+    {.name = "intermediate_size", .kind = K_INT, F(intermediate_size), .required = 1},
+    {.name = "num_hidden_layers", .kind = K_INT, F(num_hidden_layers), .required = 1},
+    {.name = "num_attention_heads", .kind = K_INT, F(num_attention_heads), .required = 1},
+    {.name = "vocab_size", .kind = K_INT, F(vocab_size), .required = 1},
+    {.name = "num_key_value_heads", .kind = K_INT_OR_NULL, F(num_key_value_heads)},
+    {.name = "head_dim", .kind = K_INT_OR_NULL, F(head_dim)},
+    {.name = "max_position_embeddings", .kind = K_INT, F(max_position_embeddings)},
+    {.name = "rms_norm_eps", .kind = K_NUM, F(rms_norm_eps)},
+    {.name = "rope_theta", .kind = K_NUM, F(rope_theta)},
+    {.name = "initializer_range", .kind = K_NUM, F(initializer_range)},
+    {.name = "tie_word_embeddings", .kind = K_BOOL, F(tie_word_embeddings)},
+    /* transformers >= 4.56 writes "dtype"; older versions "torch_dtype". */
+    {.name = "torch_dtype", .kind = K_DTYPE, INERT},
+    {.name = "dtype", .kind = K_DTYPE, INERT},
+    {.name = "model_type", .kind = K_MODEL_TYPE, F(model_type)},
+    {.name = "hidden_act", .kind = K_SILU, INERT},
+    {.name = "attention_bias", .kind = K_FALSE, INERT},
+    {.name = "mlp_bias", .kind = K_FALSE, INERT},
+    {.name = "rope_scaling", .kind = K_NULL, INERT},
+    {.name = "rope_parameters", .kind = K_ROPE_PARAMS, INERT},
+    {.name = "sliding_window", .kind = K_WINDOW, INERT},
+    {.name = "attention_dropout", .kind = K_ZERO, INERT},
+    {.name = "pretraining_tp", .kind = K_ONE, INERT},
+    {.name = "architectures", .kind = K_STRINGS, INERT},
+    {.name = "_name_or_path", .kind = K_ANY_STRING, INERT},
+    {.name = "transformers_version", .kind = K_ANY_STRING, INERT},
+    {.name = "bos_token_id", .kind = K_TOKEN_ID, INERT},
+    {.name = "eos_token_id", .kind = K_TOKEN_ID, INERT},
+    {.name = "pad_token_id", .kind = K_TOKEN_ID, INERT},
+    {.name = "use_cache", .kind = K_ANY_BOOL, INERT},
+};
+
+static const zt_schema_section top = {0, "", keys, ZT_SCHEMA_NKEYS(keys)};
 
 static const char *hf_dtype_name(zt_dtype dt)
 {
@@ -109,28 +100,25 @@ static int hf_dtype_parse(const char *s, zt_dtype *out)
     return -1;
 }
 
-/* An integer from number token k; ZT_EINPUT naming key unless it is a JSON
- * integer literal that fits an int. */
-static int get_int(const char *path, const zt_json *j, const cJSON *v, const char *key, size_t k,
-                   int *out, zt_err *err)
+static int is_number(const zt_node *v) { return v->type == ZT_NODE_INT || v->type == ZT_NODE_FLOAT; }
+
+/* An integer; ZT_EINPUT naming key unless v is a JSON integer literal that fits an int. */
+static int get_int(const char *path, const zt_node *v, const char *key, int *out, zt_err *err)
 {
-    int64_t x = 0;
-    int r = cJSON_IsNumber(v) ? zt_json_int(j, k, &x) : 1;
-    if (r == 1)
+    if (v->type != ZT_NODE_INT)
         return zt_fail(err, ZT_EINPUT, "%s: key \"%s\" must be a JSON integer (got %s)", path, key,
-                       cJSON_IsNumber(v) ? "a non-integer number"
-                       : cJSON_IsString(v) ? "a string"
-                                           : "another type");
-    if (r == 2 || x < INT_MIN || x > INT_MAX)
+                       v->type == ZT_NODE_FLOAT ? "a non-integer number"
+                       : v->type == ZT_NODE_STR ? "a string"
+                                                : "another type");
+    if (!v->in_range || v->integer < INT_MIN || v->integer > INT_MAX)
         return zt_fail(err, ZT_EINPUT, "%s: key \"%s\" is out of range for a 32-bit integer", path, key);
-    *out = (int)x;
+    *out = (int)v->integer;
     return ZT_OK;
 }
 
-static int is_int_literal(const zt_json *j, size_t k, int64_t want)
+static int is_int_literal(const zt_node *v, int64_t want)
 {
-    int64_t x;
-    return zt_json_int(j, k, &x) == 0 && x == want;
+    return v->type == ZT_NODE_INT && v->in_range && v->integer == want;
 }
 
 /* What the keys say beyond the struct's fields, settled once all are read
@@ -144,34 +132,39 @@ typedef struct read_state {
     int window;
 } read_state;
 
-/* Apply member v (key kk, first number token k) to cfg. */
-static int apply_key(const char *path, const zt_json *j, const struct key *kk, const cJSON *v,
-                     size_t k, zt_llama_config *cfg, read_state *st, zt_err *err)
+/* "(got \"x\")" when v is a string: the value the message quotes. */
+#define GOT(v) (v)->type == ZT_NODE_STR ? " (got \"" : "", (v)->type == ZT_NODE_STR ? (v)->text : "", \
+               (v)->type == ZT_NODE_STR ? "\")" : ""
+
+/* Read member v of key kk into the config (r->target) or the read state (r->ctx). */
+static int read_key(zt_schema_reader *r, const zt_schema_key *kk, const zt_node *v, const char *keypath)
 {
-    const char *key = kk->name;
-    char *field = (char *)cfg + kk->off;
+    const char *key = kk->name, *path = r->path;
+    read_state *st = r->ctx;
+    zt_err *err = r->err;
+    (void)keypath;
     switch (kk->kind) {
     case K_INT_OR_NULL:
-        if (cJSON_IsNull(v))
+        if (v->type == ZT_NODE_NULL)
             return ZT_OK; /* defaults are filled in after all keys are read */
         /* fall through */
     case K_INT:
-        return get_int(path, j, v, key, k, (int *)(void *)field, err);
+        return get_int(path, v, key, zt_schema_field(r, kk), err);
     case K_NUM:
-        if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
+        if (!is_number(v) || !isfinite(v->num))
             return zt_fail(err, ZT_EINPUT, "%s: key \"%s\" must be a finite number", path, key);
-        memcpy(field, &v->valuedouble, sizeof(double));
+        *(double *)zt_schema_field(r, kk) = v->num;
         return ZT_OK;
     case K_BOOL:
-        if (!cJSON_IsBool(v))
+        if (v->type != ZT_NODE_BOOL)
             return zt_fail(err, ZT_EINPUT, "%s: key \"%s\" must be true or false", path, key);
-        *(int *)(void *)field = cJSON_IsTrue(v);
+        *(int *)zt_schema_field(r, kk) = v->boolean;
         return ZT_OK;
     case K_DTYPE: {
-        if (cJSON_IsNull(v))
+        if (v->type == ZT_NODE_NULL)
             return ZT_OK;
         zt_dtype dt;
-        if (!cJSON_IsString(v) || hf_dtype_parse(v->valuestring, &dt) != 0)
+        if (v->type != ZT_NODE_STR || hf_dtype_parse(v->text, &dt) != 0)
             return zt_fail(err, ZT_EINPUT, "%s: key \"%s\" must be \"float32\", \"bfloat16\" or \"float16\"",
                            path, key);
         if (st->dtype_set && dt != st->dtype)
@@ -181,90 +174,82 @@ static int apply_key(const char *path, const zt_json *j, const struct key *kk, c
         return ZT_OK;
     }
     case K_MODEL_TYPE:
-        if (!cJSON_IsString(v) ||
-            (strcmp(v->valuestring, "llama") != 0 && strcmp(v->valuestring, "mistral") != 0))
+        if (v->type != ZT_NODE_STR || (strcmp(v->text, "llama") != 0 && strcmp(v->text, "mistral") != 0))
             return zt_fail(err, ZT_EINPUT, "%s: key \"model_type\" must be \"llama\" or \"mistral\"%s%s%s",
-                           path, cJSON_IsString(v) ? " (got \"" : "",
-                           cJSON_IsString(v) ? v->valuestring : "", cJSON_IsString(v) ? "\")" : "");
-        snprintf(cfg->model_type, sizeof cfg->model_type, "%s", v->valuestring);
+                           path, GOT(v));
+        zt_schema_set_string(r, kk, v->text);
         return ZT_OK;
     case K_SILU:
-        if (!cJSON_IsString(v) || strcmp(v->valuestring, "silu") != 0)
+        if (v->type != ZT_NODE_STR || strcmp(v->text, "silu") != 0)
             return zt_fail(err, ZT_EINPUT, "%s: key \"%s\": only \"silu\" is supported%s%s%s", path, key,
-                           cJSON_IsString(v) ? " (got \"" : "", cJSON_IsString(v) ? v->valuestring : "",
-                           cJSON_IsString(v) ? "\")" : "");
+                           GOT(v));
         return ZT_OK;
     case K_FALSE:
-        if (!cJSON_IsFalse(v))
+        if (v->type != ZT_NODE_BOOL || v->boolean)
             return zt_fail(err, ZT_EINPUT, "%s: key \"%s\": only false is supported (no biases in ztrain's Llama)",
                            path, key);
         return ZT_OK;
     case K_NULL:
-        if (!cJSON_IsNull(v))
+        if (v->type != ZT_NODE_NULL)
             return zt_fail(err, ZT_EINPUT, "%s: key \"%s\": only null is supported", path, key);
         return ZT_OK;
     case K_ROPE_PARAMS:
-        if (cJSON_IsNull(v))
+        if (v->type == ZT_NODE_NULL)
             return ZT_OK;
-        if (!cJSON_IsObject(v))
+        if (v->type != ZT_NODE_MAP)
             return zt_fail(err, ZT_EINPUT, "%s: key \"%s\" must be an object or null", path, key);
-        for (const cJSON *m = v->child; m; m = m->next) {
-            if (strcmp(m->string, "rope_type") == 0) {
-                if (!cJSON_IsString(m) || strcmp(m->valuestring, "default") != 0)
+        for (const zt_node *m = v->child; m; m = m->next) {
+            if (strcmp(m->key->text, "rope_type") == 0) {
+                if (m->type != ZT_NODE_STR || strcmp(m->text, "default") != 0)
                     return zt_fail(err, ZT_EINPUT,
                                    "%s: key \"rope_parameters.rope_type\": only \"default\" is supported (no RoPE scaling)",
                                    path);
-            } else if (strcmp(m->string, "rope_theta") == 0) {
-                if (!cJSON_IsNumber(m) || !isfinite(m->valuedouble))
+            } else if (strcmp(m->key->text, "rope_theta") == 0) {
+                if (!is_number(m) || !isfinite(m->num))
                     return zt_fail(err, ZT_EINPUT, "%s: key \"rope_parameters.rope_theta\" must be a finite number",
                                    path);
-                st->theta = m->valuedouble;
+                st->theta = m->num;
                 st->theta_set = 1;
             } else {
                 return zt_fail(err, ZT_EINPUT,
                                "%s: key \"rope_parameters.%s\" is not supported (only rope_type \"default\" and rope_theta)",
-                               path, m->string);
+                               path, m->key->text);
             }
         }
         return ZT_OK;
     case K_WINDOW:
-        if (cJSON_IsNull(v))
+        if (v->type == ZT_NODE_NULL)
             return ZT_OK;
         st->window_set = 1;
-        return get_int(path, j, v, key, k, &st->window, err);
+        return get_int(path, v, key, &st->window, err);
     case K_ZERO:
-        if (!cJSON_IsNumber(v) || v->valuedouble != 0.0)
+        if (!is_number(v) || v->num != 0.0)
             return zt_fail(err, ZT_EINPUT, "%s: key \"%s\": only 0 is supported (no dropout)", path, key);
         return ZT_OK;
     case K_ONE:
-        if (!cJSON_IsNumber(v) || !is_int_literal(j, k, 1))
+        if (!is_int_literal(v, 1))
             return zt_fail(err, ZT_EINPUT, "%s: key \"%s\": only 1 is supported", path, key);
         return ZT_OK;
     case K_ANY_STRING:
-        if (!cJSON_IsString(v) && !cJSON_IsNull(v))
+        if (v->type != ZT_NODE_STR && v->type != ZT_NODE_NULL)
             return zt_fail(err, ZT_EINPUT, "%s: key \"%s\" must be a string", path, key);
         return ZT_OK;
     case K_STRINGS:
-        if (cJSON_IsNull(v))
+        if (v->type == ZT_NODE_NULL)
             return ZT_OK;
-        if (!cJSON_IsArray(v))
+        if (v->type != ZT_NODE_LIST)
             return zt_fail(err, ZT_EINPUT, "%s: key \"%s\" must be a list of strings", path, key);
-        for (const cJSON *e = v->child; e; e = e->next)
-            if (!cJSON_IsString(e))
+        for (const zt_node *e = v->child; e; e = e->next)
+            if (e->type != ZT_NODE_STR)
                 return zt_fail(err, ZT_EINPUT, "%s: key \"%s\" must be a list of strings", path, key);
         return ZT_OK;
     case K_TOKEN_ID: {
-        if (cJSON_IsNull(v))
+        if (v->type == ZT_NODE_NULL || (v->type == ZT_NODE_INT && v->in_range))
             return ZT_OK;
-        int64_t x;
-        if (cJSON_IsNumber(v) && zt_json_int(j, k, &x) == 0)
-            return ZT_OK;
-        if (cJSON_IsArray(v)) {
-            size_t kk2 = k;
-            const cJSON *e = v->child;
-            for (; e; e = e->next)
-                if (!cJSON_IsNumber(e) || zt_json_int(j, kk2++, &x) != 0)
-                    break;
+        if (v->type == ZT_NODE_LIST) {
+            const zt_node *e = v->child;
+            while (e && e->type == ZT_NODE_INT && e->in_range)
+                e = e->next;
             if (!e)
                 return ZT_OK;
         }
@@ -272,14 +257,36 @@ static int apply_key(const char *path, const zt_json *j, const struct key *kk, c
                        path, key);
     }
     case K_ANY_BOOL:
-        if (!cJSON_IsBool(v))
+        if (v->type != ZT_NODE_BOOL)
             return zt_fail(err, ZT_EINPUT, "%s: key \"%s\" must be true or false", path, key);
         return ZT_OK;
     }
     return zt_fail(err, ZT_EFAIL, "%s: internal: key kind for \"%s\"", path, key);
 }
 
-int zt_hf_config_read(const char *path, zt_llama_config *cfg, zt_err *err)
+static int unsupported_key(zt_schema_reader *r, const zt_schema_section *s, const zt_node *m, const char *kp)
+{
+    (void)s, (void)kp;
+    return zt_fail(r->err, ZT_EINPUT,
+                   "%s: unsupported key \"%s\" (ztrain implements LlamaForCausalLM / MistralForCausalLM only)",
+                   r->path, m->key->text);
+}
+
+static int duplicate_key(zt_schema_reader *r, const zt_node *m, const zt_node *first, const char *kp)
+{
+    (void)first, (void)kp;
+    return zt_fail(r->err, ZT_EINPUT, "%s: duplicate key \"%s\"", r->path, m->key->text);
+}
+
+static const zt_schema_section *const sections[] = {&top};
+static const zt_schema_format config_json = {
+    .sections = sections, .nsections = 1, .unknown_first = 1,
+    .list_word = "an array", .map_word = "an object", .section_want = "an object of %s settings",
+    .read_custom = read_key, .unknown_key = unsupported_key, .duplicate_key = duplicate_key,
+};
+
+/* The config in j (freed here) into *cfg. */
+static int from_json(const char *path, zt_json *jp, zt_llama_config *cfg, zt_err *err)
 {
     zt_llama_config c;
     memset(&c, 0, sizeof c);
@@ -291,43 +298,30 @@ int zt_hf_config_read(const char *path, zt_llama_config *cfg, zt_err *err)
     c.torch_dtype = ZT_F32;
     snprintf(c.model_type, sizeof c.model_type, "llama");
 
-    zt_json j;
-    int rc = zt_json_parse_file(path, CONFIG_MAX_BYTES, &j, err);
-    if (rc)
-        return rc;
-    if (!cJSON_IsObject(j.root)) {
-        zt_json_free(&j);
+    if (!cJSON_IsObject(jp->root)) {
+        zt_json_free(jp);
         return zt_fail(err, ZT_EINPUT, "%s: config is not a JSON object", path);
     }
-    int seen[NKEYS] = {0}, given[NKEYS] = {0}; /* given: present and not null */
+    zt_doc doc;
+    int rc = zt_json_doc(jp, path, &doc, err);
+    zt_json_free(jp);
+    if (rc)
+        return rc;
     read_state st = {0};
-    size_t k = 0; /* index of the next number token, in document order */
-    for (const cJSON *m = j.root->child; m && rc == ZT_OK; m = m->next) {
-        size_t nk = zt_json_count_numbers(m);
-        size_t i = key_index(m->string);
-        if (i == NKEYS)
-            rc = zt_fail(err, ZT_EINPUT,
-                         "%s: unsupported key \"%s\" (ztrain implements LlamaForCausalLM / MistralForCausalLM only)",
-                         path, m->string);
-        else if (seen[i]++)
-            rc = zt_fail(err, ZT_EINPUT, "%s: duplicate key \"%s\"", path, m->string);
-        else
-            rc = apply_key(path, &j, &keys[i], m, k, &c, &st, err);
-        if (i < NKEYS)
-            given[i] = !cJSON_IsNull(m);
-        k += nk;
-    }
-    for (size_t i = 0; i < NKEYS && rc == ZT_OK; i++)
-        if (keys[i].required && !seen[i])
-            rc = zt_fail(err, ZT_EINPUT, "%s: missing required key \"%s\"", path, keys[i].name);
-    zt_json_free(&j);
+    zt_schema_reader r;
+    zt_schema_reader_init(&r, &config_json, path, &c, &st, err);
+    rc = zt_schema_read_map(&r, &top, doc.root);
+    zt_doc_free(&doc);
+    const zt_schema_key *missing = rc == ZT_OK ? zt_schema_missing(&r, &top) : NULL;
+    if (missing)
+        rc = zt_fail(err, ZT_EINPUT, "%s: missing required key \"%s\"", path, missing->name);
     if (rc)
         return rc;
 
     if (st.dtype_set)
         c.torch_dtype = st.dtype;
     if (st.theta_set) {
-        if (given[key_index("rope_theta")] && c.rope_theta != st.theta)
+        if (zt_schema_given(&r, &top, "rope_theta") && c.rope_theta != st.theta)
             return zt_fail(err, ZT_EINPUT, "%s: keys \"rope_theta\" and \"rope_parameters.rope_theta\" disagree",
                            path);
         c.rope_theta = st.theta;
@@ -341,9 +335,9 @@ int zt_hf_config_read(const char *path, zt_llama_config *cfg, zt_err *err)
     /* HF's defaults: no num_key_value_heads means multi-head attention, no
      * head_dim means hidden_size split evenly over the heads.  An explicit 0
      * is not "absent": it stays and fails the check below. */
-    if (!given[key_index("num_key_value_heads")])
+    if (!zt_schema_given(&r, &top, "num_key_value_heads"))
         c.num_key_value_heads = c.num_attention_heads;
-    if (!given[key_index("head_dim")] && c.num_attention_heads > 0) {
+    if (!zt_schema_given(&r, &top, "head_dim") && c.num_attention_heads > 0) {
         if (c.hidden_size % c.num_attention_heads != 0)
             return zt_fail(err, ZT_EINPUT,
                            "%s: hidden_size (%d) is not divisible by num_attention_heads (%d) and no head_dim is given",
@@ -355,6 +349,23 @@ int zt_hf_config_read(const char *path, zt_llama_config *cfg, zt_err *err)
         return rc;
     *cfg = c;
     return ZT_OK;
+}
+
+int zt_hf_config_read(const char *path, zt_llama_config *cfg, zt_err *err)
+{
+    zt_json j;
+    int rc = zt_json_parse_file(path, CONFIG_MAX_BYTES, &j, err);
+    return rc ? rc : from_json(path, &j, cfg, err);
+}
+
+int zt_hf_config_parse(const char *name, const void *text, size_t len, zt_llama_config *cfg, zt_err *err)
+{
+    if (len > CONFIG_MAX_BYTES)
+        return zt_fail(err, ZT_EINPUT, "%s: file is %zu bytes, more than the %u-byte limit", name, len,
+                       CONFIG_MAX_BYTES);
+    zt_json j;
+    int rc = zt_json_parse(name, "file", text, len, 0, &j, err);
+    return rc ? rc : from_json(name, &j, cfg, err);
 }
 
 int zt_llama_config_check(const zt_llama_config *cfg, const char *where, zt_err *err)

@@ -30,6 +30,9 @@ typedef struct zt_llama_config {
  * refused by name.  Sizes are checked for consistency (nh % nkv == 0, hd even, all
  * positive).  Errors: ZT_EINPUT naming the file and key. */
 int zt_hf_config_read(const char *path, zt_llama_config *cfg, zt_err *err);
+/* The same from len bytes of text already in memory; name stands for the file in
+ * messages. */
+int zt_hf_config_parse(const char *name, const void *text, size_t len, zt_llama_config *cfg, zt_err *err);
 /* Write config.json (atomic), with architectures/model_type so HF loads it. */
 int zt_hf_config_write(const char *path, const zt_llama_config *cfg, zt_err *err);
 /* Validate sizes (used by read, and by anything that builds a config in code). */
