@@ -73,7 +73,7 @@ static int cmd_train(int argc, char **argv, zt_err *err)
     const char *model = NULL, *data = NULL, *output_dir = NULL, *log_jsonl = NULL, *max_shard = "5GB";
     const char *resume = NULL;
     int threads = 0, progress = -1;
-    double peak = 0.0;
+    double peak = 0.0, coll_timeout = 600.0;
     zt_settings st;
     zt_settings_defaults(&st);
     zt_flag flags[] = {
@@ -90,6 +90,7 @@ static int cmd_train(int argc, char **argv, zt_err *err)
         {"threads", ZT_FLAG_INT, &threads, "threads per process (default: the cores this process may use)", 0, 4096, 0},
         {"progress", ZT_FLAG_BOOL, &progress, "progress bar (default: when stderr is a terminal)", 1, 0, 0},
         {"peak_gflops", ZT_FLAG_DOUBLE, &peak, "matrix-product peak for MFU (default: measured)", 0, 1e9, 0},
+        {"collective_timeout", ZT_FLAG_DOUBLE, &coll_timeout, "seconds one collective may block before the job is aborted with what each rank waits for (default 600, as NCCL's)", 0.1, 1e9, 0},
     };
     flag_table table = {flags, NFLAGS(flags)};
     st.given = zt_flag_given;
@@ -111,6 +112,7 @@ static int cmd_train(int argc, char **argv, zt_err *err)
     zt_train_args a = {0};
     zt_llama_config cfg;
     zt_topology topo; /* ranks per machine: HYBRID_SHARD's default shard group */
+    zt_comm_set_timeout(coll_timeout);
     if ((rc = zt_comm_topology(&topo, err)))
         return rc;
     if ((rc = zt_resolve_run(&st, model, NULL, g_world, &topo, &cfg, &a.plan, err)))

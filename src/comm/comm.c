@@ -2,8 +2,11 @@
 #include "comm.h"
 
 #include <mpi.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "watchdog.h"
 
 static MPI_Op bf16_sum_op = MPI_OP_NULL, f16_sum_op = MPI_OP_NULL;
 
@@ -54,12 +57,24 @@ void zt_comm_finalize_mpi(void)
         MPI_Op_free(&bf16_sum_op);
         MPI_Op_free(&f16_sum_op);
     }
+    /* MPI_Finalize synchronises with the other ranks: a lost one would hang it */
+    uint64_t seq = zt_watch_enter("finalize", ZT_SCOPE_WORLD, 0, 0, "shutdown", -1);
+    zt_watch_block(seq);
     MPI_Finalize();
+    zt_watch_unblock(seq);
 }
 
 void zt_comm_abort(int code) { MPI_Abort(MPI_COMM_WORLD, code); }
 
 static MPI_Comm *as_comm(void *p) { return (MPI_Comm *)p; }
+
+void zt_comm_set_timeout(double seconds) { zt_watch_set_timeout(seconds); }
+
+/* The flight-recorder entry of a collective, with the caller's context. */
+static uint64_t enter(const zt_comm *c, const char *kind, int scope, size_t bytes)
+{
+    return zt_watch_enter(kind, scope, bytes, c->step, c->phase, c->unit);
+}
 
 /* ids[r] = the machine of world rank r, named by its lowest world rank (world
  * ints, malloc'd; the caller frees).  Collective over the world. */
@@ -108,9 +123,14 @@ static void describe_topology(zt_topology *t, const int *ids, int world, int mac
 
 int zt_comm_topology(zt_topology *t, zt_err *err)
 {
-    int world, size;
+    int world, size, rank;
     MPI_Comm_size(MPI_COMM_WORLD, &world);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    zt_watch_start(rank);
+    uint64_t seq = zt_watch_enter("topology", ZT_SCOPE_WORLD, 0, 0, NULL, -1);
+    zt_watch_block(seq);
     int *ids = machine_ids(world, &size);
+    zt_watch_unblock(seq);
     if (!ids)
         return zt_fail(err, ZT_EFAIL, "out of memory for the machine map of %d ranks", world);
     describe_topology(t, ids, world, size);
@@ -125,6 +145,7 @@ void zt_comm_create_local(zt_comm *c)
     for (int s = 0; s < 3; s++)
         c->scope_local[s] = 1;
     c->topo.machines = c->topo.machine_ranks = c->topo.machine_size = 1;
+    c->unit = -1;
 }
 
 /* Members of each scope that share this rank's machine (comm.h's link split). */
@@ -150,6 +171,73 @@ static void count(zt_comm *c, zt_coll_kind k, int scope, int size, uint64_t byte
     c->link_bytes[ZT_LINK_INTER] += bytes - intra;
 }
 
+/* The node's arrival board (watchdog.h): one slot per rank on this machine in a
+ * shared-memory window, with pointers to every slot for the watchdog's loads. */
+typedef struct node_board {
+    zt_board b;
+    MPI_Comm node;
+    MPI_Win win;
+} node_board;
+
+static node_board *board_create(int world_rank, int world)
+{
+    node_board *nb = calloc(1, sizeof *nb);
+    if (!nb)
+        return NULL;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL, &nb->node);
+    MPI_Comm_size(nb->node, &nb->b.n);
+    MPI_Comm_rank(nb->node, &nb->b.me);
+    nb->b.world = world;
+    nb->b.slot = calloc((size_t)nb->b.n, sizeof *nb->b.slot);
+    nb->b.world_rank = calloc((size_t)nb->b.n, sizeof *nb->b.world_rank);
+    int *local = calloc((size_t)nb->b.n, sizeof *local);
+    int ok = nb->b.slot && nb->b.world_rank && local, all_ok = 0;
+    /* the ranks agree first, so none waits in the window's creation for one that failed */
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, nb->node);
+    zt_board_slot *mine = NULL;
+    ok = all_ok && MPI_Win_allocate_shared(sizeof *mine, 1, MPI_INFO_NULL, nb->node, &mine, &nb->win) ==
+                       MPI_SUCCESS;
+    if (ok) {
+        atomic_init(&mine->entered, 0);
+        atomic_init(&mine->timed_out, 0);
+        atomic_init(&mine->reported, 0);
+        MPI_Group wg, ng;
+        MPI_Comm_group(MPI_COMM_WORLD, &wg);
+        MPI_Comm_group(nb->node, &ng);
+        for (int i = 0; i < nb->b.n; i++) {
+            MPI_Aint size;
+            int disp;
+            MPI_Win_shared_query(nb->win, i, &size, &disp, &nb->b.slot[i]);
+            local[i] = i;
+        }
+        MPI_Group_translate_ranks(ng, nb->b.n, local, wg, nb->b.world_rank);
+        MPI_Group_free(&wg);
+        MPI_Group_free(&ng);
+        MPI_Barrier(nb->node); /* every slot is initialised before anyone reads it */
+    }
+    free(local);
+    if (!ok) { /* the watchdog still works; it cannot say who is missing */
+        free(nb->b.slot);
+        free(nb->b.world_rank);
+        MPI_Comm_free(&nb->node);
+        free(nb);
+        return NULL;
+    }
+    return nb;
+}
+
+static void board_free(node_board *nb)
+{
+    if (!nb)
+        return;
+    zt_watch_set_board(NULL);
+    MPI_Win_free(&nb->win);
+    MPI_Comm_free(&nb->node);
+    free(nb->b.slot);
+    free(nb->b.world_rank);
+    free(nb);
+}
+
 int zt_comm_create(zt_comm *c, int group_size, zt_err *err)
 {
     memset(c, 0, sizeof *c);
@@ -160,10 +248,14 @@ int zt_comm_create(zt_comm *c, int group_size, zt_err *err)
                        "shard group size %d does not divide the world size %d (hybrid sharding needs "
                        "ranks_per_node to divide the number of processes)",
                        group_size, c->world);
+    c->unit = -1;
     c->shard_size = group_size;
     c->shard_rank = c->rank % group_size;
     c->replica_size = c->world / group_size;
     c->replica_rank = c->rank / group_size;
+    zt_watch_start(c->rank);
+    uint64_t seq = enter(c, "comm_create", ZT_SCOPE_WORLD, 0);
+    zt_watch_block(seq);
     int machine_size, *ids = machine_ids(c->world, &machine_size);
     MPI_Comm *w = malloc(sizeof *w), *s = malloc(sizeof *s), *r = malloc(sizeof *r);
     if (!w || !s || !r || !ids) {
@@ -171,6 +263,7 @@ int zt_comm_create(zt_comm *c, int group_size, zt_err *err)
         free(s);
         free(r);
         free(ids);
+        zt_watch_unblock(seq);
         return zt_fail(err, ZT_EFAIL, "out of memory for communicators");
     }
     describe_topology(&c->topo, ids, c->world, machine_size);
@@ -179,6 +272,10 @@ int zt_comm_create(zt_comm *c, int group_size, zt_err *err)
     MPI_Comm_dup(MPI_COMM_WORLD, w);
     MPI_Comm_split(MPI_COMM_WORLD, c->replica_rank, c->shard_rank, s);
     MPI_Comm_split(MPI_COMM_WORLD, c->shard_rank, c->replica_rank, r);
+    node_board *nb = board_create(c->rank, c->world);
+    zt_watch_unblock(seq);
+    c->board = nb;
+    zt_watch_set_board(nb ? &nb->b : NULL);
     c->world_comm = w;
     c->shard_comm = s;
     c->replica_comm = r;
@@ -187,6 +284,7 @@ int zt_comm_create(zt_comm *c, int group_size, zt_err *err)
 
 void zt_comm_free(zt_comm *c)
 {
+    board_free(c->board);
     void *comms[3] = {c->world_comm, c->shard_comm, c->replica_comm};
     for (int i = 0; i < 3; i++)
         if (comms[i]) {
@@ -223,10 +321,13 @@ void zt_comm_allgather(zt_comm *c, void *full, const void *shard, size_t n, zt_d
     }
     count(c, ZT_COLL_ALLGATHER, ZT_SCOPE_SHARD, c->shard_size, n * es);
     MPI_Comm comm = scope_comm(c, ZT_SCOPE_SHARD);
+    uint64_t seq = enter(c, "allgather", ZT_SCOPE_SHARD, n * es);
+    zt_watch_block(seq);
     double t0 = MPI_Wtime();
     if (per <= CHUNK) {
         MPI_Allgather(shard, (int)per, mpi_type(dt), full, (int)per, mpi_type(dt), comm);
         c->wait_s += MPI_Wtime() - t0;
+        zt_watch_unblock(seq);
         return;
     }
     /* Huge shards: gather each member's shard in turn with broadcasts. */
@@ -240,6 +341,7 @@ void zt_comm_allgather(zt_comm *c, void *full, const void *shard, size_t n, zt_d
         }
     }
     c->wait_s += MPI_Wtime() - t0;
+    zt_watch_unblock(seq);
 }
 
 /* shard[i] = sum over members j, in order, of slices[j * per + i]; a 16-bit sum
@@ -285,6 +387,8 @@ static void reduce_scatter_huge(zt_comm *c, void *shard, const void *full, size_
 {
     size_t es = zt_dtype_size(dt);
     MPI_Comm comm = scope_comm(c, ZT_SCOPE_SHARD);
+    uint64_t seq = enter(c, "reduce_scatter", ZT_SCOPE_SHARD, per * (size_t)c->shard_size * es);
+    zt_watch_block(seq);
     double t0 = MPI_Wtime();
     for (int r = 0; r < c->shard_size; r++) {
         const char *src = (const char *)full + (size_t)r * per * es;
@@ -295,6 +399,7 @@ static void reduce_scatter_huge(zt_comm *c, void *shard, const void *full, size_
         }
     }
     c->wait_s += MPI_Wtime() - t0;
+    zt_watch_unblock(seq);
 }
 
 _Static_assert(sizeof(MPI_Request) <= sizeof(((zt_comm_op *)0)->request), "MPI_Request storage");
@@ -314,6 +419,7 @@ void zt_comm_start_allgather(zt_comm *c, zt_comm_op *op, void *full, size_t n, z
     op->active = 1;
     op->kind = ZT_COLL_ALLGATHER;
     op->send = full;
+    op->seq = enter(c, "allgather", ZT_SCOPE_SHARD, n * es);
     MPI_Iallgather(MPI_IN_PLACE, 0, mpi_type(dt), full, (int)per, mpi_type(dt),
                    scope_comm(c, ZT_SCOPE_SHARD), op_request(op));
 }
@@ -340,6 +446,7 @@ void zt_comm_start_reduce_scatter(zt_comm *c, zt_comm_op *op, void *shard, const
     op->send = full;
     op->per = per;
     op->dt = dt;
+    op->seq = enter(c, "reduce_scatter", ZT_SCOPE_SHARD, n * es);
     MPI_Ialltoall(full, (int)per, mpi_type(dt), slices, (int)per, mpi_type(dt),
                   scope_comm(c, ZT_SCOPE_SHARD), op_request(op));
 }
@@ -359,9 +466,11 @@ void zt_comm_wait(zt_comm *c, zt_comm_op *op)
 {
     if (!op->active)
         return;
+    zt_watch_block(op->seq);
     double t0 = MPI_Wtime();
     MPI_Wait(op_request(op), MPI_STATUS_IGNORE);
     c->wait_s += MPI_Wtime() - t0;
+    zt_watch_unblock(op->seq);
     if (op->kind == ZT_COLL_REDUCE_SCATTER)
         sum_slices(op->shard, op->slices, op->per, c->shard_size, op->dt);
     op->active = 0;
@@ -381,17 +490,21 @@ void zt_comm_start_allreduce(zt_comm *c, zt_comm_op *op, void *buf, size_t n, zt
     /* an all-reduce moves its buffer twice (reduce-scatter + all-gather): 2 Psi */
     count(c, ZT_COLL_ALLREDUCE, scope, size, 2 * n * es);
     if (n > CHUNK) { /* MPI's int counts: blocking, in chunks (such a unit is not overlapped) */
+        uint64_t seq = enter(c, "allreduce", scope, n * es);
+        zt_watch_block(seq);
         double t0 = MPI_Wtime();
         for (size_t off = 0; off < n; off += CHUNK) {
             size_t m = n - off < CHUNK ? n - off : CHUNK;
             MPI_Allreduce(MPI_IN_PLACE, (char *)buf + off * es, (int)m, mpi_type(dt), mpi_sum(dt), comm);
         }
         c->wait_s += MPI_Wtime() - t0;
+        zt_watch_unblock(seq);
         return;
     }
     op->active = 1;
     op->kind = ZT_COLL_ALLREDUCE;
     op->send = buf;
+    op->seq = enter(c, "allreduce", scope, n * es);
     MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, mpi_type(dt), mpi_sum(dt), comm, op_request(op));
 }
 
@@ -415,7 +528,10 @@ double zt_comm_sum_double(zt_comm *c, double x, int scope)
     double y = x;
     if (!c->world_comm)
         return x;
+    uint64_t seq = enter(c, "sum_double", scope, sizeof x);
+    zt_watch_block(seq);
     MPI_Allreduce(&x, &y, 1, MPI_DOUBLE, MPI_SUM, scope_comm(c, scope));
+    zt_watch_unblock(seq);
     return y;
 }
 
@@ -425,7 +541,10 @@ void zt_comm_allgather_bytes(zt_comm *c, void *all, const void *mine, size_t byt
         memcpy(all, mine, bytes);
         return;
     }
+    uint64_t seq = enter(c, "allgather_bytes", ZT_SCOPE_WORLD, bytes * (size_t)c->world);
+    zt_watch_block(seq);
     MPI_Allgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, scope_comm(c, ZT_SCOPE_WORLD));
+    zt_watch_unblock(seq);
 }
 
 int zt_comm_max_int(zt_comm *c, int x)
@@ -433,7 +552,10 @@ int zt_comm_max_int(zt_comm *c, int x)
     int y = x;
     if (!c->world_comm)
         return x;
+    uint64_t seq = enter(c, "max_int", ZT_SCOPE_WORLD, sizeof x);
+    zt_watch_block(seq);
     MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_MAX, scope_comm(c, ZT_SCOPE_WORLD));
+    zt_watch_unblock(seq);
     return y;
 }
 

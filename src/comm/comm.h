@@ -57,6 +57,13 @@ typedef struct zt_comm {
     uint64_t link_bytes[ZT_NLINKS];  /* the same bytes, split by link (see above) */
     int scope_local[3];              /* members of each scope on this rank's machine */
     zt_topology topo;
+    /* what the trainer and engine are doing, for the flight recorder and the
+     * watchdog's message (see watchdog.h): the 1-based step (0: setup), the phase
+     * ("forward", "backward", "optimizer", ...; NULL: setup) and the unit (-1: none) */
+    long step;
+    const char *phase;
+    int unit;
+    void *board; /* the node's arrival board and its MPI window (comm.c) */
     /* seconds this rank spent inside the data collectives: blocked until one finished
      * (blocking calls and waits), and in the progress calls that let one move */
     double wait_s, progress_s;
@@ -70,6 +77,11 @@ void zt_comm_abort(int code);
 
 /* Collective over the world (after zt_comm_init_mpi): which ranks share a machine. */
 int zt_comm_topology(zt_topology *t, zt_err *err);
+
+/* The watchdog's limit on how long one collective may block (seconds, > 0;
+ * default 600, as NCCL's); past it the rank prints what it waits for and its
+ * flight recorder, and the job is aborted (watchdog.h). */
+void zt_comm_set_timeout(double seconds);
 
 /* One process, no MPI: every collective is a copy or nothing (tests, tools). */
 void zt_comm_create_local(zt_comm *c);
@@ -103,6 +115,7 @@ typedef struct zt_comm_op {
     const void *slices;         /* reduce-scatter: the members' slices (n) */
     const void *send;           /* the buffer MPI reads until the op is done */
     size_t per;                 /* n / G */
+    uint64_t seq;               /* its number in the flight recorder */
     zt_dtype dt;
 } zt_comm_op;
 

@@ -353,6 +353,8 @@ const void *zt_engine_acquire(zt_engine *eng, int unit, zt_pass pass)
     zt_unit_state *us = &eng->units[unit];
     if (unit == eng->lay->root_unit && us->acquired == 0)
         eng->in_backward = 0; /* the root is acquired first: a new forward begins */
+    eng->comm->unit = unit; /* the flight recorder's context */
+    eng->comm->phase = eng->in_backward ? "backward" : "forward";
     if (eng->stage == 3 && us->acquired == 0) {
         if (eng->gather_unit == unit) { /* prefetched: its data may still be arriving */
             zt_comm_wait(eng->comm, &eng->gather_op);
@@ -477,6 +479,8 @@ float *zt_engine_grad_begin(zt_engine *eng, int unit)
     assert(!us->reduced && "gradient accumulated after its all-reduce began: zt_engine_sync_backward(eng, 0) "
                            "for every micro-batch but the last");
     eng->in_backward = 1;
+    eng->comm->unit = unit;
+    eng->comm->phase = "backward";
     if (eng->overlap.backward_prefetch == ZT_BACKWARD_PREFETCH_PRE)
         prefetch(eng, eng->next_bwd[unit]);
     /* An fp32 accumulator that is still zero can take the products directly: what

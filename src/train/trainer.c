@@ -384,6 +384,7 @@ static int train_step(trainer *t, long s, zt_step_metrics *m, zt_err *err)
     const int B = a->batch_size, A = a->grad_accum;
     memset(m, 0, sizeof *m);
     m->step = s + 1;
+    comm->step = s + 1; /* the flight recorder's context; the engine sets phase and unit */
     double t0 = now_s(), wait0 = comm->wait_s, progress0 = comm->progress_s;
     uint64_t before[ZT_COLL_NKINDS], link_before[ZT_NLINKS];
     memcpy(before, comm->bytes, sizeof before);
@@ -416,10 +417,13 @@ static int train_step(trainer *t, long s, zt_step_metrics *m, zt_err *err)
     m->lr = a->adam.lr * zt_lr_factor(a->schedule, u, a->max_steps, a->warmup_steps);
     if (t->hooks->before_update)
         t->hooks->before_update(t->hooks->ctx, s + 1, comm->rank, &r->eng);
+    comm->phase = "optimizer";
+    comm->unit = -1;
     m->skipped = zt_engine_step(&r->eng, &a->adam, m->lr, a->max_grad_norm, 1.0 / scale, &m->grad_norm);
     if (pl->loss_scaling)
         zt_loss_scaler_update(&t->scaler, m->skipped);
     m->loss_scale = pl->loss_scaling ? scale : 0.0;
+    comm->phase = "loss";
     m->loss = zt_comm_sum_double(comm, loss_sum, ZT_SCOPE_WORLD) / t->tokens_per_step;
     measure_step(t, t0, wait0, progress0, before, link_before, m);
     return ZT_OK;
@@ -491,6 +495,7 @@ static int save_checkpoint(trainer *t, long step, zt_err *err)
     const zt_train_args *a = t->a;
     run_state *r = &t->r;
     char dir[4096];
+    t->comm->phase = "checkpoint";
     snprintf(dir, sizeof dir, "%s/checkpoint-%ld", a->output_dir, step);
     zt_ckpt_state cs = {step, r->eng.optimizer_steps, t->scaler};
     int rc = zt_hf_save(dir, &r->cfg, &r->lay, &r->eng, a->plan.prec.save, a->max_shard_bytes, t->rank0, err);

@@ -1,0 +1,270 @@
+/* watchdog.c — see watchdog.h. */
+#include "watchdog.h"
+
+#include <mpi.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct flight_rec {
+    uint64_t seq;
+    const char *kind, *phase;
+    int scope, unit;
+    long step;
+    size_t bytes;
+    double t_enter, t_done; /* t_done 0: not finished */
+} flight_rec;
+
+/* The ring is written by the main thread and read by the watchdog thread.  On a
+ * timeout the main thread is blocked, so the ring is still; a SIGUSR1 dump may
+ * race with a record being written and print one torn line, never crash (the
+ * strings are static). */
+static flight_rec g_ring[ZT_FLIGHT_N];
+static _Atomic uint64_t g_seq;           /* last number handed out */
+static _Atomic uint64_t g_blocked_seq;   /* the collective the main thread is blocked in, 0: none */
+static _Atomic double g_blocked_since;
+static _Atomic double g_timeout = 600.0;
+static _Atomic(zt_board *) g_board;
+static volatile sig_atomic_t g_dump_requested;
+static int g_rank, g_started;
+static pthread_t g_thread;
+/* tests only (ZTRAIN_TEST_STALL=phase:step:rank:signal): raise the signal when this
+ * rank enters its first collective of that phase at that step */
+static char g_stall_phase[16];
+static long g_stall_step = -1;
+static int g_stall_rank = -1, g_stall_sig;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void zt_watch_set_timeout(double seconds) { g_timeout = seconds; }
+double zt_watch_timeout(void) { return g_timeout; }
+void zt_watch_set_board(zt_board *b) { atomic_store(&g_board, b); }
+
+static const char *scope_name(int scope)
+{
+    return scope == 0 ? "shard group" : scope == 1 ? "replica group" : "world";
+}
+
+static const flight_rec *find(uint64_t seq)
+{
+    const flight_rec *r = &g_ring[seq % ZT_FLIGHT_N];
+    return seq && r->seq == seq ? r : NULL;
+}
+
+static void describe(char *buf, size_t len, const flight_rec *r)
+{
+    if (!r) {
+        snprintf(buf, len, "a collective no longer in the recorder");
+        return;
+    }
+    char unit[32] = "";
+    if (r->unit >= 0)
+        snprintf(unit, sizeof unit, ", unit %d", r->unit);
+    snprintf(buf, len, "%s #%llu (%s, %zu bytes) in the %s of step %ld%s", r->kind,
+             (unsigned long long)r->seq, scope_name(r->scope), r->bytes, r->phase ? r->phase : "setup",
+             r->step, unit);
+}
+
+static void print_recorder(const char *why)
+{
+    uint64_t last = atomic_load(&g_seq);
+    uint64_t first = last > ZT_FLIGHT_N ? last - ZT_FLIGHT_N + 1 : 1;
+    double now = now_s();
+    char line[256];
+    fprintf(stderr, "ztrain: rank %d flight recorder (%s): the last %llu collectives, oldest first\n", g_rank,
+            why, (unsigned long long)(last - first + 1));
+    for (uint64_t s = first; s <= last; s++) {
+        const flight_rec *r = find(s);
+        if (!r)
+            continue;
+        describe(line, sizeof line, r);
+        if (r->t_done > 0)
+            fprintf(stderr, "  rank %d  %s: done in %.3f ms\n", g_rank, line, 1e3 * (r->t_done - r->t_enter));
+        else
+            fprintf(stderr, "  rank %d  %s: NOT DONE after %.3f s\n", g_rank, line, now - r->t_enter);
+    }
+    fflush(stderr);
+}
+
+/* The ranks on this machine whose last collective is before seq. */
+static void print_arrivals(uint64_t seq)
+{
+    zt_board *b = atomic_load(&g_board);
+    if (!b) {
+        fprintf(stderr, "ztrain: rank %d: which ranks have not arrived is unknown (no shared board)\n", g_rank);
+        return;
+    }
+    char list[512] = "";
+    size_t used = 0;
+    int missing = 0;
+    for (int i = 0; i < b->n; i++) {
+        uint64_t e = atomic_load(&b->slot[i]->entered);
+        if (i == b->me || e >= seq)
+            continue;
+        missing++;
+        int k = snprintf(list + used, sizeof list - used, "%s%d (at #%llu)", missing > 1 ? ", " : "",
+                         b->world_rank[i], (unsigned long long)e);
+        if (k > 0 && (size_t)k < sizeof list - used)
+            used += (size_t)k;
+    }
+    if (missing)
+        fprintf(stderr, "ztrain: rank %d: ranks that have not arrived at #%llu: %s", g_rank,
+                (unsigned long long)seq, list);
+    else
+        fprintf(stderr, "ztrain: rank %d: every rank on this machine has reached #%llu", g_rank,
+                (unsigned long long)seq);
+    if (b->n < b->world)
+        fprintf(stderr, "; the %d ranks on other machines: unknown", b->world - b->n);
+    fprintf(stderr, "\n");
+}
+
+/* Another rank timed out: say where this rank is, once. */
+static void report_for_other(zt_board *b, int who)
+{
+    char line[256];
+    uint64_t bs = atomic_load(&g_blocked_seq);
+    if (bs) {
+        describe(line, sizeof line, find(bs));
+        fprintf(stderr, "ztrain: rank %d: rank %d timed out; this rank is blocked in %s for %.1f s\n", g_rank,
+                b->world_rank[who], line, now_s() - atomic_load(&g_blocked_since));
+        print_arrivals(bs);
+    } else {
+        describe(line, sizeof line, find(atomic_load(&g_seq)));
+        fprintf(stderr, "ztrain: rank %d: rank %d timed out; this rank is not in a collective (its last: %s)\n",
+                g_rank, b->world_rank[who], line);
+    }
+    print_recorder("rank timed out");
+    atomic_store(&b->slot[b->me]->reported, 1);
+}
+
+static void on_timeout(uint64_t seq, double waited)
+{
+    char line[256];
+    describe(line, sizeof line, find(seq));
+    fprintf(stderr, "ztrain: error: rank %d: collective timeout: blocked %.1f s (--collective_timeout %g) in %s\n",
+            g_rank, waited, atomic_load(&g_timeout), line);
+    print_arrivals(seq);
+    print_recorder("timeout");
+    zt_board *b = atomic_load(&g_board);
+    if (b) { /* let the other ranks on this machine print theirs (at most 2 s) */
+        atomic_store(&b->slot[b->me]->reported, 1);
+        atomic_store(&b->slot[b->me]->timed_out, 1);
+        double t0 = now_s();
+        for (int all = 0; !all && now_s() - t0 < 2.0;) {
+            nanosleep(&(struct timespec){0, 20 * 1000 * 1000}, NULL);
+            all = 1;
+            for (int i = 0; i < b->n; i++)
+                all &= atomic_load(&b->slot[i]->reported);
+        }
+    }
+    fprintf(stderr, "ztrain: error: rank %d: aborting the job after the collective timeout\n", g_rank);
+    fflush(stderr);
+    /* from this thread: the main thread is stuck inside MPI and will not return */
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    _exit(1);
+}
+
+static void *watch_main(void *arg)
+{
+    (void)arg;
+    int reported = 0;
+    for (;;) {
+        nanosleep(&(struct timespec){0, 100 * 1000 * 1000}, NULL);
+        if (g_dump_requested) {
+            g_dump_requested = 0;
+            print_recorder("SIGUSR1");
+        }
+        zt_board *b = atomic_load(&g_board);
+        if (b && !reported)
+            for (int i = 0; i < b->n; i++)
+                if (i != b->me && atomic_load(&b->slot[i]->timed_out)) {
+                    report_for_other(b, i);
+                    reported = 1;
+                    break;
+                }
+        uint64_t seq = atomic_load(&g_blocked_seq);
+        double waited = now_s() - atomic_load(&g_blocked_since);
+        if (seq && waited > atomic_load(&g_timeout) && seq == atomic_load(&g_blocked_seq))
+            on_timeout(seq, waited);
+    }
+    return NULL;
+}
+
+static void on_sigusr1(int sig)
+{
+    (void)sig;
+    g_dump_requested = 1; /* printed by the watchdog thread, outside the handler */
+}
+
+void zt_watch_start(int rank)
+{
+    g_rank = rank;
+    if (g_started)
+        return;
+    g_started = 1;
+    const char *stall = getenv("ZTRAIN_TEST_STALL");
+    if (stall && sscanf(stall, "%15[^:]:%ld:%d:%d", g_stall_phase, &g_stall_step, &g_stall_rank, &g_stall_sig) != 4)
+        g_stall_step = -1;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigusr1;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGUSR1, &sa, NULL);
+    /* the thread must not take the process's signals (SIGINT, SIGTERM are the main
+     * thread's); SIGUSR1 may land anywhere, its handler only sets a flag */
+    sigset_t all, old;
+    sigfillset(&all);
+    sigdelset(&all, SIGUSR1);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    if (pthread_create(&g_thread, NULL, watch_main, NULL) == 0)
+        pthread_detach(g_thread);
+    else
+        fprintf(stderr, "ztrain: warning: rank %d: no watchdog thread: a stalled collective will not time out\n",
+                rank);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+uint64_t zt_watch_enter(const char *kind, int scope, size_t bytes, long step, const char *phase, int unit)
+{
+    if (g_stall_step >= 0 && step == g_stall_step && g_rank == g_stall_rank && phase &&
+        !strcmp(phase, g_stall_phase)) {
+        g_stall_step = -1;
+        fprintf(stderr, "ztrain: rank %d: test: raising signal %d in the %s of step %ld\n", g_rank, g_stall_sig,
+                phase, step);
+        fflush(stderr);
+        raise(g_stall_sig);
+    }
+    uint64_t seq = atomic_load(&g_seq) + 1;
+    flight_rec *r = &g_ring[seq % ZT_FLIGHT_N];
+    *r = (flight_rec){seq, kind, phase, scope, unit, step, bytes, now_s(), 0.0};
+    atomic_store(&g_seq, seq);
+    zt_board *b = atomic_load(&g_board);
+    if (b)
+        atomic_store(&b->slot[b->me]->entered, seq);
+    return seq;
+}
+
+void zt_watch_block(uint64_t seq)
+{
+    atomic_store(&g_blocked_since, now_s());
+    atomic_store(&g_blocked_seq, seq);
+}
+
+void zt_watch_unblock(uint64_t seq)
+{
+    atomic_store(&g_blocked_seq, 0);
+    flight_rec *r = &g_ring[seq % ZT_FLIGHT_N];
+    if (r->seq == seq)
+        r->t_done = now_s();
+}

@@ -1,0 +1,77 @@
+# The collective watchdog (issue 17 point 1).  One rank of a 2-rank FSDP run is
+# stopped (SIGSTOP) at its first collective of the forward, the backward or the
+# optimizer step of step 2 (ZTRAIN_TEST_STALL=phase:step:rank:signal, tests only);
+# with --collective_timeout 2 the other rank must name the collective, its
+# number, the phase, step and unit, the rank that has not arrived, print its
+# flight recorder, and the job must end non-zero with no process left behind.
+# kill -9 of a rank in each phase must end the job within 30 s.  SIGUSR1 to
+# mpirun prints every live rank's flight recorder.
+. "$(dirname "$0")/lib.bash"
+mpi=(mpirun --oversubscribe --bind-to none -x OMP_NUM_THREADS=1 -x ZTRAIN_TEST_STALL)
+[ "$(id -u)" -eq 0 ] && mpi+=(--allow-run-as-root)
+for var in ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS OMPI_MCA_mca_base_component_disable_dlclose; do
+    [ -n "${!var:-}" ] && mpi+=(-x "$var")
+done
+fix=tests/fixtures/gqa_tied
+# --output_dir under $TMP makes every process of the job findable by pgrep -f "$TMP"
+args=(train --model $fix --data $fix/tokens.npy --block_size 16 --per_device_train_batch_size 1 --max_steps 3
+      --threads 1 --peak_gflops 1 --use_fsdp --output_dir "$TMP/out")
+
+# run_stalled PHASE SIGNAL TIMEOUT: the job's stderr in $TMP/err, exit in $rc, seconds in $secs
+run_stalled() {
+    local t0=$SECONDS
+    ZTRAIN_TEST_STALL="$1:2:1:$2" timeout 60 "${mpi[@]}" -np 2 "$ZTRAIN" "${args[@]}" \
+        --collective_timeout "$3" > "$TMP/out.txt" 2> "$TMP/err"
+    rc=$?
+    secs=$((SECONDS - t0))
+    sleep 0.5
+    if pgrep -f "$TMP" > /dev/null; then
+        fail "$1/$2: processes left behind: $(pgrep -af "$TMP")"
+        pkill -KILL -f "$TMP"
+    fi
+}
+
+for phase in forward backward optimizer; do
+    case $phase in
+    forward) want="allgather #[0-9]+ \(shard group, [0-9]+ bytes\) in the forward of step 2, unit 0" ;;
+    backward) want="(allgather|reduce_scatter) #[0-9]+ \(shard group, [0-9]+ bytes\) in the backward of step 2, unit [0-9]+" ;;
+    optimizer) want="(sum_double|max_int) #[0-9]+ \([a-z ]+, [0-9]+ bytes\) in the optimizer of step 2" ;;
+    esac
+    run_stalled $phase 19 2
+    [ "$rc" -ne 0 ] || fail "$phase/SIGSTOP: exit 0"
+    [ "$secs" -lt 30 ] || fail "$phase/SIGSTOP: took $secs s"
+    grep -Eq "ztrain: error: rank 0: collective timeout: blocked [0-9.]+ s \(--collective_timeout 2\) in $want" "$TMP/err" ||
+        fail "$phase/SIGSTOP: no timeout message naming the collective: $(head -c 3000 "$TMP/err")"
+    seq=$(grep -Eo "rank 0: collective timeout: .* in [a-z_]+ #[0-9]+" "$TMP/err" | grep -Eo "[0-9]+$")
+    grep -Eq "rank 0: ranks that have not arrived at #$seq: 1 \(at #$((seq - 1))\)" "$TMP/err" ||
+        fail "$phase/SIGSTOP: rank 1 not named as missing at #$seq: $(grep 'not arrived\|reached' "$TMP/err")"
+    grep -q "rank 0 flight recorder (timeout)" "$TMP/err" || fail "$phase/SIGSTOP: no flight recorder"
+    grep -Eq "rank 0  $want: NOT DONE after" "$TMP/err" || fail "$phase/SIGSTOP: recorder lacks the pending collective"
+    grep -q "^trained" "$TMP/out.txt" && fail "$phase/SIGSTOP: the run claims to have finished"
+done
+
+# kill -9 of rank 1 in each phase: the job ends within 30 s, nothing left behind
+for phase in forward backward optimizer; do
+    run_stalled $phase 9 600
+    [ "$rc" -ne 0 ] || fail "$phase/SIGKILL: exit 0"
+    [ "$secs" -lt 30 ] || fail "$phase/SIGKILL: took $secs s"
+done
+
+# SIGUSR1 to mpirun: each live rank prints its flight recorder; rank 1 is stopped in
+# the forward, so rank 0's shows the pending all-gather; then the timeout ends the job
+( ZTRAIN_TEST_STALL="forward:2:1:19" timeout 60 "${mpi[@]}" -np 2 "$ZTRAIN" "${args[@]}" \
+      --collective_timeout 8 > /dev/null 2> "$TMP/err" ) &
+job=$!
+for _ in $(seq 50); do grep -q "test: raising signal" "$TMP/err" 2>/dev/null && break; sleep 0.2; done
+sleep 1
+pkill -USR1 -f "^mpirun.*$TMP" || fail "SIGUSR1: no mpirun found"
+sleep 2
+grep -Eq "rank 0  allgather #[0-9]+ .* in the forward of step 2, unit 0: NOT DONE after" "$TMP/err" &&
+    grep -q "rank 0 flight recorder (SIGUSR1)" "$TMP/err" ||
+    fail "SIGUSR1: no flight recorder from rank 0: $(head -c 2000 "$TMP/err")"
+grep -q "collective timeout" "$TMP/err" && fail "SIGUSR1: the dump came only with the timeout"
+wait $job
+[ $? -ne 0 ] || fail "SIGUSR1 run: exit 0"
+sleep 0.5
+pgrep -f "$TMP" > /dev/null && { fail "SIGUSR1 run: processes left behind"; pkill -KILL -f "$TMP"; }
+finish
