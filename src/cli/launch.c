@@ -17,6 +17,9 @@
  * rendezvous).  Open MPI's own settings in the environment (OMPI_MCA_*) reach
  * mpirun untouched; a mapping or binding set there replaces launch's.
  *
+ * Inside a Slurm allocation (SLURM_JOB_NUM_NODES set, no hosts given) mpirun
+ * finds the nodes itself; launch takes SLURM_NTASKS as the default rank count.
+ *
  * Binding is per machine: T = (this machine's cores) / (ranks per machine),
  * assuming the machines are alike.  Ranks are bound to T cores each when they
  * fit, and left unbound (and oversubscribed) when they outnumber the cores, so
@@ -163,6 +166,7 @@ static int env_sets(const char *name) { return getenv(name) && getenv(name)[0]; 
 
 typedef struct launch_opts {
     int num, tpp, dry, machines, machine_rank;
+    int slurm_nodes;  /* nodes of the Slurm allocation launch runs in (no hosts given); 0: none */
     const char *config, *hostfile, *hosts;
 } launch_opts;
 
@@ -200,10 +204,21 @@ static int settle(launch_opts *o, host_set *hs, zt_err *err)
         rc = parse_host_list(o->hosts, hs, err);
     if (rc)
         return rc;
-    if (!hs->n && o->machines > 1)
+    /* inside a Slurm allocation mpirun takes the hosts from Slurm itself (Open MPI's
+     * ras/plm slurm components); launch only needs their number, for the binding */
+    const char *nodes_env = getenv("SLURM_JOB_NUM_NODES"), *tasks_env = getenv("SLURM_NTASKS");
+    if (!hs->n && nodes_env && atoi(nodes_env) >= 1) {
+        o->slurm_nodes = atoi(nodes_env);
+        if (o->machines > 0 && o->machines != o->slurm_nodes)
+            return zt_fail(err, ZT_EINPUT, "ztrain launch: %s is %d, but the Slurm allocation has %d nodes "
+                           "(SLURM_JOB_NUM_NODES)", mach_src, o->machines, o->slurm_nodes);
+        if (!o->num && tasks_env && atoi(tasks_env) >= 1)
+            o->num = atoi(tasks_env);
+    }
+    if (!hs->n && !o->slurm_nodes && o->machines > 1)
         return zt_fail(err, ZT_EINPUT, "ztrain launch: %s is %d, but no hosts were given (--hostfile, --hosts or "
-                       "mpirun_config.mpirun_hostfile); inside a Slurm allocation use mpirun or srun directly "
-                       "(docs/multinode.md)", mach_src, o->machines);
+                       "mpirun_config.mpirun_hostfile) and this is not a Slurm allocation (docs/multinode.md)",
+                       mach_src, o->machines);
     if (hs->n && o->machines > 0 && o->machines != hs->n)
         return zt_fail(err, ZT_EINPUT, "ztrain launch: %s is %d, but %s lists %d host%s", mach_src, o->machines,
                        hs->source, hs->n, hs->n == 1 ? "" : "s");
@@ -224,6 +239,9 @@ static int settle(launch_opts *o, host_set *hs, zt_err *err)
     if (hs->n && o->num % hs->n != 0)
         return zt_fail(err, ZT_EINPUT, "ztrain launch: %d processes do not spread evenly over the %d hosts of %s",
                        o->num, hs->n, hs->source);
+    if (o->slurm_nodes && o->num % o->slurm_nodes != 0)
+        return zt_fail(err, ZT_EINPUT, "ztrain launch: %d processes do not spread evenly over the %d nodes of the "
+                       "Slurm allocation (SLURM_JOB_NUM_NODES)", o->num, o->slurm_nodes);
     if (ac.main_process_ip[0] || ac.main_process_port > 0)
         fprintf(stderr, "ztrain launch: main_process_ip %s, main_process_port %d (from %s) are not used: Open "
                 "MPI does its own rendezvous from mpirun's machine\n",
@@ -237,7 +255,7 @@ static int settle(launch_opts *o, host_set *hs, zt_err *err)
 static int build_and_run(const launch_opts *o, const host_set *hs, int argc, char **argv, int split, zt_err *err)
 {
     /* binding is per machine: this machine's cores over the ranks each machine holds */
-    int per_machine = hs->n ? o->num / hs->n : o->num;
+    int machines = hs->n ? hs->n : o->slurm_nodes ? o->slurm_nodes : 1, per_machine = o->num / machines;
     int cores = usable_cores(), tpp = o->tpp;
     if (!tpp)
         tpp = cores / per_machine > 0 ? cores / per_machine : 1;

@@ -58,6 +58,14 @@ printf 'distributed_type: MULTI_CPU\nnum_machines: 2\nnum_processes: 4\n' > "$TM
 expect_exit 2 "num_machines in $TMP/nohosts.yaml is 2, but no hosts were given" -- \
     "$ZTRAIN" launch --config_file "$TMP/nohosts.yaml" --dry_run train
 
+# in a Slurm allocation mpirun finds the nodes; launch takes the task count and binds per node
+# (the environment is faked here: no Slurm on the test machine, so srun itself is not run)
+cmd=$(SLURM_JOB_NUM_NODES=2 SLURM_NTASKS=4 "$ZTRAIN" launch --dry_run train 2>"$TMP/err") ||
+    fail "launch in a Slurm allocation: $(cat "$TMP/err")"
+printf '%s' "$cmd" | grep -q "^mpirun -np 4 .* train --threads $want$" || fail "Slurm allocation: $cmd"
+expect_exit 2 "num_machines in $TMP/nohosts.yaml is 2, but the Slurm allocation has 3 nodes" -- \
+    env SLURM_JOB_NUM_NODES=3 "$ZTRAIN" launch --config_file "$TMP/nohosts.yaml" --dry_run train
+
 # malformed hosts name the file and line, or the flag
 printf 'node-a slots=2\nnode-b slot=2\n' > "$TMP/typo"
 expect_exit 2 "hostfile $TMP/typo:2: 'slot=2' not understood" -- "$ZTRAIN" launch --hostfile "$TMP/typo" --dry_run train

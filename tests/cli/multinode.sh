@@ -167,4 +167,5 @@ ONE_ONLY=()
 compare ds32 3 6 --use_deepspeed --zero_stage 2
 grep -q "plan: DEEPSPEED, ZeRO-2, 6 ranks (3 machines x 2), shard group 6" "$TMP/ds32.net.out" ||
     fail "DeepSpeed ZeRO-2 3x2: $(grep plan: "$TMP/ds32.net.out")"
+link_bytes "$TMP/ds32.net.jsonl" 3 2 full
 finish
