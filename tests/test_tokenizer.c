@@ -99,6 +99,8 @@ static void check_family(const char *family)
 static void test_gpt2_byte_level_matches_tokenizers(void) { check_family("gpt2"); }
 static void test_llama3_byte_level_matches_tokenizers(void) { check_family("llama3"); }
 static void test_llama2_sentencepiece_matches_tokenizers(void) { check_family("llama2"); }
+/* a tokenizer `ztrain tokenizer train` wrote: decoding gives the text back */
+static void test_ztrain_trained_matches_tokenizers(void) { check_family("ztrain_trained"); }
 
 /* eos/bos come from tokenizer_config.json; special tokens are flagged. */
 static void test_special_ids(void)
@@ -180,6 +182,7 @@ int main(void)
     ZT_RUN(test_gpt2_byte_level_matches_tokenizers);
     ZT_RUN(test_llama3_byte_level_matches_tokenizers);
     ZT_RUN(test_llama2_sentencepiece_matches_tokenizers);
+    ZT_RUN(test_ztrain_trained_matches_tokenizers);
     ZT_RUN(test_special_ids);
     ZT_RUN(test_invalid_utf8_refused);
     ZT_RUN(test_unsupported_refused_with_path);

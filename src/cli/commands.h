@@ -2,7 +2,11 @@
 #ifndef ZT_COMMANDS_H
 #define ZT_COMMANDS_H
 
+#include <stddef.h>
+
 #include "../core/status.h"
+
+struct zt_comm;
 
 const char *zt_version(void);
 int zt_cli_set_threads(int threads); /* 0: the cores this process may use; returns the count */
@@ -11,8 +15,15 @@ int zt_cmd_launch(int argc, char **argv, zt_err *err);
 int zt_cmd_config(int argc, char **argv, zt_err *err);
 int zt_cmd_estimate_memory(int argc, char **argv, zt_err *err);
 int zt_cmd_tokenize(int argc, char **argv, zt_err *err);
+int zt_cmd_tokenizer(int argc, char **argv, zt_err *err);
 /* Move the values after `flag` (up to the next --flag) out of argv into *list. */
 int zt_cli_take_list(const char *flag, int *argc, char **argv, const char ***list);
 int zt_cmd_generate(int argc, char **argv, zt_err *err);
+
+/* train/eval --data FILE.txt --tokenizer DIR: point *data at the cached ids
+ * (buf holds the path) after checking the vocabulary fits model_vocab.  With a
+ * comm, rank 0 tokenizes first and the ranks agree on the outcome. */
+int zt_cli_text_data(const char **data, const char *tok_dir, int model_vocab, struct zt_comm *comm, int rank,
+                     int threads, char *buf, size_t cap, zt_err *err);
 
 #endif

@@ -247,7 +247,8 @@ static void usage(void)
            "  launch       start N ranks through mpirun: ztrain launch --num_processes N train ...\n"
            "  config       show | validate | convert an Accelerate YAML / DeepSpeed JSON\n"
            "  estimate-memory  bytes per rank by stage and mode, before running\n"
-           "  tokenize     text files to token ids with a Hugging Face tokenizer.json\n",
+           "  tokenize     text files to token ids with a Hugging Face tokenizer.json\n"
+           "  tokenizer    train: a byte-level BPE tokenizer from text (Hugging Face files)\n",
            ZTRAIN_VERSION);
 }
 
@@ -264,7 +265,7 @@ int main(int argc, char **argv)
     static const struct { const char *name; int (*fn)(int, char **, zt_err *); } commands[] = {
         {"train", cmd_train}, {"eval", cmd_eval}, {"init-model", cmd_init_model}, {"env", zt_cmd_env},
         {"launch", zt_cmd_launch}, {"config", zt_cmd_config}, {"estimate-memory", zt_cmd_estimate_memory},
-        {"tokenize", zt_cmd_tokenize},
+        {"tokenize", zt_cmd_tokenize}, {"tokenizer", zt_cmd_tokenizer},
         {"generate", zt_cmd_generate},
     };
     zt_err err = {0};
@@ -282,6 +283,6 @@ int main(int argc, char **argv)
         zt_comm_finalize_mpi();
         return rc == ZT_OK ? 0 : rc == ZT_EINPUT ? 2 : 1;
     }
-    fprintf(stderr, "ztrain: error: unknown command '%s' (commands: train, eval, init-model, env, launch, config, estimate-memory, tokenize)\n", argv[1]);
+    fprintf(stderr, "ztrain: error: unknown command '%s' (commands: train, eval, init-model, env, launch, config, estimate-memory, tokenize, tokenizer)\n", argv[1]);
     return 2;
 }
