@@ -71,14 +71,15 @@ static int g_rank = 0, g_world = 1; /* for error messages */
 static int cmd_train(int argc, char **argv, zt_err *err)
 {
     const char *model = NULL, *data = NULL, *output_dir = NULL, *log_jsonl = NULL, *max_shard = "5GB";
-    const char *resume = NULL;
+    const char *resume = NULL, *tokenizer = NULL;
     int threads = 0, progress = -1;
     double peak = 0.0, coll_timeout = 600.0;
     zt_settings st;
     zt_settings_defaults(&st);
     zt_flag flags[] = {
         {"model", ZT_FLAG_STR, &model, "Hugging Face model directory (config.json + safetensors)", 1, 0, 0},
-        {"data", ZT_FLAG_STR, &data, "token data: .npy, .bin (uint16) or .txt (bytes)", 1, 0, 0},
+        {"data", ZT_FLAG_STR, &data, "token data: .npy, .bin (uint16) or .txt (bytes, or text with --tokenizer)", 1, 0, 0},
+        {"tokenizer", ZT_FLAG_STR, &tokenizer, "tokenize .txt data with DIR/tokenizer.json (once: cached by content hash)", 1, 0, 0},
         {"output_dir", ZT_FLAG_STR, &output_dir, "where the trained model is written", 1, 0, 0},
         {"log_jsonl", ZT_FLAG_STR, &log_jsonl, "write one JSON object per optimizer step here", 1, 0, 0},
         PLAN_FLAGS(st),
@@ -151,6 +152,12 @@ static int cmd_train(int argc, char **argv, zt_err *err)
     if (g_rank == 0)
         printf("ztrain %s: %d rank%s x %d thread%s\n", ZTRAIN_VERSION, g_world, g_world == 1 ? "" : "s",
                nthreads, nthreads == 1 ? "" : "s");
+    char tok_data[4096];
+    if (tokenizer && (rc = zt_cli_text_data(&a.data_path, tokenizer, cfg.vocab_size, &comm, g_rank, nthreads, tok_data,
+                                            sizeof tok_data, err))) {
+        zt_comm_free(&comm);
+        return rc;
+    }
     zt_train_result res;
     rc = zt_train(&a, &res, err);
     zt_comm_free(&comm);
@@ -161,12 +168,13 @@ static int cmd_train(int argc, char **argv, zt_err *err)
 
 static int cmd_eval(int argc, char **argv, zt_err *err)
 {
-    const char *model = NULL, *data = NULL, *mixed_precision = "no";
+    const char *model = NULL, *data = NULL, *mixed_precision = "no", *tokenizer = NULL;
     int block_size = 128, batch = 8, threads = 0;
     long max_batches = 0;
     zt_flag flags[] = {
         {"model", ZT_FLAG_STR, &model, "Hugging Face model directory", 1, 0, 0},
-        {"data", ZT_FLAG_STR, &data, "token data: .npy, .bin or .txt", 1, 0, 0},
+        {"data", ZT_FLAG_STR, &data, "token data: .npy, .bin or .txt (bytes, or text with --tokenizer)", 1, 0, 0},
+        {"tokenizer", ZT_FLAG_STR, &tokenizer, "tokenize .txt data with DIR/tokenizer.json (once: cached by content hash)", 1, 0, 0},
         {"block_size", ZT_FLAG_INT, &block_size, "tokens per sequence (default 128)", 1, 1 << 20, 0},
         {"per_device_eval_batch_size", ZT_FLAG_INT, &batch, "sequences per batch (default 8)", 1, 1 << 20, 0},
         {"max_batches", ZT_FLAG_LONG, &max_batches, "stop after K batches (default: all)", 0, 1e12, 0},
@@ -186,7 +194,15 @@ static int cmd_eval(int argc, char **argv, zt_err *err)
     if (strcmp(mixed_precision, "no") != 0 &&
         (zt_dtype_parse(mixed_precision, &a.compute) != 0 || a.compute != ZT_BF16))
         return zt_fail(err, ZT_EINPUT, "--mixed_precision: expected no or bf16, got '%s'", mixed_precision);
-    zt_cli_set_threads(threads);
+    int nthreads = zt_cli_set_threads(threads);
+    char tok_data[4096], cfg_path[4096];
+    zt_llama_config cfg;
+    if (tokenizer) {
+        snprintf(cfg_path, sizeof cfg_path, "%s/config.json", model);
+        if ((rc = zt_hf_config_read(cfg_path, &cfg, err)) ||
+            (rc = zt_cli_text_data(&a.data_path, tokenizer, cfg.vocab_size, NULL, 0, nthreads, tok_data, sizeof tok_data, err)))
+            return rc;
+    }
     double loss = 0.0;
     long tokens = 0;
     if ((rc = zt_eval(&a, &loss, &tokens, err)))
