@@ -10,22 +10,19 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../core/input.h"
 #include "../core/sha256.h"
 #include "../io/tokens.h"
 
 int zt_text_file_open(const char *path, zt_text_file *f, zt_err *err)
 {
     memset(f, 0, sizeof *f);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return zt_fail(err, ZT_EINPUT, "%s: cannot open: %s", path, strerror(errno));
+    int fd;
     struct stat st;
-    int rc = ZT_OK;
-    if (fstat(fd, &st) != 0)
-        rc = zt_fail(err, ZT_EFAIL, "%s: cannot stat: %s", path, strerror(errno));
-    else if (!S_ISREG(st.st_mode))
-        rc = zt_fail(err, ZT_EINPUT, "%s: not a regular file", path);
-    else if (st.st_size > 0) {
+    int rc = zt_open_input(path, "text", &fd, &st, err); /* regular files only: never blocks */
+    if (rc)
+        return rc;
+    if (st.st_size > 0) {
         void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (m == MAP_FAILED)
             rc = zt_fail(err, ZT_EFAIL, "%s: mmap failed: %s", path, strerror(errno));

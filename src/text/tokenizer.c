@@ -12,9 +12,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
+#include "../core/input.h"
 #include "../core/mem.h"
 #include "bpe.h"
 #include "pretok.h"
@@ -145,38 +148,32 @@ static long byte_level_key(const char *s, uint8_t *out)
 
 /* ---- loading ----------------------------------------------------------------- */
 
+/* The whole file, NUL-terminated, in a malloc'ed buffer.  missing_ok: a file
+ * that does not exist gives *buf = NULL and ZT_OK (the optional configs). */
 static int read_file(const char *path, char **buf, size_t *len, int missing_ok, zt_err *err)
 {
     *buf = NULL, *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        if (missing_ok && errno == ENOENT)
-            return ZT_OK;
-        return zt_fail(err, ZT_EINPUT, "%s: cannot open: %s", path, strerror(errno));
-    }
-    size_t cap = 1 << 16, n = 0;
-    char *b = malloc(cap);
-    while (b) {
-        if (n + 1 >= cap) {
-            char *nb = realloc(b, cap * 2);
-            if (!nb) {
-                free(b), b = NULL;
-                break;
-            }
-            b = nb, cap *= 2;
-        }
-        size_t got = fread(b + n, 1, cap - n - 1, f);
-        n += got;
-        if (got == 0)
+    if (missing_ok && access(path, F_OK) != 0 && errno == ENOENT)
+        return ZT_OK;
+    int fd;
+    struct stat st;
+    int rc = zt_open_input(path, "tokenizer", &fd, &st, err); /* regular files only: never blocks */
+    if (rc)
+        return rc;
+    size_t n = (size_t)st.st_size, got = 0;
+    char *b = malloc(n + 1);
+    while (b && got < n) {
+        ssize_t r = read(fd, b + got, n - got);
+        if (r <= 0)
             break;
+        got += (size_t)r;
     }
-    int bad = ferror(f);
-    fclose(f);
+    close(fd);
     if (!b)
-        return zt_fail(err, ZT_EFAIL, "%s: out of memory reading it", path);
-    if (bad) {
+        return zt_fail(err, ZT_EFAIL, "%s: out of memory for %zu bytes", path, n);
+    if (got != n) {
         free(b);
-        return zt_fail(err, ZT_EINPUT, "%s: read error", path);
+        return zt_fail(err, ZT_EINPUT, "%s: read %zu of %zu bytes", path, got, n);
     }
     b[n] = 0;
     *buf = b, *len = n;

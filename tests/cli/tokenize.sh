@@ -52,4 +52,6 @@ expect_exit 2 'expected a .npy or .bin' -- "$ZTRAIN" tokenize --tokenizer "$fx/g
 expect_exit 2 'required' -- "$ZTRAIN" tokenize --tokenizer "$fx/gpt2" --output "$TMP/x.npy"
 printf 'ok\xff\n' > "$TMP/bad.txt"
 expect_exit 2 'bad.txt: byte offset 2 is not valid UTF-8' -- "$ZTRAIN" tokenize --tokenizer "$fx/gpt2" --input "$TMP/bad.txt" --output "$TMP/x.npy"
+mkfifo "$TMP/fifo"
+expect_exit 2 'fifo: text is a FIFO' -- "$ZTRAIN" tokenize --tokenizer "$fx/gpt2" --input "$TMP/fifo" --output "$TMP/x.npy"
 finish
