@@ -153,9 +153,9 @@ void zt_bpe_work_free(zt_bpe_work *w)
 
 static int push_pair(const zt_merges *m, zt_bpe_work *w, int32_t pos)
 {
-    int32_t merged, nx = w->next[pos];
-    if (pos < 0 || nx < 0)
+    if (pos < 0 || w->next[pos] < 0)
         return 0;
+    int32_t merged, nx = w->next[pos];
     int32_t rank = zt_merges_find(m, w->sym[pos], w->sym[nx], &merged);
     return rank < 0 ? 0 : heap_push(w, (zt_bpe_cand){rank, pos});
 }

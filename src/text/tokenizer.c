@@ -40,7 +40,8 @@ struct zt_tokenizer {
     int sp_prepend;         /* SentencePiece: "▁" before each segment */
     int strip_leading;      /* SentencePiece decoder: Strip(" ", 1, 0) after Fuse */
     int byte_fallback, fuse_unk, ignore_merges;
-    int newline_splits;     /* no multi-character token holds '\n': text may be split after one */
+    int sp_splits;          /* SentencePiece: text may be split where no token spans (below) */
+    uint8_t *bigram;        /* 256 x 256 bits: byte pair (a, b) occurs inside some token */
     int32_t unk_id, eos_id, bos_id;
     int32_t byte_id[256];   /* byte-level: the token of each byte; SentencePiece: <0xNN> (-1: none) */
     int vocab_size;
@@ -363,6 +364,16 @@ static size_t sp_decoded(const zt_tokenizer *t, const char *s, uint8_t *out)
     return k;
 }
 
+static int is_fallback_or_unk(const zt_tokenizer *t, int32_t id)
+{
+    if (id == t->unk_id)
+        return 1;
+    for (int b = 0; b < 256; b++)
+        if (t->family == FAMILY_SENTENCEPIECE && t->byte_id[b] == id)
+            return 1;
+    return 0;
+}
+
 static int load_model(zt_tokenizer *t, const cJSON *m, const cJSON *added, const char *file, zt_err *err)
 {
     const char *type = str_of(m, "type");
@@ -415,7 +426,8 @@ static int load_model(zt_tokenizer *t, const cJSON *m, const cJSON *added, const
     t->dec_len = calloc(nv, sizeof *t->dec_len);
     t->name = calloc(nv, sizeof *t->name);
     t->is_special = calloc(nv, 1);
-    if (!t->dec || !t->dec_len || !t->name || !t->is_special)
+    t->bigram = calloc(65536 / 8, 1);
+    if (!t->dec || !t->dec_len || !t->name || !t->is_special || !t->bigram)
         return zt_fail(err, ZT_EFAIL, "%s: out of memory for %zu tokens", file, nv);
 
     /* vocabulary: key -> id, and each id's decoded bytes */
@@ -461,11 +473,13 @@ static int load_model(zt_tokenizer *t, const cJSON *m, const cJSON *added, const
                 free(dec);
             }
         }
+        for (long k = 0; k + 1 < kl; k++) {
+            unsigned bit = (unsigned)key[k] << 8 | key[k + 1];
+            t->bigram[bit >> 3] |= (uint8_t)(1u << (bit & 7));
+        }
         free(key);
         if (rc)
             return rc;
-        if (kl >= 0 && strchr(e->string, '\n') && sl > 1)
-            t->newline_splits = 0;
     }
     /* the symbol of each byte: byte-level its one-byte token, SentencePiece <0xNN> */
     for (int b = 0; b < 256; b++) {
@@ -537,6 +551,10 @@ static int load_model(zt_tokenizer *t, const cJSON *m, const cJSON *added, const
                                  file, i, left, right);
                 else if (zt_merges_add(&t->merges, t->vocab.values[a], t->vocab.values[b], i, t->vocab.values[c]) < 0)
                     rc = zt_fail(err, ZT_EFAIL, "out of memory");
+                /* a merge of a byte-fallback or unk symbol makes a token whose
+                 * text is not the input's: the bigram rule below cannot see it */
+                else if (is_fallback_or_unk(t, t->vocab.values[a]) || is_fallback_or_unk(t, t->vocab.values[b]))
+                    t->sp_splits = 0;
                 free(k);
             }
         }
@@ -656,7 +674,7 @@ int zt_tok_load_file(const char *file, const char *config_dir, zt_tokenizer **ou
         return zt_fail(err, ZT_EFAIL, "out of memory");
     }
     zt_strmap_init(&t->vocab);
-    t->newline_splits = 1;
+    t->sp_splits = 1;
     const cJSON *added = cJSON_GetObjectItemCaseSensitive(root, "added_tokens");
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
     if (!is_null_or_absent(root, "truncation"))
@@ -717,6 +735,7 @@ void zt_tok_free(zt_tokenizer *t)
     free(t->dec_len);
     free(t->name);
     free(t->is_special);
+    free(t->bigram);
     for (int i = 0; i < t->n_added; i++)
         free(t->added[i].content);
     free(t->added);
@@ -785,6 +804,48 @@ int zt_tok_decode(const zt_tokenizer *t, const int32_t *ids, size_t n, int skip_
 
 /* ---- encoding ----------------------------------------------------------------- */
 
+/* ---- where SentencePiece text may be cut ------------------------------------
+ * A cut at byte i (a character boundary) cannot change the ids when both
+ * characters beside it are tokens of their own (so neither is unk, which
+ * fuse_unk could join across) and the byte pair across it, in normalized form
+ * (a space is "▁", E2 96 81), occurs inside no token: then no merge can make a
+ * token spanning i, the two sides merge independently, and their ids
+ * concatenated are the whole's.  Merges of byte-fallback or unk symbols would
+ * escape this test, so such a vocabulary disables it (sp_splits = 0). */
+static int sp_pair_free(const zt_tokenizer *t, uint8_t last, uint8_t first)
+{
+    unsigned bit = (unsigned)last << 8 | first;
+    return !(t->bigram[bit >> 3] & (1u << (bit & 7)));
+}
+
+/* The character of s[a..b) that ends at i (exclusive) or starts at i is a token. */
+static int sp_char_is_token(const zt_tokenizer *t, const uint8_t *s, size_t a, size_t b, size_t i, int before)
+{
+    size_t p = i, q = i;
+    if (before) {
+        p = i - 1;
+        while (p > a && (s[p] & 0xC0) == 0x80)
+            p--;
+    } else {
+        q = i + 1;
+        while (q < b && (s[q] & 0xC0) == 0x80)
+            q++;
+        p = i, i = q;
+    }
+    if (s[p] == ' ') /* raw text: the normalizer makes it "▁" */
+        return zt_strmap_find(&t->vocab, SP, 3) >= 0;
+    return zt_strmap_find(&t->vocab, s + p, i - p) >= 0;
+}
+
+/* In raw text s[a..b): may it be cut at i? */
+static int sp_split_ok(const zt_tokenizer *t, const uint8_t *s, size_t a, size_t b, size_t i)
+{
+    if ((s[i] & 0xC0) == 0x80)
+        return 0; /* not a character boundary */
+    uint8_t last = s[i - 1] == ' ' ? 0x81 : s[i - 1], first = s[i] == ' ' ? 0xE2 : s[i];
+    return sp_pair_free(t, last, first) && sp_char_is_token(t, s, a, b, i, 1) && sp_char_is_token(t, s, a, b, i, 0);
+}
+
 /* Per-thread state: the merge loop's memory, a word cache (piece -> ids, for
  * byte-level BPE where the same words recur), and scratch for symbols. */
 typedef struct encoder {
@@ -847,7 +908,7 @@ static int encode_word(const zt_tokenizer *t, encoder *e, const uint8_t *w, size
         if (at >= 0)
             return zt_ids_push(out, t->vocab.values[at]);
     }
-    int cacheable = t->family == FAMILY_BYTE_LEVEL && n <= CACHE_MAX_PIECE;
+    int cacheable = n <= CACHE_MAX_PIECE;
     if (cacheable) {
         long at = zt_strmap_find(&e->cache, w, n);
         if (at >= 0) {
@@ -929,7 +990,21 @@ static int encode_chunk(const zt_tokenizer *t, encoder *e, const uint8_t *s, siz
         else
             e->norm[k++] = s[i];
     }
-    return k ? encode_word(t, e, e->norm, k, out) : ZT_OK;
+    /* Cut before each "▁" where no token can span (see sp_split_ok): words,
+     * small heaps, and a cache hit for every word seen before. */
+    const uint8_t *w = e->norm;
+    size_t w0 = 0;
+    int sp_is_token = t->sp_splits && zt_strmap_find(&t->vocab, SP, 3) >= 0;
+    for (size_t i = 1; sp_is_token && i + 2 < k; i++) {
+        if (w[i] != 0xE2 || w[i + 1] != 0x96 || w[i + 2] != 0x81 || !sp_pair_free(t, w[i - 1], 0xE2) ||
+            !sp_char_is_token(t, w, w0, k, i, 1))
+            continue;
+        int rc = encode_word(t, e, w + w0, i - w0, out);
+        if (rc)
+            return rc;
+        w0 = i;
+    }
+    return k > w0 ? encode_word(t, e, w + w0, k - w0, out) : ZT_OK;
 }
 
 /* A piece of the work: text [start, end), or one added token (added >= 0). */
@@ -979,17 +1054,16 @@ static int match_added(const zt_tokenizer *t, const uint8_t *s, size_t n, size_t
  *     restarts there.  The lone '\n' matters for GPT-2's \s+(?!\S): a longer
  *     white-space run gives up its last character before a non-space but not
  *     at the end of a piece of text;
- *   SentencePiece: after '\n' when no multi-character token contains '\n' --
- *     then no merge crosses it and the two sides merge independently. */
+ *   SentencePiece: where sp_split_ok says no token can span. */
 static int split_segment(const zt_tokenizer *t, const uint8_t *s, size_t a, size_t b, size_t target, chunk_list *l)
 {
-    int can = t->family == FAMILY_BYTE_LEVEL || t->newline_splits;
+    int can = t->family == FAMILY_BYTE_LEVEL || t->sp_splits;
     size_t start = a;
     int first = 1;
     for (size_t i = a + target; can && i < b; i++) {
-        if (s[i - 1] != '\n')
-            continue;
         if (t->family == FAMILY_BYTE_LEVEL) {
+            if (s[i - 1] != '\n')
+                continue;
             uint8_t before = i >= a + 2 ? s[i - 2] : ' ';
             if (before >= 0x80 || before == ' ' || (before >= '\t' && before <= '\r'))
                 continue;
@@ -997,6 +1071,8 @@ static int split_segment(const zt_tokenizer *t, const uint8_t *s, size_t a, size
             int l = zt_utf8_decode(s + i, b - i, &cp);
             if (!l || zt_uc_class(cp) == ZT_UC_SPACE)
                 continue;
+        } else if (!sp_split_ok(t, s, a, b, i)) {
+            continue;
         }
         if (chunk_add(l, start, i, -1, first))
             return ZT_EFAIL;
@@ -1023,7 +1099,9 @@ int zt_tok_encode_chunked(const zt_tokenizer *t, const char *text, size_t len, i
         threads = omp_get_max_threads();
     /* 1. added tokens cut the text into segments (longest match, left to right) */
     chunk_list l = {0};
-    size_t target = threads > 1 && chunk_bytes ? chunk_bytes : (size_t)-1 / 2;
+    /* pieces even on one thread: SentencePiece merges a whole piece at once, and
+     * a smaller heap stays in cache */
+    size_t target = chunk_bytes ? chunk_bytes : (size_t)-1 / 2;
     size_t seg = 0;
     int rc = ZT_OK;
     for (size_t i = 0; i < len && !rc;) {
