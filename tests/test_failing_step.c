@@ -13,6 +13,7 @@
 #include "../src/comm/comm.h"
 #include "../src/kernels/matmul.h"
 #include "../src/plan/plan.h"
+#include "../src/train/run_args.h"
 #include "../src/train/trainer.h"
 #include "test.h"
 #include "tmpdir.h"
@@ -45,22 +46,24 @@ static void test_failing_step_stops_the_run(void)
     zt_plan_request_init(&req);
     req.face = ZT_FACE_FSDP;
     req.sharding = ZT_SHARDING_FULL_SHARD;
-    zt_train_args a = {0};
     zt_err err = {0};
-    ZT_CHECK_MSG(zt_plan_resolve(&req, world, &a.plan, &err) == ZT_OK, "%s", err.msg);
+    zt_plan plan;
+    ZT_CHECK_MSG(zt_plan_resolve(&req, world, &plan, &err) == ZT_OK, "%s", err.msg);
+    zt_settings st;
+    zt_settings_defaults(&st);
+    st.block_size = 16;
+    st.batch = 1;
+    st.max_steps = 4;
+    st.lr = 1e-4;
+    st.weight_decay = 0.1;
+    zt_train_args a;
+    ZT_CHECK_MSG(zt_train_args_from_settings(&st, &plan, &a, &err) == ZT_OK, "%s", err.msg);
     zt_comm c;
     ZT_CHECK(zt_comm_create(&c, a.plan.group_size, &err) == ZT_OK);
     a.comm = &c;
     a.model_dir = "tests/fixtures/gqa_tied";
     a.data_path = "tests/fixtures/gqa_tied/tokens.npy";
     a.output_dir = out;
-    a.block_size = 16;
-    a.batch_size = 1;
-    a.grad_accum = 1;
-    a.max_steps = 4;
-    a.adam = (zt_adamw_hparams){1e-4, 0.1, 0.9, 0.999, 1e-8};
-    a.max_grad_norm = 1.0;
-    a.schedule = ZT_LR_LINEAR;
     a.quiet = 1;
     a.peak_gflops = 1.0;
     failure f = {2, world - 1};
@@ -75,8 +78,8 @@ static void test_failing_step_stops_the_run(void)
     ZT_CHECK_MSG(rc == ZT_EFAIL, "rc %d: %s", rc, err.msg);
     ZT_CHECK_MSG(strstr(err.msg, "injected failure at step 2") != NULL, "%s", err.msg);
     ZT_CHECK_MSG(last == 1, "the last step reported was %ld, want 1", last);
-    struct stat st;
-    ZT_CHECK_MSG(stat(out, &st) != 0, "%s was written by a failed run", out);
+    struct stat sb;
+    ZT_CHECK_MSG(stat(out, &sb) != 0, "%s was written by a failed run", out);
     zt_comm_free(&c);
     ZT_CHECK(tmpdir_remove(tmp) == 0);
 }

@@ -106,7 +106,8 @@ static int full_forward(const int *tokens, int T, zt_dtype compute, float *logit
     zt_model model;
     zt_comm comm;
     zt_comm_create_local(&comm);
-    zt_precision prec = {ZT_F32, ZT_F32, compute, compute, ZT_F32, 0};
+    zt_precision prec = {.load = ZT_F32, .master = ZT_F32, .compute = compute, .reduce = compute,
+                         .save = ZT_F32};
     int rc = zt_hf_read_config_dir(FIX, &cfg, &err);
     if (!rc) rc = zt_layout_build(&lay, &cfg, ZT_WRAP_TRANSFORMER, 0, 1, &err);
     if (!rc) rc = zt_engine_init(&eng, &lay, prec, 0, NULL, &comm, &err);

@@ -56,7 +56,7 @@ static double forward(int use_engine, zt_dtype cd, float *logits)
     ZT_CHECK(zt_layout_build(&lay, &cfg, ZT_WRAP_TRANSFORMER, 0, 1, &err) == ZT_OK);
     zt_param_owner own;
     if (use_engine) {
-        ZT_CHECK(zt_engine_init(&eng, &lay, (zt_precision){ZT_F32, ZT_F32, cd, cd, ZT_F32, 0}, 0, NULL, &comm,
+        ZT_CHECK(zt_engine_init(&eng, &lay, (zt_precision){.load = ZT_F32, .master = ZT_F32, .compute = cd, .reduce = cd, .save = ZT_F32}, 0, NULL, &comm,
                                 &err) == ZT_OK);
         ZT_CHECK(zt_hf_load_params(FIX, &lay, &eng, &err) == ZT_OK);
         zt_engine_refresh_gathered(&eng);
@@ -138,7 +138,7 @@ static void test_eval_allocates_no_training_state(void)
         ZT_CHECK(zt_mem_peak(ZT_MEM_ACTIV) > 0);
         /* what the engine-owned evaluation held for the same plan (its estimate is
          * what it allocates: test_zero holds the two equal) */
-        zt_engine_bytes old = zt_engine_estimate(&lay, (zt_precision){ZT_F32, ZT_F32, cd, cd, ZT_F32, 0}, 0, 1,
+        zt_engine_bytes old = zt_engine_estimate(&lay, (zt_precision){.load = ZT_F32, .master = ZT_F32, .compute = cd, .reduce = cd, .save = ZT_F32}, 0, 1,
                                                  NULL);
         size_t old_total = old.master + old.grads + old.optim + old.gathered + old.comm;
         ZT_CHECK(old.grads > 0 && old.optim > 0 && weights < old_total);
@@ -226,7 +226,7 @@ static double train_step(const zt_backend *be, float **params, zt_layout *lay_ou
     zt_comm_create_local(&comm);
     ZT_CHECK(zt_hf_read_config_dir(FIX, &cfg, &err) == ZT_OK);
     ZT_CHECK(zt_layout_build(lay_out, &cfg, ZT_WRAP_TRANSFORMER, 0, 1, &err) == ZT_OK);
-    ZT_CHECK(zt_engine_init(&eng, lay_out, (zt_precision){ZT_F32, ZT_F32, ZT_F32, ZT_F32, ZT_F32, 0}, 0, NULL,
+    ZT_CHECK(zt_engine_init(&eng, lay_out, ZT_PRECISION_ALL(ZT_F32), 0, NULL,
                             &comm, &err) == ZT_OK);
     ZT_CHECK(zt_hf_load_params(FIX, lay_out, &eng, &err) == ZT_OK);
     zt_engine_refresh_gathered(&eng);

@@ -24,6 +24,7 @@
 #include "../src/kernels/matmul.h"
 #include "../src/model/llama.h"
 #include "../src/train/batches.h"
+#include "../src/train/run_args.h"
 #include "../src/train/trainer.h"
 #include "test.h"
 #include "tmpdir.h"
@@ -227,28 +228,36 @@ static void check_training(const char *dir, zt_precision prec, const char *prefi
     tmpdir_join(out, sizeof out, tmp, "out");
     snprintf(data, sizeof data, "%s/tokens.npy", dir);
     snprintf(refpath, sizeof refpath, "%s/reference.safetensors", dir);
-    zt_train_args a = {0};
+    /* the fixture's run, as the flags of `ztrain train` would give it */
+    zt_settings st;
+    zt_settings_defaults(&st);
+    st.block_size = fa.T;
+    st.batch = fa.B;
+    st.accum = fa.A;
+    st.max_steps = fa.max_steps;
+    st.lr = fa.lr;
+    st.weight_decay = fa.wd;
+    st.beta1 = fa.b1;
+    st.beta2 = fa.b2;
+    st.eps = fa.eps;
+    st.max_grad_norm = fa.clip;
+    st.warmup_steps = fa.warmup;
+    st.seed = 0;
+    zt_plan plan = zt_plan_single(prec, ZT_WRAP_TRANSFORMER);
+    plan.prec.save = ZT_F32;
+    zt_err err = {0};
+    zt_train_args a;
+    ZT_CHECK_MSG(zt_train_args_from_settings(&st, &plan, &a, &err) == ZT_OK, "%s", err.msg);
     a.model_dir = dir;
     a.data_path = data;
     a.output_dir = out;
-    a.plan = zt_plan_single(prec, ZT_WRAP_TRANSFORMER);
-    a.plan.prec.save = ZT_F32;
-    a.block_size = fa.T;
-    a.batch_size = fa.B;
-    a.grad_accum = fa.A;
-    a.max_steps = fa.max_steps;
     zt_train_hooks stop = {.stop_after_steps = fa.steps}; /* of the schedule's max_steps */
     a.hooks = &stop;
     step_log got = {0};
     a.on_step = record_step;
     a.on_step_ctx = &got;
-    a.adam = (zt_adamw_hparams){fa.lr, fa.wd, fa.b1, fa.b2, fa.eps};
-    a.max_grad_norm = fa.clip;
-    a.schedule = ZT_LR_LINEAR;
-    a.warmup_steps = fa.warmup;
     a.quiet = 1;
     a.peak_gflops = 1.0;
-    zt_err err = {0};
     zt_train_result res;
     int rc = zt_train(&a, &res, &err);
     ZT_CHECK_MSG(rc == ZT_OK, "%s", err.msg);
@@ -298,8 +307,9 @@ static void check_training(const char *dir, zt_precision prec, const char *prefi
     ZT_CHECK(tmpdir_remove(tmp) == 0);
 }
 
-static const zt_precision FP32 = {ZT_F32, ZT_F32, ZT_F32, ZT_F32, ZT_F32, 0};
-static const zt_precision BF16_ALIGNED = {ZT_BF16, ZT_F32, ZT_BF16, ZT_BF16, ZT_F32, 0};
+static const zt_precision FP32 = ZT_PRECISION_ALL(ZT_F32);
+static const zt_precision BF16_ALIGNED = {.load = ZT_BF16, .master = ZT_F32, .compute = ZT_BF16,
+                                          .reduce = ZT_BF16, .save = ZT_F32};
 
 static void test_fp32_logits_loss_grads(void)
 {

@@ -5,6 +5,7 @@
 #include "../src/comm/comm.h"
 #include "../src/core/mem.h"
 #include "../src/engine/loss_scale.h"
+#include "../src/engine/engine.h"
 #include "../src/plan/plan.h"
 #include "test.h"
 
@@ -83,8 +84,8 @@ static void test_refusals(void)
     ZT_CHECK(zt_plan_resolve(&r, 4, &p, &err) == ZT_EINPUT && strstr(err.msg, "HYBRID"));
     zt_plan_request_init(&r);
     r.mixed_precision = "fp16"; /* fp32 master with loss scaling */
-    ZT_CHECK(zt_plan_resolve(&r, 1, &p, &err) == ZT_OK && p.loss_scaling && p.prec.master == ZT_F32);
-    ZT_CHECK(p.ls_initial_scale_power == 16 && p.ls_window == 1000 && p.ls_hysteresis == 2);
+    ZT_CHECK(zt_plan_resolve(&r, 1, &p, &err) == ZT_OK && p.ls.on && p.prec.master == ZT_F32);
+    ZT_CHECK(p.ls.initial_scale_power == 16 && p.ls.window == 1000 && p.ls.hysteresis == 2);
     r.mixed_precision = "no";
     r.torch_dtype = "fp16"; /* an fp16 master with nothing to scale the loss */
     ZT_CHECK(zt_plan_resolve(&r, 1, &p, &err) == ZT_EINPUT && strstr(err.msg, "loss scaling"));
@@ -204,7 +205,8 @@ static void test_stage3_prefetch_pool(void)
     zt_comm_create_local(&comm);
     zt_err err;
     ZT_CHECK(tiny_layout(&lay, 4, &err) == ZT_OK);
-    zt_precision prec = {ZT_F32, ZT_F32, ZT_BF16, ZT_BF16, ZT_F32, 0};
+    zt_precision prec = {.load = ZT_F32, .master = ZT_F32, .compute = ZT_BF16, .reduce = ZT_BF16,
+                         .save = ZT_F32};
     zt_overlap ov = {1, ZT_BACKWARD_PREFETCH_PRE, 1};
     zt_engine eng;
     ZT_CHECK(zt_engine_init(&eng, &lay, prec, 3, &ov, &comm, &err) == ZT_OK);

@@ -10,6 +10,7 @@
 #include "../src/kernels/matmul.h"
 #include "../src/model/layout.h"
 #include "../src/train/batches.h"
+#include "../src/train/run_args.h"
 #include "../src/train/trainer.h"
 #include "test.h"
 #include "weights_cmp.h"
@@ -30,43 +31,50 @@ static void record_loss(void *ctx, const zt_step_metrics *m)
         l->losses[l->n++] = m->loss;
 }
 
-static zt_train_args base_args(void)
+/* The settings every test starts from, as `ztrain train` flags would give them. */
+static zt_settings base_settings(void)
 {
-    zt_train_args a = {0};
-    a.model_dir = FIX;
-    a.data_path = "tests/fixtures/gqa_tied/tokens.npy";
-    a.plan = zt_plan_single((zt_precision){ZT_F32, ZT_F32, ZT_F32, ZT_F32, ZT_F32, 0}, ZT_WRAP_TRANSFORMER);
-    a.block_size = 16;
-    a.batch_size = 2;
-    a.grad_accum = 1;
-    a.max_steps = 4;
-    a.adam = (zt_adamw_hparams){1e-3, 0.1, 0.9, 0.999, 1e-8};
-    a.max_grad_norm = 1.0;
-    a.schedule = ZT_LR_LINEAR;
-    a.quiet = 1;
-    a.peak_gflops = 1.0;
-    return a;
+    zt_settings st;
+    zt_settings_defaults(&st);
+    st.block_size = 16;
+    st.batch = 2;
+    st.accum = 1;
+    st.max_steps = 4;
+    st.lr = 1e-3;
+    st.weight_decay = 0.1;
+    st.seed = 0;
+    return st;
 }
 
-/* Train with args a into a fresh temp dir; return the saved weights (caller closes)
- * and the per-step losses. */
-static zt_weights *run(zt_train_args a, double *losses, int nlosses, char *tmpdir_out)
+static const zt_precision FP32 = ZT_PRECISION_ALL(ZT_F32);
+
+/* Train with settings st under plan into a fresh temp dir; return the saved weights
+ * (caller closes) and the per-step losses. */
+static zt_weights *run(const zt_settings *st, zt_plan plan, double *losses, int nlosses, char *tmpdir_out)
 {
     char tmp[64];
     if (!tmpdir_make(tmp, sizeof tmp, "zt_train_"))
         return NULL;
     strcpy(tmpdir_out, tmp);
+    zt_err err = {0};
+    zt_train_args a;
+    int rc = zt_train_args_from_settings(st, &plan, &a, &err);
+    ZT_CHECK_MSG(rc == ZT_OK, "%s", err.msg);
     char out[256];
     tmpdir_join(out, sizeof out, tmp, "out");
+    a.model_dir = FIX;
+    a.data_path = "tests/fixtures/gqa_tied/tokens.npy";
     a.output_dir = out;
+    a.quiet = 1;
+    a.peak_gflops = 1.0;
     for (int i = 0; i < nlosses; i++)
         losses[i] = NAN;
     loss_log ll = {losses, 0, nlosses};
     a.on_step = record_loss;
     a.on_step_ctx = &ll;
-    zt_err err = {0};
     zt_train_result res;
-    int rc = zt_train(&a, &res, &err);
+    if (rc == ZT_OK)
+        rc = zt_train(&a, &res, &err);
     ZT_CHECK_MSG(rc == ZT_OK, "%s", err.msg);
     zt_weights *w = NULL;
     if (rc == ZT_OK)
@@ -84,16 +92,17 @@ static void test_gradient_accumulation_matches_bigger_batch(void)
 {
     double l1[4], l2[4], l3[4];
     char t1[64], t2[64], t3[64];
-    zt_train_args a = base_args();
-    a.adam.lr = 1e-4;
-    a.batch_size = 4;
-    zt_weights *w1 = run(a, l1, 4, t1);
-    a.batch_size = 2;
-    a.grad_accum = 2;
-    zt_weights *w2 = run(a, l2, 4, t2);
-    a.batch_size = 1;
-    a.grad_accum = 4;
-    zt_weights *w3 = run(a, l3, 4, t3);
+    zt_settings st = base_settings();
+    zt_plan plan = zt_plan_single(FP32, ZT_WRAP_TRANSFORMER);
+    st.lr = 1e-4;
+    st.batch = 4;
+    zt_weights *w1 = run(&st, plan, l1, 4, t1);
+    st.batch = 2;
+    st.accum = 2;
+    zt_weights *w2 = run(&st, plan, l2, 4, t2);
+    st.batch = 1;
+    st.accum = 4;
+    zt_weights *w3 = run(&st, plan, l3, 4, t3);
     for (int i = 0; i < 4; i++) {
         ZT_CHECK_CLOSE(l2[i], l1[i], 1e-6, 1e-6);
         ZT_CHECK_CLOSE(l3[i], l1[i], 1e-6, 1e-6);
@@ -129,7 +138,7 @@ static void test_activation_estimate_matches_allocation(void)
         /* fp32 operands, and bf16 compute, whose product operands are bf16 buffers */
         for (zt_dtype cd = ZT_F32; cd <= ZT_BF16; cd++) {
             zt_engine eng;
-            ZT_CHECK(zt_engine_init(&eng, &lay, (zt_precision){ZT_F32, ZT_F32, cd, ZT_F32, ZT_F32, 0},
+            ZT_CHECK(zt_engine_init(&eng, &lay, (zt_precision){.load = ZT_F32, .master = ZT_F32, .compute = cd, .reduce = ZT_F32, .save = ZT_F32},
                                     0, NULL, &comm, &err) == ZT_OK);
             for (int ckpt = 0; ckpt <= 1; ckpt++)
                 for (int B = 1; B <= 3; B += 2) {
@@ -154,10 +163,11 @@ static void test_gradient_checkpointing_is_exact(void)
 {
     double l1[4], l2[4];
     char t1[64], t2[64];
-    zt_train_args a = base_args();
-    zt_weights *w1 = run(a, l1, 4, t1);
-    a.checkpointing = 1;
-    zt_weights *w2 = run(a, l2, 4, t2);
+    zt_settings st = base_settings();
+    zt_plan plan = zt_plan_single(FP32, ZT_WRAP_TRANSFORMER);
+    zt_weights *w1 = run(&st, plan, l1, 4, t1);
+    st.checkpointing = 1;
+    zt_weights *w2 = run(&st, plan, l2, 4, t2);
     for (int i = 0; i < 4; i++)
         ZT_CHECK(l1[i] == l2[i]);
     ZT_CHECK(weights_diff(w2, w1) == 0.0);
@@ -172,13 +182,12 @@ static void test_wrap_policies_agree(void)
 {
     double l1[4], l2[4], l3[4];
     char t1[64], t2[64], t3[64];
-    zt_train_args a = base_args();
-    zt_weights *w1 = run(a, l1, 4, t1);
-    a.plan.wrap = ZT_WRAP_NONE;
-    zt_weights *w2 = run(a, l2, 4, t2);
-    a.plan.wrap = ZT_WRAP_SIZE;
-    a.plan.min_num_params = 1;
-    zt_weights *w3 = run(a, l3, 4, t3);
+    zt_settings st = base_settings();
+    zt_weights *w1 = run(&st, zt_plan_single(FP32, ZT_WRAP_TRANSFORMER), l1, 4, t1);
+    zt_weights *w2 = run(&st, zt_plan_single(FP32, ZT_WRAP_NONE), l2, 4, t2);
+    zt_plan by_size = zt_plan_single(FP32, ZT_WRAP_SIZE);
+    by_size.min_num_params = 1;
+    zt_weights *w3 = run(&st, by_size, l3, 4, t3);
     for (int i = 0; i < 4; i++) {
         ZT_CHECK(l1[i] == l2[i]);
         ZT_CHECK(l1[i] == l3[i]);
@@ -214,17 +223,20 @@ static void test_bf16_master_loses_small_updates(void)
 {
     double l[2];
     char t1[64], t2[64], t3[64];
-    zt_train_args a = base_args();
-    a.max_steps = 2;
-    a.schedule = ZT_LR_CONSTANT;
-    a.adam.weight_decay = 0.0;
-    a.adam.lr = 0.0; /* no change: the loaded, bf16-rounded weights */
-    a.plan.prec = (zt_precision){ZT_BF16, ZT_BF16, ZT_BF16, ZT_BF16, ZT_F32, 0};
-    zt_weights *start = run(a, l, 2, t1);
-    a.adam.lr = 1e-6;
-    zt_weights *lowmem = run(a, l, 2, t2);
-    a.plan.prec = (zt_precision){ZT_BF16, ZT_F32, ZT_BF16, ZT_BF16, ZT_F32, 0};
-    zt_weights *aligned = run(a, l, 2, t3);
+    zt_settings st = base_settings();
+    st.max_steps = 2;
+    st.schedule = "constant";
+    st.weight_decay = 0.0;
+    st.lr = 0.0; /* no change: the loaded, bf16-rounded weights */
+    const zt_precision bf16_master = {.load = ZT_BF16, .master = ZT_BF16, .compute = ZT_BF16,
+                                      .reduce = ZT_BF16, .save = ZT_F32};
+    const zt_precision fp32_master = {.load = ZT_BF16, .master = ZT_F32, .compute = ZT_BF16,
+                                      .reduce = ZT_BF16, .save = ZT_F32};
+    zt_plan lowmem_plan = zt_plan_single(bf16_master, ZT_WRAP_TRANSFORMER);
+    zt_weights *start = run(&st, lowmem_plan, l, 2, t1);
+    st.lr = 1e-6;
+    zt_weights *lowmem = run(&st, lowmem_plan, l, 2, t2);
+    zt_weights *aligned = run(&st, zt_plan_single(fp32_master, ZT_WRAP_TRANSFORMER), l, 2, t3);
     double lost = frac_changed(lowmem, start), kept = frac_changed(aligned, start);
     ZT_CHECK_MSG(lost < 0.02, "bf16 master changed %.3f of elements", lost);
     ZT_CHECK_MSG(kept > 0.9, "fp32 master changed only %.3f of elements", kept);

@@ -25,6 +25,7 @@
 #include "../src/kernels/matmul.h"
 #include "../src/model/llama.h"
 #include "../src/plan/plan.h"
+#include "../src/train/run_args.h"
 #include "../src/train/trainer.h"
 #include "test.h"
 #include "tmpdir.h"
@@ -81,10 +82,26 @@ static int train(const char *fixture, zt_plan_request req, int B, int A, long st
     char data[256];
     snprintf(data, sizeof data, "%s/tokens.npy", fixture);
     snprintf(o->dir, sizeof o->dir, "%s/%s", tmp, tag);
-    zt_train_args a = {0};
     zt_err err = {0};
     int W = comm ? comm->world : 1;
-    ZT_CHECK_MSG(zt_plan_resolve(&req, W, &a.plan, &err) == ZT_OK, "%s", err.msg);
+    zt_plan plan;
+    ZT_CHECK_MSG(zt_plan_resolve(&req, W, &plan, &err) == ZT_OK, "%s", err.msg);
+    plan.prec.save = ZT_F32;
+    if (extra && extra->overlap)
+        plan.overlap = *extra->overlap;
+    zt_settings st;
+    zt_settings_defaults(&st);
+    st.block_size = 16;
+    st.batch = B;
+    st.accum = A;
+    st.max_steps = steps;
+    st.lr = 1e-4;
+    st.weight_decay = 0.1;
+    st.warmup_steps = 2;
+    st.seed = 0;
+    st.save_steps = extra ? extra->save_steps : 0;
+    zt_train_args a;
+    ZT_CHECK_MSG(zt_train_args_from_settings(&st, &plan, &a, &err) == ZT_OK, "%s", err.msg);
     zt_comm c;
     if (comm) {
         ZT_CHECK(zt_comm_create(&c, a.plan.group_size, &err) == ZT_OK);
@@ -96,27 +113,15 @@ static int train(const char *fixture, zt_plan_request req, int B, int A, long st
     a.on_step = record_step;
     a.on_step_ctx = o;
     o->nsteps = 0;
-    a.block_size = 16;
-    a.batch_size = B;
-    a.grad_accum = A;
-    a.max_steps = steps;
-    a.adam = (zt_adamw_hparams){1e-4, 0.1, 0.9, 0.999, 1e-8};
-    a.max_grad_norm = 1.0;
-    a.schedule = ZT_LR_LINEAR;
-    a.warmup_steps = 2;
     a.quiet = 1;
     a.peak_gflops = 1.0;
-    a.plan.prec.save = ZT_F32;
     zt_train_hooks hooks = {0};
     if (extra) {
         hooks.stop_after_steps = extra->stop_after;
         hooks.before_update = inject_nonfinite;
         hooks.ctx = (void *)extra;
         a.hooks = &hooks;
-        a.save_steps = extra->save_steps;
         a.resume_dir = extra->resume_dir;
-        if (extra->overlap)
-            a.plan.overlap = *extra->overlap;
     }
     int rc = zt_train(&a, &o->res, &err);
     ZT_CHECK_MSG(rc == ZT_OK, "rank %d: %s", rank, err.msg);

@@ -60,9 +60,9 @@ static void print_plan_details(FILE *f, const zt_settings *st, const zt_plan *p)
             p->stage == 0 ? "NO_SHARD" : p->stage == 1 ? "(none: FSDP cannot shard only the optimizer)"
             : p->stage == 2 ? (p->hybrid ? "HYBRID_SHARD_ZERO2" : "SHARD_GRAD_OP")
                             : (p->hybrid ? "HYBRID_SHARD" : "FULL_SHARD"));
-    if (p->loss_scaling)
+    if (p->ls.on)
         fprintf(f, "loss scaling:     dynamic, initial 2^%g, window %ld, hysteresis %d, min %g\n",
-                p->ls_initial_scale_power, p->ls_window, p->ls_hysteresis, p->ls_min_scale);
+                p->ls.initial_scale_power, p->ls.window, p->ls.hysteresis, p->ls.min_scale);
     const zt_accel_config *ac = &st->accel;
     if (ac->fsdp_offload_params == ZT_YES || !strcmp(ac->offload_optimizer_device, "cpu") ||
         !strcmp(ac->offload_param_device, "cpu") || !strcmp(st->ds.offload_optimizer_device, "cpu") ||
@@ -133,12 +133,7 @@ int zt_cmd_config(int argc, char **argv, zt_err *err)
     if (model || model_config) {
         rc = zt_resolve_run(&st, model, model_config, world, NULL, &cfg, &plan, err);
     } else {
-        zt_plan_request req;
-        rc = zt_settings_resolve(&st, world, 0, ZT_F32, &req, err);
-        if (rc == ZT_OK)
-            rc = zt_plan_resolve(&req, world, &plan, err);
-        if (rc == ZT_OK)
-            zt_settings_apply_to_plan(&st, &plan);
+        rc = zt_settings_plan(&st, world, 0, ZT_F32, NULL, &plan, err);
     }
     if (rc)
         return rc;

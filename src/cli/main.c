@@ -13,6 +13,7 @@
 #include "../plan/plan.h"
 #include "../io/hf_model.h"
 #include "../kernels/matmul.h"
+#include "../train/run_args.h"
 #include "../train/trainer.h"
 #include "commands.h"
 #include "flags.h"
@@ -110,35 +111,23 @@ static int cmd_train(int argc, char **argv, zt_err *err)
         return zt_fail(err, ZT_EINPUT, "ztrain train: --model and --data are required");
     if (zt_comm_init_mpi(NULL, NULL, &g_rank, &g_world) != ZT_OK)
         return zt_fail(err, ZT_EFAIL, "MPI_Init failed");
-    zt_train_args a = {0};
+    zt_train_args a;
+    zt_plan plan;
     zt_llama_config cfg;
     zt_topology topo; /* ranks per machine: HYBRID_SHARD's default shard group */
     zt_comm_set_timeout(coll_timeout);
     if ((rc = zt_comm_topology(&topo, err)))
         return rc;
-    if ((rc = zt_resolve_run(&st, model, NULL, g_world, &topo, &cfg, &a.plan, err)))
+    if ((rc = zt_resolve_run(&st, model, NULL, g_world, &topo, &cfg, &plan, err)) ||
+        (rc = zt_train_args_from_settings(&st, &plan, &a, err)))
         return rc;
-    if (zt_lr_schedule_parse(st.schedule, &a.schedule) != 0)
-        return zt_fail(err, ZT_EINPUT,
-                       "lr_scheduler_type: expected linear, cosine, constant or constant_with_warmup, got '%s'",
-                       st.schedule);
     if ((rc = parse_size("max_shard_size", max_shard, &a.max_shard_bytes, err)))
         return rc;
+    /* what is not a setting: where things are, and how the run reports */
     a.model_dir = model;
     a.data_path = data;
     a.output_dir = output_dir;
     a.log_jsonl = log_jsonl;
-    a.block_size = st.block_size;
-    a.batch_size = st.batch;
-    a.grad_accum = st.accum;
-    a.max_steps = st.max_steps;
-    a.adam = (zt_adamw_hparams){st.lr, st.weight_decay, st.beta1, st.beta2, st.eps};
-    a.max_grad_norm = st.max_grad_norm;
-    a.warmup_steps = st.warmup_steps;
-    a.seed = (uint64_t)st.seed;
-    a.shuffle = st.shuffle;
-    a.checkpointing = st.checkpointing;
-    a.save_steps = st.save_steps;
     a.resume_dir = resume;
     a.peak_gflops = peak;
     a.progress = progress < 0 ? isatty(STDERR_FILENO) : progress;

@@ -21,15 +21,5 @@ int zt_resolve_run(zt_settings *st, const char *model_dir, const char *model_con
     int rc = model_config ? zt_hf_config_read(model_config, cfg, err) : zt_hf_read_config_dir(model_dir, cfg, err);
     if (rc)
         return rc;
-    zt_plan_request req;
-    if ((rc = zt_settings_resolve(st, world, cfg->hidden_size, cfg->torch_dtype, &req, err)))
-        return rc;
-    if (topo) {
-        req.machines = topo->machines;
-        req.machine_ranks = topo->machine_ranks;
-    }
-    if ((rc = zt_plan_resolve(&req, world, plan, err)))
-        return rc;
-    zt_settings_apply_to_plan(st, plan);
-    return ZT_OK;
+    return zt_settings_plan(st, world, cfg->hidden_size, cfg->torch_dtype, topo, plan, err);
 }

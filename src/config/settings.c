@@ -146,8 +146,10 @@ static int apply_deepspeed(zt_settings *s, int world, int hidden, zt_err *err)
     return ZT_OK;
 }
 
-int zt_settings_resolve(zt_settings *s, int world, int hidden_size, zt_dtype config_dtype,
-                        zt_plan_request *req, zt_err *err)
+/* Read the files named in s and fill every setting the command line did not
+ * give; then the plan request. */
+static int resolve_request(zt_settings *s, int world, int hidden_size, zt_dtype config_dtype,
+                           zt_plan_request *req, zt_err *err)
 {
     int rc;
     if (s->config_file) {
@@ -178,8 +180,13 @@ int zt_settings_resolve(zt_settings *s, int world, int hidden_size, zt_dtype con
     req->backward_prefetch = s->backward_prefetch;
     req->forward_prefetch = s->forward_prefetch;
     if (s->have_ds) {
-        req->overlap_comm = s->ds.overlap_comm == ZT_UNSET ? -1 : s->ds.overlap_comm == ZT_YES;
+        const zt_ds_config *c = &s->ds;
+        req->overlap_comm = c->overlap_comm == ZT_UNSET ? -1 : c->overlap_comm == ZT_YES;
         req->prefetch_bucket = s->ds_resolved.stage3_prefetch_bucket_size;
+        req->ls_initial_scale_power = c->fp16_initial_scale_power;
+        req->ls_window = c->fp16_loss_scale_window;
+        req->ls_hysteresis = c->fp16_hysteresis;
+        req->ls_min_scale = c->fp16_min_loss_scale;
     }
     if ((s->backward_prefetch || s->forward_prefetch >= 0) && !s->use_fsdp)
         return zt_fail(err, ZT_EINPUT, "fsdp_backward_prefetch and fsdp_forward_prefetch need FSDP (--use_fsdp or "
@@ -200,17 +207,16 @@ int zt_settings_resolve(zt_settings *s, int world, int hidden_size, zt_dtype con
     return ZT_OK;
 }
 
-void zt_settings_apply_to_plan(const zt_settings *s, zt_plan *plan)
+int zt_settings_plan(zt_settings *s, int world, int hidden_size, zt_dtype config_dtype,
+                     const zt_topology *topo, zt_plan *plan, zt_err *err)
 {
-    if (!s->have_ds || !plan->loss_scaling)
-        return;
-    const zt_ds_config *c = &s->ds;
-    if (c->fp16_initial_scale_power >= 0)
-        plan->ls_initial_scale_power = c->fp16_initial_scale_power;
-    if (c->fp16_loss_scale_window > 0)
-        plan->ls_window = (long)c->fp16_loss_scale_window;
-    if (c->fp16_hysteresis > 0)
-        plan->ls_hysteresis = (int)c->fp16_hysteresis;
-    if (c->fp16_min_loss_scale > 0)
-        plan->ls_min_scale = c->fp16_min_loss_scale;
+    zt_plan_request req;
+    int rc = resolve_request(s, world, hidden_size, config_dtype, &req, err);
+    if (rc)
+        return rc;
+    if (topo) {
+        req.machines = topo->machines;
+        req.machine_ranks = topo->machine_ranks;
+    }
+    return zt_plan_resolve(&req, world, plan, err);
 }

@@ -10,6 +10,7 @@
 #ifndef ZT_SETTINGS_H
 #define ZT_SETTINGS_H
 
+#include "../comm/comm.h"
 #include "../plan/plan.h"
 #include "accelerate.h"
 #include "deepspeed.h"
@@ -42,13 +43,13 @@ typedef struct zt_settings {
 
 void zt_settings_defaults(zt_settings *s);
 
-/* Read the files named in s (YAML, then the JSON it or the flags name) and fill
- * every setting the command line did not give.  world and hidden_size resolve
- * DeepSpeed's "auto" values.  Then build the plan request. */
-int zt_settings_resolve(zt_settings *s, int world, int hidden_size, zt_dtype config_dtype,
-                        zt_plan_request *req, zt_err *err);
-
-/* After the plan: the fp16 loss-scaling parameters a DeepSpeed JSON gave. */
-void zt_settings_apply_to_plan(const zt_settings *s, zt_plan *plan);
+/* The one path from what the user said to the plan: read the files named in s
+ * (the YAML, then the JSON it or the flags name), fill every setting the command
+ * line did not give, build the plan request (the ranks placed as topo says; NULL:
+ * unknown, taken as one machine) and resolve it for a world of `world` ranks.
+ * hidden_size and config_dtype (the model's) resolve DeepSpeed's "auto" values
+ * and torch_dtype auto. */
+int zt_settings_plan(zt_settings *s, int world, int hidden_size, zt_dtype config_dtype,
+                     const zt_topology *topo, zt_plan *plan, zt_err *err);
 
 #endif

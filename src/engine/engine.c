@@ -11,12 +11,6 @@
 static size_t bytes_of(size_t numel, zt_dtype dt) { return numel * zt_dtype_size(dt); }
 static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
 
-const char *zt_backward_prefetch_name(zt_backward_prefetch p)
-{
-    return p == ZT_BACKWARD_PREFETCH_PRE ? "BACKWARD_PRE" : p == ZT_BACKWARD_PREFETCH_POST ? "BACKWARD_POST"
-                                                                                         : "NO_PREFETCH";
-}
-
 /* The buffers whose number depends on the overlap (init and estimate agree on them). */
 static int gather_pool_slots(const zt_layout *lay, int stage, const zt_overlap *ov)
 {

@@ -32,46 +32,8 @@
 #include "../kernels/backend.h"
 #include "../model/layout.h"
 #include "../model/param_owner.h"
+#include "../plan/precision.h"
 #include "optim.h"
-
-typedef struct zt_precision {
-    zt_dtype load;     /* torch_dtype: weights are rounded to it when loaded */
-    zt_dtype master;   /* flat params, gradient accumulation and optimizer state */
-    zt_dtype compute;  /* gathered params and matrix-product inputs */
-    zt_dtype reduce;   /* gradient reduction */
-    zt_dtype save;     /* dtype of the saved model */
-    int compensated;   /* Kahan-compensated 16-bit master (optim.h); ignored for an fp32 master */
-} zt_precision;
-
-/* When collectives overlap computation (SPEC §2, Prefetch).  FSDP's and
- * DeepSpeed's settings resolve to these in plan.c.
- *   forward_prefetch   stage 3: when a unit is gathered in forward, start the
- *                      next unit's all-gather (FSDP forward_prefetch)
- *   backward_prefetch  stage 3: start the all-gather of the unit the backward
- *                      needs next before computing this unit's gradient (PRE) or
- *                      after it (POST); the forward's last unit stays gathered
- *                      for nothing in either case: it is gathered again
- *   overlap_reduce     stages 2-3: a unit's reduce-scatter runs while the previous
- *                      unit's backward computes (FSDP always; DeepSpeed
- *                      overlap_comm); off, it finishes inside grad_end.
- *                      Stage 0 on several ranks: in the backward that ends the
- *                      step's accumulation (zt_engine_sync_backward), a unit's
- *                      all-reduce starts when its gradient is complete (DDP's
- *                      buckets, FSDP NO_SHARD); off, all units reduce at the step
- * At most one all-gather and one reduce-scatter are in flight at a time (FSDP's
- * limit_all_gathers allows two).  The numbers do not depend on any of this: the
- * same collectives run on the same buffers, only sooner. */
-typedef enum zt_backward_prefetch {
-    ZT_BACKWARD_PREFETCH_NONE, ZT_BACKWARD_PREFETCH_PRE, ZT_BACKWARD_PREFETCH_POST
-} zt_backward_prefetch;
-
-typedef struct zt_overlap {
-    int forward_prefetch;
-    zt_backward_prefetch backward_prefetch;
-    int overlap_reduce;
-} zt_overlap;
-
-const char *zt_backward_prefetch_name(zt_backward_prefetch p);
 
 typedef struct zt_unit_state {
     /* the dtype each buffer was allocated in, checked against the plan at every

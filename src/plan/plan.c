@@ -16,6 +16,7 @@ void zt_plan_request_init(zt_plan_request *r)
     r->config_dtype = ZT_F32;
     r->forward_prefetch = r->overlap_comm = -1;
     r->prefetch_bucket = -1;
+    r->ls_initial_scale_power = r->ls_window = r->ls_hysteresis = r->ls_min_scale = -1;
 }
 
 static const char *sharding_names[] = {"", "FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD",
@@ -40,14 +41,6 @@ const char *zt_face_name(zt_face f)
     return f == ZT_FACE_FSDP ? "FSDP" : f == ZT_FACE_DEEPSPEED ? "DEEPSPEED" : "MULTI_CPU";
 }
 
-static int parse_dtype(const char *what, const char *s, zt_dtype *out, zt_err *err)
-{
-    if (zt_dtype_parse(s, out) != 0)
-        return zt_fail(err, ZT_EINPUT, "%s: expected fp32, bf16 or fp16 (float32, bfloat16, float16), got '%s'",
-                       what, s);
-    return ZT_OK;
-}
-
 int zt_plan_resolve(const zt_plan_request *r, int world, zt_plan *p, zt_err *err)
 {
     memset(p, 0, sizeof *p);
@@ -56,48 +49,16 @@ int zt_plan_resolve(const zt_plan_request *r, int world, zt_plan *p, zt_err *err
     p->min_num_params = r->min_num_params;
     int rc;
 
-    /* dtypes */
-    zt_dtype load = ZT_F32, mp = ZT_F32;
-    if (r->torch_dtype && !strcmp(r->torch_dtype, "auto"))
-        load = r->config_dtype;
-    else if (r->torch_dtype && (rc = parse_dtype("torch_dtype", r->torch_dtype, &load, err)))
+    /* the precision plan */
+    zt_precision_request pr = {
+        .deepspeed = r->face == ZT_FACE_DEEPSPEED, .torch_dtype = r->torch_dtype,
+        .config_dtype = r->config_dtype, .mixed_precision = r->mixed_precision,
+        .reduce_dtype = r->reduce_dtype, .master_compensation = r->master_compensation,
+        .ls_initial_scale_power = r->ls_initial_scale_power, .ls_window = r->ls_window,
+        .ls_hysteresis = r->ls_hysteresis, .ls_min_scale = r->ls_min_scale,
+    };
+    if ((rc = zt_precision_resolve(&pr, &p->prec, &p->mixed, &p->ls, err)))
         return rc;
-    int mixed = r->mixed_precision && strcmp(r->mixed_precision, "no") != 0;
-    if (mixed && (rc = parse_dtype("mixed_precision", r->mixed_precision, &mp, err)))
-        return rc;
-    if (mixed && mp == ZT_F32)
-        return zt_fail(err, ZT_EINPUT, "mixed_precision: expected no, bf16 or fp16, got '%s'", r->mixed_precision);
-    if (r->face == ZT_FACE_DEEPSPEED) {
-        p->prec.master = ZT_F32;
-        p->prec.compute = mixed ? mp : ZT_F32;
-    } else {
-        p->prec.master = mixed ? ZT_F32 : load;
-        p->prec.compute = mixed ? mp : p->prec.master;
-    }
-    p->prec.load = load;
-    p->mixed = mixed;
-    p->prec.reduce = p->prec.compute;
-    p->prec.save = load;
-    if (r->reduce_dtype && (rc = parse_dtype("reduce_dtype", r->reduce_dtype, &p->prec.reduce, err)))
-        return rc;
-    if (r->master_compensation && strcmp(r->master_compensation, "none") != 0) {
-        if (strcmp(r->master_compensation, "kahan") != 0)
-            return zt_fail(err, ZT_EINPUT, "master_compensation: expected none or kahan, got '%s'",
-                           r->master_compensation);
-        if (p->prec.master == ZT_F32)
-            return zt_fail(err, ZT_EINPUT, "master_compensation kahan applies to a 16-bit master; this plan's "
-                           "master is fp32 already (drop --mixed_precision or the compensation)");
-        p->prec.compensated = 1;
-    }
-    if (p->prec.master == ZT_F16)
-        return zt_fail(err, ZT_EINPUT,
-                       "torch_dtype float16 without mixed precision would step fp16 master weights with no "
-                       "loss scaling; use --mixed_precision fp16 (fp32 master, loss scaling) or bf16");
-    p->loss_scaling = p->prec.compute == ZT_F16;
-    p->ls_initial_scale_power = 16;
-    p->ls_window = 1000;
-    p->ls_hysteresis = 2;
-    p->ls_min_scale = 1;
 
     /* stage, groups and wrapping */
     int group = world;
@@ -175,18 +136,23 @@ int zt_plan_resolve(const zt_plan_request *r, int world, zt_plan *p, zt_err *err
     if (p->stage == 1) /* ZeRO-1 reduces at the step */
         ov->overlap_reduce = 0;
 
-    /* the mode, in the seed's words */
-    if (r->face == ZT_FACE_DEEPSPEED)
-        snprintf(p->mode, sizeof p->mode, "DeepSpeed");
-    else if (p->prec.master == ZT_F32 && p->prec.compute == ZT_F32)
-        snprintf(p->mode, sizeof p->mode, "fp32");
-    else if (p->prec.master != ZT_F32)
-        snprintf(p->mode, sizeof p->mode, "%s memory-constrained", r->face == ZT_FACE_FSDP ? "FSDP" : "low-precision");
-    else
-        snprintf(p->mode, sizeof p->mode, "%s aligned", r->face == ZT_FACE_FSDP ? "FSDP" : "mixed precision");
-    if (p->prec.compensated)
-        strncat(p->mode, " + Kahan", sizeof p->mode - strlen(p->mode) - 1);
+    zt_precision_mode(&p->prec, r->face == ZT_FACE_FSDP, r->face == ZT_FACE_DEEPSPEED, p->mode, sizeof p->mode);
     return ZT_OK;
+}
+
+zt_plan zt_plan_single(zt_precision prec, zt_wrap_policy wrap)
+{
+    zt_plan p;
+    memset(&p, 0, sizeof p);
+    p.face = ZT_FACE_DDP;
+    p.world = p.group_size = 1;
+    p.wrap = wrap;
+    p.min_num_params = 1;
+    p.prec = prec;
+    p.mixed = prec.compute != prec.master;
+    snprintf(p.mode, sizeof p.mode, "%s", prec.master == ZT_F32 && prec.compute == ZT_F32 ? "fp32" : "custom");
+    snprintf(p.strategy, sizeof p.strategy, "data parallel (ZeRO-0)");
+    return p;
 }
 
 void zt_plan_print(FILE *f, const zt_plan *p)

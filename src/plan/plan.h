@@ -2,13 +2,9 @@
  *
  * What the user asked for (flags, Accelerate YAML) is a zt_plan_request; the
  * plan is what ztrain will do: the backend face, the ZeRO stage, the shard
- * group, the wrap policy and every dtype.  Resolution follows the two backends:
- *   FSDP      master = load dtype when mixed_precision is no, else fp32
- *             (Accelerate's upcast); compute = mixed_precision dtype, else master;
- *             reduce = compute unless overridden.
- *   DeepSpeed master and optimizer state always fp32; compute bf16/fp16 when
- *             enabled, else fp32; reduce = communication_data_type or compute.
- *   NO / MULTI_CPU (plain data parallel): stage 0 with FSDP's dtype rules.
+ * group, the wrap policy, the overlap and the precision plan (precision.h, which
+ * holds the dtype rules of the two backends).  NO / MULTI_CPU (plain data
+ * parallel) is stage 0 with FSDP's dtype rules.
  * Strategies map to stages: NO_SHARD 0, SHARD_GRAD_OP 2, FULL_SHARD 3,
  * HYBRID_SHARD 3 and HYBRID_SHARD_ZERO2 2 inside groups of one machine's
  * ranks (from MPI's topology; ranks_per_node overrides it).
@@ -23,8 +19,8 @@
 
 #include <stdio.h>
 
-#include "../engine/engine.h"
 #include "../model/layout.h"
+#include "precision.h"
 
 typedef enum zt_face { ZT_FACE_DDP, ZT_FACE_FSDP, ZT_FACE_DEEPSPEED } zt_face;
 
@@ -60,6 +56,8 @@ typedef struct zt_plan_request {
     int forward_prefetch;         /* FSDP: 0/1; -1: off (FSDP's default) */
     int overlap_comm;             /* DeepSpeed: 0/1; -1: on for stage 3 only (DeepSpeed's default) */
     long prefetch_bucket;         /* DeepSpeed stage3_prefetch_bucket_size; 0 turns prefetch off; -1: on */
+    /* a DeepSpeed JSON's fp16 block (zt_precision_request's); < 0: DeepSpeed's default */
+    double ls_initial_scale_power, ls_window, ls_hysteresis, ls_min_scale;
 } zt_plan_request;
 
 typedef struct zt_plan {
@@ -73,10 +71,7 @@ typedef struct zt_plan {
     long min_num_params;
     zt_precision prec;
     zt_overlap overlap;           /* all off below the stages they apply to (prefetch 3, reduce 2-3) */
-    int loss_scaling;             /* fp16 compute: dynamic loss scaling, DeepSpeed's rules */
-    double ls_initial_scale_power, ls_min_scale; /* 16, 1 */
-    long ls_window;               /* 1000 */
-    int ls_hysteresis;            /* 2 */
+    zt_loss_scaling ls;           /* on with fp16 compute, DeepSpeed's rules */
     char mode[64];                /* "FSDP memory-constrained", "FSDP aligned", "DeepSpeed", "fp32" */
     char strategy[40];            /* "FULL_SHARD (ZeRO-3)", "ZeRO-2", ... */
 } zt_plan;
@@ -87,6 +82,9 @@ void zt_plan_request_init(zt_plan_request *r);
 int zt_plan_resolve(const zt_plan_request *r, int world, zt_plan *out, zt_err *err);
 /* The plan as SPEC §1's table row plus stage, group and wrap. */
 void zt_plan_print(FILE *f, const zt_plan *p);
+
+/* A plan for one process with the given precision (tests and evaluation). */
+zt_plan zt_plan_single(zt_precision prec, zt_wrap_policy wrap);
 
 int zt_sharding_parse(const char *s, zt_sharding *out); /* names or "1".."5" */
 const char *zt_sharding_name(zt_sharding s);

@@ -131,21 +131,6 @@ static void draw_progress(long step, long total, double loss, double tps, double
     fflush(stderr);
 }
 
-zt_plan zt_plan_single(zt_precision prec, zt_wrap_policy wrap)
-{
-    zt_plan p;
-    memset(&p, 0, sizeof p);
-    p.face = ZT_FACE_DDP;
-    p.world = p.group_size = 1;
-    p.wrap = wrap;
-    p.min_num_params = 1;
-    p.prec = prec;
-    p.mixed = prec.compute != prec.master;
-    snprintf(p.mode, sizeof p.mode, "%s", prec.master == ZT_F32 && prec.compute == ZT_F32 ? "fp32" : "custom");
-    snprintf(p.strategy, sizeof p.strategy, "data parallel (ZeRO-0)");
-    return p;
-}
-
 static void print_memory(FILE *f, const zt_engine *eng, const zt_model *m)
 {
     zt_engine_bytes b = zt_engine_state_bytes(eng);
@@ -325,8 +310,8 @@ static int train_setup(trainer *t, const zt_train_args *a, zt_err *err)
     long stop = t->hooks->stop_after_steps;
     t->nsteps = stop > 0 && stop < a->max_steps ? stop : a->max_steps;
     const zt_plan *pl = &a->plan;
-    zt_loss_scaler_init(&t->scaler, pl->ls_initial_scale_power, pl->ls_window, pl->ls_hysteresis,
-                        pl->ls_min_scale);
+    zt_loss_scaler_init(&t->scaler, pl->ls.initial_scale_power, pl->ls.window, pl->ls.hysteresis,
+                        pl->ls.min_scale);
     if (a->resume_dir) {
         t->first_step = resumed.step;
         restore_scaler(&t->scaler, &resumed.scaler);
@@ -392,7 +377,7 @@ static int train_step(trainer *t, long s, zt_step_metrics *m, zt_err *err)
 
     zt_engine_zero_grads(&r->eng);
     /* fp16: backward runs on loss * scale; the step divides it back out */
-    double scale = pl->loss_scaling ? t->scaler.scale : 1.0;
+    double scale = pl->ls.on ? t->scaler.scale : 1.0;
     double loss_sum = 0.0;
     for (int micro = 0; micro < A; micro++) {
         long k0 = zt_sample_index(s, micro, comm->rank, B, A, t->W);
@@ -420,9 +405,9 @@ static int train_step(trainer *t, long s, zt_step_metrics *m, zt_err *err)
     comm->phase = "optimizer";
     comm->unit = -1;
     m->skipped = zt_engine_step(&r->eng, &a->adam, m->lr, a->max_grad_norm, 1.0 / scale, &m->grad_norm);
-    if (pl->loss_scaling)
+    if (pl->ls.on)
         zt_loss_scaler_update(&t->scaler, m->skipped);
-    m->loss_scale = pl->loss_scaling ? scale : 0.0;
+    m->loss_scale = pl->ls.on ? scale : 0.0;
     comm->phase = "loss";
     m->loss = zt_comm_sum_double(comm, loss_sum, ZT_SCOPE_WORLD) / t->tokens_per_step;
     measure_step(t, t0, wait0, progress0, before, link_before, m);
@@ -519,7 +504,7 @@ static int train_finish(trainer *t, zt_train_result *res, zt_err *err)
         res->activation_bytes = r->model.act_bytes;
         memcpy(res->step_bytes, t->last.comm_bytes, sizeof res->step_bytes);
         res->skipped_steps = t->scaler.skipped;
-        res->loss_scale = a->plan.loss_scaling ? t->scaler.scale : 0.0;
+        res->loss_scale = a->plan.ls.on ? t->scaler.scale : 0.0;
         res->prefetch_used = r->eng.prefetch_used;
         res->prefetch_dropped = r->eng.prefetch_dropped;
         res->reduce_overlapped = r->eng.reduce_overlapped;
@@ -566,8 +551,9 @@ int zt_train(const zt_train_args *a, zt_train_result *res, zt_err *err)
 int zt_eval(const zt_eval_args *a, double *mean_loss, long *tokens, zt_err *err)
 {
     run_state r;
-    zt_plan plan = zt_plan_single((zt_precision){ZT_F32, ZT_F32, a->compute, a->compute, ZT_F32, 0},
-                                  ZT_WRAP_TRANSFORMER);
+    zt_precision prec = {.load = ZT_F32, .master = ZT_F32, .compute = a->compute, .reduce = a->compute,
+                         .save = ZT_F32};
+    zt_plan plan = zt_plan_single(prec, ZT_WRAP_TRANSFORMER);
     zt_comm local;
     zt_comm_create_local(&local);
     int rc = run_open(&r, a->model_dir, a->data_path, a->block_size, a->batch_size, &plan, &local, 0,

@@ -87,9 +87,6 @@ typedef struct zt_train_result {
     long prefetch_used, prefetch_dropped, reduce_overlapped; /* the engine's overlap counters */
 } zt_train_result;
 
-/* A plan for one process with the given dtypes (tests and tools). */
-zt_plan zt_plan_single(zt_precision prec, zt_wrap_policy wrap);
-
 /* Every rank calls it.  On an error elsewhere, a rank returns that code with an
  * empty message (the failing rank reports it). */
 int zt_train(const zt_train_args *a, zt_train_result *res, zt_err *err);

@@ -1,0 +1,96 @@
+/* precision.h — the precision plan: which dtype each role of a parameter byte
+ * has, when collectives overlap compute, and the loss scaling that fp16 needs
+ * (SPEC §1-§3, docs/precision.md).  Its one home: the plan resolves it
+ * (zt_precision_resolve), the engine allocates and checks buffers by it, the
+ * model computes in its compute dtype, and zt_plan_print shows it as a table.
+ *
+ * The two backends' rules:
+ *   FSDP      master = load dtype when mixed_precision is no, else fp32
+ *             (Accelerate's upcast); compute = mixed_precision dtype, else master
+ *   DeepSpeed master and optimizer state always fp32; compute bf16/fp16 when
+ *             enabled, else fp32
+ *   plain data parallel: FSDP's rules
+ * and for both: reduce = compute unless overridden, save = load, a Kahan
+ * compensation only for a 16-bit master, an fp16 master refused (it would step
+ * without loss scaling), dynamic loss scaling exactly when compute is fp16. */
+#ifndef ZT_PLAN_PRECISION_H
+#define ZT_PLAN_PRECISION_H
+
+#include <stddef.h>
+
+#include "../core/dtype.h"
+#include "../core/status.h"
+
+typedef struct zt_precision {
+    zt_dtype load;     /* torch_dtype: weights are rounded to it when loaded */
+    zt_dtype master;   /* flat params, gradient accumulation and optimizer state */
+    zt_dtype compute;  /* gathered params and matrix-product inputs */
+    zt_dtype reduce;   /* gradient reduction */
+    zt_dtype save;     /* dtype of the saved model */
+    int compensated;   /* Kahan-compensated 16-bit master (optim.h); ignored for an fp32 master */
+} zt_precision;
+
+/* Every role in one dtype (fp32 training, or a plain bf16 model). */
+#define ZT_PRECISION_ALL(dt) \
+    ((zt_precision){.load = (dt), .master = (dt), .compute = (dt), .reduce = (dt), .save = (dt)})
+
+/* When collectives overlap computation (SPEC §2, Prefetch).  FSDP's and
+ * DeepSpeed's settings resolve to these in plan.c.
+ *   forward_prefetch   stage 3: when a unit is gathered in forward, start the
+ *                      next unit's all-gather (FSDP forward_prefetch)
+ *   backward_prefetch  stage 3: start the all-gather of the unit the backward
+ *                      needs next before computing this unit's gradient (PRE) or
+ *                      after it (POST); the forward's last unit stays gathered
+ *                      for nothing in either case: it is gathered again
+ *   overlap_reduce     stages 2-3: a unit's reduce-scatter runs while the previous
+ *                      unit's backward computes (FSDP always; DeepSpeed
+ *                      overlap_comm); off, it finishes inside grad_end.
+ *                      Stage 0 on several ranks: in the backward that ends the
+ *                      step's accumulation (zt_engine_sync_backward), a unit's
+ *                      all-reduce starts when its gradient is complete (DDP's
+ *                      buckets, FSDP NO_SHARD); off, all units reduce at the step
+ * At most one all-gather and one reduce-scatter are in flight at a time (FSDP's
+ * limit_all_gathers allows two).  The numbers do not depend on any of this: the
+ * same collectives run on the same buffers, only sooner. */
+typedef enum zt_backward_prefetch {
+    ZT_BACKWARD_PREFETCH_NONE, ZT_BACKWARD_PREFETCH_PRE, ZT_BACKWARD_PREFETCH_POST
+} zt_backward_prefetch;
+
+typedef struct zt_overlap {
+    int forward_prefetch;
+    zt_backward_prefetch backward_prefetch;
+    int overlap_reduce;
+} zt_overlap;
+
+const char *zt_backward_prefetch_name(zt_backward_prefetch p);
+
+/* Dynamic loss scaling (fp16 compute), DeepSpeed's parameters. */
+typedef struct zt_loss_scaling {
+    int on;
+    double initial_scale_power, min_scale; /* 16, 1 */
+    long window;                           /* 1000 */
+    int hysteresis;                        /* 2 */
+} zt_loss_scaling;
+
+/* What the user asked for, as names; NULL means the backend's default. */
+typedef struct zt_precision_request {
+    int deepspeed;                   /* DeepSpeed's rules (else FSDP's) */
+    const char *torch_dtype;         /* load dtype name or "auto"; NULL: float32 */
+    zt_dtype config_dtype;           /* config.json's torch_dtype, for "auto" */
+    const char *mixed_precision;     /* "no", "bf16", "fp16"; NULL: no */
+    const char *reduce_dtype;        /* override */
+    const char *master_compensation; /* "none" or "kahan" */
+    /* a DeepSpeed JSON's fp16 block; < 0 (or 0 for the last three): DeepSpeed's default */
+    double ls_initial_scale_power, ls_window, ls_hysteresis, ls_min_scale;
+} zt_precision_request;
+
+/* The dtypes, whether mixed precision is on, and the loss scaling.  Bad names and
+ * impossible combinations are ZT_EINPUT naming the setting. */
+int zt_precision_resolve(const zt_precision_request *r, zt_precision *prec, int *mixed,
+                         zt_loss_scaling *ls, zt_err *err);
+
+/* The mode in the docs' words: "fp32", "FSDP aligned", "FSDP memory-constrained",
+ * "DeepSpeed", "... + Kahan". */
+void zt_precision_mode(const zt_precision *prec, int fsdp, int deepspeed, char *buf, size_t cap);
+
+#endif

@@ -1,0 +1,27 @@
+/* run_args.c — see run_args.h. */
+#include "run_args.h"
+
+#include <string.h>
+
+int zt_train_args_from_settings(const zt_settings *st, const zt_plan *plan, zt_train_args *a, zt_err *err)
+{
+    memset(a, 0, sizeof *a);
+    if (zt_lr_schedule_parse(st->schedule, &a->schedule) != 0)
+        return zt_fail(err, ZT_EINPUT,
+                       "lr_scheduler_type: expected linear, cosine, constant or constant_with_warmup, got '%s'",
+                       st->schedule);
+    a->plan = *plan;
+    a->block_size = st->block_size;
+    a->batch_size = st->batch;
+    a->grad_accum = st->accum;
+    a->max_steps = st->max_steps;
+    a->adam = (zt_adamw_hparams){.lr = st->lr, .weight_decay = st->weight_decay, .beta1 = st->beta1,
+                                 .beta2 = st->beta2, .eps = st->eps};
+    a->max_grad_norm = st->max_grad_norm;
+    a->warmup_steps = st->warmup_steps;
+    a->seed = (uint64_t)st->seed;
+    a->shuffle = st->shuffle;
+    a->checkpointing = st->checkpointing;
+    a->save_steps = st->save_steps;
+    return ZT_OK;
+}
