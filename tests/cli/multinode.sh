@@ -8,11 +8,10 @@
 #   FULL_SHARD 2x2, HYBRID_SHARD 2x2 and 3x2 (the shard group found from the
 #   topology), DeepSpeed ZeRO-2 3x2, and a resume after kill -9 of a remote rank.
 #
-# Network: one "switch" namespace holds the bridge; machine i is namespace h<i>
-# with one veth into it, address 198.18.<net>.<i+2>/24 (RFC 2544's range for
-# network tests).  Nothing is routed and nothing touches this machine's own
-# network namespace.  Everything is removed on exit, failed or not (trap).
-# Needs root (ip netns); without it the test fails and says so.
+# The network is tests/cli/netns.bash's: a bridge in its own namespace, nothing
+# routed, this machine's own network untouched.  Everything is removed on exit,
+# failed or not (trap).  Needs root (ip netns); without it the test fails and
+# says so.
 . "$(dirname "$0")/lib.bash"
 root=$(cd "$(dirname "$0")/../.." && pwd)
 fix=$root/tests/fixtures/gqa_tied
@@ -22,59 +21,9 @@ if [ "$(id -u)" -ne 0 ]; then
     finish
 fi
 
-pre=zt$$          # namespace and interface names: unique per run, short (IFNAMSIZ 16)
-net=198.18.$(($$ % 250))
-made=()           # namespaces created, for cleanup
-cleanup() {
-    for ns in "${made[@]}"; do
-        # every process still inside (a rank or orted of a failed run), then the namespace
-        for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$pid" 2>/dev/null; done
-        ip netns del "$ns" 2>/dev/null
-        rm -rf "/etc/netns/$ns"
-    done
-    made=()
-}
-trap 'cleanup; rm -rf "$TMP"' EXIT
-
-# net_up N: the switch and N machines h0..h(N-1)
-net_up() {
-    local n=$1 i ns
-    ip netns add ${pre}s && made+=(${pre}s) || return 1
-    ip -n ${pre}s link add br0 type bridge && ip -n ${pre}s link set br0 up || return 1
-    for ((i = 0; i < n; i++)); do
-        ns=${pre}h$i
-        ip netns add $ns && made+=($ns) || return 1
-        ip link add ${pre}v$i netns $ns type veth peer name ${pre}p$i netns ${pre}s || return 1
-        ip -n ${pre}s link set ${pre}p$i master br0 && ip -n ${pre}s link set ${pre}p$i up || return 1
-        ip -n $ns link set ${pre}v$i name eth0 && ip -n $ns addr add $net.$((i + 2))/24 dev eth0 || return 1
-        ip -n $ns link set eth0 up && ip -n $ns link set lo up || return 1
-        # `ip netns exec` binds /etc/netns/NS/hosts over /etc/hosts: the machines' names
-        mkdir -p /etc/netns/$ns || return 1
-        { echo "127.0.0.1 localhost"; for ((j = 0; j < n; j++)); do echo "$net.$((j + 2)) h$j"; done; } \
-            > /etc/netns/$ns/hosts || return 1
-    done
-    : > "$TMP/hostfile"
-    for ((i = 0; i < n; i++)); do echo "h$i slots=2" >> "$TMP/hostfile"; done
-}
-
-# The rsh agent mpirun calls as `agent HOST COMMAND...`: enter HOST's namespace and
-# give it its own host name (a UTS namespace), since Open MPI tells machines apart
-# by name.
-cat > "$TMP/agent" <<EOF
-#!/bin/sh
-host=\$1
-shift
-exec ip netns exec ${pre}\$host unshare --uts sh -c "hostname \$host && \$*"
-EOF
-chmod +x "$TMP/agent"
-
-# on_machines ARGS...: ztrain launch --hostfile from machine h0, TCP only
-on_machines() {
-    OMPI_MCA_plm_rsh_agent="$TMP/agent" OMPI_MCA_btl=tcp,self OMPI_MCA_btl_tcp_if_include=$net.0/24 \
-    OMPI_MCA_oob_tcp_if_include=$net.0/24 timeout 300 \
-        ip netns exec ${pre}h0 unshare --uts sh -c 'hostname h0 && exec "$@"' sh \
-        "$ZTRAIN" launch --hostfile "$TMP/hostfile" "$@"
-}
+. "$(dirname "$0")/netns.bash"
+net_init "$TMP"
+trap 'net_cleanup; rm -rf "$TMP"' EXIT
 # on_one ARGS...: the same ranks on this machine, as one machine
 mpi=(mpirun --oversubscribe --bind-to none)
 [ "$(id -u)" -eq 0 ] && mpi+=(--allow-run-as-root)
@@ -138,7 +87,7 @@ PY
 }
 
 ONE_ONLY=()
-if ! net_up 2; then
+if ! net_up 2 2; then
     fail "could not make network namespaces (ip netns / veth / bridge): is this a root shell with CAP_NET_ADMIN?"
     finish
 fi
@@ -153,9 +102,9 @@ compare hybrid22 2 4 --use_fsdp --fsdp_sharding_strategy HYBRID_SHARD
 grep -q "4 ranks (2 machines x 2), shard group 2," "$TMP/hybrid22.net.out" ||
     fail "HYBRID_SHARD 2x2 should shard within each machine: $(grep plan: "$TMP/hybrid22.net.out")"
 link_bytes "$TMP/hybrid22.net.jsonl" 2 2 hybrid
-cleanup
+net_cleanup
 
-if ! net_up 3; then
+if ! net_up 3 2; then
     fail "could not make 3 network namespaces"
     finish
 fi
