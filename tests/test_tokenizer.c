@@ -99,6 +99,11 @@ static void check_family(const char *family)
 static void test_gpt2_byte_level_matches_tokenizers(void) { check_family("gpt2"); }
 static void test_llama3_byte_level_matches_tokenizers(void) { check_family("llama3"); }
 static void test_llama2_sentencepiece_matches_tokenizers(void) { check_family("llama2"); }
+/* the same vocabularies with GPT-2's add_prefix_space, and with the Metaspace
+ * pre-tokenizer (prepend_scheme first; always with split) of newer conversions */
+static void test_gpt2_add_prefix_space_matches_tokenizers(void) { check_family("gpt2_prefix"); }
+static void test_metaspace_first_matches_tokenizers(void) { check_family("llama2_metaspace_first"); }
+static void test_metaspace_split_matches_tokenizers(void) { check_family("llama2_metaspace_split"); }
 /* a tokenizer `ztrain tokenizer train` wrote: decoding gives the text back */
 static void test_ztrain_trained_matches_tokenizers(void) { check_family("ztrain_trained"); }
 
@@ -182,6 +187,9 @@ int main(void)
     ZT_RUN(test_gpt2_byte_level_matches_tokenizers);
     ZT_RUN(test_llama3_byte_level_matches_tokenizers);
     ZT_RUN(test_llama2_sentencepiece_matches_tokenizers);
+    ZT_RUN(test_gpt2_add_prefix_space_matches_tokenizers);
+    ZT_RUN(test_metaspace_first_matches_tokenizers);
+    ZT_RUN(test_metaspace_split_matches_tokenizers);
     ZT_RUN(test_ztrain_trained_matches_tokenizers);
     ZT_RUN(test_special_ids);
     ZT_RUN(test_invalid_utf8_refused);

@@ -7,7 +7,10 @@ test texts.  tests/test_tokenizer.c compares ztrain's ids with these exactly.
     /work/venv-tok/bin/python tools/make_tokenizer_fixtures.py
 
 Writes tests/fixtures/text/multilingual.txt (Unicode test text, CRLF lines
-included) and tests/fixtures/tokenizers/{gpt2,llama3,llama2}/:
+included) and tests/fixtures/tokenizers/NAME/ for NAME in gpt2, llama3, llama2
+and three variants of the same vocabularies (gpt2_prefix: add_prefix_space;
+llama2_metaspace_first / _split: the Metaspace pre-tokenizer instead of
+Llama-2's normalizer):
   tokenizer.json, tokenizer_config.json, expected.json
     expected.json: {"tokenizers_version", "cases": [{"text", "ids", "decoded"}]}
 Training text: the licences under /usr/share/common-licenses plus the
@@ -124,12 +127,39 @@ def llama2():
     return tok, {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}
 
 
+def variant(tok, edit):
+    """The same vocabulary and merges with other pre-tokenizer/decoder settings."""
+    j = json.loads(tok.to_str())
+    edit(j)
+    return Tokenizer.from_str(json.dumps(j))
+
+
+def gpt2_prefix(j):
+    j["pre_tokenizer"]["add_prefix_space"] = True
+
+
+def metaspace_first(j):
+    # newer Llama/Mistral conversions: no normalizer, Metaspace prepending "▁"
+    # only at the start of the text, the Llama-2 decoder
+    j["normalizer"] = None
+    j["pre_tokenizer"] = {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "first", "split": False}
+
+
+def metaspace_split(j):
+    j["normalizer"] = None
+    j["pre_tokenizer"] = {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "always", "split": True}
+    j["decoder"] = {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "always", "split": True}
+
+
 def main():
     os.makedirs(os.path.join(FIX, "text"), exist_ok=True)
     with open(os.path.join(FIX, "text", "multilingual.txt"), "w", encoding="utf-8", newline="") as f:
         f.write(MULTILINGUAL)
-    for name, (tok, config) in (("gpt2", byte_level("gpt2")), ("llama3", byte_level("llama3")),
-                                ("llama2", llama2())):
+    made = {"gpt2": byte_level("gpt2"), "llama3": byte_level("llama3"), "llama2": llama2()}
+    made["gpt2_prefix"] = (variant(made["gpt2"][0], gpt2_prefix), made["gpt2"][1])
+    made["llama2_metaspace_first"] = (variant(made["llama2"][0], metaspace_first), made["llama2"][1])
+    made["llama2_metaspace_split"] = (variant(made["llama2"][0], metaspace_split), made["llama2"][1])
+    for name, (tok, config) in made.items():
         d = os.path.join(FIX, "tokenizers", name)
         os.makedirs(d, exist_ok=True)
         tok.save(os.path.join(d, "tokenizer.json"))

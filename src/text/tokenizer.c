@@ -25,6 +25,11 @@
 #include "unicode.h"
 
 enum { FAMILY_BYTE_LEVEL = 1, FAMILY_SENTENCEPIECE = 2 };
+/* SentencePiece's "▁" before a segment (the text between added tokens):
+ * Llama-2's Prepend normalizer puts one before every segment; the Metaspace
+ * pre-tokenizer only when the segment does not already start with a space,
+ * and with prepend_scheme "first" only for the segment at the start of the text. */
+enum { SP_PREPEND_NEVER = 0, SP_PREPEND_EVERY, SP_PREPEND_METASPACE_ALWAYS, SP_PREPEND_METASPACE_FIRST };
 
 typedef struct added_token {
     uint8_t *content;
@@ -37,7 +42,10 @@ struct zt_tokenizer {
     int family;
     zt_pretok_kind pretok;
     int add_prefix_space;   /* byte-level: a space before a segment not starting with one */
-    int sp_prepend;         /* SentencePiece: "▁" before each segment */
+    int sp_normalizer;      /* SentencePiece: Llama-2's normalizer (Prepend + Replace) */
+    int sp_prepend;         /* SentencePiece: when "▁" is put before a segment (SP_PREPEND_*) */
+    int sp_split_words;     /* Metaspace split: every "▁" starts a new word */
+    int dec_byte_fallback;  /* the decoder turns <0xNN> into the byte NN */
     int strip_leading;      /* SentencePiece decoder: Strip(" ", 1, 0) after Fuse */
     int byte_fallback, fuse_unk, ignore_merges;
     int sp_splits;          /* SentencePiece: text may be split where no token spans (below) */
@@ -226,7 +234,8 @@ static int load_normalizer(zt_tokenizer *t, const cJSON *n, const char *file, zt
     const char *ps = str_of(pat, "String");
     if (!rt || strcmp(rt, "Replace") || !ps || strcmp(ps, " ") || !rc || strcmp(rc, SP))
         return refuse(err, file, "normalizer.normalizers[1]", "expected Replace with pattern {\"String\": \" \"} and content \"" SP "\"");
-    t->sp_prepend = 1;
+    t->sp_normalizer = 1;
+    t->sp_prepend = SP_PREPEND_EVERY;
     return ZT_OK;
 }
 
@@ -272,6 +281,29 @@ static int load_pretokenizer(zt_tokenizer *t, const cJSON *p, const char *file, 
         t->add_prefix_space = aps;
         return ZT_OK;
     }
+    if (type && !strcmp(type, "Metaspace")) {
+        const char *r = str_of(p, "replacement"), *scheme = str_of(p, "prepend_scheme");
+        int split = bool_of(p, "split", 1), aps = bool_of(p, "add_prefix_space", -2);
+        if (!r || strcmp(r, SP))
+            return refuse(err, file, "pre_tokenizer.replacement", "expected \"" SP "\"");
+        if (split < 0)
+            return refuse(err, file, "pre_tokenizer.split", "expected true or false");
+        if (t->sp_normalizer)
+            return refuse(err, file, "pre_tokenizer", "Metaspace after the Prepend/Replace normalizer is not supported");
+        if (scheme && !strcmp(scheme, "always"))
+            t->sp_prepend = SP_PREPEND_METASPACE_ALWAYS;
+        else if (scheme && !strcmp(scheme, "first"))
+            t->sp_prepend = SP_PREPEND_METASPACE_FIRST;
+        else if (scheme && !strcmp(scheme, "never"))
+            t->sp_prepend = SP_PREPEND_NEVER;
+        else if (!scheme && aps >= 0) /* older files: add_prefix_space */
+            t->sp_prepend = aps ? SP_PREPEND_METASPACE_ALWAYS : SP_PREPEND_NEVER;
+        else
+            return refuse(err, file, "pre_tokenizer.prepend_scheme", "expected \"always\", \"first\" or \"never\"");
+        t->family = FAMILY_SENTENCEPIECE;
+        t->sp_split_words = split;
+        return ZT_OK;
+    }
     if (type && !strcmp(type, "Sequence")) {
         const cJSON *list = cJSON_GetObjectItemCaseSensitive(p, "pretokenizers");
         const cJSON *a = cJSON_GetArrayItem(list, 0), *b = cJSON_GetArrayItem(list, 1);
@@ -290,7 +322,7 @@ static int load_pretokenizer(zt_tokenizer *t, const cJSON *p, const char *file, 
         return ZT_OK;
     }
     return refuse(err, file, "pre_tokenizer.type",
-                  "unsupported pre-tokenizer (supported: null, ByteLevel, Sequence[Split, ByteLevel])");
+                  "unsupported pre-tokenizer (supported: null, ByteLevel, Sequence[Split, ByteLevel], Metaspace)");
 }
 
 /* decoder: ByteLevel for byte-level; Llama-2's Sequence[Replace("▁" -> " "),
@@ -303,11 +335,20 @@ static int load_decoder(zt_tokenizer *t, const cJSON *d, const char *file, zt_er
             return refuse(err, file, "decoder", "a byte-level tokenizer needs the ByteLevel decoder");
         return ZT_OK;
     }
+    if (type && !strcmp(type, "Metaspace")) {
+        /* "▁" -> " ", and the first token loses its leading space unless prepend_scheme is never */
+        const char *r = str_of(d, "replacement"), *scheme = str_of(d, "prepend_scheme");
+        if (!r || strcmp(r, SP))
+            return refuse(err, file, "decoder.replacement", "expected \"" SP "\"");
+        int aps = bool_of(d, "add_prefix_space", 1);
+        t->strip_leading = scheme ? strcmp(scheme, "never") != 0 : aps == 1;
+        return ZT_OK;
+    }
     const cJSON *list = cJSON_GetObjectItemCaseSensitive(d, "decoders");
     static const char *want[] = {"Replace", "ByteFallback", "Fuse", "Strip"};
     if (!type || strcmp(type, "Sequence") || cJSON_GetArraySize(list) != 4)
         return refuse(err, file, "decoder",
-                      "unsupported decoder (supported for SentencePiece-style BPE: Sequence[Replace, ByteFallback, Fuse, Strip] as Llama-2)");
+                      "unsupported decoder (supported for SentencePiece-style BPE: Sequence[Replace, ByteFallback, Fuse, Strip] as Llama-2, or Metaspace)");
     for (int i = 0; i < 4; i++) {
         const cJSON *x = cJSON_GetArrayItem(list, i);
         const char *xt = str_of(x, "type");
@@ -326,6 +367,7 @@ static int load_decoder(zt_tokenizer *t, const cJSON *d, const char *file, zt_er
         ss->valuedouble < 0 || se->valuedouble != 0)
         return refuse(err, file, "decoder.decoders[3]", "expected Strip with content \" \", start 0 or 1, stop 0");
     t->strip_leading = ss->valuedouble == 1;
+    t->dec_byte_fallback = 1;
     return ZT_OK;
 }
 
@@ -349,7 +391,7 @@ static size_t sp_decoded(const zt_tokenizer *t, const char *s, uint8_t *out)
     size_t n = strlen(s), k = 0;
     unsigned v;
     char tail;
-    if (t->byte_fallback && n == 6 && sscanf(s, "<0x%2X%c", &v, &tail) == 2 && tail == '>') {
+    if (t->dec_byte_fallback && n == 6 && sscanf(s, "<0x%2X%c", &v, &tail) == 2 && tail == '>') {
         out[0] = (uint8_t)v;
         return 1;
     }
@@ -591,7 +633,7 @@ static int load_added(zt_tokenizer *t, const cJSON *added, const char *file, zt_
                 return refuse(err, file, path, "expected false (ztrain matches added tokens exactly)");
             }
         int normalized = bool_of(e, "normalized", 0), special = bool_of(e, "special", 0);
-        if (normalized && t->sp_prepend) {
+        if (normalized && t->sp_normalizer) {
             snprintf(path, sizeof path, "added_tokens[%d].normalized", i);
             return refuse(err, file, path, "expected false (matching after the normalizer is not supported)");
         }
@@ -689,11 +731,11 @@ int zt_tok_load_file(const char *file, const char *config_dir, zt_tokenizer **ou
         rc = load_pretokenizer(t, cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer"), file, err);
     if (!rc && !t->family) {
         /* no pre-tokenizer: SentencePiece-style, which needs its normalizer */
-        if (!t->sp_prepend)
+        if (!t->sp_normalizer)
             rc = refuse(err, file, "pre_tokenizer",
                         "null without the SentencePiece normalizer: neither byte-level nor SentencePiece-style BPE");
         t->family = FAMILY_SENTENCEPIECE;
-    } else if (!rc && t->sp_prepend) {
+    } else if (!rc && t->sp_normalizer && t->family == FAMILY_BYTE_LEVEL) {
         rc = refuse(err, file, "normalizer", "the SentencePiece normalizer with a byte-level pre-tokenizer is not supported");
     }
     if (!rc)
@@ -944,8 +986,9 @@ static int encode_word(const zt_tokenizer *t, encoder *e, const uint8_t *w, size
     return zt_ids_append(out, e->sym.v, (size_t)k);
 }
 
-/* Encode s[0..n), a stretch of text between added tokens.  seg_start: whether
- * it begins a segment (where a prefix space or "▁" is added). */
+/* Encode s[0..n), a stretch of text between added tokens.  seg_start: 1 when
+ * it begins a segment (where a prefix space or "▁" may be added), 2 when that
+ * segment also begins the text, 0 otherwise. */
 static int encode_chunk(const zt_tokenizer *t, encoder *e, const uint8_t *s, size_t n, int seg_start, zt_ids *out)
 {
     if (t->family == FAMILY_BYTE_LEVEL) {
@@ -982,7 +1025,12 @@ static int encode_chunk(const zt_tokenizer *t, encoder *e, const uint8_t *s, siz
         }
     }
     size_t k = 0;
-    if (seg_start && n)
+    int starts_spaced = n && (s[0] == ' ' || (n >= 3 && !memcmp(s, SP, 3)));
+    int prepend = seg_start && n &&
+                  (t->sp_prepend == SP_PREPEND_EVERY ||
+                   (t->sp_prepend == SP_PREPEND_METASPACE_ALWAYS && !starts_spaced) ||
+                   (t->sp_prepend == SP_PREPEND_METASPACE_FIRST && seg_start == 2 && !starts_spaced));
+    if (prepend)
         memcpy(e->norm, SP, 3), k = 3;
     for (size_t i = 0; i < n; i++) {
         if (s[i] == ' ')
@@ -991,13 +1039,15 @@ static int encode_chunk(const zt_tokenizer *t, encoder *e, const uint8_t *s, siz
             e->norm[k++] = s[i];
     }
     /* Cut before each "▁" where no token can span (see sp_split_ok): words,
-     * small heaps, and a cache hit for every word seen before. */
+     * small heaps, and a cache hit for every word seen before.  Metaspace with
+     * split cuts before every "▁" by definition. */
     const uint8_t *w = e->norm;
     size_t w0 = 0;
     int sp_is_token = t->sp_splits && zt_strmap_find(&t->vocab, SP, 3) >= 0;
-    for (size_t i = 1; sp_is_token && i + 2 < k; i++) {
-        if (w[i] != 0xE2 || w[i + 1] != 0x96 || w[i + 2] != 0x81 || !sp_pair_free(t, w[i - 1], 0xE2) ||
-            !sp_char_is_token(t, w, w0, k, i, 1))
+    for (size_t i = 1; (sp_is_token || t->sp_split_words) && i + 2 < k; i++) {
+        if (w[i] != 0xE2 || w[i + 1] != 0x96 || w[i + 2] != 0x81)
+            continue;
+        if (!t->sp_split_words && (!sp_pair_free(t, w[i - 1], 0xE2) || !sp_char_is_token(t, w, w0, k, i, 1)))
             continue;
         int rc = encode_word(t, e, w + w0, i - w0, out);
         if (rc)
@@ -1059,7 +1109,7 @@ static int split_segment(const zt_tokenizer *t, const uint8_t *s, size_t a, size
 {
     int can = t->family == FAMILY_BYTE_LEVEL || t->sp_splits;
     size_t start = a;
-    int first = 1;
+    int first = a == 0 ? 2 : 1;
     for (size_t i = a + target; can && i < b; i++) {
         if (t->family == FAMILY_BYTE_LEVEL) {
             if (s[i - 1] != '\n')
