@@ -4,8 +4,8 @@ the PyPI `tokenizers` package and in `transformers.AutoTokenizer`, that both
 encode exactly as `ztrain tokenize` does, and that decoding gives the text back;
 then store the committed fixture tests/cli/tokenizer_train.sh compares against.
 
-    /work/venv-tok/bin/pip install tokenizers transformers numpy
-    make build/ztrain && /work/venv-tok/bin/python tools/check_trained_tokenizer.py
+    python3 -m venv .venv-tok && .venv-tok/bin/pip install tokenizers transformers numpy
+    make build/ztrain && .venv-tok/bin/python tools/check_trained_tokenizer.py
 
 Fixture: tests/fixtures/tokenizers/ztrain_trained/ = the three files ztrain
 wrote for --input tests/fixtures/text/multilingual.txt --vocab_size 400, and

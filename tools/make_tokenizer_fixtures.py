@@ -3,8 +3,8 @@
 package and store, for each, tokenizer.json and the ids that package gives for
 test texts.  tests/test_tokenizer.c compares ztrain's ids with these exactly.
 
-    python3 -m venv /work/venv-tok && /work/venv-tok/bin/pip install tokenizers
-    /work/venv-tok/bin/python tools/make_tokenizer_fixtures.py
+    python3 -m venv .venv-tok && .venv-tok/bin/pip install tokenizers
+    .venv-tok/bin/python tools/make_tokenizer_fixtures.py
 
 Writes tests/fixtures/text/multilingual.txt (Unicode test text, CRLF lines
 included) and tests/fixtures/tokenizers/NAME/ for NAME in gpt2, llama3, llama2
