@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../src/core/json.h"
 #include "../src/core/mem.h"
 #include "../src/io/safetensors.h"
 #include "test.h"

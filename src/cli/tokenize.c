@@ -6,7 +6,7 @@
 #include <strings.h>
 #include <time.h>
 
-#include "../io/safetensors.h" /* zt_write_atomic */
+#include "../core/fs.h"
 #include "../io/tokens.h"
 #include "../text/text_data.h"
 #include "../text/tokenizer.h"

@@ -24,10 +24,10 @@
 #include <string.h>
 #include <strings.h>
 
+#include "../core/json.h"
+#include "../core/json_doc.h"
 #include "../core/schema.h"
 #include "../core/text.h"
-#include "../io/json_doc.h"
-#include "../io/safetensors.h"
 
 #define MAX_FILE_BYTES (1u << 20) /* a DeepSpeed config is a few kilobytes */
 #define NOMAX 1e300               /* no upper bound */

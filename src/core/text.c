@@ -1,6 +1,7 @@
 /* text.c — see text.h. */
 #include "text.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -47,4 +48,42 @@ int zt_index_of(const char *s, const char *const *set, int icase)
         if (icase ? !strcasecmp(s, set[i]) : !strcmp(s, set[i]))
             return i;
     return -1;
+}
+
+/* Offset of the first byte that breaks UTF-8 (overlong forms, surrogates and
+ * code points past U+10FFFF included, as Rust's str::from_utf8 rejects them), or
+ * len when all of s is valid. */
+size_t zt_utf8_invalid_at(const unsigned char *s, size_t len)
+{
+    size_t i = 0;
+    while (i < len) {
+        unsigned c = s[i];
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        size_t need;
+        uint32_t cp, min;
+        if (c >= 0xC2 && c <= 0xDF) {
+            need = 1, cp = c & 0x1F, min = 0x80;
+        } else if (c >= 0xE0 && c <= 0xEF) {
+            need = 2, cp = c & 0x0F, min = 0x800;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            need = 3, cp = c & 0x07, min = 0x10000;
+        } else {
+            return i;
+        }
+        if (len - i - 1 < need)
+            return i;
+        for (size_t k = 1; k <= need; k++) {
+            unsigned cc = s[i + k];
+            if ((cc & 0xC0) != 0x80)
+                return i;
+            cp = (cp << 6) | (cc & 0x3F);
+        }
+        if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+            return i;
+        i += need + 1;
+    }
+    return len;
 }

@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "../core/mem.h"
-#include "../io/safetensors.h"
+#include "../core/json.h"
 
 static double now_s(void)
 {

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "../core/mem.h"
-#include "../train/batches.h"
+#include "../core/rng.h"
 
 int zt_sampler_init(zt_sampler *sp, int V, zt_sampling s, uint64_t seed, zt_err *err)
 {

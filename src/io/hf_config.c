@@ -15,8 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "json_doc.h"
-#include "safetensors.h" /* zt_json, zt_write_atomic */
+#include "../core/fs.h"
+#include "../core/json.h"
+#include "../core/json_doc.h"
 
 #define CONFIG_MAX_BYTES (16u << 20)
 

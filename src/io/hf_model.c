@@ -2,39 +2,15 @@
 #include "hf_model.h"
 
 #include <cjson/cJSON.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
+#include "../core/fs.h"
 #include "../core/mem.h"
-#include "../train/batches.h"
+#include "../core/rng.h"
 #include "safetensors.h"
-
-int zt_mkdirs(const char *dir, zt_err *err)
-{
-    char path[4096];
-    if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path)
-        return zt_fail(err, ZT_EINPUT, "%s: path too long", dir);
-    for (char *p = path + 1;; p++) {
-        if (*p == '/' || *p == '\0') {
-            char c = *p;
-            *p = '\0';
-            if (mkdir(path, 0777) != 0 && errno != EEXIST)
-                return zt_fail(err, ZT_EINPUT, "%s: cannot create directory: %s", path,
-                               strerror(errno));
-            *p = c;
-            if (c == '\0')
-                break;
-        }
-    }
-    struct stat st;
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-        return zt_fail(err, ZT_EINPUT, "%s: exists and is not a directory", dir);
-    return ZT_OK;
-}
 
 int zt_hf_read_config_dir(const char *dir, zt_llama_config *cfg, zt_err *err)
 {

@@ -37,7 +37,5 @@ int zt_hf_save_tensors(const char *dir, const zt_llama_config *cfg, const zt_lay
  * generator; written to dir in dtype.  *numel (optional) gets the parameter count. */
 int zt_hf_init_random(const char *dir, const zt_llama_config *cfg, uint64_t seed, zt_dtype dtype,
                       size_t max_shard_bytes, size_t *numel, zt_err *err);
-/* mkdir -p */
-int zt_mkdirs(const char *dir, zt_err *err);
 
 #endif

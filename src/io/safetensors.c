@@ -12,8 +12,8 @@
  * represent: more than ZT_ST_MAX_DIMS dimensions, a dimension past 2^63 (only
  * possible in an empty tensor), and "\u0000" inside a name.
  *
- * Also home of the strict JSON front end (zt_json_*) that config.json and
- * model.safetensors.index.json go through: the same validation everywhere. */
+ * The JSON header goes through the strict front end in core/json.h, as every
+ * JSON file ztrain reads does. */
 #include "safetensors.h"
 
 #include <cjson/cJSON.h>
@@ -28,8 +28,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../core/fs.h"
 #include "../core/input.h"
+#include "../core/json.h"
 #include "../core/mem.h"
+#include "../core/text.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "safetensors data is little-endian and ztrain maps it directly: little-endian hosts only"
@@ -63,44 +66,6 @@ static void xstrfree(char *s)
 /* Open-time errno values: the path the user gave is wrong (exit 2) or the
  * machine failed (exit 1); one list for every reader (core/input.c). */
 static int errno_code(int e) { return zt_errno_code(e); }
-
-/* Offset of the first byte that breaks UTF-8 (overlong forms, surrogates and
- * code points past U+10FFFF included, as Rust's str::from_utf8 rejects them), or
- * len when all of s is valid. */
-static size_t utf8_invalid_at(const unsigned char *s, size_t len)
-{
-    size_t i = 0;
-    while (i < len) {
-        unsigned c = s[i];
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        size_t need;
-        uint32_t cp, min;
-        if (c >= 0xC2 && c <= 0xDF) {
-            need = 1, cp = c & 0x1F, min = 0x80;
-        } else if (c >= 0xE0 && c <= 0xEF) {
-            need = 2, cp = c & 0x0F, min = 0x800;
-        } else if (c >= 0xF0 && c <= 0xF4) {
-            need = 3, cp = c & 0x07, min = 0x10000;
-        } else {
-            return i;
-        }
-        if (len - i - 1 < need)
-            return i;
-        for (size_t k = 1; k <= need; k++) {
-            unsigned cc = s[i + k];
-            if ((cc & 0xC0) != 0x80)
-                return i;
-            cp = (cp << 6) | (cc & 0x3F);
-        }
-        if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-            return i;
-        i += need + 1;
-    }
-    return len;
-}
 
 /* A growable string in accounted memory, for headers built before writing.
  * The first failed allocation sets oom and turns later appends into no-ops. */
@@ -177,334 +142,6 @@ static void sb_free(strbuf *b)
     if (b->p)
         xfree(b->p, b->cap);
     memset(b, 0, sizeof *b);
-}
-
-/* -------------------------------------------------------------- atomic write */
-
-static int write_all(int fd, const void *data, size_t bytes)
-{
-    const char *p = data;
-    while (bytes) {
-        /* Linux moves at most ~2 GiB per write(); ask for 1 GiB at a time. */
-        size_t chunk = bytes < ((size_t)1 << 30) ? bytes : ((size_t)1 << 30);
-        ssize_t w = write(fd, p, chunk);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        p += w;
-        bytes -= (size_t)w;
-    }
-    return 0;
-}
-
-int zt_write_atomic(const char *path, const zt_wpart *parts, int n, zt_err *err)
-{
-    if (!path || !*path)
-        return zt_fail(err, ZT_EINPUT, "write: empty output path");
-    if (n < 0 || (n > 0 && !parts))
-        return zt_fail(err, ZT_EFAIL, "%s: write: bad part list", path);
-    size_t tmp_bytes = strlen(path) + 32;
-    char *tmp = xalloc(tmp_bytes);
-    if (!tmp)
-        return zt_fail(err, ZT_EFAIL, "%s: out of memory", path);
-    snprintf(tmp, tmp_bytes, "%s.tmp.%ld", path, (long)getpid());
-
-    int rc = ZT_OK;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        int e = errno;
-        rc = zt_fail(err, errno_code(e), "%s: cannot create %s: %s", path, tmp, strerror(e));
-        xfree(tmp, tmp_bytes);
-        return rc;
-    }
-    for (int i = 0; i < n && rc == ZT_OK; i++)
-        if (parts[i].bytes && write_all(fd, parts[i].data, parts[i].bytes) != 0)
-            rc = zt_fail(err, ZT_EFAIL, "%s: writing %s: %s", path, tmp, strerror(errno));
-    /* fsync before rename: otherwise a crash can leave the new name pointing at
-     * a file whose data never reached the disk. */
-    if (rc == ZT_OK && fsync(fd) != 0)
-        rc = zt_fail(err, ZT_EFAIL, "%s: fsync %s: %s", path, tmp, strerror(errno));
-    if (close(fd) != 0 && rc == ZT_OK)
-        rc = zt_fail(err, ZT_EFAIL, "%s: closing %s: %s", path, tmp, strerror(errno));
-    if (rc == ZT_OK && rename(tmp, path) != 0) {
-        int e = errno;
-        rc = zt_fail(err, errno_code(e), "%s: cannot rename %s over it: %s", path, tmp,
-                     strerror(e));
-    }
-    if (rc != ZT_OK) {
-        unlink(tmp);
-    } else {
-        /* Make the rename itself durable.  Best effort: some filesystems refuse
-         * fsync on directories, and the file is complete either way. */
-        char *slash = strrchr(tmp, '/');
-        const char *dir = ".";
-        if (slash) {
-            *slash = 0;
-            dir = slash == tmp ? "/" : tmp;
-        }
-        int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd >= 0) {
-            (void)fsync(dfd);
-            close(dfd);
-        }
-    }
-    xfree(tmp, tmp_bytes);
-    return rc;
-}
-
-/* --------------------------------------------------------------- strict JSON */
-
-static int is_digit(int c) { return c >= '0' && c <= '9'; }
-static int is_hex(int c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
-/* Bytes cJSON's number scanner would swallow: a number token must not be
- * followed by one, or cJSON and this lexer would disagree on its extent. */
-static int is_num_byte(int c) { return is_digit(c) || c == '+' || c == '-' || c == '.' || c == 'e' || c == 'E'; }
-
-/* Check every token of t against RFC 8259 and count number tokens, storing
- * their offsets in nums when nums is not NULL.  Grammar (nesting, commas) is
- * left to cJSON. */
-static int json_lex(const char *path, const char *what, const char *t, size_t len, size_t base,
-                    size_t *nums, size_t *nnum, zt_err *err)
-{
-    size_t i = 0, k = 0;
-    while (i < len) {
-        unsigned char c = (unsigned char)t[i];
-        if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '{' || c == '}' || c == '[' ||
-            c == ']' || c == ':' || c == ',') {
-            i++;
-        } else if (c == '"') {
-            size_t start = i++;
-            for (;;) {
-                if (i >= len)
-                    return zt_fail(err, ZT_EINPUT,
-                                   "%s: %s is not valid JSON: unterminated string starting at byte offset %zu",
-                                   path, what, base + start);
-                c = (unsigned char)t[i];
-                if (c == '"') {
-                    i++;
-                    break;
-                }
-                if (c < 0x20)
-                    return zt_fail(err, ZT_EINPUT,
-                                   "%s: %s is not valid JSON: control byte 0x%02x inside a string at byte offset %zu",
-                                   path, what, c, base + i);
-                if (c != '\\') {
-                    i++;
-                    continue;
-                }
-                int e = i + 1 < len ? (unsigned char)t[i + 1] : -1;
-                if (e == 'u') {
-                    if (len - i < 6 || !is_hex(t[i + 2]) || !is_hex(t[i + 3]) || !is_hex(t[i + 4]) ||
-                        !is_hex(t[i + 5]))
-                        return zt_fail(err, ZT_EINPUT,
-                                       "%s: %s is not valid JSON: bad \\u escape at byte offset %zu",
-                                       path, what, base + i);
-                    /* cJSON's strings are C strings: an escaped NUL would cut a
-                     * name short and make distinct names compare equal. */
-                    if (memcmp(t + i + 2, "0000", 4) == 0)
-                        return zt_fail(err, ZT_EINPUT,
-                                       "%s: %s: \\u0000 (NUL) inside a string at byte offset %zu is not supported",
-                                       path, what, base + i);
-                    i += 6;
-                } else if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' ||
-                           e == 'r' || e == 't') {
-                    i += 2;
-                } else {
-                    return zt_fail(err, ZT_EINPUT,
-                                   "%s: %s is not valid JSON: bad escape at byte offset %zu", path,
-                                   what, base + i);
-                }
-            }
-        } else if (c == '-' || is_digit(c)) {
-            size_t start = i;
-            int ok = 1;
-            if (t[i] == '-')
-                i++;
-            if (i < len && t[i] == '0') {
-                i++;
-            } else if (i < len && is_digit(t[i])) {
-                while (i < len && is_digit(t[i]))
-                    i++;
-            } else {
-                ok = 0;
-            }
-            if (ok && i < len && t[i] == '.') {
-                i++;
-                ok = i < len && is_digit(t[i]);
-                while (i < len && is_digit(t[i]))
-                    i++;
-            }
-            if (ok && i < len && (t[i] == 'e' || t[i] == 'E')) {
-                i++;
-                if (i < len && (t[i] == '+' || t[i] == '-'))
-                    i++;
-                ok = i < len && is_digit(t[i]);
-                while (i < len && is_digit(t[i]))
-                    i++;
-            }
-            if (!ok || (i < len && is_num_byte((unsigned char)t[i])))
-                return zt_fail(err, ZT_EINPUT,
-                               "%s: %s is not valid JSON: malformed number at byte offset %zu", path,
-                               what, base + start);
-            if (nums)
-                nums[k] = start;
-            k++;
-        } else if (c == 't' && len - i >= 4 && memcmp(t + i, "true", 4) == 0) {
-            i += 4;
-        } else if (c == 'f' && len - i >= 5 && memcmp(t + i, "false", 5) == 0) {
-            i += 5;
-        } else if (c == 'n' && len - i >= 4 && memcmp(t + i, "null", 4) == 0) {
-            i += 4;
-        } else {
-            return zt_fail(err, ZT_EINPUT,
-                           "%s: %s is not valid JSON: unexpected byte 0x%02x at byte offset %zu",
-                           path, what, c, base + i);
-        }
-    }
-    *nnum = k;
-    return ZT_OK;
-}
-
-void zt_json_free(zt_json *j)
-{
-    if (!j)
-        return;
-    if (j->root)
-        cJSON_Delete(j->root);
-    if (j->text)
-        xfree(j->text, j->len + 1);
-    if (j->nums)
-        xfree(j->nums, j->nnum * sizeof *j->nums);
-    memset(j, 0, sizeof *j);
-}
-
-/* j->text / j->len are set; validate and build the tree. */
-static int json_parse_owned(const char *path, const char *what, size_t base, zt_json *j, zt_err *err)
-{
-    size_t bad = utf8_invalid_at((const unsigned char *)j->text, j->len);
-    if (bad != j->len)
-        return zt_fail(err, ZT_EINPUT, "%s: %s is not valid UTF-8 (byte 0x%02x at byte offset %zu)",
-                       path, what, (unsigned char)j->text[bad], base + bad);
-    size_t nnum = 0;
-    int rc = json_lex(path, what, j->text, j->len, base, NULL, &nnum, err);
-    if (rc)
-        return rc;
-    if (nnum) {
-        if (nnum > SIZE_MAX / sizeof *j->nums ||
-            !(j->nums = xalloc(nnum * sizeof *j->nums)))
-            return zt_fail(err, ZT_EFAIL, "%s: out of memory reading %s", path, what);
-        j->nnum = nnum;
-        rc = json_lex(path, what, j->text, j->len, base, j->nums, &nnum, err);
-        if (rc)
-            return rc;
-    }
-    /* require_null_terminated makes cJSON insist that only whitespace follows
-     * the value (the NUL we appended ends the buffer), and parse_end says where
-     * it stopped: both ways the whole text must be one JSON value. */
-    const char *end = NULL;
-    j->root = cJSON_ParseWithLengthOpts(j->text, j->len + 1, &end, 1);
-    if (!j->root) {
-        size_t off = end && end >= j->text && end <= j->text + j->len ? (size_t)(end - j->text) : 0;
-        return zt_fail(err, ZT_EINPUT, "%s: %s is not valid JSON (parse error near byte offset %zu)",
-                       path, what, base + off);
-    }
-    if (end != j->text + j->len)
-        return zt_fail(err, ZT_EINPUT, "%s: %s is not valid JSON: unexpected data at byte offset %zu",
-                       path, what, base + (size_t)(end - j->text));
-    return ZT_OK;
-}
-
-int zt_json_parse(const char *path, const char *what, const void *text, size_t len, size_t base,
-                  zt_json *out, zt_err *err)
-{
-    memset(out, 0, sizeof *out);
-    if (len >= SIZE_MAX || !(out->text = xalloc(len + 1)))
-        return zt_fail(err, ZT_EFAIL, "%s: out of memory reading %s", path, what);
-    out->len = len;
-    if (len)
-        memcpy(out->text, text, len);
-    out->text[len] = 0;
-    int rc = json_parse_owned(path, what, base, out, err);
-    if (rc)
-        zt_json_free(out);
-    return rc;
-}
-
-int zt_json_parse_file(const char *path, size_t max_bytes, zt_json *out, zt_err *err)
-{
-    memset(out, 0, sizeof *out);
-    int fd;
-    struct stat st;
-    int rc = zt_open_input(path, NULL, &fd, &st, err);
-    if (rc)
-        return rc;
-    if ((unsigned long long)st.st_size > max_bytes) {
-        rc = zt_fail(err, ZT_EINPUT, "%s: file is %lld bytes, more than the %zu-byte limit", path,
-                     (long long)st.st_size, max_bytes);
-    } else if (!(out->text = xalloc((size_t)st.st_size + 1))) {
-        rc = zt_fail(err, ZT_EFAIL, "%s: out of memory", path);
-    } else {
-        out->len = (size_t)st.st_size;
-        size_t got = 0;
-        while (got < out->len) {
-            ssize_t r = read(fd, out->text + got, out->len - got);
-            if (r < 0 && errno == EINTR)
-                continue;
-            if (r <= 0) {
-                rc = zt_fail(err, ZT_EFAIL, "%s: read failed after %zu of %zu bytes: %s", path, got,
-                             out->len, r < 0 ? strerror(errno) : "file shrank");
-                break;
-            }
-            got += (size_t)r;
-        }
-        out->text[out->len] = 0;
-    }
-    close(fd);
-    if (rc == ZT_OK)
-        rc = json_parse_owned(path, "file", 0, out, err);
-    if (rc)
-        zt_json_free(out);
-    return rc;
-}
-
-size_t zt_json_count_numbers(const cJSON *item)
-{
-    if (!item)
-        return 0;
-    if (cJSON_IsNumber(item))
-        return 1;
-    size_t n = 0;
-    if (cJSON_IsArray(item) || cJSON_IsObject(item))
-        for (const cJSON *c = item->child; c; c = c->next)
-            n += zt_json_count_numbers(c);
-    return n;
-}
-
-int zt_json_int(const zt_json *j, size_t k, int64_t *out)
-{
-    if (!j || k >= j->nnum)
-        return 1;
-    const char *s = j->text + j->nums[k];
-    int neg = *s == '-';
-    if (neg)
-        s++;
-    uint64_t v = 0;
-    int big = 0;
-    for (; is_digit(*s); s++) {
-        unsigned d = (unsigned)(*s - '0');
-        if (v > (UINT64_MAX - d) / 10)
-            big = 1;
-        else
-            v = v * 10 + d;
-    }
-    if (*s == '.' || *s == 'e' || *s == 'E')
-        return 1;
-    if (big || v > (neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX))
-        return 2;
-    *out = neg ? (int64_t)(0 - v) : (int64_t)v;
-    return 0;
 }
 
 /* ----------------------------------------------------------- reading a file */
@@ -924,7 +561,7 @@ int zt_st_write(const char *path, const zt_st_out *tensors, int n, const char *m
     if (n < 0 || (n > 0 && !tensors))
         return zt_fail(err, ZT_EINPUT, "%s: write: bad tensor list (n = %d)", path, n);
     if (metadata_format &&
-        utf8_invalid_at((const unsigned char *)metadata_format, strlen(metadata_format)) !=
+        zt_utf8_invalid_at((const unsigned char *)metadata_format, strlen(metadata_format)) !=
             strlen(metadata_format))
         return zt_fail(err, ZT_EINPUT, "%s: write: metadata format is not valid UTF-8", path);
 
@@ -939,7 +576,7 @@ int zt_st_write(const char *path, const zt_st_out *tensors, int n, const char *m
     for (int i = 0; i < n && rc == ZT_OK; i++) {
         const zt_st_out *t = &tensors[i];
         if (!t->name || !*t->name || strcmp(t->name, "__metadata__") == 0 ||
-            utf8_invalid_at((const unsigned char *)t->name, strlen(t->name)) != strlen(t->name)) {
+            zt_utf8_invalid_at((const unsigned char *)t->name, strlen(t->name)) != strlen(t->name)) {
             rc = zt_fail(err, ZT_EINPUT, "%s: write: tensor %d has an invalid name (empty, not UTF-8, or __metadata__)",
                          path, i);
             break;

@@ -70,45 +70,4 @@ const zt_st_tensor *zt_weights_get(const zt_weights *w, int i);
 /* Find a tensor by name; *file (optional) receives the path of the file holding it. */
 const zt_st_tensor *zt_weights_find(const zt_weights *w, const char *name, const char **file);
 
-/* ---- Shared by the I/O readers and writers (safetensors, tokens, config.json) ---- */
-
-/* Write the concatenation of n byte ranges to path atomically: "path.tmp.<pid>",
- * fsync, rename over path; on any failure the tmp file is removed and an existing
- * path is left untouched.  The one implementation behind every file ztrain writes. */
-typedef struct zt_wpart {
-    const void *data;
-    size_t bytes;
-} zt_wpart;
-int zt_write_atomic(const char *path, const zt_wpart *parts, int n, zt_err *err);
-
-/* Strict JSON, as serde_json (the reference parsers') accepts it.  cJSON alone is
- * too lenient (control bytes count as whitespace, "01" parses) and keeps no
- * source text, so "64" and "64.0" look alike; zt_json validates UTF-8 and every
- * token first, then lets cJSON build the tree, and records where each number
- * token starts so integers can be read exactly.  Numbers appear in nums in
- * document order, which is the order of a pre-order walk of the cJSON tree. */
-struct cJSON;
-typedef struct zt_json {
-    struct cJSON *root;
-    char *text;       /* owned, NUL-terminated copy of the source */
-    size_t len;       /* source bytes (without the NUL) */
-    size_t *nums;     /* byte offset in text of each number token */
-    size_t nnum;
-} zt_json;
-
-/* Parse len bytes of text (need not be NUL-terminated).  Errors are ZT_EINPUT
- * "PATH: WHAT is not valid ... at byte offset N", offsets counted from base (so a
- * safetensors header reports file offsets).  Trailing JSON whitespace is allowed. */
-int zt_json_parse(const char *path, const char *what, const void *text, size_t len, size_t base,
-                  zt_json *out, zt_err *err);
-/* Read a whole file (at most max_bytes) and parse it as above. */
-int zt_json_parse_file(const char *path, size_t max_bytes, zt_json *out, zt_err *err);
-void zt_json_free(zt_json *j);
-/* Number tokens inside item (itself included): how far a document-order walk
- * advances through nums when it skips item. */
-size_t zt_json_count_numbers(const struct cJSON *item);
-/* Number token k as an exact integer: 0 ok, 1 not an integer literal (has a
- * fraction or exponent, or k is out of range), 2 outside int64. */
-int zt_json_int(const zt_json *j, size_t k, int64_t *out);
-
 #endif

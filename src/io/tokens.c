@@ -17,9 +17,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../core/fs.h"
 #include "../core/input.h"
 #include "../core/mem.h"
-#include "safetensors.h" /* zt_write_atomic */
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "token files are little-endian and read with memcpy: little-endian hosts only"

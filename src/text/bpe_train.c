@@ -17,8 +17,8 @@
 
 #include <cjson/cJSON.h>
 
+#include "../core/fs.h"
 #include "../core/mem.h"
-#include "../io/safetensors.h" /* zt_write_atomic */
 #include "bpe.h"
 #include "pretok.h"
 #include "strmap.h"

@@ -37,9 +37,4 @@ void zt_batcher_fill(zt_batcher *b, long k0, int B, int *inputs, int *targets);
 /* First sample index of rank r's micro-batch a at optimizer step s. */
 long zt_sample_index(long step, int micro, int rank, int B, int A, int W);
 
-/* splitmix64: the project's one seeded generator (init weights, shuffling). */
-uint64_t zt_rand_next(uint64_t *state);
-double zt_rand_uniform(uint64_t *state);  /* [0, 1) */
-double zt_rand_normal(uint64_t *state);   /* standard normal, Box-Muller */
-
 #endif

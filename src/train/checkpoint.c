@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/fs.h"
+#include "../core/json.h"
 #include "../core/mem.h"
 #include "../io/hf_model.h"
 #include "../io/safetensors.h"

@@ -1,0 +1,108 @@
+/* fs.c — files and directories ztrain writes (see fs.h). */
+#include "fs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "input.h"
+#include "mem.h"
+
+static int write_all(int fd, const void *data, size_t bytes)
+{
+    const char *p = data;
+    while (bytes) {
+        /* Linux moves at most ~2 GiB per write(); ask for 1 GiB at a time. */
+        size_t chunk = bytes < ((size_t)1 << 30) ? bytes : ((size_t)1 << 30);
+        ssize_t w = write(fd, p, chunk);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        p += w;
+        bytes -= (size_t)w;
+    }
+    return 0;
+}
+
+int zt_write_atomic(const char *path, const zt_wpart *parts, int n, zt_err *err)
+{
+    if (!path || !*path)
+        return zt_fail(err, ZT_EINPUT, "write: empty output path");
+    if (n < 0 || (n > 0 && !parts))
+        return zt_fail(err, ZT_EFAIL, "%s: write: bad part list", path);
+    size_t tmp_bytes = strlen(path) + 32;
+    char *tmp = zt_alloc(ZT_MEM_OTHER, tmp_bytes);
+    if (!tmp)
+        return zt_fail(err, ZT_EFAIL, "%s: out of memory", path);
+    snprintf(tmp, tmp_bytes, "%s.tmp.%ld", path, (long)getpid());
+
+    int rc = ZT_OK;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        int e = errno;
+        rc = zt_fail(err, zt_errno_code(e), "%s: cannot create %s: %s", path, tmp, strerror(e));
+        zt_free(ZT_MEM_OTHER, tmp, tmp_bytes);
+        return rc;
+    }
+    for (int i = 0; i < n && rc == ZT_OK; i++)
+        if (parts[i].bytes && write_all(fd, parts[i].data, parts[i].bytes) != 0)
+            rc = zt_fail(err, ZT_EFAIL, "%s: writing %s: %s", path, tmp, strerror(errno));
+    /* fsync before rename: otherwise a crash can leave the new name pointing at
+     * a file whose data never reached the disk. */
+    if (rc == ZT_OK && fsync(fd) != 0)
+        rc = zt_fail(err, ZT_EFAIL, "%s: fsync %s: %s", path, tmp, strerror(errno));
+    if (close(fd) != 0 && rc == ZT_OK)
+        rc = zt_fail(err, ZT_EFAIL, "%s: closing %s: %s", path, tmp, strerror(errno));
+    if (rc == ZT_OK && rename(tmp, path) != 0) {
+        int e = errno;
+        rc = zt_fail(err, zt_errno_code(e), "%s: cannot rename %s over it: %s", path, tmp,
+                     strerror(e));
+    }
+    if (rc != ZT_OK) {
+        unlink(tmp);
+    } else {
+        /* Make the rename itself durable.  Best effort: some filesystems refuse
+         * fsync on directories, and the file is complete either way. */
+        char *slash = strrchr(tmp, '/');
+        const char *dir = ".";
+        if (slash) {
+            *slash = 0;
+            dir = slash == tmp ? "/" : tmp;
+        }
+        int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd >= 0) {
+            (void)fsync(dfd);
+            close(dfd);
+        }
+    }
+    zt_free(ZT_MEM_OTHER, tmp, tmp_bytes);
+    return rc;
+}
+
+int zt_mkdirs(const char *dir, zt_err *err)
+{
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path)
+        return zt_fail(err, ZT_EINPUT, "%s: path too long", dir);
+    for (char *p = path + 1;; p++) {
+        if (*p == '/' || *p == '\0') {
+            char c = *p;
+            *p = '\0';
+            if (mkdir(path, 0777) != 0 && errno != EEXIST)
+                return zt_fail(err, ZT_EINPUT, "%s: cannot create directory: %s", path,
+                               strerror(errno));
+            *p = c;
+            if (c == '\0')
+                break;
+        }
+    }
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        return zt_fail(err, ZT_EINPUT, "%s: exists and is not a directory", dir);
+    return ZT_OK;
+}
