@@ -299,10 +299,78 @@ static void test_kernels_run_through_the_backend_table(void)
     zt_layout_free(&lay);
 }
 
+/* ---- a pass that fails midway hands every unit back ------------------------ */
+
+static long fail_at, n_calls;
+static int failing_matmul(float *C, const void *A, zt_dtype a_dt, const void *Bm, zt_dtype b_dt, int M, int N,
+                          int K, int ta, int tb, float beta, zt_dtype compute, zt_err *err)
+{
+    if (++n_calls == fail_at)
+        return zt_fail(err, ZT_EFAIL, "injected product failure");
+    return cpu->matmul(C, A, a_dt, Bm, b_dt, M, N, K, ta, tb, beta, compute, err);
+}
+
+/* A product that fails in the middle of a backward (a layer unit and the root in
+ * use, gradients open, stage 3 so units also hold pool slots) returns the error;
+ * every unit is IDLE again, no pool slot is held, and the same micro-batch then
+ * gives the loss and step of a run that never failed. */
+static void test_failed_pass_hands_units_back(void)
+{
+    cpu = zt_backend_cpu();
+    zt_backend failing = *cpu;
+    failing.matmul = failing_matmul;
+    zt_err err = {0};
+    zt_llama_config cfg;
+    zt_layout lay;
+    zt_comm comm;
+    zt_comm_create_local(&comm);
+    ZT_CHECK(zt_hf_read_config_dir(FIX, &cfg, &err) == ZT_OK);
+    ZT_CHECK(zt_layout_build(&lay, &cfg, ZT_WRAP_TRANSFORMER, 0, 1, &err) == ZT_OK);
+    int in[B * T], tg[B * T];
+    first_batch(&cfg, in, tg);
+    double loss[2] = {0}, norm[2] = {0};
+    for (int k = 0; k < 2; k++) { /* k = 1: a failed attempt first */
+        zt_engine eng;
+        zt_model m;
+        zt_overlap ov = {1, ZT_BACKWARD_PREFETCH_PRE, 1};
+        ZT_CHECK(zt_engine_init(&eng, &lay, (zt_precision){ZT_F32, ZT_F32, ZT_F32, ZT_F32, ZT_F32, 0}, 3, &ov,
+                                &comm, &err) == ZT_OK);
+        ZT_CHECK(zt_hf_load_params(FIX, &lay, &eng, &err) == ZT_OK);
+        eng.be = &failing;
+        zt_param_owner own = zt_engine_param_owner(&eng);
+        ZT_CHECK(zt_model_init(&m, &cfg, &lay, &own, B, T, 0, &err) == ZT_OK);
+        zt_engine_zero_grads(&eng);
+        n_calls = 0;
+        /* forward: 4 products per layer and lm_head; the failure lands in the
+         * backward of the last layer's unit */
+        fail_at = k == 1 ? 4L * cfg.num_hidden_layers + 1 + 4 : 0;
+        if (k == 1) {
+            double l;
+            ZT_CHECK(zt_model_forward_backward(&m, in, tg, 1.0f / (B * T), &l, &err) == ZT_EFAIL);
+            ZT_CHECK(strstr(err.msg, "injected") != NULL);
+            for (int u = 0; u < lay.nunits; u++)
+                ZT_CHECK_MSG(eng.units[u].phase == ZT_UNIT_IDLE && eng.units[u].pool_slot < 0, "unit %d: %s", u,
+                             zt_unit_phase_name(eng.units[u].phase));
+            for (int i = 0; i < ZT_GATHER_POOL; i++)
+                ZT_CHECK(!eng.pool_used[i]);
+            zt_engine_zero_grads(&eng); /* the failed micro-batch's partial gradient goes */
+            fail_at = 0;
+        }
+        ZT_CHECK(zt_model_forward_backward(&m, in, tg, 1.0f / (B * T), &loss[k], &err) == ZT_OK);
+        zt_adamw_hparams hp = {1e-3, 0.1, 0.9, 0.999, 1e-8};
+        ZT_CHECK(zt_engine_step(&eng, &hp, 1e-3, 1.0, 1.0, &norm[k]) == 0);
+        zt_model_free(&m);
+        zt_engine_free(&eng);
+    }
+    ZT_CHECK(loss[0] == loss[1] && norm[0] == norm[1] && norm[0] > 0.0);
+    zt_layout_free(&lay);
+}
+
 int main(void)
 {
     ZT_RUN(test_frozen_owner_matches_engine);
     ZT_RUN(test_eval_allocates_no_training_state);
     ZT_RUN(test_kernels_run_through_the_backend_table);
+    ZT_RUN(test_failed_pass_hands_units_back);
     ZT_TEST_MAIN_END();
 }

@@ -1,6 +1,9 @@
 /* test_plan.c — requests resolve to the plans of SPEC §1 and §3, and the engine
  * holds every buffer in the dtype its plan says. */
+#include <signal.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "../src/comm/comm.h"
 #include "../src/core/mem.h"
@@ -179,19 +182,162 @@ static void test_engine_dtype_invariants(void)
             zt_plan p = resolve(ZT_FACE_FSDP, modes[m][0], modes[m][1], ZT_SHARDING_FULL_SHARD, -1, 1, &rc);
             zt_engine eng;
             ZT_CHECK(zt_engine_init(&eng, &lay, p.prec, stage, &p.overlap, &comm, &err) == ZT_OK);
-            for (int u = 0; u < lay.nunits; u++) {
-                ZT_CHECK(zt_engine_check_dtypes(&eng, u, p.prec.reduce) == NULL);
-                zt_dtype other = p.prec.reduce == ZT_F32 ? ZT_BF16 : ZT_F32;
-                ZT_CHECK(zt_engine_check_dtypes(&eng, u, other) != NULL);
-            }
-            eng.units[0].gathered_dt = p.prec.compute == ZT_F32 ? ZT_BF16 : ZT_F32;
-            const char *why = zt_engine_check_dtypes(&eng, 0, p.prec.reduce);
+            for (int u = 0; u < lay.nunits; u++)
+                ZT_CHECK(zt_engine_check_dtypes(&eng, u) == NULL);
+            /* a real pass over the root records what its gather and its gradient's
+             * reduction went through; the plan holds for both */
+            int root = lay.root_unit;
+            zt_engine_zero_grads(&eng);
+            ZT_CHECK(zt_engine_acquire(&eng, root, ZT_PASS_FORWARD) != NULL);
+            zt_engine_grad_begin(&eng, root);
+            zt_engine_grad_end(&eng, root);
+            ZT_CHECK(eng.units[root].reduced_valid && eng.units[root].reduced_dt == p.prec.reduce);
+            ZT_CHECK(zt_engine_check_dtypes(&eng, root) == NULL);
+            /* and the check names what a wrong record breaks */
+            zt_dtype other = p.prec.reduce == ZT_F32 ? ZT_BF16 : ZT_F32;
+            eng.units[root].reduced_dt = other;
+            const char *why = zt_engine_check_dtypes(&eng, root);
+            ZT_CHECK(why && strstr(why, "reduce dtype"));
+            eng.units[root].reduced_dt = p.prec.reduce;
+            eng.units[root].gathered_dt = p.prec.compute == ZT_F32 ? ZT_BF16 : ZT_F32;
+            why = zt_engine_check_dtypes(&eng, root);
             ZT_CHECK(why && strstr(why, "compute dtype"));
-            eng.units[0].gathered_dt = p.prec.compute;
+            eng.units[root].gathered_dt = p.prec.compute;
+            zt_engine_release(&eng, root);
             zt_engine_free(&eng);
         }
     zt_layout_free(&lay);
     ZT_CHECK(zt_mem_current(ZT_MEM_PARAMS) == 0 && zt_mem_current(ZT_MEM_GATHERED) == 0);
+}
+
+/* Run f(eng) in a child process; return what it wrote to stderr (caller frees)
+ * and whether it died of SIGABRT. */
+static char *run_child(void (*f)(zt_engine *), zt_engine *eng, int *aborted)
+{
+    int fd[2];
+    char *out = calloc(1, 4096);
+    *aborted = 0;
+    if (pipe(fd) != 0)
+        return out;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fd[1], 2);
+        close(fd[0]);
+        f(eng);
+        _exit(0);
+    }
+    close(fd[1]);
+    size_t n = 0;
+    ssize_t r;
+    while (n < 4095 && (r = read(fd[0], out + n, 4095 - n)) > 0)
+        n += (size_t)r;
+    close(fd[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    *aborted = WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT;
+    return out;
+}
+
+static int g_unit;
+static void end_without_begin(zt_engine *eng) { zt_engine_grad_end(eng, g_unit); }
+static void release_idle(zt_engine *eng) { zt_engine_release(eng, g_unit); }
+static void acquire_twice(zt_engine *eng)
+{
+    zt_engine_acquire(eng, g_unit, ZT_PASS_FORWARD);
+    zt_engine_acquire(eng, g_unit, ZT_PASS_FORWARD);
+}
+static void release_open_gradient(zt_engine *eng)
+{
+    zt_engine_acquire(eng, g_unit, ZT_PASS_BACKWARD);
+    zt_engine_grad_begin(eng, g_unit);
+    zt_engine_release(eng, g_unit);
+}
+
+/* Each unit walks IDLE -> FORWARD -> IDLE in the forward and IDLE -> BACKWARD_PRE
+ * -> BACKWARD_POST -> IDLE in the backward (the root FORWARD -> BACKWARD_PRE, held
+ * across the pass); a hook out of order stops the process naming the unit and both
+ * phases; and reset returns every unit to IDLE after a pass that failed midway,
+ * after which a whole step runs (stage 3, where a unit also holds a pool slot). */
+static void test_engine_unit_phases(void)
+{
+    zt_layout lay;
+    zt_comm comm;
+    zt_comm_create_local(&comm);
+    zt_err err;
+    ZT_CHECK(tiny_layout(&lay, 2, &err) == ZT_OK);
+    zt_precision prec = {ZT_F32, ZT_F32, ZT_BF16, ZT_BF16, ZT_F32, 0};
+    zt_overlap ov = {1, ZT_BACKWARD_PREFETCH_PRE, 1};
+    zt_engine eng;
+    ZT_CHECK(zt_engine_init(&eng, &lay, prec, 3, &ov, &comm, &err) == ZT_OK);
+    int root = lay.root_unit, l0 = lay.layer_unit[0], l1 = lay.layer_unit[1];
+#define PH(u) eng.units[u].phase
+    zt_engine_zero_grads(&eng);
+    zt_engine_acquire(&eng, root, ZT_PASS_FORWARD);
+    ZT_CHECK(PH(root) == ZT_UNIT_FORWARD);
+    zt_engine_acquire(&eng, l0, ZT_PASS_FORWARD);
+    ZT_CHECK(PH(l0) == ZT_UNIT_FORWARD);
+    zt_engine_release(&eng, l0);
+    ZT_CHECK(PH(l0) == ZT_UNIT_IDLE);
+    zt_engine_grad_begin(&eng, root);
+    ZT_CHECK(PH(root) == ZT_UNIT_BACKWARD_PRE);
+    zt_engine_acquire(&eng, l1, ZT_PASS_BACKWARD);
+    ZT_CHECK(PH(l1) == ZT_UNIT_BACKWARD_PRE);
+    zt_engine_grad_begin(&eng, l1);
+    zt_engine_grad_end(&eng, l1);
+    ZT_CHECK(PH(l1) == ZT_UNIT_BACKWARD_POST);
+    zt_engine_release(&eng, l1);
+    ZT_CHECK(PH(l1) == ZT_UNIT_IDLE);
+    zt_engine_grad_end(&eng, root);
+    zt_engine_release(&eng, root);
+    ZT_CHECK(PH(root) == ZT_UNIT_IDLE);
+
+    /* out of order: each stops the process with the unit and the phases */
+    struct {
+        void (*f)(zt_engine *);
+        const char *says;
+    } bad[] = {
+        {end_without_begin, "grad_end on unit %d in phase IDLE (expected BACKWARD_PRE)"},
+        {release_idle, "release on unit %d in phase IDLE (expected FORWARD or BACKWARD_POST)"},
+        {acquire_twice, "acquire(FORWARD) on unit %d in phase FORWARD (expected IDLE)"},
+        {release_open_gradient, "release on unit %d in phase BACKWARD_PRE (expected FORWARD or BACKWARD_POST)"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        g_unit = l0;
+        int aborted;
+        char *out = run_child(bad[i].f, &eng, &aborted);
+        char want[160];
+        snprintf(want, sizeof want, bad[i].says, l0);
+        ZT_CHECK_MSG(aborted && strstr(out, want), "case %zu: %s", i, out);
+        free(out);
+    }
+
+    /* a pass that fails midway: the root and a layer unit in use, a gradient open */
+    zt_engine_acquire(&eng, root, ZT_PASS_FORWARD);
+    zt_engine_grad_begin(&eng, root);
+    zt_engine_acquire(&eng, l0, ZT_PASS_BACKWARD);
+    zt_engine_grad_begin(&eng, l0);
+    zt_engine_reset(&eng);
+    for (int u = 0; u < lay.nunits; u++)
+        ZT_CHECK(PH(u) == ZT_UNIT_IDLE && eng.units[u].staging == NULL && eng.units[u].pool_slot < 0);
+    for (int i = 0; i < ZT_GATHER_POOL; i++)
+        ZT_CHECK(!eng.pool_used[i]);
+    /* usable again: a clean pass and a step */
+    zt_engine_zero_grads(&eng);
+    zt_engine_acquire(&eng, root, ZT_PASS_FORWARD);
+    zt_engine_grad_begin(&eng, root);
+    zt_engine_acquire(&eng, l0, ZT_PASS_BACKWARD);
+    zt_engine_grad_begin(&eng, l0);
+    zt_engine_grad_end(&eng, l0);
+    zt_engine_release(&eng, l0);
+    zt_engine_grad_end(&eng, root);
+    zt_engine_release(&eng, root);
+    zt_adamw_hparams hp = {1e-3, 0.0, 0.9, 0.999, 1e-8};
+    double norm;
+    ZT_CHECK(zt_engine_step(&eng, &hp, 1e-3, 1.0, 1.0, &norm) == 0);
+#undef PH
+    zt_engine_free(&eng);
+    zt_layout_free(&lay);
 }
 
 /* Stage 3's gather pool under prefetch, on one process (gathers are conversions):
@@ -288,6 +434,7 @@ int main(void)
     ZT_RUN(test_refusals);
     ZT_RUN(test_hybrid_group_from_topology);
     ZT_RUN(test_engine_dtype_invariants);
+    ZT_RUN(test_engine_unit_phases);
     ZT_RUN(test_stage3_prefetch_pool);
     ZT_TEST_MAIN_END();
 }

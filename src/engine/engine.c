@@ -4,6 +4,8 @@
 
 #include <assert.h>
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../core/mem.h"
@@ -55,6 +57,128 @@ static int unit_order(zt_engine *eng)
     return ZT_OK;
 }
 
+/* ---- sizes: one table for the allocation and the estimate ------------------
+ *
+ * unit_size says what one unit holds, how long and in which dtype; shared_size
+ * what the engine holds beside the units.  zt_engine_init allocates exactly
+ * these and zt_engine_estimate sums them (llm.c's fill_in_activation_sizes), so
+ * the estimate cannot drift from the allocation.  The dtypes are the plan's rule
+ * applied to each buffer; each unit records them, and zt_engine_check_dtypes
+ * holds them against the plan at every hook. */
+
+typedef struct unit_sizes {
+    size_t full;             /* P, the unit's padded length */
+    size_t shard_numel;      /* P / G */
+    size_t grad_numel;       /* P (stages 0-1) or P / G (stages 2-3) */
+    zt_dtype master_dt, grad_dt, optim_dt, gathered_dt;
+    int compensated;         /* a Kahan buffer beside master (16-bit master only) */
+    int gathered_alias;      /* gathered is master itself (stage 0, master dtype = compute dtype) */
+    int gathered_own;        /* a persistent gathered buffer of P elements (stages 0-2, no alias) */
+} unit_sizes;
+
+static unit_sizes unit_size(const zt_layout *lay, int u, zt_precision prec, int stage, int G)
+{
+    unit_sizes z = {0};
+    z.full = lay->units[u].padded_numel;
+    z.shard_numel = z.full / (size_t)G;
+    z.grad_numel = stage <= 1 ? z.full : z.shard_numel;
+    z.master_dt = z.grad_dt = z.optim_dt = prec.master;
+    z.compensated = prec.compensated && prec.master != ZT_F32;
+    z.gathered_alias = stage == 0 && prec.compute == prec.master;
+    z.gathered_own = stage <= 2 && !z.gathered_alias;
+    z.gathered_dt = z.gathered_alias ? prec.master : prec.compute;
+    return z;
+}
+
+typedef struct shared_sizes {
+    size_t staging_root_numel;   /* fp32: the root unit's gradient, open across the backward */
+    size_t staging_layers_numel; /* fp32: the largest layer unit's, one open at a time */
+    size_t spare_numel;          /* fp32: a second one for the overlapped reduce-scatter, or 0 */
+    size_t comm_full_bytes, comm_shard_bytes, comm_slices_bytes;
+    int pool_slots;              /* stage 3's gathered buffers */
+    size_t pool_bytes;           /* each: the largest unit in the compute dtype */
+} shared_sizes;
+
+static shared_sizes shared_size(const zt_layout *lay, zt_precision prec, int stage, int G,
+                                const zt_overlap *overlap)
+{
+    shared_sizes z = {0};
+    size_t max_full = 0, max_shard = 0;
+    for (int u = 0; u < lay->nunits; u++) {
+        unit_sizes us = unit_size(lay, u, prec, stage, G);
+        if (u == lay->root_unit)
+            z.staging_root_numel = max_sz(z.staging_root_numel, us.full);
+        else
+            z.staging_layers_numel = max_sz(z.staging_layers_numel, us.full);
+        max_full = max_sz(max_full, us.full);
+        max_shard = max_sz(max_shard, us.shard_numel);
+    }
+    z.spare_numel = needs_spare_staging(prec, stage, G, overlap) ? z.staging_layers_numel : 0;
+    /* comm_full holds a unit's gradient in the reduce dtype when that is not
+     * fp32 (or not the master dtype, for the stage 0-1 reduction); comm_shard
+     * and comm_slices take a reduce-scatter's result and the slices it sums, so
+     * they exist only when there is a group to talk to. */
+    size_t rs = zt_dtype_size(prec.reduce);
+    int need_full = prec.reduce != ZT_F32 || (stage <= 1 && prec.reduce != prec.master);
+    z.comm_full_bytes = need_full ? max_full * rs : 0;
+    z.comm_shard_bytes = G > 1 ? max_shard * rs : 0;
+    z.comm_slices_bytes = G > 1 ? max_full * rs : 0;
+    /* stage 3: the root unit, one layer unit and, with prefetch, the next one */
+    z.pool_slots = gather_pool_slots(lay, stage, overlap);
+    z.pool_bytes = stage == 3 ? bytes_of(max_full, prec.compute) : 0;
+    return z;
+}
+
+/* ---- unit phases (FSDP's HandleTrainingState) ------------------------------ */
+
+const char *zt_unit_phase_name(zt_unit_phase ph)
+{
+    static const char *names[] = {"IDLE", "FORWARD", "BACKWARD_PRE", "BACKWARD_POST"};
+    return ph >= ZT_UNIT_IDLE && ph <= ZT_UNIT_BACKWARD_POST ? names[ph] : "?";
+}
+
+#define PHASE(p) (1u << (p))
+
+/* A hook found unit u in a phase it does not accept: the model broke the
+ * protocol of param_owner.h, or the engine lost track.  A broken invariant, so
+ * it stops the process (NDEBUG or not) with what was expected. */
+static void expect_phase(const zt_engine *eng, int u, unsigned allowed, const char *hook)
+{
+    zt_unit_phase ph = eng->units[u].phase;
+    if (allowed & PHASE(ph))
+        return;
+    char want[96] = "";
+    for (int p = ZT_UNIT_IDLE; p <= ZT_UNIT_BACKWARD_POST; p++)
+        if (allowed & PHASE(p)) {
+            size_t len = strlen(want);
+            snprintf(want + len, sizeof want - len, "%s%s", len ? " or " : "", zt_unit_phase_name(p));
+        }
+    fprintf(stderr, "ztrain: engine invariant broken: %s on unit %d in phase %s (expected %s)\n", hook, u,
+            zt_unit_phase_name(ph), want);
+    abort();
+}
+
+/* The plan's dtypes must hold for unit u's buffers (zt_engine_check_dtypes);
+ * like a phase, a violation is a broken invariant. */
+static void expect_dtypes(const zt_engine *eng, int u, const char *hook)
+{
+    const char *why = zt_engine_check_dtypes(eng, u);
+    if (!why)
+        return;
+    fprintf(stderr, "ztrain: engine invariant broken: %s on unit %d: %s\n", hook, u, why);
+    abort();
+}
+
+/* Unit u's gradient went through dtype dt on its way to the accumulator (the
+ * buffer handed to the collective, or the rounding that stands for it on one
+ * rank): recorded where it happens and held against the plan. */
+static void reduced_through(zt_engine *eng, int u, zt_dtype dt, const char *hook)
+{
+    eng->units[u].reduced_dt = dt;
+    eng->units[u].reduced_valid = 1;
+    expect_dtypes(eng, u, hook);
+}
+
 int zt_engine_init(zt_engine *eng, const zt_layout *lay, zt_precision prec, int stage,
                    const zt_overlap *overlap, zt_comm *comm, zt_err *err)
 {
@@ -79,67 +203,59 @@ int zt_engine_init(zt_engine *eng, const zt_layout *lay, zt_precision prec, int 
         zt_engine_free(eng);
         return zt_fail(err, ZT_EFAIL, "out of memory for the engine's unit table");
     }
-    size_t max_full = 0, max_shard = 0;
-    zt_dtype md = prec.master, cd = prec.compute;
+    const zt_backend *be = eng->be;
     for (int u = 0; u < lay->nunits; u++) {
         zt_unit_state *us = &eng->units[u];
-        size_t full = lay->units[u].padded_numel;
-        us->shard_numel = full / (size_t)eng->group_size;
-        us->grad_numel = stage <= 1 ? full : us->shard_numel;
+        unit_sizes z = unit_size(lay, u, prec, stage, eng->group_size);
+        us->shard_numel = z.shard_numel;
+        us->grad_numel = z.grad_numel;
         us->pool_slot = -1;
-        us->master_dt = us->grad_dt = us->optim_dt = md;
-        us->gathered_dt = cd;
-        us->master = eng->be->alloc(ZT_MEM_PARAMS, bytes_of(us->shard_numel, md));
-        us->grad = eng->be->alloc(ZT_MEM_GRADS, bytes_of(us->grad_numel, md));
-        us->m = eng->be->alloc(ZT_MEM_OPTIM, bytes_of(us->shard_numel, md));
-        us->v = eng->be->alloc(ZT_MEM_OPTIM, bytes_of(us->shard_numel, md));
+        us->phase = ZT_UNIT_IDLE;
+        us->master_dt = z.master_dt;
+        us->grad_dt = z.grad_dt;
+        us->optim_dt = z.optim_dt;
+        us->master = be->alloc(ZT_MEM_PARAMS, bytes_of(z.shard_numel, z.master_dt));
+        us->grad = be->alloc(ZT_MEM_GRADS, bytes_of(z.grad_numel, z.grad_dt));
+        us->m = be->alloc(ZT_MEM_OPTIM, bytes_of(z.shard_numel, z.optim_dt));
+        us->v = be->alloc(ZT_MEM_OPTIM, bytes_of(z.shard_numel, z.optim_dt));
         int ok = us->master && us->grad && us->m && us->v;
-        if (prec.compensated && md != ZT_F32)
-            ok = ok && (us->comp = eng->be->alloc(ZT_MEM_PARAMS, bytes_of(us->shard_numel, md)));
-        if (stage <= 2) {
-            us->gathered_alias = stage == 0 && cd == md;
-            us->gathered = us->gathered_alias ? us->master : eng->be->alloc(ZT_MEM_GATHERED, bytes_of(full, cd));
-            ok = ok && us->gathered;
-        }
+        if (z.compensated)
+            ok = ok && (us->comp = be->alloc(ZT_MEM_PARAMS, bytes_of(z.shard_numel, z.master_dt)));
+        us->gathered_alias = z.gathered_alias;
+        if (z.gathered_alias) {
+            us->gathered = us->master;
+            us->gathered_dt = z.master_dt; /* what the buffer is: the master itself */
+        } else if (z.gathered_own) {
+            ok = ok && (us->gathered = be->alloc(ZT_MEM_GATHERED, bytes_of(z.full, z.gathered_dt)));
+            us->gathered_dt = z.gathered_dt;
+        } /* stage 3: gathered on demand; gathered_dt is set by each gather */
         if (!ok) {
             zt_engine_free(eng);
-            return zt_fail(err, ZT_EFAIL, "out of memory for unit %d's buffers (%zu elements)", u, full);
+            return zt_fail(err, ZT_EFAIL, "out of memory for unit %d's buffers (%zu elements)", u, z.full);
         }
-        if (u == lay->root_unit)
-            eng->staging_root_numel = max_sz(eng->staging_root_numel, full);
-        else
-            eng->staging_layers_numel = max_sz(eng->staging_layers_numel, full);
-        max_full = max_sz(max_full, full);
-        max_shard = max_sz(max_shard, us->shard_numel);
     }
     /* Gradient staging is fp32: matrix products accumulate weight gradients in
      * fp32.  It is transient (one unit's backward), so it counts as a
      * communication buffer, not as model state. */
-    eng->staging_root = eng->be->alloc(ZT_MEM_COMM, eng->staging_root_numel * sizeof(float));
-    eng->staging_layers = eng->be->alloc(ZT_MEM_COMM, eng->staging_layers_numel * sizeof(float));
-    size_t spare_numel = needs_spare_staging(prec, stage, eng->group_size, overlap) ? eng->staging_layers_numel : 0;
-    eng->staging_spare = eng->be->alloc(ZT_MEM_COMM, spare_numel * sizeof(float));
-    /* comm_full holds a unit's gradient in the reduce dtype when that is not
-     * fp32 (or not the master dtype, for the stage 0-1 reduction); comm_shard
-     * and comm_slices take a reduce-scatter's result and the slices it sums, so
-     * they exist only when there is a group to talk to. */
-    size_t rs = zt_dtype_size(prec.reduce);
-    int need_full = prec.reduce != ZT_F32 || (stage <= 1 && prec.reduce != md);
-    int scatter = eng->group_size > 1;
-    eng->comm_full_bytes = need_full ? max_full * rs : 0;
-    eng->comm_shard_bytes = scatter ? max_shard * rs : 0;
-    eng->comm_slices_bytes = scatter ? max_full * rs : 0;
-    eng->comm_full = eng->be->alloc(ZT_MEM_COMM, eng->comm_full_bytes);
-    eng->comm_shard = eng->be->alloc(ZT_MEM_COMM, eng->comm_shard_bytes);
-    eng->comm_slices = eng->be->alloc(ZT_MEM_COMM, eng->comm_slices_bytes);
-    int ok = (!eng->staging_root_numel || eng->staging_root) &&
-             (!eng->staging_layers_numel || eng->staging_layers) && (!spare_numel || eng->staging_spare) &&
-             (!eng->comm_full_bytes || eng->comm_full) && (!eng->comm_shard_bytes || eng->comm_shard) &&
-             (!eng->comm_slices_bytes || eng->comm_slices);
-    /* stage 3: the root unit, one layer unit and, with prefetch, the next one */
-    eng->pool_bytes = stage == 3 ? bytes_of(max_full, cd) : 0;
-    for (int i = 0; i < gather_pool_slots(lay, stage, overlap); i++)
-        ok = ok && (eng->pool[i] = eng->be->alloc(ZT_MEM_GATHERED, eng->pool_bytes));
+    shared_sizes z = shared_size(lay, prec, stage, eng->group_size, overlap);
+    eng->staging_root_numel = z.staging_root_numel;
+    eng->staging_layers_numel = z.staging_layers_numel;
+    eng->staging_spare_numel = z.spare_numel;
+    eng->comm_full_bytes = z.comm_full_bytes;
+    eng->comm_shard_bytes = z.comm_shard_bytes;
+    eng->comm_slices_bytes = z.comm_slices_bytes;
+    eng->pool_bytes = z.pool_bytes;
+    eng->staging_root = be->alloc(ZT_MEM_COMM, z.staging_root_numel * sizeof(float));
+    eng->staging_layers = be->alloc(ZT_MEM_COMM, z.staging_layers_numel * sizeof(float));
+    eng->staging_spare = be->alloc(ZT_MEM_COMM, z.spare_numel * sizeof(float));
+    eng->comm_full = be->alloc(ZT_MEM_COMM, z.comm_full_bytes);
+    eng->comm_shard = be->alloc(ZT_MEM_COMM, z.comm_shard_bytes);
+    eng->comm_slices = be->alloc(ZT_MEM_COMM, z.comm_slices_bytes);
+    int ok = (!z.staging_root_numel || eng->staging_root) && (!z.staging_layers_numel || eng->staging_layers) &&
+             (!z.spare_numel || eng->staging_spare) && (!z.comm_full_bytes || eng->comm_full) &&
+             (!z.comm_shard_bytes || eng->comm_shard) && (!z.comm_slices_bytes || eng->comm_slices);
+    for (int i = 0; i < z.pool_slots; i++)
+        ok = ok && (eng->pool[i] = be->alloc(ZT_MEM_GATHERED, z.pool_bytes));
     if (!ok) {
         zt_engine_free(eng);
         return zt_fail(err, ZT_EFAIL, "out of memory for gradient staging and communication buffers");
@@ -151,30 +267,30 @@ void zt_engine_free(zt_engine *eng)
 {
     if (eng->units)
         zt_engine_drain(eng);
+    const zt_backend *be = eng->be;
     if (eng->units) {
         for (int u = 0; u < eng->lay->nunits; u++) {
             zt_unit_state *us = &eng->units[u];
-            size_t sb = bytes_of(us->shard_numel, eng->prec.master);
-            eng->be->free(ZT_MEM_PARAMS, us->master, sb);
-            eng->be->free(ZT_MEM_GRADS, us->grad, bytes_of(us->grad_numel, eng->prec.master));
-            eng->be->free(ZT_MEM_OPTIM, us->m, sb);
-            eng->be->free(ZT_MEM_OPTIM, us->v, sb);
-            eng->be->free(ZT_MEM_PARAMS, us->comp, sb);
+            be->free(ZT_MEM_PARAMS, us->master, bytes_of(us->shard_numel, us->master_dt));
+            be->free(ZT_MEM_GRADS, us->grad, bytes_of(us->grad_numel, us->grad_dt));
+            be->free(ZT_MEM_OPTIM, us->m, bytes_of(us->shard_numel, us->optim_dt));
+            be->free(ZT_MEM_OPTIM, us->v, bytes_of(us->shard_numel, us->optim_dt));
+            be->free(ZT_MEM_PARAMS, us->comp, bytes_of(us->shard_numel, us->master_dt));
             if (eng->stage <= 2 && !us->gathered_alias)
-                eng->be->free(ZT_MEM_GATHERED, us->gathered,
-                        bytes_of(eng->lay->units[u].padded_numel, eng->prec.compute));
+                be->free(ZT_MEM_GATHERED, us->gathered, bytes_of(eng->lay->units[u].padded_numel, us->gathered_dt));
         }
         zt_free(ZT_MEM_OTHER, eng->units, (size_t)eng->lay->nunits * sizeof *eng->units);
     }
-    for (int i = 0; i < ZT_GATHER_POOL; i++)
-        eng->be->free(ZT_MEM_GATHERED, eng->pool[i], eng->pool_bytes);
-    eng->be->free(ZT_MEM_COMM, eng->staging_root, eng->staging_root_numel * sizeof(float));
-    eng->be->free(ZT_MEM_COMM, eng->staging_layers, eng->staging_layers_numel * sizeof(float));
-    eng->be->free(ZT_MEM_COMM, eng->staging_spare,
-            eng->staging_spare ? eng->staging_layers_numel * sizeof(float) : 0);
-    eng->be->free(ZT_MEM_COMM, eng->comm_full, eng->comm_full_bytes);
-    eng->be->free(ZT_MEM_COMM, eng->comm_shard, eng->comm_shard_bytes);
-    eng->be->free(ZT_MEM_COMM, eng->comm_slices, eng->comm_slices_bytes);
+    if (be) {
+        for (int i = 0; i < ZT_GATHER_POOL; i++)
+            be->free(ZT_MEM_GATHERED, eng->pool[i], eng->pool_bytes);
+        be->free(ZT_MEM_COMM, eng->staging_root, eng->staging_root_numel * sizeof(float));
+        be->free(ZT_MEM_COMM, eng->staging_layers, eng->staging_layers_numel * sizeof(float));
+        be->free(ZT_MEM_COMM, eng->staging_spare, eng->staging_spare_numel * sizeof(float));
+        be->free(ZT_MEM_COMM, eng->comm_full, eng->comm_full_bytes);
+        be->free(ZT_MEM_COMM, eng->comm_shard, eng->comm_shard_bytes);
+        be->free(ZT_MEM_COMM, eng->comm_slices, eng->comm_slices_bytes);
+    }
     if (eng->lay) {
         zt_free(ZT_MEM_OTHER, eng->next_fwd, (size_t)eng->lay->nunits * sizeof(int));
         zt_free(ZT_MEM_OTHER, eng->next_bwd, (size_t)eng->lay->nunits * sizeof(int));
@@ -276,8 +392,9 @@ static void start_gather(zt_engine *eng, int u, void *dst, zt_comm_op *op)
     size_t P = eng->lay->units[u].padded_numel;
     zt_dtype cd = eng->prec.compute;
     void *mine = (char *)dst + (size_t)eng->group_rank * us->shard_numel * zt_dtype_size(cd);
-    eng->be->convert(mine, cd, us->master, eng->prec.master, us->shard_numel);
+    eng->be->convert(mine, cd, us->master, us->master_dt, us->shard_numel);
     zt_comm_start_allgather(eng->comm, op, dst, P, cd);
+    us->gathered_dt = cd; /* what this gather writes, checked at acquire */
 }
 
 /* This rank's shard of unit u in the compute dtype, gathered over the group into dst (P). */
@@ -343,13 +460,13 @@ static void drop_prefetch(zt_engine *eng)
 
 const void *zt_engine_acquire(zt_engine *eng, int unit, zt_pass pass)
 {
-    (void)pass;
     zt_unit_state *us = &eng->units[unit];
-    if (unit == eng->lay->root_unit && us->acquired == 0)
+    expect_phase(eng, unit, PHASE(ZT_UNIT_IDLE), pass == ZT_PASS_FORWARD ? "acquire(FORWARD)" : "acquire(BACKWARD)");
+    if (unit == eng->lay->root_unit)
         eng->in_backward = 0; /* the root is acquired first: a new forward begins */
     eng->comm->unit = unit; /* the flight recorder's context */
     eng->comm->phase = eng->in_backward ? "backward" : "forward";
-    if (eng->stage == 3 && us->acquired == 0) {
+    if (eng->stage == 3) {
         if (eng->gather_unit == unit) { /* prefetched: its data may still be arriving */
             zt_comm_wait(eng->comm, &eng->gather_op);
             eng->gather_unit = -1;
@@ -368,17 +485,19 @@ const void *zt_engine_acquire(zt_engine *eng, int unit, zt_pass pass)
         if (!eng->in_backward && eng->overlap.forward_prefetch)
             prefetch(eng, eng->next_fwd[unit]);
     }
-    us->acquired++;
+    us->phase = pass == ZT_PASS_FORWARD ? ZT_UNIT_FORWARD : ZT_UNIT_BACKWARD_PRE;
     assert(us->gathered != NULL);
-    assert(zt_engine_check_dtypes(eng, unit, eng->prec.reduce) == NULL);
+    expect_dtypes(eng, unit, "acquire");
     return us->gathered;
 }
 
 void zt_engine_release(zt_engine *eng, int unit)
 {
     zt_unit_state *us = &eng->units[unit];
-    assert(us->acquired > 0 && "release without acquire");
-    if (--us->acquired == 0 && eng->stage == 3)
+    /* in backward, a unit goes back only once its gradient is complete */
+    expect_phase(eng, unit, PHASE(ZT_UNIT_FORWARD) | PHASE(ZT_UNIT_BACKWARD_POST), "release");
+    us->phase = ZT_UNIT_IDLE;
+    if (eng->stage == 3)
         free_slot(eng, unit);
 }
 
@@ -458,7 +577,7 @@ void zt_engine_reset(zt_engine *eng)
     for (int u = 0; u < eng->lay->nunits; u++) {
         zt_unit_state *us = &eng->units[u];
         us->staging = NULL;
-        us->acquired = 0;
+        us->phase = ZT_UNIT_IDLE;
         if (us->pool_slot >= 0)
             free_slot(eng, u);
     }
@@ -469,7 +588,10 @@ float *zt_engine_grad_begin(zt_engine *eng, int unit)
 {
     zt_unit_state *us = &eng->units[unit];
     size_t full = eng->lay->units[unit].padded_numel;
+    /* a unit acquired for backward, or one held since the forward (the root) */
+    expect_phase(eng, unit, PHASE(ZT_UNIT_FORWARD) | PHASE(ZT_UNIT_BACKWARD_PRE), "grad_begin");
     assert(us->staging == NULL && "grad_begin twice");
+    us->phase = ZT_UNIT_BACKWARD_PRE;
     assert(!us->reduced && "gradient accumulated after its all-reduce began: zt_engine_sync_backward(eng, 0) "
                            "for every micro-batch but the last");
     eng->in_backward = 1;
@@ -504,21 +626,25 @@ void zt_engine_grad_end(zt_engine *eng, int unit)
     const float *g = us->staging;
     size_t P = eng->lay->units[unit].padded_numel;
     zt_dtype rd = eng->prec.reduce, md = eng->prec.master;
+    expect_phase(eng, unit, PHASE(ZT_UNIT_BACKWARD_PRE), "grad_end");
     assert(g != NULL && "grad_end without grad_begin");
-    assert(zt_engine_check_dtypes(eng, unit, rd) == NULL);
+    us->phase = ZT_UNIT_BACKWARD_POST;
     /* the root's gradient closes the backward: nothing comes after it */
     if (eng->overlap.backward_prefetch == ZT_BACKWARD_PREFETCH_POST && unit != eng->lay->root_unit)
         prefetch(eng, eng->next_bwd[unit]);
     us->grad_zero = 0;
     if (g == us->grad) { /* accumulated in place (grad_begin): only the rounding is left */
+        zt_dtype through = ZT_F32;
         if (rd == ZT_BF16) {
             /* the pass that rounds also sums the squares for the step's norm, so that
              * the step need not read the gradient once more (valid until it changes) */
             us->grad_sumsq = eng->be->round_bf16(us->grad, P, 1);
             us->grad_sumsq_valid = 1;
+            through = ZT_BF16;
         }
         us->grad_rounded = 1;
         us->staging = NULL;
+        reduced_through(eng, unit, through, "grad_end");
         start_early_allreduce(eng, unit);
         return;
     }
@@ -531,11 +657,14 @@ void zt_engine_grad_end(zt_engine *eng, int unit)
          * bf16 into an fp32 accumulator is fused into one pass. */
         if (rd == ZT_BF16 && md == ZT_F32) {
             eng->be->accumulate_bf16_rounded(us->grad, g, eng->stage <= 1 ? P : us->shard_numel);
+            reduced_through(eng, unit, ZT_BF16, "grad_end");
         } else if (rd == ZT_F32) {
             eng->be->accumulate(us->grad, md, g, ZT_F32, P);
+            reduced_through(eng, unit, ZT_F32, "grad_end");
         } else {
             eng->be->convert(eng->comm_full, rd, g, ZT_F32, P);
             eng->be->accumulate(us->grad, md, eng->comm_full, rd, P);
+            reduced_through(eng, unit, rd, "grad_end");
         }
     } else {
         /* Stages 2-3: reduce-scatter now, in the reduce dtype, into the owner's
@@ -543,10 +672,13 @@ void zt_engine_grad_end(zt_engine *eng, int unit)
         zt_comm *c = eng->comm;
         finish_reduce(eng); /* one in flight at a time: its buffers are reused here */
         const void *full = g;
+        zt_dtype through = ZT_F32;
         if (rd != ZT_F32) {
             eng->be->convert(eng->comm_full, rd, g, ZT_F32, P);
             full = eng->comm_full;
+            through = rd;
         }
+        reduced_through(eng, unit, through, "grad_end");
         if (eng->group_size > 1) {
             zt_comm_start_reduce_scatter(c, &eng->reduce_op, eng->comm_shard, full, eng->comm_slices, P, rd);
             eng->reduce_unit = unit;
@@ -573,6 +705,7 @@ void zt_engine_zero_grads(zt_engine *eng)
         eng->units[u].grad_rounded = 1; /* zero is representable in every dtype */
         eng->units[u].grad_sumsq_valid = 0;
         eng->units[u].reduced = 0;
+        eng->units[u].reduced_valid = 0;
     }
     eng->grads_reduced = 0;
 }
@@ -591,6 +724,8 @@ void zt_engine_reduce_grads(zt_engine *eng)
         void *buf = us->grad;
         if (us->reduced) /* all-reduced during the backward */
             continue;
+        /* the reduction below runs in rd, or is the in-place rounding to bf16 */
+        reduced_through(eng, u, rd, "reduce_grads");
         if (eng->stage == 0 && c->world == 1 && rd == ZT_BF16 && md == ZT_F32) {
             /* one rank: the all-reduce is empty, and the round trip through the reduce
              * dtype is a rounding in place (one pass instead of two through comm_full),
@@ -639,8 +774,9 @@ int zt_engine_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double
     double sumsq = 0.0;
     for (int u = 0; u < lay->nunits; u++) {
         const zt_unit_state *us = &eng->units[u];
-        assert(us->acquired == 0 && us->staging == NULL);
-        assert(zt_engine_check_dtypes(eng, u, eng->prec.reduce) == NULL);
+        expect_phase(eng, u, PHASE(ZT_UNIT_IDLE), "step");
+        assert(us->staging == NULL);
+        expect_dtypes(eng, u, "step");
         sumsq += us->grad_sumsq_valid ? us->grad_sumsq : eng->be->sumsq(us->grad, md, us->shard_numel);
     }
     if (eng->group_size > 1)
@@ -703,10 +839,10 @@ void zt_engine_inject_nonfinite(zt_engine *eng)
     zt_store_f32(eng->units[0].grad, eng->prec.master, 0, INFINITY);
 }
 
-const char *zt_engine_check_dtypes(const zt_engine *eng, int unit, zt_dtype reduced_in)
+const char *zt_engine_check_dtypes(const zt_engine *eng, int unit)
 {
     const zt_unit_state *us = &eng->units[unit];
-    if (us->gathered_dt != eng->prec.compute)
+    if (us->gathered && us->gathered_dt != eng->prec.compute)
         return "gathered parameters are not in the compute dtype";
     if (us->master_dt != eng->prec.master)
         return "master parameters are not in the master dtype";
@@ -714,7 +850,7 @@ const char *zt_engine_check_dtypes(const zt_engine *eng, int unit, zt_dtype redu
         return "gradient accumulators are not in the master dtype";
     if (us->optim_dt != eng->prec.master)
         return "optimizer state is not in the master dtype";
-    if (reduced_in != eng->prec.reduce)
+    if (us->reduced_valid && us->reduced_dt != eng->prec.reduce)
         return "gradients are reduced in a dtype other than the plan's reduce dtype";
     return NULL;
 }
@@ -722,51 +858,41 @@ const char *zt_engine_check_dtypes(const zt_engine *eng, int unit, zt_dtype redu
 zt_engine_bytes zt_engine_estimate(const zt_layout *lay, zt_precision prec, int stage, int group_size,
                                    const zt_overlap *overlap)
 {
-    /* the sizes zt_engine_init allocates, without allocating (a test holds the two equal) */
+    /* the sum of the tables zt_engine_init allocates from */
     zt_engine_bytes b = {0};
-    size_t G = stage == 0 ? 1 : (size_t)group_size, m = zt_dtype_size(prec.master);
-    size_t c = zt_dtype_size(prec.compute), rs = zt_dtype_size(prec.reduce);
-    size_t max_full = 0, max_shard = 0, root = 0, layers = 0;
+    int G = stage == 0 ? 1 : group_size;
     for (int u = 0; u < lay->nunits; u++) {
-        size_t P = lay->units[u].padded_numel, S = P / G;
-        b.master += S * m * (prec.compensated && prec.master != ZT_F32 ? 2 : 1);
-        b.grads += (stage <= 1 ? P : S) * m;
-        b.optim += 2 * S * m;
-        if (stage <= 2 && !(stage == 0 && prec.compute == prec.master))
-            b.gathered += P * c;
-        max_full = max_sz(max_full, P);
-        max_shard = max_sz(max_shard, S);
-        if (u == lay->root_unit)
-            root = max_sz(root, P);
-        else
-            layers = max_sz(layers, P);
+        unit_sizes z = unit_size(lay, u, prec, stage, G);
+        b.master += bytes_of(z.shard_numel, z.master_dt) * (z.compensated ? 2 : 1);
+        b.grads += bytes_of(z.grad_numel, z.grad_dt);
+        b.optim += 2 * bytes_of(z.shard_numel, z.optim_dt);
+        b.gathered += z.gathered_own ? bytes_of(z.full, z.gathered_dt) : 0;
     }
-    if (stage == 3)
-        b.gathered = (size_t)gather_pool_slots(lay, stage, overlap) * max_full * c;
-    int need_full = prec.reduce != ZT_F32 || (stage <= 1 && prec.reduce != prec.master);
-    size_t spare = needs_spare_staging(prec, stage, (int)G, overlap) ? layers : 0;
-    b.comm = (root + layers + spare) * sizeof(float) + (need_full ? max_full * rs : 0) +
-             (G > 1 ? (max_shard + max_full) * rs : 0);
+    shared_sizes z = shared_size(lay, prec, stage, G, overlap);
+    b.gathered += (size_t)z.pool_slots * z.pool_bytes;
+    b.comm = (z.staging_root_numel + z.staging_layers_numel + z.spare_numel) * sizeof(float) + z.comm_full_bytes +
+             z.comm_shard_bytes + z.comm_slices_bytes;
     return b;
 }
 
 zt_engine_bytes zt_engine_state_bytes(const zt_engine *eng)
 {
+    /* what is allocated, buffer by buffer (the accounting tests hold it equal to
+     * the estimate and to the allocator's counters) */
     zt_engine_bytes b = {0};
     for (int u = 0; u < eng->lay->nunits; u++) {
         const zt_unit_state *us = &eng->units[u];
-        b.master += bytes_of(us->shard_numel, eng->prec.master) * (us->comp ? 2 : 1);
-        b.grads += bytes_of(us->grad_numel, eng->prec.master);
-        b.optim += 2 * bytes_of(us->shard_numel, eng->prec.master);
+        b.master += bytes_of(us->shard_numel, us->master_dt) * (us->comp ? 2 : 1);
+        b.grads += bytes_of(us->grad_numel, us->grad_dt);
+        b.optim += 2 * bytes_of(us->shard_numel, us->optim_dt);
         if (eng->stage <= 2 && !us->gathered_alias)
-            b.gathered += bytes_of(eng->lay->units[u].padded_numel, eng->prec.compute);
+            b.gathered += bytes_of(eng->lay->units[u].padded_numel, us->gathered_dt);
     }
     for (int i = 0; i < ZT_GATHER_POOL; i++)
         if (eng->pool[i])
             b.gathered += eng->pool_bytes;
-    b.comm = (eng->staging_root_numel + eng->staging_layers_numel) * sizeof(float) +
-             (eng->staging_spare ? eng->staging_layers_numel * sizeof(float) : 0) + eng->comm_full_bytes +
-             eng->comm_shard_bytes + eng->comm_slices_bytes;
+    b.comm = (eng->staging_root_numel + eng->staging_layers_numel + eng->staging_spare_numel) * sizeof(float) +
+             eng->comm_full_bytes + eng->comm_shard_bytes + eng->comm_slices_bytes;
     return b;
 }
 

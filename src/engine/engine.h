@@ -10,16 +10,22 @@
  *   gathered       P elements, compute dtype: persistent in stages 0-2 (refreshed
  *                  after each optimizer step), borrowed from a small pool between
  *                  acquire and release in stage 3 (or from a prefetch until then)
- * The model brackets its use of a unit with acquire/release and its weight
- * gradients with grad_begin/grad_end; grad_begin hands out a zeroed fp32 staging
- * buffer for the unit's full gradient.  Between its products it calls
+ * The engine is the model's parameter owner (model/param_owner.h,
+ * zt_engine_param_owner): the model brackets its use of a unit with
+ * acquire/release and its weight gradients with grad_begin/grad_end; grad_begin
+ * hands out a zeroed fp32 staging buffer for the unit's full gradient (or the
+ * accumulator itself, when it is fp32, still zero and local).  Between its products it calls
  * zt_engine_progress, which moves the collectives the overlap left in flight.  Gradients are sums over ranks of each
  * rank's share of the global-batch mean (the model's loss is already scaled by
  * 1/global tokens), so the reduction is a plain sum.
  *
- * Invariants checked at every transition (plan.c prints them): gathered buffers
- * hold the compute dtype, reductions run in the reduce dtype, master, gradient
- * accumulators and optimizer state hold the master dtype. */
+ * Invariants checked at every hook: each unit's phase (zt_unit_phase) accepts the
+ * hook, and the plan's dtypes (plan.c prints them) hold for the unit's buffers as
+ * recorded where they were made or written: gathered buffers in the compute dtype,
+ * reductions in the reduce dtype, master, gradient accumulators and optimizer
+ * state in the master dtype.  Sizes come from one table (engine.c: unit_size,
+ * shared_size) that both zt_engine_init and zt_engine_estimate read.  Buffers are
+ * allocated, and every kernel run, through the backend table eng->be. */
 #ifndef ZT_ENGINE_H
 #define ZT_ENGINE_H
 
@@ -35,10 +41,29 @@
 #include "../plan/precision.h"
 #include "optim.h"
 
+/* Where a unit stands in the pass (FSDP's HandleTrainingState), checked at every
+ * hook; a hook that finds a unit in a phase it does not accept stops the process
+ * naming both (a broken invariant, not an input error).
+ *   IDLE           not in use (the only phase zt_engine_step accepts)
+ *   FORWARD        acquired for the forward; released, or (the root, held across
+ *                  the whole pass) its gradient opened
+ *   BACKWARD_PRE   acquired for backward and/or its gradient open (grad_begin)
+ *   BACKWARD_POST  its gradient complete (grad_end), reduction started; released next
+ * zt_engine_reset returns every unit to IDLE after a failed pass. */
+typedef enum zt_unit_phase {
+    ZT_UNIT_IDLE, ZT_UNIT_FORWARD, ZT_UNIT_BACKWARD_PRE, ZT_UNIT_BACKWARD_POST
+} zt_unit_phase;
+
+const char *zt_unit_phase_name(zt_unit_phase ph);
+
 typedef struct zt_unit_state {
-    /* the dtype each buffer was allocated in, checked against the plan at every
-     * transition (zt_engine_check_dtypes) */
+    zt_unit_phase phase;
+    /* the dtype of each buffer as the code that made or last wrote it records it
+     * (allocation from the size table, each gather, each gradient reduction),
+     * held against the plan at the hooks (zt_engine_check_dtypes) */
     zt_dtype master_dt, grad_dt, optim_dt, gathered_dt;
+    zt_dtype reduced_dt;    /* the dtype this step's gradient went through on its way */
+    int reduced_valid;      /* reduced_dt is set (a gradient arrived since zero_grads) */
     size_t shard_numel;     /* P / G */
     size_t grad_numel;      /* P (stages 0-1) or P / G (stages 2-3) */
     void *master, *grad, *m, *v;
@@ -46,7 +71,6 @@ typedef struct zt_unit_state {
     void *gathered;         /* compute dtype, P elements; NULL while released in stage 3 */
     int gathered_alias;     /* gathered == master (stage 0, master dtype == compute dtype) */
     int pool_slot;          /* stage 3: which pool buffer, -1 none */
-    int acquired;           /* acquire count (root may be acquired while a layer is) */
     float *staging;         /* fp32 full gradient while the unit's backward runs */
     int grad_zero;          /* grad holds only zeros (set by zero_grads, cleared by grad_end) */
     int grad_rounded;       /* every grad value is representable in the reduce dtype */
@@ -68,7 +92,7 @@ typedef struct zt_engine {
     zt_unit_state *units;
     float *staging_root;        /* root unit's staging (open across the whole backward) */
     float *staging_layers;      /* shared by non-root units, one open at a time */
-    size_t staging_root_numel, staging_layers_numel;
+    size_t staging_root_numel, staging_layers_numel, staging_spare_numel;
     float *staging_spare;       /* overlapped fp32 reduce-scatter: a unit's staging is sent
                                  * while the next unit's backward fills this one */
     void *comm_full;            /* reduce-dtype copy of the largest unit's gradient (P) */
@@ -153,11 +177,13 @@ void zt_engine_reduce_grads(zt_engine *eng);
 int zt_engine_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double max_grad_norm,
                    double grad_unscale, double *grad_norm);
 
-/* The plan's dtype invariants, checked where they must hold: gathered buffers in
- * the compute dtype, master, gradients and optimizer state in the master dtype,
- * and reductions in the reduce dtype.  Returns the first violation as text (NULL
- * when all hold); the engine asserts on it at acquire, grad_end and step. */
-const char *zt_engine_check_dtypes(const zt_engine *eng, int unit, zt_dtype reduced_in);
+/* The plan's dtype invariants for unit's buffers as recorded (zt_unit_state):
+ * gathered parameters (while there are some) in the compute dtype, master,
+ * gradients and optimizer state in the master dtype, and the gradient's reduction
+ * (once one happened this step) in the reduce dtype.  Returns the first violation
+ * as text, NULL when all hold; the engine stops on one at acquire, grad_end, the
+ * step's reduction and the step. */
+const char *zt_engine_check_dtypes(const zt_engine *eng, int unit);
 
 /* Tests only: make this rank's accumulated gradient non-finite (an inf in its
  * first owned element), as an fp16 overflow would. */
