@@ -6,6 +6,7 @@
 #include "../core/mem.h"
 #include "../infer/generate.h"
 #include "../io/hf_model.h"
+#include "../text/tokenizer.h"
 #include "commands.h"
 #include "flags.h"
 
@@ -21,6 +22,20 @@ static size_t byte_decode(void *ctx, int id, char *buf, size_t cap)
     return 1;
 }
 
+/* With a tokenizer: each id's bytes in decoded text; special tokens (eos, ...) show
+ * nothing, as decode(skip_special_tokens=True). */
+static size_t tok_decode(void *ctx, int id, char *buf, size_t cap)
+{
+    const zt_tokenizer *t = ctx;
+    size_t len = 0;
+    const uint8_t *b = zt_tok_id_bytes(t, id, &len);
+    if (!b || zt_tok_is_special(t, id))
+        return 0;
+    if (len <= cap)
+        memcpy(buf, b, len);
+    return len;
+}
+
 static void emit_stdout(void *ctx, const char *text, size_t n)
 {
     (void)ctx;
@@ -28,14 +43,42 @@ static void emit_stdout(void *ctx, const char *text, size_t n)
     fflush(stdout); /* stream: each token is shown as soon as it exists */
 }
 
+/* The prompt's ids: the tokenizer's encoding (no special tokens added, as
+ * encode(add_special_tokens=False)), or its bytes without a tokenizer. */
+static int encode_prompt(const char *tok_dir, const char *prompt, const zt_llama_config *cfg,
+                         const char *model, int threads, zt_tokenizer **tok, zt_ids *ids, zt_err *err)
+{
+    int rc;
+    if (!tok_dir) {
+        if (cfg->vocab_size != 256)
+            return zt_fail(err, ZT_EINPUT, "%s: vocab_size is %d; without --tokenizer the ids are bytes, "
+                           "which needs vocab_size 256", model, cfg->vocab_size);
+        for (const char *c = prompt; *c; c++)
+            if ((rc = zt_ids_push(ids, (unsigned char)*c)))
+                return zt_fail(err, rc, "out of memory");
+    } else {
+        if ((rc = zt_tok_load(tok_dir, tok, err)))
+            return rc;
+        if (zt_tok_vocab_size(*tok) > cfg->vocab_size)
+            return zt_fail(err, ZT_EINPUT, "--tokenizer %s has %d tokens, more than the model's vocab_size %d "
+                           "(%s/config.json)", tok_dir, zt_tok_vocab_size(*tok), cfg->vocab_size, model);
+        if ((rc = zt_tok_encode(*tok, prompt, strlen(prompt), threads, ids, err)))
+            return zt_wrap(err, "--prompt: ");
+    }
+    if (ids->n == 0)
+        return zt_fail(err, ZT_EINPUT, "--prompt is empty: generation needs at least one token");
+    return ZT_OK;
+}
+
 int zt_cmd_generate(int argc, char **argv, zt_err *err)
 {
-    const char *model = NULL, *prompt = NULL, *stop = NULL, *dtype_name = NULL;
+    const char *model = NULL, *tok_dir = NULL, *prompt = NULL, *stop = NULL, *dtype_name = NULL;
     int max_new = 64, top_k = 50, threads = 0;
     double temperature = 0.0, top_p = 1.0;
     long seed = 42;
     zt_flag flags[] = {
         {"model", ZT_FLAG_STR, &model, "Hugging Face model directory (config.json + safetensors)", 1, 0, 0},
+        {"tokenizer", ZT_FLAG_STR, &tok_dir, "directory with tokenizer.json (default: ids are bytes, vocab 256)", 1, 0, 0},
         {"prompt", ZT_FLAG_STR, &prompt, "the text to continue", 1, 0, 0},
         {"max_new_tokens", ZT_FLAG_INT, &max_new, "tokens to generate at most (default 64)", 0, 1 << 24, 0},
         {"temperature", ZT_FLAG_DOUBLE, &temperature, "0 = greedy (default); > 0 samples from softmax(logits / T)", 0, 1e6, 0},
@@ -63,33 +106,37 @@ int zt_cmd_generate(int argc, char **argv, zt_err *err)
     if (dtype_name && (zt_dtype_parse(dtype_name, &compute) != 0 || compute == ZT_F16))
         return zt_fail(err, ZT_EINPUT, "--torch_dtype: expected fp32 or bf16 (float32, bfloat16), got '%s'",
                        dtype_name);
-    if (cfg.vocab_size != 256)
-        return zt_fail(err, ZT_EINPUT, "%s: vocab_size is %d; without a tokenizer the ids are bytes, "
-                       "which needs vocab_size 256", model, cfg.vocab_size);
-    int n_prompt = (int)strlen(prompt);
-    if (n_prompt == 0)
-        return zt_fail(err, ZT_EINPUT, "--prompt is empty: generation needs at least one token");
-    if ((long)n_prompt + max_new > cfg.max_position_embeddings)
-        return zt_fail(err, ZT_EINPUT, "--prompt (%d tokens) plus --max_new_tokens %d exceed the model's "
-                       "max_position_embeddings %d (%s/config.json)", n_prompt, max_new,
-                       cfg.max_position_embeddings, model);
-    int eos[MAX_EOS], n_eos = 0;
+    int eos[MAX_EOS + 1], n_eos = 0;
     if ((rc = zt_gen_read_eos(model, cfg.vocab_size, eos, MAX_EOS, &n_eos, err)))
         return rc;
     int nthreads = zt_cli_set_threads(threads);
-    size_t id_bytes = ((size_t)n_prompt + (size_t)max_new + 1) * sizeof(int);
-    int *ids = zt_alloc(ZT_MEM_OTHER, id_bytes);
-    if (!ids)
-        return zt_fail(err, ZT_EFAIL, "out of memory");
-    for (int i = 0; i < n_prompt; i++)
-        ids[i] = (unsigned char)prompt[i];
-    zt_infer m;
-    if ((rc = zt_infer_open(&m, model, compute, n_prompt + max_new, nthreads, err))) {
-        zt_free(ZT_MEM_OTHER, ids, id_bytes);
-        return rc;
+    zt_tokenizer *tok = NULL;
+    zt_ids prompt_ids = {0};
+    int *ids = NULL;
+    size_t id_bytes = 0;
+    if ((rc = encode_prompt(tok_dir, prompt, &cfg, model, nthreads, &tok, &prompt_ids, err)))
+        goto done;
+    int n_prompt = (int)prompt_ids.n;
+    if ((long)n_prompt + max_new > cfg.max_position_embeddings) {
+        rc = zt_fail(err, ZT_EINPUT, "--prompt (%d tokens) plus --max_new_tokens %d exceed the model's "
+                     "max_position_embeddings %d (%s/config.json)", n_prompt, max_new,
+                     cfg.max_position_embeddings, model);
+        goto done;
     }
+    if (tok && zt_tok_eos_id(tok) >= 0) /* HF stops at the tokenizer's eos too */
+        eos[n_eos++] = zt_tok_eos_id(tok);
+    id_bytes = ((size_t)n_prompt + (size_t)max_new + 1) * sizeof(int);
+    if (!(ids = zt_alloc(ZT_MEM_OTHER, id_bytes))) {
+        rc = zt_fail(err, ZT_EFAIL, "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < n_prompt; i++)
+        ids[i] = prompt_ids.v[i];
+    zt_infer m;
+    if ((rc = zt_infer_open(&m, model, compute, n_prompt + max_new, nthreads, err)))
+        goto done;
     zt_gen_params p = {max_new, {temperature, top_k, top_p}, (uint64_t)seed, stop, eos, n_eos};
-    zt_gen_text text = {byte_decode, emit_stdout, NULL};
+    zt_gen_text text = {tok ? tok_decode : byte_decode, emit_stdout, tok};
     zt_gen_result res;
     rc = zt_generate(&m, ids, n_prompt, &p, &text, ids + n_prompt, &res, err);
     if (rc == ZT_OK) {
@@ -99,6 +146,10 @@ int zt_cmd_generate(int argc, char **argv, zt_err *err)
                 res.decode_s > 0 ? res.n / res.decode_s : 0.0, zt_dtype_name(compute), why[res.stopped_by]);
     }
     zt_infer_free(&m);
+done:
     zt_free(ZT_MEM_OTHER, ids, id_bytes);
+    zt_ids_free(&prompt_ids);
+    if (tok)
+        zt_tok_free(tok);
     return rc;
 }

@@ -48,6 +48,18 @@ grep -q "stopped by end of sequence" "$TMP/err" || fail "eos not honoured: $(cat
 printf '{"eos_token_id": "x"}\n' >"$TMP/eos/generation_config.json"
 expect_exit 2 'generation_config.json: eos_token_id' -- "$ZTRAIN" generate --model "$TMP/eos" --prompt a
 
+# --tokenizer: the prompt is encoded by tokenizer.json (as many ids as `ztrain tokenize` gives)
+tok=tests/fixtures/tokenizers/llama2
+sed 's/"vocab_size": 256/"vocab_size": 1500/' $fix/config.json >"$TMP/cfg1500.json"
+"$ZTRAIN" init-model --model_config "$TMP/cfg1500.json" --output_dir "$TMP/m1500" --seed 2 >/dev/null || fail "init-model 1500"
+printf 'Hello world, héllo' >"$TMP/prompt.txt"
+"$ZTRAIN" tokenize --tokenizer $tok --input "$TMP/prompt.txt" --output "$TMP/prompt.bin" >/dev/null 2>&1 || fail "tokenize failed"
+n=$(( $(stat -c %s "$TMP/prompt.bin") / 2 ))
+"$ZTRAIN" generate --model "$TMP/m1500" --tokenizer $tok --prompt "$(cat "$TMP/prompt.txt")" --max_new_tokens 8 \
+    >"$TMP/t" 2>"$TMP/err" || fail "generate --tokenizer failed: $(cat "$TMP/err")"
+grep -q "$n prompt tokens" "$TMP/err" && [ "$n" -lt 18 ] || fail "expected $n prompt tokens: $(cat "$TMP/err")"
+expect_exit 2 'tokenizer.*1500 tokens, more than the model.s vocab_size 256' -- "$ZTRAIN" generate --model $fix --tokenizer $tok --prompt hi
+
 expect_exit 2 '--model and --prompt are required' -- "$ZTRAIN" generate --prompt hi
 expect_exit 2 'prompt is empty' -- "$ZTRAIN" generate --model $fix --prompt ""
 expect_exit 2 '--top_p' -- "$ZTRAIN" generate --model $fix --prompt hi --temperature 1 --top_p 0
