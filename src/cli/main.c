@@ -18,6 +18,7 @@
 #include "commands.h"
 #include "flags.h"
 #include "run_settings.h"
+#include "train_eval.h"
 
 #define ZTRAIN_VERSION "0.1.0"
 
@@ -77,10 +78,12 @@ static int cmd_train(int argc, char **argv, zt_err *err)
     double peak = 0.0, coll_timeout = 600.0;
     zt_settings st;
     zt_settings_defaults(&st);
+    zt_cli_eval ev = ZT_CLI_EVAL_DEFAULTS;
     zt_flag flags[] = {
         {"model", ZT_FLAG_STR, &model, "Hugging Face model directory (config.json + safetensors)", 1, 0, 0},
         {"data", ZT_FLAG_STR, &data, "token data: .npy, .bin (uint16) or .txt (bytes, or text with --tokenizer)", 1, 0, 0},
         {"tokenizer", ZT_FLAG_STR, &tokenizer, "tokenize .txt data with DIR/tokenizer.json (once: cached by content hash)", 1, 0, 0},
+        TRAIN_EVAL_FLAGS(ev),
         {"output_dir", ZT_FLAG_STR, &output_dir, "where the trained model is written", 1, 0, 0},
         {"log_jsonl", ZT_FLAG_STR, &log_jsonl, "write one JSON object per optimizer step here", 1, 0, 0},
         PLAN_FLAGS(st),
@@ -131,6 +134,8 @@ static int cmd_train(int argc, char **argv, zt_err *err)
     a.resume_dir = resume;
     a.peak_gflops = peak;
     a.progress = progress < 0 ? isatty(STDERR_FILENO) : progress;
+    if ((rc = zt_cli_eval_apply(&ev, &a, err)))
+        return rc;
 
     zt_comm comm;
     if ((rc = zt_comm_create(&comm, a.plan.group_size, err)))
@@ -142,8 +147,9 @@ static int cmd_train(int argc, char **argv, zt_err *err)
         printf("ztrain %s: %d rank%s x %d thread%s\n", ZTRAIN_VERSION, g_world, g_world == 1 ? "" : "s",
                nthreads, nthreads == 1 ? "" : "s");
     char tok_data[4096];
-    if (tokenizer && (rc = zt_cli_text_data(&a.data_path, tokenizer, cfg.vocab_size, &comm, g_rank, nthreads, tok_data,
-                                            sizeof tok_data, err))) {
+    if ((tokenizer && (rc = zt_cli_text_data(&a.data_path, tokenizer, cfg.vocab_size, &comm, g_rank, nthreads, tok_data,
+                                             sizeof tok_data, err))) ||
+        (rc = zt_cli_eval_tokenize(&ev, &a, tokenizer, cfg.vocab_size, &comm, g_rank, nthreads, err))) {
         zt_comm_free(&comm);
         return rc;
     }

@@ -17,6 +17,7 @@
 #include "../engine/loss_scale.h"
 #include "batches.h"
 #include "checkpoint.h"
+#include "evaluate.h"
 
 static double now_s(void)
 {
@@ -115,7 +116,7 @@ static int run_open(run_state *r, const char *model_dir, const char *data_path, 
     return ZT_OK;
 }
 
-static void draw_progress(long step, long total, double loss, double tps, double elapsed)
+static void draw_progress(long step, long total, double loss, double eval_loss, double tps, double elapsed)
 {
     const int width = 30;
     int filled = (int)((double)width * (double)step / (double)total);
@@ -124,7 +125,10 @@ static void draw_progress(long step, long total, double loss, double tps, double
         bar[i] = i < filled ? '#' : '.';
     bar[width] = '\0';
     double eta = step ? elapsed / (double)step * (double)(total - step) : 0.0;
-    fprintf(stderr, "\r[%s] %ld/%ld loss %.4f  %.0f tok/s  %.0fs left ", bar, step, total, loss,
+    char ev[32] = "";
+    if (!isnan(eval_loss)) /* the latest evaluation, once there is one */
+        snprintf(ev, sizeof ev, " eval %.4f", eval_loss);
+    fprintf(stderr, "\r[%s] %ld/%ld loss %.4f%s  %.0f tok/s  %.0fs left ", bar, step, total, loss, ev,
             tps, eta);
     if (step == total)
         fputc('\n', stderr);
@@ -144,10 +148,11 @@ static void print_memory(FILE *f, const zt_engine *eng, const zt_model *m)
 
 /* ---- all ranks agree before the first collective that moves data ---------- */
 
-enum { D_PLAN, D_PRECISION, D_MODEL, D_BATCH, D_OPTIM, D_SCHEDULE, D_DATA, D_NFIELDS };
+enum { D_PLAN, D_PRECISION, D_MODEL, D_BATCH, D_OPTIM, D_SCHEDULE, D_DATA, D_EVAL, D_NFIELDS };
 static const char *digest_field[D_NFIELDS] = {
     "plan (face, stage, groups, wrap, overlap)", "precision (dtypes)", "model config", "batch (B, A, T)",
-    "optimizer hyper-parameters", "schedule and steps", "data (token stream)"};
+    "optimizer hyper-parameters", "schedule and steps", "data (token stream)",
+    "evaluation (eval data, eval_steps, per_device_eval_batch_size)"};
 
 static uint64_t fnv(uint64_t h, const void *p, size_t n)
 {
@@ -159,7 +164,7 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n)
 #define FNV0 0xcbf29ce484222325ull
 #define MIX(h, x) ((h) = fnv((h), &(x), sizeof(x)))
 
-static void make_digest(const zt_train_args *a, const run_state *r, uint64_t d[D_NFIELDS])
+static void make_digest(const zt_train_args *a, const run_state *r, const zt_evaluator *ev, uint64_t d[D_NFIELDS])
 {
     for (int i = 0; i < D_NFIELDS; i++)
         d[i] = FNV0;
@@ -181,16 +186,23 @@ static void make_digest(const zt_train_args *a, const run_state *r, uint64_t d[D
     MIX(d[D_SCHEDULE], a->shuffle); MIX(d[D_SCHEDULE], a->seed);
     MIX(d[D_DATA], r->tokens.n);
     d[D_DATA] = fnv(d[D_DATA], r->tokens.ids, r->tokens.n * sizeof *r->tokens.ids);
+    /* the same evaluations, or a rank would wait in another's ZeRO-3 all-gathers */
+    MIX(d[D_EVAL], a->eval_steps);
+    if (ev) {
+        MIX(d[D_EVAL], ev->B); MIX(d[D_EVAL], ev->tokens.n);
+        d[D_EVAL] = fnv(d[D_EVAL], ev->tokens.ids, ev->tokens.n * sizeof *ev->tokens.ids);
+    }
 }
 
-static int check_agreement(const zt_train_args *a, const run_state *r, zt_comm *comm, zt_err *err)
+static int check_agreement(const zt_train_args *a, const run_state *r, const zt_evaluator *ev, zt_comm *comm,
+                           zt_err *err)
 {
     if (comm->world == 1)
         return ZT_OK;
     uint64_t mine[D_NFIELDS], *all = zt_alloc(ZT_MEM_OTHER, (size_t)comm->world * sizeof mine);
     if (!all)
         return zt_fail(err, ZT_EFAIL, "out of memory for the agreement check");
-    make_digest(a, r, mine);
+    make_digest(a, r, ev, mine);
     zt_comm_allgather_bytes(comm, all, mine, sizeof mine);
     int rc = ZT_OK;
     for (int q = 0; q < comm->world && rc == ZT_OK; q++)
@@ -242,6 +254,9 @@ typedef struct trainer {
     double t_start;
     zt_step_metrics last;       /* the last step's metrics */
     int lost_streak, warned;    /* the lost-update audit */
+    zt_evaluator ev;            /* held-out evaluation, when eval_data_path is set */
+    int have_ev;
+    double last_eval;           /* the latest eval loss (NaN before the first) */
 } trainer;
 
 /* The saved scaler state, under this plan's settings. */
@@ -289,9 +304,16 @@ static int train_setup(trainer *t, const zt_train_args *a, zt_err *err)
     t->have_run = 1;
     if (rc == ZT_OK && t->rank0 && a->log_jsonl && !(t->log = fopen(a->log_jsonl, "w")))
         rc = zt_fail(err, ZT_EINPUT, "--log_jsonl %s: cannot open for writing", a->log_jsonl);
+    if (rc == ZT_OK && a->eval_data_path) {
+        zt_param_owner owner = zt_engine_param_owner(&t->r.eng);
+        rc = zt_evaluator_open(&t->ev, a->eval_data_path, &t->r.cfg, &t->r.lay, &owner, a->eval_batch_size,
+                               a->block_size, comm->world, err);
+        t->have_ev = rc == ZT_OK;
+    }
+    t->last_eval = NAN;
     if ((rc = agree(comm, rc, err)))
         return rc;
-    if ((rc = agree(comm, check_agreement(a, &t->r, comm, err), err)))
+    if ((rc = agree(comm, check_agreement(a, &t->r, t->have_ev ? &t->ev : NULL, comm, err), err)))
         return rc;
     zt_ckpt_state resumed = {0};
     if (a->resume_dir && (rc = agree(comm, zt_ckpt_load(a->resume_dir, &t->r.eng, &a->plan, &resumed, err), err)))
@@ -461,9 +483,40 @@ static void log_step(trainer *t, const zt_step_metrics *m)
     if (t->log)
         write_jsonl(t->log, m);
     if (t->a->progress && t->rank0)
-        draw_progress(m->step, t->nsteps, m->loss, m->tokens_per_sec, now_s() - t->t_start);
+        draw_progress(m->step, t->nsteps, m->loss, t->last_eval, m->tokens_per_sec, now_s() - t->t_start);
     if (t->a->on_step)
         t->a->on_step(t->a->on_step_ctx, m);
+}
+
+/* HF's eval_strategy="steps": after every eval_steps-th step; without eval_steps,
+ * once after the last step. */
+static int eval_due(const trainer *t, long step)
+{
+    if (!t->have_ev)
+        return 0;
+    return t->a->eval_steps > 0 ? step % t->a->eval_steps == 0 : step == t->nsteps;
+}
+
+/* Collective: the held-out loss of the model as it stands after `step`, as its own
+ * JSONL record (HF's eval_loss, with its perplexity) and on the progress line. */
+static int evaluate(trainer *t, long step, zt_err *err)
+{
+    zt_eval_result e;
+    int rc = zt_evaluator_run(&t->ev, t->comm, &e, err);
+    if (rc)
+        return rc;
+    t->last_eval = e.loss;
+    if (t->log) {
+        fprintf(t->log, "{\"step\": %ld, \"eval_loss\": %.17g, \"eval_perplexity\": %.17g, \"eval_tokens\": %ld, "
+                "\"eval_runtime\": %.6f}\n", step, e.loss, e.perplexity, e.tokens, e.seconds);
+        fflush(t->log);
+    }
+    if (t->talk && t->a->progress)
+        draw_progress(step, t->nsteps, t->last.loss, e.loss, t->last.tokens_per_sec, now_s() - t->t_start);
+    else if (t->talk)
+        printf("step %ld: eval loss %.4f, perplexity %.2f (%ld tokens, %.1f s)\n", step, e.loss, e.perplexity,
+               e.tokens, e.seconds);
+    return ZT_OK;
 }
 
 /* OUTPUT_DIR/checkpoint-N every save_steps, except after the last step (the
@@ -526,6 +579,8 @@ static void train_close(trainer *t)
 {
     if (t->log)
         fclose(t->log);
+    if (t->have_ev)
+        zt_evaluator_free(&t->ev);
     if (t->have_run)
         run_free(&t->r);
 }
@@ -539,6 +594,8 @@ int zt_train(const zt_train_args *a, zt_train_result *res, zt_err *err)
         if ((rc = train_step(&t, s, &m, err)))
             break;
         log_step(&t, &m);
+        if (eval_due(&t, s + 1) && (rc = evaluate(&t, s + 1, err)))
+            break;
         if (checkpoint_due(&t, s + 1))
             rc = save_checkpoint(&t, s + 1, err);
     }

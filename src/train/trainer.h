@@ -69,6 +69,10 @@ typedef struct zt_train_args {
     int progress;           /* draw a progress bar on stderr (rank 0) */
     int quiet;
     double peak_gflops;     /* for MFU; <= 0: measure */
+    /* held-out evaluation (evaluate.h), as HF's eval_strategy="steps" */
+    const char *eval_data_path; /* token stream evaluated during training (NULL: none) */
+    long eval_steps;            /* every N steps (0: once, after the last step) */
+    int eval_batch_size;        /* windows per forward pass per rank */
     /* called on every rank after every step (NULL: none) */
     void (*on_step)(void *ctx, const zt_step_metrics *m);
     void *on_step_ctx;

@@ -1,0 +1,29 @@
+/* train_eval.c — `train`'s evaluation flags (see train_eval.h). */
+#include "train_eval.h"
+
+#include <string.h>
+#include <strings.h>
+
+#include "commands.h"
+
+int zt_cli_eval_apply(const zt_cli_eval *e, zt_train_args *a, zt_err *err)
+{
+    if (!e->data && e->steps > 0)
+        return zt_fail(err, ZT_EINPUT, "--eval_steps %ld needs --eval_data FILE (the held-out tokens to evaluate)",
+                       e->steps);
+    a->eval_data_path = e->data;
+    a->eval_steps = e->steps;
+    a->eval_batch_size = e->batch;
+    return ZT_OK;
+}
+
+int zt_cli_eval_tokenize(zt_cli_eval *e, zt_train_args *a, const char *tokenizer, int model_vocab, zt_comm *comm,
+                         int rank, int threads, zt_err *err)
+{
+    const char *dot = a->eval_data_path ? strrchr(a->eval_data_path, '.') : NULL;
+    if (!tokenizer || !dot || strcasecmp(dot, ".txt") != 0)
+        return ZT_OK;
+    int rc = zt_cli_text_data(&a->eval_data_path, tokenizer, model_vocab, comm, rank, threads, e->tokenized,
+                              sizeof e->tokenized, err);
+    return rc ? zt_wrap(err, "--eval_data: ") : ZT_OK;
+}
