@@ -59,6 +59,20 @@ awk -v a="$a" -v b="$b" -v c="$c" -v d="$d" \
     'function r(x, y) { x = x - y; return (x < 0 ? -x : x) / y } BEGIN { exit !(r(a, c) < 1e-6 && r(b, d) < 1e-6) }' ||
     fail "1 vs 2 ranks after training: $a $b vs $c $d"
 
+# --tokenizer: a .txt --eval_data is tokenized as --data is (the ids' count decides eval_tokens)
+export ZTRAIN_CACHE_DIR="$TMP/cache"
+sed 's/"vocab_size": 256/"vocab_size": 1200/' tests/fixtures/gqa_tied/config.json >"$TMP/c1200.json"
+"$ZTRAIN" init-model --model_config "$TMP/c1200.json" --output_dir "$TMP/m1200" >/dev/null || fail "init-model 1200"
+"$ZTRAIN" tokenize --tokenizer tests/fixtures/tokenizers/gpt2 --input "$TMP/eval.txt" --output "$TMP/eval.npy" >/dev/null 2>&1 ||
+    fail "tokenize"
+"$ZTRAIN" train --model "$TMP/m1200" --data "$TMP/train.txt" --tokenizer tests/fixtures/tokenizers/gpt2 \
+    --eval_data "$TMP/eval.txt" --block_size 16 --per_device_train_batch_size 2 --max_steps 1 --peak_gflops 1 \
+    --log_jsonl "$TMP/t.jsonl" >"$TMP/out" 2>&1 || fail "train --tokenizer --eval_data: $(tail -3 "$TMP/out")"
+"$ZTRAIN" eval --model "$TMP/m1200" --data "$TMP/eval.npy" --block_size 16 --per_device_eval_batch_size 1 >"$TMP/e" ||
+    fail "eval of eval.npy"
+want=$(awk '{print $5}' "$TMP/e")
+grep -q "\"eval_tokens\": $want," "$TMP/t.jsonl" || fail "eval_tokens is not the tokenized $want: $(cat "$TMP/t.jsonl")"
+
 expect_exit 2 '--eval_steps 5 needs --eval_data' -- "$ZTRAIN" train --model "$TMP/init" --data "$TMP/train.txt" --eval_steps 5
 expect_exit 2 'eval_data.*nope' -- "$ZTRAIN" train --model "$TMP/init" --data "$TMP/train.txt" --eval_data "$TMP/nope.txt"
 head -c 20 "$TMP/eval.txt" >"$TMP/short.txt"
