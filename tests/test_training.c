@@ -82,6 +82,30 @@ static zt_weights *run(const zt_settings *st, zt_plan plan, double *losses, int 
     return w;
 }
 
+/* The one settings -> args mapping carries every training setting, and names a
+ * schedule it does not know. */
+static void test_args_from_settings(void)
+{
+    zt_settings st;
+    zt_settings_defaults(&st);
+    st.block_size = 32, st.batch = 3, st.accum = 5, st.max_steps = 77, st.warmup_steps = 7;
+    st.lr = 1e-2, st.weight_decay = 0.25, st.beta1 = 0.8, st.beta2 = 0.99, st.eps = 1e-6;
+    st.max_grad_norm = 0.5, st.schedule = "cosine", st.seed = 9, st.shuffle = 1;
+    st.checkpointing = 1, st.save_steps = 11;
+    zt_plan plan = zt_plan_single(FP32, ZT_WRAP_NONE);
+    zt_train_args a;
+    zt_err err = {0};
+    ZT_CHECK_MSG(zt_train_args_from_settings(&st, &plan, &a, &err) == ZT_OK, "%s", err.msg);
+    ZT_CHECK(a.block_size == 32 && a.batch_size == 3 && a.grad_accum == 5 && a.max_steps == 77);
+    ZT_CHECK(a.warmup_steps == 7 && a.adam.lr == 1e-2 && a.adam.weight_decay == 0.25);
+    ZT_CHECK(a.adam.beta1 == 0.8 && a.adam.beta2 == 0.99 && a.adam.eps == 1e-6 && a.max_grad_norm == 0.5);
+    ZT_CHECK(a.schedule == ZT_LR_COSINE && a.seed == 9 && a.shuffle == 1 && a.checkpointing == 1);
+    ZT_CHECK(a.save_steps == 11 && a.plan.wrap == ZT_WRAP_NONE && !a.hooks && !a.model_dir);
+    st.schedule = "polynomial";
+    ZT_CHECK(zt_train_args_from_settings(&st, &plan, &a, &err) == ZT_EINPUT &&
+             strstr(err.msg, "lr_scheduler_type") && strstr(err.msg, "polynomial"));
+}
+
 static void cleanup(const char *tmp) { ZT_CHECK(tmpdir_remove(tmp) == 0); }
 
 /* Same global batch as B=4 x A=1, B=2 x A=2 and B=1 x A=4: losses and weights agree
@@ -356,6 +380,7 @@ static void test_layout_padding_and_order(void)
 
 int main(void)
 {
+    ZT_RUN(test_args_from_settings);
     ZT_RUN(test_gradient_accumulation_matches_bigger_batch);
     ZT_RUN(test_gradient_checkpointing_is_exact);
     ZT_RUN(test_activation_estimate_matches_allocation);

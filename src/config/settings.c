@@ -178,10 +178,10 @@ static int resolve_request(zt_settings *s, int world, int hidden_size, zt_dtype 
     req->ranks_per_node = s->ranks_per_node;
     req->master_compensation = s->compensation;
     req->backward_prefetch = s->backward_prefetch;
-    req->forward_prefetch = s->forward_prefetch;
+    req->forward_prefetch = s->forward_prefetch < 0 ? ZT_UNSET : s->forward_prefetch ? ZT_YES : ZT_NO;
     if (s->have_ds) {
         const zt_ds_config *c = &s->ds;
-        req->overlap_comm = c->overlap_comm == ZT_UNSET ? -1 : c->overlap_comm == ZT_YES;
+        req->overlap_comm = c->overlap_comm;
         req->prefetch_bucket = s->ds_resolved.stage3_prefetch_bucket_size;
         req->ls_initial_scale_power = c->fp16_initial_scale_power;
         req->ls_window = c->fp16_loss_scale_window;

@@ -14,7 +14,7 @@ void zt_plan_request_init(zt_plan_request *r)
     r->wrap = ZT_WRAP_TRANSFORMER;
     r->min_num_params = 100000000;
     r->config_dtype = ZT_F32;
-    r->forward_prefetch = r->overlap_comm = -1;
+    r->forward_prefetch = r->overlap_comm = ZT_UNSET;
     r->prefetch_bucket = -1;
     r->ls_initial_scale_power = r->ls_window = r->ls_hysteresis = r->ls_min_scale = -1;
 }
@@ -119,13 +119,13 @@ int zt_plan_resolve(const zt_plan_request *r, int world, zt_plan *p, zt_err *err
                                "NO_PREFETCH, got '%s'", r->backward_prefetch);
             ov->backward_prefetch = k;
         }
-        ov->forward_prefetch = r->forward_prefetch == 1;
+        ov->forward_prefetch = r->forward_prefetch == ZT_YES;
         ov->overlap_reduce = 1;
     } else if (r->face == ZT_FACE_DEEPSPEED) {
         int prefetch = r->prefetch_bucket != 0;
         ov->backward_prefetch = prefetch ? ZT_BACKWARD_PREFETCH_PRE : ZT_BACKWARD_PREFETCH_NONE;
         ov->forward_prefetch = prefetch;
-        ov->overlap_reduce = r->overlap_comm < 0 ? p->stage == 3 : r->overlap_comm;
+        ov->overlap_reduce = r->overlap_comm == ZT_UNSET ? p->stage == 3 : r->overlap_comm == ZT_YES;
     } else { /* DDP all-reduces its gradient buckets during the backward */
         ov->overlap_reduce = 1;
     }

@@ -19,6 +19,7 @@
 
 #include <stdio.h>
 
+#include "../core/schema.h"
 #include "../model/layout.h"
 #include "precision.h"
 
@@ -53,8 +54,8 @@ typedef struct zt_plan_request {
     const char *master_compensation; /* "none" or "kahan"; NULL: none */
     /* overlap of collectives with compute (SPEC §2, Prefetch) */
     const char *backward_prefetch; /* FSDP: BACKWARD_PRE | BACKWARD_POST | NO_PREFETCH; NULL: BACKWARD_PRE */
-    int forward_prefetch;         /* FSDP: 0/1; -1: off (FSDP's default) */
-    int overlap_comm;             /* DeepSpeed: 0/1; -1: on for stage 3 only (DeepSpeed's default) */
+    zt_setting forward_prefetch;  /* FSDP; unset: off (FSDP's default) */
+    zt_setting overlap_comm;      /* DeepSpeed; unset: on for stage 3 only (DeepSpeed's default) */
     long prefetch_bucket;         /* DeepSpeed stage3_prefetch_bucket_size; 0 turns prefetch off; -1: on */
     /* a DeepSpeed JSON's fp16 block (zt_precision_request's); < 0: DeepSpeed's default */
     double ls_initial_scale_power, ls_window, ls_hysteresis, ls_min_scale;

@@ -12,7 +12,10 @@
  *   plain data parallel: FSDP's rules
  * and for both: reduce = compute unless overridden, save = load, a Kahan
  * compensation only for a 16-bit master, an fp16 master refused (it would step
- * without loss scaling), dynamic loss scaling exactly when compute is fp16. */
+ * without loss scaling), dynamic loss scaling exactly when compute is fp16.
+ * Below the plan, the model keeps the inputs of its matrix products in bf16 when
+ * compute is bf16 and in fp32 otherwise (llama.h's operand dtype): a storage
+ * format of the kernels, derived from the compute dtype, not a choice made here. */
 #ifndef ZT_PLAN_PRECISION_H
 #define ZT_PLAN_PRECISION_H
 
