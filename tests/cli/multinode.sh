@@ -6,7 +6,8 @@
 # with the same plan on this one machine and the same shard groups, and its
 # per-link bytes with comm.h's formulas:
 #   FULL_SHARD 2x2, HYBRID_SHARD 2x2 and 3x2 (the shard group found from the
-#   topology), DeepSpeed ZeRO-2 3x2, and a resume after kill -9 of a remote rank.
+#   topology), DeepSpeed ZeRO-2 3x2, and a resume after kill -9 of a remote rank
+#   (from the newest complete checkpoint-N, named explicitly).
 #
 # The network is tests/cli/netns.bash's: a bridge in its own namespace, nothing
 # routed, this machine's own network untouched.  Everything is removed on exit,
@@ -102,6 +103,46 @@ compare hybrid22 2 4 --use_fsdp --fsdp_sharding_strategy HYBRID_SHARD
 grep -q "4 ranks (2 machines x 2), shard group 2," "$TMP/hybrid22.net.out" ||
     fail "HYBRID_SHARD 2x2 should shard within each machine: $(grep plan: "$TMP/hybrid22.net.out")"
 link_bytes "$TMP/hybrid22.net.jsonl" 2 2 hybrid
+
+# kill -9 of a rank on the remote machine: the job stops (not hangs), and a new launch
+# continues from the newest complete checkpoint to the same bits as a run that never
+# stopped.  Checkpoints every 5 of 40 steps; the kill comes once checkpoint-5 is complete.
+long=("${train[@]}" --max_steps 40 --save_steps 5 --use_fsdp --fsdp_sharding_strategy HYBRID_SHARD)
+on_machines "${long[@]}" --output_dir "$TMP/kill" > "$TMP/kill.out" 2>&1 &
+job=$!
+for ((i = 0; i < 600; i++)); do
+    [ -f "$TMP/kill/checkpoint-5/trainer_state.json" ] || ! kill -0 $job 2>/dev/null && break
+    sleep 0.1
+done
+victim=""
+for pid in $(ip netns pids ${net_pre}h1); do
+    [ "$(ps -o comm= -p "$pid")" = ztrain ] && victim=$pid && break
+done
+if [ -z "$victim" ]; then
+    fail "no ztrain rank found on h1 to kill (the run ended first?): $(tail -5 "$TMP/kill.out")"
+else
+    kill -9 "$victim"
+fi
+wait $job
+rc=$?
+[ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || fail "after kill -9 of rank pid $victim on h1 the job should fail, not exit $rc"
+[ -f "$TMP/kill/model.safetensors" ] && fail "the killed run should not have finished: $(tail -3 "$TMP/kill.out")"
+# the newest checkpoint whose trainer_state.json (written last) is there
+last=$(ls -d "$TMP"/kill/checkpoint-*/trainer_state.json 2>/dev/null | sed 's|.*/checkpoint-\([0-9]*\)/.*|\1|' |
+       sort -n | tail -1)
+if [ -z "$last" ]; then
+    fail "no complete checkpoint before the kill: $(tail -5 "$TMP/kill.out")"
+else
+    out=$(on_machines "${long[@]}" --output_dir "$TMP/kill" --resume_from_checkpoint "$TMP/kill/checkpoint-$last" \
+          --log_jsonl "$TMP/kill.resumed.jsonl" 2>&1) || fail "resume after the kill: $out"
+    printf '%s' "$out" | grep -q "resumed from .*checkpoint-$last at step $last" || fail "resume: $out"
+    on_one 4 "${long[@]}" --ranks_per_node 2 --output_dir "$TMP/nokill" --save_steps 0 \
+        --log_jsonl "$TMP/nokill.jsonl" > "$TMP/nokill.out" 2>&1 || fail "uninterrupted run: $(cat "$TMP/nokill.out")"
+    cmp -s "$TMP/kill/model.safetensors" "$TMP/nokill/model.safetensors" ||
+        fail "resumed after kill -9 (from checkpoint-$last): weights differ from the uninterrupted run"
+    [ "$(losses "$TMP/kill.resumed.jsonl")" = "$(losses "$TMP/nokill.jsonl" | tail -n +$((last + 1)))" ] ||
+        fail "resumed losses differ from the uninterrupted run's steps $((last + 1))-40"
+fi
 net_cleanup
 
 if ! net_up 3 2; then
