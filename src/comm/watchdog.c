@@ -33,8 +33,8 @@ static _Atomic(zt_board *) g_board;
 static volatile sig_atomic_t g_dump_requested;
 static int g_rank, g_started;
 static pthread_t g_thread;
-/* tests only (ZTRAIN_TEST_STALL=phase:step:rank:signal): raise the signal when this
- * rank enters its first collective of that phase at that step */
+/* the test seam (zt_watch_test_stall): raise the signal when this rank enters its
+ * first collective of that phase at that step; never armed in production */
 static char g_stall_phase[16];
 static long g_stall_step = -1;
 static int g_stall_rank = -1, g_stall_sig;
@@ -206,15 +206,20 @@ static void on_sigusr1(int sig)
     g_dump_requested = 1; /* printed by the watchdog thread, outside the handler */
 }
 
+void zt_watch_test_stall(const char *phase, long step, int rank, int sig)
+{
+    snprintf(g_stall_phase, sizeof g_stall_phase, "%s", phase);
+    g_stall_rank = rank;
+    g_stall_sig = sig;
+    g_stall_step = step;
+}
+
 void zt_watch_start(int rank)
 {
     g_rank = rank;
     if (g_started)
         return;
     g_started = 1;
-    const char *stall = getenv("ZTRAIN_TEST_STALL");
-    if (stall && sscanf(stall, "%15[^:]:%ld:%d:%d", g_stall_phase, &g_stall_step, &g_stall_rank, &g_stall_sig) != 4)
-        g_stall_step = -1;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigusr1;

@@ -48,6 +48,11 @@ void zt_watch_start(int rank);
 /* The board the watchdog reads (NULL: none; before the window is freed). */
 void zt_watch_set_board(zt_board *b);
 
+/* Test seam (tests/test_stall.c; production never arms it): the first time
+ * `rank` enters a collective in `phase` of `step`, it raises `sig` on itself,
+ * as a rank stopped or killed in the middle of a step would. */
+void zt_watch_test_stall(const char *phase, long step, int rank, int sig);
+
 /* Enter a collective: record it and publish its number; returns the number. */
 uint64_t zt_watch_enter(const char *kind, int scope, size_t bytes, long step, const char *phase, int unit);
 /* The main thread blocks on collective seq (a blocking call or a wait) / is back. */

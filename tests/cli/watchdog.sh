@@ -1,27 +1,26 @@
 # The collective watchdog (issue 17 point 1).  One rank of a 2-rank FSDP run is
 # stopped (SIGSTOP) at its first collective of the forward, the backward or the
-# optimizer step of step 2 (ZTRAIN_TEST_STALL=phase:step:rank:signal, tests only);
+# optimizer step of step 2 (build/tests/test_stall plants it through the watchdog's
+# test seam and trains as `ztrain train --use_fsdp --max_steps 3` would);
 # with --collective_timeout 2 the other rank must name the collective, its
 # number, the phase, step and unit, the rank that has not arrived, print its
 # flight recorder, and the job must end non-zero with no process left behind.
 # kill -9 of a rank in each phase must end the job within 30 s.  SIGUSR1 to
 # mpirun prints every live rank's flight recorder.
 . "$(dirname "$0")/lib.bash"
-mpi=(mpirun --oversubscribe --bind-to none -x OMP_NUM_THREADS=1 -x ZTRAIN_TEST_STALL)
+mpi=(mpirun --oversubscribe --bind-to none -x OMP_NUM_THREADS=1)
+stall="$(dirname "$ZTRAIN")/tests/test_stall"
 [ "$(id -u)" -eq 0 ] && mpi+=(--allow-run-as-root)
 for var in ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS OMPI_MCA_mca_base_component_disable_dlclose; do
     [ -n "${!var:-}" ] && mpi+=(-x "$var")
 done
-fix=tests/fixtures/gqa_tied
-# --output_dir under $TMP makes every process of the job findable by pgrep -f "$TMP"
-args=(train --model $fix --data $fix/tokens.npy --block_size 16 --per_device_train_batch_size 1 --max_steps 3
-      --threads 1 --peak_gflops 1 --use_fsdp --output_dir "$TMP/out")
+# the output directory under $TMP on the command line makes every process of the
+# job findable by pgrep -f "$TMP"
 
 # run_stalled PHASE SIGNAL TIMEOUT: the job's stderr in $TMP/err, exit in $rc, seconds in $secs
 run_stalled() {
     local t0=$SECONDS
-    ZTRAIN_TEST_STALL="$1:2:1:$2" timeout 60 "${mpi[@]}" -np 2 "$ZTRAIN" "${args[@]}" \
-        --collective_timeout "$3" > "$TMP/out.txt" 2> "$TMP/err"
+    timeout 60 "${mpi[@]}" -np 2 "$stall" "$1" 2 1 "$2" "$3" "$TMP/out" > "$TMP/out.txt" 2> "$TMP/err"
     rc=$?
     secs=$((SECONDS - t0))
     sleep 0.5
@@ -59,8 +58,7 @@ done
 
 # SIGUSR1 to mpirun: each live rank prints its flight recorder; rank 1 is stopped in
 # the forward, so rank 0's shows the pending all-gather; then the timeout ends the job
-( ZTRAIN_TEST_STALL="forward:2:1:19" timeout 60 "${mpi[@]}" -np 2 "$ZTRAIN" "${args[@]}" \
-      --collective_timeout 8 > /dev/null 2> "$TMP/err" ) &
+( timeout 60 "${mpi[@]}" -np 2 "$stall" forward 2 1 19 8 "$TMP/out" > /dev/null 2> "$TMP/err" ) &
 job=$!
 for _ in $(seq 50); do grep -q "test: raising signal" "$TMP/err" 2>/dev/null && break; sleep 0.2; done
 sleep 1

@@ -1,0 +1,117 @@
+/* test_stall.c — a rank stopped or killed in the middle of a step (issue 17's
+ * watchdog), planted through the watchdog's test seam (zt_watch_test_stall).
+ *
+ *   test_stall PHASE STEP RANK SIGNAL TIMEOUT OUTDIR   (tests/cli/watchdog.sh)
+ *     trains the gqa_tied fixture as `ztrain train --use_fsdp --max_steps 3
+ *     --collective_timeout TIMEOUT --output_dir OUTDIR` would, on every rank of
+ *     the job; rank RANK raises SIGNAL on itself at its first collective in PHASE
+ *     of STEP.  The shell test checks what the other ranks' watchdogs print and
+ *     that the job ends.  Rank 0 prints "trained ..." only if the run finished.
+ *   test_stall                                          (tests/run, one process)
+ *     checks the seam itself: armed for the loss sum of step 2 with a
+ *     signal whose handler counts, it fires exactly once, there, and the run
+ *     goes on to finish. */
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../src/comm/comm.h"
+#include "../src/comm/watchdog.h"
+#include "../src/kernels/matmul.h"
+#include "../src/plan/plan.h"
+#include "../src/train/run_args.h"
+#include "../src/train/trainer.h"
+#include "test.h"
+#include "tmpdir.h"
+
+static int rank, world;
+
+/* Train 3 steps of FSDP FULL_SHARD into out; rank 0 talks unless quiet. */
+static int train(const char *out, int quiet, zt_err *err)
+{
+    zt_plan_request req;
+    zt_plan_request_init(&req);
+    req.face = ZT_FACE_FSDP;
+    req.sharding = ZT_SHARDING_FULL_SHARD;
+    zt_plan plan;
+    int rc = zt_plan_resolve(&req, world, &plan, err);
+    zt_settings st;
+    zt_settings_defaults(&st);
+    st.block_size = 16;
+    st.batch = 1;
+    st.max_steps = 3;
+    zt_train_args a;
+    if (rc == ZT_OK)
+        rc = zt_train_args_from_settings(&st, &plan, &a, err);
+    zt_comm c;
+    if (rc == ZT_OK)
+        rc = zt_comm_create(&c, a.plan.group_size, err);
+    if (rc)
+        return rc;
+    a.comm = &c;
+    a.model_dir = "tests/fixtures/gqa_tied";
+    a.data_path = "tests/fixtures/gqa_tied/tokens.npy";
+    a.output_dir = out;
+    a.quiet = quiet || rank != 0;
+    a.peak_gflops = 1.0;
+    rc = zt_train(&a, NULL, err);
+    zt_comm_free(&c);
+    return rc;
+}
+
+static volatile sig_atomic_t fired;
+static void on_usr2(int sig)
+{
+    (void)sig;
+    fired++;
+}
+
+/* Armed for the loss sum of step 2 (a collective a world of one still enters)
+ * with SIGUSR2, whose handler counts: it fires once and the run finishes; armed
+ * for a step the run never reaches, it never fires. */
+static void test_seam_fires_once_and_the_run_goes_on(void)
+{
+    char tmp[64], out[128];
+    ZT_CHECK(tmpdir_make(tmp, sizeof tmp, "zt_stall_") != NULL);
+    tmpdir_join(out, sizeof out, tmp, "out");
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_usr2;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGUSR2, &sa, NULL);
+    zt_watch_test_stall("loss", 2, 0, SIGUSR2);
+    zt_err err = {0};
+    int rc = train(out, 1, &err);
+    ZT_CHECK_MSG(rc == ZT_OK, "%s", err.msg);
+    ZT_CHECK_MSG(fired == 1, "the seam fired %d times", (int)fired);
+    fired = 0;
+    zt_watch_test_stall("loss", 7, 0, SIGUSR2); /* a step the run never reaches */
+    rc = train(out, 1, &err);
+    ZT_CHECK_MSG(rc == ZT_OK && fired == 0, "rc %d, fired %d", rc, (int)fired);
+    ZT_CHECK(tmpdir_remove(tmp) == 0);
+}
+
+int main(int argc, char **argv)
+{
+    if (zt_comm_init_mpi(&argc, &argv, &rank, &world) != ZT_OK)
+        return 1;
+    if (argc == 7) { /* the job of tests/cli/watchdog.sh */
+        zt_comm_set_timeout(atof(argv[5]));
+        zt_watch_test_stall(argv[1], atol(argv[2]), atoi(argv[3]), atoi(argv[4]));
+        zt_err err = {0};
+        int rc = train(argv[6], 0, &err);
+        if (rc && err.msg[0])
+            fprintf(stderr, "ztrain: error: rank %d: %s\n", rank, err.msg);
+        zt_matmul_shutdown();
+        zt_comm_finalize_mpi();
+        return rc == ZT_OK ? 0 : 1;
+    }
+    if (argc != 1) {
+        fprintf(stderr, "usage: test_stall [PHASE STEP RANK SIGNAL TIMEOUT OUTDIR]\n");
+        return 2;
+    }
+    ZT_RUN(test_seam_fires_once_and_the_run_goes_on);
+    zt_matmul_shutdown();
+    zt_comm_finalize_mpi();
+    ZT_TEST_MAIN_END();
+}
