@@ -168,6 +168,7 @@ typedef struct launch_opts {
     int num, tpp, dry, machines, machine_rank;
     int slurm_nodes;  /* nodes of the Slurm allocation launch runs in (no hosts given); 0: none */
     const char *config, *hostfile, *hosts;
+    char yaml_hostfile[512]; /* mpirun_config.mpirun_hostfile, when hostfile points here */
 } launch_opts;
 
 /* Settle the hosts and the counts from the flags and the YAML; contradictions are
@@ -196,8 +197,10 @@ static int settle(launch_opts *o, host_set *hs, zt_err *err)
         return zt_fail(err, ZT_EINPUT, "ztrain launch: machine_rank %d: with MPI, launch runs once, on the first "
                        "machine (machine_rank 0), and mpirun starts the ranks of every machine itself; run it "
                        "there only", o->machine_rank);
-    if (!o->hostfile && !o->hosts && ac.mpirun_hostfile[0])
-        o->hostfile = ac.mpirun_hostfile;
+    if (!o->hostfile && !o->hosts && ac.mpirun_hostfile[0]) {
+        snprintf(o->yaml_hostfile, sizeof o->yaml_hostfile, "%s", ac.mpirun_hostfile);
+        o->hostfile = o->yaml_hostfile;
+    }
     if (o->hostfile)
         rc = read_hostfile(o->hostfile, hs, err);
     else if (o->hosts)
