@@ -14,8 +14,7 @@
 
 #include "../core/mem.h"
 #include "../io/hf_model.h"
-#include "../kernels/kernels.h"
-#include "../kernels/matmul.h"
+#include "../kernels/backend.h"
 
 /* Prompt chunks: a pass takes at most this many rows, so the scratch does not
  * grow with the prompt (a 1000-token prompt is 8 passes). */
@@ -32,7 +31,7 @@ static void *take(zt_infer *m, zt_mem_cat cat, size_t bytes)
     blocks *bl = m->alloc_list;
     if (bl->n == MAX_BLOCKS)
         return NULL;
-    void *p = zt_alloc(cat, bytes);
+    void *p = m->be->alloc(cat, bytes);
     if (!p)
         return NULL;
     bl->b[bl->n].p = p;
@@ -51,7 +50,7 @@ void zt_infer_free(zt_infer *m)
     blocks *bl = m->alloc_list;
     if (bl) {
         for (int i = 0; i < bl->n; i++)
-            zt_free(bl->b[i].cat, bl->b[i].p, bl->b[i].bytes);
+            m->be->free(bl->b[i].cat, bl->b[i].p, bl->b[i].bytes);
         zt_free(ZT_MEM_OTHER, bl, sizeof *bl);
     }
     if (m->have_frozen)
@@ -73,7 +72,7 @@ static void load_sink(void *ctx, const zt_param *p, const void *data, zt_dtype d
               : p->kind == ZT_P_FINAL_NORM ? 2 * m->cfg.num_hidden_layers
                                            : -1;
     if (row >= 0) /* the norm kernels see the rounded weight, as the model computes with it */
-        zt_convert(m->norms + (size_t)row * m->cfg.hidden_size, ZT_F32, dst, m->compute, p->numel);
+        m->be->convert(m->norms + (size_t)row * m->cfg.hidden_size, ZT_F32, dst, m->compute, p->numel);
 }
 
 int zt_infer_open(zt_infer *m, const char *dir, zt_dtype compute, int cap, int threads, zt_err *err)
@@ -109,6 +108,7 @@ int zt_infer_open(zt_infer *m, const char *dir, zt_dtype compute, int cap, int t
         return rc;
     }
     m->have_frozen = 1;
+    m->be = zt_frozen_owner(&m->frozen).backend; /* compute where the weights live */
     m->weights = m->frozen.units[0]; /* NO_WRAP: the whole model is one unit */
     m->weight_bytes = m->lay.units[0].padded_numel * zt_dtype_size(compute);
     if (!(m->norms = take(m, ZT_MEM_PARAMS, (2 * L + 1) * C * sizeof(float))) ||
@@ -123,8 +123,7 @@ int zt_infer_open(zt_infer *m, const char *dir, zt_dtype compute, int cap, int t
         !(m->gu = take(m, ZT_MEM_ACTIV, R * 2 * F * sizeof(float))) ||
         !(m->n = take(m, ZT_MEM_ACTIV, R * C * od)) || !(m->act = take(m, ZT_MEM_ACTIV, R * F * od)) ||
         !(m->rstd = take(m, ZT_MEM_ACTIV, R * sizeof(float))) ||
-        !(m->scores = take(m, ZT_MEM_ACTIV,
-                           zt_attention_cache_scratch_floats(cap, m->threads) * sizeof(float))) ||
+        !(m->scores = take(m, ZT_MEM_ACTIV, m->be->attention_cache_scratch_bytes(cap, m->threads))) ||
         !(m->logits = take(m, ZT_MEM_ACTIV, V * sizeof(float)))) {
         zt_infer_free(m);
         return zt_fail(err, ZT_EFAIL, "out of memory for a %zu-parameter model with a %d-position cache",
@@ -134,7 +133,7 @@ int zt_infer_open(zt_infer *m, const char *dir, zt_dtype compute, int cap, int t
         zt_infer_free(m);
         return rc;
     }
-    zt_rope_tables(m->rope_cos, m->rope_sin, cap, (int)hd, (float)c->rope_theta);
+    m->be->rope_tables(m->rope_cos, m->rope_sin, cap, (int)hd, (float)c->rope_theta);
     return ZT_OK;
 }
 
@@ -154,7 +153,7 @@ static const void *weight(const zt_infer *m, int layer, zt_param_kind kind)
 static int linear(const zt_infer *m, float *y, const void *x, zt_dtype x_dt, const void *w, int r,
                   int out, int in, float beta, zt_err *err)
 {
-    return zt_matmul(y, x, x_dt, w, m->compute, r, out, in, 0, 1, beta, m->compute, err);
+    return m->be->matmul(y, x, x_dt, w, m->compute, r, out, in, 0, 1, beta, m->compute, err);
 }
 
 /* One decoder layer on r rows at positions pos..pos+r-1; x is updated in place. */
@@ -167,12 +166,12 @@ static int layer_forward(zt_infer *m, int l, int r, zt_err *err)
     const float *w_n1 = m->norms + (size_t)(2 * l) * C, *w_n2 = w_n1 + C;
     int rc;
 
-    zt_rmsnorm_forward(m->n, m->opd, m->rstd, m->x, w_n1, r, C, eps);
+    m->be->rmsnorm_forward(m->n, m->opd, m->rstd, m->x, w_n1, r, C, eps);
     /* q, k, v are adjacent in a layer (layout.h): q's view is W_qkv */
     if ((rc = linear(m, m->qkv, m->n, m->opd, weight(m, l, ZT_P_Q), r, Dqkv, C, 0.0f, err)))
         return rc;
     size_t half = (size_t)hd / 2;
-    zt_rope_forward(m->qkv, m->rope_cos + (size_t)m->pos * half, m->rope_sin + (size_t)m->pos * half, 1,
+    m->be->rope_forward(m->qkv, m->rope_cos + (size_t)m->pos * half, m->rope_sin + (size_t)m->pos * half, 1,
                     r, nh, nkv, hd);
     /* this layer's cache (nkv, cap, hd): row i's head g goes to position pos + i */
     size_t layer_cache = (size_t)nkv * m->cap * hd;
@@ -181,20 +180,20 @@ static int layer_forward(zt_infer *m, int l, int r, zt_err *err)
         for (int g = 0; g < nkv; g++) {
             const float *row = m->qkv + (size_t)i * Dqkv;
             size_t at = ((size_t)g * m->cap + (size_t)(m->pos + i)) * hd;
-            memcpy(kc + at, row + (size_t)(nh + g) * hd, (size_t)hd * sizeof(float));
-            memcpy(vc + at, row + (size_t)(nh + nkv + g) * hd, (size_t)hd * sizeof(float));
+            m->be->copy(kc + at, row + (size_t)(nh + g) * hd, (size_t)hd * sizeof(float));
+            m->be->copy(vc + at, row + (size_t)(nh + nkv + g) * hd, (size_t)hd * sizeof(float));
         }
-    zt_attention_cache_forward(m->att, m->qkv, (size_t)Dqkv, kc, vc, m->cap, m->pos, r, nh, nkv, hd,
+    m->be->attention_cache_forward(m->att, m->qkv, (size_t)Dqkv, kc, vc, m->cap, m->pos, r, nh, nkv, hd,
                                m->scores, m->threads);
-    memcpy(m->h, m->x, (size_t)r * C * sizeof(float));
+    m->be->copy(m->h, m->x, (size_t)r * C * sizeof(float));
     if ((rc = linear(m, m->h, m->att, ZT_F32, weight(m, l, ZT_P_O), r, C, Dq, 1.0f, err)))
         return rc;
-    zt_rmsnorm_forward(m->n, m->opd, m->rstd, m->h, w_n2, r, C, eps);
+    m->be->rmsnorm_forward(m->n, m->opd, m->rstd, m->h, w_n2, r, C, eps);
     /* gate and up are adjacent: gate's view is W_gu */
     if ((rc = linear(m, m->gu, m->n, m->opd, weight(m, l, ZT_P_GATE), r, 2 * F, C, 0.0f, err)))
         return rc;
-    zt_swiglu_forward(m->act, m->opd, m->gu, r, F);
-    memcpy(m->x, m->h, (size_t)r * C * sizeof(float));
+    m->be->swiglu_forward(m->act, m->opd, m->gu, r, F);
+    m->be->copy(m->x, m->h, (size_t)r * C * sizeof(float));
     return linear(m, m->x, m->act, m->opd, weight(m, l, ZT_P_DOWN), r, C, F, 1.0f, err);
 }
 
@@ -204,16 +203,14 @@ static int pass(zt_infer *m, const int *tokens, int r, int want_logits, zt_err *
     const zt_llama_config *c = &m->cfg;
     int C = c->hidden_size, L = c->num_hidden_layers, rc;
     const char *wte = weight(m, -1, ZT_P_EMBED);
-    size_t row_bytes = (size_t)C * zt_dtype_size(m->compute);
-    for (int i = 0; i < r; i++)
-        zt_convert(m->x + (size_t)i * C, ZT_F32, wte + (size_t)tokens[i] * row_bytes, m->compute, (size_t)C);
+    m->be->embed_forward(m->x, wte, m->compute, tokens, r, C);
     for (int l = 0; l < L; l++)
         if ((rc = layer_forward(m, l, r, err)))
             return rc;
     m->pos += r;
     if (!want_logits)
         return ZT_OK;
-    zt_rmsnorm_forward(m->n, m->opd, m->rstd, m->x + (size_t)(r - 1) * C, m->norms + (size_t)(2 * L) * C,
+    m->be->rmsnorm_forward(m->n, m->opd, m->rstd, m->x + (size_t)(r - 1) * C, m->norms + (size_t)(2 * L) * C,
                        1, C, (float)c->rms_norm_eps);
     return linear(m, m->logits, m->n, m->opd, weight(m, -1, ZT_P_LM_HEAD), 1, c->vocab_size, C, 0.0f, err);
 }

@@ -33,6 +33,7 @@ typedef struct zt_infer {
     int rows;              /* most new tokens one internal pass takes (longer prompts are chunked) */
     int threads;           /* attention threads (the scratch is sized for them) */
     int pos;               /* positions filled so far */
+    const zt_backend *be;              /* the frozen owner's backend: buffers and kernels */
     zt_frozen_params frozen;           /* the weights, whole, in compute */
     int have_frozen;
     const void *weights;               /* frozen's one unit: lay.numel elements in compute */

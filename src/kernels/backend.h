@@ -60,6 +60,12 @@ typedef struct zt_backend {
                               void *scratch, int B, int T, int nh, int nkv, int hd);
     void (*attention_backward)(float *dqkv, const float *dout, const float *qkv, const float *out,
                                const float *lse, void *scratch, int B, int T, int nh, int nkv, int hd);
+    /* inference over a KV cache (kernels.h: zt_attention_cache_forward); the
+     * scratch is attention_cache_scratch_bytes(cap, threads) */
+    size_t (*attention_cache_scratch_bytes)(int cap, int threads);
+    void (*attention_cache_forward)(float *out, const float *q, size_t q_stride, const float *k_cache,
+                                    const float *v_cache, int cap, int pos0, int n, int nh, int nkv, int hd,
+                                    float *scratch, int threads);
     void (*swiglu_forward)(void *h, zt_dtype h_dt, const float *gu, int N, int F);
     void (*swiglu_backward)(void *dgu, zt_dtype dgu_dt, const float *dh, const float *gu, int N, int F);
     void (*transpose)(float *dst, const float *src, int rows, int cols);

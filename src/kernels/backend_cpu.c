@@ -36,6 +36,11 @@ static void cpu_attention_backward(float *dqkv, const float *dout, const float *
         zt_attention_backward(dqkv, dout, qkv, out, lse, B, T, nh, nkv, hd);
 }
 
+static size_t cpu_attention_cache_scratch_bytes(int cap, int threads)
+{
+    return zt_attention_cache_scratch_floats(cap, threads) * sizeof(float);
+}
+
 static const zt_backend cpu = {
     .name = "cpu",
     .alloc = zt_alloc,
@@ -54,6 +59,8 @@ static const zt_backend cpu = {
     .attention_scratch_bytes = cpu_attention_scratch_bytes,
     .attention_forward = cpu_attention_forward,
     .attention_backward = cpu_attention_backward,
+    .attention_cache_scratch_bytes = cpu_attention_cache_scratch_bytes,
+    .attention_cache_forward = zt_attention_cache_forward,
     .swiglu_forward = zt_swiglu_forward,
     .swiglu_backward = zt_swiglu_backward,
     .transpose = zt_transpose_f32,
