@@ -19,6 +19,7 @@
 #include "../src/kernels/matmul.h"
 #include "../src/model/llama.h"
 #include "../src/train/trainer.h"
+#include "../src/train/weights.h"
 #include "test.h"
 
 #define FIX "tests/fixtures/generate"

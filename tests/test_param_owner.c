@@ -13,6 +13,7 @@
 #include "../src/model/llama.h"
 #include "../src/train/batches.h"
 #include "../src/train/trainer.h"
+#include "../src/train/weights.h"
 #include "test.h"
 
 static const char *FIX = "tests/fixtures/gqa_tied";

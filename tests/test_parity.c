@@ -26,6 +26,7 @@
 #include "../src/train/batches.h"
 #include "../src/train/run_args.h"
 #include "../src/train/trainer.h"
+#include "../src/train/weights.h"
 #include "test.h"
 #include "tmpdir.h"
 

@@ -7,8 +7,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../core/mem.h"
 #include "../core/json.h"
+#include "../core/mem.h"
 
 static double now_s(void)
 {

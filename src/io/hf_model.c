@@ -78,16 +78,6 @@ int zt_hf_load_params_to(const char *dir, const zt_layout *lay, zt_param_sink se
     return rc;
 }
 
-static void engine_sink(void *eng, const zt_param *p, const void *src, zt_dtype src_dt)
-{
-    zt_engine_set_param(eng, p, src, src_dt);
-}
-
-int zt_hf_load_params(const char *dir, const zt_layout *lay, zt_engine *eng, zt_err *err)
-{
-    return zt_hf_load_params_to(dir, lay, engine_sink, eng, err);
-}
-
 /* One file when everything fits in max_shard_bytes (0: no limit), else shards
  * model-0000i-of-0000n.safetensors cut between tensors, as save_pretrained does,
  * plus model.safetensors.index.json.  The layout not written (single vs sharded)
@@ -197,28 +187,6 @@ done:
             zt_free(ZT_MEM_OTHER, conv[i], conv[i] ? lay->params[i].numel * zt_dtype_size(dtype) : 0);
     zt_free(ZT_MEM_OTHER, conv, (size_t)lay->nparams * sizeof *conv);
     zt_free(ZT_MEM_OTHER, outs, (size_t)lay->nparams * sizeof *outs);
-    return rc;
-}
-
-int zt_hf_save(const char *dir, const zt_llama_config *cfg, const zt_layout *lay, zt_engine *eng,
-               zt_dtype dtype, size_t max_shard_bytes, int writer, zt_err *err)
-{
-    float **vals = zt_alloc(ZT_MEM_OTHER, (size_t)lay->nparams * sizeof *vals);
-    int rc = vals ? ZT_OK : zt_fail(err, ZT_EFAIL, "out of memory saving %s", dir);
-    for (int i = 0; i < lay->nparams && rc == ZT_OK; i++)
-        if (!(vals[i] = zt_alloc(ZT_MEM_OTHER, lay->params[i].numel * sizeof(float))))
-            rc = zt_fail(err, ZT_EFAIL, "out of memory saving %s", dir);
-    /* every rank takes part in the gather, whatever happened locally */
-    if (zt_comm_max_int(eng->comm, rc) != ZT_OK) {
-        rc = rc ? rc : zt_fail(err, ZT_EFAIL, "%s", "");
-    } else {
-        rc = zt_engine_full_params(eng, vals, err);
-        if (rc == ZT_OK && writer)
-            rc = zt_hf_save_tensors(dir, cfg, lay, vals, dtype, max_shard_bytes, err);
-    }
-    for (int i = 0; vals && i < lay->nparams; i++)
-        zt_free(ZT_MEM_OTHER, vals[i], vals[i] ? lay->params[i].numel * sizeof(float) : 0);
-    zt_free(ZT_MEM_OTHER, vals, vals ? (size_t)lay->nparams * sizeof *vals : 0);
     return rc;
 }
 

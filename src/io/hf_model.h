@@ -1,35 +1,30 @@
-/* hf_model.h — Hugging Face model directories <-> the engine's parameters.
+/* hf_model.h — Hugging Face model directories <-> full parameter tensors.
  *
  * Loading reads DIR/config.json and the weights (single or sharded safetensors),
  * checks that every parameter the layout expects is present with its shape and
  * a float dtype, refuses tensors it does not know by name (except the rotary
  * inv_freq buffers old checkpoints carry, and a duplicate lm_head.weight of a
- * tied model), and hands each to the engine, which rounds it to the load dtype.
+ * tied model), and hands each to a sink (the engine's is in train/weights.h,
+ * which rounds it to the load dtype).
  * Saving writes config.json and model.safetensors atomically (each file goes to
  * a temporary name and is renamed into place). */
 #ifndef ZT_HF_MODEL_H
 #define ZT_HF_MODEL_H
 
-#include "../engine/engine.h"
 #include "../model/config.h"
 #include "../model/layout.h"
 
 int zt_hf_read_config_dir(const char *dir, zt_llama_config *cfg, zt_err *err);
-/* Local (no communication): each rank fills its own shards.  Call
- * zt_engine_refresh_gathered (a collective) once every rank has loaded. */
-int zt_hf_load_params(const char *dir, const zt_layout *lay, zt_engine *eng, zt_err *err);
-/* The same checks, handing each parameter's full tensor (numel elements of src_dt)
- * to set(ctx, ...) instead of an engine: how evaluation loads its frozen copy. */
+/* Hand each parameter's full tensor (numel elements of src_dt) to set(ctx, ...)
+ * after the checks above: how the engine (train/weights.h) and evaluation's
+ * frozen copy load their weights. */
 typedef void (*zt_param_sink)(void *ctx, const zt_param *p, const void *src, zt_dtype src_dt);
 int zt_hf_load_params_to(const char *dir, const zt_layout *lay, zt_param_sink set, void *ctx,
                          zt_err *err);
-/* Collective: gather the engine's parameters to full tensors and, on the writer
- * rank, write them as a HF directory in dtype; more than max_shard_bytes of
- * weights (0: no limit) are split into shards with model.safetensors.index.json,
- * as save_pretrained's max_shard_size does. */
-int zt_hf_save(const char *dir, const zt_llama_config *cfg, const zt_layout *lay, zt_engine *eng,
-               zt_dtype dtype, size_t max_shard_bytes, int writer, zt_err *err);
-/* Write a HF directory from full fp32 tensors given per layout parameter (init-model). */
+/* Write a HF directory from full fp32 tensors given per layout parameter, in
+ * dtype; more than max_shard_bytes of weights (0: no limit) are split into
+ * shards with model.safetensors.index.json, as save_pretrained's max_shard_size
+ * does. */
 int zt_hf_save_tensors(const char *dir, const zt_llama_config *cfg, const zt_layout *lay,
                        float *const *values, zt_dtype dtype, size_t max_shard_bytes, zt_err *err);
 /* A randomly initialised model as HF's _init_weights makes it: normal(0,

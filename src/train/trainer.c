@@ -18,6 +18,7 @@
 #include "batches.h"
 #include "checkpoint.h"
 #include "evaluate.h"
+#include "weights.h"
 
 static double now_s(void)
 {

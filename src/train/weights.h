@@ -1,0 +1,18 @@
+/* weights.h — the engine's parameters from and to a Hugging Face model directory:
+ * io/hf_model.h's checked reader and writer, joined to the engine's shards. */
+#ifndef ZT_WEIGHTS_H
+#define ZT_WEIGHTS_H
+
+#include "../engine/engine.h"
+#include "../io/hf_model.h"
+
+/* Local (no communication): each rank fills its own shards.  Call
+ * zt_engine_refresh_gathered (a collective) once every rank has loaded. */
+int zt_hf_load_params(const char *dir, const zt_layout *lay, zt_engine *eng, zt_err *err);
+
+/* Collective: gather the engine's parameters to full tensors and, on the writer
+ * rank, write them as a HF directory in dtype (zt_hf_save_tensors). */
+int zt_hf_save(const char *dir, const zt_llama_config *cfg, const zt_layout *lay, zt_engine *eng,
+               zt_dtype dtype, size_t max_shard_bytes, int writer, zt_err *err);
+
+#endif
