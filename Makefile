@@ -30,7 +30,7 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all test test-san clean
+.PHONY: all test test-san check-layers clean
 .SECONDARY:
 all: $(BUILD)/ztrain $(TEST_BIN)
 
@@ -54,6 +54,10 @@ test: all
 
 test-san:
 	$(MAKE) SANITIZE=1 test
+
+# every #include in src/ against the layer map of docs/architecture.md
+check-layers:
+	scripts/check_layers.sh
 
 clean:
 	rm -rf build build-san

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# scripts/check_layers.sh [ROOT] — fail when an #include goes against the layer
+# map.  The map is the ```layers block of ROOT/docs/architecture.md (one line per
+# folder of src/: "folder: the folders it may include"); nothing else states it.
+# Checks, for ROOT (default: this repository):
+#   - every folder of src/ is in the map, and the map names no folder twice;
+#   - the map itself is acyclic (tsort);
+#   - every #include "..." in src/*/*.[ch] is "name.h" (its own folder) or
+#     "../folder/name.h" with an allowed folder; each violation is printed on
+#     stderr as FILE:LINE: FROM -> TO.
+# Exit 0 clean, 1 violations, 2 the map is missing or malformed.
+set -u
+root=$(cd "${1:-$(dirname "$0")/..}" && pwd)
+doc=$root/docs/architecture.md
+[ -f "$doc" ] || { echo "check-layers: $doc: missing" >&2; exit 2; }
+map=$(awk '/^```layers$/ { on = 1; next } /^```/ { on = 0 } on && NF' "$doc")
+[ -n "$map" ] || { echo "check-layers: $doc: no \`\`\`layers block" >&2; exit 2; }
+declare -A allowed
+pairs=""
+while IFS= read -r line; do
+    [[ $line =~ ^([a-z_]+):([a-z_ ]*)$ ]] || { echo "check-layers: $doc: bad map line '$line'" >&2; exit 2; }
+    from=${BASH_REMATCH[1]}
+    [ -z "${allowed[$from]+x}" ] || { echo "check-layers: $doc: $from is listed twice" >&2; exit 2; }
+    allowed[$from]=" ${BASH_REMATCH[2]} "
+    pairs+="$from $from"$'\n'
+    for to in ${BASH_REMATCH[2]}; do pairs+="$to $from"$'\n'; done
+done <<< "$map"
+for to in $(printf '%s' "$pairs" | awk '{print $1}' | sort -u); do
+    [ -n "${allowed[$to]+x}" ] || { echo "check-layers: $doc: '$to' is used but has no line of its own" >&2; exit 2; }
+done
+printf '%s' "$pairs" | tsort > /dev/null 2>&1 || { echo "check-layers: $doc: the map has a cycle" >&2; exit 2; }
+
+bad=0
+for dir in "$root"/src/*/; do
+    from=$(basename "$dir")
+    [ -n "${allowed[$from]+x}" ] || { echo "src/$from: not in the layer map of docs/architecture.md" >&2; bad=1; continue; }
+    for f in "$dir"*.c "$dir"*.h; do
+        [ -f "$f" ] || continue
+        while IFS=: read -r n inc; do
+            # the folder the include resolves to: "x.h" stays here, "../F/x.h" is F
+            if [[ $inc =~ ^[A-Za-z0-9_.-]+$ ]]; then
+                to=$from
+            elif [[ $inc =~ ^\.\./([a-z_]+)/[A-Za-z0-9_.-]+$ ]] && [ -d "$root/src/${BASH_REMATCH[1]}" ]; then
+                to=${BASH_REMATCH[1]}
+            else
+                echo "${f#"$root"/}:$n: $from -> outside src/ ($inc)" >&2; bad=1; continue
+            fi
+            [ "$to" = "$from" ] && continue
+            case ${allowed[$from]} in
+                *" $to "*) ;;
+                *) echo "${f#"$root"/}:$n: $from -> $to ($inc) is not in the layer map" >&2; bad=1 ;;
+            esac
+        done < <(awk '/^[ \t]*#[ \t]*include[ \t]*"/ { split($0, q, "\""); print FNR ":" q[2] }' "$f")
+    done
+done
+[ "$bad" -eq 0 ] && echo "check-layers: every include in src/ follows docs/architecture.md"
+exit "$bad"
