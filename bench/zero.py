@@ -18,7 +18,7 @@ On benchmark config (a) (bench/configs/a: hidden 512, 8 layers, 8 heads, ffn 140
   DDP      PyTorch DistributedDataParallel over gloo, 2 processes (init_method file://
            under the work folder), 1 thread each, each pinned to its own core as ztrain
            launch binds its ranks; the reference Llama of tools/make_fixtures.py with the
-           weights of the model.safetensors that `ztrain init-model` wrote; SPEC section 4
+           weights of the model.safetensors that `ztrain init-model` wrote; contract §4
            data order (rank r at step s takes samples s*B*W + r*B .. +B, sample k =
            tokens[k*T : k*T+T+1]); torch.optim.AdamW with ztrain's defaults (lr 5e-5,
            betas 0.9/0.999, eps 1e-8, wd 0, linear schedule, clip_grad_norm_ 1.0); fp32,
@@ -248,7 +248,7 @@ def ddp_worker(spec_path, rank):
     dist.barrier()
     for step in range(steps):
         t0 = time.perf_counter()
-        k0 = step * B * W + rank * B   # SPEC section 4
+        k0 = step * B * W + rank * B   # contract §4
         rows = [tokens[(k % n_samples) * T:(k % n_samples) * T + T + 1] for k in range(k0, k0 + B)]
         x = torch.from_numpy(np.stack(rows))
         ids, targets = x[:, :T].contiguous(), x[:, 1:].contiguous()

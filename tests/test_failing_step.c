@@ -1,4 +1,4 @@
-/* test_failing_step.c — a rank whose step fails mid-training (SPEC §7: errors).
+/* test_failing_step.c — a rank whose step fails mid-training (contract §7: errors).
  *
  * The failure is planted through the trainer's test hooks (zt_train_hooks), at
  * step 2 on the last rank, the way a failing matrix product would fail.

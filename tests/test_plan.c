@@ -1,4 +1,4 @@
-/* test_plan.c — requests resolve to the plans of SPEC §1 and §3, and the engine
+/* test_plan.c — requests resolve to the plans of contract §1 and §3, and the engine
  * holds every buffer in the dtype its plan says. */
 #include <signal.h>
 #include <string.h>
@@ -29,7 +29,7 @@ static zt_plan resolve(zt_face face, const char *load, const char *mp, int shard
     return p;
 }
 
-/* SPEC §1's table: the same bf16-loaded model under the three modes. */
+/* contract §1's table: the same bf16-loaded model under the three modes. */
 static void test_seed_table(void)
 {
     int rc;

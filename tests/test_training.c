@@ -1,4 +1,4 @@
-/* test_training.c — the training semantics of SPEC §4 that parity alone does not pin:
+/* test_training.c — the training semantics of contract §4 that parity alone does not pin:
  * accumulation, checkpointing, wrap policies, data order, schedules, bf16 master
  * rounding and padding.  Runs on the gqa_tied fixture model. */
 #include <stdlib.h>
@@ -288,7 +288,7 @@ static void test_lr_schedules(void)
     ZT_CHECK_CLOSE(zt_lr_factor(ZT_LR_LINEAR, 3, 10, 0), 0.7, 1e-12, 1e-12);
 }
 
-/* SPEC §4: rank r at micro-step a of step s starts at s*G + (a*W + r)*B. */
+/* contract §4: rank r at micro-step a of step s starts at s*G + (a*W + r)*B. */
 static void test_sample_order(void)
 {
     ZT_CHECK(zt_sample_index(0, 0, 0, 2, 1, 1) == 0);

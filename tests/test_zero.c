@@ -1,4 +1,4 @@
-/* test_zero.c — the ZeRO engine over real MPI ranks (SPEC §2-§4).
+/* test_zero.c — the ZeRO engine over real MPI ranks (contract §2-§4).
  *
  * Run as `mpirun -np N build/tests/test_zero` (tests/cli/zero_mpi.sh does, for
  * N = 2 and 4); run alone it is a world of one and checks the same things.
@@ -148,7 +148,7 @@ static zt_plan_request deepspeed(int stage)
     return r;
 }
 
-/* N ranks x B reproduce 1 rank x N*B (same global batch, SPEC §4 data order). */
+/* N ranks x B reproduce 1 rank x N*B (same global batch, contract §4 data order). */
 static void equivalence(const char *fixture, zt_plan_request req, int A, const char *name)
 {
     zt_comm world_comm;

@@ -134,7 +134,7 @@ def make_tokens(name):
 
 
 def batch(tokens, step, B, T):
-    """Step s uses samples k = s*B + j; sample k is tokens[k*T : k*T+T+1] (SPEC §4)."""
+    """Step s uses samples k = s*B + j; sample k is tokens[k*T : k*T+T+1] (contract §4)."""
     rows = [tokens[k * T:k * T + T + 1] for k in range(step * B, step * B + B)]
     x = torch.from_numpy(np.stack(rows).astype(np.int64))
     return x[:, :T].contiguous(), x[:, 1:].contiguous()

@@ -2,7 +2,7 @@
 """The seed's experiment on this machine, in one command.
 
 A small Llama, loaded in bf16, trains on real English text on several MPI ranks
-in five precision modes (SPEC §1):
+in five precision modes (contract §1):
 
   (i)   FSDP memory-constrained: bf16 master and Adam state, small lr
   (ii)  the same with the lr multiplied by the number of ranks (the seed's "fix")

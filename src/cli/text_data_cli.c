@@ -1,6 +1,6 @@
 /* text_data_cli.c — `train`/`eval --data FILE.txt --tokenizer DIR`: the text
  * is tokenized once into the content-addressed cache (src/text/text_data.h)
- * and the run reads the cached ids, so SPEC §4's data order applies to them. */
+ * and the run reads the cached ids, so contract §4's data order applies to them. */
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>

@@ -1,4 +1,4 @@
-/* accelerate.h — Hugging Face Accelerate config YAML (SPEC §6), read strictly.
+/* accelerate.h — Hugging Face Accelerate config YAML (contract §6), read strictly.
  *
  * zt_accel_config_read turns the file `accelerate config` writes (or one written
  * by hand in the same shape) into a zt_accel_config, in which every setting is

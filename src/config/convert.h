@@ -1,5 +1,5 @@
 /* convert.h — the concept guide as a tool: write the Accelerate config of the
- * other backend that runs the same plan (SPEC §6, `ztrain config convert`).
+ * other backend that runs the same plan (contract §6, `ztrain config convert`).
  *
  *   FSDP NO_SHARD / SHARD_GRAD_OP / FULL_SHARD  <->  DeepSpeed ZeRO 0 / 2 / 3
  *   FSDP aligned (bf16 load, mixed precision)    <->  DeepSpeed bf16 (fp32 master)

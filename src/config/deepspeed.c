@@ -110,7 +110,7 @@ static const key fp16_keys[] = {
             "default"},
     {.name = "auto_cast", .kind = K_BOOL, IGNORED}, /* casts float inputs; ztrain's are token ids */
     {.name = "fp16_master_weights_and_grads", .kind = K_BOOL, IGNORED, .fixed = 1, .want = 0,
-     .why = "ztrain keeps fp32 master weights and gradients with fp16 compute (SPEC §3)"},
+     .why = "ztrain keeps fp32 master weights and gradients with fp16 compute (contract §3)"},
 };
 
 static const key bf16_keys[] = {

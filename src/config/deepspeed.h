@@ -1,4 +1,4 @@
-/* deepspeed.h — DeepSpeed JSON config (SPEC §6), read strictly, "auto" resolved as Accelerate does.
+/* deepspeed.h — DeepSpeed JSON config (contract §6), read strictly, "auto" resolved as Accelerate does.
  *
  * Two steps, as in Accelerate + DeepSpeed:
  *   zt_ds_config_read     the file into a zt_ds_config: every setting is the file's value,

@@ -1,5 +1,5 @@
 /* settings.h — everything a run is told, from flags and config files, and how
- * the sources combine into one plan request (SPEC §6).
+ * the sources combine into one plan request (contract §6).
  *
  * Precedence, lowest first: ztrain's defaults (Hugging Face TrainingArguments'
  * where they exist), the Accelerate YAML (--config_file), the DeepSpeed JSON

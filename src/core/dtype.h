@@ -4,7 +4,7 @@
  * (8 significant bits); rounding fp32 -> bf16 / fp16 is round-to-nearest-even, as
  * torch's .to() does, and NaN stays NaN.  Everything that narrows a value goes
  * through these functions, so "every stored value is rounded to its dtype"
- * (SPEC §3) has exactly one implementation. */
+ * (contract §3) has exactly one implementation. */
 #ifndef ZT_DTYPE_H
 #define ZT_DTYPE_H
 

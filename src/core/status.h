@@ -3,7 +3,7 @@
  * Every fallible function returns an int status (ZT_OK, ZT_EINPUT, ZT_EFAIL) and,
  * on failure, fills a zt_err with a message that names the file, key, flag or
  * rank at fault.  Only main() turns a status into an exit code, so the codes
- * double as the CLI's exit codes (SPEC §7: 0 ok, 2 bad input, 1 anything else). */
+ * double as the CLI's exit codes (contract §7: 0 ok, 2 bad input, 1 anything else). */
 #ifndef ZT_STATUS_H
 #define ZT_STATUS_H
 

@@ -770,7 +770,7 @@ int zt_engine_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double
     zt_engine_reduce_grads(eng);
     /* Global L2 norm of the logical gradient: padding is zero, so the squares of
      * whole shards sum to it over the shard group; replicas hold the same shard
-     * and are not summed again (SPEC §4). */
+     * and are not summed again (contract §4). */
     double sumsq = 0.0;
     for (int u = 0; u < lay->nunits; u++) {
         const zt_unit_state *us = &eng->units[u];

@@ -1,6 +1,6 @@
 /* engine.h — the owner of every parameter byte: master shards, gradients,
  * optimizer state and the gathered compute-dtype copies the model reads, for
- * ZeRO stages 0-3 and hybrid sharding (SPEC §2).
+ * ZeRO stages 0-3 and hybrid sharding (contract §2).
  *
  * Let G be the shard-group size (1 for stage 0), r this rank's place in it, and
  * P a unit's padded length (a multiple of G).  Per unit:

@@ -1,5 +1,5 @@
 /* loss_scale.h — dynamic loss scaling for fp16 compute, with DeepSpeed's rules
- * (deepspeed.runtime.fp16.loss_scaler.DynamicLossScaler, SPEC §3).
+ * (deepspeed.runtime.fp16.loss_scaler.DynamicLossScaler, contract §3).
  *
  * The loss is multiplied by `scale` before backward, so small fp16 gradients do
  * not flush to zero; gradients are divided by it before clipping and the step.

@@ -3,7 +3,7 @@
  * Promise: a config that reads without error describes exactly the model ztrain
  * computes.  Every key is either understood, known to change nothing ztrain
  * computes, accepted only at the value that makes it inert, or refused by name
- * (SPEC §5: never silently ignored).  Integers must be JSON integer literals, as
+ * (contract §5: never silently ignored).  Integers must be JSON integer literals, as
  * HF's own constructors would fail on 64.0. */
 #include "../model/config.h"
 

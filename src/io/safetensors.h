@@ -3,7 +3,7 @@
  * Format: 8-byte little-endian header length n, n bytes of UTF-8 JSON
  *   {"name": {"dtype": "F32", "shape": [..], "data_offsets": [begin, end]}, ...,
  *    "__metadata__": {"k": "v"}}
- * then the data section.  Validation follows the reference parser (SPEC §5):
+ * then the data section.  Validation follows the reference parser (contract §5):
  * header <= 100 MB, valid UTF-8 JSON object, known dtypes, offsets contiguous from
  * 0 in file order of begin offsets and inside the file, prod(shape)*dtype size =
  * end - begin, no trailing bytes, no duplicate names.  Every fault is reported as

@@ -1,4 +1,4 @@
-/* tokens.h — token streams for training and evaluation (SPEC §5).
+/* tokens.h — token streams for training and evaluation (contract §5).
  *
  *   .npy  a 1-D array of unsigned or signed integers (|u1 <u2 <u4 <u8 |i1 <i2 <i4 <i8),
  *         C order, NumPy format version 1.0, 2.0 or 3.0;

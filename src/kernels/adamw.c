@@ -32,7 +32,7 @@ static inline float inv_half_ulp(float x, int mb)
 #define RN_F16(x) zt_f16_to_f32(zt_f32_to_f16(x))
 
 /* The loop for 16-bit storage.  The arithmetic is fp32 in torch's order; p, m and v
- * are rounded to the storage dtype when stored (SPEC §3).  COMP (a literal 0 or 1)
+ * are rounded to the storage dtype when stored (contract §3).  COMP (a literal 0 or 1)
  * says whether a Kahan compensation buffer is carried; the audit is counted without
  * branches (nz = 1 where the intended change is non-zero), as in the fp32 loop, so
  * that the loop vectorises: with an `if` around the audit it ran element by element,

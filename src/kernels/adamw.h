@@ -1,6 +1,6 @@
 /* adamw.h — AdamW on one shard of a flat buffer (a backend kernel, backend.h).
  *
- * AdamW follows torch.optim.AdamW exactly (SPEC §4), with step t counted from 1:
+ * AdamW follows torch.optim.AdamW exactly (contract §4), with step t counted from 1:
  *   p <- p * (1 - lr*wd)
  *   m <- b1*m + (1-b1)*g ;  v <- b2*v + (1-b2)*g^2
  *   p <- p - (lr / (1-b1^t)) * m / (sqrt(v) / sqrt(1-b2^t) + eps)

@@ -1,4 +1,4 @@
-/* layout.h — where every Llama parameter lives (SPEC §2).
+/* layout.h — where every Llama parameter lives (contract §2).
  *
  * Parameters are grouped into units (FSDP's wrapped modules).  Each unit owns one
  * flat buffer holding its parameters back to back in a fixed order, padded with
@@ -36,7 +36,7 @@ typedef struct zt_param {
     size_t numel;
     int unit;           /* unit holding it */
     size_t offset;      /* element offset inside the unit's flat buffer */
-    int decay;          /* weight decay applies: matrices yes, norm weights no (SPEC §4) */
+    int decay;          /* weight decay applies: matrices yes, norm weights no (contract §4) */
 } zt_param;
 
 typedef struct zt_unit {

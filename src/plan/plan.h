@@ -1,4 +1,4 @@
-/* plan.h — one resolved plan per run (SPEC §1-§3).
+/* plan.h — one resolved plan per run (contract §1-§3).
  *
  * What the user asked for (flags, Accelerate YAML) is a zt_plan_request; the
  * plan is what ztrain will do: the backend face, the ZeRO stage, the shard
@@ -52,7 +52,7 @@ typedef struct zt_plan_request {
      * numbers of ranks or not consecutive ones */
     int machines, machine_ranks;
     const char *master_compensation; /* "none" or "kahan"; NULL: none */
-    /* overlap of collectives with compute (SPEC §2, Prefetch) */
+    /* overlap of collectives with compute (contract §2, Prefetch) */
     const char *backward_prefetch; /* FSDP: BACKWARD_PRE | BACKWARD_POST | NO_PREFETCH; NULL: BACKWARD_PRE */
     zt_setting forward_prefetch;  /* FSDP; unset: off (FSDP's default) */
     zt_setting overlap_comm;      /* DeepSpeed; unset: on for stage 3 only (DeepSpeed's default) */
@@ -81,7 +81,7 @@ void zt_plan_request_init(zt_plan_request *r);
 /* Resolve for a world of `world` ranks; bad names and impossible combinations
  * (fp16 without loss scaling, ranks_per_node not dividing the world) are ZT_EINPUT. */
 int zt_plan_resolve(const zt_plan_request *r, int world, zt_plan *out, zt_err *err);
-/* The plan as SPEC §1's table row plus stage, group and wrap. */
+/* The plan as contract §1's table row plus stage, group and wrap. */
 void zt_plan_print(FILE *f, const zt_plan *p);
 
 /* A plan for one process with the given precision (tests and evaluation). */

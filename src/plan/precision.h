@@ -1,6 +1,6 @@
 /* precision.h — the precision plan: which dtype each role of a parameter byte
  * has, when collectives overlap compute, and the loss scaling that fp16 needs
- * (SPEC §1-§3, docs/precision.md).  Its one home: the plan resolves it
+ * (contract §1-§3, docs/precision.md).  Its one home: the plan resolves it
  * (zt_precision_resolve), the engine allocates and checks buffers by it, the
  * model computes in its compute dtype, and zt_plan_print shows it as a table.
  *
@@ -37,7 +37,7 @@ typedef struct zt_precision {
 #define ZT_PRECISION_ALL(dt) \
     ((zt_precision){.load = (dt), .master = (dt), .compute = (dt), .reduce = (dt), .save = (dt)})
 
-/* When collectives overlap computation (SPEC §2, Prefetch).  FSDP's and
+/* When collectives overlap computation (contract §2, Prefetch).  FSDP's and
  * DeepSpeed's settings resolve to these in plan.c.
  *   forward_prefetch   stage 3: when a unit is gathered in forward, start the
  *                      next unit's all-gather (FSDP forward_prefetch)

@@ -1,4 +1,4 @@
-/* batches.h — which tokens each rank sees at each micro-step (SPEC §4).
+/* batches.h — which tokens each rank sees at each micro-step (contract §4).
  *
  * The stream t[0..n) is cut into windows of T+1 tokens, window i = t[i*T .. i*T+T]
  * (consecutive windows share one token: inputs are the first T, targets the last T),

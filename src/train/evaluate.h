@@ -5,7 +5,7 @@
  * The stream is cut into consecutive windows of T + 1 tokens as `ztrain eval`
  * cuts it (window i = t[iT .. iT+T], inputs the first T, targets the last T), and
  * every window is evaluated exactly once.  The windows are sharded over the ranks
- * as a training step's micro-batches are (SPEC §4 with A = 1): round k gives rank r
+ * as a training step's micro-batches are (contract §4 with A = 1): round k gives rank r
  * windows [(kW + r)B, (kW + r + 1)B).  A rank whose slice runs past the last window
  * fills the rest with window 0 and does not count it, because every rank must run
  * the same forward passes: with ZeRO-3 they all-gather each unit together.

@@ -1,4 +1,4 @@
-/* trainer.h — the training and evaluation loops (SPEC §4, §7).
+/* trainer.h — the training and evaluation loops (contract §4, §7).
  *
  * The command line fills zt_train_args; the trainer loads the model through the
  * engine on every rank, checks that all ranks agree on what they are about to

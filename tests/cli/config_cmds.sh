@@ -1,4 +1,4 @@
-# config show / validate / convert and estimate-memory (SPEC §6, issue 6):
+# config show / validate / convert and estimate-memory (contract §6, issue 6):
 # every example config resolves and trains two steps; converting to the other
 # backend and back gives the same plan; impossible conversions are refused with
 # the reason; estimate-memory agrees with what the engine allocates.

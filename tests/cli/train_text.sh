@@ -1,6 +1,6 @@
 # train and eval on text with --tokenizer: the text is tokenized once into the
 # cache (keyed by the content hash of text and tokenizer), a second run reads
-# the cache, and the run equals one on the same ids given as .npy (SPEC §4's
+# the cache, and the run equals one on the same ids given as .npy (contract §4's
 # data order applies to the tokenized stream, shuffled here).  A tokenizer
 # larger than the model's vocab_size, or --tokenizer with .npy data, exits 2.
 . "$(dirname "$0")/lib.bash"
