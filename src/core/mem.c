@@ -41,14 +41,6 @@ void zt_mem_reset_peak(void)
         peak[c] = current[c];
 }
 
-size_t zt_mem_total_current(void)
-{
-    size_t s = 0;
-    for (int c = 0; c < ZT_MEM_NCAT; c++)
-        s += current[c];
-    return s;
-}
-
 const char *zt_mem_cat_name(zt_mem_cat cat)
 {
     static const char *names[ZT_MEM_NCAT] = {"params", "grads", "optimizer", "gathered",

@@ -27,7 +27,6 @@ size_t zt_mem_current(zt_mem_cat cat);
 size_t zt_mem_peak(zt_mem_cat cat);
 /* Start measuring peaks from here: each category's peak becomes its current bytes. */
 void zt_mem_reset_peak(void);
-size_t zt_mem_total_current(void);
 const char *zt_mem_cat_name(zt_mem_cat cat);
 
 #endif
