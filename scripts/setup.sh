@@ -2,7 +2,7 @@
 # scripts/setup.sh — install the Debian packages ztrain builds and runs with,
 # only those that are missing.  Needs root (or sudo) the first time.
 set -euo pipefail
-packages=(gcc make libc6-dev libopenmpi-dev openmpi-bin libdnnl-dev libyaml-dev libcjson-dev python3
+packages=(gcc make libc6-dev libopenmpi-dev openmpi-bin libdnnl-dev libyaml-dev libcjson-dev libxxhash-dev clang python3
           iproute2 util-linux) # ip netns, tc and unshare: tests/cli/multinode.sh and bench/multinode.sh
 missing=()
 for p in "${packages[@]}"; do

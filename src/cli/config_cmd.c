@@ -7,6 +7,7 @@
 
 #include "../config/convert.h"
 #include "../engine/engine.h"
+#include "../core/fs.h"
 #include "../model/layout.h"
 #include "../model/llama.h"
 #include "commands.h"
@@ -163,13 +164,9 @@ int zt_cmd_config(int argc, char **argv, zt_err *err)
     rc = zt_config_convert(mem, stderr, &st, &plan, face, err);
     fclose(mem);
     if (rc == ZT_OK && output) {
-        char tmp[4200];
-        snprintf(tmp, sizeof tmp, "%s.tmp.%d", output, (int)getpid());
-        FILE *f = fopen(tmp, "w");
-        if (!f || fwrite(text, 1, len, f) != len || fclose(f) != 0 || rename(tmp, output) != 0) {
-            remove(tmp);
-            rc = zt_fail(err, ZT_EINPUT, "--output %s: cannot write", output);
-        }
+        zt_wpart part = {text, len}; /* an unpredictable temporary name, renamed into place */
+        if ((rc = zt_write_atomic(output, &part, 1, err)))
+            zt_wrap(err, "--output: ");
     } else if (rc == ZT_OK) {
         fwrite(text, 1, len, stdout);
     }

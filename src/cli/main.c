@@ -51,7 +51,7 @@ static int resolve_dtype_flag(const char *flag, const char *value, zt_dtype *out
 }
 
 /* HF's size strings: "5GB" = 5*10^9 bytes, "200MB", "64KB", "1GiB" = 2^30, or bytes. */
-static int parse_size(const char *flag, const char *s, size_t *out, zt_err *err)
+int zt_cli_parse_size(const char *flag, const char *s, size_t *out, zt_err *err)
 {
     static const struct { const char *suffix; double mult; } units[] = {
         {"GiB", 1073741824.0}, {"MiB", 1048576.0}, {"KiB", 1024.0},
@@ -74,6 +74,8 @@ static int cmd_train(int argc, char **argv, zt_err *err)
 {
     const char *model = NULL, *data = NULL, *output_dir = NULL, *log_jsonl = NULL, *max_shard = "5GB";
     const char *resume = NULL, *tokenizer = NULL;
+    long save_total_limit = 0;
+    int override_ckpt = 0, allow_precision = 0;
     int threads = 0, progress = -1;
     double peak = 0.0, coll_timeout = 600.0;
     zt_settings st;
@@ -91,7 +93,10 @@ static int cmd_train(int argc, char **argv, zt_err *err)
         {"shuffle", ZT_FLAG_BOOL, &st.shuffle, "seeded shuffle of the windows each epoch (default: in order)", 1, 0, 0},
         {"max_shard_size", ZT_FLAG_STR, &max_shard, "split saved weights into shards above this size, e.g. 5GB, 200MB (default 5GB, as HF)", 1, 0, 0},
         {"save_steps", ZT_FLAG_LONG, &st.save_steps, "also save OUTPUT_DIR/checkpoint-N (model + sharded run state) every N steps", 0, 1e12, 0},
-        {"resume_from_checkpoint", ZT_FLAG_STR, &resume, "continue from a checkpoint-N directory, bit for bit (same ranks and plan)", 1, 0, 0},
+        {"resume_from_checkpoint", ZT_FLAG_STR, &resume, "continue from a checkpoint-N directory, or 'latest' (the newest complete one in --output_dir); bit for bit under the same plan, resharded under another", 1, 0, 0},
+        {"save_total_limit", ZT_FLAG_LONG, &save_total_limit, "keep only the newest N checkpoint-N directories (default: all)", 0, 1e12, 0},
+        {"override_checkpoint_args", ZT_FLAG_BOOL, &override_ckpt, "resume even where hyper-parameters differ from the checkpoint's, printing each change", 1, 0, 0},
+        {"allow_precision_change", ZT_FLAG_BOOL, &allow_precision, "resume under another master dtype, converting the saved state", 1, 0, 0},
         {"threads", ZT_FLAG_INT, &threads, "threads per process (default: the cores this process may use)", 0, 4096, 0},
         {"progress", ZT_FLAG_BOOL, &progress, "progress bar (default: when stderr is a terminal)", 1, 0, 0},
         {"peak_gflops", ZT_FLAG_DOUBLE, &peak, "matrix-product peak for MFU (default: measured)", 0, 1e9, 0},
@@ -124,7 +129,7 @@ static int cmd_train(int argc, char **argv, zt_err *err)
     if ((rc = zt_resolve_run(&st, model, NULL, g_world, &topo, &cfg, &plan, err)) ||
         (rc = zt_train_args_from_settings(&st, &plan, &a, err)))
         return rc;
-    if ((rc = parse_size("max_shard_size", max_shard, &a.max_shard_bytes, err)))
+    if ((rc = zt_cli_parse_size("max_shard_size", max_shard, &a.max_shard_bytes, err)))
         return rc;
     /* what is not a setting: where things are, and how the run reports */
     a.model_dir = model;
@@ -132,6 +137,15 @@ static int cmd_train(int argc, char **argv, zt_err *err)
     a.output_dir = output_dir;
     a.log_jsonl = log_jsonl;
     a.resume_dir = resume;
+    a.save_total_limit = save_total_limit;
+    a.override_checkpoint_args = override_ckpt;
+    a.allow_precision_change = allow_precision;
+    char command_line[1024] = "ztrain train";
+    for (int i = 0; i < argc; i++) { /* recorded in each checkpoint's trainer_state.json */
+        size_t len = strlen(command_line);
+        snprintf(command_line + len, sizeof command_line - len, " %s", argv[i]);
+    }
+    a.command_line = command_line;
     a.peak_gflops = peak;
     a.progress = progress < 0 ? isatty(STDERR_FILENO) : progress;
     if ((rc = zt_cli_eval_apply(&ev, &a, err)))
@@ -232,7 +246,7 @@ static int cmd_init_model(int argc, char **argv, zt_err *err)
     zt_dtype dt;
     size_t max_shard_bytes = 0;
     if ((rc = resolve_dtype_flag("torch_dtype", torch_dtype, &dt, err)) ||
-        (rc = parse_size("max_shard_size", max_shard, &max_shard_bytes, err)))
+        (rc = zt_cli_parse_size("max_shard_size", max_shard, &max_shard_bytes, err)))
         return rc;
     zt_llama_config cfg;
     if ((rc = zt_hf_config_read(cfg_path, &cfg, err)))
@@ -259,7 +273,9 @@ static void usage(void)
            "  config       show | validate | convert an Accelerate YAML / DeepSpeed JSON\n"
            "  estimate-memory  bytes per rank by stage and mode, before running\n"
            "  tokenize     text files to token ids with a Hugging Face tokenizer.json\n"
-           "  tokenizer    train: a byte-level BPE tokenizer from text (Hugging Face files)\n",
+           "  tokenizer    train: a byte-level BPE tokenizer from text (Hugging Face files)\n"
+           "  checkpoint   show: verify a checkpoint, print its state and what resuming it would do\n"
+           "  merge-weights  a checkpoint's shards to a Hugging Face model directory\n",
            ZTRAIN_VERSION);
 }
 
@@ -278,6 +294,8 @@ int main(int argc, char **argv)
         {"launch", zt_cmd_launch}, {"config", zt_cmd_config}, {"estimate-memory", zt_cmd_estimate_memory},
         {"tokenize", zt_cmd_tokenize}, {"tokenizer", zt_cmd_tokenizer},
         {"generate", zt_cmd_generate},
+        {"checkpoint", zt_cmd_checkpoint},
+        {"merge-weights", zt_cmd_merge_weights},
     };
     zt_err err = {0};
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
@@ -292,8 +310,8 @@ int main(int argc, char **argv)
                 fprintf(stderr, "ztrain: error: %s\n", err.msg);
         }
         zt_comm_finalize_mpi();
-        return rc == ZT_OK ? 0 : rc == ZT_EINPUT ? 2 : 1;
+        return rc == ZT_OK ? 0 : rc == ZT_EINPUT ? 2 : rc == ZT_EINTERRUPT ? 130 : 1;
     }
-    fprintf(stderr, "ztrain: error: unknown command '%s' (commands: train, eval, init-model, env, launch, config, estimate-memory, tokenize, tokenizer)\n", argv[1]);
+    fprintf(stderr, "ztrain: error: unknown command '%s' (commands: train, eval, init-model, env, launch, config, estimate-memory, tokenize, tokenizer, checkpoint, merge-weights)\n", argv[1]);
     return 2;
 }

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -29,29 +30,72 @@ static int write_all(int fd, const void *data, size_t bytes)
     return 0;
 }
 
+/* "path.ztmp-" + 12 random letters and digits: unpredictable, so nobody can
+ * plant a symlink under the name beforehand, and opened O_CREAT|O_EXCL|O_NOFOLLOW,
+ * so a name that exists anyway (a symlink included) is never followed or reused. */
+int zt_create_temp(const char *path, char *tmp, size_t cap)
+{
+    static const char alphabet[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    for (int attempt = 0; attempt < 100; attempt++) {
+        unsigned char rnd[12];
+        if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
+            return -1;
+        char suffix[13];
+        for (int i = 0; i < 12; i++)
+            suffix[i] = alphabet[rnd[i] % (sizeof alphabet - 1)];
+        suffix[12] = 0;
+        if (snprintf(tmp, cap, "%s.ztmp-%s", path, suffix) >= (int)cap) {
+            errno = ENAMETOOLONG;
+            return -1;
+        }
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd >= 0 || errno != EEXIST)
+            return fd;
+    }
+    errno = EEXIST;
+    return -1;
+}
+
+static int part_of_array(void *ctx, int i, zt_wpart *part, zt_err *err)
+{
+    (void)err;
+    *part = ((const zt_wpart *)ctx)[i];
+    return ZT_OK;
+}
+
 int zt_write_atomic(const char *path, const zt_wpart *parts, int n, zt_err *err)
+{
+    if (n < 0 || (n > 0 && !parts))
+        return zt_fail(err, ZT_EFAIL, "%s: write: bad part list", path ? path : "");
+    return zt_write_atomic_fn(path, n, part_of_array, (void *)parts, err);
+}
+
+int zt_write_atomic_fn(const char *path, int n, zt_part_fn get, void *ctx, zt_err *err)
 {
     if (!path || !*path)
         return zt_fail(err, ZT_EINPUT, "write: empty output path");
-    if (n < 0 || (n > 0 && !parts))
+    if (n < 0 || !get)
         return zt_fail(err, ZT_EFAIL, "%s: write: bad part list", path);
     size_t tmp_bytes = strlen(path) + 32;
     char *tmp = zt_alloc(ZT_MEM_OTHER, tmp_bytes);
     if (!tmp)
         return zt_fail(err, ZT_EFAIL, "%s: out of memory", path);
-    snprintf(tmp, tmp_bytes, "%s.tmp.%ld", path, (long)getpid());
 
     int rc = ZT_OK;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = zt_create_temp(path, tmp, tmp_bytes);
     if (fd < 0) {
         int e = errno;
         rc = zt_fail(err, zt_errno_code(e), "%s: cannot create %s: %s", path, tmp, strerror(e));
         zt_free(ZT_MEM_OTHER, tmp, tmp_bytes);
         return rc;
     }
-    for (int i = 0; i < n && rc == ZT_OK; i++)
-        if (parts[i].bytes && write_all(fd, parts[i].data, parts[i].bytes) != 0)
+    for (int i = 0; i < n && rc == ZT_OK; i++) {
+        zt_wpart part = {NULL, 0};
+        if ((rc = get(ctx, i, &part, err)))
+            break;
+        if (part.bytes && write_all(fd, part.data, part.bytes) != 0)
             rc = zt_fail(err, ZT_EFAIL, "%s: writing %s: %s", path, tmp, strerror(errno));
+    }
     /* fsync before rename: otherwise a crash can leave the new name pointing at
      * a file whose data never reached the disk. */
     if (rc == ZT_OK && fsync(fd) != 0)

@@ -7,14 +7,22 @@
 
 #include "status.h"
 
-/* Write the concatenation of n byte ranges to path atomically: "path.tmp.<pid>",
- * fsync, rename over path; on any failure the tmp file is removed and an existing
- * path is left untouched.  The one implementation behind every file ztrain writes. */
+/* Write the concatenation of n byte ranges to path atomically: a temporary
+ * "path.ztmp-XXXXXXXXXXXX" (zt_create_temp), fsync, rename over path; on any
+ * failure the temporary file is removed and an existing path is left untouched.
+ * The one implementation behind every file ztrain writes. */
 typedef struct zt_wpart {
     const void *data;
     size_t bytes;
 } zt_wpart;
 int zt_write_atomic(const char *path, const zt_wpart *parts, int n, zt_err *err);
+/* The same, with part i asked of get just before it is written, so a writer can
+ * stream parts it makes one at a time (a producer may reuse one buffer). */
+typedef int (*zt_part_fn)(void *ctx, int i, zt_wpart *part, zt_err *err);
+int zt_write_atomic_fn(const char *path, int n, zt_part_fn get, void *ctx, zt_err *err);
+/* Create "path.ztmp-" + 12 random characters with O_CREAT|O_EXCL|O_NOFOLLOW
+ * (mode 0644), its name in tmp[cap]: the descriptor, or -1 with errno set. */
+int zt_create_temp(const char *path, char *tmp, size_t cap);
 
 /* mkdir -p: create dir and its missing parents; an existing directory is fine,
  * an existing non-directory is ZT_EINPUT naming it. */

@@ -10,6 +10,9 @@
 #include <stdarg.h>
 
 enum { ZT_OK = 0, ZT_EFAIL = 1, ZT_EINPUT = 2 };
+/* Not a failure: the run stopped cleanly on SIGINT (exit 130, as a shell reports
+ * Ctrl-C); nothing to print. */
+enum { ZT_EINTERRUPT = 130 };
 
 typedef struct zt_err {
     int code;

@@ -39,3 +39,4 @@ int zt_lr_schedule_parse(const char *s, zt_lr_schedule *out)
     return -1;
 }
 
+const char *zt_lr_schedule_name(zt_lr_schedule s) { return schedule_names[s]; }

@@ -21,5 +21,6 @@ typedef enum zt_lr_schedule {
  *   cosine  u<w ? u/w : max(0, 0.5*(1+cos(pi*(u-w)/(S-w)))).  (HF's get_*_schedule_with_warmup) */
 double zt_lr_factor(zt_lr_schedule s, long u, long S, long w);
 int zt_lr_schedule_parse(const char *s, zt_lr_schedule *out);
+const char *zt_lr_schedule_name(zt_lr_schedule s); /* checkpoints record and compare it */
 
 #endif

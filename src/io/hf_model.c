@@ -82,8 +82,32 @@ int zt_hf_load_params_to(const char *dir, const zt_layout *lay, zt_param_sink se
  * model-0000i-of-0000n.safetensors cut between tensors, as save_pretrained does,
  * plus model.safetensors.index.json.  The layout not written (single vs sharded)
  * is removed afterwards, so the directory never holds two disagreeing models. */
+/* A shard's tensors are outs[first..]: the fill function is asked by global index. */
+typedef struct shard_fill {
+    zt_st_fill_fn fill;
+    void *ctx;
+    int first;
+} shard_fill;
+
+static int fill_shifted(void *ctx, int i, void *dst, zt_err *err)
+{
+    const shard_fill *sf = ctx;
+    return sf->fill(sf->ctx, sf->first + i, dst, err);
+}
+
+/* outs written as given, or (fill non-NULL) each tensor made by fill just before
+ * it is written. */
+static int write_some(const char *path, const zt_st_out *outs, int first, int count, zt_st_fill_fn fill,
+                      void *ctx, zt_err *err)
+{
+    if (!fill)
+        return zt_st_write(path, outs + first, count, "pt", err);
+    shard_fill sf = {fill, ctx, first};
+    return zt_st_write_fill(path, outs + first, count, "pt", fill_shifted, &sf, err);
+}
+
 static int write_weights(const char *dir, const zt_st_out *outs, int n, zt_dtype dtype,
-                         size_t max_shard_bytes, zt_err *err)
+                         size_t max_shard_bytes, zt_st_fill_fn fill, void *ctx, zt_err *err)
 {
     char path[4096], index[4096];
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
@@ -93,7 +117,7 @@ static int write_weights(const char *dir, const zt_st_out *outs, int n, zt_dtype
         total += (size_t)outs[i].shape[0] * (size_t)(outs[i].ndim == 2 ? outs[i].shape[1] : 1) * es;
     int rc;
     if (max_shard_bytes == 0 || total <= max_shard_bytes) {
-        if ((rc = zt_st_write(path, outs, n, "pt", err)))
+        if ((rc = write_some(path, outs, 0, n, fill, ctx, err)))
             return rc;
         unlink(index);
         return ZT_OK;
@@ -124,7 +148,7 @@ static int write_weights(const char *dir, const zt_st_out *outs, int n, zt_dtype
         char name[64];
         snprintf(name, sizeof name, "model-%05d-of-%05d.safetensors", s + 1, nshards);
         snprintf(path, sizeof path, "%s/%s", dir, name);
-        rc = zt_st_write(path, outs + first, last - first, "pt", err);
+        rc = write_some(path, outs, first, last - first, fill, ctx, err);
         for (int i = first; i < last; i++)
             cJSON_AddStringToObject(map, outs[i].name, name);
         first = last;
@@ -174,7 +198,7 @@ int zt_hf_save_tensors(const char *dir, const zt_llama_config *cfg, const zt_lay
         outs[i].shape[0] = p->shape[0];
         outs[i].shape[1] = p->shape[1];
     }
-    if ((rc = write_weights(dir, outs, lay->nparams, dtype, max_shard_bytes, err)))
+    if ((rc = write_weights(dir, outs, lay->nparams, dtype, max_shard_bytes, NULL, NULL, err)))
         goto done;
     char path[4096];
     zt_llama_config c = *cfg;
@@ -186,6 +210,33 @@ done:
         for (int i = 0; i < lay->nparams; i++)
             zt_free(ZT_MEM_OTHER, conv[i], conv[i] ? lay->params[i].numel * zt_dtype_size(dtype) : 0);
     zt_free(ZT_MEM_OTHER, conv, (size_t)lay->nparams * sizeof *conv);
+    zt_free(ZT_MEM_OTHER, outs, (size_t)lay->nparams * sizeof *outs);
+    return rc;
+}
+
+int zt_hf_save_streamed(const char *dir, const zt_llama_config *cfg, const zt_layout *lay, zt_dtype dtype,
+                        size_t max_shard_bytes, zt_st_fill_fn fill, void *ctx, zt_err *err)
+{
+    int rc = zt_mkdirs(dir, err);
+    if (rc)
+        return rc;
+    zt_st_out *outs = zt_alloc(ZT_MEM_OTHER, (size_t)lay->nparams * sizeof *outs);
+    if (!outs)
+        return zt_fail(err, ZT_EFAIL, "out of memory saving %s", dir);
+    for (int i = 0; i < lay->nparams; i++) { /* as zt_hf_save_tensors, so the bytes are the same */
+        const zt_param *p = &lay->params[i];
+        outs[i] = (zt_st_out){.name = p->name, .dtype = dtype, .ndim = p->ndim, .data = NULL};
+        outs[i].shape[0] = p->shape[0];
+        outs[i].shape[1] = p->shape[1];
+    }
+    rc = write_weights(dir, outs, lay->nparams, dtype, max_shard_bytes, fill, ctx, err);
+    if (rc == ZT_OK) {
+        char path[4096];
+        zt_llama_config c = *cfg;
+        c.torch_dtype = dtype;
+        snprintf(path, sizeof path, "%s/config.json", dir);
+        rc = zt_hf_config_write(path, &c, err);
+    }
     zt_free(ZT_MEM_OTHER, outs, (size_t)lay->nparams * sizeof *outs);
     return rc;
 }

@@ -13,6 +13,7 @@
 
 #include "../model/config.h"
 #include "../model/layout.h"
+#include "safetensors.h"
 
 int zt_hf_read_config_dir(const char *dir, zt_llama_config *cfg, zt_err *err);
 /* Hand each parameter's full tensor (numel elements of src_dt) to set(ctx, ...)
@@ -21,6 +22,11 @@ int zt_hf_read_config_dir(const char *dir, zt_llama_config *cfg, zt_err *err);
 typedef void (*zt_param_sink)(void *ctx, const zt_param *p, const void *src, zt_dtype src_dt);
 int zt_hf_load_params_to(const char *dir, const zt_layout *lay, zt_param_sink set, void *ctx,
                          zt_err *err);
+/* The same directory, streamed: fill(ctx, i, dst) writes parameter i (layout
+ * order) in dtype just before it goes to disk, so one tensor is held at a time
+ * (merge-weights).  Byte for byte what zt_hf_save_tensors writes for the same values. */
+int zt_hf_save_streamed(const char *dir, const zt_llama_config *cfg, const zt_layout *lay, zt_dtype dtype,
+                        size_t max_shard_bytes, zt_st_fill_fn fill, void *ctx, zt_err *err);
 /* Write a HF directory from full fp32 tensors given per layout parameter, in
  * dtype; more than max_shard_bytes of weights (0: no limit) are split into
  * shards with model.safetensors.index.json, as save_pretrained's max_shard_size

@@ -202,6 +202,12 @@ static int cmp_tensor_name(const void *a, const void *b)
     return strcmp((*x)->name, (*y)->name);
 }
 
+void zt_st_drop_pages(zt_st_file *f)
+{
+    if (f && f->map && f->map_bytes)
+        (void)madvise(f->map, f->map_bytes, MADV_DONTNEED);
+}
+
 void zt_st_close(zt_st_file *f)
 {
     if (!f)
@@ -555,8 +561,46 @@ static int cmp_cstr_ptr(const void *a, const void *b)
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
+/* zt_st_write_fill's parts: the length, the header, then each tensor, filled
+ * into one scratch buffer the size of the largest just before it is written. */
+typedef struct fill_parts {
+    const zt_wpart *parts;
+    const size_t *nbytes;
+    zt_st_fill_fn fill;
+    void *ctx;
+    void *scratch;
+} fill_parts;
+
+static int fill_part(void *ctx, int i, zt_wpart *part, zt_err *err)
+{
+    fill_parts *fp = ctx;
+    if (i < 2 || !fp->fill) {
+        *part = fp->parts[i];
+        return ZT_OK;
+    }
+    *part = (zt_wpart){fp->scratch, fp->nbytes[i - 2]};
+    return fp->nbytes[i - 2] ? fp->fill(fp->ctx, i - 2, fp->scratch, err) : ZT_OK;
+}
+
+static int st_write(const char *path, const zt_st_out *tensors, int n, const char *metadata_format,
+                    zt_st_fill_fn fill, void *fill_ctx, zt_err *err);
+
 int zt_st_write(const char *path, const zt_st_out *tensors, int n, const char *metadata_format,
                 zt_err *err)
+{
+    return st_write(path, tensors, n, metadata_format, NULL, NULL, err);
+}
+
+int zt_st_write_fill(const char *path, const zt_st_out *tensors, int n, const char *metadata_format,
+                     zt_st_fill_fn fill, void *ctx, zt_err *err)
+{
+    if (!fill)
+        return zt_fail(err, ZT_EFAIL, "%s: write: no fill function", path);
+    return st_write(path, tensors, n, metadata_format, fill, ctx, err);
+}
+
+static int st_write(const char *path, const zt_st_out *tensors, int n, const char *metadata_format,
+                    zt_st_fill_fn fill, void *fill_ctx, zt_err *err)
 {
     if (n < 0 || (n > 0 && !tensors))
         return zt_fail(err, ZT_EINPUT, "%s: write: bad tensor list (n = %d)", path, n);
@@ -604,7 +648,7 @@ int zt_st_write(const char *path, const zt_st_out *tensors, int n, const char *m
             break;
         }
         nbytes[i] = (size_t)numel * es;
-        if (nbytes[i] && !t->data) {
+        if (nbytes[i] && !t->data && !fill) {
             rc = zt_fail(err, ZT_EINPUT, "%s: write: tensor \"%s\" has no data", path, t->name);
             break;
         }
@@ -658,9 +702,18 @@ int zt_st_write(const char *path, const zt_st_out *tensors, int n, const char *m
             len8[b] = (unsigned char)((uint64_t)h.len >> (8 * b));
         parts[0] = (zt_wpart){len8, 8};
         parts[1] = (zt_wpart){h.p, h.len};
-        for (int i = 0; i < n; i++)
+        size_t largest = 0;
+        for (int i = 0; i < n; i++) {
             parts[i + 2] = (zt_wpart){tensors[i].data, nbytes[i]};
-        rc = zt_write_atomic(path, parts, n + 2, err);
+            largest = nbytes[i] > largest ? nbytes[i] : largest;
+        }
+        fill_parts fp = {parts, nbytes, fill, fill_ctx, NULL};
+        if (fill && largest && !(fp.scratch = xalloc(largest)))
+            rc = zt_fail(err, ZT_EFAIL, "%s: out of memory for a %zu-byte tensor", path, largest);
+        if (rc == ZT_OK)
+            rc = zt_write_atomic_fn(path, n + 2, fill_part, &fp, err);
+        if (fp.scratch)
+            xfree(fp.scratch, largest);
     }
     sb_free(&h);
     if (nbytes)

@@ -52,11 +52,20 @@ typedef struct zt_st_out {
 } zt_st_out;
 
 /* Write n tensors (in the given order) to path atomically: the data goes to
- * "path.tmp.<pid>", is flushed, then renamed over path, so a failure never leaves
+ * a temporary file (zt_write_atomic), is flushed, then renamed over path, so a failure never leaves
  * a half-written file or damages an existing one.  metadata_format may be NULL;
  * otherwise it is stored as __metadata__ {"format": metadata_format}. */
 int zt_st_write(const char *path, const zt_st_out *tensors, int n, const char *metadata_format,
                 zt_err *err);
+/* The same, streaming: tensors[i].data is ignored, and fill(ctx, i, dst) writes
+ * tensor i's bytes into dst just before they go to the file, so only the largest
+ * tensor is ever held (merge-weights). */
+typedef int (*zt_st_fill_fn)(void *ctx, int i, void *dst, zt_err *err);
+int zt_st_write_fill(const char *path, const zt_st_out *tensors, int n, const char *metadata_format,
+                     zt_st_fill_fn fill, void *ctx, zt_err *err);
+/* Let the kernel drop the file's pages from this process (they are read again
+ * from the page cache if touched): bounded memory while streaming a large file. */
+void zt_st_drop_pages(zt_st_file *f);
 
 /* A Hugging Face weights directory: model.safetensors, or shards listed in
  * model.safetensors.index.json ({"metadata": {...}, "weight_map": {name: file}}).

@@ -1,16 +1,25 @@
-/* checkpoint.c — sharded run state (see checkpoint.h). */
+/* checkpoint.c — crash-consistent, reshardable run state (see checkpoint.h). */
 #include "checkpoint.h"
 
-#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "../core/fs.h"
 #include "../core/json.h"
 #include "../core/mem.h"
 #include "../io/hf_model.h"
 #include "../io/safetensors.h"
+#include "manifest.h"
+#include "weights.h"
 
 enum { ROLE_MASTER, ROLE_M, ROLE_V, ROLE_COMP, NROLES };
 static const char *role_names[NROLES] = {"master", "m", "v", "comp"};
@@ -20,24 +29,187 @@ static void *role_buffer(const zt_unit_state *us, int role)
     return role == ROLE_MASTER ? us->master : role == ROLE_M ? us->m : role == ROLE_V ? us->v : us->comp;
 }
 
-static void shard_path(char *buf, size_t cap, const char *dir, int rank, int world)
+/* Every rank learns the worst status; a rank that did not fail returns it with
+ * an empty message, so each error is printed once, by the rank it happened on. */
+static int agree(zt_comm *comm, int rc, zt_err *err)
 {
-    snprintf(buf, cap, "%s/zero/rank-%d-of-%d.safetensors", dir, rank, world);
+    int worst = zt_comm_max_int(comm, rc);
+    if (worst != ZT_OK && rc == ZT_OK)
+        return zt_fail(err, worst, "%s", "");
+    return rc;
 }
 
-int zt_ckpt_save(const char *dir, zt_engine *eng, const zt_plan *plan, const zt_ckpt_state *st,
-                 zt_err *err)
+/* Rank 0's string (cap bytes) on every rank. */
+static int share_string(zt_comm *comm, char *s, size_t cap, zt_err *err)
 {
-    const zt_comm *c = eng->comm;
+    if (comm->world == 1)
+        return ZT_OK;
+    char *all = zt_alloc(ZT_MEM_OTHER, cap * (size_t)comm->world);
+    if (!all)
+        return zt_fail(err, ZT_EFAIL, "out of memory sharing a path");
+    zt_comm_allgather_bytes(comm, all, s, cap);
+    memcpy(s, all, cap);
+    s[cap - 1] = 0;
+    zt_free(ZT_MEM_OTHER, all, cap * (size_t)comm->world);
+    return ZT_OK;
+}
+
+static int rm_entry(const char *path, const struct stat *sb, int type, struct FTW *ftw)
+{
+    (void)sb, (void)type, (void)ftw;
+    return remove(path) != 0 && errno != ENOENT ? -1 : 0;
+}
+
+/* rm -rf, not following symlinks. */
+static int remove_tree(const char *path)
+{
+    return nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static void fsync_dir(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        (void)fsync(fd); /* best effort: some filesystems refuse fsync on directories */
+        close(fd);
+    }
+}
+
+int zt_ckpt_probe_output_dir(const char *dir, zt_err *err)
+{
+    int rc = zt_mkdirs(dir, err);
+    if (rc) {
+        zt_wrap(err, "--output_dir: ");
+        return rc;
+    }
+    char probe[4200], tmp[4300];
+    snprintf(probe, sizeof probe, "%s/.ztrain-write-probe", dir);
+    int fd = zt_create_temp(probe, tmp, sizeof tmp);
+    if (fd < 0)
+        return zt_fail(err, ZT_EINPUT, "--output_dir %s: cannot write there: %s", dir, strerror(errno));
+    close(fd);
+    unlink(tmp);
+    return ZT_OK;
+}
+
+/* ---- names inside a checkpoint --------------------------------------------- */
+
+/* checkpoint-N with N all digits: N, else -1. */
+static long checkpoint_number(const char *name)
+{
+    if (strncmp(name, "checkpoint-", 11) || !name[11])
+        return -1;
+    long n = 0;
+    for (const char *p = name + 11; *p; p++) {
+        if (*p < '0' || *p > '9' || n > 100000000000000L)
+            return -1;
+        n = n * 10 + (*p - '0');
+    }
+    return n;
+}
+
+/* Leftovers of interrupted saves: .checkpoint-*.tmp-* and .checkpoint-*.del-*
+ * directories, and *.ztmp-* files of interrupted atomic writes. */
+static int is_litter(const char *name)
+{
+    if (!strncmp(name, ".checkpoint-", 12) && (strstr(name, ".tmp-") || strstr(name, ".del-")))
+        return 1;
+    return strstr(name, ".ztmp-") != NULL;
+}
+
+static void remove_litter(const char *output_dir)
+{
+    DIR *d = opendir(output_dir);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!is_litter(e->d_name))
+            continue;
+        char path[4400];
+        snprintf(path, sizeof path, "%s/%s", output_dir, e->d_name);
+        remove_tree(path);
+    }
+    closedir(d);
+}
+
+typedef struct numbered {
+    long n;
+    char name[256];
+} numbered;
+
+static int cmp_numbered_desc(const void *a, const void *b)
+{
+    long x = ((const numbered *)a)->n, y = ((const numbered *)b)->n;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* checkpoint-N entries of dir, newest first; *n gets the count (caller frees). */
+static numbered *list_checkpoints(const char *dir, int *n, size_t *bytes)
+{
+    *n = 0;
+    *bytes = 0;
+    DIR *d = opendir(dir);
+    if (!d)
+        return NULL;
+    int cap = 16;
+    numbered *v = malloc((size_t)cap * sizeof *v);
+    struct dirent *e;
+    while (v && (e = readdir(d))) {
+        long k = checkpoint_number(e->d_name);
+        if (k < 0 || strlen(e->d_name) >= sizeof v->name)
+            continue;
+        if (*n == cap) {
+            numbered *w = realloc(v, (size_t)(cap *= 2) * sizeof *v);
+            if (!w)
+                break;
+            v = w;
+        }
+        v[*n].n = k;
+        snprintf(v[*n].name, sizeof v->name, "%s", e->d_name);
+        (*n)++;
+    }
+    closedir(d);
+    if (v)
+        qsort(v, (size_t)*n, sizeof *v, cmp_numbered_desc);
+    *bytes = (size_t)cap * sizeof *v;
+    return v;
+}
+
+/* Keep the newest keep checkpoint-N directories.  Each goes by renaming it to a
+ * .del- name first, so a kill during the removal leaves litter, never a partial
+ * checkpoint-N. */
+static void rotate(const char *output_dir, long keep)
+{
+    int n;
+    size_t bytes;
+    numbered *v = list_checkpoints(output_dir, &n, &bytes);
+    for (int i = (int)keep; v && i < n; i++) {
+        char from[4400], to[4400];
+        snprintf(from, sizeof from, "%s/%s", output_dir, v[i].name);
+        snprintf(to, sizeof to, "%s/.%s.del-%ld", output_dir, v[i].name, (long)getpid());
+        if (rename(from, to) == 0)
+            remove_tree(to);
+    }
+    free(v);
+}
+
+/* ---- save ------------------------------------------------------------------- */
+
+/* What a shard writer reports to rank 0 for the manifest. */
+typedef struct shard_entry {
+    int present;
+    char path[64];
+    uint64_t bytes, xxh3;
+} shard_entry;
+
+static int write_shard(const char *tmpdir, zt_engine *eng, shard_entry *me, zt_err *err)
+{
     const zt_layout *lay = eng->lay;
-    char path[4200], zdir[4200];
-    snprintf(zdir, sizeof zdir, "%s/zero", dir);
-    int rc = zt_mkdirs(zdir, err);
     int n = 0, cap = lay->nunits * NROLES;
     zt_st_out *outs = zt_alloc(ZT_MEM_OTHER, (size_t)cap * sizeof *outs);
     char (*names)[48] = zt_alloc(ZT_MEM_OTHER, (size_t)cap * sizeof *names);
-    if (rc == ZT_OK && (!outs || !names))
-        rc = zt_fail(err, ZT_EFAIL, "out of memory saving %s", dir);
+    int rc = outs && names ? ZT_OK : zt_fail(err, ZT_EFAIL, "out of memory saving %s", tmpdir);
     for (int u = 0; rc == ZT_OK && u < lay->nunits; u++)
         for (int role = 0; role < NROLES; role++) {
             const zt_unit_state *us = &eng->units[u];
@@ -49,133 +221,657 @@ int zt_ckpt_save(const char *dir, zt_engine *eng, const zt_plan *plan, const zt_
             outs[n].shape[0] = (int64_t)us->shard_numel;
             n++;
         }
-    if (rc == ZT_OK) {
-        shard_path(path, sizeof path, dir, c->rank, c->world);
-        rc = zt_st_write(path, outs, n, NULL, err);
-    }
-    zt_free(ZT_MEM_OTHER, outs, (size_t)cap * sizeof *outs);
-    zt_free(ZT_MEM_OTHER, names, (size_t)cap * sizeof *names);
-    /* trainer_state.json marks the checkpoint complete: only after every shard */
-    int worst = zt_comm_max_int(eng->comm, rc);
-    if (worst != ZT_OK)
-        return rc ? rc : zt_fail(err, worst, "%s", "");
-    if (c->rank != 0)
-        return ZT_OK;
-    cJSON *j = cJSON_CreateObject();
-    cJSON_AddNumberToObject(j, "step", (double)st->step);
-    cJSON_AddNumberToObject(j, "optimizer_steps", (double)st->optimizer_steps);
-    cJSON_AddNumberToObject(j, "world", c->world);
-    cJSON_AddNumberToObject(j, "stage", plan->stage);
-    cJSON_AddNumberToObject(j, "group_size", plan->group_size);
-    cJSON_AddStringToObject(j, "wrap", zt_wrap_policy_name(plan->wrap));
-    cJSON_AddStringToObject(j, "master_dtype", zt_dtype_name(plan->prec.master));
-    cJSON_AddNumberToObject(j, "compensated", plan->prec.compensated);
-    cJSON_AddNumberToObject(j, "padded_numel", (double)lay->padded_numel);
-    cJSON *ls = cJSON_AddObjectToObject(j, "loss_scaler");
-    cJSON_AddNumberToObject(ls, "scale", st->scaler.scale);
-    cJSON_AddNumberToObject(ls, "cur_hysteresis", st->scaler.cur_hysteresis);
-    cJSON_AddNumberToObject(ls, "iter", (double)st->scaler.iter);
-    cJSON_AddNumberToObject(ls, "last_overflow_iter", (double)st->scaler.last_overflow_iter);
-    cJSON_AddNumberToObject(ls, "skipped", (double)st->scaler.skipped);
-    char *text = cJSON_Print(j);
-    cJSON_Delete(j);
+    snprintf(me->path, sizeof me->path, "zero/shard-%d-of-%d.safetensors", eng->group_rank, eng->group_size);
+    char path[4400];
+    snprintf(path, sizeof path, "%s/%s", tmpdir, me->path);
+    if (rc == ZT_OK)
+        rc = zt_st_write(path, outs, n, "ztrain-zero", err);
+    /* read back: the checksum is of what reached the file */
+    if (rc == ZT_OK && (rc = zt_file_digest(path, &me->bytes, &me->xxh3, err)) == ZT_OK)
+        me->present = 1;
+    zt_free(ZT_MEM_OTHER, outs, outs ? (size_t)cap * sizeof *outs : 0);
+    zt_free(ZT_MEM_OTHER, names, names ? (size_t)cap * sizeof *names : 0);
+    return rc;
+}
+
+static int write_json(const char *path, char *text, zt_err *err)
+{
     if (!text)
-        return zt_fail(err, ZT_EFAIL, "out of memory writing %s/trainer_state.json", dir);
-    snprintf(path, sizeof path, "%s/trainer_state.json", dir);
+        return zt_fail(err, ZT_EFAIL, "%s: out of memory", path);
     zt_wpart part = {text, strlen(text)};
-    rc = zt_write_atomic(path, &part, 1, err);
+    int rc = zt_write_atomic(path, &part, 1, err);
     free(text);
     return rc;
 }
 
-static int get_num(const cJSON *j, const char *key, double *out, const char *path, zt_err *err)
+/* Rank 0: the index, the trainer state and the manifest over every file. */
+static int write_metadata(const char *tmpdir, zt_engine *eng, const zt_ckpt_state *st, const shard_entry *shards,
+                          int nshards, uint64_t *total_bytes, zt_err *err)
 {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
-    if (!cJSON_IsNumber(v))
-        return zt_fail(err, ZT_EINPUT, "%s: \"%s\" is missing or not a number", path, key);
-    *out = v->valuedouble;
-    return ZT_OK;
+    char path[4400];
+    zt_ckpt_index ix;
+    int rc = zt_ckpt_index_from_layout(eng->lay, eng->group_size, eng->prec.master,
+                                       eng->units[0].comp != NULL, &ix, err);
+    if (rc)
+        return rc;
+    snprintf(path, sizeof path, "%s/zero/index.json", tmpdir);
+    rc = write_json(path, zt_ckpt_index_to_json(&ix), err);
+    zt_ckpt_index_free(&ix);
+    snprintf(path, sizeof path, "%s/trainer_state.json", tmpdir);
+    if (rc == ZT_OK)
+        rc = write_json(path, zt_ckpt_state_to_json(st), err);
+    if (rc)
+        return rc;
+    /* the manifest: rank 0's top-level files and the index, read back here, and
+     * the shards as their writers read them back */
+    int top = 0, n = 0;
+    DIR *d = opendir(tmpdir);
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        top++;
+    if (d)
+        closedir(d);
+    int cap = top + 1 + nshards;
+    zt_manifest_entry *files = zt_alloc(ZT_MEM_OTHER, (size_t)cap * sizeof *files);
+    if (!files)
+        return zt_fail(err, ZT_EFAIL, "out of memory writing %s/manifest.json", tmpdir);
+    if (!(d = opendir(tmpdir)))
+        rc = zt_fail(err, ZT_EFAIL, "%s: cannot list: %s", tmpdir, strerror(errno));
+    while (rc == ZT_OK && d && (e = readdir(d))) {
+        if (e->d_name[0] == '.' || !strcmp(e->d_name, "zero"))
+            continue;
+        if (n == top) {
+            rc = zt_fail(err, ZT_EFAIL, "%s: files appeared while it was saved", tmpdir);
+            break;
+        }
+        snprintf(files[n].path, sizeof files[n].path, "%s", e->d_name);
+        snprintf(path, sizeof path, "%s/%s", tmpdir, e->d_name);
+        rc = zt_file_digest(path, &files[n].bytes, &files[n].xxh3, err);
+        n++;
+    }
+    if (d)
+        closedir(d);
+    if (rc == ZT_OK) {
+        snprintf(files[n].path, sizeof files[n].path, "zero/index.json");
+        snprintf(path, sizeof path, "%s/zero/index.json", tmpdir);
+        rc = zt_file_digest(path, &files[n].bytes, &files[n].xxh3, err);
+        n++;
+    }
+    for (int i = 0; rc == ZT_OK && i < nshards; i++)
+        if (shards[i].present) {
+            snprintf(files[n].path, sizeof files[n].path, "%s", shards[i].path);
+            files[n].bytes = shards[i].bytes;
+            files[n].xxh3 = shards[i].xxh3;
+            n++;
+        }
+    if (rc == ZT_OK)
+        rc = zt_manifest_write(tmpdir, files, n, err);
+    *total_bytes = 0;
+    for (int i = 0; i < n; i++)
+        *total_bytes += files[i].bytes;
+    zt_free(ZT_MEM_OTHER, files, (size_t)cap * sizeof *files);
+    return rc;
 }
 
-int zt_ckpt_load(const char *dir, zt_engine *eng, const zt_plan *plan, zt_ckpt_state *st, zt_err *err)
+/* Rank 0: put tmpdir in place of final.  An existing checkpoint-N is exchanged
+ * with it in one step (renameat2 RENAME_EXCHANGE), then the old copy, now under
+ * the temporary name, is removed.  Where the filesystem cannot exchange, the old
+ * one is first renamed aside: for a moment no checkpoint-N exists, but never a
+ * mixed one. */
+static int publish(const char *tmpdir, const char *final, const char *output_dir, long step, zt_err *err)
 {
-    const zt_comm *c = eng->comm;
-    const zt_layout *lay = eng->lay;
-    char path[4200];
+    fsync_dir(tmpdir);
+    struct stat sb;
+    int rc = ZT_OK;
+    if (lstat(final, &sb) != 0) {
+        if (rename(tmpdir, final) != 0)
+            rc = zt_fail(err, ZT_EINPUT, "%s: cannot rename %s into place: %s", final, tmpdir, strerror(errno));
+    } else if (!S_ISDIR(sb.st_mode)) {
+        rc = zt_fail(err, ZT_EINPUT, "%s: exists and is not a directory", final);
+    } else if (renameat2(AT_FDCWD, tmpdir, AT_FDCWD, final, RENAME_EXCHANGE) == 0) {
+        remove_tree(tmpdir);
+    } else {
+        char aside[4400];
+        snprintf(aside, sizeof aside, "%s/.checkpoint-%ld.del-%ld", output_dir, step, (long)getpid());
+        if (rename(final, aside) != 0 || rename(tmpdir, final) != 0)
+            rc = zt_fail(err, ZT_EINPUT, "%s: cannot replace it with %s: %s", final, tmpdir, strerror(errno));
+        else
+            remove_tree(aside);
+    }
+    fsync_dir(output_dir);
+    return rc;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int zt_ckpt_save(const zt_ckpt_save_args *sa, zt_engine *eng, const zt_ckpt_state *st, char *where,
+                 zt_ckpt_save_report *rep, zt_err *err)
+{
+    const double t0 = now_s();
+    uint64_t total = 0;
+    zt_comm *comm = eng->comm;
+    const int rank0 = comm->rank == 0;
+    char final[4096], tmpdir[4096] = "";
+    if (snprintf(final, sizeof final, "%s/checkpoint-%ld", sa->output_dir, st->step) >= (int)sizeof final - 64)
+        return zt_fail(err, ZT_EINPUT, "--output_dir %s: path too long", sa->output_dir);
+    int rc = ZT_OK;
+    if (rank0) {
+        snprintf(tmpdir, sizeof tmpdir, "%s/.checkpoint-%ld.tmp-XXXXXX", sa->output_dir, st->step);
+        char zdir[4200];
+        /* mkdtemp: an unpredictable name, created 0700; opened up to 0755 as
+         * a checkpoint-N directory normally is */
+        int made = mkdtemp(tmpdir) != NULL && chmod(tmpdir, 0755) == 0;
+        snprintf(zdir, sizeof zdir, "%s/zero", tmpdir);
+        if (!made || mkdir(zdir, 0777) != 0) {
+            rc = zt_fail(err, errno == ENOSPC || errno == EIO ? ZT_EFAIL : ZT_EINPUT,
+                         "%s: cannot create a temporary checkpoint directory: %s", sa->output_dir, strerror(errno));
+            if (made)
+                remove_tree(tmpdir);
+        }
+    }
+    if ((rc = agree(comm, rc, err)) || (rc = share_string(comm, tmpdir, sizeof tmpdir, err)))
+        return rc;
+    /* 1. the model: the full HF directory (a collective gather), or its config alone */
+    if (sa->write_model) {
+        rc = zt_hf_save(tmpdir, sa->cfg, eng->lay, eng, sa->model_dtype, sa->max_shard_bytes, rank0, err);
+    } else if (rank0) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/config.json", tmpdir);
+        zt_llama_config c = *sa->cfg;
+        c.torch_dtype = sa->model_dtype;
+        rc = zt_hf_config_write(path, &c, err);
+    }
+    rc = agree(comm, rc, err);
+    /* 2. the shards: the first rank holding each slice writes it */
+    shard_entry me = {0}, *all = NULL;
+    if (rc == ZT_OK && comm->rank == eng->group_rank)
+        rc = write_shard(tmpdir, eng, &me, err);
+    rc = agree(comm, rc, err);
+    if (rc == ZT_OK) {
+        all = zt_alloc(ZT_MEM_OTHER, (size_t)comm->world * sizeof *all);
+        rc = agree(comm, all ? ZT_OK : zt_fail(err, ZT_EFAIL, "out of memory saving %s", final), err);
+    }
+    if (rc == ZT_OK)
+        zt_comm_allgather_bytes(comm, all, &me, sizeof me);
+    /* 3. rank 0: index, trainer state, manifest; then the rename */
+    if (rc == ZT_OK && rank0)
+        rc = write_metadata(tmpdir, eng, st, all, comm->world, &total, err);
+    if (rc == ZT_OK && rank0 && rep) { /* the shards' writers said what they wrote */
+        memset(rep, 0, sizeof *rep);
+        rep->bytes_total = total;
+        rep->bytes_rank0 = total;
+        for (int q = 1; q < comm->world; q++) {
+            rep->bytes_rank0 -= all[q].bytes;
+            rep->bytes_other_max = all[q].bytes > rep->bytes_other_max ? all[q].bytes : rep->bytes_other_max;
+        }
+    }
+    rc = agree(comm, rc, err);
+    if (rc == ZT_OK && rank0)
+        rc = publish(tmpdir, final, sa->output_dir, st->step, err);
+    if (rank0) {
+        if (rc == ZT_OK) {
+            if (sa->save_total_limit > 0)
+                rotate(sa->output_dir, sa->save_total_limit);
+            remove_litter(sa->output_dir);
+        } else {
+            remove_tree(tmpdir);
+        }
+    }
+    zt_free(ZT_MEM_OTHER, all, all ? (size_t)comm->world * sizeof *all : 0);
+    rc = agree(comm, rc, err);
+    if (rc != ZT_OK && err->msg[0]) /* only the rank that failed has a message to say */
+        zt_wrap(err, "saving %s: ", final);
+    if (rc == ZT_OK && where)
+        snprintf(where, 4096, "%s", final);
+    if (rc == ZT_OK && rank0 && rep)
+        rep->seconds = now_s() - t0;
+    return rc;
+}
+
+/* ---- find and verify ----------------------------------------------------- */
+
+int zt_ckpt_read_state(const char *dir, zt_ckpt_state *st, zt_err *err)
+{
+    char path[4400];
     snprintf(path, sizeof path, "%s/trainer_state.json", dir);
     zt_json js;
     int rc = zt_json_parse_file(path, 1 << 20, &js, err);
+    if (rc == ZT_OK) {
+        rc = zt_ckpt_state_from_json(path, &js, st, err);
+        zt_json_free(&js);
+    }
+    return rc;
+}
+
+static int read_index(const char *dir, zt_ckpt_index *ix, zt_err *err)
+{
+    char path[4400];
+    snprintf(path, sizeof path, "%s/zero/index.json", dir);
+    zt_json js;
+    int rc = zt_json_parse_file(path, 256u << 20, &js, err);
+    if (rc == ZT_OK) {
+        rc = zt_ckpt_index_from_json(path, &js, ix, err);
+        zt_json_free(&js);
+    }
+    return rc;
+}
+
+/* Everything a resume reads is listed in the manifest and matches it, and the
+ * two JSON documents pass their checks. */
+int zt_ckpt_verify(const char *dir, zt_err *err)
+{
+    static const char *const required[] = {"trainer_state.json", "zero/index.json", "config.json", NULL};
+    struct stat sb;
+    char path[4400];
+    snprintf(path, sizeof path, "%s/manifest.json", dir);
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return zt_fail(err, ZT_EINPUT, "%s: not a checkpoint directory", dir);
+    if (stat(path, &sb) != 0)
+        return zt_fail(err, ZT_EINPUT, "%s: missing (an incomplete checkpoint, or one written before manifests)",
+                       path);
+    int rc = zt_manifest_verify(dir, required, err);
+    zt_ckpt_state st;
+    zt_ckpt_index ix;
+    if (rc == ZT_OK)
+        rc = zt_ckpt_read_state(dir, &st, err);
+    if (rc == ZT_OK && (rc = read_index(dir, &ix, err)) == ZT_OK) {
+        /* every shard the index implies is in the manifest (and so verified) */
+        zt_manifest m;
+        if ((rc = zt_manifest_read(dir, &m, err)) == ZT_OK) {
+            for (int q = 0; rc == ZT_OK && q < ix.group_size; q++) {
+                char want[64];
+                snprintf(want, sizeof want, "zero/shard-%d-of-%d.safetensors", q, ix.group_size);
+                int found = 0;
+                for (int i = 0; i < m.n && !found; i++)
+                    found = !strcmp(m.files[i].path, want);
+                if (!found)
+                    rc = zt_fail(err, ZT_EINPUT, "%s/manifest.json does not list %s", dir, want);
+            }
+            zt_manifest_free(&m);
+        }
+        zt_ckpt_index_free(&ix);
+    }
+    return rc;
+}
+
+int zt_ckpt_resolve(const char *spec, const char *output_dir, zt_comm *comm, char *dir, zt_err *err)
+{
+    int rc = ZT_OK;
+    dir[0] = 0;
+    if (comm->rank == 0) {
+        if (strcmp(spec, "latest") != 0) {
+            snprintf(dir, 4096, "%s", spec);
+            if ((rc = zt_ckpt_verify(dir, err)))
+                zt_wrap(err, "--resume_from_checkpoint: ");
+        } else if (!output_dir) {
+            rc = zt_fail(err, ZT_EINPUT, "--resume_from_checkpoint latest needs --output_dir (where to look)");
+        } else {
+            int n;
+            size_t bytes;
+            numbered *v = list_checkpoints(output_dir, &n, &bytes);
+            rc = ZT_EINPUT;
+            for (int i = 0; i < n && rc != ZT_OK; i++) {
+                zt_err why = {0};
+                snprintf(dir, 4096, "%s/%s", output_dir, v[i].name);
+                if ((rc = zt_ckpt_verify(dir, &why)))
+                    fprintf(stderr, "ztrain: warning: --resume_from_checkpoint latest: skipping %s: %s\n", dir,
+                            why.msg);
+            }
+            free(v);
+            if (rc)
+                rc = zt_fail(err, ZT_EINPUT, "--resume_from_checkpoint latest: no complete checkpoint-N in %s",
+                             output_dir);
+        }
+    }
+    if ((rc = agree(comm, rc, err)))
+        return rc;
+    return share_string(comm, dir, 4096, err);
+}
+
+/* ---- load ------------------------------------------------------------------ */
+
+zt_ckpt_plan zt_ckpt_plan_of(const zt_plan *plan, int world)
+{
+    zt_ckpt_plan p;
+    memset(&p, 0, sizeof p);
+    snprintf(p.face, sizeof p.face, "%s", zt_face_name(plan->face));
+    snprintf(p.strategy, sizeof p.strategy, "%s", plan->strategy);
+    p.stage = plan->stage;
+    p.world = world;
+    p.group_size = plan->group_size;
+    p.wrap = plan->wrap;
+    p.min_num_params = plan->min_num_params;
+    p.master = plan->prec.master;
+    p.compute = plan->prec.compute;
+    p.reduce = plan->prec.reduce;
+    p.compensated = plan->prec.master != ZT_F32 && plan->prec.compensated;
+    p.loss_scaling = plan->ls.on;
+    return p;
+}
+
+static void describe_plan(char *buf, size_t cap, const zt_ckpt_plan *p)
+{
+    snprintf(buf, cap, "%d rank%s, %s %s, shard group %d, %s, %s master%s, %s compute", p->world,
+             p->world == 1 ? "" : "s", p->face, p->strategy, p->group_size, zt_wrap_policy_name(p->wrap),
+             zt_dtype_name(p->master), p->compensated ? " + Kahan" : "", zt_dtype_name(p->compute));
+}
+
+int zt_ckpt_compare_plans(const zt_ckpt_plan *saved, const zt_plan *plan, int allow_precision_change,
+                          char *why, size_t cap)
+{
+    zt_ckpt_plan now = zt_ckpt_plan_of(plan, plan->world);
+    char a[256], b[256];
+    describe_plan(a, sizeof a, saved);
+    describe_plan(b, sizeof b, &now);
+    int precision = saved->master != now.master || saved->compensated != now.compensated;
+    if (precision && !allow_precision_change) {
+        snprintf(why, cap, "refused: saved under %s; this run's plan is %s: a master-dtype change is refused "
+                 "unless --allow_precision_change converts it", a, b);
+        return 2;
+    }
+    int same_cut = saved->world == now.world && saved->stage == now.stage && saved->group_size == now.group_size &&
+                   saved->wrap == now.wrap && (now.wrap != ZT_WRAP_SIZE || saved->min_num_params == now.min_num_params);
+    int same_numbers = same_cut && !precision && saved->compute == now.compute && saved->reduce == now.reduce;
+    if (same_numbers) {
+        snprintf(why, cap, "bit-exact: the same plan (%s)", b);
+        return 0;
+    }
+    if (same_cut && !precision)
+        snprintf(why, cap, "restored as cut, but the arithmetic differs (compute %s -> %s, reduce %s -> %s): "
+                 "the run continues from the same state, not bit for bit", zt_dtype_name(saved->compute),
+                 zt_dtype_name(now.compute), zt_dtype_name(saved->reduce), zt_dtype_name(now.reduce));
+    else
+        snprintf(why, cap, "resharded%s: saved under %s; resumed under %s", precision ? " and converted" : "", a, b);
+    return 1;
+}
+
+typedef struct field_change {
+    const char *field;
+    char was[64], now[64];
+} field_change;
+
+/* The hyper-parameters that differ between the checkpoint and this run. */
+static int changed_fields(const zt_ckpt_hparams *s, const zt_ckpt_hparams *c, field_change *out)
+{
+    int n = 0;
+#define DBL(name, x)                                                                  \
+    if (s->x != c->x) {                                                               \
+        out[n].field = name;                                                          \
+        snprintf(out[n].was, sizeof out[n].was, "%.9g", s->x);                       \
+        snprintf(out[n].now, sizeof out[n].now, "%.9g", c->x);                       \
+        n++;                                                                          \
+    }
+#define LNG(name, x)                                                                  \
+    if ((long)s->x != (long)c->x) {                                                   \
+        out[n].field = name;                                                          \
+        snprintf(out[n].was, sizeof out[n].was, "%ld", (long)s->x);                  \
+        snprintf(out[n].now, sizeof out[n].now, "%ld", (long)c->x);                  \
+        n++;                                                                          \
+    }
+    DBL("learning_rate", lr);
+    DBL("weight_decay", weight_decay);
+    DBL("adam_beta1", beta1);
+    DBL("adam_beta2", beta2);
+    DBL("adam_epsilon", eps);
+    DBL("max_grad_norm", max_grad_norm);
+    if (s->schedule != c->schedule) {
+        out[n].field = "lr_scheduler_type";
+        snprintf(out[n].was, sizeof out[n].was, "%s", zt_lr_schedule_name(s->schedule));
+        snprintf(out[n].now, sizeof out[n].now, "%s", zt_lr_schedule_name(c->schedule));
+        n++;
+    }
+    LNG("warmup_steps", warmup_steps);
+    LNG("max_steps", max_steps);
+    LNG("global batch size (per-device batch x accumulation x ranks)", global_batch);
+    LNG("block_size", block_size);
+    LNG("shuffle", shuffle);
+    if (s->seed != c->seed) {
+        out[n].field = "seed";
+        snprintf(out[n].was, sizeof out[n].was, "%" PRIu64, s->seed);
+        snprintf(out[n].now, sizeof out[n].now, "%" PRIu64, c->seed);
+        n++;
+    }
+    if (s->data_tokens != c->data_tokens || s->data_digest != c->data_digest) {
+        out[n].field = "data (the token stream)";
+        snprintf(out[n].was, sizeof out[n].was, "%" PRIu64 " tokens, digest %016" PRIx64, s->data_tokens,
+                 s->data_digest);
+        snprintf(out[n].now, sizeof out[n].now, "%" PRIu64 " tokens, digest %016" PRIx64, c->data_tokens,
+                 c->data_digest);
+        n++;
+    }
+    if (s->compute != c->compute) {
+        out[n].field = "compute dtype";
+        snprintf(out[n].was, sizeof out[n].was, "%s", zt_dtype_name(s->compute));
+        snprintf(out[n].now, sizeof out[n].now, "%s", zt_dtype_name(c->compute));
+        n++;
+    }
+#undef DBL
+#undef LNG
+    return n;
+}
+
+/* The old shard files, opened when first needed. */
+typedef struct old_shards {
+    const char *dir;
+    const zt_ckpt_index *ix;
+    zt_st_file **files;
+} old_shards;
+
+static int old_tensor(old_shards *os, int q, int unit, int role, const zt_st_tensor **out, zt_err *err)
+{
+    char path[4400], name[48];
+    if (!os->files[q]) {
+        snprintf(path, sizeof path, "%s/zero/shard-%d-of-%d.safetensors", os->dir, q, os->ix->group_size);
+        int rc = zt_st_open(path, &os->files[q], err);
+        if (rc)
+            return rc;
+    }
+    snprintf(name, sizeof name, "unit.%d.%s", unit, role_names[role]);
+    const zt_st_tensor *t = zt_st_find(os->files[q], name);
+    size_t want = os->ix->units[unit].padded_numel / (size_t)os->ix->group_size;
+    if (!t || !t->has_zt_dtype || t->dtype != os->ix->master || t->ndim != 1 || (size_t)t->numel != want)
+        return zt_fail(err, ZT_EINPUT, "%s: tensor %s is missing or is not %zu %s elements",
+                       zt_st_path(os->files[q]), name, want, zt_dtype_name(os->ix->master));
+    *out = t;
+    return ZT_OK;
+}
+
+/* Fill this rank's slice of every unit, role by role, from the old shards.
+ * New unit u's slice is [a, a + S) of its flat buffer.  Each parameter p of u
+ * overlapping it needs its elements [ps, pe) (relative to p); in the old cut
+ * they sit at [o + ps, o + pe) of old unit u' (o: p's old offset), which old
+ * group rank q holds in [q S', (q + 1) S').  Padding stays zero, as training
+ * keeps it (a zero gradient leaves a zero weight, m and v). */
+static int reshard(const char *dir, const zt_ckpt_index *ix, zt_engine *eng, zt_err *err)
+{
+    const zt_layout *lay = eng->lay;
+    if (ix->nparams != lay->nparams)
+        return zt_fail(err, ZT_EINPUT, "%s/zero/index.json: %d parameters, this model has %d", dir, ix->nparams,
+                       lay->nparams);
+    old_shards os = {dir, ix, zt_alloc(ZT_MEM_OTHER, (size_t)ix->group_size * sizeof(zt_st_file *))};
+    if (!os.files)
+        return zt_fail(err, ZT_EFAIL, "out of memory loading %s", dir);
+    memset(os.files, 0, (size_t)ix->group_size * sizeof(zt_st_file *));
+    const zt_dtype to = eng->prec.master, from = ix->master;
+    const size_t es_to = zt_dtype_size(to), es_from = zt_dtype_size(from);
+    int rc = ZT_OK;
+    for (int u = 0; u < lay->nunits; u++)
+        for (int role = 0; role < NROLES; role++) {
+            void *buf = role_buffer(&eng->units[u], role);
+            if (buf)
+                memset(buf, 0, eng->units[u].shard_numel * es_to);
+        }
+    for (int i = 0; rc == ZT_OK && i < lay->nparams; i++) {
+        const zt_param *p = &lay->params[i];
+        const zt_ckpt_iparam *op = zt_ckpt_index_find(ix, p->name);
+        if (!op || op->numel != p->numel || op->shape[0] != p->shape[0]) {
+            rc = zt_fail(err, ZT_EINPUT, "%s/zero/index.json: parameter %s is %s; this model's is [%ld%s%ld]", dir,
+                         p->name, op ? "of another shape" : "missing", p->shape[0], p->ndim == 2 ? ", " : "",
+                         p->ndim == 2 ? p->shape[1] : 0L);
+            break;
+        }
+        const zt_unit_state *us = &eng->units[p->unit];
+        const size_t S = us->shard_numel, a = (size_t)eng->group_rank * S;
+        const size_t lo = p->offset > a ? p->offset : a;
+        const size_t hi = p->offset + p->numel < a + S ? p->offset + p->numel : a + S;
+        if (lo >= hi)
+            continue;
+        const size_t So = ix->units[op->unit].padded_numel / (size_t)ix->group_size;
+        for (int role = 0; rc == ZT_OK && role < NROLES; role++) {
+            char *dst = role_buffer(us, role);
+            if (!dst || (role == ROLE_COMP && !ix->compensated))
+                continue; /* a compensation the checkpoint lacks starts at zero */
+            for (size_t pos = lo; rc == ZT_OK && pos < hi;) {
+                size_t old = op->offset + (pos - p->offset); /* in the old unit's flat buffer */
+                int q = (int)(old / So);
+                size_t within = old - (size_t)q * So, take = So - within < hi - pos ? So - within : hi - pos;
+                const zt_st_tensor *t = NULL;
+                if ((rc = old_tensor(&os, q, op->unit, role, &t, err)))
+                    break;
+                const char *src = (const char *)t->data + within * es_from;
+                if (to == from)
+                    memcpy(dst + (pos - a) * es_to, src, take * es_to);
+                else
+                    zt_convert(dst + (pos - a) * es_to, to, src, from, take);
+                pos += take;
+            }
+        }
+    }
+    for (int q = 0; q < ix->group_size; q++)
+        if (os.files[q])
+            zt_st_close(os.files[q]);
+    zt_free(ZT_MEM_OTHER, os.files, (size_t)ix->group_size * sizeof(zt_st_file *));
+    return rc;
+}
+
+int zt_ckpt_load(const char *dir, const zt_ckpt_load_args *la, zt_engine *eng, zt_ckpt_state *st,
+                 zt_err *err)
+{
+    int rc = zt_ckpt_read_state(dir, st, err);
     if (rc) {
         zt_wrap(err, "--resume_from_checkpoint: ");
         return rc;
     }
-    const cJSON *j = js.root, *ls = cJSON_GetObjectItemCaseSensitive(j, "loss_scaler");
-    double step = 0, t = 0, world = 0, stage = 0, group = 0, comp = 0, padded = 0;
-    double scale = 0, hyst = 0, iter = 0, last = 0, skipped = 0;
-    if (!cJSON_IsObject(j) || !cJSON_IsObject(ls))
-        rc = zt_fail(err, ZT_EINPUT, "%s: expected an object with a \"loss_scaler\" object", path);
-    if (!rc) rc = get_num(j, "step", &step, path, err);
-    if (!rc) rc = get_num(j, "optimizer_steps", &t, path, err);
-    if (!rc) rc = get_num(j, "world", &world, path, err);
-    if (!rc) rc = get_num(j, "stage", &stage, path, err);
-    if (!rc) rc = get_num(j, "group_size", &group, path, err);
-    if (!rc) rc = get_num(j, "compensated", &comp, path, err);
-    if (!rc) rc = get_num(j, "padded_numel", &padded, path, err);
-    if (!rc) rc = get_num(ls, "scale", &scale, path, err);
-    if (!rc) rc = get_num(ls, "cur_hysteresis", &hyst, path, err);
-    if (!rc) rc = get_num(ls, "iter", &iter, path, err);
-    if (!rc) rc = get_num(ls, "last_overflow_iter", &last, path, err);
-    if (!rc) rc = get_num(ls, "skipped", &skipped, path, err);
-    const cJSON *wrap = cJSON_GetObjectItemCaseSensitive(j, "wrap");
-    const cJSON *mdt = cJSON_GetObjectItemCaseSensitive(j, "master_dtype");
-    if (!rc && (!cJSON_IsString(wrap) || !cJSON_IsString(mdt)))
-        rc = zt_fail(err, ZT_EINPUT, "%s: \"wrap\" and \"master_dtype\" must be strings", path);
-    /* the shards are restored as they were cut: the cut must be the same */
-    if (!rc && ((int)world != c->world || (int)stage != plan->stage || (int)group != plan->group_size ||
-                strcmp(wrap->valuestring, zt_wrap_policy_name(plan->wrap)) ||
-                strcmp(mdt->valuestring, zt_dtype_name(plan->prec.master)) ||
-                (int)comp != plan->prec.compensated || (size_t)padded != lay->padded_numel))
-        rc = zt_fail(err, ZT_EINPUT,
-                     "%s: saved with %d ranks, ZeRO-%d, shard group %d, %s, %s master%s (%.0f padded "
-                     "parameters); this run has %d ranks, ZeRO-%d, shard group %d, %s, %s master%s (%zu): "
-                     "resume with the plan the checkpoint was saved under",
-                     path, (int)world, (int)stage, (int)group, wrap->valuestring, mdt->valuestring,
-                     comp ? " + Kahan" : "", padded, c->world, plan->stage, plan->group_size,
-                     zt_wrap_policy_name(plan->wrap), zt_dtype_name(plan->prec.master),
-                     plan->prec.compensated ? " + Kahan" : "", lay->padded_numel);
-    zt_json_free(&js);
+    char why[1024];
+    if (zt_ckpt_compare_plans(&st->plan, la->plan, la->allow_precision_change, why, sizeof why) == 2)
+        return zt_fail(err, ZT_EINPUT, "--resume_from_checkpoint %s: %s", dir, why);
+    field_change ch[16];
+    int n = changed_fields(&st->hp, la->hp, ch);
+    if (n && !la->override_args)
+        return zt_fail(err, ZT_EINPUT, "--resume_from_checkpoint %s: %s was %s when saved, this run has %s%s; resume "
+                       "with the saved value, or pass --override_checkpoint_args to continue with the new one",
+                       dir, ch[0].field, ch[0].was, ch[0].now, n > 1 ? " (and more fields differ)" : "");
+    for (int i = 0; i < n && la->talk; i++)
+        printf("resume: overriding the checkpoint's %s: %s -> %s (--override_checkpoint_args)\n", ch[i].field,
+               ch[i].was, ch[i].now);
+    zt_ckpt_index ix;
+    if ((rc = read_index(dir, &ix, err)))
+        return rc;
+    /* stage 0 replicates everything: one shard holds it all */
+    if (ix.group_size != (st->plan.stage == 0 ? 1 : st->plan.group_size))
+        rc = zt_fail(err, ZT_EINPUT, "%s/zero/index.json: group_size %d disagrees with trainer_state.json's plan", dir,
+                     ix.group_size);
+    if (rc == ZT_OK)
+        rc = reshard(dir, &ix, eng, err);
+    zt_ckpt_index_free(&ix);
+    if (rc == ZT_OK) {
+        eng->optimizer_steps = st->optimizer_steps;
+        if (la->talk)
+            printf("resumed from %s at step %ld: %s\n", dir, st->step, why);
+    }
+    return rc;
+}
+
+/* ---- merge-weights ----------------------------------------------------------- */
+
+typedef struct merge_ctx {
+    old_shards os;
+    const zt_layout *lay;
+    zt_dtype dtype;
+    float *f32;           /* the parameter being written, in fp32 (largest numel); NULL for fp32 output */
+} merge_ctx;
+
+/* Parameter i, whole: its elements from every old shard that holds some, as
+ * fp32 (as zt_engine_full_params gives them to a FULL_STATE_DICT save), then in
+ * the output dtype.  The shards' pages are dropped afterwards, so the process
+ * holds one parameter, not the model. */
+static int fill_param(void *ctx, int i, void *dst, zt_err *err)
+{
+    merge_ctx *m = ctx;
+    const zt_param *p = &m->lay->params[i];
+    const zt_ckpt_index *ix = m->os.ix;
+    const zt_ckpt_iparam *op = zt_ckpt_index_find(ix, p->name);
+    const size_t So = ix->units[op->unit].padded_numel / (size_t)ix->group_size, es = zt_dtype_size(ix->master);
+    /* an fp32 output is assembled in place; another dtype goes through fp32 */
+    float *f32 = m->dtype == ZT_F32 ? dst : m->f32;
+    int rc = ZT_OK;
+    for (size_t pos = 0; rc == ZT_OK && pos < p->numel;) {
+        size_t old = op->offset + pos;
+        int q = (int)(old / So);
+        size_t within = old - (size_t)q * So, take = So - within < p->numel - pos ? So - within : p->numel - pos;
+        const zt_st_tensor *t = NULL;
+        if ((rc = old_tensor(&m->os, q, op->unit, ROLE_MASTER, &t, err)))
+            break;
+        zt_convert(f32 + pos, ZT_F32, (const char *)t->data + within * es, ix->master, take);
+        pos += take;
+    }
+    if (rc == ZT_OK && m->dtype != ZT_F32)
+        zt_convert(dst, m->dtype, f32, ZT_F32, p->numel);
+    for (int q = 0; q < ix->group_size; q++)
+        zt_st_drop_pages(m->os.files[q]);
+    return rc;
+}
+
+int zt_ckpt_merge(const char *dir, const char *out, const zt_dtype *dtype, size_t max_shard_bytes, zt_err *err)
+{
+    int rc = zt_ckpt_verify(dir, err);
     if (rc)
         return rc;
-    st->step = (long)step;
-    st->optimizer_steps = (long)t;
-    st->scaler.scale = scale;
-    st->scaler.cur_hysteresis = (int)hyst;
-    st->scaler.iter = (long)iter;
-    st->scaler.last_overflow_iter = (long)last;
-    st->scaler.skipped = (long)skipped;
-
-    shard_path(path, sizeof path, dir, c->rank, c->world);
-    zt_st_file *f = NULL;
-    if ((rc = zt_st_open(path, &f, err)))
+    zt_llama_config cfg;
+    zt_ckpt_index ix;
+    zt_layout lay;
+    if ((rc = zt_hf_read_config_dir(dir, &cfg, err)))
         return rc;
-    for (int u = 0; rc == ZT_OK && u < lay->nunits; u++)
-        for (int role = 0; rc == ZT_OK && role < NROLES; role++) {
-            zt_unit_state *us = &eng->units[u];
-            void *buf = role_buffer(us, role);
-            if (!buf)
-                continue;
-            char name[48];
-            snprintf(name, sizeof name, "unit.%d.%s", u, role_names[role]);
-            const zt_st_tensor *tn = zt_st_find(f, name);
-            if (!tn || !tn->has_zt_dtype || tn->dtype != eng->prec.master || tn->ndim != 1 ||
-                (size_t)tn->numel != us->shard_numel)
-                rc = zt_fail(err, ZT_EINPUT, "%s: tensor %s is missing or is not %zu %s elements", path, name,
-                             us->shard_numel, zt_dtype_name(eng->prec.master));
-            else
-                memcpy(buf, tn->data, tn->nbytes);
-        }
-    zt_st_close(f);
+    if ((rc = read_index(dir, &ix, err)))
+        return rc;
+    if ((rc = zt_layout_build(&lay, &cfg, ZT_WRAP_TRANSFORMER, 0, 1, err))) {
+        zt_ckpt_index_free(&ix);
+        return rc;
+    }
+    size_t largest = 0;
+    for (int i = 0; rc == ZT_OK && i < lay.nparams; i++) {
+        const zt_ckpt_iparam *op = zt_ckpt_index_find(&ix, lay.params[i].name);
+        if (!op || op->numel != lay.params[i].numel)
+            rc = zt_fail(err, ZT_EINPUT, "%s/zero/index.json: parameter %s is %s than config.json describes", dir,
+                         lay.params[i].name, op ? "of another size" : "missing, or the index has more parameters");
+        largest = lay.params[i].numel > largest ? lay.params[i].numel : largest;
+    }
+    if (rc == ZT_OK && ix.nparams != lay.nparams)
+        rc = zt_fail(err, ZT_EINPUT, "%s/zero/index.json: %d parameters, config.json describes %d", dir, ix.nparams,
+                     lay.nparams);
+    merge_ctx m = {{dir, &ix, NULL}, &lay, dtype ? *dtype : cfg.torch_dtype, NULL};
+    if (rc == ZT_OK) {
+        m.os.files = zt_alloc(ZT_MEM_OTHER, (size_t)ix.group_size * sizeof(zt_st_file *));
+        if (m.dtype != ZT_F32)
+            m.f32 = zt_alloc(ZT_MEM_OTHER, largest * sizeof(float));
+        if (!m.os.files || (m.dtype != ZT_F32 && !m.f32))
+            rc = zt_fail(err, ZT_EFAIL, "out of memory merging %s", dir);
+        else
+            memset(m.os.files, 0, (size_t)ix.group_size * sizeof(zt_st_file *));
+    }
     if (rc == ZT_OK)
-        eng->optimizer_steps = st->optimizer_steps;
+        rc = zt_hf_save_streamed(out, &cfg, &lay, m.dtype, max_shard_bytes, fill_param, &m, err);
+    for (int q = 0; m.os.files && q < ix.group_size; q++)
+        if (m.os.files[q])
+            zt_st_close(m.os.files[q]);
+    zt_free(ZT_MEM_OTHER, m.os.files, m.os.files ? (size_t)ix.group_size * sizeof(zt_st_file *) : 0);
+    zt_free(ZT_MEM_OTHER, m.f32, m.f32 ? largest * sizeof(float) : 0);
+    zt_layout_free(&lay);
+    zt_ckpt_index_free(&ix);
     return rc;
 }

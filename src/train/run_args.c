@@ -2,6 +2,7 @@
 #include "run_args.h"
 
 #include <string.h>
+#include <strings.h>
 
 int zt_train_args_from_settings(const zt_settings *st, const zt_plan *plan, zt_train_args *a, zt_err *err)
 {
@@ -23,5 +24,14 @@ int zt_train_args_from_settings(const zt_settings *st, const zt_plan *plan, zt_t
     a->shuffle = st->shuffle;
     a->checkpointing = st->checkpointing;
     a->save_steps = st->save_steps;
+    /* what a checkpoint holds besides the shards: FSDP's SHARDED_STATE_DICT (and
+     * LOCAL_STATE_DICT) gathers no full model; DeepSpeed's ZeRO-3 writes the
+     * 16-bit model only with stage3_gather_16bit_weights_on_model_save, stages
+     * 0-2 always (their engine holds the full weights) */
+    const char *sd = st->accel.fsdp_state_dict_type;
+    if (plan->face == ZT_FACE_FSDP)
+        a->sharded_only = !strcasecmp(sd, "SHARDED_STATE_DICT") || !strcasecmp(sd, "LOCAL_STATE_DICT");
+    else if (plan->face == ZT_FACE_DEEPSPEED)
+        a->sharded_only = plan->stage == 3 && st->ds.stage3_gather_16bit_weights_on_model_save != ZT_YES;
     return ZT_OK;
 }

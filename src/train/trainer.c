@@ -2,7 +2,9 @@
 #include "trainer.h"
 
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -18,6 +20,7 @@
 #include "batches.h"
 #include "checkpoint.h"
 #include "evaluate.h"
+#include "preempt.h"
 #include "weights.h"
 
 static double now_s(void)
@@ -221,6 +224,20 @@ static int check_agreement(const zt_train_args *a, const run_state *r, const zt_
     return rc;
 }
 
+/* What a resume must find unchanged (checkpoint.c compares it field by field). */
+static zt_ckpt_hparams run_hparams(const zt_train_args *a, const run_state *r, int W)
+{
+    zt_ckpt_hparams h = {
+        .lr = a->adam.lr, .weight_decay = a->adam.weight_decay, .beta1 = a->adam.beta1,
+        .beta2 = a->adam.beta2, .eps = a->adam.eps, .max_grad_norm = a->max_grad_norm,
+        .schedule = a->schedule, .warmup_steps = a->warmup_steps, .max_steps = a->max_steps,
+        .global_batch = (long)a->batch_size * a->grad_accum * W, .per_device_batch = a->batch_size,
+        .grad_accum = a->grad_accum, .block_size = a->block_size, .shuffle = a->shuffle, .seed = a->seed,
+        .data_tokens = r->tokens.n, .compute = a->plan.prec.compute};
+    h.data_digest = fnv(FNV0, r->tokens.ids, r->tokens.n * sizeof *r->tokens.ids);
+    return h;
+}
+
 /* Every rank learns the worst status; the ranks that did not fail return it
  * with an empty message, so each error is printed once, by its own rank. */
 static int agree(zt_comm *comm, int rc, zt_err *err)
@@ -258,6 +275,7 @@ typedef struct trainer {
     zt_evaluator ev;            /* held-out evaluation, when eval_data_path is set */
     int have_ev;
     double last_eval;           /* the latest eval loss (NaN before the first) */
+    zt_ckpt_hparams hp;         /* what a checkpoint records and a resume must find unchanged */
 } trainer;
 
 /* The saved scaler state, under this plan's settings. */
@@ -316,9 +334,17 @@ static int train_setup(trainer *t, const zt_train_args *a, zt_err *err)
         return rc;
     if ((rc = agree(comm, check_agreement(a, &t->r, t->have_ev ? &t->ev : NULL, comm, err), err)))
         return rc;
-    zt_ckpt_state resumed = {0};
-    if (a->resume_dir && (rc = agree(comm, zt_ckpt_load(a->resume_dir, &t->r.eng, &a->plan, &resumed, err), err)))
+    if (a->output_dir && (rc = agree(comm, zt_ckpt_probe_output_dir(a->output_dir, err), err)))
         return rc;
+    t->hp = run_hparams(a, &t->r, t->W);
+    zt_ckpt_state resumed = {0};
+    if (a->resume_dir) {
+        char dir[4096];
+        zt_ckpt_load_args la = {&a->plan, &t->hp, a->override_checkpoint_args, a->allow_precision_change, t->talk};
+        if ((rc = zt_ckpt_resolve(a->resume_dir, a->output_dir, comm, dir, err)) ||
+            (rc = agree(comm, zt_ckpt_load(dir, &la, &t->r.eng, &resumed, err), err)))
+            return rc;
+    }
     zt_engine_refresh_gathered(&t->r.eng);
     memset(comm->bytes, 0, sizeof comm->bytes);
     memset(comm->link_bytes, 0, sizeof comm->link_bytes);
@@ -338,8 +364,6 @@ static int train_setup(trainer *t, const zt_train_args *a, zt_err *err)
     if (a->resume_dir) {
         t->first_step = resumed.step;
         restore_scaler(&t->scaler, &resumed.scaler);
-        if (t->talk)
-            printf("resumed from %s at step %ld\n", a->resume_dir, t->first_step);
     }
     t->last.loss = NAN;
     t->t_start = now_s();
@@ -528,18 +552,65 @@ static int checkpoint_due(const trainer *t, long step)
     return a->save_steps > 0 && step % a->save_steps == 0 && step < t->nsteps && a->output_dir;
 }
 
-/* Collective: the model as a Hugging Face directory plus every rank's shards. */
+/* A /proc/self/status field in KiB (0 where there is none). */
+static long proc_status_kib(const char *key)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kib = 0;
+    size_t n = strlen(key);
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, key, n)) {
+            kib = atol(line + n);
+            break;
+        }
+    if (f)
+        fclose(f);
+    return kib;
+}
+
+/* Restart VmHWM from the current resident set (Linux: "5" to clear_refs), so
+ * the peak of what follows can be read. */
+static void reset_peak_rss(void)
+{
+    FILE *f = fopen("/proc/self/clear_refs", "w");
+    if (f) {
+        fputs("5", f);
+        fclose(f);
+    }
+}
+
+/* Collective: OUTPUT_DIR/checkpoint-STEP with everything a resume needs
+ * (checkpoint.h): written aside, then renamed into place. */
 static int save_checkpoint(trainer *t, long step, zt_err *err)
 {
     const zt_train_args *a = t->a;
     run_state *r = &t->r;
-    char dir[4096];
     t->comm->phase = "checkpoint";
-    snprintf(dir, sizeof dir, "%s/checkpoint-%ld", a->output_dir, step);
-    zt_ckpt_state cs = {step, r->eng.optimizer_steps, t->scaler};
-    int rc = zt_hf_save(dir, &r->cfg, &r->lay, &r->eng, a->plan.prec.save, a->max_shard_bytes, t->rank0, err);
-    if (rc == ZT_OK)
-        rc = zt_ckpt_save(dir, &r->eng, &a->plan, &cs, err);
+    zt_ckpt_state cs = {.step = step, .optimizer_steps = r->eng.optimizer_steps, .scaler = t->scaler,
+                        .hp = t->hp, .plan = zt_ckpt_plan_of(&a->plan, t->W)};
+    cs.samples_seen = step * t->hp.global_batch;
+    cs.epoch = r->batcher.nwin ? cs.samples_seen / (long)r->batcher.nwin : 0;
+    snprintf(cs.command_line, sizeof cs.command_line, "%s", a->command_line ? a->command_line : "");
+    zt_ckpt_save_args sa = {a->output_dir, &r->cfg, &a->plan, !a->sharded_only, a->plan.prec.save,
+                            a->max_shard_bytes, a->save_total_limit};
+    char where[4096];
+    zt_ckpt_save_report rep = {0};
+    long rss0 = proc_status_kib("VmRSS:");
+    reset_peak_rss();
+    int rc = zt_ckpt_save(&sa, &r->eng, &cs, where, &rep, err);
+    long peak = proc_status_kib("VmHWM:");
+    if (rc == ZT_OK && t->talk) {
+        const double MB = 1e6;
+        printf("%scheckpoint saved to %s (%.2f s; %.1f MB: rank 0 wrote %.1f MB", a->progress ? "\n" : "", where,
+               rep.seconds, (double)rep.bytes_total / MB, (double)rep.bytes_rank0 / MB);
+        if (t->W > 1)
+            printf(", each other rank at most %.1f MB", (double)rep.bytes_other_max / MB);
+        if (rss0 > 0 && peak > 0)
+            printf("; rank 0's peak memory during the save: +%.1f MiB", (double)(peak - rss0) / 1024.0);
+        printf(")\n");
+        fflush(stdout);
+    }
     return rc;
 }
 
@@ -563,9 +634,10 @@ static int train_finish(trainer *t, zt_train_result *res, zt_err *err)
         res->prefetch_dropped = r->eng.prefetch_dropped;
         res->reduce_overlapped = r->eng.reduce_overlapped;
     }
+    /* the final model: rank 0 writes, every rank learns whether it did */
     int rc;
-    if (a->output_dir && (rc = zt_hf_save(a->output_dir, &r->cfg, &r->lay, &r->eng, a->plan.prec.save,
-                                          a->max_shard_bytes, t->rank0, err)))
+    if (a->output_dir && (rc = agree(t->comm, zt_hf_save(a->output_dir, &r->cfg, &r->lay, &r->eng, a->plan.prec.save,
+                                                         a->max_shard_bytes, t->rank0, err), err)))
         return rc;
     if (t->talk) {
         printf("trained %ld steps in %.1f s (%.0f tokens/s per device); final loss %.4f\n", steps, elapsed,
@@ -586,10 +658,45 @@ static void train_close(trainer *t)
         run_free(&t->r);
 }
 
+/* After step `step`: has a SIGTERM or SIGINT reached any rank?  A max over the
+ * ranks, so every rank stops after the same step even when the signal reached
+ * only one (a launcher that signals the ranks one by one, a user's kill). */
+static int stop_signal(const trainer *t)
+{
+    return zt_comm_max_int(t->comm, zt_preempt_requested());
+}
+
+/* The clean stop: a checkpoint of the step just finished (unless one was just
+ * written), where it is, and the status main turns into exit 0 (SIGTERM) or 130
+ * (SIGINT). */
+static int stop_for_signal(trainer *t, long step, int sig, int saved, zt_err *err)
+{
+    const zt_train_args *a = t->a;
+    char dir[4096] = "";
+    int rc = ZT_OK;
+    if (a->output_dir && !saved)
+        rc = save_checkpoint(t, step, err);
+    if (rc)
+        return rc;
+    if (a->output_dir)
+        snprintf(dir, sizeof dir, "%s/checkpoint-%ld", a->output_dir, step);
+    if (t->rank0) {
+        printf("%sstopped by %s after step %ld of %ld: ", a->progress ? "\n" : "", sig == SIGINT ? "SIGINT" : "SIGTERM",
+               step, a->max_steps);
+        if (a->output_dir)
+            printf("checkpoint saved to %s; continue with --resume_from_checkpoint latest\n", dir);
+        else
+            printf("nothing saved (no --output_dir)\n");
+        fflush(stdout);
+    }
+    return sig == SIGINT ? ZT_EINTERRUPT : ZT_OK;
+}
+
 int zt_train(const zt_train_args *a, zt_train_result *res, zt_err *err)
 {
     trainer t;
-    int rc = train_setup(&t, a, err);
+    zt_preempt_install(); /* a first SIGTERM/SIGINT is a request, answered at a step boundary */
+    int rc = train_setup(&t, a, err), stopped = 0;
     for (long s = t.first_step; rc == ZT_OK && s < t.nsteps; s++) {
         zt_step_metrics m;
         if ((rc = train_step(&t, s, &m, err)))
@@ -597,12 +704,20 @@ int zt_train(const zt_train_args *a, zt_train_result *res, zt_err *err)
         log_step(&t, &m);
         if (eval_due(&t, s + 1) && (rc = evaluate(&t, s + 1, err)))
             break;
-        if (checkpoint_due(&t, s + 1))
+        int saved = checkpoint_due(&t, s + 1);
+        if (saved)
             rc = save_checkpoint(&t, s + 1, err);
+        int sig = rc == ZT_OK && s + 1 < t.nsteps ? stop_signal(&t) : 0;
+        if (sig) {
+            rc = stop_for_signal(&t, s + 1, sig, saved, err);
+            stopped = 1;
+            break;
+        }
     }
-    if (rc == ZT_OK)
+    if (rc == ZT_OK && !stopped)
         rc = train_finish(&t, res, err);
     train_close(&t);
+    zt_preempt_restore();
     return rc;
 }
 

@@ -64,7 +64,12 @@ typedef struct zt_train_args {
     int shuffle;
     int checkpointing;
     long save_steps;        /* 0: only the final save; else also OUTPUT_DIR/checkpoint-N with run state */
-    const char *resume_dir; /* continue from a checkpoint-N directory (NULL: start fresh) */
+    const char *resume_dir; /* continue from a checkpoint-N directory, or "latest" in output_dir (NULL: fresh) */
+    long save_total_limit;  /* keep the newest N checkpoint-N directories (0: all) */
+    int override_checkpoint_args; /* resume under changed hyper-parameters, printing each change */
+    int allow_precision_change;   /* resume under another master dtype, converting the state */
+    int sharded_only;       /* checkpoints hold only the shards (SHARDED_STATE_DICT), not the full HF model */
+    const char *command_line; /* recorded in trainer_state.json (may be NULL) */
     size_t max_shard_bytes; /* split saved weights into shards above this (0: one file) */
     int progress;           /* draw a progress bar on stderr (rank 0) */
     int quiet;

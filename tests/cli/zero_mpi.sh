@@ -77,15 +77,17 @@ out=$("$ZTRAIN" launch --num_processes 2 train --model $fix --data $fix/tokens.n
     fail "ok.json: $out"
 printf '%s' "$out" | grep -q "global batch 2 x 1 x 2" || fail "JSON micro batch 2 with the flag's accumulation 1: $out"
 
-# checkpoints: resuming under another plan is refused by name; a broken one names its file
+# checkpoints: a 2-rank checkpoint resumes on 1 rank, resharded; a missing shard is refused by name
 "${mpi[@]}" -np 2 "$ZTRAIN" "${args[@]}" --data $fix/tokens.npy --use_fsdp --save_steps 1 --output_dir "$TMP/ck" \
     > /dev/null 2>&1 || fail "training with --save_steps"
-[ -f "$TMP/ck/checkpoint-1/trainer_state.json" ] && [ -f "$TMP/ck/checkpoint-1/zero/rank-1-of-2.safetensors" ] ||
+[ -f "$TMP/ck/checkpoint-1/trainer_state.json" ] && [ -f "$TMP/ck/checkpoint-1/zero/shard-1-of-2.safetensors" ] ||
     fail "checkpoint-1 is incomplete"
-expect_exit 2 "saved with 2 ranks, ZeRO-3.*this run has 1 ranks" -- \
-    "$ZTRAIN" "${args[@]}" --data $fix/tokens.npy --use_fsdp --resume_from_checkpoint "$TMP/ck/checkpoint-1"
-rm "$TMP/ck/checkpoint-1/zero/rank-1-of-2.safetensors"
-expect_exit 2 "rank 1: .*rank-1-of-2.safetensors" -- \
+out=$("$ZTRAIN" "${args[@]}" --data $fix/tokens.npy --use_fsdp --per_device_train_batch_size 2 \
+      --resume_from_checkpoint "$TMP/ck/checkpoint-1" 2>&1)
+printf '%s' "$out" | grep -q "resumed from $TMP/ck/checkpoint-1 at step 1: resharded: saved under 2 ranks" ||
+    fail "2 -> 1 ranks should reshard: $out"
+rm "$TMP/ck/checkpoint-1/zero/shard-1-of-2.safetensors"
+expect_exit 2 "rank 0: --resume_from_checkpoint: .*shard-1-of-2.safetensors: cannot open" -- \
     "${mpi[@]}" -np 2 "$ZTRAIN" "${args[@]}" --data $fix/tokens.npy --use_fsdp --resume_from_checkpoint "$TMP/ck/checkpoint-1"
 
 cmd=$("$ZTRAIN" launch --num_processes 4 --dry_run train --model m --data d)
