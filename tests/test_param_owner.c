@@ -333,8 +333,9 @@ static void test_failed_pass_hands_units_back(void)
     for (int k = 0; k < 2; k++) { /* k = 1: a failed attempt first */
         zt_engine eng;
         zt_model m;
-        zt_overlap ov = {1, ZT_BACKWARD_PREFETCH_PRE, 1};
-        ZT_CHECK(zt_engine_init(&eng, &lay, (zt_precision){ZT_F32, ZT_F32, ZT_F32, ZT_F32, ZT_F32, 0}, 3, &ov,
+        zt_overlap ov = {.forward_prefetch = 1, .backward_prefetch = ZT_BACKWARD_PREFETCH_PRE,
+                         .overlap_reduce = 1};
+        ZT_CHECK(zt_engine_init(&eng, &lay, ZT_PRECISION_ALL(ZT_F32), 3, &ov,
                                 &comm, &err) == ZT_OK);
         ZT_CHECK(zt_hf_load_params(FIX, &lay, &eng, &err) == ZT_OK);
         eng.be = &failing;

@@ -266,8 +266,10 @@ static void test_engine_unit_phases(void)
     zt_comm_create_local(&comm);
     zt_err err;
     ZT_CHECK(tiny_layout(&lay, 2, &err) == ZT_OK);
-    zt_precision prec = {ZT_F32, ZT_F32, ZT_BF16, ZT_BF16, ZT_F32, 0};
-    zt_overlap ov = {1, ZT_BACKWARD_PREFETCH_PRE, 1};
+    zt_precision prec = {.load = ZT_F32, .master = ZT_F32, .compute = ZT_BF16, .reduce = ZT_BF16,
+                         .save = ZT_F32};
+    zt_overlap ov = {.forward_prefetch = 1, .backward_prefetch = ZT_BACKWARD_PREFETCH_PRE,
+                     .overlap_reduce = 1};
     zt_engine eng;
     ZT_CHECK(zt_engine_init(&eng, &lay, prec, 3, &ov, &comm, &err) == ZT_OK);
     int root = lay.root_unit, l0 = lay.layer_unit[0], l1 = lay.layer_unit[1];
@@ -353,7 +355,8 @@ static void test_stage3_prefetch_pool(void)
     ZT_CHECK(tiny_layout(&lay, 4, &err) == ZT_OK);
     zt_precision prec = {.load = ZT_F32, .master = ZT_F32, .compute = ZT_BF16, .reduce = ZT_BF16,
                          .save = ZT_F32};
-    zt_overlap ov = {1, ZT_BACKWARD_PREFETCH_PRE, 1};
+    zt_overlap ov = {.forward_prefetch = 1, .backward_prefetch = ZT_BACKWARD_PREFETCH_PRE,
+                     .overlap_reduce = 1};
     zt_engine eng;
     ZT_CHECK(zt_engine_init(&eng, &lay, prec, 3, &ov, &comm, &err) == ZT_OK);
     /* parameter i holds i + j / 1024 at element j: every unit's values differ */

@@ -264,9 +264,12 @@ static void test_hybrid(void)
  * every unit's reduce-scatter finishes after its grad_end returned. */
 static void overlap_case(const char *fixture, zt_plan_request req, int A, const char *name)
 {
-    static const zt_overlap off = {0, ZT_BACKWARD_PREFETCH_NONE, 0};
-    static const zt_overlap on = {1, ZT_BACKWARD_PREFETCH_PRE, 1};
-    static const zt_overlap post = {0, ZT_BACKWARD_PREFETCH_POST, 1};
+    static const zt_overlap off = {.forward_prefetch = 0, .backward_prefetch = ZT_BACKWARD_PREFETCH_NONE,
+                                   .overlap_reduce = 0};
+    static const zt_overlap on = {.forward_prefetch = 1, .backward_prefetch = ZT_BACKWARD_PREFETCH_PRE,
+                                  .overlap_reduce = 1};
+    static const zt_overlap post = {.forward_prefetch = 0, .backward_prefetch = ZT_BACKWARD_PREFETCH_POST,
+                                    .overlap_reduce = 1};
     const zt_overlap *modes[3] = {&off, &on, &post};
     const long steps = 4;
     run_out o[3];

@@ -223,7 +223,8 @@ int zt_cmd_estimate_memory(int argc, char **argv, zt_err *err)
         printf("| %s |", modes[i].name);
         for (int stage = 0; stage <= 3; stage++) {
             /* FSDP's default overlap: stage 3 holds one prefetched unit more */
-            zt_overlap ov = {0, ZT_BACKWARD_PREFETCH_PRE, 1};
+            zt_overlap ov = {.forward_prefetch = 0, .backward_prefetch = ZT_BACKWARD_PREFETCH_PRE,
+                             .overlap_reduce = 1};
             zt_engine_bytes b = zt_engine_estimate(&lay, modes[i].prec, stage, world, &ov);
             printf(" %.1f |", (double)(b.master + b.grads + b.optim + b.gathered) / MiB);
         }
