@@ -3,12 +3,24 @@
 # Every .c under src/ except src/cli/ goes into build/libztrain.a; src/cli/*.c
 # link into build/ztrain; each tests/test_*.c becomes build/tests/test_* .
 # SANITIZE=1 builds everything with AddressSanitizer + UndefinedBehaviorSanitizer
-# into build-san/ instead.
+# into build-san/ instead; SANITIZE=ubsan (make test-ubsan CC=clang) with clang's
+# UBSan including float-cast-overflow into build-ubsan/.  Each harness
+# tests/fuzz/fuzz_NAME.c becomes build/tests/test_fuzz_NAME, which replays its
+# committed seed corpus, and, with `make fuzz` (clang, libFuzzer + ASan + UBSan),
+# build-fuzz/fuzz_NAME (tests/fuzz/run.sh runs them).
 
 CC      ?= gcc
 ifeq ($(SANITIZE),1)
 BUILD   := build-san
 OPT     := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+else ifeq ($(SANITIZE),ubsan)
+BUILD   := build-ubsan
+OPT     := -O1 -g -fno-omit-frame-pointer -fsanitize=undefined,float-cast-overflow -fno-sanitize-recover=all \
+           -Wno-pass-failed
+else ifeq ($(SANITIZE),fuzz)
+BUILD   := build-fuzz
+OPT     := -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined,float-cast-overflow \
+           -fno-sanitize-recover=all -Wno-pass-failed
 else
 BUILD   := build
 OPT     := -O3 -g -march=native
@@ -29,10 +41,13 @@ TEST_SRC := $(sort $(wildcard tests/test_*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_REPLAY := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/tests/test_%)
+FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/%)
 
-.PHONY: all test test-san check-layers clean
+.PHONY: all test test-san test-ubsan fuzz fuzz-bins check-layers clean
 .SECONDARY:
-all: $(BUILD)/ztrain $(TEST_BIN)
+all: $(BUILD)/ztrain $(TEST_BIN) $(FUZZ_REPLAY)
 
 $(BUILD)/obj/%.o: %.c Makefile
 	@mkdir -p $(dir $@)
@@ -49,6 +64,16 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(BUILD)/libztrain.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
+# a harness with replay.c as its main: runs the seed corpus (tests/fuzz/fuzz.h)
+$(BUILD)/tests/test_fuzz_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o $(BUILD)/obj/tests/fuzz/common.o \
+                            $(BUILD)/obj/tests/fuzz/replay.o $(BUILD)/libztrain.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
+# a harness with libFuzzer's main (SANITIZE=fuzz, clang)
+$(BUILD)/fuzz_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o $(BUILD)/obj/tests/fuzz/common.o $(BUILD)/libztrain.a
+	$(CC) $(LDFLAGS) -fsanitize=fuzzer $^ $(LDLIBS) -o $@
+
 test: all
 	tests/run $(BUILD)
 
@@ -59,8 +84,16 @@ test-san:
 check-layers:
 	scripts/check_layers.sh
 
+test-ubsan:
+	$(MAKE) SANITIZE=ubsan test
+
+fuzz:
+	$(MAKE) SANITIZE=fuzz CC=clang fuzz-bins
+
+fuzz-bins: $(FUZZ_BIN)
+
 clean:
-	rm -rf build build-san
+	rm -rf build build-san build-ubsan build-fuzz
 
 # libFuzzer harnesses (clang): `make fuzz` builds build-fuzz/fuzz_checkpoint, the
 # checkpoint readers (trainer_state.json, zero/index.json, manifest.json) under

@@ -3,7 +3,8 @@
 # only those that are missing.  Needs root (or sudo) the first time.
 set -euo pipefail
 packages=(gcc make libc6-dev libopenmpi-dev openmpi-bin libdnnl-dev libyaml-dev libcjson-dev libxxhash-dev clang python3
-          iproute2 util-linux) # ip netns, tc and unshare: tests/cli/multinode.sh and bench/multinode.sh
+          iproute2 util-linux  # ip netns, tc and unshare: tests/cli/multinode.sh and bench/multinode.sh
+          libclang-rt-dev libomp-dev) # make fuzz (libFuzzer) and make test-ubsan CC=clang
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
