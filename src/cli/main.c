@@ -78,6 +78,7 @@ static int cmd_train(int argc, char **argv, zt_err *err)
     int override_ckpt = 0, allow_precision = 0;
     int threads = 0, progress = -1;
     double peak = 0.0, coll_timeout = 600.0;
+    long skip_nonfinite = 0;
     zt_settings st;
     zt_settings_defaults(&st);
     zt_cli_eval ev = ZT_CLI_EVAL_DEFAULTS;
@@ -100,6 +101,7 @@ static int cmd_train(int argc, char **argv, zt_err *err)
         {"threads", ZT_FLAG_INT, &threads, "threads per process (default: the cores this process may use)", 0, 4096, 0},
         {"progress", ZT_FLAG_BOOL, &progress, "progress bar (default: when stderr is a terminal)", 1, 0, 0},
         {"peak_gflops", ZT_FLAG_DOUBLE, &peak, "matrix-product peak for MFU (default: measured)", 0, 1e9, 0},
+        {"skip_nonfinite_steps", ZT_FLAG_LONG, &skip_nonfinite, "outside fp16 loss scaling, skip up to N steps in a row whose loss or gradient holds an inf or NaN (default 0: stop at the first)", 0, 1e12, 0},
         {"collective_timeout", ZT_FLAG_DOUBLE, &coll_timeout, "seconds one collective may block before the job is aborted with what each rank waits for (default 600, as NCCL's)", 0.1, 1e9, 0},
     };
     flag_table table = {flags, NFLAGS(flags)};
@@ -147,6 +149,7 @@ static int cmd_train(int argc, char **argv, zt_err *err)
     }
     a.command_line = command_line;
     a.peak_gflops = peak;
+    a.skip_nonfinite_steps = skip_nonfinite;
     a.progress = progress < 0 ? isatty(STDERR_FILENO) : progress;
     if ((rc = zt_cli_eval_apply(&ev, &a, err)))
         return rc;
@@ -216,6 +219,12 @@ static int cmd_eval(int argc, char **argv, zt_err *err)
     long tokens = 0;
     if ((rc = zt_eval(&a, &loss, &tokens, err)))
         return rc;
+    /* the weights were checked finite at load: a non-finite loss means the
+     * forward overflowed, which is no result to print */
+    if (!isfinite(loss))
+        return zt_fail(err, ZT_EFAIL, "%s: the mean loss over %ld tokens of %s is %s: the forward overflowed "
+                       "(weights or activations too large for %s); no loss or perplexity to report", model,
+                       tokens, data, isnan(loss) ? "nan" : "inf", a.compute == ZT_BF16 ? "bf16" : "fp32");
     printf("eval loss %.6f over %ld tokens (perplexity %.3f)\n", loss, tokens, exp(loss));
     return ZT_OK;
 }

@@ -772,20 +772,27 @@ int zt_engine_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double
      * whole shards sum to it over the shard group; replicas hold the same shard
      * and are not summed again (contract §4). */
     double sumsq = 0.0;
+    int first_bad = -1; /* the lowest unit whose shard here holds an inf or NaN */
     for (int u = 0; u < lay->nunits; u++) {
         const zt_unit_state *us = &eng->units[u];
         expect_phase(eng, u, PHASE(ZT_UNIT_IDLE), "step");
         assert(us->staging == NULL);
         expect_dtypes(eng, u, "step");
-        sumsq += us->grad_sumsq_valid ? us->grad_sumsq : eng->be->sumsq(us->grad, md, us->shard_numel);
+        double s = us->grad_sumsq_valid ? us->grad_sumsq : eng->be->sumsq(us->grad, md, us->shard_numel);
+        if (!isfinite(s) && first_bad < 0)
+            first_bad = u;
+        sumsq += s;
     }
     if (eng->group_size > 1)
         sumsq = zt_comm_sum_double(eng->comm, sumsq, ZT_SCOPE_SHARD);
     /* An inf or NaN anywhere makes some rank's sum non-finite; every rank must
-     * agree to skip, so the verdict is a max over the world. */
-    int overflow = !isfinite(sumsq);
+     * agree to skip, so the verdict is a max over the world, of nunits - u for
+     * the first bad unit u (0: none), which also names the lowest bad unit. */
+    int code = first_bad >= 0 ? lay->nunits - first_bad : !isfinite(sumsq) ? 1 : 0;
     if (eng->comm->world > 1)
-        overflow = zt_comm_max_int(eng->comm, overflow);
+        code = zt_comm_max_int(eng->comm, code);
+    int overflow = code > 0;
+    eng->nonfinite_unit = overflow ? lay->nunits - code : -1;
     float norm = (float)(sqrt(sumsq) * grad_unscale);
     *grad_norm = norm;
     if (overflow) {

@@ -116,6 +116,8 @@ typedef struct zt_engine {
     long prefetch_dropped;      /* prefetches finished unused */
     long reduce_overlapped;     /* reduce-scatters finished after their grad_end returned */
     long optimizer_steps;       /* t of AdamW, counts applied steps */
+    int nonfinite_unit;         /* the last step: lowest unit whose gradient held an inf or NaN on
+                                 * some rank (-1: none) */
     zt_adamw_audit last_audit;  /* the last step's lost-update audit, summed over the group */
     int grads_reduced;          /* stages 0-1: this step's reduction is done */
 } zt_engine;

@@ -2,6 +2,7 @@
 #include "hf_model.h"
 
 #include <cjson/cJSON.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,32 @@ static int ignorable(const char *name)
 {
     const char *s = strstr(name, "rotary_emb.inv_freq");
     return s && s[strlen("rotary_emb.inv_freq")] == '\0';
+}
+
+/* Index of the first inf or NaN among n values of dtype dt at data (which need
+ * not be aligned), or n when all are finite: the exponent field all ones. */
+static size_t first_nonfinite(const void *data, zt_dtype dt, size_t n, int *is_nan)
+{
+    const unsigned char *b = data;
+    for (size_t i = 0; i < n; i++) {
+        if (dt == ZT_F32) {
+            uint32_t u;
+            memcpy(&u, b + 4 * i, 4);
+            if ((u & 0x7f800000u) == 0x7f800000u) {
+                *is_nan = (u & 0x007fffffu) != 0;
+                return i;
+            }
+        } else {
+            uint16_t u;
+            memcpy(&u, b + 2 * i, 2);
+            uint16_t exp = dt == ZT_BF16 ? 0x7f80u : 0x7c00u;
+            if ((u & exp) == exp) {
+                *is_nan = (u & (uint16_t)~(exp | 0x8000u)) != 0;
+                return i;
+            }
+        }
+    }
+    return n;
 }
 
 int zt_hf_load_params_to(const char *dir, const zt_layout *lay, zt_param_sink set, void *ctx,
@@ -61,6 +88,20 @@ int zt_hf_load_params_to(const char *dir, const zt_layout *lay, zt_param_sink se
         if (!t->has_zt_dtype) {
             rc = zt_fail(err, ZT_EINPUT, "%s: tensor %s has dtype %s, expected F32, BF16 or F16",
                          file, p->name, t->st_dtype);
+            break;
+        }
+        /* training or evaluating on an inf or NaN weight gives a NaN model with
+         * every step "skipped": refuse it here, naming where it is */
+        int is_nan = 0;
+        size_t bad = first_nonfinite(t->data, t->dtype, (size_t)t->numel, &is_nan);
+        if (bad < (size_t)t->numel) {
+            char at[64];
+            if (t->ndim == 2)
+                snprintf(at, sizeof at, "[%zu, %zu]", bad / (size_t)t->shape[1], bad % (size_t)t->shape[1]);
+            else
+                snprintf(at, sizeof at, "[%zu]", bad);
+            rc = zt_fail(err, ZT_EINPUT, "%s: tensor %s holds a non-finite value (%s) at index %s (flat %zu); "
+                         "refusing to train or evaluate on it", file, p->name, is_nan ? "nan" : "inf", at, bad);
             break;
         }
         set(ctx, p, t->data, t->dtype);

@@ -276,6 +276,7 @@ typedef struct trainer {
     int have_ev;
     double last_eval;           /* the latest eval loss (NaN before the first) */
     zt_ckpt_hparams hp;         /* what a checkpoint records and a resume must find unchanged */
+    long nonfinite_streak;      /* steps in a row skipped on an inf or NaN (outside fp16 scaling) */
 } trainer;
 
 /* The saved scaler state, under this plan's settings. */
@@ -383,6 +384,61 @@ static int step_failed(const trainer *t, int rc, const zt_err *err)
     return rc;
 }
 
+/* "unit 2 (layers 1-1)" or "unit 0 (embeddings, final norm, lm_head)". */
+static void describe_unit(char *buf, size_t len, const zt_layout *lay, int u)
+{
+    const zt_unit *un = &lay->units[u];
+    int n = snprintf(buf, len, "unit %d (", u);
+    if (n < 0 || (size_t)n >= len)
+        return;
+    if (un->num_layers > 0)
+        n += snprintf(buf + n, len - (size_t)n, "layers %d-%d%s", un->first_layer,
+                      un->first_layer + un->num_layers - 1, un->has_root ? ", " : "");
+    if (un->has_root && (size_t)n < len)
+        n += snprintf(buf + n, len - (size_t)n, "embeddings, final norm, lm_head");
+    if ((size_t)n < len)
+        snprintf(buf + n, len - (size_t)n, ")");
+}
+
+/* Outside fp16's loss scaling, an inf or NaN in the loss or the gradient is not
+ * an overflow to scale away: the run stops naming the step and the first unit,
+ * unless --skip_nonfinite_steps N allows skipping it (the engine has already
+ * left the parameters untouched), at most N steps in a row.  Every rank reaches
+ * the same verdict (the loss and the engine's verdict are world-wide). */
+static int check_finite(trainer *t, const zt_step_metrics *m, zt_err *err)
+{
+    const zt_train_args *a = t->a;
+    if (a->plan.loss_scaling || (!m->skipped && isfinite(m->loss))) {
+        t->nonfinite_streak = 0;
+        return ZT_OK;
+    }
+    char what[160] = "the loss";
+    if (m->skipped) {
+        int u = t->r.eng.nonfinite_unit;
+        char unit[96] = "";
+        if (u >= 0)
+            describe_unit(unit, sizeof unit, &t->r.lay, u);
+        snprintf(what, sizeof what, "the gradient%s%s", u >= 0 ? ", first (in model order) in " : "", unit);
+    }
+    t->nonfinite_streak++;
+    if (m->skipped && t->nonfinite_streak <= a->skip_nonfinite_steps) {
+        if (t->rank0)
+            fprintf(stderr, "%sztrain: warning: step %ld: an inf or NaN in %s (loss %g); step skipped (%ld in a "
+                    "row, at most %ld by --skip_nonfinite_steps)\n", a->progress ? "\n" : "", m->step, what,
+                    m->loss, t->nonfinite_streak, a->skip_nonfinite_steps);
+        return ZT_OK;
+    }
+    if (!t->rank0) /* rank 0 says it; the others stop with it */
+        return zt_fail(err, ZT_EFAIL, "%s", "");
+    if (m->skipped && a->skip_nonfinite_steps > 0)
+        return zt_fail(err, ZT_EFAIL, "step %ld: an inf or NaN in %s (loss %g), %ld steps in a row, more than "
+                       "--skip_nonfinite_steps %ld allows; stopping (nothing saved from this run)", m->step, what,
+                       m->loss, t->nonfinite_streak, a->skip_nonfinite_steps);
+    return zt_fail(err, ZT_EFAIL, "step %ld: an inf or NaN in %s (loss %g); stopping instead of training on it "
+                   "(nothing saved from this run; lower the learning rate, check the data, or allow skipping with "
+                   "--skip_nonfinite_steps N)", m->step, what, m->loss);
+}
+
 /* The numbers of step s that train_step did not compute itself. */
 static void measure_step(const trainer *t, double t0, double wait0, double progress0,
                          const uint64_t before[ZT_COLL_NKINDS], const uint64_t link_before[ZT_NLINKS],
@@ -476,17 +532,41 @@ static void audit_lost_updates(trainer *t, const zt_step_metrics *m)
     t->warned = 1;
 }
 
-/* One JSON object per step (docs/zero.md lists the fields). */
+/* A number, or null for an inf or NaN (which JSON cannot hold; jq and Python's
+ * json refuse the bare words), recording which in *flags. */
+static void json_num(FILE *f, const char *key, const char *fmt, double x, char *flags, size_t len)
+{
+    if (isfinite(x)) {
+        fprintf(f, "\"%s\": ", key);
+        fprintf(f, fmt, x);
+        return;
+    }
+    fprintf(f, "\"%s\": null", key);
+    size_t used = strlen(flags);
+    snprintf(flags + used, len - used, "%s\"%s\": \"%s\"", used ? ", " : "", key,
+             isnan(x) ? "nan" : x > 0 ? "inf" : "-inf");
+}
+
+/* One JSON object per step (docs/zero.md lists the fields).  A non-finite loss
+ * or gradient norm is written as null, and "nonfinite" says which and what it
+ * was, e.g. "nonfinite": {"loss": "nan", "grad_norm": "inf"}. */
 static void write_jsonl(FILE *log, const zt_step_metrics *m)
 {
+    char flags[128] = "";
+    fprintf(log, "{\"step\": %ld, ", m->step);
+    json_num(log, "loss", "%.9g", m->loss, flags, sizeof flags);
+    fprintf(log, ", ");
+    json_num(log, "grad_norm", "%.9g", m->grad_norm, flags, sizeof flags);
     fprintf(log,
-            "{\"step\": %ld, \"loss\": %.9g, \"grad_norm\": %.9g, \"lr\": %.9g, "
+            ", \"lr\": %.9g, "
             "\"tokens_per_sec_per_device\": %.2f, \"step_time_s\": %.6f, \"mfu\": %.5f, "
             "\"lost_update_fraction\": %.6f, \"update_to_half_ulp\": %.6g, \"loss_scale\": %.9g, "
-            "\"skipped\": %d, \"memory_bytes\": {",
-            m->step, m->loss, isfinite(m->grad_norm) ? m->grad_norm : -1.0, m->lr, m->tokens_per_sec,
-            m->step_time_s, m->mfu, m->lost_update_fraction, m->update_to_half_ulp, m->loss_scale,
-            m->skipped);
+            "\"skipped\": %d, ",
+            m->lr, m->tokens_per_sec, m->step_time_s, m->mfu, m->lost_update_fraction, m->update_to_half_ulp,
+            m->loss_scale, m->skipped);
+    if (flags[0])
+        fprintf(log, "\"nonfinite\": {%s}, ", flags);
+    fprintf(log, "\"memory_bytes\": {");
     for (int c = 0; c < ZT_MEM_NCAT; c++)
         fprintf(log, "\"%s\": %zu%s", zt_mem_cat_name((zt_mem_cat)c), m->memory_bytes[c],
                 c + 1 < ZT_MEM_NCAT ? ", " : "");
@@ -532,8 +612,15 @@ static int evaluate(trainer *t, long step, zt_err *err)
         return rc;
     t->last_eval = e.loss;
     if (t->log) {
-        fprintf(t->log, "{\"step\": %ld, \"eval_loss\": %.17g, \"eval_perplexity\": %.17g, \"eval_tokens\": %ld, "
-                "\"eval_runtime\": %.6f}\n", step, e.loss, e.perplexity, e.tokens, e.seconds);
+        char flags[128] = ""; /* non-finite values as null plus a flag, as in the step records */
+        fprintf(t->log, "{\"step\": %ld, ", step);
+        json_num(t->log, "eval_loss", "%.17g", e.loss, flags, sizeof flags);
+        fprintf(t->log, ", ");
+        json_num(t->log, "eval_perplexity", "%.17g", e.perplexity, flags, sizeof flags);
+        fprintf(t->log, ", \"eval_tokens\": %ld, \"eval_runtime\": %.6f", e.tokens, e.seconds);
+        if (flags[0])
+            fprintf(t->log, ", \"nonfinite\": {%s}", flags);
+        fprintf(t->log, "}\n");
         fflush(t->log);
     }
     if (t->talk && t->a->progress)
@@ -702,6 +789,8 @@ int zt_train(const zt_train_args *a, zt_train_result *res, zt_err *err)
         if ((rc = train_step(&t, s, &m, err)))
             break;
         log_step(&t, &m);
+        if ((rc = check_finite(&t, &m, err)))
+            break;
         if (eval_due(&t, s + 1) && (rc = evaluate(&t, s + 1, err)))
             break;
         int saved = checkpoint_due(&t, s + 1);

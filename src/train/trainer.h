@@ -78,6 +78,8 @@ typedef struct zt_train_args {
     const char *eval_data_path; /* token stream evaluated during training (NULL: none) */
     long eval_steps;            /* every N steps (0: once, after the last step) */
     int eval_batch_size;        /* windows per forward pass per rank */
+    long skip_nonfinite_steps; /* outside fp16 scaling: steps with an inf/NaN that may be skipped in a
+                                * row (0: the first one stops the run) */
     /* called on every rank after every step (NULL: none) */
     void (*on_step)(void *ctx, const zt_step_metrics *m);
     void *on_step_ctx;
