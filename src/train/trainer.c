@@ -408,7 +408,7 @@ static void describe_unit(char *buf, size_t len, const zt_layout *lay, int u)
 static int check_finite(trainer *t, const zt_step_metrics *m, zt_err *err)
 {
     const zt_train_args *a = t->a;
-    if (a->plan.loss_scaling || (!m->skipped && isfinite(m->loss))) {
+    if (a->plan.ls.on || (!m->skipped && isfinite(m->loss))) {
         t->nonfinite_streak = 0;
         return ZT_OK;
     }
