@@ -16,6 +16,7 @@
 #include "../train/run_args.h"
 #include "../train/trainer.h"
 #include "commands.h"
+#include "memory_gate.h"
 #include "flags.h"
 #include "run_settings.h"
 #include "train_eval.h"
@@ -79,6 +80,7 @@ static int cmd_train(int argc, char **argv, zt_err *err)
     int threads = 0, progress = -1;
     double peak = 0.0, coll_timeout = 600.0;
     long skip_nonfinite = 0;
+    const char *max_memory = NULL;
     zt_settings st;
     zt_settings_defaults(&st);
     zt_cli_eval ev = ZT_CLI_EVAL_DEFAULTS;
@@ -102,6 +104,7 @@ static int cmd_train(int argc, char **argv, zt_err *err)
         {"progress", ZT_FLAG_BOOL, &progress, "progress bar (default: when stderr is a terminal)", 1, 0, 0},
         {"peak_gflops", ZT_FLAG_DOUBLE, &peak, "matrix-product peak for MFU (default: measured)", 0, 1e9, 0},
         {"skip_nonfinite_steps", ZT_FLAG_LONG, &skip_nonfinite, "outside fp16 loss scaling, skip up to N steps in a row whose loss or gradient holds an inf or NaN (default 0: stop at the first)", 0, 1e12, 0},
+        {"max_memory", ZT_FLAG_STR, &max_memory, "bytes each rank may use, e.g. 8GB (default: the machine's available memory shared by its ranks); a run estimated above it is refused before allocating", 1, 0, 0},
         {"collective_timeout", ZT_FLAG_DOUBLE, &coll_timeout, "seconds one collective may block before the job is aborted with what each rank waits for (default 600, as NCCL's)", 0.1, 1e9, 0},
     };
     flag_table table = {flags, NFLAGS(flags)};
@@ -133,6 +136,16 @@ static int cmd_train(int argc, char **argv, zt_err *err)
         return rc;
     if ((rc = zt_cli_parse_size("max_shard_size", max_shard, &a.max_shard_bytes, err)))
         return rc;
+    size_t max_mem = 0;
+    if (max_memory && (rc = parse_size("max_memory", max_memory, &max_mem, err)))
+        return rc;
+    char why[160];
+    size_t limit = zt_memory_limit(max_mem, topo.machine_size, why, sizeof why);
+    if ((rc = zt_memory_gate(&cfg, &a.plan, a.batch_size, a.block_size, a.checkpointing, 1, limit, why, err))) {
+        if (g_rank != 0) /* every rank refuses alike; rank 0 says it */
+            err->msg[0] = 0;
+        return rc;
+    }
     /* what is not a setting: where things are, and how the run reports */
     a.model_dir = model;
     a.data_path = data;

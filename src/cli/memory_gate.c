@@ -1,0 +1,100 @@
+/* memory_gate.c — see memory_gate.h. */
+#include "memory_gate.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "../engine/engine.h"
+#include "../model/layout.h"
+#include "../model/llama.h"
+
+/* bytes as GB, MB or KB (powers of 1000, as --max_memory 8GB and --max_shard_size read them) */
+static const char *human(char *buf, size_t len, double b)
+{
+    if (b >= 1e9)
+        snprintf(buf, len, "%.2f GB", b / 1e9);
+    else if (b >= 1e6)
+        snprintf(buf, len, "%.2f MB", b / 1e6);
+    else
+        snprintf(buf, len, "%.2f KB", b / 1e3);
+    return buf;
+}
+
+size_t zt_memory_limit(size_t max_memory, int ranks_here, char *why, size_t why_len)
+{
+    if (max_memory > 0) {
+        snprintf(why, why_len, "--max_memory");
+        return max_memory;
+    }
+    FILE *f = fopen("/proc/meminfo", "r");
+    unsigned long long kb = 0;
+    char line[256];
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+            break;
+    if (f)
+        fclose(f);
+    if (kb == 0) {
+        snprintf(why, why_len, "no limit known");
+        return 0;
+    }
+    if (ranks_here < 1)
+        ranks_here = 1;
+    double total = (double)kb * 1024.0;
+    char h[32];
+    snprintf(why, why_len, "MemAvailable %s shared by %d rank%s on this machine; --max_memory overrides",
+             human(h, sizeof h, total), ranks_here, ranks_here == 1 ? "" : "s");
+    return (size_t)(total / ranks_here);
+}
+
+/* Parameters of cfg, in doubles (no overflow whatever the config says). */
+static double param_count(const zt_llama_config *c)
+{
+    double C = c->hidden_size, F = c->intermediate_size, V = c->vocab_size, L = c->num_hidden_layers;
+    double q = (double)c->num_attention_heads * c->head_dim, kv = (double)c->num_key_value_heads * c->head_dim;
+    double layer = C * q + 2.0 * C * kv + q * C + 3.0 * C * F + 2.0 * C;
+    return L * layer + V * C * (c->tie_word_embeddings ? 1.0 : 2.0) + C;
+}
+
+static int refuse(zt_err *err, double need, const char *what, double limit, const char *why)
+{
+    char n[32], l[32];
+    return zt_fail(err, ZT_EINPUT, "the run needs %s %s per rank (%s), more than the %s limit (%s); "
+                   "refused before allocating (ztrain estimate-memory shows the breakdown; shard over more "
+                   "ranks, use a smaller batch or model, or set --max_memory)",
+                   what, human(n, sizeof n, need), !strcmp(what, "at least") ? "lower bound" : "estimate",
+                   human(l, sizeof l, limit), why);
+}
+
+int zt_memory_gate(const zt_llama_config *cfg, const zt_plan *p, int B, int T, int checkpointing, int train,
+                   size_t limit, const char *why, zt_err *err)
+{
+    if (limit == 0)
+        return ZT_OK;
+    double G = train ? p->group_size : 1;
+    double ms = zt_dtype_size(train ? p->prec.master : p->prec.compute);
+    double L = cfg->num_hidden_layers;
+    /* the layout's own tables: one zt_param per tensor, a unit and its state per layer */
+    double tables = (L * ZT_P_NKINDS + ZT_P_NKINDS) * (sizeof(zt_param) + sizeof(int)) +
+                    (L + 1.0) * (sizeof(zt_unit) + sizeof(zt_unit_state) + sizeof(int));
+    /* a lower bound in doubles: one copy of this rank's share of the weights, the
+     * fp32 logits of B x T tokens, the tables */
+    double lower = param_count(cfg) * ms / G + (double)B * T * cfg->vocab_size * 4.0 + tables;
+    if (lower > (double)limit)
+        return refuse(err, lower, "at least", (double)limit, why);
+    zt_layout lay;
+    int rc = zt_layout_build(&lay, cfg, p->wrap, (size_t)p->min_num_params, train ? p->group_size : 1, err);
+    if (rc)
+        return rc;
+    double need = tables + (double)zt_model_activation_bytes(cfg, B, T, checkpointing, p->prec.compute);
+    if (train) {
+        zt_engine_bytes b = zt_engine_estimate(&lay, p->prec, p->stage, p->group_size, &p->overlap);
+        need += (double)b.master + b.grads + b.optim + b.gathered + b.comm;
+    } else { /* evaluation holds the weights once, in the compute dtype */
+        need += (double)lay.numel * zt_dtype_size(p->prec.compute);
+    }
+    zt_layout_free(&lay);
+    if (need > (double)limit)
+        return refuse(err, need, "an estimated", (double)limit, why);
+    return ZT_OK;
+}

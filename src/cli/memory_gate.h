@@ -1,0 +1,32 @@
+/* memory_gate.h — refuse a run that cannot fit, before anything is allocated.
+ *
+ * Absurd sizes in config.json (hidden 1e9, vocab 2e9, 2e7 layers) or a batch of
+ * a million used to allocate first and fail later with "out of memory" (exit 1),
+ * after minutes and gigabytes.  The gate estimates the bytes per rank the run
+ * would allocate -- the same size tables estimate-memory prints (the engine's
+ * model state, the activations for B x T, the layout's own tables) -- and refuses
+ * with exit 2, stating the estimate and the limit, when it exceeds the limit:
+ * --max_memory per rank when given, else the machine's MemAvailable shared by the
+ * ranks on this machine.  The estimate is first bounded from below in doubles
+ * (parameters x master bytes / shard group + the fp32 logits + the tables), so an
+ * absurd config is refused before even its layout table is built. */
+#ifndef ZT_CLI_MEMORY_GATE_H
+#define ZT_CLI_MEMORY_GATE_H
+
+#include <stddef.h>
+
+#include "../core/status.h"
+#include "../model/config.h"
+#include "../plan/plan.h"
+
+/* Bytes this rank may use: max_memory when > 0, else MemAvailable / ranks on this
+ * machine; 0 when unknown (no limit).  *why describes where it came from. */
+size_t zt_memory_limit(size_t max_memory, int ranks_here, char *why, size_t why_len);
+
+/* ZT_OK when training (train = 1) or evaluating (0) cfg under plan p with batch B
+ * of T tokens fits in limit bytes per rank (0: no limit); else ZT_EINPUT naming
+ * the estimate, its parts and the limit. */
+int zt_memory_gate(const zt_llama_config *cfg, const zt_plan *p, int B, int T, int checkpointing, int train,
+                   size_t limit, const char *why, zt_err *err);
+
+#endif
