@@ -403,8 +403,6 @@ static void test_bad_configs(void)
          "deepspeed_config.gradient_clipping", "expected a number"},
         {"distributed_type: DEEPSPEED\ndeepspeed_config:\n  deepspeed_config_file: ds.json\n"
          "  zero_stage: 2\n", "deepspeed_config.zero_stage", "deepspeed_config_file"},
-        {"distributed_type: DEEPSPEED\nmixed_precision: bf16\ndeepspeed_config:\n"
-         "  deepspeed_config_file: ds.json\n", "mixed_precision", "allowed here: no"},
         {"distributed_type: DEEPSPEED\ndeepspeed_config:\n  deepspeed_config_file: 12\n",
          "deepspeed_config.deepspeed_config_file", "expected a string"},
         {"distributed_type: DEEPSPEED\ndeepspeed_config:\n  offload_param_device: nvme_disk\n",

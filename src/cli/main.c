@@ -71,6 +71,24 @@ int zt_cli_parse_size(const char *flag, const char *s, size_t *out, zt_err *err)
 
 static int g_rank = 0, g_world = 1; /* for error messages */
 
+/* The YAML describes a world; mpirun started one.  `ztrain launch` starts the
+ * YAML's, but under a plain mpirun they can differ, and a silent difference
+ * changes the global batch and the sharding. */
+static int check_world(const zt_settings *st, int world, int ignore_num_processes, zt_err *err)
+{
+    const zt_accel_config *ac = &st->accel;
+    if (!st->config_file)
+        return ZT_OK;
+    if (!strcmp(ac->distributed_type, "NO") && world > 1)
+        return zt_fail(err, ZT_EINPUT, "%s: distributed_type NO is one process, but MPI started %d ranks; use "
+                       "MULTI_CPU, FSDP or DEEPSPEED for several", st->config_file, world);
+    if (ac->num_processes > 0 && ac->num_processes != world && !ignore_num_processes)
+        return zt_fail(err, ZT_EINPUT, "%s: num_processes is %d, but MPI started %d ranks; start %d (ztrain launch "
+                       "does), or pass --ignore_num_processes to run on %d", st->config_file, ac->num_processes,
+                       world, ac->num_processes, world);
+    return ZT_OK;
+}
+
 static int cmd_train(int argc, char **argv, zt_err *err)
 {
     const char *model = NULL, *data = NULL, *output_dir = NULL, *log_jsonl = NULL, *max_shard = "5GB";
@@ -81,6 +99,7 @@ static int cmd_train(int argc, char **argv, zt_err *err)
     double peak = 0.0, coll_timeout = 600.0;
     long skip_nonfinite = 0;
     const char *max_memory = NULL;
+    int ignore_np = 0;
     zt_settings st;
     zt_settings_defaults(&st);
     zt_cli_eval ev = ZT_CLI_EVAL_DEFAULTS;
@@ -105,6 +124,7 @@ static int cmd_train(int argc, char **argv, zt_err *err)
         {"peak_gflops", ZT_FLAG_DOUBLE, &peak, "matrix-product peak for MFU (default: measured)", 0, 1e9, 0},
         {"skip_nonfinite_steps", ZT_FLAG_LONG, &skip_nonfinite, "outside fp16 loss scaling, skip up to N steps in a row whose loss or gradient holds an inf or NaN (default 0: stop at the first)", 0, 1e12, 0},
         {"max_memory", ZT_FLAG_STR, &max_memory, "bytes each rank may use, e.g. 8GB (default: the machine's available memory shared by its ranks); a run estimated above it is refused before allocating", 1, 0, 0},
+        {"ignore_num_processes", ZT_FLAG_BOOL, &ignore_np, "run on the ranks MPI started even when the Accelerate YAML's num_processes differs", 1, 0, 0},
         {"collective_timeout", ZT_FLAG_DOUBLE, &coll_timeout, "seconds one collective may block before the job is aborted with what each rank waits for (default 600, as NCCL's)", 0.1, 1e9, 0},
     };
     flag_table table = {flags, NFLAGS(flags)};
@@ -136,6 +156,11 @@ static int cmd_train(int argc, char **argv, zt_err *err)
         return rc;
     if ((rc = zt_cli_parse_size("max_shard_size", max_shard, &a.max_shard_bytes, err)))
         return rc;
+    if ((rc = check_world(&st, g_world, ignore_np, err))) {
+        if (g_rank != 0)
+            err->msg[0] = 0;
+        return rc;
+    }
     size_t max_mem = 0;
     if (max_memory && (rc = parse_size("max_memory", max_memory, &max_mem, err)))
         return rc;

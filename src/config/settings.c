@@ -129,14 +129,23 @@ static int apply_deepspeed(zt_settings *s, int world, int hidden, zt_err *err)
     s->max_steps = r->total_steps;
     if (c->stage >= 0 && !given(s, "zero_stage"))
         s->zero_stage = c->stage;
-    /* precision: an explicit enabled flag decides unless --mixed_precision was given */
+    /* precision: an explicit enabled flag decides unless --mixed_precision was
+     * given; "auto" (or no section) takes the YAML's mixed_precision, as in
+     * Accelerate's DeepSpeed template; an explicit value that disagrees with the
+     * YAML is a contradiction */
     if (!given(s, "mixed_precision")) {
-        if (c->bf16_enabled == ZT_YES)
-            s->mixed_precision = "bf16";
-        else if (c->fp16_enabled == ZT_YES)
-            s->mixed_precision = "fp16";
-        else if (c->bf16_enabled == ZT_NO && (c->fp16_enabled == ZT_NO || c->fp16_enabled == ZT_UNSET))
-            s->mixed_precision = "no";
+        const char *json_mp = c->bf16_enabled == ZT_YES ? "bf16"
+                              : c->fp16_enabled == ZT_YES ? "fp16"
+                              : c->bf16_enabled == ZT_NO && (c->fp16_enabled == ZT_NO || c->fp16_enabled == ZT_UNSET)
+                                  ? "no"
+                                  : NULL;
+        const char *yaml_mp = s->config_file && s->accel.mixed_precision[0] ? s->accel.mixed_precision : NULL;
+        if (json_mp && yaml_mp && strcmp(json_mp, yaml_mp) != 0)
+            return zt_fail(err, ZT_EINPUT, "%s: mixed_precision is %s, but %s's bf16/fp16 sections say %s; set "
+                           "\"enabled\": \"auto\" in the JSON to let mixed_precision choose, or make them agree",
+                           s->config_file, yaml_mp, c->path, json_mp);
+        if (json_mp)
+            s->mixed_precision = json_mp;
     }
     if (c->communication_data_type[0] && !given(s, "reduce_dtype"))
         s->reduce_dtype = c->communication_data_type;
