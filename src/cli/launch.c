@@ -336,10 +336,9 @@ static int build_and_run(const launch_opts *o, const host_set *hs, int argc, cha
         zt_free(ZT_MEM_OTHER, args, cap * sizeof *args);
         return ZT_OK;
     }
-    fflush(stdout);
-    execvp("mpirun", args);
+    int rc = zt_launch_run(args, o->num, err); /* launch_run.c: forwards SIGINT, SIGTERM, SIGHUP */
     zt_free(ZT_MEM_OTHER, args, cap * sizeof *args);
-    return zt_fail(err, ZT_EFAIL, "cannot run mpirun (is openmpi-bin installed?)");
+    return rc;
 }
 
 int zt_cmd_launch(int argc, char **argv, zt_err *err)

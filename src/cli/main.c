@@ -357,6 +357,8 @@ int main(int argc, char **argv)
                 fprintf(stderr, "ztrain: error: %s\n", err.msg);
         }
         zt_comm_finalize_mpi();
+        if (zt_launch_exit_code() >= 0) /* launch ends as mpirun did, or 128 + a forwarded signal */
+            return zt_launch_exit_code();
         return rc == ZT_OK ? 0 : rc == ZT_EINPUT ? 2 : rc == ZT_EINTERRUPT ? 130 : 1;
     }
     fprintf(stderr, "ztrain: error: unknown command '%s' (commands: train, eval, init-model, env, launch, config, estimate-memory, tokenize, tokenizer, checkpoint, merge-weights)\n", argv[1]);
