@@ -253,6 +253,17 @@ static int cmd_eval(int argc, char **argv, zt_err *err)
             (rc = zt_cli_text_data(&a.data_path, tokenizer, cfg.vocab_size, NULL, 0, nthreads, tok_data, sizeof tok_data, err)))
             return rc;
     }
+    /* sizes before allocation, as for train: the weights once in the compute
+     * dtype and the activations of one batch */
+    if (!tokenizer && (rc = zt_hf_read_config_dir(model, &cfg, err)))
+        return rc;
+    zt_precision prec = {.load = ZT_F32, .master = ZT_F32, .compute = a.compute, .reduce = a.compute,
+                         .save = ZT_F32};
+    zt_plan eplan = zt_plan_single(prec, ZT_WRAP_TRANSFORMER);
+    char why[160];
+    size_t limit = zt_memory_limit(0, 1, why, sizeof why);
+    if ((rc = zt_memory_gate(&cfg, &eplan, batch, block_size, 0, 0, limit, why, err)))
+        return rc;
     double loss = 0.0;
     long tokens = 0;
     if ((rc = zt_eval(&a, &loss, &tokens, err)))

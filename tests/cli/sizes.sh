@@ -29,6 +29,8 @@ quick num_hidden_layers 1000000000
 check_fast 2 "the run needs at least [0-9.]+ [GT]B per rank" -- train --model "$TMP/m"
 quick num_hidden_layers 20000000
 check_fast 2 "the run needs at least [0-9.]+ [GT]B per rank" -- train --model "$TMP/m"
+# eval reads the same config.json: refused alike
+check_fast 2 "the run needs at least [0-9.]+ [GT]B per rank" -- "$ZTRAIN" eval --model "$TMP/m" --data $data --block_size 16
 # the batch: a million sequences of 16 tokens need 16 GB of logits alone
 check_fast 2 "the run needs at least 16.[0-9]+ GB per rank \(lower bound\), more than the 1.00 GB limit \(--max_memory\)" -- \
     train --model $fix --per_device_train_batch_size 1000000 --max_memory 1GB
