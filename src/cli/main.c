@@ -162,7 +162,7 @@ static int cmd_train(int argc, char **argv, zt_err *err)
         return rc;
     }
     size_t max_mem = 0;
-    if (max_memory && (rc = parse_size("max_memory", max_memory, &max_mem, err)))
+    if (max_memory && (rc = zt_cli_parse_size("max_memory", max_memory, &max_mem, err)))
         return rc;
     char why[160];
     size_t limit = zt_memory_limit(max_mem, topo.machine_size, why, sizeof why);
