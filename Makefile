@@ -98,7 +98,7 @@ clean:
 # libFuzzer harnesses (clang): `make fuzz` builds build-fuzz/fuzz_checkpoint, the
 # checkpoint readers (trainer_state.json, zero/index.json, manifest.json) under
 # ASan + UBSan with float-cast-overflow; run it with
-#   build-fuzz/fuzz_checkpoint -max_total_time=60 tests/fuzz/corpus_checkpoint
+#   build-fuzz/fuzz_checkpoint -max_total_time=60 tests/fuzz/corpus/checkpoint
 FUZZ_CC    ?= clang
 FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fno-sanitize-recover=all \
               -fsanitize=fuzzer,address,undefined,float-cast-overflow

@@ -5,7 +5,7 @@
 # must find nothing.
 . "$(dirname "$0")/lib.bash"
 make -s fuzz > "$TMP/build.log" 2>&1 || { fail "make fuzz: $(tail -5 "$TMP/build.log")"; finish; }
-cp tests/fuzz/corpus_checkpoint/* "$TMP/" 2>/dev/null
+cp tests/fuzz/corpus/checkpoint/* "$TMP/" 2>/dev/null
 mkdir -p "$TMP/corpus" && mv "$TMP"/*.seed "$TMP/corpus/"
 build-fuzz/fuzz_checkpoint -max_total_time=10 -max_len=8192 -artifact_prefix="$TMP/" "$TMP/corpus" \
     > "$TMP/fuzz.log" 2>&1 || fail "the fuzzer found a crash: $(grep -E 'ERROR|runtime error|SUMMARY' "$TMP/fuzz.log" | head -5)"
