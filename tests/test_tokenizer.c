@@ -9,6 +9,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "../src/core/mem.h"
 #include "../src/text/tokenizer.h"
 #include "test.h"
 #include "tmpdir.h"
@@ -182,6 +183,26 @@ static void test_unsupported_refused_with_path(void)
     free(src);
 }
 
+/* The tokenizer and the encoder's per-thread state are accounted memory, all
+ * returned when freed. */
+static void test_memory_accounted_and_returned(void)
+{
+    size_t before = zt_mem_current(ZT_MEM_OTHER);
+    for (int f = 0; f < 3; f++) {
+        zt_tokenizer *t = load(families[f]);
+        if (!t)
+            continue;
+        ZT_CHECK(zt_mem_current(ZT_MEM_OTHER) > before);
+        static const char text[] = "Hello world, naïve café 日本語 🙂 <s> and </s>\n\nmore text here\n";
+        zt_ids ids = {0};
+        zt_err err = {0};
+        ZT_CHECK(zt_tok_encode_chunked(t, text, sizeof text - 1, 3, 8, &ids, &err) == ZT_OK && ids.n > 0);
+        zt_ids_free(&ids);
+        zt_tok_free(t);
+    }
+    ZT_CHECK_MSG(zt_mem_current(ZT_MEM_OTHER) == before, "%zu bytes still accounted", zt_mem_current(ZT_MEM_OTHER) - before);
+}
+
 int main(void)
 {
     ZT_RUN(test_gpt2_byte_level_matches_tokenizers);
@@ -194,5 +215,6 @@ int main(void)
     ZT_RUN(test_special_ids);
     ZT_RUN(test_invalid_utf8_refused);
     ZT_RUN(test_unsupported_refused_with_path);
+    ZT_RUN(test_memory_accounted_and_returned);
     ZT_TEST_MAIN_END();
 }

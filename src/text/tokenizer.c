@@ -32,7 +32,7 @@ enum { FAMILY_BYTE_LEVEL = 1, FAMILY_SENTENCEPIECE = 2 };
 enum { SP_PREPEND_NEVER = 0, SP_PREPEND_EVERY, SP_PREPEND_METASPACE_ALWAYS, SP_PREPEND_METASPACE_FIRST };
 
 typedef struct added_token {
-    uint8_t *content;
+    size_t content_off;     /* into strings */
     size_t len;
     int32_t id;
     int special;
@@ -56,14 +56,15 @@ struct zt_tokenizer {
 
     zt_strmap vocab;        /* model-space key -> id */
     zt_merges merges;
-    /* per id: decoded bytes and the tokenizer.json spelling */
-    uint8_t **dec;
-    size_t *dec_len;
-    char **name;
+    /* per id (vocab_size entries): decoded bytes and the tokenizer.json
+     * spelling, as offsets + 1 into strings (0: no such id) */
+    size_t *dec_off, *dec_len, *name_off;
     uint8_t *is_special;
+    uint8_t *strings;       /* NUL-terminated byte strings, one accounted arena */
+    size_t strings_len, strings_cap;
 
     added_token *added;
-    int n_added;
+    int n_added, added_cap;
     uint8_t added_first[256]; /* 1 if some added token starts with this byte */
 };
 
@@ -371,15 +372,43 @@ static int load_decoder(zt_tokenizer *t, const cJSON *d, const char *file, zt_er
     return ZT_OK;
 }
 
+/* Append s[0..len) and a NUL to the string arena; *off receives its offset. */
+static int strings_add(zt_tokenizer *t, const void *s, size_t len, size_t *off)
+{
+    if (t->strings_len + len + 1 > t->strings_cap) {
+        size_t ncap = t->strings_cap ? t->strings_cap : 1 << 16;
+        while (ncap < t->strings_len + len + 1)
+            ncap *= 2;
+        uint8_t *p = zt_alloc(ZT_MEM_OTHER, ncap);
+        if (!p)
+            return ZT_EFAIL;
+        if (t->strings) {
+            memcpy(p, t->strings, t->strings_len);
+            zt_free(ZT_MEM_OTHER, t->strings, t->strings_cap);
+        }
+        t->strings = p, t->strings_cap = ncap;
+    }
+    *off = t->strings_len;
+    memcpy(t->strings + t->strings_len, s, len);
+    t->strings[t->strings_len + len] = 0;
+    t->strings_len += len + 1;
+    return ZT_OK;
+}
+
+static const char *name_of(const zt_tokenizer *t, int32_t id)
+{
+    return t->name_off[id] ? (const char *)t->strings + t->name_off[id] - 1 : NULL;
+}
+
 static int set_token(zt_tokenizer *t, int32_t id, const char *name, const uint8_t *dec, size_t dec_len)
 {
-    if (t->name[id])
+    if (t->name_off[id])
         return ZT_OK; /* an added token that is also in the model vocab keeps one entry */
-    t->name[id] = strdup(name);
-    t->dec[id] = malloc(dec_len + 1);
-    if (!t->name[id] || !t->dec[id])
+    size_t n_off, d_off;
+    if (strings_add(t, name, strlen(name), &n_off) || strings_add(t, dec, dec_len, &d_off))
         return ZT_EFAIL;
-    memcpy(t->dec[id], dec, dec_len);
+    t->name_off[id] = n_off + 1;
+    t->dec_off[id] = d_off + 1;
     t->dec_len[id] = dec_len;
     return ZT_OK;
 }
@@ -464,12 +493,12 @@ static int load_model(zt_tokenizer *t, const cJSON *m, const cJSON *added, const
         return refuse(err, file, "model.vocab", "empty vocabulary");
     t->vocab_size = (int)max_id + 1;
     size_t nv = (size_t)t->vocab_size;
-    t->dec = calloc(nv, sizeof *t->dec);
-    t->dec_len = calloc(nv, sizeof *t->dec_len);
-    t->name = calloc(nv, sizeof *t->name);
-    t->is_special = calloc(nv, 1);
-    t->bigram = calloc(65536 / 8, 1);
-    if (!t->dec || !t->dec_len || !t->name || !t->is_special || !t->bigram)
+    t->dec_off = zt_alloc(ZT_MEM_OTHER, nv * sizeof *t->dec_off);
+    t->dec_len = zt_alloc(ZT_MEM_OTHER, nv * sizeof *t->dec_len);
+    t->name_off = zt_alloc(ZT_MEM_OTHER, nv * sizeof *t->name_off);
+    t->is_special = zt_alloc(ZT_MEM_OTHER, nv);
+    t->bigram = zt_alloc(ZT_MEM_OTHER, 65536 / 8);
+    if (!t->dec_off || !t->dec_len || !t->name_off || !t->is_special || !t->bigram)
         return zt_fail(err, ZT_EFAIL, "%s: out of memory for %zu tokens", file, nv);
 
     /* vocabulary: key -> id, and each id's decoded bytes */
@@ -496,8 +525,9 @@ static int load_model(zt_tokenizer *t, const cJSON *m, const cJSON *added, const
                 rc = zt_fail(err, ZT_EINPUT, "%s: model.vocab[\"%s\"]: the same token as id %d", file, e->string,
                              t->vocab.values[at]);
         }
-        if (!rc && t->name[id])
-            rc = zt_fail(err, ZT_EINPUT, "%s: model.vocab[\"%s\"]: id %d is already \"%s\"", file, e->string, id, t->name[id]);
+        if (!rc && t->name_off[id])
+            rc = zt_fail(err, ZT_EINPUT, "%s: model.vocab[\"%s\"]: id %d is already \"%s\"", file, e->string, id,
+                         name_of(t, id));
         if (!rc) {
             uint8_t *dec = malloc(sl + 1);
             size_t dl = 0;
@@ -613,7 +643,8 @@ static int load_added(zt_tokenizer *t, const cJSON *added, const char *file, zt_
     int n = cJSON_GetArraySize(added);
     if (added && !cJSON_IsArray(added))
         return refuse(err, file, "added_tokens", "expected an array");
-    t->added = calloc(n ? (size_t)n : 1, sizeof *t->added);
+    t->added_cap = n ? n : 1;
+    t->added = zt_alloc(ZT_MEM_OTHER, (size_t)t->added_cap * sizeof *t->added);
     if (!t->added)
         return zt_fail(err, ZT_EFAIL, "out of memory");
     const cJSON *e;
@@ -644,13 +675,13 @@ static int load_added(zt_tokenizer *t, const cJSON *added, const char *file, zt_
         int32_t id = (int32_t)cJSON_GetObjectItemCaseSensitive(e, "id")->valuedouble;
         added_token *a = &t->added[t->n_added++];
         a->len = strlen(content);
-        a->content = (uint8_t *)strdup(content);
         a->id = id;
         a->special = special;
-        if (!a->content || set_token(t, id, content, (const uint8_t *)content, a->len))
+        if (strings_add(t, content, a->len, &a->content_off) ||
+            set_token(t, id, content, (const uint8_t *)content, a->len))
             return zt_fail(err, ZT_EFAIL, "out of memory");
         t->is_special[id] = (uint8_t)special;
-        t->added_first[a->content[0]] = 1;
+        t->added_first[(uint8_t)content[0]] = 1;
         i++;
     }
     return ZT_OK;
@@ -710,7 +741,7 @@ int zt_tok_load_file(const char *file, const char *config_dir, zt_tokenizer **ou
         cJSON_Delete(root);
         return zt_fail(err, ZT_EINPUT, "%s: not valid JSON (expected a tokenizer.json object)", file);
     }
-    zt_tokenizer *t = calloc(1, sizeof *t);
+    zt_tokenizer *t = zt_alloc(ZT_MEM_OTHER, sizeof *t);
     if (!t) {
         cJSON_Delete(root);
         return zt_fail(err, ZT_EFAIL, "out of memory");
@@ -769,21 +800,17 @@ void zt_tok_free(zt_tokenizer *t)
 {
     if (!t)
         return;
-    for (int i = 0; t->dec && i < t->vocab_size; i++) {
-        free(t->dec[i]);
-        free(t->name[i]);
-    }
-    free(t->dec);
-    free(t->dec_len);
-    free(t->name);
-    free(t->is_special);
-    free(t->bigram);
-    for (int i = 0; i < t->n_added; i++)
-        free(t->added[i].content);
-    free(t->added);
+    size_t nv = (size_t)t->vocab_size;
+    zt_free(ZT_MEM_OTHER, t->dec_off, nv * sizeof *t->dec_off);
+    zt_free(ZT_MEM_OTHER, t->dec_len, nv * sizeof *t->dec_len);
+    zt_free(ZT_MEM_OTHER, t->name_off, nv * sizeof *t->name_off);
+    zt_free(ZT_MEM_OTHER, t->is_special, nv);
+    zt_free(ZT_MEM_OTHER, t->bigram, 65536 / 8);
+    zt_free(ZT_MEM_OTHER, t->added, (size_t)t->added_cap * sizeof *t->added);
+    zt_free(ZT_MEM_OTHER, t->strings, t->strings_cap);
     zt_strmap_free(&t->vocab);
     zt_merges_free(&t->merges);
-    free(t);
+    zt_free(ZT_MEM_OTHER, t, sizeof *t);
 }
 
 int zt_tok_vocab_size(const zt_tokenizer *t) { return t->vocab_size; }
@@ -799,20 +826,20 @@ const char *zt_tok_family(const zt_tokenizer *t)
 int32_t zt_tok_token_id(const zt_tokenizer *t, const char *token)
 {
     for (int i = 0; i < t->n_added; i++)
-        if (!strcmp((const char *)t->added[i].content, token))
+        if (!strcmp((const char *)t->strings + t->added[i].content_off, token))
             return t->added[i].id;
     for (int32_t id = 0; id < t->vocab_size; id++)
-        if (t->name[id] && !strcmp(t->name[id], token))
+        if (name_of(t, id) && !strcmp(name_of(t, id), token))
             return id;
     return -1;
 }
 
 const uint8_t *zt_tok_id_bytes(const zt_tokenizer *t, int32_t id, size_t *len)
 {
-    if (id < 0 || id >= t->vocab_size || !t->dec[id])
+    if (id < 0 || id >= t->vocab_size || !t->dec_off[id])
         return NULL;
     *len = t->dec_len[id];
-    return t->dec[id];
+    return t->strings + t->dec_off[id] - 1;
 }
 
 int zt_tok_decode(const zt_tokenizer *t, const int32_t *ids, size_t n, int skip_special, char **out, size_t *len,
@@ -833,7 +860,7 @@ int zt_tok_decode(const zt_tokenizer *t, const int32_t *ids, size_t n, int skip_
     for (size_t i = 0; i < n; i++) {
         if (skip_special && t->is_special[ids[i]])
             continue;
-        memcpy(buf + k, t->dec[ids[i]], t->dec_len[ids[i]]);
+        memcpy(buf + k, t->strings + t->dec_off[ids[i]] - 1, t->dec_len[ids[i]]);
         k += t->dec_len[ids[i]];
     }
     size_t start = t->strip_leading && k && buf[0] == ' ' ? 1 : 0;
@@ -1090,7 +1117,7 @@ static int match_added(const zt_tokenizer *t, const uint8_t *s, size_t n, size_t
     size_t best_len = 0;
     for (int a = 0; a < t->n_added; a++) {
         const added_token *x = &t->added[a];
-        if (x->len > best_len && x->len <= n - i && !memcmp(s + i, x->content, x->len))
+        if (x->len > best_len && x->len <= n - i && !memcmp(s + i, t->strings + x->content_off, x->len))
             best = a, best_len = x->len;
     }
     return best;
