@@ -3,6 +3,7 @@
 # only those that are missing.  Needs root (or sudo) the first time.
 set -euo pipefail
 packages=(gcc make libc6-dev libopenmpi-dev openmpi-bin libdnnl-dev libyaml-dev libcjson-dev libxxhash-dev clang python3
+          python3-numpy python3-torch  # tests read .npy files and check bf16 rounding against torch (Debian's)
           iproute2 util-linux  # ip netns, tc and unshare: tests/cli/multinode.sh and bench/multinode.sh
           libclang-rt-dev libomp-dev) # make fuzz (libFuzzer) and make test-ubsan CC=clang
 missing=()
