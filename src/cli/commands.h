@@ -28,6 +28,7 @@ int zt_cmd_checkpoint(int argc, char **argv, zt_err *err);
 int zt_cmd_merge_weights(int argc, char **argv, zt_err *err);
 /* HF's size strings: "5GB" = 5*10^9 bytes, "200MB", "64KB", "1GiB" = 2^30, or bytes. */
 int zt_cli_parse_size(const char *flag, const char *s, size_t *out, zt_err *err);
+int zt_cmd_plot(int argc, char **argv, zt_err *err);
 
 /* train/eval --data FILE.txt --tokenizer DIR: point *data at the cached ids
  * (buf holds the path) after checking the vocabulary fits model_vocab.  With a

@@ -354,6 +354,7 @@ int main(int argc, char **argv)
         {"generate", zt_cmd_generate},
         {"checkpoint", zt_cmd_checkpoint},
         {"merge-weights", zt_cmd_merge_weights},
+        {"plot", zt_cmd_plot},
     };
     zt_err err = {0};
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {

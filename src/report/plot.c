@@ -1,0 +1,335 @@
+/* plot.c — the training log as an SVG chart (see plot.h). */
+#include "plot.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../core/fs.h"
+#include "../core/input.h"
+#include "../core/mem.h"
+
+/* ---- a growable text buffer --------------------------------------------- */
+
+typedef struct text {
+    char *p;
+    size_t n, cap;
+    int oom;
+} text;
+
+static void put(text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(text *t, const char *fmt, ...)
+{
+    if (t->oom)
+        return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int k = vsnprintf(t->p ? t->p + t->n : NULL, t->p ? t->cap - t->n : 0, fmt, ap);
+        va_end(ap);
+        if (k < 0) {
+            t->oom = 1;
+            return;
+        }
+        if (t->p && t->n + (size_t)k < t->cap) {
+            t->n += (size_t)k;
+            return;
+        }
+        size_t cap = t->cap ? t->cap : 1 << 16;
+        while (cap <= t->n + (size_t)k)
+            cap *= 2;
+        char *p = zt_alloc(ZT_MEM_OTHER, cap);
+        if (!p) {
+            t->oom = 1;
+            return;
+        }
+        if (t->n)
+            memcpy(p, t->p, t->n);
+        zt_free(ZT_MEM_OTHER, t->p, t->cap);
+        t->p = p;
+        t->cap = cap;
+    }
+}
+
+/* Text for SVG character data: & < > escaped, control bytes dropped. */
+static void put_escaped(text *t, const char *s)
+{
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '&') put(t, "&amp;");
+        else if (c == '<') put(t, "&lt;");
+        else if (c == '>') put(t, "&gt;");
+        else if (c >= 0x20) put(t, "%c", c);
+    }
+}
+
+/* ---- the log ----------------------------------------------------------------- */
+
+enum { S_LOSS, S_EVAL, S_LR, S_GNORM, S_TPS, S_LOST, S_N };
+
+typedef struct series {
+    double *x, *y;
+    int n, cap;
+} series;
+
+typedef struct run_log {
+    series s[S_N];
+    long steps;             /* training records */
+} run_log;
+
+static int push(series *s, double x, double y)
+{
+    if (isnan(y))
+        return ZT_OK;
+    if (s->n == s->cap) {
+        int cap = s->cap ? 2 * s->cap : 256;
+        double *nx = zt_alloc(ZT_MEM_OTHER, (size_t)cap * sizeof(double));
+        double *ny = zt_alloc(ZT_MEM_OTHER, (size_t)cap * sizeof(double));
+        if (!nx || !ny) {
+            zt_free(ZT_MEM_OTHER, nx, (size_t)cap * sizeof(double));
+            zt_free(ZT_MEM_OTHER, ny, (size_t)cap * sizeof(double));
+            return ZT_EFAIL;
+        }
+        if (s->n) {
+            memcpy(nx, s->x, (size_t)s->n * sizeof(double));
+            memcpy(ny, s->y, (size_t)s->n * sizeof(double));
+        }
+        zt_free(ZT_MEM_OTHER, s->x, (size_t)s->cap * sizeof(double));
+        zt_free(ZT_MEM_OTHER, s->y, (size_t)s->cap * sizeof(double));
+        s->x = nx;
+        s->y = ny;
+        s->cap = cap;
+    }
+    s->x[s->n] = x;
+    s->y[s->n] = y;
+    s->n++;
+    return ZT_OK;
+}
+
+static void log_free(run_log *lg)
+{
+    for (int i = 0; i < S_N; i++) {
+        zt_free(ZT_MEM_OTHER, lg->s[i].x, (size_t)lg->s[i].cap * sizeof(double));
+        zt_free(ZT_MEM_OTHER, lg->s[i].y, (size_t)lg->s[i].cap * sizeof(double));
+    }
+}
+
+/* A numeric field: NaN when absent; ZT_EINPUT when present but not a finite number. */
+static int field(const cJSON *o, const char *key, double *out, const char *path, long line, zt_err *err)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    *out = NAN;
+    if (!v)
+        return ZT_OK;
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
+        return zt_fail(err, ZT_EINPUT, "%s:%ld: \"%s\" is not a finite number", path, line, key);
+    *out = v->valuedouble;
+    return ZT_OK;
+}
+
+static int read_record(run_log *lg, const cJSON *o, const char *path, long line, zt_err *err)
+{
+    int has_eval = cJSON_HasObjectItem(o, "eval_loss"), has_loss = cJSON_HasObjectItem(o, "loss");
+    if (!has_eval && !has_loss)
+        return ZT_OK; /* a record of another kind */
+    double step, v[S_N];
+    int rc = field(o, "step", &step, path, line, err);
+    if (rc == ZT_OK && isnan(step))
+        rc = zt_fail(err, ZT_EINPUT, "%s:%ld: a %s record without \"step\"", path, line,
+                     has_eval ? "eval" : "training");
+    if (rc)
+        return rc;
+    if (has_eval)
+        return (rc = field(o, "eval_loss", &v[S_EVAL], path, line, err)) ? rc : push(&lg->s[S_EVAL], step, v[S_EVAL]);
+    static const char *keys[S_N] = {"loss", NULL, "lr", "grad_norm", "tokens_per_sec_per_device",
+                                    "lost_update_fraction"};
+    for (int i = 0; i < S_N; i++)
+        if (keys[i] && (rc = field(o, keys[i], &v[i], path, line, err)))
+            return rc;
+    if (v[S_GNORM] < 0) /* the trainer logs a non-finite norm as -1 */
+        v[S_GNORM] = NAN;
+    lg->steps++;
+    for (int i = 0; i < S_N; i++)
+        if (keys[i] && push(&lg->s[i], step, v[i]))
+            return zt_fail(err, ZT_EFAIL, "out of memory reading %s", path);
+    return ZT_OK;
+}
+
+static int read_log(run_log *lg, const char *path, zt_err *err)
+{
+    int fd;
+    struct stat st;
+    int rc = zt_open_input(path, "the training log", &fd, &st, err);
+    if (rc)
+        return rc;
+    size_t len = (size_t)st.st_size;
+    char *buf = zt_alloc(ZT_MEM_OTHER, len + 1);
+    if (!buf) {
+        close(fd);
+        return zt_fail(err, ZT_EFAIL, "out of memory reading %s", path);
+    }
+    size_t got = 0;
+    while (got < len) {
+        ssize_t k = read(fd, buf + got, len - got);
+        if (k <= 0)
+            break;
+        got += (size_t)k;
+    }
+    close(fd);
+    buf[got] = '\0';
+    long line = 0;
+    for (char *p = buf; rc == ZT_OK && p < buf + got;) {
+        char *end = memchr(p, '\n', (size_t)(buf + got - p));
+        if (!end)
+            end = buf + got;
+        *end = '\0';
+        line++;
+        size_t n = strspn(p, " \t\r");
+        if (p[n]) {
+            cJSON *o = cJSON_Parse(p);
+            if (!cJSON_IsObject(o))
+                rc = zt_fail(err, ZT_EINPUT, "%s:%ld: not a JSON object (each line of a training log is one)",
+                             path, line);
+            else
+                rc = read_record(lg, o, path, line, err);
+            cJSON_Delete(o);
+        }
+        p = end + 1;
+    }
+    zt_free(ZT_MEM_OTHER, buf, len + 1);
+    if (rc == ZT_OK && lg->steps == 0)
+        rc = zt_fail(err, ZT_EINPUT, "%s: no training steps (records with \"step\" and \"loss\"): is it a "
+                     "`train --log_jsonl` file?", path);
+    return rc;
+}
+
+/* ---- drawing ------------------------------------------------------------------ */
+
+/* A tick spacing of 1, 2 or 5 times a power of ten giving about n intervals. */
+static double nice_step(double range, int n)
+{
+    double raw = range / n, p = pow(10.0, floor(log10(raw))), f = raw / p;
+    return (f < 1.5 ? 1 : f < 3.5 ? 2 : f < 7.5 ? 5 : 10) * p;
+}
+
+typedef struct line_spec {
+    const series *s;
+    const char *color, *label;
+    int points; /* draw markers (sparse series such as eval) */
+} line_spec;
+
+typedef struct box {
+    double x, y, w, h;
+} box;
+
+/* One panel: title, frame, ticks on both axes, and each series as a polyline
+ * mapped from [x0, x1] x [y0, y1] into the plot area. */
+static void panel(text *t, box b, const char *title, const line_spec *ls, int nl, double x0, double x1)
+{
+    const double ml = 64, mr = 16, mt = 26, mb = 30;
+    box a = {b.x + ml, b.y + mt, b.w - ml - mr, b.h - mt - mb}; /* plot area */
+    put(t, "<g>\n<text x=\"%.1f\" y=\"%.1f\" class=\"title\">", a.x, b.y + 16);
+    put_escaped(t, title);
+    put(t, "</text>\n<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" class=\"frame\"/>\n", a.x, a.y, a.w,
+        a.h);
+    double y0 = INFINITY, y1 = -INFINITY;
+    for (int i = 0; i < nl; i++)
+        for (int k = 0; k < ls[i].s->n; k++) {
+            y0 = fmin(y0, ls[i].s->y[k]);
+            y1 = fmax(y1, ls[i].s->y[k]);
+        }
+    if (y0 > y1) {
+        put(t, "<text x=\"%.1f\" y=\"%.1f\" class=\"none\">not in this log</text>\n</g>\n", a.x + a.w / 2,
+            a.y + a.h / 2);
+        return;
+    }
+    if (y1 - y0 < 1e-12 * fmax(1.0, fabs(y1))) { /* a flat series: a band around it */
+        double pad = fabs(y1) > 0 ? 0.05 * fabs(y1) : 1.0;
+        y0 -= pad;
+        y1 += pad;
+    }
+    double xr = x1 > x0 ? x1 - x0 : 1.0, yr = y1 - y0;
+#define PX(v) (a.x + ((v) - x0) / xr * a.w)
+#define PY(v) (a.y + a.h - ((v) - y0) / yr * a.h)
+    double ys = nice_step(yr, 4), xs = nice_step(xr, 6);
+    for (double v = ceil(y0 / ys) * ys; v <= y1 + 1e-9 * yr; v += ys) {
+        put(t, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" class=\"grid\"/>", a.x, a.x + a.w, PY(v), PY(v));
+        put(t, "<text x=\"%.1f\" y=\"%.1f\" class=\"ytick\">%.3g</text>\n", a.x - 6, PY(v) + 4,
+            fabs(v) < 1e-12 * ys ? 0.0 : v);
+    }
+    for (double v = ceil(x0 / xs) * xs; v <= x1 + 1e-9 * xr; v += xs)
+        put(t, "<text x=\"%.1f\" y=\"%.1f\" class=\"xtick\">%.6g</text>\n", PX(v), a.y + a.h + 16, v);
+    for (int i = 0; i < nl; i++) {
+        const series *s = ls[i].s;
+        if (s->n == 0)
+            continue;
+        put(t, "<polyline class=\"line\" stroke=\"%s\" points=\"", ls[i].color);
+        for (int k = 0; k < s->n; k++)
+            put(t, "%.1f,%.1f ", PX(s->x[k]), PY(s->y[k]));
+        put(t, "\"/>\n");
+        for (int k = 0; ls[i].points && k < s->n; k++)
+            put(t, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"%s\"/>", PX(s->x[k]), PY(s->y[k]), ls[i].color);
+        if (nl > 1) { /* legend, top right */
+            double lx = a.x + a.w - 150, ly = a.y + 16 + 16 * i;
+            put(t, "\n<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"2\"/>", lx,
+                lx + 20, ly - 4, ly - 4, ls[i].color);
+            put(t, "<text x=\"%.1f\" y=\"%.1f\" class=\"legend\">%s</text>\n", lx + 26, ly, ls[i].label);
+        }
+    }
+#undef PX
+#undef PY
+    put(t, "</g>\n");
+}
+
+static void draw(text *t, const run_log *lg, const char *log_path)
+{
+    const double W = 960, H = 800, head = 40;
+    double x0 = INFINITY, x1 = -INFINITY;
+    for (int i = 0; i < S_N; i++)
+        for (int k = 0; k < lg->s[i].n; k++) {
+            x0 = fmin(x0, lg->s[i].x[k]);
+            x1 = fmax(x1, lg->s[i].x[k]);
+        }
+    put(t, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+           "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
+           "font-family=\"sans-serif\" font-size=\"12\">\n"
+           "<style>.title{font-weight:bold;font-size:13px}.frame{fill:none;stroke:#444}"
+           ".grid{stroke:#ddd}.ytick{text-anchor:end;fill:#333}.xtick{text-anchor:middle;fill:#333}"
+           ".line{fill:none;stroke-width:1.5}.legend{fill:#222}.none{text-anchor:middle;fill:#999}</style>\n"
+           "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n<text x=\"16\" y=\"26\" class=\"title\">",
+        W, H, W, H);
+    put_escaped(t, log_path);
+    put(t, " — %ld training steps, %d evaluations (x axis: optimizer step)</text>\n", lg->steps, lg->s[S_EVAL].n);
+    const double rh = (H - head) / 3, cw = W / 2;
+    line_spec loss[] = {{&lg->s[S_LOSS], "#1f77b4", "train loss", 0}, {&lg->s[S_EVAL], "#d62728", "eval loss", 1}};
+    line_spec lr[] = {{&lg->s[S_LR], "#2ca02c", "lr", 0}}, gn[] = {{&lg->s[S_GNORM], "#9467bd", "grad norm", 0}};
+    line_spec tps[] = {{&lg->s[S_TPS], "#ff7f0e", "tokens/s", 0}};
+    line_spec lost[] = {{&lg->s[S_LOST], "#8c564b", "lost", 0}};
+    panel(t, (box){0, head, W, rh}, "loss (mean token cross-entropy)", loss, 2, x0, x1);
+    panel(t, (box){0, head + rh, cw, rh}, "learning rate", lr, 1, x0, x1);
+    panel(t, (box){cw, head + rh, cw, rh}, "gradient norm (before clipping)", gn, 1, x0, x1);
+    panel(t, (box){0, head + 2 * rh, cw, rh}, "tokens/s per device", tps, 1, x0, x1);
+    panel(t, (box){cw, head + 2 * rh, cw, rh}, "lost-update fraction (rounded away)", lost, 1, x0, x1);
+    put(t, "</svg>\n");
+}
+
+int zt_plot_log(const char *log_path, const char *svg_path, zt_err *err)
+{
+    run_log lg;
+    memset(&lg, 0, sizeof lg);
+    int rc = read_log(&lg, log_path, err);
+    if (rc == ZT_OK) {
+        text t = {0};
+        draw(&t, &lg, log_path);
+        if (t.oom)
+            rc = zt_fail(err, ZT_EFAIL, "out of memory drawing %s", svg_path);
+        else
+            rc = zt_write_atomic(svg_path, &(zt_wpart){t.p, t.n}, 1, err);
+        zt_free(ZT_MEM_OTHER, t.p, t.cap);
+    }
+    log_free(&lg);
+    return rc;
+}
