@@ -603,7 +603,8 @@ static int eval_due(const trainer *t, long step)
 }
 
 /* Collective: the held-out loss of the model as it stands after `step`, as its own
- * JSONL record (HF's eval_loss, with its perplexity) and on the progress line. */
+ * JSONL record (HF's eval_loss, with its perplexity, after the step's record) and on
+ * stdout, or on the progress line that log_step draws next. */
 static int evaluate(trainer *t, long step, zt_err *err)
 {
     zt_eval_result e;
@@ -623,9 +624,9 @@ static int evaluate(trainer *t, long step, zt_err *err)
         fprintf(t->log, "}\n");
         fflush(t->log);
     }
-    if (t->talk && t->a->progress)
-        draw_progress(step, t->nsteps, t->last.loss, e.loss, t->last.tokens_per_sec, now_s() - t->t_start);
-    else if (t->talk)
+    /* with a progress bar, its next line shows the eval; after the last step the bar
+     * has ended its line, so the result gets one of its own */
+    if (t->talk && (!t->a->progress || step == t->nsteps))
         printf("step %ld: eval loss %.4f, perplexity %.2f (%ld tokens, %.1f s)\n", step, e.loss, e.perplexity,
                e.tokens, e.seconds);
     return ZT_OK;
