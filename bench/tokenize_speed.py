@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""bench/tokenize.py — MB/s of `ztrain tokenize` against the PyPI `tokenizers`
+"""bench/tokenize_speed.py — MB/s of `ztrain tokenize` against the PyPI `tokenizers`
 package on one thread, side by side on the same text and tokenizer.json, and
 ztrain's scaling with threads.  Dev-time (needs a venv with tokenizers and
 numpy, e.g. python3 -m venv .venv-tok && .venv-tok/bin/pip install tokenizers numpy):
 
-    make build/ztrain && .venv-tok/bin/python bench/tokenize.py [--repeat 16] [--threads 1,2]
+    make build/ztrain && .venv-tok/bin/python bench/tokenize_speed.py [--repeat 16] [--threads 1,2]
 
 Text: the licences under /usr/share/common-licenses (English) plus
 tests/fixtures/text/multilingual.txt, concatenated and repeated --repeat times.
