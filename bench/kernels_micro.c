@@ -90,31 +90,31 @@ static void attn_setup(attn_case *c) {
 
 static void attn_run(void *vc) {
     attn_case *c = vc;
-    zt_attention_forward(c->out, c->lse, c->qkv, c->B, c->T, c->nh, c->nkv, c->hd);
+    zt_attention_forward(c->out, c->lse, c->qkv, c->B, c->T, c->nh, c->nkv, c->hd, 0);
     zt_attention_backward(c->dqkv, c->dout, c->qkv, c->out, c->lse, c->B, c->T, c->nh, c->nkv,
-                          c->hd);
+                          c->hd, 0);
 }
 
 static void attn_run_fwd(void *vc) {
     attn_case *c = vc;
-    zt_attention_forward(c->out, c->lse, c->qkv, c->B, c->T, c->nh, c->nkv, c->hd);
+    zt_attention_forward(c->out, c->lse, c->qkv, c->B, c->T, c->nh, c->nkv, c->hd, 0);
 }
 
 static void attn_run_bwd(void *vc) {
     attn_case *c = vc;
     zt_attention_backward(c->dqkv, c->dout, c->qkv, c->out, c->lse, c->B, c->T, c->nh, c->nkv,
-                          c->hd);
+                          c->hd, 0);
 }
 
 static void attn16_run_fwd(void *vc) {
     attn_case *c = vc;
-    zt_attention16_forward(c->out, NULL, c->lse, c->qkv, c->pack, c->B, c->T, c->nh, c->nkv, c->hd);
+    zt_attention16_forward(c->out, NULL, c->lse, c->qkv, c->pack, c->B, c->T, c->nh, c->nkv, c->hd, 0);
 }
 
 static void attn16_run_bwd(void *vc) {
     attn_case *c = vc;
     zt_attention16_backward(c->dqkv, c->dout, c->qkv, c->out, c->lse, c->pack, c->B, c->T, c->nh,
-                            c->nkv, c->hd);
+                            c->nkv, c->hd, 0);
 }
 
 typedef struct {

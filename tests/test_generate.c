@@ -9,7 +9,11 @@
  *     <= 1e-5, bf16 compute <= 2e-2 (same operand rounding, other summation order);
  *   - sampling with a seed repeats itself, another seed differs, top_k 1 and a tiny
  *     top_p are greedy, and top-k / top-p keep exactly HF's candidates;
- *   - a stop string ends the text right after it; an eos id ends the ids. */
+ *   - a stop string ends the text right after it; an eos id ends the ids.
+ * The same greedy and cache checks run on tests/fixtures/generate_window, a Mistral
+ * with sliding_window 8 (tools/make_mistral_fixtures.py): MistralForCausalLM.generate's
+ * continuations run far past the window, so the cache must read only the last 8
+ * positions for each new token, and the full forward must mask the same way. */
 #include <cjson/cJSON.h>
 #include <string.h>
 
@@ -23,6 +27,7 @@
 #include "test.h"
 
 #define FIX "tests/fixtures/generate"
+#define FIX_WINDOW "tests/fixtures/generate_window"
 #define MAXP 3
 #define MAXN 128
 
@@ -40,17 +45,19 @@ static int read_ids(const cJSON *arr, int *ids)
     return n;
 }
 
-static int load_greedy(greedy_fixture *g)
+static int load_greedy_from(const char *dir, greedy_fixture *g)
 {
     memset(g, 0, sizeof *g);
-    FILE *f = fopen(FIX "/greedy.json", "r");
+    char path[256];
+    snprintf(path, sizeof path, "%s/greedy.json", dir);
+    FILE *f = fopen(path, "r");
     static char buf[1 << 16];
     size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
     if (f)
         fclose(f);
     buf[n] = '\0';
     cJSON *j = cJSON_Parse(buf);
-    ZT_CHECK_MSG(j != NULL, "cannot read " FIX "/greedy.json");
+    ZT_CHECK_MSG(j != NULL, "cannot read %s", path);
     if (!j)
         return 0;
     const cJSON *ps = cJSON_GetObjectItem(j, "prompts"), *os = cJSON_GetObjectItem(j, "outputs");
@@ -64,19 +71,23 @@ static int load_greedy(greedy_fixture *g)
     return g->np;
 }
 
-static int open_model(zt_infer *m, zt_dtype dt, int cap)
+static int load_greedy(greedy_fixture *g) { return load_greedy_from(FIX, g); }
+
+static int open_model_from(const char *dir, zt_infer *m, zt_dtype dt, int cap)
 {
     zt_err err = {0};
-    int rc = zt_infer_open(m, FIX, dt, cap, 2, &err);
+    int rc = zt_infer_open(m, dir, dt, cap, 2, &err);
     ZT_CHECK_MSG(rc == ZT_OK, "%s", err.msg);
     return rc == ZT_OK;
 }
 
-static void test_greedy_matches_hf_generate(void)
+static int open_model(zt_infer *m, zt_dtype dt, int cap) { return open_model_from(FIX, m, dt, cap); }
+
+static void check_greedy(const char *dir)
 {
     greedy_fixture g;
     zt_infer m;
-    if (!load_greedy(&g) || !open_model(&m, ZT_F32, 128))
+    if (!load_greedy_from(dir, &g) || !open_model_from(dir, &m, ZT_F32, 128))
         return;
     for (int k = 0; k < g.np; k++) {
         int ids[MAXN];
@@ -90,15 +101,18 @@ static void test_greedy_matches_hf_generate(void)
         for (int i = 0; i < res.n && first_diff < 0; i++)
             if (ids[i] != g.out[k][i])
                 first_diff = i;
-        ZT_CHECK_MSG(first_diff < 0, "prompt %d: token %d is %d, HF generated %d", k, first_diff,
+        ZT_CHECK_MSG(first_diff < 0, "%s prompt %d: token %d is %d, HF generated %d", dir, k, first_diff,
                      ids[first_diff], g.out[k][first_diff]);
     }
     zt_infer_free(&m);
 }
 
+static void test_greedy_matches_hf_generate(void) { check_greedy(FIX); }
+static void test_greedy_past_the_window_matches_hf_generate(void) { check_greedy(FIX_WINDOW); }
+
 /* The training model's logits (T, V) for one sequence, in the given compute dtype,
  * with the engine as the owner (an independent path to the same weights). */
-static int full_forward(const int *tokens, int T, zt_dtype compute, float *logits)
+static int full_forward(const char *dir, const int *tokens, int T, zt_dtype compute, float *logits)
 {
     zt_err err = {0};
     zt_llama_config cfg;
@@ -109,10 +123,10 @@ static int full_forward(const int *tokens, int T, zt_dtype compute, float *logit
     zt_comm_create_local(&comm);
     zt_precision prec = {.load = ZT_F32, .master = ZT_F32, .compute = compute, .reduce = compute,
                          .save = ZT_F32};
-    int rc = zt_hf_read_config_dir(FIX, &cfg, &err);
+    int rc = zt_hf_read_config_dir(dir, &cfg, &err);
     if (!rc) rc = zt_layout_build(&lay, &cfg, ZT_WRAP_TRANSFORMER, 0, 1, &err);
     if (!rc) rc = zt_engine_init(&eng, &lay, prec, 0, NULL, &comm, &err);
-    if (!rc) rc = zt_hf_load_params(FIX, &lay, &eng, &err);
+    if (!rc) rc = zt_hf_load_params(dir, &lay, &eng, &err);
     if (!rc) zt_engine_refresh_gathered(&eng);
     zt_param_owner owner = zt_engine_param_owner(&eng);
     if (!rc) rc = zt_model_init(&model, &cfg, &lay, &owner, 1, T, 0, &err);
@@ -142,7 +156,7 @@ static double rel_err(const float *a, const float *b, int n)
 
 /* Prefill 5, then 11 (crossing no boundary the full forward has), then one token at
  * a time: every step's last logits equal the full forward's row. */
-static void check_cache_vs_full(zt_dtype compute, double tol)
+static void check_cache_vs_full(const char *dir, zt_dtype compute, double tol)
 {
     enum { T = 48, V = 256 };
     static float full[T * V];
@@ -151,7 +165,7 @@ static void check_cache_vs_full(zt_dtype compute, double tol)
     for (int i = 0; i < T; i++)
         tokens[i] = (unsigned char)text[i];
     zt_infer m;
-    if (!full_forward(tokens, T, compute, full) || !open_model(&m, compute, T))
+    if (!full_forward(dir, tokens, T, compute, full) || !open_model_from(dir, &m, compute, T))
         return;
     zt_err err = {0};
     double worst = 0.0;
@@ -165,15 +179,20 @@ static void check_cache_vs_full(zt_dtype compute, double tol)
         pos += n;
         worst = fmax(worst, rel_err(zt_infer_logits(&m), full + (size_t)(pos - 1) * V, V));
     }
-    ZT_CHECK_MSG(worst <= tol, "%s: cache logits differ from the full forward by %.3g (> %.3g)",
+    ZT_CHECK_MSG(worst <= tol, "%s %s: cache logits differ from the full forward by %.3g (> %.3g)", dir,
                  zt_dtype_name(compute), worst, tol);
     /* the cache is full: one more token is refused, not written past the end */
     ZT_CHECK(zt_infer_forward(&m, tokens, 1, &err) == ZT_EINPUT);
     zt_infer_free(&m);
 }
 
-static void test_cache_matches_full_forward_fp32(void) { check_cache_vs_full(ZT_F32, 1e-5); }
-static void test_cache_matches_full_forward_bf16(void) { check_cache_vs_full(ZT_BF16, 2e-2); }
+static void test_cache_matches_full_forward_fp32(void) { check_cache_vs_full(FIX, ZT_F32, 1e-5); }
+static void test_cache_matches_full_forward_bf16(void) { check_cache_vs_full(FIX, ZT_BF16, 2e-2); }
+static void test_window_cache_matches_full_forward(void)
+{
+    check_cache_vs_full(FIX_WINDOW, ZT_F32, 1e-5);
+    check_cache_vs_full(FIX_WINDOW, ZT_BF16, 2e-2);
+}
 
 static int run(zt_infer *m, const int *prompt, int np, zt_gen_params p, int *ids)
 {
@@ -329,6 +348,8 @@ int main(void)
     ZT_RUN(test_greedy_matches_hf_generate);
     ZT_RUN(test_cache_matches_full_forward_fp32);
     ZT_RUN(test_cache_matches_full_forward_bf16);
+    ZT_RUN(test_greedy_past_the_window_matches_hf_generate);
+    ZT_RUN(test_window_cache_matches_full_forward);
     ZT_RUN(test_sampling_is_reproducible);
     ZT_RUN(test_top_k_top_p_keep_hf_candidates);
     ZT_RUN(test_stop_string_and_eos);

@@ -114,7 +114,13 @@ static void test_refused(void)
         {"mlp_bias true", "{" CORE ", \"mlp_bias\": true}", "mlp_bias", "false"},
         {"hidden_act gelu", "{" CORE ", \"hidden_act\": \"gelu\"}", "hidden_act", "gelu"},
         {"rope_scaling set", "{" CORE ", \"rope_scaling\": {\"type\": \"linear\", \"factor\": 2.0}}", "rope_scaling", "null"},
-        {"sliding_window set", "{" CORE ", \"sliding_window\": 1024}", "sliding_window", "not supported"},
+        {"llama sliding_window", "{" CORE ", \"sliding_window\": 1024}", "sliding_window", "mistral"},
+        {"mistral window 0", "{" CORE ", \"model_type\": \"mistral\", \"sliding_window\": 0}", "sliding_window",
+         "positive"},
+        {"mistral window -8", "{" CORE ", \"model_type\": \"mistral\", \"sliding_window\": -8}", "sliding_window",
+         "positive"},
+        {"mistral window string", "{" CORE ", \"model_type\": \"mistral\", \"sliding_window\": \"4096\"}",
+         "sliding_window", "integer"},
         {"sliding_window < max", "{" CORE ", \"sliding_window\": 4096, \"max_position_embeddings\": 8192}",
          "sliding_window", "max_position_embeddings"},
         {"sliding_window float", "{" CORE ", \"sliding_window\": 4096.0}", "sliding_window", "integer"},
@@ -177,9 +183,49 @@ static void test_refused(void)
     ZT_CHECK(zt_mem_current(ZT_MEM_OTHER) == 0);
 }
 
+/* Mistral's sliding_window as transformers reads it: an integer is the window, null is
+ * none, and an absent key is MistralConfig's default (4096).  Llama never applies one. */
+static void test_sliding_window(void)
+{
+    zt_llama_config c;
+    zt_err err = {0};
+    /* Mistral-7B-v0.1: a 4096-token window over 32768 positions */
+    ZT_CHECK_MSG(read_cfg("{" CORE ", \"model_type\": \"mistral\", \"sliding_window\": 4096,"
+                          " \"max_position_embeddings\": 32768}", &c, &err) == ZT_OK, "%s", err.msg);
+    ZT_CHECK(c.sliding_window == 4096 && zt_llama_attention_window(&c) == 4096);
+    ZT_CHECK_MSG(read_cfg("{" CORE ", \"model_type\": \"mistral\", \"sliding_window\": 3}", &c, &err) == ZT_OK,
+                 "%s", err.msg);
+    ZT_CHECK(zt_llama_attention_window(&c) == 3);
+    ZT_CHECK_MSG(read_cfg("{" CORE ", \"model_type\": \"mistral\"}", &c, &err) == ZT_OK, "%s", err.msg);
+    ZT_CHECK(zt_llama_attention_window(&c) == 4096);
+    ZT_CHECK_MSG(read_cfg("{" CORE ", \"model_type\": \"mistral\", \"sliding_window\": null}", &c, &err) == ZT_OK,
+                 "%s", err.msg);
+    ZT_CHECK(c.sliding_window == 0 && zt_llama_attention_window(&c) == 0);
+    /* Llama: a window that masks nothing is accepted and kept, never applied */
+    ZT_CHECK_MSG(read_cfg("{" CORE ", \"sliding_window\": 4096}", &c, &err) == ZT_OK, "%s", err.msg);
+    ZT_CHECK(c.sliding_window == 4096 && zt_llama_attention_window(&c) == 0);
+
+    /* written and read back: Mistral with a window, Mistral without (null, not absent,
+     * which would mean 4096), Llama with its inert window */
+    const char *path = P("window.json");
+    zt_llama_config w = {64, 128, 2, 4, 2, 16, 256, 512, 1e-6, 10000.0, 0, 0.02, ZT_F32, "mistral", 50};
+    zt_llama_config r;
+    ZT_CHECK_MSG(zt_hf_config_write(path, &w, &err) == ZT_OK, "%s", err.msg);
+    ZT_CHECK_MSG(zt_hf_config_read(path, &r, &err) == ZT_OK, "%s", err.msg);
+    ZT_CHECK(r.sliding_window == 50 && zt_llama_attention_window(&r) == 50);
+    w.sliding_window = 0;
+    ZT_CHECK(zt_hf_config_write(path, &w, &err) == ZT_OK && zt_hf_config_read(path, &r, &err) == ZT_OK);
+    ZT_CHECK(r.sliding_window == 0);
+    snprintf(w.model_type, sizeof w.model_type, "llama");
+    w.sliding_window = 4096;
+    ZT_CHECK(zt_hf_config_write(path, &w, &err) == ZT_OK && zt_hf_config_read(path, &r, &err) == ZT_OK);
+    ZT_CHECK(r.sliding_window == 4096 && zt_llama_attention_window(&r) == 0);
+    ZT_CHECK(zt_mem_current(ZT_MEM_OTHER) == 0);
+}
+
 static void test_check(void)
 {
-    zt_llama_config c = {64, 128, 2, 8, 2, 8, 256, 512, 1e-6, 10000.0, 0, 0.02, ZT_BF16, "llama"};
+    zt_llama_config c = {64, 128, 2, 8, 2, 8, 256, 512, 1e-6, 10000.0, 0, 0.02, ZT_BF16, "llama", 0};
     zt_err err = {0};
     ZT_CHECK_MSG(zt_llama_config_check(&c, "init-model", &err) == ZT_OK, "%s", err.msg);
     c.num_key_value_heads = 3;
@@ -196,7 +242,7 @@ static void test_check(void)
 
 static void test_write_read_back(void)
 {
-    zt_llama_config c = {96, 200, 3, 6, 2, 24, 300, 1024, 1e-5, 500000.0, 1, 0.006, ZT_BF16, "llama"};
+    zt_llama_config c = {96, 200, 3, 6, 2, 24, 300, 1024, 1e-5, 500000.0, 1, 0.006, ZT_BF16, "llama", 0};
     zt_err err = {0};
     const char *path = P("written.json");
     ZT_CHECK_MSG(zt_hf_config_write(path, &c, &err) == ZT_OK, "%s", err.msg);
@@ -249,6 +295,7 @@ int main(void)
     ZT_RUN(test_defaults);
     ZT_RUN(test_real_hf_configs);
     ZT_RUN(test_refused);
+    ZT_RUN(test_sliding_window);
     ZT_RUN(test_check);
     ZT_RUN(test_write_read_back);
     tmpdir_remove(tmpdir);

@@ -393,9 +393,10 @@ static void test_rope_roundtrip_is_identity(void) {
 
 /* ---- attention ------------------------------------------------------------------ */
 
-/* Naive causal GQA attention in double: full score rows, explicit softmax. */
+/* Naive causal GQA attention in double: full score rows, explicit softmax.  With window > 0
+ * query i sees keys j in (i - window, i], transformers' sliding-window mask written out. */
 static void attn_ref(double *out, double *lse, const double *qkv, int B, int T, int nh, int nkv,
-                     int hd) {
+                     int hd, int window) {
     const int W = (nh + 2 * nkv) * hd, group = nh / nkv;
     const double scale = 1.0 / sqrt(hd);
     double *s = malloc(sizeof(double) * T);
@@ -405,7 +406,8 @@ static void attn_ref(double *out, double *lse, const double *qkv, int B, int T, 
                 const int kh = h / group;
                 const double *q = qkv + (size_t)(b * T + i) * W + h * hd;
                 double m = -INFINITY;
-                for (int j = 0; j <= i; j++) {
+                const int j0 = window > 0 && i - window + 1 > 0 ? i - window + 1 : 0;
+                for (int j = j0; j <= i; j++) {
                     const double *k = qkv + (size_t)(b * T + j) * W + (nh + kh) * hd;
                     double d = 0;
                     for (int e = 0; e < hd; e++) d += q[e] * k[e];
@@ -413,10 +415,10 @@ static void attn_ref(double *out, double *lse, const double *qkv, int B, int T, 
                     if (s[j] > m) m = s[j];
                 }
                 double sum = 0;
-                for (int j = 0; j <= i; j++) sum += exp(s[j] - m);
+                for (int j = j0; j <= i; j++) sum += exp(s[j] - m);
                 double *o = out + (size_t)(b * T + i) * nh * hd + h * hd;
                 for (int e = 0; e < hd; e++) o[e] = 0;
-                for (int j = 0; j <= i; j++) {
+                for (int j = j0; j <= i; j++) {
                     const double p = exp(s[j] - m) / sum;
                     const double *v = qkv + (size_t)(b * T + j) * W + (nh + nkv + kh) * hd;
                     for (int e = 0; e < hd; e++) o[e] += p * v[e];
@@ -427,14 +429,14 @@ static void attn_ref(double *out, double *lse, const double *qkv, int B, int T, 
 }
 
 typedef struct {
-    int B, T, nh, nkv, hd;
+    int B, T, nh, nkv, hd, window;
     const double *R;
     double *out;
 } attn_ctx;
 
 static double attn_loss(const double *in, void *vctx) {
     attn_ctx *c = vctx;
-    attn_ref(c->out, NULL, in, c->B, c->T, c->nh, c->nkv, c->hd);
+    attn_ref(c->out, NULL, in, c->B, c->T, c->nh, c->nkv, c->hd, c->window);
     double L = 0;
     for (int i = 0; i < c->B * c->T * c->nh * c->hd; i++) L += c->R[i] * c->out[i];
     return L;
@@ -445,8 +447,8 @@ static double attn_loss(const double *in, void *vctx) {
  * dimensions make the double reference too slow to difference everything).
  * key_growth > 0 makes later keys larger so the running max of the online softmax
  * increases from block to block. */
-static void attn_case(int B, int T, int nh, int nkv, int hd, double key_growth, int grad_stride,
-                      uint64_t seed) {
+static void attn_case_w(int B, int T, int nh, int nkv, int hd, int window, double key_growth,
+                        int grad_stride, uint64_t seed) {
     rng_seed(seed);
     const int W = (nh + 2 * nkv) * hd;
     const size_t n = (size_t)B * T * W, no = (size_t)B * T * nh * hd, nl = (size_t)B * nh * T;
@@ -456,15 +458,17 @@ static void attn_case(int B, int T, int nh, int nkv, int hd, double key_growth, 
     for (int r = 0; r < B * T; r++)
         for (int c = nh * hd; c < (nh + nkv) * hd; c++)
             qkv[(size_t)r * W + c] *= (float)(1.0 + key_growth * (r % T));
-    zt_attention_forward(out, lse, qkv, B, T, nh, nkv, hd);
+    zt_attention_forward(out, lse, qkv, B, T, nh, nkv, hd, window);
 
     double *qd = to_double(qkv, n), *od = malloc(sizeof(double) * no);
     double *ld = malloc(sizeof(double) * nl);
-    attn_ref(od, ld, qd, B, T, nh, nkv, hd);
-    char what[96];
-    snprintf(what, sizeof what, "attention out (T=%d nh=%d nkv=%d hd=%d)", T, nh, nkv, hd);
+    attn_ref(od, ld, qd, B, T, nh, nkv, hd, window);
+    char what[112];
+    snprintf(what, sizeof what, "attention out (T=%d nh=%d nkv=%d hd=%d window=%d)", T, nh, nkv, hd,
+             window);
     check_array(what, out, od, no, FWD_TOL, FWD_FLOOR);
-    snprintf(what, sizeof what, "attention lse (T=%d nh=%d nkv=%d hd=%d)", T, nh, nkv, hd);
+    snprintf(what, sizeof what, "attention lse (T=%d nh=%d nkv=%d hd=%d window=%d)", T, nh, nkv, hd,
+             window);
     check_array(what, lse, ld, nl, FWD_TOL, FWD_FLOOR);
 
     if (grad_stride > 0) {
@@ -472,20 +476,26 @@ static void attn_case(int B, int T, int nh, int nkv, int hd, double key_growth, 
         fill(dout, no, 1.0, 0.0);
         /* dqkv is overwritten: garbage (NaN) left in it must not leak through. */
         for (size_t i = 0; i < n; i++) dqkv[i] = NAN;
-        zt_attention_backward(dqkv, dout, qkv, out, lse, B, T, nh, nkv, hd);
+        zt_attention_backward(dqkv, dout, qkv, out, lse, B, T, nh, nkv, hd, window);
         const size_t nsel = (n + grad_stride - 1) / grad_stride;
         double *R = to_double(dout, no), *gd = malloc(sizeof(double) * nsel);
         float *got = malloc(sizeof(float) * nsel);
-        attn_ctx ctx = {B, T, nh, nkv, hd, R, od};
+        attn_ctx ctx = {B, T, nh, nkv, hd, window, R, od};
         for (size_t k = 0; k < nsel; k++) {
             got[k] = dqkv[k * grad_stride];
             gd[k] = fd_grad_at(qd, k * grad_stride, attn_loss, &ctx);
         }
-        snprintf(what, sizeof what, "attention dqkv (T=%d nh=%d nkv=%d hd=%d)", T, nh, nkv, hd);
+        snprintf(what, sizeof what, "attention dqkv (T=%d nh=%d nkv=%d hd=%d window=%d)", T, nh, nkv,
+                 hd, window);
         check_array(what, got, gd, nsel, GRAD_TOL, GRAD_FLOOR);
         free(dout), free(dqkv), free(R), free(gd), free(got);
     }
     free(qkv), free(out), free(lse), free(qd), free(od), free(ld);
+}
+
+static void attn_case(int B, int T, int nh, int nkv, int hd, double key_growth, int grad_stride,
+                      uint64_t seed) {
+    attn_case_w(B, T, nh, nkv, hd, 0, key_growth, grad_stride, seed);
 }
 
 static void test_attention_gqa(void) {
@@ -527,8 +537,8 @@ static void test_attention_deterministic(void) {
         dqkv[r] = malloc(sizeof(float) * n);
         const int saved = omp_get_max_threads();
         omp_set_num_threads(threads[r]);
-        zt_attention_forward(out[r], lse[r], qkv, B, T, nh, nkv, hd);
-        zt_attention_backward(dqkv[r], dout, qkv, out[r], lse[r], B, T, nh, nkv, hd);
+        zt_attention_forward(out[r], lse[r], qkv, B, T, nh, nkv, hd, 0);
+        zt_attention_backward(dqkv[r], dout, qkv, out[r], lse[r], B, T, nh, nkv, hd, 0);
         omp_set_num_threads(saved);
     }
     for (int r = 1; r < 3; r++) {
@@ -554,9 +564,9 @@ static void test_attention_t1(void) {
     float qkv[2 * 120], out[2 * 72], lse[2 * 6], dout[2 * 72], dqkv[2 * 120];
     fill(qkv, (size_t)B * W, 1.0, 0.0);
     fill(dout, (size_t)B * nh * hd, 1.0, 0.0);
-    zt_attention_forward(out, lse, qkv, B, T, nh, nkv, hd);
+    zt_attention_forward(out, lse, qkv, B, T, nh, nkv, hd, 0);
     for (int i = 0; i < B * W; i++) dqkv[i] = NAN;
-    zt_attention_backward(dqkv, dout, qkv, out, lse, B, T, nh, nkv, hd);
+    zt_attention_backward(dqkv, dout, qkv, out, lse, B, T, nh, nkv, hd, 0);
     int v_ok = 1, zero_ok = 1, dv_ok = 1;
     for (int b = 0; b < B; b++) {
         const float *row = qkv + b * W;
@@ -583,6 +593,92 @@ static void test_attention_t1(void) {
     ZT_CHECK_MSG(dv_ok, "T=1 attention dv is not the group's summed dout");
 }
 
+/* Mistral's sliding window (kernels.h): query i sees keys (i - window, i].  Windows around
+ * the 64-wide tiles: 1 (each query sees only itself), shorter than a tile, one past a tile
+ * boundary (whole key blocks skipped, tiles masked on both sides of the band, queries of a
+ * block that see no key of its first block), and as long as T (nothing masked). */
+static void test_attention_sliding_window(void) {
+    attn_case_w(2, 11, 6, 2, 12, 4, 0.0, 1, 40);     /* small, every gradient differenced */
+    attn_case_w(1, 9, 4, 4, 10, 1, 0.0, 1, 41);      /* window 1: out = own v, dq = dk = 0 */
+    attn_case_w(1, 150, 4, 2, 16, 50, 0.02, 7, 42);  /* band across tiles, growing keys */
+    attn_case_w(1, 200, 2, 1, 8, 65, 0.0, 11, 43);   /* one past a tile: blocks skipped */
+    attn_case_w(2, 130, 2, 1, 64, 64, 0.01, 97, 44); /* exactly a tile, Llama head size */
+    attn_case_w(1, 70, 2, 1, 4, 70, 0.0, 1, 45);     /* window = T: the causal result */
+}
+
+/* A window at least as long as the sequence masks nothing: the results are the plain
+ * causal kernel's bit for bit (the window-0 path is the pre-window code, whose sums the
+ * window only shortens), and a window shorter than T does change them. */
+static void test_attention_window_wider_than_t_is_causal(void) {
+    rng_seed(46);
+    const int B = 2, T = 140, nh = 4, nkv = 2, hd = 32, W = (nh + 2 * nkv) * hd;
+    const size_t n = (size_t)B * T * W, no = (size_t)B * T * nh * hd, nl = (size_t)B * nh * T;
+    float *qkv = malloc(sizeof(float) * n), *dout = malloc(sizeof(float) * no);
+    void *pack = malloc(zt_attention16_pack_bytes(B, T, nkv, hd));
+    fill(qkv, n, 1.0, 0.0);
+    fill(dout, no, 1.0, 0.0);
+    const int windows[3] = {0, T, 100000};
+    float *out[3], *lse[3], *dqkv[3], *out16[3], *dqkv16[3];
+    for (int r = 0; r < 3; r++) {
+        out[r] = malloc(sizeof(float) * no), lse[r] = malloc(sizeof(float) * nl);
+        dqkv[r] = malloc(sizeof(float) * n);
+        out16[r] = malloc(sizeof(float) * no), dqkv16[r] = malloc(sizeof(float) * n);
+        zt_attention_forward(out[r], lse[r], qkv, B, T, nh, nkv, hd, windows[r]);
+        zt_attention_backward(dqkv[r], dout, qkv, out[r], lse[r], B, T, nh, nkv, hd, windows[r]);
+        zt_attention16_forward(out16[r], NULL, lse[r], qkv, pack, B, T, nh, nkv, hd, windows[r]);
+        zt_attention16_backward(dqkv16[r], dout, qkv, out16[r], lse[r], pack, B, T, nh, nkv, hd,
+                                windows[r]);
+    }
+    for (int r = 1; r < 3; r++) {
+        ZT_CHECK_MSG(memcmp(out[0], out[r], sizeof(float) * no) == 0 &&
+                         memcmp(dqkv[0], dqkv[r], sizeof(float) * n) == 0,
+                     "fp32 attention with window %d differs from no window", windows[r]);
+        ZT_CHECK_MSG(memcmp(out16[0], out16[r], sizeof(float) * no) == 0 &&
+                         memcmp(dqkv16[0], dqkv16[r], sizeof(float) * n) == 0,
+                     "bf16 attention with window %d differs from no window", windows[r]);
+    }
+    zt_attention_forward(out[1], lse[1], qkv, B, T, nh, nkv, hd, T - 1);
+    ZT_CHECK_MSG(memcmp(out[0], out[1], sizeof(float) * no) != 0,
+                 "window T - 1 left every output unchanged");
+    for (int r = 0; r < 3; r++) free(out[r]), free(lse[r]), free(dqkv[r]), free(out16[r]), free(dqkv16[r]);
+    free(qkv), free(dout), free(pack);
+}
+
+/* The KV-cache kernel with a window, against the double reference: a sequence run as a
+ * prefill of 37 rows then one row at a time, each row reading max(0, p - window + 1)..p of
+ * the cache (which keeps every position). */
+static void test_attention_cache_window(void) {
+    rng_seed(47);
+    const int T = 90, nh = 4, nkv = 2, hd = 16, W = (nh + 2 * nkv) * hd, cap = 96;
+    const int windows[3] = {0, 1, 30};
+    const size_t n = (size_t)T * W, no = (size_t)T * nh * hd;
+    float *qkv = malloc(sizeof(float) * n), *out = malloc(sizeof(float) * no);
+    float *kc = calloc((size_t)nkv * cap * hd, sizeof(float)), *vc = calloc((size_t)nkv * cap * hd, sizeof(float));
+    const int threads = 2;
+    float *scratch = malloc(sizeof(float) * zt_attention_cache_scratch_floats(cap, threads));
+    fill(qkv, n, 1.0, 0.0);
+    for (int t = 0; t < T; t++)
+        for (int g = 0; g < nkv; g++)
+            for (int d = 0; d < hd; d++) {
+                kc[((size_t)g * cap + t) * hd + d] = qkv[(size_t)t * W + (nh + g) * hd + d];
+                vc[((size_t)g * cap + t) * hd + d] = qkv[(size_t)t * W + (nh + nkv + g) * hd + d];
+            }
+    double *qd = to_double(qkv, n), *od = malloc(sizeof(double) * no);
+    for (int k = 0; k < 3; k++) {
+        for (int pos = 0; pos < T;) {
+            const int rows = pos == 0 ? 37 : 1;
+            zt_attention_cache_forward(out + (size_t)pos * nh * hd, qkv + (size_t)pos * W, (size_t)W, kc, vc,
+                                       cap, pos, rows, nh, nkv, hd, windows[k], scratch, threads);
+            pos += rows;
+        }
+        attn_ref(od, NULL, qd, 1, T, nh, nkv, hd, windows[k]);
+        char what[64];
+        snprintf(what, sizeof what, "cache attention (window=%d)", windows[k]);
+        check_array(what, out, od, no, FWD_TOL, FWD_FLOOR);
+    }
+    free(qkv), free(out), free(kc), free(vc), free(scratch), free(qd), free(od);
+}
+
 /* ---- attention with bf16 operands ---------------------------------------------------- */
 
 /* ||got - want|| / ||want|| over n values. */
@@ -601,7 +697,7 @@ static double rel_l2(const float *got, const float *want, size_t n) {
  * (the operands really were rounded) and 8e-3 (nothing else changed: a wrong mask,
  * pair or index gives errors of order 1).  lse, whose scores are sums of hd bf16
  * products, is held to the same band. */
-static void attn16_case(int B, int T, int nh, int nkv, int hd, uint64_t seed) {
+static void attn16_case_w(int B, int T, int nh, int nkv, int hd, int window, uint64_t seed) {
     rng_seed(seed);
     const int W = (nh + 2 * nkv) * hd;
     const size_t n = (size_t)B * T * W, no = (size_t)B * T * nh * hd, nl = (size_t)B * nh * T;
@@ -613,21 +709,26 @@ static void attn16_case(int B, int T, int nh, int nkv, int hd, uint64_t seed) {
     void *pack = malloc(zt_attention16_pack_bytes(B, T, nkv, hd));
     fill(qkv, n, 1.0, 0.0);
     fill(dout, no, 1.0, 0.0);
-    zt_attention_forward(out, lse, qkv, B, T, nh, nkv, hd);
-    zt_attention_backward(dqkv, dout, qkv, out, lse, B, T, nh, nkv, hd);
-    zt_attention16_forward(out16, obf, lse16, qkv, pack, B, T, nh, nkv, hd);
+    zt_attention_forward(out, lse, qkv, B, T, nh, nkv, hd, window);
+    zt_attention_backward(dqkv, dout, qkv, out, lse, B, T, nh, nkv, hd, window);
+    zt_attention16_forward(out16, obf, lse16, qkv, pack, B, T, nh, nkv, hd, window);
     for (size_t i = 0; i < n; i++) dqkv16[i] = NAN; /* overwritten, not accumulated */
-    zt_attention16_backward(dqkv16, dout, qkv, out16, lse16, pack, B, T, nh, nkv, hd);
+    zt_attention16_backward(dqkv16, dout, qkv, out16, lse16, pack, B, T, nh, nkv, hd, window);
     check_bf16_of("attention16 out copy", obf, out16, no);
     const struct { const char *what; const float *got, *want; size_t n; } r[] = {
         {"out", out16, out, no}, {"lse", lse16, lse, nl}, {"dqkv", dqkv16, dqkv, n}};
     for (int k = 0; k < 3; k++) {
         double e = rel_l2(r[k].got, r[k].want, r[k].n);
-        ZT_CHECK_MSG(e > 1e-5 && e < 8e-3, "attention16 %s (B=%d T=%d nh=%d nkv=%d hd=%d): "
-                     "relative L2 error %.3g outside [1e-5, 8e-3]", r[k].what, B, T, nh, nkv, hd, e);
+        ZT_CHECK_MSG(e > 1e-5 && e < 8e-3, "attention16 %s (B=%d T=%d nh=%d nkv=%d hd=%d window=%d): "
+                     "relative L2 error %.3g outside [1e-5, 8e-3]", r[k].what, B, T, nh, nkv, hd,
+                     window, e);
     }
     free(qkv), free(dout), free(out), free(lse), free(out16), free(lse16), free(dqkv);
     free(dqkv16), free(obf), free(pack);
+}
+
+static void attn16_case(int B, int T, int nh, int nkv, int hd, uint64_t seed) {
+    attn16_case_w(B, T, nh, nkv, hd, 0, seed);
 }
 
 static void test_attention16_against_fp32(void) {
@@ -637,6 +738,10 @@ static void test_attention16_against_fp32(void) {
     attn16_case(1, 71, 4, 4, 128, 32);  /* odd T: the last pair of keys has one key */
     attn16_case(3, 64, 2, 1, 64, 33);   /* exactly one block; multi-query */
     attn16_case(1, 200, 4, 2, 32, 34);  /* four blocks, the smallest head dimension */
+    /* sliding windows: inside a tile, one past a tile, exactly a tile */
+    attn16_case_w(2, 150, 4, 2, 64, 50, 36);
+    attn16_case_w(1, 200, 2, 1, 32, 65, 37);
+    attn16_case_w(1, 131, 4, 4, 128, 64, 38);
 }
 
 /* Like the fp32 kernels: bit-identical for any thread count. */
@@ -655,8 +760,8 @@ static void test_attention16_deterministic(void) {
         dqkv[r] = malloc(sizeof(float) * n);
         const int saved = omp_get_max_threads();
         omp_set_num_threads(threads[r]);
-        zt_attention16_forward(out[r], NULL, lse[r], qkv, pack, B, T, nh, nkv, hd);
-        zt_attention16_backward(dqkv[r], dout, qkv, out[r], lse[r], pack, B, T, nh, nkv, hd);
+        zt_attention16_forward(out[r], NULL, lse[r], qkv, pack, B, T, nh, nkv, hd, 0);
+        zt_attention16_backward(dqkv[r], dout, qkv, out[r], lse[r], pack, B, T, nh, nkv, hd, 0);
         omp_set_num_threads(saved);
     }
     ZT_CHECK(memcmp(out[0], out[1], sizeof(float) * no) == 0);
@@ -866,8 +971,8 @@ static void test_bf16_outputs_are_rounded_fp32(void) {
     float *out2 = malloc(sizeof(float) * no), *lse = malloc(sizeof(float) * (size_t)N * nh);
     uint16_t *out16 = malloc(2 * no);
     fill(qkv, nq, 1.0, 0.0);
-    zt_attention_forward(out, lse, qkv, B, T, nh, nkv, hd);
-    zt_attention_forward_copy16(out2, out16, lse, qkv, B, T, nh, nkv, hd);
+    zt_attention_forward(out, lse, qkv, B, T, nh, nkv, hd, 0);
+    zt_attention_forward_copy16(out2, out16, lse, qkv, B, T, nh, nkv, hd, 0);
     ZT_CHECK(memcmp(out, out2, sizeof(float) * no) == 0);
     check_bf16_of("attention out", out16, out, no);
 
@@ -901,6 +1006,9 @@ int main(void) {
     ZT_RUN(test_attention_t1);
     ZT_RUN(test_attention_llama_head_dims);
     ZT_RUN(test_attention_deterministic);
+    ZT_RUN(test_attention_sliding_window);
+    ZT_RUN(test_attention_window_wider_than_t_is_causal);
+    ZT_RUN(test_attention_cache_window);
     ZT_RUN(test_attention16_against_fp32);
     ZT_RUN(test_attention16_deterministic);
     ZT_RUN(test_transpose);

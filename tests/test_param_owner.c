@@ -181,16 +181,16 @@ static void c_norm_b(float *dx, uint16_t *dx16, float *dw, const float *dy, cons
     cpu->rmsnorm_backward(dx, dx16, dw, dy, x, w, rstd, N, C);
 }
 static void c_att_f(float *out, uint16_t *o16, float *lse, const float *qkv, void *scr, int Bn, int Tn, int nh,
-                    int nkv, int hd)
+                    int nkv, int hd, int window)
 {
     n_att_f++;
-    cpu->attention_forward(out, o16, lse, qkv, scr, Bn, Tn, nh, nkv, hd);
+    cpu->attention_forward(out, o16, lse, qkv, scr, Bn, Tn, nh, nkv, hd, window);
 }
 static void c_att_b(float *dqkv, const float *dout, const float *qkv, const float *out, const float *lse, void *scr,
-                    int Bn, int Tn, int nh, int nkv, int hd)
+                    int Bn, int Tn, int nh, int nkv, int hd, int window)
 {
     n_att_b++;
-    cpu->attention_backward(dqkv, dout, qkv, out, lse, scr, Bn, Tn, nh, nkv, hd);
+    cpu->attention_backward(dqkv, dout, qkv, out, lse, scr, Bn, Tn, nh, nkv, hd, window);
 }
 static double c_xent(float *dl, uint16_t *dl16, const float *lg, const int *tg, int N, int V, float gs)
 {

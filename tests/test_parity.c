@@ -1,7 +1,8 @@
 /* test_parity.c — ztrain against PyTorch on the fixtures of tools/make_fixtures.py.
  *
  * Given the same weights and tokens, for each fixture (GQA + tied embeddings;
- * untied with sizes that are not powers of two and head_dim != hidden/heads):
+ * untied with sizes that are not powers of two and head_dim != hidden/heads; a
+ * Mistral with a sliding window shorter than the sequence):
  *   fp32: logits and loss of batch 0           rel err <= 1e-5
  *         every parameter's gradient           rel err <= 1e-4
  *         3 AdamW steps (warmup, clipping, wd): losses, grad norms and all
@@ -31,9 +32,12 @@
 #include "tmpdir.h"
 
 /* gqa_hd32 has the head size the bf16-operand attention takes (attention16.c); the other
- * two run the fp32 tile kernel in bf16 compute too. */
+ * two run the fp32 tile kernel in bf16 compute too.  mistral_window is a Mistral whose
+ * sliding_window (50) is shorter than its block_size (160), with references computed by
+ * transformers' MistralForCausalLM itself (tools/make_mistral_fixtures.py); head_dim 32,
+ * so bf16 compute runs the windowed bf16-operand attention. */
 static const char *fixtures[] = {"tests/fixtures/gqa_tied", "tests/fixtures/untied_odd",
-                                 "tests/fixtures/gqa_hd32"};
+                                 "tests/fixtures/gqa_hd32", "tests/fixtures/mistral_window"};
 #define NFIX ((int)(sizeof fixtures / sizeof fixtures[0]))
 
 typedef struct fixture_args {

@@ -184,7 +184,7 @@ static int layer_forward(zt_infer *m, int l, int r, zt_err *err)
             m->be->copy(vc + at, row + (size_t)(nh + nkv + g) * hd, (size_t)hd * sizeof(float));
         }
     m->be->attention_cache_forward(m->att, m->qkv, (size_t)Dqkv, kc, vc, m->cap, m->pos, r, nh, nkv, hd,
-                               m->scores, m->threads);
+                                   zt_llama_attention_window(c), m->scores, m->threads);
     m->be->copy(m->h, m->x, (size_t)r * C * sizeof(float));
     if ((rc = linear(m, m->h, m->att, ZT_F32, weight(m, l, ZT_P_O), r, C, Dq, 1.0f, err)))
         return rc;

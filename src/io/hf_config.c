@@ -20,6 +20,8 @@
 #include "../core/json_doc.h"
 
 #define CONFIG_MAX_BYTES (16u << 20)
+/* transformers' MistralConfig.sliding_window default (used when the key is absent). */
+#define ZT_MISTRAL_DEFAULT_WINDOW 4096
 
 /* config.json's own kinds (read by read_key; the schema engine walks the object). */
 enum key_kind {
@@ -33,7 +35,7 @@ enum key_kind {
     K_FALSE,        /* only false (or absent) */
     K_NULL,         /* only null (or absent) */
     K_ROPE_PARAMS,  /* transformers 5: {"rope_type": "default", "rope_theta": x} or null */
-    K_WINDOW,       /* sliding_window: null, or an integer no sequence can reach */
+    K_WINDOW,       /* sliding_window: null or a positive integer (settled in from_json) */
     K_ZERO,         /* only the number 0 */
     K_ONE,          /* only the integer 1 */
     K_ANY_STRING,   /* inert: a string or null */
@@ -67,7 +69,7 @@ static const zt_schema_key keys[] = {
     {.name = "mlp_bias", .kind = K_FALSE, INERT},
     {.name = "rope_scaling", .kind = K_NULL, INERT},
     {.name = "rope_parameters", .kind = K_ROPE_PARAMS, INERT},
-    {.name = "sliding_window", .kind = K_WINDOW, INERT},
+    {.name = "sliding_window", .kind = K_WINDOW, F(sliding_window)},
     {.name = "attention_dropout", .kind = K_ZERO, INERT},
     {.name = "pretraining_tp", .kind = K_ONE, INERT},
     {.name = "architectures", .kind = K_STRINGS, INERT},
@@ -129,8 +131,7 @@ typedef struct read_state {
     zt_dtype dtype;
     int theta_set;          /* rope_parameters.rope_theta given */
     double theta;
-    int window_set;         /* sliding_window given as an integer */
-    int window;
+    int window_null;        /* sliding_window given as null */
 } read_state;
 
 /* "(got \"x\")" when v is a string: the value the message quotes. */
@@ -218,11 +219,18 @@ static int read_key(zt_schema_reader *r, const zt_schema_key *kk, const zt_node 
             }
         }
         return ZT_OK;
-    case K_WINDOW:
-        if (v->type == ZT_NODE_NULL)
+    case K_WINDOW: {
+        if (v->type == ZT_NODE_NULL) {
+            st->window_null = 1;
             return ZT_OK;
-        st->window_set = 1;
-        return get_int(path, v, key, &st->window, err);
+        }
+        int *w = zt_schema_field(r, kk);
+        int rc = get_int(path, v, key, w, err);
+        if (rc == ZT_OK && *w < 1)
+            rc = zt_fail(err, ZT_EINPUT, "%s: key \"%s\" must be a positive integer or null (got %d)", path,
+                         key, *w);
+        return rc;
+    }
     case K_ZERO:
         if (!is_number(v) || v->num != 0.0)
             return zt_fail(err, ZT_EINPUT, "%s: key \"%s\": only 0 is supported (no dropout)", path, key);
@@ -327,12 +335,20 @@ static int from_json(const char *path, zt_json *jp, zt_llama_config *cfg, zt_err
                            path);
         c.rope_theta = st.theta;
     }
-    /* A window at least as long as any sequence the model accepts masks
-     * nothing; a shorter one would change the attention ztrain computes. */
-    if (st.window_set && st.window < c.max_position_embeddings)
+    /* Mistral: MistralForCausalLM masks keys more than sliding_window - 1 positions
+     * back; an absent key is MistralConfig's default, 4096 (null: no window).
+     * Llama: transformers' LlamaModel never reads the key, so a window short enough
+     * to mask something would be silently ignored there; refuse it rather than
+     * guess which of the two the user meant. */
+    int has_window = zt_schema_given(&r, &top, "sliding_window") != 0; /* a non-null value */
+    if (strcmp(c.model_type, "mistral") == 0) {
+        if (!has_window && !st.window_null)
+            c.sliding_window = ZT_MISTRAL_DEFAULT_WINDOW;
+    } else if (has_window && c.sliding_window < c.max_position_embeddings) {
         return zt_fail(err, ZT_EINPUT,
-                       "%s: key \"sliding_window\" (%d) is shorter than max_position_embeddings (%d): sliding-window attention is not supported (use null)",
-                       path, st.window, c.max_position_embeddings);
+                       "%s: key \"sliding_window\" (%d) is shorter than max_position_embeddings (%d), but transformers' LlamaForCausalLM ignores sliding_window: set \"model_type\": \"mistral\" for sliding-window attention, or null",
+                       path, c.sliding_window, c.max_position_embeddings);
+    }
     /* HF's defaults: no num_key_value_heads means multi-head attention, no
      * head_dim means hidden_size split evenly over the heads.  An explicit 0
      * is not "absent": it stays and fails the check below. */
@@ -404,10 +420,21 @@ int zt_llama_config_check(const zt_llama_config *cfg, const char *where, zt_err 
         return zt_fail(err, ZT_EINPUT, "%s: initializer_range must be a non-negative finite number", where);
     if (!hf_dtype_name(cfg->torch_dtype))
         return zt_fail(err, ZT_EINPUT, "%s: torch_dtype is not float32, bfloat16 or float16", where);
+    if (cfg->sliding_window < 0)
+        return zt_fail(err, ZT_EINPUT, "%s: sliding_window must be positive, or 0 for none", where);
     if (!memchr(cfg->model_type, 0, sizeof cfg->model_type) ||
         (strcmp(cfg->model_type, "llama") != 0 && strcmp(cfg->model_type, "mistral") != 0))
         return zt_fail(err, ZT_EINPUT, "%s: model_type must be \"llama\" or \"mistral\"", where);
     return ZT_OK;
+}
+
+/* sliding_window as read: Mistral always writes it (null for no window, since an
+ * absent key would mean 4096); Llama only when it carried one. */
+static int add_window(cJSON *o, const zt_llama_config *cfg, int mistral)
+{
+    if (cfg->sliding_window > 0)
+        return cJSON_AddNumberToObject(o, "sliding_window", cfg->sliding_window) != NULL;
+    return !mistral || cJSON_AddNullToObject(o, "sliding_window") != NULL;
 }
 
 int zt_hf_config_write(const char *path, const zt_llama_config *cfg, zt_err *err)
@@ -440,7 +467,7 @@ int zt_hf_config_write(const char *path, const zt_llama_config *cfg, zt_err *err
              cJSON_AddNumberToObject(o, "attention_dropout", 0.0) &&
              cJSON_AddNumberToObject(o, "pretraining_tp", 1) &&
              cJSON_AddNullToObject(o, "rope_scaling") &&
-             (!mistral || cJSON_AddNullToObject(o, "sliding_window"));
+             add_window(o, cfg, mistral);
     /* cJSON prints doubles with enough digits to read back the same value. */
     char *text = ok ? cJSON_Print(o) : NULL;
     cJSON_Delete(o);

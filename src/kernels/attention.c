@@ -2,10 +2,13 @@
  *
  * Shapes: qkv (B, T, W) with W = (nh + 2*nkv)*hd laid out [q heads | k heads | v heads];
  * out (B, T, nh*hd); lse (B, nh, T).  Query head h reads kv head h / (nh/nkv).
- * For one (b, h) and query i, with keys j <= i and scale = 1/sqrt(hd):
+ * For one (b, h) and query i, with keys j <= i (and i - j < window when a sliding window
+ * is set, attention_tile.h) and scale = 1/sqrt(hd):
  *   s_ij = scale * q_i . k_j,   lse_i = log sum_j exp(s_ij),   p_ij = exp(s_ij - lse_i)
  *   out_i = sum_j p_ij v_j
- * This equals softmax(q k^T / sqrt(hd) + causal mask) v, the HF eager path.
+ * This equals softmax(q k^T / sqrt(hd) + causal mask) v, the HF eager path (with Mistral's
+ * sliding-window mask when window > 0).  Key blocks wholly outside every window of a
+ * query block are skipped.
  *
  * Both passes walk (query block) x (key block) tiles of ATTN_BLOCK x ATTN_BLOCK, keeping
  * only tiles in per-thread scratch; every product of two tiles is one call of mm_acc,
@@ -152,13 +155,13 @@ static void transpose_block(float *restrict dst, const float *restrict src, size
 }
 
 void zt_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int nh, int nkv,
-                          int hd) {
-    zt_attention_forward_copy16(out, NULL, lse, qkv, B, T, nh, nkv, hd);
+                          int hd, int window) {
+    zt_attention_forward_copy16(out, NULL, lse, qkv, B, T, nh, nkv, hd, window);
 }
 
 void zt_attention_forward_copy16(float *out, uint16_t *out_bf16, float *lse, const float *qkv,
-                                 int B, int T, int nh, int nkv, int hd) {
-    assert(hd > 0 && hd <= ATTN_MAX_HD);
+                                 int B, int T, int nh, int nkv, int hd, int window) {
+    assert(hd > 0 && hd <= ATTN_MAX_HD && window >= 0);
     assert(nkv > 0 && nh % nkv == 0);
     const size_t W = (size_t)(nh + 2 * nkv) * hd;
     const size_t OW = (size_t)nh * hd;
@@ -188,7 +191,7 @@ void zt_attention_forward_copy16(float *out, uint16_t *out_bf16, float *lse, con
         memset(o, 0, sizeof(float) * (size_t)nq * hd);
         for (int ii = 0; ii < nq; ii++) m[ii] = -INFINITY, l[ii] = 0.0f;
 
-        for (int kb = 0; kb <= qb; kb++) {
+        for (int kb = zt_attn_first_key_block(i0, window); kb <= qb; kb++) {
             const int j0 = kb * ATTN_BLOCK;
             const int nk = kb < qb ? ATTN_BLOCK : nq; /* the diagonal block is square */
             const int diag = kb == qb;
@@ -196,7 +199,7 @@ void zt_attention_forward_copy16(float *out, uint16_t *out_bf16, float *lse, con
             mm_acc(st, ATTN_BLOCK, kcol + (size_t)j0 * W, W, 1, qt, ATTN_BLOCK, nk, nq, hd,
                    diag ? MM_J_GE_I : MM_DENSE);
 
-            zt_attn_softmax_tile(st, o, hd, nq, nk, diag, scale, m, l);
+            zt_attn_softmax_tile(st, o, hd, nq, nk, i0 - j0, window, scale, m, l);
             /* O += P V_blk, with P(ii, jj) read from P^T. */
             mm_acc(o, hd, st, 1, ATTN_BLOCK, vcol + (size_t)j0 * W, W, nq, hd, nk,
                    diag ? MM_K_LE_I : MM_DENSE);
@@ -209,8 +212,8 @@ void zt_attention_forward_copy16(float *out, uint16_t *out_bf16, float *lse, con
 }
 
 void zt_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
-                           const float *lse, int B, int T, int nh, int nkv, int hd) {
-    assert(hd > 0 && hd <= ATTN_MAX_HD);
+                           const float *lse, int B, int T, int nh, int nkv, int hd, int window) {
+    assert(hd > 0 && hd <= ATTN_MAX_HD && window >= 0);
     assert(nkv > 0 && nh % nkv == 0);
     const size_t W = (size_t)(nh + 2 * nkv) * hd;
     const size_t OW = (size_t)nh * hd;
@@ -259,7 +262,7 @@ void zt_attention_backward(float *dqkv, const float *dout, const float *qkv, con
                     }
                     transpose_block(qt, q, W, nq, hd);
 
-                    for (int kb = 0; kb <= qb; kb++) {
+                    for (int kb = zt_attn_first_key_block(i0, window); kb <= qb; kb++) {
                         const int j0 = kb * ATTN_BLOCK;
                         const int nk = kb < qb ? ATTN_BLOCK : nq; /* the diagonal block is square */
                         /* S^T = K Q^T and dP^T = V dO^T, tiles (key, query), summed exactly
@@ -271,7 +274,7 @@ void zt_attention_backward(float *dqkv, const float *dout, const float *qkv, con
                                hd, diag ? MM_J_GE_I : MM_DENSE);
                         mm_acc(dst, ATTN_BLOCK, vcol + (size_t)j0 * W, W, 1, got, ATTN_BLOCK, nk,
                                nq, hd, diag ? MM_J_GE_I : MM_DENSE);
-                        zt_attn_grad_tile(pt, dst, nq, nk, diag, scale, L, D);
+                        zt_attn_grad_tile(pt, dst, nq, nk, i0 - j0, window, scale, L, D);
                         /* dV += P^T dO,  dK += (scale dS)^T Q,  dQ += (scale dS) K. */
                         mm_acc(dvcol + (size_t)j0 * W, W, pt, ATTN_BLOCK, 1, go, OW, nk, hd, nq,
                                diag ? MM_K_GE_I : MM_DENSE);

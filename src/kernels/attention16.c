@@ -2,7 +2,8 @@
  *
  * The same algorithm as attention.c (flash-style tiles of ATTN16_BLOCK queries by
  * ATTN16_BLOCK keys, online softmax forward, recomputed probabilities backward, the
- * same fp32 softmax arithmetic and the same task split), for bf16 compute: every
+ * same fp32 softmax arithmetic, the same causal and sliding-window masks and the same
+ * task split), for bf16 compute: every
  * operand of a tile product (q, k, v, the probabilities p, dout and the score
  * gradients ds) is rounded to bf16, products accumulate in fp32, as autocast's bmm
  * does.  The softmax statistics, lse, D = dout . out and all outputs stay fp32.
@@ -288,9 +289,9 @@ static void tile_query_pairs(uint32_t *restrict dst, const float *restrict t, in
 /* ---- forward ---------------------------------------------------------------------- */
 
 void zt_attention16_forward(float *out, uint16_t *out_bf16, float *lse, const float *qkv,
-                            void *pack, int B, int T, int nh, int nkv, int hd)
+                            void *pack, int B, int T, int nh, int nkv, int hd, int window)
 {
-    assert(zt_attention16_supported(hd) && nkv > 0 && nh % nkv == 0);
+    assert(zt_attention16_supported(hd) && nkv > 0 && nh % nkv == 0 && window >= 0);
     const size_t W = (size_t)(nh + 2 * nkv) * hd, OW = (size_t)nh * hd;
     const int group = nh / nkv, T2 = (T + 1) / 2;
     const float scale = (float)(1.0 / sqrt((double)hd)); /* torch's hd**-0.5 */
@@ -314,14 +315,14 @@ void zt_attention16_forward(float *out, uint16_t *out_bf16, float *lse, const fl
         memset(o, 0, sizeof(float) * (size_t)nq * hd);
         for (int ii = 0; ii < nq; ii++) m[ii] = -INFINITY, l[ii] = 0.0f;
 
-        for (int kb = 0; kb <= qb; kb++) {
+        for (int kb = zt_attn_first_key_block(i0, window); kb <= qb; kb++) {
             const int j0 = kb * ATTN16_BLOCK;
             const int nk = kb < qb ? ATTN16_BLOCK : nq; /* the diagonal block is square */
             const int diag = kb == qb;
             memset(st, 0, sizeof(float) * ATTN16_TILE);
             pmm(st, ATTN16_BLOCK, krows + (size_t)j0 * (hd / 2), hd / 2, 1, s16.qt2, ATTN16_BLOCK,
                 nk, ATTN16_BLOCK, hd / 2, diag ? P_J_GE_I : P_DENSE);
-            zt_attn_softmax_tile(st, o, hd, nq, nk, diag, scale, m, l);
+            zt_attn_softmax_tile(st, o, hd, nq, nk, i0 - j0, window, scale, m, l);
             /* O += P V_blk: P as pairs of keys per query, V as pairs of keys per d */
             tile_key_pairs(s16.a2, st, nk);
             pmm(o, hd, s16.a2, 1, ATTN16_BLOCK, vpairs + (size_t)(j0 / 2) * hd, hd, nq, hd,
@@ -337,9 +338,10 @@ void zt_attention16_forward(float *out, uint16_t *out_bf16, float *lse, const fl
 /* ---- backward --------------------------------------------------------------------- */
 
 void zt_attention16_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
-                             const float *lse, void *pack, int B, int T, int nh, int nkv, int hd)
+                             const float *lse, void *pack, int B, int T, int nh, int nkv, int hd,
+                             int window)
 {
-    assert(zt_attention16_supported(hd) && nkv > 0 && nh % nkv == 0);
+    assert(zt_attention16_supported(hd) && nkv > 0 && nh % nkv == 0 && window >= 0);
     const size_t W = (size_t)(nh + 2 * nkv) * hd, OW = (size_t)nh * hd;
     const int group = nh / nkv, T2 = (T + 1) / 2;
     const float scale = (float)(1.0 / sqrt((double)hd));
@@ -384,7 +386,7 @@ void zt_attention16_backward(float *dqkv, const float *dout, const float *qkv, c
                     pairs_of_rows(s16.qp, q, W, nq, hd);
                     pairs_of_rows(s16.dop, go, OW, nq, hd);
 
-                    for (int kb = 0; kb <= qb; kb++) {
+                    for (int kb = zt_attn_first_key_block(i0, window); kb <= qb; kb++) {
                         const int j0 = kb * ATTN16_BLOCK;
                         const int nk = kb < qb ? ATTN16_BLOCK : nq;
                         const int diag = kb == qb;
@@ -394,7 +396,7 @@ void zt_attention16_backward(float *dqkv, const float *dout, const float *qkv, c
                             ATTN16_BLOCK, nk, ATTN16_BLOCK, hd / 2, diag ? P_J_GE_I : P_DENSE);
                         pmm(dst, ATTN16_BLOCK, vrows + (size_t)j0 * (hd / 2), hd / 2, 1, s16.dot2,
                             ATTN16_BLOCK, nk, ATTN16_BLOCK, hd / 2, diag ? P_J_GE_I : P_DENSE);
-                        zt_attn_grad_tile(pt, dst, nq, nk, diag, scale, L, D);
+                        zt_attn_grad_tile(pt, dst, nq, nk, i0 - j0, window, scale, L, D);
                         const int nqp = (nq + 1) / 2, nkp = (nk + 1) / 2;
                         /* dV += P^T dO */
                         tile_query_pairs(s16.a2, pt, nk, nq);

@@ -4,8 +4,15 @@
  *
  * A tile is ZT_ATTN_BLOCK keys by ZT_ATTN_BLOCK queries, stored transposed (key, query):
  * row jj holds one key's scores against the block's queries, one query per lane, so every
- * per-query statistic is a plain vector operation.  On the diagonal tile (diag) key jj is
- * visible to query ii only when jj <= ii. */
+ * per-query statistic is a plain vector operation.
+ *
+ * Which keys a query sees.  With the tile's queries at positions i0 + ii and its keys at
+ * j0 + jj, and delta = i0 - j0, key jj is visible to query ii when
+ *   j <= i                    (causal):          ii >= jj - delta
+ *   i - j < window, window>0  (sliding window):  ii <  jj - delta + window
+ * as transformers' sliding_window_causal_mask_function has it (kv_idx > q_idx - window):
+ * a query sees itself and the window - 1 keys before it.  window 0 means no window; then
+ * only the diagonal tile (delta 0) masks anything, exactly as before windows existed. */
 #ifndef ZT_ATTENTION_TILE_H
 #define ZT_ATTENTION_TILE_H
 
@@ -19,32 +26,50 @@
 
 #define ZT_ATTN_BLOCK 64
 
-/* Forward, one key block of the online softmax.  On entry st holds the raw scores q.k of
- * nk keys by nq queries; m, l are each query's running max and sum, o its unnormalised
- * output (nq rows of hd).  On exit st holds the probabilities exp(s - m_new) (0 where
- * masked), l and m are updated, and o is rescaled by exp(m_old - m_new), ready for
- * o += P V.  Key 0 of every block is visible to all its queries, so the new max is
- * finite, and exp(-inf) = 0 rescales the empty start state. */
-static inline void zt_attn_softmax_tile(float *restrict st, float *restrict o, int hd, int nq,
-                                        int nk, int diag, float scale, float *restrict m,
-                                        float *restrict l)
+/* The first query (ii) of a tile that sees key jj, and one past the last that does. */
+static inline int zt_attn_first_query(int jj, int delta) { return jj - delta; }
+static inline int zt_attn_end_query(int jj, int delta, int window)
 {
-    float mnew[ZT_ATTN_BLOCK], corr[ZT_ATTN_BLOCK], lsum[ZT_ATTN_BLOCK];
+    return window > 0 ? jj - delta + window : ZT_ATTN_BLOCK;
+}
+
+/* The first key block a query block starting at i0 must visit: keys before i0 - window + 1
+ * are outside every one of its queries' windows. */
+static inline int zt_attn_first_key_block(int i0, int window)
+{
+    return window > 0 && i0 - window + 1 > 0 ? (i0 - window + 1) / ZT_ATTN_BLOCK : 0;
+}
+
+/* Forward, one key block of the online softmax.  On entry st holds the raw scores q.k of
+ * nk keys by nq queries (delta, window: which are visible, see above); m, l are each
+ * query's running max and sum, o its unnormalised output (nq rows of hd).  On exit st
+ * holds the probabilities exp(s - m_new) (0 where masked), l and m are updated, and o is
+ * rescaled by exp(m_old - m_new), ready for o += P V.  Without a window key 0 of every
+ * block is visible to all its queries, so the new max is finite, and exp(-inf) = 0
+ * rescales the empty start state.  With one, a query may see no key of this block yet
+ * (its window starts in a later block): its max stays -inf, and the exponentials are
+ * taken relative to 0 instead, so they give 0, never exp(-inf + inf) = NaN. */
+static inline void zt_attn_softmax_tile(float *restrict st, float *restrict o, int hd, int nq,
+                                        int nk, int delta, int window, float scale,
+                                        float *restrict m, float *restrict l)
+{
+    float mnew[ZT_ATTN_BLOCK], mref[ZT_ATTN_BLOCK], corr[ZT_ATTN_BLOCK], lsum[ZT_ATTN_BLOCK];
     for (int ii = 0; ii < nq; ii++) mnew[ii] = m[ii];
     for (int jj = 0; jj < nk; jj++) {
         float *restrict srow = st + (size_t)jj * ZT_ATTN_BLOCK;
-        const int first = diag ? jj : 0; /* first query that sees key jj */
+        const int first = zt_attn_first_query(jj, delta), end = zt_attn_end_query(jj, delta, window);
 #pragma omp simd
         for (int ii = 0; ii < nq; ii++) {
             float s = srow[ii] * scale;
-            s = ii < first ? -INFINITY : s;
+            s = ii < first || ii >= end ? -INFINITY : s;
             srow[ii] = s;
             mnew[ii] = s > mnew[ii] ? s : mnew[ii];
         }
     }
 #pragma omp simd
     for (int ii = 0; ii < nq; ii++) {
-        corr[ii] = zt_expf_fast(m[ii] - mnew[ii]);
+        mref[ii] = mnew[ii] == -INFINITY ? 0.0f : mnew[ii];
+        corr[ii] = zt_expf_fast(m[ii] - mref[ii]);
         m[ii] = mnew[ii];
         lsum[ii] = 0.0f;
     }
@@ -52,7 +77,7 @@ static inline void zt_attn_softmax_tile(float *restrict st, float *restrict o, i
         float *restrict srow = st + (size_t)jj * ZT_ATTN_BLOCK;
 #pragma omp simd
         for (int ii = 0; ii < nq; ii++) {
-            const float p = zt_expf_fast(srow[ii] - m[ii]);
+            const float p = zt_expf_fast(srow[ii] - mref[ii]);
             srow[ii] = p;
             lsum[ii] += p;
         }
@@ -68,20 +93,20 @@ static inline void zt_attn_softmax_tile(float *restrict st, float *restrict o, i
 
 /* Backward, one tile.  On entry pt holds the scores q.k and dst holds dP = dout.v (both
  * (key, query)); L is each query's lse and D = dout.out.  On exit pt holds
- * p = exp(scale s - L) (0 where masked) and dst holds scale * dS, with
- * dS = p (dP - D), the softmax Jacobian applied to dP. */
+ * p = exp(scale s - L) (0 where masked: delta, window as above) and dst holds scale * dS,
+ * with dS = p (dP - D), the softmax Jacobian applied to dP. */
 static inline void zt_attn_grad_tile(float *restrict pt, float *restrict dst, int nq, int nk,
-                                     int diag, float scale, const float *restrict L,
+                                     int delta, int window, float scale, const float *restrict L,
                                      const float *restrict D)
 {
     for (int jj = 0; jj < nk; jj++) {
         float *restrict prow = pt + (size_t)jj * ZT_ATTN_BLOCK;
         float *restrict dsrow = dst + (size_t)jj * ZT_ATTN_BLOCK;
-        const int first = diag ? jj : 0;
+        const int first = zt_attn_first_query(jj, delta), end = zt_attn_end_query(jj, delta, window);
 #pragma omp simd
         for (int ii = 0; ii < nq; ii++) {
             const float e = zt_expf_fast(prow[ii] * scale - L[ii]);
-            const float p = ii < first ? 0.0f : e;
+            const float p = ii < first || ii >= end ? 0.0f : e;
             prow[ii] = p;
             dsrow[ii] = p * (dsrow[ii] - D[ii]) * scale;
         }

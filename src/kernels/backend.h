@@ -56,16 +56,18 @@ typedef struct zt_backend {
     /* Scratch the attention wants for operands in dtype opd (0: none); the
      * forward and backward then take a buffer of that size, refilled by each call. */
     size_t (*attention_scratch_bytes)(int B, int T, int nkv, int hd, zt_dtype opd);
+    /* window: the sliding window (0: none), as kernels.h defines it. */
     void (*attention_forward)(float *out, uint16_t *out_bf16, float *lse, const float *qkv,
-                              void *scratch, int B, int T, int nh, int nkv, int hd);
+                              void *scratch, int B, int T, int nh, int nkv, int hd, int window);
     void (*attention_backward)(float *dqkv, const float *dout, const float *qkv, const float *out,
-                               const float *lse, void *scratch, int B, int T, int nh, int nkv, int hd);
+                               const float *lse, void *scratch, int B, int T, int nh, int nkv, int hd,
+                               int window);
     /* inference over a KV cache (kernels.h: zt_attention_cache_forward); the
      * scratch is attention_cache_scratch_bytes(cap, threads) */
     size_t (*attention_cache_scratch_bytes)(int cap, int threads);
     void (*attention_cache_forward)(float *out, const float *q, size_t q_stride, const float *k_cache,
                                     const float *v_cache, int cap, int pos0, int n, int nh, int nkv, int hd,
-                                    float *scratch, int threads);
+                                    int window, float *scratch, int threads);
     void (*swiglu_forward)(void *h, zt_dtype h_dt, const float *gu, int N, int F);
     void (*swiglu_backward)(void *dgu, zt_dtype dgu_dt, const float *dh, const float *gu, int N, int F);
     void (*transpose)(float *dst, const float *src, int rows, int cols);

@@ -19,21 +19,22 @@ static size_t cpu_attention_scratch_bytes(int B, int T, int nkv, int hd, zt_dtyp
 }
 
 static void cpu_attention_forward(float *out, uint16_t *out_bf16, float *lse, const float *qkv, void *scratch,
-                                  int B, int T, int nh, int nkv, int hd)
+                                  int B, int T, int nh, int nkv, int hd, int window)
 {
     if (scratch)
-        zt_attention16_forward(out, out_bf16, lse, qkv, scratch, B, T, nh, nkv, hd);
+        zt_attention16_forward(out, out_bf16, lse, qkv, scratch, B, T, nh, nkv, hd, window);
     else
-        zt_attention_forward_copy16(out, out_bf16, lse, qkv, B, T, nh, nkv, hd);
+        zt_attention_forward_copy16(out, out_bf16, lse, qkv, B, T, nh, nkv, hd, window);
 }
 
 static void cpu_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
-                                   const float *lse, void *scratch, int B, int T, int nh, int nkv, int hd)
+                                   const float *lse, void *scratch, int B, int T, int nh, int nkv, int hd,
+                                   int window)
 {
     if (scratch)
-        zt_attention16_backward(dqkv, dout, qkv, out, lse, scratch, B, T, nh, nkv, hd);
+        zt_attention16_backward(dqkv, dout, qkv, out, lse, scratch, B, T, nh, nkv, hd, window);
     else
-        zt_attention_backward(dqkv, dout, qkv, out, lse, B, T, nh, nkv, hd);
+        zt_attention_backward(dqkv, dout, qkv, out, lse, B, T, nh, nkv, hd, window);
 }
 
 static size_t cpu_attention_cache_scratch_bytes(int cap, int threads)

@@ -56,27 +56,32 @@ void zt_rope_backward(float *dqkv, const float *cos_t, const float *sin_t, int B
 /* Causal grouped-query attention, scale 1/sqrt(hd); query head h reads kv head h / (nh/nkv).
  * qkv: (B, T, (nh + 2*nkv)*hd) after RoPE; out: (B, T, nh*hd); lse: (B, nh, T), the
  * log-sum-exp of each softmax row, saved so backward recomputes probabilities without
- * ever storing a T x T matrix. */
+ * ever storing a T x T matrix.
+ * window: Mistral's sliding window, 0 for none.  The query at position i sees the keys j
+ * with j <= i and, when window > 0, i - j < window (transformers' sliding-window causal
+ * mask: itself and the window - 1 keys before it).  window 0 gives exactly the plain
+ * causal results. */
 void zt_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int nh, int nkv,
-                          int hd);
+                          int hd, int window);
 /* The same, also writing the bf16 rounding of out into out_bf16 (B, T, nh*hd) when it
  * is not NULL (the output projection's operand; backward still reads the fp32 out). */
 void zt_attention_forward_copy16(float *out, uint16_t *out_bf16, float *lse, const float *qkv,
-                                 int B, int T, int nh, int nkv, int hd);
+                                 int B, int T, int nh, int nkv, int hd, int window);
 /* dqkv (same shape as qkv) is overwritten with the gradients of q, k and v. */
 void zt_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
-                           const float *lse, int B, int T, int nh, int nkv, int hd);
+                           const float *lse, int B, int T, int nh, int nkv, int hd, int window);
 
 /* Inference: the attention of n new query rows over a KV cache (attention_cache.c).
- * Row i is at position pos0 + i and attends to cache positions 0..pos0+i.  q: the
- * rows' nh query heads (after RoPE), q_stride floats apart; k_cache, v_cache: one
- * layer's (nkv, cap, hd), already holding the new rows' keys and values; out
- * (n, nh*hd).  scratch: zt_attention_cache_scratch_floats(cap, threads) floats; the
- * kernel runs on that many threads. */
+ * Row i is at position p = pos0 + i and attends to cache positions 0..p, or with a
+ * window > 0 to max(0, p - window + 1)..p.  q: the rows' nh query heads (after RoPE),
+ * q_stride floats apart; k_cache, v_cache: one layer's (nkv, cap, hd), already holding
+ * the new rows' keys and values; out (n, nh*hd).  scratch:
+ * zt_attention_cache_scratch_floats(cap, threads) floats; the kernel runs on that many
+ * threads. */
 size_t zt_attention_cache_scratch_floats(int cap, int threads);
 void zt_attention_cache_forward(float *out, const float *q, size_t q_stride, const float *k_cache,
                                 const float *v_cache, int cap, int pos0, int n, int nh, int nkv,
-                                int hd, float *scratch, int threads);
+                                int hd, int window, float *scratch, int threads);
 
 /* The same attention with bf16 operands in every tile product (q, k, v, probabilities,
  * dout, score gradients; fp32 accumulation and softmax), for bf16 compute
@@ -85,9 +90,10 @@ void zt_attention_cache_forward(float *out, const float *q, size_t q_stride, con
 int zt_attention16_supported(int hd);
 size_t zt_attention16_pack_bytes(int B, int T, int nkv, int hd);
 void zt_attention16_forward(float *out, uint16_t *out_bf16, float *lse, const float *qkv,
-                            void *pack, int B, int T, int nh, int nkv, int hd);
+                            void *pack, int B, int T, int nh, int nkv, int hd, int window);
 void zt_attention16_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
-                             const float *lse, void *pack, int B, int T, int nh, int nkv, int hd);
+                             const float *lse, void *pack, int B, int T, int nh, int nkv, int hd,
+                             int window);
 
 /* SwiGLU: h = silu(g) * u with gu (N, 2F) = [g | u] fp32, h (N, F) in h_dt. */
 void zt_swiglu_forward(void *h, zt_dtype h_dt, const float *gu, int N, int F);

@@ -2,6 +2,8 @@
 #ifndef ZT_MODEL_CONFIG_H
 #define ZT_MODEL_CONFIG_H
 
+#include <string.h>
+
 #include "../core/dtype.h"
 #include "../core/status.h"
 
@@ -20,14 +22,26 @@ typedef struct zt_llama_config {
     double initializer_range;    /* default 0.02 */
     zt_dtype torch_dtype;        /* default fp32 */
     char model_type[16];         /* "llama" or "mistral" */
+    int sliding_window;          /* config.json's sliding_window; 0 for null (no window) */
 } zt_llama_config;
+
+/* The attention window the model computes with (kernels.h: 0 for none).  transformers
+ * applies sliding_window in MistralForCausalLM only (LlamaModel never reads it), and
+ * the reader refuses a Llama config whose window would matter, so only a Mistral
+ * config has one. */
+static inline int zt_llama_attention_window(const zt_llama_config *c)
+{
+    return strcmp(c->model_type, "mistral") == 0 ? c->sliding_window : 0;
+}
 
 /* Read config.json.  Known keys that change nothing ztrain computes (architectures,
  * token ids, transformers_version, use_cache, ...) are accepted; keys whose
  * non-default values ztrain does not implement (attention_bias, mlp_bias,
- * rope_scaling, sliding_window, pretraining_tp, hidden_act other than silu,
- * attention_dropout) are accepted only at their inert value; any other key is
- * refused by name.  Sizes are checked for consistency (nh % nkv == 0, hd even, all
+ * rope_scaling, pretraining_tp, hidden_act other than silu, attention_dropout) are
+ * accepted only at their inert value; any other key is refused by name.
+ * sliding_window is Mistral's window (a positive integer or null; absent means
+ * MistralConfig's default, 4096); a Llama config may carry one only where it masks
+ * nothing (at least max_position_embeddings), since transformers' Llama ignores it.  Sizes are checked for consistency (nh % nkv == 0, hd even, all
  * positive).  Errors: ZT_EINPUT naming the file and key. */
 int zt_hf_config_read(const char *path, zt_llama_config *cfg, zt_err *err);
 /* The same from len bytes of text already in memory; name stands for the file in

@@ -304,7 +304,8 @@ static int layer_forward(zt_model *m, int l, const void *base, zt_err *err)
     if ((rc = linear_forward(m, a->qkv, a->n1, w.qkv, Dqkv, C, 0.0f, err)))
         return rc;
     m->be->rope_forward(a->qkv, m->rope_cos, m->rope_sin, m->B, m->T, nh, nkv, hd);
-    m->be->attention_forward(a->att, a->att16, a->lse, a->qkv, m->attn_pack, m->B, m->T, nh, nkv, hd);
+    m->be->attention_forward(a->att, a->att16, a->lse, a->qkv, m->attn_pack, m->B, m->T, nh, nkv, hd,
+                             zt_llama_attention_window(c));
     m->be->copy(a->h, a->x, (size_t)N * C * sizeof(float));
     if ((rc = linear_forward(m, a->h, att_operand(a), w.o, C, Dq, 1.0f, err)))
         return rc;
@@ -339,7 +340,7 @@ static int layer_backward(zt_model *m, int l, const void *base, float *gbase, zt
     if ((rc = linear_backward(m, m->datt, g.o, dres_operand(m), att_operand(a), w.o, C, Dq, err)))
         return rc;
     m->be->attention_backward(m->dqkv, m->datt, a->qkv, a->att, a->lse, m->attn_pack, m->B, m->T, nh, nkv,
-                              hd);
+                              hd, zt_llama_attention_window(c));
     m->be->rope_backward(m->dqkv, m->rope_cos, m->rope_sin, m->B, m->T, nh, nkv, hd);
     const void *dqkv = m->dqkv;
     if (m->dqkv16) {
@@ -467,8 +468,13 @@ double zt_model_flops_per_token(const zt_llama_config *c, int T, int checkpointi
     double nh = c->num_attention_heads, nkv = c->num_key_value_heads, V = c->vocab_size;
     double per_layer = C * (nh + 2 * nkv) * hd + nh * hd * C + 3 * C * F; /* matrix weights */
     double matrix = c->num_hidden_layers * per_layer + V * C;            /* + lm_head */
-    /* causal attention: q k^T and p v, 2 flops per MAC, about T/2 keys per query */
-    double attn = c->num_hidden_layers * 2.0 * 2.0 * nh * hd * (T + 1) / 2.0;
+    /* causal attention: q k^T and p v, 2 flops per MAC, over the keys each query sees
+     * on average: (T + 1) / 2 without a window; with window w < T, query i sees
+     * min(i + 1, w) keys, which averages w - w (w - 1) / (2 T) */
+    double w = zt_llama_attention_window(c), keys = (T + 1) / 2.0;
+    if (w > 0 && w < T)
+        keys = w - w * (w - 1) / (2.0 * T);
+    double attn = c->num_hidden_layers * 2.0 * 2.0 * nh * hd * keys;
     double fwd = 2.0 * matrix + attn;
     /* backward is twice the forward; checkpointing recomputes the layers' forward */
     double layers_fwd = 2.0 * c->num_hidden_layers * per_layer + attn;
