@@ -72,14 +72,47 @@ static void print_plan_details(FILE *f, const zt_settings *st, const zt_plan *p)
                 "already live in host memory, so nothing moves\n");
     if (st->have_ds) {
         const zt_ds_resolved *r = &st->ds_resolved;
-        fprintf(f, "buckets:          reduce_bucket_size %ld, allgather_bucket_size %ld, "
-                "stage3_prefetch_bucket_size %ld, stage3_param_persistence_threshold %ld, "
-                "stage3_max_live_parameters %ld (reported; ztrain reduces per unit)\n",
-                r->reduce_bucket_size, r->allgather_bucket_size, r->stage3_prefetch_bucket_size,
-                r->stage3_param_persistence_threshold, r->stage3_max_live_parameters);
+        const struct { const char *name; long v; } sizes[] = {
+            {"reduce_bucket_size", r->reduce_bucket_size},
+            {"allgather_bucket_size", r->allgather_bucket_size},
+            {"stage3_prefetch_bucket_size", r->stage3_prefetch_bucket_size},
+            {"stage3_param_persistence_threshold", r->stage3_param_persistence_threshold},
+            {"stage3_max_live_parameters", r->stage3_max_live_parameters},
+        };
+        fprintf(f, "buckets:          ");
+        for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+            fprintf(f, "%s%s ", i ? ", " : "", sizes[i].name);
+            if (sizes[i].v < 0)
+                fprintf(f, "auto (unresolved: needs the model's hidden_size)");
+            else
+                fprintf(f, "%ld", sizes[i].v);
+        }
+        fprintf(f, " (reported; ztrain reduces per unit)\n");
         fprintf(f, "batch:            micro %d x accumulation %d x world %d = train_batch_size %d\n",
                 r->micro_batch, r->grad_accum, p->world, r->train_batch_size);
     }
+}
+
+/* The DeepSpeed "auto" values left unresolved without a model, one line (none: nothing). */
+static void print_unresolved(FILE *f, const zt_settings *st)
+{
+    if (!st->have_ds)
+        return;
+    const zt_ds_resolved *r = &st->ds_resolved;
+    /* the sizes Accelerate fills from the model (deepspeed.h) */
+    const struct { const char *name; long v; const char *rule; } sizes[] = {
+        {"reduce_bucket_size", r->reduce_bucket_size, "hidden_size^2"},
+        {"stage3_prefetch_bucket_size", r->stage3_prefetch_bucket_size, "0.9 * hidden_size^2"},
+        {"stage3_param_persistence_threshold", r->stage3_param_persistence_threshold, "10 * hidden_size"},
+    };
+    int n = 0;
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        if (sizes[i].v < 0)
+            fprintf(f, "%szero_optimization.%s (auto: %s)",
+                    n++ ? ", " : "unresolved until a model is given (--model DIR or --model_config CFG.json): ",
+                    sizes[i].name, sizes[i].rule);
+    if (n)
+        fprintf(f, "\n");
 }
 
 int zt_cmd_config(int argc, char **argv, zt_err *err)
@@ -134,17 +167,23 @@ int zt_cmd_config(int argc, char **argv, zt_err *err)
     if (model || model_config) {
         rc = zt_resolve_run(&st, model, model_config, world, NULL, &cfg, &plan, err);
     } else {
+        /* DeepSpeed's hidden-size "auto" values wait for a model; convert writes
+         * a config, so it resolves everything or refuses */
+        st.allow_unresolved_auto = strcmp(verb, "convert") != 0;
         rc = zt_settings_plan(&st, world, 0, ZT_F32, NULL, &plan, err);
     }
     if (rc)
         return rc;
+    zt_print_config_notes(&st, stderr);
     if (!strcmp(verb, "validate")) {
         printf("valid: %s, %s, %d rank%s, %s\n", zt_face_name(plan.face), plan.strategy, world,
                world == 1 ? "" : "s", plan.mode);
+        print_unresolved(stdout, &st);
         return ZT_OK;
     }
     if (!strcmp(verb, "show")) {
         print_plan_details(stdout, &st, &plan);
+        print_unresolved(stdout, &st);
         if (model || model_config)
             return print_memory(stdout, &cfg, &plan, st.batch, st.block_size, st.checkpointing, err);
         printf("units, memory:    give --model DIR or --model_config CFG.json\n");
@@ -203,6 +242,7 @@ int zt_cmd_estimate_memory(int argc, char **argv, zt_err *err)
     zt_plan plan;
     if ((rc = zt_resolve_run(&st, model, model_config, world, NULL, &cfg, &plan, err)))
         return rc;
+    zt_print_config_notes(&st, stderr);
     zt_plan_print(stdout, &plan);
     if ((rc = print_memory(stdout, &cfg, &plan, st.batch, st.block_size, st.checkpointing, err)))
         return rc;

@@ -343,10 +343,12 @@ static int build_and_run(const launch_opts *o, const host_set *hs, int argc, cha
 
 int zt_cmd_launch(int argc, char **argv, zt_err *err)
 {
-    /* launch's own flags come before the command name */
+    /* launch's own flags come before the command name (--help and -h among them:
+     * after the command they are the command's) */
     int split = 0;
-    while (split < argc && !strncmp(argv[split], "--", 2)) {
-        int is_bool = !strcmp(argv[split], "--dry_run");
+    while (split < argc && (!strncmp(argv[split], "--", 2) || !strcmp(argv[split], "-h"))) {
+        int is_bool = !strcmp(argv[split], "--dry_run") || !strcmp(argv[split], "--help") ||
+                      !strcmp(argv[split], "-h");
         split += strchr(argv[split], '=') || is_bool ? 1 : 2;
     }
     launch_opts o = {.machine_rank = -1};
@@ -366,7 +368,7 @@ int zt_cmd_launch(int argc, char **argv, zt_err *err)
         {"dry_run", ZT_FLAG_BOOL, &o.dry, "print the mpirun command instead of running it", 1, 0, 0},
     };
     const int nflags = (int)(sizeof flags / sizeof flags[0]);
-    if (split == argc && zt_flags_wants_help(argc, argv)) {
+    if (zt_flags_wants_help(split < argc ? split : argc, argv)) {
         zt_flags_usage(flags, nflags, "usage: ztrain launch [--num_processes N] [--hostfile F | --hosts h1:n,h2:n] "
                        "[--config_file F] <command> [args]");
         return ZT_OK;

@@ -10,6 +10,7 @@
 
 #include "../comm/comm.h"
 #include "../config/settings.h"
+#include "../core/fs.h"
 #include "../plan/plan.h"
 #include "../io/hf_model.h"
 #include "../kernels/matmul.h"
@@ -156,6 +157,8 @@ static int cmd_train(int argc, char **argv, zt_err *err)
         return rc;
     if ((rc = zt_cli_parse_size("max_shard_size", max_shard, &a.max_shard_bytes, err)))
         return rc;
+    if (g_rank == 0)
+        zt_print_config_notes(&st, stderr);
     if ((rc = check_world(&st, g_world, ignore_np, err))) {
         if (g_rank != 0)
             err->msg[0] = 0;
@@ -218,7 +221,7 @@ static int cmd_train(int argc, char **argv, zt_err *err)
 
 static int cmd_eval(int argc, char **argv, zt_err *err)
 {
-    const char *model = NULL, *data = NULL, *mixed_precision = "no", *tokenizer = NULL;
+    const char *model = NULL, *data = NULL, *mixed_precision = "no", *tokenizer = NULL, *output_json = NULL;
     int block_size = 128, batch = 8, threads = 0;
     long max_batches = 0;
     zt_flag flags[] = {
@@ -230,6 +233,7 @@ static int cmd_eval(int argc, char **argv, zt_err *err)
         {"max_batches", ZT_FLAG_LONG, &max_batches, "stop after K batches (default: all)", 0, 1e12, 0},
         {"mixed_precision", ZT_FLAG_STR, &mixed_precision, "no | bf16", 1, 0, 0},
         {"threads", ZT_FLAG_INT, &threads, "threads (default: the cores this process may use)", 0, 4096, 0},
+        {"output_json", ZT_FLAG_STR, &output_json, "also write {\"eval_loss\", \"perplexity\", \"eval_tokens\"} here (atomically; full precision)", 1, 0, 0},
     };
     if (zt_flags_wants_help(argc, argv)) {
         zt_flags_usage(flags, NFLAGS(flags), "usage: ztrain eval --model DIR --data FILE --block_size T [flags]");
@@ -274,8 +278,18 @@ static int cmd_eval(int argc, char **argv, zt_err *err)
         return zt_fail(err, ZT_EFAIL, "%s: the mean loss over %ld tokens of %s is %s: the forward overflowed "
                        "(weights or activations too large for %s); no loss or perplexity to report", model,
                        tokens, data, isnan(loss) ? "nan" : "inf", a.compute == ZT_BF16 ? "bf16" : "fp32");
-    printf("eval loss %.6f over %ld tokens (perplexity %.3f)\n", loss, tokens, exp(loss));
-    return ZT_OK;
+    /* %.17g: the double back bit for bit, so a script can compare it with a JSONL
+     * eval_loss (also %.17g) or another run exactly */
+    printf("eval loss %.17g over %ld tokens (perplexity %.17g)\n", loss, tokens, exp(loss));
+    if (output_json) {
+        char text[256];
+        int n = snprintf(text, sizeof text, "{\"eval_loss\": %.17g, \"perplexity\": %.17g, \"eval_tokens\": %ld}\n",
+                         loss, exp(loss), tokens);
+        zt_wpart part = {text, (size_t)n};
+        if ((rc = zt_write_atomic(output_json, &part, 1, err)))
+            zt_wrap(err, "--output_json: ");
+    }
+    return rc;
 }
 
 /* ---- init-model ----------------------------------------------------------- */
@@ -318,23 +332,37 @@ static int cmd_init_model(int argc, char **argv, zt_err *err)
 
 /* ---- main ----------------------------------------------------------------- */
 
+/* Every command, with the line `ztrain --help` shows for it: one table, so a new
+ * command is listed (and tests/cli/help.sh runs its --help) by being added here. */
+static const struct command {
+    const char *name;
+    int (*fn)(int, char **, zt_err *);
+    const char *summary;
+} commands[] = {
+    {"train", cmd_train, "train a model (Hugging Face directory) on token data"},
+    {"eval", cmd_eval, "mean loss of a model on token data"},
+    {"init-model", cmd_init_model, "write a randomly initialised model from a config.json"},
+    {"env", zt_cmd_env, "versions, CPU features and the calibrated matrix-product peaks"},
+    {"launch", zt_cmd_launch, "start N ranks through mpirun: ztrain launch --num_processes N train ..."},
+    {"config", zt_cmd_config, "show | validate | convert an Accelerate YAML / DeepSpeed JSON"},
+    {"estimate-memory", zt_cmd_estimate_memory, "bytes per rank by stage and mode, before running"},
+    {"tokenize", zt_cmd_tokenize, "text files to token ids with a Hugging Face tokenizer.json"},
+    {"tokenizer", zt_cmd_tokenizer, "train: a byte-level BPE tokenizer from text (Hugging Face files)"},
+    {"generate", zt_cmd_generate, "continue a prompt with a model (greedy or sampled, KV cache)"},
+    {"checkpoint", zt_cmd_checkpoint, "show: verify a checkpoint, print its state and what resuming it would do"},
+    {"merge-weights", zt_cmd_merge_weights, "a checkpoint's shards to a Hugging Face model directory"},
+    {"plot", zt_cmd_plot, "a training log (JSONL) as an SVG chart"},
+};
+#define NCOMMANDS ((int)(sizeof commands / sizeof commands[0]))
+
 static void usage(void)
 {
     printf("ztrain %s — sharded data-parallel training of Llama models\n\n"
            "usage: ztrain <command> [flags]   (ztrain <command> --help for its flags)\n\n"
-           "commands:\n"
-           "  train        train a model (Hugging Face directory) on token data\n"
-           "  eval         mean loss of a model on token data\n"
-           "  init-model   write a randomly initialised model from a config.json\n"
-           "  env          versions, CPU features and measured matrix-product peaks\n"
-           "  launch       start N ranks through mpirun: ztrain launch --num_processes N train ...\n"
-           "  config       show | validate | convert an Accelerate YAML / DeepSpeed JSON\n"
-           "  estimate-memory  bytes per rank by stage and mode, before running\n"
-           "  tokenize     text files to token ids with a Hugging Face tokenizer.json\n"
-           "  tokenizer    train: a byte-level BPE tokenizer from text (Hugging Face files)\n"
-           "  checkpoint   show: verify a checkpoint, print its state and what resuming it would do\n"
-           "  merge-weights  a checkpoint's shards to a Hugging Face model directory\n",
+           "commands:\n",
            ZTRAIN_VERSION);
+    for (int i = 0; i < NCOMMANDS; i++)
+        printf("  %-16s %s\n", commands[i].name, commands[i].summary);
 }
 
 int main(int argc, char **argv)
@@ -347,17 +375,8 @@ int main(int argc, char **argv)
         printf("ztrain %s\n", ZTRAIN_VERSION);
         return 0;
     }
-    static const struct { const char *name; int (*fn)(int, char **, zt_err *); } commands[] = {
-        {"train", cmd_train}, {"eval", cmd_eval}, {"init-model", cmd_init_model}, {"env", zt_cmd_env},
-        {"launch", zt_cmd_launch}, {"config", zt_cmd_config}, {"estimate-memory", zt_cmd_estimate_memory},
-        {"tokenize", zt_cmd_tokenize}, {"tokenizer", zt_cmd_tokenizer},
-        {"generate", zt_cmd_generate},
-        {"checkpoint", zt_cmd_checkpoint},
-        {"merge-weights", zt_cmd_merge_weights},
-        {"plot", zt_cmd_plot},
-    };
     zt_err err = {0};
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+    for (int i = 0; i < NCOMMANDS; i++) {
         if (strcmp(argv[1], commands[i].name) != 0)
             continue;
         int rc = commands[i].fn(argc - 2, argv + 2, &err);
@@ -373,6 +392,11 @@ int main(int argc, char **argv)
             return zt_launch_exit_code();
         return rc == ZT_OK ? 0 : rc == ZT_EINPUT ? 2 : rc == ZT_EINTERRUPT ? 130 : 1;
     }
-    fprintf(stderr, "ztrain: error: unknown command '%s' (commands: train, eval, init-model, env, launch, config, estimate-memory, tokenize, tokenizer, checkpoint, merge-weights)\n", argv[1]);
+    char names[512] = "";
+    for (int i = 0; i < NCOMMANDS; i++) {
+        size_t len = strlen(names);
+        snprintf(names + len, sizeof names - len, "%s%s", i ? ", " : "", commands[i].name);
+    }
+    fprintf(stderr, "ztrain: error: unknown command '%s' (commands: %s)\n", argv[1], names);
     return 2;
 }

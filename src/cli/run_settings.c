@@ -23,3 +23,9 @@ int zt_resolve_run(zt_settings *st, const char *model_dir, const char *model_con
         return rc;
     return zt_settings_plan(st, world, cfg->hidden_size, cfg->torch_dtype, topo, plan, err);
 }
+
+void zt_print_config_notes(const zt_settings *st, FILE *f)
+{
+    for (int i = 0; i < st->accel.nnotes; i++)
+        fprintf(f, "ztrain: warning: %s\n", st->accel.notes[i]);
+}

@@ -4,6 +4,8 @@
 #ifndef ZT_RUN_SETTINGS_H
 #define ZT_RUN_SETTINGS_H
 
+#include <stdio.h>
+
 #include "../comm/comm.h"
 #include "../config/settings.h"
 #include "../model/config.h"
@@ -55,5 +57,9 @@ int zt_flag_given(void *ctx, const char *name);
  * as topo says (NULL: unknown, taken as one machine). */
 int zt_resolve_run(zt_settings *st, const char *model_dir, const char *model_config, int world,
                    const zt_topology *topo, zt_llama_config *cfg, zt_plan *plan, zt_err *err);
+
+/* The Accelerate YAML's notes (old key names read under their current ones), one
+ * "ztrain: warning: ..." line each; after zt_resolve_run or zt_settings_plan. */
+void zt_print_config_notes(const zt_settings *st, FILE *f);
 
 #endif

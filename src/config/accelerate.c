@@ -380,6 +380,11 @@ static const key top_keys[] = {
     {.name = "tpu_use_sudo", .kind = K_BOOL, IGNORED},
     {.name = "use_cpu", .kind = K_BOOL, IGNORED},               /* ztrain always does */
     {.name = "dynamo_config", .kind = K_ANY_MAP, IGNORED},
+    /* older Accelerate versions' spellings (its process_config converts them):
+     * fp16: true is mixed_precision: fp16; dynamo_backend is dynamo_config's */
+    {.name = "fp16", .kind = K_BOOL, FIELD(legacy_fp16)},
+    {.name = "dynamo_backend", .kind = K_STR, IGNORED},
+    {.name = "megatron_lm_config", .kind = K_ANY_MAP, IGNORED}, /* `accelerate config` writes {} */
     {.name = "ipex_config", .kind = K_ANY_MAP, IGNORED},
     {.name = "mpirun_config", .kind = K_SECTION, IGNORED, .section = &mpirun_section},
 };
@@ -516,10 +521,30 @@ static int read_custom(reader *r, const key *k, const zt_node *v, const char *kp
     return ZT_EFAIL;
 }
 
+/* Old names Accelerate still reads.  In fsdp_config, `accelerate launch` turns a key x
+ * without the fsdp_ prefix into fsdp_x (commands/launch.py), and versions before 0.28
+ * wrote fsdp_backward_prefetch_policy for what is now fsdp_backward_prefetch (current
+ * Accelerate passes the old name on to nothing, so its value is silently lost there;
+ * ztrain reads it, with a note, since prefetching never changes the numbers). */
+static const char *renamed(const section *s, const char *name, char *buf, size_t cap)
+{
+    if (s->id != SEC_FSDP)
+        return NULL;
+    if (!strncmp(name, "fsdp_", 5))
+        name += 5;
+    if (!strcmp(name, "backward_prefetch_policy"))
+        name = "backward_prefetch";
+    snprintf(buf, cap, "fsdp_%s", name);
+    for (int j = 0; j < s->nkeys; j++)
+        if (!strcmp(s->keys[j].name, buf))
+            return buf;
+    return NULL;
+}
+
 static const zt_schema_format accelerate_yaml = {
     .sections = all_sections, .nsections = NSEC, .has_lines = 1, .null_is_absent = 1,
     .list_word = "a list", .map_word = "a mapping", .numbers_as_written = 1,
-    .section_want = "a mapping of %s keys", .read_custom = read_custom,
+    .section_want = "a mapping of %s keys", .read_custom = read_custom, .renamed = renamed,
 };
 
 /* ---- checks across keys ------------------------------------------------------------ */
@@ -552,6 +577,24 @@ static int check_combinations(reader *r)
         return bad(r, given(r, &top_section, "num_processes"), "num_processes",
                    "is %d, but distributed_type NO runs one process (use MULTI_CPU, FSDP or "
                    "DEEPSPEED for more)", c->num_processes);
+    /* the old top-level spellings, converted as Accelerate's process_config does */
+    int fp16_line = given(r, &top_section, "fp16");
+    if (fp16_line) {
+        int mp_line = given(r, &top_section, "mixed_precision");
+        if (mp_line)
+            zt_schema_note(r, "%s:%d: fp16 is deprecated and ignored beside mixed_precision (line %d), as "
+                           "Accelerate ignores it; remove it", r->path, fp16_line, mp_line);
+        else
+            zt_schema_note(r, "%s:%d: fp16 is deprecated; read as mixed_precision: %s (remove it and set "
+                           "mixed_precision)", r->path, fp16_line, c->legacy_fp16 == ZT_YES ? "fp16" : "no");
+        if (!mp_line && c->legacy_fp16 == ZT_YES)
+            snprintf(c->mixed_precision, sizeof c->mixed_precision, "fp16");
+    }
+    int dynamo_line = given(r, &top_section, "dynamo_backend");
+    if (dynamo_line)
+        zt_schema_note(r, "%s:%d: dynamo_backend is deprecated; Accelerate reads it as "
+                       "dynamo_config.dynamo_backend (ignored by ztrain, which compiles no graphs)",
+                       r->path, dynamo_line);
     int machines = c->num_machines > 0 ? c->num_machines : 1;
     if (c->machine_rank >= machines)
         return bad(r, given(r, &top_section, "machine_rank"), "machine_rank",
@@ -677,6 +720,8 @@ static int parse(const char *path, const char *text, size_t len, zt_accel_config
             rc = check_combinations(&r);
     }
     zt_doc_free(&doc);
+    for (int i = 0; i < r.nnotes && i < ZT_ACCEL_MAX_NOTES; i++)
+        snprintf(c.notes[c.nnotes++], sizeof c.notes[0], "%s", r.notes[i]);
     if (rc == ZT_OK)
         *out = c;
     return rc;

@@ -13,12 +13,18 @@
  * YAML 1.2 core schema: `true`/`false` are booleans, `no` and `yes` are the
  * strings Accelerate means by them; `null` (or an empty value) means absent.
  * Anchors are allowed, aliases and tags are not; one document per file.
+ * Names older Accelerate versions wrote are read as Accelerate still reads them
+ * (fsdp_backward_prefetch_policy as fsdp_backward_prefetch, fsdp_config keys without
+ * the fsdp_ prefix, a top-level fp16: true as mixed_precision: fp16, dynamo_backend),
+ * each with a note in `notes` naming the current key.
  * Every failure is ZT_EINPUT with "FILE:LINE: KEY.PATH: what was wrong (allowed: ...)". */
 #ifndef ZT_CONFIG_ACCELERATE_H
 #define ZT_CONFIG_ACCELERATE_H
 
 #include "../core/schema.h"
 #include "../core/status.h"
+
+#define ZT_ACCEL_MAX_NOTES 6
 
 typedef struct zt_accel_config {
     char distributed_type[16];        /* NO | MULTI_CPU | FSDP | DEEPSPEED (required) */
@@ -57,7 +63,14 @@ typedef struct zt_accel_config {
     double gradient_clipping;         /* >= 0; < 0 absent */
     char deepspeed_config_file[512];  /* as written (relative to the working directory) */
 
+    zt_setting legacy_fp16;           /* the old top-level fp16: true|false (read into
+                                       * mixed_precision when that is absent) */
+
     char path[512];                   /* the file read, for messages */
+    /* warnings for the user: old key names read under their current ones, as Accelerate
+     * reads them ("FILE:LINE: KEY is deprecated; read as NEW ..."); the caller prints them */
+    char notes[ZT_ACCEL_MAX_NOTES][ZT_SCHEMA_NOTE_LEN];
+    int nnotes;
 } zt_accel_config;
 
 /* Every setting absent, path "". */

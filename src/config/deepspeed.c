@@ -779,16 +779,18 @@ static int resolve_batch(const zt_ds_config *c, const zt_ds_run *run, zt_ds_reso
 }
 
 /* A zero_optimization size: the file's number, "auto" from the hidden size H, or
- * DeepSpeed's default. */
+ * DeepSpeed's default; without H, -1 (unresolved) when the run allows it. */
 static int resolve_size(const zt_ds_config *c, const zt_ds_value *v, const char *name,
-                        long deflt, long from_h, int hidden, long *out, zt_err *err)
+                        long deflt, long from_h, const zt_ds_run *run, long *out, zt_err *err)
 {
     if (!v->set)
         *out = deflt;
     else if (!v->is_auto)
         *out = (long)v->num;
-    else if (hidden > 0)
+    else if (run->hidden_size > 0)
         *out = from_h;
+    else if (run->allow_unresolved)
+        *out = -1;
     else
         return zt_fail(err, ZT_EINPUT, "%s: zero_optimization.%s: \"auto\" is computed from the "
                        "model's hidden_size, which is not known; give a number", c->path, name);
@@ -822,18 +824,17 @@ int zt_ds_config_resolve(const zt_ds_config *c, const zt_ds_run *run, zt_ds_reso
     long hh = h > 0 ? h * h : 0;
     long prefetch = h > 0 ? (long)(0.9 * (double)h * (double)h) : 0;
     if ((rc = resolve_size(c, &c->reduce_bucket_size, "reduce_bucket_size", DS_REDUCE_BUCKET, hh,
-                           run->hidden_size, &o.reduce_bucket_size, err)) ||
+                           run, &o.reduce_bucket_size, err)) ||
         (rc = resolve_size(c, &c->allgather_bucket_size, "allgather_bucket_size",
-                           DS_ALLGATHER_BUCKET, 0, run->hidden_size, &o.allgather_bucket_size,
-                           err)) ||
+                           DS_ALLGATHER_BUCKET, 0, run, &o.allgather_bucket_size, err)) ||
         (rc = resolve_size(c, &c->stage3_prefetch_bucket_size, "stage3_prefetch_bucket_size",
-                           DS_PREFETCH_BUCKET, prefetch, run->hidden_size,
-                           &o.stage3_prefetch_bucket_size, err)) ||
+                           DS_PREFETCH_BUCKET, prefetch, run, &o.stage3_prefetch_bucket_size,
+                           err)) ||
         (rc = resolve_size(c, &c->stage3_param_persistence_threshold,
-                           "stage3_param_persistence_threshold", DS_PERSISTENCE, 10 * h,
-                           run->hidden_size, &o.stage3_param_persistence_threshold, err)) ||
+                           "stage3_param_persistence_threshold", DS_PERSISTENCE, 10 * h, run,
+                           &o.stage3_param_persistence_threshold, err)) ||
         (rc = resolve_size(c, &c->stage3_max_live_parameters, "stage3_max_live_parameters",
-                           DS_MAX_LIVE, 0, run->hidden_size, &o.stage3_max_live_parameters, err)))
+                           DS_MAX_LIVE, 0, run, &o.stage3_max_live_parameters, err)))
         return rc;
 
     /* Optimizer: without a block the run's own AdamW; with one, the block's params. */

@@ -82,6 +82,9 @@ int zt_ds_config_parse(const char *name, const void *text, size_t len, zt_ds_con
  * unknown field is an error naming the key. */
 typedef struct zt_ds_run {
     int micro_batch, grad_accum, world, hidden_size;
+    int allow_unresolved;             /* 1: an "auto" that needs the unknown hidden size is
+                                       * left unresolved (-1 in zt_ds_resolved) instead of
+                                       * refused: `config show/validate` without a model */
     double lr, weight_decay, beta1, beta2, eps, max_grad_norm;
     long warmup_steps, total_steps;
 } zt_ds_run;
@@ -95,7 +98,8 @@ typedef struct zt_ds_resolved {
     int micro_batch, grad_accum, train_batch_size; /* micro * accum * world == train_batch_size */
     double gradient_clipping;         /* 0: no clipping (DeepSpeed's default when absent) */
     long reduce_bucket_size, allgather_bucket_size, stage3_prefetch_bucket_size,
-        stage3_param_persistence_threshold, stage3_max_live_parameters; /* numel */
+        stage3_param_persistence_threshold, stage3_max_live_parameters; /* numel; -1: "auto"
+                                       * left unresolved (zt_ds_run.allow_unresolved) */
     double lr, weight_decay, beta1, beta2, eps; /* the AdamW ztrain runs */
     long warmup_steps, total_steps;
     char schedule[24];                /* ztrain's schedule name (constant_with_warmup, linear,

@@ -103,6 +103,7 @@ static int apply_deepspeed(zt_settings *s, int world, int hidden, zt_err *err)
     run.grad_accum = s->accum;
     run.world = world;
     run.hidden_size = hidden;
+    run.allow_unresolved = s->allow_unresolved_auto;
     run.lr = s->lr;
     run.weight_decay = s->weight_decay;
     run.beta1 = s->beta1;

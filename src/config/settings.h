@@ -35,6 +35,9 @@ typedef struct zt_settings {
     zt_ds_config ds;              /* as read (path "" when no file) */
     int have_ds;
     zt_ds_resolved ds_resolved;   /* after zt_settings_resolve with a DeepSpeed JSON */
+    int allow_unresolved_auto;    /* no model is known (config show/validate without one):
+                                   * a DeepSpeed "auto" that needs its hidden size stays
+                                   * unresolved (-1 in ds_resolved) instead of failing */
     char ds_json_path[512];
     /* which settings the command line gave, by flag name */
     int (*given)(void *ctx, const char *flag);

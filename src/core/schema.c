@@ -235,10 +235,51 @@ static int unknown_key(zt_schema_reader *r, const zt_schema_section *s, const zt
     return zt_schema_unknown_key(r, m->key->line, kp, m->key->text, s->keys, s->nkeys, s);
 }
 
+void zt_schema_note(zt_schema_reader *r, const char *fmt, ...)
+{
+    if (r->nnotes >= ZT_SCHEMA_MAX_NOTES)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->notes[r->nnotes++], ZT_SCHEMA_NOTE_LEN, fmt, ap);
+    va_end(ap);
+}
+
+static int key_index(const zt_schema_section *s, const char *name)
+{
+    int j = 0;
+    while (j < s->nkeys && strcmp(s->keys[j].name, name))
+        j++;
+    return j;
+}
+
+/* Member m of map, given under an old name of key j of s (fmt->renamed): refused when
+ * the new name is given too, else noted. */
+static int read_renamed(zt_schema_reader *r, const zt_schema_section *s, const zt_node *map,
+                        const zt_node *m, int j, const char *kp)
+{
+    const char *sec = s->name, *dot = s->name[0] ? "." : "", *now = s->keys[j].name;
+    for (const zt_node *p = map->child; p; p = p->next)
+        if (p->key->type == ZT_NODE_STR && !strcmp(p->key->text, now)) {
+            if (r->fmt->has_lines)
+                return zt_schema_bad(r, m->key->line, kp, "is the old name of %s%s%s, which is also given "
+                                     "(line %d); keep only %s", sec, dot, now, p->key->line, now);
+            return zt_schema_bad(r, m->key->line, kp, "is the old name of %s%s%s, which is also given; "
+                                 "keep only %s", sec, dot, now, now);
+        }
+    if (r->fmt->has_lines)
+        zt_schema_note(r, "%s:%d: %s is deprecated; read as %s%s%s, its current name (rename it)", r->path,
+                       m->key->line, kp, sec, dot, now);
+    else
+        zt_schema_note(r, "%s: %s is deprecated; read as %s%s%s, its current name (rename it)", r->path, kp,
+                       sec, dot, now);
+    return ZT_OK;
+}
+
 int zt_schema_read_map(zt_schema_reader *r, const zt_schema_section *s, const zt_node *map)
 {
     assert(s->id >= 0 && s->id < ZT_SCHEMA_MAX_SECTIONS && s->nkeys <= ZT_SCHEMA_MAX_KEYS);
-    char kp[200], got[96];
+    char kp[200], got[96], now[128];
     for (const zt_node *m = map->child; m; m = m->next) {
         const zt_node *key = m->key;
         if (key->type != ZT_NODE_STR) {
@@ -247,9 +288,15 @@ int zt_schema_read_map(zt_schema_reader *r, const zt_schema_section *s, const zt
                                  zt_schema_describe(r, key, got, sizeof got));
         }
         snprintf(kp, sizeof kp, "%s%s%.100s", s->name, s->name[0] ? "." : "", key->text);
-        int j = 0;
-        while (j < s->nkeys && strcmp(s->keys[j].name, key->text))
-            j++;
+        int j = key_index(s, key->text);
+        const char *renamed = NULL;
+        if (j == s->nkeys && r->fmt->renamed && (renamed = r->fmt->renamed(s, key->text, now, sizeof now))) {
+            j = key_index(s, renamed);
+            assert(j < s->nkeys); /* the format renames to a key of the section */
+            int rc = read_renamed(r, s, map, m, j, kp);
+            if (rc != ZT_OK)
+                return rc;
+        }
         int unknown = j == s->nkeys;
         if (unknown && r->fmt->unknown_first)
             return unknown_key(r, s, m, kp);

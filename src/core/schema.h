@@ -124,7 +124,15 @@ typedef struct zt_schema_format {
                        const char *keypath);
     int (*duplicate_key)(zt_schema_reader *r, const zt_node *member, const zt_node *first,
                          const char *keypath);
+    /* NULL, or: the current name of key `name` of section s when it is an old name the
+     * format still reads (a deprecated spelling), written into buf; NULL when it is not
+     * one.  The value is then read as that key's, a note names the new key (notes
+     * below), and giving both names is refused. */
+    const char *(*renamed)(const zt_schema_section *s, const char *name, char *buf, size_t cap);
 } zt_schema_format;
+
+#define ZT_SCHEMA_MAX_NOTES 8
+#define ZT_SCHEMA_NOTE_LEN 320
 
 struct zt_schema_reader {
     const zt_schema_format *fmt;
@@ -137,7 +145,13 @@ struct zt_schema_reader {
     int line[ZT_SCHEMA_MAX_SECTIONS][ZT_SCHEMA_MAX_KEYS];
     char seen[ZT_SCHEMA_MAX_SECTIONS][ZT_SCHEMA_MAX_KEYS];
     char nonempty[ZT_SCHEMA_MAX_SECTIONS]; /* the section's mapping had a member */
+    /* warnings for the user (deprecated names read under their new ones), "FILE:LINE: ..." */
+    char notes[ZT_SCHEMA_MAX_NOTES][ZT_SCHEMA_NOTE_LEN];
+    int nnotes;
 };
+
+/* Add a warning to r->notes (printf-style; dropped beyond ZT_SCHEMA_MAX_NOTES). */
+void zt_schema_note(zt_schema_reader *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 void zt_schema_reader_init(zt_schema_reader *r, const zt_schema_format *fmt, const char *path,
                            void *target, void *ctx, zt_err *err);
