@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "../kernels/matmul.h"
+#include "../train/peak.h"
 #include "commands.h"
 #include "flags.h"
 
@@ -70,18 +71,23 @@ static void cpu_info(char *model, size_t model_len, char *features, size_t feat_
 
 int zt_cmd_env(int argc, char **argv, zt_err *err)
 {
-    int threads = 0, measure = 1;
+    int threads = 0, measure = 1, recalibrate = 0;
     zt_flag flags[] = {
         {"threads", ZT_FLAG_INT, &threads, "threads for the peak measurement (default: all usable cores)", 0, 4096, 0},
-        {"measure", ZT_FLAG_BOOL, &measure, "measure matrix-product peaks (default true)", 1, 0, 0},
+        {"measure", ZT_FLAG_BOOL, &measure, "show the matrix-product peaks MFU divides by: cached, else calibrated "
+         "and cached (default true)", 1, 0, 0},
+        {"recalibrate", ZT_FLAG_BOOL, &recalibrate, "measure the peaks anew and replace their cache entries", 1, 0, 0},
     };
+    const int nflags = (int)(sizeof flags / sizeof flags[0]);
     if (zt_flags_wants_help(argc, argv)) {
-        zt_flags_usage(flags, 2, "usage: ztrain env [--threads N] [--measure false]");
+        zt_flags_usage(flags, nflags, "usage: ztrain env [--threads N] [--measure false] [--recalibrate]");
         return ZT_OK;
     }
-    int rc = zt_flags_parse(flags, 2, argc, argv, "ztrain env", err);
+    int rc = zt_flags_parse(flags, nflags, argc, argv, "ztrain env", err);
     if (rc)
         return rc;
+    if (recalibrate && !measure)
+        return zt_fail(err, ZT_EINPUT, "ztrain env: --recalibrate measures the peaks; it cannot go with --measure false");
     int n = zt_cli_set_threads(threads);
     char mpi[MPI_MAX_LIBRARY_VERSION_STRING];
     int len = 0;
@@ -98,8 +104,18 @@ int zt_cmd_env(int argc, char **argv, zt_err *err)
     printf("native bf16:   %s\n", zt_matmul_has_native_bf16() ? "yes" : "no (bf16 runs as fp32)");
     printf("threads:       %d\n", n);
     if (measure) {
-        printf("peak fp32 matmul: %.1f GFLOP/s\n", zt_matmul_peak_gflops(ZT_F32));
-        printf("peak bf16 matmul: %.1f GFLOP/s\n", zt_matmul_peak_gflops(ZT_BF16));
+        static const zt_dtype dts[] = {ZT_F32, ZT_BF16};
+        for (int i = 0; i < 2; i++) {
+            zt_peak p;
+            zt_peak_resolve(&p, dts[i], 0.0, recalibrate, 1, stderr);
+            printf("peak %s matmul: %.1f GFLOP/s", zt_dtype_name(dts[i]), p.gflops);
+            if (p.source == ZT_PEAK_CACHED)
+                printf(" (cached in %s; --recalibrate to measure again)\n", p.cache_path);
+            else
+                printf(" (calibrated: best of %d rounds of %.1f s, slowest %.1f%s%s)\n", ZT_PEAK_ROUNDS,
+                       ZT_PEAK_ROUND_S, p.slowest, p.cache_path[0] ? "; cached in " : "; no cache directory",
+                       p.cache_path);
+        }
     }
     return ZT_OK;
 }

@@ -34,6 +34,10 @@ const char *zt_matmul_isa_name(void);
 /* Measure the sustained rate of a square-ish product in the given compute dtype
  * (GFLOP/s, 2*M*N*K flops per product) with the current thread count. */
 double zt_matmul_peak_gflops(zt_dtype compute);
+/* The same over `rounds` timed rounds of at least round_s seconds each (after the
+ * warm-up): the best round's rate, and the slowest's in *slowest when not NULL (how
+ * steady the machine was).  0 on failure. */
+double zt_matmul_peak_rounds(zt_dtype compute, int rounds, double round_s, double *slowest);
 
 /* Release cached primitives and scratch (end of program; keeps ASan quiet). */
 void zt_matmul_shutdown(void);

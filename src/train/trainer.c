@@ -20,6 +20,7 @@
 #include "batches.h"
 #include "checkpoint.h"
 #include "evaluate.h"
+#include "peak.h"
 #include "preempt.h"
 #include "weights.h"
 
@@ -266,7 +267,8 @@ typedef struct trainer {
     int rank0, talk, W;         /* talk: rank 0 and not quiet */
     double tokens_per_step;     /* B * A * W * T */
     float grad_scale;           /* 1 / tokens_per_step: the gradient of the global mean loss */
-    double flops_per_token, peak_gflops;
+    double flops_per_token;
+    zt_peak peak;               /* what MFU divides by (peak.h), raised when a step beats it */
     zt_loss_scaler scaler;
     long first_step, nsteps;    /* steps first_step .. nsteps-1 (0-based) run here */
     double t_start;
@@ -300,6 +302,16 @@ static void print_run(const trainer *t)
            r->tokens.n, r->batcher.nwin, a->block_size, a->batch_size, a->grad_accum, t->W,
            t->tokens_per_step);
     print_memory(stdout, &r->eng, &r->model);
+    const zt_peak *pk = &t->peak;
+    if (pk->source == ZT_PEAK_GIVEN)
+        printf("mfu peak: %.4g GFLOP/s (--peak_gflops)\n", pk->gflops);
+    else if (pk->source == ZT_PEAK_CACHED)
+        printf("mfu peak: %.4g GFLOP/s (%s products, %d thread%s; cached in %s)\n", pk->gflops,
+               zt_dtype_name(pk->dtype), pk->threads, pk->threads == 1 ? "" : "s", pk->cache_path);
+    else
+        printf("mfu peak: %.4g GFLOP/s (%s products, %d thread%s; best of %d rounds, slowest %.4g)\n",
+               pk->gflops, zt_dtype_name(pk->dtype), pk->threads, pk->threads == 1 ? "" : "s", ZT_PEAK_ROUNDS,
+               pk->slowest);
     fflush(stdout);
 }
 
@@ -353,7 +365,7 @@ static int train_setup(trainer *t, const zt_train_args *a, zt_err *err)
     t->tokens_per_step = (double)a->batch_size * a->grad_accum * t->W * a->block_size;
     t->grad_scale = (float)(1.0 / t->tokens_per_step);
     t->flops_per_token = zt_model_flops_per_token(&t->r.cfg, a->block_size, a->checkpointing);
-    t->peak_gflops = a->peak_gflops > 0 ? a->peak_gflops : zt_matmul_peak_gflops(a->plan.prec.compute);
+    zt_peak_resolve(&t->peak, a->plan.prec.compute, a->peak_gflops, 0, t->rank0, t->talk ? stderr : NULL);
     if (t->talk)
         print_run(t);
 
@@ -440,7 +452,7 @@ static int check_finite(trainer *t, const zt_step_metrics *m, zt_err *err)
 }
 
 /* The numbers of step s that train_step did not compute itself. */
-static void measure_step(const trainer *t, double t0, double wait0, double progress0,
+static void measure_step(trainer *t, double t0, double wait0, double progress0,
                          const uint64_t before[ZT_COLL_NKINDS], const uint64_t link_before[ZT_NLINKS],
                          zt_step_metrics *m)
 {
@@ -453,7 +465,11 @@ static void measure_step(const trainer *t, double t0, double wait0, double progr
     m->comm_wait_s = comm->wait_s - wait0;
     m->comm_progress_s = comm->progress_s - progress0;
     m->tokens_per_sec = t->tokens_per_step / m->step_time_s / t->W;
-    m->mfu = t->peak_gflops > 0 ? t->flops_per_token * m->tokens_per_sec / (t->peak_gflops * 1e9) : 0.0;
+    /* achieved FLOP/s per device against the peak, which a faster step raises
+     * (peak.h): MFU is at most 1 by construction */
+    double achieved = t->flops_per_token * m->tokens_per_sec * 1e-9;
+    m->peak_gflops = zt_peak_admit(&t->peak, achieved, t->rank0, t->talk ? stderr : NULL);
+    m->mfu = m->peak_gflops > 0 ? achieved / m->peak_gflops : 0.0;
     const zt_adamw_audit *au = &t->r.eng.last_audit;
     m->lost_update_fraction = au->updated > 0 ? au->lost / au->updated : 0.0;
     m->update_to_half_ulp = au->updated > 0 ? au->ratio_sum / au->updated : 0.0;
@@ -559,11 +575,11 @@ static void write_jsonl(FILE *log, const zt_step_metrics *m)
     json_num(log, "grad_norm", "%.9g", m->grad_norm, flags, sizeof flags);
     fprintf(log,
             ", \"lr\": %.9g, "
-            "\"tokens_per_sec_per_device\": %.2f, \"step_time_s\": %.6f, \"mfu\": %.5f, "
+            "\"tokens_per_sec_per_device\": %.2f, \"step_time_s\": %.6f, \"mfu\": %.5f, \"peak_gflops\": %.6g, "
             "\"lost_update_fraction\": %.6f, \"update_to_half_ulp\": %.6g, \"loss_scale\": %.9g, "
             "\"skipped\": %d, ",
-            m->lr, m->tokens_per_sec, m->step_time_s, m->mfu, m->lost_update_fraction, m->update_to_half_ulp,
-            m->loss_scale, m->skipped);
+            m->lr, m->tokens_per_sec, m->step_time_s, m->mfu, m->peak_gflops, m->lost_update_fraction,
+            m->update_to_half_ulp, m->loss_scale, m->skipped);
     if (flags[0])
         fprintf(log, "\"nonfinite\": {%s}, ", flags);
     fprintf(log, "\"memory_bytes\": {");

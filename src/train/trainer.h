@@ -26,7 +26,8 @@ typedef struct zt_step_metrics {
     double lr;                  /* the learning rate this step used */
     double tokens_per_sec;      /* per device */
     double step_time_s;
-    double mfu;                 /* model FLOPs utilisation against the peak */
+    double mfu;                 /* model FLOPs utilisation against the peak: at most 1 */
+    double peak_gflops;         /* the peak this step's mfu divides by (peak.h) */
     double lost_update_fraction; /* of this rank's updated weights, those rounded away */
     double update_to_half_ulp;  /* mean |update| in half-ulps of the master weight */
     double loss_scale;          /* fp16: the scale this step's backward used (0 without scaling) */
@@ -73,7 +74,7 @@ typedef struct zt_train_args {
     size_t max_shard_bytes; /* split saved weights into shards above this (0: one file) */
     int progress;           /* draw a progress bar on stderr (rank 0) */
     int quiet;
-    double peak_gflops;     /* for MFU; <= 0: measure */
+    double peak_gflops;     /* for MFU; <= 0: the cached or calibrated peak (peak.h) */
     /* held-out evaluation (evaluate.h), as HF's eval_strategy="steps" */
     const char *eval_data_path; /* token stream evaluated during training (NULL: none) */
     long eval_steps;            /* every N steps (0: once, after the last step) */

@@ -1,0 +1,88 @@
+# MFU is never above 1 (src/train/peak.h): the peak is calibrated once per CPU model,
+# oneDNN ISA, thread count and dtype and cached in $XDG_CACHE_HOME/ztrain/peak.json;
+# `ztrain env --recalibrate` measures it anew; every JSONL record carries the peak its
+# mfu used; a step that beats the peak raises it (a warning, and the cache with it).
+# Forced here with a cache whose peak is far too low, and a --peak_gflops far too low.
+# A malformed or unwritable cache is a warning and a fresh calibration, never a failure.
+. "$(dirname "$0")/lib.bash"
+fix=tests/fixtures/gqa_tied
+export XDG_CACHE_HOME="$TMP/xdg"
+cache="$XDG_CACHE_HOME/ztrain/peak.json"
+py=/usr/bin/python3
+
+train() { # LOG [flags]: a 3-step run on one thread; stderr in $TMP/err
+    local log=$1
+    shift
+    "$ZTRAIN" train --model $fix --data $fix/tokens.npy --block_size 16 --per_device_train_batch_size 2 \
+        --max_steps 3 --threads 1 --log_jsonl "$log" "$@" >"$TMP/out" 2>"$TMP/err"
+}
+# every record: mfu <= 1, a positive peak_gflops, and mfu = achieved / peak_gflops <= 1
+check_log() { # LOG WHAT
+    $py - "$1" <<'EOF' || fail "$2: $(cat "$1")"
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+assert len(recs) == 3, len(recs)
+for r in recs:
+    assert "peak_gflops" in r and r["peak_gflops"] > 0, r
+    assert 0 < r["mfu"] <= 1.0, r
+EOF
+}
+entry() { # DTYPE: the cache's gflops for this machine at 1 thread, or nothing
+    $py - "$cache" "$1" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+print(" ".join("%r %s" % (e["gflops"], e["how"]) for e in d["peaks"] if e["threads"] == 1 and e["dtype"] == sys.argv[2]))
+EOF
+}
+
+# calibrate: both dtypes land in the cache, then are read from it
+"$ZTRAIN" env --threads 1 --recalibrate >"$TMP/env1" 2>"$TMP/env1.err" || fail "env --recalibrate: $(cat "$TMP/env1.err")"
+grep -q "^peak fp32 matmul: .* (calibrated: best of 5 rounds" "$TMP/env1" || fail "env did not calibrate: $(cat "$TMP/env1")"
+[ -n "$(entry fp32)" ] && [ -n "$(entry bf16)" ] || fail "no cache entries after --recalibrate: $(cat "$cache" 2>&1)"
+"$ZTRAIN" env --threads 1 >"$TMP/env2" || fail "env"
+grep -q "^peak fp32 matmul: .* (cached in $cache" "$TMP/env2" || fail "env did not read the cache: $(cat "$TMP/env2")"
+train "$TMP/cached.jsonl" || fail "train with the cache: $(cat "$TMP/err")"
+grep -q "^mfu peak: .*cached in $cache" "$TMP/out" || fail "train did not use the cached peak: $(cat "$TMP/out")"
+check_log "$TMP/cached.jsonl" "with the calibrated peak"
+
+# a cached peak far below what a step achieves (a calibration under load): raised,
+# warned about once, MFU never above 1, and the cache raised too
+$py - "$cache" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+for e in d["peaks"]:
+    e["gflops"] = 1e-4
+open(sys.argv[1], "w").write(json.dumps(d))
+EOF
+train "$TMP/low.jsonl" || fail "train with a too-low cached peak: $(cat "$TMP/err")"
+check_log "$TMP/low.jsonl" "with a too-low cached peak"
+[ "$(grep -c "above the cached peak of 0.0001 GFLOP/s" "$TMP/err")" -eq 1 ] ||
+    fail "expected one warning about the raised peak: $(cat "$TMP/err")"
+read -r g how <<<"$(entry fp32)"
+$py -c "import sys; sys.exit(not float('$g') > 1e-3)" && [ "$how" = achieved ] ||
+    fail "the cache was not raised: fp32 entry '$g' '$how'"
+[ "$(entry bf16 | cut -d' ' -f1)" = "0.0001" ] || fail "the bf16 entry changed: $(entry bf16)"
+
+# --peak_gflops far too low: raised in memory, the cache left alone
+before=$(cat "$cache")
+train "$TMP/given.jsonl" --peak_gflops 0.000001 || fail "train --peak_gflops: $(cat "$TMP/err")"
+check_log "$TMP/given.jsonl" "with a too-low --peak_gflops"
+grep -q "above the given peak .*--peak_gflops is too low" "$TMP/err" || fail "no warning for --peak_gflops: $(cat "$TMP/err")"
+[ "$(cat "$cache")" = "$before" ] || fail "--peak_gflops changed the cache"
+
+# malformed caches: a warning naming the file, a calibration, a valid file again
+for bad in 'not json {' '{"version": 1, "peaks": [{"cpu": "x"}]}' '{"version": 1, "peaks": [{"cpu": "x", "isa": "y", "threads": 1, "dtype": "fp32", "gflops": -5}]}' '[]' ''; do
+    printf '%s' "$bad" >"$cache"
+    train "$TMP/bad.jsonl" || fail "train with the cache '$bad': $(cat "$TMP/err")"
+    grep -q "warning: the peak cache $cache is malformed" "$TMP/err" || fail "no warning for the cache '$bad': $(cat "$TMP/err")"
+    grep -q "^mfu peak: .*best of 5 rounds" "$TMP/out" || fail "no calibration after the cache '$bad'"
+    check_log "$TMP/bad.jsonl" "after the cache '$bad'"
+    [ -n "$(entry fp32)" ] || fail "the cache '$bad' was not replaced: $(cat "$cache")"
+done
+
+# an unwritable cache directory: a warning, and the run goes on
+XDG_CACHE_HOME="$fix/tokens.npy" train "$TMP/nodir.jsonl" || fail "train with an unwritable cache: $(cat "$TMP/err")"
+grep -q "warning: cannot write the peak cache" "$TMP/err" || fail "no warning for an unwritable cache: $(cat "$TMP/err")"
+check_log "$TMP/nodir.jsonl" "with an unwritable cache"
+expect_exit 2 "recalibrate" -- "$ZTRAIN" env --recalibrate --measure false
+finish
