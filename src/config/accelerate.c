@@ -269,6 +269,7 @@ enum {
     K_RESHARD,  /* fsdp_reshard_after_forward: true/false (FSDP2) or a strategy name (FSDP1) */
     K_INT_DIGITS, /* K_INT, or a quoted digit string such as '12' (Accelerate's prompts
                    * store what was typed as a string) */
+    K_EMPTY_MAP,  /* only {} (what `accelerate config` writes for a backend not chosen) */
 };
 #define K_BOOL ZT_K_BOOL
 #define K_ENUM ZT_K_ENUM
@@ -384,7 +385,7 @@ static const key top_keys[] = {
      * fp16: true is mixed_precision: fp16; dynamo_backend is dynamo_config's */
     {.name = "fp16", .kind = K_BOOL, FIELD(legacy_fp16)},
     {.name = "dynamo_backend", .kind = K_STR, IGNORED},
-    {.name = "megatron_lm_config", .kind = K_ANY_MAP, IGNORED}, /* `accelerate config` writes {} */
+    {.name = "megatron_lm_config", .kind = K_EMPTY_MAP, IGNORED, .why = "Megatron-LM is not supported"},
     {.name = "ipex_config", .kind = K_ANY_MAP, IGNORED},
     {.name = "mpirun_config", .kind = K_SECTION, IGNORED, .section = &mpirun_section},
 };
@@ -503,6 +504,10 @@ static int read_custom(reader *r, const key *k, const zt_node *v, const char *kp
         *(int *)zt_schema_field(r, k) = s;
         return ZT_OK;
     }
+    case K_EMPTY_MAP:
+        if (t != ZT_NODE_MAP || v->child)
+            return bad(r, v->line, kp, "only {} is accepted (%s), got %s", k->why, describe(r, v, got, sizeof got));
+        return ZT_OK;
     case K_RESHARD: {
         int s = t == ZT_NODE_STR ? strategy_of(v) : 0;
         if (t == ZT_NODE_BOOL) {
