@@ -12,10 +12,12 @@ const char *zt_version(void);
 int zt_cli_set_threads(int threads); /* 0: the cores this process may use; returns the count */
 int zt_cmd_env(int argc, char **argv, zt_err *err);
 int zt_cmd_launch(int argc, char **argv, zt_err *err);
-/* Run mpirun (args, NULL-terminated) as a child, forwarding SIGINT, SIGTERM and
- * SIGHUP to it; nranks is for the message (0: unknown).  zt_launch_exit_code is
- * the exit status the launcher should end with afterwards (-1: not run). */
-int zt_launch_run(char **args, int nranks, zt_err *err);
+/* Run mpirun (args, NULL-terminated) as a child, relaying SIGINT, SIGTERM and
+ * SIGHUP to it; with `graceful` (the command is train) a first SIGTERM or SIGINT
+ * becomes the ranks' stop request, SIGUSR2 (launch_run.c says why).  nranks is
+ * for the message (0: unknown).  zt_launch_exit_code is the exit status the
+ * launcher should end with afterwards (-1: not run). */
+int zt_launch_run(char **args, int nranks, int graceful, zt_err *err);
 int zt_launch_exit_code(void);
 int zt_cmd_config(int argc, char **argv, zt_err *err);
 int zt_cmd_estimate_memory(int argc, char **argv, zt_err *err);

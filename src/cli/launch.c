@@ -336,7 +336,8 @@ static int build_and_run(const launch_opts *o, const host_set *hs, int argc, cha
         zt_free(ZT_MEM_OTHER, args, cap * sizeof *args);
         return ZT_OK;
     }
-    int rc = zt_launch_run(args, o->num, err); /* launch_run.c: forwards SIGINT, SIGTERM, SIGHUP */
+    /* launch_run.c: relays SIGINT, SIGTERM, SIGHUP; train takes a SIGTERM or SIGINT as a clean stop */
+    int rc = zt_launch_run(args, o->num, !strcmp(argv[split], "train"), err);
     zt_free(ZT_MEM_OTHER, args, cap * sizeof *args);
     return rc;
 }

@@ -14,6 +14,7 @@
 #include "../plan/plan.h"
 #include "../io/hf_model.h"
 #include "../kernels/matmul.h"
+#include "../train/preempt.h"
 #include "../train/run_args.h"
 #include "../train/trainer.h"
 #include "commands.h"
@@ -90,7 +91,7 @@ static int check_world(const zt_settings *st, int world, int ignore_num_processe
     return ZT_OK;
 }
 
-static int cmd_train(int argc, char **argv, zt_err *err)
+static int train_command(int argc, char **argv, zt_err *err)
 {
     const char *model = NULL, *data = NULL, *output_dir = NULL, *log_jsonl = NULL, *max_shard = "5GB";
     const char *resume = NULL, *tokenizer = NULL;
@@ -214,6 +215,17 @@ static int cmd_train(int argc, char **argv, zt_err *err)
     zt_train_result res;
     rc = zt_train(&a, &res, err);
     zt_comm_free(&comm);
+    return rc;
+}
+
+/* A stop signal (SIGTERM, SIGINT, SIGUSR2) that comes while MPI and the data
+ * start up is kept for the trainer, which answers it after the first step,
+ * instead of killing the rank (SIGUSR2's default) or being lost. */
+static int cmd_train(int argc, char **argv, zt_err *err)
+{
+    zt_preempt_install();
+    int rc = train_command(argc, argv, err);
+    zt_preempt_restore();
     return rc;
 }
 

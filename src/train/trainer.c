@@ -771,8 +771,8 @@ static int stop_signal(const trainer *t)
 }
 
 /* The clean stop: a checkpoint of the step just finished (unless one was just
- * written), where it is, and the status main turns into exit 0 (SIGTERM) or 130
- * (SIGINT). */
+ * written), where it is, and the status main turns into exit 0 (SIGTERM, and
+ * SIGUSR2, the stop request ztrain launch sends through mpirun) or 130 (SIGINT). */
 static int stop_for_signal(trainer *t, long step, int sig, int saved, zt_err *err)
 {
     const zt_train_args *a = t->a;
@@ -785,8 +785,8 @@ static int stop_for_signal(trainer *t, long step, int sig, int saved, zt_err *er
     if (a->output_dir)
         snprintf(dir, sizeof dir, "%s/checkpoint-%ld", a->output_dir, step);
     if (t->rank0) {
-        printf("%sstopped by %s after step %ld of %ld: ", a->progress ? "\n" : "", sig == SIGINT ? "SIGINT" : "SIGTERM",
-               step, a->max_steps);
+        printf("%sstopped by %s after step %ld of %ld: ", a->progress ? "\n" : "",
+               sig == SIGINT ? "SIGINT" : sig == SIGUSR2 ? "SIGUSR2 (a stop request)" : "SIGTERM", step, a->max_steps);
         if (a->output_dir)
             printf("checkpoint saved to %s; continue with --resume_from_checkpoint latest\n", dir);
         else
