@@ -6,11 +6,6 @@
 # A directory that cannot be written at start-up is refused with exit 2 before
 # training, also when only rank 1 cannot write it.
 . "$(dirname "$0")/lib.bash"
-mpi=(mpirun --oversubscribe --bind-to none -x OMP_NUM_THREADS=1)
-[ "$(id -u)" -eq 0 ] && mpi+=(--allow-run-as-root)
-for var in ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS OMPI_MCA_mca_base_component_disable_dlclose; do
-    [ -n "${!var:-}" ] && mpi+=(-x "$var")
-done
 fix=tests/fixtures/gqa_tied
 mounts=()
 trap 'for m in "${mounts[@]}"; do umount "$m" 2>/dev/null; done; rm -rf "$TMP"' EXIT

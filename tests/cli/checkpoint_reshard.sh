@@ -6,11 +6,6 @@
 # FSDP FULL_SHARD -> DeepSpeed ZeRO-1 and ZeRO-2, DeepSpeed ZeRO-2 -> FSDP, and
 # 4 ranks HYBRID_SHARD (shard groups of 2, one copy saved) -> 2 ranks SIZE_BASED_WRAP.
 . "$(dirname "$0")/lib.bash"
-mpi=(mpirun --oversubscribe --bind-to none -x OMP_NUM_THREADS=1)
-[ "$(id -u)" -eq 0 ] && mpi+=(--allow-run-as-root)
-for var in ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS OMPI_MCA_mca_base_component_disable_dlclose; do
-    [ -n "${!var:-}" ] && mpi+=(-x "$var")
-done
 fix=tests/fixtures/gqa_tied
 base=(train --model $fix --data $fix/tokens.npy --block_size 16 --threads 1 --peak_gflops 1 --max_steps 6
       --learning_rate 1e-3 --warmup_steps 2 --weight_decay 0.1 --progress false)

@@ -3,20 +3,13 @@
 # is 0 (SIGTERM) or 130 (SIGINT); each signal is sent at two points (while
 # steps run, and while checkpoints are being saved) and the run resumes from
 # what was written.  A second signal ends the process at once (128 + signal).
-# On 2 ranks a SIGTERM that reaches one rank stops both after the same step.
+# On 2 ranks a SIGTERM that reaches one rank stops both after the same step, and
+# a SIGUSR2 to plain mpirun (which Open MPI forwards to every rank, where a
+# SIGTERM to mpirun would kill them a second later) stops the job the same way.
 . "$(dirname "$0")/lib.bash"
 fix=tests/fixtures/gqa_tied
 args=(train --model $fix --data $fix/tokens.npy --block_size 16 --per_device_train_batch_size 1 --threads 1
       --peak_gflops 1 --max_steps 1000000 --progress false)
-
-# wait_for FILE PATTERN: until FILE has a line matching PATTERN (at most 60 s)
-wait_for() {
-    for _ in $(seq 1 6000); do
-        grep -q "$2" "$1" 2>/dev/null && return 0
-        sleep 0.01
-    done
-    return 1
-}
 
 # stop NAME SIGNAL WANT_EXIT WHEN [extra flags]: start a run, send SIGNAL once WHEN
 # matches its stdout, check the exit code, the message and the checkpoint, and
@@ -64,27 +57,34 @@ rc=$?
     ! grep -q "stopped by" "$TMP/twice.log" ||
     fail "a second signal should end the run at once (exit $rc): $(tail -2 "$TMP/twice.log")"
 
-# 2 ranks: SIGTERM to rank 1 alone stops both after the same step
-mpi=(mpirun --oversubscribe --bind-to none -x OMP_NUM_THREADS=1)
-[ "$(id -u)" -eq 0 ] && mpi+=(--allow-run-as-root)
-for var in ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS OMPI_MCA_mca_base_component_disable_dlclose; do
-    [ -n "${!var:-}" ] && mpi+=(-x "$var")
-done
-"${mpi[@]}" -np 2 "$ZTRAIN" "${args[@]}" --use_fsdp --output_dir "$TMP/mpi" > "$TMP/mpi.log" 2>&1 &
-pid=$!
-wait_for "$TMP/mpi.log" '^activations:' || fail "mpi: never started"
-sleep 0.5
-ranks=($(pgrep -P $pid))
-[ "${#ranks[@]}" -eq 2 ] || fail "mpi: expected 2 rank processes under mpirun, found ${ranks[*]}"
-kill -TERM "${ranks[1]}"
-timeout 60 tail --pid=$pid -f /dev/null
-wait $pid
-rc=$?
-[ "$rc" -eq 0 ] || fail "mpi: exit $rc: $(tail -5 "$TMP/mpi.log")"
-step=$(sed -n 's/.*stopped by SIGTERM after step \([0-9]*\) .*/\1/p' "$TMP/mpi.log")
-[ -n "$step" ] && "$ZTRAIN" checkpoint show "$TMP/mpi/checkpoint-$step" > /dev/null 2>&1 ||
-    fail "mpi: no verified checkpoint after the stop: $(tail -3 "$TMP/mpi.log")"
-res=$("${mpi[@]}" -np 2 "$ZTRAIN" "${args[@]}" --use_fsdp --output_dir "$TMP/mpi" --resume_from_checkpoint latest \
-      --max_steps $((step + 1)) --override_checkpoint_args 2>&1) || fail "mpi: resume: $res"
-printf '%s' "$res" | grep -q "at step $step: bit-exact" || fail "mpi: resume: $res"
+# mpi_stop NAME SIGNAL WHO STOPPED_BY: 2 ranks under mpirun, SIGNAL sent to WHO (rank1,
+# or mpirun) once they train; exit 0, "stopped by STOPPED_BY after step N", a checkpoint
+# that verifies, and a bit-exact resume from 'latest'
+mpi_stop() {
+    local name=$1 sig=$2 who=$3 by=$4
+    "${mpi[@]}" -np 2 "$ZTRAIN" "${args[@]}" --use_fsdp --output_dir "$TMP/$name" > "$TMP/$name.log" 2>&1 &
+    local pid=$! target=$! rc step res
+    wait_for "$TMP/$name.log" '^activations:' || fail "$name: never started"
+    if [ "$who" = rank1 ]; then
+        sleep 0.5
+        local ranks=($(pgrep -P $pid))
+        [ "${#ranks[@]}" -eq 2 ] || fail "$name: expected 2 rank processes under mpirun, found ${ranks[*]}"
+        target=${ranks[1]}
+    fi
+    kill -"$sig" "$target"
+    timeout 60 tail --pid=$pid -f /dev/null
+    wait $pid
+    rc=$?
+    [ "$rc" -eq 0 ] || fail "$name: exit $rc: $(tail -5 "$TMP/$name.log")"
+    step=$(sed -n "s/.*stopped by $by after step \([0-9]*\) .*checkpoint saved to.*/\1/p" "$TMP/$name.log")
+    [ -n "$step" ] && "$ZTRAIN" checkpoint show "$TMP/$name/checkpoint-$step" > /dev/null 2>&1 ||
+        { fail "$name: no verified checkpoint after the stop: $(tail -3 "$TMP/$name.log")"; return; }
+    res=$("${mpi[@]}" -np 2 "$ZTRAIN" "${args[@]}" --use_fsdp --output_dir "$TMP/$name" --resume_from_checkpoint latest \
+          --max_steps $((step + 1)) --override_checkpoint_args 2>&1) || fail "$name: resume: $res"
+    printf '%s' "$res" | grep -q "at step $step: bit-exact" || fail "$name: resume: $res"
+}
+# SIGTERM to rank 1 alone stops both after the same step
+mpi_stop rank1 TERM rank1 SIGTERM
+# plain mpirun: SIGUSR2 to mpirun (forwarded to every rank) is the clean stop
+mpi_stop usr2 USR2 mpirun 'SIGUSR2 (a stop request)'
 finish

@@ -6,11 +6,6 @@
 # an explicit JSON value that disagrees is refused naming both files.
 . "$(dirname "$0")/lib.bash"
 fix=tests/fixtures/gqa_tied
-mpi=(mpirun --oversubscribe --bind-to none -x OMP_NUM_THREADS=1)
-[ "$(id -u)" -eq 0 ] && mpi+=(--allow-run-as-root)
-for var in ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS OMPI_MCA_mca_base_component_disable_dlclose; do
-    [ -n "${!var:-}" ] && mpi+=(-x "$var")
-done
 args=(train --model $fix --data $fix/tokens.npy --block_size 16 --per_device_train_batch_size 1 --max_steps 1
       --threads 1 --peak_gflops 1)
 

@@ -27,11 +27,6 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 expected=$root/tests/digests/expected.txt
 write=""
 [ "${1:-}" = "--write" ] && write=${2:?"--write needs a file"}
-mpi=(mpirun --oversubscribe --bind-to none -x OMP_NUM_THREADS=1)
-[ "$(id -u)" -eq 0 ] && mpi+=(--allow-run-as-root)
-for var in ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS OMPI_MCA_mca_base_component_disable_dlclose; do
-    [ -n "${!var:-}" ] && mpi+=(-x "$var")
-done
 
 t=$root/tests/fixtures/gqa_tied
 u=$root/tests/fixtures/untied_odd

@@ -5,11 +5,6 @@
 # the saved model, and the same number on 1, 2 and 4 ranks under FSDP FULL_SHARD
 # (ZeRO-3, whose all-gathers every rank must join even when its eval slice is padding).
 source "$(dirname "$0")/lib.bash"
-mpi=(mpirun --oversubscribe --bind-to none -x OMP_NUM_THREADS=1)
-[ "$(id -u)" -eq 0 ] && mpi+=(--allow-run-as-root)
-for var in ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS OMPI_MCA_mca_base_component_disable_dlclose; do
-    [ -n "${!var:-}" ] && mpi+=(-x "$var")
-done
 head -c 30000 /usr/share/common-licenses/GPL-3 >"$TMP/train.txt"
 tail -c 2049 /usr/share/common-licenses/GPL-3 >"$TMP/eval.txt" # 64 windows of 32: 4 ranks x 3 leave a padded tail
 "$ZTRAIN" init-model --model_config tests/fixtures/gqa_tied/config.json --output_dir "$TMP/init" >/dev/null ||

@@ -23,6 +23,24 @@ expect_exit() {
     fi
 }
 
+# mpi: the mpirun line of every multi-rank test: no binding and oversubscription
+# allowed (a shared 2-core machine), one OpenMP thread per rank, root allowed (CI
+# runs as root), and the sanitizers' settings passed on to the ranks.
+mpi=(mpirun --oversubscribe --bind-to none -x OMP_NUM_THREADS=1)
+[ "$(id -u)" -eq 0 ] && mpi+=(--allow-run-as-root)
+for var in ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS OMPI_MCA_mca_base_component_disable_dlclose; do
+    [ -n "${!var:-}" ] && mpi+=(-x "$var")
+done
+
+# wait_for FILE PATTERN: until FILE has a line matching PATTERN (at most 60 s)
+wait_for() {
+    for _ in $(seq 1 6000); do
+        grep -q "$2" "$1" 2>/dev/null && return 0
+        sleep 0.01
+    done
+    return 1
+}
+
 finish() {
     [ "$fails" -eq 0 ] || { echo "$fails failure(s)"; exit 1; }
     exit 0

@@ -7,11 +7,6 @@
 # --max_shard_size), converts to bfloat16 as torch rounds, resumes work from a
 # sharded checkpoint, and a damaged checkpoint is refused naming the file.
 . "$(dirname "$0")/lib.bash"
-mpi=(mpirun --oversubscribe --bind-to none -x OMP_NUM_THREADS=1)
-[ "$(id -u)" -eq 0 ] && mpi+=(--allow-run-as-root)
-for var in ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS OMPI_MCA_mca_base_component_disable_dlclose; do
-    [ -n "${!var:-}" ] && mpi+=(-x "$var")
-done
 fix=tests/fixtures/gqa_tied
 args=(train --model $fix --data $fix/tokens.npy --block_size 16 --per_device_train_batch_size 1 --threads 1
       --peak_gflops 1 --max_steps 3 --save_steps 2 --progress false --max_shard_size 200KB)

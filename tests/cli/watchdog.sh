@@ -8,12 +8,7 @@
 # kill -9 of a rank in each phase must end the job within 30 s.  SIGUSR1 to
 # mpirun prints every live rank's flight recorder.
 . "$(dirname "$0")/lib.bash"
-mpi=(mpirun --oversubscribe --bind-to none -x OMP_NUM_THREADS=1)
 stall="$(dirname "$ZTRAIN")/tests/test_stall"
-[ "$(id -u)" -eq 0 ] && mpi+=(--allow-run-as-root)
-for var in ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS OMPI_MCA_mca_base_component_disable_dlclose; do
-    [ -n "${!var:-}" ] && mpi+=(-x "$var")
-done
 # the output directory under $TMP on the command line makes every process of the
 # job findable by pgrep -f "$TMP"
 

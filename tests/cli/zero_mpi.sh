@@ -3,11 +3,6 @@
 # ranks that disagree, a rank whose input is bad, a world the plan cannot use.
 . "$(dirname "$0")/lib.bash"
 build=$(dirname "$ZTRAIN")
-mpi=(mpirun --oversubscribe --bind-to none -x OMP_NUM_THREADS=1)
-[ "$(id -u)" -eq 0 ] && mpi+=(--allow-run-as-root)
-for var in ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS OMPI_MCA_mca_base_component_disable_dlclose; do
-    [ -n "${!var:-}" ] && mpi+=(-x "$var")
-done
 for n in 2 4; do
     out=$("${mpi[@]}" -np $n "$build/tests/test_zero" 2>&1)
     rc=$?
