@@ -254,6 +254,20 @@ static void release_open_gradient(zt_engine *eng)
     zt_engine_release(eng, g_unit);
 }
 
+/* A stage-3 engine on one process over a tiny model of `layers` layers: bf16
+ * compute and reduction, forward and backward prefetch, the reduction overlapped. */
+static void stage3_engine(zt_engine *eng, zt_layout *lay, zt_comm *comm, int layers)
+{
+    zt_err err;
+    zt_comm_create_local(comm);
+    ZT_CHECK(tiny_layout(lay, layers, &err) == ZT_OK);
+    zt_precision prec = {.load = ZT_F32, .master = ZT_F32, .compute = ZT_BF16, .reduce = ZT_BF16,
+                         .save = ZT_F32};
+    zt_overlap ov = {.forward_prefetch = 1, .backward_prefetch = ZT_BACKWARD_PREFETCH_PRE,
+                     .overlap_reduce = 1};
+    ZT_CHECK(zt_engine_init(eng, lay, prec, 3, &ov, comm, &err) == ZT_OK);
+}
+
 /* Each unit walks IDLE -> FORWARD -> IDLE in the forward and IDLE -> BACKWARD_PRE
  * -> BACKWARD_POST -> IDLE in the backward (the root FORWARD -> BACKWARD_PRE, held
  * across the pass); a hook out of order stops the process naming the unit and both
@@ -263,15 +277,8 @@ static void test_engine_unit_phases(void)
 {
     zt_layout lay;
     zt_comm comm;
-    zt_comm_create_local(&comm);
-    zt_err err;
-    ZT_CHECK(tiny_layout(&lay, 2, &err) == ZT_OK);
-    zt_precision prec = {.load = ZT_F32, .master = ZT_F32, .compute = ZT_BF16, .reduce = ZT_BF16,
-                         .save = ZT_F32};
-    zt_overlap ov = {.forward_prefetch = 1, .backward_prefetch = ZT_BACKWARD_PREFETCH_PRE,
-                     .overlap_reduce = 1};
     zt_engine eng;
-    ZT_CHECK(zt_engine_init(&eng, &lay, prec, 3, &ov, &comm, &err) == ZT_OK);
+    stage3_engine(&eng, &lay, &comm, 2);
     int root = lay.root_unit, l0 = lay.layer_unit[0], l1 = lay.layer_unit[1];
 #define PH(u) eng.units[u].phase
     zt_engine_zero_grads(&eng);
@@ -350,15 +357,8 @@ static void test_stage3_prefetch_pool(void)
 {
     zt_layout lay;
     zt_comm comm;
-    zt_comm_create_local(&comm);
-    zt_err err;
-    ZT_CHECK(tiny_layout(&lay, 4, &err) == ZT_OK);
-    zt_precision prec = {.load = ZT_F32, .master = ZT_F32, .compute = ZT_BF16, .reduce = ZT_BF16,
-                         .save = ZT_F32};
-    zt_overlap ov = {.forward_prefetch = 1, .backward_prefetch = ZT_BACKWARD_PREFETCH_PRE,
-                     .overlap_reduce = 1};
     zt_engine eng;
-    ZT_CHECK(zt_engine_init(&eng, &lay, prec, 3, &ov, &comm, &err) == ZT_OK);
+    stage3_engine(&eng, &lay, &comm, 4);
     /* parameter i holds i + j / 1024 at element j: every unit's values differ */
     for (int i = 0; i < lay.nparams; i++) {
         const zt_param *p = &lay.params[i];

@@ -47,7 +47,6 @@ static double now_s(void)
 }
 
 void zt_watch_set_timeout(double seconds) { g_timeout = seconds; }
-double zt_watch_timeout(void) { return g_timeout; }
 void zt_watch_set_board(zt_board *b) { atomic_store(&g_board, b); }
 
 static const char *scope_name(int scope)

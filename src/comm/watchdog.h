@@ -42,7 +42,6 @@ typedef struct zt_board {
 } zt_board;
 
 void zt_watch_set_timeout(double seconds);
-double zt_watch_timeout(void);
 /* Start the watchdog thread and the SIGUSR1 handler once per process (idempotent). */
 void zt_watch_start(int rank);
 /* The board the watchdog reads (NULL: none; before the window is freed). */

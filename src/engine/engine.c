@@ -914,13 +914,7 @@ static void owner_reset(void *eng) { zt_engine_reset(eng); }
 
 zt_param_owner zt_engine_param_owner(zt_engine *eng)
 {
-    static const zt_param_owner_ops ops = {
-        .acquire = owner_acquire,
-        .release = owner_release,
-        .grad_begin = owner_grad_begin,
-        .grad_end = owner_grad_end,
-        .progress = owner_progress,
-        .reset = owner_reset,
-    };
+    static const zt_param_owner_ops ops = ZT_PARAM_OWNER_OPS(owner_acquire, owner_release, owner_grad_begin,
+                                                             owner_grad_end, owner_progress, owner_reset);
     return (zt_param_owner){.ops = &ops, .ctx = eng, .compute = eng->prec.compute, .backend = eng->be};
 }

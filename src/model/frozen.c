@@ -69,13 +69,8 @@ static void frozen_reset(void *ctx)
 
 zt_param_owner zt_frozen_owner(zt_frozen_params *f)
 {
-    static const zt_param_owner_ops ops = {
-        .acquire = frozen_acquire,
-        .release = frozen_release,
-        .grad_begin = NULL,
-        .grad_end = NULL,
-        .progress = frozen_progress,
-        .reset = frozen_reset,
-    };
+    /* no gradients: forward passes only */
+    static const zt_param_owner_ops ops = ZT_PARAM_OWNER_OPS(frozen_acquire, frozen_release, NULL, NULL,
+                                                             frozen_progress, frozen_reset);
     return (zt_param_owner){.ops = &ops, .ctx = f, .compute = f->dtype, .backend = zt_backend_cpu()};
 }

@@ -41,6 +41,12 @@ typedef struct zt_param_owner_ops {
     void (*reset)(void *ctx);
 } zt_param_owner_ops;
 
+/* An ops table from its six functions in the order above, named at each slot:
+ *   static const zt_param_owner_ops ops = ZT_PARAM_OWNER_OPS(acq, rel, gb, ge, prog, reset); */
+#define ZT_PARAM_OWNER_OPS(acquire_, release_, grad_begin_, grad_end_, progress_, reset_)                  \
+    {.acquire = acquire_, .release = release_, .grad_begin = grad_begin_, .grad_end = grad_end_,        \
+     .progress = progress_, .reset = reset_}
+
 typedef struct zt_param_owner {
     const zt_param_owner_ops *ops;
     void *ctx;

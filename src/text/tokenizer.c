@@ -817,7 +817,6 @@ int zt_tok_vocab_size(const zt_tokenizer *t) { return t->vocab_size; }
 int32_t zt_tok_eos_id(const zt_tokenizer *t) { return t->eos_id; }
 int32_t zt_tok_bos_id(const zt_tokenizer *t) { return t->bos_id; }
 int zt_tok_is_special(const zt_tokenizer *t, int32_t id) { return id >= 0 && id < t->vocab_size && t->is_special[id]; }
-int zt_tok_strips_leading_space(const zt_tokenizer *t) { return t->strip_leading; }
 const char *zt_tok_family(const zt_tokenizer *t)
 {
     return t->family == FAMILY_BYTE_LEVEL ? "byte-level BPE" : "SentencePiece-style BPE";

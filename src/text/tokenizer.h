@@ -61,7 +61,6 @@ int zt_tok_encode_chunked(const zt_tokenizer *t, const char *text, size_t len, i
  * decoded text, except that a SentencePiece decoder then strips one leading
  * space (zt_tok_decode does both). */
 const uint8_t *zt_tok_id_bytes(const zt_tokenizer *t, int32_t id, size_t *len);
-int zt_tok_strips_leading_space(const zt_tokenizer *t);
 
 /* Decode ids into a malloc'ed, NUL-terminated buffer (*out, *len); special
  * tokens are written as their text unless skip_special.  An id outside the
