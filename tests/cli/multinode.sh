@@ -7,7 +7,7 @@
 # per-link bytes with comm.h's formulas:
 #   FULL_SHARD 2x2, HYBRID_SHARD 2x2 and 3x2 (the shard group found from the
 #   topology), DeepSpeed ZeRO-2 3x2, and a resume after kill -9 of a remote rank
-#   (from the newest complete checkpoint-N, named explicitly).
+#   (`--resume_from_checkpoint latest`: the newest complete checkpoint).
 #
 # The network is tests/cli/netns.bash's: a bridge in its own namespace, nothing
 # routed, this machine's own network untouched.  Everything is removed on exit,
@@ -26,11 +26,6 @@ fi
 net_init "$TMP"
 trap 'net_cleanup; rm -rf "$TMP"' EXIT
 # on_one ARGS...: the same ranks on this machine, as one machine
-mpi=(mpirun --oversubscribe --bind-to none)
-[ "$(id -u)" -eq 0 ] && mpi+=(--allow-run-as-root)
-for var in ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS; do
-    [ -n "${!var:-}" ] && mpi+=(-x "$var")
-done
 on_one() { local np=$1; shift; timeout 300 "${mpi[@]}" -np "$np" "$ZTRAIN" "$@"; }
 
 train=(train --model $fix --data $fix/tokens.npy --block_size 16 --per_device_train_batch_size 1
@@ -87,26 +82,32 @@ for r in rows:
 PY
 }
 
+# across NAME M R KIND PLAN ARGS...: compare on M machines x R ranks, then the plan
+# line (PLAN: a grep pattern) and each step's per-link bytes (KIND: full or hybrid)
+across() {
+    local name=$1 m=$2 r=$3 kind=$4 plan=$5
+    shift 5
+    compare "$name" "$m" $((m * r)) "$@" || return
+    grep -q "$plan" "$TMP/$name.net.out" || fail "$name: the plan line: $(grep plan: "$TMP/$name.net.out")"
+    link_bytes "$TMP/$name.net.jsonl" "$m" "$r" "$kind"
+}
+
 ONE_ONLY=()
 if ! net_up 2 2; then
     fail "could not make network namespaces (ip netns / veth / bridge): is this a root shell with CAP_NET_ADMIN?"
     finish
 fi
-compare full22 2 4 --use_fsdp --fsdp_sharding_strategy FULL_SHARD
-grep -q "plan: FSDP, FULL_SHARD (ZeRO-3), 4 ranks (2 machines x 2), shard group 4" "$TMP/full22.net.out" ||
-    fail "FULL_SHARD 2x2 plan line: $(grep plan: "$TMP/full22.net.out")"
-link_bytes "$TMP/full22.net.jsonl" 2 2 full
+across full22 2 2 full "plan: FSDP, FULL_SHARD (ZeRO-3), 4 ranks (2 machines x 2), shard group 4" \
+    --use_fsdp --fsdp_sharding_strategy FULL_SHARD
 link_bytes "$TMP/full22.one.jsonl" 1 4 full
 # hybrid: the shard group is the machine, found from the topology; one machine needs the flag
 ONE_ONLY=(--ranks_per_node 2)
-compare hybrid22 2 4 --use_fsdp --fsdp_sharding_strategy HYBRID_SHARD
-grep -q "4 ranks (2 machines x 2), shard group 2," "$TMP/hybrid22.net.out" ||
-    fail "HYBRID_SHARD 2x2 should shard within each machine: $(grep plan: "$TMP/hybrid22.net.out")"
-link_bytes "$TMP/hybrid22.net.jsonl" 2 2 hybrid
+across hybrid22 2 2 hybrid "4 ranks (2 machines x 2), shard group 2," --use_fsdp --fsdp_sharding_strategy HYBRID_SHARD
 
 # kill -9 of a rank on the remote machine: the job stops (not hangs), and a new launch
-# continues from the newest complete checkpoint to the same bits as a run that never
-# stopped.  Checkpoints every 5 of 40 steps; the kill comes once checkpoint-5 is complete.
+# with `--resume_from_checkpoint latest` continues from the newest complete checkpoint
+# (skipping one the kill cut short) to the same bits as a run that never stopped.
+# Checkpoints every 5 of 40 steps; the kill comes once checkpoint-5 is complete.
 long=("${train[@]}" --max_steps 40 --save_steps 5 --use_fsdp --fsdp_sharding_strategy HYBRID_SHARD)
 on_machines "${long[@]}" --output_dir "$TMP/kill" > "$TMP/kill.out" 2>&1 &
 job=$!
@@ -127,15 +128,14 @@ wait $job
 rc=$?
 [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || fail "after kill -9 of rank pid $victim on h1 the job should fail, not exit $rc"
 [ -f "$TMP/kill/model.safetensors" ] && fail "the killed run should not have finished: $(tail -3 "$TMP/kill.out")"
-# the newest checkpoint whose trainer_state.json (written last) is there
-last=$(ls -d "$TMP"/kill/checkpoint-*/trainer_state.json 2>/dev/null | sed 's|.*/checkpoint-\([0-9]*\)/.*|\1|' |
-       sort -n | tail -1)
-if [ -z "$last" ]; then
-    fail "no complete checkpoint before the kill: $(tail -5 "$TMP/kill.out")"
+# the newest checkpoint: a save completes by renaming its temporary directory to checkpoint-N
+newest=$(ls -d "$TMP"/kill/checkpoint-* 2>/dev/null | sed 's|.*/checkpoint-||' | sort -n | tail -1)
+out=$(on_machines "${long[@]}" --output_dir "$TMP/kill" --resume_from_checkpoint latest \
+      --log_jsonl "$TMP/kill.resumed.jsonl" 2>&1) || fail "resume after the kill: $out"
+last=$(printf '%s' "$out" | sed -n 's|.*resumed from .*/checkpoint-\([0-9]*\) at step \1.*|\1|p')
+if [ -z "$last" ] || [ "$last" != "$newest" ]; then
+    fail "latest should resume from the newest complete checkpoint (checkpoint-$newest): $out"
 else
-    out=$(on_machines "${long[@]}" --output_dir "$TMP/kill" --resume_from_checkpoint "$TMP/kill/checkpoint-$last" \
-          --log_jsonl "$TMP/kill.resumed.jsonl" 2>&1) || fail "resume after the kill: $out"
-    printf '%s' "$out" | grep -q "resumed from .*checkpoint-$last at step $last" || fail "resume: $out"
     on_one 4 "${long[@]}" --ranks_per_node 2 --output_dir "$TMP/nokill" --save_steps 0 \
         --log_jsonl "$TMP/nokill.jsonl" > "$TMP/nokill.out" 2>&1 || fail "uninterrupted run: $(cat "$TMP/nokill.out")"
     cmp -s "$TMP/kill/model.safetensors" "$TMP/nokill/model.safetensors" ||
@@ -149,13 +149,7 @@ if ! net_up 3 2; then
     fail "could not make 3 network namespaces"
     finish
 fi
-compare hybrid32 3 6 --use_fsdp --fsdp_sharding_strategy HYBRID_SHARD
-grep -q "6 ranks (3 machines x 2), shard group 2," "$TMP/hybrid32.net.out" ||
-    fail "HYBRID_SHARD 3x2: $(grep plan: "$TMP/hybrid32.net.out")"
-link_bytes "$TMP/hybrid32.net.jsonl" 3 2 hybrid
+across hybrid32 3 2 hybrid "6 ranks (3 machines x 2), shard group 2," --use_fsdp --fsdp_sharding_strategy HYBRID_SHARD
 ONE_ONLY=()
-compare ds32 3 6 --use_deepspeed --zero_stage 2
-grep -q "plan: DEEPSPEED, ZeRO-2, 6 ranks (3 machines x 2), shard group 6" "$TMP/ds32.net.out" ||
-    fail "DeepSpeed ZeRO-2 3x2: $(grep plan: "$TMP/ds32.net.out")"
-link_bytes "$TMP/ds32.net.jsonl" 3 2 full
+across ds32 3 2 full "plan: DEEPSPEED, ZeRO-2, 6 ranks (3 machines x 2), shard group 6" --use_deepspeed --zero_stage 2
 finish
