@@ -33,6 +33,9 @@ MPI_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null)
 MPI_LIBS   := $(shell mpicc --showme:link 2>/dev/null)
 CPPFLAGS += $(MPI_CFLAGS)
 LDLIBS  += -ldnnl -lyaml -lcjson -lxxhash $(MPI_LIBS) -lm
+# librsvg and cairo rasterise the plot's SVG for `ztrain plot --output FILE.png` (src/report/plot.c)
+RSVG_CFLAGS := $(shell pkg-config --cflags librsvg-2.0 cairo 2>/dev/null)
+LDLIBS  += $(shell pkg-config --libs librsvg-2.0 cairo 2>/dev/null)
 LDFLAGS += -fopenmp $(filter -fsanitize=%,$(OPT))
 
 LIB_SRC  := $(shell find src -name '*.c' ! -path 'src/cli/*' | sort)
@@ -52,6 +55,8 @@ all: $(BUILD)/ztrain $(TEST_BIN) $(FUZZ_REPLAY)
 $(BUILD)/obj/%.o: %.c Makefile
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/src/report/plot.o: CPPFLAGS += $(RSVG_CFLAGS)
 
 $(BUILD)/libztrain.a: $(LIB_OBJ)
 	@rm -f $@

@@ -5,7 +5,8 @@ set -euo pipefail
 packages=(gcc make libc6-dev libopenmpi-dev openmpi-bin libdnnl-dev libyaml-dev libcjson-dev libxxhash-dev clang python3
           python3-numpy python3-torch  # tests read .npy files and check bf16 rounding against torch (Debian's)
           iproute2 util-linux  # ip netns, tc and unshare: tests/cli/multinode.sh and bench/multinode.sh
-          libclang-rt-dev libomp-dev) # make fuzz (libFuzzer) and make test-ubsan CC=clang
+          libclang-rt-dev libomp-dev  # make fuzz (libFuzzer) and make test-ubsan CC=clang
+          pkg-config librsvg2-dev libcairo2-dev fonts-dejavu-core)  # ztrain plot --output FILE.png
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

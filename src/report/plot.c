@@ -1,7 +1,9 @@
-/* plot.c — the training log as an SVG chart (see plot.h). */
+/* plot.c — the training log as an SVG chart, or that chart as a PNG (see plot.h). */
 #include "plot.h"
 
+#include <cairo.h>
 #include <cjson/cJSON.h>
+#include <librsvg/rsvg.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -20,38 +22,44 @@ typedef struct text {
     int oom;
 } text;
 
+/* Room for `more` bytes (and a NUL) after t->n; 0, or -1 with t->oom set. */
+static int reserve(text *t, size_t more)
+{
+    if (t->oom)
+        return -1;
+    if (t->p && t->n + more < t->cap)
+        return 0;
+    size_t cap = t->cap ? t->cap : 1 << 16;
+    while (cap <= t->n + more)
+        cap *= 2;
+    char *p = zt_alloc(ZT_MEM_OTHER, cap);
+    if (!p) {
+        t->oom = 1;
+        return -1;
+    }
+    if (t->n)
+        memcpy(p, t->p, t->n);
+    zt_free(ZT_MEM_OTHER, t->p, t->cap);
+    t->p = p;
+    t->cap = cap;
+    return 0;
+}
+
 static void put(text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void put(text *t, const char *fmt, ...)
 {
-    if (t->oom)
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (k < 0)
+        t->oom = 1;
+    if (k < 0 || reserve(t, (size_t)k))
         return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int k = vsnprintf(t->p ? t->p + t->n : NULL, t->p ? t->cap - t->n : 0, fmt, ap);
-        va_end(ap);
-        if (k < 0) {
-            t->oom = 1;
-            return;
-        }
-        if (t->p && t->n + (size_t)k < t->cap) {
-            t->n += (size_t)k;
-            return;
-        }
-        size_t cap = t->cap ? t->cap : 1 << 16;
-        while (cap <= t->n + (size_t)k)
-            cap *= 2;
-        char *p = zt_alloc(ZT_MEM_OTHER, cap);
-        if (!p) {
-            t->oom = 1;
-            return;
-        }
-        if (t->n)
-            memcpy(p, t->p, t->n);
-        zt_free(ZT_MEM_OTHER, t->p, t->cap);
-        t->p = p;
-        t->cap = cap;
-    }
+    va_start(ap, fmt);
+    vsnprintf(t->p + t->n, t->cap - t->n, fmt, ap);
+    va_end(ap);
+    t->n += (size_t)k;
 }
 
 /* Text for SVG character data: & < > escaped, control bytes dropped. */
@@ -316,19 +324,77 @@ static void draw(text *t, const run_log *lg, const char *log_path)
     put(t, "</svg>\n");
 }
 
-int zt_plot_log(const char *log_path, const char *svg_path, zt_err *err)
+/* ---- PNG: the same SVG, rasterised ------------------------------------------- */
+
+static cairo_status_t png_sink(void *closure, const unsigned char *data, unsigned int len)
+{
+    text *png = closure;
+    if (reserve(png, len))
+        return CAIRO_STATUS_NO_MEMORY;
+    memcpy(png->p + png->n, data, len);
+    png->n += len;
+    return CAIRO_STATUS_SUCCESS;
+}
+
+/* librsvg renders the SVG text onto a cairo image surface of the SVG's own size
+ * (ARGB32, white background from the chart's first rect), and cairo encodes it as
+ * PNG into `png`.  The chart is the one drawn for .svg, pixel for its user unit. */
+static int rasterise(const text *svg, text *png, const char *out_path, zt_err *err)
+{
+    GError *gerr = NULL;
+    RsvgHandle *h = rsvg_handle_new_from_data((const guint8 *)svg->p, svg->n, &gerr);
+    if (!h) {
+        int rc = zt_fail(err, ZT_EFAIL, "%s: librsvg cannot read the chart: %s", out_path, gerr ? gerr->message : "?");
+        g_clear_error(&gerr);
+        return rc;
+    }
+    double w = 0, hgt = 0;
+    int rc = ZT_OK;
+    if (!rsvg_handle_get_intrinsic_size_in_pixels(h, &w, &hgt) || w < 1 || hgt < 1 || w > 1e4 || hgt > 1e4)
+        rc = zt_fail(err, ZT_EFAIL, "%s: the chart has no usable size (%g x %g)", out_path, w, hgt);
+    cairo_surface_t *surface = NULL;
+    cairo_t *cr = NULL;
+    if (rc == ZT_OK) {
+        surface = cairo_image_surface_create(CAIRO_FORMAT_ARGB32, (int)w, (int)hgt);
+        cr = cairo_create(surface);
+        RsvgRectangle viewport = {0, 0, w, hgt};
+        if (cairo_status(cr) != CAIRO_STATUS_SUCCESS)
+            rc = zt_fail(err, ZT_EFAIL, "%s: cairo: %s", out_path, cairo_status_to_string(cairo_status(cr)));
+        else if (!rsvg_handle_render_document(h, cr, &viewport, &gerr))
+            rc = zt_fail(err, ZT_EFAIL, "%s: librsvg cannot draw the chart: %s", out_path,
+                         gerr ? gerr->message : "?");
+    }
+    if (rc == ZT_OK) {
+        cairo_surface_flush(surface);
+        cairo_status_t st = cairo_surface_write_to_png_stream(surface, png_sink, png);
+        if (st != CAIRO_STATUS_SUCCESS)
+            rc = zt_fail(err, ZT_EFAIL, "%s: cannot encode the PNG: %s", out_path, cairo_status_to_string(st));
+    }
+    if (cr)
+        cairo_destroy(cr);
+    if (surface)
+        cairo_surface_destroy(surface);
+    g_clear_error(&gerr);
+    g_object_unref(h);
+    return rc;
+}
+
+int zt_plot_log(const char *log_path, const char *out_path, zt_plot_format format, zt_err *err)
 {
     run_log lg;
     memset(&lg, 0, sizeof lg);
     int rc = read_log(&lg, log_path, err);
     if (rc == ZT_OK) {
-        text t = {0};
-        draw(&t, &lg, log_path);
-        if (t.oom)
-            rc = zt_fail(err, ZT_EFAIL, "out of memory drawing %s", svg_path);
-        else
-            rc = zt_write_atomic(svg_path, &(zt_wpart){t.p, t.n}, 1, err);
-        zt_free(ZT_MEM_OTHER, t.p, t.cap);
+        text svg = {0}, png = {0};
+        draw(&svg, &lg, log_path);
+        if (svg.oom)
+            rc = zt_fail(err, ZT_EFAIL, "out of memory drawing %s", out_path);
+        else if (format == ZT_PLOT_SVG)
+            rc = zt_write_atomic(out_path, &(zt_wpart){svg.p, svg.n}, 1, err);
+        else if ((rc = rasterise(&svg, &png, out_path, err)) == ZT_OK)
+            rc = zt_write_atomic(out_path, &(zt_wpart){png.p, png.n}, 1, err);
+        zt_free(ZT_MEM_OTHER, svg.p, svg.cap);
+        zt_free(ZT_MEM_OTHER, png.p, png.cap);
     }
     log_free(&lg);
     return rc;

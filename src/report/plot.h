@@ -3,9 +3,9 @@
  * and the fraction of updates lost to rounding, each against the step.
  *
  * The SVG is written directly (text, no library): five panels with axes, ticks and
- * polylines; eval losses are points on the loss panel.  Only .svg is produced; PNG
- * would need a rasteriser, and ztrain links none (a browser or rsvg-convert turns
- * the SVG into a PNG).
+ * polylines; eval losses are points on the loss panel.  A PNG is that SVG
+ * rasterised by librsvg onto a cairo image surface and encoded by cairo (Debian's
+ * librsvg2 and cairo), at the SVG's size, one pixel per user unit.
  *
  * Records: a line with "eval_loss" is an evaluation (needs "step"); a line with
  * "loss" is a training step (needs "step"; lr, grad_norm, tokens_per_sec_per_device
@@ -17,10 +17,12 @@
 
 #include "../core/status.h"
 
-/* Read log_path and write the chart to svg_path (atomically: an existing file is
- * replaced only by a complete chart).  ZT_EINPUT naming the file and line for a
- * line that is not a JSON object, a record missing "step" or holding a non-number,
- * or a log without training steps. */
-int zt_plot_log(const char *log_path, const char *svg_path, zt_err *err);
+typedef enum zt_plot_format { ZT_PLOT_SVG, ZT_PLOT_PNG } zt_plot_format;
+
+/* Read log_path and write the chart to out_path in `format` (atomically: an
+ * existing file is replaced only by a complete chart).  ZT_EINPUT naming the file
+ * and line for a line that is not a JSON object, a record missing "step" or
+ * holding a non-number, or a log without training steps. */
+int zt_plot_log(const char *log_path, const char *out_path, zt_plot_format format, zt_err *err);
 
 #endif
