@@ -6,7 +6,8 @@ packages=(gcc make libc6-dev libopenmpi-dev openmpi-bin libdnnl-dev libyaml-dev 
           python3-numpy python3-torch  # tests read .npy files and check bf16 rounding against torch (Debian's)
           iproute2 util-linux  # ip netns, tc and unshare: tests/cli/multinode.sh and bench/multinode.sh
           libclang-rt-dev libomp-dev  # make fuzz (libFuzzer) and make test-ubsan CC=clang
-          pkg-config librsvg2-dev libcairo2-dev fonts-dejavu-core)  # ztrain plot --output FILE.png
+          pkg-config librsvg2-dev libcairo2-dev fonts-dejavu-core  # ztrain plot --output FILE.png
+          slurmctld slurmd slurm-client munge)  # tests/cli/slurm.sh: a one-node Slurm cluster for srun
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
