@@ -12,7 +12,10 @@
  * stage's formula exactly; collective bytes per step equal ZeRO's volumes
  * (stages 0-2: 2 Psi, stage 3: 3 Psi less the root unit, which stays gathered
  * from forward to backward as FSDP's root does); and FSDP's aligned mode and
- * DeepSpeed give bit-identical losses in bf16. */
+ * DeepSpeed give bit-identical losses in bf16.  DeepSpeed's and FSDP's knobs
+ * (persistence threshold, max live parameters, prefetch bucket, limit_all_gathers,
+ * reduce and all-gather buckets) each change the collectives' count, the bytes in
+ * flight or the memory by exactly what they promise, and never a number. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -553,6 +556,191 @@ static void test_resume_is_bit_exact(void)
     resume_case(h, "resume_fp16");
 }
 
+/* ---- DeepSpeed's and FSDP's knobs (precision.h) --------------------------------- */
+
+/* One knob against the same run without it: losses and grad norms equal to the bit,
+ * and the same final weights; what the knob changes (collective calls, bytes, memory)
+ * is checked by the caller on the two results. */
+static void knob_pair(zt_plan_request base, zt_plan_request knob, const char *name, run_out *b, run_out *k,
+                      zt_layout *lay, zt_plan *plan)
+{
+    zt_err err;
+    zt_comm c;
+    zt_llama_config cfg;
+    const long steps = 3;
+    const int A = 2;
+    ZT_CHECK(zt_plan_resolve(&knob, world, plan, &err) == ZT_OK);
+    zt_comm_create(&c, 1, &err);
+    memset(b, 0, sizeof *b);
+    memset(k, 0, sizeof *k);
+    train(ODD, base, 1, A, steps, &c, "knob_base", b);
+    train(ODD, knob, 1, A, steps, &c, "knob", k);
+    zt_comm_free(&c);
+    ZT_CHECK(zt_hf_config_read("tests/fixtures/untied_odd/config.json", &cfg, &err) == ZT_OK);
+    int pad = plan->stage == 0 ? 1 : plan->group_size;
+    ZT_CHECK(zt_layout_build(lay, &cfg, plan->wrap, (size_t)plan->min_num_params, pad, &err) == ZT_OK);
+    if (rank != 0)
+        return;
+    ZT_CHECK(b->nsteps == steps && k->nsteps == steps);
+    for (int s = 0; s < steps; s++)
+        ZT_CHECK_MSG(k->loss[s] == b->loss[s] && k->gnorm[s] == b->gnorm[s], "%s, step %d: loss %.9g vs %.9g",
+                     name, s + 1, k->loss[s], b->loss[s]);
+    ZT_CHECK_MSG(weights_diff_dirs(k->dir, b->dir) == 0.0, "%s: the final weights differ", name);
+}
+
+static size_t largest_unit(const zt_layout *lay)
+{
+    size_t m = 0;
+    for (int u = 0; u < lay->nunits; u++)
+        m = lay->units[u].padded_numel > m ? lay->units[u].padded_numel : m;
+    return m;
+}
+
+/* stage3_param_persistence_threshold: units of fewer parameters stay gathered.  Above
+ * every unit's size, nothing is gathered per micro-step: one all-gather per unit per
+ * step (the refresh after the optimizer step) instead of 1 + 2 per layer unit per
+ * micro-step; Psi bytes instead of A (2 Psi - root); each unit's own gathered copy
+ * instead of the pool. */
+static void test_knob_persistence(void)
+{
+    zt_plan_request base = deepspeed(3), knob = deepspeed(3);
+    knob.persistence = 100000000;
+    run_out b, k;
+    zt_layout lay;
+    zt_plan plan;
+    knob_pair(base, knob, "persistence", &b, &k, &lay, &plan);
+    size_t psi = lay.padded_numel, cs = 4, root = lay.units[lay.root_unit].padded_numel;
+    uint64_t layers = (uint64_t)lay.nunits - 1, A = 2;
+    ZT_CHECK_MSG(k.res.state.gathered == psi * cs && b.res.state.gathered == 3 * largest_unit(&lay) * cs,
+                 "gathered bytes: persistent %zu (want %zu), pool %zu", k.res.state.gathered, psi * cs,
+                 b.res.state.gathered);
+    ZT_CHECK(k.res.prefetch_used == 0 && b.res.prefetch_used > 0);
+    if (world > 1) {
+        ZT_CHECK_MSG(b.res.step_calls[ZT_COLL_ALLGATHER] == A * (1 + 2 * layers) &&
+                         k.res.step_calls[ZT_COLL_ALLGATHER] == (uint64_t)lay.nunits,
+                     "all-gathers per step: %llu without, %llu with persistence",
+                     (unsigned long long)b.res.step_calls[ZT_COLL_ALLGATHER],
+                     (unsigned long long)k.res.step_calls[ZT_COLL_ALLGATHER]);
+        ZT_CHECK(b.res.step_bytes[ZT_COLL_ALLGATHER] == A * (2 * psi - root) * cs &&
+                 k.res.step_bytes[ZT_COLL_ALLGATHER] == psi * cs);
+        ZT_CHECK(k.res.step_bytes[ZT_COLL_REDUCE_SCATTER] == b.res.step_bytes[ZT_COLL_REDUCE_SCATTER]);
+    }
+    if (rank == 0)
+        printf("     persistence: all-gathers per step %llu -> %llu, gathered %zu -> %zu bytes; bit-identical\n",
+               (unsigned long long)b.res.step_calls[ZT_COLL_ALLGATHER],
+               (unsigned long long)k.res.step_calls[ZT_COLL_ALLGATHER], b.res.state.gathered, k.res.state.gathered);
+    zt_layout_free(&lay);
+}
+
+/* stage3_max_live_parameters: room for the root and one layer unit only, so a unit is
+ * prefetched only while nothing but the root is gathered (the first layer unit in
+ * forward, the last in backward), the pool holds two buffers, and the same
+ * collectives move the same bytes. */
+static void test_knob_max_live(void)
+{
+    zt_plan_request base = deepspeed(3), knob = deepspeed(3);
+    zt_err err;
+    zt_llama_config cfg;
+    zt_layout l0;
+    ZT_CHECK(zt_hf_config_read("tests/fixtures/untied_odd/config.json", &cfg, &err) == ZT_OK);
+    ZT_CHECK(zt_layout_build(&l0, &cfg, ZT_WRAP_TRANSFORMER, 0, world, &err) == ZT_OK);
+    knob.max_live = (long)(l0.units[l0.root_unit].padded_numel + largest_unit(&l0));
+    zt_layout_free(&l0);
+    run_out b, k;
+    zt_layout lay;
+    zt_plan plan;
+    knob_pair(base, knob, "max_live", &b, &k, &lay, &plan);
+    size_t cs = 4, maxP = largest_unit(&lay);
+    ZT_CHECK_MSG(k.res.prefetch_used > 0 && k.res.prefetch_used < b.res.prefetch_used,
+                 "prefetches: %ld without, %ld with max_live", b.res.prefetch_used, k.res.prefetch_used);
+    ZT_CHECK(b.res.state.gathered == 3 * maxP * cs && k.res.state.gathered == 2 * maxP * cs);
+    for (int c = 0; c < ZT_COLL_NKINDS; c++)
+        ZT_CHECK(b.res.step_bytes[c] == k.res.step_bytes[c] && b.res.step_calls[c] == k.res.step_calls[c]);
+    zt_layout_free(&lay);
+}
+
+/* stage3_prefetch_bucket_size of two layer units, and FSDP without limit_all_gathers:
+ * two units gathered ahead instead of one (a pool of 4), the same collectives. */
+static void test_knob_prefetch_depth(void)
+{
+    zt_err err;
+    zt_llama_config cfg;
+    zt_layout l0;
+    ZT_CHECK(zt_hf_config_read("tests/fixtures/untied_odd/config.json", &cfg, &err) == ZT_OK);
+    ZT_CHECK(zt_layout_build(&l0, &cfg, ZT_WRAP_TRANSFORMER, 0, world, &err) == ZT_OK);
+    size_t layer = l0.units[l0.layer_unit[0]].padded_numel;
+    zt_layout_free(&l0);
+    zt_plan_request ds = deepspeed(3), fs = fsdp(ZT_SHARDING_FULL_SHARD);
+    zt_plan_request ds_knob = ds, fs_knob = fs;
+    ds_knob.prefetch_bucket = (long)(2 * layer);
+    fs.forward_prefetch = fs_knob.forward_prefetch = ZT_YES;
+    fs_knob.limit_all_gathers = ZT_NO;
+    struct { zt_plan_request b, k; const char *name; } cases[2] = {{ds, ds_knob, "prefetch bucket"},
+                                                                  {fs, fs_knob, "limit_all_gathers false"}};
+    for (int i = 0; i < 2; i++) {
+        run_out b, k;
+        zt_layout lay;
+        zt_plan plan;
+        knob_pair(cases[i].b, cases[i].k, cases[i].name, &b, &k, &lay, &plan);
+        size_t cs = 4, maxP = largest_unit(&lay);
+        ZT_CHECK_MSG(b.res.state.gathered == 3 * maxP * cs && k.res.state.gathered == 4 * maxP * cs,
+                     "%s: gathered %zu -> %zu bytes", cases[i].name, b.res.state.gathered, k.res.state.gathered);
+        ZT_CHECK(k.res.prefetch_used >= b.res.prefetch_used);
+        for (int c = 0; c < ZT_COLL_NKINDS; c++)
+            ZT_CHECK(b.res.step_bytes[c] == k.res.step_bytes[c] && b.res.step_calls[c] == k.res.step_calls[c]);
+        zt_layout_free(&lay);
+    }
+}
+
+/* reduce_bucket_size and allgather_bucket_size smaller than a unit's shard: the
+ * reduction (ZeRO-1 at the step, ZeRO-2 and 3 per unit) and the refresh of the
+ * gathered copies (ZeRO-1, 2) run in pieces of bucket / G elements per rank: more,
+ * smaller calls of the same total bytes, through smaller communication buffers. */
+static void test_knob_buckets(void)
+{
+    const long bucket = 2000;
+    for (int stage = 1; stage <= 3; stage++) {
+        zt_plan_request base = deepspeed(stage), knob = deepspeed(stage);
+        knob.reduce_bucket = bucket;
+        knob.allgather_bucket = bucket;
+        run_out b, k;
+        zt_layout lay;
+        zt_plan plan;
+        char name[64];
+        snprintf(name, sizeof name, "ZeRO-%d buckets", stage);
+        knob_pair(base, knob, name, &b, &k, &lay, &plan);
+        if (world == 1) { /* nothing to split: a group of one reduces nothing */
+            ZT_CHECK(b.res.state.comm == k.res.state.comm);
+            zt_layout_free(&lay);
+            continue;
+        }
+        uint64_t G = (uint64_t)plan.group_size, piece = (uint64_t)bucket / G, pieces = 0, A = stage == 1 ? 1 : 2;
+        for (int u = 0; u < lay.nunits; u++)
+            pieces += (lay.units[u].padded_numel / G + piece - 1) / piece;
+        ZT_CHECK_MSG(k.res.step_calls[ZT_COLL_REDUCE_SCATTER] == A * pieces &&
+                         b.res.step_calls[ZT_COLL_REDUCE_SCATTER] == A * (uint64_t)lay.nunits,
+                     "%s: reduce-scatters %llu (want %llu), without %llu", name,
+                     (unsigned long long)k.res.step_calls[ZT_COLL_REDUCE_SCATTER], (unsigned long long)(A * pieces),
+                     (unsigned long long)b.res.step_calls[ZT_COLL_REDUCE_SCATTER]);
+        if (stage <= 2)
+            ZT_CHECK_MSG(k.res.step_calls[ZT_COLL_ALLGATHER] == pieces &&
+                             b.res.step_calls[ZT_COLL_ALLGATHER] == (uint64_t)lay.nunits,
+                         "%s: all-gathers %llu, want %llu", name,
+                         (unsigned long long)k.res.step_calls[ZT_COLL_ALLGATHER], (unsigned long long)pieces);
+        for (int c = 0; c < ZT_COLL_NKINDS; c++)
+            ZT_CHECK(b.res.step_bytes[c] == k.res.step_bytes[c]);
+        ZT_CHECK_MSG(k.res.state.comm < b.res.state.comm || stage == 1,
+                     "%s: communication buffers %zu, without %zu", name, k.res.state.comm, b.res.state.comm);
+        if (rank == 0)
+            printf("     %s: reduce-scatters %llu -> %llu, all-gathers %llu -> %llu, comm buffers %zu -> %zu bytes; "
+                   "bit-identical\n", name, (unsigned long long)b.res.step_calls[ZT_COLL_REDUCE_SCATTER],
+                   (unsigned long long)k.res.step_calls[ZT_COLL_REDUCE_SCATTER],
+                   (unsigned long long)b.res.step_calls[ZT_COLL_ALLGATHER],
+                   (unsigned long long)k.res.step_calls[ZT_COLL_ALLGATHER], b.res.state.comm, k.res.state.comm);
+        zt_layout_free(&lay);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (zt_comm_init_mpi(&argc, &argv, &rank, &world) != ZT_OK)
@@ -590,6 +778,10 @@ int main(int argc, char **argv)
     ZT_RUN(test_fsdp_aligned_equals_deepspeed);
     ZT_RUN(test_fp16_overflow_skips_on_every_rank);
     ZT_RUN(test_resume_is_bit_exact);
+    ZT_RUN(test_knob_persistence);
+    ZT_RUN(test_knob_max_live);
+    ZT_RUN(test_knob_prefetch_depth);
+    ZT_RUN(test_knob_buckets);
     if (rank == 0)
         tmpdir_remove(tmp);
     zt_matmul_shutdown();

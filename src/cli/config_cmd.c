@@ -87,7 +87,7 @@ static void print_plan_details(FILE *f, const zt_settings *st, const zt_plan *p)
             else
                 fprintf(f, "%ld", sizes[i].v);
         }
-        fprintf(f, " (reported; ztrain reduces per unit)\n");
+        fprintf(f, " (what they do: the limits line above, docs/zero.md)\n");
         fprintf(f, "batch:            micro %d x accumulation %d x world %d = train_batch_size %d\n",
                 r->micro_batch, r->grad_accum, p->world, r->train_batch_size);
     }

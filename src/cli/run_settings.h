@@ -31,6 +31,7 @@ int zt_flag_given(void *ctx, const char *name);
     {"fsdp_auto_wrap_policy", ZT_FLAG_STR, &(S).wrap, "TRANSFORMER_BASED_WRAP | SIZE_BASED_WRAP | NO_WRAP", 1, 0, 0}, \
     {"fsdp_backward_prefetch", ZT_FLAG_STR, &(S).backward_prefetch, "stage 3: BACKWARD_PRE (default) | BACKWARD_POST | NO_PREFETCH: when the next unit's all-gather starts in backward", 1, 0, 0}, \
     {"fsdp_forward_prefetch", ZT_FLAG_BOOL, &(S).forward_prefetch, "stage 3: start the next unit's all-gather before computing this one's forward (default false)", 1, 0, 0}, \
+    {"fsdp_limit_all_gathers", ZT_FLAG_BOOL, &(S).limit_all_gathers, "stage 3: at most two all-gathers in flight, the unit's and the next (default true); false prefetches as far as the gather pool holds (more memory)", 1, 0, 0}, \
     {"fsdp_min_num_params", ZT_FLAG_LONG, &(S).min_num_params, "unit size for SIZE_BASED_WRAP", 0, 1e15, 0}, \
     {"use_deepspeed", ZT_FLAG_BOOL, &(S).use_deepspeed, "DeepSpeed semantics (fp32 master always)", 1, 0, 0}, \
     {"zero_stage", ZT_FLAG_INT, &(S).zero_stage, "DeepSpeed ZeRO stage 0-3 (default 2)", 0, 3, 0}, \

@@ -24,6 +24,7 @@ void zt_settings_defaults(zt_settings *s)
     s->schedule = "linear";
     s->num_processes = -1;
     s->forward_prefetch = -1;
+    s->limit_all_gathers = -1;
     zt_accel_config_init(&s->accel);
     zt_ds_config_init(&s->ds);
 }
@@ -189,10 +190,16 @@ static int resolve_request(zt_settings *s, int world, int hidden_size, zt_dtype 
     req->master_compensation = s->compensation;
     req->backward_prefetch = s->backward_prefetch;
     req->forward_prefetch = s->forward_prefetch < 0 ? ZT_UNSET : s->forward_prefetch ? ZT_YES : ZT_NO;
+    req->limit_all_gathers = s->limit_all_gathers < 0 ? ZT_UNSET : s->limit_all_gathers ? ZT_YES : ZT_NO;
     if (s->have_ds) {
         const zt_ds_config *c = &s->ds;
         req->overlap_comm = c->overlap_comm;
-        req->prefetch_bucket = s->ds_resolved.stage3_prefetch_bucket_size;
+        const zt_ds_resolved *dr = &s->ds_resolved; /* -1: unresolved (no model): no limit */
+        req->prefetch_bucket = dr->stage3_prefetch_bucket_size;
+        req->reduce_bucket = dr->reduce_bucket_size > 0 ? dr->reduce_bucket_size : 0;
+        req->allgather_bucket = dr->allgather_bucket_size > 0 ? dr->allgather_bucket_size : 0;
+        req->persistence = dr->stage3_param_persistence_threshold > 0 ? dr->stage3_param_persistence_threshold : 0;
+        req->max_live = dr->stage3_max_live_parameters > 0 ? dr->stage3_max_live_parameters : 0;
         req->ls_initial_scale_power = c->fp16_initial_scale_power;
         req->ls_window = c->fp16_loss_scale_window;
         req->ls_hysteresis = c->fp16_hysteresis;

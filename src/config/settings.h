@@ -23,6 +23,7 @@ typedef struct zt_settings {
     const char *torch_dtype, *mixed_precision, *strategy, *wrap, *reduce_dtype, *compensation;
     const char *backward_prefetch; /* FSDP; NULL: BACKWARD_PRE */
     int forward_prefetch;          /* FSDP; -1: not said (off) */
+    int limit_all_gathers;         /* FSDP; -1: not said (on) */
     long min_num_params;
     /* training */
     int block_size, batch, accum, shuffle, checkpointing;

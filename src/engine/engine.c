@@ -13,21 +13,83 @@
 static size_t bytes_of(size_t numel, zt_dtype dt) { return numel * zt_dtype_size(dt); }
 static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
 
-/* The buffers whose number depends on the overlap (init and estimate agree on them). */
-static int gather_pool_slots(const zt_layout *lay, int stage, const zt_overlap *ov)
+/* Stage 3: unit u stays gathered between steps (DeepSpeed's param persistence:
+ * fewer parameters than the threshold). */
+static int persistent_unit(const zt_layout *lay, int u, int stage, const zt_overlap *ov)
 {
+    return stage == 3 && ov && ov->persistence > 0 && lay->units[u].numel < (size_t)ov->persistence;
+}
+
+/* Stage 3's pool of gathered buffers (init and estimate agree on it): one for the
+ * root unit and one for the layer unit in use, when they are not persistent, and
+ * one per unit the prefetch may gather ahead.  How far ahead is bounded by the
+ * depth, by how many of the smallest layer units fit the prefetch bucket (the next
+ * unit always may), and by how many fit under max_live beside the root and the
+ * largest layer unit. */
+static int gather_pool_slots(const zt_layout *lay, int stage, const zt_overlap *ov, size_t *slot_numel)
+{
+    *slot_numel = 0;
     if (stage != 3)
         return 0;
+    int root_np = !persistent_unit(lay, lay->root_unit, stage, ov), layers = 0;
+    size_t min_layer = 0, max_layer = 0, root = lay->units[lay->root_unit].padded_numel;
+    for (int u = 0; u < lay->nunits; u++) {
+        size_t P = lay->units[u].padded_numel;
+        if (persistent_unit(lay, u, stage, ov))
+            continue;
+        *slot_numel = max_sz(*slot_numel, P);
+        if (u == lay->root_unit)
+            continue;
+        layers++;
+        min_layer = !min_layer || P < min_layer ? P : min_layer;
+        max_layer = max_sz(max_layer, P);
+    }
     int prefetch = ov && (ov->forward_prefetch || ov->backward_prefetch != ZT_BACKWARD_PREFETCH_NONE);
-    int slots = prefetch ? ZT_GATHER_POOL : 2;
-    return lay->nunits < slots ? lay->nunits : slots;
+    long ahead = prefetch && layers > 0 ? (ov->prefetch_depth > 0 ? ov->prefetch_depth : 1) : 0;
+    if (ahead > 0 && ov->prefetch_bucket > 0) {
+        long fit = (long)((size_t)ov->prefetch_bucket / min_layer);
+        ahead = fit < 1 ? 1 : fit < ahead ? fit : ahead;
+    }
+    if (ahead > 0 && ov->max_live > 0) {
+        size_t held = (root_np ? root : 0) + max_layer;
+        long fit = (size_t)ov->max_live > held ? (long)(((size_t)ov->max_live - held) / min_layer) : 0;
+        ahead = fit < ahead ? fit : ahead;
+    }
+    if (ahead > layers - 1)
+        ahead = layers > 0 ? layers - 1 : 0;
+    return root_np + (layers > 0) + (int)ahead;
+}
+
+/* DeepSpeed's buckets split a unit's reduction (all-gather) into pieces of this many
+ * elements per shard-group member, when some unit's shard is longer; 0: whole units. */
+static size_t bucket_piece(const zt_layout *lay, long bucket, int G)
+{
+    if (bucket <= 0 || G <= 1)
+        return 0;
+    size_t piece = (size_t)bucket / (size_t)G, max_shard = 0;
+    piece = piece ? piece : 1;
+    for (int u = 0; u < lay->nunits; u++)
+        max_shard = max_sz(max_shard, lay->units[u].padded_numel / (size_t)G);
+    return max_shard > piece ? piece : 0;
+}
+
+static size_t reduce_piece(const zt_layout *lay, int stage, int G, const zt_overlap *ov)
+{
+    return ov && stage >= 1 ? bucket_piece(lay, ov->reduce_bucket, G) : 0;
+}
+
+static size_t gather_piece(const zt_layout *lay, int stage, int G, const zt_overlap *ov)
+{
+    return ov && (stage == 1 || stage == 2) ? bucket_piece(lay, ov->allgather_bucket, G) : 0;
 }
 
 /* An overlapped fp32 reduce-scatter sends the staging itself, so a second one
- * takes the next unit's gradient meanwhile. */
-static int needs_spare_staging(zt_precision prec, int stage, int group_size, const zt_overlap *ov)
+ * takes the next unit's gradient meanwhile (reductions in pieces never overlap). */
+static int needs_spare_staging(const zt_layout *lay, zt_precision prec, int stage, int group_size,
+                               const zt_overlap *ov)
 {
-    return stage >= 2 && group_size > 1 && ov && ov->overlap_reduce && prec.reduce == ZT_F32;
+    return stage >= 2 && group_size > 1 && ov && ov->overlap_reduce && prec.reduce == ZT_F32 &&
+           !reduce_piece(lay, stage, group_size, ov);
 }
 
 /* next_fwd / next_bwd from the layer order: the root unit comes first in the
@@ -73,10 +135,12 @@ typedef struct unit_sizes {
     zt_dtype master_dt, grad_dt, optim_dt, gathered_dt;
     int compensated;         /* a Kahan buffer beside master (16-bit master only) */
     int gathered_alias;      /* gathered is master itself (stage 0, master dtype = compute dtype) */
-    int gathered_own;        /* a persistent gathered buffer of P elements (stages 0-2, no alias) */
+    int gathered_own;        /* a persistent gathered buffer of P elements (stages 0-2, no alias;
+                              * stage 3's persistent units) */
 } unit_sizes;
 
-static unit_sizes unit_size(const zt_layout *lay, int u, zt_precision prec, int stage, int G)
+static unit_sizes unit_size(const zt_layout *lay, int u, zt_precision prec, int stage, int G,
+                            const zt_overlap *ov)
 {
     unit_sizes z = {0};
     z.full = lay->units[u].padded_numel;
@@ -85,7 +149,7 @@ static unit_sizes unit_size(const zt_layout *lay, int u, zt_precision prec, int 
     z.master_dt = z.grad_dt = z.optim_dt = prec.master;
     z.compensated = prec.compensated && prec.master != ZT_F32;
     z.gathered_alias = stage == 0 && prec.compute == prec.master;
-    z.gathered_own = stage <= 2 && !z.gathered_alias;
+    z.gathered_own = (stage <= 2 && !z.gathered_alias) || persistent_unit(lay, u, stage, ov);
     z.gathered_dt = z.gathered_alias ? prec.master : prec.compute;
     return z;
 }
@@ -95,6 +159,7 @@ typedef struct shared_sizes {
     size_t staging_layers_numel; /* fp32: the largest layer unit's, one open at a time */
     size_t spare_numel;          /* fp32: a second one for the overlapped reduce-scatter, or 0 */
     size_t comm_full_bytes, comm_shard_bytes, comm_slices_bytes;
+    size_t comm_gather_bytes;    /* all-gathers in pieces: one piece and the group's pieces */
     int pool_slots;              /* stage 3's gathered buffers */
     size_t pool_bytes;           /* each: the largest unit in the compute dtype */
 } shared_sizes;
@@ -105,7 +170,7 @@ static shared_sizes shared_size(const zt_layout *lay, zt_precision prec, int sta
     shared_sizes z = {0};
     size_t max_full = 0, max_shard = 0;
     for (int u = 0; u < lay->nunits; u++) {
-        unit_sizes us = unit_size(lay, u, prec, stage, G);
+        unit_sizes us = unit_size(lay, u, prec, stage, G, overlap);
         if (u == lay->root_unit)
             z.staging_root_numel = max_sz(z.staging_root_numel, us.full);
         else
@@ -113,7 +178,7 @@ static shared_sizes shared_size(const zt_layout *lay, zt_precision prec, int sta
         max_full = max_sz(max_full, us.full);
         max_shard = max_sz(max_shard, us.shard_numel);
     }
-    z.spare_numel = needs_spare_staging(prec, stage, G, overlap) ? z.staging_layers_numel : 0;
+    z.spare_numel = needs_spare_staging(lay, prec, stage, G, overlap) ? z.staging_layers_numel : 0;
     /* comm_full holds a unit's gradient in the reduce dtype when that is not
      * fp32 (or not the master dtype, for the stage 0-1 reduction); comm_shard
      * and comm_slices take a reduce-scatter's result and the slices it sums, so
@@ -123,9 +188,19 @@ static shared_sizes shared_size(const zt_layout *lay, zt_precision prec, int sta
     z.comm_full_bytes = need_full ? max_full * rs : 0;
     z.comm_shard_bytes = G > 1 ? max_shard * rs : 0;
     z.comm_slices_bytes = G > 1 ? max_full * rs : 0;
-    /* stage 3: the root unit, one layer unit and, with prefetch, the next one */
-    z.pool_slots = gather_pool_slots(lay, stage, overlap);
-    z.pool_bytes = stage == 3 ? bytes_of(max_full, prec.compute) : 0;
+    /* a reduction in pieces (reduce_bucket) holds one piece of every member: stages
+     * 2-3 need nothing longer; stage 1 still rounds whole gradients in grad_end */
+    size_t rp = reduce_piece(lay, stage, G, overlap);
+    if (rp) {
+        z.comm_shard_bytes = rp * rs;
+        z.comm_slices_bytes = rp * (size_t)G * rs;
+        z.comm_full_bytes = stage >= 2 ? rp * (size_t)G * rs : max_sz(z.comm_full_bytes, rp * (size_t)G * rs);
+    }
+    size_t gp = gather_piece(lay, stage, G, overlap);
+    z.comm_gather_bytes = gp ? gp * (size_t)(G + 1) * zt_dtype_size(prec.compute) : 0;
+    size_t slot_numel;
+    z.pool_slots = gather_pool_slots(lay, stage, overlap, &slot_numel);
+    z.pool_bytes = z.pool_slots ? bytes_of(slot_numel, prec.compute) : 0;
     return z;
 }
 
@@ -206,7 +281,7 @@ int zt_engine_init(zt_engine *eng, const zt_layout *lay, zt_precision prec, int 
     const zt_backend *be = eng->be;
     for (int u = 0; u < lay->nunits; u++) {
         zt_unit_state *us = &eng->units[u];
-        unit_sizes z = unit_size(lay, u, prec, stage, eng->group_size);
+        unit_sizes z = unit_size(lay, u, prec, stage, eng->group_size, overlap);
         us->shard_numel = z.shard_numel;
         us->grad_numel = z.grad_numel;
         us->pool_slot = -1;
@@ -222,13 +297,15 @@ int zt_engine_init(zt_engine *eng, const zt_layout *lay, zt_precision prec, int 
         if (z.compensated)
             ok = ok && (us->comp = be->alloc(ZT_MEM_PARAMS, bytes_of(z.shard_numel, z.master_dt)));
         us->gathered_alias = z.gathered_alias;
+        us->gathered_own = z.gathered_own;
+        us->persistent = persistent_unit(lay, u, stage, overlap);
         if (z.gathered_alias) {
             us->gathered = us->master;
             us->gathered_dt = z.master_dt; /* what the buffer is: the master itself */
         } else if (z.gathered_own) {
             ok = ok && (us->gathered = be->alloc(ZT_MEM_GATHERED, bytes_of(z.full, z.gathered_dt)));
             us->gathered_dt = z.gathered_dt;
-        } /* stage 3: gathered on demand; gathered_dt is set by each gather */
+        } /* stage 3 (not persistent): gathered on demand; gathered_dt is set by each gather */
         if (!ok) {
             zt_engine_free(eng);
             return zt_fail(err, ZT_EFAIL, "out of memory for unit %d's buffers (%zu elements)", u, z.full);
@@ -244,6 +321,9 @@ int zt_engine_init(zt_engine *eng, const zt_layout *lay, zt_precision prec, int 
     eng->comm_full_bytes = z.comm_full_bytes;
     eng->comm_shard_bytes = z.comm_shard_bytes;
     eng->comm_slices_bytes = z.comm_slices_bytes;
+    eng->comm_gather_bytes = z.comm_gather_bytes;
+    eng->reduce_piece = reduce_piece(lay, stage, eng->group_size, overlap);
+    eng->gather_piece = gather_piece(lay, stage, eng->group_size, overlap);
     eng->pool_bytes = z.pool_bytes;
     eng->staging_root = be->alloc(ZT_MEM_COMM, z.staging_root_numel * sizeof(float));
     eng->staging_layers = be->alloc(ZT_MEM_COMM, z.staging_layers_numel * sizeof(float));
@@ -251,9 +331,12 @@ int zt_engine_init(zt_engine *eng, const zt_layout *lay, zt_precision prec, int 
     eng->comm_full = be->alloc(ZT_MEM_COMM, z.comm_full_bytes);
     eng->comm_shard = be->alloc(ZT_MEM_COMM, z.comm_shard_bytes);
     eng->comm_slices = be->alloc(ZT_MEM_COMM, z.comm_slices_bytes);
+    eng->comm_gather = be->alloc(ZT_MEM_COMM, z.comm_gather_bytes);
     int ok = (!z.staging_root_numel || eng->staging_root) && (!z.staging_layers_numel || eng->staging_layers) &&
              (!z.spare_numel || eng->staging_spare) && (!z.comm_full_bytes || eng->comm_full) &&
-             (!z.comm_shard_bytes || eng->comm_shard) && (!z.comm_slices_bytes || eng->comm_slices);
+             (!z.comm_shard_bytes || eng->comm_shard) && (!z.comm_slices_bytes || eng->comm_slices) &&
+             (!z.comm_gather_bytes || eng->comm_gather);
+    assert(z.pool_slots <= ZT_GATHER_POOL);
     for (int i = 0; i < z.pool_slots; i++)
         ok = ok && (eng->pool[i] = be->alloc(ZT_MEM_GATHERED, z.pool_bytes));
     if (!ok) {
@@ -276,7 +359,7 @@ void zt_engine_free(zt_engine *eng)
             be->free(ZT_MEM_OPTIM, us->m, bytes_of(us->shard_numel, us->optim_dt));
             be->free(ZT_MEM_OPTIM, us->v, bytes_of(us->shard_numel, us->optim_dt));
             be->free(ZT_MEM_PARAMS, us->comp, bytes_of(us->shard_numel, us->master_dt));
-            if (eng->stage <= 2 && !us->gathered_alias)
+            if (us->gathered_own)
                 be->free(ZT_MEM_GATHERED, us->gathered, bytes_of(eng->lay->units[u].padded_numel, us->gathered_dt));
         }
         zt_free(ZT_MEM_OTHER, eng->units, (size_t)eng->lay->nunits * sizeof *eng->units);
@@ -290,6 +373,7 @@ void zt_engine_free(zt_engine *eng)
         be->free(ZT_MEM_COMM, eng->comm_full, eng->comm_full_bytes);
         be->free(ZT_MEM_COMM, eng->comm_shard, eng->comm_shard_bytes);
         be->free(ZT_MEM_COMM, eng->comm_slices, eng->comm_slices_bytes);
+        be->free(ZT_MEM_COMM, eng->comm_gather, eng->comm_gather_bytes);
     }
     if (eng->lay) {
         zt_free(ZT_MEM_OTHER, eng->next_fwd, (size_t)eng->lay->nunits * sizeof(int));
@@ -405,13 +489,38 @@ static void gather_compute(zt_engine *eng, int u, void *dst)
     zt_comm_wait(eng->comm, &op);
 }
 
+/* Stages 1-2 with an all-gather bucket: unit u's shard converted and gathered a
+ * piece at a time (a piece of every member per call), each member's piece copied to
+ * its place in dst: the same values as one all-gather, in more, smaller calls. */
+static void gather_in_pieces(zt_engine *eng, int u, void *dst)
+{
+    zt_unit_state *us = &eng->units[u];
+    const size_t S = us->shard_numel, G = (size_t)eng->group_size, cs = zt_dtype_size(eng->prec.compute);
+    const size_t ms = zt_dtype_size(us->master_dt);
+    char *mine = eng->comm_gather, *all = mine + eng->gather_piece * cs;
+    for (size_t k = 0; k < S; k += eng->gather_piece) {
+        size_t n = S - k < eng->gather_piece ? S - k : eng->gather_piece;
+        eng->be->convert(mine, eng->prec.compute, (const char *)us->master + k * ms, us->master_dt, n);
+        zt_comm_allgather(eng->comm, all, mine, G * n, eng->prec.compute);
+        for (size_t j = 0; j < G; j++)
+            eng->be->copy((char *)dst + (j * S + k) * cs, all + j * n * cs, n * cs);
+    }
+    us->gathered_dt = eng->prec.compute;
+}
+
 void zt_engine_refresh_gathered(zt_engine *eng)
 {
-    if (eng->stage == 3)
-        return; /* gathered on demand */
-    for (int u = 0; u < eng->lay->nunits; u++)
-        if (!eng->units[u].gathered_alias)
-            gather_compute(eng, u, eng->units[u].gathered);
+    /* stages 0-2: every unit's own gathered copy; stage 3: the persistent units'
+     * (the others are gathered on demand) */
+    for (int u = 0; u < eng->lay->nunits; u++) {
+        zt_unit_state *us = &eng->units[u];
+        if (!us->gathered_own)
+            continue;
+        if (eng->gather_piece)
+            gather_in_pieces(eng, u, us->gathered);
+        else
+            gather_compute(eng, u, us->gathered);
+    }
 }
 
 /* Stage 3's pool of gathered buffers: a free slot for unit u, or -1. */
@@ -434,28 +543,76 @@ static void free_slot(zt_engine *eng, int u)
     us->gathered = NULL; /* resharded: only the master shard remains */
 }
 
-/* Stage 3: start gathering unit u ahead of its use, when it is not gathered, no
- * other prefetch is in flight and the pool has a slot. */
-static void prefetch(zt_engine *eng, int u)
+/* The prefetches in flight, oldest first; gather_unit mirrors the oldest (-1 none). */
+static int queued(const zt_engine *eng, int u)
 {
-    if (eng->stage != 3 || u < 0 || eng->gather_unit >= 0 || eng->units[u].pool_slot >= 0)
-        return;
-    int slot = take_slot(eng, u);
-    if (slot < 0)
-        return;
-    eng->gather_unit = u;
-    start_gather(eng, u, eng->pool[slot], &eng->gather_op);
+    for (int i = 0; i < eng->nqueued; i++)
+        if (eng->queue_unit[i] == u)
+            return i;
+    return -1;
 }
 
-/* Finish a prefetch that is not going to be used and give its slot back. */
+static void dequeue(zt_engine *eng, int i)
+{
+    for (int j = i + 1; j < eng->nqueued; j++) {
+        eng->queue_unit[j - 1] = eng->queue_unit[j];
+        eng->queue_op[j - 1] = eng->queue_op[j];
+    }
+    eng->nqueued--;
+    eng->gather_unit = eng->nqueued ? eng->queue_unit[0] : -1;
+}
+
+/* Stage 3: start gathering the units after `from` in `next`'s order ahead of their
+ * use, as far as the limits allow (precision.h): at most prefetch_depth units
+ * ahead (those already gathered count), their parameters within prefetch_bucket
+ * (the first always may), everything gathered within max_live, and a free slot of
+ * the pool.  Persistent units are always gathered and are passed over. */
+static void prefetch(zt_engine *eng, int from, const int *next)
+{
+    if (eng->stage != 3 || from < 0)
+        return;
+    const zt_overlap *ov = &eng->overlap;
+    int depth = ov->prefetch_depth > 0 ? ov->prefetch_depth : 1, ahead = 0;
+    size_t live = 0, bucket = 0;
+    for (int u = 0; u < eng->lay->nunits; u++)
+        if (eng->units[u].pool_slot >= 0)
+            live += eng->lay->units[u].padded_numel;
+    for (int i = 0; i < eng->nqueued; i++)
+        bucket += eng->lay->units[eng->queue_unit[i]].padded_numel;
+    for (int u = next[from]; u >= 0 && ahead < depth; u = next[u]) {
+        zt_unit_state *us = &eng->units[u];
+        size_t P = eng->lay->units[u].padded_numel;
+        if (us->persistent)
+            continue;
+        if (us->pool_slot >= 0) { /* in use or already on its way */
+            ahead++;
+            continue;
+        }
+        if ((ov->prefetch_bucket > 0 && eng->nqueued > 0 && bucket + P > (size_t)ov->prefetch_bucket) ||
+            (ov->max_live > 0 && live + P > (size_t)ov->max_live) || eng->nqueued >= ZT_GATHER_POOL)
+            break;
+        int slot = take_slot(eng, u);
+        if (slot < 0)
+            break;
+        start_gather(eng, u, eng->pool[slot], &eng->queue_op[eng->nqueued]);
+        eng->queue_unit[eng->nqueued++] = u;
+        eng->gather_unit = eng->queue_unit[0];
+        live += P;
+        bucket += P;
+        ahead++;
+    }
+}
+
+/* Finish the prefetches that are not going to be used and give their slots back. */
 static void drop_prefetch(zt_engine *eng)
 {
-    if (eng->gather_unit < 0)
-        return;
-    zt_comm_wait(eng->comm, &eng->gather_op);
-    free_slot(eng, eng->gather_unit);
-    eng->gather_unit = -1;
-    eng->prefetch_dropped++;
+    while (eng->nqueued > 0) {
+        int u = eng->queue_unit[0];
+        zt_comm_wait(eng->comm, &eng->queue_op[0]);
+        dequeue(eng, 0);
+        free_slot(eng, u);
+        eng->prefetch_dropped++;
+    }
 }
 
 const void *zt_engine_acquire(zt_engine *eng, int unit, zt_pass pass)
@@ -466,10 +623,13 @@ const void *zt_engine_acquire(zt_engine *eng, int unit, zt_pass pass)
         eng->in_backward = 0; /* the root is acquired first: a new forward begins */
     eng->comm->unit = unit; /* the flight recorder's context */
     eng->comm->phase = eng->in_backward ? "backward" : "forward";
-    if (eng->stage == 3) {
-        if (eng->gather_unit == unit) { /* prefetched: its data may still be arriving */
-            zt_comm_wait(eng->comm, &eng->gather_op);
-            eng->gather_unit = -1;
+    int q = eng->stage == 3 ? queued(eng, unit) : -1;
+    if (eng->stage == 3 && us->persistent) {
+        /* stays gathered from step to step (refreshed after each one) */
+    } else if (eng->stage == 3) {
+        if (q >= 0) { /* prefetched: its data may still be arriving */
+            zt_comm_wait(eng->comm, &eng->queue_op[q]);
+            dequeue(eng, q);
             eng->prefetch_used++;
         } else {
             int slot = take_slot(eng, unit);
@@ -482,9 +642,9 @@ const void *zt_engine_acquire(zt_engine *eng, int unit, zt_pass pass)
             gather_compute(eng, unit, eng->pool[slot]);
         }
         us->gathered = eng->pool[us->pool_slot];
-        if (!eng->in_backward && eng->overlap.forward_prefetch)
-            prefetch(eng, eng->next_fwd[unit]);
     }
+    if (eng->stage == 3 && !eng->in_backward && eng->overlap.forward_prefetch)
+        prefetch(eng, unit, eng->next_fwd);
     us->phase = pass == ZT_PASS_FORWARD ? ZT_UNIT_FORWARD : ZT_UNIT_BACKWARD_PRE;
     assert(us->gathered != NULL);
     expect_dtypes(eng, unit, "acquire");
@@ -497,7 +657,7 @@ void zt_engine_release(zt_engine *eng, int unit)
     /* in backward, a unit goes back only once its gradient is complete */
     expect_phase(eng, unit, PHASE(ZT_UNIT_FORWARD) | PHASE(ZT_UNIT_BACKWARD_POST), "release");
     us->phase = ZT_UNIT_IDLE;
-    if (eng->stage == 3)
+    if (eng->stage == 3 && !us->persistent)
         free_slot(eng, unit);
 }
 
@@ -533,8 +693,8 @@ static void finish_reduce(zt_engine *eng)
 
 void zt_engine_progress(zt_engine *eng)
 {
-    if (eng->gather_unit >= 0)
-        zt_comm_test(eng->comm, &eng->gather_op);
+    for (int i = 0; i < eng->nqueued; i++)
+        zt_comm_test(eng->comm, &eng->queue_op[i]);
     if (eng->reduce_unit >= 0)
         zt_comm_test(eng->comm, &eng->reduce_op);
 }
@@ -563,6 +723,37 @@ static void start_early_allreduce(zt_engine *eng, int u)
     zt_comm_start_allreduce(eng->comm, &eng->reduce_op, buf, P, rd, ZT_SCOPE_WORLD);
     eng->reduce_unit = u;
     eng->reduce_overlapped++;
+}
+
+/* DeepSpeed's reduce bucket: unit u's full gradient src (P elements of src_dt, the
+ * members' slices one after another) reduce-scattered a piece at a time: piece k
+ * takes elements [k, k + n) of every member's slice, converted into comm_full one
+ * slice after another, and its reduce-scatter leaves this member's [k, k + n) in
+ * comm_shard, summed over the group (and the replicas) in the same order as the
+ * whole unit's would be.  Then into the owner's accumulator: added (stages 2-3,
+ * over the micro-batches) or stored at the front (stage 1's reduction at the step;
+ * piece k writes [k, k + n) of grad only after reading every slice's [k, k + n),
+ * and the pieces after it read beyond k + n). */
+static void reduce_in_pieces(zt_engine *eng, int u, const void *src, zt_dtype src_dt, int add)
+{
+    zt_unit_state *us = &eng->units[u];
+    zt_comm *c = eng->comm;
+    const zt_dtype rd = eng->prec.reduce, md = eng->prec.master;
+    const size_t S = us->shard_numel, G = (size_t)eng->group_size;
+    const size_t rs = zt_dtype_size(rd), ss = zt_dtype_size(src_dt), ms = zt_dtype_size(md);
+    for (size_t k = 0; k < S; k += eng->reduce_piece) {
+        size_t n = S - k < eng->reduce_piece ? S - k : eng->reduce_piece;
+        for (size_t j = 0; j < G; j++)
+            eng->be->convert((char *)eng->comm_full + j * n * rs, rd, (const char *)src + (j * S + k) * ss, src_dt,
+                             n);
+        zt_comm_reduce_scatter(c, eng->comm_shard, eng->comm_full, eng->comm_slices, G * n, rd);
+        if (c->replica_size > 1)
+            zt_comm_allreduce(c, eng->comm_shard, n, rd, ZT_SCOPE_REPLICA);
+        if (add)
+            eng->be->accumulate((char *)us->grad + k * ms, md, eng->comm_shard, rd, n);
+        else
+            eng->be->convert((char *)us->grad + k * ms, md, eng->comm_shard, rd, n);
+    }
 }
 
 void zt_engine_drain(zt_engine *eng)
@@ -598,7 +789,7 @@ float *zt_engine_grad_begin(zt_engine *eng, int unit)
     eng->comm->unit = unit;
     eng->comm->phase = "backward";
     if (eng->overlap.backward_prefetch == ZT_BACKWARD_PREFETCH_PRE)
-        prefetch(eng, eng->next_bwd[unit]);
+        prefetch(eng, unit, eng->next_bwd);
     /* An fp32 accumulator that is still zero can take the products directly: what
      * grad_end would add to it is the staging itself (rounded to the reduce dtype),
      * so the staging's clearing and the extra pass are skipped. */
@@ -631,7 +822,7 @@ void zt_engine_grad_end(zt_engine *eng, int unit)
     us->phase = ZT_UNIT_BACKWARD_POST;
     /* the root's gradient closes the backward: nothing comes after it */
     if (eng->overlap.backward_prefetch == ZT_BACKWARD_PREFETCH_POST && unit != eng->lay->root_unit)
-        prefetch(eng, eng->next_bwd[unit]);
+        prefetch(eng, unit, eng->next_bwd);
     us->grad_zero = 0;
     if (g == us->grad) { /* accumulated in place (grad_begin): only the rounding is left */
         zt_dtype through = ZT_F32;
@@ -672,14 +863,15 @@ void zt_engine_grad_end(zt_engine *eng, int unit)
         zt_comm *c = eng->comm;
         finish_reduce(eng); /* one in flight at a time: its buffers are reused here */
         const void *full = g;
-        zt_dtype through = ZT_F32;
-        if (rd != ZT_F32) {
+        zt_dtype through = rd; /* fp32, or the dtype the gradient is converted to */
+        if (rd != ZT_F32 && !eng->reduce_piece) {
             eng->be->convert(eng->comm_full, rd, g, ZT_F32, P);
             full = eng->comm_full;
-            through = rd;
         }
         reduced_through(eng, unit, through, "grad_end");
-        if (eng->group_size > 1) {
+        if (eng->reduce_piece) { /* reduce_bucket: in pieces, each finished here */
+            reduce_in_pieces(eng, unit, g, ZT_F32, 1);
+        } else if (eng->group_size > 1) {
             zt_comm_start_reduce_scatter(c, &eng->reduce_op, eng->comm_shard, full, eng->comm_slices, P, rd);
             eng->reduce_unit = unit;
             if (!eng->overlap.overlap_reduce)
@@ -737,6 +929,10 @@ void zt_engine_reduce_grads(zt_engine *eng)
             continue;
         }
         us->grad_sumsq_valid = 0;
+        if (eng->reduce_piece) { /* stage 1 with a reduce bucket (stage 0 has none) */
+            reduce_in_pieces(eng, u, us->grad, md, 0);
+            continue;
+        }
         if (rd != md) {
             eng->be->convert(eng->comm_full, rd, us->grad, md, P);
             buf = eng->comm_full;
@@ -869,7 +1065,7 @@ zt_engine_bytes zt_engine_estimate(const zt_layout *lay, zt_precision prec, int 
     zt_engine_bytes b = {0};
     int G = stage == 0 ? 1 : group_size;
     for (int u = 0; u < lay->nunits; u++) {
-        unit_sizes z = unit_size(lay, u, prec, stage, G);
+        unit_sizes z = unit_size(lay, u, prec, stage, G, overlap);
         b.master += bytes_of(z.shard_numel, z.master_dt) * (z.compensated ? 2 : 1);
         b.grads += bytes_of(z.grad_numel, z.grad_dt);
         b.optim += 2 * bytes_of(z.shard_numel, z.optim_dt);
@@ -878,7 +1074,7 @@ zt_engine_bytes zt_engine_estimate(const zt_layout *lay, zt_precision prec, int 
     shared_sizes z = shared_size(lay, prec, stage, G, overlap);
     b.gathered += (size_t)z.pool_slots * z.pool_bytes;
     b.comm = (z.staging_root_numel + z.staging_layers_numel + z.spare_numel) * sizeof(float) + z.comm_full_bytes +
-             z.comm_shard_bytes + z.comm_slices_bytes;
+             z.comm_shard_bytes + z.comm_slices_bytes + z.comm_gather_bytes;
     return b;
 }
 
@@ -892,14 +1088,14 @@ zt_engine_bytes zt_engine_state_bytes(const zt_engine *eng)
         b.master += bytes_of(us->shard_numel, us->master_dt) * (us->comp ? 2 : 1);
         b.grads += bytes_of(us->grad_numel, us->grad_dt);
         b.optim += 2 * bytes_of(us->shard_numel, us->optim_dt);
-        if (eng->stage <= 2 && !us->gathered_alias)
+        if (us->gathered_own)
             b.gathered += bytes_of(eng->lay->units[u].padded_numel, us->gathered_dt);
     }
     for (int i = 0; i < ZT_GATHER_POOL; i++)
         if (eng->pool[i])
             b.gathered += eng->pool_bytes;
     b.comm = (eng->staging_root_numel + eng->staging_layers_numel + eng->staging_spare_numel) * sizeof(float) +
-             eng->comm_full_bytes + eng->comm_shard_bytes + eng->comm_slices_bytes;
+             eng->comm_full_bytes + eng->comm_shard_bytes + eng->comm_slices_bytes + eng->comm_gather_bytes;
     return b;
 }
 

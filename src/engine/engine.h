@@ -70,6 +70,8 @@ typedef struct zt_unit_state {
     void *comp;             /* Kahan compensation of master (P/G, master dtype), or NULL */
     void *gathered;         /* compute dtype, P elements; NULL while released in stage 3 */
     int gathered_alias;     /* gathered == master (stage 0, master dtype == compute dtype) */
+    int gathered_own;       /* gathered is a buffer of the unit's own, kept between steps */
+    int persistent;         /* stage 3: stays gathered (DeepSpeed's param persistence) */
     int pool_slot;          /* stage 3: which pool buffer, -1 none */
     float *staging;         /* fp32 full gradient while the unit's backward runs */
     int grad_zero;          /* grad holds only zeros (set by zero_grads, cleared by grad_end) */
@@ -79,8 +81,8 @@ typedef struct zt_unit_state {
     double grad_sumsq;      /* computed by grad_end's last pass over grad, for the norm */
 } zt_unit_state;
 
-/* stage 3: the root unit, the unit in use and one prefetched */
-#define ZT_GATHER_POOL 3
+/* stage 3: the root unit, the unit in use and the ones prefetched */
+#define ZT_GATHER_POOL (2 + ZT_PREFETCH_MAX)
 
 typedef struct zt_engine {
     const zt_backend *be;       /* where the buffers live and the kernels run (CPU for now) */
@@ -99,6 +101,10 @@ typedef struct zt_engine {
     void *comm_shard;           /* reduce-dtype result of a reduce-scatter (largest P/G) */
     void *comm_slices;          /* reduce-scatter's received slices (largest P, reduce dtype) */
     size_t comm_full_bytes, comm_shard_bytes, comm_slices_bytes;
+    void *comm_gather;          /* all-gathers in pieces: this rank's piece, then the group's */
+    size_t comm_gather_bytes;
+    size_t reduce_piece, gather_piece; /* elements per member of a piece (reduce_bucket,
+                                        * allgather_bucket); 0: whole units */
     void *pool[ZT_GATHER_POOL]; /* stage 3 gathered buffers */
     int pool_used[ZT_GATHER_POOL];
     size_t pool_bytes;
@@ -107,8 +113,10 @@ typedef struct zt_engine {
     int *next_fwd, *next_bwd;   /* per unit: the layer unit the forward / backward needs next, -1 none */
     int in_backward;            /* a gradient was opened since the root was last acquired */
     int sync_backward;          /* the coming backward ends the step's accumulation */
-    zt_comm_op gather_op;       /* stage 3 prefetch */
-    int gather_unit;            /* its unit, -1 none */
+    zt_comm_op queue_op[ZT_GATHER_POOL]; /* stage 3 prefetches in flight, oldest first */
+    int queue_unit[ZT_GATHER_POOL];
+    int nqueued;
+    int gather_unit;            /* the oldest prefetch's unit, -1 none */
     zt_comm_op reduce_op;       /* stages 2-3 */
     int reduce_unit;            /* its unit, -1 none */
     /* what the overlap did, counted since init (tests check it happens) */

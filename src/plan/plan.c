@@ -16,6 +16,7 @@ void zt_plan_request_init(zt_plan_request *r)
     r->config_dtype = ZT_F32;
     r->forward_prefetch = r->overlap_comm = ZT_UNSET;
     r->prefetch_bucket = -1;
+    r->limit_all_gathers = ZT_UNSET;
     r->ls_initial_scale_power = r->ls_window = r->ls_hysteresis = r->ls_min_scale = -1;
 }
 
@@ -121,18 +122,35 @@ int zt_plan_resolve(const zt_plan_request *r, int world, zt_plan *p, zt_err *err
         }
         ov->forward_prefetch = r->forward_prefetch == ZT_YES;
         ov->overlap_reduce = 1;
+        /* limit_all_gathers: at most two all-gathers in flight, the unit's and the next */
+        ov->prefetch_depth = r->limit_all_gathers == ZT_NO ? ZT_PREFETCH_MAX : 1;
     } else if (r->face == ZT_FACE_DEEPSPEED) {
         int prefetch = r->prefetch_bucket != 0;
         ov->backward_prefetch = prefetch ? ZT_BACKWARD_PREFETCH_PRE : ZT_BACKWARD_PREFETCH_NONE;
         ov->forward_prefetch = prefetch;
         ov->overlap_reduce = r->overlap_comm == ZT_UNSET ? p->stage == 3 : r->overlap_comm == ZT_YES;
+        /* a bucket lets several units be gathered ahead; without one (no JSON), one */
+        ov->prefetch_bucket = r->prefetch_bucket > 0 ? r->prefetch_bucket : 0;
+        ov->prefetch_depth = r->prefetch_bucket > 0 ? ZT_PREFETCH_MAX : 1;
+        ov->max_live = r->max_live > 0 ? r->max_live : 0;
+        ov->persistence = r->persistence > 0 ? r->persistence : 0;
+        ov->reduce_bucket = r->reduce_bucket > 0 ? r->reduce_bucket : 0;
+        ov->allgather_bucket = r->allgather_bucket > 0 ? r->allgather_bucket : 0;
     } else { /* DDP all-reduces its gradient buckets during the backward */
         ov->overlap_reduce = 1;
     }
+    if (r->limit_all_gathers != ZT_UNSET && r->face != ZT_FACE_FSDP)
+        return zt_fail(err, ZT_EINPUT, "fsdp_limit_all_gathers needs FSDP (--use_fsdp or distributed_type FSDP)");
     if (p->stage < 3) {
         ov->forward_prefetch = 0;
         ov->backward_prefetch = ZT_BACKWARD_PREFETCH_NONE;
+        ov->prefetch_depth = 0;
+        ov->prefetch_bucket = ov->max_live = ov->persistence = 0;
     }
+    if (p->stage == 0 || p->stage == 3)
+        ov->allgather_bucket = 0; /* stage 0 gathers nothing; stage 3 gathers per unit (prefetch) */
+    if (p->stage == 0)
+        ov->reduce_bucket = 0; /* DeepSpeed's stage 0 all-reduces whole (allreduce_bucket_size, not read) */
     if (p->stage == 1) /* ZeRO-1 reduces at the step */
         ov->overlap_reduce = 0;
 
@@ -178,4 +196,11 @@ void zt_plan_print(FILE *f, const zt_plan *p)
                 p->overlap.overlap_reduce ? "during the next unit's backward" : "inside each unit's backward",
                 p->stage < 3 ? "-" : p->overlap.forward_prefetch ? "on" : "off",
                 p->stage < 3 ? "- (parameters stay gathered)" : zt_backward_prefetch_name(p->overlap.backward_prefetch));
+    const zt_overlap *o = &p->overlap;
+    if (o->reduce_bucket || o->allgather_bucket || o->prefetch_bucket || o->max_live || o->persistence ||
+        o->prefetch_depth > 1)
+        fprintf(f, "limits: reduce bucket %ld, all-gather bucket %ld, prefetch %d unit%s ahead within %ld, "
+                "max live %ld, persistent below %ld parameters (0: none)\n", o->reduce_bucket, o->allgather_bucket,
+                o->prefetch_depth, o->prefetch_depth == 1 ? "" : "s", o->prefetch_bucket, o->max_live,
+                o->persistence);
 }

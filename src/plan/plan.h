@@ -57,6 +57,10 @@ typedef struct zt_plan_request {
     zt_setting forward_prefetch;  /* FSDP; unset: off (FSDP's default) */
     zt_setting overlap_comm;      /* DeepSpeed; unset: on for stage 3 only (DeepSpeed's default) */
     long prefetch_bucket;         /* DeepSpeed stage3_prefetch_bucket_size; 0 turns prefetch off; -1: on */
+    /* DeepSpeed's other sizes (zero_optimization, in parameters), as its JSON resolves
+     * them; 0: not given (no JSON), no limit */
+    long reduce_bucket, allgather_bucket, persistence, max_live;
+    zt_setting limit_all_gathers; /* FSDP; unset: on (FSDP's default) */
     /* a DeepSpeed JSON's fp16 block (zt_precision_request's); < 0: DeepSpeed's default */
     double ls_initial_scale_power, ls_window, ls_hysteresis, ls_min_scale;
 } zt_plan_request;

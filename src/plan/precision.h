@@ -52,17 +52,40 @@ typedef struct zt_precision {
  *                      step's accumulation (zt_engine_sync_backward), a unit's
  *                      all-reduce starts when its gradient is complete (DDP's
  *                      buckets, FSDP NO_SHARD); off, all units reduce at the step
- * At most one all-gather and one reduce-scatter are in flight at a time (FSDP's
- * limit_all_gathers allows two).  The numbers do not depend on any of this: the
- * same collectives run on the same buffers, only sooner. */
+ * The limits below (DeepSpeed's and FSDP's knobs, counted in parameters; 0: no
+ * limit) decide how much moves at once and what stays gathered:
+ *   prefetch_depth     stage 3: units gathered ahead of use at most (FSDP's
+ *                      limit_all_gathers, its default: 1, the next unit; without
+ *                      it, as many as the gather pool holds, ZT_PREFETCH_MAX)
+ *   prefetch_bucket    stage 3: the units gathered ahead hold at most this many
+ *                      parameters, the next unit always allowed (DeepSpeed's
+ *                      stage3_prefetch_bucket_size; 0 with prefetch on: depth 1)
+ *   max_live           stage 3: parameters gathered at once, the unit in use and
+ *                      the prefetched ones; a prefetch that would pass it waits
+ *                      (stage3_max_live_parameters)
+ *   persistence        stage 3: units of fewer parameters stay gathered from one
+ *                      step to the next, refreshed after each optimizer step like
+ *                      stage 2's (stage3_param_persistence_threshold)
+ *   reduce_bucket      stages 1-3: a gradient is reduce-scattered in pieces of at
+ *                      most this many elements, each finished before the next
+ *                      (reduce_bucket_size): smaller communication buffers, more calls
+ *   allgather_bucket   stages 1-2: updated parameters are all-gathered in pieces of
+ *                      at most this many elements (allgather_bucket_size)
+ * At most one reduce-scatter is in flight at a time.  The numbers do not depend on
+ * any of this: the same sums run over the same values in the same order, only at
+ * other times, in other pieces, or from other buffers. */
 typedef enum zt_backward_prefetch {
     ZT_BACKWARD_PREFETCH_NONE, ZT_BACKWARD_PREFETCH_PRE, ZT_BACKWARD_PREFETCH_POST
 } zt_backward_prefetch;
+
+#define ZT_PREFETCH_MAX 6 /* units gathered ahead at most (the pool holds 2 more) */
 
 typedef struct zt_overlap {
     int forward_prefetch;
     zt_backward_prefetch backward_prefetch;
     int overlap_reduce;
+    int prefetch_depth;     /* 0 means 1 */
+    long prefetch_bucket, max_live, persistence, reduce_bucket, allgather_bucket;
 } zt_overlap;
 
 const char *zt_backward_prefetch_name(zt_backward_prefetch p);

@@ -459,6 +459,8 @@ static void measure_step(trainer *t, double t0, double wait0, double progress0,
     const zt_comm *comm = t->comm;
     for (int k = 0; k < ZT_COLL_NKINDS; k++)
         m->comm_bytes[k] = comm->bytes[k] - before[k];
+    for (int k = 0; k < ZT_COLL_NKINDS; k++)
+        m->comm_calls[k] = comm->calls[k] - m->comm_calls[k];
     for (int k = 0; k < ZT_NLINKS; k++)
         m->link_bytes[k] = comm->link_bytes[k] - link_before[k];
     m->step_time_s = now_s() - t0;
@@ -493,6 +495,7 @@ static int train_step(trainer *t, long s, zt_step_metrics *m, zt_err *err)
     uint64_t before[ZT_COLL_NKINDS], link_before[ZT_NLINKS];
     memcpy(before, comm->bytes, sizeof before);
     memcpy(link_before, comm->link_bytes, sizeof link_before);
+    memcpy(m->comm_calls, comm->calls, sizeof m->comm_calls); /* the counts before; measure_step subtracts */
 
     zt_engine_zero_grads(&r->eng);
     /* fp16: backward runs on loss * scale; the step divides it back out */
@@ -732,6 +735,7 @@ static int train_finish(trainer *t, zt_train_result *res, zt_err *err)
         res->state = zt_engine_state_bytes(&r->eng);
         res->activation_bytes = r->model.act_bytes;
         memcpy(res->step_bytes, t->last.comm_bytes, sizeof res->step_bytes);
+        memcpy(res->step_calls, t->last.comm_calls, sizeof res->step_calls);
         res->skipped_steps = t->scaler.skipped;
         res->loss_scale = a->plan.ls.on ? t->scaler.scale : 0.0;
         res->prefetch_used = r->eng.prefetch_used;

@@ -34,6 +34,7 @@ typedef struct zt_step_metrics {
     int skipped;                /* fp16: the step was skipped on overflow */
     size_t memory_bytes[ZT_MEM_NCAT];         /* this rank's current bytes per category */
     uint64_t comm_bytes[ZT_COLL_NKINDS];      /* this rank's collective bytes in this step */
+    uint64_t comm_calls[ZT_COLL_NKINDS];      /* and how many collectives moved them */
     uint64_t link_bytes[ZT_NLINKS];           /* the same, with its machine / with others (comm.h) */
     double comm_wait_s, comm_progress_s;      /* time blocked in / progressing collectives */
 } zt_step_metrics;
@@ -94,6 +95,7 @@ typedef struct zt_train_result {
     zt_engine_bytes state;  /* this rank's model-state bytes */
     size_t activation_bytes; /* the model's activation buffers */
     uint64_t step_bytes[ZT_COLL_NKINDS]; /* collective bytes of the last step */
+    uint64_t step_calls[ZT_COLL_NKINDS]; /* and the number of collectives */
     long skipped_steps;     /* fp16: steps skipped on overflow */
     double loss_scale;      /* fp16: the final loss scale (0 without scaling) */
     long prefetch_used, prefetch_dropped, reduce_overlapped; /* the engine's overlap counters */
