@@ -76,7 +76,7 @@ static int load_greedy(greedy_fixture *g) { return load_greedy_from(FIX, g); }
 static int open_model_from(const char *dir, zt_infer *m, zt_dtype dt, int cap)
 {
     zt_err err = {0};
-    int rc = zt_infer_open(m, dir, dt, cap, 2, &err);
+    int rc = zt_infer_open(m, dir, dt, cap, 2, zt_backend_cpu(), &err);
     ZT_CHECK_MSG(rc == ZT_OK, "%s", err.msg);
     return rc == ZT_OK;
 }
@@ -125,7 +125,7 @@ static int full_forward(const char *dir, const int *tokens, int T, zt_dtype comp
                          .save = ZT_F32};
     int rc = zt_hf_read_config_dir(dir, &cfg, &err);
     if (!rc) rc = zt_layout_build(&lay, &cfg, ZT_WRAP_TRANSFORMER, 0, 1, &err);
-    if (!rc) rc = zt_engine_init(&eng, &lay, prec, 0, NULL, &comm, &err);
+    if (!rc) rc = zt_engine_init(&eng, zt_backend_cpu(), &lay, prec, 0, NULL, &comm, &err);
     if (!rc) rc = zt_hf_load_params(dir, &lay, &eng, &err);
     if (!rc) zt_engine_refresh_gathered(&eng);
     zt_param_owner owner = zt_engine_param_owner(&eng);
@@ -184,6 +184,34 @@ static void check_cache_vs_full(const char *dir, zt_dtype compute, double tol)
     /* the cache is full: one more token is refused, not written past the end */
     ZT_CHECK(zt_infer_forward(&m, tokens, 1, &err) == ZT_EINPUT);
     zt_infer_free(&m);
+}
+
+/* On the emulated device (kernels/backend_emu.c: buffers the host cannot read) the
+ * weights are loaded through to_device and the logits come back through to_host:
+ * the same bits as on the CPU, token after token. */
+static void test_emulated_device_same_logits(void)
+{
+    enum { T = 24, V = 256 };
+    const char *text = "This program is free sof";
+    zt_infer a, b;
+    zt_err err = {0};
+    if (!open_model(&a, ZT_BF16, T))
+        return;
+    int rc = zt_infer_open(&b, FIX, ZT_BF16, T, 2, zt_backend_emu(), &err);
+    ZT_CHECK_MSG(rc == ZT_OK, "%s", err.msg);
+    if (rc == ZT_OK) {
+        ZT_CHECK(zt_infer_logits(&b) != b.logits); /* a host copy, not the device's buffer */
+        for (int pos = 0; pos < T; pos += pos ? 1 : 8) {
+            int n = pos ? 1 : 8, tok[8];
+            for (int i = 0; i < n; i++)
+                tok[i] = (unsigned char)text[pos + i];
+            ZT_CHECK(zt_infer_forward(&a, tok, n, &err) == ZT_OK && zt_infer_forward(&b, tok, n, &err) == ZT_OK);
+            ZT_CHECK_MSG(!memcmp(zt_infer_logits(&a), zt_infer_logits(&b), V * sizeof(float)),
+                         "position %d: the emulated device's logits differ", pos + n - 1);
+        }
+        zt_infer_free(&b);
+    }
+    zt_infer_free(&a);
 }
 
 static void test_cache_matches_full_forward_fp32(void) { check_cache_vs_full(FIX, ZT_F32, 1e-5); }
@@ -353,6 +381,7 @@ int main(void)
     ZT_RUN(test_sampling_is_reproducible);
     ZT_RUN(test_top_k_top_p_keep_hf_candidates);
     ZT_RUN(test_stop_string_and_eos);
+    ZT_RUN(test_emulated_device_same_logits);
     zt_matmul_shutdown();
     ZT_TEST_MAIN_END();
 }

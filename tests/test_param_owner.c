@@ -57,13 +57,13 @@ static double forward(int use_engine, zt_dtype cd, float *logits)
     ZT_CHECK(zt_layout_build(&lay, &cfg, ZT_WRAP_TRANSFORMER, 0, 1, &err) == ZT_OK);
     zt_param_owner own;
     if (use_engine) {
-        ZT_CHECK(zt_engine_init(&eng, &lay, (zt_precision){.load = ZT_F32, .master = ZT_F32, .compute = cd, .reduce = cd, .save = ZT_F32}, 0, NULL, &comm,
+        ZT_CHECK(zt_engine_init(&eng, zt_backend_cpu(), &lay, (zt_precision){.load = ZT_F32, .master = ZT_F32, .compute = cd, .reduce = cd, .save = ZT_F32}, 0, NULL, &comm,
                                 &err) == ZT_OK);
         ZT_CHECK(zt_hf_load_params(FIX, &lay, &eng, &err) == ZT_OK);
         zt_engine_refresh_gathered(&eng);
         own = zt_engine_param_owner(&eng);
     } else {
-        ZT_CHECK(zt_frozen_init(&fr, &lay, cd, &err) == ZT_OK);
+        ZT_CHECK(zt_frozen_init(&fr, &lay, cd, zt_backend_cpu(), &err) == ZT_OK);
         ZT_CHECK(zt_hf_load_params_to(FIX, &lay, frozen_sink, &fr, &err) == ZT_OK);
         own = zt_frozen_owner(&fr);
     }
@@ -124,7 +124,7 @@ static void test_eval_allocates_no_training_state(void)
         for (int c = 0; c < ZT_MEM_NCAT; c++)
             before[c] = zt_mem_current(c);
         zt_mem_reset_peak();
-        zt_eval_args a = {FIX, TOKENS, T, B, 1, cd};
+        zt_eval_args a = {FIX, TOKENS, T, B, 1, cd, NULL};
         double loss = 0.0;
         long tokens = 0;
         ZT_CHECK_MSG(zt_eval(&a, &loss, &tokens, &err) == ZT_OK, "%s", err.msg);
@@ -227,7 +227,7 @@ static double train_step(const zt_backend *be, float **params, zt_layout *lay_ou
     zt_comm_create_local(&comm);
     ZT_CHECK(zt_hf_read_config_dir(FIX, &cfg, &err) == ZT_OK);
     ZT_CHECK(zt_layout_build(lay_out, &cfg, ZT_WRAP_TRANSFORMER, 0, 1, &err) == ZT_OK);
-    ZT_CHECK(zt_engine_init(&eng, lay_out, ZT_PRECISION_ALL(ZT_F32), 0, NULL,
+    ZT_CHECK(zt_engine_init(&eng, zt_backend_cpu(), lay_out, ZT_PRECISION_ALL(ZT_F32), 0, NULL,
                             &comm, &err) == ZT_OK);
     ZT_CHECK(zt_hf_load_params(FIX, lay_out, &eng, &err) == ZT_OK);
     zt_engine_refresh_gathered(&eng);
@@ -335,7 +335,7 @@ static void test_failed_pass_hands_units_back(void)
         zt_model m;
         zt_overlap ov = {.forward_prefetch = 1, .backward_prefetch = ZT_BACKWARD_PREFETCH_PRE,
                          .overlap_reduce = 1};
-        ZT_CHECK(zt_engine_init(&eng, &lay, ZT_PRECISION_ALL(ZT_F32), 3, &ov,
+        ZT_CHECK(zt_engine_init(&eng, zt_backend_cpu(), &lay, ZT_PRECISION_ALL(ZT_F32), 3, &ov,
                                 &comm, &err) == ZT_OK);
         ZT_CHECK(zt_hf_load_params(FIX, &lay, &eng, &err) == ZT_OK);
         eng.be = &failing;

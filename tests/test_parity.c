@@ -121,7 +121,7 @@ static int setup_open(setup *s, const char *dir, const fixture_args *fa, zt_prec
     if (!rc) rc = zt_tokens_load(path, &s->tokens, &err);
     if (!rc) rc = zt_layout_build(&s->lay, &s->cfg, ZT_WRAP_TRANSFORMER, 0, 1, &err);
     zt_comm_create_local(&s->comm);
-    if (!rc) rc = zt_engine_init(&s->eng, &s->lay, prec, 0, NULL, &s->comm, &err);
+    if (!rc) rc = zt_engine_init(&s->eng, zt_backend_cpu(), &s->lay, prec, 0, NULL, &s->comm, &err);
     if (!rc) rc = zt_hf_load_params(dir, &s->lay, &s->eng, &err);
     if (!rc) zt_engine_refresh_gathered(&s->eng);
     zt_param_owner own = zt_engine_param_owner(&s->eng);

@@ -181,7 +181,7 @@ static void test_engine_dtype_invariants(void)
             int rc;
             zt_plan p = resolve(ZT_FACE_FSDP, modes[m][0], modes[m][1], ZT_SHARDING_FULL_SHARD, -1, 1, &rc);
             zt_engine eng;
-            ZT_CHECK(zt_engine_init(&eng, &lay, p.prec, stage, &p.overlap, &comm, &err) == ZT_OK);
+            ZT_CHECK(zt_engine_init(&eng, zt_backend_cpu(), &lay, p.prec, stage, &p.overlap, &comm, &err) == ZT_OK);
             for (int u = 0; u < lay.nunits; u++)
                 ZT_CHECK(zt_engine_check_dtypes(&eng, u) == NULL);
             /* a real pass over the root records what its gather and its gradient's
@@ -265,7 +265,7 @@ static void stage3_engine(zt_engine *eng, zt_layout *lay, zt_comm *comm, int lay
                          .save = ZT_F32};
     zt_overlap ov = {.forward_prefetch = 1, .backward_prefetch = ZT_BACKWARD_PREFETCH_PRE,
                      .overlap_reduce = 1};
-    ZT_CHECK(zt_engine_init(eng, lay, prec, 3, &ov, comm, &err) == ZT_OK);
+    ZT_CHECK(zt_engine_init(eng, zt_backend_cpu(), lay, prec, 3, &ov, comm, &err) == ZT_OK);
 }
 
 /* Each unit walks IDLE -> FORWARD -> IDLE in the forward and IDLE -> BACKWARD_PRE

@@ -162,7 +162,7 @@ static void test_activation_estimate_matches_allocation(void)
         /* fp32 operands, and bf16 compute, whose product operands are bf16 buffers */
         for (zt_dtype cd = ZT_F32; cd <= ZT_BF16; cd++) {
             zt_engine eng;
-            ZT_CHECK(zt_engine_init(&eng, &lay, (zt_precision){.load = ZT_F32, .master = ZT_F32, .compute = cd, .reduce = ZT_F32, .save = ZT_F32},
+            ZT_CHECK(zt_engine_init(&eng, zt_backend_cpu(), &lay, (zt_precision){.load = ZT_F32, .master = ZT_F32, .compute = cd, .reduce = ZT_F32, .save = ZT_F32},
                                     0, NULL, &comm, &err) == ZT_OK);
             for (int ckpt = 0; ckpt <= 1; ckpt++)
                 for (int B = 1; B <= 3; B += 2) {

@@ -133,7 +133,7 @@ int zt_cmd_generate(int argc, char **argv, zt_err *err)
     for (int i = 0; i < n_prompt; i++)
         ids[i] = prompt_ids.v[i];
     zt_infer m;
-    if ((rc = zt_infer_open(&m, model, compute, n_prompt + max_new, nthreads, err)))
+    if ((rc = zt_infer_open(&m, model, compute, n_prompt + max_new, nthreads, zt_backend_cpu(), err)))
         goto done;
     zt_gen_params p = {max_new, {temperature, top_k, top_p}, (uint64_t)seed, stop, eos, n_eos};
     zt_gen_text text = {tok ? tok_decode : byte_decode, emit_stdout, tok};

@@ -234,6 +234,7 @@ static int cmd_train(int argc, char **argv, zt_err *err)
 static int cmd_eval(int argc, char **argv, zt_err *err)
 {
     const char *model = NULL, *data = NULL, *mixed_precision = "no", *tokenizer = NULL, *output_json = NULL;
+    const char *device = NULL;
     int block_size = 128, batch = 8, threads = 0;
     long max_batches = 0;
     zt_flag flags[] = {
@@ -244,6 +245,7 @@ static int cmd_eval(int argc, char **argv, zt_err *err)
         {"per_device_eval_batch_size", ZT_FLAG_INT, &batch, "sequences per batch (default 8)", 1, 1 << 20, 0},
         {"max_batches", ZT_FLAG_LONG, &max_batches, "stop after K batches (default: all)", 0, 1e12, 0},
         {"mixed_precision", ZT_FLAG_STR, &mixed_precision, "no | bf16", 1, 0, 0},
+        {"device", ZT_FLAG_STR, &device, "cpu (default) | cuda (make cuda)", 1, 0, 0},
         {"threads", ZT_FLAG_INT, &threads, "threads (default: the cores this process may use)", 0, 4096, 0},
         {"output_json", ZT_FLAG_STR, &output_json, "also write {\"eval_loss\", \"perplexity\", \"eval_tokens\"} here (atomically; full precision)", 1, 0, 0},
     };
@@ -256,7 +258,7 @@ static int cmd_eval(int argc, char **argv, zt_err *err)
         return rc;
     if (!model || !data)
         return zt_fail(err, ZT_EINPUT, "ztrain eval: --model and --data are required");
-    zt_eval_args a = {model, data, block_size, batch, max_batches, ZT_F32};
+    zt_eval_args a = {model, data, block_size, batch, max_batches, ZT_F32, device};
     if (strcmp(mixed_precision, "no") != 0 &&
         (zt_dtype_parse(mixed_precision, &a.compute) != 0 || a.compute != ZT_BF16))
         return zt_fail(err, ZT_EINPUT, "--mixed_precision: expected no or bf16, got '%s'", mixed_precision);

@@ -3,10 +3,14 @@
 
 #include <mpi.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "watchdog.h"
+#ifdef ZT_CUDA
+#include "comm_nccl.h"
+#endif
 
 static MPI_Op bf16_sum_op = MPI_OP_NULL, f16_sum_op = MPI_OP_NULL;
 
@@ -78,13 +82,14 @@ static uint64_t enter(const zt_comm *c, const char *kind, int scope, size_t byte
 
 /* ids[r] = the machine of world rank r, named by its lowest world rank (world
  * ints, malloc'd; the caller frees).  Collective over the world. */
-static int *machine_ids(int world, int *machine_size)
+static int *machine_ids(int world, int *machine_size, int *machine_rank)
 {
     int rank, id;
     MPI_Comm node;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
     MPI_Comm_size(node, machine_size);
+    MPI_Comm_rank(node, machine_rank); /* ordered by world rank (the split's key) */
     MPI_Allreduce(&rank, &id, 1, MPI_INT, MPI_MIN, node);
     MPI_Comm_free(&node);
     int *ids = malloc((size_t)world * sizeof *ids), ok = ids != NULL, all_ok;
@@ -98,10 +103,11 @@ static int *machine_ids(int world, int *machine_size)
     return ids;
 }
 
-static void describe_topology(zt_topology *t, const int *ids, int world, int machine_size)
+static void describe_topology(zt_topology *t, const int *ids, int world, int machine_size, int machine_rank)
 {
     memset(t, 0, sizeof *t);
     t->machine_size = machine_size;
+    t->machine_rank = machine_rank;
     /* a machine is named by its lowest rank: it is a block of consecutive ranks
      * when every member lies within its machine's size from that rank */
     int even = 1, size0 = 0;
@@ -123,17 +129,17 @@ static void describe_topology(zt_topology *t, const int *ids, int world, int mac
 
 int zt_comm_topology(zt_topology *t, zt_err *err)
 {
-    int world, size, rank;
+    int world, size, rank, mrank;
     MPI_Comm_size(MPI_COMM_WORLD, &world);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     zt_watch_start(rank);
     uint64_t seq = zt_watch_enter("topology", ZT_SCOPE_WORLD, 0, 0, NULL, -1);
     zt_watch_block(seq);
-    int *ids = machine_ids(world, &size);
+    int *ids = machine_ids(world, &size, &mrank);
     zt_watch_unblock(seq);
     if (!ids)
         return zt_fail(err, ZT_EFAIL, "out of memory for the machine map of %d ranks", world);
-    describe_topology(t, ids, world, size);
+    describe_topology(t, ids, world, size, mrank);
     free(ids);
     return ZT_OK;
 }
@@ -256,7 +262,7 @@ int zt_comm_create(zt_comm *c, int group_size, zt_err *err)
     zt_watch_start(c->rank);
     uint64_t seq = enter(c, "comm_create", ZT_SCOPE_WORLD, 0);
     zt_watch_block(seq);
-    int machine_size, *ids = machine_ids(c->world, &machine_size);
+    int machine_size, machine_rank, *ids = machine_ids(c->world, &machine_size, &machine_rank);
     MPI_Comm *w = malloc(sizeof *w), *s = malloc(sizeof *s), *r = malloc(sizeof *r);
     if (!w || !s || !r || !ids) {
         free(w);
@@ -266,7 +272,7 @@ int zt_comm_create(zt_comm *c, int group_size, zt_err *err)
         zt_watch_unblock(seq);
         return zt_fail(err, ZT_EFAIL, "out of memory for communicators");
     }
-    describe_topology(&c->topo, ids, c->world, machine_size);
+    describe_topology(&c->topo, ids, c->world, machine_size, machine_rank);
     count_local_members(c, ids);
     free(ids);
     MPI_Comm_dup(MPI_COMM_WORLD, w);
@@ -284,6 +290,13 @@ int zt_comm_create(zt_comm *c, int group_size, zt_err *err)
 
 void zt_comm_free(zt_comm *c)
 {
+#ifdef ZT_CUDA
+    if (c->nccl)
+        zt_nccl_free(c);
+#endif
+    for (int i = 0; i < ZT_COMM_LANES; i++)
+        if (c->lane[i])
+            c->dev.host_free(ZT_MEM_COMM, c->lane[i], c->lane_bytes[i]);
     board_free(c->board);
     void *comms[3] = {c->world_comm, c->shard_comm, c->replica_comm};
     for (int i = 0; i < 3; i++)
@@ -311,7 +324,7 @@ static MPI_Comm scope_comm(zt_comm *c, int scope)
 /* MPI counts are int: large buffers go in chunks of at most 2^30 elements. */
 #define CHUNK ((size_t)1 << 30)
 
-void zt_comm_allgather(zt_comm *c, void *full, const void *shard, size_t n, zt_dtype dt)
+static void host_allgather(zt_comm *c, void *full, const void *shard, size_t n, zt_dtype dt)
 {
     size_t es = zt_dtype_size(dt), per = n / (size_t)c->shard_size;
     if (c->shard_size == 1) { /* a group of one: a copy, no traffic */
@@ -405,14 +418,14 @@ static void reduce_scatter_huge(zt_comm *c, void *shard, const void *full, size_
 _Static_assert(sizeof(MPI_Request) <= sizeof(((zt_comm_op *)0)->request), "MPI_Request storage");
 static MPI_Request *op_request(zt_comm_op *op) { return (MPI_Request *)(void *)op->request; }
 
-void zt_comm_start_allgather(zt_comm *c, zt_comm_op *op, void *full, size_t n, zt_dtype dt)
+static void host_start_allgather(zt_comm *c, zt_comm_op *op, void *full, size_t n, zt_dtype dt)
 {
     size_t es = zt_dtype_size(dt), per = n / (size_t)c->shard_size;
     memset(op, 0, sizeof *op);
     if (c->shard_size == 1)
         return;
     if (per > CHUNK) { /* the blocking path's broadcasts; the shard is read from its slot */
-        zt_comm_allgather(c, full, (char *)full + (size_t)c->shard_rank * per * es, n, dt);
+        host_allgather(c, full, (char *)full + (size_t)c->shard_rank * per * es, n, dt);
         return;
     }
     count(c, ZT_COLL_ALLGATHER, ZT_SCOPE_SHARD, c->shard_size, n * es);
@@ -424,8 +437,8 @@ void zt_comm_start_allgather(zt_comm *c, zt_comm_op *op, void *full, size_t n, z
                    scope_comm(c, ZT_SCOPE_SHARD), op_request(op));
 }
 
-void zt_comm_start_reduce_scatter(zt_comm *c, zt_comm_op *op, void *shard, const void *full,
-                                  void *slices, size_t n, zt_dtype dt)
+static void host_start_reduce_scatter(zt_comm *c, zt_comm_op *op, void *shard, const void *full,
+                                     void *slices, size_t n, zt_dtype dt)
 {
     size_t es = zt_dtype_size(dt), per = n / (size_t)c->shard_size;
     memset(op, 0, sizeof *op);
@@ -451,7 +464,7 @@ void zt_comm_start_reduce_scatter(zt_comm *c, zt_comm_op *op, void *shard, const
                   scope_comm(c, ZT_SCOPE_SHARD), op_request(op));
 }
 
-int zt_comm_test(zt_comm *c, zt_comm_op *op)
+static int host_test(zt_comm *c, zt_comm_op *op)
 {
     int done = 1;
     if (op->active) {
@@ -462,7 +475,7 @@ int zt_comm_test(zt_comm *c, zt_comm_op *op)
     return done;
 }
 
-void zt_comm_wait(zt_comm *c, zt_comm_op *op)
+static void host_wait(zt_comm *c, zt_comm_op *op)
 {
     if (!op->active)
         return;
@@ -476,7 +489,7 @@ void zt_comm_wait(zt_comm *c, zt_comm_op *op)
     op->active = 0;
 }
 
-void zt_comm_start_allreduce(zt_comm *c, zt_comm_op *op, void *buf, size_t n, zt_dtype dt, int scope)
+static void host_start_allreduce(zt_comm *c, zt_comm_op *op, void *buf, size_t n, zt_dtype dt, int scope)
 {
     size_t es = zt_dtype_size(dt);
     memset(op, 0, sizeof *op);
@@ -506,6 +519,246 @@ void zt_comm_start_allreduce(zt_comm *c, zt_comm_op *op, void *buf, size_t n, zt
     op->send = buf;
     op->seq = enter(c, "allreduce", scope, n * es);
     MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, mpi_type(dt), mpi_sum(dt), comm, op_request(op));
+}
+
+/* ---- devices: the staged path and the NCCL path ---------------------------
+ *
+ * The staged path copies a collective's input to a host lane (to_host, which
+ * waits for the kernels that wrote it), runs the host path above on the lane and
+ * copies the result back at the wait (to_device).  The host path counts the
+ * bytes and keeps the flight recorder, so both are exactly as on the host, and
+ * so are the numbers.  A started collective's device buffers are free as soon as
+ * it is started (its send is the host copy); its result lands at the wait. */
+
+const char *zt_comm_path_name(zt_comm_path p)
+{
+    return p == ZT_COMM_STAGED ? "staged MPI" : p == ZT_COMM_NCCL ? "NCCL" : "host MPI";
+}
+
+size_t zt_comm_staging_bytes(const zt_comm *c)
+{
+    size_t b = 0;
+    for (int i = 0; i < ZT_COMM_LANES; i++)
+        b += c->lane_bytes[i];
+    return b;
+}
+
+/* A free lane of at least `bytes`, grown when none is: 1 + its index.  The
+ * engine holds at most three collectives at once (a prefetch, a reduction and a
+ * blocking call), so a busy fourth is a broken invariant; out of host memory in
+ * the middle of a collective leaves no way to go on either. */
+static int lane_take(zt_comm *c, size_t bytes)
+{
+    int pick = -1;
+    for (int i = 0; i < ZT_COMM_LANES && pick < 0; i++)
+        if (!c->lane_busy[i] && c->lane_bytes[i] >= bytes)
+            pick = i;
+    for (int i = 0; i < ZT_COMM_LANES && pick < 0; i++) /* none is large enough: grow a free one */
+        if (!c->lane_busy[i])
+            pick = i;
+    if (pick < 0) {
+        fprintf(stderr, "ztrain: comm invariant broken: more than %d staged collectives at once\n", ZT_COMM_LANES);
+        abort();
+    }
+    if (c->lane_bytes[pick] < bytes) {
+        if (c->lane[pick])
+            c->dev.host_free(ZT_MEM_COMM, c->lane[pick], c->lane_bytes[pick]);
+        c->lane_bytes[pick] = 0;
+        if (!(c->lane[pick] = c->dev.host_alloc(ZT_MEM_COMM, bytes))) {
+            fprintf(stderr, "ztrain: error: rank %d: out of host memory for a %zu-byte staging buffer\n", c->rank,
+                    bytes);
+            if (c->world_comm)
+                zt_comm_abort(1);
+            abort();
+        }
+        c->lane_bytes[pick] = bytes;
+    }
+    c->lane_busy[pick] = 1;
+    return pick + 1;
+}
+
+static char *lane_buf(zt_comm *c, int lane) { return c->lane[lane - 1]; }
+static void lane_give(zt_comm *c, int lane) { c->lane_busy[lane - 1] = 0; }
+
+/* The staged op's result goes back to the device and its lane is free again. */
+static void staged_finish(zt_comm *c, zt_comm_op *op)
+{
+    if (!op->lane)
+        return;
+    c->dev.to_device(op->dev_result, lane_buf(c, op->lane) + op->host_offset, op->dev_bytes);
+    lane_give(c, op->lane);
+    op->lane = 0;
+}
+
+static int scope_size(zt_comm *c, int scope)
+{
+    int size = 1;
+    if (c->world_comm)
+        MPI_Comm_size(scope_comm(c, scope), &size);
+    return size;
+}
+
+int zt_comm_set_device(zt_comm *c, zt_comm_path path, const zt_comm_device *dev, zt_err *err)
+{
+    if (path == ZT_COMM_HOST) {
+        c->path = path;
+        return ZT_OK;
+    }
+    c->dev = *dev;
+    c->path = path;
+    if (path == ZT_COMM_STAGED)
+        return ZT_OK;
+#ifdef ZT_CUDA
+    return zt_nccl_init(c, err);
+#else
+    c->path = ZT_COMM_HOST;
+    return zt_fail(err, ZT_EINPUT, "--comm_backend nccl: this ztrain was built without CUDA (make cuda builds "
+                   "one with NCCL)");
+#endif
+}
+
+#ifdef ZT_CUDA
+/* NCCL: the same counting and flight-recorder entry as the host path, then the
+ * collective on NCCL's stream (comm_nccl.c). */
+static void nccl_start(zt_comm *c, zt_comm_op *op, zt_coll_kind k, int scope, int size, void *recv,
+                       const void *send, size_t count_n, size_t bytes, zt_dtype dt)
+{
+    static const char *names[] = {"allgather", "reduce_scatter", "allreduce"};
+    memset(op, 0, sizeof *op);
+    count(c, k, scope, size, k == ZT_COLL_ALLREDUCE ? 2 * bytes : bytes);
+    op->kind = k;
+    op->send = send;
+    op->seq = enter(c, names[k], scope, bytes);
+    zt_nccl_start(c, op, k, scope, recv, send, count_n, dt);
+}
+#endif
+
+void zt_comm_allgather(zt_comm *c, void *full, const void *shard, size_t n, zt_dtype dt)
+{
+    size_t es = zt_dtype_size(dt), per = n / (size_t)c->shard_size;
+    if (c->path == ZT_COMM_HOST) {
+        host_allgather(c, full, shard, n, dt);
+        return;
+    }
+    if (c->shard_size == 1) {
+        if (full != shard)
+            c->dev.copy(full, shard, n * es);
+        return;
+    }
+#ifdef ZT_CUDA
+    if (c->path == ZT_COMM_NCCL) {
+        zt_comm_op op;
+        nccl_start(c, &op, ZT_COLL_ALLGATHER, ZT_SCOPE_SHARD, c->shard_size, full, shard, per, n * es, dt);
+        zt_comm_wait(c, &op);
+        return;
+    }
+#endif
+    int lane = lane_take(c, (n + per) * es);
+    char *h = lane_buf(c, lane);
+    c->dev.to_host(h + n * es, shard, per * es);
+    host_allgather(c, h, h + n * es, n, dt);
+    c->dev.to_device(full, h, n * es);
+    lane_give(c, lane);
+}
+
+void zt_comm_start_allgather(zt_comm *c, zt_comm_op *op, void *full, size_t n, zt_dtype dt)
+{
+    size_t es = zt_dtype_size(dt), per = n / (size_t)c->shard_size, mine = (size_t)c->shard_rank * per * es;
+    if (c->path == ZT_COMM_HOST || c->shard_size == 1) {
+        host_start_allgather(c, op, full, n, dt); /* a group of one: nothing to move */
+        return;
+    }
+#ifdef ZT_CUDA
+    if (c->path == ZT_COMM_NCCL) {
+        nccl_start(c, op, ZT_COLL_ALLGATHER, ZT_SCOPE_SHARD, c->shard_size, full, (char *)full + mine, per,
+                   n * es, dt);
+        return;
+    }
+#endif
+    int lane = lane_take(c, n * es);
+    char *h = lane_buf(c, lane);
+    c->dev.to_host(h + mine, (const char *)full + mine, per * es);
+    host_start_allgather(c, op, h, n, dt);
+    op->lane = lane;
+    op->dev_result = full;
+    op->dev_bytes = n * es;
+    op->host_offset = 0;
+}
+
+void zt_comm_start_reduce_scatter(zt_comm *c, zt_comm_op *op, void *shard, const void *full, void *slices,
+                                  size_t n, zt_dtype dt)
+{
+    size_t es = zt_dtype_size(dt), per = n / (size_t)c->shard_size;
+    if (c->path == ZT_COMM_HOST) {
+        host_start_reduce_scatter(c, op, shard, full, slices, n, dt);
+        return;
+    }
+    if (c->shard_size == 1) {
+        memset(op, 0, sizeof *op);
+        if (shard != full)
+            c->dev.copy(shard, full, n * es);
+        return;
+    }
+#ifdef ZT_CUDA
+    if (c->path == ZT_COMM_NCCL) { /* NCCL sums on the device: no slices */
+        nccl_start(c, op, ZT_COLL_REDUCE_SCATTER, ZT_SCOPE_SHARD, c->shard_size, shard, full, per, n * es, dt);
+        return;
+    }
+#endif
+    /* the lane: full (n), the slices (n), the shard (n / G) */
+    int lane = lane_take(c, (2 * n + per) * es);
+    char *h = lane_buf(c, lane);
+    c->dev.to_host(h, full, n * es);
+    host_start_reduce_scatter(c, op, h + 2 * n * es, h, h + n * es, n, dt);
+    op->lane = lane;
+    op->dev_result = shard;
+    op->dev_bytes = per * es;
+    op->host_offset = 2 * n * es;
+}
+
+void zt_comm_start_allreduce(zt_comm *c, zt_comm_op *op, void *buf, size_t n, zt_dtype dt, int scope)
+{
+    size_t es = zt_dtype_size(dt);
+    int size = scope_size(c, scope);
+    if (c->path == ZT_COMM_HOST || size == 1) {
+        host_start_allreduce(c, op, buf, n, dt, scope); /* a scope of one: nothing to do */
+        return;
+    }
+#ifdef ZT_CUDA
+    if (c->path == ZT_COMM_NCCL) {
+        nccl_start(c, op, ZT_COLL_ALLREDUCE, scope, size, buf, buf, n, n * es, dt);
+        return;
+    }
+#endif
+    int lane = lane_take(c, n * es);
+    char *h = lane_buf(c, lane);
+    c->dev.to_host(h, buf, n * es);
+    host_start_allreduce(c, op, h, n, dt, scope);
+    op->lane = lane;
+    op->dev_result = buf;
+    op->dev_bytes = n * es;
+    op->host_offset = 0;
+}
+
+int zt_comm_test(zt_comm *c, zt_comm_op *op)
+{
+#ifdef ZT_CUDA
+    if (c->path == ZT_COMM_NCCL)
+        return zt_nccl_test(c, op);
+#endif
+    return host_test(c, op);
+}
+
+void zt_comm_wait(zt_comm *c, zt_comm_op *op)
+{
+#ifdef ZT_CUDA
+    if (c->path == ZT_COMM_NCCL) {
+        zt_nccl_wait(c, op);
+        return;
+    }
+#endif
+    host_wait(c, op);
+    staged_finish(c, op);
 }
 
 void zt_comm_allreduce(zt_comm *c, void *buf, size_t n, zt_dtype dt, int scope)

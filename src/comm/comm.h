@@ -22,8 +22,16 @@
  * On M machines of R ranks this gives FULL_SHARD 3 Psi (M-1)/M across machines
  * and HYBRID_SHARD (groups of R) only its replica all-reduce, 2 Psi/R (M-1)/M.
  *
- * The engine talks only to this interface; a NCCL backend would implement the
- * same calls. */
+ * Devices (zt_comm_set_device): the data collectives' buffers may live in a
+ * device's memory.  The staged path copies each collective's bytes to host
+ * staging buffers, runs the same MPI calls on them and copies the result back,
+ * so its numbers are the host path's bit for bit and any number of ranks may
+ * share a device; the NCCL path (make cuda) runs NCCL on a stream of its own,
+ * ordered against the compute stream with events (comm_nccl.c).  Both count
+ * bytes and calls exactly as the host path does.  Scalars (sum_double, max_int,
+ * allgather_bytes) are host data on every path.
+ *
+ * The engine talks only to this interface. */
 #ifndef ZT_COMM_H
 #define ZT_COMM_H
 
@@ -31,6 +39,7 @@
 #include <stdint.h>
 
 #include "../core/dtype.h"
+#include "../core/mem.h"
 #include "../core/status.h"
 
 typedef enum zt_coll_kind {
@@ -45,7 +54,32 @@ typedef struct zt_topology {
     int machine_ranks;     /* ranks on each machine; 0 when machines differ in count or
                             * a machine's ranks are not consecutive world ranks */
     int machine_size;      /* ranks on this rank's machine */
+    int machine_rank;      /* this rank's place among them (0-based): picks its device */
 } zt_topology;
+
+/* Where the data collectives' buffers live (see the top of this file). */
+typedef enum zt_comm_path {
+    ZT_COMM_HOST,    /* host memory: MPI on the buffers themselves */
+    ZT_COMM_STAGED,  /* device memory, through host staging buffers and MPI */
+    ZT_COMM_NCCL,    /* device memory, NCCL on its own stream (make cuda) */
+} zt_comm_path;
+
+const char *zt_comm_path_name(zt_comm_path p); /* "host MPI", "staged MPI", "NCCL" */
+
+/* What the comm layer needs from the device that holds the buffers (the
+ * backend's entries of the same names, kernels/backend.h). */
+typedef struct zt_comm_device {
+    void (*to_host)(void *dst_host, const void *src, size_t bytes);
+    void (*to_device)(void *dst, const void *src_host, size_t bytes);
+    void (*copy)(void *dst, const void *src, size_t bytes);   /* device to device */
+    void *(*host_alloc)(zt_mem_cat cat, size_t bytes);
+    void (*host_free)(zt_mem_cat cat, void *p, size_t bytes);
+    void *stream;                    /* the compute stream (a cudaStream_t), NCCL only */
+} zt_comm_device;
+
+/* The staged path's host buffers: one per collective that may be in flight or
+ * running at once (a prefetch, a reduction, a blocking call between them). */
+#define ZT_COMM_LANES 4
 
 typedef struct zt_comm {
     int rank, world;
@@ -67,6 +101,15 @@ typedef struct zt_comm {
     /* seconds this rank spent inside the data collectives: blocked until one finished
      * (blocking calls and waits), and in the progress calls that let one move */
     double wait_s, progress_s;
+    /* devices (zt_comm_set_device): the path, the device's entries, the staged
+     * path's host buffers (ZT_MEM_COMM, grown to the largest collective) and the
+     * NCCL state (comm_nccl.c) */
+    zt_comm_path path;
+    zt_comm_device dev;
+    void *lane[ZT_COMM_LANES];
+    size_t lane_bytes[ZT_COMM_LANES];
+    int lane_busy[ZT_COMM_LANES];
+    void *nccl;
 } zt_comm;
 
 /* MPI_Init if needed (idempotent), and the world's rank and size. */
@@ -89,6 +132,14 @@ void zt_comm_create_local(zt_comm *c);
 int zt_comm_create(zt_comm *c, int group_size, zt_err *err);
 void zt_comm_free(zt_comm *c);
 
+/* Put the data collectives on a device's buffers (after zt_comm_create or
+ * create_local, before the first collective; ZT_COMM_HOST undoes nothing and
+ * needs no dev).  NCCL is collective over the world (its unique ids travel over
+ * MPI) and fails with ZT_EINPUT in a build without CUDA; staged needs only dev. */
+int zt_comm_set_device(zt_comm *c, zt_comm_path path, const zt_comm_device *dev, zt_err *err);
+/* Host bytes the staged path holds now (its lanes), for the memory report. */
+size_t zt_comm_staging_bytes(const zt_comm *c);
+
 /* full (n elements) <- concatenation of every shard-group member's shard (n/G each). */
 void zt_comm_allgather(zt_comm *c, void *full, const void *shard, size_t n, zt_dtype dt);
 /* shard (n/G) <- sum over the shard group of the matching slice of full (n).
@@ -109,11 +160,16 @@ void zt_comm_reduce_scatter(zt_comm *c, void *shard, const void *full, void *sli
  * results are exactly those of the blocking calls above. */
 typedef struct zt_comm_op {
     int active;                 /* started, not yet waited for */
+    int lane;                   /* staged: 1 + the host buffer it runs in (0: none) */
+    void *dev_result;           /* staged: where the result goes back to on the device */
+    size_t dev_bytes;           /*   and how many bytes */
+    size_t host_offset;         /*   from this offset of the lane */
     zt_coll_kind kind;
     uint64_t request[2];        /* the MPI_Request, opaque here */
     void *shard;                /* reduce-scatter: where the sum goes (n/G) */
     const void *slices;         /* reduce-scatter: the members' slices (n) */
-    const void *send;           /* the buffer MPI reads until the op is done */
+    const void *send;           /* the buffer the collective reads until the op is done
+                                 * (staged: the host copy, so the device's is free) */
     size_t per;                 /* n / G */
     uint64_t seq;               /* its number in the flight recorder */
     zt_dtype dt;

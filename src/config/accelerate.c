@@ -379,7 +379,7 @@ static const key top_keys[] = {
     {.name = "tpu_env", .kind = K_STR_LIST, IGNORED},
     {.name = "tpu_use_cluster", .kind = K_BOOL, IGNORED},
     {.name = "tpu_use_sudo", .kind = K_BOOL, IGNORED},
-    {.name = "use_cpu", .kind = K_BOOL, IGNORED},               /* ztrain always does */
+    {.name = "use_cpu", .kind = K_BOOL, FIELD(use_cpu)},        /* true: --device cpu */
     {.name = "dynamo_config", .kind = K_ANY_MAP, IGNORED},
     /* older Accelerate versions' spellings (its process_config converts them):
      * fp16: true is mixed_precision: fp16; dynamo_backend is dynamo_config's */

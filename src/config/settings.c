@@ -46,6 +46,8 @@ static void apply_accelerate(zt_settings *s)
     s->num_processes = ac->num_processes;
     if (ac->mixed_precision[0] && !given(s, "mixed_precision"))
         s->mixed_precision = ac->mixed_precision;
+    if (ac->use_cpu == ZT_YES && !given(s, "device")) /* use_cpu: false leaves the choice to --device */
+        s->device = "cpu";
     if (fsdp && ac->fsdp_sharding_strategy >= 1 && !given(s, "fsdp_sharding_strategy"))
         s->strategy = strategy_names[ac->fsdp_sharding_strategy];
     if (fsdp && ac->fsdp_auto_wrap_policy[0] && !given(s, "fsdp_auto_wrap_policy"))
@@ -170,6 +172,9 @@ static int resolve_request(zt_settings *s, int world, int hidden_size, zt_dtype 
     }
     if (s->use_fsdp && s->use_deepspeed)
         return zt_fail(err, ZT_EINPUT, "--use_fsdp and --use_deepspeed exclude each other");
+    if (s->config_file && s->accel.use_cpu == ZT_YES && s->device && strcmp(s->device, "cpu") != 0)
+        return zt_fail(err, ZT_EINPUT, "--device %s contradicts %s's use_cpu: true; drop one of them", s->device,
+                       s->config_file);
     if (s->deepspeed_config_file) {
         snprintf(s->ds_json_path, sizeof s->ds_json_path, "%s", s->deepspeed_config_file);
         if ((rc = zt_ds_config_read(s->ds_json_path, &s->ds, err)))
@@ -189,6 +194,8 @@ static int resolve_request(zt_settings *s, int world, int hidden_size, zt_dtype 
     req->ranks_per_node = s->ranks_per_node;
     req->master_compensation = s->compensation;
     req->backward_prefetch = s->backward_prefetch;
+    req->device = s->device;
+    req->comm_backend = s->comm_backend;
     req->forward_prefetch = s->forward_prefetch < 0 ? ZT_UNSET : s->forward_prefetch ? ZT_YES : ZT_NO;
     req->limit_all_gathers = s->limit_all_gathers < 0 ? ZT_UNSET : s->limit_all_gathers ? ZT_YES : ZT_NO;
     if (s->have_ds) {

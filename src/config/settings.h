@@ -22,6 +22,8 @@ typedef struct zt_settings {
     int use_fsdp, use_deepspeed, zero_stage, ranks_per_node;
     const char *torch_dtype, *mixed_precision, *strategy, *wrap, *reduce_dtype, *compensation;
     const char *backward_prefetch; /* FSDP; NULL: BACKWARD_PRE */
+    const char *device;            /* --device cpu | cuda (emu: tests); NULL: cpu */
+    const char *comm_backend;      /* --comm_backend auto | nccl | mpi; NULL: auto */
     int forward_prefetch;          /* FSDP; -1: not said (off) */
     int limit_all_gathers;         /* FSDP; -1: not said (on) */
     long min_num_params;

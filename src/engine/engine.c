@@ -254,11 +254,17 @@ static void reduced_through(zt_engine *eng, int u, zt_dtype dt, const char *hook
     expect_dtypes(eng, u, hook);
 }
 
-int zt_engine_init(zt_engine *eng, const zt_layout *lay, zt_precision prec, int stage,
+zt_comm_device zt_engine_comm_device(const zt_backend *be)
+{
+    return (zt_comm_device){.to_host = be->to_host, .to_device = be->to_device, .copy = be->copy,
+                            .host_alloc = be->host_alloc, .host_free = be->host_free, .stream = be->stream()};
+}
+
+int zt_engine_init(zt_engine *eng, const zt_backend *be, const zt_layout *lay, zt_precision prec, int stage,
                    const zt_overlap *overlap, zt_comm *comm, zt_err *err)
 {
     memset(eng, 0, sizeof *eng);
-    eng->be = zt_backend_cpu();
+    eng->be = be;
     eng->lay = lay;
     eng->prec = prec;
     eng->stage = stage;
@@ -273,12 +279,19 @@ int zt_engine_init(zt_engine *eng, const zt_layout *lay, zt_precision prec, int 
     if (lay->shard_group % comm->shard_size != 0)
         return zt_fail(err, ZT_EFAIL, "layout padded to %d, not a multiple of the shard group %d",
                        lay->shard_group, comm->shard_size);
+    /* a device's buffers cannot go to MPI as they are: unless the caller put the
+     * collectives on NCCL, they go through host staging buffers */
+    if (!be->host_visible && comm->path == ZT_COMM_HOST) {
+        zt_comm_device dev = zt_engine_comm_device(be);
+        int rc = zt_comm_set_device(comm, ZT_COMM_STAGED, &dev, err);
+        if (rc)
+            return rc;
+    }
     eng->units = zt_alloc(ZT_MEM_OTHER, (size_t)lay->nunits * sizeof *eng->units);
     if (!eng->units || unit_order(eng) != ZT_OK) {
         zt_engine_free(eng);
         return zt_fail(err, ZT_EFAIL, "out of memory for the engine's unit table");
     }
-    const zt_backend *be = eng->be;
     for (int u = 0; u < lay->nunits; u++) {
         zt_unit_state *us = &eng->units[u];
         unit_sizes z = unit_size(lay, u, prec, stage, eng->group_size, overlap);
@@ -405,13 +418,25 @@ void zt_engine_set_param(zt_engine *eng, const zt_param *p, const void *src, zt_
     if (!owned_range(eng, p, &slo, &plo, &n))
         return;
     zt_unit_state *us = &eng->units[p->unit];
+    size_t es = zt_dtype_size(eng->prec.master);
+    /* the master is written in place on the host; a device's slice is made on the
+     * host first and copied over */
+    void *dst = eng->be->host_visible ? (char *)us->master + slo * es : zt_alloc(ZT_MEM_OTHER, n * es);
+    if (!dst) {
+        fprintf(stderr, "ztrain: error: out of host memory loading %s (%zu elements)\n", p->name, n);
+        abort(); /* a sink has no way to fail (hf_model.h); loading needs this little */
+    }
     for (size_t i = 0; i < n; i++) {
         float x = zt_load_f32(src, src_dt, plo + i);
         /* round to the load dtype first (torch_dtype), then store as master */
         float loaded = eng->prec.load == ZT_F32    ? x
                        : eng->prec.load == ZT_BF16 ? zt_round_bf16(x)
                                                    : zt_f16_to_f32(zt_f32_to_f16(x));
-        zt_store_f32(us->master, eng->prec.master, slo + i, loaded);
+        zt_store_f32(dst, eng->prec.master, i, loaded);
+    }
+    if (!eng->be->host_visible) {
+        eng->be->to_device((char *)us->master + slo * es, dst, n * es);
+        zt_free(ZT_MEM_OTHER, dst, n * es);
     }
 }
 
@@ -420,7 +445,7 @@ static void gather_unit(zt_engine *eng, int u, void *full, const void *shard)
 {
     size_t P = eng->lay->units[u].padded_numel;
     if (eng->group_size == 1) {
-        memcpy(full, shard, bytes_of(P, eng->prec.master));
+        eng->be->copy(full, shard, bytes_of(P, eng->prec.master));
         return;
     }
     zt_comm_allgather(eng->comm, full, shard, P, eng->prec.master);
@@ -434,26 +459,38 @@ static int full_values(zt_engine *eng, float **vals, int grads, zt_err *err)
     for (int u = 0; u < eng->lay->nunits; u++)
         maxP = max_sz(maxP, eng->lay->units[u].padded_numel);
     size_t bytes = bytes_of(maxP, eng->prec.master);
-    void *full = zt_alloc(ZT_MEM_OTHER, bytes);
-    if (!full)
+    /* each unit is gathered where the buffers live, then read on the host */
+    const zt_backend *be = eng->be;
+    void *full = be->alloc(ZT_MEM_OTHER, bytes);
+    void *host = be->host_visible ? full : zt_alloc(ZT_MEM_OTHER, bytes);
+    if (!full || !host) {
+        be->free(ZT_MEM_OTHER, full, bytes);
+        if (host != full)
+            zt_free(ZT_MEM_OTHER, host, bytes);
         return zt_fail(err, ZT_EFAIL, "out of memory gathering parameters");
+    }
     for (int u = 0; u < eng->lay->nunits; u++) {
         zt_unit_state *us = &eng->units[u];
+        size_t P = eng->lay->units[u].padded_numel;
         /* stage 0-1 gradients are full-length after the reduction (stage 1 keeps the
          * reduced shard at the front of the buffer) */
         const void *src = grads ? us->grad : us->master;
         if (grads && eng->stage == 0)
-            memcpy(full, src, bytes_of(us->grad_numel, eng->prec.master));
+            be->copy(full, src, bytes_of(us->grad_numel, eng->prec.master));
         else
             gather_unit(eng, u, full, src);
+        if (host != full)
+            be->to_host(host, full, bytes_of(P, eng->prec.master));
         for (int i = 0; i < eng->lay->nparams; i++) {
             const zt_param *p = &eng->lay->params[i];
             if (p->unit == u)
-                zt_convert(vals[i], ZT_F32, (char *)full + p->offset * zt_dtype_size(eng->prec.master),
+                zt_convert(vals[i], ZT_F32, (char *)host + p->offset * zt_dtype_size(eng->prec.master),
                            eng->prec.master, p->numel);
         }
     }
-    zt_free(ZT_MEM_OTHER, full, bytes);
+    if (host != full)
+        zt_free(ZT_MEM_OTHER, host, bytes);
+    be->free(ZT_MEM_OTHER, full, bytes);
     memcpy(eng->comm->bytes, saved.bytes, sizeof saved.bytes);
     memcpy(eng->comm->calls, saved.calls, sizeof saved.calls);
     return ZT_OK;
@@ -1039,7 +1076,9 @@ void zt_engine_inject_nonfinite(zt_engine *eng)
 {
     finish_reduce(eng);
     eng->units[0].grad_sumsq_valid = 0;
-    zt_store_f32(eng->units[0].grad, eng->prec.master, 0, INFINITY);
+    unsigned char inf[4]; /* one element of the master dtype, written where the gradient lives */
+    zt_store_f32(inf, eng->prec.master, 0, INFINITY);
+    eng->be->to_device(eng->units[0].grad, inf, zt_dtype_size(eng->prec.master));
 }
 
 const char *zt_engine_check_dtypes(const zt_engine *eng, int unit)

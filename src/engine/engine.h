@@ -85,7 +85,7 @@ typedef struct zt_unit_state {
 #define ZT_GATHER_POOL (2 + ZT_PREFETCH_MAX)
 
 typedef struct zt_engine {
-    const zt_backend *be;       /* where the buffers live and the kernels run (CPU for now) */
+    const zt_backend *be;       /* where the buffers live and the kernels run */
     const zt_layout *lay;
     zt_precision prec;
     int stage;                  /* ZeRO stage 0..3 */
@@ -130,11 +130,16 @@ typedef struct zt_engine {
     int grads_reduced;          /* stages 0-1: this step's reduction is done */
 } zt_engine;
 
-/* comm: the world's communicator (zt_comm_create_local for one process).  Stage 0
- * replicates everything; 1 shards optimizer state; 2 also gradients; 3 also
- * parameters.  The layout must be padded to comm->shard_size. */
-int zt_engine_init(zt_engine *eng, const zt_layout *lay, zt_precision prec, int stage,
+/* be: where the buffers live and the kernels run (zt_backend_cpu(), or a
+ * device's table, bound to its device).  comm: the world's communicator
+ * (zt_comm_create_local for one process); a device's buffers need a device path
+ * (zt_comm_set_device): init puts a comm still on the host path on the staged
+ * one.  Stage 0 replicates everything; 1 shards optimizer state; 2 also
+ * gradients; 3 also parameters.  The layout must be padded to comm->shard_size. */
+int zt_engine_init(zt_engine *eng, const zt_backend *be, const zt_layout *lay, zt_precision prec, int stage,
                    const zt_overlap *overlap, zt_comm *comm, zt_err *err);
+/* The backend's entries the comm layer needs for its device paths. */
+zt_comm_device zt_engine_comm_device(const zt_backend *be);
 void zt_engine_free(zt_engine *eng);
 
 /* Set one parameter from a full tensor of numel elements (any dtype): rounded to

@@ -47,6 +47,8 @@ static void *take(zt_infer *m, zt_mem_cat cat, size_t bytes)
 
 void zt_infer_free(zt_infer *m)
 {
+    if (m->logits_host && m->logits_host != m->logits)
+        zt_free(ZT_MEM_ACTIV, m->logits_host, (size_t)m->cfg.vocab_size * sizeof(float));
     blocks *bl = m->alloc_list;
     if (bl) {
         for (int i = 0; i < bl->n; i++)
@@ -75,7 +77,8 @@ static void load_sink(void *ctx, const zt_param *p, const void *data, zt_dtype d
         m->be->convert(m->norms + (size_t)row * m->cfg.hidden_size, ZT_F32, dst, m->compute, p->numel);
 }
 
-int zt_infer_open(zt_infer *m, const char *dir, zt_dtype compute, int cap, int threads, zt_err *err)
+int zt_infer_open(zt_infer *m, const char *dir, zt_dtype compute, int cap, int threads, const zt_backend *be,
+                  zt_err *err)
 {
     memset(m, 0, sizeof *m);
     if (compute != ZT_F32 && compute != ZT_BF16)
@@ -103,7 +106,7 @@ int zt_infer_open(zt_infer *m, const char *dir, zt_dtype compute, int cap, int t
     size_t nkv = (size_t)c->num_key_value_heads, hd = (size_t)c->head_dim, R = (size_t)m->rows;
     size_t Dq = (size_t)c->num_attention_heads * hd, Dqkv = Dq + 2 * nkv * hd, V = (size_t)c->vocab_size;
     size_t od = zt_dtype_size(m->opd), cache = L * nkv * (size_t)cap * hd;
-    if ((rc = zt_frozen_init(&m->frozen, &m->lay, compute, err))) {
+    if ((rc = zt_frozen_init(&m->frozen, &m->lay, compute, be, err))) {
         zt_infer_free(m);
         return rc;
     }
@@ -124,7 +127,8 @@ int zt_infer_open(zt_infer *m, const char *dir, zt_dtype compute, int cap, int t
         !(m->n = take(m, ZT_MEM_ACTIV, R * C * od)) || !(m->act = take(m, ZT_MEM_ACTIV, R * F * od)) ||
         !(m->rstd = take(m, ZT_MEM_ACTIV, R * sizeof(float))) ||
         !(m->scores = take(m, ZT_MEM_ACTIV, m->be->attention_cache_scratch_bytes(cap, m->threads))) ||
-        !(m->logits = take(m, ZT_MEM_ACTIV, V * sizeof(float)))) {
+        !(m->logits = take(m, ZT_MEM_ACTIV, V * sizeof(float))) ||
+        !(m->logits_host = be->host_visible ? m->logits : zt_alloc(ZT_MEM_ACTIV, V * sizeof(float)))) {
         zt_infer_free(m);
         return zt_fail(err, ZT_EFAIL, "out of memory for a %zu-parameter model with a %d-position cache",
                        m->lay.numel, cap);
@@ -139,7 +143,7 @@ int zt_infer_open(zt_infer *m, const char *dir, zt_dtype compute, int cap, int t
 
 void zt_infer_reset(zt_infer *m) { m->pos = 0; }
 
-const float *zt_infer_logits(const zt_infer *m) { return m->logits; }
+const float *zt_infer_logits(const zt_infer *m) { return m->logits_host; }
 
 static const void *weight(const zt_infer *m, int layer, zt_param_kind kind)
 {
@@ -212,7 +216,10 @@ static int pass(zt_infer *m, const int *tokens, int r, int want_logits, zt_err *
         return ZT_OK;
     m->be->rmsnorm_forward(m->n, m->opd, m->rstd, m->x + (size_t)(r - 1) * C, m->norms + (size_t)(2 * L) * C,
                        1, C, (float)c->rms_norm_eps);
-    return linear(m, m->logits, m->n, m->opd, weight(m, -1, ZT_P_LM_HEAD), 1, c->vocab_size, C, 0.0f, err);
+    rc = linear(m, m->logits, m->n, m->opd, weight(m, -1, ZT_P_LM_HEAD), 1, c->vocab_size, C, 0.0f, err);
+    if (rc == ZT_OK && m->logits_host != m->logits) /* sampling reads them on the host */
+        m->be->to_host(m->logits_host, m->logits, (size_t)c->vocab_size * sizeof(float));
+    return rc;
 }
 
 int zt_infer_forward(zt_infer *m, const int *tokens, int n, zt_err *err)

@@ -44,7 +44,8 @@ typedef struct zt_infer {
     void *n, *act;                     /* (rows, C), (rows, F) in opd */
     float *rstd;                       /* (rows) */
     float *scores;                     /* attention scratch */
-    float *logits;                     /* (V): the last new token's */
+    float *logits;                     /* (V): the last new token's, where the backend computes */
+    float *logits_host;                /* (V): the same on the host (logits itself on the CPU) */
     size_t weight_bytes, act_bytes;    /* accounted: ZT_MEM_PARAMS, ZT_MEM_ACTIV */
     void *alloc_list;                  /* internal: the blocks to free */
 } zt_infer;
@@ -52,8 +53,11 @@ typedef struct zt_infer {
 /* Load the Hugging Face directory dir for a context of cap positions (prompt plus
  * new tokens; at most max_position_embeddings).  compute: ZT_F32 or ZT_BF16.
  * threads: the threads the attention may use (the products use OpenMP's current
- * count).  Errors: ZT_EINPUT naming the file or the limit, ZT_EFAIL out of memory. */
-int zt_infer_open(zt_infer *m, const char *dir, zt_dtype compute, int cap, int threads, zt_err *err);
+ * count).  be: where the weights and the cache live and the kernels run
+ * (zt_backend_cpu(), or a device's table).  Errors: ZT_EINPUT naming the file or
+ * the limit, ZT_EFAIL out of memory. */
+int zt_infer_open(zt_infer *m, const char *dir, zt_dtype compute, int cap, int threads, const zt_backend *be,
+                  zt_err *err);
 void zt_infer_free(zt_infer *m);
 
 /* Forget the cached positions (a new sequence). */
@@ -63,6 +67,7 @@ void zt_infer_reset(zt_infer *m);
  * one (zt_infer_logits).  ZT_EINPUT when a token is outside the vocabulary or the
  * cache would overflow (nothing is changed then). */
 int zt_infer_forward(zt_infer *m, const int *tokens, int n, zt_err *err);
+/* The last forward's logits (V floats), in host memory. */
 const float *zt_infer_logits(const zt_infer *m);
 
 #endif

@@ -4,11 +4,13 @@
  *
  * The model and the engine never call a kernel by name: they hold a
  * `const zt_backend *` and call through it, so a second device plugs in as a
- * second table (backend_cpu.c is the only one today).  Buffers passed to the
- * table are opaque: the CPU backend's are host memory, a CUDA backend's would be
- * device pointers from its own alloc, and only the table reads or writes them
- * (copy, zero, convert included).  What stays on the host: token ids, the
- * scalars returned (loss, sums of squares) and the small structs of arguments.
+ * second table (backend_cpu.c; backend_emu.c for tests; the CUDA table in
+ * src/kernels/cuda/ under make cuda).  Buffers passed to the table are opaque:
+ * the CPU backend's are host memory, a CUDA backend's are device pointers from
+ * its own alloc, and only the table reads or writes them (copy, zero, convert,
+ * to_host, to_device included).  What stays on the host: token ids (the
+ * `tokens` and `targets` arguments), the scalars returned (loss, sums of
+ * squares), the AdamW audit and the small structs of arguments.
  *
  * The cost of the seam is one indirect call per kernel per layer (a few dozen
  * per micro-batch), against kernels that each run for micro- to milliseconds.
@@ -37,6 +39,30 @@ typedef struct zt_backend {
     void (*zero)(void *dst, size_t bytes);
     /* n elements from src_dt to dst_dt, round to nearest even (zt_convert) */
     void (*convert)(void *dst, zt_dtype dst_dt, const void *src, zt_dtype src_dt, size_t n);
+
+    /* ---- where the buffers live, and moving bytes between them and the host
+     *
+     * host_visible: the buffers alloc gives are host memory (the CPU's), so host
+     * code may read and write them in place and the copies below are memcpy; code
+     * that must work on a device checks it to stay zero-copy here.  0 (a device):
+     * host code never dereferences a buffer from alloc, or an offset into one;
+     * every read goes through to_host and every write through to_device. */
+    int host_visible;
+    /* host <- buffer, after every kernel queued before it; dst_host holds the
+     * bytes when it returns */
+    void (*to_host)(void *dst_host, const void *src, size_t bytes);
+    /* buffer <- host, after every kernel queued before it; src_host may be
+     * reused as soon as it returns */
+    void (*to_device)(void *dst, const void *src_host, size_t bytes);
+    /* wait until every kernel and copy queued so far has finished */
+    void (*sync)(void);
+    /* host memory for staging copies (page-locked on a device, so its copies run
+     * at full speed), accounted to cat as alloc's is; not zeroed */
+    void *(*host_alloc)(zt_mem_cat cat, size_t bytes);
+    void (*host_free)(zt_mem_cat cat, void *p, size_t bytes);
+    /* the queue the kernels run on (a cudaStream_t), NULL on the host: the NCCL
+     * path of comm orders its own queue after it with events */
+    void *(*stream)(void);
 
     /* ---- the model's kernels (kernels.h, matmul.h) */
     int (*matmul)(float *C, const void *A, zt_dtype a_dt, const void *B, zt_dtype b_dt, int M, int N,
@@ -85,5 +111,23 @@ typedef struct zt_backend {
 
 /* The host backend: OpenMP kernels and oneDNN products. */
 const zt_backend *zt_backend_cpu(void);
+
+/* The CPU kernels behind opaque handles (backend_emu.c): every buffer from its
+ * alloc is an address the host cannot dereference (a read or write faults), so a
+ * run on it proves that host code reaches buffers only through to_host and
+ * to_device, and its copies take the staged comm path a device takes.  A test
+ * device: its numbers are the CPU's, bit for bit. */
+const zt_backend *zt_backend_emu(void);
+
+/* The table for a --device name ("cpu", "cuda" or "emu") on this rank's device:
+ * the rank's place on its machine (local_rank, from MPI_COMM_TYPE_SHARED) picks
+ * device local_rank mod the count, so each rank has its own GPU when the machine
+ * has as many as ranks.  *devices gets the count (0 for the CPU), desc what the
+ * device is ("cpu", "cuda:0 (NVIDIA H200, 139.8 GiB)").  NULL with ZT_EINPUT in
+ * err for an unknown name, "cuda" in a build without CUDA (make cuda builds the
+ * table of backend_cuda.h) or on a machine without a GPU.  Call before any of the
+ * table's allocations (backend_open.c). */
+const zt_backend *zt_backend_open(const char *device, int local_rank, int *devices, char *desc, size_t cap,
+                                  zt_err *err);
 
 #endif

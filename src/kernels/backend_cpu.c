@@ -11,6 +11,11 @@
 static void cpu_copy(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
 static void cpu_zero(void *dst, size_t bytes) { memset(dst, 0, bytes); }
 
+/* The host is the device: its buffers are host memory, so moving bytes is a copy
+ * and there is never anything to wait for. */
+static void cpu_sync(void) {}
+static void *cpu_stream(void) { return NULL; }
+
 /* The bf16-operand attention (attention16.c) needs K/V scratch and serves the
  * head sizes it supports; the fp32 attention serves the rest. */
 static size_t cpu_attention_scratch_bytes(int B, int T, int nkv, int hd, zt_dtype opd)
@@ -49,6 +54,13 @@ static const zt_backend cpu = {
     .copy = cpu_copy,
     .zero = cpu_zero,
     .convert = zt_convert,
+    .host_visible = 1,
+    .to_host = cpu_copy,
+    .to_device = cpu_copy,
+    .sync = cpu_sync,
+    .host_alloc = zt_alloc,
+    .host_free = zt_free,
+    .stream = cpu_stream,
     .matmul = zt_matmul,
     .embed_forward = zt_embed_forward,
     .embed_backward = zt_embed_backward,

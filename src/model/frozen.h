@@ -16,13 +16,14 @@
 #include "param_owner.h"
 
 typedef struct zt_frozen_params {
+    const zt_backend *be; /* where the weights live and the model computes */
     const zt_layout *lay;
     zt_dtype dtype;
-    void **units;      /* per unit: padded_numel elements of dtype (ZT_MEM_PARAMS) */
+    void **units;      /* per unit: padded_numel elements of dtype (ZT_MEM_PARAMS, be's memory) */
     int *acquired;     /* per unit: acquire count, checked by release */
 } zt_frozen_params;
 
-int zt_frozen_init(zt_frozen_params *f, const zt_layout *lay, zt_dtype dtype, zt_err *err);
+int zt_frozen_init(zt_frozen_params *f, const zt_layout *lay, zt_dtype dtype, const zt_backend *be, zt_err *err);
 void zt_frozen_free(zt_frozen_params *f);
 /* Parameter p from its full tensor (p->numel elements of src_dt). */
 void zt_frozen_set_param(zt_frozen_params *f, const zt_param *p, const void *src, zt_dtype src_dt);

@@ -50,6 +50,20 @@ int zt_plan_resolve(const zt_plan_request *r, int world, zt_plan *p, zt_err *err
     p->min_num_params = r->min_num_params;
     int rc;
 
+    /* where it runs: a name here; whether this build has it is the trainer's check
+     * (kernels/backend.h: zt_backend_open) */
+    const char *dev = r->device ? r->device : "cpu", *cb = r->comm_backend ? r->comm_backend : "auto";
+    if (strcmp(dev, "cpu") && strcmp(dev, "cuda") && strcmp(dev, "emu"))
+        return zt_fail(err, ZT_EINPUT, "--device '%s': expected cpu or cuda", dev);
+    if (strcmp(cb, "auto") && strcmp(cb, "nccl") && strcmp(cb, "mpi"))
+        return zt_fail(err, ZT_EINPUT, "--comm_backend '%s': expected auto, nccl or mpi", cb);
+    if (!strcmp(cb, "nccl") && strcmp(dev, "cuda"))
+        return zt_fail(err, ZT_EINPUT, "--comm_backend nccl needs --device cuda (NCCL moves GPU buffers; "
+                       "--device %s uses MPI)", dev);
+    snprintf(p->device, sizeof p->device, "%s", dev);
+    /* the host's buffers go to MPI as they are: only a device has a choice */
+    snprintf(p->comm, sizeof p->comm, "%s", !strcmp(dev, "cpu") ? "mpi" : cb);
+
     /* the precision plan */
     zt_precision_request pr = {
         .deepspeed = r->face == ZT_FACE_DEEPSPEED, .torch_dtype = r->torch_dtype,
@@ -169,6 +183,8 @@ zt_plan zt_plan_single(zt_precision prec, zt_wrap_policy wrap)
     p.prec = prec;
     p.mixed = prec.compute != prec.master;
     snprintf(p.mode, sizeof p.mode, "%s", prec.master == ZT_F32 && prec.compute == ZT_F32 ? "fp32" : "custom");
+    snprintf(p.device, sizeof p.device, "cpu");
+    snprintf(p.comm, sizeof p.comm, "mpi");
     snprintf(p.strategy, sizeof p.strategy, "data parallel (ZeRO-0)");
     return p;
 }
@@ -181,8 +197,9 @@ void zt_plan_print(FILE *f, const zt_plan *p)
                  p->machine_ranks);
     else if (p->world > 1)
         snprintf(where, sizeof where, " (on %d machines, unevenly)", p->machines);
-    fprintf(f, "plan: %s, %s, %d rank%s%s, shard group %d, %s\n", zt_face_name(p->face), p->strategy,
-            p->world, p->world == 1 ? "" : "s", where, p->group_size, zt_wrap_policy_name(p->wrap));
+    fprintf(f, "plan: %s, %s, %d rank%s%s, shard group %d, %s, device %s, comm %s\n", zt_face_name(p->face),
+            p->strategy, p->world, p->world == 1 ? "" : "s", where, p->group_size, zt_wrap_policy_name(p->wrap),
+            p->device[0] ? p->device : "cpu", p->comm[0] ? p->comm : "mpi");
     fprintf(f, "| mode | load | mixed precision | flat params / master | compute | reduce | optimizer |\n");
     fprintf(f, "| %s | %s | %s | %s | %s | %s | %s |\n", p->mode, zt_dtype_name(p->prec.load),
             p->mixed ? zt_dtype_name(p->prec.compute) : "no",

@@ -63,6 +63,8 @@ typedef struct zt_plan_request {
     zt_setting limit_all_gathers; /* FSDP; unset: on (FSDP's default) */
     /* a DeepSpeed JSON's fp16 block (zt_precision_request's); < 0: DeepSpeed's default */
     double ls_initial_scale_power, ls_window, ls_hysteresis, ls_min_scale;
+    const char *device;           /* cpu | cuda | emu (the test device, backend.h); NULL: cpu */
+    const char *comm_backend;     /* auto | nccl | mpi; NULL: auto */
 } zt_plan_request;
 
 typedef struct zt_plan {
@@ -78,6 +80,9 @@ typedef struct zt_plan {
     zt_overlap overlap;           /* all off below the stages they apply to (prefetch 3, reduce 2-3) */
     zt_loss_scaling ls;           /* on with fp16 compute, DeepSpeed's rules */
     char mode[64];                /* "FSDP memory-constrained", "FSDP aligned", "DeepSpeed", "fp32" */
+    char device[8];               /* "cpu", "cuda" or "emu": the backend table (kernels/backend.h) */
+    char comm[8];                 /* "mpi", "nccl" or "auto" (a device: NCCL when every rank has a GPU
+                                   * of its own, else MPI staged through host memory) */
     char strategy[40];            /* "FULL_SHARD (ZeRO-3)", "ZeRO-2", ... */
 } zt_plan;
 

@@ -29,6 +29,57 @@ static void *role_buffer(const zt_unit_state *us, int role)
     return role == ROLE_MASTER ? us->master : role == ROLE_M ? us->m : role == ROLE_V ? us->v : us->comp;
 }
 
+/* The host's view of this rank's state, view[u * NROLES + role]: the engine's
+ * buffers themselves when they are host memory, otherwise host copies, read from
+ * the device for a save (fill) and sent to it after a load (view_close with
+ * send).  The file format is the host's, so a checkpoint written on one device
+ * resumes on another. */
+static size_t role_bytes(const zt_engine *eng, int u)
+{
+    return eng->units[u].shard_numel * zt_dtype_size(eng->prec.master);
+}
+
+static void view_close(zt_engine *eng, void **view, int send)
+{
+    if (!view)
+        return;
+    const int n = eng->lay->nunits * NROLES;
+    for (int k = 0; k < n; k++) {
+        void *b = role_buffer(&eng->units[k / NROLES], k % NROLES);
+        if (!view[k] || view[k] == b)
+            continue;
+        if (send)
+            eng->be->to_device(b, view[k], role_bytes(eng, k / NROLES));
+        zt_free(ZT_MEM_OTHER, view[k], role_bytes(eng, k / NROLES));
+    }
+    zt_free(ZT_MEM_OTHER, view, (size_t)n * sizeof *view);
+}
+
+static void **view_open(zt_engine *eng, int fill, zt_err *err)
+{
+    const int n = eng->lay->nunits * NROLES;
+    void **view = zt_alloc(ZT_MEM_OTHER, (size_t)n * sizeof *view);
+    if (!view) {
+        zt_fail(err, ZT_EFAIL, "out of memory for the checkpoint's view of the state");
+        return NULL;
+    }
+    for (int k = 0; k < n; k++) {
+        void *b = role_buffer(&eng->units[k / NROLES], k % NROLES);
+        if (!b || eng->be->host_visible) {
+            view[k] = b;
+            continue;
+        }
+        if (!(view[k] = zt_alloc(ZT_MEM_OTHER, role_bytes(eng, k / NROLES)))) {
+            view_close(eng, view, 0);
+            zt_fail(err, ZT_EFAIL, "out of host memory for a copy of unit %d's state", k / NROLES);
+            return NULL;
+        }
+        if (fill)
+            eng->be->to_host(view[k], b, role_bytes(eng, k / NROLES));
+    }
+    return view;
+}
+
 /* Every rank learns the worst status; a rank that did not fail returns it with
  * an empty message, so each error is printed once, by the rank it happened on. */
 static int agree(zt_comm *comm, int rc, zt_err *err)
@@ -210,14 +261,17 @@ static int write_shard(const char *tmpdir, zt_engine *eng, shard_entry *me, zt_e
     zt_st_out *outs = zt_alloc(ZT_MEM_OTHER, (size_t)cap * sizeof *outs);
     char (*names)[48] = zt_alloc(ZT_MEM_OTHER, (size_t)cap * sizeof *names);
     int rc = outs && names ? ZT_OK : zt_fail(err, ZT_EFAIL, "out of memory saving %s", tmpdir);
+    void **view = rc == ZT_OK ? view_open(eng, 1, err) : NULL;
+    if (rc == ZT_OK && !view)
+        rc = ZT_EFAIL;
     for (int u = 0; rc == ZT_OK && u < lay->nunits; u++)
         for (int role = 0; role < NROLES; role++) {
             const zt_unit_state *us = &eng->units[u];
-            if (!role_buffer(us, role))
+            if (!view[u * NROLES + role])
                 continue;
             snprintf(names[n], sizeof names[n], "unit.%d.%s", u, role_names[role]);
             outs[n] = (zt_st_out){.name = names[n], .dtype = eng->prec.master, .ndim = 1,
-                                  .data = role_buffer(us, role)};
+                                  .data = view[u * NROLES + role]};
             outs[n].shape[0] = (int64_t)us->shard_numel;
             n++;
         }
@@ -229,6 +283,7 @@ static int write_shard(const char *tmpdir, zt_engine *eng, shard_entry *me, zt_e
     /* read back: the checksum is of what reached the file */
     if (rc == ZT_OK && (rc = zt_file_digest(path, &me->bytes, &me->xxh3, err)) == ZT_OK)
         me->present = 1;
+    view_close(eng, view, 0);
     zt_free(ZT_MEM_OTHER, outs, outs ? (size_t)cap * sizeof *outs : 0);
     zt_free(ZT_MEM_OTHER, names, names ? (size_t)cap * sizeof *names : 0);
     return rc;
@@ -699,13 +754,15 @@ static int reshard(const char *dir, const zt_ckpt_index *ix, zt_engine *eng, zt_
     memset(os.files, 0, (size_t)ix->group_size * sizeof(zt_st_file *));
     const zt_dtype to = eng->prec.master, from = ix->master;
     const size_t es_to = zt_dtype_size(to), es_from = zt_dtype_size(from);
+    void **view = view_open(eng, 0, err);
+    if (!view) {
+        zt_free(ZT_MEM_OTHER, os.files, (size_t)ix->group_size * sizeof(zt_st_file *));
+        return ZT_EFAIL;
+    }
     int rc = ZT_OK;
-    for (int u = 0; u < lay->nunits; u++)
-        for (int role = 0; role < NROLES; role++) {
-            void *buf = role_buffer(&eng->units[u], role);
-            if (buf)
-                memset(buf, 0, eng->units[u].shard_numel * es_to);
-        }
+    for (int k = 0; k < lay->nunits * NROLES; k++)
+        if (view[k])
+            memset(view[k], 0, eng->units[k / NROLES].shard_numel * es_to);
     for (int i = 0; rc == ZT_OK && i < lay->nparams; i++) {
         const zt_param *p = &lay->params[i];
         const zt_ckpt_iparam *op = zt_ckpt_index_find(ix, p->name);
@@ -723,7 +780,7 @@ static int reshard(const char *dir, const zt_ckpt_index *ix, zt_engine *eng, zt_
             continue;
         const size_t So = ix->units[op->unit].padded_numel / (size_t)ix->group_size;
         for (int role = 0; rc == ZT_OK && role < NROLES; role++) {
-            char *dst = role_buffer(us, role);
+            char *dst = view[p->unit * NROLES + role];
             if (!dst || (role == ROLE_COMP && !ix->compensated))
                 continue; /* a compensation the checkpoint lacks starts at zero */
             for (size_t pos = lo; rc == ZT_OK && pos < hi;) {
@@ -742,6 +799,7 @@ static int reshard(const char *dir, const zt_ckpt_index *ix, zt_engine *eng, zt_
             }
         }
     }
+    view_close(eng, view, rc == ZT_OK); /* a failed load sends nothing to a device */
     for (int q = 0; q < ix->group_size; q++)
         if (os.files[q])
             zt_st_close(os.files[q]);

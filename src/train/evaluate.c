@@ -6,7 +6,6 @@
 #include <time.h>
 
 #include "../core/mem.h"
-#include "../kernels/kernels.h"
 
 static double now_s(void)
 {
@@ -90,10 +89,10 @@ int zt_evaluator_run(zt_evaluator *ev, zt_comm *comm, zt_eval_result *out, zt_er
          * is carried to the agreement below instead of leaving the others waiting */
         if (rc == ZT_OK)
             rc = zt_model_forward(&ev->model, ev->inputs, ev->targets, &unused, err);
-        const float *logits = zt_model_logits(&ev->model);
+        const float *logits = zt_model_logits(&ev->model); /* where the backend computes: its xent reads them */
         for (int b = 0; rc == ZT_OK && b < B && first + b < ev->nwin; b++)
-            ev->mine[k * B + b] = zt_xent_forward_backward(NULL, NULL, logits + (size_t)b * T * ev->V,
-                                                           ev->targets + (size_t)b * T, T, ev->V, 0.0f);
+            ev->mine[k * B + b] = ev->model.be->xent(NULL, NULL, logits + (size_t)b * T * ev->V,
+                                                     ev->targets + (size_t)b * T, T, ev->V, 0.0f);
     }
     if (zt_comm_max_int(comm, rc) != ZT_OK)
         return rc ? rc : zt_fail(err, ZT_EFAIL, "%s", ""); /* the failing rank reports it */

@@ -71,8 +71,8 @@ static void frozen_sink(void *f, const zt_param *p, const void *src, zt_dtype sr
  * batcher.  The owner is the engine for training, or with `frozen` the weights
  * alone in the plan's compute dtype (evaluation: no gradients, no optimizer). */
 static int run_open(run_state *r, const char *model_dir, const char *data_path, int T, int B,
-                    const zt_plan *plan, zt_comm *comm, int shuffle, uint64_t seed, int checkpointing,
-                    int frozen, zt_err *err)
+                    const zt_plan *plan, const zt_backend *be, zt_comm *comm, int shuffle, uint64_t seed,
+                    int checkpointing, int frozen, zt_err *err)
 {
     memset(r, 0, sizeof *r);
     int rc;
@@ -93,14 +93,14 @@ static int run_open(run_state *r, const char *model_dir, const char *data_path, 
     r->have_lay = 1;
     zt_param_owner owner;
     if (frozen) {
-        if ((rc = zt_frozen_init(&r->frozen, &r->lay, plan->prec.compute, err)))
+        if ((rc = zt_frozen_init(&r->frozen, &r->lay, plan->prec.compute, be, err)))
             return rc;
         r->have_frozen = 1;
         if ((rc = zt_hf_load_params_to(model_dir, &r->lay, frozen_sink, &r->frozen, err)))
             return rc;
         owner = zt_frozen_owner(&r->frozen);
     } else {
-        if ((rc = zt_engine_init(&r->eng, &r->lay, plan->prec, plan->stage, &plan->overlap, comm, err)))
+        if ((rc = zt_engine_init(&r->eng, be, &r->lay, plan->prec, plan->stage, &plan->overlap, comm, err)))
             return rc;
         r->have_eng = 1;
         if ((rc = zt_hf_load_params(model_dir, &r->lay, &r->eng, err)))
@@ -178,6 +178,7 @@ static void make_digest(const zt_train_args *a, const run_state *r, const zt_eva
     MIX(d[D_PLAN], p->group_size); MIX(d[D_PLAN], p->wrap); MIX(d[D_PLAN], p->min_num_params);
     MIX(d[D_PLAN], a->checkpointing);
     d[D_PLAN] = fnv(d[D_PLAN], &p->overlap, sizeof p->overlap); /* same collectives in the same order */
+    d[D_PLAN] = fnv(fnv(d[D_PLAN], p->device, sizeof p->device), p->comm, sizeof p->comm); /* and on one path */
     d[D_PRECISION] = fnv(d[D_PRECISION], &p->prec, sizeof p->prec);
     const zt_llama_config *c = &r->cfg;
     int ints[] = {c->hidden_size, c->intermediate_size, c->num_hidden_layers, c->num_attention_heads,
@@ -249,6 +250,36 @@ static int agree(zt_comm *comm, int rc, zt_err *err)
     return rc;
 }
 
+/* The run's device: the backend table the plan names, bound to this rank's
+ * device (one per rank, by its place on its machine), and the path of the
+ * collectives for it: the host's buffers go to MPI as they are; a device's go
+ * through NCCL when every rank has a GPU of its own (NCCL refuses two ranks on
+ * one), else through host staging buffers and MPI.  Every rank takes the same
+ * path (a max over the world), and an error on one is an error on all. */
+static int open_device(const zt_plan *plan, zt_comm *comm, const zt_backend **out, char *desc, size_t cap,
+                       zt_err *err)
+{
+    const char *name = plan->device[0] ? plan->device : "cpu";
+    int rc = ZT_OK, devices = 0;
+    const zt_backend *be = zt_backend_open(name, comm->topo.machine_rank, &devices, desc, cap, err);
+    if (!be)
+        rc = zt_wrap(err, "--device %s: ", name);
+    int shared = be && !be->host_visible && comm->topo.machine_size > devices;
+    if (rc == ZT_OK && shared && !strcmp(plan->comm, "nccl"))
+        rc = zt_fail(err, ZT_EINPUT, "--comm_backend nccl: %d ranks on this machine share %d GPU%s, and NCCL refuses "
+                     "two ranks on one GPU; use --comm_backend mpi (staged through host memory) or one rank per GPU",
+                     comm->topo.machine_size, devices, devices == 1 ? "" : "s");
+    if ((rc = agree(comm, rc, err)))
+        return rc;
+    *out = be;
+    if (be->host_visible)
+        return ZT_OK;
+    int staged = strcmp(be->name, "cuda") != 0 || !strcmp(plan->comm, "mpi") || shared;
+    staged = zt_comm_max_int(comm, staged);
+    zt_comm_device dev = zt_engine_comm_device(be);
+    return agree(comm, zt_comm_set_device(comm, staged ? ZT_COMM_STAGED : ZT_COMM_NCCL, &dev, err), err);
+}
+
 /* ---- the training loop ------------------------------------------------------
  *
  * zt_train reads like llm.c's loop: setup, then per step train_step (every
@@ -279,6 +310,7 @@ typedef struct trainer {
     double last_eval;           /* the latest eval loss (NaN before the first) */
     zt_ckpt_hparams hp;         /* what a checkpoint records and a resume must find unchanged */
     long nonfinite_streak;      /* steps in a row skipped on an inf or NaN (outside fp16 scaling) */
+    char device[128];           /* this rank's device, as its backend describes it */
 } trainer;
 
 /* The saved scaler state, under this plan's settings. */
@@ -298,6 +330,7 @@ static void print_run(const trainer *t)
     printf("model: %zu parameters, %d layers, hidden %d, vocab %d; %d units\n", r->lay.numel,
            r->cfg.num_hidden_layers, r->cfg.hidden_size, r->cfg.vocab_size, r->lay.nunits);
     zt_plan_print(stdout, &a->plan);
+    printf("device: rank 0 on %s; collectives: %s\n", t->device, zt_comm_path_name(t->comm->path));
     printf("data: %zu tokens, %zu windows of %d; global batch %d x %d x %d = %.0f tokens/step\n",
            r->tokens.n, r->batcher.nwin, a->block_size, a->batch_size, a->grad_accum, t->W,
            t->tokens_per_step);
@@ -331,8 +364,12 @@ static int train_setup(trainer *t, const zt_train_args *a, zt_err *err)
     t->rank0 = comm->rank == 0;
     t->W = comm->world;
     t->talk = t->rank0 && !a->quiet;
-    int rc = run_open(&t->r, a->model_dir, a->data_path, a->block_size, a->batch_size, &a->plan, comm,
-                      a->shuffle, a->seed, a->checkpointing, 0, err);
+    const zt_backend *be = NULL;
+    int rc = open_device(&a->plan, comm, &be, t->device, sizeof t->device, err);
+    if (rc)
+        return rc;
+    rc = run_open(&t->r, a->model_dir, a->data_path, a->block_size, a->batch_size, &a->plan, be, comm,
+                  a->shuffle, a->seed, a->checkpointing, 0, err);
     t->have_run = 1;
     if (rc == ZT_OK && t->rank0 && a->log_jsonl && !(t->log = fopen(a->log_jsonl, "w")))
         rc = zt_fail(err, ZT_EINPUT, "--log_jsonl %s: cannot open for writing", a->log_jsonl);
@@ -764,6 +801,8 @@ static void train_close(trainer *t)
         zt_evaluator_free(&t->ev);
     if (t->have_run)
         run_free(&t->r);
+    if (t->comm == &t->local) /* its staging buffers, if a device gave it some */
+        zt_comm_free(&t->local);
 }
 
 /* After step `step`: has a SIGTERM or SIGINT reached any rank?  A max over the
@@ -837,10 +876,16 @@ int zt_eval(const zt_eval_args *a, double *mean_loss, long *tokens, zt_err *err)
     zt_precision prec = {.load = ZT_F32, .master = ZT_F32, .compute = a->compute, .reduce = a->compute,
                          .save = ZT_F32};
     zt_plan plan = zt_plan_single(prec, ZT_WRAP_TRANSFORMER);
+    snprintf(plan.device, sizeof plan.device, "%s", a->device ? a->device : "cpu");
     zt_comm local;
     zt_comm_create_local(&local);
-    int rc = run_open(&r, a->model_dir, a->data_path, a->block_size, a->batch_size, &plan, &local, 0,
-                      0, 0, 1, err);
+    const zt_backend *be = NULL;
+    char desc[128];
+    memset(&r, 0, sizeof r); /* run_free below must find nothing to free on an early error */
+    int rc = open_device(&plan, &local, &be, desc, sizeof desc, err);
+    if (rc == ZT_OK)
+        rc = run_open(&r, a->model_dir, a->data_path, a->block_size, a->batch_size, &plan, be, &local, 0, 0, 0, 1,
+                      err);
     if (rc)
         goto done;
     /* Whole batches of consecutive windows; the tail that does not fill a batch is dropped. */
@@ -864,5 +909,6 @@ int zt_eval(const zt_eval_args *a, double *mean_loss, long *tokens, zt_err *err)
     *mean_loss = sum / (double)*tokens;
 done:
     run_free(&r);
+    zt_comm_free(&local);
     return rc;
 }

@@ -110,6 +110,7 @@ typedef struct zt_eval_args {
     int block_size, batch_size;
     long max_batches;    /* 0: the whole stream */
     zt_dtype compute;
+    const char *device;  /* --device (NULL: cpu) */
 } zt_eval_args;
 
 int zt_eval(const zt_eval_args *a, double *mean_loss, long *tokens, zt_err *err);

@@ -2,7 +2,7 @@
 # forward (infer/) reach every compute kernel and matrix product through a
 # zt_backend table, never by name.
 # Their object files must therefore leave no kernel symbol undefined; the only
-# references into kernels/ are the table itself (zt_backend_cpu).  A direct call
+# references into kernels/ are a table itself (zt_backend_cpu).  A direct call
 # added later makes this fail with the symbol's name.
 . "$(dirname "$0")/lib.bash"
 obj=$(dirname "$ZTRAIN")/obj/src
@@ -12,9 +12,12 @@ for o in model/llama.o model/frozen.o engine/engine.o infer/infer.o; do
     direct=$(nm -u "$obj/$o" | awk '{print $2}' | grep -E "$kernels" || true)
     [ -z "$direct" ] || fail "$o calls kernels directly: $(echo $direct)"
 done
-# and the table is really what they use: the model's object names it (through the
-# owner it gets the engine's or the frozen weights' table; the estimate uses the CPU's)
-nm -u "$obj/engine/engine.o" | grep -q ' zt_backend_cpu$' || fail "engine.o does not take the CPU backend's table"
+# and the table is really what they use: the engine and the frozen weights run on
+# the table they are given (the trainer picks it by --device), so neither names one
+for o in engine/engine.o model/frozen.o; do
+    named=$(nm -u "$obj/$o" | awk '{print $2}' | grep -E '^zt_backend_(cpu|emu|cuda|named)$' || true)
+    [ -z "$named" ] || fail "$o picks a backend table itself ($named) instead of taking the one it is given"
+done
 # the CPU backend's table is where the kernels are referenced
 for sym in zt_matmul zt_rmsnorm_forward zt_attention16_forward zt_adamw_step_shard zt_sumsq; do
     nm -u "$obj/kernels/backend_cpu.o" | grep -q " $sym\$" || fail "backend_cpu.o does not reference $sym"

@@ -22,11 +22,23 @@
 # tests/cli/digests.sh --write FILE runs the matrix and writes FILE instead of
 # comparing (scripts/regen_digests.sh); that is only legitimate when a change is
 # meant to change the numbers.
+#
+# --device DEV runs the matrix (or, with --only "NAME ...", those rows) on another
+# backend table and holds it to the same digests: tests/cli/device.sh runs it on
+# the emulated device (kernels/backend_emu.c), whose numbers must be the CPU's.
 . "$(dirname "$0")/lib.bash"
 root=$(cd "$(dirname "$0")/../.." && pwd)
 expected=$root/tests/digests/expected.txt
-write=""
-[ "${1:-}" = "--write" ] && write=${2:?"--write needs a file"}
+write="" device="" only=""
+while [ $# -gt 0 ]; do
+    case $1 in
+        --write) write=${2:?"--write needs a file"}; shift 2 ;;
+        --device) device=${2:?"--device needs a name"}; shift 2 ;;
+        --only) only=${2:?"--only needs run names"}; shift 2 ;;
+        *) echo "digests.sh: unknown argument $1" >&2; exit 2 ;;
+    esac
+done
+[ -n "$write" ] && [ -n "$device$only" ] && { echo "digests.sh: --write takes the whole matrix on the CPU" >&2; exit 2; }
 
 t=$root/tests/fixtures/gqa_tied
 u=$root/tests/fixtures/untied_odd
@@ -56,9 +68,18 @@ matrix=(
 env=$("$ZTRAIN" env --threads 1) || fail "ztrain env"
 key="[$(printf '%s\n' "$env" | sed -n 's/^onednn: .*(isa: \(.*\))$/onednn \1/p') | $(
         printf '%s\n' "$env" | sed -n 's/^build isa: *\(.*\)$/build \1/p')]"
+if [ -n "$only" ]; then
+    kept=()
+    for row in "${matrix[@]}"; do
+        case " $only " in *" ${row%%|*} "*) kept+=("$row") ;; esac
+    done
+    [ "${#kept[@]}" -eq "$(wc -w <<< "$only")" ] || { fail "--only $only: not every name is in the matrix"; finish; }
+    matrix=("${kept[@]}")
+fi
 results=()
 for row in "${matrix[@]}"; do
     IFS='|' read -r name ranks model flags <<< "$row"
+    [ -n "$device" ] && flags="$flags --device $device"
     flags=$(printf '%s' "$flags" | sed -E "s|\{([a-z0-9_]+)\}|$TMP/\1|g")
     # shellcheck disable=SC2206  # the flags are words without spaces
     cmd=("$ZTRAIN" train --model "$model" --data "$model/tokens.npy" --block_size 16
@@ -102,5 +123,6 @@ for r in "${results[@]}"; do
     [ "$l" = "$el" ] || fail "$name: losses digest $l, expected $el"
 done
 [ "$checked" -eq "${#matrix[@]}" ] || fail "checked $checked of ${#matrix[@]} runs"
-[ "$(printf '%s\n' "$want" | wc -l)" -eq "${#matrix[@]}" ] || fail "$expected $key lists runs that are not in the matrix"
+[ -n "$only" ] || [ "$(printf '%s\n' "$want" | wc -l)" -eq "${#matrix[@]}" ] ||
+    fail "$expected $key lists runs that are not in the matrix"
 finish

@@ -1,0 +1,162 @@
+/* comm_nccl.c — collectives on device buffers with NCCL (see comm_nccl.h).
+ * Compiled into every build, but empty unless make cuda defines ZT_CUDA. */
+#ifdef ZT_CUDA
+#include "comm_nccl.h"
+
+#include <cuda_runtime.h>
+#include <mpi.h>
+#include <nccl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct nccl_state {
+    ncclComm_t comm[3];     /* per scope (ZT_SCOPE_SHARD, _REPLICA, _WORLD); NULL for a scope of one */
+    cudaStream_t stream;    /* the collectives' */
+    cudaStream_t compute;   /* the kernels' (the backend's stream) */
+    cudaEvent_t ready;      /* recorded on compute before each collective */
+} nccl_state;
+
+/* A failing CUDA or NCCL call in the middle of training leaves the other ranks
+ * inside a collective: say which call failed and stop the job. */
+static void die(const zt_comm *c, const char *call, const char *why)
+{
+    fprintf(stderr, "ztrain: error: rank %d: %s failed: %s\n", c->rank, call, why);
+    fflush(stderr);
+    zt_comm_abort(1);
+}
+
+#define CUDA_CHECK(c, call)                                  \
+    do {                                                     \
+        cudaError_t e_ = (call);                             \
+        if (e_ != cudaSuccess)                               \
+            die((c), #call, cudaGetErrorString(e_));         \
+    } while (0)
+
+#define NCCL_CHECK(c, call)                                  \
+    do {                                                     \
+        ncclResult_t r_ = (call);                            \
+        if (r_ != ncclSuccess)                               \
+            die((c), #call, ncclGetErrorString(r_));         \
+    } while (0)
+
+static ncclDataType_t nccl_type(zt_dtype dt)
+{
+    return dt == ZT_F32 ? ncclFloat32 : dt == ZT_BF16 ? ncclBfloat16 : ncclFloat16;
+}
+
+static MPI_Comm scope_mpi(const zt_comm *c, int scope)
+{
+    void *p = scope == ZT_SCOPE_SHARD ? c->shard_comm : scope == ZT_SCOPE_REPLICA ? c->replica_comm : c->world_comm;
+    return *(MPI_Comm *)p;
+}
+
+int zt_nccl_init(zt_comm *c, zt_err *err)
+{
+    nccl_state *st = calloc(1, sizeof *st);
+    if (!st)
+        return zt_fail(err, ZT_EFAIL, "out of memory for the NCCL state");
+    c->nccl = st;
+    st->compute = (cudaStream_t)c->dev.stream;
+    cudaError_t ce = cudaStreamCreateWithFlags(&st->stream, cudaStreamNonBlocking);
+    if (ce == cudaSuccess)
+        ce = cudaEventCreateWithFlags(&st->ready, cudaEventDisableTiming);
+    /* every rank learns whether every other could make its stream, so none waits
+     * in a unique id's broadcast for a rank that gave up */
+    int ok = ce == cudaSuccess, all_ok = ok;
+    if (c->world_comm)
+        MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, scope_mpi(c, ZT_SCOPE_WORLD));
+    if (!all_ok)
+        return zt_fail(err, ZT_EFAIL, "NCCL path: %s", ok ? "another rank could not create its CUDA stream"
+                                                         : cudaGetErrorString(ce));
+    if (!c->world_comm)
+        return ZT_OK; /* one process: no scope has more than one rank */
+    for (int scope = 0; scope < 3; scope++) {
+        MPI_Comm mc = scope_mpi(c, scope);
+        int size, rank;
+        MPI_Comm_size(mc, &size);
+        MPI_Comm_rank(mc, &rank);
+        if (size == 1)
+            continue;
+        ncclUniqueId id;
+        ncclResult_t r = ncclSuccess;
+        if (rank == 0)
+            r = ncclGetUniqueId(&id);
+        int got = r == ncclSuccess, all_got = got;
+        MPI_Allreduce(&got, &all_got, 1, MPI_INT, MPI_MIN, mc);
+        if (!all_got)
+            return zt_fail(err, ZT_EFAIL, "NCCL: ncclGetUniqueId failed on the scope's first rank: %s",
+                           ncclGetErrorString(r));
+        MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, mc);
+        r = ncclCommInitRank(&st->comm[scope], size, id, rank);
+        int made = r == ncclSuccess, all_made = made;
+        MPI_Allreduce(&made, &all_made, 1, MPI_INT, MPI_MIN, mc);
+        if (!made)
+            return zt_fail(err, ZT_EINPUT, "NCCL could not join rank %d of %d (%s); NCCL refuses two ranks on "
+                           "one GPU: with more ranks than GPUs on a machine use --comm_backend mpi (staged "
+                           "through host memory)", rank, size, ncclGetErrorString(r));
+        if (!all_made)
+            return zt_fail(err, ZT_EFAIL, "%s", ""); /* the failing rank says why */
+    }
+    return ZT_OK;
+}
+
+void zt_nccl_free(zt_comm *c)
+{
+    nccl_state *st = c->nccl;
+    for (int scope = 0; scope < 3; scope++)
+        if (st->comm[scope])
+            ncclCommDestroy(st->comm[scope]);
+    if (st->ready)
+        cudaEventDestroy(st->ready);
+    if (st->stream)
+        cudaStreamDestroy(st->stream);
+    free(st);
+    c->nccl = NULL;
+}
+
+_Static_assert(sizeof(cudaEvent_t) <= sizeof(((zt_comm_op *)0)->request), "cudaEvent_t storage");
+static cudaEvent_t *op_event(zt_comm_op *op) { return (cudaEvent_t *)(void *)op->request; }
+
+void zt_nccl_start(zt_comm *c, zt_comm_op *op, zt_coll_kind k, int scope, void *recv, const void *send,
+                   size_t count, zt_dtype dt)
+{
+    nccl_state *st = c->nccl;
+    ncclComm_t nc = st->comm[scope];
+    /* NCCL's stream waits for the kernels that wrote send */
+    CUDA_CHECK(c, cudaEventRecord(st->ready, st->compute));
+    CUDA_CHECK(c, cudaStreamWaitEvent(st->stream, st->ready, 0));
+    if (k == ZT_COLL_ALLGATHER)
+        NCCL_CHECK(c, ncclAllGather(send, recv, count, nccl_type(dt), nc, st->stream));
+    else if (k == ZT_COLL_REDUCE_SCATTER)
+        NCCL_CHECK(c, ncclReduceScatter(send, recv, count, nccl_type(dt), ncclSum, nc, st->stream));
+    else
+        NCCL_CHECK(c, ncclAllReduce(send, recv, count, nccl_type(dt), ncclSum, nc, st->stream));
+    CUDA_CHECK(c, cudaEventCreateWithFlags(op_event(op), cudaEventDisableTiming));
+    CUDA_CHECK(c, cudaEventRecord(*op_event(op), st->stream));
+    op->active = 1;
+}
+
+int zt_nccl_test(zt_comm *c, zt_comm_op *op)
+{
+    (void)c;
+    return !op->active || cudaEventQuery(*op_event(op)) == cudaSuccess;
+}
+
+void zt_nccl_wait(zt_comm *c, zt_comm_op *op)
+{
+    if (!op->active)
+        return;
+    nccl_state *st = c->nccl;
+    /* the kernels queued from now on run after the collective; the event's
+     * resources go once the device has passed it */
+    CUDA_CHECK(c, cudaStreamWaitEvent(st->compute, *op_event(op), 0));
+    CUDA_CHECK(c, cudaEventDestroy(*op_event(op)));
+    op->active = 0;
+}
+
+#else
+/* ISO C wants something in a translation unit */
+typedef int zt_comm_nccl_unused;
+#endif

@@ -1,0 +1,206 @@
+/* backend_emu.c — the CPU kernels behind opaque handles: a test device.
+ *
+ * A device's buffers are not host memory, and nothing on a machine without a GPU
+ * shows whether host code (the engine, checkpoints, weights, evaluation) ever
+ * reads or writes one directly.  This table makes such a read fail at once: its
+ * alloc returns the host buffer's address plus EMU_BIAS (2^62), which on x86-64
+ * is a non-canonical address, so a load or store through it faults (SIGSEGV).
+ * Pointer arithmetic on a handle still works (handle + k is the handle of
+ * buffer + k), as it does on cudaMalloc'd pointers.  Every entry takes the bias
+ * off its buffer arguments and runs the CPU kernel; token ids, returned scalars
+ * and argument structs are host data (backend.h) and pass unchanged.  Bytes move
+ * only through to_host / to_device, and host_visible is 0, so the engine and the
+ * comm layer take the paths a GPU takes (the staged comm path included), with
+ * the CPU's numbers bit for bit. */
+#include <stdint.h>
+#include <string.h>
+
+#include "backend.h"
+#include "kernels.h"
+#include "matmul.h"
+#include "reductions.h"
+
+#define EMU_BIAS ((uintptr_t)1 << 62)
+
+/* a host address as a handle, and back; NULL stays NULL (an alloc of 0 bytes, an absent buffer) */
+static void *handle_of(const void *p) { return p ? (void *)((uintptr_t)p + EMU_BIAS) : NULL; }
+static void *host_of(const void *p) { return p ? (void *)((uintptr_t)p - EMU_BIAS) : NULL; }
+
+static void *emu_alloc(zt_mem_cat cat, size_t bytes) { return handle_of(zt_alloc(cat, bytes)); }
+static void emu_free(zt_mem_cat cat, void *p, size_t bytes) { zt_free(cat, host_of(p), bytes); }
+static void emu_copy(void *dst, const void *src, size_t bytes) { memcpy(host_of(dst), host_of(src), bytes); }
+static void emu_zero(void *dst, size_t bytes) { memset(host_of(dst), 0, bytes); }
+static void emu_convert(void *dst, zt_dtype dst_dt, const void *src, zt_dtype src_dt, size_t n)
+{
+    zt_convert(host_of(dst), dst_dt, host_of(src), src_dt, n);
+}
+
+static void emu_to_host(void *dst_host, const void *src, size_t bytes) { memcpy(dst_host, host_of(src), bytes); }
+static void emu_to_device(void *dst, const void *src_host, size_t bytes) { memcpy(host_of(dst), src_host, bytes); }
+static void emu_sync(void) {}
+static void *emu_stream(void) { return NULL; }
+
+static int emu_matmul(float *C, const void *A, zt_dtype a_dt, const void *B, zt_dtype b_dt, int M, int N, int K,
+                      int trans_a, int trans_b, float beta, zt_dtype compute, zt_err *err)
+{
+    return zt_matmul(host_of(C), host_of(A), a_dt, host_of(B), b_dt, M, N, K, trans_a, trans_b, beta, compute, err);
+}
+
+static void emu_embed_forward(float *x, const void *wte, zt_dtype wte_dt, const int *tokens, int N, int C)
+{
+    zt_embed_forward(host_of(x), host_of(wte), wte_dt, tokens, N, C);
+}
+
+static void emu_embed_backward(float *dwte, const float *dx, const int *tokens, int N, int C)
+{
+    zt_embed_backward(host_of(dwte), host_of(dx), tokens, N, C);
+}
+
+static void emu_rmsnorm_forward(void *y, zt_dtype y_dt, float *rstd, const float *x, const float *w, int N, int C,
+                                float eps)
+{
+    zt_rmsnorm_forward(host_of(y), y_dt, host_of(rstd), host_of(x), host_of(w), N, C, eps);
+}
+
+static void emu_rmsnorm_backward(float *dx, uint16_t *dx_bf16, float *dw, const float *dy, const float *x,
+                                 const float *w, const float *rstd, int N, int C)
+{
+    zt_rmsnorm_backward_accumulate(host_of(dx), host_of(dx_bf16), host_of(dw), host_of(dy), host_of(x), host_of(w),
+                                   host_of(rstd), N, C);
+}
+
+static void emu_rope_tables(float *cos_t, float *sin_t, int T, int hd, float theta)
+{
+    zt_rope_tables(host_of(cos_t), host_of(sin_t), T, hd, theta);
+}
+
+static void emu_rope_forward(float *qkv, const float *cos_t, const float *sin_t, int B, int T, int nh, int nkv,
+                             int hd)
+{
+    zt_rope_forward(host_of(qkv), host_of(cos_t), host_of(sin_t), B, T, nh, nkv, hd);
+}
+
+static void emu_rope_backward(float *dqkv, const float *cos_t, const float *sin_t, int B, int T, int nh, int nkv,
+                              int hd)
+{
+    zt_rope_backward(host_of(dqkv), host_of(cos_t), host_of(sin_t), B, T, nh, nkv, hd);
+}
+
+/* the CPU table's attention entries, on decoded buffers */
+static size_t emu_attention_scratch_bytes(int B, int T, int nkv, int hd, zt_dtype opd)
+{
+    return zt_backend_cpu()->attention_scratch_bytes(B, T, nkv, hd, opd);
+}
+
+static void emu_attention_forward(float *out, uint16_t *out_bf16, float *lse, const float *qkv, void *scratch,
+                                  int B, int T, int nh, int nkv, int hd, int window)
+{
+    zt_backend_cpu()->attention_forward(host_of(out), host_of(out_bf16), host_of(lse), host_of(qkv), host_of(scratch),
+                                        B, T, nh, nkv, hd, window);
+}
+
+static void emu_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
+                                   const float *lse, void *scratch, int B, int T, int nh, int nkv, int hd, int window)
+{
+    zt_backend_cpu()->attention_backward(host_of(dqkv), host_of(dout), host_of(qkv), host_of(out), host_of(lse),
+                                         host_of(scratch), B, T, nh, nkv, hd, window);
+}
+
+static size_t emu_attention_cache_scratch_bytes(int cap, int threads)
+{
+    return zt_backend_cpu()->attention_cache_scratch_bytes(cap, threads);
+}
+
+static void emu_attention_cache_forward(float *out, const float *q, size_t q_stride, const float *k_cache,
+                                        const float *v_cache, int cap, int pos0, int n, int nh, int nkv, int hd,
+                                        int window, float *scratch, int threads)
+{
+    zt_attention_cache_forward(host_of(out), host_of(q), q_stride, host_of(k_cache), host_of(v_cache), cap, pos0, n,
+                               nh, nkv, hd, window, host_of(scratch), threads);
+}
+
+static void emu_swiglu_forward(void *h, zt_dtype h_dt, const float *gu, int N, int F)
+{
+    zt_swiglu_forward(host_of(h), h_dt, host_of(gu), N, F);
+}
+
+static void emu_swiglu_backward(void *dgu, zt_dtype dgu_dt, const float *dh, const float *gu, int N, int F)
+{
+    zt_swiglu_backward(host_of(dgu), dgu_dt, host_of(dh), host_of(gu), N, F);
+}
+
+static void emu_transpose(float *dst, const float *src, int rows, int cols)
+{
+    zt_transpose_f32(host_of(dst), host_of(src), rows, cols);
+}
+
+static double emu_xent(float *dlogits, uint16_t *dlogits_bf16, const float *logits, const int *targets, int N, int V,
+                       float grad_scale)
+{
+    return zt_xent_forward_backward(host_of(dlogits), host_of(dlogits_bf16), host_of(logits), targets, N, V,
+                                    grad_scale);
+}
+
+static void emu_adamw_step(void *p, void *m, void *v, const void *g, void *comp, zt_dtype dt, size_t n,
+                           const zt_adamw_step *s, void *cast, zt_dtype cast_dt, zt_adamw_audit *audit)
+{
+    zt_adamw_step_shard(host_of(p), host_of(m), host_of(v), host_of(g), host_of(comp), dt, n, s, host_of(cast), cast_dt,
+                        audit);
+}
+
+static double emu_sumsq(const void *x, zt_dtype dt, size_t n) { return zt_sumsq(host_of(x), dt, n); }
+
+static void emu_accumulate(void *acc, zt_dtype acc_dt, const void *x, zt_dtype x_dt, size_t n)
+{
+    zt_accumulate(host_of(acc), acc_dt, host_of(x), x_dt, n);
+}
+
+static void emu_accumulate_bf16_rounded(float *acc, const float *x, size_t n)
+{
+    zt_accumulate_bf16_rounded(host_of(acc), host_of(x), n);
+}
+
+static double emu_round_bf16(float *x, size_t n, int want_sumsq)
+{
+    return zt_round_bf16_inplace(host_of(x), n, want_sumsq);
+}
+
+static const zt_backend emu = {
+    .name = "emu",
+    .alloc = emu_alloc,
+    .free = emu_free,
+    .copy = emu_copy,
+    .zero = emu_zero,
+    .convert = emu_convert,
+    .host_visible = 0,
+    .to_host = emu_to_host,
+    .to_device = emu_to_device,
+    .sync = emu_sync,
+    .host_alloc = zt_alloc,
+    .host_free = zt_free,
+    .stream = emu_stream,
+    .matmul = emu_matmul,
+    .embed_forward = emu_embed_forward,
+    .embed_backward = emu_embed_backward,
+    .rmsnorm_forward = emu_rmsnorm_forward,
+    .rmsnorm_backward = emu_rmsnorm_backward,
+    .rope_tables = emu_rope_tables,
+    .rope_forward = emu_rope_forward,
+    .rope_backward = emu_rope_backward,
+    .attention_scratch_bytes = emu_attention_scratch_bytes,
+    .attention_forward = emu_attention_forward,
+    .attention_backward = emu_attention_backward,
+    .attention_cache_scratch_bytes = emu_attention_cache_scratch_bytes,
+    .attention_cache_forward = emu_attention_cache_forward,
+    .swiglu_forward = emu_swiglu_forward,
+    .swiglu_backward = emu_swiglu_backward,
+    .transpose = emu_transpose,
+    .xent = emu_xent,
+    .adamw_step = emu_adamw_step,
+    .sumsq = emu_sumsq,
+    .accumulate = emu_accumulate,
+    .accumulate_bf16_rounded = emu_accumulate_bf16_rounded,
+    .round_bf16 = emu_round_bf16,
+};
+
+const zt_backend *zt_backend_emu(void) { return &emu; }

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# tests/gpu/dry_run.sh — on the development machine, as root: check that the GPU
+# check's build uses nothing but what tests/gpu/carry.sh packed.
+#
+# It copies the working tree (tracked and untracked files, not the build folders)
+# and .gpu-carry into a temporary folder and runs `tests/gpu/check.sh --build-only`
+# there inside a private mount namespace in which this machine's own copies of
+# every carried header, library and Open MPI file are hidden (an empty folder or
+# /dev/null mounted over each).  So the build (make cuda where nvcc is installed,
+# the plain build otherwise) and the 2-rank training that the carried mpirun
+# launches can only have used the carry.  No GPU is needed or used.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+[ "$(id -u)" -eq 0 ] || { echo "dry_run.sh: needs root (a mount namespace)" >&2; exit 2; }
+[ -f "$root/.gpu-carry/deps.tar.xz" ] || bash "$root/tests/gpu/carry.sh"
+tmp=$(mktemp -d /tmp/zt_dry_XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+mkdir -p "$tmp/repo" "$tmp/empty"
+(cd "$root" && git ls-files -co --exclude-standard -z | tar --null -cf - -T -) | tar -C "$tmp/repo" -xf -
+cp -a "$root/.gpu-carry" "$tmp/repo/"
+M=/usr/lib/x86_64-linux-gnu
+hide=(/usr/include/oneapi /usr/include/yaml.h /usr/include/cjson /usr/include/xxhash.h /usr/include/xxh3.h
+      $M/openmpi $M/pmix2 /usr/share/openmpi /etc/openmpi /usr/bin/orterun /usr/bin/orted /usr/bin/mpicc
+      /usr/bin/mpirun /etc/alternatives/mpirun /etc/alternatives/mpicc)
+for pat in libdnnl.so libOpenCL.so libyaml libcjson.so libxxhash.so libmpi.so libopen-rte.so libopen-pal.so \
+           libhwloc.so libevent_core libevent_pthreads libpmix; do
+    for f in $M/$pat* /lib/x86_64-linux-gnu/$pat*; do
+        [ -e "$f" ] && hide+=("$(readlink -f "$f")")
+    done
+done
+unshare -m bash -s "$tmp" "${hide[@]}" <<'EOF'
+set -euo pipefail
+tmp=$1
+shift
+mount --make-rprivate /
+for p in "$@"; do
+    [ -e "$p" ] || continue
+    if [ -d "$p" ]; then mount --bind "$tmp/empty" "$p"; else mount --bind /dev/null "$p"; fi
+done
+echo "dry_run.sh: hid $# paths of this machine's copies; building from the carry only"
+cd "$tmp/repo"
+OUT="$tmp/out" bash tests/gpu/check.sh --build-only
+EOF
