@@ -11,7 +11,9 @@
 # those of `mpirun -np 2` with the same plan, bit for bit.  Then the ranks get
 # Slurm's SIGTERM (scancel --signal=TERM, as a preemption or `--signal` before a
 # time limit sends it), save a checkpoint and stop with exit 0, and a second srun
-# continues from it with `--resume_from_checkpoint latest`.
+# continues from it with `--resume_from_checkpoint latest`.  Last, the example batch
+# script (examples/slurm/train_hybrid.sbatch) runs as it is, is stopped by SIGTERM with
+# a checkpoint, requeues itself and resumes from latest.
 # Needs root (slurmd starts tasks as their user; ip netns); without it, or without
 # the packages (scripts/setup.sh installs them), the test fails and says so.
 . "$(dirname "$0")/lib.bash"
@@ -29,7 +31,7 @@ done
 
 d=$TMP/slurm
 ns=ztslurm$$
-mkdir -p "$d/state" "$d/spool"
+mkdir -p "$d/state" "$d/spool" "$d/tmp"
 chmod 700 "$d"
 pids=()
 cleanup() {
@@ -67,6 +69,7 @@ CredType=cred/munge
 AuthInfo=socket=$d/munge.sock
 StateSaveLocation=$d/state
 SlurmdSpoolDir=$d/spool
+TmpFS=$d/tmp
 SlurmctldPidFile=$d/slurmctld.pid
 SlurmdPidFile=$d/slurmd.pid
 SlurmctldLogFile=$d/slurmctld.log
@@ -77,6 +80,7 @@ JobAcctGatherType=jobacct_gather/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 ReturnToService=2
+SchedulerParameters=sched_interval=2
 MpiDefault=none
 NodeName=$node NodeAddr=$addr CPUs=$(nproc) State=UNKNOWN
 PartitionName=zt Nodes=$node Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
@@ -133,4 +137,47 @@ else
     printf '%s' "$out" | grep -q "resumed from $TMP/pre/checkpoint-$step at step $step: bit-exact" ||
         fail "srun resume from latest: $out"
 fi
+
+# docs/multinode.md's batch script, examples/slurm/train_hybrid.sbatch, as it is: sbatch's
+# command line asks for 1 node x 2 tasks x 1 CPU in place of its 2 x 8 x 4, in a directory
+# holding what it names (build/ztrain; out/init, a model with room for block_size 1024;
+# data/train.bin).  scancel --signal=TERM stops the ranks with a checkpoint, the script
+# requeues the job itself, and its second run resumes from latest.  (Slurm holds a
+# requeued job about two minutes; the test lets it start at once.)
+job=$TMP/job
+mkdir -p "$job/out/hybrid" "$job/data" "$job/build" "$TMP/cfg"
+ln -s "$ZTRAIN" "$job/build/ztrain"
+/usr/bin/python3 - "$fix/config.json" "$TMP/cfg/config.json" "$job/data/train.bin" <<'PY'
+import json, random, sys
+c = json.load(open(sys.argv[1]))
+c["max_position_embeddings"] = 1024
+json.dump(c, open(sys.argv[2], "w"))
+random.seed(1)
+open(sys.argv[3], "wb").write(bytes(b for _ in range(40000) for b in (random.randrange(256), 0)))  # uint16 ids
+PY
+"$ZTRAIN" init-model --model_config "$TMP/cfg/config.json" --output_dir "$job/out/init" > /dev/null || fail "init-model"
+id=$("${in_ns[@]}" sbatch --parsable --nodes=1 --ntasks-per-node=2 --cpus-per-task=1 --chdir="$job" \
+     "$root/examples/slurm/train_hybrid.sbatch") || { fail "sbatch: $id"; finish; }
+log=$job/out/hybrid/slurm-$id.log
+wait_for "$job/out/hybrid/train-$id-0.jsonl" '"step"' || fail "the batch job never trained: $(tail -5 "$log")"
+"${in_ns[@]}" scancel --signal=TERM "$id"
+for _ in $(seq 1 120); do
+    grep -q "resumed from" "$log" && break
+    # the requeued job waits for its begin time; let it start now (the scheduler
+    # looks every 2 s: sched_interval above)
+    "${in_ns[@]}" squeue -h -j "$id" -o "%T %r" | grep -q "PENDING BeginTime" &&
+        "${in_ns[@]}" scontrol update JobId="$id" StartTime=now
+    sleep 1
+done
+step=$(sed -n 's|^stopped by SIGTERM after step \([0-9]*\) of 20000: checkpoint saved to out/hybrid/checkpoint-\1;.*|\1|p' "$log")
+if [ -z "$step" ]; then
+    fail "the batch job did not stop with a checkpoint on SIGTERM: $(grep -v '^|' "$log" | tail -5)"
+else
+    "$ZTRAIN" checkpoint show "$job/out/hybrid/checkpoint-$step" > /dev/null 2>&1 ||
+        fail "the batch job's checkpoint-$step does not verify"
+    grep -q "^resumed from out/hybrid/checkpoint-$step at step $step: bit-exact" "$log" ||
+        fail "the requeued batch job did not resume from checkpoint-$step: $(grep -v '^|' "$log" | tail -5)"
+    wait_for "$job/out/hybrid/train-$id-1.jsonl" '"step"' || fail "the requeued run (restart 1) logged no step"
+fi
+"${in_ns[@]}" scancel "$id"
 finish
