@@ -45,7 +45,7 @@ put_lib() {
         [ -e "$name" ] && [ "$name" != "$real" ] || continue
         # a relative link to the one copy (Debian hard-links some of these names)
         mkdir -p "$R$(dirname "$name")"
-        ln -sfn "$(realpath --relative-to="$(dirname "$name")" "$real")" "$R$name"
+        ln -sfn "$(realpath -s --relative-to="$(dirname "$name")" "$real")" "$R$name"
     done
     return 0
 }
@@ -67,7 +67,7 @@ for so in libmpi.so.40 libopen-rte.so.40 libopen-pal.so.40; do
     put_lib "$lib/$so"
 done
 for so in libhwloc.so.15 libevent_core-2.1.so.7 libevent_pthreads-2.1.so.7 libudev.so.1; do
-    put_lib "/lib/$multi/$so"
+    put_lib "$lib/$so" # on Debian 12 /lib is /usr/lib: one place for the links and the files
 done
 put_lib "$lib/libmunge.so.2"          # PMIx's security plugin links it
 put_lib "$lib/libmca_common_sm.so.40" # the shared-memory collectives' helper
@@ -109,6 +109,8 @@ missing=$(find "$R" -name '*.so*' -type f -print0 | xargs -0 ldd 2>/dev/null | a
         [ -n "$(find "$R" -name "$dep" -print -quit)" ] || echo "$dep"
     done)
 [ -z "$missing" ] || { echo "carry.sh: the carried files link libraries that are not carried: $missing" >&2; exit 1; }
+broken=$(find "$R" -xtype l)
+[ -z "$broken" ] || { echo "carry.sh: links that point nowhere inside the carry: $broken" >&2; exit 1; }
 
 mkdir -p "$out"
 rm -f "$out/deps.tar.xz"
