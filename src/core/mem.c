@@ -15,20 +15,27 @@ void *zt_alloc(zt_mem_cat cat, size_t bytes)
     if (!p)
         return NULL;
     memset(p, 0, rounded);
-    /* Atomic: the tokenizer's threads allocate their own output and caches
-     * inside parallel regions.  The peak is raised by compare-and-swap. */
+    zt_mem_account(cat, bytes);
+    return p;
+}
+
+/* Atomic: the tokenizer's threads allocate their own output and caches inside
+ * parallel regions.  The peak is raised by compare-and-swap. */
+void zt_mem_account(zt_mem_cat cat, size_t bytes)
+{
     size_t now = __atomic_add_fetch(&current[cat], bytes, __ATOMIC_RELAXED);
     size_t old = __atomic_load_n(&peak[cat], __ATOMIC_RELAXED);
     while (now > old && !__atomic_compare_exchange_n(&peak[cat], &old, now, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
         ;
-    return p;
 }
+
+void zt_mem_unaccount(zt_mem_cat cat, size_t bytes) { __atomic_sub_fetch(&current[cat], bytes, __ATOMIC_RELAXED); }
 
 void zt_free(zt_mem_cat cat, void *p, size_t bytes)
 {
     if (!p)
         return;
-    __atomic_sub_fetch(&current[cat], bytes, __ATOMIC_RELAXED);
+    zt_mem_unaccount(cat, bytes);
     free(p);
 }
 

@@ -23,6 +23,11 @@ typedef enum zt_mem_cat {
 
 void *zt_alloc(zt_mem_cat cat, size_t bytes); /* NULL on failure; bytes 0 gives NULL */
 void zt_free(zt_mem_cat cat, void *p, size_t bytes); /* bytes must match zt_alloc's */
+/* Count bytes that another allocator handed out (a GPU's device memory) in cat, as
+ * zt_alloc counts its own, and uncount them when they are freed; the report then
+ * sums what the rank holds in each role on whichever device holds it. */
+void zt_mem_account(zt_mem_cat cat, size_t bytes);
+void zt_mem_unaccount(zt_mem_cat cat, size_t bytes);
 size_t zt_mem_current(zt_mem_cat cat);
 size_t zt_mem_peak(zt_mem_cat cat);
 /* Start measuring peaks from here: each category's peak becomes its current bytes. */
