@@ -5,8 +5,9 @@
 # Checks, for ROOT (default: this repository):
 #   - every folder of src/ is in the map, and the map names no folder twice;
 #   - the map itself is acyclic (tsort);
-#   - every #include "..." in src/*/*.[ch] is "name.h" (its own folder) or
-#     "../folder/name.h" with an allowed folder; each violation is printed on
+#   - every #include "..." in the C and CUDA sources of src/ (.c .h .cu .cuh, in a
+#     folder or below it: src/kernels/cuda belongs to kernels) resolves, relative to
+#     its file, to its own folder or an allowed one; each violation is printed on
 #     stderr as FILE:LINE: FROM -> TO.
 # Exit 0 clean, 1 violations, 2 the map is missing or malformed.
 set -u
@@ -30,28 +31,40 @@ for to in $(printf '%s' "$pairs" | awk '{print $1}' | sort -u); do
 done
 printf '%s' "$pairs" | tsort > /dev/null 2>&1 || { echo "check-layers: $doc: the map has a cycle" >&2; exit 2; }
 
+# The folder of src/ that include $2, written in src/$1 (a folder, maybe nested such
+# as kernels/cuda), resolves to; nothing when it leaves src/ or names no folder.
+resolve() {
+    local IFS=/ p
+    local -a parts=()
+    for p in $1 $2; do
+        case $p in
+            '' | .) ;;
+            ..) [ ${#parts[@]} -gt 0 ] || return 0; unset 'parts[${#parts[@]}-1]' ;;
+            *) parts+=("$p") ;;
+        esac
+    done
+    [ ${#parts[@]} -ge 2 ] && [ -d "$root/src/${parts[0]}" ] && printf '%s' "${parts[0]}"
+}
+
 bad=0
 for dir in "$root"/src/*/; do
     from=$(basename "$dir")
     [ -n "${allowed[$from]+x}" ] || { echo "src/$from: not in the layer map of docs/architecture.md" >&2; bad=1; continue; }
-    for f in "$dir"*.c "$dir"*.h; do
-        [ -f "$f" ] || continue
+    # C and CUDA sources, in the folder and in folders below it (src/kernels/cuda is
+    # part of kernels)
+    while IFS= read -r f; do
+        rel=${f#"$root"/src/}
+        here=$(dirname "$rel")
         while IFS=: read -r n inc; do
-            # the folder the include resolves to: "x.h" stays here, "../F/x.h" is F
-            if [[ $inc =~ ^[A-Za-z0-9_.-]+$ ]]; then
-                to=$from
-            elif [[ $inc =~ ^\.\./([a-z_]+)/[A-Za-z0-9_.-]+$ ]] && [ -d "$root/src/${BASH_REMATCH[1]}" ]; then
-                to=${BASH_REMATCH[1]}
-            else
-                echo "${f#"$root"/}:$n: $from -> outside src/ ($inc)" >&2; bad=1; continue
-            fi
+            to=$(resolve "$here" "$inc")
+            [ -n "$to" ] || { echo "${f#"$root"/}:$n: $from -> outside src/ ($inc)" >&2; bad=1; continue; }
             [ "$to" = "$from" ] && continue
             case ${allowed[$from]} in
                 *" $to "*) ;;
                 *) echo "${f#"$root"/}:$n: $from -> $to ($inc) is not in the layer map" >&2; bad=1 ;;
             esac
         done < <(awk '/^[ \t]*#[ \t]*include[ \t]*"/ { split($0, q, "\""); print FNR ":" q[2] }' "$f")
-    done
+    done < <(find "$dir" -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \) | sort)
 done
 [ "$bad" -eq 0 ] && echo "check-layers: every include in src/ follows docs/architecture.md"
 exit "$bad"

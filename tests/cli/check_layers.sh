@@ -1,6 +1,7 @@
 # The layer map of docs/architecture.md holds for src/ (scripts/check_layers.sh), and
 # the check can fail: on a copy of the tree it names an include that goes against the
-# map, a folder the map lacks, and a map with a cycle.
+# map (also from a CUDA file in a folder below one of src/), a folder the map lacks,
+# and a map with a cycle.
 . "$(dirname "$0")/lib.bash"
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=$(scripts/check_layers.sh 2>&1) || fail "check-layers on this tree: $out"
@@ -12,6 +13,10 @@ expect_exit 1 "src/model/llama.h:[0-9]+: model -> engine" -- scripts/check_layer
 copy
 printf '#include "../../tests/test.h"\n' >> "$TMP/r/src/core/mem.c"
 expect_exit 1 "src/core/mem.c:[0-9]+: core -> outside src/" -- scripts/check_layers.sh "$TMP/r"
+copy
+mkdir -p "$TMP/r/src/kernels/cuda"  # CUDA sources below a folder belong to it
+printf '#include "../../engine/engine.h"\n' >> "$TMP/r/src/kernels/cuda/x.cu"
+expect_exit 1 "src/kernels/cuda/x.cu:[0-9]+: kernels -> engine" -- scripts/check_layers.sh "$TMP/r"
 copy
 mkdir "$TMP/r/src/gpu" && : > "$TMP/r/src/gpu/cuda.c"
 expect_exit 1 "src/gpu: not in the layer map" -- scripts/check_layers.sh "$TMP/r"
