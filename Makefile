@@ -8,6 +8,11 @@
 # tests/fuzz/fuzz_NAME.c becomes build/tests/test_fuzz_NAME, which replays its
 # committed seed corpus, and, with `make fuzz` (clang, libFuzzer + ASan + UBSan),
 # build-fuzz/fuzz_NAME (tests/fuzz/run.sh runs them).
+# `make cuda` builds the same into build-cuda/ with ZT_CUDA defined, the CUDA
+# backend (src/kernels/cuda/*.cu: nvcc, cuBLASLt) linked in instead of
+# src/kernels/backend_cuda_none.c, warnings as errors on both compilers, and the
+# kernel checks build-cuda/tests/gpu/kernels_check (run on a machine with a GPU).
+# The plain `make` needs no CUDA at all.
 
 CC      ?= gcc
 ifeq ($(SANITIZE),1)
@@ -21,6 +26,9 @@ else ifeq ($(SANITIZE),fuzz)
 BUILD   := build-fuzz
 OPT     := -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined,float-cast-overflow \
            -fno-sanitize-recover=all -Wno-pass-failed
+else ifeq ($(CUDA),1)
+BUILD   := build-cuda
+OPT     := -O3 -g -march=native -Werror
 else
 BUILD   := build
 OPT     := -O3 -g -march=native
@@ -39,16 +47,37 @@ LDLIBS  += $(shell pkg-config --libs librsvg-2.0 cairo 2>/dev/null)
 LDFLAGS += -fopenmp $(filter -fsanitize=%,$(OPT))
 
 LIB_SRC  := $(shell find src -name '*.c' ! -path 'src/cli/*' | sort)
+ifeq ($(CUDA),1)
+# the CUDA toolkit: CUDA_HOME for nvcc and the headers, CUDA_LIBDIR for cuBLASLt, the
+# CUDA runtime and NCCL (a machine whose libraries live elsewhere, such as inside a
+# Python environment, points CUDA_LIBDIR there, or passes -I and -L directories in
+# CPPFLAGS and LDFLAGS, which come first)
+CUDA_HOME   ?= /usr/local/cuda
+CUDA_LIBDIR ?= $(CUDA_HOME)/lib64
+NVCC        ?= $(CUDA_HOME)/bin/nvcc
+# Ampere (sm_80), Hopper (sm_90) and Hopper's arch-specific features (sm_90a), plus
+# compute_90 PTX that the driver compiles for newer parts
+CUDA_GENCODE ?= -gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_90,code=sm_90 \
+                -gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_90,code=compute_90
+# --fmad=false: no contraction of a*b + c into an fma, as the C kernels (ISO C) do not
+# contract; the CUDA code asks for fma where the CPU code does (src/kernels/cuda/common.cuh)
+NVCCFLAGS ?= -std=c++20 -O3 -g -lineinfo --fmad=false -Werror all-warnings $(CUDA_GENCODE) \
+             -Xcompiler -Wall,-Wextra,-Werror,-fno-math-errno
+CPPFLAGS += -DZT_CUDA -I$(CUDA_HOME)/include
+LIB_SRC  := $(filter-out src/kernels/backend_cuda_none.c,$(LIB_SRC))
+CU_SRC   := $(shell find src -name '*.cu' | sort)
+LDLIBS   += -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcublasLt -lcudart -lnccl -lstdc++
+endif
 CLI_SRC  := $(sort $(wildcard src/cli/*.c))
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
-LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(CU_SRC:%.cu=$(BUILD)/obj/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_REPLAY := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/tests/test_%)
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/%)
 
-.PHONY: all test test-san test-ubsan fuzz fuzz-bins check-layers clean
+.PHONY: all test test-san test-ubsan fuzz fuzz-bins check-layers clean cuda cuda-bins
 .SECONDARY:
 all: $(BUILD)/ztrain $(TEST_BIN) $(FUZZ_REPLAY)
 
@@ -57,6 +86,10 @@ $(BUILD)/obj/%.o: %.c Makefile
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
 $(BUILD)/obj/src/report/plot.o: CPPFLAGS += $(RSVG_CFLAGS)
+
+$(BUILD)/obj/%.o: %.cu Makefile
+	@mkdir -p $(dir $@)
+	$(NVCC) $(filter -D% -I%,$(CPPFLAGS)) $(NVCCFLAGS) -MMD -MP -MF $(@:.o=.d) -c $< -o $@
 
 $(BUILD)/libztrain.a: $(LIB_OBJ)
 	@rm -f $@
@@ -82,6 +115,13 @@ $(BUILD)/fuzz_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o $(BUILD)/obj/tests/fuzz/common
 test: all
 	tests/run $(BUILD)
 
+# the CUDA build (see the top); cuda-bins is what it builds
+cuda:
+	$(MAKE) CUDA=1 cuda-bins
+
+# (tests/gpu/kernels_check.c links like a test program, by the rule above)
+cuda-bins: all $(BUILD)/tests/gpu/kernels_check
+
 test-san:
 	$(MAKE) SANITIZE=1 test
 
@@ -98,7 +138,7 @@ fuzz:
 fuzz-bins: $(FUZZ_BIN)
 
 clean:
-	rm -rf build build-san build-ubsan build-fuzz
+	rm -rf build build-san build-ubsan build-fuzz build-cuda
 
 # libFuzzer harnesses (clang): `make fuzz` builds build-fuzz/fuzz_checkpoint, the
 # checkpoint readers (trainer_state.json, zero/index.json, manifest.json) under

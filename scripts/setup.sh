@@ -8,6 +8,11 @@ packages=(gcc make libc6-dev libopenmpi-dev openmpi-bin libdnnl-dev libyaml-dev 
           libclang-rt-dev libomp-dev  # make fuzz (libFuzzer) and make test-ubsan CC=clang
           pkg-config librsvg2-dev libcairo2-dev fonts-dejavu-core  # ztrain plot --output FILE.png
           slurmctld slurmd slurm-client munge)  # tests/cli/slurm.sh: a one-node Slurm cluster for srun
+# `make cuda` (and CI's CUDA build) needs the CUDA toolkit: nvcc, the headers and
+# cuBLASLt under CUDA_HOME (default /usr/local/cuda).  It is not a Debian package
+# here, so this script only says when it is missing.
+[ -x "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc" ] ||
+    echo "setup: no CUDA toolkit at ${CUDA_HOME:-/usr/local/cuda} (make cuda needs nvcc and cuBLASLt)" >&2
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,10 +1,14 @@
 /* env.c — `ztrain env`: what a bug report needs — versions of ztrain, MPI and
  * oneDNN, the CPU and its vector features, threads, and the measured peak of
- * fp32 and bf16 matrix products (the denominators of MFU). */
+ * fp32 and bf16 matrix products (the denominators of MFU); then the GPUs: each
+ * CUDA device's name, compute capability and memory and the measured peaks of its
+ * cuBLASLt products, or one line saying why there are none (no device, or a build
+ * without CUDA). */
 #include <mpi.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "../kernels/backend_cuda.h"
 #include "../kernels/matmul.h"
 #include "../train/peak.h"
 #include "commands.h"
@@ -69,13 +73,46 @@ static void cpu_info(char *model, size_t model_len, char *features, size_t feat_
     fclose(f);
 }
 
+/* One line per CUDA device, and with measure its peaks (bf16 operands with fp32
+ * accumulation, and fp32 without TF32: 8192^3 products, a few seconds per device). */
+static void gpu_info(int measure)
+{
+    zt_err gerr = {0};
+    int n = 0;
+    if (zt_cuda_device_count(&n, &gerr)) {
+        printf("gpu:           none: %s\n", gerr.msg);
+        return;
+    }
+    printf("gpus:          %d\n", n);
+    for (int d = 0; d < n; d++) {
+        zt_cuda_device g;
+        if (zt_cuda_device_info(d, &g, &gerr)) {
+            printf("gpu %d:         unreadable: %s\n", d, gerr.msg);
+            continue;
+        }
+        printf("gpu %d:         %s, compute capability %d.%d, %d SMs, %.1f GiB (%.1f GiB free)\n", d, g.name,
+               g.cc_major, g.cc_minor, g.sm_count, (double)g.total_bytes / (1 << 30),
+               (double)g.free_bytes / (1 << 30));
+        if (!measure)
+            continue;
+        static const struct { zt_dtype dt; const char *what; } kinds[] = {{ZT_BF16, "bf16"}, {ZT_F32, "fp32"}};
+        for (int k = 0; k < 2; k++) {
+            double tflops = 0.0;
+            if (zt_cuda_matmul_peak_tflops(d, kinds[k].dt, &tflops, &gerr))
+                printf("gpu %d peak %s matmul: not measured: %s\n", d, kinds[k].what, gerr.msg);
+            else
+                printf("gpu %d peak %s matmul: %.1f TFLOP/s\n", d, kinds[k].what, tflops);
+        }
+    }
+}
+
 int zt_cmd_env(int argc, char **argv, zt_err *err)
 {
     int threads = 0, measure = 1, recalibrate = 0;
     zt_flag flags[] = {
         {"threads", ZT_FLAG_INT, &threads, "threads for the peak measurement (default: all usable cores)", 0, 4096, 0},
         {"measure", ZT_FLAG_BOOL, &measure, "show the matrix-product peaks MFU divides by: cached, else calibrated "
-         "and cached (default true)", 1, 0, 0},
+         "and cached; and measure each GPU's (default true)", 1, 0, 0},
         {"recalibrate", ZT_FLAG_BOOL, &recalibrate, "measure the peaks anew and replace their cache entries", 1, 0, 0},
     };
     const int nflags = (int)(sizeof flags / sizeof flags[0]);
@@ -117,5 +154,6 @@ int zt_cmd_env(int argc, char **argv, zt_err *err)
                        p.cache_path);
         }
     }
+    gpu_info(measure);
     return ZT_OK;
 }

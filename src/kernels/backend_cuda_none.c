@@ -1,0 +1,62 @@
+/* backend_cuda_none.c — backend_cuda.h in a build without CUDA (plain `make`): no
+ * table, and every question about devices answered with why not.  `make cuda`
+ * compiles src/kernels/cuda/ instead of this file. */
+#include "backend_cuda.h"
+
+#include <string.h>
+
+#define NO_CUDA "this ztrain was built without CUDA (make cuda)"
+
+int zt_cuda_built(void) { return 0; }
+
+int zt_cuda_device_count(int *count, zt_err *err)
+{
+    *count = 0;
+    return zt_fail(err, ZT_EFAIL, NO_CUDA);
+}
+
+int zt_cuda_device_info(int dev, zt_cuda_device *info, zt_err *err)
+{
+    (void)dev;
+    memset(info, 0, sizeof *info);
+    return zt_fail(err, ZT_EFAIL, NO_CUDA);
+}
+
+int zt_cuda_matmul_peak_tflops(int dev, zt_dtype compute, double *tflops, zt_err *err)
+{
+    (void)dev, (void)compute;
+    *tflops = 0.0;
+    return zt_fail(err, ZT_EFAIL, NO_CUDA);
+}
+
+int zt_cuda_use_device(int dev, zt_err *err)
+{
+    (void)dev;
+    return zt_fail(err, ZT_EFAIL, NO_CUDA);
+}
+
+const zt_backend *zt_backend_cuda(zt_err *err)
+{
+    zt_fail(err, ZT_EFAIL, NO_CUDA);
+    return NULL;
+}
+
+void zt_cuda_set_allow_tf32(int allow) { (void)allow; }
+
+void *zt_cuda_stream(void) { return NULL; }
+
+int zt_cuda_upload(void *dev_dst, const void *host_src, size_t bytes, zt_err *err)
+{
+    (void)dev_dst, (void)host_src, (void)bytes;
+    return zt_fail(err, ZT_EFAIL, NO_CUDA);
+}
+
+int zt_cuda_download(void *host_dst, const void *dev_src, size_t bytes, zt_err *err)
+{
+    (void)host_dst, (void)dev_src, (void)bytes;
+    return zt_fail(err, ZT_EFAIL, NO_CUDA);
+}
+
+int zt_cuda_synchronize(zt_err *err) { return zt_fail(err, ZT_EFAIL, NO_CUDA); }
+
+void zt_cuda_shutdown(void) {}

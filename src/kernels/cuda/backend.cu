@@ -1,0 +1,270 @@
+/* backend.cu — the CUDA backend's table (backend.h) and its C interface
+ * (backend_cuda.h): set-up on the current device, device memory (accounted in
+ * core/mem.h's categories like the CPU's), copies, the entries' scratch. */
+#include "entries.cuh"
+
+#include <string.h>
+
+zt_cu_state zt_cu;
+
+void zt_cu_die(const char *what, const char *msg, const char *file, int line)
+{
+    fprintf(stderr, "ztrain: CUDA error at %s:%d: %s: %s\n", file, line, what, msg);
+    fflush(stderr);
+    abort();
+}
+
+/* ---- memory ------------------------------------------------------------------------- */
+
+/* Zeroed device memory, counted in cat; NULL for 0 bytes or when the device is full
+ * (the caller reports it, as for the CPU's zt_alloc).  The memset is waited for, so
+ * the buffer is zero for any stream that uses it next. */
+static void *cu_alloc(zt_mem_cat cat, size_t bytes)
+{
+    if (bytes == 0)
+        return NULL;
+    void *p = NULL;
+    if (cudaMalloc(&p, bytes) != cudaSuccess) {
+        cudaGetLastError(); /* out of memory is an answer, not a sticky error */
+        return NULL;
+    }
+    ZT_CU(cudaMemsetAsync(p, 0, bytes, zt_cu.stream));
+    ZT_CU(cudaStreamSynchronize(zt_cu.stream));
+    zt_mem_account(cat, bytes);
+    return p;
+}
+
+static void cu_free(zt_mem_cat cat, void *p, size_t bytes)
+{
+    if (!p)
+        return;
+    ZT_CU(cudaFree(p)); /* waits for the kernels that may still read it */
+    zt_mem_unaccount(cat, bytes);
+}
+
+static void cu_copy(void *dst, const void *src, size_t bytes)
+{
+    if (bytes)
+        ZT_CU(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, zt_cu.stream));
+}
+
+static void cu_zero(void *dst, size_t bytes)
+{
+    if (bytes)
+        ZT_CU(cudaMemsetAsync(dst, 0, bytes, zt_cu.stream));
+}
+
+void *zt_cu_scratch(size_t bytes)
+{
+    if (bytes <= zt_cu.scratch_bytes)
+        return zt_cu.scratch;
+    size_t want = bytes < ((size_t)1 << 20) ? (size_t)1 << 20 : bytes + bytes / 4;
+    if (zt_cu.scratch) {
+        ZT_CU(cudaStreamSynchronize(zt_cu.stream));
+        ZT_CU(cudaFree(zt_cu.scratch));
+        zt_mem_unaccount(ZT_MEM_OTHER, zt_cu.scratch_bytes);
+        zt_cu.scratch = NULL;
+        zt_cu.scratch_bytes = 0;
+    }
+    ZT_CU(cudaMalloc(&zt_cu.scratch, want));
+    zt_mem_account(ZT_MEM_OTHER, want);
+    zt_cu.scratch_bytes = want;
+    return zt_cu.scratch;
+}
+
+void zt_cu_upload(void *dst, const void *src, size_t bytes)
+{
+    if (bytes)
+        ZT_CU(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, zt_cu.stream));
+}
+
+/* ---- the table ---------------------------------------------------------------------- */
+
+/* The attention kernels take compat's sliding window (kernels.h: 0 = causal only);
+ * until the table's entries carry it, they run without one. */
+static void attention_forward_causal(float *out, uint16_t *out_bf16, float *lse, const float *qkv, void *scratch,
+                                     int B, int T, int nh, int nkv, int hd)
+{
+    zt_cu_attention_forward(out, out_bf16, lse, qkv, scratch, B, T, nh, nkv, hd, 0);
+}
+
+static void attention_backward_causal(float *dqkv, const float *dout, const float *qkv, const float *out,
+                                      const float *lse, void *scratch, int B, int T, int nh, int nkv, int hd)
+{
+    zt_cu_attention_backward(dqkv, dout, qkv, out, lse, scratch, B, T, nh, nkv, hd, 0);
+}
+
+static void attention_cache_causal(float *out, const float *q, size_t q_stride, const float *k_cache,
+                                   const float *v_cache, int cap, int pos0, int n, int nh, int nkv, int hd,
+                                   float *scratch, int threads)
+{
+    zt_cu_attention_cache_forward(out, q, q_stride, k_cache, v_cache, cap, pos0, n, nh, nkv, hd, 0, scratch, threads);
+}
+
+static const zt_backend cuda_table = {
+    .name = "cuda",
+    .alloc = cu_alloc,
+    .free = cu_free,
+    .copy = cu_copy,
+    .zero = cu_zero,
+    .convert = zt_cu_convert,
+    .matmul = zt_cu_matmul,
+    .embed_forward = zt_cu_embed_forward,
+    .embed_backward = zt_cu_embed_backward,
+    .rmsnorm_forward = zt_cu_rmsnorm_forward,
+    .rmsnorm_backward = zt_cu_rmsnorm_backward,
+    .rope_tables = zt_cu_rope_tables,
+    .rope_forward = zt_cu_rope_forward,
+    .rope_backward = zt_cu_rope_backward,
+    .attention_scratch_bytes = zt_cu_attention_scratch_bytes,
+    .attention_forward = attention_forward_causal,
+    .attention_backward = attention_backward_causal,
+    .attention_cache_scratch_bytes = zt_cu_attention_cache_scratch_bytes,
+    .attention_cache_forward = attention_cache_causal,
+    .swiglu_forward = zt_cu_swiglu_forward,
+    .swiglu_backward = zt_cu_swiglu_backward,
+    .transpose = zt_cu_transpose,
+    .xent = zt_cu_xent,
+    .adamw_step = zt_cu_adamw_step,
+    .sumsq = zt_cu_sumsq,
+    .accumulate = zt_cu_accumulate,
+    .accumulate_bf16_rounded = zt_cu_accumulate_bf16_rounded,
+    .round_bf16 = zt_cu_round_bf16,
+};
+
+/* ---- the C interface (backend_cuda.h) ----------------------------------------------- */
+
+extern "C" int zt_cuda_built(void) { return 1; }
+
+extern "C" int zt_cuda_device_count(int *count, zt_err *err)
+{
+    *count = 0;
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        if (e == cudaErrorInsufficientDriver) /* also what a machine without the driver answers */
+            return zt_fail(err, ZT_EFAIL, "no CUDA device (no usable NVIDIA driver: %s)", cudaGetErrorString(e));
+        return zt_fail(err, ZT_EFAIL, "no CUDA device (%s)", cudaGetErrorString(e));
+    }
+    if (n < 1)
+        return zt_fail(err, ZT_EFAIL, "no CUDA device (the driver reports none)");
+    *count = n;
+    return ZT_OK;
+}
+
+extern "C" int zt_cuda_device_info(int dev, zt_cuda_device *info, zt_err *err)
+{
+    memset(info, 0, sizeof *info);
+    cudaDeviceProp prop;
+    ZT_CU_TRY(err, cudaGetDeviceProperties(&prop, dev));
+    snprintf(info->name, sizeof info->name, "%s", prop.name);
+    info->cc_major = prop.major;
+    info->cc_minor = prop.minor;
+    info->sm_count = prop.multiProcessorCount;
+    info->total_bytes = prop.totalGlobalMem;
+    int prev = 0;
+    ZT_CU_TRY(err, cudaGetDevice(&prev));
+    ZT_CU_TRY(err, cudaSetDevice(dev));
+    size_t free_b = 0, total_b = 0;
+    cudaError_t e = cudaMemGetInfo(&free_b, &total_b);
+    cudaSetDevice(prev);
+    if (e != cudaSuccess)
+        return zt_fail(err, ZT_EFAIL, "device %d: cudaMemGetInfo: %s", dev, cudaGetErrorString(e));
+    info->free_bytes = free_b;
+    return ZT_OK;
+}
+
+extern "C" int zt_cuda_matmul_peak_tflops(int dev, zt_dtype compute, double *tflops, zt_err *err)
+{
+    return zt_cu_matmul_peak(dev, compute, tflops, err);
+}
+
+extern "C" int zt_cuda_use_device(int dev, zt_err *err)
+{
+    int n = 0;
+    int rc = zt_cuda_device_count(&n, err);
+    if (rc)
+        return rc;
+    if (dev < 0 || dev >= n)
+        return zt_fail(err, ZT_EINPUT, "CUDA device %d does not exist (this machine has %d: 0..%d)", dev, n, n - 1);
+    if (zt_cu.ready && dev != zt_cu.device)
+        return zt_fail(err, ZT_EFAIL, "the CUDA backend is already set up on device %d, not %d", zt_cu.device, dev);
+    ZT_CU_TRY(err, cudaSetDevice(dev));
+    return ZT_OK;
+}
+
+extern "C" const zt_backend *zt_backend_cuda(zt_err *err)
+{
+    if (zt_cu.ready)
+        return &cuda_table;
+    int n = 0;
+    if (zt_cuda_device_count(&n, err))
+        return NULL;
+    int dev = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e == cudaSuccess)
+        e = cudaStreamCreate(&zt_cu.stream); /* blocking: ordered with the legacy default stream */
+    if (e == cudaSuccess)
+        e = cudaDeviceGetAttribute(&zt_cu.max_smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    if (e != cudaSuccess) {
+        zt_fail(err, ZT_EFAIL, "setting up the CUDA backend on device %d: %s", dev, cudaGetErrorString(e));
+        cudaGetLastError();
+        return NULL;
+    }
+    zt_cu.device = dev;
+    if (zt_cu_matmul_init(err)) {
+        cudaStreamDestroy(zt_cu.stream);
+        zt_cu.stream = NULL;
+        return NULL;
+    }
+    zt_cu.ready = 1;
+    return &cuda_table;
+}
+
+extern "C" void zt_cuda_set_allow_tf32(int allow) { zt_cu_matmul_allow_tf32(allow); }
+
+extern "C" void *zt_cuda_stream(void) { return zt_cu.ready ? (void *)zt_cu.stream : NULL; }
+
+extern "C" int zt_cuda_upload(void *dev_dst, const void *host_src, size_t bytes, zt_err *err)
+{
+    if (!zt_cu.ready)
+        return zt_fail(err, ZT_EFAIL, "the CUDA backend is not set up");
+    if (bytes)
+        ZT_CU_TRY(err, cudaMemcpyAsync(dev_dst, host_src, bytes, cudaMemcpyHostToDevice, zt_cu.stream));
+    return ZT_OK;
+}
+
+extern "C" int zt_cuda_download(void *host_dst, const void *dev_src, size_t bytes, zt_err *err)
+{
+    if (!zt_cu.ready)
+        return zt_fail(err, ZT_EFAIL, "the CUDA backend is not set up");
+    if (bytes) {
+        ZT_CU_TRY(err, cudaMemcpyAsync(host_dst, dev_src, bytes, cudaMemcpyDeviceToHost, zt_cu.stream));
+        ZT_CU_TRY(err, cudaStreamSynchronize(zt_cu.stream));
+    }
+    return ZT_OK;
+}
+
+extern "C" int zt_cuda_synchronize(zt_err *err)
+{
+    if (!zt_cu.ready)
+        return zt_fail(err, ZT_EFAIL, "the CUDA backend is not set up");
+    ZT_CU_TRY(err, cudaStreamSynchronize(zt_cu.stream));
+    return ZT_OK;
+}
+
+extern "C" void zt_cuda_shutdown(void)
+{
+    if (!zt_cu.ready)
+        return;
+    cudaStreamSynchronize(zt_cu.stream);
+    zt_cu_matmul_shutdown();
+    zt_cu_embed_shutdown();
+    if (zt_cu.scratch) {
+        cudaFree(zt_cu.scratch);
+        zt_mem_unaccount(ZT_MEM_OTHER, zt_cu.scratch_bytes);
+    }
+    cudaStreamDestroy(zt_cu.stream);
+    memset(&zt_cu, 0, sizeof zt_cu);
+}

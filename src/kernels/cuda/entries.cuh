@@ -1,0 +1,73 @@
+/* entries.cuh — the CUDA backend's implementations of the table's entries (backend.h),
+ * one file per piece, gathered into the table by backend.cu.  Each has the signature
+ * and the semantics of the CPU entry it stands for. */
+#ifndef ZT_CUDA_ENTRIES_CUH
+#define ZT_CUDA_ENTRIES_CUH
+
+#include "common.cuh"
+
+/* convert.cu */
+void zt_cu_convert(void *dst, zt_dtype dst_dt, const void *src, zt_dtype src_dt, size_t n);
+
+/* matmul.cu */
+int zt_cu_matmul(float *C, const void *A, zt_dtype a_dt, const void *B, zt_dtype b_dt, int M, int N, int K,
+                 int trans_a, int trans_b, float beta, zt_dtype compute, zt_err *err);
+int zt_cu_matmul_init(zt_err *err);
+void zt_cu_matmul_shutdown(void);
+void zt_cu_matmul_allow_tf32(int allow);
+int zt_cu_matmul_peak(int dev, zt_dtype compute, double *tflops, zt_err *err);
+
+/* embed.cu */
+void zt_cu_embed_forward(float *x, const void *wte, zt_dtype wte_dt, const int *tokens, int N, int C);
+void zt_cu_embed_backward(float *dwte, const float *dx, const int *tokens, int N, int C);
+void zt_cu_embed_shutdown(void);
+
+/* rmsnorm.cu */
+void zt_cu_rmsnorm_forward(void *y, zt_dtype y_dt, float *rstd, const float *x, const float *w, int N, int C,
+                           float eps);
+void zt_cu_rmsnorm_backward(float *dx, uint16_t *dx_bf16, float *dw, const float *dy, const float *x,
+                            const float *w, const float *rstd, int N, int C);
+
+/* rope.cu */
+void zt_cu_rope_tables(float *cos_t, float *sin_t, int T, int hd, float theta);
+void zt_cu_rope_forward(float *qkv, const float *cos_t, const float *sin_t, int B, int T, int nh, int nkv,
+                        int hd);
+void zt_cu_rope_backward(float *dqkv, const float *cos_t, const float *sin_t, int B, int T, int nh, int nkv,
+                         int hd);
+
+/* attention.cu */
+size_t zt_cu_attention_scratch_bytes(int B, int T, int nkv, int hd, zt_dtype opd);
+/* window: 0 causal; > 0 also i - j < window (compat's sliding window, kernels.h) */
+void zt_cu_attention_forward(float *out, uint16_t *out_bf16, float *lse, const float *qkv, void *scratch, int B,
+                             int T, int nh, int nkv, int hd, int window);
+void zt_cu_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
+                              const float *lse, void *scratch, int B, int T, int nh, int nkv, int hd, int window);
+
+/* attention_cache.cu */
+size_t zt_cu_attention_cache_scratch_bytes(int cap, int threads);
+void zt_cu_attention_cache_forward(float *out, const float *q, size_t q_stride, const float *k_cache,
+                                   const float *v_cache, int cap, int pos0, int n, int nh, int nkv, int hd,
+                                   int window, float *scratch, int threads);
+
+/* swiglu.cu */
+void zt_cu_swiglu_forward(void *h, zt_dtype h_dt, const float *gu, int N, int F);
+void zt_cu_swiglu_backward(void *dgu, zt_dtype dgu_dt, const float *dh, const float *gu, int N, int F);
+
+/* transpose.cu */
+void zt_cu_transpose(float *dst, const float *src, int rows, int cols);
+
+/* xent.cu */
+double zt_cu_xent(float *dlogits, uint16_t *dlogits_bf16, const float *logits, const int *targets, int N, int V,
+                  float grad_scale);
+
+/* adamw.cu */
+void zt_cu_adamw_step(void *p, void *m, void *v, const void *g, void *comp, zt_dtype dt, size_t n,
+                      const zt_adamw_step *s, void *cast, zt_dtype cast_dt, zt_adamw_audit *audit);
+
+/* reductions.cu */
+double zt_cu_sumsq(const void *x, zt_dtype dt, size_t n);
+void zt_cu_accumulate(void *acc, zt_dtype acc_dt, const void *x, zt_dtype x_dt, size_t n);
+void zt_cu_accumulate_bf16_rounded(float *acc, const float *x, size_t n);
+double zt_cu_round_bf16(float *x, size_t n, int want_sumsq);
+
+#endif

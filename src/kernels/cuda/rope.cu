@@ -1,0 +1,76 @@
+/* rope.cu — rotary embeddings on the device, HF's rotate_half convention (rope.c).
+ *
+ * Tables (T, hd/2) built as rope.c builds them: the exponent 2i/hd and inv_freq =
+ * 1 / theta^(2i/hd) rounded to fp32 where torch rounds them, the angle t * inv_freq
+ * in fp32, and pow, cos, sin evaluated in double and rounded once (CUDA's double
+ * functions are within 2 ulp of double, so the fp32 result is the correctly rounded
+ * one, as on the CPU, except for values within 2^-50 of a rounding midpoint).
+ * Forward rotates pair i of each q and k head vector by a = pos * f_i:
+ *   y1 = x1 cos a - x2 sin a,   y2 = x2 cos a + x1 sin a;
+ * backward rotates by -a (the transpose of the rotation).  One thread per pair,
+ * rope.c's expressions, so the results are the CPU's bits. */
+#include "entries.cuh"
+
+__global__ void rope_tables_kernel(float *cos_t, float *sin_t, int T, int hd, float theta)
+{
+    const int half = hd / 2;
+    const size_t total = (size_t)T * half;
+    for (size_t k = blockIdx.x * (size_t)blockDim.x + threadIdx.x; k < total; k += (size_t)gridDim.x * blockDim.x) {
+        const int t = (int)(k / half), i = (int)(k % half);
+        const float expo = (float)(2 * i) / (float)hd;
+        const float p = (float)pow((double)theta, (double)expo);
+        const float inv_freq = 1.0f / p;
+        const float a = (float)t * inv_freq;
+        cos_t[k] = (float)cos((double)a);
+        sin_t[k] = (float)sin((double)a);
+    }
+}
+
+void zt_cu_rope_tables(float *cos_t, float *sin_t, int T, int hd, float theta)
+{
+    const size_t total = (size_t)T * (hd / 2);
+    if (total == 0)
+        return;
+    rope_tables_kernel<<<zt_cu_blocks(total), ZT_CU_THREADS, 0, zt_cu.stream>>>(cos_t, sin_t, T, hd, theta);
+    ZT_CU_LAUNCHED();
+}
+
+/* pairs (row, head < nh + nkv, i < hd/2); sign +1 rotates by +a, -1 by -a */
+__global__ void rope_kernel(float *qkv, const float *cos_t, const float *sin_t, int BT, int T, int nh, int nkv, int hd,
+                            float sign)
+{
+    const int half = hd / 2, nrot = nh + nkv;
+    const size_t W = (size_t)(nh + 2 * nkv) * hd;
+    const size_t total = (size_t)BT * nrot * half;
+    for (size_t k = blockIdx.x * (size_t)blockDim.x + threadIdx.x; k < total; k += (size_t)gridDim.x * blockDim.x) {
+        const int i = (int)(k % half);
+        const int h = (int)((k / half) % nrot);
+        const size_t row = k / ((size_t)half * nrot);
+        const int t = (int)(row % T);
+        float *x1 = qkv + row * W + (size_t)h * hd;
+        float *x2 = x1 + half;
+        const float c = cos_t[(size_t)t * half + i], si = sign * sin_t[(size_t)t * half + i];
+        const float a = x1[i], b = x2[i];
+        x1[i] = a * c - b * si;
+        x2[i] = b * c + a * si;
+    }
+}
+
+static void rope(float *qkv, const float *cos_t, const float *sin_t, int B, int T, int nh, int nkv, int hd, float sign)
+{
+    const size_t total = (size_t)B * T * (nh + nkv) * (hd / 2);
+    if (total == 0)
+        return;
+    rope_kernel<<<zt_cu_blocks(total), ZT_CU_THREADS, 0, zt_cu.stream>>>(qkv, cos_t, sin_t, B * T, T, nh, nkv, hd, sign);
+    ZT_CU_LAUNCHED();
+}
+
+void zt_cu_rope_forward(float *qkv, const float *cos_t, const float *sin_t, int B, int T, int nh, int nkv, int hd)
+{
+    rope(qkv, cos_t, sin_t, B, T, nh, nkv, hd, 1.0f);
+}
+
+void zt_cu_rope_backward(float *dqkv, const float *cos_t, const float *sin_t, int B, int T, int nh, int nkv, int hd)
+{
+    rope(dqkv, cos_t, sin_t, B, T, nh, nkv, hd, -1.0f);
+}

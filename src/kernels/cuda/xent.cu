@@ -1,0 +1,81 @@
+/* xent.cu — softmax cross-entropy fused with the logits' gradient, on the device
+ * (kernels.h, xent.c).
+ *
+ * One block per row n of logits (N, V), target t = targets[n] (uploaded from the host):
+ *   m = max_v x_v,  S = sum_v exp(x_v - m) (double),  loss_n = (m + log S) - x_t
+ *   dlogits_v = exp(x_v - m) * ((float)(1/S) * grad_scale) - [v == t] grad_scale
+ * exp is vmath.h's zt_expf and the fp32 expressions are xent.c's; S is summed in double
+ * in the block's tree order instead of xent.c's vector order (a relative difference
+ * of ~1e-16 in S, which reaches the fp32 gradient as at most one rounding flip).
+ * dlogits may be logits itself: a row's x_t and max are read before anything is
+ * written, and every later pass rewrites element v from element v only.  With
+ * dlogits_bf16 the gradient goes there, rounded once, and dlogits holds the
+ * exponentials (scratch), as on the CPU.  The returned sum of the N losses is summed
+ * over rows in a fixed order, in double. */
+#include "entries.cuh"
+
+#define XENT_THREADS 1024
+
+__global__ void xent_kernel(float *dlogits, uint16_t *dlogits_bf16, const float *logits, const int *targets, int V,
+                            float grad_scale, double *row_loss)
+{
+    __shared__ double shd[32];
+    __shared__ float shf[32];
+    const int n = blockIdx.x;
+    const float *x = logits + (size_t)n * V;
+    const int tgt = targets[n];
+    const float xt = x[tgt]; /* read before any write (the reductions below synchronise) */
+    float mx = -INFINITY;
+    for (int v = threadIdx.x; v < V; v += blockDim.x)
+        mx = x[v] > mx ? x[v] : mx;
+    const float m = zt_d_block_max(mx, shf);
+    double sum = 0.0;
+    float *d = dlogits ? dlogits + (size_t)n * V : NULL;
+    for (int v = threadIdx.x; v < V; v += blockDim.x) {
+        const float e = zt_d_expf(x[v] - m); /* x[v] is read before d[v] is written */
+        if (d)
+            d[v] = e;
+        sum += e;
+    }
+    sum = zt_d_block_sum(sum, shd);
+    if (d) {
+        const float k = (float)(1.0 / sum) * grad_scale;
+        if (dlogits_bf16) {
+            uint16_t *d16 = dlogits_bf16 + (size_t)n * V;
+            for (int v = threadIdx.x; v < V; v += blockDim.x) {
+                float g = d[v] * k;
+                if (v == tgt)
+                    g = g - grad_scale;
+                d16[v] = zt_d_f32_to_bf16(g);
+            }
+        } else {
+            for (int v = threadIdx.x; v < V; v += blockDim.x) {
+                float g = d[v] * k;
+                if (v == tgt)
+                    g = g - grad_scale;
+                d[v] = g;
+            }
+        }
+    }
+    if (threadIdx.x == 0)
+        row_loss[n] = ((double)m + log(sum)) - (double)xt;
+}
+
+double zt_cu_xent(float *dlogits, uint16_t *dlogits_bf16, const float *logits, const int *targets, int N, int V,
+                  float grad_scale)
+{
+    if (N <= 0)
+        return 0.0;
+    for (int n = 0; n < N; n++) /* xent.c asserts the same; out of range would read outside the row */
+        if (targets[n] < 0 || targets[n] >= V) {
+            fprintf(stderr, "ztrain: cross-entropy: target %d of row %d outside the vocabulary [0, %d)\n", targets[n],
+                    n, V);
+            abort();
+        }
+    double *row_loss = (double *)zt_cu_scratch((size_t)N * (sizeof(double) + sizeof(int)));
+    int *dtgt = (int *)(row_loss + N);
+    zt_cu_upload(dtgt, targets, (size_t)N * sizeof(int));
+    xent_kernel<<<N, XENT_THREADS, 0, zt_cu.stream>>>(dlogits, dlogits_bf16, logits, dtgt, V, grad_scale, row_loss);
+    ZT_CU_LAUNCHED();
+    return zt_cu_sum_doubles(row_loss, N);
+}
