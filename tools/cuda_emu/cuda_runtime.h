@@ -1,0 +1,169 @@
+/* tools/cuda_emu/cuda_runtime.h — just enough of CUDA, on the CPU, to run the CUDA
+ * backend's kernels (src/kernels/cuda/*.cu) where there is no GPU.
+ *
+ * A dev-time tool (tools/cuda_emu/run.sh): the .cu files are compiled by g++ as C++
+ * with this header in place of the toolkit's, after run.sh rewrites each launch
+ * `k<<<grid, block, smem, stream>>>(args)` into `zt_emu_launch(k, grid, block, smem,
+ * stream)(args)` and `extern __shared__ float sm[];` into a pointer to the block's
+ * dynamic shared memory.  What it models, and so what it can check:
+ *  - every thread of a block runs the kernel's code as a fiber (ucontext) on one OS
+ *    thread; blocks run one after another, so `__shared__` variables (static here) are
+ *    the block's shared memory;
+ *  - __syncthreads and __syncwarp are barriers: a fiber that reaches one waits until
+ *    every live thread of its block (warp) has reached it; a thread that returns early
+ *    no longer counts, as on the GPU; a barrier that can never complete aborts with
+ *    "barrier divergence";
+ *  - __shfl_sync and __shfl_xor_sync exchange values through the warp at a barrier;
+ *  - device memory is host memory; streams run in order, synchronously.
+ * So it checks the kernels' indexing, masks, synchronisation and arithmetic (fp32 and
+ * fp64 on the CPU are the same IEEE operations, fmaf included), not the GPU's
+ * scheduling, memory model or performance, and not cuBLASLt (matmul.cu is not built).
+ * Fibers switch only at barriers and shuffles, so a missing __syncthreads between a
+ * write and another thread's read is NOT caught (the writer has always run ahead). */
+#ifndef ZT_CUDA_EMU_RUNTIME_H
+#define ZT_CUDA_EMU_RUNTIME_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <functional>
+
+/* ---- the language ------------------------------------------------------------------- */
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __shared__ static
+#define __launch_bounds__(...)
+
+struct dim3 {
+    unsigned x, y, z;
+    dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+};
+
+extern dim3 threadIdx, blockIdx, blockDim, gridDim;
+
+void __syncthreads(void);
+void __syncwarp(unsigned mask = 0xffffffffu);
+/* the warp's exchange: every lane posts v, then reads lane src's post */
+uint64_t zt_emu_exchange(uint64_t v, int src);
+
+template <typename T>
+inline T __shfl_sync(unsigned mask, T v, int src)
+{
+    (void)mask;
+    static_assert(sizeof(T) <= 8, "shuffle of a value wider than 8 bytes");
+    uint64_t u = 0;
+    memcpy(&u, &v, sizeof v);
+    u = zt_emu_exchange(u, src & 31);
+    T r;
+    memcpy(&r, &u, sizeof r);
+    return r;
+}
+
+template <typename T>
+inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask)
+{
+    const int lane = (int)((threadIdx.x + threadIdx.y * blockDim.x + threadIdx.z * blockDim.x * blockDim.y) & 31);
+    return __shfl_sync(mask, v, lane ^ lane_mask);
+}
+
+inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
+inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
+inline long long __double_as_longlong(double d) { long long u; memcpy(&u, &d, 8); return u; }
+inline double __longlong_as_double(long long u) { double d; memcpy(&d, &u, 8); return d; }
+
+/* dynamic shared memory of the running block */
+float *zt_emu_dyn_smem(void);
+#define ZT_EMU_DYN_SMEM_BYTES (256u << 10)
+
+/* ---- the runtime ---------------------------------------------------------------------- */
+
+typedef enum cudaError {
+    cudaSuccess = 0,
+    cudaErrorInvalidValue = 1,
+    cudaErrorMemoryAllocation = 2,
+    cudaErrorInsufficientDriver = 35,
+    cudaErrorNoDevice = 100,
+    cudaErrorLaunchFailure = 719,
+} cudaError_t;
+
+typedef struct zt_emu_stream *cudaStream_t;
+typedef struct zt_emu_event *cudaEvent_t;
+
+enum cudaMemcpyKind { cudaMemcpyHostToHost, cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice };
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
+enum cudaDeviceAttr { cudaDevAttrMaxSharedMemoryPerBlockOptin = 97 };
+
+struct cudaDeviceProp {
+    char name[256];
+    int major, minor, multiProcessorCount;
+    size_t totalGlobalMem;
+};
+
+const char *cudaGetErrorString(cudaError_t e);
+cudaError_t cudaGetLastError(void);
+cudaError_t cudaGetDeviceCount(int *n);
+cudaError_t cudaGetDevice(int *d);
+cudaError_t cudaSetDevice(int d);
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int d);
+cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total_b);
+cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr a, int d);
+cudaError_t cudaMalloc(void **p, size_t bytes);
+cudaError_t cudaFree(void *p);
+cudaError_t cudaMemsetAsync(void *p, int v, size_t bytes, cudaStream_t s = 0);
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind k, cudaStream_t s = 0);
+cudaError_t cudaStreamCreate(cudaStream_t *s);
+cudaError_t cudaStreamDestroy(cudaStream_t s);
+cudaError_t cudaStreamSynchronize(cudaStream_t s);
+
+template <typename T>
+inline cudaError_t cudaMalloc(T **p, size_t bytes)
+{
+    return cudaMalloc((void **)p, bytes);
+}
+
+template <typename T>
+inline cudaError_t cudaMemcpyFromSymbolAsync(void *dst, const T &sym, size_t bytes, size_t offset, cudaMemcpyKind,
+                                             cudaStream_t = 0)
+{
+    memcpy(dst, (const char *)&sym + offset, bytes);
+    return cudaSuccess;
+}
+
+template <typename K>
+inline cudaError_t cudaFuncSetAttribute(K, cudaFuncAttribute, int value)
+{
+    return value <= (int)ZT_EMU_DYN_SMEM_BYTES ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+/* ---- launches ------------------------------------------------------------------------- */
+
+/* Run body once per thread of every block of grid x block (fibers, blocks in order). */
+void zt_emu_run(dim3 grid, dim3 block, size_t smem, const std::function<void()> &body);
+
+template <typename K>
+struct zt_emu_launcher {
+    K *kernel;
+    dim3 grid, block;
+    size_t smem;
+    template <typename... A>
+    void operator()(A... args) const
+    {
+        K *k = kernel;
+        zt_emu_run(grid, block, smem, [k, args...]() { k(args...); });
+    }
+};
+
+template <typename K>
+inline zt_emu_launcher<K> zt_emu_launch(K *kernel, dim3 grid, dim3 block, size_t smem = 0, cudaStream_t = 0)
+{
+    return zt_emu_launcher<K>{kernel, grid, block, smem};
+}
+
+#endif
