@@ -1,6 +1,6 @@
 /* kernels_check.c — every entry of the CUDA backend's table against its CPU twin.
  *
- *   build-cuda/tests/gpu/kernels_check [--seed N] [--no-matmul]
+ *   build-cuda/tests/gpu/kernels_check [--seed N] [--no-matmul] [--only GROUP]
  *
  * Built by `make cuda`, run by tests/gpu/check.sh on a machine with a GPU (it is not
  * part of `make test`, which runs without one).  For each kernel and case: random
@@ -61,6 +61,9 @@ static int n_passed, n_failed, n_skipped;
 /* --no-matmul: for tools/cuda_emu/run.sh, whose CPU emulation has no cuBLASLt; the
  * products are then reported as skipped, never as passed */
 static int no_matmul;
+/* --only NAME: run one group of checks (memory, matmul, embed, rmsnorm, rope, swiglu,
+ * transpose, xent, attention, cache, adamw, reductions) */
+static const char *only;
 
 /* ---- reporting ------------------------------------------------------------------------ */
 
@@ -582,7 +585,7 @@ static void check_xent(void)
 
 /* ---- attention ------------------------------------------------------------------------- */
 
-static void check_attention_case(int B, int T, int nh, int nkv, int hd, zt_dtype opd)
+static void check_attention_case(int B, int T, int nh, int nkv, int hd, int window, zt_dtype opd)
 {
     const size_t W = (size_t)(nh + 2 * nkv) * hd, nqkv = (size_t)B * T * W, nout = (size_t)B * T * nh * hd,
                  nlse = (size_t)B * nh * T;
@@ -590,15 +593,16 @@ static void check_attention_case(int B, int T, int nh, int nkv, int hd, zt_dtype
     size_t cs = cpu->attention_scratch_bytes(B, T, nkv, hd, opd), gs = gpu->attention_scratch_bytes(B, T, nkv, hd, opd);
     const int m16 = cs > 0;
     char tag[96];
-    snprintf(tag, sizeof tag, "B=%d T=%d nh=%d nkv=%d hd=%d %s", B, T, nh, nkv, hd, m16 ? "bf16 operands" : "fp32");
+    snprintf(tag, sizeof tag, "B=%d T=%d nh=%d nkv=%d hd=%d window=%d %s", B, T, nh, nkv, hd, window,
+             m16 ? "bf16 operands" : "fp32");
     char name[160];
     snprintf(name, sizeof name, "attention scratch: both or neither (%s)", tag);
     report(name, (cs > 0) == (gs > 0) ? 0.0 : 1.0, EXACT, NULL);
     void *cscratch = cs ? host(cs) : NULL;
     float *out = host(nout * 4), *lse = host(nlse * 4), *dqkv = host(nqkv * 4);
     uint16_t *out16 = host(nout * 2);
-    cpu->attention_forward(out, out16, lse, qkv, cscratch, B, T, nh, nkv, hd);
-    cpu->attention_backward(dqkv, dout, qkv, out, lse, cscratch, B, T, nh, nkv, hd);
+    cpu->attention_forward(out, out16, lse, qkv, cscratch, B, T, nh, nkv, hd, window);
+    cpu->attention_backward(dqkv, dout, qkv, out, lse, cscratch, B, T, nh, nkv, hd, window);
     const double tol = m16 ? BF16_TOL : FP32_TOL;
 
     float *dq = dev(qkv, nqkv * 4), *ddo = dev(dout, nout * 4);
@@ -609,7 +613,7 @@ static void check_attention_case(int B, int T, int nh, int nkv, int hd, zt_dtype
     poison(dout_, nout * 4), poison(dlse, nlse * 4), poison(ddq, nqkv * 4), poison(do16, nout * 2);
     if (gscratch)
         poison(gscratch, gs);
-    gpu->attention_forward(dout_, do16, dlse, dq, gscratch, B, T, nh, nkv, hd);
+    gpu->attention_forward(dout_, do16, dlse, dq, gscratch, B, T, nh, nkv, hd, window);
     snprintf(name, sizeof name, "attention forward out (%s)", tag);
     check(name, dout_, out, ZT_F32, nout, tol);
     snprintf(name, sizeof name, "attention forward out bf16 copy (%s)", tag);
@@ -618,12 +622,12 @@ static void check_attention_case(int B, int T, int nh, int nkv, int hd, zt_dtype
     check(name, dlse, lse, ZT_F32, nlse, tol);
     /* the backward from the CPU's forward outputs, so it is checked on its own */
     float *dcout = dev(out, nout * 4), *dclse = dev(lse, nlse * 4);
-    gpu->attention_backward(ddq, ddo, dq, dcout, dclse, gscratch, B, T, nh, nkv, hd);
+    gpu->attention_backward(ddq, ddo, dq, dcout, dclse, gscratch, B, T, nh, nkv, hd, window);
     snprintf(name, sizeof name, "attention backward dqkv (%s)", tag);
     check(name, ddq, dqkv, ZT_F32, nqkv, tol);
     /* determinism */
-    gpu->attention_forward(dout2, NULL, dlse2, dq, gscratch, B, T, nh, nkv, hd);
-    gpu->attention_backward(ddq2, ddo, dq, dcout, dclse, gscratch, B, T, nh, nkv, hd);
+    gpu->attention_forward(dout2, NULL, dlse2, dq, gscratch, B, T, nh, nkv, hd, window);
+    gpu->attention_backward(ddq2, ddo, dq, dcout, dclse, gscratch, B, T, nh, nkv, hd, window);
     snprintf(name, sizeof name, "attention forward+backward twice: same bits (%s)", tag);
     unsigned char *a = host(nqkv * 4), *b = host(nqkv * 4), *c = host(nout * 4), *d = host(nout * 4);
     down(a, ddq, nqkv * 4), down(b, ddq2, nqkv * 4), down(c, dout_, nout * 4), down(d, dout2, nout * 4);
@@ -635,34 +639,41 @@ static void check_attention_case(int B, int T, int nh, int nkv, int hd, zt_dtype
 
 static void check_attention(void)
 {
-    check_attention_case(2, 150, 6, 2, 64, ZT_F32);
-    check_attention_case(2, 150, 6, 2, 64, ZT_BF16);
-    check_attention_case(1, 64, 4, 4, 128, ZT_F32);
-    check_attention_case(1, 130, 4, 4, 128, ZT_BF16);
-    check_attention_case(1, 200, 8, 1, 32, ZT_F32);   /* a group of 8 */
-    check_attention_case(2, 77, 4, 2, 48, ZT_BF16);   /* hd 48: fp32 operands on both devices */
-    check_attention_case(1, 1, 2, 1, 64, ZT_F32);     /* one token */
-    check_attention_case(1, 90, 2, 1, 256, ZT_F32);   /* the largest head */
+    check_attention_case(2, 150, 6, 2, 64, 0, ZT_F32);
+    check_attention_case(2, 150, 6, 2, 64, 0, ZT_BF16);
+    check_attention_case(1, 64, 4, 4, 128, 0, ZT_F32);
+    check_attention_case(1, 130, 4, 4, 128, 0, ZT_BF16);
+    check_attention_case(1, 200, 8, 1, 32, 0, ZT_F32);   /* a group of 8 */
+    check_attention_case(2, 77, 4, 2, 48, 0, ZT_BF16);   /* hd 48: fp32 operands on both devices */
+    check_attention_case(1, 1, 2, 1, 64, 0, ZT_F32);     /* one token */
+    check_attention_case(1, 90, 2, 1, 256, 0, ZT_F32);   /* the largest head */
+    /* sliding windows: inside a block, across blocks, a whole block with no key for
+     * some queries (window 10 at T = 200), and one key (window 1) */
+    check_attention_case(1, 200, 4, 2, 64, 10, ZT_F32);
+    check_attention_case(1, 200, 4, 2, 64, 10, ZT_BF16);
+    check_attention_case(2, 150, 4, 1, 64, 70, ZT_F32);
+    check_attention_case(1, 130, 2, 2, 128, 100, ZT_BF16);
+    check_attention_case(1, 70, 2, 1, 64, 1, ZT_F32);
 }
 
 static void check_attention_cache(void)
 {
     const int cap = 100, nh = 6, nkv = 2, hd = 64;
     const size_t W = (size_t)(nh + 2 * nkv) * hd;
-    static const int cases[][2] = {{0, 1}, {37, 5}, {0, 12}, {99, 1}};
-    for (int k = 0; k < 4; k++) {
-        const int pos0 = cases[k][0], n = cases[k][1];
+    static const int cases[][3] = {{0, 1, 0}, {37, 5, 0}, {0, 12, 0}, {99, 1, 0}, {37, 5, 8}, {99, 1, 20}, {0, 12, 3}};
+    for (int k = 0; k < 7; k++) {
+        const int pos0 = cases[k][0], n = cases[k][1], window = cases[k][2];
         float *q = randn((size_t)n * W, 1.0f), *kc = randn((size_t)nkv * cap * hd, 1.0f),
               *vc = randn((size_t)nkv * cap * hd, 1.0f), *want = host((size_t)n * nh * hd * 4);
         float *scratch = host(cpu->attention_cache_scratch_bytes(cap, 2));
-        cpu->attention_cache_forward(want, q, W, kc, vc, cap, pos0, n, nh, nkv, hd, scratch, 2);
+        cpu->attention_cache_forward(want, q, W, kc, vc, cap, pos0, n, nh, nkv, hd, window, scratch, 2);
         float *dq = dev(q, (size_t)n * W * 4), *dk = dev(kc, (size_t)nkv * cap * hd * 4),
               *dv = dev(vc, (size_t)nkv * cap * hd * 4), *dout = dev(NULL, (size_t)n * nh * hd * 4);
         float *gsc = dev(NULL, gpu->attention_cache_scratch_bytes(cap, 2));
         poison(dout, (size_t)n * nh * hd * 4);
-        gpu->attention_cache_forward(dout, dq, W, dk, dv, cap, pos0, n, nh, nkv, hd, gsc, 2);
+        gpu->attention_cache_forward(dout, dq, W, dk, dv, cap, pos0, n, nh, nkv, hd, window, gsc, 2);
         char name[96];
-        snprintf(name, sizeof name, "attention over a KV cache (pos0 %d, %d rows)", pos0, n);
+        snprintf(name, sizeof name, "attention over a KV cache (pos0 %d, %d rows, window %d)", pos0, n, window);
         check(name, dout, want, ZT_F32, (size_t)n * nh * hd, FP32_TOL);
         free(q), free(kc), free(vc), free(want), free(scratch);
         dev_free_all();
@@ -803,8 +814,10 @@ int main(int argc, char **argv)
             }
         } else if (!strcmp(argv[i], "--no-matmul")) {
             no_matmul = 1;
+        } else if (!strcmp(argv[i], "--only") && i + 1 < argc) {
+            only = argv[++i];
         } else {
-            fprintf(stderr, "usage: kernels_check [--seed N] [--no-matmul]\n");
+            fprintf(stderr, "usage: kernels_check [--seed N] [--no-matmul] [--only GROUP]\n");
             return 2;
         }
     }
@@ -827,18 +840,22 @@ int main(int argc, char **argv)
     if (!zt_cuda_device_info(dev_id, &info, &err))
         printf("kernels_check: device %d: %s (compute capability %d.%d), seed %llu\n", dev_id, info.name,
                info.cc_major, info.cc_minor, (unsigned long long)rng_state);
-    check_memory();
-    check_matmul();
-    check_embed();
-    check_rmsnorm();
-    check_rope();
-    check_swiglu();
-    check_transpose();
-    check_xent();
-    check_attention();
-    check_attention_cache();
-    check_adamw();
-    check_reductions();
+    static const struct { const char *name; void (*fn)(void); } groups[] = {
+        {"memory", check_memory},       {"matmul", check_matmul},       {"embed", check_embed},
+        {"rmsnorm", check_rmsnorm},     {"rope", check_rope},           {"swiglu", check_swiglu},
+        {"transpose", check_transpose}, {"xent", check_xent},           {"attention", check_attention},
+        {"cache", check_attention_cache}, {"adamw", check_adamw},       {"reductions", check_reductions},
+    };
+    int ran = 0;
+    for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++)
+        if (!only || !strcmp(only, groups[g].name)) {
+            groups[g].fn();
+            ran++;
+        }
+    if (!ran) {
+        fprintf(stderr, "kernels_check: --only %s: no such group of checks\n", only);
+        return 2;
+    }
     if (zt_cuda_synchronize(&err)) {
         printf("FAIL device fault at the end: %s\n", err.msg);
         n_failed++;

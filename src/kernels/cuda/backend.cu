@@ -80,27 +80,6 @@ void zt_cu_upload(void *dst, const void *src, size_t bytes)
 
 /* ---- the table ---------------------------------------------------------------------- */
 
-/* The attention kernels take compat's sliding window (kernels.h: 0 = causal only);
- * until the table's entries carry it, they run without one. */
-static void attention_forward_causal(float *out, uint16_t *out_bf16, float *lse, const float *qkv, void *scratch,
-                                     int B, int T, int nh, int nkv, int hd)
-{
-    zt_cu_attention_forward(out, out_bf16, lse, qkv, scratch, B, T, nh, nkv, hd, 0);
-}
-
-static void attention_backward_causal(float *dqkv, const float *dout, const float *qkv, const float *out,
-                                      const float *lse, void *scratch, int B, int T, int nh, int nkv, int hd)
-{
-    zt_cu_attention_backward(dqkv, dout, qkv, out, lse, scratch, B, T, nh, nkv, hd, 0);
-}
-
-static void attention_cache_causal(float *out, const float *q, size_t q_stride, const float *k_cache,
-                                   const float *v_cache, int cap, int pos0, int n, int nh, int nkv, int hd,
-                                   float *scratch, int threads)
-{
-    zt_cu_attention_cache_forward(out, q, q_stride, k_cache, v_cache, cap, pos0, n, nh, nkv, hd, 0, scratch, threads);
-}
-
 static const zt_backend cuda_table = {
     .name = "cuda",
     .alloc = cu_alloc,
@@ -117,10 +96,10 @@ static const zt_backend cuda_table = {
     .rope_forward = zt_cu_rope_forward,
     .rope_backward = zt_cu_rope_backward,
     .attention_scratch_bytes = zt_cu_attention_scratch_bytes,
-    .attention_forward = attention_forward_causal,
-    .attention_backward = attention_backward_causal,
+    .attention_forward = zt_cu_attention_forward,
+    .attention_backward = zt_cu_attention_backward,
     .attention_cache_scratch_bytes = zt_cu_attention_cache_scratch_bytes,
-    .attention_cache_forward = attention_cache_causal,
+    .attention_cache_forward = zt_cu_attention_cache_forward,
     .swiglu_forward = zt_cu_swiglu_forward,
     .swiglu_backward = zt_cu_swiglu_backward,
     .transpose = zt_cu_transpose,
