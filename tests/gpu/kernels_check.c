@@ -259,6 +259,24 @@ static void check_memory(void)
     check("copy", a, x, ZT_F32, n, EXACT);
     gpu->zero(a, n * sizeof(float));
     check("zero", a, zeros, ZT_F32, n, EXACT);
+    /* the entries that move bytes (backend.h): to_device, to_host, pinned staging */
+    report("host_visible is 0 (device buffers)", gpu->host_visible == 0 ? 0.0 : 1.0, EXACT, NULL);
+    report("stream is the compute stream", gpu->stream() && gpu->stream() == zt_cuda_stream() ? 0.0 : 1.0, EXACT,
+           NULL);
+    float *pinned = gpu->host_alloc(ZT_MEM_OTHER, n * sizeof(float));
+    if (!pinned) {
+        report("host_alloc (pinned staging)", INFINITY, EXACT, "  (NULL)");
+    } else {
+        memcpy(pinned, x, n * sizeof(float));
+        poison(a, n * sizeof(float));
+        gpu->to_device(a, pinned, n * sizeof(float));
+        memset(pinned, 0, n * sizeof(float)); /* to_device has returned: the source is free again */
+        gpu->sync();
+        check("to_device from pinned memory", a, x, ZT_F32, n, EXACT);
+        gpu->to_host(pinned, b, n * sizeof(float));
+        report("to_host into pinned memory", memcmp(pinned, x, n * sizeof(float)) ? 1.0 : 0.0, EXACT, NULL);
+        gpu->host_free(ZT_MEM_OTHER, pinned, n * sizeof(float));
+    }
 
     /* conversions, including ties, subnormals, overflow, inf and NaN */
     float special[] = {0.0f, -0.0f, 1.0f, -1.0f, 1.00390625f /* bf16 tie, even down */,

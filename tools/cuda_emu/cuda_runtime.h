@@ -116,6 +116,8 @@ cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total_b);
 cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr a, int d);
 cudaError_t cudaMalloc(void **p, size_t bytes);
 cudaError_t cudaFree(void *p);
+cudaError_t cudaMallocHost(void **p, size_t bytes);
+cudaError_t cudaFreeHost(void *p);
 cudaError_t cudaMemsetAsync(void *p, int v, size_t bytes, cudaStream_t s = 0);
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind k, cudaStream_t s = 0);
 cudaError_t cudaStreamCreate(cudaStream_t *s);

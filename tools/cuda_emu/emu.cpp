@@ -224,6 +224,8 @@ cudaError_t cudaMalloc(void **p, size_t bytes)
 }
 
 cudaError_t cudaFree(void *p) { free(p); return cudaSuccess; }
+cudaError_t cudaMallocHost(void **p, size_t bytes) { return cudaMalloc(p, bytes); }
+cudaError_t cudaFreeHost(void *p) { free(p); return cudaSuccess; }
 
 cudaError_t cudaMemsetAsync(void *p, int v, size_t bytes, cudaStream_t)
 {

@@ -54,6 +54,53 @@ static void cu_zero(void *dst, size_t bytes)
         ZT_CU(cudaMemsetAsync(dst, 0, bytes, zt_cu.stream));
 }
 
+/* host <- device after everything queued before it: the copy is queued on the
+ * compute stream and waited for */
+static void cu_to_host(void *dst_host, const void *src, size_t bytes)
+{
+    if (!bytes)
+        return;
+    ZT_CU(cudaMemcpyAsync(dst_host, src, bytes, cudaMemcpyDeviceToHost, zt_cu.stream));
+    ZT_CU(cudaStreamSynchronize(zt_cu.stream));
+}
+
+/* device <- host after everything queued before it; waited for, so that src_host
+ * (pinned memory from host_alloc included, whose copies are truly asynchronous) may
+ * be reused as soon as this returns */
+static void cu_to_device(void *dst, const void *src_host, size_t bytes)
+{
+    if (!bytes)
+        return;
+    ZT_CU(cudaMemcpyAsync(dst, src_host, bytes, cudaMemcpyHostToDevice, zt_cu.stream));
+    ZT_CU(cudaStreamSynchronize(zt_cu.stream));
+}
+
+static void cu_sync(void) { ZT_CU(cudaStreamSynchronize(zt_cu.stream)); }
+
+/* page-locked host memory for staging, counted in cat; not zeroed (backend.h) */
+static void *cu_host_alloc(zt_mem_cat cat, size_t bytes)
+{
+    if (bytes == 0)
+        return NULL;
+    void *p = NULL;
+    if (cudaMallocHost(&p, bytes) != cudaSuccess) {
+        cudaGetLastError();
+        return NULL;
+    }
+    zt_mem_account(cat, bytes);
+    return p;
+}
+
+static void cu_host_free(zt_mem_cat cat, void *p, size_t bytes)
+{
+    if (!p)
+        return;
+    ZT_CU(cudaFreeHost(p));
+    zt_mem_unaccount(cat, bytes);
+}
+
+static void *cu_stream(void) { return (void *)zt_cu.stream; }
+
 void *zt_cu_scratch(size_t bytes)
 {
     if (bytes <= zt_cu.scratch_bytes)
@@ -87,6 +134,13 @@ static const zt_backend cuda_table = {
     .copy = cu_copy,
     .zero = cu_zero,
     .convert = zt_cu_convert,
+    .host_visible = 0,
+    .to_host = cu_to_host,
+    .to_device = cu_to_device,
+    .sync = cu_sync,
+    .host_alloc = cu_host_alloc,
+    .host_free = cu_host_free,
+    .stream = cu_stream,
     .matmul = zt_cu_matmul,
     .embed_forward = zt_cu_embed_forward,
     .embed_backward = zt_cu_embed_backward,
