@@ -173,8 +173,14 @@ def worker(spec_path):
     torch.set_num_threads(s["threads"])
     torch.manual_seed(0)
     bf16 = s["prec"] == "bf16"
-    model = transformers.LlamaForCausalLM.from_pretrained(s["model_dir"], dtype=torch.float32,
-                                                          attn_implementation="sdpa")
+    # ztrain's bf16 runs load the model in bf16 (--torch_dtype bfloat16) and keep an fp32
+    # master made from it, as Accelerate's FSDP upcasts a bf16-loaded model and DeepSpeed's
+    # bf16 engine keeps its fp32 master of the bf16 weights.  The FSDP peer loads it the
+    # same way; from unrounded fp32 weights its first updates would show through the bf16
+    # copy where ztrain's, on bf16-exact masters, mostly round away.
+    load = torch.bfloat16 if bf16 and s["suite"] == "fsdp" else torch.float32
+    model = transformers.LlamaForCausalLM.from_pretrained(s["model_dir"], dtype=load,
+                                                          attn_implementation="sdpa").float()
     tokens = S.load_tokens(s["data"])
     if W > 1 and s["suite"] == "fsdp":
         dist.init_process_group("gloo", rank=rank, world_size=W)
