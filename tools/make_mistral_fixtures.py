@@ -23,12 +23,18 @@ Tests read the stored files with Debian's tools and never need this environment.
 
 import json
 import os
+import sys
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 import transformers
 from safetensors.torch import save_file
+
+sys.dont_write_bytecode = True  # leave no __pycache__ in tools/
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# the data order and ztrain's bf16 linear, shared with the Llama fixtures
+from make_fixtures import Bf16Linear, batch, bf16_round  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIX = os.path.join(ROOT, "tests", "fixtures")
@@ -100,34 +106,6 @@ def make_tokens():
         text = f.read()
     start = text.index(b"Preamble")
     return np.frombuffer(text[start:start + N_TOKENS], dtype=np.uint8).astype(np.int32)
-
-
-def batch(tokens, step, B, T):
-    """Step s uses samples k = s*B + j; sample k is tokens[k*T : k*T+T+1] (contract §4)."""
-    rows = [tokens[k * T:k * T + T + 1] for k in range(step * B, step * B + B)]
-    x = torch.from_numpy(np.stack(rows).astype(np.int64))
-    return x[:, :T].contiguous(), x[:, 1:].contiguous()
-
-
-def bf16_round(t):
-    return t.bfloat16().to(t.dtype)
-
-
-class Bf16Linear(torch.autograd.Function):
-    """ztrain's bf16 compute for a linear layer (as tools/make_fixtures.py): both inputs
-    rounded to bf16, fp32 accumulation and output; the backward products round dy too."""
-
-    @staticmethod
-    def forward(ctx, x, w):
-        xr, wr = bf16_round(x), bf16_round(w)
-        ctx.save_for_backward(xr, wr)
-        return F.linear(xr, wr)
-
-    @staticmethod
-    def backward(ctx, dy):
-        xr, wr = ctx.saved_tensors
-        dyr = bf16_round(dy)
-        return dyr.matmul(wr), dyr.reshape(-1, dyr.shape[-1]).t().matmul(xr.reshape(-1, xr.shape[-1]))
 
 
 def bf16_linears(model):
