@@ -31,7 +31,10 @@ ended inway $? "rank 0: .*inway/checkpoint-2: exists and is not a directory"
 # rank 1: its output directory becomes read-only once checkpoint-1 exists
 rank1_readonly='out=$1; shift
 mount --bind "$out" "$out" || exit 3
-( while [ ! -d "$out/checkpoint-1" ]; do sleep 0.01; done; mount -o remount,bind,ro "$out" ) &
+# the remount fails with EBUSY while a file on the mount is open for writing
+# (rank 1 may be saving the next checkpoint), so it is retried until it holds
+( while [ ! -d "$out/checkpoint-1" ]; do sleep 0.01; done
+  until mount -o remount,bind,ro "$out" 2>/dev/null; do sleep 0.01; done ) &
 exec "$@"'
 mkdir -p "$TMP/ro1"
 timeout 30 "${mpi[@]}" -np 1 "$ZTRAIN" "${args[@]}" --max_steps 100000 --output_dir "$TMP/ro1" : \
