@@ -729,13 +729,33 @@ static void test_knob_buckets(void)
                          (unsigned long long)k.res.step_calls[ZT_COLL_ALLGATHER], (unsigned long long)pieces);
         for (int c = 0; c < ZT_COLL_NKINDS; c++)
             ZT_CHECK(b.res.step_bytes[c] == k.res.step_bytes[c]);
+        /* DeepSpeed overlaps at ZeRO-3 (overlap_comm's default): after a layer unit's
+         * grad_end its pieces start at the ticks of the next unit's backward.  Those of
+         * the unit reduced last among the layers, and the root's (whose grad_end closes
+         * the backward), find no tick before the next reduction, so at most the other
+         * layer units' pieces but their first overlap; most of them must.  ZeRO-1
+         * reduces at the step and ZeRO-2 does not overlap, so none does there. */
+        uint64_t ticked = (uint64_t)k.res.pieces_overlapped, can = 0;
+        for (int u = 0; u < lay.nunits; u++)
+            if (u != lay.root_unit && u != lay.layer_unit[0])
+                can += (lay.units[u].padded_numel / G + piece - 1) / piece - 1;
+        can *= A * 3; /* knob_pair: 3 steps */
+        if (stage == 3)
+            ZT_CHECK_MSG(ticked > can / 2 && ticked <= can && k.res.reduce_overlapped == b.res.reduce_overlapped,
+                         "%s: %llu pieces started during the backward, of %llu that could; %ld vs %ld reductions "
+                         "overlapped", name, (unsigned long long)ticked, (unsigned long long)can,
+                         k.res.reduce_overlapped, b.res.reduce_overlapped);
+        else
+            ZT_CHECK_MSG(ticked == 0, "%s: %llu pieces overlapped without overlap_comm", name,
+                         (unsigned long long)ticked);
         ZT_CHECK_MSG(k.res.state.comm < b.res.state.comm || stage == 1,
                      "%s: communication buffers %zu, without %zu", name, k.res.state.comm, b.res.state.comm);
         if (rank == 0)
-            printf("     %s: reduce-scatters %llu -> %llu, all-gathers %llu -> %llu, comm buffers %zu -> %zu bytes; "
-                   "bit-identical\n", name, (unsigned long long)b.res.step_calls[ZT_COLL_REDUCE_SCATTER],
-                   (unsigned long long)k.res.step_calls[ZT_COLL_REDUCE_SCATTER],
-                   (unsigned long long)b.res.step_calls[ZT_COLL_ALLGATHER],
+            printf("     %s: reduce-scatters %llu -> %llu (%llu of %llu started during the backward), all-gathers "
+                   "%llu -> %llu, comm buffers %zu -> %zu bytes; bit-identical\n",
+                   name, (unsigned long long)b.res.step_calls[ZT_COLL_REDUCE_SCATTER],
+                   (unsigned long long)k.res.step_calls[ZT_COLL_REDUCE_SCATTER], (unsigned long long)ticked,
+                   (unsigned long long)can, (unsigned long long)b.res.step_calls[ZT_COLL_ALLGATHER],
                    (unsigned long long)k.res.step_calls[ZT_COLL_ALLGATHER], b.res.state.comm, k.res.state.comm);
         zt_layout_free(&lay);
     }

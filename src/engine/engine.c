@@ -83,13 +83,14 @@ static size_t gather_piece(const zt_layout *lay, int stage, int G, const zt_over
     return ov && (stage == 1 || stage == 2) ? bucket_piece(lay, ov->allgather_bucket, G) : 0;
 }
 
-/* An overlapped fp32 reduce-scatter sends the staging itself, so a second one
- * takes the next unit's gradient meanwhile (reductions in pieces never overlap). */
+/* An overlapped fp32 reduce-scatter sends the staging itself, and overlapped
+ * pieces read it until the last one starts, so a second staging takes the next
+ * unit's gradient meanwhile. */
 static int needs_spare_staging(const zt_layout *lay, zt_precision prec, int stage, int group_size,
                                const zt_overlap *ov)
 {
-    return stage >= 2 && group_size > 1 && ov && ov->overlap_reduce && prec.reduce == ZT_F32 &&
-           !reduce_piece(lay, stage, group_size, ov);
+    return stage >= 2 && group_size > 1 && ov && ov->overlap_reduce &&
+           (prec.reduce == ZT_F32 || reduce_piece(lay, stage, group_size, ov));
 }
 
 /* next_fwd / next_bwd from the layer order: the root unit comes first in the
@@ -188,13 +189,15 @@ static shared_sizes shared_size(const zt_layout *lay, zt_precision prec, int sta
     z.comm_full_bytes = need_full ? max_full * rs : 0;
     z.comm_shard_bytes = G > 1 ? max_shard * rs : 0;
     z.comm_slices_bytes = G > 1 ? max_full * rs : 0;
-    /* a reduction in pieces (reduce_bucket) holds one piece of every member: stages
-     * 2-3 need nothing longer; stage 1 still rounds whole gradients in grad_end */
-    size_t rp = reduce_piece(lay, stage, G, overlap);
+    /* a reduction in pieces (reduce_bucket) holds one piece of every member per
+     * slot: stages 2-3 need nothing longer; stage 1 still rounds whole gradients
+     * in grad_end */
+    size_t rp = reduce_piece(lay, stage, G, overlap), slots = ZT_PIECE_SLOTS;
     if (rp) {
-        z.comm_shard_bytes = rp * rs;
-        z.comm_slices_bytes = rp * (size_t)G * rs;
-        z.comm_full_bytes = stage >= 2 ? rp * (size_t)G * rs : max_sz(z.comm_full_bytes, rp * (size_t)G * rs);
+        z.comm_shard_bytes = slots * rp * rs;
+        z.comm_slices_bytes = slots * rp * (size_t)G * rs;
+        z.comm_full_bytes =
+            stage >= 2 ? slots * rp * (size_t)G * rs : max_sz(z.comm_full_bytes, slots * rp * (size_t)G * rs);
     }
     size_t gp = gather_piece(lay, stage, G, overlap);
     z.comm_gather_bytes = gp ? gp * (size_t)(G + 1) * zt_dtype_size(prec.compute) : 0;
@@ -271,7 +274,7 @@ int zt_engine_init(zt_engine *eng, const zt_backend *be, const zt_layout *lay, z
     eng->comm = comm;
     eng->group_size = stage == 0 ? 1 : comm->shard_size;
     eng->group_rank = stage == 0 ? 0 : comm->shard_rank;
-    eng->gather_unit = eng->reduce_unit = -1;
+    eng->gather_unit = eng->reduce_unit = eng->pieces.unit = -1;
     if (overlap)
         eng->overlap = *overlap;
     if (stage < 0 || stage > 3)
@@ -708,8 +711,11 @@ static int local_accumulation(const zt_engine *eng)
  * accumulator (back from the reduce dtype when that differs).  Stages 2-3: the
  * reduce-scatter's shard is added to the owner's accumulator (after summing over
  * hybrid replicas). */
+static void pieces_end(zt_engine *eng);
+
 static void finish_reduce(zt_engine *eng)
 {
+    pieces_end(eng);
     int u = eng->reduce_unit;
     if (u < 0)
         return;
@@ -728,12 +734,23 @@ static void finish_reduce(zt_engine *eng)
     eng->be->accumulate(us->grad, eng->prec.master, eng->comm_shard, rd, us->shard_numel);
 }
 
+static void piece_start(zt_engine *eng);
+
 void zt_engine_progress(zt_engine *eng)
 {
+    zt_pieces *pc = &eng->pieces;
     for (int i = 0; i < eng->nqueued; i++)
         zt_comm_test(eng->comm, &eng->queue_op[i]);
     if (eng->reduce_unit >= 0)
         zt_comm_test(eng->comm, &eng->reduce_op);
+    for (int i = pc->finished; i < pc->started; i++)
+        zt_comm_test(eng->comm, &pc->op[i % ZT_PIECE_SLOTS]);
+    eng->ticks++;
+    /* the next pieces, whatever the tests said (see "reductions in pieces") */
+    for (int i = 0; i < pc->per_tick && pc->unit >= 0 && pc->next < eng->units[pc->unit].shard_numel; i++) {
+        piece_start(eng);
+        eng->pieces_overlapped++;
+    }
 }
 
 void zt_engine_sync_backward(zt_engine *eng, int sync) { eng->sync_backward = sync; }
@@ -762,35 +779,104 @@ static void start_early_allreduce(zt_engine *eng, int u)
     eng->reduce_overlapped++;
 }
 
-/* DeepSpeed's reduce bucket: unit u's full gradient src (P elements of src_dt, the
- * members' slices one after another) reduce-scattered a piece at a time: piece k
- * takes elements [k, k + n) of every member's slice, converted into comm_full one
- * slice after another, and its reduce-scatter leaves this member's [k, k + n) in
- * comm_shard, summed over the group (and the replicas) in the same order as the
- * whole unit's would be.  Then into the owner's accumulator: added (stages 2-3,
- * over the micro-batches) or stored at the front (stage 1's reduction at the step;
- * piece k writes [k, k + n) of grad only after reading every slice's [k, k + n),
- * and the pieces after it read beyond k + n). */
-static void reduce_in_pieces(zt_engine *eng, int u, const void *src, zt_dtype src_dt, int add)
+/* ---- reductions in pieces (reduce_bucket) ----------------------------------
+ *
+ * DeepSpeed's reduce bucket: unit u's full gradient src (P elements of src_dt,
+ * the members' slices one after another) is reduce-scattered a piece at a time.
+ * Piece k takes elements [k, k + n) of every member's slice, converted into a
+ * slot of comm_full one slice after another; its reduce-scatter leaves this
+ * member's [k, k + n) in the slot's part of comm_shard, summed over the group
+ * (and the replicas) in the same order as the whole unit's would be.  Then into
+ * the owner's accumulator: added (stages 2-3, over the micro-batches) or stored
+ * at the front (stage 1's reduction at the step: piece k writes [k, k + n) of
+ * grad only after every slice's [k, k + n) was read, and the pieces after it
+ * read beyond k + n).
+ *
+ * With overlap (DeepSpeed's overlap_comm) the pieces run while the backward goes
+ * on, at most ZT_PIECE_SLOTS in flight: grad_end starts the first, and each tick
+ * after it (zt_engine_progress, after every matrix product) starts the next few,
+ * each first finishing the piece that last used its slot.  "Few" spreads the
+ * unit's pieces over as many ticks as the last unit's backward had, so they are
+ * started before the next unit's grad_end needs them finished.  Ticks are the
+ * same program points on every rank, so every rank starts the same collectives in
+ * the same order; starting a piece when MPI_Test says the last one is done would
+ * not be (it may say so on one rank and not yet on another).  Whatever is left
+ * starts and finishes when the next reduction begins, or at the step
+ * (finish_reduce).
+ * The unit's staging is read until its last piece starts, so meanwhile the next
+ * unit's backward fills the spare staging. */
+
+static void piece_finish(zt_engine *eng)
 {
-    zt_unit_state *us = &eng->units[u];
+    zt_pieces *pc = &eng->pieces;
+    int s = pc->finished % ZT_PIECE_SLOTS;
     zt_comm *c = eng->comm;
     const zt_dtype rd = eng->prec.reduce, md = eng->prec.master;
-    const size_t S = us->shard_numel, G = (size_t)eng->group_size;
-    const size_t rs = zt_dtype_size(rd), ss = zt_dtype_size(src_dt), ms = zt_dtype_size(md);
-    for (size_t k = 0; k < S; k += eng->reduce_piece) {
-        size_t n = S - k < eng->reduce_piece ? S - k : eng->reduce_piece;
-        for (size_t j = 0; j < G; j++)
-            eng->be->convert((char *)eng->comm_full + j * n * rs, rd, (const char *)src + (j * S + k) * ss, src_dt,
-                             n);
-        zt_comm_reduce_scatter(c, eng->comm_shard, eng->comm_full, eng->comm_slices, G * n, rd);
-        if (c->replica_size > 1)
-            zt_comm_allreduce(c, eng->comm_shard, n, rd, ZT_SCOPE_REPLICA);
-        if (add)
-            eng->be->accumulate((char *)us->grad + k * ms, md, eng->comm_shard, rd, n);
-        else
-            eng->be->convert((char *)us->grad + k * ms, md, eng->comm_shard, rd, n);
-    }
+    void *shard = (char *)eng->comm_shard + (size_t)s * eng->reduce_piece * zt_dtype_size(rd);
+    char *dst = (char *)eng->units[pc->unit].grad + pc->k[s] * zt_dtype_size(md);
+    zt_comm_wait(c, &pc->op[s]);
+    if (c->replica_size > 1)
+        zt_comm_allreduce(c, shard, pc->n[s], rd, ZT_SCOPE_REPLICA);
+    if (pc->add)
+        eng->be->accumulate(dst, md, shard, rd, pc->n[s]);
+    else
+        eng->be->convert(dst, md, shard, rd, pc->n[s]);
+    pc->finished++;
+}
+
+static void piece_start(zt_engine *eng)
+{
+    zt_pieces *pc = &eng->pieces;
+    if (pc->started - pc->finished == ZT_PIECE_SLOTS)
+        piece_finish(eng); /* the oldest piece holds the slot */
+    int s = pc->started % ZT_PIECE_SLOTS;
+    const zt_dtype rd = eng->prec.reduce;
+    const size_t S = eng->units[pc->unit].shard_numel, G = (size_t)eng->group_size, rp = eng->reduce_piece;
+    const size_t rs = zt_dtype_size(rd), ss = zt_dtype_size(pc->src_dt);
+    const size_t k = pc->next, n = S - k < rp ? S - k : rp;
+    char *full = (char *)eng->comm_full + (size_t)s * G * rp * rs;
+    char *slices = (char *)eng->comm_slices + (size_t)s * G * rp * rs;
+    char *shard = (char *)eng->comm_shard + (size_t)s * rp * rs;
+    for (size_t j = 0; j < G; j++)
+        eng->be->convert(full + j * n * rs, rd, (const char *)pc->src + (j * S + k) * ss, pc->src_dt, n);
+    zt_comm_start_reduce_scatter(eng->comm, &pc->op[s], shard, full, slices, G * n, rd);
+    pc->k[s] = k;
+    pc->n[s] = n;
+    pc->next += n;
+    pc->started++;
+    if (pc->next == S)
+        pc->src = NULL; /* every piece is packed: the source is free */
+}
+
+static void pieces_begin(zt_engine *eng, int u, const void *src, zt_dtype src_dt, int add)
+{
+    zt_pieces *pc = &eng->pieces;
+    assert(pc->unit < 0 && "a reduction in pieces is still under way");
+    pc->unit = u;
+    pc->src = src;
+    pc->src_dt = src_dt;
+    pc->add = add;
+    pc->next = 0;
+    pc->started = pc->finished = 0;
+    size_t S = eng->units[u].shard_numel, left = (S + eng->reduce_piece - 1) / eng->reduce_piece - 1;
+    pc->per_tick = eng->ticks_per_unit > 0 ? (int)((left + (size_t)eng->ticks_per_unit - 1) /
+                                                   (size_t)eng->ticks_per_unit)
+                                           : 1;
+    piece_start(eng);
+}
+
+/* Start what is left, finish everything: the unit's reduction is complete. */
+static void pieces_end(zt_engine *eng)
+{
+    zt_pieces *pc = &eng->pieces;
+    if (pc->unit < 0)
+        return;
+    while (pc->next < eng->units[pc->unit].shard_numel)
+        piece_start(eng);
+    while (pc->finished < pc->started)
+        piece_finish(eng);
+    pc->unit = -1;
+    pc->src = NULL;
 }
 
 void zt_engine_drain(zt_engine *eng)
@@ -836,8 +922,8 @@ float *zt_engine_grad_begin(zt_engine *eng, int unit)
         return us->staging;
     }
     float *staging = unit == eng->lay->root_unit ? eng->staging_root : eng->staging_layers;
-    if (eng->reduce_unit >= 0 && eng->reduce_op.send == staging) {
-        /* a reduce-scatter in flight still reads this staging: take the spare, or wait */
+    if ((eng->reduce_unit >= 0 && eng->reduce_op.send == staging) || eng->pieces.src == staging) {
+        /* a reduction in flight still reads this staging: take the spare, or wait */
         if (staging == eng->staging_layers && eng->staging_spare)
             staging = eng->staging_spare;
         else
@@ -906,8 +992,15 @@ void zt_engine_grad_end(zt_engine *eng, int unit)
             full = eng->comm_full;
         }
         reduced_through(eng, unit, through, "grad_end");
-        if (eng->reduce_piece) { /* reduce_bucket: in pieces, each finished here */
-            reduce_in_pieces(eng, unit, g, ZT_F32, 1);
+        if (eng->reduce_piece) { /* reduce_bucket: in pieces */
+            if (eng->ticks_at_grad_end > 0)
+                eng->ticks_per_unit = eng->ticks - eng->ticks_at_grad_end;
+            eng->ticks_at_grad_end = eng->ticks;
+            pieces_begin(eng, unit, g, ZT_F32, 1);
+            if (!eng->overlap.overlap_reduce)
+                pieces_end(eng);
+            else
+                eng->reduce_overlapped++;
         } else if (eng->group_size > 1) {
             zt_comm_start_reduce_scatter(c, &eng->reduce_op, eng->comm_shard, full, eng->comm_slices, P, rd);
             eng->reduce_unit = unit;
@@ -967,7 +1060,8 @@ void zt_engine_reduce_grads(zt_engine *eng)
         }
         us->grad_sumsq_valid = 0;
         if (eng->reduce_piece) { /* stage 1 with a reduce bucket (stage 0 has none) */
-            reduce_in_pieces(eng, u, us->grad, md, 0);
+            pieces_begin(eng, u, us->grad, md, 0);
+            pieces_end(eng);
             continue;
         }
         if (rd != md) {

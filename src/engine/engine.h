@@ -84,6 +84,25 @@ typedef struct zt_unit_state {
 /* stage 3: the root unit, the unit in use and the ones prefetched */
 #define ZT_GATHER_POOL (2 + ZT_PREFETCH_MAX)
 
+/* A unit's reduction in pieces (DeepSpeed's reduce_bucket), under way: of its
+ * pieces, `finished` are in the accumulator, the next `started - finished` in
+ * flight in the slots, and those from offset `next` on not started; src is read
+ * as each piece starts (engine.c, "reductions in pieces").  Four slots give a
+ * piece four ticks to finish before its slot is wanted again: with two (DeepSpeed's
+ * double buffer), waits came back whenever the ranks drifted apart under load. */
+#define ZT_PIECE_SLOTS 4
+typedef struct zt_pieces {
+    int unit;                   /* -1: none */
+    const void *src;            /* the unit's full gradient: P elements of src_dt */
+    zt_dtype src_dt;
+    int add;                    /* 1: added to the accumulator; 0: stored at its front */
+    size_t next;                /* offset within a member's slice of the next piece */
+    int started, finished;      /* pieces started / finished, for the slot ring */
+    int per_tick;               /* pieces to start at each tick */
+    zt_comm_op op[ZT_PIECE_SLOTS];
+    size_t k[ZT_PIECE_SLOTS], n[ZT_PIECE_SLOTS];
+} zt_pieces;
+
 typedef struct zt_engine {
     const zt_backend *be;       /* where the buffers live and the kernels run */
     const zt_layout *lay;
@@ -119,10 +138,15 @@ typedef struct zt_engine {
     int gather_unit;            /* the oldest prefetch's unit, -1 none */
     zt_comm_op reduce_op;       /* stages 2-3 */
     int reduce_unit;            /* its unit, -1 none */
+    zt_pieces pieces;           /* a reduction in pieces (reduce_bucket) */
+    long ticks;                 /* zt_engine_progress calls so far */
+    long ticks_at_grad_end;     /* ticks at the last grad_end that reduced */
+    long ticks_per_unit;        /* ticks between the last two such grad_ends (0: none yet) */
     /* what the overlap did, counted since init (tests check it happens) */
     long prefetch_used;         /* acquires served by a prefetched all-gather */
     long prefetch_dropped;      /* prefetches finished unused */
     long reduce_overlapped;     /* reduce-scatters finished after their grad_end returned */
+    long pieces_overlapped;     /* pieces of a reduction started by a tick after grad_end */
     long optimizer_steps;       /* t of AdamW, counts applied steps */
     int nonfinite_unit;         /* the last step: lowest unit whose gradient held an inf or NaN on
                                  * some rank (-1: none) */

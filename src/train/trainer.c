@@ -778,6 +778,7 @@ static int train_finish(trainer *t, zt_train_result *res, zt_err *err)
         res->prefetch_used = r->eng.prefetch_used;
         res->prefetch_dropped = r->eng.prefetch_dropped;
         res->reduce_overlapped = r->eng.reduce_overlapped;
+        res->pieces_overlapped = r->eng.pieces_overlapped;
     }
     /* the final model: rank 0 writes, every rank learns whether it did */
     int rc;

@@ -99,6 +99,7 @@ typedef struct zt_train_result {
     long skipped_steps;     /* fp16: steps skipped on overflow */
     double loss_scale;      /* fp16: the final loss scale (0 without scaling) */
     long prefetch_used, prefetch_dropped, reduce_overlapped; /* the engine's overlap counters */
+    long pieces_overlapped;
 } zt_train_result;
 
 /* Every rank calls it.  On an error elsewhere, a rank returns that code with an
