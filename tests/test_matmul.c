@@ -4,8 +4,8 @@
  * and 1, C equals beta*C0 + op(A).op(B) computed in double on the values the
  * compute dtype sees: the fp32 values for fp32 compute, the bf16-rounded values
  * for bf16 compute.  Accumulation is fp32 in both cases, so the tolerance is
- * fp32's (rel 1e-5 with a floor of 1 for sums that cancel).  Run once more with
- * DNNL_MAX_CPU_ISA=AVX512_CORE to check the non-native bf16 path. */
+ * fp32's (rel 1e-5 with a floor of 1 for sums that cancel).  This runs whichever
+ * bf16 path the CPU takes; test_gemm_bf16.c forces the non-native one. */
 #include <stdint.h>
 #include <string.h>
 

@@ -56,7 +56,7 @@ static void print_plan_details(FILE *f, const zt_settings *st, const zt_plan *p)
     fprintf(f, "source:           %s%s%s\n", st->config_file ? st->config_file : "",
             st->config_file && st->have_ds ? " + " : "",
             st->have_ds ? st->ds_json_path : st->config_file ? "" : "flags only");
-    zt_plan_print(f, p);
+    zt_plan_print(f, p, NULL);
     fprintf(f, "ZeRO stage %d <-> FSDP %s\n", p->stage,
             p->stage == 0 ? "NO_SHARD" : p->stage == 1 ? "(none: FSDP cannot shard only the optimizer)"
             : p->stage == 2 ? (p->hybrid ? "HYBRID_SHARD_ZERO2" : "SHARD_GRAD_OP")
@@ -243,7 +243,7 @@ int zt_cmd_estimate_memory(int argc, char **argv, zt_err *err)
     if ((rc = zt_resolve_run(&st, model, model_config, world, NULL, &cfg, &plan, err)))
         return rc;
     zt_print_config_notes(&st, stderr);
-    zt_plan_print(stdout, &plan);
+    zt_plan_print(stdout, &plan, NULL);
     if ((rc = print_memory(stdout, &cfg, &plan, st.batch, st.block_size, st.checkpointing, err)))
         return rc;
     /* the overview Accelerate's estimate-memory gives: every stage and mode at this world size */

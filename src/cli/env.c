@@ -138,7 +138,8 @@ int zt_cmd_env(int argc, char **argv, zt_err *err)
     printf("build isa:     %s\n", build_isa());
     printf("cpu:           %s\n", model);
     printf("cpu features:  %s\n", features);
-    printf("native bf16:   %s\n", zt_matmul_has_native_bf16() ? "yes" : "no (bf16 runs as fp32)");
+    printf("native bf16:   %s\n", zt_matmul_has_native_bf16() ? "yes" : "no");
+    printf("bf16 products: %s\n", zt_matmul_bf16_path_name());
     printf("threads:       %d\n", n);
     if (measure) {
         static const zt_dtype dts[] = {ZT_F32, ZT_BF16};

@@ -16,11 +16,13 @@
  *    accounted (ZT_MEM_OTHER) scratch buffers that only grow: fp32 -> bf16 is
  *    round-to-nearest-even (zt_f32_to_bf16), bf16 -> fp32 is exact.
  *  - bf16 compute runs a bf16 x bf16 -> fp32 primitive when the CPU has
- *    AVX512-BF16 or AMX.  Otherwise it runs the fp32 primitive on the
- *    bf16-rounded values: a product of two bf16 values is exact in fp32, so the
- *    result differs from the native one only in fp32 accumulation order, and
- *    nothing is emulated slowly.  (Run with DNNL_MAX_CPU_ISA=AVX512_CORE to
- *    exercise that path on a bf16-capable machine.)
+ *    AVX512-BF16 or AMX.  Otherwise it runs gemm_bf16.c's AVX2/FMA kernel,
+ *    which converts while it packs its panels (fp32 FMAs on the bf16 values: a
+ *    product of two bf16 values is exact in fp32, so the result differs from the
+ *    native one only in fp32 accumulation order, and nothing is emulated).  Only
+ *    a build without AVX2/FMA falls back to converted copies in scratch and the
+ *    fp32 primitive.  (DNNL_MAX_CPU_ISA=AVX2 exercises the non-native path on a
+ *    bf16-capable machine; tests/test_gemm_bf16.c does.)
  *  - Every oneDNN failure comes back as ZT_EFAIL with the shape and oneDNN's
  *    status name; bad arguments as ZT_EINPUT.
  *
@@ -41,6 +43,7 @@
 #include <oneapi/dnnl/dnnl_debug.h>
 
 #include "../core/mem.h"
+#include "gemm_bf16.h"
 
 /* One cached primitive and the memory objects it executes on.  The memory
  * objects carry the descriptors fixed at creation; their data handles are
@@ -371,6 +374,24 @@ int zt_matmul_has_native_bf16(void)
     return native_bf16;
 }
 
+zt_bf16_path zt_matmul_bf16_path(zt_dtype compute)
+{
+    if (compute != ZT_BF16)
+        return ZT_BF16_PATH_NONE;
+    if (zt_matmul_has_native_bf16())
+        return ZT_BF16_PATH_NATIVE;
+    return zt_gemm_bf16_available() ? ZT_BF16_PATH_PACKED : ZT_BF16_PATH_COPIES;
+}
+
+const char *zt_matmul_bf16_path_name(void)
+{
+    switch (zt_matmul_bf16_path(ZT_BF16)) {
+    case ZT_BF16_PATH_NATIVE: return "native (oneDNN, AVX512-BF16)";
+    case ZT_BF16_PATH_PACKED: return "AVX2 kernel, converted while packing (no native bf16)";
+    default: return "fp32 oneDNN on converted copies (no native bf16, no AVX2)";
+    }
+}
+
 /* The primitive's input dtype for a compute dtype. */
 static dnnl_data_type_t prim_dtype(zt_dtype compute)
 {
@@ -400,6 +421,9 @@ int zt_matmul(float *C, const void *A, zt_dtype a_dt, const void *B, zt_dtype b_
             memset(C, 0, (size_t)M * N * sizeof *C);
         return ZT_OK;
     }
+
+    if (zt_matmul_bf16_path(compute) == ZT_BF16_PATH_PACKED)
+        return zt_gemm_bf16(C, A, a_dt, B, b_dt, M, N, K, trans_a != 0, trans_b != 0, beta, err);
 
     dnnl_data_type_t dt = prim_dtype(compute);
     mm_entry *e = entry_get(M, N, K, trans_a != 0, trans_b != 0, beta != 0.0f, dt, err);
@@ -459,7 +483,10 @@ double zt_matmul_peak_rounds(zt_dtype compute, int rounds, double round_s, doubl
     if (compute == ZT_F16)
         compute = ZT_F32; /* emulated on fp32 products */
     dnnl_data_type_t dt = prim_dtype(compute);
-    size_t esz = dt == dnnl_bf16 ? 2 : 4, n = (size_t)S * S;
+    /* Without native bf16 the product bf16 compute runs is the packed kernel,
+     * on bf16 inputs: that is what its MFU divides by. */
+    const int packed = zt_matmul_bf16_path(compute) == ZT_BF16_PATH_PACKED;
+    size_t esz = dt == dnnl_bf16 || packed ? 2 : 4, n = (size_t)S * S;
     void *a = zt_alloc(ZT_MEM_OTHER, n * esz), *b = zt_alloc(ZT_MEM_OTHER, n * esz);
     float *c = zt_alloc(ZT_MEM_OTHER, n * sizeof(float));
     double best = 0.0, worst = 0.0;
@@ -477,11 +504,14 @@ double zt_matmul_peak_rounds(zt_dtype compute, int rounds, double round_s, doubl
             ((float *)b)[i] = vb;
         }
     }
-    mm_entry *e = entry_get(S, S, S, 0, 0, 0, dt, &err);
-    if (!e)
+    mm_entry *e = packed ? NULL : entry_get(S, S, S, 0, 0, 0, dt, &err);
+    if (!packed && !e)
         goto done;
+#define MM_PEAK_RUN()                                                                          \
+    (packed ? zt_gemm_bf16(c, a, ZT_BF16, b, ZT_BF16, S, S, S, 0, 0, 0.0f, &err)               \
+            : entry_run(e, c, a, b, &err))
     for (int w = 0; w < 2; w++) /* warm-up: JIT, page faults, caches */
-        if (entry_run(e, c, a, b, &err))
+        if (MM_PEAK_RUN())
             goto done;
     /* Each round runs at least 3 products and round_s seconds; a round slowed by
      * another process only lowers its own rate, so the best round is the peak. */
@@ -489,7 +519,7 @@ double zt_matmul_peak_rounds(zt_dtype compute, int rounds, double round_s, doubl
         int iters = 0;
         double t0 = now_s(), t;
         do {
-            if (entry_run(e, c, a, b, &err))
+            if (MM_PEAK_RUN())
                 goto done;
             iters++;
             t = now_s() - t0;
@@ -500,6 +530,7 @@ double zt_matmul_peak_rounds(zt_dtype compute, int rounds, double round_s, doubl
         best = rate > best ? rate : best;
         worst = worst == 0.0 || rate < worst ? rate : worst;
     }
+#undef MM_PEAK_RUN
 done:
     zt_free(ZT_MEM_OTHER, a, n * esz);
     zt_free(ZT_MEM_OTHER, b, n * esz);
@@ -517,6 +548,7 @@ void zt_matmul_shutdown(void)
     buf_release(&g.conv_a);
     buf_release(&g.conv_b);
     buf_release(&g.scratchpad);
+    zt_gemm_bf16_shutdown();
     if (g.stream)
         dnnl_stream_destroy(g.stream);
     if (g.engine)

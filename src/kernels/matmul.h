@@ -9,8 +9,9 @@
  * arithmetic to use: ZT_BF16 means bf16 inputs with fp32 accumulation (inputs
  * stored in fp32 are rounded to bf16 into internal scratch first, as autocast
  * does), ZT_F32 means fp32 inputs (bf16 inputs are widened first).  When the CPU
- * lacks AVX512-BF16 (checked once at run time), bf16 compute falls back to fp32
- * arithmetic on the bf16-rounded values, which gives the same rounding of inputs.
+ * lacks AVX512-BF16 (checked once at run time), bf16 compute runs fp32 FMAs on the
+ * bf16-rounded values in an AVX2 kernel that converts while packing
+ * (gemm_bf16.h), which gives the same rounding of inputs.
  *
  * oneDNN primitives are created once per distinct shape and kept in a cache, so
  * the training step does no primitive creation after its first iteration. */
@@ -27,6 +28,19 @@ int zt_matmul(float *C, const void *A, zt_dtype a_dt, const void *B, zt_dtype b_
 
 /* 1 when bf16 products run natively (AVX512-BF16 or AMX) on this CPU. */
 int zt_matmul_has_native_bf16(void);
+
+/* Which path products in a compute dtype take: for bf16, the native oneDNN
+ * primitive, else the AVX2/FMA kernel that converts while packing (gemm_bf16.h),
+ * else (a build without AVX2/FMA) the fp32 primitive on converted copies; NONE for
+ * fp32 and fp16 compute.  The name is what `ztrain env` and the plan line print. */
+typedef enum zt_bf16_path {
+    ZT_BF16_PATH_NONE,
+    ZT_BF16_PATH_NATIVE,
+    ZT_BF16_PATH_PACKED,
+    ZT_BF16_PATH_COPIES,
+} zt_bf16_path;
+zt_bf16_path zt_matmul_bf16_path(zt_dtype compute);
+const char *zt_matmul_bf16_path_name(void);
 /* oneDNN's version string, e.g. "2.6.3", and the ISA it dispatches to. */
 const char *zt_matmul_dnnl_version(void);
 const char *zt_matmul_isa_name(void);

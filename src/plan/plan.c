@@ -189,7 +189,7 @@ zt_plan zt_plan_single(zt_precision prec, zt_wrap_policy wrap)
     return p;
 }
 
-void zt_plan_print(FILE *f, const zt_plan *p)
+void zt_plan_print(FILE *f, const zt_plan *p, const char *products)
 {
     char where[64] = "";
     if (p->world > 1 && p->machine_ranks > 0)
@@ -197,9 +197,10 @@ void zt_plan_print(FILE *f, const zt_plan *p)
                  p->machine_ranks);
     else if (p->world > 1)
         snprintf(where, sizeof where, " (on %d machines, unevenly)", p->machines);
-    fprintf(f, "plan: %s, %s, %d rank%s%s, shard group %d, %s, device %s, comm %s\n", zt_face_name(p->face),
+    fprintf(f, "plan: %s, %s, %d rank%s%s, shard group %d, %s, device %s, comm %s%s%s\n", zt_face_name(p->face),
             p->strategy, p->world, p->world == 1 ? "" : "s", where, p->group_size, zt_wrap_policy_name(p->wrap),
-            p->device[0] ? p->device : "cpu", p->comm[0] ? p->comm : "mpi");
+            p->device[0] ? p->device : "cpu", p->comm[0] ? p->comm : "mpi", products ? ", " : "",
+            products ? products : "");
     fprintf(f, "| mode | load | mixed precision | flat params / master | compute | reduce | optimizer |\n");
     fprintf(f, "| %s | %s | %s | %s | %s | %s | %s |\n", p->mode, zt_dtype_name(p->prec.load),
             p->mixed ? zt_dtype_name(p->prec.compute) : "no",

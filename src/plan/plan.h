@@ -90,8 +90,10 @@ void zt_plan_request_init(zt_plan_request *r);
 /* Resolve for a world of `world` ranks; bad names and impossible combinations
  * (fp16 without loss scaling, ranks_per_node not dividing the world) are ZT_EINPUT. */
 int zt_plan_resolve(const zt_plan_request *r, int world, zt_plan *out, zt_err *err);
-/* The plan as contract §1's table row plus stage, group and wrap. */
-void zt_plan_print(FILE *f, const zt_plan *p);
+/* The plan as contract §1's table row plus stage, group and wrap.  `products`, when
+ * not NULL, ends the plan line: how the device runs the compute dtype's matrix
+ * products (the caller, who opened the device, knows; e.g. "bf16 products: native"). */
+void zt_plan_print(FILE *f, const zt_plan *p, const char *products);
 
 /* A plan for one process with the given precision (tests and evaluation). */
 zt_plan zt_plan_single(zt_precision prec, zt_wrap_policy wrap);

@@ -329,7 +329,12 @@ static void print_run(const trainer *t)
     const zt_train_args *a = t->a;
     printf("model: %zu parameters, %d layers, hidden %d, vocab %d; %d units\n", r->lay.numel,
            r->cfg.num_hidden_layers, r->cfg.hidden_size, r->cfg.vocab_size, r->lay.nunits);
-    zt_plan_print(stdout, &a->plan);
+    /* bf16 on the CPU's kernels (cpu, and emu which runs them): which of the paths
+     * of matmul.h the products take, native or the AVX2 kernel */
+    char products[96];
+    int cpu_kernels = !strcmp(a->plan.device, "cpu") || !strcmp(a->plan.device, "emu") || !a->plan.device[0];
+    snprintf(products, sizeof products, "bf16 products: %s", zt_matmul_bf16_path_name());
+    zt_plan_print(stdout, &a->plan, cpu_kernels && a->plan.prec.compute == ZT_BF16 ? products : NULL);
     printf("device: rank 0 on %s; collectives: %s\n", t->device, zt_comm_path_name(t->comm->path));
     printf("data: %zu tokens, %zu windows of %d; global batch %d x %d x %d = %.0f tokens/step\n",
            r->tokens.n, r->batcher.nwin, a->block_size, a->batch_size, a->grad_accum, t->W,

@@ -1,0 +1,322 @@
+/* gemm_bf16.c — the packed AVX2/FMA GEMM of the non-native bf16 path (see
+ * gemm_bf16.h).
+ *
+ * The blocking is the classic three-level one (Goto's): for a column block of
+ * NC columns and a depth block of KC, B's block is packed once into micro-panels
+ * of NR = 16 columns (kc x 16 floats each, contiguous: one micro-panel fits L1),
+ * shared by all threads; each thread then takes row blocks of about MC rows,
+ * packs them into micro-panels of MR = 6 rows (kc x 6, the block fits L2) and
+ * runs the 6 x 16 register-blocked micro-kernel over every (row panel, column
+ * panel) pair.  The micro-kernel keeps the 6 x 16 tile of C in 12 ymm registers
+ * and, per step of k, loads 16 values of B (2 registers) and broadcasts 6 of A:
+ * 12 FMAs for 8 loads, which keeps both FMA pipes busy.
+ *
+ * The packing is where the dtypes meet: a bf16 input is widened (its 16 bits
+ * become the top half of an fp32, exact), an fp32 input is rounded to nearest
+ * even bf16 and widened back (zt_round_bf16 in 8 lanes, NaN kept NaN).  So the
+ * micro-kernel only ever sees bf16 values held in fp32, their products are exact,
+ * and C accumulates in fp32: the dtype contract of zt_matmul's bf16 compute.
+ * Edge tiles are packed with zeros and computed into a local tile, of which only
+ * the valid part reaches C.
+ *
+ * beta: the first depth block stores (beta = 0) or adds to C (beta = 1); later
+ * depth blocks add.  Threads write disjoint row blocks of C, so no reduction is
+ * needed.  Blocks are handed out dynamically: on a shared machine one thread may
+ * lose its core for a while, and the others then take its blocks. */
+#include "gemm_bf16.h"
+
+#include <omp.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "../core/mem.h"
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define ZT_HAVE_GEMM_AVX2 1
+#else
+#define ZT_HAVE_GEMM_AVX2 0
+#endif
+
+int zt_gemm_bf16_available(void) { return ZT_HAVE_GEMM_AVX2; }
+
+enum {
+    MR = 6,     /* rows of a micro-tile: 6 broadcasts of A per k */
+    NR = 16,    /* columns of a micro-tile: 2 ymm of B per k */
+    KC = 256,   /* depth block: a B micro-panel kc x 16 is 16 KiB, in L1 */
+    MC = 144,   /* row block: the packed A block mc x kc is 144 KiB, in L2 */
+    NC = 4096,  /* column block: the packed B block kc x nc is 4 MiB, in L3 */
+};
+
+/* The packing buffers: one shared B block, one A block per thread.  They only
+ * grow, and are accounted as ZT_MEM_OTHER. */
+static struct {
+    float *bp;
+    size_t bp_cap; /* bytes */
+    float *ap;     /* nthr blocks of ap_stride floats */
+    size_t ap_cap; /* bytes */
+} gp;
+
+static int reserve(float **p, size_t *cap, size_t need)
+{
+    if (need <= *cap)
+        return 0;
+    float *n = zt_alloc(ZT_MEM_OTHER, need);
+    if (!n)
+        return -1;
+    zt_free(ZT_MEM_OTHER, *p, *cap);
+    *p = n;
+    *cap = need;
+    return 0;
+}
+
+void zt_gemm_bf16_shutdown(void)
+{
+    zt_free(ZT_MEM_OTHER, gp.bp, gp.bp_cap);
+    zt_free(ZT_MEM_OTHER, gp.ap, gp.ap_cap);
+    memset(&gp, 0, sizeof gp);
+}
+
+#if ZT_HAVE_GEMM_AVX2
+
+/* ---- conversion while copying --------------------------------------------- */
+
+/* 8 bf16 values at p, widened to fp32 (exact). */
+static inline __m256 widen8(const uint16_t *p)
+{
+    __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+}
+
+/* 8 fp32 values at p, rounded to the nearest even bf16 and held in fp32: the
+ * vector form of zt_round_bf16.  u + 0x7fff + (bit 16 of u), then clear the low
+ * half; a NaN gets its quiet bit set and keeps its top half (no rounding into
+ * the exponent). */
+static inline __m256 round8(const float *p)
+{
+    __m256i u = _mm256_loadu_si256((const __m256i *)p);
+    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    __m256i r = _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb);
+    __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)),
+                                     _mm256_set1_epi32(0x7f800000));
+    __m256i q = _mm256_or_si256(u, _mm256_set1_epi32(0x400000));
+    r = _mm256_blendv_epi8(r, q, nan);
+    return _mm256_castsi256_ps(_mm256_and_si256(r, _mm256_set1_epi32((int)0xffff0000u)));
+}
+
+/* dst[0..n) = the bf16 values of src[off .. off+n) (src of dtype dt), as fp32. */
+static void load_row(float *restrict dst, const void *src, zt_dtype dt, size_t off, int n)
+{
+    int i = 0;
+    if (dt == ZT_BF16) {
+        const uint16_t *s = (const uint16_t *)src + off;
+        for (; i + 8 <= n; i += 8)
+            _mm256_storeu_ps(dst + i, widen8(s + i));
+        for (; i < n; i++)
+            dst[i] = zt_bf16_to_f32(s[i]);
+    } else {
+        const float *s = (const float *)src + off;
+        for (; i + 8 <= n; i += 8)
+            _mm256_storeu_ps(dst + i, round8(s + i));
+        for (; i < n; i++)
+            dst[i] = zt_round_bf16(s[i]);
+    }
+}
+
+/* ---- packing -------------------------------------------------------------- */
+
+/* One micro-panel of A: rows r0 .. r0+MR of op(A) (rows past M are zeros),
+ * depth pc .. pc+kc, into ap[k*MR + i].  A is stored (M,K), or (K,M) when ta. */
+static void pack_a_panel(float *restrict ap, const void *A, zt_dtype dt, int M, int K, int ta,
+                         int r0, int pc, int kc)
+{
+    int rows = M - r0 < MR ? M - r0 : MR;
+    if (!ta) {
+        /* rows are contiguous along k: widen each, then interleave */
+        float tmp[MR][KC];
+        for (int i = 0; i < rows; i++)
+            load_row(tmp[i], A, dt, (size_t)(r0 + i) * K + pc, kc);
+        for (int i = rows; i < MR; i++)
+            memset(tmp[i], 0, (size_t)kc * sizeof(float));
+        for (int k = 0; k < kc; k++)
+            for (int i = 0; i < MR; i++)
+                ap[k * MR + i] = tmp[i][k];
+    } else {
+        /* the MR values of one k are contiguous */
+        for (int k = 0; k < kc; k++) {
+            load_row(ap + k * MR, A, dt, (size_t)(pc + k) * M + r0, rows);
+            for (int i = rows; i < MR; i++)
+                ap[k * MR + i] = 0.0f;
+        }
+    }
+}
+
+/* One micro-panel of B: columns c0 .. c0+NR of op(B) (columns past N are zeros),
+ * depth pc .. pc+kc, into bp[k*NR + j].  B is stored (K,N), or (N,K) when tb. */
+static void pack_b_panel(float *restrict bp, const void *B, zt_dtype dt, int N, int K, int tb,
+                         int c0, int pc, int kc)
+{
+    int cols = N - c0 < NR ? N - c0 : NR;
+    if (!tb) {
+        for (int k = 0; k < kc; k++) {
+            load_row(bp + k * NR, B, dt, (size_t)(pc + k) * N + c0, cols);
+            for (int j = cols; j < NR; j++)
+                bp[k * NR + j] = 0.0f;
+        }
+    } else {
+        float tmp[KC];
+        for (int j = 0; j < cols; j++) {
+            load_row(tmp, B, dt, (size_t)(c0 + j) * K + pc, kc);
+            for (int k = 0; k < kc; k++)
+                bp[k * NR + j] = tmp[k];
+        }
+        for (int j = cols; j < NR; j++)
+            for (int k = 0; k < kc; k++)
+                bp[k * NR + j] = 0.0f;
+    }
+}
+
+/* ---- the micro-kernel ------------------------------------------------------ */
+
+/* c (6 x 16, row stride ldc) = (acc ? c : 0) + ap (kc x 6) ^T . bp (kc x 16). */
+static void micro_6x16(int kc, const float *restrict ap, const float *restrict bp, float *restrict c,
+                       size_t ldc, int acc)
+{
+    __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();
+    __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();
+    __m256 c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps();
+    __m256 c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps();
+    __m256 c40 = _mm256_setzero_ps(), c41 = _mm256_setzero_ps();
+    __m256 c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
+    /* C's tile is read (or written) only after the loop: start fetching it now,
+     * so that its cache misses overlap the FMAs instead of following them. */
+    for (int i = 0; i < MR; i++) {
+        _mm_prefetch((const char *)(c + (size_t)i * ldc), _MM_HINT_T0);
+        _mm_prefetch((const char *)(c + (size_t)i * ldc + NR - 1), _MM_HINT_T0);
+    }
+    for (int k = 0; k < kc; k++) {
+        __m256 b0 = _mm256_load_ps(bp), b1 = _mm256_load_ps(bp + 8), a;
+        a = _mm256_broadcast_ss(ap + 0);
+        c00 = _mm256_fmadd_ps(a, b0, c00);
+        c01 = _mm256_fmadd_ps(a, b1, c01);
+        a = _mm256_broadcast_ss(ap + 1);
+        c10 = _mm256_fmadd_ps(a, b0, c10);
+        c11 = _mm256_fmadd_ps(a, b1, c11);
+        a = _mm256_broadcast_ss(ap + 2);
+        c20 = _mm256_fmadd_ps(a, b0, c20);
+        c21 = _mm256_fmadd_ps(a, b1, c21);
+        a = _mm256_broadcast_ss(ap + 3);
+        c30 = _mm256_fmadd_ps(a, b0, c30);
+        c31 = _mm256_fmadd_ps(a, b1, c31);
+        a = _mm256_broadcast_ss(ap + 4);
+        c40 = _mm256_fmadd_ps(a, b0, c40);
+        c41 = _mm256_fmadd_ps(a, b1, c41);
+        a = _mm256_broadcast_ss(ap + 5);
+        c50 = _mm256_fmadd_ps(a, b0, c50);
+        c51 = _mm256_fmadd_ps(a, b1, c51);
+        ap += MR;
+        bp += NR;
+    }
+#define ZT_STORE_ROW(i, lo, hi)                                                         \
+    do {                                                                                \
+        float *r = c + (size_t)(i) * ldc;                                               \
+        if (acc) {                                                                      \
+            lo = _mm256_add_ps(lo, _mm256_loadu_ps(r));                                 \
+            hi = _mm256_add_ps(hi, _mm256_loadu_ps(r + 8));                             \
+        }                                                                               \
+        _mm256_storeu_ps(r, lo);                                                        \
+        _mm256_storeu_ps(r + 8, hi);                                                    \
+    } while (0)
+    ZT_STORE_ROW(0, c00, c01);
+    ZT_STORE_ROW(1, c10, c11);
+    ZT_STORE_ROW(2, c20, c21);
+    ZT_STORE_ROW(3, c30, c31);
+    ZT_STORE_ROW(4, c40, c41);
+    ZT_STORE_ROW(5, c50, c51);
+#undef ZT_STORE_ROW
+}
+
+/* The tile at C (rows x cols valid, row stride ldc), through a local full tile
+ * when it is an edge tile. */
+static void tile(int kc, const float *ap, const float *bp, float *C, size_t ldc, int rows, int cols,
+                 int acc)
+{
+    if (rows == MR && cols == NR) {
+        micro_6x16(kc, ap, bp, C, ldc, acc);
+        return;
+    }
+    float t[MR * NR] __attribute__((aligned(32)));
+    micro_6x16(kc, ap, bp, t, NR, 0);
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < cols; j++)
+            C[(size_t)i * ldc + j] = (acc ? C[(size_t)i * ldc + j] : 0.0f) + t[i * NR + j];
+}
+
+static int ceil_div(int a, int b) { return (a + b - 1) / b; }
+
+int zt_gemm_bf16(float *C, const void *A, zt_dtype a_dt, const void *B, zt_dtype b_dt, int M, int N,
+                 int K, int trans_a, int trans_b, float beta, zt_err *err)
+{
+    const int nthr = omp_get_max_threads();
+    /* Depth blocks of equal size (<= KC), so no block is a sliver. */
+    const int nkb = ceil_div(K, KC), kcb = ceil_div(K, nkb);
+    /* Row blocks: about MC rows, their count a multiple of the thread count so
+     * every thread gets the same number; rounded up to whole micro-panels. */
+    int nmb = ceil_div(M, MC);
+    nmb = ceil_div(nmb, nthr) * nthr;
+    const int mcb = ceil_div(ceil_div(M, nmb), MR) * MR;
+    nmb = ceil_div(M, mcb);
+    const int ncb = N < NC ? ceil_div(N, NR) * NR : NC;
+
+    size_t bp_need = (size_t)kcb * ncb * sizeof(float);
+    size_t ap_stride = (size_t)kcb * mcb; /* floats per thread */
+    if (reserve(&gp.bp, &gp.bp_cap, bp_need) ||
+        reserve(&gp.ap, &gp.ap_cap, ap_stride * nthr * sizeof(float)))
+        return zt_fail(err, ZT_EFAIL, "matmul M=%d N=%d K=%d: out of memory for the bf16 packing buffers",
+                       M, N, K);
+    float *bp = gp.bp, *apall = gp.ap;
+    const size_t ldc = (size_t)N;
+
+#pragma omp parallel num_threads(nthr)
+    {
+        float *ap = apall + ap_stride * omp_get_thread_num();
+        for (int jc = 0; jc < N; jc += ncb) {
+            const int nc = N - jc < ncb ? N - jc : ncb, nq = ceil_div(nc, NR);
+            for (int pc = 0; pc < K; pc += kcb) {
+                const int kc = K - pc < kcb ? K - pc : kcb;
+                const int acc = pc > 0 || beta != 0.0f;
+#pragma omp for schedule(dynamic)
+                for (int q = 0; q < nq; q++)
+                    pack_b_panel(bp + (size_t)q * kc * NR, B, b_dt, N, K, trans_b, jc + q * NR, pc, kc);
+                /* (the loop's barrier: B's block is complete before anyone uses it) */
+#pragma omp for schedule(dynamic)
+                for (int mb = 0; mb < nmb; mb++) {
+                    const int ic = mb * mcb, mc = M - ic < mcb ? M - ic : mcb, np = ceil_div(mc, MR);
+                    for (int p = 0; p < np; p++)
+                        pack_a_panel(ap + (size_t)p * kc * MR, A, a_dt, M, K, trans_a, ic + p * MR, pc, kc);
+                    for (int q = 0; q < nq; q++) {
+                        const int c0 = jc + q * NR, cols = N - c0 < NR ? N - c0 : NR;
+                        for (int p = 0; p < np; p++) {
+                            const int r0 = ic + p * MR, rows = M - r0 < MR ? M - r0 : MR;
+                            tile(kc, ap + (size_t)p * kc * MR, bp + (size_t)q * kc * NR,
+                                 C + (size_t)r0 * ldc + c0, ldc, rows, cols, acc);
+                        }
+                    }
+                }
+                /* (and its barrier: nobody repacks B while another still reads it) */
+            }
+        }
+    }
+    return ZT_OK;
+}
+
+#else /* no AVX2/FMA in this build: zt_matmul keeps its oneDNN path */
+
+int zt_gemm_bf16(float *C, const void *A, zt_dtype a_dt, const void *B, zt_dtype b_dt, int M, int N,
+                 int K, int trans_a, int trans_b, float beta, zt_err *err)
+{
+    (void)C, (void)A, (void)a_dt, (void)B, (void)b_dt, (void)trans_a, (void)trans_b, (void)beta;
+    return zt_fail(err, ZT_EFAIL, "matmul M=%d N=%d K=%d: this build has no AVX2/FMA bf16 kernel", M, N, K);
+}
+
+#endif
