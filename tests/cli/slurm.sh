@@ -161,12 +161,16 @@ id=$("${in_ns[@]}" sbatch --parsable --nodes=1 --ntasks-per-node=2 --cpus-per-ta
 log=$job/out/hybrid/slurm-$id.log
 wait_for "$job/out/hybrid/train-$id-0.jsonl" '"step"' || fail "the batch job never trained: $(tail -5 "$log")"
 "${in_ns[@]}" scancel --signal=TERM "$id"
+released=0
 for _ in $(seq 1 120); do
     grep -q "resumed from" "$log" && break
-    # the requeued job waits for its begin time; let it start now (the scheduler
-    # looks every 2 s: sched_interval above)
-    "${in_ns[@]}" squeue -h -j "$id" -o "%T %r" | grep -q "PENDING BeginTime" &&
-        "${in_ns[@]}" scontrol update JobId="$id" StartTime=now
+    # the requeued job waits for its begin time; let it start soon (the scheduler
+    # looks every 2 s: sched_interval above), but not in the second its first run's
+    # credential was revoked: slurmd refuses a launch whose credential is not newer
+    # than the revocation ("Job credential revoked") and the job ends for good
+    if [ "$released" -eq 0 ] && "${in_ns[@]}" squeue -h -j "$id" -o "%T %r" | grep -q "PENDING BeginTime"; then
+        "${in_ns[@]}" scontrol update JobId="$id" StartTime=now+3 && released=1
+    fi
     sleep 1
 done
 step=$(sed -n 's|^stopped by SIGTERM after step \([0-9]*\) of 20000: checkpoint saved to out/hybrid/checkpoint-\1;.*|\1|p' "$log")
