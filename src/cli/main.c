@@ -168,8 +168,8 @@ static int train_command(int argc, char **argv, zt_err *err)
     size_t max_mem = 0;
     if (max_memory && (rc = zt_cli_parse_size("max_memory", max_memory, &max_mem, err)))
         return rc;
-    char why[160];
-    size_t limit = zt_memory_limit(max_mem, topo.machine_size, why, sizeof why);
+    char why[320];
+    size_t limit = zt_memory_limit_on(a.plan.device, max_mem, topo.machine_size, topo.machine_rank, why, sizeof why);
     if ((rc = zt_memory_gate(&cfg, &a.plan, a.batch_size, a.block_size, a.checkpointing, 1, limit, why, err))) {
         if (g_rank != 0) /* every rank refuses alike; rank 0 says it */
             err->msg[0] = 0;

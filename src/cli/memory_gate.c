@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../engine/engine.h"
+#include "../kernels/backend_cuda.h"
 #include "../model/layout.h"
 #include "../model/llama.h"
 
@@ -45,6 +46,30 @@ size_t zt_memory_limit(size_t max_memory, int ranks_here, char *why, size_t why_
     snprintf(why, why_len, "MemAvailable %s shared by %d rank%s on this machine; --max_memory overrides",
              human(h, sizeof h, total), ranks_here, ranks_here == 1 ? "" : "s");
     return (size_t)(total / ranks_here);
+}
+
+size_t zt_memory_limit_on(const char *device, size_t max_memory, int ranks_here, int local_rank, char *why,
+                          size_t why_len)
+{
+    if (max_memory > 0 || !device || strcmp(device, "cuda") != 0)
+        return zt_memory_limit(max_memory, ranks_here, why, why_len);
+    int count = 0;
+    zt_cuda_device info;
+    zt_err err = {0};
+    if (zt_cuda_device_count(&count, &err) || count < 1 ||
+        zt_cuda_device_info(local_rank % count, &info, &err)) {
+        snprintf(why, why_len, "no limit known");
+        return 0;
+    }
+    /* the local ranks whose device is this one: r = dev, dev + count, ... */
+    int dev = local_rank % count, sharing = 0;
+    for (int r = dev; r < (ranks_here > 1 ? ranks_here : 1); r += count)
+        sharing++;
+    sharing = sharing ? sharing : 1;
+    char h[32];
+    snprintf(why, why_len, "cuda:%d (%s) has %s free, shared by %d rank%s; --max_memory overrides", dev, info.name,
+             human(h, sizeof h, (double)info.free_bytes), sharing, sharing == 1 ? "" : "s");
+    return info.free_bytes / (size_t)sharing;
 }
 
 /* Parameters of cfg, in doubles (no overflow whatever the config says). */

@@ -23,6 +23,15 @@
  * machine; 0 when unknown (no limit).  *why describes where it came from. */
 size_t zt_memory_limit(size_t max_memory, int ranks_here, char *why, size_t why_len);
 
+/* The same for a run on `device` (the plan's --device): on "cuda" the engine's
+ * state and the activations live in GPU memory, so the limit is the free memory
+ * of the rank's GPU (local_rank mod the count, as the backend picks it) shared by
+ * the ranks on it; 0 (no limit) when no GPU can be asked, where opening the device
+ * fails with its own message.  Other devices keep their buffers in host memory:
+ * zt_memory_limit. */
+size_t zt_memory_limit_on(const char *device, size_t max_memory, int ranks_here, int local_rank, char *why,
+                          size_t why_len);
+
 /* ZT_OK when training (train = 1) or evaluating (0) cfg under plan p with batch B
  * of T tokens fits in limit bytes per rank (0: no limit); else ZT_EINPUT naming
  * the estimate, its parts and the limit. */

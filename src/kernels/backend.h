@@ -63,6 +63,12 @@ typedef struct zt_backend {
     /* the queue the kernels run on (a cudaStream_t), NULL on the host: the NCCL
      * path of comm orders its own queue after it with events */
     void *(*stream)(void);
+    /* What MFU divides by on a device that runs the products itself: its measured
+     * rate of large products in GFLOP/s for compute (bf16: bf16 operands with fp32
+     * accumulation; fp32: without TF32), and in `what` the device's name for the
+     * peak cache ("NVIDIA H200, sm_90").  NULL for a table whose products run on
+     * the host's cores (cpu, emu): the peak is the CPU's then (train/peak.h). */
+    int (*matmul_peak)(zt_dtype compute, double *gflops, char *what, size_t cap, zt_err *err);
 
     /* ---- the model's kernels (kernels.h, matmul.h) */
     int (*matmul)(float *C, const void *A, zt_dtype a_dt, const void *B, zt_dtype b_dt, int M, int N,

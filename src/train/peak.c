@@ -4,6 +4,8 @@
  *   {"version": 1, "peaks": [{"cpu": "AMD EPYC 7B13", "isa": "AVX2", "threads": 2,
  *     "dtype": "fp32", "gflops": 61.2, "how": "calibrated"}, ...]}
  * "how" is "calibrated" (best of the rounds) or "achieved" (raised by a training step).
+ * A device's own peak (zt_peak_resolve_on) has its name as "cpu", "isa" "device" and
+ * threads 0.
  * Anything else — not JSON, another shape, a wrong type, a peak that is not a positive
  * finite number — makes the whole file malformed: warned about, then replaced. */
 #include "peak.h"
@@ -81,7 +83,7 @@ static cJSON *read_cache(const char *path, zt_json *doc, char *why, size_t cap)
         if (!cJSON_IsObject(e) || !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(e, "cpu")) ||
             !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(e, "isa")) ||
             !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(e, "dtype")) || !cJSON_IsNumber(t) ||
-            t->valuedouble < 1 || t->valuedouble != floor(t->valuedouble))
+            t->valuedouble < 0 || t->valuedouble != floor(t->valuedouble))
             bad = "an entry lacks cpu, isa, dtype or a whole number of threads";
         else if (!cJSON_IsNumber(g) || !isfinite(g->valuedouble) || g->valuedouble <= 0)
             bad = "an entry's gflops is not a positive number";
@@ -194,11 +196,51 @@ void zt_peak_resolve(zt_peak *p, zt_dtype compute, double given, int recalibrate
         save(p, "calibrated", warn);
 }
 
+void zt_peak_resolve_on(zt_peak *p, const zt_backend *be, zt_dtype compute, double given, int recalibrate,
+                        int save_ok, FILE *warn)
+{
+    if (!be || !be->matmul_peak) {
+        zt_peak_resolve(p, compute, given, recalibrate, save_ok, warn);
+        return;
+    }
+    memset(p, 0, sizeof *p);
+    p->dtype = compute == ZT_BF16 ? ZT_BF16 : ZT_F32;
+    snprintf(p->isa, sizeof p->isa, "device");
+    cache_path(p->cache_path, sizeof p->cache_path);
+    if (given > 0) {
+        p->gflops = given;
+        p->source = ZT_PEAK_GIVEN;
+        snprintf(p->cpu, sizeof p->cpu, "%s", be->name);
+        return;
+    }
+    /* the device's name comes with its measurement, so the cache is read after it only
+     * when the measurement is cheap to repeat; a device measures in well under a second */
+    zt_err err = {0};
+    double g = 0.0;
+    if (be->matmul_peak(p->dtype, &g, p->cpu, sizeof p->cpu, &err) || !(g > 0)) {
+        if (warn)
+            fprintf(warn, "ztrain: warning: the %s device's peak could not be measured (%s); MFU is not "
+                    "reported\n", be->name, err.msg[0] ? err.msg : "no rate");
+        p->gflops = 0.0;
+        p->source = ZT_PEAK_CALIBRATED;
+        return;
+    }
+    /* a cached entry above the measurement is a step that achieved more (zt_peak_admit) */
+    double c = !recalibrate && p->cache_path[0] ? cached(p, warn) : 0.0;
+    p->gflops = c > g ? c : g;
+    p->source = c > g ? ZT_PEAK_CACHED : ZT_PEAK_CALIBRATED;
+    p->saved_gflops = c;
+    if (save_ok && !(c > g))
+        save(p, "calibrated", warn);
+}
+
 double zt_peak_admit(zt_peak *p, double achieved, int save_ok, FILE *warn)
 {
-    if (!(achieved > p->gflops)) /* also: achieved NaN, or a peak of 0 (calibration failed) kept */
+    /* also kept: achieved NaN, and a peak of 0 (its measurement failed: MFU is not
+     * reported, rather than made 1 by the first step) */
+    if (!(achieved > p->gflops) || !(p->gflops > 0))
         return p->gflops;
-    if (p->gflops > 0 && p->raised++ == 0 && warn)
+    if (p->raised++ == 0 && warn)
         fprintf(warn, "ztrain: warning: a step achieved %.4g GFLOP/s, above the %s peak of %.4g GFLOP/s "
                 "(%s); the peak is raised to what was achieved, so MFU stays at most 1%s\n", achieved,
                 p->source == ZT_PEAK_GIVEN ? "given" : p->source == ZT_PEAK_CACHED ? "cached" : "calibrated",

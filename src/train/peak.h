@@ -24,6 +24,7 @@
 #include <stdio.h>
 
 #include "../core/dtype.h"
+#include "../kernels/backend.h"
 
 #define ZT_PEAK_ROUNDS 5
 #define ZT_PEAK_ROUND_S 0.2
@@ -42,7 +43,7 @@ typedef struct zt_peak {
     double slowest;         /* calibrated now: the slowest round's rate (0 otherwise) */
     /* the cache key */
     char cpu[128], isa[48];
-    int threads;
+    int threads;            /* 0: a device's own peak (cpu names the device) */
     zt_dtype dtype;         /* of the products timed: fp32 or bf16 (fp16 runs fp32 ones) */
     char cache_path[1024];  /* "" when neither XDG_CACHE_HOME nor HOME is set */
 } zt_peak;
@@ -56,6 +57,14 @@ void zt_peak_cpu_model(char *buf, size_t cap);
  * (a malformed or unwritable cache) go to warn when it is not NULL.  save: this
  * process may write the cache (one rank per machine should). */
 void zt_peak_resolve(zt_peak *p, zt_dtype compute, double given, int recalibrate, int save, FILE *warn);
+
+/* The same for the device of backend be: a device that runs its products itself
+ * (be->matmul_peak, the CUDA table) measures its own peak, cached under its name
+ * (the entry's "cpu" is the device, "isa" "device", threads 0); a table whose
+ * products run on the host's cores takes the CPU's (zt_peak_resolve).  A device
+ * whose measurement fails gives a peak of 0 (MFU not reported) and a warning. */
+void zt_peak_resolve_on(zt_peak *p, const zt_backend *be, zt_dtype compute, double given, int recalibrate,
+                        int save, FILE *warn);
 
 /* A step achieved `achieved` GFLOP/s: when that is above the peak, raise the peak to
  * it (warning on warn the first time), and with save, raise the cache entry of a

@@ -341,7 +341,12 @@ static void print_run(const trainer *t)
            t->tokens_per_step);
     print_memory(stdout, &r->eng, &r->model);
     const zt_peak *pk = &t->peak;
-    if (pk->source == ZT_PEAK_GIVEN)
+    if (pk->source != ZT_PEAK_GIVEN && pk->threads == 0 && pk->gflops > 0)
+        printf("mfu peak: %.4g GFLOP/s (%s products on %s; %s)\n", pk->gflops, zt_dtype_name(pk->dtype), pk->cpu,
+               pk->source == ZT_PEAK_CACHED ? "raised by an earlier run, cached" : "measured on the device");
+    else if (pk->source != ZT_PEAK_GIVEN && pk->gflops <= 0)
+        printf("mfu peak: none (not measured; MFU is not reported)\n");
+    else if (pk->source == ZT_PEAK_GIVEN)
         printf("mfu peak: %.4g GFLOP/s (--peak_gflops)\n", pk->gflops);
     else if (pk->source == ZT_PEAK_CACHED)
         printf("mfu peak: %.4g GFLOP/s (%s products, %d thread%s; cached in %s)\n", pk->gflops,
@@ -407,7 +412,8 @@ static int train_setup(trainer *t, const zt_train_args *a, zt_err *err)
     t->tokens_per_step = (double)a->batch_size * a->grad_accum * t->W * a->block_size;
     t->grad_scale = (float)(1.0 / t->tokens_per_step);
     t->flops_per_token = zt_model_flops_per_token(&t->r.cfg, a->block_size, a->checkpointing);
-    zt_peak_resolve(&t->peak, a->plan.prec.compute, a->peak_gflops, 0, t->rank0, t->talk ? stderr : NULL);
+    zt_peak_resolve_on(&t->peak, t->r.eng.be, a->plan.prec.compute, a->peak_gflops, 0, t->rank0,
+                       t->talk ? stderr : NULL);
     if (t->talk)
         print_run(t);
 

@@ -235,26 +235,27 @@ for pair in "cuda cpu" "cpu cuda"; do
 done
 
 # ---- 7. 20 bf16 steps of a 1B-class Llama at T 2048 -------------------------------------------
-# the MFU's denominator: the bf16 matrix peak ztrain env measures on this GPU, if it says one
-peak=$("$Z" env 2>/dev/null | grep -i bf16 | grep -oE '[0-9]+(\.[0-9]+)? TFLOP/s' | head -1 | cut -d' ' -f1)
-peak_flag=(--peak_gflops 1) peak_note="MFU n/a (ztrain env gave no bf16 peak)"
-[ -n "$peak" ] && peak_flag=(--peak_gflops "$(awk -v t="$peak" 'BEGIN { print t * 1000 }')") peak_note="of $peak TFLOP/s"
+# the MFU's denominator: the run measures the GPU's bf16 peak itself (its "mfu peak:" line
+# must name the GPU, "NAME, sm_XY", not the CPU), and each JSONL record carries it
 if timeout 150 "$Z" init-model --model_config tests/gpu/llama_1b/config.json --output_dir "$work/m1b" --seed 1 \
        --torch_dtype bf16 >"$OUT/init1b.out" 2>&1 &&
    run llama1b 240 1 train --model "$work/m1b" --data "$work/data.txt" --block_size 2048 \
        --per_device_train_batch_size 1 --max_steps 20 "${bf16[@]}" --device cuda --learning_rate 3e-4 \
-       --warmup_steps 2 --progress false "${peak_flag[@]}" --log_jsonl "$OUT/llama1b.jsonl"; then
+       --warmup_steps 2 --progress false --log_jsonl "$OUT/llama1b.jsonl"; then
     last=$(tail -1 "$OUT/llama1b.jsonl")
-    tps=$(printf '%s' "$last" | sed -n 's/.*"tokens_per_sec": \([^,]*\),.*/\1/p')
+    tps=$(printf '%s' "$last" | sed -n 's/.*"tokens_per_sec_per_device": \([^,]*\),.*/\1/p')
     mfu=$(printf '%s' "$last" | sed -n 's/.*"mfu": \([^,]*\),.*/\1/p')
+    peak=$(printf '%s' "$last" | sed -n 's/.*"peak_gflops": \([^,]*\),.*/\1/p')
     l1=$(losses "$OUT/llama1b.jsonl" | head -1) l20=$(losses "$OUT/llama1b.jsonl" | tail -1)
     n=$(wc -l < "$OUT/llama1b.jsonl")
-    if [ "$n" -eq 20 ] && awk -v a="$l1" -v b="$l20" 'BEGIN { exit !(b == b && b < a) }'; then
-        row "1B bf16: 20 steps, T 2048" ok "loss $l1 -> $l20; $tps tokens/s; MFU $mfu $peak_note (last step)"
+    peak_line=$(grep -m1 '^mfu peak:' "$OUT/llama1b.out")
+    if [ "$n" -eq 20 ] && awk -v a="$l1" -v b="$l20" 'BEGIN { exit !(b == b && b < a) }' &&
+       awk -v m="$mfu" 'BEGIN { exit !(m > 0 && m <= 1) }' && printf '%s' "$peak_line" | grep -q ', sm_[0-9]'; then
+        row "1B bf16: 20 steps, T 2048" ok "loss $l1 -> $l20; $tps tokens/s; MFU $mfu of $peak GFLOP/s (last step)"
     else
-        row "1B bf16: 20 steps, T 2048" FAIL "$n steps logged, loss $l1 -> $l20"
+        row "1B bf16: 20 steps, T 2048" FAIL "$n steps logged, loss $l1 -> $l20, MFU $mfu; $peak_line"
     fi
-    grep -E '^(model|plan|device|memory)' "$OUT/llama1b.out" | head -6
+    grep -E '^(model|plan|device|memory|mfu peak)' "$OUT/llama1b.out" | head -7
 else
     row "1B bf16: 20 steps, T 2048" FAIL "$(tail -3 "$OUT/init1b.out" "$OUT/llama1b.out" 2>/dev/null | tr '\n' ' ')"
 fi

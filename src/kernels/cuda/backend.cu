@@ -125,6 +125,22 @@ void zt_cu_upload(void *dst, const void *src, size_t bytes)
         ZT_CU(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, zt_cu.stream));
 }
 
+/* The table's device's peak, for MFU (backend.h). */
+static int cu_matmul_peak(zt_dtype compute, double *gflops, char *what, size_t cap, zt_err *err)
+{
+    zt_cuda_device info;
+    double tflops = 0.0;
+    *gflops = 0.0;
+    int rc = zt_cuda_device_info(zt_cu.device, &info, err);
+    if (rc == ZT_OK)
+        rc = zt_cu_matmul_peak(zt_cu.device, compute, &tflops, err);
+    if (rc)
+        return rc;
+    snprintf(what, cap, "%s, sm_%d%d", info.name, info.cc_major, info.cc_minor);
+    *gflops = tflops * 1e3;
+    return ZT_OK;
+}
+
 /* ---- the table ---------------------------------------------------------------------- */
 
 static const zt_backend cuda_table = {
@@ -141,6 +157,7 @@ static const zt_backend cuda_table = {
     .host_alloc = cu_host_alloc,
     .host_free = cu_host_free,
     .stream = cu_stream,
+    .matmul_peak = cu_matmul_peak,
     .matmul = zt_cu_matmul,
     .embed_forward = zt_cu_embed_forward,
     .embed_backward = zt_cu_embed_backward,
