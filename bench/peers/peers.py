@@ -105,7 +105,8 @@ def run_ztrain(run, model_dir, data, T, B, steps, threads, workdir):
     with open(log) as f:
         rows = [json.loads(line) for line in f if line.strip()]
     return dict(argv=argv, losses=[r["loss"] for r in rows],
-                tps=[r["tokens_per_sec_per_device"] for r in rows], others=ch["others"], rss=ch["rss"])
+                tps=[r["tokens_per_sec_per_device"] for r in rows], mfu=[r["mfu"] for r in rows],
+                peak=[r["peak_gflops"] for r in rows], others=ch["others"], rss=ch["rss"])
 
 
 # ----------------------------------------------------------------------------- peers (venv)
@@ -311,22 +312,29 @@ def main():
                         "--output_dir", model_dir, "--seed", "0"], check=True, capture_output=True)
         print("\nconfig %s: block %d, batch %d per device, %d steps, median of steps %d..%d"
               % (name, T, B, steps, a.warmup + 1, steps))
-        print("| suite | peer | precision | ztrain tok/s | peer tok/s | ratio | max abs dloss | other load |")
-        print("|---|---|---|---|---|---|---|---|")
+        print("| suite | peer | precision | ztrain tok/s | peer tok/s | ratio | ztrain MFU | peer MFU "
+              "| max abs dloss | other load |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
         for run in [r for s in a.suites.split(",") for r in runs_of(s, a.precisions.split(","))]:
             z = run_ztrain(run, model_dir, data[cfg["data"]], T, B, steps, a.threads, a.workdir)
             p = run_peer(run, model_dir, data[cfg["data"]], T, B, steps, a.threads, a.workdir, a.python)
             zt = statistics.median(z["tps"][a.warmup:])
-            row = dict(config=name, suite=run[0], variant=run[1], prec=run[2], ztrain=z, peer=p, ztrain_tps=zt)
+            # MFU: ztrain's against the matrix-product peak of its JSONL (the same FLOPs per
+            # token and the same peak for the peer, so the peer's is ztrain's x the tok/s
+            # ratio).  A ratio is bounded by ztrain's MFU over the peer's: this is the profile
+            # that says how far a target ratio is reachable at all.
+            zm = statistics.median(z["mfu"][a.warmup:])
+            row = dict(config=name, suite=run[0], variant=run[1], prec=run[2], ztrain=z, peer=p, ztrain_tps=zt,
+                       ztrain_mfu=zm, peak_gflops=z["peak"][-1])
             if "error" in p:
-                print("| %s | %s | %s | %.0f | failed: %s | – | – | %.2f |"
-                      % (run[0], run[1], run[2], zt, p["error"].splitlines()[-1][:120], z["others"]))
+                print("| %s | %s | %s | %.0f | failed: %s | – | %.2f | – | – | %.2f |"
+                      % (run[0], run[1], run[2], zt, p["error"].splitlines()[-1][:120], zm, z["others"]))
             else:
                 pt = S.median_tps(p["step_times"], B * T, a.warmup)
                 dl = max(abs(x - y) for x, y in zip(z["losses"], p["losses"]))
-                row.update(peer_tps=pt, ratio=zt / pt, max_dloss=dl)
-                print("| %s | %s | %s | %.0f | %.0f | %.2f | %.1e | %.2f / %.2f |"
-                      % (run[0], run[1], run[2], zt, pt, zt / pt, dl, z["others"], p["others"]))
+                row.update(peer_tps=pt, ratio=zt / pt, max_dloss=dl, peer_mfu=zm * pt / zt)
+                print("| %s | %s | %s | %.0f | %.0f | %.2f | %.2f | %.2f | %.1e | %.2f / %.2f |"
+                      % (run[0], run[1], run[2], zt, pt, zt / pt, zm, zm * pt / zt, dl, z["others"], p["others"]))
             sys.stdout.flush()
             results.append(row)
     if a.json:
