@@ -285,6 +285,8 @@ def main():
     ap.add_argument("--configs", default="a,b")
     ap.add_argument("--suites", default="single,fsdp,deepspeed")
     ap.add_argument("--precisions", default="fp32,bf16")
+    ap.add_argument("--variants", help="only these strategies/stages/attentions, e.g. "
+                    "FULL_SHARD,SHARD_GRAD_OP,3,2,sdpa (default: all)")
     ap.add_argument("--steps", type=int, default=0, help="optimizer steps (default: the config's)")
     ap.add_argument("--warmup", type=int, default=2, help="steps left out of the median (default 2)")
     ap.add_argument("--threads", type=int, default=os.cpu_count(), help="threads of the single-process runs")
@@ -315,7 +317,9 @@ def main():
         print("| suite | peer | precision | ztrain tok/s | peer tok/s | ratio | ztrain MFU | peer MFU "
               "| max abs dloss | other load |")
         print("|---|---|---|---|---|---|---|---|---|---|")
-        for run in [r for s in a.suites.split(",") for r in runs_of(s, a.precisions.split(","))]:
+        keep = set(a.variants.split(",")) if a.variants else None
+        for run in [r for s in a.suites.split(",") for r in runs_of(s, a.precisions.split(","))
+                    if keep is None or r[1] in keep]:
             z = run_ztrain(run, model_dir, data[cfg["data"]], T, B, steps, a.threads, a.workdir)
             p = run_peer(run, model_dir, data[cfg["data"]], T, B, steps, a.threads, a.workdir, a.python)
             zt = statistics.median(z["tps"][a.warmup:])
