@@ -73,6 +73,7 @@ static int encode_prompt(const char *tok_dir, const char *prompt, const zt_llama
 int zt_cmd_generate(int argc, char **argv, zt_err *err)
 {
     const char *model = NULL, *tok_dir = NULL, *prompt = NULL, *stop = NULL, *dtype_name = NULL;
+    const char *device = "cpu";
     int max_new = 64, top_k = 50, threads = 0;
     double temperature = 0.0, top_p = 1.0;
     long seed = 42;
@@ -88,6 +89,7 @@ int zt_cmd_generate(int argc, char **argv, zt_err *err)
         {"stop", ZT_FLAG_STR, &stop, "stop once the continuation contains this string (it is printed)", 1, 0, 0},
         {"torch_dtype", ZT_FLAG_STR, &dtype_name, "compute in fp32 | bf16 (default: the config's torch_dtype)", 1, 0, 0},
         {"threads", ZT_FLAG_INT, &threads, "threads (default: the cores this process may use)", 0, 4096, 0},
+        {"device", ZT_FLAG_STR, &device, "cpu (default) | cuda (the first GPU; make cuda) | emu (the test device)", 1, 0, 0},
     };
     if (zt_flags_wants_help(argc, argv)) {
         zt_flags_usage(flags, NFLAGS(flags), "usage: ztrain generate --model DIR --prompt TEXT [flags]\n"
@@ -109,7 +111,11 @@ int zt_cmd_generate(int argc, char **argv, zt_err *err)
     int eos[MAX_EOS + 1], n_eos = 0;
     if ((rc = zt_gen_read_eos(model, cfg.vocab_size, eos, MAX_EOS, &n_eos, err)))
         return rc;
-    int nthreads = zt_cli_set_threads(threads);
+    int nthreads = zt_cli_set_threads(threads), devices = 0;
+    char desc[160];
+    const zt_backend *be = zt_backend_open(device, 0, &devices, desc, sizeof desc, err);
+    if (!be)
+        return zt_wrap(err, "--device %s: ", device);
     zt_tokenizer *tok = NULL;
     zt_ids prompt_ids = {0};
     int *ids = NULL;
@@ -133,7 +139,7 @@ int zt_cmd_generate(int argc, char **argv, zt_err *err)
     for (int i = 0; i < n_prompt; i++)
         ids[i] = prompt_ids.v[i];
     zt_infer m;
-    if ((rc = zt_infer_open(&m, model, compute, n_prompt + max_new, nthreads, zt_backend_cpu(), err)))
+    if ((rc = zt_infer_open(&m, model, compute, n_prompt + max_new, nthreads, be, err)))
         goto done;
     zt_gen_params p = {max_new, {temperature, top_k, top_p}, (uint64_t)seed, stop, eos, n_eos};
     zt_gen_text text = {tok ? tok_decode : byte_decode, emit_stdout, tok};
@@ -142,8 +148,8 @@ int zt_cmd_generate(int argc, char **argv, zt_err *err)
     if (rc == ZT_OK) {
         static const char *why[] = {"max_new_tokens", "end of sequence", "stop string"};
         fprintf(stderr, "\n[generate: %d prompt tokens in %.3f s; %d new tokens in %.3f s (%.1f tokens/s, %s); "
-                "stopped by %s]\n", n_prompt, res.prefill_s, res.n, res.decode_s,
-                res.decode_s > 0 ? res.n / res.decode_s : 0.0, zt_dtype_name(compute), why[res.stopped_by]);
+                "on %s; stopped by %s]\n", n_prompt, res.prefill_s, res.n, res.decode_s,
+                res.decode_s > 0 ? res.n / res.decode_s : 0.0, zt_dtype_name(compute), desc, why[res.stopped_by]);
     }
     zt_infer_free(&m);
 done:

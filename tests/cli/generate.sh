@@ -11,6 +11,20 @@ fix=tests/fixtures/generate
 cmp -s "$TMP/greedy.bin" $fix/greedy_1.bin || fail "greedy bytes differ from HF generate's (greedy_1.bin)"
 grep -q "40 new tokens" "$TMP/err" || fail "no timing line on stderr: $(cat "$TMP/err")"
 
+# --device: on the emulated device (buffers the host cannot read: every weight, cache and
+# logit goes through to_device / to_host) greedy fp32 and seeded bf16 sampling give the
+# CPU's bytes; a device that is not there is refused with exit 2
+"$ZTRAIN" generate --model $fix --prompt "The licence" --max_new_tokens 40 --device emu >"$TMP/emu.bin" \
+    2>"$TMP/err" || fail "generate --device emu failed: $(cat "$TMP/err")"
+cmp -s "$TMP/emu.bin" $fix/greedy_1.bin || fail "greedy bytes on emu differ from HF generate's (greedy_1.bin)"
+grep -q "on emu:0 " "$TMP/err" || fail "the timing line does not name the device: $(cat "$TMP/err")"
+for d in cpu emu; do
+    "$ZTRAIN" generate --model $fix --prompt "The licence" --max_new_tokens 20 --torch_dtype bf16 \
+        --temperature 0.8 --seed 9 --device $d >"$TMP/bf16_$d" 2>/dev/null || fail "bf16 sampling on $d failed"
+done
+cmp -s "$TMP/bf16_cpu" "$TMP/bf16_emu" || fail "bf16 sampling on emu differs from the CPU's"
+expect_exit 2 "--device tpu: .*expected cpu or cuda" -- "$ZTRAIN" generate --model $fix --prompt x --device tpu
+
 sample() { "$ZTRAIN" generate --model $fix --prompt "The licence" --max_new_tokens 30 --temperature 0.9 \
     --top_k 40 --top_p 0.95 "$@" 2>/dev/null; }
 sample --seed 5 >"$TMP/s5a" && sample --seed 5 >"$TMP/s5b" && sample --seed 6 >"$TMP/s6" ||
