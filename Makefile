@@ -87,6 +87,13 @@ $(BUILD)/obj/%.o: %.c Makefile
 
 $(BUILD)/obj/src/report/plot.o: CPPFLAGS += $(RSVG_CFLAGS)
 
+# The non-native bf16 kernel is AVX2/FMA code in every x86-64 build, the sanitizer
+# builds (no -march=native) included, so each build runs and tests the same path;
+# it is called only when the CPU has AVX2 and FMA (zt_gemm_bf16_available).
+ifeq ($(shell uname -m),x86_64)
+$(BUILD)/obj/src/kernels/gemm_bf16.o: CFLAGS += -mavx2 -mfma
+endif
+
 $(BUILD)/obj/%.o: %.cu Makefile
 	@mkdir -p $(dir $@)
 	$(NVCC) $(filter -D% -I%,$(CPPFLAGS)) $(NVCCFLAGS) -MMD -MP -MF $(@:.o=.d) -c $< -o $@

@@ -38,7 +38,17 @@
 #define ZT_HAVE_GEMM_AVX2 0
 #endif
 
-int zt_gemm_bf16_available(void) { return ZT_HAVE_GEMM_AVX2; }
+/* The Makefile compiles this file with -mavx2 -mfma on x86-64 whatever the build's
+ * -march, so the kernel exists in every build; whether this CPU may run it is asked
+ * at run time. */
+int zt_gemm_bf16_available(void)
+{
+#if ZT_HAVE_GEMM_AVX2
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+    return 0;
+#endif
+}
 
 enum {
     MR = 6,     /* rows of a micro-tile: 6 broadcasts of A per k */

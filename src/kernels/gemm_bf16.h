@@ -24,8 +24,9 @@
 #include "../core/dtype.h"
 #include "../core/status.h"
 
-/* 1 when this build has the AVX2/FMA kernel (compiled with -mavx2 -mfma or a
- * -march that implies them); 0 means zt_gemm_bf16 always fails with ZT_EFAIL. */
+/* 1 when this build has the AVX2/FMA kernel (every x86-64 build: the Makefile
+ * compiles it with -mavx2 -mfma) and this CPU can run it; 0 means zt_gemm_bf16
+ * must not be called (on a build without the kernel it fails with ZT_EFAIL). */
 int zt_gemm_bf16_available(void);
 
 /* C(M,N) = beta*C + op(A)(M,K) . op(B)(K,N) on bf16-rounded inputs, as zt_matmul's
