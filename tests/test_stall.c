@@ -7,13 +7,20 @@
  *     the job; rank RANK raises SIGNAL on itself at its first collective in PHASE
  *     of STEP.  The shell test checks what the other ranks' watchdogs print and
  *     that the job ends.  Rank 0 prints "trained ..." only if the run finished.
+ *   test_stall device TIMEOUT                            (tests/cli/watchdog.sh)
+ *     a collective the device runs (NCCL's path) whose completion marker never
+ *     turns done, while the host waits on the device: the watchdog must time the
+ *     job out on it (a stand-in probe: the same code path as CUDA events).
  *   test_stall                                          (tests/run, one process)
  *     checks the seam itself: armed for the loss sum of step 2 with a
  *     signal whose handler counts, it fires exactly once, there, and the run
- *     goes on to finish. */
+ *     goes on to finish; and device markers are released once done, the
+ *     pending one kept. */
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../src/comm/comm.h"
 #include "../src/comm/watchdog.h"
@@ -92,6 +99,38 @@ static void test_seam_fires_once_and_the_run_goes_on(void)
     ZT_CHECK(tmpdir_remove(tmp) == 0);
 }
 
+/* Stand-in completion markers for the device watchdog: a flag the test sets. */
+typedef struct marker {
+    _Atomic int done, released;
+} marker;
+static int marker_done(void *m) { return atomic_load(&((marker *)m)->done); }
+static void marker_release(void *m) { atomic_fetch_add(&((marker *)m)->released, 1); }
+
+static void sleep_s(double s)
+{
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    nanosleep(&ts, NULL);
+}
+
+/* Markers handed over are released by the watchdog thread once done, exactly
+ * once, in any order; one not done stays, and release_all lets it go. */
+static void test_device_markers_are_released_when_done(void)
+{
+    static marker m[3];
+    zt_watch_set_device_probe(marker_done, marker_release);
+    for (int i = 0; i < 3; i++)
+        zt_watch_device_track(zt_watch_enter("allreduce", 2, 64, 1, "backward", i), &m[i]);
+    ZT_CHECK(zt_watch_device_pending() == 3);
+    atomic_store(&m[2].done, 1);
+    atomic_store(&m[0].done, 1);
+    sleep_s(0.35); /* the watchdog ticks every 100 ms */
+    ZT_CHECK_MSG(zt_watch_device_pending() == 1, "%d pending", zt_watch_device_pending());
+    ZT_CHECK(atomic_load(&m[0].released) == 1 && atomic_load(&m[2].released) == 1 &&
+             atomic_load(&m[1].released) == 0);
+    zt_watch_device_release_all();
+    ZT_CHECK(zt_watch_device_pending() == 0 && atomic_load(&m[1].released) == 1);
+}
+
 int main(int argc, char **argv)
 {
     if (zt_comm_init_mpi(&argc, &argv, &rank, &world) != ZT_OK)
@@ -107,11 +146,25 @@ int main(int argc, char **argv)
         zt_comm_finalize_mpi();
         return rc == ZT_OK ? 0 : 1;
     }
+    if (argc == 3 && !strcmp(argv[1], "device")) { /* a device collective that never finishes */
+        zt_comm_set_timeout(atof(argv[2]));
+        zt_err err = {0};
+        zt_comm c;
+        if (zt_comm_create(&c, 1, &err)) /* starts the watchdog */
+            return 1;
+        static marker never;
+        zt_watch_set_device_probe(marker_done, marker_release);
+        zt_watch_device_track(zt_watch_enter("reduce_scatter", 0, 4096, 2, "backward", 1), &never);
+        sleep_s(30.0); /* the host waiting on the device */
+        fprintf(stderr, "test_stall: no timeout after 30 s\n");
+        return 0;
+    }
     if (argc != 1) {
-        fprintf(stderr, "usage: test_stall [PHASE STEP RANK SIGNAL TIMEOUT OUTDIR]\n");
+        fprintf(stderr, "usage: test_stall [PHASE STEP RANK SIGNAL TIMEOUT OUTDIR | device TIMEOUT]\n");
         return 2;
     }
     ZT_RUN(test_seam_fires_once_and_the_run_goes_on);
+    ZT_RUN(test_device_markers_are_released_when_done);
     zt_matmul_shutdown();
     zt_comm_finalize_mpi();
     ZT_TEST_MAIN_END();

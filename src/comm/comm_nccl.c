@@ -2,6 +2,7 @@
  * Compiled into every build, but empty unless make cuda defines ZT_CUDA. */
 #ifdef ZT_CUDA
 #include "comm_nccl.h"
+#include "watchdog.h"
 
 #include <cuda_runtime.h>
 #include <mpi.h>
@@ -46,6 +47,27 @@ static ncclDataType_t nccl_type(zt_dtype dt)
     return dt == ZT_F32 ? ncclFloat32 : dt == ZT_BF16 ? ncclBfloat16 : ncclFloat16;
 }
 
+/* The watchdog's probe (watchdog.h): a collective's event, queried and destroyed
+ * from the watchdog thread, on the device the collectives run on.  An error other
+ * than "not ready" counts as done: the marker can go, and the error shows up in
+ * the main thread's next CUDA call. */
+static int g_device = -1;
+
+static int event_done(void *marker)
+{
+    static _Thread_local int on_device;
+    if (!on_device) {
+        cudaSetDevice(g_device);
+        on_device = 1;
+    }
+    cudaError_t e = cudaEventQuery((cudaEvent_t)marker);
+    if (e != cudaSuccess && e != cudaErrorNotReady)
+        cudaGetLastError(); /* leave no sticky state in this thread */
+    return e != cudaErrorNotReady;
+}
+
+static void event_release(void *marker) { cudaEventDestroy((cudaEvent_t)marker); }
+
 static MPI_Comm scope_mpi(const zt_comm *c, int scope)
 {
     void *p = scope == ZT_SCOPE_SHARD ? c->shard_comm : scope == ZT_SCOPE_REPLICA ? c->replica_comm : c->world_comm;
@@ -59,6 +81,8 @@ int zt_nccl_init(zt_comm *c, zt_err *err)
         return zt_fail(err, ZT_EFAIL, "out of memory for the NCCL state");
     c->nccl = st;
     st->compute = (cudaStream_t)c->dev.stream;
+    cudaGetDevice(&g_device);
+    zt_watch_set_device_probe(event_done, event_release);
     cudaError_t ce = cudaStreamCreateWithFlags(&st->stream, cudaStreamNonBlocking);
     if (ce == cudaSuccess)
         ce = cudaEventCreateWithFlags(&st->ready, cudaEventDisableTiming);
@@ -105,6 +129,7 @@ int zt_nccl_init(zt_comm *c, zt_err *err)
 void zt_nccl_free(zt_comm *c)
 {
     nccl_state *st = c->nccl;
+    zt_watch_device_release_all();
     for (int scope = 0; scope < 3; scope++)
         if (st->comm[scope])
             ncclCommDestroy(st->comm[scope]);
@@ -149,10 +174,11 @@ void zt_nccl_wait(zt_comm *c, zt_comm_op *op)
     if (!op->active)
         return;
     nccl_state *st = c->nccl;
-    /* the kernels queued from now on run after the collective; the event's
-     * resources go once the device has passed it */
+    /* the kernels queued from now on run after the collective; the host does not
+     * wait here, so the watchdog takes the event: it times the job out if the
+     * device never passes it, and destroys it once the device has */
     CUDA_CHECK(c, cudaStreamWaitEvent(st->compute, *op_event(op), 0));
-    CUDA_CHECK(c, cudaEventDestroy(*op_event(op)));
+    zt_watch_device_track(op->seq, (void *)*op_event(op));
     op->active = 0;
 }
 

@@ -146,12 +146,12 @@ static void report_for_other(zt_board *b, int who)
     atomic_store(&b->slot[b->me]->reported, 1);
 }
 
-static void on_timeout(uint64_t seq, double waited)
+static void on_timeout(uint64_t seq, double waited, int on_device)
 {
     char line[256];
     describe(line, sizeof line, find(seq));
-    fprintf(stderr, "ztrain: error: rank %d: collective timeout: blocked %.1f s (--collective_timeout %g) in %s\n",
-            g_rank, waited, atomic_load(&g_timeout), line);
+    fprintf(stderr, "ztrain: error: rank %d: collective timeout: %s %.1f s (--collective_timeout %g) in %s\n",
+            g_rank, on_device ? "the device has waited" : "blocked", waited, atomic_load(&g_timeout), line);
     print_arrivals(seq);
     print_recorder("timeout");
     zt_board *b = atomic_load(&g_board);
@@ -171,6 +171,102 @@ static void on_timeout(uint64_t seq, double waited)
     /* from this thread: the main thread is stuck inside MPI and will not return */
     MPI_Abort(MPI_COMM_WORLD, 1);
     _exit(1);
+}
+
+/* ---- collectives on the device (watchdog.h) ------------------------------- */
+
+#define DEV_N 1024
+typedef struct dev_rec {
+    uint64_t seq;
+    double since;
+    void *marker;
+} dev_rec;
+static pthread_mutex_t g_dev_lock = PTHREAD_MUTEX_INITIALIZER;
+static dev_rec g_dev[DEV_N];                /* in hand-over order; [0, g_ndev) in use */
+static int g_ndev;
+static int (*g_dev_done)(void *);
+static void (*g_dev_release)(void *);
+
+void zt_watch_set_device_probe(int (*done)(void *marker), void (*release)(void *marker))
+{
+    pthread_mutex_lock(&g_dev_lock);
+    g_dev_done = done;
+    g_dev_release = release;
+    pthread_mutex_unlock(&g_dev_lock);
+}
+
+/* Release the markers that are done, keeping the others in order; the oldest
+ * pending one in *oldest (NULL: none).  Under g_dev_lock. */
+static void dev_reap(const dev_rec **oldest)
+{
+    int kept = 0;
+    for (int i = 0; i < g_ndev; i++) {
+        if (g_dev_done(g_dev[i].marker)) {
+            flight_rec *r = &g_ring[g_dev[i].seq % ZT_FLIGHT_N];
+            if (r->seq == g_dev[i].seq)
+                r->t_done = now_s();
+            g_dev_release(g_dev[i].marker);
+        } else {
+            g_dev[kept++] = g_dev[i];
+        }
+    }
+    g_ndev = kept;
+    *oldest = kept ? &g_dev[0] : NULL;
+}
+
+void zt_watch_device_track(uint64_t seq, void *marker)
+{
+    const dev_rec *oldest;
+    pthread_mutex_lock(&g_dev_lock);
+    if (g_ndev == DEV_N) /* the thread reaps every 100 ms; a faster queue reaps here */
+        dev_reap(&oldest);
+    while (g_ndev == DEV_N) { /* DEV_N collectives not done: the host waits for the oldest */
+        uint64_t s = g_dev[0].seq;
+        pthread_mutex_unlock(&g_dev_lock);
+        zt_watch_block(s);
+        nanosleep(&(struct timespec){0, 1000 * 1000}, NULL);
+        zt_watch_unblock(s);
+        pthread_mutex_lock(&g_dev_lock);
+        dev_reap(&oldest);
+    }
+    g_dev[g_ndev++] = (dev_rec){seq, now_s(), marker};
+    pthread_mutex_unlock(&g_dev_lock);
+}
+
+void zt_watch_device_release_all(void)
+{
+    pthread_mutex_lock(&g_dev_lock);
+    for (int i = 0; i < g_ndev; i++)
+        g_dev_release(g_dev[i].marker);
+    g_ndev = 0;
+    pthread_mutex_unlock(&g_dev_lock);
+}
+
+int zt_watch_device_pending(void)
+{
+    pthread_mutex_lock(&g_dev_lock);
+    int n = g_ndev;
+    pthread_mutex_unlock(&g_dev_lock);
+    return n;
+}
+
+/* A tick: reap, and time out on the oldest collective the device still waits for. */
+static void dev_tick(void)
+{
+    const dev_rec *oldest = NULL;
+    uint64_t seq = 0;
+    double waited = 0.0;
+    pthread_mutex_lock(&g_dev_lock);
+    if (g_ndev) {
+        dev_reap(&oldest);
+        if (oldest) {
+            seq = oldest->seq;
+            waited = now_s() - oldest->since;
+        }
+    }
+    pthread_mutex_unlock(&g_dev_lock);
+    if (seq && waited > atomic_load(&g_timeout))
+        on_timeout(seq, waited, 1);
 }
 
 static void *watch_main(void *arg)
@@ -194,7 +290,8 @@ static void *watch_main(void *arg)
         uint64_t seq = atomic_load(&g_blocked_seq);
         double waited = now_s() - atomic_load(&g_blocked_since);
         if (seq && waited > atomic_load(&g_timeout) && seq == atomic_load(&g_blocked_seq))
-            on_timeout(seq, waited);
+            on_timeout(seq, waited, 0);
+        dev_tick();
     }
     return NULL;
 }

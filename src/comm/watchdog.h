@@ -52,6 +52,21 @@ void zt_watch_set_board(zt_board *b);
  * as a rank stopped or killed in the middle of a step would. */
 void zt_watch_test_stall(const char *phase, long step, int rank, int sig);
 
+/* Collectives the device runs (NCCL).  The host never blocks in one: a wait only
+ * orders the device's compute queue after it, and the host blocks later in some
+ * device wait (a download, a sync), where the timeout above cannot see it.  So the
+ * watchdog thread watches them itself, as PyTorch's NCCL watchdog does: the comm
+ * layer hands over each collective's completion marker (a CUDA event) when it
+ * waits for it; every tick the thread asks done(marker), releases the markers that
+ * are done (release, and the record's time), and times the job out on one that is
+ * not done after the timeout.  The probe is set once, before the first marker. */
+void zt_watch_set_device_probe(int (*done)(void *marker), void (*release)(void *marker));
+void zt_watch_device_track(uint64_t seq, void *marker);
+/* Release every marker now (the communicator ends; the device has been synchronized). */
+void zt_watch_device_release_all(void);
+/* Markers not yet seen done (tests). */
+int zt_watch_device_pending(void);
+
 /* Enter a collective: record it and publish its number; returns the number. */
 uint64_t zt_watch_enter(const char *kind, int scope, size_t bytes, long step, const char *phase, int unit);
 /* The main thread blocks on collective seq (a blocking call or a wait) / is back. */

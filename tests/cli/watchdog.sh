@@ -67,4 +67,16 @@ wait $job
 [ $? -ne 0 ] || fail "SIGUSR1 run: exit 0"
 sleep 0.5
 pgrep -f "$TMP" > /dev/null && { fail "SIGUSR1 run: processes left behind"; pkill -KILL -f "$TMP"; }
+
+# a collective the device runs (the NCCL path) that never finishes, while the host
+# waits on the device: the watchdog times the job out on it (a stand-in marker;
+# docs/gpu.md)
+t0=$SECONDS
+timeout 60 "${mpi[@]}" -np 1 "$stall" device 1 > /dev/null 2> "$TMP/err"
+rc=$?
+[ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || fail "device: exit $rc"
+[ $((SECONDS - t0)) -lt 20 ] || fail "device: took $((SECONDS - t0)) s"
+grep -Eq "rank 0: collective timeout: the device has waited [0-9.]+ s \(--collective_timeout 1\) in reduce_scatter #[0-9]+ \(shard group, 4096 bytes\) in the backward of step 2, unit 1" "$TMP/err" &&
+    grep -Eq "rank 0  reduce_scatter #[0-9]+ .*: NOT DONE after" "$TMP/err" ||
+    fail "device: no timeout naming the device's collective: $(head -c 2000 "$TMP/err")"
 finish
