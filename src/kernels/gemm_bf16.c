@@ -114,23 +114,42 @@ static inline __m256 round8(const float *p)
     return _mm256_castsi256_ps(_mm256_and_si256(r, _mm256_set1_epi32((int)0xffff0000u)));
 }
 
-/* dst[0..n) = the bf16 values of src[off .. off+n) (src of dtype dt), as fp32. */
-static void load_row(float *restrict dst, const void *src, zt_dtype dt, size_t off, int n)
+/* The bf16 value of src[off] (src of dtype dt) as fp32: one lane of the above. */
+static inline float load1(const void *src, zt_dtype dt, size_t off)
 {
-    int i = 0;
-    if (dt == ZT_BF16) {
-        const uint16_t *s = (const uint16_t *)src + off;
-        for (; i + 8 <= n; i += 8)
-            _mm256_storeu_ps(dst + i, widen8(s + i));
-        for (; i < n; i++)
-            dst[i] = zt_bf16_to_f32(s[i]);
-    } else {
-        const float *s = (const float *)src + off;
-        for (; i + 8 <= n; i += 8)
-            _mm256_storeu_ps(dst + i, round8(s + i));
-        for (; i < n; i++)
-            dst[i] = zt_round_bf16(s[i]);
+    return dt == ZT_BF16 ? zt_bf16_to_f32(((const uint16_t *)src)[off]) : zt_round_bf16(((const float *)src)[off]);
+}
+
+/* src[off .. off+8) likewise, in 8 lanes. */
+static inline __m256 load8(const void *src, zt_dtype dt, size_t off)
+{
+    return dt == ZT_BF16 ? widen8((const uint16_t *)src + off) : round8((const float *)src + off);
+}
+
+/* Transpose the 8 x 8 block r[0..8) in place: r[j] lane i <- r[i] lane j. */
+static inline void transpose8(__m256 r[8])
+{
+    __m256 t[8], u[8];
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);     /* rows i, i+1 interleaved: columns 0,1 | 4,5 */
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]); /* columns 2,3 | 6,7 */
     }
+    for (int i = 0; i < 8; i += 4) {
+        u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);     /* column 0 | 4 of rows i..i+3 */
+        u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xee); /* column 1 | 5 */
+        u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xee);
+    }
+    for (int j = 0; j < 4; j++) {
+        r[j] = _mm256_permute2f128_ps(u[j], u[j + 4], 0x20);
+        r[j + 4] = _mm256_permute2f128_ps(u[j], u[j + 4], 0x31);
+    }
+}
+
+/* Lanes 0 .. n-1 set: the store mask of a partial vector. */
+static inline __m256i lanes(int n)
+{
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
 /* ---- packing -------------------------------------------------------------- */
@@ -140,23 +159,37 @@ static void load_row(float *restrict dst, const void *src, zt_dtype dt, size_t o
 static void pack_a_panel(float *restrict ap, const void *A, zt_dtype dt, int M, int K, int ta,
                          int r0, int pc, int kc)
 {
-    int rows = M - r0 < MR ? M - r0 : MR;
+    const int rows = M - r0 < MR ? M - r0 : MR;
+    const __m256i six = lanes(MR);
+    int k = 0;
     if (!ta) {
-        /* rows are contiguous along k: widen each, then interleave */
-        float tmp[MR][KC];
-        for (int i = 0; i < rows; i++)
-            load_row(tmp[i], A, dt, (size_t)(r0 + i) * K + pc, kc);
-        for (int i = rows; i < MR; i++)
-            memset(tmp[i], 0, (size_t)kc * sizeof(float));
-        for (int k = 0; k < kc; k++)
+        /* Rows run along k: 8 steps of k of each row, transposed into 8 steps of
+         * MR values (two zero rows pad the 8 x 8 block; the mask drops them). */
+        for (; k + 8 <= kc; k += 8) {
+            __m256 r[8];
+            for (int i = 0; i < 8; i++)
+                r[i] = i < rows ? load8(A, dt, (size_t)(r0 + i) * K + pc + k) : _mm256_setzero_ps();
+            transpose8(r);
+            for (int j = 0; j < 8; j++)
+                _mm256_maskstore_ps(ap + (k + j) * MR, six, r[j]);
+        }
+        for (; k < kc; k++)
             for (int i = 0; i < MR; i++)
-                ap[k * MR + i] = tmp[i][k];
+                ap[k * MR + i] = i < rows ? load1(A, dt, (size_t)(r0 + i) * K + pc + k) : 0.0f;
     } else {
-        /* the MR values of one k are contiguous */
-        for (int k = 0; k < kc; k++) {
-            load_row(ap + k * MR, A, dt, (size_t)(pc + k) * M + r0, rows);
-            for (int i = rows; i < MR; i++)
-                ap[k * MR + i] = 0.0f;
+        /* The MR values of one k are contiguous: one 8-lane load (while it stays
+         * inside A), MR lanes stored. */
+        const size_t end = (size_t)K * M;
+        const __m256i keep = lanes(rows);
+        for (; k < kc; k++) {
+            const size_t off = (size_t)(pc + k) * M + r0;
+            if (off + 8 <= end) {
+                __m256 v = _mm256_and_ps(load8(A, dt, off), _mm256_castsi256_ps(keep));
+                _mm256_maskstore_ps(ap + k * MR, six, v);
+            } else {
+                for (int i = 0; i < MR; i++)
+                    ap[k * MR + i] = i < rows ? load1(A, dt, off + i) : 0.0f;
+            }
         }
     }
 }
@@ -166,24 +199,35 @@ static void pack_a_panel(float *restrict ap, const void *A, zt_dtype dt, int M, 
 static void pack_b_panel(float *restrict bp, const void *B, zt_dtype dt, int N, int K, int tb,
                          int c0, int pc, int kc)
 {
-    int cols = N - c0 < NR ? N - c0 : NR;
+    const int cols = N - c0 < NR ? N - c0 : NR;
     if (!tb) {
+        /* the NR values of one k are contiguous */
         for (int k = 0; k < kc; k++) {
-            load_row(bp + k * NR, B, dt, (size_t)(pc + k) * N + c0, cols);
-            for (int j = cols; j < NR; j++)
-                bp[k * NR + j] = 0.0f;
+            const size_t off = (size_t)(pc + k) * N + c0;
+            if (cols == NR) {
+                _mm256_store_ps(bp + k * NR, load8(B, dt, off));
+                _mm256_store_ps(bp + k * NR + 8, load8(B, dt, off + 8));
+            } else {
+                for (int j = 0; j < NR; j++)
+                    bp[k * NR + j] = j < cols ? load1(B, dt, off + j) : 0.0f;
+            }
         }
-    } else {
-        float tmp[KC];
-        for (int j = 0; j < cols; j++) {
-            load_row(tmp, B, dt, (size_t)(c0 + j) * K + pc, kc);
-            for (int k = 0; k < kc; k++)
-                bp[k * NR + j] = tmp[k];
-        }
-        for (int j = cols; j < NR; j++)
-            for (int k = 0; k < kc; k++)
-                bp[k * NR + j] = 0.0f;
+        return;
     }
+    /* Columns of op(B) run along k: 8 columns x 8 steps of k at a time, transposed. */
+    int k = 0;
+    for (; k + 8 <= kc; k += 8)
+        for (int h = 0; h < NR; h += 8) {
+            __m256 r[8];
+            for (int j = 0; j < 8; j++)
+                r[j] = h + j < cols ? load8(B, dt, (size_t)(c0 + h + j) * K + pc + k) : _mm256_setzero_ps();
+            transpose8(r);
+            for (int i = 0; i < 8; i++)
+                _mm256_store_ps(bp + (k + i) * NR + h, r[i]);
+        }
+    for (; k < kc; k++)
+        for (int j = 0; j < NR; j++)
+            bp[k * NR + j] = j < cols ? load1(B, dt, (size_t)(c0 + j) * K + pc + k) : 0.0f;
 }
 
 /* ---- the micro-kernel ------------------------------------------------------ */
