@@ -55,8 +55,11 @@ enum {
     NR = 16,    /* columns of a micro-tile: 2 ymm of B per k */
     KC = 256,   /* depth block: a B micro-panel kc x 16 is 16 KiB, in L1 */
     MC = 144,   /* row block: the packed A block mc x kc is 144 KiB, in L2 */
-    NC = 4096,  /* column block: the packed B block kc x nc is 4 MiB, in L3 */
 };
+/* The packed B block: all of K for as many columns as fit, in L3.  Packing B's
+ * whole depth at once means one barrier per column block, not two per depth
+ * block: threads then take whole row blocks through every depth block. */
+#define BP_BYTES ((size_t)4 << 20)
 
 /* The packing buffers: one shared B block, one A block per thread.  They only
  * grow, and are accounted as ZT_MEM_OTHER. */
@@ -314,21 +317,25 @@ int zt_gemm_bf16(float *C, const void *A, zt_dtype a_dt, const void *B, zt_dtype
     const int nthr = omp_get_max_threads();
     /* Depth blocks of equal size (<= KC), so no block is a sliver. */
     const int nkb = ceil_div(K, KC), kcb = ceil_div(K, nkb);
-    /* Row blocks: about MC rows, their count a multiple of the thread count so
-     * every thread gets the same number; rounded up to whole micro-panels. */
+    /* Row blocks: about MC rows, their count a multiple of the thread count;
+     * rounded up to whole micro-panels. */
     int nmb = ceil_div(M, MC);
     nmb = ceil_div(nmb, nthr) * nthr;
     const int mcb = ceil_div(ceil_div(M, nmb), MR) * MR;
     nmb = ceil_div(M, mcb);
-    const int ncb = N < NC ? ceil_div(N, NR) * NR : NC;
+    /* Column blocks: B's whole depth for nc columns is packed at once, within
+     * BP_BYTES (and at least one micro-panel wide). */
+    int ncb = (int)(BP_BYTES / ((size_t)K * sizeof(float))) / NR * NR;
+    ncb = ncb < NR ? NR : ncb;
+    ncb = ncb < ceil_div(N, NR) * NR ? ncb : ceil_div(N, NR) * NR;
 
-    size_t bp_need = (size_t)kcb * ncb * sizeof(float);
+    size_t bp_need = (size_t)K * ncb * sizeof(float);
     size_t ap_stride = (size_t)kcb * mcb; /* floats per thread */
     if (reserve(&gp.bp, &gp.bp_cap, bp_need) ||
         reserve(&gp.ap, &gp.ap_cap, ap_stride * nthr * sizeof(float)))
         return zt_fail(err, ZT_EFAIL, "matmul M=%d N=%d K=%d: out of memory for the bf16 packing buffers",
                        M, N, K);
-    float *bp = gp.bp, *apall = gp.ap;
+    float *bpall = gp.bp, *apall = gp.ap;
     const size_t ldc = (size_t)N;
 
 #pragma omp parallel num_threads(nthr)
@@ -336,16 +343,23 @@ int zt_gemm_bf16(float *C, const void *A, zt_dtype a_dt, const void *B, zt_dtype
         float *ap = apall + ap_stride * omp_get_thread_num();
         for (int jc = 0; jc < N; jc += ncb) {
             const int nc = N - jc < ncb ? N - jc : ncb, nq = ceil_div(nc, NR);
-            for (int pc = 0; pc < K; pc += kcb) {
-                const int kc = K - pc < kcb ? K - pc : kcb;
-                const int acc = pc > 0 || beta != 0.0f;
+            /* B's column block, every depth block: depth block b's panels start at
+             * b*kcb*nq*NR floats, panel q of it at q*kc*NR more. */
+#pragma omp for schedule(dynamic) collapse(2)
+            for (int b = 0; b < nkb; b++)
+                for (int q = 0; q < nq; q++) {
+                    const int pc = b * kcb, kc = K - pc < kcb ? K - pc : kcb;
+                    pack_b_panel(bpall + (size_t)pc * nq * NR + (size_t)q * kc * NR, B, b_dt, N, K,
+                                 trans_b, jc + q * NR, pc, kc);
+                }
+            /* (the loop's barrier: B's block is complete before anyone uses it) */
 #pragma omp for schedule(dynamic)
-                for (int q = 0; q < nq; q++)
-                    pack_b_panel(bp + (size_t)q * kc * NR, B, b_dt, N, K, trans_b, jc + q * NR, pc, kc);
-                /* (the loop's barrier: B's block is complete before anyone uses it) */
-#pragma omp for schedule(dynamic)
-                for (int mb = 0; mb < nmb; mb++) {
-                    const int ic = mb * mcb, mc = M - ic < mcb ? M - ic : mcb, np = ceil_div(mc, MR);
+            for (int mb = 0; mb < nmb; mb++) {
+                const int ic = mb * mcb, mc = M - ic < mcb ? M - ic : mcb, np = ceil_div(mc, MR);
+                for (int pc = 0; pc < K; pc += kcb) {
+                    const int kc = K - pc < kcb ? K - pc : kcb;
+                    const int acc = pc > 0 || beta != 0.0f;
+                    const float *bp = bpall + (size_t)pc * nq * NR;
                     for (int p = 0; p < np; p++)
                         pack_a_panel(ap + (size_t)p * kc * MR, A, a_dt, M, K, trans_a, ic + p * MR, pc, kc);
                     for (int q = 0; q < nq; q++) {
@@ -357,8 +371,8 @@ int zt_gemm_bf16(float *C, const void *A, zt_dtype a_dt, const void *B, zt_dtype
                         }
                     }
                 }
-                /* (and its barrier: nobody repacks B while another still reads it) */
             }
+            /* (and its barrier: nobody repacks B while another still reads it) */
         }
     }
     return ZT_OK;
