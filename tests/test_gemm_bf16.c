@@ -149,7 +149,8 @@ static void test_mixed_inputs(void)
 
 /* The shapes of a linear layer of the bench configs, shrunk in the token count:
  * the forward (trans_b), dx (none) and dW += (trans_a, beta 1), and the lm head's
- * (trans_a and trans_b); N past one column block of 4096. */
+ * (trans_a and trans_b); N past one column block of 4096, and K past what one
+ * packed block of B holds. */
 static void test_layer_shapes(void)
 {
     check_case(70, 300, 512, 0, 1, 0.0f, ZT_BF16, ZT_BF16);
@@ -158,6 +159,9 @@ static void test_layer_shapes(void)
     check_case(64, 70, 1000, 1, 1, 0.0f, ZT_BF16, ZT_BF16);
     check_case(9, 4200, 40, 0, 1, 0.0f, ZT_BF16, ZT_BF16);
     check_case(9, 4200, 40, 1, 0, 1.0f, ZT_F32, ZT_F32);
+    /* more depth than one packed B block holds (4096 columns x 3 depth blocks of 200) */
+    check_case(7, 4200, 600, 0, 1, 1.0f, ZT_BF16, ZT_BF16);
+    check_case(7, 4200, 600, 1, 0, 0.0f, ZT_BF16, ZT_F32);
 }
 
 /* C = A . I with A fp32: every element of C is the bf16 rounding of A's, as

@@ -2,14 +2,15 @@
  * gemm_bf16.h).
  *
  * The blocking is the classic three-level one (Goto's): for a column block of
- * NC columns and a depth block of KC, B's block is packed once into micro-panels
- * of NR = 16 columns (kc x 16 floats each, contiguous: one micro-panel fits L1),
- * shared by all threads; each thread then takes row blocks of about MC rows,
+ * at most NC columns and a range of depth blocks of KC (as many as fit
+ * BP_BYTES), B is packed once into micro-panels of NR = 16 columns (kc x 16
+ * floats each, contiguous: one micro-panel fits L1), shared by all threads;
+ * each thread then takes row blocks of about MC rows and, per depth block,
  * packs them into micro-panels of MR = 6 rows (kc x 6, the block fits L2) and
  * runs the 6 x 16 register-blocked micro-kernel over every (row panel, column
- * panel) pair.  The micro-kernel keeps the 6 x 16 tile of C in 12 ymm registers
- * and, per step of k, loads 16 values of B (2 registers) and broadcasts 6 of A:
- * 12 FMAs for 8 loads, which keeps both FMA pipes busy.
+ * panel) pair.  The micro-kernel keeps the 6 x 16 tile of C in 12 ymm
+ * registers and, per step of k, loads 16 values of B (2 registers) and
+ * broadcasts 6 of A: 12 FMAs for 8 loads, which keeps both FMA pipes busy.
  *
  * The packing is where the dtypes meet: a bf16 input is widened (its 16 bits
  * become the top half of an fp32, exact), an fp32 input is rounded to nearest
@@ -55,10 +56,11 @@ enum {
     NR = 16,    /* columns of a micro-tile: 2 ymm of B per k */
     KC = 256,   /* depth block: a B micro-panel kc x 16 is 16 KiB, in L1 */
     MC = 144,   /* row block: the packed A block mc x kc is 144 KiB, in L2 */
+    NC = 4096,  /* column block: at most this many columns of B packed at once */
 };
-/* The packed B block: all of K for as many columns as fit, in L3.  Packing B's
- * whole depth at once means one barrier per column block, not two per depth
- * block: threads then take whole row blocks through every depth block. */
+/* The packed B block: as many depth blocks of a column block as fit, in L3.
+ * Packing several depth blocks at once means fewer barriers: the threads take
+ * whole row blocks through every depth block of the range. */
 #define BP_BYTES ((size_t)4 << 20)
 
 /* The packing buffers: one shared B block, one A block per thread.  They only
@@ -323,13 +325,15 @@ int zt_gemm_bf16(float *C, const void *A, zt_dtype a_dt, const void *B, zt_dtype
     nmb = ceil_div(nmb, nthr) * nthr;
     const int mcb = ceil_div(ceil_div(M, nmb), MR) * MR;
     nmb = ceil_div(M, mcb);
-    /* Column blocks: B's whole depth for nc columns is packed at once, within
-     * BP_BYTES (and at least one micro-panel wide). */
-    int ncb = (int)(BP_BYTES / ((size_t)K * sizeof(float))) / NR * NR;
-    ncb = ncb < NR ? NR : ncb;
-    ncb = ncb < ceil_div(N, NR) * NR ? ncb : ceil_div(N, NR) * NR;
+    /* Column blocks of at most NC columns; B is packed for as many depth blocks
+     * at once as fit BP_BYTES (all of K for most of config a's shapes), so that
+     * the threads meet at a barrier only twice per such depth range. */
+    const int ncb = ceil_div(N, NR) * NR < NC ? ceil_div(N, NR) * NR : NC;
+    int per = (int)(BP_BYTES / ((size_t)kcb * ncb * sizeof(float)));
+    per = per < 1 ? 1 : per > nkb ? nkb : per;
+    const int kdb = per * kcb; /* depth range packed at once */
 
-    size_t bp_need = (size_t)K * ncb * sizeof(float);
+    size_t bp_need = (size_t)kdb * ncb * sizeof(float);
     size_t ap_stride = (size_t)kcb * mcb; /* floats per thread */
     if (reserve(&gp.bp, &gp.bp_cap, bp_need) ||
         reserve(&gp.ap, &gp.ap_cap, ap_stride * nthr * sizeof(float)))
@@ -343,36 +347,39 @@ int zt_gemm_bf16(float *C, const void *A, zt_dtype a_dt, const void *B, zt_dtype
         float *ap = apall + ap_stride * omp_get_thread_num();
         for (int jc = 0; jc < N; jc += ncb) {
             const int nc = N - jc < ncb ? N - jc : ncb, nq = ceil_div(nc, NR);
-            /* B's column block, every depth block: depth block b's panels start at
-             * b*kcb*nq*NR floats, panel q of it at q*kc*NR more. */
+            for (int pd = 0; pd < K; pd += kdb) {
+                const int kd = K - pd < kdb ? K - pd : kdb, nb = ceil_div(kd, kcb);
+                /* B's block: depth block b (from pd + b*kcb) has its panels from
+                 * b*kcb*nq*NR floats on, panel q at q*kc*NR more. */
 #pragma omp for schedule(dynamic) collapse(2)
-            for (int b = 0; b < nkb; b++)
-                for (int q = 0; q < nq; q++) {
-                    const int pc = b * kcb, kc = K - pc < kcb ? K - pc : kcb;
-                    pack_b_panel(bpall + (size_t)pc * nq * NR + (size_t)q * kc * NR, B, b_dt, N, K,
-                                 trans_b, jc + q * NR, pc, kc);
-                }
-            /* (the loop's barrier: B's block is complete before anyone uses it) */
-#pragma omp for schedule(dynamic)
-            for (int mb = 0; mb < nmb; mb++) {
-                const int ic = mb * mcb, mc = M - ic < mcb ? M - ic : mcb, np = ceil_div(mc, MR);
-                for (int pc = 0; pc < K; pc += kcb) {
-                    const int kc = K - pc < kcb ? K - pc : kcb;
-                    const int acc = pc > 0 || beta != 0.0f;
-                    const float *bp = bpall + (size_t)pc * nq * NR;
-                    for (int p = 0; p < np; p++)
-                        pack_a_panel(ap + (size_t)p * kc * MR, A, a_dt, M, K, trans_a, ic + p * MR, pc, kc);
+                for (int b = 0; b < nb; b++)
                     for (int q = 0; q < nq; q++) {
-                        const int c0 = jc + q * NR, cols = N - c0 < NR ? N - c0 : NR;
-                        for (int p = 0; p < np; p++) {
-                            const int r0 = ic + p * MR, rows = M - r0 < MR ? M - r0 : MR;
-                            tile(kc, ap + (size_t)p * kc * MR, bp + (size_t)q * kc * NR,
-                                 C + (size_t)r0 * ldc + c0, ldc, rows, cols, acc);
+                        const int pc = pd + b * kcb, kc = K - pc < kcb ? K - pc : kcb;
+                        pack_b_panel(bpall + (size_t)b * kcb * nq * NR + (size_t)q * kc * NR, B, b_dt, N,
+                                     K, trans_b, jc + q * NR, pc, kc);
+                    }
+                /* (the loop's barrier: B's block is complete before anyone uses it) */
+#pragma omp for schedule(dynamic)
+                for (int mb = 0; mb < nmb; mb++) {
+                    const int ic = mb * mcb, mc = M - ic < mcb ? M - ic : mcb, np = ceil_div(mc, MR);
+                    for (int b = 0; b < nb; b++) {
+                        const int pc = pd + b * kcb, kc = K - pc < kcb ? K - pc : kcb;
+                        const int acc = pc > 0 || beta != 0.0f;
+                        const float *bp = bpall + (size_t)b * kcb * nq * NR;
+                        for (int p = 0; p < np; p++)
+                            pack_a_panel(ap + (size_t)p * kc * MR, A, a_dt, M, K, trans_a, ic + p * MR, pc, kc);
+                        for (int q = 0; q < nq; q++) {
+                            const int c0 = jc + q * NR, cols = N - c0 < NR ? N - c0 : NR;
+                            for (int p = 0; p < np; p++) {
+                                const int r0 = ic + p * MR, rows = M - r0 < MR ? M - r0 : MR;
+                                tile(kc, ap + (size_t)p * kc * MR, bp + (size_t)q * kc * NR,
+                                     C + (size_t)r0 * ldc + c0, ldc, rows, cols, acc);
+                            }
                         }
                     }
                 }
+                /* (and its barrier: nobody repacks B while another still reads it) */
             }
-            /* (and its barrier: nobody repacks B while another still reads it) */
         }
     }
     return ZT_OK;
