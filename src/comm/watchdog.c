@@ -31,6 +31,13 @@ static _Atomic double g_blocked_since;
 static _Atomic double g_timeout = 600.0;
 static _Atomic(zt_board *) g_board;
 static volatile sig_atomic_t g_dump_requested;
+/* Set once a timeout has been declared.  The abort that follows is not instant:
+ * Open MPI sends the job's ranks SIGCONT, then SIGTERM, then SIGKILL, so a rank
+ * stopped with SIGSTOP wakes up, the collective this rank's main thread was
+ * blocked in completes, and the SIGTERM reads as a stop request — the run could
+ * finish its step, save and say "trained" after the job was declared hung.  The
+ * main thread parks at its next collective boundary instead (park_if_aborting). */
+static atomic_int g_aborting;
 static int g_rank, g_started;
 static pthread_t g_thread;
 /* the test seam (zt_watch_test_stall): raise the signal when this rank enters its
@@ -148,6 +155,7 @@ static void report_for_other(zt_board *b, int who)
 
 static void on_timeout(uint64_t seq, double waited, int on_device)
 {
+    atomic_store(&g_aborting, 1);
     char line[256];
     describe(line, sizeof line, find(seq));
     fprintf(stderr, "ztrain: error: rank %d: collective timeout: %s %.1f s (--collective_timeout %g) in %s\n",
@@ -336,8 +344,17 @@ void zt_watch_start(int rank)
     pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
+/* The main thread after a declared timeout: wait for the abort to end the process
+ * (a signal handler may run and return; the loop goes back to waiting). */
+static void park_if_aborting(void)
+{
+    while (atomic_load(&g_aborting))
+        pause();
+}
+
 uint64_t zt_watch_enter(const char *kind, int scope, size_t bytes, long step, const char *phase, int unit)
 {
+    park_if_aborting();
     if (g_stall_step >= 0 && step == g_stall_step && g_rank == g_stall_rank && phase &&
         !strcmp(phase, g_stall_phase)) {
         g_stall_step = -1;
@@ -364,6 +381,7 @@ void zt_watch_block(uint64_t seq)
 
 void zt_watch_unblock(uint64_t seq)
 {
+    park_if_aborting();
     atomic_store(&g_blocked_seq, 0);
     flight_rec *r = &g_ring[seq % ZT_FLIGHT_N];
     if (r->seq == seq)

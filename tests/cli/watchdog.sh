@@ -44,6 +44,26 @@ for phase in forward backward optimizer; do
     grep -q "^trained" "$TMP/out.txt" && fail "$phase/SIGSTOP: the run claims to have finished"
 done
 
+# A job declared hung does not finish afterwards.  While it aborts, Open MPI sends
+# the ranks SIGCONT before SIGTERM, so the stopped rank wakes up, enters the
+# collective rank 0 timed out in, and rank 0's main thread would return from it,
+# train on and say "trained".  Here the stopped rank is resumed as soon as rank 0
+# declares the timeout (inside its 2 s report window), which makes that certain.
+( timeout 60 "${mpi[@]}" -np 2 "$stall" backward 2 1 19 2 "$TMP/out" > "$TMP/out.txt" 2> "$TMP/err" ) &
+job=$!
+for _ in $(seq 200); do grep -q "collective timeout" "$TMP/err" 2>/dev/null && break; sleep 0.05; done
+resumed=0
+for p in $(pgrep -f "test_stall backward 2 1 19 2 $TMP/out"); do
+    [ "$(cut -d' ' -f3 "/proc/$p/stat" 2>/dev/null)" = T ] && kill -CONT "$p" && resumed=1
+done
+wait $job
+rc=$?
+[ $resumed = 1 ] || fail "resumed: no stopped rank found to resume"
+[ "$rc" -ne 0 ] || fail "resumed: exit 0"
+grep -q "^trained" "$TMP/out.txt" && fail "resumed: the run trained on after its collective timeout"
+sleep 0.5
+pgrep -f "$TMP" > /dev/null && { fail "resumed: processes left behind"; pkill -KILL -f "$TMP"; }
+
 # kill -9 of rank 1 in each phase: the job ends within 30 s, nothing left behind
 for phase in forward backward optimizer; do
     run_stalled $phase 9 600
