@@ -26,48 +26,13 @@
 #include "../src/core/mem.h"
 #include "../src/kernels/gemm_bf16.h"
 #include "../src/kernels/matmul.h"
+#include "matmul_ref.h"
 #include "test.h"
 
 #define TOL 1e-5
 #define FLOOR 1.0
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;
-
-static uint64_t next(void)
-{
-    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-    return rng;
-}
-
-/* Uniform in [-1, 1). */
-static float urand(void) { return (float)((double)(next() >> 40) / (double)(1ull << 23) - 1.0); }
-
-/* n values of dtype dt; vals gets the bf16-rounded values bf16 compute sees. */
-static void *make_input(zt_dtype dt, size_t n, float *vals)
-{
-    void *buf = malloc(n * zt_dtype_size(dt));
-    for (size_t i = 0; i < n; i++) {
-        zt_store_f32(buf, dt, i, urand());
-        vals[i] = zt_round_bf16(zt_load_f32(buf, dt, i));
-    }
-    return buf;
-}
-
-/* ref = beta*C0 + op(A).op(B) in double; a, b as stored. */
-static void reference(double *ref, const float *c0, const float *a, const float *b, int M, int N,
-                      int K, int ta, int tb, float beta)
-{
-    for (int m = 0; m < M; m++)
-        for (int n = 0; n < N; n++) {
-            double s = beta ? (double)c0[(size_t)m * N + n] : 0.0;
-            for (int k = 0; k < K; k++) {
-                double av = ta ? a[(size_t)k * M + m] : a[(size_t)m * K + k];
-                double bv = tb ? b[(size_t)n * K + k] : b[(size_t)k * N + n];
-                s += av * bv;
-            }
-            ref[(size_t)m * N + n] = s;
-        }
-}
 
 /* One product through zt_matmul's bf16 compute, checked against the double
  * reference and against oneDNN's fp32 primitive on the rounded values.  Returns
@@ -78,10 +43,10 @@ static int check_case(int M, int N, int K, int ta, int tb, float beta, zt_dtype 
     float *av = malloc(na * sizeof *av), *bv = malloc(nb * sizeof *bv);
     float *c = malloc(nc * sizeof *c), *c0 = malloc(nc * sizeof *c0), *cf = malloc(nc * sizeof *cf);
     double *ref = malloc(nc * sizeof *ref);
-    void *A = make_input(a_dt, na, av), *B = make_input(b_dt, nb, bv);
+    void *A = zt_test_matrix(a_dt, na, av, 1, &rng), *B = zt_test_matrix(b_dt, nb, bv, 1, &rng);
     for (size_t i = 0; i < nc; i++)
-        c[i] = cf[i] = c0[i] = urand();
-    reference(ref, c0, av, bv, M, N, K, ta, tb, beta);
+        c[i] = cf[i] = c0[i] = zt_test_urand(&rng);
+    zt_test_matmul_ref(ref, c0, av, bv, M, N, K, ta, tb, beta);
 
     int before = zt_test_failed_checks;
     zt_err err = {0};
@@ -186,8 +151,8 @@ static void test_rounding_matches_dtype_module(void)
     const int nspecial = (int)(sizeof special / sizeof special[0]);
     float a[M * K], id[K * K], c[M * K];
     for (int i = 0; i < M * K; i++) {
-        uint32_t u = i < nspecial ? special[i] : i % 3 == 0 ? (uint32_t)(next() >> 32)
-                                                               : (uint32_t)(next() >> 32) & 0xbfffffffu;
+        uint32_t u = i < nspecial ? special[i] : i % 3 == 0 ? (uint32_t)(zt_test_next(&rng) >> 32)
+                                                               : (uint32_t)(zt_test_next(&rng) >> 32) & 0xbfffffffu;
         memcpy(&a[i], &u, 4);
     }
     for (int i = 0; i < K * K; i++)
@@ -239,7 +204,8 @@ static void test_thread_count_does_not_change_bits(void)
 {
     enum { M = 301, N = 77, K = 700 };
     float *av = malloc((size_t)M * K * sizeof *av), *bv = malloc((size_t)K * N * sizeof *bv);
-    void *A = make_input(ZT_BF16, (size_t)M * K, av), *B = make_input(ZT_BF16, (size_t)K * N, bv);
+    void *A = zt_test_matrix(ZT_BF16, (size_t)M * K, av, 1, &rng);
+    void *B = zt_test_matrix(ZT_BF16, (size_t)K * N, bv, 1, &rng);
     float *c[3];
     const int saved = omp_get_max_threads();
     for (int t = 0; t < 3; t++) {

@@ -12,47 +12,13 @@
 #include "../src/core/dtype.h"
 #include "../src/core/mem.h"
 #include "../src/kernels/matmul.h"
+#include "matmul_ref.h"
 #include "test.h"
 
 #define TOL 1e-5
 #define FLOOR 1.0
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
-
-/* Uniform in [-1, 1). */
-static float urand(void)
-{
-    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-    return (float)((double)(rng >> 40) / (double)(1ull << 23) - 1.0);
-}
-
-/* A buffer of n values in dtype dt; `vals` receives the values as stored (so
- * bf16 buffers give their rounded values). */
-static void *make_input(zt_dtype dt, size_t n, float *vals)
-{
-    void *buf = malloc(n * zt_dtype_size(dt));
-    for (size_t i = 0; i < n; i++) {
-        zt_store_f32(buf, dt, i, urand());
-        vals[i] = zt_load_f32(buf, dt, i);
-    }
-    return buf;
-}
-
-/* ref (M,N) = beta*C0 + op(A).op(B) in double; a, b as stored (transposed or not). */
-static void reference(double *ref, const float *c0, const float *a, const float *b, int M, int N,
-                      int K, int ta, int tb, float beta)
-{
-    for (int m = 0; m < M; m++)
-        for (int n = 0; n < N; n++) {
-            double s = beta ? (double)c0[(size_t)m * N + n] : 0.0;
-            for (int k = 0; k < K; k++) {
-                double av = ta ? a[(size_t)k * M + m] : a[(size_t)m * K + k];
-                double bv = tb ? b[(size_t)n * K + k] : b[(size_t)k * N + n];
-                s += av * bv;
-            }
-            ref[(size_t)m * N + n] = s;
-        }
-}
 
 /* One product checked element by element; returns the number of mismatches. */
 static int check_case(int M, int N, int K, int ta, int tb, float beta, zt_dtype a_dt,
@@ -62,9 +28,9 @@ static int check_case(int M, int N, int K, int ta, int tb, float beta, zt_dtype 
     float *av = malloc(na * sizeof *av), *bv = malloc(nb * sizeof *bv);
     float *c = calloc(nc, sizeof *c), *c0 = calloc(nc, sizeof *c0);
     double *ref = malloc(nc * sizeof *ref);
-    void *A = make_input(a_dt, na, av), *B = make_input(b_dt, nb, bv);
+    void *A = zt_test_matrix(a_dt, na, av, 0, &rng), *B = zt_test_matrix(b_dt, nb, bv, 0, &rng);
     for (size_t i = 0; i < nc; i++)
-        c[i] = c0[i] = urand();
+        c[i] = c0[i] = zt_test_urand(&rng);
     /* bf16 compute sees bf16-rounded inputs whatever their storage. */
     if (compute == ZT_BF16) {
         for (size_t i = 0; i < na; i++)
@@ -72,7 +38,7 @@ static int check_case(int M, int N, int K, int ta, int tb, float beta, zt_dtype 
         for (size_t i = 0; i < nb; i++)
             bv[i] = zt_round_bf16(bv[i]);
     }
-    reference(ref, c0, av, bv, M, N, K, ta, tb, beta);
+    zt_test_matmul_ref(ref, c0, av, bv, M, N, K, ta, tb, beta);
 
     zt_err err = {0};
     int rc = zt_matmul(c, A, a_dt, B, b_dt, M, N, K, ta, tb, beta, compute, &err);
@@ -136,12 +102,12 @@ static void test_repeated_calls_reuse_cache(void)
     enum { M = 5, N = 6, K = 9 };
     float a[M * K], b[K * N], c[M * N];
     for (int i = 0; i < M * K; i++)
-        a[i] = urand();
+        a[i] = zt_test_urand(&rng);
     for (int i = 0; i < K * N; i++)
-        b[i] = urand();
+        b[i] = zt_test_urand(&rng);
     double ref[M * N];
     float zero[M * N] = {0};
-    reference(ref, zero, a, b, M, N, K, 0, 0, 0.0f);
+    zt_test_matmul_ref(ref, zero, a, b, M, N, K, 0, 0, 0.0f);
     zt_err err = {0};
     ZT_CHECK(zt_matmul(c, a, ZT_F32, b, ZT_F32, M, N, K, 0, 0, 0.0f, ZT_F32, &err) == ZT_OK);
     ZT_CHECK(zt_matmul(c, a, ZT_F32, b, ZT_F32, M, N, K, 0, 0, 1.0f, ZT_F32, &err) == ZT_OK);
