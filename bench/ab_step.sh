@@ -30,11 +30,7 @@ T=${T:-256}
 B=${B:-8}
 
 # "median fastest" step_time_s of a JSONL log, skipping the first two steps
-figures() {
-    /usr/bin/python3 -c 'import json,statistics,sys
-t=[json.loads(l)["step_time_s"] for l in open(sys.argv[1])][2:]
-print("%.4f %.4f" % (statistics.median(t), min(t)))' "$1"
-}
+figures() { /usr/bin/python3 bench/step_times.py "$1" --skip 2 --fastest; }
 
 best() { /usr/bin/python3 -c 'import sys; print(min(float(x) for x in sys.argv[1:]))' "$@"; }
 

@@ -38,12 +38,7 @@ for p in $PATHS; do
 done
 
 # the median step time of a JSONL log after its warm-up steps
-figure() {
-    /usr/bin/python3 -c 'import json,statistics,sys
-t=[json.loads(l)["step_time_s"] for l in open(sys.argv[1])]
-skip = 2 if len(t) >= 5 else 1
-print("%.4f" % statistics.median(t[skip:]))' "$1"
-}
+figure() { /usr/bin/python3 bench/step_times.py "$1"; }
 
 for cfg in $CONFIGS; do
     case $cfg in a) T=256 B=8 ;; b) T=512 B=4 ;; *) echo "bench: unknown config $cfg (a or b)" >&2; exit 2 ;; esac

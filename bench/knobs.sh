@@ -46,11 +46,7 @@ settings=(
     "s2|--deepspeed_config_file $tmp/s2.json"
     "s2_buckets|--deepspeed_config_file $tmp/s2_buckets.json"
 )
-median() {
-    /usr/bin/python3 -c 'import json,statistics,sys
-t=[json.loads(l)["step_time_s"] for l in open(sys.argv[1])][2:]
-print("%.4f" % statistics.median(t))' "$1"
-}
+median() { /usr/bin/python3 bench/step_times.py "$1" --skip 2; }
 declare -A best
 for r in $(seq "$rounds"); do
     for s in "${settings[@]}"; do
