@@ -12,6 +12,7 @@ import sys
 
 GROUPS = [  # (group, object regex, symbol regex), first match wins
     ("matmul (oneDNN JIT + libdnnl)", r"^\[JIT\]|libdnnl", r""),
+    ("matmul (gemm_bf16.c: bf16 on CPUs without native bf16)", r"ztrain", r"gemm_bf16"),
     ("attention (tiles + mm_acc / pmm)", r"ztrain", r"attention|mm_acc|mm_tile|pmm|ptile"),
     ("AdamW + grad norm/clip", r"ztrain", r"adamw|engine_step|grad_end|grad_norm|clip"),
     ("dtype conversion (fp32<->bf16)", r"ztrain", r"bf16|convert|load_f32|store_f32"),

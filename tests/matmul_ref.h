@@ -1,8 +1,8 @@
 /* matmul_ref.h — what the product tests share (test_matmul.c, test_gemm_bf16.c):
  * random operands from a seeded LCG and the product computed in double.
  *
- * Each test keeps its own generator state, so its inputs do not depend on which
- * other test ran first. */
+ * Each test program passes its own generator state (and keeps its own seed), so
+ * one program's inputs do not change when the other's tests change. */
 #ifndef ZT_TEST_MATMUL_REF_H
 #define ZT_TEST_MATMUL_REF_H
 

@@ -12,17 +12,22 @@ stall="$(dirname "$ZTRAIN")/tests/test_stall"
 # the output directory under $TMP on the command line makes every process of the
 # job findable by pgrep -f "$TMP"
 
+# none_left WHAT: no process of the job outlives it (those left are named and killed)
+none_left() {
+    sleep 0.5
+    if pgrep -f "$TMP" > /dev/null; then
+        fail "$1: processes left behind: $(pgrep -af "$TMP")"
+        pkill -KILL -f "$TMP"
+    fi
+}
+
 # run_stalled PHASE SIGNAL TIMEOUT: the job's stderr in $TMP/err, exit in $rc, seconds in $secs
 run_stalled() {
     local t0=$SECONDS
     timeout 60 "${mpi[@]}" -np 2 "$stall" "$1" 2 1 "$2" "$3" "$TMP/out" > "$TMP/out.txt" 2> "$TMP/err"
     rc=$?
     secs=$((SECONDS - t0))
-    sleep 0.5
-    if pgrep -f "$TMP" > /dev/null; then
-        fail "$1/$2: processes left behind: $(pgrep -af "$TMP")"
-        pkill -KILL -f "$TMP"
-    fi
+    none_left "$1/$2"
 }
 
 for phase in forward backward optimizer; do
@@ -61,8 +66,7 @@ rc=$?
 [ $resumed = 1 ] || fail "resumed: no stopped rank found to resume"
 [ "$rc" -ne 0 ] || fail "resumed: exit 0"
 grep -q "^trained" "$TMP/out.txt" && fail "resumed: the run trained on after its collective timeout"
-sleep 0.5
-pgrep -f "$TMP" > /dev/null && { fail "resumed: processes left behind"; pkill -KILL -f "$TMP"; }
+none_left resumed
 
 # kill -9 of rank 1 in each phase: the job ends within 30 s, nothing left behind
 for phase in forward backward optimizer; do
@@ -85,8 +89,7 @@ grep -Eq "rank 0  allgather #[0-9]+ .* in the forward of step 2, unit 0: NOT DON
 grep -q "collective timeout" "$TMP/err" && fail "SIGUSR1: the dump came only with the timeout"
 wait $job
 [ $? -ne 0 ] || fail "SIGUSR1 run: exit 0"
-sleep 0.5
-pgrep -f "$TMP" > /dev/null && { fail "SIGUSR1 run: processes left behind"; pkill -KILL -f "$TMP"; }
+none_left "SIGUSR1 run"
 
 # a collective the device runs (the NCCL path) that never finishes, while the host
 # waits on the device: the watchdog times the job out on it (a stand-in marker;
