@@ -54,18 +54,28 @@ done
 # collective rank 0 timed out in, and rank 0's main thread would return from it,
 # train on and say "trained".  Here the stopped rank is resumed as soon as rank 0
 # declares the timeout (inside its 2 s report window), which makes that certain.
-( timeout 60 "${mpi[@]}" -np 2 "$stall" backward 2 1 19 2 "$TMP/out" > "$TMP/out.txt" 2> "$TMP/err" ) &
+# (each background job gets its own, new stderr file: the loops below must not
+# read the previous run's lines before the job's shell has opened the file)
+: > "$TMP/err_resumed"
+( timeout 60 "${mpi[@]}" -np 2 "$stall" backward 2 1 19 2 "$TMP/out" > "$TMP/out.txt" 2> "$TMP/err_resumed" ) &
 job=$!
-for _ in $(seq 200); do grep -q "collective timeout" "$TMP/err" 2>/dev/null && break; sleep 0.05; done
+# stopped_rank: the pid of the job's rank in state T (stopped), if any
+stopped_rank() {
+    for p in $(pgrep -f "test_stall backward 2 1 19 2 $TMP/out"); do
+        [ "$(cut -d' ' -f3 "/proc/$p/stat" 2>/dev/null)" = T ] && echo "$p" && return
+    done
+}
+stopped=
+for _ in $(seq 1000); do stopped=$(stopped_rank); [ -n "$stopped" ] || ! kill -0 $job 2>/dev/null && break; sleep 0.05; done
+for _ in $(seq 1000); do grep -q "collective timeout" "$TMP/err_resumed" || ! kill -0 $job 2>/dev/null && break; sleep 0.05; done
 resumed=0
-for p in $(pgrep -f "test_stall backward 2 1 19 2 $TMP/out"); do
-    [ "$(cut -d' ' -f3 "/proc/$p/stat" 2>/dev/null)" = T ] && kill -CONT "$p" && resumed=1
-done
+[ -n "$stopped" ] && grep -q "collective timeout" "$TMP/err_resumed" && kill -CONT "$stopped" && resumed=1
 wait $job
 rc=$?
-[ $resumed = 1 ] || fail "resumed: no stopped rank found to resume"
+[ $resumed = 1 ] || fail "resumed: no stopped rank found to resume (stopped: ${stopped:-none}): $(head -c 2000 "$TMP/err_resumed")"
 [ "$rc" -ne 0 ] || fail "resumed: exit 0"
 grep -q "^trained" "$TMP/out.txt" && fail "resumed: the run trained on after its collective timeout"
+grep -q "aborting the job after the collective timeout" "$TMP/err_resumed" || fail "resumed: rank 0 did not abort the job"
 none_left resumed
 
 # kill -9 of rank 1 in each phase: the job ends within 30 s, nothing left behind
@@ -77,6 +87,7 @@ done
 
 # SIGUSR1 to mpirun: each live rank prints its flight recorder; rank 1 is stopped in
 # the forward, so rank 0's shows the pending all-gather; then the timeout ends the job
+: > "$TMP/err"
 ( timeout 60 "${mpi[@]}" -np 2 "$stall" forward 2 1 19 8 "$TMP/out" > /dev/null 2> "$TMP/err" ) &
 job=$!
 for _ in $(seq 50); do grep -q "test: raising signal" "$TMP/err" 2>/dev/null && break; sleep 0.2; done
