@@ -70,11 +70,12 @@ static int check_case(int M, int N, int K, int ta, int tb, float beta, zt_dtype 
 }
 
 /* Each cuts the kernel's blocks somewhere else: below, at and past a micro-tile
- * (6 x 16), K past one and several depth blocks (256; 513 splits into 3 of 171),
- * M past a row block (144) and not a multiple of the thread count's split. */
-static const int shapes[][3] = {{1, 1, 1},    {5, 15, 7},    {6, 16, 8},     {7, 17, 9},
-                                {13, 33, 257}, {12, 32, 256}, {31, 3, 513},   {150, 47, 70},
-                                {2, 100, 300}, {289, 20, 31}, {97, 129, 600}};
+ * (6 x 16), K at, past one and past two depth blocks (512; 513 splits into 2 of
+ * 257, 1100 into 3 of 367), M past a row block (72) and not a multiple of the
+ * thread count's split. */
+static const int shapes[][3] = {{1, 1, 1},     {5, 15, 7},    {6, 16, 8},    {7, 17, 9},
+                                {13, 33, 257}, {12, 32, 512}, {31, 3, 513},  {150, 47, 70},
+                                {2, 100, 300}, {289, 20, 31}, {97, 129, 600}, {20, 40, 1100}};
 #define NSHAPES ((int)(sizeof shapes / sizeof shapes[0]))
 
 static void check_all(zt_dtype a_dt, zt_dtype b_dt)

@@ -4,7 +4,7 @@
  * The blocking is the classic three-level one (Goto's): for a column block of
  * at most NC columns and a range of depth blocks of KC (as many as fit
  * BP_BYTES), B is packed once into micro-panels of NR = 16 columns (kc x 16
- * floats each, contiguous: one micro-panel fits L1), shared by all threads;
+ * floats each, contiguous: one micro-panel about fills L1), shared by all threads;
  * each thread then takes row blocks of about MC rows and, per depth block,
  * packs them into micro-panels of MR = 6 rows (kc x 6, the block fits L2) and
  * runs the 6 x 16 register-blocked micro-kernel over every (row panel, column
@@ -19,6 +19,14 @@
  * and C accumulates in fp32: the dtype contract of zt_matmul's bf16 compute.
  * Edge tiles are packed with zeros and computed into a local tile, of which only
  * the valid part reaches C.
+ *
+ * A's micro-panels are written with plain 8-lane stores, MR = 6 lanes apart and
+ * in increasing order, so each store's two extra lanes are overwritten by the
+ * next one (or by the next panel, packed after it; each thread's block has 8
+ * floats of slack after its end for the last).  Masked stores would say the same
+ * more directly, but AMD's CPUs run a masked store as a long microcoded sequence:
+ * on Zen 4 they made A's packing cost 10 % of a product with N = 256 (81 against
+ * 91 GFLOP/s on one core).
  *
  * beta: the first depth block stores (beta = 0) or adds to C (beta = 1); later
  * depth blocks add.  Threads write disjoint row blocks of C, so no reduction is
@@ -54,11 +62,17 @@ int zt_gemm_bf16_available(void)
 enum {
     MR = 6,     /* rows of a micro-tile: 6 broadcasts of A per k */
     NR = 16,    /* columns of a micro-tile: 2 ymm of B per k */
-    KC = 256,   /* depth block: a B micro-panel kc x 16 is 16 KiB, in L1 */
-    MC = 144,   /* row block: the packed A block mc x kc is 144 KiB, in L2 */
+    KC = 512,   /* depth block: a B micro-panel kc x 16 is 32 KiB, in L1 or L2 */
+    MC = 72,    /* row block: the packed A block mc x kc is 144 KiB, in L2 */
     NC = 4096,  /* column block: at most this many columns of B packed at once */
 };
-/* The packed B block: as many depth blocks of a column block as fit, in L3.
+/* KC = 512 rather than the 256 that keeps a B micro-panel well inside a 32 KiB L1:
+ * each depth block reads and writes the whole tile of C once more, and over config
+ * b's products of a training step (bench/, 1 and 2 threads, Zen 4 limited to AVX2)
+ * 512 x 72 took 2-3 % less time than 256 x 144.  The micro-kernel needs 88 bytes
+ * of A and B per 12 FMAs, which L2 delivers where L1 does not hold them.
+ *
+ * The packed B block: as many depth blocks of a column block as fit, in L3.
  * Packing several depth blocks at once means fewer barriers: the threads take
  * whole row blocks through every depth block of the range. */
 #define BP_BYTES ((size_t)4 << 20)
@@ -165,32 +179,32 @@ static void pack_a_panel(float *restrict ap, const void *A, zt_dtype dt, int M, 
                          int r0, int pc, int kc)
 {
     const int rows = M - r0 < MR ? M - r0 : MR;
-    const __m256i six = lanes(MR);
     int k = 0;
     if (!ta) {
         /* Rows run along k: 8 steps of k of each row, transposed into 8 steps of
-         * MR values (two zero rows pad the 8 x 8 block; the mask drops them). */
+         * MR values (two zero rows pad the 8 x 8 block; their lanes spill into the
+         * next step's, which the next store overwrites: see the top). */
         for (; k + 8 <= kc; k += 8) {
             __m256 r[8];
             for (int i = 0; i < 8; i++)
                 r[i] = i < rows ? load8(A, dt, (size_t)(r0 + i) * K + pc + k) : _mm256_setzero_ps();
             transpose8(r);
             for (int j = 0; j < 8; j++)
-                _mm256_maskstore_ps(ap + (k + j) * MR, six, r[j]);
+                _mm256_storeu_ps(ap + (k + j) * MR, r[j]);
         }
         for (; k < kc; k++)
             for (int i = 0; i < MR; i++)
                 ap[k * MR + i] = i < rows ? load1(A, dt, (size_t)(r0 + i) * K + pc + k) : 0.0f;
     } else {
         /* The MR values of one k are contiguous: one 8-lane load (while it stays
-         * inside A), MR lanes stored. */
+         * inside A), stored whole (the two lanes past MR spill as above). */
         const size_t end = (size_t)K * M;
         const __m256i keep = lanes(rows);
         for (; k < kc; k++) {
             const size_t off = (size_t)(pc + k) * M + r0;
             if (off + 8 <= end) {
                 __m256 v = _mm256_and_ps(load8(A, dt, off), _mm256_castsi256_ps(keep));
-                _mm256_maskstore_ps(ap + k * MR, six, v);
+                _mm256_storeu_ps(ap + k * MR, v);
             } else {
                 for (int i = 0; i < MR; i++)
                     ap[k * MR + i] = i < rows ? load1(A, dt, off + i) : 0.0f;
@@ -334,7 +348,7 @@ int zt_gemm_bf16(float *C, const void *A, zt_dtype a_dt, const void *B, zt_dtype
     const int kdb = per * kcb; /* depth range packed at once */
 
     size_t bp_need = (size_t)kdb * ncb * sizeof(float);
-    size_t ap_stride = (size_t)kcb * mcb; /* floats per thread */
+    size_t ap_stride = (size_t)kcb * mcb + 8; /* floats per thread, with the stores' slack */
     if (reserve(&gp.bp, &gp.bp_cap, bp_need) ||
         reserve(&gp.ap, &gp.ap_cap, ap_stride * nthr * sizeof(float)))
         return zt_fail(err, ZT_EFAIL, "matmul M=%d N=%d K=%d: out of memory for the bf16 packing buffers",
