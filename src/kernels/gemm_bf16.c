@@ -25,8 +25,8 @@
  * next one (or by the next panel, packed after it; each thread's block has 8
  * floats of slack after its end for the last).  Masked stores would say the same
  * more directly, but AMD's CPUs run a masked store as a long microcoded sequence:
- * on Zen 4 they made A's packing cost 10 % of a product with N = 256 (81 against
- * 91 GFLOP/s on one core).
+ * on an AVX2-only EPYC (Zen 3) they made A's packing cost 10 % of a product with
+ * N = 256 (81 against 91 GFLOP/s on one core).
  *
  * beta: the first depth block stores (beta = 0) or adds to C (beta = 1); later
  * depth blocks add.  Threads write disjoint row blocks of C, so no reduction is
@@ -68,7 +68,7 @@ enum {
 };
 /* KC = 512 rather than the 256 that keeps a B micro-panel well inside a 32 KiB L1:
  * each depth block reads and writes the whole tile of C once more, and over config
- * b's products of a training step (bench/, 1 and 2 threads, Zen 4 limited to AVX2)
+ * b's products of a training step (bench/, 1 and 2 threads, an AVX2-only Zen 3 EPYC)
  * 512 x 72 took 2-3 % less time than 256 x 144.  The micro-kernel needs 88 bytes
  * of A and B per 12 FMAs, which L2 delivers where L1 does not hold them.
  *
