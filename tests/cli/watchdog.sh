@@ -67,9 +67,8 @@ stopped_rank() {
 }
 stopped=
 for _ in $(seq 1000); do stopped=$(stopped_rank); [ -n "$stopped" ] || ! kill -0 $job 2>/dev/null && break; sleep 0.05; done
-for _ in $(seq 1000); do grep -q "collective timeout" "$TMP/err_resumed" || ! kill -0 $job 2>/dev/null && break; sleep 0.05; done
 resumed=0
-[ -n "$stopped" ] && grep -q "collective timeout" "$TMP/err_resumed" && kill -CONT "$stopped" && resumed=1
+[ -n "$stopped" ] && wait_for "$TMP/err_resumed" "collective timeout" && kill -CONT "$stopped" && resumed=1
 wait $job
 rc=$?
 [ $resumed = 1 ] || fail "resumed: no stopped rank found to resume (stopped: ${stopped:-none}): $(head -c 2000 "$TMP/err_resumed")"
