@@ -222,7 +222,8 @@ static void pack_a_panel(float *restrict ap, const void *A, zt_dtype dt, int M, 
  * their panels.  Packing panel by panel instead reads 64 bytes from each of kc rows N
  * floats apart: on an AVX-512 EPYC (Zen 4, limited to AVX2) the row order made the dW
  * product of the k and v projections of config b (256 x 768 x 2048, whose B block is
- * repacked for only 256 rows of A) 5-13 % faster, and it is never slower. */
+ * repacked for only 256 rows of A) 5-13 % faster, and no slower on the other shapes
+ * of config b's step (bench/gemm_products.c). */
 static void pack_b_rows(float *restrict bp, const void *B, zt_dtype dt, int N, int jc, int nq, int pc, int kc,
                         int k0, int k1)
 {
