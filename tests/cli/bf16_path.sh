@@ -29,12 +29,19 @@ out=$("$ZTRAIN" "${args[@]}" --mixed_precision bf16 --log_jsonl "$TMP/cpu.jsonl"
 printf '%s\n' "$out" | grep -qF ", comm mpi, bf16 products: $env_path" || fail "plan line vs env ($env_path): $out"
 
 # Both paths compute bf16 products with fp32 accumulation; only the order of the fp32
-# additions differs, so the losses agree far inside bf16's resolution (3 steps).
+# additions differs (oneDNN's AMX kernels sum pairs of k in tiles, the AVX2 kernel one
+# k at a time).  Each product's output is rounded to bf16 before the next consumes it,
+# so that order still flips the bf16 rounding of the few outputs lying near a midpoint.
+# Step 0 is the forward alone: the paths agreed within 1e-8 (AVX-512 BF16) and 7e-7
+# (AMX) relative, while fp32 products instead of bf16 ones move it by 2.4e-5; 5e-6
+# tells the two apart.  Later steps follow Adam's first update, lr * g / |g|: a
+# gradient entry near zero whose sign differs moves a weight by 2 lr, so they agree
+# less (1.3e-5 on AMX) and are held to 1e-4, which still catches a wrong product.
 /usr/bin/python3 - "$TMP/avx2.jsonl" "$TMP/cpu.jsonl" <<'PY' || fail "losses of the two paths differ"
 import json, sys
 a, b = ([json.loads(l)["loss"] for l in open(p)] for p in sys.argv[1:])
 assert len(a) == len(b) == 3, (a, b)
-for x, y in zip(a, b):
-    assert abs(x - y) <= 1e-5 * max(1.0, abs(y)), (a, b)
+for step, (x, y) in enumerate(zip(a, b)):
+    assert abs(x - y) <= (5e-6 if step == 0 else 1e-4) * abs(y), (step, a, b)
 PY
 finish
