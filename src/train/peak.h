@@ -5,8 +5,12 @@
  * the best rate of oneDNN's square products in the compute dtype at this process's
  * thread count (kernels/matmul.h: the best of ZT_PEAK_ROUNDS timed rounds, each at
  * least ZT_PEAK_ROUND_S seconds, after a warm-up).  Another process on the machine
- * only slows a round down, so the best round is the peak, and the spread between the
- * best and the slowest round says how quiet the machine was.
+ * only slows a round down, so the best round is the peak when any round had the
+ * machine to itself, and the spread between the best and the slowest round says how
+ * quiet the machine was.  A load that lasts through every round is not seen: the
+ * peak is then too low and cached so (docs/performance.md, the AMX section), until
+ * steps that beat it raise it (below) or `ztrain env --recalibrate` on a quiet
+ * machine measures it again.
  *
  * Calibrations are cached per (CPU model, oneDNN ISA, threads, dtype) in
  * $XDG_CACHE_HOME/ztrain/peak.json, else ~/.cache/ztrain/peak.json, written
