@@ -151,8 +151,11 @@ int zt_cmd_env(int argc, char **argv, zt_err *err)
                 printf(" (cached in %s; --recalibrate to measure again)\n", p.cache_path);
             else
                 printf(" (calibrated: best of %d rounds of %.1f s, slowest %.1f%s%s)\n", ZT_PEAK_ROUNDS,
-                       ZT_PEAK_ROUND_S, p.slowest, p.cache_path[0] ? "; cached in " : "; no cache directory",
-                       p.cache_path);
+                       ZT_PEAK_ROUND_S, p.slowest,
+                       p.busy                ? "; the machine was busy, not cached"
+                       : p.cache_path[0] ? "; cached in "
+                                         : "; no cache directory",
+                       p.busy ? "" : p.cache_path);
         }
     }
     gpu_info(measure);

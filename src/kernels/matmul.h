@@ -50,8 +50,11 @@ const char *zt_matmul_isa_name(void);
 double zt_matmul_peak_gflops(zt_dtype compute);
 /* The same over `rounds` timed rounds of at least round_s seconds each (after the
  * warm-up): the best round's rate, and the slowest's in *slowest when not NULL (how
- * steady the machine was).  0 on failure. */
-double zt_matmul_peak_rounds(zt_dtype compute, int rounds, double round_s, double *slowest);
+ * steady the machine was).  *share, when not NULL: the largest, over the rounds, of
+ * this process's CPU time over the round's wall time x the thread count; near 1 when
+ * some round had the cores to itself, below when other processes took them in every
+ * round (the best round is then not the peak).  0 on failure. */
+double zt_matmul_peak_rounds(zt_dtype compute, int rounds, double round_s, double *slowest, double *share);
 
 /* Release cached primitives and scratch (end of program; keeps ASan quiet). */
 void zt_matmul_shutdown(void);

@@ -190,9 +190,16 @@ void zt_peak_resolve(zt_peak *p, zt_dtype compute, double given, int recalibrate
         p->saved_gflops = p->gflops;
         return;
     }
-    p->gflops = zt_matmul_peak_rounds(p->dtype, ZT_PEAK_ROUNDS, ZT_PEAK_ROUND_S, &p->slowest);
+    p->gflops = zt_matmul_peak_rounds(p->dtype, ZT_PEAK_ROUNDS, ZT_PEAK_ROUND_S, &p->slowest, &p->share);
     p->source = ZT_PEAK_CALIBRATED;
-    if (p->gflops > 0 && save_ok)
+    p->busy = p->gflops > 0 && p->share < ZT_PEAK_MIN_SHARE;
+    if (p->busy && warn)
+        fprintf(warn, "ztrain: warning: the machine was busy while the %s peak was calibrated (at best this "
+                "process had %.0f %% of its %d %s CPU time); %.4g GFLOP/s is used for this run but not "
+                "cached, and MFU may read high: run ztrain env --recalibrate on a quiet machine\n",
+                zt_dtype_name(p->dtype), 100.0 * p->share, p->threads,
+                p->threads == 1 ? "thread's" : "threads'", p->gflops);
+    if (p->gflops > 0 && save_ok && !p->busy)
         save(p, "calibrated", warn);
 }
 
@@ -251,7 +258,7 @@ double zt_peak_admit(zt_peak *p, double achieved, int save_ok, FILE *warn)
     p->gflops = achieved;
     /* rewrite the cache when the peak rose by 1 % since it was written: a few writes
      * in a run, not one per step */
-    if (save_ok && p->source != ZT_PEAK_GIVEN && p->gflops > 1.01 * p->saved_gflops)
+    if (save_ok && p->source != ZT_PEAK_GIVEN && !p->busy && p->gflops > 1.01 * p->saved_gflops)
         save(p, "achieved", warn);
     return p->gflops;
 }

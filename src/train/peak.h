@@ -7,10 +7,11 @@
  * least ZT_PEAK_ROUND_S seconds, after a warm-up).  Another process on the machine
  * only slows a round down, so the best round is the peak when any round had the
  * machine to itself, and the spread between the best and the slowest round says how
- * quiet the machine was.  A load that lasts through every round is not seen: the
- * peak is then too low and cached so (docs/performance.md, the AMX section), until
- * steps that beat it raise it (below) or `ztrain env --recalibrate` on a quiet
- * machine measures it again.
+ * quiet the machine was.  A load that lasts through every round would make every
+ * round slow and the peak too low (docs/performance.md, the AMX section), so the
+ * calibration also measures this process's share of its threads' CPU time: when no
+ * round had ZT_PEAK_MIN_SHARE of it, the machine was busy throughout, and the peak is
+ * used for this run but not cached (nor raised in the cache), with a warning.
  *
  * Calibrations are cached per (CPU model, oneDNN ISA, threads, dtype) in
  * $XDG_CACHE_HOME/ztrain/peak.json, else ~/.cache/ztrain/peak.json, written
@@ -32,6 +33,11 @@
 
 #define ZT_PEAK_ROUNDS 5
 #define ZT_PEAK_ROUND_S 0.2
+/* A calibration whose quietest round had less of its threads' CPU time than this was
+ * shared with other processes all along.  Quiet, the share is 1.00 (2 threads and 1); one busy
+ * process beside 2 threads on 2 cores left them 0.64-0.72; 0.8 leaves room for a host
+ * that steals some of a VM's time. */
+#define ZT_PEAK_MIN_SHARE 0.8
 
 typedef enum zt_peak_source {
     ZT_PEAK_GIVEN,      /* --peak_gflops */
@@ -45,6 +51,8 @@ typedef struct zt_peak {
     int raised;             /* times a step achieved more and raised it */
     double saved_gflops;    /* the value last written to (or read from) the cache */
     double slowest;         /* calibrated now: the slowest round's rate (0 otherwise) */
+    double share;           /* calibrated now: the quietest round's share of CPU time */
+    int busy;               /* calibrated now with share < ZT_PEAK_MIN_SHARE: never cached */
     /* the cache key */
     char cpu[128], isa[48];
     int threads;            /* 0: a device's own peak (cpu names the device) */

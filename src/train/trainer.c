@@ -352,9 +352,9 @@ static void print_run(const trainer *t)
         printf("mfu peak: %.4g GFLOP/s (%s products, %d thread%s; cached in %s)\n", pk->gflops,
                zt_dtype_name(pk->dtype), pk->threads, pk->threads == 1 ? "" : "s", pk->cache_path);
     else
-        printf("mfu peak: %.4g GFLOP/s (%s products, %d thread%s; best of %d rounds, slowest %.4g)\n",
+        printf("mfu peak: %.4g GFLOP/s (%s products, %d thread%s; best of %d rounds, slowest %.4g%s)\n",
                pk->gflops, zt_dtype_name(pk->dtype), pk->threads, pk->threads == 1 ? "" : "s", ZT_PEAK_ROUNDS,
-               pk->slowest);
+               pk->slowest, pk->busy ? "; the machine was busy, not cached" : "");
     fflush(stdout);
 }
 

@@ -45,6 +45,29 @@ train "$TMP/cached.jsonl" || fail "train with the cache: $(cat "$TMP/err")"
 grep -q "^mfu peak: .*cached in $cache" "$TMP/out" || fail "train did not use the cached peak: $(cat "$TMP/out")"
 check_log "$TMP/cached.jsonl" "with the calibrated peak"
 
+# a calibration on a machine busy throughout (as many spinning processes as cores,
+# beside as many threads): no round had the cores, so the peak is used but not
+# cached, and both env and train say so
+busy=()
+trap 'kill "${busy[@]}" 2>/dev/null; rm -rf "$TMP"' EXIT
+for _ in $(seq "$(nproc)"); do (while :; do :; done) & busy+=($!); done
+XDG_CACHE_HOME="$TMP/busy" "$ZTRAIN" env --threads "$(nproc)" --recalibrate >"$TMP/busy.out" 2>"$TMP/busy.err"
+rc=$?
+XDG_CACHE_HOME="$TMP/busy" "$ZTRAIN" train --model $fix --data $fix/tokens.npy --block_size 16 \
+    --per_device_train_batch_size 2 --max_steps 1 --threads "$(nproc)" >"$TMP/busy_train.out" 2>"$TMP/busy_train.err"
+rc_train=$?
+kill "${busy[@]}"
+wait "${busy[@]}" 2>/dev/null
+[ $rc -eq 0 ] || fail "env --recalibrate on a busy machine: $(cat "$TMP/busy.err")"
+[ "$(grep -c "^peak .* matmul: .*; the machine was busy, not cached)$" "$TMP/busy.out")" -eq 2 ] ||
+    fail "env on a busy machine did not say the peaks are not cached: $(cat "$TMP/busy.out")"
+[ "$(grep -c "warning: the machine was busy while the .* peak was calibrated (at best this process had [0-9]* % of its" "$TMP/busy.err")" -eq 2 ] ||
+    fail "no warning for each peak calibrated on a busy machine: $(cat "$TMP/busy.err")"
+[ $rc_train -eq 0 ] || fail "train on a busy machine: $(cat "$TMP/busy_train.err")"
+grep -q "^mfu peak: .*; the machine was busy, not cached)$" "$TMP/busy_train.out" ||
+    fail "train's peak line on a busy machine: $(cat "$TMP/busy_train.out")"
+[ ! -e "$TMP/busy/ztrain/peak.json" ] || fail "a peak calibrated on a busy machine was cached: $(cat "$TMP/busy/ztrain/peak.json")"
+
 # a cached peak far below what a step achieves (a calibration under load): raised,
 # warned about once, MFU never above 1, and the cache raised too
 $py - "$cache" <<'EOF'
