@@ -90,8 +90,11 @@ $(BUILD)/obj/src/report/plot.o: CPPFLAGS += $(RSVG_CFLAGS)
 # The non-native bf16 kernel is AVX2/FMA code in every x86-64 build, the sanitizer
 # builds (no -march=native) included, so each build runs and tests the same path;
 # it is called only when the CPU has AVX2 and FMA (zt_gemm_bf16_available).
+# Likewise the AMX tile products (amx.c) are built into every x86-64 build and run
+# only when the CPU and oneDNN's ISA have AMX-BF16 (zt_amx_usable).
 ifeq ($(shell uname -m),x86_64)
 $(BUILD)/obj/src/kernels/gemm_bf16.o: CFLAGS += -mavx2 -mfma
+$(BUILD)/obj/src/kernels/amx.o: CFLAGS += -mamx-tile -mamx-bf16
 endif
 
 $(BUILD)/obj/%.o: %.cu Makefile

@@ -11,7 +11,9 @@
  * Sizes are deliberately not powers of two and the GQA groups are 3 and 2 wide; the
  * Llama head dimensions 64 and 128 run the kernels' register-tiled paths.  Also:
  * zt_expf's error against exp in double, and attention's bitwise reproducibility. */
+#include "../src/kernels/amx.h"
 #include "../src/kernels/kernels.h"
+#include "../src/kernels/matmul.h"
 #include "../src/kernels/vmath.h"
 #include "test.h"
 
@@ -744,6 +746,73 @@ static void test_attention16_against_fp32(void) {
     attn16_case_w(1, 131, 4, 4, 128, 64, 38);
 }
 
+/* The AMX tile product against a double reference, for each shape of known zeros.
+ * The gate follows oneDNN's ISA, so on CPUs (or DNNL_MAX_CPU_ISA caps) without AMX the
+ * test checks that it stays closed.  With AMX: every product of bf16 values is exact in
+ * fp32, so the fp32 sums of 64 terms must agree with the double ones to 1e-5 of the
+ * sum of magnitudes; for the K shapes A holds the shape's zeros, so the steps skipped
+ * must add nothing; the C tiles ZT_TILE_J_GE_I skips must be left as they were. */
+static uint32_t bf16_pair(const float v[2]) {
+    return (uint32_t)zt_f32_to_bf16(v[0]) | (uint32_t)zt_f32_to_bf16(v[1]) << 16;
+}
+
+static double bf16_half(uint32_t w, int h) {
+    return zt_bf16_to_f32((uint16_t)(h ? w >> 16 : w & 0xffff));
+}
+
+static void test_amx_pmm(void) {
+    const int isa_amx = strstr(zt_matmul_isa_name(), "AMX") != NULL;
+    ZT_CHECK_MSG(zt_amx_usable() == isa_amx, "AMX gate %d, oneDNN ISA %s", zt_amx_usable(),
+                 zt_matmul_isa_name());
+    if (!zt_amx_usable()) {
+        printf("     (oneDNN ISA %s: no AMX, the tile products run on AMX CPUs only)\n",
+               zt_matmul_isa_name());
+        return;
+    }
+    rng_seed(40);
+    /* three column tiles, four row tiles, two steps; strides wider than the tiles */
+    enum { M = 64, N = 48, Q = 32, ARS = Q + 3, LDB = N + 5, LDC = N + 7 };
+    uint32_t *A = malloc(4 * M * ARS), *B = malloc(4 * Q * LDB);
+    float *C = malloc(sizeof(float) * M * LDC), *C0 = malloc(sizeof(float) * M * LDC), v[2];
+    for (int i = 0; i < Q * LDB; i++) fill(v, 2, 1.0, 0.0), B[i] = bf16_pair(v);
+    fill(C0, (size_t)M * LDC, 1.0, 0.0);
+    for (int shape = ZT_TILE_DENSE; shape <= ZT_TILE_K_GE_I; shape++) {
+        for (int i = 0; i < M; i++)
+            for (int q = 0; q < ARS; q++) {
+                fill(v, 2, 1.0, 0.0);
+                for (int h = 0; h < 2; h++) {
+                    const int k = 2 * q + h;
+                    if ((shape == ZT_TILE_K_LE_I && k > i) || (shape == ZT_TILE_K_GE_I && k < i))
+                        v[h] = 0.0f;
+                }
+                A[i * ARS + q] = bf16_pair(v);
+            }
+        memcpy(C, C0, sizeof(float) * M * LDC);
+        zt_amx_begin();
+        zt_amx_pmm(C, LDC, A, ARS, B, LDB, M, N, Q, (zt_tile_shape)shape);
+        zt_amx_end();
+        double worst = 0;
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                const float got = C[i * LDC + j];
+                if (shape == ZT_TILE_J_GE_I && j / 16 < i / 16) {
+                    ZT_CHECK(got == C0[i * LDC + j]);
+                    continue;
+                }
+                double want = C0[i * LDC + j], mag = fabs(want);
+                for (int q = 0; q < Q; q++)
+                    for (int h = 0; h < 2; h++) {
+                        const double t = bf16_half(A[i * ARS + q], h) * bf16_half(B[q * LDB + j], h);
+                        want += t, mag += fabs(t);
+                    }
+                const double e = fabs(got - want) / mag;
+                worst = e > worst ? e : worst;
+            }
+        ZT_CHECK_MSG(worst < 1e-5, "AMX tile product, shape %d: relative error %.3g", shape, worst);
+    }
+    free(A), free(B), free(C), free(C0);
+}
+
 /* Like the fp32 kernels: bit-identical for any thread count. */
 static void test_attention16_deterministic(void) {
     rng_seed(35);
@@ -1011,6 +1080,7 @@ int main(void) {
     ZT_RUN(test_attention_cache_window);
     ZT_RUN(test_attention16_against_fp32);
     ZT_RUN(test_attention16_deterministic);
+    ZT_RUN(test_amx_pmm);
     ZT_RUN(test_transpose);
     ZT_RUN(test_swiglu);
     ZT_RUN(test_xent);

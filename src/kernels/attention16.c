@@ -20,6 +20,9 @@
  *    pairs of queries are built from the fp32 rows;
  *  - per tile, P and dS are packed from the fp32 tiles: pairs of keys per query lane, or
  *    pairs of queries along a key's row.
+ * Where oneDNN's ISA has AMX, products whose sizes are whole tiles (16 rows, 16 columns, 16
+ * pairs) run on AMX instead (amx.h), from the same pair words; the A operands of P V and
+ * dS K are then transposed to AMX's rows of contiguous pairs (key_pairs_product).
  * Without AVX512-BF16, pmm() computes the same sums from the same bf16 values with fp32
  * fmas (each product of two bf16 values is exact in fp32), so results differ only in
  * the order of the fp32 additions.
@@ -27,6 +30,7 @@
  * Requirements: hd a multiple of 32 and at most ATTN16_MAX_HD (Llama's 64 and 128);
  * zt_attention16_supported() says so and callers use attention.c otherwise. */
 #include "kernels.h"
+#include "amx.h"
 #include "attention_tile.h"
 #include "transpose.h"
 #include "vmath.h"
@@ -53,13 +57,6 @@ static inline uint32_t pair16(float lo, float hi)
 }
 
 /* ---- the pair product ------------------------------------------------------------ */
-
-typedef enum {
-    P_DENSE,
-    P_J_GE_I,  /* only C(i, j) with j >= i is wanted */
-    P_K_LE_I,  /* A(i, k) = 0 for k > i (k counts elements, q = k / 2 pairs) */
-    P_K_GE_I,  /* A(i, k) = 0 for k < i */
-} pshape;
 
 #define P_ROWS 8
 #define P_LANES 32
@@ -122,16 +119,21 @@ static inline __attribute__((always_inline)) void ptile(float *restrict C, size_
  * says which terms are known zeros (skipped a pair at a time, so some zero terms are
  * still added, exactly). */
 static void pmm(float *restrict C, size_t ldc, const uint32_t *restrict A, size_t ars, size_t acs,
-                const uint32_t *restrict B, size_t ldb, int M, int N, int Q, pshape shape)
+                const uint32_t *restrict B, size_t ldb, int M, int N, int Q, zt_tile_shape shape,
+                int amx)
 {
+    if (amx && acs == 1 && zt_amx_fits(M, N, Q)) {
+        zt_amx_pmm(C, ldc, A, ars, B, ldb, M, N, Q, shape);
+        return;
+    }
     assert(N % P_LANES == 0);
     for (int j0 = 0; j0 < N; j0 += P_LANES) {
-        int m = shape == P_J_GE_I && M > j0 + P_LANES ? j0 + P_LANES : M;
+        int m = shape == ZT_TILE_J_GE_I && M > j0 + P_LANES ? j0 + P_LANES : M;
         int i = 0;
         for (; i < m; i += P_ROWS) {
             const int R = m - i < P_ROWS ? m - i : P_ROWS;
-            int q0 = shape == P_K_GE_I ? i / 2 : 0;
-            int q1 = shape == P_K_LE_I ? (i + R + 1) / 2 : Q;
+            int q0 = shape == ZT_TILE_K_GE_I ? i / 2 : 0;
+            int q1 = shape == ZT_TILE_K_LE_I ? (i + R + 1) / 2 : Q;
             q1 = q1 < Q ? q1 : Q;
             float *c = C + (size_t)i * ldc + j0;
             const uint32_t *a = A + (size_t)i * ars;
@@ -141,8 +143,8 @@ static void pmm(float *restrict C, size_t ldc, const uint32_t *restrict A, size_
             else
                 for (int r = 0; r < R; r++) /* ragged rows one at a time */
                     ptile(c + (size_t)r * ldc, ldc, a + (size_t)r * ars, ars, acs, b, ldb,
-                          shape == P_K_GE_I ? (i + r) / 2 : q0,
-                          shape == P_K_LE_I ? ((i + r + 2) / 2 < Q ? (i + r + 2) / 2 : Q) : q1, 1);
+                          shape == ZT_TILE_K_GE_I ? (i + r) / 2 : q0,
+                          shape == ZT_TILE_K_LE_I ? ((i + r + 2) / 2 < Q ? (i + r + 2) / 2 : Q) : q1, 1);
         }
     }
 }
@@ -211,6 +213,7 @@ static _Thread_local struct {
     uint32_t qp[PAIRS_BLOCK * ATTN16_MAX_HD];  /* Q pairs of queries */
     uint32_t dop[PAIRS_BLOCK * ATTN16_MAX_HD]; /* dO pairs of queries */
     uint32_t a2[ATTN16_TILE / 2];            /* a packed P or dS tile */
+    uint32_t a2t[ATTN16_TILE / 2];           /* the same as AMX's A rows (key_pairs_product) */
     uint32_t rows[ATTN16_BLOCK * PAIRS_HD];  /* a block's rows in bf16, for pairs_along_d */
     float o[ATTN16_BLOCK * ATTN16_MAX_HD];   /* unnormalised O (block, hd) */
     float st[ATTN16_TILE], dst[ATTN16_TILE]; /* S^T / P^T and dP^T / dS^T (key, query) */
@@ -286,6 +289,33 @@ static void tile_query_pairs(uint32_t *restrict dst, const float *restrict t, in
     }
 }
 
+/* C(i, d) += sum over keys k of t(k, i) B(k, d) for i < nq, d < hd: the products O += P V and
+ * dQ += dS K, whose A operand is the (key, query) tile t as pairs of keys per query.  The
+ * AVX-512 path broadcasts one word of (pair, query) at a time (tile_key_pairs); AMX loads
+ * A as rows of contiguous pairs, so the same words are transposed to (query, pair). */
+static void key_pairs_product(float *restrict C, size_t ldc, const float *restrict t, int nk, int nq,
+                              const uint32_t *restrict B, size_t ldb, int hd, zt_tile_shape shape,
+                              int amx)
+{
+    const int nkp = (nk + 1) / 2;
+    tile_key_pairs(s16.a2, t, nk);
+    if (amx && zt_amx_fits(nq, hd, nkp)) {
+#ifdef __AVX512F__
+        for (int q0 = 0; q0 < nkp; q0 += 16)
+            for (int i0 = 0; i0 < nq; i0 += 16)
+                zt_transpose16x16_u32(s16.a2t + (size_t)i0 * PAIRS_BLOCK + q0, PAIRS_BLOCK,
+                                      s16.a2 + (size_t)q0 * ATTN16_BLOCK + i0, ATTN16_BLOCK);
+#else
+        for (int i = 0; i < nq; i++)
+            for (int q = 0; q < nkp; q++)
+                s16.a2t[(size_t)i * PAIRS_BLOCK + q] = s16.a2[(size_t)q * ATTN16_BLOCK + i];
+#endif
+        zt_amx_pmm(C, ldc, s16.a2t, PAIRS_BLOCK, B, ldb, nq, hd, nkp, shape);
+        return;
+    }
+    pmm(C, ldc, s16.a2, 1, ATTN16_BLOCK, B, ldb, nq, hd, nkp, shape, 0);
+}
+
 /* ---- forward ---------------------------------------------------------------------- */
 
 void zt_attention16_forward(float *out, uint16_t *out_bf16, float *lse, const float *qkv,
@@ -298,9 +328,12 @@ void zt_attention16_forward(float *out, uint16_t *out_bf16, float *lse, const fl
     const int nblk = (T + ATTN16_BLOCK - 1) / ATTN16_BLOCK;
     const long ntask = (long)B * nh * nblk;
     const pack16 pk = pack_kv(pack, qkv, B, T, nh, nkv, hd);
+    const int amx = zt_amx_usable();
 
 #pragma omp parallel for schedule(dynamic, 1)
     for (long task = 0; task < ntask; task++) {
+        if (amx)
+            zt_amx_begin();
         const int qb = nblk - 1 - (int)(task % nblk);
         const int h = (int)((task / nblk) % nh);
         const int b = (int)(task / ((long)nblk * nh));
@@ -321,17 +354,18 @@ void zt_attention16_forward(float *out, uint16_t *out_bf16, float *lse, const fl
             const int diag = kb == qb;
             memset(st, 0, sizeof(float) * ATTN16_TILE);
             pmm(st, ATTN16_BLOCK, krows + (size_t)j0 * (hd / 2), hd / 2, 1, s16.qt2, ATTN16_BLOCK,
-                nk, ATTN16_BLOCK, hd / 2, diag ? P_J_GE_I : P_DENSE);
+                nk, ATTN16_BLOCK, hd / 2, diag ? ZT_TILE_J_GE_I : ZT_TILE_DENSE, amx);
             zt_attn_softmax_tile(st, o, hd, nq, nk, i0 - j0, window, scale, m, l);
             /* O += P V_blk: P as pairs of keys per query, V as pairs of keys per d */
-            tile_key_pairs(s16.a2, st, nk);
-            pmm(o, hd, s16.a2, 1, ATTN16_BLOCK, vpairs + (size_t)(j0 / 2) * hd, hd, nq, hd,
-                (nk + 1) / 2, diag ? P_K_LE_I : P_DENSE);
+            key_pairs_product(o, hd, st, nk, nq, vpairs + (size_t)(j0 / 2) * hd, hd, hd,
+                              diag ? ZT_TILE_K_LE_I : ZT_TILE_DENSE, amx);
         }
 
         const size_t orow0 = ((size_t)b * T + i0) * OW + (size_t)h * hd;
         zt_attn_write_rows(out + orow0, out_bf16 ? out_bf16 + orow0 : NULL, OW,
                            lse + ((size_t)b * nh + h) * T + i0, o, hd, nq, m, l);
+        if (amx)
+            zt_amx_end();
     }
 }
 
@@ -347,10 +381,13 @@ void zt_attention16_backward(float *dqkv, const float *dout, const float *qkv, c
     const float scale = (float)(1.0 / sqrt((double)hd));
     const int nblk = (T + ATTN16_BLOCK - 1) / ATTN16_BLOCK;
     const pack16 pk = pack_kv(pack, qkv, B, T, nh, nkv, hd);
+    const int amx = zt_amx_usable();
 
 #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++) {
         for (int kh = 0; kh < nkv; kh++) {
+            if (amx)
+                zt_amx_begin();
             const float *base = qkv + (size_t)b * T * W;
             float *dbase = dqkv + (size_t)b * T * W;
             const size_t hb = (size_t)b * nkv + kh;
@@ -393,26 +430,27 @@ void zt_attention16_backward(float *dqkv, const float *dout, const float *qkv, c
                         memset(pt, 0, sizeof(float) * ATTN16_TILE);
                         memset(dst, 0, sizeof(float) * ATTN16_TILE);
                         pmm(pt, ATTN16_BLOCK, krows + (size_t)j0 * (hd / 2), hd / 2, 1, s16.qt2,
-                            ATTN16_BLOCK, nk, ATTN16_BLOCK, hd / 2, diag ? P_J_GE_I : P_DENSE);
+                            ATTN16_BLOCK, nk, ATTN16_BLOCK, hd / 2, diag ? ZT_TILE_J_GE_I : ZT_TILE_DENSE, amx);
                         pmm(dst, ATTN16_BLOCK, vrows + (size_t)j0 * (hd / 2), hd / 2, 1, s16.dot2,
-                            ATTN16_BLOCK, nk, ATTN16_BLOCK, hd / 2, diag ? P_J_GE_I : P_DENSE);
+                            ATTN16_BLOCK, nk, ATTN16_BLOCK, hd / 2, diag ? ZT_TILE_J_GE_I : ZT_TILE_DENSE, amx);
                         zt_attn_grad_tile(pt, dst, nq, nk, i0 - j0, window, scale, L, D);
-                        const int nqp = (nq + 1) / 2, nkp = (nk + 1) / 2;
+                        const int nqp = (nq + 1) / 2;
                         /* dV += P^T dO */
                         tile_query_pairs(s16.a2, pt, nk, nq);
                         pmm(dvcol + (size_t)j0 * W, W, s16.a2, PAIRS_BLOCK, 1, s16.dop, hd, nk, hd,
-                            nqp, diag ? P_K_GE_I : P_DENSE);
+                            nqp, diag ? ZT_TILE_K_GE_I : ZT_TILE_DENSE, amx);
                         /* dK += (scale dS)^T Q */
                         tile_query_pairs(s16.a2, dst, nk, nq);
                         pmm(dkcol + (size_t)j0 * W, W, s16.a2, PAIRS_BLOCK, 1, s16.qp, hd, nk, hd,
-                            nqp, diag ? P_K_GE_I : P_DENSE);
+                            nqp, diag ? ZT_TILE_K_GE_I : ZT_TILE_DENSE, amx);
                         /* dQ += (scale dS) K */
-                        tile_key_pairs(s16.a2, dst, nk);
-                        pmm(dq, W, s16.a2, 1, ATTN16_BLOCK, kpairs + (size_t)(j0 / 2) * hd, hd, nq,
-                            hd, nkp, diag ? P_K_LE_I : P_DENSE);
+                        key_pairs_product(dq, W, dst, nk, nq, kpairs + (size_t)(j0 / 2) * hd, hd, hd,
+                                          diag ? ZT_TILE_K_LE_I : ZT_TILE_DENSE, amx);
                     }
                 }
             }
+            if (amx)
+                zt_amx_end();
         }
     }
 }

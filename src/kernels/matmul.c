@@ -31,6 +31,7 @@
  * Parallelism is inside oneDNN, which uses the caller's OpenMP pool
  * (omp_get_max_threads() at the time of the call). */
 #include "matmul.h"
+#include "amx.h"
 
 #include <math.h>
 #include <omp.h>
@@ -386,7 +387,8 @@ zt_bf16_path zt_matmul_bf16_path(zt_dtype compute)
 const char *zt_matmul_bf16_path_name(void)
 {
     switch (zt_matmul_bf16_path(ZT_BF16)) {
-    case ZT_BF16_PATH_NATIVE: return "native (oneDNN, AVX512-BF16)";
+    case ZT_BF16_PATH_NATIVE:
+        return zt_amx_usable() ? "native (oneDNN and attention on AMX-BF16 tiles)" : "native (oneDNN, AVX512-BF16)";
     case ZT_BF16_PATH_PACKED: return "AVX2 kernel, converted while packing (no native bf16)";
     default: return "fp32 oneDNN on converted copies (no native bf16, no AVX2)";
     }
