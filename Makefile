@@ -95,6 +95,15 @@ $(BUILD)/obj/src/report/plot.o: CPPFLAGS += $(RSVG_CFLAGS)
 ifeq ($(shell uname -m),x86_64)
 $(BUILD)/obj/src/kernels/gemm_bf16.o: CFLAGS += -mavx2 -mfma
 $(BUILD)/obj/src/kernels/amx.o: CFLAGS += -mamx-tile -mamx-bf16
+# The attention and SwiGLU kernels vectorise across lanes only (one query, or one
+# element, per lane; no sum runs across lanes), so on AVX-512 builds they use 512-bit
+# vectors, which GCC's tuning otherwise leaves at 256: each lane computes the same
+# values either way, so the results are bit-identical, and the softmax exponentials and
+# SiLU run twice as wide (docs/performance.md).  The one sum along a vector they need
+# is zt_dot_rows in reductions.c, built at the default width.  Builds without AVX-512
+# ignore the flag.
+$(BUILD)/obj/src/kernels/attention.o $(BUILD)/obj/src/kernels/attention16.o \
+$(BUILD)/obj/src/kernels/swiglu.o: CFLAGS += -mprefer-vector-width=512
 endif
 
 $(BUILD)/obj/%.o: %.cu Makefile

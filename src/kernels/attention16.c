@@ -32,6 +32,7 @@
 #include "kernels.h"
 #include "amx.h"
 #include "attention_tile.h"
+#include "reductions.h"
 #include "transpose.h"
 #include "vmath.h"
 
@@ -411,13 +412,8 @@ void zt_attention16_backward(float *dqkv, const float *dout, const float *qkv, c
 
                     /* D_i = dout_i . out_i in fp32 */
                     float D[ATTN16_BLOCK], L[ATTN16_BLOCK];
-                    for (int ii = 0; ii < nq; ii++) {
-                        const float *restrict gr = go + (size_t)ii * OW, *restrict orow = ob + (size_t)ii * OW;
-                        float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-                        for (int d = 0; d < hd; d++) s += gr[d] * orow[d];
-                        D[ii] = s, L[ii] = lrow[i0 + ii];
-                    }
+                    zt_dot_rows(D, go, OW, ob, OW, nq, hd);
+                    for (int ii = 0; ii < nq; ii++) L[ii] = lrow[i0 + ii];
                     pairs_along_d(s16.qt2, q, W, nq, hd);
                     pairs_along_d(s16.dot2, go, OW, nq, hd);
                     pairs_of_rows(s16.qp, q, W, nq, hd);

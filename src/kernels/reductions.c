@@ -87,3 +87,16 @@ double zt_sumsq(const void *x, zt_dtype dt, size_t n)
     }
     return s;
 }
+
+void zt_dot_rows(float *dots, const float *a, size_t lda, const float *b, size_t ldb, int rows,
+                 int len)
+{
+    for (int r = 0; r < rows; r++) {
+        const float *restrict x = a + (size_t)r * lda, *restrict y = b + (size_t)r * ldb;
+        float s = 0.0f;
+        #pragma omp simd reduction(+ : s)
+        for (int d = 0; d < len; d++)
+            s += x[d] * y[d];
+        dots[r] = s;
+    }
+}

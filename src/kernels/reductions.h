@@ -1,7 +1,9 @@
 /* reductions.h — the engine's element-wise passes over flat gradient buffers:
  * accumulation across micro-batches and ranks, rounding to the reduce dtype, and
  * the sum of squares behind the global gradient norm.  OpenMP over elements,
- * static schedule, so every sum is the same for the same thread count. */
+ * static schedule, so every sum is the same for the same thread count.  And the
+ * kernels' one sum along a vector inside a task (zt_dot_rows), kept here at the
+ * build's default vector width (see the Makefile). */
 #ifndef ZT_REDUCTIONS_H
 #define ZT_REDUCTIONS_H
 
@@ -20,5 +22,12 @@ void zt_accumulate_bf16_rounded(float *acc, const float *x, size_t n);
 double zt_round_bf16_inplace(float *x, size_t n, int want_sumsq);
 /* Sum of squares of n elements of x in dt, in double. */
 double zt_sumsq(const void *x, zt_dtype dt, size_t n);
+/* dots[r] = sum_d a[r*lda + d] * b[r*ldb + d] for r < rows, d < len, in fp32 (no
+ * threads: called inside a task).  Out of line on purpose: a vectorised sum's order
+ * follows the vector width, and the attention files that call it are built 512 bits
+ * wide, so the sum stays in a file built at the default width and its digits do not
+ * depend on that choice. */
+void zt_dot_rows(float *dots, const float *a, size_t lda, const float *b, size_t ldb, int rows,
+                 int len);
 
 #endif
