@@ -3,15 +3,20 @@ into the parts of a ztrain training step, by sample counts (the report needs -n:
 code is spread over thousands of addresses whose rounded percentages do not add up).
 Usage: perf report -n --no-children --sort dso,symbol -g none --stdio | python3 bench/perf_groups.py
 
-oneDNN's JIT kernels have no symbols ("[JIT] tid N" object, raw addresses): they are the
-matrix products (ztrain's only oneDNN primitives are matmuls).  Raw addresses in libgomp
+oneDNN's JIT kernels live in the "[JIT] tid N" object: they are the matrix products
+(ztrain's only oneDNN primitives are matmuls).  bench/profile_single.sh runs with
+DNNL_JIT_PROFILE=2, so oneDNN names them in perf's map file and the products split into
+the micro-kernels (jit_brgemm_amx_uker_base_t, ...) and the copies that pack the operands
+into the micro-kernels' layouts (jit_brgemm_matmul_copy_a_*, copy_b_*); a profile taken
+without it has raw addresses there, counted as micro-kernels.  Raw addresses in libgomp
 are OpenMP's barrier and spin waits.  Kernel time is mostly page faults: first touch of
 the buffers at start-up (bench/profile_single.sh runs include start-up)."""
 import re
 import sys
 
 GROUPS = [  # (group, object regex, symbol regex), first match wins
-    ("matmul (oneDNN JIT + libdnnl)", r"^\[JIT\]|libdnnl", r""),
+    ("matmul: oneDNN's operand packing (copy_a, copy_b)", r"^\[JIT\]|libdnnl", r"copy|reorder"),
+    ("matmul: oneDNN's micro-kernels and the rest of libdnnl", r"^\[JIT\]|libdnnl", r""),
     ("matmul (gemm_bf16.c: bf16 on CPUs without native bf16)", r"ztrain", r"gemm_bf16"),
     ("attention (tiles + mm_acc / pmm)", r"ztrain", r"attention|mm_acc|mm_tile|pmm|ptile"),
     ("AdamW + grad norm/clip", r"ztrain", r"adamw|engine_step|grad_end|grad_norm|clip"),

@@ -10,9 +10,11 @@
 # Sampling starts after a fixed delay (perf record -D: 4 s for a, 12 s for b) that covers
 # start-up (load, buffer first touch, peak measurement is skipped with --peak_gflops), so
 # the profile is the training steps; the first step, which creates oneDNN's primitives,
-# may be partly in it.  oneDNN's JIT kernels
-# have no symbols: perf shows them as raw addresses in the object "[JIT] tid N" (raw
-# addresses in libgomp are OpenMP's barrier/spin waiting).
+# may be partly in it.  oneDNN's JIT kernels live in the object "[JIT] tid N"; the run
+# sets DNNL_JIT_PROFILE=2, so oneDNN writes their names to perf's map file
+# (/tmp/perf-PID.map, removed after the report) and the products split into micro-kernels
+# and operand packing (bench/perf_groups.py).  Raw addresses in libgomp are OpenMP's
+# barrier/spin waiting.
 set -eu
 cd "$(dirname "$0")/.."
 w=${W:-build/bench}
@@ -36,8 +38,9 @@ for c in ${*:-a b}; do
     *) echo "profile_single.sh: unknown config $c" >&2; exit 2 ;;
     esac
     busy0=$(busy_s)
+    maps0=$(echo /tmp/perf-*.map)
     # shellcheck disable=SC2086  # $run and $args are word lists
-    /usr/bin/time -f '%U %S' -o $w/perf-$c-$tag.cpu \
+    DNNL_JIT_PROFILE=2 /usr/bin/time -f '%U %S' -o $w/perf-$c-$tag.cpu \
         perf record -q -g -D $delay_ms -o $w/perf-$c-$tag.data $run --model $w/model-$c $args \
         --progress false --peak_gflops 1000 >$w/perf-$c-$tag.out 2>&1
     busy1=$(busy_s)
@@ -56,6 +59,9 @@ for c in ${*:-a b}; do
         perf report -i $w/perf-$c-$tag.data --no-children --sort dso,symbol -g none --stdio \
             2>/dev/null | grep -E '^ +[0-9]' | sed 's/ *$//' | head -30
     } >$w/perf-$c-$tag.txt
+    for f in /tmp/perf-*.map; do # the map files this run's processes wrote
+        case " $maps0 " in *" $f "*) ;; *) rm -f "$f" ;; esac
+    done
     echo "config $c ($tag): $w/perf-$c-$tag.txt"
     cat $w/perf-$c-$tag.txt
 done
