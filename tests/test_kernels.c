@@ -776,7 +776,9 @@ static void test_amx_pmm(void) {
     float *C = malloc(sizeof(float) * M * LDC), *C0 = malloc(sizeof(float) * M * LDC), v[2];
     for (int i = 0; i < Q * LDB; i++) fill(v, 2, 1.0, 0.0), B[i] = bf16_pair(v);
     fill(C0, (size_t)M * LDC, 1.0, 0.0);
-    for (int shape = ZT_TILE_DENSE; shape <= ZT_TILE_K_GE_I; shape++) {
+    for (int case_ = 0; case_ < 2 * (ZT_TILE_K_GE_I + 1); case_++) {
+        /* each shape accumulating into C (beta 1) and overwriting it (beta 0) */
+        const int shape = case_ / 2, beta = case_ % 2;
         for (int i = 0; i < M; i++)
             for (int q = 0; q < ARS; q++) {
                 fill(v, 2, 1.0, 0.0);
@@ -789,7 +791,7 @@ static void test_amx_pmm(void) {
             }
         memcpy(C, C0, sizeof(float) * M * LDC);
         zt_amx_begin();
-        zt_amx_pmm(C, LDC, A, ARS, B, LDB, M, N, Q, (zt_tile_shape)shape);
+        zt_amx_pmm(C, LDC, A, ARS, B, LDB, M, N, Q, (zt_tile_shape)shape, beta);
         zt_amx_end();
         double worst = 0;
         for (int i = 0; i < M; i++)
@@ -799,7 +801,7 @@ static void test_amx_pmm(void) {
                     ZT_CHECK(got == C0[i * LDC + j]);
                     continue;
                 }
-                double want = C0[i * LDC + j], mag = fabs(want);
+                double want = beta ? C0[i * LDC + j] : 0.0, mag = fabs(want);
                 for (int q = 0; q < Q; q++)
                     for (int h = 0; h < 2; h++) {
                         const double t = bf16_half(A[i * ARS + q], h) * bf16_half(B[q * LDB + j], h);
@@ -808,7 +810,8 @@ static void test_amx_pmm(void) {
                 const double e = fabs(got - want) / mag;
                 worst = e > worst ? e : worst;
             }
-        ZT_CHECK_MSG(worst < 1e-5, "AMX tile product, shape %d: relative error %.3g", shape, worst);
+        ZT_CHECK_MSG(worst < 1e-5, "AMX tile product, shape %d beta %d: relative error %.3g", shape,
+                     beta, worst);
     }
     free(A), free(B), free(C), free(C0);
 }

@@ -55,9 +55,9 @@ void zt_amx_end(void) { _tile_release(); }
 /* Tiles 0-3 hold C for four column tiles of one row tile, tile 4 the row tile's A for
  * one 16-pair step, tiles 5-7 the B tiles of that step, in turn. */
 void zt_amx_pmm(float *C, size_t ldc, const uint32_t *A, size_t ars, const uint32_t *B,
-                size_t ldb, int M, int N, int Q, zt_tile_shape shape)
+                size_t ldb, int M, int N, int Q, zt_tile_shape shape, int beta)
 {
-    assert(zt_amx_fits(M, N, Q));
+    assert(zt_amx_fits(M, N, Q) && (beta == 0 || beta == 1));
     const size_t sc = ldc * sizeof(float), sa = ars * sizeof(uint32_t), sb = ldb * sizeof(uint32_t);
     for (int j0 = 0; j0 < N; j0 += 64) {
         const int nt = N - j0 < 64 ? (N - j0) / 16 : 4;
@@ -68,7 +68,13 @@ void zt_amx_pmm(float *C, size_t ldc, const uint32_t *A, size_t ars, const uint3
             if (!use)
                 continue;
             float *c = C + (size_t)i0 * ldc + j0;
-#define LOAD_C(t) if (use & 1u << t) _tile_loadd(t, c + 16 * t, sc);
+#define LOAD_C(t)                           \
+    if (use & 1u << t) {                    \
+        if (beta)                           \
+            _tile_loadd(t, c + 16 * t, sc); \
+        else                                \
+            _tile_zero(t);                  \
+    }
             LOAD_C(0) LOAD_C(1) LOAD_C(2) LOAD_C(3)
             for (int q = 0; q < Q; q += 16) {
                 /* a step covers k = 2q .. 2q+31 and rows i0 .. i0+15 */
@@ -96,9 +102,10 @@ int zt_amx_usable(void) { return 0; }
 void zt_amx_begin(void) {}
 void zt_amx_end(void) {}
 void zt_amx_pmm(float *C, size_t ldc, const uint32_t *A, size_t ars, const uint32_t *B,
-                size_t ldb, int M, int N, int Q, zt_tile_shape shape)
+                size_t ldb, int M, int N, int Q, zt_tile_shape shape, int beta)
 {
-    (void)C, (void)ldc, (void)A, (void)ars, (void)B, (void)ldb, (void)M, (void)N, (void)Q, (void)shape;
+    (void)C, (void)ldc, (void)A, (void)ars, (void)B, (void)ldb, (void)M, (void)N, (void)Q, (void)shape,
+        (void)beta;
     assert(!"zt_amx_pmm without AMX");
 }
 

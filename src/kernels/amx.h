@@ -46,13 +46,15 @@ void zt_amx_end(void);
 /* 1 when zt_amx_pmm takes an M x N product summing Q pairs: whole tiles only. */
 static inline int zt_amx_fits(int M, int N, int Q) { return M % 16 == 0 && N % 16 == 0 && Q % 16 == 0; }
 
-/* C(i, j) += sum_q A(i, q) . B(q, j) for i < M, j < N, q < Q, where A(i, q) =
- * A[i*ars + q] and B(q, j) = B[q*ldb + j] are words of two bf16 values (low half the
- * even element) and C is fp32 with row stride ldc.  shape lets whole 16 x 16 tiles or
- * 16-pair steps of known zeros be skipped (the rest of their zero terms are added,
- * exactly); with ZT_TILE_J_GE_I the skipped C tiles are left as they were.  Requires
- * zt_amx_fits(M, N, Q) and zt_amx_begin() on this thread. */
+/* C(i, j) = beta C(i, j) + sum_q A(i, q) . B(q, j) for i < M, j < N, q < Q, beta 0 or 1,
+ * where A(i, q) = A[i*ars + q] and B(q, j) = B[q*ldb + j] are words of two bf16 values
+ * (low half the even element) and C is fp32 with row stride ldc.  beta 0 starts the
+ * tiles from zero instead of loading C (the same values as C zeroed first).  shape lets
+ * whole 16 x 16 tiles or 16-pair steps of known zeros be skipped (the rest of their zero
+ * terms are added, exactly); with ZT_TILE_J_GE_I the skipped C tiles are left as they
+ * were, whatever beta.  Requires zt_amx_fits(M, N, Q) and zt_amx_begin() on this
+ * thread. */
 void zt_amx_pmm(float *C, size_t ldc, const uint32_t *A, size_t ars, const uint32_t *B,
-                size_t ldb, int M, int N, int Q, zt_tile_shape shape);
+                size_t ldb, int M, int N, int Q, zt_tile_shape shape, int beta);
 
 #endif

@@ -62,17 +62,18 @@ static inline uint32_t pair16(float lo, float hi)
 #define P_ROWS 8
 #define P_LANES 32
 
-/* rows [i, i+R) of columns [j0, j0+32), pairs [q0, q1) */
+/* rows [i, i+R) of columns [j0, j0+32), pairs [q0, q1); beta 0: from zero, not C */
 static inline __attribute__((always_inline)) void ptile(float *restrict C, size_t ldc,
                                                         const uint32_t *restrict A, size_t ars,
                                                         size_t acs, const uint32_t *restrict B,
-                                                        size_t ldb, int q0, int q1, const int R)
+                                                        size_t ldb, int q0, int q1, const int R,
+                                                        int beta)
 {
 #ifdef __AVX512BF16__
     __m512 acc[P_ROWS][2];
     for (int r = 0; r < R; r++) {
-        acc[r][0] = _mm512_loadu_ps(C + (size_t)r * ldc);
-        acc[r][1] = _mm512_loadu_ps(C + (size_t)r * ldc + 16);
+        acc[r][0] = beta ? _mm512_loadu_ps(C + (size_t)r * ldc) : _mm512_setzero_ps();
+        acc[r][1] = beta ? _mm512_loadu_ps(C + (size_t)r * ldc + 16) : _mm512_setzero_ps();
     }
     for (int q = q0; q < q1; q++) {
         const __m512bh b0 = (__m512bh)_mm512_loadu_si512(B + (size_t)q * ldb);
@@ -91,7 +92,7 @@ static inline __attribute__((always_inline)) void ptile(float *restrict C, size_
     float acc[P_ROWS][P_LANES];
     for (int r = 0; r < R; r++)
 #pragma omp simd
-        for (int j = 0; j < P_LANES; j++) acc[r][j] = C[(size_t)r * ldc + j];
+        for (int j = 0; j < P_LANES; j++) acc[r][j] = beta ? C[(size_t)r * ldc + j] : 0.0f;
     for (int q = q0; q < q1; q++) {
         const uint32_t *restrict b = B + (size_t)q * ldb;
         for (int r = 0; r < R; r++) {
@@ -116,15 +117,17 @@ static inline __attribute__((always_inline)) void ptile(float *restrict C, size_
 #endif
 }
 
-/* C(i, j) += sum_q A2(i, q) B2(q, j) for i < M, j < N (N a multiple of 32), q < Q; shape
- * says which terms are known zeros (skipped a pair at a time, so some zero terms are
- * still added, exactly). */
+/* C(i, j) = beta C(i, j) + sum_q A2(i, q) B2(q, j) for i < M, j < N (N a multiple of 32),
+ * q < Q, beta 0 or 1 (0: C need not be zeroed first); shape says which terms are known
+ * zeros (skipped a pair at a time, so some zero terms are still added, exactly), and with
+ * ZT_TILE_J_GE_I the entries it skips (rows below the diagonal's blocks) keep their values
+ * whatever beta, as in zt_amx_pmm. */
 static void pmm(float *restrict C, size_t ldc, const uint32_t *restrict A, size_t ars, size_t acs,
                 const uint32_t *restrict B, size_t ldb, int M, int N, int Q, zt_tile_shape shape,
-                int amx)
+                int beta, int amx)
 {
     if (amx && acs == 1 && zt_amx_fits(M, N, Q)) {
-        zt_amx_pmm(C, ldc, A, ars, B, ldb, M, N, Q, shape);
+        zt_amx_pmm(C, ldc, A, ars, B, ldb, M, N, Q, shape, beta);
         return;
     }
     assert(N % P_LANES == 0);
@@ -140,12 +143,13 @@ static void pmm(float *restrict C, size_t ldc, const uint32_t *restrict A, size_
             const uint32_t *a = A + (size_t)i * ars;
             const uint32_t *b = B + j0;
             if (R == P_ROWS)
-                ptile(c, ldc, a, ars, acs, b, ldb, q0, q1, P_ROWS);
+                ptile(c, ldc, a, ars, acs, b, ldb, q0, q1, P_ROWS, beta);
             else
                 for (int r = 0; r < R; r++) /* ragged rows one at a time */
                     ptile(c + (size_t)r * ldc, ldc, a + (size_t)r * ars, ars, acs, b, ldb,
                           shape == ZT_TILE_K_GE_I ? (i + r) / 2 : q0,
-                          shape == ZT_TILE_K_LE_I ? ((i + r + 2) / 2 < Q ? (i + r + 2) / 2 : Q) : q1, 1);
+                          shape == ZT_TILE_K_LE_I ? ((i + r + 2) / 2 < Q ? (i + r + 2) / 2 : Q) : q1, 1,
+                          beta);
         }
     }
 }
@@ -311,10 +315,10 @@ static void key_pairs_product(float *restrict C, size_t ldc, const float *restri
             for (int q = 0; q < nkp; q++)
                 s16.a2t[(size_t)i * PAIRS_BLOCK + q] = s16.a2[(size_t)q * ATTN16_BLOCK + i];
 #endif
-        zt_amx_pmm(C, ldc, s16.a2t, PAIRS_BLOCK, B, ldb, nq, hd, nkp, shape);
+        zt_amx_pmm(C, ldc, s16.a2t, PAIRS_BLOCK, B, ldb, nq, hd, nkp, shape, 1);
         return;
     }
-    pmm(C, ldc, s16.a2, 1, ATTN16_BLOCK, B, ldb, nq, hd, nkp, shape, 0);
+    pmm(C, ldc, s16.a2, 1, ATTN16_BLOCK, B, ldb, nq, hd, nkp, shape, 1, 0);
 }
 
 /* ---- forward ---------------------------------------------------------------------- */
@@ -353,9 +357,12 @@ void zt_attention16_forward(float *out, uint16_t *out_bf16, float *lse, const fl
             const int j0 = kb * ATTN16_BLOCK;
             const int nk = kb < qb ? ATTN16_BLOCK : nq; /* the diagonal block is square */
             const int diag = kb == qb;
-            memset(st, 0, sizeof(float) * ATTN16_TILE);
+            /* the scores S^T = K Q^T, from zero: only the diagonal tile, whose product skips
+             * the entries below its blocks, is cleared first */
+            if (diag)
+                memset(st, 0, sizeof(float) * ATTN16_TILE);
             pmm(st, ATTN16_BLOCK, krows + (size_t)j0 * (hd / 2), hd / 2, 1, s16.qt2, ATTN16_BLOCK,
-                nk, ATTN16_BLOCK, hd / 2, diag ? ZT_TILE_J_GE_I : ZT_TILE_DENSE, amx);
+                nk, ATTN16_BLOCK, hd / 2, diag ? ZT_TILE_J_GE_I : ZT_TILE_DENSE, 0, amx);
             zt_attn_softmax_tile(st, o, hd, nq, nk, i0 - j0, window, scale, m, l);
             /* O += P V_blk: P as pairs of keys per query, V as pairs of keys per d */
             key_pairs_product(o, hd, st, nk, nq, vpairs + (size_t)(j0 / 2) * hd, hd, hd,
@@ -423,22 +430,26 @@ void zt_attention16_backward(float *dqkv, const float *dout, const float *qkv, c
                         const int j0 = kb * ATTN16_BLOCK;
                         const int nk = kb < qb ? ATTN16_BLOCK : nq;
                         const int diag = kb == qb;
-                        memset(pt, 0, sizeof(float) * ATTN16_TILE);
-                        memset(dst, 0, sizeof(float) * ATTN16_TILE);
+                        if (diag) { /* as in the forward: the skipped entries must be 0 */
+                            memset(pt, 0, sizeof(float) * ATTN16_TILE);
+                            memset(dst, 0, sizeof(float) * ATTN16_TILE);
+                        }
                         pmm(pt, ATTN16_BLOCK, krows + (size_t)j0 * (hd / 2), hd / 2, 1, s16.qt2,
-                            ATTN16_BLOCK, nk, ATTN16_BLOCK, hd / 2, diag ? ZT_TILE_J_GE_I : ZT_TILE_DENSE, amx);
+                            ATTN16_BLOCK, nk, ATTN16_BLOCK, hd / 2, diag ? ZT_TILE_J_GE_I : ZT_TILE_DENSE,
+                            0, amx);
                         pmm(dst, ATTN16_BLOCK, vrows + (size_t)j0 * (hd / 2), hd / 2, 1, s16.dot2,
-                            ATTN16_BLOCK, nk, ATTN16_BLOCK, hd / 2, diag ? ZT_TILE_J_GE_I : ZT_TILE_DENSE, amx);
+                            ATTN16_BLOCK, nk, ATTN16_BLOCK, hd / 2, diag ? ZT_TILE_J_GE_I : ZT_TILE_DENSE,
+                            0, amx);
                         zt_attn_grad_tile(pt, dst, nq, nk, i0 - j0, window, scale, L, D);
                         const int nqp = (nq + 1) / 2;
                         /* dV += P^T dO */
                         tile_query_pairs(s16.a2, pt, nk, nq);
                         pmm(dvcol + (size_t)j0 * W, W, s16.a2, PAIRS_BLOCK, 1, s16.dop, hd, nk, hd,
-                            nqp, diag ? ZT_TILE_K_GE_I : ZT_TILE_DENSE, amx);
+                            nqp, diag ? ZT_TILE_K_GE_I : ZT_TILE_DENSE, 1, amx);
                         /* dK += (scale dS)^T Q */
                         tile_query_pairs(s16.a2, dst, nk, nq);
                         pmm(dkcol + (size_t)j0 * W, W, s16.a2, PAIRS_BLOCK, 1, s16.qp, hd, nk, hd,
-                            nqp, diag ? ZT_TILE_K_GE_I : ZT_TILE_DENSE, amx);
+                            nqp, diag ? ZT_TILE_K_GE_I : ZT_TILE_DENSE, 1, amx);
                         /* dQ += (scale dS) K */
                         key_pairs_product(dq, W, dst, nk, nq, kpairs + (size_t)(j0 / 2) * hd, hd, hd,
                                           diag ? ZT_TILE_K_LE_I : ZT_TILE_DENSE, amx);
