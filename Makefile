@@ -104,7 +104,22 @@ $(BUILD)/obj/src/kernels/amx.o: CFLAGS += -mamx-tile -mamx-bf16
 # ignore the flag.
 $(BUILD)/obj/src/kernels/attention.o $(BUILD)/obj/src/kernels/attention16.o \
 $(BUILD)/obj/src/kernels/swiglu.o: CFLAGS += -mprefer-vector-width=512
+WIDTH_256 := -mprefer-vector-width=256
 endif
+
+# tests/test_vector_width.c holds those three files to the same bits at both widths:
+# they are built once more at 256 bits, every entry point renamed to w256_*.
+WIDTH_OBJ := $(addprefix $(BUILD)/obj/tests/width/,attention.o attention16.o swiglu.o)
+WIDTH_RENAME := $(foreach f,attention_forward attention_forward_copy16 attention_backward \
+                  attention16_supported attention16_pack_bytes attention16_forward \
+                  attention16_backward swiglu_forward swiglu_backward,-Dzt_$(f)=w256_$(f))
+$(BUILD)/obj/tests/width/%.o: src/kernels/%.c Makefile
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(WIDTH_256) $(WIDTH_RENAME) -c $< -o $@
+
+$(BUILD)/tests/test_vector_width: $(BUILD)/obj/tests/test_vector_width.o $(WIDTH_OBJ) $(BUILD)/libztrain.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
 $(BUILD)/obj/%.o: %.cu Makefile
 	@mkdir -p $(dir $@)
