@@ -1,13 +1,13 @@
 /* amx.c — see amx.h.  Built with -mamx-tile -mamx-bf16 on x86-64 (Makefile), called
  * only when zt_amx_usable(); other builds keep the interface and never use it. */
 #include "amx.h"
+#include "matmul.h"
 
 #include <assert.h>
 
 /* GCC spells the feature macros __AMX_TILE__, clang __AMXTILE__ */
 #if defined(__x86_64__) && (defined(__AMX_TILE__) || defined(__AMXTILE__)) && \
     (defined(__AMX_BF16__) || defined(__AMXBF16__))
-#include <dnnl.h>
 #include <immintrin.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -22,12 +22,9 @@ static int usable = -1;
 
 int zt_amx_usable(void)
 {
-    if (usable < 0) {
-        /* ISA values are nested bit masks: "at least avx512_core_amx" is a mask test */
-        unsigned isa = (unsigned)dnnl_get_effective_cpu_isa();
-        unsigned need = (unsigned)dnnl_cpu_isa_avx512_core_amx;
-        usable = (isa & need) == need && syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
-    }
+    if (usable < 0)
+        usable = zt_matmul_isa_has_amx() &&
+                 syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
     return usable;
 }
 

@@ -363,17 +363,20 @@ static int entry_run(mm_entry *e, float *C, const void *A, const void *B, zt_err
 
 /* ---- public API ------------------------------------------------------------ */
 
+/* ISA values are nested bit masks, so "at least this ISA" is a mask test. */
+static int isa_at_least(dnnl_cpu_isa_t need)
+{
+    return ((unsigned)dnnl_get_effective_cpu_isa() & (unsigned)need) == (unsigned)need;
+}
+
 int zt_matmul_has_native_bf16(void)
 {
-    if (native_bf16 < 0) {
-        /* ISA values are nested bit masks, so "at least avx512_core_bf16" (which
-         * includes AMX) is a mask test. */
-        unsigned isa = (unsigned)dnnl_get_effective_cpu_isa();
-        unsigned need = (unsigned)dnnl_cpu_isa_avx512_core_bf16;
-        native_bf16 = (isa & need) == need;
-    }
+    if (native_bf16 < 0)
+        native_bf16 = isa_at_least(dnnl_cpu_isa_avx512_core_bf16); /* AMX includes it */
     return native_bf16;
 }
+
+int zt_matmul_isa_has_amx(void) { return isa_at_least(dnnl_cpu_isa_avx512_core_amx); }
 
 zt_bf16_path zt_matmul_bf16_path(zt_dtype compute)
 {

@@ -28,6 +28,9 @@ int zt_matmul(float *C, const void *A, zt_dtype a_dt, const void *B, zt_dtype b_
 
 /* 1 when bf16 products run natively (AVX512-BF16 or AMX) on this CPU. */
 int zt_matmul_has_native_bf16(void);
+/* 1 when oneDNN's effective ISA includes AMX-BF16 (so DNNL_MAX_CPU_ISA below it says 0);
+ * amx.c asks this before it asks Linux for the tile state. */
+int zt_matmul_isa_has_amx(void);
 
 /* Which path products in a compute dtype take: for bf16, the native oneDNN
  * primitive, else the AVX2/FMA kernel that converts while packing (gemm_bf16.h),
