@@ -16,6 +16,7 @@
  * (persistence threshold, max live parameters, prefetch bucket, limit_all_gathers,
  * reduce and all-gather buckets) each change the collectives' count, the bytes in
  * flight or the memory by exactly what they promise, and never a number. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -451,6 +452,64 @@ static void test_communication_volume(void)
     }
 }
 
+/* The reduce-scatter's sum, element by element: member j's value of element e is
+ * value(j, e), finite, of mixed signs and exponents so that a change of order or of
+ * rounding shows; the shard must hold the sum over members in rank order, rounded to
+ * the 16-bit type after each addition (comm.h), for each dtype.  The shard length
+ * (70001) takes the parallel path and ends in a partial block. */
+static uint32_t value_bits(int j, size_t e)
+{
+    uint64_t x = (uint64_t)e * 0x9E3779B97F4A7C15ull + (uint64_t)(j + 1) * 0xD1B54A32D192ED03ull;
+    x ^= x >> 31, x *= 0xBF58476D1CE4E5B9ull, x ^= x >> 29;
+    return (uint32_t)x;
+}
+
+static float value(int j, size_t e, zt_dtype dt)
+{
+    uint32_t r = value_bits(j, e);
+    float mag = (float)(1 + (r & 0xff)) * ldexpf(1.0f, (int)((r >> 8) % 9) - 12); /* 2^-12 .. 2^-4 x 1..256 */
+    float v = (r >> 31) ? -mag : mag;
+    return dt == ZT_BF16 ? zt_round_bf16(v) : dt == ZT_F16 ? zt_f16_to_f32(zt_f32_to_f16(v)) : v;
+}
+
+static void test_reduce_scatter_sums_in_rank_order(void)
+{
+    zt_comm c;
+    zt_err err;
+    ZT_CHECK(zt_comm_create(&c, world, &err) == ZT_OK);
+    const size_t per = 70001, n = per * (size_t)world;
+    const zt_dtype dts[3] = {ZT_F32, ZT_BF16, ZT_F16};
+    for (int k = 0; k < 3; k++) {
+        zt_dtype dt = dts[k];
+        size_t es = zt_dtype_size(dt), bad = 0;
+        float *mine = malloc(n * sizeof *mine), *shard32 = malloc(per * sizeof *shard32);
+        void *full = malloc(n * es), *slices = malloc(n * es), *shard = malloc(per * es);
+        ZT_CHECK(mine && shard32 && full && slices && shard);
+        if (!mine || !shard32 || !full || !slices || !shard) {
+            free(mine), free(shard32), free(full), free(slices), free(shard);
+            break;
+        }
+        for (size_t e = 0; e < n; e++)
+            mine[e] = value(rank, e, dt);
+        zt_convert(full, dt, mine, ZT_F32, n);
+        zt_comm_reduce_scatter(&c, shard, full, slices, n, dt);
+        zt_convert(shard32, ZT_F32, shard, dt, per);
+        for (size_t i = 0; i < per; i++) {
+            size_t e = (size_t)c.shard_rank * per + i;
+            float s = value(0, e, dt);
+            for (int j = 1; j < world; j++) {
+                s += value(j, e, dt);
+                s = dt == ZT_BF16 ? zt_round_bf16(s) : dt == ZT_F16 ? zt_f16_to_f32(zt_f32_to_f16(s)) : s;
+            }
+            bad += memcmp(&s, &shard32[i], sizeof s) != 0;
+        }
+        ZT_CHECK_MSG(bad == 0, "%s reduce-scatter over %d ranks: %zu of %zu sums differ from rank order",
+                     zt_dtype_name(dt), world, bad, per);
+        free(mine), free(shard32), free(full), free(slices), free(shard);
+    }
+    zt_comm_free(&c);
+}
+
 /* The seed's point: FSDP's aligned mode and DeepSpeed run the same numbers. */
 static void test_fsdp_aligned_equals_deepspeed(void)
 {
@@ -857,6 +916,7 @@ int main(int argc, char **argv)
     ZT_RUN(test_overlap_is_bit_exact);
     ZT_RUN(test_memory_accounting);
     ZT_RUN(test_communication_volume);
+    ZT_RUN(test_reduce_scatter_sums_in_rank_order);
     ZT_RUN(test_fsdp_aligned_equals_deepspeed);
     ZT_RUN(test_fp16_overflow_skips_on_every_rank);
     ZT_RUN(test_resume_is_bit_exact);

@@ -372,14 +372,30 @@ static void sum_slices(void *shard, const void *slices, size_t per, int G, zt_dt
             out[i] = s;
         }
     } else if (dt == ZT_BF16) {
-        uint16_t *restrict out = shard;
-        const uint16_t *restrict in = slices;
-        #pragma omp parallel for simd schedule(static) if (per >= 65536)
-        for (size_t i = 0; i < per; i++) {
-            float s = zt_bf16_to_f32(in[i]);
-            for (int j = 1; j < G; j++)
-                s = zt_round_bf16(s + zt_bf16_to_f32(in[(size_t)j * per + i]));
-            out[i] = zt_f32_to_bf16(s);
+        /* The same sums, a block of SUM_BLOCK elements at a time: one vector pass per
+         * member over a block kept in fp32 (in L1), so each loop is a straight line of
+         * lanes.  GCC does not vectorize the per-element form (its inner loop over the
+         * members around the rounding's NaN test): 8x slower, 2 % of a 2-rank bf16 step. */
+        enum { SUM_BLOCK = 1024 };
+        size_t blocks = (per + SUM_BLOCK - 1) / SUM_BLOCK;
+        #pragma omp parallel for schedule(static) if (per >= 65536)
+        for (size_t b = 0; b < blocks; b++) {
+            size_t i0 = b * SUM_BLOCK, n = per - i0 < SUM_BLOCK ? per - i0 : SUM_BLOCK;
+            const uint16_t *restrict in = (const uint16_t *)slices + i0;
+            uint16_t *restrict out = (uint16_t *)shard + i0;
+            float acc[SUM_BLOCK];
+            #pragma omp simd
+            for (size_t i = 0; i < n; i++)
+                acc[i] = zt_bf16_to_f32(in[i]);
+            for (int j = 1; j < G; j++) {
+                const uint16_t *restrict x = in + (size_t)j * per;
+                #pragma omp simd
+                for (size_t i = 0; i < n; i++)
+                    acc[i] = zt_round_bf16(acc[i] + zt_bf16_to_f32(x[i]));
+            }
+            #pragma omp simd
+            for (size_t i = 0; i < n; i++)
+                out[i] = zt_f32_to_bf16(acc[i]);
         }
     } else {
         uint16_t *out = shard;
