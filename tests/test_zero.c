@@ -464,12 +464,19 @@ static uint32_t value_bits(int j, size_t e)
     return (uint32_t)x;
 }
 
+/* v rounded to dt and read back: the value a dt buffer keeps */
+static float as_dtype(float v, zt_dtype dt)
+{
+    float kept;
+    zt_store_f32(&kept, dt, 0, v);
+    return zt_load_f32(&kept, dt, 0);
+}
+
 static float value(int j, size_t e, zt_dtype dt)
 {
     uint32_t r = value_bits(j, e);
     float mag = (float)(1 + (r & 0xff)) * ldexpf(1.0f, (int)((r >> 8) % 9) - 12); /* 2^-12 .. 2^-4 x 1..256 */
-    float v = (r >> 31) ? -mag : mag;
-    return dt == ZT_BF16 ? zt_round_bf16(v) : dt == ZT_F16 ? zt_f16_to_f32(zt_f32_to_f16(v)) : v;
+    return as_dtype((r >> 31) ? -mag : mag, dt);
 }
 
 static void test_reduce_scatter_sums_in_rank_order(void)
@@ -497,10 +504,8 @@ static void test_reduce_scatter_sums_in_rank_order(void)
         for (size_t i = 0; i < per; i++) {
             size_t e = (size_t)c.shard_rank * per + i;
             float s = value(0, e, dt);
-            for (int j = 1; j < world; j++) {
-                s += value(j, e, dt);
-                s = dt == ZT_BF16 ? zt_round_bf16(s) : dt == ZT_F16 ? zt_f16_to_f32(zt_f32_to_f16(s)) : s;
-            }
+            for (int j = 1; j < world; j++)
+                s = as_dtype(s + value(j, e, dt), dt);
             bad += memcmp(&s, &shard32[i], sizeof s) != 0;
         }
         ZT_CHECK_MSG(bad == 0, "%s reduce-scatter over %d ranks: %zu of %zu sums differ from rank order",
