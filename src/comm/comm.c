@@ -31,6 +31,7 @@ static void f16_sum(void *in, void *inout, int *len, MPI_Datatype *dt)
     (void)dt;
     const uint16_t *restrict a = in;
     uint16_t *restrict b = inout;
+    #pragma omp simd
     for (int i = 0; i < *len; i++)
         b[i] = zt_f32_to_f16(zt_f16_to_f32(a[i]) + zt_f16_to_f32(b[i]));
 }
@@ -357,6 +358,37 @@ static void host_allgather(zt_comm *c, void *full, const void *shard, size_t n, 
     zt_watch_unblock(seq);
 }
 
+/* A 16-bit value as fp32 (exact) and an fp32 value rounded to it: bf16, or fp16 when
+ * f16.  Called with a literal f16, so that each use compiles to one format's code. */
+static inline float load16(uint16_t h, int f16) { return f16 ? zt_f16_to_f32(h) : zt_bf16_to_f32(h); }
+static inline uint16_t store16(float x, int f16) { return f16 ? zt_f32_to_f16(x) : zt_f32_to_bf16(x); }
+
+/* sum_slices for the 16-bit formats, one block of n <= SUM_BLOCK elements: one vector pass
+ * per member over the block kept in fp32 (in L1), rounded after each addition, so each
+ * loop is a straight line of lanes.  GCC does not vectorize the per-element form (its
+ * inner loop over the members around the rounding): 8x slower for bf16, 2 % of a 2-rank
+ * bf16 step. */
+enum { SUM_BLOCK = 1024 };
+static inline __attribute__((always_inline)) void sum_block16(uint16_t *restrict out,
+                                                              const uint16_t *restrict in,
+                                                              size_t per, size_t n, int G,
+                                                              const int f16)
+{
+    float acc[SUM_BLOCK];
+    #pragma omp simd
+    for (size_t i = 0; i < n; i++)
+        acc[i] = load16(in[i], f16);
+    for (int j = 1; j < G; j++) {
+        const uint16_t *restrict x = in + (size_t)j * per;
+        #pragma omp simd
+        for (size_t i = 0; i < n; i++)
+            acc[i] = load16(store16(acc[i] + load16(x[i], f16), f16), f16);
+    }
+    #pragma omp simd
+    for (size_t i = 0; i < n; i++)
+        out[i] = store16(acc[i], f16);
+}
+
 /* shard[i] = sum over members j, in order, of slices[j * per + i]; a 16-bit sum
  * is rounded after each addition, as the 16-bit MPI ops above round. */
 static void sum_slices(void *shard, const void *slices, size_t per, int G, zt_dtype dt)
@@ -371,40 +403,23 @@ static void sum_slices(void *shard, const void *slices, size_t per, int G, zt_dt
                 s += in[(size_t)j * per + i];
             out[i] = s;
         }
-    } else if (dt == ZT_BF16) {
-        /* The same sums, a block of SUM_BLOCK elements at a time: one vector pass per
-         * member over a block kept in fp32 (in L1), so each loop is a straight line of
-         * lanes.  GCC does not vectorize the per-element form (its inner loop over the
-         * members around the rounding's NaN test): 8x slower, 2 % of a 2-rank bf16 step. */
-        enum { SUM_BLOCK = 1024 };
-        size_t blocks = (per + SUM_BLOCK - 1) / SUM_BLOCK;
-        #pragma omp parallel for schedule(static) if (per >= 65536)
-        for (size_t b = 0; b < blocks; b++) {
-            size_t i0 = b * SUM_BLOCK, n = per - i0 < SUM_BLOCK ? per - i0 : SUM_BLOCK;
-            const uint16_t *restrict in = (const uint16_t *)slices + i0;
-            uint16_t *restrict out = (uint16_t *)shard + i0;
-            float acc[SUM_BLOCK];
-            #pragma omp simd
-            for (size_t i = 0; i < n; i++)
-                acc[i] = zt_bf16_to_f32(in[i]);
-            for (int j = 1; j < G; j++) {
-                const uint16_t *restrict x = in + (size_t)j * per;
-                #pragma omp simd
-                for (size_t i = 0; i < n; i++)
-                    acc[i] = zt_round_bf16(acc[i] + zt_bf16_to_f32(x[i]));
-            }
-            #pragma omp simd
-            for (size_t i = 0; i < n; i++)
-                out[i] = zt_f32_to_bf16(acc[i]);
-        }
     } else {
+        const size_t blocks = (per + SUM_BLOCK - 1) / SUM_BLOCK;
         uint16_t *out = shard;
         const uint16_t *in = slices;
-        for (size_t i = 0; i < per; i++) {
-            float s = zt_f16_to_f32(in[i]);
-            for (int j = 1; j < G; j++)
-                s = zt_f16_to_f32(zt_f32_to_f16(s + zt_f16_to_f32(in[(size_t)j * per + i])));
-            out[i] = zt_f32_to_f16(s);
+        /* one loop per format, so that each block's code is that format's */
+        if (dt == ZT_F16) {
+            #pragma omp parallel for schedule(static) if (per >= 65536)
+            for (size_t b = 0; b < blocks; b++) {
+                size_t i0 = b * SUM_BLOCK, n = per - i0 < SUM_BLOCK ? per - i0 : SUM_BLOCK;
+                sum_block16(out + i0, in + i0, per, n, G, 1);
+            }
+        } else {
+            #pragma omp parallel for schedule(static) if (per >= 65536)
+            for (size_t b = 0; b < blocks; b++) {
+                size_t i0 = b * SUM_BLOCK, n = per - i0 < SUM_BLOCK ? per - i0 : SUM_BLOCK;
+                sum_block16(out + i0, in + i0, per, n, G, 0);
+            }
         }
     }
 }

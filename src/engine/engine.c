@@ -434,7 +434,7 @@ void zt_engine_set_param(zt_engine *eng, const zt_param *p, const void *src, zt_
         /* round to the load dtype first (torch_dtype), then store as master */
         float loaded = eng->prec.load == ZT_F32    ? x
                        : eng->prec.load == ZT_BF16 ? zt_round_bf16(x)
-                                                   : zt_f16_to_f32(zt_f32_to_f16(x));
+                                                   : zt_round_f16(x);
         zt_store_f32(dst, eng->prec.master, i, loaded);
     }
     if (!eng->be->host_visible) {

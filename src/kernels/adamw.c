@@ -29,7 +29,7 @@ static inline float inv_half_ulp(float x, int mb)
 #define RN_BF16(x) zt_round_bf16(x)
 #define LD_F16(b, i) zt_f16_to_f32(((const uint16_t *)(b))[i])
 #define ST_F16(b, i, x) (((uint16_t *)(b))[i] = zt_f32_to_f16(x))
-#define RN_F16(x) zt_f16_to_f32(zt_f32_to_f16(x))
+#define RN_F16(x) zt_round_f16(x)
 
 /* The loop for 16-bit storage.  The arithmetic is fp32 in torch's order; p, m and v
  * are rounded to the storage dtype when stored (contract §3).  COMP (a literal 0 or 1)

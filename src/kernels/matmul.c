@@ -135,14 +135,14 @@ static void round_bf16_f32(float *dst, const float *src, size_t n)
  * without AVX512-BF16; overflow past 65504 becomes inf, as on the device). */
 static void round_f16_f32(float *dst, const float *src, size_t n)
 {
-#pragma omp parallel for schedule(static) if (n >= MM_PAR_MIN)
+#pragma omp parallel for simd schedule(static) if (n >= MM_PAR_MIN)
     for (size_t i = 0; i < n; i++)
-        dst[i] = zt_f16_to_f32(zt_f32_to_f16(src[i]));
+        dst[i] = zt_round_f16(src[i]);
 }
 
 static void f16_to_f32(float *dst, const uint16_t *src, size_t n)
 {
-#pragma omp parallel for schedule(static) if (n >= MM_PAR_MIN)
+#pragma omp parallel for simd schedule(static) if (n >= MM_PAR_MIN)
     for (size_t i = 0; i < n; i++)
         dst[i] = zt_f16_to_f32(src[i]);
 }

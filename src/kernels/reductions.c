@@ -31,7 +31,26 @@ void zt_accumulate(void *acc, zt_dtype md, const void *x, zt_dtype xd, size_t n)
             for (size_t i = 0; i < n; i++)
                 a[i] = zt_f32_to_bf16(zt_bf16_to_f32(a[i]) + zt_bf16_to_f32(b[i]));
         }
-    } else {
+    } else if (md == ZT_F32 && xd == ZT_F16) {
+        float *a = acc;
+        const uint16_t *b = x;
+        #pragma omp parallel for simd schedule(static)
+        for (size_t i = 0; i < n; i++)
+            a[i] += zt_f16_to_f32(b[i]);
+    } else if (md == ZT_F16 && (xd == ZT_F32 || xd == ZT_F16)) {
+        uint16_t *a = acc; /* fp16 accumulators: as the bf16 ones above */
+        if (xd == ZT_F32) {
+            const float *b = x;
+            #pragma omp parallel for simd schedule(static)
+            for (size_t i = 0; i < n; i++)
+                a[i] = zt_f32_to_f16(zt_f16_to_f32(a[i]) + b[i]);
+        } else {
+            const uint16_t *b = x;
+            #pragma omp parallel for simd schedule(static)
+            for (size_t i = 0; i < n; i++)
+                a[i] = zt_f32_to_f16(zt_f16_to_f32(a[i]) + zt_f16_to_f32(b[i]));
+        }
+    } else { /* one 16-bit format into the other */
         #pragma omp parallel for schedule(static)
         for (size_t i = 0; i < n; i++)
             zt_store_f32(acc, md, i, zt_load_f32(acc, md, i) + zt_load_f32(x, xd, i));
@@ -79,9 +98,12 @@ double zt_sumsq(const void *x, zt_dtype dt, size_t n)
             s += v * v;
         }
     } else {
+        /* fp16: in element order (no simd), as it always summed: a vector sum would
+         * reassociate the double additions and move the norm's last bits */
+        const uint16_t *g = x;
         #pragma omp parallel for reduction(+ : s) schedule(static)
         for (size_t i = 0; i < n; i++) {
-            double v = zt_load_f32(x, dt, i);
+            double v = zt_f16_to_f32(g[i]);
             s += v * v;
         }
     }
