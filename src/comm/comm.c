@@ -407,19 +407,15 @@ static void sum_slices(void *shard, const void *slices, size_t per, int G, zt_dt
         const size_t blocks = (per + SUM_BLOCK - 1) / SUM_BLOCK;
         uint16_t *out = shard;
         const uint16_t *in = slices;
-        /* one loop per format, so that each block's code is that format's */
-        if (dt == ZT_F16) {
-            #pragma omp parallel for schedule(static) if (per >= 65536)
-            for (size_t b = 0; b < blocks; b++) {
-                size_t i0 = b * SUM_BLOCK, n = per - i0 < SUM_BLOCK ? per - i0 : SUM_BLOCK;
+        const int f16 = dt == ZT_F16;
+        #pragma omp parallel for schedule(static) if (per >= 65536)
+        for (size_t b = 0; b < blocks; b++) {
+            size_t i0 = b * SUM_BLOCK, n = per - i0 < SUM_BLOCK ? per - i0 : SUM_BLOCK;
+            /* a literal format per call, so that each block's code is that format's */
+            if (f16)
                 sum_block16(out + i0, in + i0, per, n, G, 1);
-            }
-        } else {
-            #pragma omp parallel for schedule(static) if (per >= 65536)
-            for (size_t b = 0; b < blocks; b++) {
-                size_t i0 = b * SUM_BLOCK, n = per - i0 < SUM_BLOCK ? per - i0 : SUM_BLOCK;
+            else
                 sum_block16(out + i0, in + i0, per, n, G, 0);
-            }
         }
     }
 }
