@@ -23,7 +23,7 @@ int zt_hf_save(const char *dir, const zt_llama_config *cfg, const zt_layout *lay
         if (!(vals[i] = zt_alloc(ZT_MEM_OTHER, lay->params[i].numel * sizeof(float))))
             rc = zt_fail(err, ZT_EFAIL, "out of memory saving %s", dir);
     /* every rank takes part in the gather, whatever happened locally */
-    if (zt_comm_max_int(eng->comm, rc) != ZT_OK) {
+    if (zt_comm_max_int(zt_engine_comm(eng), rc) != ZT_OK) {
         rc = rc ? rc : zt_fail(err, ZT_EFAIL, "%s", "");
     } else {
         rc = zt_engine_full_params(eng, vals, err);
