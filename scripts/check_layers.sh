@@ -8,7 +8,9 @@
 #   - every #include "..." in the C and CUDA sources of src/ (.c .h .cu .cuh, in a
 #     folder or below it: src/kernels/cuda belongs to kernels) resolves, relative to
 #     its file, to its own folder or an allowed one; each violation is printed on
-#     stderr as FILE:LINE: FROM -> TO.
+#     stderr as FILE:LINE: FROM -> TO;
+#   - a private header, NAME_impl.h (src/engine/engine_impl.h: the engine's struct),
+#     is included only from its own folder, whatever the map allows.
 # Exit 0 clean, 1 violations, 2 the map is missing or malformed.
 set -u
 root=$(cd "${1:-$(dirname "$0")/..}" && pwd)
@@ -59,6 +61,9 @@ for dir in "$root"/src/*/; do
             to=$(resolve "$here" "$inc")
             [ -n "$to" ] || { echo "${f#"$root"/}:$n: $from -> outside src/ ($inc)" >&2; bad=1; continue; }
             [ "$to" = "$from" ] && continue
+            case ${inc##*/} in
+                *_impl.h) echo "${f#"$root"/}:$n: $from -> $to ($inc) is private to src/$to" >&2; bad=1; continue ;;
+            esac
             case ${allowed[$from]} in
                 *" $to "*) ;;
                 *) echo "${f#"$root"/}:$n: $from -> $to ($inc) is not in the layer map" >&2; bad=1 ;;
