@@ -245,6 +245,7 @@ static void test_accessors_and_refused_create(void)
     zt_engine_set_optimizer_steps(eng, 41);
     ZT_CHECK(zt_engine_optimizer_steps(eng) == 41);
     zt_engine_stats s = zt_engine_get_stats(eng);
+    ZT_CHECK(zt_engine_nonfinite_unit(eng) == -1);
     ZT_CHECK(s.prefetch_used == 0 && s.prefetch_unit == -1 && s.pool_held == 0 && s.gradients_open == 0);
     for (int u = 0; u < lay.nunits; u++)
         ZT_CHECK(zt_engine_unit_phase(eng, u) == ZT_UNIT_IDLE);

@@ -277,7 +277,7 @@ static int engine_init(zt_engine *eng, const zt_backend *be, const zt_layout *la
     eng->comm = comm;
     eng->group_size = stage == 0 ? 1 : comm->shard_size;
     eng->group_rank = stage == 0 ? 0 : comm->shard_rank;
-    eng->gather_unit = eng->reduce_unit = eng->pieces.unit = -1;
+    eng->gather_unit = eng->reduce_unit = eng->pieces.unit = eng->nonfinite_unit = -1;
     if (overlap)
         eng->overlap = *overlap;
     if (stage < 0 || stage > 3)

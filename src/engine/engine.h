@@ -133,7 +133,7 @@ void zt_engine_state_unmap(zt_engine *eng, int i, void *view, int send);
 long zt_engine_optimizer_steps(const zt_engine *eng);
 void zt_engine_set_optimizer_steps(zt_engine *eng, long steps);
 /* The last step: the lowest unit whose gradient held an inf or NaN on some rank,
- * -1 none. */
+ * -1 none (and before the first step). */
 int zt_engine_nonfinite_unit(const zt_engine *eng);
 /* The last step's lost-update audit, summed over the shard group. */
 zt_adamw_audit zt_engine_last_audit(const zt_engine *eng);
