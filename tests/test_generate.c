@@ -128,7 +128,7 @@ static int full_forward(const char *dir, const int *tokens, int T, zt_dtype comp
     if (!rc) rc = zt_engine_create(&eng, zt_backend_cpu(), &lay, prec, 0, NULL, &comm, &err);
     if (!rc) rc = zt_hf_load_params(dir, &lay, eng, &err);
     if (!rc) zt_engine_refresh_gathered(eng);
-    zt_param_owner owner = zt_engine_param_owner(eng);
+    zt_param_owner owner = rc ? (zt_param_owner){0} : zt_engine_param_owner(eng);
     if (!rc) rc = zt_model_init(&model, &cfg, &lay, &owner, 1, T, 0, &err);
     ZT_CHECK_MSG(rc == ZT_OK, "%s", err.msg);
     if (rc)

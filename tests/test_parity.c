@@ -124,7 +124,7 @@ static int setup_open(setup *s, const char *dir, const fixture_args *fa, zt_prec
     if (!rc) rc = zt_engine_create(&s->eng, zt_backend_cpu(), &s->lay, prec, 0, NULL, &s->comm, &err);
     if (!rc) rc = zt_hf_load_params(dir, &s->lay, s->eng, &err);
     if (!rc) zt_engine_refresh_gathered(s->eng);
-    zt_param_owner own = zt_engine_param_owner(s->eng);
+    zt_param_owner own = rc ? (zt_param_owner){0} : zt_engine_param_owner(s->eng);
     if (!rc) rc = zt_model_init(&s->model, &s->cfg, &s->lay, &own, fa->B, fa->T, 0, &err);
     if (!rc) rc = zt_batcher_init(&s->batcher, &s->tokens, fa->T, 0, 0, path, &err);
     ZT_CHECK_MSG(rc == ZT_OK, "setup %s: %s", dir, err.msg);
