@@ -159,9 +159,12 @@ cuda-bins: all $(BUILD)/tests/gpu/kernels_check
 test-san:
 	$(MAKE) SANITIZE=1 test
 
-# every #include in src/ against the layer map of docs/architecture.md
-check-layers:
-	scripts/check_layers.sh
+# the layer map of docs/architecture.md against every #include in src/ and every
+# call between the objects of $(BUILD) (make CUDA=1 check-layers: with the .cu
+# files'), then the exported functions nothing calls
+check-layers: $(LIB_OBJ) $(CLI_OBJ)
+	scripts/check_layers.sh --objects $(BUILD)
+	scripts/find_uncalled.sh $(BUILD)
 
 test-ubsan:
 	$(MAKE) SANITIZE=ubsan test

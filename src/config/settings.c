@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../model/layout.h" /* the wrap policy names (zt_wrap_policy_parse) */
+
 void zt_settings_defaults(zt_settings *s)
 {
     memset(s, 0, sizeof *s);
