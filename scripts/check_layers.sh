@@ -106,7 +106,7 @@ if [ -n "$objects" ]; then
             nm -g "$1" "$o" | awk -v f="${rel%%/*}" -v o="$shown/${o#"$objects"/}" 'NF >= 2 { print f, o, $NF }'
         done
     }
-    defs=$(symbols --defined-only | awk '{ n[$3]++; if (!($3 in f) || f[$3] != $1) c[$3]++; f[$3] = $1; o[$3] = $2 }
+    defs=$(symbols --defined-only | awk '{ if (!($3 in f) || f[$3] != $1) c[$3]++; f[$3] = $1; o[$3] = $2 }
                                           END { for (s in f) if (c[s] == 1) print s, f[s], o[s] }')
     [ -n "$defs" ] || { echo "check-layers: $objects/obj/src: no symbols (build first: make)" >&2; exit 2; }
     calls_bad=0
