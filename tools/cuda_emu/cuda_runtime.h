@@ -40,6 +40,7 @@
 #define __forceinline__ inline
 #define __shared__ static
 #define __launch_bounds__(...)
+#define __align__(n) alignas(n)
 
 struct dim3 {
     unsigned x, y, z;

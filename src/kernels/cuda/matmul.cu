@@ -38,6 +38,10 @@
  * deterministic for a given algorithm (no atomics in its reductions on one stream). */
 #include "entries.cuh"
 
+extern "C" {
+#include "../matmul.h"
+}
+
 #include <cublasLt.h>
 #include <string.h>
 
@@ -221,20 +225,14 @@ static int run_plan(cublasLtHandle_t lt, const mm_plan *p, float *C, const void 
 int zt_cu_matmul(float *C, const void *A, zt_dtype a_dt, const void *B, zt_dtype b_dt, int M, int N, int K,
                  int trans_a, int trans_b, float beta, zt_dtype compute, zt_err *err)
 {
-    if (M < 0 || N < 0 || K < 0)
-        return zt_fail(err, ZT_EINPUT, "matmul: negative shape M=%d N=%d K=%d", M, N, K);
-    if (beta != 0.0f && beta != 1.0f)
-        return zt_fail(err, ZT_EINPUT, "matmul M=%d N=%d K=%d: beta must be 0 or 1, got %g", M, N, K, (double)beta);
-    /* the CPU's rule: fp16 compute takes fp16 or fp32 inputs; bf16 inputs go with bf16 or fp32 */
-    if ((compute == ZT_F16 && (a_dt == ZT_BF16 || b_dt == ZT_BF16)) ||
-        (compute != ZT_F16 && (a_dt == ZT_F16 || b_dt == ZT_F16)))
-        return zt_fail(err, ZT_EINPUT, "matmul M=%d N=%d K=%d: unsupported dtypes A=%s B=%s compute=%s", M, N, K,
-                       zt_dtype_name(a_dt), zt_dtype_name(b_dt), zt_dtype_name(compute));
-    if (M == 0 || N == 0)
+    /* the CPU's argument rules, from their one home (matmul.h) */
+    zt_mm_work work;
+    const int bad = zt_matmul_check_args(C, A, a_dt, B, b_dt, M, N, K, beta, compute, &work, err);
+    if (bad)
+        return bad;
+    if (work == ZT_MM_NOTHING)
         return ZT_OK;
-    if (!C || ((!A || !B) && K > 0))
-        return zt_fail(err, ZT_EINPUT, "matmul M=%d N=%d K=%d: NULL buffer", M, N, K);
-    if (K == 0) { /* empty sum: C = beta*C */
+    if (work == ZT_MM_SCALE_C) { /* empty sum: C = beta*C */
         if (beta == 0.0f)
             ZT_CU_TRY(err, cudaMemsetAsync(C, 0, (size_t)M * N * sizeof *C, zt_cu.stream));
         return ZT_OK;
