@@ -49,6 +49,7 @@
 #include "../../src/core/rng.h"
 #include "../../src/kernels/backend.h"
 #include "../../src/kernels/backend_cuda.h"
+#include "../../src/kernels/cuda/fast.h"
 
 #define EXACT 0.0
 #define FP32_TOL 1e-5
@@ -62,7 +63,8 @@ static int n_passed, n_failed, n_skipped;
  * products are then reported as skipped, never as passed */
 static int no_matmul;
 /* --only NAME: run one group of checks (memory, matmul, embed, rmsnorm, rope, swiglu,
- * transpose, xent, attention, cache, adamw, reductions) */
+ * transpose, xent, attention, cache, adamw, reductions, fast-norm, fast-xent, fast-attention;
+ * `fast` runs the three fast-* groups) */
 static const char *only;
 
 /* ---- reporting ------------------------------------------------------------------------ */
@@ -674,6 +676,270 @@ static void check_attention(void)
     check_attention_case(1, 70, 2, 1, 64, 1, ZT_F32);
 }
 
+/* ---- the fast kernels (src/kernels/cuda/fast.h) against the exact ones --------------------
+ *
+ * Each fast kernel runs on the same device inputs as its exact twin (the table's entry),
+ * and its outputs are compared with the exact kernel's, downloaded.  FAST_TOL: the
+ * fast attention rounds its probabilities and score gradients to bf16 for the tensor
+ * cores, as the exact kernel does, but from fp32 values computed another way (exp2 of
+ * pre-scaled scores, tensor-core sums in another order), so where the exact kernel's
+ * rounding lands on one bf16 neighbour the fast one may land on the other: a bf16 ulp,
+ * 2^-8 relative, of a term, in either kernel, so two ulps (2^-7) of the output's scale
+ * between them, plus the fp32 part.  A wrong mask, scale or index is off by O(1). */
+#define FAST_TOL (2.0 / 128 + 1e-5)
+
+static void check_fast_attention_case(int B, int T, int nh, int nkv, int hd, int window, zt_dtype opd)
+{
+    const size_t W = (size_t)(nh + 2 * nkv) * hd, nqkv = (size_t)B * T * W, nout = (size_t)B * T * nh * hd,
+                 nlse = (size_t)B * nh * T;
+    float *qkv = randn(nqkv, 1.0f), *dout = randn(nout, 1.0f);
+    const size_t gs = gpu->attention_scratch_bytes(B, T, nkv, hd, opd);
+    const size_t fs = zt_cu_fast_attention_scratch_bytes(B, T, nkv, hd, opd);
+    const int tensor_cores = fs > 0 && zt_cu_fast_attention_supported(hd);
+    char tag[128], name[200];
+    snprintf(tag, sizeof tag, "B=%d T=%d nh=%d nkv=%d hd=%d window=%d %s", B, T, nh, nkv, hd, window,
+             tensor_cores ? "tensor cores" : "exact fallback");
+    snprintf(name, sizeof name, "fast attention scratch: the exact kernel's size (%s)", tag);
+    report(name, fs == gs ? 0.0 : 1.0, EXACT, NULL);
+    /* the fallback (fp32 operands, other head sizes) is the exact kernel: its bits */
+    const double tol = tensor_cores ? FAST_TOL : EXACT;
+
+    float *dq = dev(qkv, nqkv * 4), *ddo = dev(dout, nout * 4);
+    void *scratch = gs ? dev(NULL, gs) : NULL;
+    float *eo = dev(NULL, nout * 4), *el = dev(NULL, nlse * 4), *edq = dev(NULL, nqkv * 4);
+    gpu->attention_forward(eo, NULL, el, dq, scratch, B, T, nh, nkv, hd, window);
+    gpu->attention_backward(edq, ddo, dq, eo, el, scratch, B, T, nh, nkv, hd, window);
+    float *want_o = host(nout * 4), *want_l = host(nlse * 4), *want_dq = host(nqkv * 4);
+    down(want_o, eo, nout * 4), down(want_l, el, nlse * 4), down(want_dq, edq, nqkv * 4);
+    uint16_t *want_o16 = as_dtype(want_o, ZT_BF16, nout);
+
+    float *fo = dev(NULL, nout * 4), *fl = dev(NULL, nlse * 4), *fdq = dev(NULL, nqkv * 4);
+    float *fo2 = dev(NULL, nout * 4), *fdq2 = dev(NULL, nqkv * 4), *fl2 = dev(NULL, nlse * 4);
+    uint16_t *fo16 = dev(NULL, nout * 2);
+    poison(fo, nout * 4), poison(fl, nlse * 4), poison(fo16, nout * 2), poison(fdq, nqkv * 4);
+    zt_cu_fast_attention_forward(fo, fo16, fl, dq, scratch, B, T, nh, nkv, hd, window);
+    snprintf(name, sizeof name, "fast attention forward out vs exact (%s)", tag);
+    check(name, fo, want_o, ZT_F32, nout, tol);
+    snprintf(name, sizeof name, "fast attention forward out bf16 copy vs exact (%s)", tag);
+    check(name, fo16, want_o16, ZT_BF16, nout, tensor_cores ? FAST_TOL : BF16_TOL);
+    snprintf(name, sizeof name, "fast attention forward lse vs exact (%s)", tag);
+    check(name, fl, want_l, ZT_F32, nlse, tol);
+    /* the backward from the exact forward's outputs, so it is checked on its own; dqkv
+     * starts poisoned, so every element must be written (the q, k and v parts) */
+    zt_cu_fast_attention_backward(fdq, ddo, dq, eo, el, scratch, B, T, nh, nkv, hd, window);
+    snprintf(name, sizeof name, "fast attention backward dqkv vs exact (%s)", tag);
+    check(name, fdq, want_dq, ZT_F32, nqkv, tol);
+    /* no atomics: the same bits on every run */
+    zt_cu_fast_attention_forward(fo2, NULL, fl2, dq, scratch, B, T, nh, nkv, hd, window);
+    zt_cu_fast_attention_backward(fdq2, ddo, dq, eo, el, scratch, B, T, nh, nkv, hd, window);
+    snprintf(name, sizeof name, "fast attention forward+backward twice: same bits (%s)", tag);
+    unsigned char *a = host(nqkv * 4), *b = host(nqkv * 4), *c = host(nout * 4), *d = host(nout * 4);
+    down(a, fdq, nqkv * 4), down(b, fdq2, nqkv * 4), down(c, fo, nout * 4), down(d, fo2, nout * 4);
+    report(name, memcmp(a, b, nqkv * 4) || memcmp(c, d, nout * 4) ? 1.0 : 0.0, EXACT, NULL);
+    free(a), free(b), free(c), free(d);
+    free(qkv), free(dout), free(want_o), free(want_l), free(want_dq), free(want_o16);
+    dev_free_all();
+}
+
+/* FAST_FP32_TOL: fp32 results of the fast kernels whose sums run in fp32 where the exact
+ * kernels sum in double (RMSNorm's mean of squares and dot, dw's column sums, the
+ * softmax's sum), or use the hardware exp (a few ulp): a sum of n terms in fp32 is off
+ * by at most n 2^-24 of its magnitude, 2e-5 at the n = 300 of these checks, plus a few
+ * ulp.  A wrong kernel is off by O(1). */
+#define FAST_FP32_TOL 1e-4
+
+static void check_fast_rmsnorm(void)
+{
+    const int N = 37, C = 300;
+    const float eps = 1e-5f;
+    const size_t n = (size_t)N * C;
+    float *x = randn(n, 1.0f), *w = randn((size_t)C, 1.0f), *dy = randn(n, 1.0f), *dx0 = randn(n, 1.0f),
+          *dw0 = randn((size_t)C, 1.0f), *delta = randn(n, 0.5f);
+    float *dx_ = dev(x, n * 4), *dw_ = dev(w, (size_t)C * 4), *ddy = dev(dy, n * 4);
+    char name[160];
+    for (int bf = 0; bf < 2; bf++) { /* y in fp32, then in bf16 (the products' operand) */
+        const zt_dtype y_dt = bf ? ZT_BF16 : ZT_F32;
+        const size_t ys = n * zt_dtype_size(y_dt);
+        void *ey = dev(NULL, ys), *fy = dev(NULL, ys);
+        float *er = dev(NULL, (size_t)N * 4), *fr = dev(NULL, (size_t)N * 4);
+        gpu->rmsnorm_forward(ey, y_dt, er, dx_, dw_, N, C, eps);
+        poison(fy, ys), poison(fr, (size_t)N * 4);
+        zt_cu_fast_rmsnorm_forward(fy, y_dt, fr, dx_, dw_, N, C, eps);
+        void *want_y = host(ys);
+        float *want_r = host((size_t)N * 4);
+        down(want_y, ey, ys), down(want_r, er, (size_t)N * 4);
+        snprintf(name, sizeof name, "fast rmsnorm forward y (%s) vs exact", zt_dtype_name(y_dt));
+        check(name, fy, want_y, y_dt, n, bf ? BF16_TOL : FAST_FP32_TOL);
+        snprintf(name, sizeof name, "fast rmsnorm forward rstd (y %s) vs exact", zt_dtype_name(y_dt));
+        check(name, fr, want_r, ZT_F32, (size_t)N, FAST_FP32_TOL);
+        free(want_y), free(want_r);
+    }
+    /* the residual add fused in: x += delta (fp32 or bf16), then the norm of the new x,
+     * against the exact accumulate followed by the exact norm */
+    for (int bf = 0; bf < 2; bf++) {
+        const zt_dtype d_dt = bf ? ZT_BF16 : ZT_F32;
+        void *dh = as_dtype(delta, d_dt, n);
+        void *dd = dev(dh, n * zt_dtype_size(d_dt));
+        float *ex = dev(x, n * 4), *fx = dev(x, n * 4);
+        uint16_t *ey = dev(NULL, n * 2), *fy = dev(NULL, n * 2);
+        float *er = dev(NULL, (size_t)N * 4), *fr = dev(NULL, (size_t)N * 4);
+        gpu->accumulate(ex, ZT_F32, dd, d_dt, n);
+        gpu->rmsnorm_forward(ey, ZT_BF16, er, ex, dw_, N, C, eps);
+        poison(fy, n * 2), poison(fr, (size_t)N * 4);
+        zt_cu_fast_rmsnorm_residual_forward(fx, dd, d_dt, fy, ZT_BF16, fr, dw_, N, C, eps);
+        float *want_x = host(n * 4), *want_r = host((size_t)N * 4);
+        uint16_t *want_y = host(n * 2);
+        down(want_x, ex, n * 4), down(want_y, ey, n * 2), down(want_r, er, (size_t)N * 4);
+        snprintf(name, sizeof name, "fast rmsnorm residual: x + delta (%s) vs exact accumulate", zt_dtype_name(d_dt));
+        check(name, fx, want_x, ZT_F32, n, EXACT);
+        snprintf(name, sizeof name, "fast rmsnorm residual: y (bf16) vs exact (delta %s)", zt_dtype_name(d_dt));
+        check(name, fy, want_y, ZT_BF16, n, BF16_TOL);
+        snprintf(name, sizeof name, "fast rmsnorm residual: rstd vs exact (delta %s)", zt_dtype_name(d_dt));
+        check(name, fr, want_r, ZT_F32, (size_t)N, FAST_FP32_TOL);
+        free(dh), free(want_x), free(want_r), free(want_y);
+    }
+    /* backward: dx and dw accumulate from the same random start on both */
+    {
+        float *r = dev(NULL, (size_t)N * 4), *y = dev(NULL, n * 4);
+        gpu->rmsnorm_forward(y, ZT_F32, r, dx_, dw_, N, C, eps);
+        float *edx = dev(dx0, n * 4), *fdx = dev(dx0, n * 4), *edw = dev(dw0, (size_t)C * 4),
+              *fdw = dev(dw0, (size_t)C * 4);
+        uint16_t *e16 = dev(NULL, n * 2), *f16 = dev(NULL, n * 2);
+        poison(f16, n * 2);
+        gpu->rmsnorm_backward(edx, e16, edw, ddy, dx_, dw_, r, N, C);
+        zt_cu_fast_rmsnorm_backward(fdx, f16, fdw, ddy, dx_, dw_, r, N, C);
+        float *want_dx = host(n * 4), *want_dw = host((size_t)C * 4);
+        uint16_t *want16 = host(n * 2);
+        down(want_dx, edx, n * 4), down(want_dw, edw, (size_t)C * 4), down(want16, e16, n * 2);
+        check("fast rmsnorm backward dx (accumulated) vs exact", fdx, want_dx, ZT_F32, n, FAST_FP32_TOL);
+        check("fast rmsnorm backward dx bf16 copy vs exact", f16, want16, ZT_BF16, n, BF16_TOL);
+        check("fast rmsnorm backward dw (accumulated) vs exact", fdw, want_dw, ZT_F32, (size_t)C, FAST_FP32_TOL);
+        free(want_dx), free(want_dw), free(want16);
+    }
+    free(x), free(w), free(dy), free(dx0), free(dw0), free(delta);
+    dev_free_all();
+}
+
+static void check_fast_swiglu(void)
+{
+    const int N = 33, F = 129;
+    const size_t n = (size_t)N * F;
+    float *gu = randn(2 * n, 2.0f), *dh = randn(n, 1.0f);
+    float *dgu_ = dev(gu, 2 * n * 4), *ddh = dev(dh, n * 4);
+    char name[128];
+    for (int bf = 0; bf < 2; bf++) {
+        const zt_dtype dt = bf ? ZT_BF16 : ZT_F32;
+        const size_t es = zt_dtype_size(dt);
+        void *eh = dev(NULL, n * es), *fh = dev(NULL, n * es), *eg = dev(NULL, 2 * n * es), *fg = dev(NULL, 2 * n * es);
+        gpu->swiglu_forward(eh, dt, dgu_, N, F);
+        gpu->swiglu_backward(eg, dt, ddh, dgu_, N, F);
+        poison(fh, n * es), poison(fg, 2 * n * es);
+        zt_cu_fast_swiglu_forward(fh, dt, dgu_, N, F);
+        zt_cu_fast_swiglu_backward(fg, dt, ddh, dgu_, N, F);
+        void *want_h = host(n * es), *want_g = host(2 * n * es);
+        down(want_h, eh, n * es), down(want_g, eg, 2 * n * es);
+        snprintf(name, sizeof name, "fast swiglu forward (%s) vs exact", zt_dtype_name(dt));
+        check(name, fh, want_h, dt, n, bf ? BF16_TOL : FAST_FP32_TOL);
+        snprintf(name, sizeof name, "fast swiglu backward (%s) vs exact", zt_dtype_name(dt));
+        check(name, fg, want_g, dt, 2 * n, bf ? BF16_TOL : FAST_FP32_TOL);
+        free(want_h), free(want_g);
+    }
+    free(gu), free(dh);
+    dev_free_all();
+}
+
+/* The fused lm-head cross-entropy against the exact path: the whole (N, V) logits by
+ * the table's matmul, its xent, then the two products of the gradient. */
+static void check_fast_xent_case(zt_dtype compute, zt_dtype w_dt, int chunk)
+{
+    const int N = 37, C = 64, V = 300;
+    const float gs = 1.0f / N;
+    float *x = randn((size_t)N * C, 1.0f), *w = randn((size_t)V * C, 0.3f), *dw0 = randn((size_t)V * C, 0.01f);
+    int targets[37];
+    for (int i = 0; i < N; i++)
+        targets[i] = (int)(zt_rand_uniform(&rng_state) * V) % V;
+    void *wh = as_dtype(w, w_dt, (size_t)V * C);
+    float *dxx = dev(x, (size_t)N * C * 4);
+    void *dww = dev(wh, (size_t)V * C * zt_dtype_size(w_dt));
+    const int bf = compute == ZT_BF16;
+    zt_err err = {0};
+    char tag[96], name[192];
+    snprintf(tag, sizeof tag, "compute %s, w %s, %d rows per chunk", zt_dtype_name(compute), zt_dtype_name(w_dt), chunk);
+    /* exact */
+    float *logits = dev(NULL, (size_t)N * V * 4), *edx = dev(NULL, (size_t)N * C * 4), *edw = dev(dw0, (size_t)V * C * 4);
+    uint16_t *e16 = bf ? dev(NULL, (size_t)N * V * 2) : NULL;
+    if (gpu->matmul(logits, dxx, ZT_F32, dww, w_dt, N, V, C, 0, 1, 0.0f, compute, &err))
+        die("exact logits", &err);
+    const double want_loss = gpu->xent(logits, e16, logits, targets, N, V, gs);
+    const void *g = bf ? (const void *)e16 : (const void *)logits;
+    if (gpu->matmul(edx, g, bf ? ZT_BF16 : ZT_F32, dww, w_dt, N, C, V, 0, 0, 0.0f, compute, &err) ||
+        gpu->matmul(edw, g, bf ? ZT_BF16 : ZT_F32, dxx, ZT_F32, V, C, N, 1, 0, 1.0f, compute, &err))
+        die("exact gradient products", &err);
+    /* fused, the loss added to 1.5 already there */
+    const double start = 1.5;
+    double *floss = dev(&start, sizeof start);
+    float *fdx = dev(NULL, (size_t)N * C * 4), *fdw = dev(dw0, (size_t)V * C * 4);
+    poison(fdx, (size_t)N * C * 4);
+    if (zt_cu_fast_lmhead_xent(floss, fdx, fdw, dxx, ZT_F32, dww, w_dt, targets, N, C, V, gs, compute, chunk, &err)) {
+        snprintf(name, sizeof name, "fast lm-head cross-entropy (%s)", tag);
+        report(name, INFINITY, 0, "  (error)");
+        fprintf(stderr, "  %s\n", err.msg);
+    } else {
+        double got;
+        down(&got, floss, sizeof got);
+        snprintf(name, sizeof name, "fast lm-head cross-entropy: loss sum on the device vs exact (%s)", tag);
+        check_scalar(name, got - start, want_loss, FAST_FP32_TOL);
+        float *want_dx = host((size_t)N * C * 4), *want_dw = host((size_t)V * C * 4);
+        down(want_dx, edx, (size_t)N * C * 4), down(want_dw, edw, (size_t)V * C * 4);
+        snprintf(name, sizeof name, "fast lm-head cross-entropy: dx vs exact (%s)", tag);
+        check(name, fdx, want_dx, ZT_F32, (size_t)N * C, bf ? FAST_TOL : FAST_FP32_TOL);
+        snprintf(name, sizeof name, "fast lm-head cross-entropy: dw (accumulated) vs exact (%s)", tag);
+        check(name, fdw, want_dw, ZT_F32, (size_t)V * C, bf ? FAST_TOL : FAST_FP32_TOL);
+        free(want_dx), free(want_dw);
+    }
+    free(x), free(w), free(dw0), free(wh);
+    dev_free_all();
+}
+
+static void check_fast_xent(void)
+{
+    check_fast_xent_case(ZT_BF16, ZT_BF16, 10); /* 4 chunks, the last one short */
+    check_fast_xent_case(ZT_F32, ZT_F32, 16);
+    check_fast_xent_case(ZT_BF16, ZT_F32, 37); /* one chunk */
+    /* a target outside the vocabulary: refused as a value, nothing run */
+    int bad[2] = {0, 300};
+    zt_err err = {0};
+    float *x = dev(NULL, 2 * 64 * 4), *w = dev(NULL, 300 * 64 * 4);
+    const int rc = zt_cu_fast_lmhead_xent(NULL, NULL, NULL, x, ZT_F32, w, ZT_F32, bad, 2, 64, 300, 1.0f, ZT_F32, 1, &err);
+    report("fast lm-head cross-entropy: a target outside [0, V) is refused (ZT_EINPUT)",
+           rc == ZT_EINPUT && strstr(err.msg, "target 300 of row 1") ? 0.0 : 1.0, EXACT, NULL);
+    dev_free_all();
+}
+
+static void check_fast_norm(void)
+{
+    check_fast_rmsnorm();
+    check_fast_swiglu();
+}
+
+static void check_fast_attention(void)
+{
+    /* head sizes 64 and 128 (Llama's), 32 and 96; grouped queries; T off the 64-row tiles */
+    check_fast_attention_case(2, 150, 6, 2, 64, 0, ZT_BF16);
+    check_fast_attention_case(1, 130, 4, 4, 128, 0, ZT_BF16);
+    check_fast_attention_case(1, 100, 8, 1, 32, 0, ZT_BF16);
+    check_fast_attention_case(1, 70, 2, 1, 96, 0, ZT_BF16);
+    check_fast_attention_case(1, 1, 2, 1, 64, 0, ZT_BF16); /* one token */
+    /* sliding windows: inside a tile, across tiles, rows with no key in a whole tile */
+    check_fast_attention_case(1, 200, 4, 2, 64, 10, ZT_BF16);
+    check_fast_attention_case(1, 150, 4, 1, 64, 70, ZT_BF16);
+    check_fast_attention_case(1, 130, 2, 2, 128, 100, ZT_BF16);
+    check_fast_attention_case(1, 70, 2, 1, 64, 1, ZT_BF16);
+    /* the exact fallback: fp32 operands, and a head size the tensor-core kernels do not serve */
+    check_fast_attention_case(1, 90, 4, 2, 64, 0, ZT_F32);
+    check_fast_attention_case(1, 77, 4, 2, 48, 0, ZT_BF16);
+}
+
 static void check_attention_cache(void)
 {
     const int cap = 100, nh = 6, nkv = 2, hd = 64;
@@ -863,10 +1129,13 @@ int main(int argc, char **argv)
         {"rmsnorm", check_rmsnorm},     {"rope", check_rope},           {"swiglu", check_swiglu},
         {"transpose", check_transpose}, {"xent", check_xent},           {"attention", check_attention},
         {"cache", check_attention_cache}, {"adamw", check_adamw},       {"reductions", check_reductions},
+        {"fast-norm", check_fast_norm}, {"fast-xent", check_fast_xent}, {"fast-attention", check_fast_attention},
     };
     int ran = 0;
-    for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++)
-        if (!only || !strcmp(only, groups[g].name)) {
+    const size_t only_len = only ? strlen(only) : 0;
+    for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++) /* --only fast: the three fast-* groups */
+        if (!only || !strcmp(only, groups[g].name) ||
+            (!strncmp(only, groups[g].name, only_len) && groups[g].name[only_len] == '-')) {
             groups[g].fn();
             ran++;
         }
