@@ -63,8 +63,8 @@ static int n_passed, n_failed, n_skipped;
  * products are then reported as skipped, never as passed */
 static int no_matmul;
 /* --only NAME: run one group of checks (memory, matmul, embed, rmsnorm, rope, swiglu,
- * transpose, xent, attention, cache, adamw, reductions, fast-norm, fast-xent, fast-attention;
- * `fast` runs the three fast-* groups) */
+ * transpose, xent, attention, cache, adamw, reductions, fast-norm, fast-xent, fast-attention,
+ * fast-matmul; `fast` runs the four fast-* groups) */
 static const char *only;
 
 /* ---- reporting ------------------------------------------------------------------------ */
@@ -916,6 +916,61 @@ static void check_fast_xent(void)
     dev_free_all();
 }
 
+/* The bf16-output product with the residual fused, against the table's fp32 product
+ * (then the residual added in fp32 and the sum rounded once, on the CPU): the same
+ * operands and accumulation, so one bf16 rounding of values equal to fp32 rounding. */
+static void check_fast_matmul_case(int M, int N, int K, int ta, int tb, int with_residual, int in_place)
+{
+    float *A = randn((size_t)M * K, 1.0f), *B = randn((size_t)K * N, 1.0f), *R = randn((size_t)M * N, 4.0f);
+    uint16_t *Ah = as_dtype(A, ZT_BF16, (size_t)M * K), *Bh = as_dtype(B, ZT_BF16, (size_t)K * N),
+             *Rh = as_dtype(R, ZT_BF16, (size_t)M * N);
+    void *dA = dev(Ah, (size_t)M * K * 2), *dB = dev(Bh, (size_t)K * N * 2);
+    float *ref = dev(NULL, (size_t)M * N * 4);
+    zt_err err = {0};
+    if (gpu->matmul(ref, dA, ZT_BF16, dB, ZT_BF16, M, N, K, ta, tb, 0.0f, ZT_BF16, &err))
+        die("exact product", &err);
+    float *want = host((size_t)M * N * 4);
+    down(want, ref, (size_t)M * N * 4);
+    for (size_t i = 0; i < (size_t)M * N; i++)
+        want[i] = with_residual ? want[i] + zt_bf16_to_f32(Rh[i]) : want[i];
+    uint16_t *want16 = as_dtype(want, ZT_BF16, (size_t)M * N);
+    uint16_t *dD = dev(with_residual && in_place ? Rh : NULL, (size_t)M * N * 2);
+    void *dR = with_residual ? (in_place ? (void *)dD : dev(Rh, (size_t)M * N * 2)) : NULL;
+    if (!(with_residual && in_place))
+        poison(dD, (size_t)M * N * 2);
+    char name[160];
+    snprintf(name, sizeof name, "fast matmul bf16 out %dx%dx%d %s%s%s vs exact", M, N, K, ta ? "A^T " : "",
+             tb ? "B^T " : "", with_residual ? (in_place ? "+= residual in place" : "+ residual") : "");
+    if (zt_cu_fast_matmul_out(dD, ZT_BF16, dR, dA, ZT_BF16, dB, ZT_BF16, M, N, K, ta, tb, ZT_BF16, &err)) {
+        report(name, INFINITY, 0, "  (error)");
+        fprintf(stderr, "  %s\n", err.msg);
+    } else {
+        check(name, dD, want16, ZT_BF16, (size_t)M * N, BF16_TOL);
+    }
+    free(A), free(B), free(R), free(Ah), free(Bh), free(Rh), free(want), free(want16);
+    dev_free_all();
+}
+
+static void check_fast_matmul(void)
+{
+    if (no_matmul) { /* the emulator's products are a loop: checking it would prove nothing */
+        printf("skip fast matmul (every case): not run (--no-matmul)\n");
+        n_skipped++;
+        return;
+    }
+    check_fast_matmul_case(67, 45, 129, 0, 1, 0, 0);
+    check_fast_matmul_case(64, 96, 200, 0, 1, 1, 0);
+    check_fast_matmul_case(64, 96, 200, 0, 0, 1, 1);
+    check_fast_matmul_case(96, 64, 130, 1, 0, 1, 1);
+    /* a bf16 result needs bf16 compute */
+    zt_err err = {0};
+    float *d = dev(NULL, 16 * 4);
+    const int rc = zt_cu_fast_matmul_out(d, ZT_BF16, NULL, d, ZT_F32, d, ZT_F32, 2, 2, 2, 0, 0, ZT_F32, &err);
+    report("fast matmul: a bf16 result with fp32 compute is refused (ZT_EINPUT)", rc == ZT_EINPUT ? 0.0 : 1.0, EXACT,
+           NULL);
+    dev_free_all();
+}
+
 static void check_fast_norm(void)
 {
     check_fast_rmsnorm();
@@ -1130,10 +1185,11 @@ int main(int argc, char **argv)
         {"transpose", check_transpose}, {"xent", check_xent},           {"attention", check_attention},
         {"cache", check_attention_cache}, {"adamw", check_adamw},       {"reductions", check_reductions},
         {"fast-norm", check_fast_norm}, {"fast-xent", check_fast_xent}, {"fast-attention", check_fast_attention},
+        {"fast-matmul", check_fast_matmul},
     };
     int ran = 0;
     const size_t only_len = only ? strlen(only) : 0;
-    for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++) /* --only fast: the three fast-* groups */
+    for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++) /* --only fast: every fast-* group */
         if (!only || !strcmp(only, groups[g].name) ||
             (!strncmp(only, groups[g].name, only_len) && groups[g].name[only_len] == '-')) {
             groups[g].fn();

@@ -6,6 +6,7 @@
  * each element in double.  It is not cuBLASLt, so kernels_check --no-matmul still skips
  * the product checks themselves: they would test this loop. */
 #include "entries.cuh"
+#include "fast.h"
 
 extern "C" {
 #include "../../src/kernels/matmul.h"
@@ -38,6 +39,22 @@ int zt_cu_matmul(float *C, const void *A, zt_dtype a_dt, const void *B, zt_dtype
             C[(size_t)m * N + n] = (float)(beta != 0.0f ? (double)C[(size_t)m * N + n] + s : s);
         }
     return ZT_OK;
+}
+
+/* fast.h's bf16-output product, likewise a loop (kernels_check skips it with --no-matmul) */
+int zt_cu_fast_matmul_out(void *D, zt_dtype d_dt, const void *residual, const void *A, zt_dtype a_dt, const void *B,
+                          zt_dtype b_dt, int M, int N, int K, int trans_a, int trans_b, zt_dtype compute, zt_err *err)
+{
+    const size_t n = (size_t)M * N;
+    float *acc = (float *)malloc((n ? n : 1) * sizeof(float));
+    if (!acc)
+        return zt_fail(err, ZT_EFAIL, "matmul stand-in: out of memory");
+    for (size_t i = 0; i < n; i++) acc[i] = residual ? zt_load_f32(residual, d_dt, i) : 0.0f;
+    const int rc = zt_cu_matmul(acc, A, a_dt, B, b_dt, M, N, K, trans_a, trans_b, residual ? 1.0f : 0.0f, compute, err);
+    if (!rc)
+        zt_convert(D, d_dt, acc, ZT_F32, n);
+    free(acc);
+    return rc;
 }
 
 int zt_cu_matmul_init(zt_err *) { return ZT_OK; }

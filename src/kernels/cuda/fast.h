@@ -53,6 +53,17 @@ void zt_cu_fast_rmsnorm_residual_forward(float *x, const void *delta, zt_dtype d
 void zt_cu_fast_swiglu_forward(void *h, zt_dtype h_dt, const float *gu, int N, int F);
 void zt_cu_fast_swiglu_backward(void *dgu, zt_dtype dgu_dt, const float *dh, const float *gu, int N, int F);
 
+/* ---- products that write bf16, with the residual add fused (matmul.cu, cuBLASLt)
+ *
+ * D (M, N) in d_dt = op(A) op(B) (+ residual), the table's matmul otherwise (its
+ * argument rules, operands rounded to `compute`, fp32 accumulation).  d_dt fp32, or bf16
+ * with bf16 compute (rounded once, in cuBLASLt's epilogue: no fp32 product in memory).
+ * residual (M, N) in d_dt, or NULL: added in the same epilogue (cuBLASLt's beta = 1 with
+ * C = residual); it may be D itself (x += f(x) in place).  Errors as the table's matmul;
+ * another d_dt / compute pair is refused with ZT_EINPUT. */
+int zt_cu_fast_matmul_out(void *D, zt_dtype d_dt, const void *residual, const void *A, zt_dtype a_dt, const void *B,
+                          zt_dtype b_dt, int M, int N, int K, int trans_a, int trans_b, zt_dtype compute, zt_err *err);
+
 /* ---- cross-entropy fused with the lm-head (fast_xent.cu): chunks of rows, so fp32
  * logits for the whole batch never exist.
  *
