@@ -169,6 +169,12 @@ if [ -n "$kc" ]; then
     else
         row "kernels: fast vs exact, within bf16 error" FAIL "$(grep -cE '^FAIL +fast ' "$OUT/kernels.out") failed (or none ran)"
     fi
+    # their time against the exact kernels at the 1B model's shapes (a measurement, not a check)
+    if timeout 120 "$kc" --bench 1 >"$OUT/kernels_bench.out" 2>&1; then
+        row "kernels: fast vs exact, time (kernels_bench.out)" ok "$(grep '^bench attention forward (hd 64' "$OUT/kernels_bench.out" | grep -oE 'x[0-9.]+$' | sed 's/^/attention forward /')"
+    else
+        row "kernels: fast vs exact, time (kernels_bench.out)" FAIL "$(tail -1 "$OUT/kernels_bench.out")"
+    fi
 fi
 
 # ---- 4. parity: the same model, data and plan on the CPU and on the GPU ----------------

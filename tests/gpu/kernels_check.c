@@ -1,6 +1,6 @@
 /* kernels_check.c — every entry of the CUDA backend's table against its CPU twin.
  *
- *   build-cuda/tests/gpu/kernels_check [--seed N] [--no-matmul] [--only GROUP]
+ *   build-cuda/tests/gpu/kernels_check [--seed N] [--no-matmul] [--only GROUP] [--bench SHRINK]
  *
  * Built by `make cuda`, run by tests/gpu/check.sh on a machine with a GPU (it is not
  * part of `make test`, which runs without one).  For each kernel and case: random
@@ -44,6 +44,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../../src/core/dtype.h"
 #include "../../src/core/rng.h"
@@ -66,6 +67,9 @@ static int no_matmul;
  * transpose, xent, attention, cache, adamw, reductions, fast-norm, fast-xent, fast-attention,
  * fast-matmul; `fast` runs the four fast-* groups) */
 static const char *only;
+/* --bench SHRINK: time the fast kernels against the exact ones instead of checking
+ * (run_bench; 1: the 1B model's shapes) */
+static int bench;
 
 /* ---- reporting ------------------------------------------------------------------------ */
 
@@ -1141,6 +1145,165 @@ static void check_reductions(void)
     free(x), free(y);
 }
 
+/* ---- --bench: the fast kernels' time against the exact ones, at the 1B model's shapes ----
+ *
+ * Not a check (nothing passes or fails): each kernel runs once to warm up, then `reps`
+ * times between two waits for the device, and the median per call is printed with the
+ * rate it implies, so that one GPU run says what the fast mode buys kernel by kernel.
+ * Host clock around a synchronised region: launch costs are included. */
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* kinds of work a bench runs, so that one timing loop serves every kernel */
+typedef struct bench_args {
+    int kind; /* 0 attention forward, 1 attention backward, 2 rmsnorm fwd+bwd, 3 swiglu fwd+bwd, 4 lm-head xent */
+    int fast;
+    float *a, *b, *c, *d, *e, *f;
+    void *scratch;
+    int B, T, nh, nkv, hd, N, C, F, V;
+    const int *targets;
+    double *loss;
+} bench_args;
+
+static void bench_once(const bench_args *x)
+{
+    zt_err err = {0};
+    switch (x->kind) {
+    case 0:
+        (x->fast ? zt_cu_fast_attention_forward : gpu->attention_forward)(x->b, NULL, x->c, x->a, x->scratch, x->B, x->T,
+                                                                         x->nh, x->nkv, x->hd, 0);
+        break;
+    case 1:
+        (x->fast ? zt_cu_fast_attention_backward : gpu->attention_backward)(x->d, x->e, x->a, x->b, x->c, x->scratch,
+                                                                           x->B, x->T, x->nh, x->nkv, x->hd, 0);
+        break;
+    case 2:
+        (x->fast ? zt_cu_fast_rmsnorm_forward : gpu->rmsnorm_forward)(x->b, ZT_BF16, x->c, x->a, x->f, x->N, x->C, 1e-5f);
+        (x->fast ? zt_cu_fast_rmsnorm_backward : gpu->rmsnorm_backward)(x->d, NULL, x->e, x->a, x->a, x->f, x->c, x->N,
+                                                                       x->C);
+        break;
+    case 3:
+        (x->fast ? zt_cu_fast_swiglu_forward : gpu->swiglu_forward)(x->b, ZT_BF16, x->a, x->N, x->F);
+        (x->fast ? zt_cu_fast_swiglu_backward : gpu->swiglu_backward)(x->d, ZT_BF16, x->c, x->a, x->N, x->F);
+        break;
+    case 4:
+        if (x->fast) {
+            const int rows = (int)zt_cu_fast_lmhead_xent_rows(x->V, (size_t)64 << 20);
+            if (zt_cu_fast_lmhead_xent(x->loss, x->d, x->e, x->a, ZT_BF16, x->f, ZT_BF16, x->targets, x->N, x->C, x->V,
+                                       1.0f / x->N, ZT_BF16, rows, &err))
+                die("bench: fused cross-entropy", &err);
+        } else {
+            if (gpu->matmul(x->b, x->a, ZT_BF16, x->f, ZT_BF16, x->N, x->V, x->C, 0, 1, 0.0f, ZT_BF16, &err))
+                die("bench: logits", &err);
+            gpu->xent(x->b, (uint16_t *)x->c, x->b, x->targets, x->N, x->V, 1.0f / x->N);
+            if (gpu->matmul(x->d, x->c, ZT_BF16, x->f, ZT_BF16, x->N, x->C, x->V, 0, 0, 0.0f, ZT_BF16, &err) ||
+                gpu->matmul(x->e, x->c, ZT_BF16, x->a, ZT_BF16, x->V, x->C, x->N, 1, 0, 1.0f, ZT_BF16, &err))
+                die("bench: gradient products", &err);
+        }
+        break;
+    }
+}
+
+/* median seconds per call; flops (or bytes, with unit "GB/s") give the rate */
+static void bench_row(const char *name, bench_args *x, double work, const char *unit)
+{
+    enum { REPS = 7 };
+    double t[2][REPS];
+    for (int f = 0; f < 2; f++) {
+        x->fast = f;
+        bench_once(x);
+        gpu->sync();
+        for (int r = 0; r < REPS; r++) {
+            const double t0 = now_s();
+            bench_once(x);
+            gpu->sync();
+            t[f][r] = now_s() - t0;
+        }
+        qsort(t[f], REPS, sizeof t[f][0], cmp_double);
+    }
+    const double e = t[0][REPS / 2], f = t[1][REPS / 2];
+    printf("bench %-46s exact %9.3f ms %8.1f %-7s fast %9.3f ms %8.1f %-7s x%.2f\n", name, e * 1e3, work / e * 1e-12,
+           unit, f * 1e3, work / f * 1e-12, unit, e / f);
+    fflush(stdout);
+}
+
+/* shrink: 1 for the 1B model's shapes; S divides T, the hidden size, the FFN and the
+ * vocabulary (a quick run of the same code, e.g. under tools/cuda_emu) */
+static void run_bench(int shrink)
+{
+    /* tests/gpu/llama_1b: hidden 2048, 32 heads of 64 over 8 kv heads, FFN 8192, vocab 32000, T 2048 */
+    const int B = 1, T = 2048 / shrink, nh = 32, nkv = 8, hd = 64, C = 2048 / shrink, F = 8192 / shrink,
+              V = 32000 / shrink, N = B * T;
+    bench_args x;
+    memset(&x, 0, sizeof x);
+    x.B = B, x.T = T, x.nh = nh, x.nkv = nkv, x.hd = hd, x.N = N, x.C = C, x.F = F, x.V = V;
+    printf("bench: B=%d T=%d hidden %d FFN %d vocab %d, median of 7 calls after one warm-up; rates in TFLOP/s "
+           "(attention: causal FLOPs, the backward counted as 2.5 forwards) or TB/s\n", B, T, C, F, V);
+    for (int h = 0; h < 2; h++) { /* hd 64 (the 1B model) and hd 128 (16 heads over 8) */
+        x.hd = h ? 128 : 64, x.nh = h ? 16 : 32;
+        const size_t Wh = (size_t)(x.nh + 2 * nkv) * x.hd, nout = (size_t)N * x.nh * x.hd;
+        float *qkv = randn((size_t)N * Wh, 1.0f), *dout = randn(nout, 1.0f);
+        x.a = dev(qkv, (size_t)N * Wh * 4), x.e = dev(dout, nout * 4);
+        x.b = dev(NULL, nout * 4), x.c = dev(NULL, (size_t)B * x.nh * T * 4), x.d = dev(NULL, (size_t)N * Wh * 4);
+        x.scratch = dev(NULL, gpu->attention_scratch_bytes(B, T, nkv, x.hd, ZT_BF16));
+        const double fl = 2.0 * B * x.nh * (double)T * T * x.hd; /* two products over the causal half */
+        char name[96];
+        x.kind = 0;
+        snprintf(name, sizeof name, "attention forward (hd %d, bf16 operands)", x.hd);
+        bench_row(name, &x, fl, "TFLOP/s");
+        x.kind = 1;
+        snprintf(name, sizeof name, "attention backward (hd %d, bf16 operands)", x.hd);
+        bench_row(name, &x, 2.5 * fl, "TFLOP/s");
+        free(qkv), free(dout);
+        dev_free_all();
+    }
+    {
+        float *xx = randn((size_t)N * C, 1.0f), *w = randn((size_t)C, 1.0f);
+        x.a = dev(xx, (size_t)N * C * 4), x.f = dev(w, (size_t)C * 4), x.b = dev(NULL, (size_t)N * C * 2),
+        x.c = dev(NULL, (size_t)N * 4), x.d = dev(NULL, (size_t)N * C * 4), x.e = dev(NULL, (size_t)C * 4);
+        x.kind = 2; /* bytes: x read 3 times, y (bf16) written, dy read, dx read and written */
+        bench_row("rmsnorm forward + backward", &x, (double)N * C * (3 * 4 + 2 + 4 + 8), "TB/s");
+        free(xx), free(w);
+        dev_free_all();
+    }
+    {
+        float *gu = randn((size_t)N * 2 * F, 1.0f), *dh = randn((size_t)N * F, 1.0f);
+        x.a = dev(gu, (size_t)N * 2 * F * 4), x.c = dev(dh, (size_t)N * F * 4), x.b = dev(NULL, (size_t)N * F * 2),
+        x.d = dev(NULL, (size_t)N * 2 * F * 2);
+        x.kind = 3; /* bytes: gu read twice, h written (bf16), dh read, dgu written (bf16) */
+        bench_row("swiglu forward + backward", &x, (double)N * F * (16 + 2 + 4 + 4), "TB/s");
+        free(gu), free(dh);
+        dev_free_all();
+    }
+    {
+        float *xx = randn((size_t)N * C, 1.0f), *w = randn((size_t)V * C, 0.02f);
+        uint16_t *x16 = as_dtype(xx, ZT_BF16, (size_t)N * C), *w16 = as_dtype(w, ZT_BF16, (size_t)V * C);
+        int *tg = host((size_t)N * sizeof(int));
+        for (int i = 0; i < N; i++)
+            tg[i] = (int)(zt_rand_uniform(&rng_state) * V) % V;
+        const double zero = 0.0;
+        x.a = dev(x16, (size_t)N * C * 2), x.f = dev(w16, (size_t)V * C * 2), x.b = dev(NULL, (size_t)N * V * 4),
+        x.c = dev(NULL, (size_t)N * V * 2), x.d = dev(NULL, (size_t)N * C * 4), x.e = dev(NULL, (size_t)V * C * 4);
+        x.loss = dev(&zero, sizeof zero);
+        x.targets = tg;
+        x.kind = 4; /* three products of 2 N V C */
+        bench_row("lm-head + cross-entropy + its gradients", &x, 3 * 2.0 * N * (double)V * C, "TFLOP/s");
+        free(xx), free(w), free(x16), free(w16), free(tg);
+        dev_free_all();
+    }
+}
+
 int main(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++) {
@@ -1155,8 +1318,16 @@ int main(int argc, char **argv)
             no_matmul = 1;
         } else if (!strcmp(argv[i], "--only") && i + 1 < argc) {
             only = argv[++i];
+        } else if (!strcmp(argv[i], "--bench") && i + 1 < argc) {
+            char *end;
+            const long v = strtol(argv[++i], &end, 10);
+            if (*end || v < 1 || v > 64 || 2048 % v) {
+                fprintf(stderr, "kernels_check: --bench: expected a divisor of 2048 from 1 to 64, got '%s'\n", argv[i]);
+                return 2;
+            }
+            bench = (int)v;
         } else {
-            fprintf(stderr, "usage: kernels_check [--seed N] [--no-matmul] [--only GROUP]\n");
+            fprintf(stderr, "usage: kernels_check [--seed N] [--no-matmul] [--only GROUP] [--bench SHRINK]\n");
             return 2;
         }
     }
@@ -1187,6 +1358,11 @@ int main(int argc, char **argv)
         {"fast-norm", check_fast_norm}, {"fast-xent", check_fast_xent}, {"fast-attention", check_fast_attention},
         {"fast-matmul", check_fast_matmul},
     };
+    if (bench) { /* timings only, no checks */
+        run_bench(bench);
+        zt_cuda_shutdown();
+        return 0;
+    }
     int ran = 0;
     const size_t only_len = only ? strlen(only) : 0;
     for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++) /* --only fast: every fast-* group */
