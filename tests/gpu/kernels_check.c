@@ -975,8 +975,30 @@ static void check_fast_matmul(void)
     dev_free_all();
 }
 
+/* the overlay replaces exactly the seven entries fast.h names */
+static void check_fast_table(void)
+{
+    zt_backend t;
+    memcpy(&t, gpu, sizeof t); /* with its padding, for the memcmp below */
+    zt_cu_fast_overlay(&t);
+    const int replaced = t.attention_scratch_bytes == zt_cu_fast_attention_scratch_bytes &&
+                         t.attention_forward == zt_cu_fast_attention_forward &&
+                         t.attention_backward == zt_cu_fast_attention_backward &&
+                         t.rmsnorm_forward == zt_cu_fast_rmsnorm_forward &&
+                         t.rmsnorm_backward == zt_cu_fast_rmsnorm_backward &&
+                         t.swiglu_forward == zt_cu_fast_swiglu_forward && t.swiglu_backward == zt_cu_fast_swiglu_backward;
+    report("fast table: the seven fast entries in place", replaced ? 0.0 : 1.0, EXACT, NULL);
+    /* every other entry unchanged: the copy with those seven put back is the table */
+    t.attention_scratch_bytes = gpu->attention_scratch_bytes, t.attention_forward = gpu->attention_forward;
+    t.attention_backward = gpu->attention_backward, t.rmsnorm_forward = gpu->rmsnorm_forward;
+    t.rmsnorm_backward = gpu->rmsnorm_backward, t.swiglu_forward = gpu->swiglu_forward;
+    t.swiglu_backward = gpu->swiglu_backward;
+    report("fast table: every other entry the exact one", memcmp(&t, gpu, sizeof t) ? 1.0 : 0.0, EXACT, NULL);
+}
+
 static void check_fast_norm(void)
 {
+    check_fast_table();
     check_fast_rmsnorm();
     check_fast_swiglu();
 }
@@ -1238,20 +1260,22 @@ static void bench_row(const char *name, bench_args *x, double work, const char *
     fflush(stdout);
 }
 
-/* shrink: 1 for the 1B model's shapes; S divides T, the hidden size, the FFN and the
- * vocabulary (a quick run of the same code, e.g. under tools/cuda_emu) */
+/* shrink: 1 for the 1B model's shapes; S divides T, the hidden size, the FFN, the
+ * vocabulary and the heads (down to 4 over 1; a quick run of the same code, e.g. under
+ * tools/cuda_emu) */
 static void run_bench(int shrink)
 {
     /* tests/gpu/llama_1b: hidden 2048, 32 heads of 64 over 8 kv heads, FFN 8192, vocab 32000, T 2048 */
-    const int B = 1, T = 2048 / shrink, nh = 32, nkv = 8, hd = 64, C = 2048 / shrink, F = 8192 / shrink,
-              V = 32000 / shrink, N = B * T;
+    const int B = 1, T = 2048 / shrink, nh = 32 / shrink > 4 ? 32 / shrink : 4, nkv = 8 / shrink > 1 ? 8 / shrink : 1,
+              hd = 64, C = 2048 / shrink, F = 8192 / shrink, V = 32000 / shrink, N = B * T;
     bench_args x;
     memset(&x, 0, sizeof x);
     x.B = B, x.T = T, x.nh = nh, x.nkv = nkv, x.hd = hd, x.N = N, x.C = C, x.F = F, x.V = V;
-    printf("bench: B=%d T=%d hidden %d FFN %d vocab %d, median of 7 calls after one warm-up; rates in TFLOP/s "
-           "(attention: causal FLOPs, the backward counted as 2.5 forwards) or TB/s\n", B, T, C, F, V);
-    for (int h = 0; h < 2; h++) { /* hd 64 (the 1B model) and hd 128 (16 heads over 8) */
-        x.hd = h ? 128 : 64, x.nh = h ? 16 : 32;
+    printf("bench: B=%d T=%d heads %d over %d hidden %d FFN %d vocab %d, median of 7 calls after one warm-up; rates "
+           "in TFLOP/s (attention: causal FLOPs, the backward counted as 2.5 forwards) or TB/s\n", B, T, nh, nkv, C, F,
+           V);
+    for (int h = 0; h < 2; h++) { /* hd 64 (the 1B model) and hd 128 (half the heads) */
+        x.hd = h ? 128 : 64, x.nh = h ? nh / 2 : nh;
         const size_t Wh = (size_t)(x.nh + 2 * nkv) * x.hd, nout = (size_t)N * x.nh * x.hd;
         float *qkv = randn((size_t)N * Wh, 1.0f), *dout = randn(nout, 1.0f);
         x.a = dev(qkv, (size_t)N * Wh * 4), x.e = dev(dout, nout * 4);

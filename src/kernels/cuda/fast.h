@@ -1,11 +1,12 @@
 /* fast.h — the CUDA backend's fast kernels: entries for the table's `fast` mode
  * (docs/gpu.md, "Fast kernels"), each with the signature and the meaning of the
- * backend.h entry it stands for, computed faster and within bf16 error of the exact
- * kernel (tensor cores, fp32 sums in another order, FMA contraction allowed), instead of
+ * backend.h entry it stands for (the three fused entries, which stand for several, have
+ * their own), computed faster and within bf16 error of the exact kernel (tensor cores, fp32 sums in another order, FMA contraction allowed), instead of
  * bit for bit the CPU's.  Each is checked against its exact twin by
- * tests/gpu/kernels_check (group `fast`), on a GPU and under tools/cuda_emu.
+ * tests/gpu/kernels_check (groups fast-*, `--only fast`), on a GPU and under
+ * tools/cuda_emu (all but the cuBLASLt product, fast-matmul).
  *
- * A plain C header: the fast table (or kernels_check) takes these by name. */
+ * A plain C header: zt_cu_fast_overlay (below) builds the fast table from them. */
 #ifndef ZT_CUDA_FAST_H
 #define ZT_CUDA_FAST_H
 
@@ -81,6 +82,17 @@ int zt_cu_fast_lmhead_xent(double *loss_sum, float *dx, float *dw, const void *x
                            zt_dtype compute, int chunk_rows, zt_err *err);
 /* The rows per chunk whose logits (fp32 and bf16) fit in budget_bytes (at least 1). */
 size_t zt_cu_fast_lmhead_xent_rows(int V, size_t budget_bytes);
+
+/* ---- the fast table (fast_table.cu)
+ *
+ * Puts the fast kernels that share backend.h's signatures in place of the exact ones in
+ * *t (a copy of the CUDA table): attention_scratch_bytes, attention_forward,
+ * attention_backward, rmsnorm_forward, rmsnorm_backward, swiglu_forward,
+ * swiglu_backward.  Every other entry stays the exact one.  The fused entries above
+ * (the residual norm, the bf16-output product, the lm-head cross-entropy) have
+ * signatures of their own and are called by name. */
+struct zt_backend;
+void zt_cu_fast_overlay(struct zt_backend *t);
 
 #ifdef __cplusplus
 }
