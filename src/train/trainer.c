@@ -298,6 +298,8 @@ typedef struct trainer {
     double last_eval;           /* the latest eval loss (NaN before the first) */
     zt_ckpt_hparams hp;         /* what a checkpoint records and a resume must find unchanged */
     long nonfinite_streak;      /* steps in a row skipped on an inf or NaN (outside fp16 scaling) */
+    long overflow_streak;       /* fp16: steps in a row skipped on an overflow */
+    long applied, skipped;      /* this run's steps whose update was applied, and those skipped */
     char device[128];           /* this rank's device, as its backend describes it */
 } trainer;
 
@@ -485,6 +487,38 @@ static int check_finite(trainer *t, const zt_step_metrics *m, zt_err *err)
     return zt_fail(err, ZT_EFAIL, "step %ld: an inf or NaN in %s (loss %g); stopping instead of training on it "
                    "(nothing saved from this run; lower the learning rate, check the data, or allow skipping with "
                    "--skip_nonfinite_steps N)", m->step, what, m->loss);
+}
+
+/* fp16: an overflow skips the step and halves the scale, but at min_loss_scale
+ * the scale cannot fall further, so a model that overflows fp16 even at the floor
+ * would skip every step and "train" without changing.  DeepSpeed raises at its
+ * minimum scale; here the run stops (exit 1: the run failed, the input was not
+ * malformed) once a step overflows at the floor after more than
+ * --max_consecutive_skipped_steps skips in a row.  From 2^16 the floor 1 is
+ * reached after 17 skips in a row (one spent on hysteresis 2, then 16 halvings).
+ * Every rank reaches the same verdict: the overflow is world-wide. */
+static int check_overflow(trainer *t, const zt_step_metrics *m, zt_err *err)
+{
+    const zt_train_args *a = t->a;
+    if (m->skipped)
+        t->skipped++;
+    else
+        t->applied++;
+    if (!a->plan.ls.on)
+        return ZT_OK;
+    t->overflow_streak = m->skipped ? t->overflow_streak + 1 : 0;
+    /* m->loss_scale is the scale this step ran at, before the update halved it */
+    int at_floor = m->loss_scale <= t->scaler.min_scale;
+    if (!m->skipped || !at_floor || t->overflow_streak <= a->max_consecutive_skipped_steps)
+        return ZT_OK;
+    if (!t->rank0) /* rank 0 says it; the others stop with it */
+        return zt_fail(err, ZT_EFAIL, "%s", "");
+    return zt_fail(err, ZT_EFAIL, "%sstep %ld: fp16 overflow with the loss scale at its floor (min_loss_scale %g); "
+                   "%ld steps skipped in a row, more than --max_consecutive_skipped_steps %ld allows; stopping "
+                   "(nothing saved from this run; %ld of this run's %ld steps were applied): the model overflows "
+                   "fp16 even unscaled; train in bf16 or fp32 (--mixed_precision bf16|no)",
+                   a->progress ? "\n" : "", m->step, t->scaler.min_scale, t->overflow_streak,
+                   a->max_consecutive_skipped_steps, t->applied, t->applied + t->skipped);
 }
 
 /* The numbers of step s that train_step did not compute itself. */
@@ -786,7 +820,16 @@ static int train_finish(trainer *t, zt_train_result *res, zt_err *err)
                                                          a->max_shard_bytes, t->rank0, err), err)))
         return rc;
     if (t->talk) {
-        printf("trained %ld steps in %.1f s (%.0f tokens/s per device); final loss %.4f\n", steps, elapsed,
+        /* "trained" only when a step changed the weights; skipped steps are counted */
+        if (t->applied == 0 && t->skipped > 0)
+            printf("ran %ld steps, none applied (%ld skipped on %s)", steps, t->skipped,
+                   a->plan.ls.on ? "fp16 overflow" : "an inf or NaN");
+        else if (t->skipped > 0)
+            printf("trained %ld steps (%ld applied, %ld skipped on %s)", steps, t->applied, t->skipped,
+                   a->plan.ls.on ? "fp16 overflow" : "an inf or NaN");
+        else
+            printf("trained %ld steps", steps);
+        printf(" in %.1f s (%.0f tokens/s per device); final loss %.4f\n", elapsed,
                t->tokens_per_step * (double)steps / elapsed / t->W, t->last.loss);
         if (a->output_dir)
             printf("model saved to %s\n", a->output_dir);
@@ -850,7 +893,7 @@ int zt_train(const zt_train_args *a, zt_train_result *res, zt_err *err)
         if ((rc = train_step(&t, s, &m, err)))
             break;
         log_step(&t, &m);
-        if ((rc = check_finite(&t, &m, err)))
+        if ((rc = check_finite(&t, &m, err)) || (rc = check_overflow(&t, &m, err)))
             break;
         if (eval_due(&t, s + 1) && (rc = evaluate(&t, s + 1, err)))
             break;
