@@ -19,6 +19,7 @@
 #include "../engine/loss_scale.h"
 #include "batches.h"
 #include "checkpoint.h"
+#include "ckpt_identity.h"
 #include "evaluate.h"
 #include "peak.h"
 #include "preempt.h"
@@ -301,6 +302,7 @@ typedef struct trainer {
     long overflow_streak;       /* fp16: steps in a row skipped on an overflow */
     long applied, skipped;      /* this run's steps whose update was applied, and those skipped */
     char device[128];           /* this rank's device, as its backend describes it */
+    char run_id[17];            /* every file of this run's checkpoints carries it (ckpt_identity.h) */
 } trainer;
 
 /* The saved scaler state, under this plan's settings. */
@@ -385,6 +387,8 @@ static int train_setup(trainer *t, const zt_train_args *a, zt_err *err)
     if ((rc = zt_comm_agree(comm, check_agreement(a, &t->r, t->have_ev ? &t->ev : NULL, comm, err), err)))
         return rc;
     if (a->output_dir && (rc = zt_comm_agree(comm, zt_ckpt_probe_output_dir(a->output_dir, err), err)))
+        return rc;
+    if (a->output_dir && (rc = zt_comm_agree(comm, zt_ckpt_new_run_id(comm, t->run_id, err), err)))
         return rc;
     t->hp = run_hparams(a, &t->r, t->W);
     zt_ckpt_state resumed = {0};
@@ -721,12 +725,14 @@ static int evaluate(trainer *t, long step, zt_err *err)
     return ZT_OK;
 }
 
-/* OUTPUT_DIR/checkpoint-N every save_steps, except after the last step (the
- * final save writes OUTPUT_DIR itself). */
+/* OUTPUT_DIR/checkpoint-N every save_steps, and after the last step of the
+ * schedule whenever checkpoints are saved at all, as Hugging Face's Trainer does
+ * (a run can then be continued or inspected from its end, not only from the last
+ * multiple of save_steps).  The final save writes OUTPUT_DIR itself as well. */
 static int checkpoint_due(const trainer *t, long step)
 {
     const zt_train_args *a = t->a;
-    return a->save_steps > 0 && step % a->save_steps == 0 && step < t->nsteps && a->output_dir;
+    return a->save_steps > 0 && a->output_dir && (step % a->save_steps == 0 || step == a->max_steps);
 }
 
 /* A /proc/self/status field in KiB (0 where there is none). */
@@ -769,6 +775,7 @@ static int save_checkpoint(trainer *t, long step, zt_err *err)
     cs.samples_seen = step * t->hp.global_batch;
     cs.epoch = r->batcher.nwin ? cs.samples_seen / (long)r->batcher.nwin : 0;
     snprintf(cs.command_line, sizeof cs.command_line, "%s", a->command_line ? a->command_line : "");
+    memcpy(cs.run_id, t->run_id, sizeof cs.run_id);
     zt_ckpt_save_args sa = {a->output_dir, &r->cfg, &a->plan, !a->sharded_only, a->plan.prec.save,
                             a->max_shard_bytes, a->save_total_limit};
     char where[4096];
