@@ -3,6 +3,7 @@
 #include <math.h>
 #include <omp.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -391,6 +392,10 @@ int main(int argc, char **argv)
         printf("ztrain %s\n", ZTRAIN_VERSION);
         return 0;
     }
+    /* A write past the file size limit (ulimit -f) raises SIGXFSZ, whose default
+     * kills the process without a word; ignored, the write fails with EFBIG and
+     * the error names the file like any other failed write. */
+    signal(SIGXFSZ, SIG_IGN);
     zt_err err = {0};
     for (int i = 0; i < NCOMMANDS; i++) {
         if (strcmp(argv[1], commands[i].name) != 0)

@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../core/fs.h"
 #include "../core/mem.h"
 #include "../io/hf_model.h"
 #include "../io/tokens.h"
@@ -283,7 +284,7 @@ typedef struct trainer {
     run_state r;
     int have_run;
     zt_comm local, *comm;
-    FILE *log;                  /* rank 0's JSONL, or NULL */
+    int log_fd, have_log;       /* rank 0's JSONL (zt_open_output), written a whole record at a time */
     int rank0, talk, W;         /* talk: rank 0 and not quiet */
     double tokens_per_step;     /* B * A * W * T */
     float grad_scale;           /* 1 / tokens_per_step: the gradient of the global mean loss */
@@ -373,8 +374,12 @@ static int train_setup(trainer *t, const zt_train_args *a, zt_err *err)
     rc = run_open(&t->r, a->model_dir, a->data_path, a->block_size, a->batch_size, &a->plan, be, comm,
                   a->shuffle, a->seed, a->checkpointing, 0, err);
     t->have_run = 1;
-    if (rc == ZT_OK && t->rank0 && a->log_jsonl && !(t->log = fopen(a->log_jsonl, "w")))
-        rc = zt_fail(err, ZT_EINPUT, "--log_jsonl %s: cannot open for writing", a->log_jsonl);
+    if (rc == ZT_OK && t->rank0 && a->log_jsonl) {
+        if ((rc = zt_open_output(a->log_jsonl, "the --log_jsonl log", &t->log_fd, err)) == ZT_OK)
+            t->have_log = 1;
+        else
+            zt_wrap(err, "--log_jsonl: ");
+    }
     if (rc == ZT_OK && a->eval_data_path) {
         zt_param_owner owner = zt_engine_param_owner(t->r.eng);
         rc = zt_evaluator_open(&t->ev, a->eval_data_path, &t->r.cfg, &t->r.lay, &owner, a->eval_batch_size,
@@ -674,16 +679,50 @@ static void write_jsonl(FILE *log, const zt_step_metrics *m)
     fflush(log);
 }
 
-static void log_step(trainer *t, const zt_step_metrics *m)
+/* A JSONL record is formatted into memory, then written whole (zt_write_record):
+ * a full disk or a size limit never leaves half an object, and the failure is an
+ * error naming the file.  fmt writes the record into the stream it is given. */
+typedef void (*record_fn)(FILE *f, const void *what);
+static int log_record(trainer *t, record_fn fmt, const void *what, zt_err *err)
+{
+    if (!t->have_log)
+        return ZT_OK;
+    char buf[16384];
+    FILE *rec = fmemopen(buf, sizeof buf, "w");
+    if (!rec)
+        return zt_fail(err, ZT_EFAIL, "--log_jsonl %s: out of memory formatting a record", t->a->log_jsonl);
+    fmt(rec, what);
+    int bad = fflush(rec) != 0 || ferror(rec);
+    long n = ftell(rec);
+    fclose(rec);
+    if (bad || n <= 0 || (size_t)n >= sizeof buf - 1)
+        return zt_fail(err, ZT_EFAIL, "--log_jsonl %s: a record does not fit %zu bytes", t->a->log_jsonl, sizeof buf);
+    int rc = zt_write_record(t->log_fd, t->a->log_jsonl, buf, (size_t)n, err);
+    if (rc)
+        zt_wrap(err, "--log_jsonl: ");
+    return rc;
+}
+
+static void step_record(FILE *f, const void *m)
+{
+    write_jsonl(f, m);
+}
+
+/* Collective when there is a log: every rank learns whether rank 0 wrote it. */
+static int log_step(trainer *t, const zt_step_metrics *m, zt_err *err)
 {
     t->last = *m;
     audit_lost_updates(t, m);
-    if (t->log)
-        write_jsonl(t->log, m);
+    int rc = log_record(t, step_record, m, err);
+    if (t->a->log_jsonl)
+        rc = zt_comm_agree(t->comm, rc, err);
+    if (rc)
+        return rc;
     if (t->a->progress && t->rank0)
         draw_progress(m->step, t->nsteps, m->loss, t->last_eval, m->tokens_per_sec, now_s() - t->t_start);
     if (t->a->on_step)
         t->a->on_step(t->a->on_step_ctx, m);
+    return ZT_OK;
 }
 
 /* HF's eval_strategy="steps": after every eval_steps-th step; without eval_steps,
@@ -693,6 +732,26 @@ static int eval_due(const trainer *t, long step)
     if (!t->have_ev)
         return 0;
     return t->a->eval_steps > 0 ? step % t->a->eval_steps == 0 : step == t->nsteps;
+}
+
+typedef struct eval_record_of {
+    long step;
+    const zt_eval_result *e;
+} eval_record_of;
+
+static void eval_record(FILE *f, const void *what)
+{
+    const eval_record_of *r = what;
+    const zt_eval_result *e = r->e;
+    char flags[128] = ""; /* non-finite values as null plus a flag, as in the step records */
+    fprintf(f, "{\"step\": %ld, ", r->step);
+    json_num(f, "eval_loss", "%.17g", e->loss, flags, sizeof flags);
+    fprintf(f, ", ");
+    json_num(f, "eval_perplexity", "%.17g", e->perplexity, flags, sizeof flags);
+    fprintf(f, ", \"eval_tokens\": %ld, \"eval_runtime\": %.6f", e->tokens, e->seconds);
+    if (flags[0])
+        fprintf(f, ", \"nonfinite\": {%s}", flags);
+    fprintf(f, "}\n");
 }
 
 /* Collective: the held-out loss of the model as it stands after `step`, as its own
@@ -705,18 +764,10 @@ static int evaluate(trainer *t, long step, zt_err *err)
     if (rc)
         return rc;
     t->last_eval = e.loss;
-    if (t->log) {
-        char flags[128] = ""; /* non-finite values as null plus a flag, as in the step records */
-        fprintf(t->log, "{\"step\": %ld, ", step);
-        json_num(t->log, "eval_loss", "%.17g", e.loss, flags, sizeof flags);
-        fprintf(t->log, ", ");
-        json_num(t->log, "eval_perplexity", "%.17g", e.perplexity, flags, sizeof flags);
-        fprintf(t->log, ", \"eval_tokens\": %ld, \"eval_runtime\": %.6f", e.tokens, e.seconds);
-        if (flags[0])
-            fprintf(t->log, ", \"nonfinite\": {%s}", flags);
-        fprintf(t->log, "}\n");
-        fflush(t->log);
-    }
+    eval_record_of rec = {step, &e};
+    rc = log_record(t, eval_record, &rec, err);
+    if (t->a->log_jsonl && (rc = zt_comm_agree(t->comm, rc, err)))
+        return rc;
     /* with a progress bar, its next line shows the eval; after the last step the bar
      * has ended its line, so the result gets one of its own */
     if (t->talk && (!t->a->progress || step == t->nsteps))
@@ -846,8 +897,8 @@ static int train_finish(trainer *t, zt_train_result *res, zt_err *err)
 
 static void train_close(trainer *t)
 {
-    if (t->log)
-        fclose(t->log);
+    if (t->have_log)
+        close(t->log_fd);
     if (t->have_ev)
         zt_evaluator_free(&t->ev);
     if (t->have_run)
@@ -899,7 +950,8 @@ int zt_train(const zt_train_args *a, zt_train_result *res, zt_err *err)
         zt_step_metrics m;
         if ((rc = train_step(&t, s, &m, err)))
             break;
-        log_step(&t, &m);
+        if ((rc = log_step(&t, &m, err)))
+            break;
         if ((rc = check_finite(&t, &m, err)) || (rc = check_overflow(&t, &m, err)))
             break;
         if (eval_due(&t, s + 1) && (rc = evaluate(&t, s + 1, err)))
