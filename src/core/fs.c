@@ -92,11 +92,11 @@ int zt_open_output(const char *path, const char *what, int *fd, zt_err *err)
         return zt_fail(err, zt_errno_code(e), "%s: cannot open %s for writing: %s", path, what ? what : "the output",
                        strerror(e));
     }
-    struct stat st;
+    struct stat st = {0};
     if (fstat(f, &st) != 0 || !S_ISREG(st.st_mode)) {
         int e = errno;
         close(f);
-        return S_ISREG(st.st_mode) || !st.st_mode
+        return !st.st_mode /* fstat failed */
                    ? zt_fail(err, ZT_EFAIL, "%s: cannot stat: %s", path, strerror(e))
                    : zt_fail(err, ZT_EINPUT, "%s: %s is a %s, not a regular file", path, what ? what : "the output",
                              zt_file_kind(st.st_mode));
