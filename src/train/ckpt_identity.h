@@ -26,7 +26,7 @@
 int zt_ckpt_new_run_id(zt_comm *comm, char id[17], zt_err *err);
 
 /* The shard metadata of group rank `rank` of `group_size`: key/value pairs for
- * zt_st_write_meta in meta[15] (NULL-terminated), their text in buf. */
+ * zt_st_write_meta in kv (NULL-terminated), the numbers' text beside them. */
 typedef struct zt_ckpt_shard_meta {
     const char *kv[15];
     char step[24], rank[16], group[16], world[16], plan[200];
