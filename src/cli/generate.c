@@ -9,6 +9,7 @@
 #include "../text/tokenizer.h"
 #include "commands.h"
 #include "flags.h"
+#include "memory_gate.h"
 
 #define NFLAGS(a) ((int)(sizeof(a) / sizeof((a)[0])))
 #define MAX_EOS 16
@@ -73,7 +74,7 @@ static int encode_prompt(const char *tok_dir, const char *prompt, const zt_llama
 int zt_cmd_generate(int argc, char **argv, zt_err *err)
 {
     const char *model = NULL, *tok_dir = NULL, *prompt = NULL, *stop = NULL, *dtype_name = NULL;
-    const char *device = "cpu";
+    const char *device = "cpu", *max_memory = NULL;
     int max_new = 64, top_k = 50, threads = 0;
     double temperature = 0.0, top_p = 1.0;
     long seed = 42;
@@ -90,6 +91,7 @@ int zt_cmd_generate(int argc, char **argv, zt_err *err)
         {"torch_dtype", ZT_FLAG_STR, &dtype_name, "compute in fp32 | bf16 (default: the config's torch_dtype)", 1, 0, 0},
         {"threads", ZT_FLAG_INT, &threads, "threads (default: the cores this process may use)", 0, 4096, 0},
         {"device", ZT_FLAG_STR, &device, "cpu (default) | cuda (the first GPU; make cuda) | emu (the test device)", 1, 0, 0},
+        {"max_memory", ZT_FLAG_STR, &max_memory, "bytes generation may use, e.g. 8GB (default: the available memory); a model estimated above it is refused before allocating", 1, 0, 0},
     };
     if (zt_flags_wants_help(argc, argv)) {
         zt_flags_usage(flags, NFLAGS(flags), "usage: ztrain generate --model DIR --prompt TEXT [flags]\n"
@@ -108,6 +110,20 @@ int zt_cmd_generate(int argc, char **argv, zt_err *err)
     if (dtype_name && (zt_dtype_parse(dtype_name, &compute) != 0 || compute == ZT_F16))
         return zt_fail(err, ZT_EINPUT, "--torch_dtype: expected fp32 or bf16 (float32, bfloat16), got '%s'",
                        dtype_name);
+    /* sizes before allocation, as for eval: the weights once in the compute dtype
+     * and one sequence as long as the KV cache can grow (the prompt has at most
+     * one token per byte) */
+    long longest = (long)strlen(prompt) + max_new;
+    int T = longest < cfg.max_position_embeddings ? (int)longest : cfg.max_position_embeddings;
+    zt_precision prec = {.load = ZT_F32, .master = ZT_F32, .compute = compute, .reduce = compute, .save = ZT_F32};
+    zt_plan gplan = zt_plan_single(prec, ZT_WRAP_TRANSFORMER);
+    char why[320];
+    size_t max_mem = 0;
+    if (max_memory && (rc = zt_cli_parse_size("max_memory", max_memory, &max_mem, err)))
+        return rc;
+    size_t limit = zt_memory_limit_on(device, max_mem, 1, 0, why, sizeof why);
+    if ((rc = zt_memory_gate(&cfg, &gplan, 1, T > 0 ? T : 1, 0, 0, limit, why, err)))
+        return rc;
     int eos[MAX_EOS + 1], n_eos = 0;
     if ((rc = zt_gen_read_eos(model, cfg.vocab_size, eos, MAX_EOS, &n_eos, err)))
         return rc;

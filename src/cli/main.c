@@ -3,6 +3,7 @@
 #include <math.h>
 #include <omp.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,7 +100,7 @@ static int train_command(int argc, char **argv, zt_err *err)
     int override_ckpt = 0, allow_precision = 0;
     int threads = 0, progress = -1;
     double peak = 0.0, coll_timeout = 600.0;
-    long skip_nonfinite = 0;
+    long skip_nonfinite = 0, max_skipped = 20;
     const char *max_memory = NULL;
     int ignore_np = 0;
     zt_settings st;
@@ -125,6 +126,7 @@ static int train_command(int argc, char **argv, zt_err *err)
         {"progress", ZT_FLAG_BOOL, &progress, "progress bar (default: when stderr is a terminal)", 1, 0, 0},
         {"peak_gflops", ZT_FLAG_DOUBLE, &peak, "matrix-product peak for MFU (default: measured)", 0, 1e9, 0},
         {"skip_nonfinite_steps", ZT_FLAG_LONG, &skip_nonfinite, "outside fp16 loss scaling, skip up to N steps in a row whose loss or gradient holds an inf or NaN (default 0: stop at the first)", 0, 1e12, 0},
+        {"max_consecutive_skipped_steps", ZT_FLAG_LONG, &max_skipped, "fp16: stop with an error (exit 1) when a step overflows with the loss scale at its floor (min_loss_scale) after more than N skipped steps in a row (default 20; 0: at the first such overflow, as DeepSpeed)", 0, 1e12, 0},
         {"max_memory", ZT_FLAG_STR, &max_memory, "bytes each rank may use, e.g. 8GB (default: the machine's available memory shared by its ranks); a run estimated above it is refused before allocating", 1, 0, 0},
         {"ignore_num_processes", ZT_FLAG_BOOL, &ignore_np, "run on the ranks MPI started even when the Accelerate YAML's num_processes differs", 1, 0, 0},
         {"collective_timeout", ZT_FLAG_DOUBLE, &coll_timeout, "seconds one collective may block before the job is aborted with what each rank waits for (default 600, as NCCL's)", 0.1, 1e9, 0},
@@ -192,6 +194,7 @@ static int train_command(int argc, char **argv, zt_err *err)
     a.command_line = command_line;
     a.peak_gflops = peak;
     a.skip_nonfinite_steps = skip_nonfinite;
+    a.max_consecutive_skipped_steps = max_skipped;
     a.progress = progress < 0 ? isatty(STDERR_FILENO) : progress;
     if ((rc = zt_cli_eval_apply(&ev, &a, err)))
         return rc;
@@ -389,6 +392,10 @@ int main(int argc, char **argv)
         printf("ztrain %s\n", ZTRAIN_VERSION);
         return 0;
     }
+    /* A write past the file size limit (ulimit -f) raises SIGXFSZ, whose default
+     * kills the process without a word; ignored, the write fails with EFBIG and
+     * the error names the file like any other failed write. */
+    signal(SIGXFSZ, SIG_IGN);
     zt_err err = {0};
     for (int i = 0; i < NCOMMANDS; i++) {
         if (strcmp(argv[1], commands[i].name) != 0)

@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../core/fs.h"
 #include "../core/mem.h"
 #include "../io/hf_model.h"
 #include "../io/tokens.h"
@@ -19,6 +20,7 @@
 #include "../engine/loss_scale.h"
 #include "batches.h"
 #include "checkpoint.h"
+#include "ckpt_identity.h"
 #include "evaluate.h"
 #include "peak.h"
 #include "preempt.h"
@@ -282,7 +284,7 @@ typedef struct trainer {
     run_state r;
     int have_run;
     zt_comm local, *comm;
-    FILE *log;                  /* rank 0's JSONL, or NULL */
+    int log_fd, have_log;       /* rank 0's JSONL (zt_open_output), written a whole record at a time */
     int rank0, talk, W;         /* talk: rank 0 and not quiet */
     double tokens_per_step;     /* B * A * W * T */
     float grad_scale;           /* 1 / tokens_per_step: the gradient of the global mean loss */
@@ -298,7 +300,10 @@ typedef struct trainer {
     double last_eval;           /* the latest eval loss (NaN before the first) */
     zt_ckpt_hparams hp;         /* what a checkpoint records and a resume must find unchanged */
     long nonfinite_streak;      /* steps in a row skipped on an inf or NaN (outside fp16 scaling) */
+    long overflow_streak;       /* fp16: steps in a row skipped on an overflow */
+    long applied, skipped;      /* this run's steps whose update was applied, and those skipped */
     char device[128];           /* this rank's device, as its backend describes it */
+    char run_id[17];            /* every file of this run's checkpoints carries it (ckpt_identity.h) */
 } trainer;
 
 /* The saved scaler state, under this plan's settings. */
@@ -369,8 +374,12 @@ static int train_setup(trainer *t, const zt_train_args *a, zt_err *err)
     rc = run_open(&t->r, a->model_dir, a->data_path, a->block_size, a->batch_size, &a->plan, be, comm,
                   a->shuffle, a->seed, a->checkpointing, 0, err);
     t->have_run = 1;
-    if (rc == ZT_OK && t->rank0 && a->log_jsonl && !(t->log = fopen(a->log_jsonl, "w")))
-        rc = zt_fail(err, ZT_EINPUT, "--log_jsonl %s: cannot open for writing", a->log_jsonl);
+    if (rc == ZT_OK && t->rank0 && a->log_jsonl) {
+        if ((rc = zt_open_output(a->log_jsonl, "the --log_jsonl log", &t->log_fd, err)) == ZT_OK)
+            t->have_log = 1;
+        else
+            zt_wrap(err, "--log_jsonl: ");
+    }
     if (rc == ZT_OK && a->eval_data_path) {
         zt_param_owner owner = zt_engine_param_owner(t->r.eng);
         rc = zt_evaluator_open(&t->ev, a->eval_data_path, &t->r.cfg, &t->r.lay, &owner, a->eval_batch_size,
@@ -383,6 +392,8 @@ static int train_setup(trainer *t, const zt_train_args *a, zt_err *err)
     if ((rc = zt_comm_agree(comm, check_agreement(a, &t->r, t->have_ev ? &t->ev : NULL, comm, err), err)))
         return rc;
     if (a->output_dir && (rc = zt_comm_agree(comm, zt_ckpt_probe_output_dir(a->output_dir, err), err)))
+        return rc;
+    if (a->output_dir && (rc = zt_comm_agree(comm, zt_ckpt_new_run_id(comm, t->run_id, err), err)))
         return rc;
     t->hp = run_hparams(a, &t->r, t->W);
     zt_ckpt_state resumed = {0};
@@ -485,6 +496,38 @@ static int check_finite(trainer *t, const zt_step_metrics *m, zt_err *err)
     return zt_fail(err, ZT_EFAIL, "step %ld: an inf or NaN in %s (loss %g); stopping instead of training on it "
                    "(nothing saved from this run; lower the learning rate, check the data, or allow skipping with "
                    "--skip_nonfinite_steps N)", m->step, what, m->loss);
+}
+
+/* fp16: an overflow skips the step and halves the scale, but at min_loss_scale
+ * the scale cannot fall further, so a model that overflows fp16 even at the floor
+ * would skip every step and "train" without changing.  DeepSpeed raises at its
+ * minimum scale; here the run stops (exit 1: the run failed, the input was not
+ * malformed) once a step overflows at the floor after more than
+ * --max_consecutive_skipped_steps skips in a row.  From 2^16 the floor 1 is
+ * reached after 17 skips in a row (one spent on hysteresis 2, then 16 halvings).
+ * Every rank reaches the same verdict: the overflow is world-wide. */
+static int check_overflow(trainer *t, const zt_step_metrics *m, zt_err *err)
+{
+    const zt_train_args *a = t->a;
+    if (m->skipped)
+        t->skipped++;
+    else
+        t->applied++;
+    if (!a->plan.ls.on)
+        return ZT_OK;
+    t->overflow_streak = m->skipped ? t->overflow_streak + 1 : 0;
+    /* m->loss_scale is the scale this step ran at, before the update halved it */
+    int at_floor = m->loss_scale <= t->scaler.min_scale;
+    if (!m->skipped || !at_floor || t->overflow_streak <= a->max_consecutive_skipped_steps)
+        return ZT_OK;
+    if (!t->rank0) /* rank 0 says it; the others stop with it */
+        return zt_fail(err, ZT_EFAIL, "%s", "");
+    return zt_fail(err, ZT_EFAIL, "%sstep %ld: fp16 overflow with the loss scale at its floor (min_loss_scale %g); "
+                   "%ld steps skipped in a row, more than --max_consecutive_skipped_steps %ld allows; stopping "
+                   "(nothing saved from this run; %ld of this run's %ld steps were applied): the model overflows "
+                   "fp16 even unscaled; train in bf16 or fp32 (--mixed_precision bf16|no)",
+                   a->progress ? "\n" : "", m->step, t->scaler.min_scale, t->overflow_streak,
+                   a->max_consecutive_skipped_steps, t->applied, t->applied + t->skipped);
 }
 
 /* The numbers of step s that train_step did not compute itself. */
@@ -636,16 +679,50 @@ static void write_jsonl(FILE *log, const zt_step_metrics *m)
     fflush(log);
 }
 
-static void log_step(trainer *t, const zt_step_metrics *m)
+/* A JSONL record is formatted into memory, then written whole (zt_write_record):
+ * a full disk or a size limit never leaves half an object, and the failure is an
+ * error naming the file.  fmt writes the record into the stream it is given. */
+typedef void (*record_fn)(FILE *f, const void *what);
+static int log_record(trainer *t, record_fn fmt, const void *what, zt_err *err)
+{
+    if (!t->have_log)
+        return ZT_OK;
+    char buf[16384];
+    FILE *rec = fmemopen(buf, sizeof buf, "w");
+    if (!rec)
+        return zt_fail(err, ZT_EFAIL, "--log_jsonl %s: out of memory formatting a record", t->a->log_jsonl);
+    fmt(rec, what);
+    int bad = fflush(rec) != 0 || ferror(rec);
+    long n = ftell(rec);
+    fclose(rec);
+    if (bad || n <= 0 || (size_t)n >= sizeof buf - 1)
+        return zt_fail(err, ZT_EFAIL, "--log_jsonl %s: a record does not fit %zu bytes", t->a->log_jsonl, sizeof buf);
+    int rc = zt_write_record(t->log_fd, t->a->log_jsonl, buf, (size_t)n, err);
+    if (rc)
+        zt_wrap(err, "--log_jsonl: ");
+    return rc;
+}
+
+static void step_record(FILE *f, const void *m)
+{
+    write_jsonl(f, m);
+}
+
+/* Collective when there is a log: every rank learns whether rank 0 wrote it. */
+static int log_step(trainer *t, const zt_step_metrics *m, zt_err *err)
 {
     t->last = *m;
     audit_lost_updates(t, m);
-    if (t->log)
-        write_jsonl(t->log, m);
+    int rc = log_record(t, step_record, m, err);
+    if (t->a->log_jsonl)
+        rc = zt_comm_agree(t->comm, rc, err);
+    if (rc)
+        return rc;
     if (t->a->progress && t->rank0)
         draw_progress(m->step, t->nsteps, m->loss, t->last_eval, m->tokens_per_sec, now_s() - t->t_start);
     if (t->a->on_step)
         t->a->on_step(t->a->on_step_ctx, m);
+    return ZT_OK;
 }
 
 /* HF's eval_strategy="steps": after every eval_steps-th step; without eval_steps,
@@ -655,6 +732,26 @@ static int eval_due(const trainer *t, long step)
     if (!t->have_ev)
         return 0;
     return t->a->eval_steps > 0 ? step % t->a->eval_steps == 0 : step == t->nsteps;
+}
+
+typedef struct eval_record_of {
+    long step;
+    const zt_eval_result *e;
+} eval_record_of;
+
+static void eval_record(FILE *f, const void *what)
+{
+    const eval_record_of *r = what;
+    const zt_eval_result *e = r->e;
+    char flags[128] = ""; /* non-finite values as null plus a flag, as in the step records */
+    fprintf(f, "{\"step\": %ld, ", r->step);
+    json_num(f, "eval_loss", "%.17g", e->loss, flags, sizeof flags);
+    fprintf(f, ", ");
+    json_num(f, "eval_perplexity", "%.17g", e->perplexity, flags, sizeof flags);
+    fprintf(f, ", \"eval_tokens\": %ld, \"eval_runtime\": %.6f", e->tokens, e->seconds);
+    if (flags[0])
+        fprintf(f, ", \"nonfinite\": {%s}", flags);
+    fprintf(f, "}\n");
 }
 
 /* Collective: the held-out loss of the model as it stands after `step`, as its own
@@ -667,18 +764,10 @@ static int evaluate(trainer *t, long step, zt_err *err)
     if (rc)
         return rc;
     t->last_eval = e.loss;
-    if (t->log) {
-        char flags[128] = ""; /* non-finite values as null plus a flag, as in the step records */
-        fprintf(t->log, "{\"step\": %ld, ", step);
-        json_num(t->log, "eval_loss", "%.17g", e.loss, flags, sizeof flags);
-        fprintf(t->log, ", ");
-        json_num(t->log, "eval_perplexity", "%.17g", e.perplexity, flags, sizeof flags);
-        fprintf(t->log, ", \"eval_tokens\": %ld, \"eval_runtime\": %.6f", e.tokens, e.seconds);
-        if (flags[0])
-            fprintf(t->log, ", \"nonfinite\": {%s}", flags);
-        fprintf(t->log, "}\n");
-        fflush(t->log);
-    }
+    eval_record_of rec = {step, &e};
+    rc = log_record(t, eval_record, &rec, err);
+    if (t->a->log_jsonl && (rc = zt_comm_agree(t->comm, rc, err)))
+        return rc;
     /* with a progress bar, its next line shows the eval; after the last step the bar
      * has ended its line, so the result gets one of its own */
     if (t->talk && (!t->a->progress || step == t->nsteps))
@@ -687,12 +776,14 @@ static int evaluate(trainer *t, long step, zt_err *err)
     return ZT_OK;
 }
 
-/* OUTPUT_DIR/checkpoint-N every save_steps, except after the last step (the
- * final save writes OUTPUT_DIR itself). */
+/* OUTPUT_DIR/checkpoint-N every save_steps, and after the last step of the
+ * schedule whenever checkpoints are saved at all, as Hugging Face's Trainer does
+ * (a run can then be continued or inspected from its end, not only from the last
+ * multiple of save_steps).  The final save writes OUTPUT_DIR itself as well. */
 static int checkpoint_due(const trainer *t, long step)
 {
     const zt_train_args *a = t->a;
-    return a->save_steps > 0 && step % a->save_steps == 0 && step < t->nsteps && a->output_dir;
+    return a->save_steps > 0 && a->output_dir && (step % a->save_steps == 0 || step == a->max_steps);
 }
 
 /* A /proc/self/status field in KiB (0 where there is none). */
@@ -735,6 +826,7 @@ static int save_checkpoint(trainer *t, long step, zt_err *err)
     cs.samples_seen = step * t->hp.global_batch;
     cs.epoch = r->batcher.nwin ? cs.samples_seen / (long)r->batcher.nwin : 0;
     snprintf(cs.command_line, sizeof cs.command_line, "%s", a->command_line ? a->command_line : "");
+    memcpy(cs.run_id, t->run_id, sizeof cs.run_id);
     zt_ckpt_save_args sa = {a->output_dir, &r->cfg, &a->plan, !a->sharded_only, a->plan.prec.save,
                             a->max_shard_bytes, a->save_total_limit};
     char where[4096];
@@ -786,7 +878,16 @@ static int train_finish(trainer *t, zt_train_result *res, zt_err *err)
                                                          a->max_shard_bytes, t->rank0, err), err)))
         return rc;
     if (t->talk) {
-        printf("trained %ld steps in %.1f s (%.0f tokens/s per device); final loss %.4f\n", steps, elapsed,
+        /* "trained" only when a step changed the weights; skipped steps are counted */
+        if (t->applied == 0 && t->skipped > 0)
+            printf("ran %ld steps, none applied (%ld skipped on %s)", steps, t->skipped,
+                   a->plan.ls.on ? "fp16 overflow" : "an inf or NaN");
+        else if (t->skipped > 0)
+            printf("trained %ld steps (%ld applied, %ld skipped on %s)", steps, t->applied, t->skipped,
+                   a->plan.ls.on ? "fp16 overflow" : "an inf or NaN");
+        else
+            printf("trained %ld steps", steps);
+        printf(" in %.1f s (%.0f tokens/s per device); final loss %.4f\n", elapsed,
                t->tokens_per_step * (double)steps / elapsed / t->W, t->last.loss);
         if (a->output_dir)
             printf("model saved to %s\n", a->output_dir);
@@ -796,8 +897,8 @@ static int train_finish(trainer *t, zt_train_result *res, zt_err *err)
 
 static void train_close(trainer *t)
 {
-    if (t->log)
-        fclose(t->log);
+    if (t->have_log)
+        close(t->log_fd);
     if (t->have_ev)
         zt_evaluator_free(&t->ev);
     if (t->have_run)
@@ -849,8 +950,9 @@ int zt_train(const zt_train_args *a, zt_train_result *res, zt_err *err)
         zt_step_metrics m;
         if ((rc = train_step(&t, s, &m, err)))
             break;
-        log_step(&t, &m);
-        if ((rc = check_finite(&t, &m, err)))
+        if ((rc = log_step(&t, &m, err)))
+            break;
+        if ((rc = check_finite(&t, &m, err)) || (rc = check_overflow(&t, &m, err)))
             break;
         if (eval_due(&t, s + 1) && (rc = evaluate(&t, s + 1, err)))
             break;

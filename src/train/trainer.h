@@ -82,6 +82,8 @@ typedef struct zt_train_args {
     int eval_batch_size;        /* windows per forward pass per rank */
     long skip_nonfinite_steps; /* outside fp16 scaling: steps with an inf/NaN that may be skipped in a
                                 * row (0: the first one stops the run) */
+    long max_consecutive_skipped_steps; /* fp16: overflows in a row tolerated once the loss scale is at its
+                                         * floor; one more stops the run (0: the first overflow at the floor) */
     /* called on every rank after every step (NULL: none) */
     void (*on_step)(void *ctx, const zt_step_metrics *m);
     void *on_step_ctx;
