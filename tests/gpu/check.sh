@@ -325,7 +325,7 @@ bench() {
             local etps
             etps=$(zt_median "$OUT/$name.exact.jsonl" tokens_per_sec_per_device)
             speed+=("$(printf '%-8s %-26s %10.0f %7s %7s %9s' "$name" "ztrain exact" "$etps" \
-                      "$(awk -v a="$etps" -v b="$tps" 'BEGIN { printf "%.2f", b > 0 ? a / b : 0 }')" - -)")
+                      "$(awk -v a="$etps" -v b="$tps" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')" - -)")
         else
             row "$name: fast vs exact, 20 steps" FAIL "$(late && echo 'time budget spent' || tail -2 "$OUT/$name.exact.out" | tr '\n' ' ')"
         fi
@@ -347,7 +347,7 @@ bench() {
             row "$name: PyTorch $mode" ok "$(printf '%.0f' "$ttps") tokens/s, $(jget "$f" step_s | cut -c1-6) s/step"
             speed+=("$(awk -v n="$name" -v m="PyTorch $mode" -v t="$ttps" -v z="$tps" -v f="$mfu" -v g="$mem" \
                      -v al="$(jget "$f" peak_alloc_gib)" 'BEGIN { printf "%-8s %-26s %10.0f %7.2f %7.4f %9s (allocator %.1f GiB)",
-                     n, m, t, z > 0 ? t / z : 0, z > 0 ? f * t / z : 0, g " GiB", al }')")
+                     n, m, t, (z > 0 ? t / z : 0), (z > 0 ? f * t / z : 0), g " GiB", al }')")
         else
             row "$name: PyTorch $mode" FAIL "$(tail -2 "$f" | tr '\n' ' ')"
         fi
