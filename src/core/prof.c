@@ -273,8 +273,11 @@ static const char *track_name(int t)
  * the process and thread names as metadata ("ph": "M"); Perfetto reads it. */
 static void trace_json(buf *b)
 {
-    put(b, "{\"displayTimeUnit\": \"ms\", \"otherData\": {\"clock\": \"%s\", \"steps\": \"%ld-%ld\"}, \"traceEvents\": [\n",
-        g.clock ? g.clock->what : "host wall clock", g.a, g.b);
+    char range[48] = "";
+    if (g.b)
+        snprintf(range, sizeof range, "%ld", g.b);
+    put(b, "{\"displayTimeUnit\": \"ms\", \"otherData\": {\"clock\": \"%s\", \"steps\": \"%ld-%s\"}, \"traceEvents\": [\n",
+        g.clock ? g.clock->what : "host wall clock", g.a, range);
     put(b, "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": 0, \"args\": {\"name\": \"ztrain rank %d\"}}",
         g.rank, g.rank);
     for (int t = TRACK_COMPUTE; t <= TRACK_DEV_COMM; t++)
