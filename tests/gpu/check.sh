@@ -184,6 +184,20 @@ elif timeout 120 "$kc" >"$OUT/kernels.out" 2>&1; then
 else
     row "kernels: every kernel vs its CPU twin" FAIL "$(grep -cE '^FAIL ' "$OUT/kernels.out") failed: $(grep -m3 -E '^FAIL ' "$OUT/kernels.out" | tr '\n' ' ')"
 fi
+# the fast kernels (src/kernels/cuda/fast.h) against the exact ones: kernels_check's group `fast`
+if [ -n "$kc" ]; then
+    if grep -qE '^ok +fast ' "$OUT/kernels.out" && ! grep -qE '^FAIL +fast ' "$OUT/kernels.out"; then
+        row "kernels: fast vs exact, within bf16 error" ok "$(grep -cE '^ok +fast ' "$OUT/kernels.out") passed"
+    else
+        row "kernels: fast vs exact, within bf16 error" FAIL "$(grep -cE '^FAIL +fast ' "$OUT/kernels.out") failed (or none ran)"
+    fi
+    # their time against the exact kernels at the 1B model's shapes (a measurement, not a check)
+    if timeout 120 "$kc" --bench 1 >"$OUT/kernels_bench.out" 2>&1; then
+        row "kernels: fast vs exact, time (kernels_bench.out)" ok "$(grep '^bench attention forward (hd 64' "$OUT/kernels_bench.out" | grep -oE 'x[0-9.]+$' | sed 's/^/attention forward /')"
+    else
+        row "kernels: fast vs exact, time (kernels_bench.out)" FAIL "$(tail -1 "$OUT/kernels_bench.out")"
+    fi
+fi
 
 # ---- 4. parity: the same model, data and plan on the CPU and on the GPU ----------------
 export OMP_NUM_THREADS=8
