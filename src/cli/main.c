@@ -12,6 +12,7 @@
 #include "../comm/comm.h"
 #include "../config/settings.h"
 #include "../core/fs.h"
+#include "../core/prof.h"
 #include "../plan/plan.h"
 #include "../io/hf_model.h"
 #include "../kernels/matmul.h"
@@ -95,7 +96,7 @@ static int check_world(const zt_settings *st, int world, int ignore_num_processe
 static int train_command(int argc, char **argv, zt_err *err)
 {
     const char *model = NULL, *data = NULL, *output_dir = NULL, *log_jsonl = NULL, *max_shard = "5GB";
-    const char *resume = NULL, *tokenizer = NULL;
+    const char *resume = NULL, *tokenizer = NULL, *profile = NULL, *profile_steps = NULL;
     long save_total_limit = 0;
     int override_ckpt = 0, allow_precision = 0;
     int threads = 0, progress = -1;
@@ -113,6 +114,8 @@ static int train_command(int argc, char **argv, zt_err *err)
         TRAIN_EVAL_FLAGS(ev),
         {"output_dir", ZT_FLAG_STR, &output_dir, "where the trained model is written", 1, 0, 0},
         {"log_jsonl", ZT_FLAG_STR, &log_jsonl, "write one JSON object per optimizer step here", 1, 0, 0},
+        {"profile", ZT_FLAG_STR, &profile, "write a Chrome trace (Perfetto) of every kernel, collective and phase here, and print the time by kernel class at the end", 1, 0, 0},
+        {"profile_steps", ZT_FLAG_STR, &profile_steps, "the steps --profile records: A-B, A or A- (default: every step)", 1, 0, 0},
         PLAN_FLAGS(st),
         {"seed", ZT_FLAG_LONG, &st.seed, "seed for --shuffle (default 42)", 0, 9.2e18, 0},
         {"shuffle", ZT_FLAG_BOOL, &st.shuffle, "seeded shuffle of the windows each epoch (default: in order)", 1, 0, 0},
@@ -146,8 +149,15 @@ static int train_command(int argc, char **argv, zt_err *err)
         return rc;
     if (!model || !data)
         return zt_fail(err, ZT_EINPUT, "ztrain train: --model and --data are required");
+    long prof_a = 1, prof_b = 0;
+    if (profile_steps && !profile)
+        return zt_fail(err, ZT_EINPUT, "--profile_steps: needs --profile FILE.json (where the trace goes)");
+    if (profile_steps && (rc = zt_prof_parse_steps(profile_steps, &prof_a, &prof_b, err)))
+        return rc;
     if (zt_comm_init_mpi(NULL, NULL, &g_rank, &g_world) != ZT_OK)
         return zt_fail(err, ZT_EFAIL, "MPI_Init failed");
+    if (profile && (rc = zt_prof_open(profile, prof_a, prof_b, g_rank, err)))
+        return rc;
     zt_train_args a;
     zt_plan plan;
     zt_llama_config cfg;
@@ -217,6 +227,9 @@ static int train_command(int argc, char **argv, zt_err *err)
     }
     zt_train_result res;
     rc = zt_train(&a, &res, err);
+    if (rc == ZT_OK) /* the trace, and rank 0's table by kernel class */
+        rc = zt_prof_finish(g_rank == 0 ? stdout : NULL, err);
+    zt_prof_close();
     zt_comm_free(&comm);
     return rc;
 }

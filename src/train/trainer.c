@@ -11,9 +11,11 @@
 
 #include "../core/fs.h"
 #include "../core/mem.h"
+#include "../core/prof.h"
 #include "../io/hf_model.h"
 #include "../io/tokens.h"
 #include "../kernels/matmul.h"
+#include "../kernels/prof_backend.h"
 #include "../model/frozen.h"
 #include "../model/llama.h"
 #include "../plan/plan.h"
@@ -254,6 +256,8 @@ static int open_device(const zt_plan *plan, zt_comm *comm, const zt_backend **ou
     const zt_backend *be = zt_backend_open(name, comm->topo.machine_rank, &devices, desc, cap, err);
     if (!be)
         rc = zt_wrap(err, "--device %s: ", name);
+    else if (zt_prof_enabled()) /* --profile: every entry timed at the dispatch */
+        be = zt_backend_profiled(be);
     int shared = be && !be->host_visible && comm->topo.machine_size > devices;
     if (rc == ZT_OK && shared && !strcmp(plan->comm, "nccl"))
         rc = zt_fail(err, ZT_EINPUT, "--comm_backend nccl: %d ranks on this machine share %d GPU%s, and NCCL refuses "
@@ -582,7 +586,9 @@ static int train_step(trainer *t, long s, zt_step_metrics *m, zt_err *err)
     double loss_sum = 0.0;
     for (int micro = 0; micro < A; micro++) {
         long k0 = zt_sample_index(s, micro, comm->rank, B, A, t->W);
+        int hd = zt_prof_begin("data", "phase", ZT_PROF_COMPUTE);
         zt_batcher_fill(&r->batcher, k0, B, r->inputs, r->targets);
+        zt_prof_end(hd, 0.0, 0.0);
         /* the last micro-batch's backward may start the step's reduction */
         zt_engine_sync_backward(r->eng, micro == A - 1);
         double ls = 0.0;
@@ -605,7 +611,9 @@ static int train_step(trainer *t, long s, zt_step_metrics *m, zt_err *err)
         t->hooks->before_update(t->hooks->ctx, s + 1, comm->rank, r->eng);
     comm->phase = "optimizer";
     comm->unit = -1;
+    int ho = zt_prof_begin("optimizer", "phase", ZT_PROF_COMPUTE);
     m->skipped = zt_engine_step(r->eng, &a->adam, m->lr, a->max_grad_norm, 1.0 / scale, &m->grad_norm);
+    zt_prof_end(ho, 0.0, 0.0);
     if (pl->ls.on)
         zt_loss_scaler_update(&t->scaler, m->skipped);
     m->loss_scale = pl->ls.on ? scale : 0.0;
@@ -948,9 +956,15 @@ int zt_train(const zt_train_args *a, zt_train_result *res, zt_err *err)
     int rc = train_setup(&t, a, err), stopped = 0;
     for (long s = t.first_step; rc == ZT_OK && s < t.nsteps; s++) {
         zt_step_metrics m;
+        zt_prof_step_begin(s + 1); /* --profile: a no-op outside --profile_steps */
         if ((rc = train_step(&t, s, &m, err)))
             break;
-        if ((rc = log_step(&t, &m, err)))
+        int hl = zt_prof_begin("log", "phase", ZT_PROF_COMPUTE);
+        rc = log_step(&t, &m, err);
+        zt_prof_end(hl, 0.0, 0.0);
+        if (rc)
+            break;
+        if ((rc = zt_prof_step_end(err))) /* waits for the device once, in a profiled step */
             break;
         if ((rc = check_finite(&t, &m, err)) || (rc = check_overflow(&t, &m, err)))
             break;
