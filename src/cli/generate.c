@@ -2,6 +2,7 @@
  * the continuation to stdout token by token as it is generated. */
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../core/mem.h"
 #include "../infer/generate.h"
@@ -79,7 +80,7 @@ int zt_cmd_generate(int argc, char **argv, zt_err *err)
     long seed = 42;
     zt_flag flags[] = {
         {"model", ZT_FLAG_STR, &model, "Hugging Face model directory (config.json + safetensors)", 1, 0, 0},
-        {"tokenizer", ZT_FLAG_STR, &tok_dir, "directory with tokenizer.json (default: ids are bytes, vocab 256)", 1, 0, 0},
+        {"tokenizer", ZT_FLAG_STR, &tok_dir, "directory with tokenizer.json (default: the model directory when it holds one, as ztrain saves it; else ids are bytes, vocab 256)", 1, 0, 0},
         {"prompt", ZT_FLAG_STR, &prompt, "the text to continue", 1, 0, 0},
         {"max_new_tokens", ZT_FLAG_INT, &max_new, "tokens to generate at most (default 64)", 0, 1 << 24, 0},
         {"temperature", ZT_FLAG_DOUBLE, &temperature, "0 = greedy (default); > 0 samples from softmax(logits / T)", 0, 1e6, 0},
@@ -104,6 +105,10 @@ int zt_cmd_generate(int argc, char **argv, zt_err *err)
     zt_llama_config cfg;
     if ((rc = zt_hf_read_config_dir(model, &cfg, err)))
         return rc;
+    char own_tok[4200];
+    snprintf(own_tok, sizeof own_tok, "%s/tokenizer.json", model);
+    if (!tok_dir && access(own_tok, F_OK) == 0) /* saved with the model: AutoTokenizer.from_pretrained(model) */
+        tok_dir = model;
     zt_dtype compute = cfg.torch_dtype == ZT_BF16 ? ZT_BF16 : ZT_F32;
     if (dtype_name && (zt_dtype_parse(dtype_name, &compute) != 0 || compute == ZT_F16))
         return zt_fail(err, ZT_EINPUT, "--torch_dtype: expected fp32 or bf16 (float32, bfloat16), got '%s'",

@@ -12,8 +12,10 @@
 #include "../config/settings.h"
 #include "../core/fs.h"
 #include "../plan/plan.h"
+#include "../io/hf_carry.h"
 #include "../io/hf_model.h"
 #include "../kernels/matmul.h"
+#include "../text/tokenizer.h"
 #include "../train/preempt.h"
 #include "../train/run_args.h"
 #include "../train/trainer.h"
@@ -144,6 +146,11 @@ static int train_command(int argc, char **argv, zt_err *err)
         return rc;
     if (!model || !data)
         return zt_fail(err, ZT_EINPUT, "ztrain train: --model and --data are required");
+    /* checkpoints go into --output_dir, as Trainer's do: without one they would be
+     * a silent no-op */
+    if (st.save_steps > 0 && !output_dir)
+        return zt_fail(err, ZT_EINPUT, "--save_steps %ld needs --output_dir DIR (checkpoint-N directories are "
+                       "written there)", st.save_steps);
     if (zt_comm_init_mpi(NULL, NULL, &g_rank, &g_world) != ZT_OK)
         return zt_fail(err, ZT_EFAIL, "MPI_Init failed");
     zt_train_args a;
@@ -190,6 +197,7 @@ static int train_command(int argc, char **argv, zt_err *err)
         snprintf(command_line + len, sizeof command_line - len, " %s", argv[i]);
     }
     a.command_line = command_line;
+    a.tokenizer_dir = tokenizer;
     a.peak_gflops = peak;
     a.skip_nonfinite_steps = skip_nonfinite;
     a.progress = progress < 0 ? isatty(STDERR_FILENO) : progress;
@@ -205,6 +213,8 @@ static int train_command(int argc, char **argv, zt_err *err)
     if (g_rank == 0)
         printf("ztrain %s: %d rank%s x %d thread%s\n", ZTRAIN_VERSION, g_world, g_world == 1 ? "" : "s",
                nthreads, nthreads == 1 ? "" : "s");
+    if (!output_dir && g_rank == 0)
+        fprintf(stderr, "ztrain: warning: no --output_dir: the trained model is discarded at the end of the run\n");
     char tok_data[4096];
     if ((tokenizer && (rc = zt_cli_text_data(&a.data_path, tokenizer, cfg.vocab_size, &comm, g_rank, nthreads, tok_data,
                                              sizeof tok_data, err))) ||
@@ -308,16 +318,34 @@ static int cmd_eval(int argc, char **argv, zt_err *err)
 
 /* ---- init-model ----------------------------------------------------------- */
 
+/* init-model --tokenizer DIR: the vocabulary is the tokenizer's, and its special
+ * tokens are the config's bos/eos/pad ids (as a model made for a tokenizer has). */
+static int tokenizer_sizes(const char *tok_dir, zt_llama_config *cfg, zt_hf_token_ids *ids, zt_err *err)
+{
+    zt_tokenizer *tok = NULL;
+    int rc = zt_tok_load(tok_dir, &tok, err);
+    if (rc)
+        return zt_wrap(err, "--tokenizer: ");
+    if (cfg->vocab_size != zt_tok_vocab_size(tok))
+        printf("vocab_size %d (the tokenizer's) instead of the config's %d\n", zt_tok_vocab_size(tok),
+               cfg->vocab_size);
+    cfg->vocab_size = zt_tok_vocab_size(tok);
+    *ids = (zt_hf_token_ids){zt_tok_bos_id(tok), zt_tok_eos_id(tok), zt_tok_pad_id(tok)};
+    zt_tok_free(tok);
+    return ZT_OK;
+}
+
 static int cmd_init_model(int argc, char **argv, zt_err *err)
 {
-    const char *cfg_path = NULL, *out = NULL, *torch_dtype = "float32";
+    const char *cfg_path = NULL, *out = NULL, *torch_dtype = "float32", *tok_dir = NULL;
     long seed = 0;
     const char *max_shard = "5GB";
     zt_flag flags[] = {
         {"model_config", ZT_FLAG_STR, &cfg_path, "config.json describing the architecture", 1, 0, 0},
         {"output_dir", ZT_FLAG_STR, &out, "directory to write config.json + model.safetensors", 1, 0, 0},
+        {"tokenizer", ZT_FLAG_STR, &tok_dir, "size the vocabulary from DIR/tokenizer.json, set bos/eos/pad_token_id from its special tokens, and save its files with the model", 1, 0, 0},
         {"seed", ZT_FLAG_LONG, &seed, "random seed (default 0)", 0, 9.2e18, 0},
-        {"torch_dtype", ZT_FLAG_STR, &torch_dtype, "fp32 | bf16 | fp16 (dtype of the saved weights)", 1, 0, 0},
+        {"torch_dtype", ZT_FLAG_STR, &torch_dtype, "fp32 | bf16 | fp16 (dtype of the saved weights; default fp32)", 1, 0, 0},
         {"max_shard_size", ZT_FLAG_STR, &max_shard, "split weights into shards above this size, e.g. 5GB, 200MB, 64KB (default 5GB, as HF)", 1, 0, 0},
     };
     if (zt_flags_wants_help(argc, argv)) {
@@ -335,10 +363,14 @@ static int cmd_init_model(int argc, char **argv, zt_err *err)
         (rc = zt_cli_parse_size("max_shard_size", max_shard, &max_shard_bytes, err)))
         return rc;
     zt_llama_config cfg;
-    if ((rc = zt_hf_config_read(cfg_path, &cfg, err)))
+    zt_hf_token_ids ids = ZT_HF_TOKEN_IDS_NONE;
+    if ((rc = zt_hf_config_read(cfg_path, &cfg, err)) || (tok_dir && (rc = tokenizer_sizes(tok_dir, &cfg, &ids, err))))
         return rc;
     size_t numel = 0;
     if ((rc = zt_hf_init_random(out, &cfg, (uint64_t)seed, dt, max_shard_bytes, &numel, err)))
+        return rc;
+    /* the config's other keys, and the tokenizer's files beside the weights */
+    if ((rc = zt_hf_carry(out, cfg_path, NULL, tok_dir, tok_dir ? &ids : NULL, err)))
         return rc;
     printf("wrote a %zu-parameter model to %s\n", numel, out);
     return ZT_OK;

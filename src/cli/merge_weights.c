@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../io/hf_carry.h"
 #include "../train/checkpoint.h"
 #include "commands.h"
 #include "flags.h"
@@ -50,7 +51,8 @@ int zt_cmd_merge_weights(int argc, char **argv, zt_err *err)
     size_t max_shard_bytes = 0;
     if ((rc = zt_cli_parse_size("max_shard_size", max_shard, &max_shard_bytes, err)))
         return rc;
-    if ((rc = zt_ckpt_merge(dir, out, dtype_name ? &dtype : NULL, max_shard_bytes, err)))
+    if ((rc = zt_ckpt_merge(dir, out, dtype_name ? &dtype : NULL, max_shard_bytes, err)) ||
+        (rc = zt_hf_carry_model(out, dir, NULL, err))) /* the config keys, generation config, tokenizer it carried */
         return rc;
     printf("merged %s into %s (peak resident memory %.1f MiB)\n", dir, out, (double)peak_rss_kib() / 1024.0);
     return ZT_OK;

@@ -86,6 +86,7 @@ typedef struct zt_train_args {
     void (*on_step)(void *ctx, const zt_step_metrics *m);
     void *on_step_ctx;
     const zt_train_hooks *hooks; /* tests only; NULL in production */
+    const char *tokenizer_dir; /* saved with the model and each checkpoint (NULL: the model_dir's tokenizer files) */
 } zt_train_args;
 
 typedef struct zt_train_result {
