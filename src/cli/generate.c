@@ -88,7 +88,7 @@ int zt_cmd_generate(int argc, char **argv, zt_err *err)
         {"top_p", ZT_FLAG_DOUBLE, &top_p, "sampling: keep the smallest set with this much probability (default 1 = off)", 0, 1, 0},
         {"seed", ZT_FLAG_LONG, &seed, "seed of the sampler (default 42): the same seed gives the same text", 0, 9.2e18, 0},
         {"stop", ZT_FLAG_STR, &stop, "stop once the continuation contains this string (it is printed)", 1, 0, 0},
-        {"torch_dtype", ZT_FLAG_STR, &dtype_name, "compute in fp32 | bf16 (default: the config's torch_dtype)", 1, 0, 0},
+        {"torch_dtype", ZT_FLAG_STR, &dtype_name, "compute in fp32 | bf16 (or float32, bfloat16; default: the config's torch_dtype)", 1, 0, 0},
         {"threads", ZT_FLAG_INT, &threads, "threads (default: the cores this process may use)", 0, 4096, 0},
         {"device", ZT_FLAG_STR, &device, "cpu (default) | cuda (the first GPU; make cuda) | emu (the test device)", 1, 0, 0},
     };
@@ -152,8 +152,9 @@ int zt_cmd_generate(int argc, char **argv, zt_err *err)
     rc = zt_generate(&m, ids, n_prompt, &p, &text, ids + n_prompt, &res, err);
     if (rc == ZT_OK) {
         static const char *why[] = {"max_new_tokens", "end of sequence", "stop string"};
-        fprintf(stderr, "\n[generate: %d prompt tokens in %.3f s; %d new tokens in %.3f s (%.1f tokens/s, %s); "
-                "on %s; stopped by %s]\n", n_prompt, res.prefill_s, res.n, res.decode_s,
+        fprintf(stderr, "\n[generate: %d prompt token%s in %.3f s; %d new token%s in %.3f s (%.1f tokens/s, %s); "
+                "on %s; stopped by %s]\n", n_prompt, n_prompt == 1 ? "" : "s", res.prefill_s, res.n,
+                res.n == 1 ? "" : "s", res.decode_s,
                 res.decode_s > 0 ? res.n / res.decode_s : 0.0, zt_dtype_name(compute), desc, why[res.stopped_by]);
     }
     zt_infer_free(&m);

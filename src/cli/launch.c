@@ -424,7 +424,7 @@ int zt_cmd_launch(int argc, char **argv, zt_err *err)
         return zt_fail(err, ZT_EFAIL, "out of memory");
     rc = settle(&o, &hs, err);
     if (rc == ZT_OK && hs.n)
-        fprintf(stderr, "ztrain launch: %d ranks on %d machine%s x %d (%s)\n", o.num, hs.n, hs.n == 1 ? "" : "s",
+        fprintf(stderr, "ztrain launch: %d rank%s on %d machine%s x %d (%s)\n", o.num, o.num == 1 ? "" : "s", hs.n, hs.n == 1 ? "" : "s",
                 o.num / hs.n, hs.source);
     if (rc == ZT_OK)
         rc = build_and_run(&o, &hs, argc, argv, split, err);

@@ -112,7 +112,7 @@ static int train_command(int argc, char **argv, zt_err *err)
         {"data", ZT_FLAG_STR, &data, "token data: .npy, .bin (uint16) or .txt (bytes, or text with --tokenizer)", 1, 0, 0},
         {"tokenizer", ZT_FLAG_STR, &tokenizer, "tokenize .txt data with DIR/tokenizer.json (once: cached by content hash)", 1, 0, 0},
         TRAIN_EVAL_FLAGS(ev),
-        {"output_dir", ZT_FLAG_STR, &output_dir, "where the trained model is written", 1, 0, 0},
+        {"output_dir", ZT_FLAG_STR, &output_dir, "where the trained model (and its checkpoint-N) are written (default none: the model is discarded, with a warning)", 1, 0, 0},
         {"log_jsonl", ZT_FLAG_STR, &log_jsonl, "write one JSON object per optimizer step here", 1, 0, 0},
         PLAN_FLAGS(st),
         {"seed", ZT_FLAG_LONG, &st.seed, "seed for --shuffle (default 42)", 0, 9.2e18, 0},
@@ -254,13 +254,13 @@ static int cmd_eval(int argc, char **argv, zt_err *err)
         {"block_size", ZT_FLAG_INT, &block_size, "tokens per sequence (default 128)", 1, 1 << 20, 0},
         {"per_device_eval_batch_size", ZT_FLAG_INT, &batch, "sequences per batch (default 8)", 1, 1 << 20, 0},
         {"max_batches", ZT_FLAG_LONG, &max_batches, "stop after K batches (default: all)", 0, 1e12, 0},
-        {"mixed_precision", ZT_FLAG_STR, &mixed_precision, "no | bf16", 1, 0, 0},
+        {"mixed_precision", ZT_FLAG_STR, &mixed_precision, "no | bf16 (or bfloat16)", 1, 0, 0},
         {"device", ZT_FLAG_STR, &device, "cpu (default) | cuda (make cuda)", 1, 0, 0},
         {"threads", ZT_FLAG_INT, &threads, "threads (default: the cores this process may use)", 0, 4096, 0},
         {"output_json", ZT_FLAG_STR, &output_json, "also write {\"eval_loss\", \"perplexity\", \"eval_tokens\"} here (atomically; full precision)", 1, 0, 0},
     };
     if (zt_flags_wants_help(argc, argv)) {
-        zt_flags_usage(flags, NFLAGS(flags), "usage: ztrain eval --model DIR --data FILE --block_size T [flags]");
+        zt_flags_usage(flags, NFLAGS(flags), "usage: ztrain eval --model DIR --data FILE [--block_size T] [flags]");
         return ZT_OK;
     }
     int rc = zt_flags_parse(flags, NFLAGS(flags), argc, argv, "ztrain eval", err);
@@ -273,18 +273,14 @@ static int cmd_eval(int argc, char **argv, zt_err *err)
         (zt_dtype_parse(mixed_precision, &a.compute) != 0 || a.compute != ZT_BF16))
         return zt_fail(err, ZT_EINPUT, "--mixed_precision: expected no or bf16, got '%s'", mixed_precision);
     int nthreads = zt_cli_set_threads(threads);
-    char tok_data[4096], cfg_path[4096];
+    char tok_data[4096];
     zt_llama_config cfg;
-    if (tokenizer) {
-        snprintf(cfg_path, sizeof cfg_path, "%s/config.json", model);
-        if ((rc = zt_hf_config_read(cfg_path, &cfg, err)) ||
-            (rc = zt_cli_text_data(&a.data_path, tokenizer, cfg.vocab_size, NULL, 0, nthreads, tok_data, sizeof tok_data, err)))
-            return rc;
-    }
+    if ((rc = zt_hf_read_config_dir(model, &cfg, err)) ||
+        (tokenizer &&
+         (rc = zt_cli_text_data(&a.data_path, tokenizer, cfg.vocab_size, NULL, 0, nthreads, tok_data, sizeof tok_data, err))))
+        return rc;
     /* sizes before allocation, as for train: the weights once in the compute
      * dtype and the activations of one batch */
-    if (!tokenizer && (rc = zt_hf_read_config_dir(model, &cfg, err)))
-        return rc;
     zt_precision prec = {.load = ZT_F32, .master = ZT_F32, .compute = a.compute, .reduce = a.compute,
                          .save = ZT_F32};
     zt_plan eplan = zt_plan_single(prec, ZT_WRAP_TRANSFORMER);
@@ -345,7 +341,7 @@ static int cmd_init_model(int argc, char **argv, zt_err *err)
         {"output_dir", ZT_FLAG_STR, &out, "directory to write config.json + model.safetensors", 1, 0, 0},
         {"tokenizer", ZT_FLAG_STR, &tok_dir, "size the vocabulary from DIR/tokenizer.json, set bos/eos/pad_token_id from its special tokens, and save its files with the model", 1, 0, 0},
         {"seed", ZT_FLAG_LONG, &seed, "random seed (default 0)", 0, 9.2e18, 0},
-        {"torch_dtype", ZT_FLAG_STR, &torch_dtype, "fp32 | bf16 | fp16 (dtype of the saved weights; default fp32)", 1, 0, 0},
+        {"torch_dtype", ZT_FLAG_STR, &torch_dtype, "dtype of the saved weights: fp32 | bf16 | fp16 (or float32, bfloat16, float16; default float32)", 1, 0, 0},
         {"max_shard_size", ZT_FLAG_STR, &max_shard, "split weights into shards above this size, e.g. 5GB, 200MB, 64KB (default 5GB, as HF)", 1, 0, 0},
     };
     if (zt_flags_wants_help(argc, argv)) {

@@ -316,8 +316,9 @@ static void print_run(const trainer *t)
 {
     const run_state *r = &t->r;
     const zt_train_args *a = t->a;
-    printf("model: %zu parameters, %d layers, hidden %d, vocab %d; %d units\n", r->lay.numel,
-           r->cfg.num_hidden_layers, r->cfg.hidden_size, r->cfg.vocab_size, r->lay.nunits);
+    printf("model: %zu parameters, %d layer%s, hidden %d, vocab %d; %d unit%s\n", r->lay.numel,
+           r->cfg.num_hidden_layers, r->cfg.num_hidden_layers == 1 ? "" : "s", r->cfg.hidden_size, r->cfg.vocab_size,
+           r->lay.nunits, r->lay.nunits == 1 ? "" : "s");
     /* bf16 on the CPU's kernels (cpu, and emu which runs them): which of the paths
      * of matmul.h the products take, native or the AVX2 kernel */
     char products[96];
@@ -792,7 +793,8 @@ static int train_finish(trainer *t, zt_train_result *res, zt_err *err)
                                               : ZT_OK, err)))
         return rc;
     if (t->talk) {
-        printf("trained %ld steps in %.1f s (%.0f tokens/s per device); final loss %.4f\n", steps, elapsed,
+        printf("trained %ld step%s in %.1f s (%.0f tokens/s per device); final loss %.4f\n", steps,
+               steps == 1 ? "" : "s", elapsed,
                t->tokens_per_step * (double)steps / elapsed / t->W, t->last.loss);
         if (a->output_dir)
             printf("model saved to %s\n", a->output_dir);
