@@ -390,7 +390,7 @@ int zt_cmd_launch(int argc, char **argv, zt_err *err)
         {"hosts", ZT_FLAG_STR, &o.hosts, "host list h1:2,h2:2 (host:slots)", 1, 0, 0},
         {"num_machines", ZT_FLAG_INT, &o.machines, "machines, checked against the hosts (default: the config's)",
          1, 1 << 16, 0},
-        {"machine_rank", ZT_FLAG_INT, &o.machine_rank, "this machine's rank: 0 (mpirun starts the others)", 0,
+        {"machine_rank", ZT_FLAG_INT, &o.machine_rank, "this machine's rank: 0 (mpirun starts the others; default: the config's machine_rank, else 0)", 0,
          1 << 16, 0},
         {"threads_per_process", ZT_FLAG_INT, &o.tpp, "threads per rank (default: this machine's cores / its "
          "ranks, at least 1)", 1, 4096, 0},

@@ -326,7 +326,8 @@ static int tokenizer_sizes(const char *tok_dir, zt_llama_config *cfg, zt_hf_toke
         printf("vocab_size %d (the tokenizer's) instead of the config's %d\n", zt_tok_vocab_size(tok),
                cfg->vocab_size);
     cfg->vocab_size = zt_tok_vocab_size(tok);
-    *ids = (zt_hf_token_ids){zt_tok_bos_id(tok), zt_tok_eos_id(tok), zt_tok_pad_id(tok)};
+    zt_hf_token_ids special = {zt_tok_bos_id(tok), zt_tok_eos_id(tok), zt_tok_pad_id(tok)};
+    *ids = special;
     zt_tok_free(tok);
     return ZT_OK;
 }
