@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../core/fs.h"
@@ -16,6 +17,15 @@
 
 int zt_hf_read_config_dir(const char *dir, zt_llama_config *cfg, zt_err *err)
 {
+    /* `--model out/model/config.json`: a model is its directory, as from_pretrained
+     * takes it; say so rather than look for config.json/config.json */
+    struct stat sb;
+    if (stat(dir, &sb) == 0 && !S_ISDIR(sb.st_mode)) {
+        const char *slash = strrchr(dir, '/');
+        int parent = slash ? (int)(slash - dir) : 0;
+        return zt_fail(err, ZT_EINPUT, "--model %s: a model is the directory that holds config.json and the "
+                       "weights, not a file; give --model %.*s", dir, parent ? parent : 1, parent ? dir : ".");
+    }
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dir);
     return zt_hf_config_read(path, cfg, err);

@@ -16,6 +16,7 @@
 #include "../core/fs.h"
 #include "../core/json.h"
 #include "../core/mem.h"
+#include "../io/hf_carry.h"
 #include "../io/hf_model.h"
 #include "../io/safetensors.h"
 #include "ckpt_identity.h"
@@ -433,6 +434,8 @@ int zt_ckpt_save(const zt_ckpt_save_args *sa, zt_engine *eng, const zt_ckpt_stat
         c.torch_dtype = sa->model_dtype;
         rc = zt_hf_config_write(path, &c, err);
     }
+    if (rc == ZT_OK && rank0) /* before the manifest, which then lists them */
+        rc = zt_hf_carry_model(tmpdir, sa->source_dir, sa->tokenizer_dir, err);
     rc = zt_comm_agree(comm, rc, err);
     /* 2. the shards: the first rank holding each slice writes it */
     shard_entry me = {0}, *all = NULL;

@@ -12,6 +12,7 @@
 #include "../core/fs.h"
 #include "../core/mem.h"
 #include "../core/prof.h"
+#include "../io/hf_carry.h"
 #include "../io/hf_model.h"
 #include "../io/tokens.h"
 #include "../kernels/matmul.h"
@@ -324,8 +325,9 @@ static void print_run(const trainer *t)
 {
     const run_state *r = &t->r;
     const zt_train_args *a = t->a;
-    printf("model: %zu parameters, %d layers, hidden %d, vocab %d; %d units\n", r->lay.numel,
-           r->cfg.num_hidden_layers, r->cfg.hidden_size, r->cfg.vocab_size, r->lay.nunits);
+    printf("model: %zu parameters, %d layer%s, hidden %d, vocab %d; %d unit%s\n", r->lay.numel,
+           r->cfg.num_hidden_layers, r->cfg.num_hidden_layers == 1 ? "" : "s", r->cfg.hidden_size, r->cfg.vocab_size,
+           r->lay.nunits, r->lay.nunits == 1 ? "" : "s");
     /* bf16 on the CPU's kernels (cpu, and emu which runs them): which of the paths
      * of matmul.h the products take, native or the AVX2 kernel */
     char products[96];
@@ -387,7 +389,7 @@ static int train_setup(trainer *t, const zt_train_args *a, zt_err *err)
     if (rc == ZT_OK && a->eval_data_path) {
         zt_param_owner owner = zt_engine_param_owner(t->r.eng);
         rc = zt_evaluator_open(&t->ev, a->eval_data_path, &t->r.cfg, &t->r.lay, &owner, a->eval_batch_size,
-                               a->block_size, comm->world, err);
+                               a->block_size, comm->world, 0, "eval_data", err);
         t->have_ev = rc == ZT_OK;
     }
     t->last_eval = NAN;
@@ -836,7 +838,7 @@ static int save_checkpoint(trainer *t, long step, zt_err *err)
     snprintf(cs.command_line, sizeof cs.command_line, "%s", a->command_line ? a->command_line : "");
     memcpy(cs.run_id, t->run_id, sizeof cs.run_id);
     zt_ckpt_save_args sa = {a->output_dir, &r->cfg, &a->plan, !a->sharded_only, a->plan.prec.save,
-                            a->max_shard_bytes, a->save_total_limit};
+                            a->max_shard_bytes, a->save_total_limit, a->model_dir, a->tokenizer_dir};
     char where[4096];
     zt_ckpt_save_report rep = {0};
     long rss0 = proc_status_kib("VmRSS:");
@@ -885,6 +887,11 @@ static int train_finish(trainer *t, zt_train_result *res, zt_err *err)
     if (a->output_dir && (rc = zt_comm_agree(t->comm, zt_hf_save(a->output_dir, &r->cfg, &r->lay, r->eng, a->plan.prec.save,
                                                          a->max_shard_bytes, t->rank0, err), err)))
         return rc;
+    /* and what the source model carried: config keys, generation config, tokenizer */
+    if (a->output_dir &&
+        (rc = zt_comm_agree(t->comm, t->rank0 ? zt_hf_carry_model(a->output_dir, a->model_dir, a->tokenizer_dir, err)
+                                              : ZT_OK, err)))
+        return rc;
     if (t->talk) {
         /* "trained" only when a step changed the weights; skipped steps are counted */
         if (t->applied == 0 && t->skipped > 0)
@@ -894,7 +901,7 @@ static int train_finish(trainer *t, zt_train_result *res, zt_err *err)
             printf("trained %ld steps (%ld applied, %ld skipped on %s)", steps, t->applied, t->skipped,
                    a->plan.ls.on ? "fp16 overflow" : "an inf or NaN");
         else
-            printf("trained %ld steps", steps);
+            printf("trained %ld step%s", steps, steps == 1 ? "" : "s");
         printf(" in %.1f s (%.0f tokens/s per device); final loss %.4f\n", elapsed,
                t->tokens_per_step * (double)steps / elapsed / t->W, t->last.loss);
         if (a->output_dir)
@@ -987,9 +994,12 @@ int zt_train(const zt_train_args *a, zt_train_result *res, zt_err *err)
     return rc;
 }
 
+/* `ztrain eval`: the evaluator of training (evaluate.h) on one rank, over the
+ * model's weights frozen in the compute dtype: every token of the stream, the
+ * last partial batch and a last window shorter than T included, so the mean is
+ * the same at any batch size. */
 int zt_eval(const zt_eval_args *a, double *mean_loss, long *tokens, zt_err *err)
 {
-    run_state r;
     zt_precision prec = {.load = ZT_F32, .master = ZT_F32, .compute = a->compute, .reduce = a->compute,
                          .save = ZT_F32};
     zt_plan plan = zt_plan_single(prec, ZT_WRAP_TRANSFORMER);
@@ -998,33 +1008,33 @@ int zt_eval(const zt_eval_args *a, double *mean_loss, long *tokens, zt_err *err)
     zt_comm_create_local(&local);
     const zt_backend *be = NULL;
     char desc[128];
+    run_state r;
+    zt_evaluator ev;
     memset(&r, 0, sizeof r); /* run_free below must find nothing to free on an early error */
+    memset(&ev, 0, sizeof ev);
     int rc = open_device(&plan, &local, &be, desc, sizeof desc, err);
+    if (rc == ZT_OK && (rc = zt_hf_read_config_dir(a->model_dir, &r.cfg, err)) == ZT_OK &&
+        a->block_size > r.cfg.max_position_embeddings)
+        rc = zt_fail(err, ZT_EINPUT, "--block_size %d exceeds the model's max_position_embeddings %d (%s/config.json)",
+                     a->block_size, r.cfg.max_position_embeddings, a->model_dir);
+    if (rc == ZT_OK && (rc = zt_layout_build(&r.lay, &r.cfg, plan.wrap, 0, 1, err)) == ZT_OK)
+        r.have_lay = 1;
+    if (rc == ZT_OK && (rc = zt_frozen_init(&r.frozen, &r.lay, prec.compute, be, err)) == ZT_OK)
+        r.have_frozen = 1;
     if (rc == ZT_OK)
-        rc = run_open(&r, a->model_dir, a->data_path, a->block_size, a->batch_size, &plan, be, &local, 0, 0, 0, 1,
-                      err);
-    if (rc)
-        goto done;
-    /* Whole batches of consecutive windows; the tail that does not fill a batch is dropped. */
-    long nbatches = (long)(r.batcher.nwin / (size_t)a->batch_size);
-    if (a->max_batches > 0 && a->max_batches < nbatches)
-        nbatches = a->max_batches;
-    if (nbatches == 0) {
-        rc = zt_fail(err, ZT_EINPUT, "%s: fewer than %d windows of %d tokens; nothing to evaluate",
-                     a->data_path, a->batch_size, a->block_size);
-        goto done;
+        rc = zt_hf_load_params_to(a->model_dir, &r.lay, frozen_sink, &r.frozen, err);
+    if (rc == ZT_OK) {
+        zt_param_owner owner = zt_frozen_owner(&r.frozen);
+        long max_windows = a->max_batches > 0 ? a->max_batches * a->batch_size : 0;
+        rc = zt_evaluator_open(&ev, a->data_path, &r.cfg, &r.lay, &owner, a->batch_size, a->block_size, 1,
+                               max_windows, "data", err);
     }
-    double sum = 0.0;
-    for (long b = 0; b < nbatches; b++) {
-        zt_batcher_fill(&r.batcher, b * a->batch_size, a->batch_size, r.inputs, r.targets);
-        double ls = 0.0;
-        if ((rc = zt_model_forward(&r.model, r.inputs, r.targets, &ls, err)))
-            goto done;
-        sum += ls;
+    zt_eval_result res;
+    if (rc == ZT_OK && (rc = zt_evaluator_run(&ev, &local, &res, err)) == ZT_OK) {
+        *mean_loss = res.loss;
+        *tokens = res.tokens;
     }
-    *tokens = nbatches * a->batch_size * a->block_size;
-    *mean_loss = sum / (double)*tokens;
-done:
+    zt_evaluator_free(&ev);
     run_free(&r);
     zt_comm_free(&local);
     return rc;

@@ -57,7 +57,7 @@ for k in a:
     got = torch.frombuffer(bytearray(b[k][1]), dtype=torch.bfloat16)
     assert torch.equal(want.view(torch.int16), got.view(torch.int16)), k
 PY
-expect_exit 2 "expected float32 or bfloat16" -- "$ZTRAIN" merge-weights "$sharded" "$TMP/x" --dtype float16
+expect_exit 2 "expected fp32 or bf16 \(float32, bfloat16\)" -- "$ZTRAIN" merge-weights "$sharded" "$TMP/x" --dtype float16
 
 # a sharded checkpoint resumes, bit for bit, on 2 ranks and resharded on 1
 "${mpi[@]}" -np 2 "$ZTRAIN" "${args[@]}" --config_file "$TMP/SHARDED_STATE_DICT.yaml" --output_dir "$TMP/res2" \
