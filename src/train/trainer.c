@@ -569,7 +569,7 @@ static int train_step(trainer *t, long s, zt_step_metrics *m, zt_err *err)
     /* the schedule counts applied updates: a step skipped on fp16 overflow does
      * not advance it, as DeepSpeed's engine does not step its scheduler then */
     long u = r->eng.optimizer_steps;
-    m->lr = a->adam.lr * zt_lr_factor(a->schedule, u, a->max_steps, a->warmup_steps);
+    m->lr = zt_lr_value(a->schedule, a->adam.lr, u, a->max_steps, a->warmup_steps);
     if (t->hooks->before_update)
         t->hooks->before_update(t->hooks->ctx, s + 1, comm->rank, &r->eng);
     comm->phase = "optimizer";
