@@ -22,6 +22,7 @@
 #include "flags.h"
 #include "run_settings.h"
 #include "train_eval.h"
+#include "train_vocab.h"
 
 #define ZTRAIN_VERSION "0.1.0"
 
@@ -105,6 +106,7 @@ static int train_command(int argc, char **argv, zt_err *err)
     zt_settings st;
     zt_settings_defaults(&st);
     zt_cli_eval ev = ZT_CLI_EVAL_DEFAULTS;
+    zt_cli_vocab voc = ZT_CLI_VOCAB_DEFAULTS;
     zt_flag flags[] = {
         {"model", ZT_FLAG_STR, &model, "Hugging Face model directory (config.json + safetensors)", 1, 0, 0},
         {"data", ZT_FLAG_STR, &data, "token data: .npy, .bin (uint16) or .txt (bytes, or text with --tokenizer)", 1, 0, 0},
@@ -113,6 +115,7 @@ static int train_command(int argc, char **argv, zt_err *err)
         {"output_dir", ZT_FLAG_STR, &output_dir, "where the trained model is written", 1, 0, 0},
         {"log_jsonl", ZT_FLAG_STR, &log_jsonl, "write one JSON object per optimizer step here", 1, 0, 0},
         PLAN_FLAGS(st),
+        TRAIN_VOCAB_FLAGS(voc),
         {"seed", ZT_FLAG_LONG, &st.seed, "seed for --shuffle (default 42)", 0, 9.2e18, 0},
         {"shuffle", ZT_FLAG_BOOL, &st.shuffle, "seeded shuffle of the windows each epoch (default: in order)", 1, 0, 0},
         {"max_shard_size", ZT_FLAG_STR, &max_shard, "split saved weights into shards above this size, e.g. 5GB, 200MB (default 5GB, as HF)", 1, 0, 0},
@@ -122,7 +125,7 @@ static int train_command(int argc, char **argv, zt_err *err)
         {"override_checkpoint_args", ZT_FLAG_BOOL, &override_ckpt, "resume even where hyper-parameters differ from the checkpoint's, printing each change", 1, 0, 0},
         {"allow_precision_change", ZT_FLAG_BOOL, &allow_precision, "resume under another master dtype, converting the saved state", 1, 0, 0},
         {"threads", ZT_FLAG_INT, &threads, "threads per process (default: the cores this process may use)", 0, 4096, 0},
-        {"progress", ZT_FLAG_BOOL, &progress, "progress bar (default: when stderr is a terminal)", 1, 0, 0},
+        {"progress", ZT_FLAG_BOOL, &progress, "progress bar, drawn only on a terminal (default: when stderr is one); elsewhere the plain lines of --logging_steps", 1, 0, 0},
         {"peak_gflops", ZT_FLAG_DOUBLE, &peak, "matrix-product peak for MFU (default: measured)", 0, 1e9, 0},
         {"skip_nonfinite_steps", ZT_FLAG_LONG, &skip_nonfinite, "outside fp16 loss scaling, skip up to N steps in a row whose loss or gradient holds an inf or NaN (default 0: stop at the first)", 0, 1e12, 0},
         {"max_memory", ZT_FLAG_STR, &max_memory, "bytes each rank may use, e.g. 8GB (default: the machine's available memory shared by its ranks); a run estimated above it is refused before allocating", 1, 0, 0},
@@ -192,8 +195,8 @@ static int train_command(int argc, char **argv, zt_err *err)
     a.command_line = command_line;
     a.peak_gflops = peak;
     a.skip_nonfinite_steps = skip_nonfinite;
-    a.progress = progress < 0 ? isatty(STDERR_FILENO) : progress;
-    if ((rc = zt_cli_eval_apply(&ev, &a, err)))
+    a.progress = progress != 0 && isatty(STDERR_FILENO); /* a log file gets lines, not carriage returns */
+    if ((rc = zt_cli_eval_apply(&ev, &a, err)) || (rc = zt_cli_vocab_apply(&voc, &table, &a, err)))
         return rc;
 
     zt_comm comm;

@@ -17,6 +17,7 @@
 #include "../model/llama.h"
 #include "../plan/plan.h"
 #include "../engine/loss_scale.h"
+#include "../report/tfevents.h"
 #include "batches.h"
 #include "checkpoint.h"
 #include "evaluate.h"
@@ -289,7 +290,8 @@ static int open_device(const zt_plan *plan, zt_comm *comm, const zt_backend **ou
  * close path frees it whatever failed. */
 
 typedef struct trainer {
-    const zt_train_args *a;
+    const zt_train_args *a;     /* &args: the caller's, with the steps resolved (resolve_steps) */
+    zt_train_args args;
     const zt_train_hooks *hooks;
     run_state r;
     int have_run;
@@ -311,6 +313,11 @@ typedef struct trainer {
     zt_ckpt_hparams hp;         /* what a checkpoint records and a resume must find unchanged */
     long nonfinite_streak;      /* steps in a row skipped on an inf or NaN (outside fp16 scaling) */
     char device[128];           /* this rank's device, as its backend describes it */
+    long log_every;             /* logging_steps resolved to steps */
+    double loss_since_log;      /* summed step losses since the last log, as Trainer averages them */
+    long steps_since_log;
+    zt_tfevents tb;             /* --report_to tensorboard (rank 0) */
+    int have_tb;
 } trainer;
 
 /* The saved scaler state, under this plan's settings. */
@@ -358,12 +365,56 @@ static void print_run(const trainer *t)
     fflush(stdout);
 }
 
+/* Samples per optimizer step: B sequences x A micro-batches x W ranks. */
+static long samples_per_step(const trainer *t)
+{
+    return (long)t->a->batch_size * t->a->grad_accum * t->W;
+}
+
+/* Trainer's epoch: the windows seen so far over the windows in the data. */
+static double epoch_at(const trainer *t, long step)
+{
+    return (double)step * (double)samples_per_step(t) / (double)t->r.batcher.nwin;
+}
+
+/* Step `step` (1-based) ends an epoch when it reads the last window of one:
+ * floor(step*G/nwin) > floor((step-1)*G/nwin). */
+static int epoch_ends(const trainer *t, long step)
+{
+    long G = samples_per_step(t), n = (long)t->r.batcher.nwin;
+    return step * G / n > (step - 1) * G / n;
+}
+
+/* What depends on the data's size, as Trainer resolves it: max_steps from
+ * num_train_epochs (max_steps 0: the flag was not given), the warm-up from
+ * warmup_ratio, logging_steps below 1 as a fraction of max_steps.  Every rank
+ * loaded the same data, so every rank resolves the same numbers. */
+static int resolve_steps(trainer *t, zt_err *err)
+{
+    zt_train_args *a = &t->args;
+    if (t->r.batcher.nwin == 0)
+        return zt_fail(err, ZT_EINPUT, "%s: fewer than %d tokens, not one window of --block_size %d", a->data_path,
+                       a->block_size + 1, a->block_size);
+    if (a->max_steps <= 0) {
+        double steps = ceil(a->num_train_epochs * (double)t->r.batcher.nwin / (double)samples_per_step(t));
+        a->max_steps = steps < 1.0 ? 1 : (long)steps;
+    }
+    if (a->warmup_steps == 0 && a->warmup_ratio > 0.0)
+        a->warmup_steps = (long)ceil(a->warmup_ratio * (double)a->max_steps);
+    double every = a->logging_steps > 0.0 ? a->logging_steps : 500.0;
+    t->log_every = every < 1.0 ? (long)ceil(every * (double)a->max_steps) : (long)every;
+    if (t->log_every < 1)
+        t->log_every = 1;
+    return ZT_OK;
+}
+
 /* Open everything, check that the ranks agree, resume if asked. */
 static int train_setup(trainer *t, const zt_train_args *a, zt_err *err)
 {
     static const zt_train_hooks no_hooks = {0};
     memset(t, 0, sizeof *t);
-    t->a = a;
+    t->args = *a;
+    a = t->a = &t->args;
     t->hooks = a->hooks ? a->hooks : &no_hooks;
     t->comm = a->comm;
     if (!t->comm) {
@@ -381,6 +432,10 @@ static int train_setup(trainer *t, const zt_train_args *a, zt_err *err)
     rc = run_open(&t->r, a->model_dir, a->data_path, a->block_size, a->batch_size, &a->plan, be, comm,
                   a->shuffle, a->seed, a->checkpointing, 0, err);
     t->have_run = 1;
+    if (rc == ZT_OK)
+        rc = resolve_steps(t, err);
+    if (rc == ZT_OK && t->rank0 && a->tensorboard_dir)
+        t->have_tb = (rc = zt_tfevents_open(&t->tb, a->tensorboard_dir, err)) == ZT_OK;
     if (rc == ZT_OK && t->rank0 && a->log_jsonl && !(t->log = fopen(a->log_jsonl, "w")))
         rc = zt_fail(err, ZT_EINPUT, "--log_jsonl %s: cannot open for writing", a->log_jsonl);
     if (rc == ZT_OK && a->eval_data_path) {
@@ -648,6 +703,45 @@ static void write_jsonl(FILE *log, const zt_step_metrics *m)
     fflush(log);
 }
 
+/* Trainer's log, every logging_steps steps and after the last: the loss is the
+ * mean of the steps' losses since the previous log, as Trainer reports it; the
+ * learning rate and gradient norm are this step's.  On stdout as one plain line
+ * (no progress bar is drawn then: a log file gets lines, not carriage returns)
+ * and, with --report_to tensorboard, as scalars under Trainer's tags. */
+/* Rank 0 alone writes events, so a failed write (a full disk) cannot fail the
+ * step: the other ranks would wait in the next collective.  It is said once, and
+ * the events stop there. */
+static void tb_scalar(trainer *t, const char *tag, long step, double value)
+{
+    zt_err err = {0};
+    if (!t->have_tb || zt_tfevents_scalar(&t->tb, tag, step, (float)value, &err) == ZT_OK)
+        return;
+    fprintf(stderr, "%sztrain: warning: %s; no more TensorBoard events are written\n", t->a->progress ? "\n" : "",
+            err.msg);
+    zt_tfevents_close(&t->tb);
+    t->have_tb = 0;
+}
+
+static void log_trainer(trainer *t, const zt_step_metrics *m)
+{
+    t->loss_since_log += m->loss;
+    t->steps_since_log++;
+    if (!t->rank0 || (m->step % t->log_every != 0 && m->step != t->nsteps))
+        return;
+    double loss = t->loss_since_log / (double)t->steps_since_log, epoch = epoch_at(t, m->step);
+    t->loss_since_log = 0.0;
+    t->steps_since_log = 0;
+    if (t->talk && !t->a->progress) {
+        printf("step %ld/%ld: loss %.4f, grad_norm %.4g, learning_rate %.6g, epoch %.2f\n", m->step, t->nsteps, loss,
+               m->grad_norm, m->lr, epoch);
+        fflush(stdout);
+    }
+    tb_scalar(t, "train/loss", m->step, loss);
+    tb_scalar(t, "train/grad_norm", m->step, m->grad_norm);
+    tb_scalar(t, "train/learning_rate", m->step, m->lr);
+    tb_scalar(t, "train/epoch", m->step, epoch);
+}
+
 static void log_step(trainer *t, const zt_step_metrics *m)
 {
     t->last = *m;
@@ -658,15 +752,26 @@ static void log_step(trainer *t, const zt_step_metrics *m)
         draw_progress(m->step, t->nsteps, m->loss, t->last_eval, m->tokens_per_sec, now_s() - t->t_start);
     if (t->a->on_step)
         t->a->on_step(t->a->on_step_ctx, m);
+    log_trainer(t, m);
 }
 
-/* HF's eval_strategy="steps": after every eval_steps-th step; without eval_steps,
- * once after the last step. */
+/* HF's eval_strategy: "steps" after every eval_steps-th step (its default,
+ * logging_steps, when eval_steps is not given), "epoch" after each step that ends
+ * an epoch, "no" never; unset: every eval_steps, or once after the last step. */
 static int eval_due(const trainer *t, long step)
 {
     if (!t->have_ev)
         return 0;
-    return t->a->eval_steps > 0 ? step % t->a->eval_steps == 0 : step == t->nsteps;
+    switch (t->a->eval_strategy) {
+    case ZT_STRATEGY_NO:
+        return 0;
+    case ZT_STRATEGY_EPOCH:
+        return epoch_ends(t, step);
+    case ZT_STRATEGY_STEPS:
+        return step % (t->a->eval_steps > 0 ? t->a->eval_steps : t->log_every) == 0;
+    default:
+        return t->a->eval_steps > 0 ? step % t->a->eval_steps == 0 : step == t->nsteps;
+    }
 }
 
 /* Collective: the held-out loss of the model as it stands after `step`, as its own
@@ -679,6 +784,7 @@ static int evaluate(trainer *t, long step, zt_err *err)
     if (rc)
         return rc;
     t->last_eval = e.loss;
+    tb_scalar(t, "eval/loss", step, e.loss);
     if (t->log) {
         char flags[128] = ""; /* non-finite values as null plus a flag, as in the step records */
         fprintf(t->log, "{\"step\": %ld, ", step);
@@ -699,12 +805,17 @@ static int evaluate(trainer *t, long step, zt_err *err)
     return ZT_OK;
 }
 
-/* OUTPUT_DIR/checkpoint-N every save_steps, except after the last step (the
- * final save writes OUTPUT_DIR itself). */
+/* OUTPUT_DIR/checkpoint-N every save_steps (save_strategy steps or unset), or
+ * after each step that ends an epoch (save_strategy epoch), except after the last
+ * step (the final save writes OUTPUT_DIR itself). */
 static int checkpoint_due(const trainer *t, long step)
 {
     const zt_train_args *a = t->a;
-    return a->save_steps > 0 && step % a->save_steps == 0 && step < t->nsteps && a->output_dir;
+    if (!a->output_dir || step >= t->nsteps || a->save_strategy == ZT_STRATEGY_NO)
+        return 0;
+    if (a->save_strategy == ZT_STRATEGY_EPOCH)
+        return epoch_ends(t, step);
+    return a->save_steps > 0 && step % a->save_steps == 0;
 }
 
 /* A /proc/self/status field in KiB (0 where there is none). */
@@ -809,6 +920,8 @@ static void train_close(trainer *t)
 {
     if (t->log)
         fclose(t->log);
+    if (t->have_tb)
+        zt_tfevents_close(&t->tb);
     if (t->have_ev)
         zt_evaluator_free(&t->ev);
     if (t->have_run)

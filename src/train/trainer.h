@@ -52,6 +52,10 @@ typedef struct zt_train_hooks {
     void *ctx;
 } zt_train_hooks;
 
+/* Trainer's eval_strategy and save_strategy.  UNSET: evaluate every eval_steps
+ * (else once, after the last step) and save every save_steps (0: never). */
+typedef enum zt_strategy { ZT_STRATEGY_UNSET, ZT_STRATEGY_NO, ZT_STRATEGY_STEPS, ZT_STRATEGY_EPOCH } zt_strategy;
+
 typedef struct zt_train_args {
     const char *model_dir, *data_path, *output_dir, *log_jsonl;
     zt_plan plan;
@@ -82,6 +86,14 @@ typedef struct zt_train_args {
     int eval_batch_size;        /* windows per forward pass per rank */
     long skip_nonfinite_steps; /* outside fp16 scaling: steps with an inf/NaN that may be skipped in a
                                 * row (0: the first one stops the run) */
+    /* Trainer's vocabulary (contract §4): with max_steps 0, the run is
+     * ceil(num_train_epochs * nwin / G) steps (G samples a step, nwin windows in
+     * the data); warmup_steps 0 and warmup_ratio r > 0 mean ceil(r * max_steps) */
+    double num_train_epochs;
+    double warmup_ratio;
+    double logging_steps;       /* a log every N steps; below 1, a fraction of max_steps (0: 500, Trainer's) */
+    int eval_strategy, save_strategy; /* zt_strategy; ZT_STRATEGY_UNSET keeps ztrain's defaults */
+    const char *tensorboard_dir; /* write TensorBoard event files here (NULL: none) */
     /* called on every rank after every step (NULL: none) */
     void (*on_step)(void *ctx, const zt_step_metrics *m);
     void *on_step_ctx;
