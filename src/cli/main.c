@@ -95,7 +95,7 @@ static int check_world(const zt_settings *st, int world, int ignore_num_processe
 static int train_command(int argc, char **argv, zt_err *err)
 {
     const char *model = NULL, *data = NULL, *output_dir = NULL, *log_jsonl = NULL, *max_shard = "5GB";
-    const char *resume = NULL, *tokenizer = NULL;
+    const char *resume = NULL, *tokenizer = NULL, *text_field = "text";
     long save_total_limit = 0;
     int override_ckpt = 0, allow_precision = 0;
     int threads = 0, progress = -1;
@@ -109,8 +109,9 @@ static int train_command(int argc, char **argv, zt_err *err)
     zt_cli_vocab voc = ZT_CLI_VOCAB_DEFAULTS;
     zt_flag flags[] = {
         {"model", ZT_FLAG_STR, &model, "Hugging Face model directory (config.json + safetensors)", 1, 0, 0},
-        {"data", ZT_FLAG_STR, &data, "token data: .npy, .bin (uint16) or .txt (bytes, or text with --tokenizer)", 1, 0, 0},
-        {"tokenizer", ZT_FLAG_STR, &tokenizer, "tokenize .txt data with DIR/tokenizer.json (once: cached by content hash)", 1, 0, 0},
+        {"data", ZT_FLAG_STR, &data, "FILE...: token data (.npy, .bin uint16, .txt bytes) or text with --tokenizer (.txt; JSON Lines .jsonl/.json, a document a record); several files are one stream, in order", 1, 0, 0},
+        {"tokenizer", ZT_FLAG_STR, &tokenizer, "tokenize text data with DIR/tokenizer.json (once: cached by content hash)", 1, 0, 0},
+        {"text_field", ZT_FLAG_STR, &text_field, "the string member of each JSON Lines record that holds its text (default text)", 1, 0, 0},
         TRAIN_EVAL_FLAGS(ev),
         {"output_dir", ZT_FLAG_STR, &output_dir, "where the trained model is written", 1, 0, 0},
         {"log_jsonl", ZT_FLAG_STR, &log_jsonl, "write one JSON object per optimizer step here", 1, 0, 0},
@@ -142,6 +143,19 @@ static int train_command(int argc, char **argv, zt_err *err)
                        "Precedence: flags > DeepSpeed JSON > Accelerate YAML > defaults (docs/zero.md).");
         return ZT_OK;
     }
+    /* --data A B ...: its values leave argv here (the table lists it for --help) */
+    enum { MAX_DATA = 64 };
+    const char *data_files[MAX_DATA], **taken = NULL;
+    int n_data = zt_cli_take_list("--data", &argc, argv, &taken);
+    if (n_data < 0)
+        return zt_fail(err, ZT_EFAIL, "out of memory");
+    for (int i = 0; i < n_data && i < MAX_DATA; i++)
+        data_files[i] = taken[i];
+    free(taken);
+    if (n_data > MAX_DATA)
+        return zt_fail(err, ZT_EINPUT, "--data: %d files, more than %d; join them first (ztrain tokenize)", n_data,
+                       MAX_DATA);
+    data = n_data > 0 ? data_files[0] : NULL;
     int rc = zt_flags_parse(flags, NFLAGS(flags), argc, argv, "ztrain train", err);
     if (rc)
         return rc;
@@ -209,9 +223,9 @@ static int train_command(int argc, char **argv, zt_err *err)
         printf("ztrain %s: %d rank%s x %d thread%s\n", ZTRAIN_VERSION, g_world, g_world == 1 ? "" : "s",
                nthreads, nthreads == 1 ? "" : "s");
     char tok_data[4096];
-    if ((tokenizer && (rc = zt_cli_text_data(&a.data_path, tokenizer, cfg.vocab_size, &comm, g_rank, nthreads, tok_data,
-                                             sizeof tok_data, err))) ||
-        (rc = zt_cli_eval_tokenize(&ev, &a, tokenizer, cfg.vocab_size, &comm, g_rank, nthreads, err))) {
+    if ((rc = zt_cli_data_files(data_files, n_data, text_field, tokenizer, cfg.vocab_size, &comm, g_rank, nthreads,
+                                &a.data_path, tok_data, sizeof tok_data, err)) ||
+        (rc = zt_cli_eval_tokenize(&ev, &a, tokenizer, text_field, cfg.vocab_size, &comm, g_rank, nthreads, err))) {
         zt_comm_free(&comm);
         return rc;
     }
@@ -237,13 +251,14 @@ static int cmd_train(int argc, char **argv, zt_err *err)
 static int cmd_eval(int argc, char **argv, zt_err *err)
 {
     const char *model = NULL, *data = NULL, *mixed_precision = "no", *tokenizer = NULL, *output_json = NULL;
-    const char *device = NULL;
+    const char *device = NULL, *text_field = "text";
     int block_size = 128, batch = 8, threads = 0;
     long max_batches = 0;
     zt_flag flags[] = {
         {"model", ZT_FLAG_STR, &model, "Hugging Face model directory", 1, 0, 0},
-        {"data", ZT_FLAG_STR, &data, "token data: .npy, .bin or .txt (bytes, or text with --tokenizer)", 1, 0, 0},
-        {"tokenizer", ZT_FLAG_STR, &tokenizer, "tokenize .txt data with DIR/tokenizer.json (once: cached by content hash)", 1, 0, 0},
+        {"data", ZT_FLAG_STR, &data, "token data: .npy, .bin or .txt (bytes), or text with --tokenizer (.txt; JSON Lines .jsonl/.json)", 1, 0, 0},
+        {"tokenizer", ZT_FLAG_STR, &tokenizer, "tokenize text data with DIR/tokenizer.json (once: cached by content hash)", 1, 0, 0},
+        {"text_field", ZT_FLAG_STR, &text_field, "the string member of each JSON Lines record that holds its text (default text)", 1, 0, 0},
         {"block_size", ZT_FLAG_INT, &block_size, "tokens per sequence (default 128)", 1, 1 << 20, 0},
         {"per_device_eval_batch_size", ZT_FLAG_INT, &batch, "sequences per batch (default 8)", 1, 1 << 20, 0},
         {"max_batches", ZT_FLAG_LONG, &max_batches, "stop after K batches (default: all)", 0, 1e12, 0},
@@ -271,7 +286,8 @@ static int cmd_eval(int argc, char **argv, zt_err *err)
     if (tokenizer) {
         snprintf(cfg_path, sizeof cfg_path, "%s/config.json", model);
         if ((rc = zt_hf_config_read(cfg_path, &cfg, err)) ||
-            (rc = zt_cli_text_data(&a.data_path, tokenizer, cfg.vocab_size, NULL, 0, nthreads, tok_data, sizeof tok_data, err)))
+            (rc = zt_cli_data_files(&data, 1, text_field, tokenizer, cfg.vocab_size, NULL, 0, nthreads, &a.data_path,
+                                    tok_data, sizeof tok_data, err)))
             return rc;
     }
     /* sizes before allocation, as for train: the weights once in the compute

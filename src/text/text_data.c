@@ -13,6 +13,7 @@
 #include "../core/input.h"
 #include "../core/sha256.h"
 #include "../io/tokens.h"
+#include "records.h"
 
 int zt_text_file_open(const char *path, zt_text_file *f, zt_err *err)
 {
@@ -40,24 +41,49 @@ void zt_text_file_close(zt_text_file *f)
     memset(f, 0, sizeof *f);
 }
 
-int zt_text_tokenize_files(const zt_tokenizer *t, const char *const *paths, int n, int append_eos, int threads,
-                           zt_ids *out, zt_err *err)
+/* One document: its ids, then eos when asked. */
+typedef struct doc_sink {
+    const zt_tokenizer *t;
+    int threads;
+    int32_t eos; /* -1: none after each document */
+    zt_ids *out;
+} doc_sink;
+
+static int encode_doc(void *ctx, const char *text, size_t len, zt_err *err)
+{
+    doc_sink *d = ctx;
+    int rc = zt_tok_encode(d->t, text, len, d->threads, d->out, err);
+    if (rc == ZT_OK && d->eos >= 0 && zt_ids_push(d->out, d->eos))
+        rc = zt_fail(err, ZT_EFAIL, "out of memory");
+    return rc;
+}
+
+/* A text file is one document; a JSON Lines file is one document a record. */
+static int encode_file(doc_sink *d, const char *path, const zt_text_file *f, const char *text_field, zt_err *err)
+{
+    if (zt_records_is_jsonl(path))
+        return zt_records_each(path, f->data, f->len, text_field ? text_field : "text", encode_doc, d, err);
+    int rc = encode_doc(d, f->data, f->len, err);
+    return rc ? zt_wrap(err, "%s: ", path) : ZT_OK;
+}
+
+int zt_text_tokenize_files(const zt_tokenizer *t, const char *const *paths, int n, const char *text_field,
+                           int append_eos, int threads, zt_ids *out, zt_err *err)
 {
     int32_t eos = zt_tok_eos_id(t);
     if (append_eos && eos < 0)
         return zt_fail(err, ZT_EINPUT, "--append_eos: the tokenizer names no eos_token (tokenizer_config.json or "
                                        "special_tokens_map.json)");
+    doc_sink d = {t, threads, append_eos ? eos : -1, out};
     for (int i = 0; i < n; i++) {
         zt_text_file f;
         int rc = zt_text_file_open(paths[i], &f, err);
         if (rc)
             return rc;
-        rc = zt_tok_encode(t, f.data, f.len, threads, out, err);
+        rc = encode_file(&d, paths[i], &f, text_field, err);
         zt_text_file_close(&f);
         if (rc)
-            return zt_wrap(err, "%s: ", paths[i]);
-        if (append_eos && zt_ids_push(out, eos))
-            return zt_fail(err, ZT_EFAIL, "out of memory");
+            return rc;
     }
     return ZT_OK;
 }
@@ -96,8 +122,8 @@ static int make_dirs(const char *dir, zt_err *err)
     return ZT_OK;
 }
 
-int zt_text_cached_tokens(const char *text_path, const char *tok_dir, const char *cache_dir, int threads,
-                          char *out_path, size_t cap, int *hit, int *vocab_size, zt_err *err)
+int zt_text_cached_tokens(const char *text_path, const char *text_field, const char *tok_dir, const char *cache_dir,
+                          int threads, char *out_path, size_t cap, int *hit, int *vocab_size, zt_err *err)
 {
     *hit = 0;
     char tok_json[4096];
@@ -118,12 +144,21 @@ int zt_text_cached_tokens(const char *text_path, const char *tok_dir, const char
         zt_tok_free(t);
         return rc;
     }
-    /* key = SHA-256(tag, |tokenizer.json|, tokenizer.json, text) */
+    /* key = SHA-256(tag, |tokenizer.json|, tokenizer.json, text); a JSON Lines
+     * file's tag names its text field, so another field is another entry */
     zt_sha256 h;
     zt_sha256_init(&h);
     static const char tag[] = "ztrain token cache v1: int32 ids of one document, no eos";
-    uint64_t tl = tj.len;
-    zt_sha256_update(&h, tag, sizeof tag);
+    static const char jsonl_tag[] = "ztrain token cache v1: int32 ids of JSON Lines records, no eos; field ";
+    const char *field = text_field ? text_field : "text";
+    uint64_t tl = tj.len, fl = strlen(field);
+    if (zt_records_is_jsonl(text_path)) {
+        zt_sha256_update(&h, jsonl_tag, sizeof jsonl_tag);
+        zt_sha256_update(&h, &fl, sizeof fl);
+        zt_sha256_update(&h, field, fl);
+    } else {
+        zt_sha256_update(&h, tag, sizeof tag);
+    }
     zt_sha256_update(&h, &tl, sizeof tl);
     zt_sha256_update(&h, tj.data, tj.len);
     zt_sha256_update(&h, tx.data, tx.len);
@@ -138,12 +173,11 @@ int zt_text_cached_tokens(const char *text_path, const char *tok_dir, const char
         *hit = 1;
     } else if (!rc && !(rc = make_dirs(cache_dir, err))) {
         zt_ids ids = {0};
-        rc = zt_tok_encode(t, tx.data, tx.len, threads, &ids, err);
-        if (rc)
-            zt_wrap(err, "%s: ", text_path);
-        else if (ids.n == 0)
+        doc_sink d = {t, threads, -1, &ids};
+        rc = encode_file(&d, text_path, &tx, text_field, err);
+        if (rc == ZT_OK && ids.n == 0)
             rc = zt_fail(err, ZT_EINPUT, "%s: no tokens (the file is empty)", text_path);
-        else
+        if (rc == ZT_OK)
             rc = zt_tokens_write_npy(out_path, ids.v, ids.n, err);
         zt_ids_free(&ids);
     }

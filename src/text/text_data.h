@@ -23,19 +23,22 @@ typedef struct zt_text_file {
 int zt_text_file_open(const char *path, zt_text_file *f, zt_err *err);
 void zt_text_file_close(zt_text_file *f);
 
-/* Append the ids of each file, a document each, to out; append_eos puts the
- * tokenizer's eos id after every document (ZT_EINPUT if it names none). */
-int zt_text_tokenize_files(const zt_tokenizer *t, const char *const *paths, int n, int append_eos, int threads,
-                           zt_ids *out, zt_err *err);
+/* Append the ids of each file's documents to out: a text file is one document,
+ * a JSON Lines file (records.h) one document a record, its text in text_field
+ * (NULL: "text"); append_eos puts the tokenizer's eos id after every document
+ * (ZT_EINPUT if it names none). */
+int zt_text_tokenize_files(const zt_tokenizer *t, const char *const *paths, int n, const char *text_field,
+                           int append_eos, int threads, zt_ids *out, zt_err *err);
 
 /* Where the cache lives: $ZTRAIN_CACHE_DIR, else $XDG_CACHE_HOME/ztrain/tokens,
  * else $HOME/.cache/ztrain/tokens. */
 int zt_text_cache_dir(char *buf, size_t cap, zt_err *err);
 
-/* The cached .npy of text_path tokenized with tok_dir's tokenizer (one
- * document, no eos), made first if missing.  out_path receives its path; *hit
- * whether it existed; *vocab_size the tokenizer's vocabulary size. */
-int zt_text_cached_tokens(const char *text_path, const char *tok_dir, const char *cache_dir, int threads,
-                          char *out_path, size_t cap, int *hit, int *vocab_size, zt_err *err);
+/* The cached .npy of text_path tokenized with tok_dir's tokenizer (its
+ * documents, as zt_text_tokenize_files makes them, without eos), made first if
+ * missing.  out_path receives its path; *hit whether it existed; *vocab_size the
+ * tokenizer's vocabulary size. */
+int zt_text_cached_tokens(const char *text_path, const char *text_field, const char *tok_dir, const char *cache_dir,
+                          int threads, char *out_path, size_t cap, int *hit, int *vocab_size, zt_err *err);
 
 #endif

@@ -57,6 +57,13 @@ run --max_steps 7 --logging_steps 0.5 | grep -c '^step [47]/7:' | grep -qx 2 || 
 run --max_steps 3 --logging_steps 1 --progress > "$TMP/p.out" 2> "$TMP/p.err" || fail "train --progress"
 if grep -q $'\r' "$TMP/p.err" "$TMP/p.out"; then fail "--progress wrote carriage returns into a log file"; fi
 [ "$(grep -c '^step [0-9]/3: ' "$TMP/p.out")" = 3 ] || fail "--progress to a file: want 3 plain lines"
+# on a terminal (script(1) gives the run one) the bar is drawn, the latest eval on it
+script -qec "$(printf '%q ' "$ZTRAIN" train --model "$TMP/init" --data "$TMP/text.txt" --block_size 32 \
+    --per_device_train_batch_size 2 --threads 1 --max_steps 4 --eval_data "$TMP/text.txt" --eval_steps 2)" /dev/null \
+    > "$TMP/tty.out" 2>&1 || fail "train on a terminal"
+grep -q $'\r\\[#*\\.*\\] 3/4 loss [0-9.]* eval [0-9.]*' "$TMP/tty.out" ||
+    fail "no progress bar with the eval on a terminal: $(tr '\r' '\n' < "$TMP/tty.out" | tail -3)"
+grep -q '^step 4/4: ' "$TMP/tty.out" && fail "plain log lines under a progress bar"
 
 # eval_strategy epoch: an evaluation after steps 42 and 84 (two epochs); save_strategy
 # epoch: checkpoint-42 (the final save writes OUTPUT_DIR itself)
