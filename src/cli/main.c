@@ -222,9 +222,9 @@ static int train_command(int argc, char **argv, zt_err *err)
     if (g_rank == 0)
         printf("ztrain %s: %d rank%s x %d thread%s\n", ZTRAIN_VERSION, g_world, g_world == 1 ? "" : "s",
                nthreads, nthreads == 1 ? "" : "s");
-    char tok_data[4096];
+    char tok_data[4096], mask_data[4096];
     if ((rc = zt_cli_data_files(data_files, n_data, text_field, tokenizer, cfg.vocab_size, &comm, g_rank, nthreads,
-                                &a.data_path, tok_data, sizeof tok_data, err)) ||
+                                &a.data_path, tok_data, sizeof tok_data, &a.loss_mask_path, mask_data, err)) ||
         (rc = zt_cli_eval_tokenize(&ev, &a, tokenizer, text_field, cfg.vocab_size, &comm, g_rank, nthreads, err))) {
         zt_comm_free(&comm);
         return rc;
@@ -287,7 +287,7 @@ static int cmd_eval(int argc, char **argv, zt_err *err)
         snprintf(cfg_path, sizeof cfg_path, "%s/config.json", model);
         if ((rc = zt_hf_config_read(cfg_path, &cfg, err)) ||
             (rc = zt_cli_data_files(&data, 1, text_field, tokenizer, cfg.vocab_size, NULL, 0, nthreads, &a.data_path,
-                                    tok_data, sizeof tok_data, err)))
+                                    tok_data, sizeof tok_data, NULL, NULL, err)))
             return rc;
     }
     /* sizes before allocation, as for train: the weights once in the compute

@@ -24,29 +24,38 @@ int zt_cli_is_text(const char *path)
 }
 
 int zt_cli_text_data(const char **data, const char *text_field, const char *tok_dir, int model_vocab, zt_comm *comm,
-                     int rank, int threads, char *buf, size_t cap, zt_err *err)
+                     int rank, int threads, char *buf, size_t cap, char *mask_buf, zt_err *err)
 {
     if (!zt_cli_is_text(*data))
         return zt_fail(err, ZT_EINPUT, "--tokenizer: --data %s must be a .txt file or JSON Lines records (.jsonl, "
                        ".json) (ids in .npy/.bin are already tokens)", *data);
     char cache[4096];
-    int rc = zt_text_cache_dir(cache, sizeof cache, err), hit = 0, vocab = 0;
+    int rc = zt_text_cache_dir(cache, sizeof cache, err), hit = 0, vocab = 0, has_mask = 0;
     /* rank 0 fills the cache first; the others then find it (or, on another
      * machine with its own cache, tokenize for themselves: same ids) */
     if (!rc && rank == 0)
-        rc = zt_text_cached_tokens(*data, text_field, tok_dir, cache, threads, buf, cap, &hit, &vocab, err);
+        rc = zt_text_cached_tokens(*data, text_field, tok_dir, cache, threads, buf, cap, &hit, &vocab, &has_mask, err);
     if (comm && zt_comm_max_int(comm, rc) != ZT_OK && rc == ZT_OK)
         return zt_fail(err, ZT_EINPUT, "rank 0 could not tokenize %s (its error is printed above)", *data);
     if (!rc && rank != 0)
-        rc = zt_text_cached_tokens(*data, text_field, tok_dir, cache, threads, buf, cap, &hit, &vocab, err);
+        rc = zt_text_cached_tokens(*data, text_field, tok_dir, cache, threads, buf, cap, &hit, &vocab, &has_mask, err);
     if (rc)
         return rc;
+    if (has_mask && !mask_buf)
+        return zt_fail(err, ZT_EINPUT, "%s: prompt/completion records are training data here (the loss on the "
+                       "completion only); as evaluation data or with other --data files they are not supported yet",
+                       *data);
+    if (mask_buf)
+        mask_buf[0] = '\0';
+    if (has_mask && zt_text_mask_path(buf, mask_buf, cap) != 0)
+        return zt_fail(err, ZT_EINPUT, "%s: path too long", buf);
     if (vocab > model_vocab)
         return zt_fail(err, ZT_EINPUT, "--tokenizer %s: its vocabulary has %d tokens, more than the model's vocab_size %d",
                        tok_dir, vocab, model_vocab);
     if (rank == 0)
-        printf("data: %s tokenized with %s (%d tokens in the vocabulary)%s: %s\n", *data, tok_dir, vocab,
-               hit ? ", from the cache" : "", buf);
+        printf("data: %s tokenized with %s (%d tokens in the vocabulary)%s: %s%s\n", *data, tok_dir, vocab,
+               hit ? ", from the cache" : "", buf,
+               has_mask ? "; prompt/completion records: the loss on the completions only" : "");
     *data = buf;
     return ZT_OK;
 }
@@ -55,10 +64,10 @@ int zt_cli_text_data(const char **data, const char *text_field, const char *tok_
  * one rule for every file); without one, the file itself (.txt: its bytes are the
  * tokens), JSON Lines refused. */
 static int one_file(const char **path, const char *text_field, const char *tok_dir, int model_vocab, zt_comm *comm,
-                    int rank, int threads, char *buf, size_t cap, zt_err *err)
+                    int rank, int threads, char *buf, size_t cap, char *mask_buf, zt_err *err)
 {
     if (tok_dir)
-        return zt_cli_text_data(path, text_field, tok_dir, model_vocab, comm, rank, threads, buf, cap, err);
+        return zt_cli_text_data(path, text_field, tok_dir, model_vocab, comm, rank, threads, buf, cap, mask_buf, err);
     if (zt_records_is_jsonl(*path))
         return zt_fail(err, ZT_EINPUT, "--data %s holds text records (JSON Lines): give --tokenizer DIR to tokenize "
                        "them", *path);
@@ -119,11 +128,21 @@ static int concat_files(const char *const *paths, int n, int rank, zt_comm *comm
 }
 
 int zt_cli_data_files(const char *const *files, int n, const char *text_field, const char *tok_dir, int model_vocab,
-                      zt_comm *comm, int rank, int threads, const char **data, char *buf, size_t cap, zt_err *err)
+                      zt_comm *comm, int rank, int threads, const char **data, char *buf, size_t cap,
+                      const char **mask, char *mask_buf, zt_err *err)
 {
     *data = files[0];
-    if (n == 1)
-        return one_file(data, text_field, tok_dir, model_vocab, comm, rank, threads, buf, cap, err);
+    if (mask) {
+        *mask = NULL;
+        mask_buf[0] = '\0';
+    }
+    if (n == 1) {
+        int rc = one_file(data, text_field, tok_dir, model_vocab, comm, rank, threads, buf, cap, mask ? mask_buf : NULL,
+                          err);
+        if (rc == ZT_OK && mask && mask_buf[0])
+            *mask = mask_buf;
+        return rc;
+    }
     size_t each = 4096;
     char *resolved = zt_alloc(ZT_MEM_OTHER, (size_t)n * each);
     const char **paths = zt_alloc(ZT_MEM_OTHER, (size_t)n * sizeof *paths);
@@ -131,7 +150,7 @@ int zt_cli_data_files(const char *const *files, int n, const char *text_field, c
     for (int i = 0; i < n && rc == ZT_OK; i++) {
         paths[i] = files[i];
         rc = one_file(&paths[i], text_field, tok_dir, model_vocab, comm, rank, threads, resolved + (size_t)i * each,
-                      each, err);
+                      each, NULL, err);
     }
     if (rc == ZT_OK)
         rc = concat_files(paths, n, rank, comm, buf, cap, err);

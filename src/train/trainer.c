@@ -71,7 +71,7 @@ static void frozen_sink(void *f, const zt_param *p, const void *src, zt_dtype sr
 /* Load config, data and weights; build layout, parameter owner, model and
  * batcher.  The owner is the engine for training, or with `frozen` the weights
  * alone in the plan's compute dtype (evaluation: no gradients, no optimizer). */
-static int run_open(run_state *r, const char *model_dir, const char *data_path, int T, int B,
+static int run_open(run_state *r, const char *model_dir, const char *data_path, const char *mask_path, int T, int B,
                     const zt_plan *plan, const zt_backend *be, zt_comm *comm, int shuffle, uint64_t seed,
                     int checkpointing, int frozen, zt_err *err)
 {
@@ -83,7 +83,8 @@ static int run_open(run_state *r, const char *model_dir, const char *data_path, 
         return zt_fail(err, ZT_EINPUT,
                        "--block_size %d exceeds the model's max_position_embeddings %d (%s/config.json)",
                        T, r->cfg.max_position_embeddings, model_dir);
-    if ((rc = zt_tokens_load(data_path, &r->tokens, err)))
+    if ((rc = zt_tokens_load(data_path, &r->tokens, err)) ||
+        (mask_path && (rc = zt_tokens_load_mask(mask_path, &r->tokens, err))))
         return rc;
     if (r->tokens.max_id >= r->cfg.vocab_size)
         return zt_fail(err, ZT_EINPUT, "%s: token id %d is outside the model's vocabulary (vocab_size %d)",
@@ -193,6 +194,8 @@ static void make_digest(const zt_train_args *a, const run_state *r, const zt_eva
     MIX(d[D_SCHEDULE], a->shuffle); MIX(d[D_SCHEDULE], a->seed);
     MIX(d[D_DATA], r->tokens.n);
     d[D_DATA] = fnv(d[D_DATA], r->tokens.ids, r->tokens.n * sizeof *r->tokens.ids);
+    if (r->tokens.loss_mask) /* the same targets count on every rank */
+        d[D_DATA] = fnv(d[D_DATA], r->tokens.loss_mask, r->tokens.n);
     /* the same evaluations, or a rank would wait in another's ZeRO-3 all-gathers */
     MIX(d[D_EVAL], a->eval_steps);
     if (ev) {
@@ -238,6 +241,8 @@ static zt_ckpt_hparams run_hparams(const zt_train_args *a, const run_state *r, i
         .grad_accum = a->grad_accum, .block_size = a->block_size, .shuffle = a->shuffle, .seed = a->seed,
         .data_tokens = r->tokens.n, .compute = a->plan.prec.compute};
     h.data_digest = fnv(FNV0, r->tokens.ids, r->tokens.n * sizeof *r->tokens.ids);
+    if (r->tokens.loss_mask) /* another mask is other data to resume on */
+        h.data_digest = fnv(h.data_digest, r->tokens.loss_mask, r->tokens.n);
     return h;
 }
 
@@ -429,7 +434,7 @@ static int train_setup(trainer *t, const zt_train_args *a, zt_err *err)
     int rc = open_device(&a->plan, comm, &be, t->device, sizeof t->device, err);
     if (rc)
         return rc;
-    rc = run_open(&t->r, a->model_dir, a->data_path, a->block_size, a->batch_size, &a->plan, be, comm,
+    rc = run_open(&t->r, a->model_dir, a->data_path, a->loss_mask_path, a->block_size, a->batch_size, &a->plan, be, comm,
                   a->shuffle, a->seed, a->checkpointing, 0, err);
     t->have_run = 1;
     if (rc == ZT_OK)
@@ -604,6 +609,17 @@ static int train_step(trainer *t, long s, zt_step_metrics *m, zt_err *err)
     /* fp16: backward runs on loss * scale; the step divides it back out */
     double scale = pl->ls.on ? t->scaler.scale : 1.0;
     double loss_sum = 0.0;
+    /* the global mean loss divides by the targets that count: all B*A*W*T, or
+     * under a loss mask the completion tokens of the step's G samples, which every
+     * rank counts alike from the shared sample order (no collective); a step of
+     * prompts only has no loss and no gradient */
+    double counted = t->tokens_per_step;
+    float grad_scale = t->grad_scale;
+    if (r->tokens.loss_mask) {
+        long G = (long)B * A * t->W, n = zt_batcher_count_targets(&r->batcher, s * G, G);
+        counted = n > 0 ? (double)n : 1.0;
+        grad_scale = (float)(1.0 / counted);
+    }
     for (int micro = 0; micro < A; micro++) {
         long k0 = zt_sample_index(s, micro, comm->rank, B, A, t->W);
         zt_batcher_fill(&r->batcher, k0, B, r->inputs, r->targets);
@@ -613,7 +629,7 @@ static int train_step(trainer *t, long s, zt_step_metrics *m, zt_err *err)
         int rc = t->hooks->before_forward ? t->hooks->before_forward(t->hooks->ctx, s + 1, micro, comm->rank, err)
                                           : ZT_OK;
         if (rc == ZT_OK)
-            rc = zt_model_forward_backward(&r->model, r->inputs, r->targets, (float)(t->grad_scale * scale),
+            rc = zt_model_forward_backward(&r->model, r->inputs, r->targets, (float)(grad_scale * scale),
                                            &ls, err);
         if (rc)
             return step_failed(t, rc, err);
@@ -634,7 +650,7 @@ static int train_step(trainer *t, long s, zt_step_metrics *m, zt_err *err)
         zt_loss_scaler_update(&t->scaler, m->skipped);
     m->loss_scale = pl->ls.on ? scale : 0.0;
     comm->phase = "loss";
-    m->loss = zt_comm_sum_double(comm, loss_sum, ZT_SCOPE_WORLD) / t->tokens_per_step;
+    m->loss = zt_comm_sum_double(comm, loss_sum, ZT_SCOPE_WORLD) / counted;
     measure_step(t, t0, wait0, progress0, before, link_before, m);
     return ZT_OK;
 }
@@ -1009,7 +1025,7 @@ int zt_eval(const zt_eval_args *a, double *mean_loss, long *tokens, zt_err *err)
     memset(&r, 0, sizeof r); /* run_free below must find nothing to free on an early error */
     int rc = open_device(&plan, &local, &be, desc, sizeof desc, err);
     if (rc == ZT_OK)
-        rc = run_open(&r, a->model_dir, a->data_path, a->block_size, a->batch_size, &plan, be, &local, 0, 0, 0, 1,
+        rc = run_open(&r, a->model_dir, a->data_path, NULL, a->block_size, a->batch_size, &plan, be, &local, 0, 0, 0, 1,
                       err);
     if (rc)
         goto done;

@@ -94,6 +94,9 @@ typedef struct zt_train_args {
     double logging_steps;       /* a log every N steps; below 1, a fraction of max_steps (0: 500, Trainer's) */
     int eval_strategy, save_strategy; /* zt_strategy; ZT_STRATEGY_UNSET keeps ztrain's defaults */
     const char *tensorboard_dir; /* write TensorBoard event files here (NULL: none) */
+    /* completion-only loss (TRL's): a token file of 0/1 beside data_path, 0 where
+     * the token is a prompt token, never a target (NULL: every token is one) */
+    const char *loss_mask_path;
     /* called on every rank after every step (NULL: none) */
     void (*on_step)(void *ctx, const zt_step_metrics *m);
     void *on_step_ctx;

@@ -2,7 +2,8 @@
 # (--text_field, default text), each record a document, give the same ids as the
 # same texts given as .txt files; several --data files are one stream in the
 # order given.  Broken records are refused by file and line, never tokenized as
-# JSON syntax; JSON Lines without --tokenizer is refused.
+# JSON syntax; JSON Lines without --tokenizer is refused.  TRL's prompt/completion
+# records train with the loss on the completions only.
 . "$(dirname "$0")/lib.bash"
 export ZTRAIN_CACHE_DIR="$TMP/cache"
 py=/usr/bin/python3
@@ -101,6 +102,61 @@ grep -q '"eval_loss"' "$TMP/ev.log" || fail "no evaluation of a .jsonl --eval_da
     fail "eval .jsonl"
 "$ZTRAIN" eval --model "$TMP/init" --data "$TMP/jsonl.npy" --block_size 16 > "$TMP/e2" || fail "eval ids"
 [ "$(grep '^eval loss' "$TMP/e1")" = "$(grep '^eval loss' "$TMP/e2")" ] || fail "eval .jsonl differs from its ids"
+
+# supervised fine-tuning: TRL's prompt/completion records, the loss on the completion
+# (and the eos after it) only.  The ids are those of prompt + completion + eos; the
+# mask is 0 over the prompt's own ids.
+$py - "$TMP" <<'PY'
+import json, sys
+d = sys.argv[1]
+texts = [json.loads(l)["text"] for l in open(d + "/d.jsonl") if l.strip()]
+cut = [len(t) // 3 for t in texts]
+with open(d + "/sft.jsonl", "w") as f:
+    for t, c in zip(texts, cut):
+        f.write(json.dumps({"prompt": t[:c], "completion": t[c:]}) + "\n")
+with open(d + "/sft_empty.jsonl", "w") as f:  # no prompt: every token is a target
+    for t in texts:
+        f.write(json.dumps({"prompt": "", "completion": t}) + "\n")
+for i, (t, c) in enumerate(zip(texts, cut)):
+    open("%s/p%03d.txt" % (d, i), "w", encoding="utf-8").write(t[:c])
+PY
+# the losses, gradient norms and learning rates (a loss mask is memory of its own)
+numbers() { grep -o '"\(step\|loss\|grad_norm\|lr\)": [^,]*' "$1"; }
+"$ZTRAIN" train "${args[@]}" --data "$TMP/txt_eos.npy" --log_jsonl "$TMP/eos.log" > /dev/null || fail "train on eos ids"
+"$ZTRAIN" train "${args[@]}" --data "$TMP/sft_empty.jsonl" --tokenizer "$tok" --log_jsonl "$TMP/sft_empty.log" \
+    > "$TMP/sft_empty.out" || fail "train on prompt/completion records"
+[ -s "$TMP/sft_empty.log" ] && [ "$(numbers "$TMP/sft_empty.log")" = "$(numbers "$TMP/eos.log")" ] ||
+    fail "empty prompts: not the run on the texts' ids with eos"
+"$ZTRAIN" train "${args[@]}" --data "$TMP/sft.jsonl" --tokenizer "$tok" --log_jsonl "$TMP/sft.log" > "$TMP/sft.out" ||
+    fail "train on prompt/completion records"
+grep -q "prompt/completion records: the loss on the completions only" "$TMP/sft.out" || fail "no SFT line: $(cat "$TMP/sft.out")"
+[ "$(numbers "$TMP/sft.log")" = "$(numbers "$TMP/eos.log")" ] && fail "prompt tokens still count in the loss"
+# each record's ids and prompt ids, tokenized alone
+for f in "$TMP"/r*.txt "$TMP"/p*.txt; do
+    "$ZTRAIN" tokenize --tokenizer "$tok" --input "$f" --output "${f%.txt}.npy" 2>/dev/null || fail "tokenize $f"
+done
+entry=$(grep -o "$TMP/cache/[0-9a-f]*\.npy" "$TMP/sft.out" | head -1)
+$py - "$entry" "$TMP" "$(ls "$TMP"/r*.txt | wc -l)" "$TMP/txt_eos.npy" <<'PY' || fail "the SFT ids or mask are not TRL's"
+import sys, numpy as np
+ids, mask = np.load(sys.argv[1]), np.load(sys.argv[1][:-4] + ".mask.npy")
+d, n, eos = sys.argv[2], int(sys.argv[3]), np.load(sys.argv[4])[-1]
+want_ids, want_mask = [], []
+for i in range(n):
+    full = list(np.load("%s/r%03d.npy" % (d, i)))
+    p = len(np.load("%s/p%03d.npy" % (d, i))) if open("%s/p%03d.txt" % (d, i), "rb").read() else 0
+    want_ids += full + [eos]
+    want_mask += [0] * p + [1] * (len(full) - p + 1)
+assert list(ids) == want_ids, "ids are not those of prompt + completion + eos"
+assert list(mask) == want_mask, "the mask is not 0 over each prompt's own ids, 1 after"
+assert 0 < sum(want_mask) < len(want_mask)
+PY
+printf '{"prompt": "a", "completion": "b"}\n{"prompt": "c"}\n' > "$TMP/half.jsonl"
+expect_exit 2 'half.jsonl: line 2 has no "completion" \(prompt/completion records: every record needs both\)' -- \
+    "$ZTRAIN" train "${args[@]}" --data "$TMP/half.jsonl" --tokenizer "$tok"
+expect_exit 2 'sft.jsonl: prompt/completion records are training data here' -- \
+    "$ZTRAIN" train "${args[@]}" --data "$TMP/d.jsonl" --tokenizer "$tok" --eval_data "$TMP/sft.jsonl"
+expect_exit 2 'sft.jsonl: prompt/completion records are training data here' -- \
+    "$ZTRAIN" train "${args[@]}" --data "$TMP/d.jsonl" "$TMP/sft.jsonl" --tokenizer "$tok"
 expect_exit 2 'd.jsonl holds text records \(JSON Lines\): give --tokenizer' -- \
     "$ZTRAIN" train "${args[@]}" --data "$TMP/d.jsonl"
 expect_exit 2 'must be a .txt file or JSON Lines' -- \
