@@ -117,7 +117,7 @@ static int full_forward(const char *dir, const int *tokens, int T, zt_dtype comp
     zt_err err = {0};
     zt_llama_config cfg;
     zt_layout lay;
-    zt_engine eng;
+    zt_engine *eng = NULL;
     zt_model model;
     zt_comm comm;
     zt_comm_create_local(&comm);
@@ -125,10 +125,10 @@ static int full_forward(const char *dir, const int *tokens, int T, zt_dtype comp
                          .save = ZT_F32};
     int rc = zt_hf_read_config_dir(dir, &cfg, &err);
     if (!rc) rc = zt_layout_build(&lay, &cfg, ZT_WRAP_TRANSFORMER, 0, 1, &err);
-    if (!rc) rc = zt_engine_init(&eng, zt_backend_cpu(), &lay, prec, 0, NULL, &comm, &err);
-    if (!rc) rc = zt_hf_load_params(dir, &lay, &eng, &err);
-    if (!rc) zt_engine_refresh_gathered(&eng);
-    zt_param_owner owner = zt_engine_param_owner(&eng);
+    if (!rc) rc = zt_engine_create(&eng, zt_backend_cpu(), &lay, prec, 0, NULL, &comm, &err);
+    if (!rc) rc = zt_hf_load_params(dir, &lay, eng, &err);
+    if (!rc) zt_engine_refresh_gathered(eng);
+    zt_param_owner owner = rc ? (zt_param_owner){0} : zt_engine_param_owner(eng);
     if (!rc) rc = zt_model_init(&model, &cfg, &lay, &owner, 1, T, 0, &err);
     ZT_CHECK_MSG(rc == ZT_OK, "%s", err.msg);
     if (rc)
@@ -139,7 +139,7 @@ static int full_forward(const char *dir, const int *tokens, int T, zt_dtype comp
     ZT_CHECK_MSG(rc == ZT_OK, "%s", err.msg);
     memcpy(logits, zt_model_logits(&model), (size_t)T * cfg.vocab_size * sizeof(float));
     zt_model_free(&model);
-    zt_engine_free(&eng);
+    zt_engine_destroy(eng);
     zt_layout_free(&lay);
     return rc == ZT_OK;
 }

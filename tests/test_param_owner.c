@@ -49,7 +49,7 @@ static double forward(int use_engine, zt_dtype cd, float *logits)
     zt_llama_config cfg;
     zt_layout lay;
     zt_comm comm;
-    zt_engine eng;
+    zt_engine *eng = NULL;
     zt_frozen_params fr;
     zt_model m;
     zt_comm_create_local(&comm);
@@ -57,11 +57,11 @@ static double forward(int use_engine, zt_dtype cd, float *logits)
     ZT_CHECK(zt_layout_build(&lay, &cfg, ZT_WRAP_TRANSFORMER, 0, 1, &err) == ZT_OK);
     zt_param_owner own;
     if (use_engine) {
-        ZT_CHECK(zt_engine_init(&eng, zt_backend_cpu(), &lay, (zt_precision){.load = ZT_F32, .master = ZT_F32, .compute = cd, .reduce = cd, .save = ZT_F32}, 0, NULL, &comm,
+        ZT_CHECK(zt_engine_create(&eng, zt_backend_cpu(), &lay, (zt_precision){.load = ZT_F32, .master = ZT_F32, .compute = cd, .reduce = cd, .save = ZT_F32}, 0, NULL, &comm,
                                 &err) == ZT_OK);
-        ZT_CHECK(zt_hf_load_params(FIX, &lay, &eng, &err) == ZT_OK);
-        zt_engine_refresh_gathered(&eng);
-        own = zt_engine_param_owner(&eng);
+        ZT_CHECK(zt_hf_load_params(FIX, &lay, eng, &err) == ZT_OK);
+        zt_engine_refresh_gathered(eng);
+        own = zt_engine_param_owner(eng);
     } else {
         ZT_CHECK(zt_frozen_init(&fr, &lay, cd, zt_backend_cpu(), &err) == ZT_OK);
         ZT_CHECK(zt_hf_load_params_to(FIX, &lay, frozen_sink, &fr, &err) == ZT_OK);
@@ -83,7 +83,7 @@ static double forward(int use_engine, zt_dtype cd, float *logits)
     }
     zt_model_free(&m);
     if (use_engine)
-        zt_engine_free(&eng);
+        zt_engine_destroy(eng);
     else
         zt_frozen_free(&fr);
     zt_layout_free(&lay);
@@ -222,29 +222,27 @@ static double train_step(const zt_backend *be, float **params, zt_layout *lay_ou
     zt_err err = {0};
     zt_llama_config cfg;
     zt_comm comm;
-    zt_engine eng;
+    zt_engine *eng = NULL;
     zt_model m;
     zt_comm_create_local(&comm);
     ZT_CHECK(zt_hf_read_config_dir(FIX, &cfg, &err) == ZT_OK);
     ZT_CHECK(zt_layout_build(lay_out, &cfg, ZT_WRAP_TRANSFORMER, 0, 1, &err) == ZT_OK);
-    ZT_CHECK(zt_engine_init(&eng, zt_backend_cpu(), lay_out, ZT_PRECISION_ALL(ZT_F32), 0, NULL,
-                            &comm, &err) == ZT_OK);
-    ZT_CHECK(zt_hf_load_params(FIX, lay_out, &eng, &err) == ZT_OK);
-    zt_engine_refresh_gathered(&eng);
-    eng.be = be;
-    zt_param_owner own = zt_engine_param_owner(&eng);
+    ZT_CHECK(zt_engine_create(&eng, be, lay_out, ZT_PRECISION_ALL(ZT_F32), 0, NULL, &comm, &err) == ZT_OK);
+    ZT_CHECK(zt_hf_load_params(FIX, lay_out, eng, &err) == ZT_OK);
+    zt_engine_refresh_gathered(eng);
+    zt_param_owner own = zt_engine_param_owner(eng);
     ZT_CHECK(own.backend == be);
     ZT_CHECK(zt_model_init(&m, &cfg, lay_out, &own, B, T, 0, &err) == ZT_OK);
     int in[B * T], tg[B * T];
     first_batch(&cfg, in, tg);
     double loss = 0.0, norm = 0.0;
-    zt_engine_zero_grads(&eng);
+    zt_engine_zero_grads(eng);
     ZT_CHECK(zt_model_forward_backward(&m, in, tg, 1.0f / (B * T), &loss, &err) == ZT_OK);
     zt_adamw_hparams hp = {1e-3, 0.1, 0.9, 0.999, 1e-8};
-    ZT_CHECK(zt_engine_step(&eng, &hp, 1e-3, 1.0, 1.0, &norm) == 0);
-    ZT_CHECK(zt_engine_full_params(&eng, params, &err) == ZT_OK);
+    ZT_CHECK(zt_engine_step(eng, &hp, 1e-3, 1.0, 1.0, &norm) == 0);
+    ZT_CHECK(zt_engine_full_params(eng, params, &err) == ZT_OK);
     zt_model_free(&m);
-    zt_engine_free(&eng);
+    zt_engine_destroy(eng);
     return loss;
 }
 
@@ -331,17 +329,15 @@ static void test_failed_pass_hands_units_back(void)
     first_batch(&cfg, in, tg);
     double loss[2] = {0}, norm[2] = {0};
     for (int k = 0; k < 2; k++) { /* k = 1: a failed attempt first */
-        zt_engine eng;
+        zt_engine *eng = NULL;
         zt_model m;
         zt_overlap ov = {.forward_prefetch = 1, .backward_prefetch = ZT_BACKWARD_PREFETCH_PRE,
                          .overlap_reduce = 1};
-        ZT_CHECK(zt_engine_init(&eng, zt_backend_cpu(), &lay, ZT_PRECISION_ALL(ZT_F32), 3, &ov,
-                                &comm, &err) == ZT_OK);
-        ZT_CHECK(zt_hf_load_params(FIX, &lay, &eng, &err) == ZT_OK);
-        eng.be = &failing;
-        zt_param_owner own = zt_engine_param_owner(&eng);
+        ZT_CHECK(zt_engine_create(&eng, &failing, &lay, ZT_PRECISION_ALL(ZT_F32), 3, &ov, &comm, &err) == ZT_OK);
+        ZT_CHECK(zt_hf_load_params(FIX, &lay, eng, &err) == ZT_OK);
+        zt_param_owner own = zt_engine_param_owner(eng);
         ZT_CHECK(zt_model_init(&m, &cfg, &lay, &own, B, T, 0, &err) == ZT_OK);
-        zt_engine_zero_grads(&eng);
+        zt_engine_zero_grads(eng);
         n_calls = 0;
         /* forward: 4 products per layer and lm_head; the failure lands in the
          * backward of the last layer's unit */
@@ -351,18 +347,20 @@ static void test_failed_pass_hands_units_back(void)
             ZT_CHECK(zt_model_forward_backward(&m, in, tg, 1.0f / (B * T), &l, &err) == ZT_EFAIL);
             ZT_CHECK(strstr(err.msg, "injected") != NULL);
             for (int u = 0; u < lay.nunits; u++)
-                ZT_CHECK_MSG(eng.units[u].phase == ZT_UNIT_IDLE && eng.units[u].pool_slot < 0, "unit %d: %s", u,
-                             zt_unit_phase_name(eng.units[u].phase));
-            for (int i = 0; i < ZT_GATHER_POOL; i++)
-                ZT_CHECK(!eng.pool_used[i]);
-            zt_engine_zero_grads(&eng); /* the failed micro-batch's partial gradient goes */
+                ZT_CHECK_MSG(zt_engine_unit_phase(eng, u) == ZT_UNIT_IDLE, "unit %d: %s", u,
+                             zt_unit_phase_name(zt_engine_unit_phase(eng, u)));
+            zt_engine_stats es = zt_engine_get_stats(eng);
+            ZT_CHECK_MSG(es.units_gathered == 0 && es.pool_held == 0 && es.gradients_open == 0,
+                         "%d units gathered, %d pool buffers held, %d gradients open", es.units_gathered,
+                         es.pool_held, es.gradients_open);
+            zt_engine_zero_grads(eng); /* the failed micro-batch's partial gradient goes */
             fail_at = 0;
         }
         ZT_CHECK(zt_model_forward_backward(&m, in, tg, 1.0f / (B * T), &loss[k], &err) == ZT_OK);
         zt_adamw_hparams hp = {1e-3, 0.1, 0.9, 0.999, 1e-8};
-        ZT_CHECK(zt_engine_step(&eng, &hp, 1e-3, 1.0, 1.0, &norm[k]) == 0);
+        ZT_CHECK(zt_engine_step(eng, &hp, 1e-3, 1.0, 1.0, &norm[k]) == 0);
         zt_model_free(&m);
-        zt_engine_free(&eng);
+        zt_engine_destroy(eng);
     }
     ZT_CHECK(loss[0] == loss[1] && norm[0] == norm[1] && norm[0] > 0.0);
     zt_layout_free(&lay);

@@ -103,7 +103,7 @@ static const zt_st_tensor *ref_tensor(const zt_st_file *ref, const char *name)
 typedef struct setup {
     zt_llama_config cfg;
     zt_layout lay;
-    zt_engine eng;
+    zt_engine *eng;
     zt_model model;
     zt_tokens tokens;
     zt_batcher batcher;
@@ -121,10 +121,10 @@ static int setup_open(setup *s, const char *dir, const fixture_args *fa, zt_prec
     if (!rc) rc = zt_tokens_load(path, &s->tokens, &err);
     if (!rc) rc = zt_layout_build(&s->lay, &s->cfg, ZT_WRAP_TRANSFORMER, 0, 1, &err);
     zt_comm_create_local(&s->comm);
-    if (!rc) rc = zt_engine_init(&s->eng, zt_backend_cpu(), &s->lay, prec, 0, NULL, &s->comm, &err);
-    if (!rc) rc = zt_hf_load_params(dir, &s->lay, &s->eng, &err);
-    if (!rc) zt_engine_refresh_gathered(&s->eng);
-    zt_param_owner own = zt_engine_param_owner(&s->eng);
+    if (!rc) rc = zt_engine_create(&s->eng, zt_backend_cpu(), &s->lay, prec, 0, NULL, &s->comm, &err);
+    if (!rc) rc = zt_hf_load_params(dir, &s->lay, s->eng, &err);
+    if (!rc) zt_engine_refresh_gathered(s->eng);
+    zt_param_owner own = rc ? (zt_param_owner){0} : zt_engine_param_owner(s->eng);
     if (!rc) rc = zt_model_init(&s->model, &s->cfg, &s->lay, &own, fa->B, fa->T, 0, &err);
     if (!rc) rc = zt_batcher_init(&s->batcher, &s->tokens, fa->T, 0, 0, path, &err);
     ZT_CHECK_MSG(rc == ZT_OK, "setup %s: %s", dir, err.msg);
@@ -141,7 +141,7 @@ static void setup_close(setup *s)
     free(s->tg);
     zt_batcher_free(&s->batcher);
     zt_model_free(&s->model);
-    zt_engine_free(&s->eng);
+    zt_engine_destroy(s->eng);
     zt_layout_free(&s->lay);
     zt_tokens_free(&s->tokens);
 }
@@ -181,13 +181,13 @@ static void check_batch0(const char *dir, zt_precision prec, const char *prefix,
          * (directly, and as the transposed product used for wide vocabularies) */
         for (int transposed = 0; transposed <= 1; transposed++) {
             ZT_CHECK(zt_model_set_head_transposed(&s.model, transposed, &err) == ZT_OK);
-            zt_engine_zero_grads(&s.eng);
+            zt_engine_zero_grads(s.eng);
             ZT_CHECK(zt_model_forward_backward(&s.model, s.in, s.tg, 1.0f / (float)N, &loss_sum, &err) == ZT_OK);
             double worst = 0;
             float **g = calloc((size_t)s.lay.nparams, sizeof *g);
             for (int i = 0; i < s.lay.nparams; i++)
                 g[i] = malloc(s.lay.params[i].numel * sizeof(float));
-            ZT_CHECK(zt_engine_full_grads(&s.eng, g, &err) == ZT_OK);
+            ZT_CHECK(zt_engine_full_grads(s.eng, g, &err) == ZT_OK);
             for (int i = 0; i < s.lay.nparams; i++) {
                 const zt_param *p = &s.lay.params[i];
                 snprintf(name, sizeof name, "%sgrad.%s", prefix, p->name);

@@ -9,6 +9,9 @@
 #include "../src/core/mem.h"
 #include "../src/engine/loss_scale.h"
 #include "../src/engine/engine.h"
+/* the one test that corrupts the engine's dtype records to see its check fire needs
+ * them; everything else here goes through engine.h */
+#include "../src/engine/engine_impl.h"
 #include "../src/plan/plan.h"
 #include "test.h"
 
@@ -111,6 +114,49 @@ static void test_refusals(void)
     ZT_CHECK(zt_plan_resolve(&r, 1, &p, &err) == ZT_EINPUT && strstr(err.msg, "zero_stage"));
 }
 
+static void set_backward_prefetch(zt_plan_request *r) { r->backward_prefetch = "BACKWARD_POST"; }
+static void set_forward_prefetch(zt_plan_request *r) { r->forward_prefetch = ZT_NO; }
+static void set_sharding(zt_plan_request *r) { r->sharding = ZT_SHARDING_SHARD_GRAD_OP; }
+static void set_limit(zt_plan_request *r) { r->limit_all_gathers = ZT_NO; }
+static void set_zero_stage(zt_plan_request *r) { r->zero_stage = 3; }
+
+/* Each face's own knobs (plan.c's face_knobs table), given under another face or
+ * plain data parallel, are refused with the knob and how to choose its face; under
+ * their own face they resolve. */
+static void test_face_knobs(void)
+{
+    static const struct {
+        zt_face face;
+        void (*set)(zt_plan_request *r);
+        const char *msg;
+    } cases[] = {
+        {ZT_FACE_FSDP, set_backward_prefetch,
+         "fsdp_backward_prefetch and fsdp_forward_prefetch need FSDP (--use_fsdp or distributed_type FSDP); "
+         "DeepSpeed prefetches by stage3_prefetch_bucket_size"},
+        {ZT_FACE_FSDP, set_forward_prefetch, "fsdp_backward_prefetch and fsdp_forward_prefetch need FSDP"},
+        {ZT_FACE_FSDP, set_sharding, "fsdp_sharding_strategy needs FSDP (--use_fsdp or distributed_type FSDP)"},
+        {ZT_FACE_FSDP, set_limit, "fsdp_limit_all_gathers needs FSDP (--use_fsdp or distributed_type FSDP)"},
+        {ZT_FACE_DEEPSPEED, set_zero_stage,
+         "zero_stage needs DeepSpeed (--use_deepspeed or distributed_type DEEPSPEED)"},
+    };
+    static const zt_face faces[] = {ZT_FACE_DDP, ZT_FACE_FSDP, ZT_FACE_DEEPSPEED};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+        for (int f = 0; f < 3; f++) {
+            zt_plan_request r;
+            zt_plan_request_init(&r);
+            r.face = faces[f];
+            cases[c].set(&r);
+            zt_plan p;
+            zt_err err = {0};
+            int rc = zt_plan_resolve(&r, 2, &p, &err);
+            if (faces[f] == cases[c].face)
+                ZT_CHECK_MSG(rc == ZT_OK, "case %zu under its face: %s", c, err.msg);
+            else
+                ZT_CHECK_MSG(rc == ZT_EINPUT && strstr(err.msg, cases[c].msg) == err.msg, "case %zu, face %d: %s",
+                             c, f, err.msg);
+        }
+}
+
 /* A tiny model's layout (hidden 8, 2 heads of 4, 1 kv head, ffn 12, vocab 16), a
  * unit per layer plus the root, for engine tests on one process. */
 static int tiny_layout(zt_layout *lay, int layers, zt_err *err)
@@ -186,31 +232,31 @@ static void test_engine_dtype_invariants(void)
         for (int stage = 0; stage <= 3; stage++) {
             int rc;
             zt_plan p = resolve(ZT_FACE_FSDP, modes[m][0], modes[m][1], ZT_SHARDING_FULL_SHARD, -1, 1, &rc);
-            zt_engine eng;
-            ZT_CHECK(zt_engine_init(&eng, zt_backend_cpu(), &lay, p.prec, stage, &p.overlap, &comm, &err) == ZT_OK);
+            zt_engine *eng = NULL;
+            ZT_CHECK(zt_engine_create(&eng, zt_backend_cpu(), &lay, p.prec, stage, &p.overlap, &comm, &err) == ZT_OK);
             for (int u = 0; u < lay.nunits; u++)
-                ZT_CHECK(zt_engine_check_dtypes(&eng, u) == NULL);
+                ZT_CHECK(zt_engine_check_dtypes(eng, u) == NULL);
             /* a real pass over the root records what its gather and its gradient's
              * reduction went through; the plan holds for both */
             int root = lay.root_unit;
-            zt_engine_zero_grads(&eng);
-            ZT_CHECK(zt_engine_acquire(&eng, root, ZT_PASS_FORWARD) != NULL);
-            zt_engine_grad_begin(&eng, root);
-            zt_engine_grad_end(&eng, root);
-            ZT_CHECK(eng.units[root].reduced_valid && eng.units[root].reduced_dt == p.prec.reduce);
-            ZT_CHECK(zt_engine_check_dtypes(&eng, root) == NULL);
+            zt_engine_zero_grads(eng);
+            ZT_CHECK(zt_engine_acquire(eng, root, ZT_PASS_FORWARD) != NULL);
+            zt_engine_grad_begin(eng, root);
+            zt_engine_grad_end(eng, root);
+            ZT_CHECK(eng->units[root].reduced_valid && eng->units[root].reduced_dt == p.prec.reduce);
+            ZT_CHECK(zt_engine_check_dtypes(eng, root) == NULL);
             /* and the check names what a wrong record breaks */
             zt_dtype other = p.prec.reduce == ZT_F32 ? ZT_BF16 : ZT_F32;
-            eng.units[root].reduced_dt = other;
-            const char *why = zt_engine_check_dtypes(&eng, root);
+            eng->units[root].reduced_dt = other;
+            const char *why = zt_engine_check_dtypes(eng, root);
             ZT_CHECK(why && strstr(why, "reduce dtype"));
-            eng.units[root].reduced_dt = p.prec.reduce;
-            eng.units[root].gathered_dt = p.prec.compute == ZT_F32 ? ZT_BF16 : ZT_F32;
-            why = zt_engine_check_dtypes(&eng, root);
+            eng->units[root].reduced_dt = p.prec.reduce;
+            eng->units[root].gathered_dt = p.prec.compute == ZT_F32 ? ZT_BF16 : ZT_F32;
+            why = zt_engine_check_dtypes(eng, root);
             ZT_CHECK(why && strstr(why, "compute dtype"));
-            eng.units[root].gathered_dt = p.prec.compute;
-            zt_engine_release(&eng, root);
-            zt_engine_free(&eng);
+            eng->units[root].gathered_dt = p.prec.compute;
+            zt_engine_release(eng, root);
+            zt_engine_destroy(eng);
         }
     zt_layout_free(&lay);
     ZT_CHECK(zt_mem_current(ZT_MEM_PARAMS) == 0 && zt_mem_current(ZT_MEM_GATHERED) == 0);
@@ -262,7 +308,7 @@ static void release_open_gradient(zt_engine *eng)
 
 /* A stage-3 engine on one process over a tiny model of `layers` layers: bf16
  * compute and reduction, forward and backward prefetch, the reduction overlapped. */
-static void stage3_engine(zt_engine *eng, zt_layout *lay, zt_comm *comm, int layers)
+static void stage3_engine(zt_engine **eng, zt_layout *lay, zt_comm *comm, int layers)
 {
     zt_err err;
     zt_comm_create_local(comm);
@@ -271,7 +317,7 @@ static void stage3_engine(zt_engine *eng, zt_layout *lay, zt_comm *comm, int lay
                          .save = ZT_F32};
     zt_overlap ov = {.forward_prefetch = 1, .backward_prefetch = ZT_BACKWARD_PREFETCH_PRE,
                      .overlap_reduce = 1};
-    ZT_CHECK(zt_engine_init(eng, zt_backend_cpu(), lay, prec, 3, &ov, comm, &err) == ZT_OK);
+    ZT_CHECK(zt_engine_create(eng, zt_backend_cpu(), lay, prec, 3, &ov, comm, &err) == ZT_OK);
 }
 
 /* Each unit walks IDLE -> FORWARD -> IDLE in the forward and IDLE -> BACKWARD_PRE
@@ -283,28 +329,28 @@ static void test_engine_unit_phases(void)
 {
     zt_layout lay;
     zt_comm comm;
-    zt_engine eng;
+    zt_engine *eng = NULL;
     stage3_engine(&eng, &lay, &comm, 2);
     int root = lay.root_unit, l0 = lay.layer_unit[0], l1 = lay.layer_unit[1];
-#define PH(u) eng.units[u].phase
-    zt_engine_zero_grads(&eng);
-    zt_engine_acquire(&eng, root, ZT_PASS_FORWARD);
+#define PH(u) zt_engine_unit_phase(eng, u)
+    zt_engine_zero_grads(eng);
+    zt_engine_acquire(eng, root, ZT_PASS_FORWARD);
     ZT_CHECK(PH(root) == ZT_UNIT_FORWARD);
-    zt_engine_acquire(&eng, l0, ZT_PASS_FORWARD);
+    zt_engine_acquire(eng, l0, ZT_PASS_FORWARD);
     ZT_CHECK(PH(l0) == ZT_UNIT_FORWARD);
-    zt_engine_release(&eng, l0);
+    zt_engine_release(eng, l0);
     ZT_CHECK(PH(l0) == ZT_UNIT_IDLE);
-    zt_engine_grad_begin(&eng, root);
+    zt_engine_grad_begin(eng, root);
     ZT_CHECK(PH(root) == ZT_UNIT_BACKWARD_PRE);
-    zt_engine_acquire(&eng, l1, ZT_PASS_BACKWARD);
+    zt_engine_acquire(eng, l1, ZT_PASS_BACKWARD);
     ZT_CHECK(PH(l1) == ZT_UNIT_BACKWARD_PRE);
-    zt_engine_grad_begin(&eng, l1);
-    zt_engine_grad_end(&eng, l1);
+    zt_engine_grad_begin(eng, l1);
+    zt_engine_grad_end(eng, l1);
     ZT_CHECK(PH(l1) == ZT_UNIT_BACKWARD_POST);
-    zt_engine_release(&eng, l1);
+    zt_engine_release(eng, l1);
     ZT_CHECK(PH(l1) == ZT_UNIT_IDLE);
-    zt_engine_grad_end(&eng, root);
-    zt_engine_release(&eng, root);
+    zt_engine_grad_end(eng, root);
+    zt_engine_release(eng, root);
     ZT_CHECK(PH(root) == ZT_UNIT_IDLE);
 
     /* out of order: each stops the process with the unit and the phases */
@@ -320,7 +366,7 @@ static void test_engine_unit_phases(void)
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         g_unit = l0;
         int aborted;
-        char *out = run_child(bad[i].f, &eng, &aborted);
+        char *out = run_child(bad[i].f, eng, &aborted);
         char want[160];
         snprintf(want, sizeof want, bad[i].says, l0);
         ZT_CHECK_MSG(aborted && strstr(out, want), "case %zu: %s", i, out);
@@ -328,31 +374,46 @@ static void test_engine_unit_phases(void)
     }
 
     /* a pass that fails midway: the root and a layer unit in use, a gradient open */
-    zt_engine_acquire(&eng, root, ZT_PASS_FORWARD);
-    zt_engine_grad_begin(&eng, root);
-    zt_engine_acquire(&eng, l0, ZT_PASS_BACKWARD);
-    zt_engine_grad_begin(&eng, l0);
-    zt_engine_reset(&eng);
+    zt_engine_acquire(eng, root, ZT_PASS_FORWARD);
+    zt_engine_grad_begin(eng, root);
+    zt_engine_acquire(eng, l0, ZT_PASS_BACKWARD);
+    zt_engine_grad_begin(eng, l0);
+    zt_engine_reset(eng);
     for (int u = 0; u < lay.nunits; u++)
-        ZT_CHECK(PH(u) == ZT_UNIT_IDLE && eng.units[u].staging == NULL && eng.units[u].pool_slot < 0);
-    for (int i = 0; i < ZT_GATHER_POOL; i++)
-        ZT_CHECK(!eng.pool_used[i]);
+        ZT_CHECK(PH(u) == ZT_UNIT_IDLE);
+    zt_engine_stats es = zt_engine_get_stats(eng);
+    ZT_CHECK(es.gradients_open == 0 && es.units_gathered == 0 && es.pool_held == 0);
     /* usable again: a clean pass and a step */
-    zt_engine_zero_grads(&eng);
-    zt_engine_acquire(&eng, root, ZT_PASS_FORWARD);
-    zt_engine_grad_begin(&eng, root);
-    zt_engine_acquire(&eng, l0, ZT_PASS_BACKWARD);
-    zt_engine_grad_begin(&eng, l0);
-    zt_engine_grad_end(&eng, l0);
-    zt_engine_release(&eng, l0);
-    zt_engine_grad_end(&eng, root);
-    zt_engine_release(&eng, root);
+    zt_engine_zero_grads(eng);
+    zt_engine_acquire(eng, root, ZT_PASS_FORWARD);
+    zt_engine_grad_begin(eng, root);
+    zt_engine_acquire(eng, l0, ZT_PASS_BACKWARD);
+    zt_engine_grad_begin(eng, l0);
+    zt_engine_grad_end(eng, l0);
+    zt_engine_release(eng, l0);
+    zt_engine_grad_end(eng, root);
+    zt_engine_release(eng, root);
     zt_adamw_hparams hp = {1e-3, 0.0, 0.9, 0.999, 1e-8};
     double norm;
-    ZT_CHECK(zt_engine_step(&eng, &hp, 1e-3, 1.0, 1.0, &norm) == 0);
+    ZT_CHECK(zt_engine_step(eng, &hp, 1e-3, 1.0, 1.0, &norm) == 0);
 #undef PH
-    zt_engine_free(&eng);
+    zt_engine_destroy(eng);
     zt_layout_free(&lay);
+}
+
+/* Unit u's master (fp32, the whole unit on one process), read through the
+ * engine's state view (caller frees). */
+static float *master_of(const zt_engine *eng, int u)
+{
+    for (int i = 0; i < zt_engine_state_count(eng); i++) {
+        zt_state_tensor t = zt_engine_state_tensor(eng, i);
+        if (t.unit == u && t.role == ZT_STATE_MASTER) {
+            float *m = malloc(t.bytes);
+            zt_engine_state_read(eng, i, m);
+            return m;
+        }
+    }
+    return NULL;
 }
 
 /* Stage 3's gather pool under prefetch, on one process (gathers are conversions):
@@ -363,7 +424,7 @@ static void test_stage3_prefetch_pool(void)
 {
     zt_layout lay;
     zt_comm comm;
-    zt_engine eng;
+    zt_engine *eng = NULL;
     stage3_engine(&eng, &lay, &comm, 4);
     /* parameter i holds i + j / 1024 at element j: every unit's values differ */
     for (int i = 0; i < lay.nparams; i++) {
@@ -371,7 +432,7 @@ static void test_stage3_prefetch_pool(void)
         float *v = malloc(p->numel * sizeof *v);
         for (size_t j = 0; j < p->numel; j++)
             v[j] = (float)i + (float)(j % 1024) / 1024.0f;
-        zt_engine_set_param(&eng, p, v, ZT_F32);
+        zt_engine_set_param(eng, p, v, ZT_F32);
         free(v);
     }
     int root = lay.root_unit, L[4];
@@ -381,24 +442,26 @@ static void test_stage3_prefetch_pool(void)
 #define CHECK_UNIT(u, got)                                                                   \
     do {                                                                                     \
         const uint16_t *g_ = (const uint16_t *)(got);                                        \
+        float *m_ = master_of(eng, u);                                                       \
         int bad_ = 0;                                                                        \
         for (size_t j = 0; j < lay.units[u].padded_numel; j++)                               \
-            bad_ += g_[j] != zt_f32_to_bf16(((const float *)eng.units[u].master)[j]);         \
+            bad_ += g_[j] != zt_f32_to_bf16(m_[j]);                                          \
+        free(m_);                                                                            \
         ZT_CHECK_MSG(bad_ == 0, "unit %d: %d values are not its own", u, bad_);              \
     } while (0)
-    CHECK_UNIT(root, zt_engine_acquire(&eng, root, ZT_PASS_FORWARD)); /* prefetches layer 0's unit */
-    CHECK_UNIT(L[0], zt_engine_acquire(&eng, L[0], ZT_PASS_FORWARD)); /* served by it; prefetches layer 1's */
-    ZT_CHECK(eng.prefetch_used == 1 && eng.gather_unit == L[1]);
+    CHECK_UNIT(root, zt_engine_acquire(eng, root, ZT_PASS_FORWARD)); /* prefetches layer 0's unit */
+    CHECK_UNIT(L[0], zt_engine_acquire(eng, L[0], ZT_PASS_FORWARD)); /* served by it; prefetches layer 1's */
+    ZT_CHECK(zt_engine_get_stats(eng).prefetch_used == 1 && zt_engine_get_stats(eng).prefetch_unit == L[1]);
     /* the model goes elsewhere while holding L[0]: the pool (3 slots) is full */
-    CHECK_UNIT(L[2], zt_engine_acquire(&eng, L[2], ZT_PASS_FORWARD));
-    ZT_CHECK(eng.prefetch_dropped == 1 && eng.gather_unit < 0);
-    zt_engine_release(&eng, L[2]);
-    zt_engine_release(&eng, L[0]);
-    CHECK_UNIT(L[1], zt_engine_acquire(&eng, L[1], ZT_PASS_FORWARD));
-    zt_engine_release(&eng, L[1]);
-    zt_engine_release(&eng, root);
+    CHECK_UNIT(L[2], zt_engine_acquire(eng, L[2], ZT_PASS_FORWARD));
+    ZT_CHECK(zt_engine_get_stats(eng).prefetch_dropped == 1 && zt_engine_get_stats(eng).prefetch_unit < 0);
+    zt_engine_release(eng, L[2]);
+    zt_engine_release(eng, L[0]);
+    CHECK_UNIT(L[1], zt_engine_acquire(eng, L[1], ZT_PASS_FORWARD));
+    zt_engine_release(eng, L[1]);
+    zt_engine_release(eng, root);
 #undef CHECK_UNIT
-    zt_engine_free(&eng);
+    zt_engine_destroy(eng);
     zt_layout_free(&lay);
     ZT_CHECK(zt_mem_current(ZT_MEM_GATHERED) == 0 && zt_mem_current(ZT_MEM_COMM) == 0);
 }
@@ -441,6 +504,7 @@ int main(void)
     ZT_RUN(test_seed_table);
     ZT_RUN(test_strategies_and_groups);
     ZT_RUN(test_refusals);
+    ZT_RUN(test_face_knobs);
     ZT_RUN(test_hybrid_group_from_topology);
     ZT_RUN(test_engine_dtype_invariants);
     ZT_RUN(test_engine_unit_phases);

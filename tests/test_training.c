@@ -164,13 +164,13 @@ static void test_activation_estimate_matches_allocation(void)
         ZT_CHECK(zt_layout_build(&lay, &c, ZT_WRAP_TRANSFORMER, 0, 1, &err) == ZT_OK);
         /* fp32 operands, and bf16 compute, whose product operands are bf16 buffers */
         for (zt_dtype cd = ZT_F32; cd <= ZT_BF16; cd++) {
-            zt_engine eng;
-            ZT_CHECK(zt_engine_init(&eng, zt_backend_cpu(), &lay, (zt_precision){.load = ZT_F32, .master = ZT_F32, .compute = cd, .reduce = ZT_F32, .save = ZT_F32},
+            zt_engine *eng = NULL;
+            ZT_CHECK(zt_engine_create(&eng, zt_backend_cpu(), &lay, (zt_precision){.load = ZT_F32, .master = ZT_F32, .compute = cd, .reduce = ZT_F32, .save = ZT_F32},
                                     0, NULL, &comm, &err) == ZT_OK);
             for (int ckpt = 0; ckpt <= 1; ckpt++)
                 for (int B = 1; B <= 3; B += 2) {
                     zt_model m;
-                    zt_param_owner own = zt_engine_param_owner(&eng);
+                    zt_param_owner own = zt_engine_param_owner(eng);
                     ZT_CHECK(zt_model_init(&m, &c, &lay, &own, B, 24, ckpt, &err) == ZT_OK);
                     size_t est = zt_model_activation_bytes(&c, B, 24, ckpt, cd);
                     ZT_CHECK_MSG(m.act_bytes == est, "config %d %s B=%d ckpt=%d: %zu vs %zu", k,
@@ -179,7 +179,7 @@ static void test_activation_estimate_matches_allocation(void)
                     ZT_CHECK((m.attn_pack != NULL) == (k == 1 && cd == ZT_BF16));
                     zt_model_free(&m);
                 }
-            zt_engine_free(&eng);
+            zt_engine_destroy(eng);
         }
         zt_layout_free(&lay);
     }

@@ -101,7 +101,7 @@ int zt_memory_gate(const zt_llama_config *cfg, const zt_plan *p, int B, int T, i
     double L = cfg->num_hidden_layers;
     /* the layout's own tables: one zt_param per tensor, a unit and its state per layer */
     double tables = (L * ZT_P_NKINDS + ZT_P_NKINDS) * (sizeof(zt_param) + sizeof(int)) +
-                    (L + 1.0) * (sizeof(zt_unit) + sizeof(zt_unit_state) + sizeof(int));
+                    (L + 1.0) * (sizeof(zt_unit) + zt_engine_unit_table_bytes() + sizeof(int));
     /* a lower bound in doubles: one copy of this rank's share of the weights, the
      * fp32 logits of B x T tokens, the tables */
     double lower = param_count(cfg) * ms / G + (double)B * T * cfg->vocab_size * 4.0 + tables;

@@ -1,6 +1,6 @@
 /* engine.c — parameter, gradient and optimizer-state buffers for ZeRO stages
  * 0-3 over the collective interface (see engine.h). */
-#include "engine.h"
+#include "engine_impl.h"
 
 #include <assert.h>
 #include <math.h>
@@ -123,7 +123,7 @@ static int unit_order(zt_engine *eng)
 /* ---- sizes: one table for the allocation and the estimate ------------------
  *
  * unit_size says what one unit holds, how long and in which dtype; shared_size
- * what the engine holds beside the units.  zt_engine_init allocates exactly
+ * what the engine holds beside the units.  zt_engine_create allocates exactly
  * these and zt_engine_estimate sums them (llm.c's fill_in_activation_sizes), so
  * the estimate cannot drift from the allocation.  The dtypes are the plan's rule
  * applied to each buffer; each unit records them, and zt_engine_check_dtypes
@@ -263,8 +263,11 @@ zt_comm_device zt_engine_comm_device(const zt_backend *be)
                             .host_alloc = be->host_alloc, .host_free = be->host_free, .stream = be->stream()};
 }
 
-int zt_engine_init(zt_engine *eng, const zt_backend *be, const zt_layout *lay, zt_precision prec, int stage,
-                   const zt_overlap *overlap, zt_comm *comm, zt_err *err)
+static void engine_free(zt_engine *eng);
+
+/* Fill eng (zeroed by the caller); on failure everything it took is freed again. */
+static int engine_init(zt_engine *eng, const zt_backend *be, const zt_layout *lay, zt_precision prec, int stage,
+                       const zt_overlap *overlap, zt_comm *comm, zt_err *err)
 {
     memset(eng, 0, sizeof *eng);
     eng->be = be;
@@ -274,7 +277,7 @@ int zt_engine_init(zt_engine *eng, const zt_backend *be, const zt_layout *lay, z
     eng->comm = comm;
     eng->group_size = stage == 0 ? 1 : comm->shard_size;
     eng->group_rank = stage == 0 ? 0 : comm->shard_rank;
-    eng->gather_unit = eng->reduce_unit = eng->pieces.unit = -1;
+    eng->gather_unit = eng->reduce_unit = eng->pieces.unit = eng->nonfinite_unit = -1;
     if (overlap)
         eng->overlap = *overlap;
     if (stage < 0 || stage > 3)
@@ -292,7 +295,7 @@ int zt_engine_init(zt_engine *eng, const zt_backend *be, const zt_layout *lay, z
     }
     eng->units = zt_alloc(ZT_MEM_OTHER, (size_t)lay->nunits * sizeof *eng->units);
     if (!eng->units || unit_order(eng) != ZT_OK) {
-        zt_engine_free(eng);
+        engine_free(eng);
         return zt_fail(err, ZT_EFAIL, "out of memory for the engine's unit table");
     }
     for (int u = 0; u < lay->nunits; u++) {
@@ -323,7 +326,7 @@ int zt_engine_init(zt_engine *eng, const zt_backend *be, const zt_layout *lay, z
             us->gathered_dt = z.gathered_dt;
         } /* stage 3 (not persistent): gathered on demand; gathered_dt is set by each gather */
         if (!ok) {
-            zt_engine_free(eng);
+            engine_free(eng);
             return zt_fail(err, ZT_EFAIL, "out of memory for unit %d's buffers (%zu elements)", u, z.full);
         }
     }
@@ -356,13 +359,13 @@ int zt_engine_init(zt_engine *eng, const zt_backend *be, const zt_layout *lay, z
     for (int i = 0; i < z.pool_slots; i++)
         ok = ok && (eng->pool[i] = be->alloc(ZT_MEM_GATHERED, z.pool_bytes));
     if (!ok) {
-        zt_engine_free(eng);
+        engine_free(eng);
         return zt_fail(err, ZT_EFAIL, "out of memory for gradient staging and communication buffers");
     }
     return ZT_OK;
 }
 
-void zt_engine_free(zt_engine *eng)
+static void engine_free(zt_engine *eng)
 {
     if (eng->units)
         zt_engine_drain(eng);
@@ -396,6 +399,30 @@ void zt_engine_free(zt_engine *eng)
         zt_free(ZT_MEM_OTHER, eng->next_bwd, (size_t)eng->lay->nunits * sizeof(int));
     }
     memset(eng, 0, sizeof *eng);
+}
+
+int zt_engine_create(zt_engine **out, const zt_backend *be, const zt_layout *lay, zt_precision prec, int stage,
+                     const zt_overlap *overlap, zt_comm *comm, zt_err *err)
+{
+    *out = NULL;
+    zt_engine *eng = zt_alloc(ZT_MEM_OTHER, sizeof *eng);
+    if (!eng)
+        return zt_fail(err, ZT_EFAIL, "out of memory for the engine");
+    int rc = engine_init(eng, be, lay, prec, stage, overlap, comm, err);
+    if (rc) {
+        zt_free(ZT_MEM_OTHER, eng, sizeof *eng);
+        return rc;
+    }
+    *out = eng;
+    return ZT_OK;
+}
+
+void zt_engine_destroy(zt_engine *eng)
+{
+    if (!eng)
+        return;
+    engine_free(eng);
+    zt_free(ZT_MEM_OTHER, eng, sizeof *eng);
 }
 
 /* The part of parameter p inside this rank's shard, as (offset in the shard,
@@ -1194,7 +1221,7 @@ const char *zt_engine_check_dtypes(const zt_engine *eng, int unit)
 zt_engine_bytes zt_engine_estimate(const zt_layout *lay, zt_precision prec, int stage, int group_size,
                                    const zt_overlap *overlap)
 {
-    /* the sum of the tables zt_engine_init allocates from */
+    /* the sum of the tables zt_engine_create allocates from */
     zt_engine_bytes b = {0};
     int G = stage == 0 ? 1 : group_size;
     for (int u = 0; u < lay->nunits; u++) {

@@ -24,8 +24,8 @@
  * recorded where they were made or written: gathered buffers in the compute dtype,
  * reductions in the reduce dtype, master, gradient accumulators and optimizer
  * state in the master dtype.  Sizes come from one table (engine.c: unit_size,
- * shared_size) that both zt_engine_init and zt_engine_estimate read.  Buffers are
- * allocated, and every kernel run, through the backend table eng->be. */
+ * shared_size) that both zt_engine_create and zt_engine_estimate read.  Buffers are
+ * allocated, and every kernel run, through the backend table it was made with. */
 #ifndef ZT_ENGINE_H
 #define ZT_ENGINE_H
 
@@ -56,115 +56,103 @@ typedef enum zt_unit_phase {
 
 const char *zt_unit_phase_name(zt_unit_phase ph);
 
-typedef struct zt_unit_state {
-    zt_unit_phase phase;
-    /* the dtype of each buffer as the code that made or last wrote it records it
-     * (allocation from the size table, each gather, each gradient reduction),
-     * held against the plan at the hooks (zt_engine_check_dtypes) */
-    zt_dtype master_dt, grad_dt, optim_dt, gathered_dt;
-    zt_dtype reduced_dt;    /* the dtype this step's gradient went through on its way */
-    int reduced_valid;      /* reduced_dt is set (a gradient arrived since zero_grads) */
-    size_t shard_numel;     /* P / G */
-    size_t grad_numel;      /* P (stages 0-1) or P / G (stages 2-3) */
-    void *master, *grad, *m, *v;
-    void *comp;             /* Kahan compensation of master (P/G, master dtype), or NULL */
-    void *gathered;         /* compute dtype, P elements; NULL while released in stage 3 */
-    int gathered_alias;     /* gathered == master (stage 0, master dtype == compute dtype) */
-    int gathered_own;       /* gathered is a buffer of the unit's own, kept between steps */
-    int persistent;         /* stage 3: stays gathered (DeepSpeed's param persistence) */
-    int pool_slot;          /* stage 3: which pool buffer, -1 none */
-    float *staging;         /* fp32 full gradient while the unit's backward runs */
-    int grad_zero;          /* grad holds only zeros (set by zero_grads, cleared by grad_end) */
-    int grad_rounded;       /* every grad value is representable in the reduce dtype */
-    int grad_sumsq_valid;   /* grad_sumsq is the sum of squares of grad as it stands */
-    int reduced;            /* stage 0: this step's all-reduce of grad has started */
-    double grad_sumsq;      /* computed by grad_end's last pass over grad, for the norm */
-} zt_unit_state;
-
-/* stage 3: the root unit, the unit in use and the ones prefetched */
-#define ZT_GATHER_POOL (2 + ZT_PREFETCH_MAX)
-
-/* A unit's reduction in pieces (DeepSpeed's reduce_bucket), under way: of its
- * pieces, `finished` are in the accumulator, the next `started - finished` in
- * flight in the slots, and those from offset `next` on not started; src is read
- * as each piece starts (engine.c, "reductions in pieces").  Four slots give a
- * piece four ticks to finish before its slot is wanted again: with two (DeepSpeed's
- * double buffer), waits came back whenever the ranks drifted apart under load. */
-#define ZT_PIECE_SLOTS 4
-typedef struct zt_pieces {
-    int unit;                   /* -1: none */
-    const void *src;            /* the unit's full gradient: P elements of src_dt */
-    zt_dtype src_dt;
-    int add;                    /* 1: added to the accumulator; 0: stored at its front */
-    size_t next;                /* offset within a member's slice of the next piece */
-    int started, finished;      /* pieces started / finished, for the slot ring */
-    int per_tick;               /* pieces to start at each tick */
-    zt_comm_op op[ZT_PIECE_SLOTS];
-    size_t k[ZT_PIECE_SLOTS], n[ZT_PIECE_SLOTS];
-} zt_pieces;
-
-typedef struct zt_engine {
-    const zt_backend *be;       /* where the buffers live and the kernels run */
-    const zt_layout *lay;
-    zt_precision prec;
-    int stage;                  /* ZeRO stage 0..3 */
-    zt_comm *comm;
-    int group_size, group_rank; /* optimizer/param shard group (1, 0 for stage 0) */
-    zt_unit_state *units;
-    float *staging_root;        /* root unit's staging (open across the whole backward) */
-    float *staging_layers;      /* shared by non-root units, one open at a time */
-    size_t staging_root_numel, staging_layers_numel, staging_spare_numel;
-    float *staging_spare;       /* overlapped fp32 reduce-scatter: a unit's staging is sent
-                                 * while the next unit's backward fills this one */
-    void *comm_full;            /* reduce-dtype copy of the largest unit's gradient (P) */
-    void *comm_shard;           /* reduce-dtype result of a reduce-scatter (largest P/G) */
-    void *comm_slices;          /* reduce-scatter's received slices (largest P, reduce dtype) */
-    size_t comm_full_bytes, comm_shard_bytes, comm_slices_bytes;
-    void *comm_gather;          /* all-gathers in pieces: this rank's piece, then the group's */
-    size_t comm_gather_bytes;
-    size_t reduce_piece, gather_piece; /* elements per member of a piece (reduce_bucket,
-                                        * allgather_bucket); 0: whole units */
-    void *pool[ZT_GATHER_POOL]; /* stage 3 gathered buffers */
-    int pool_used[ZT_GATHER_POOL];
-    size_t pool_bytes;
-    /* overlap (zt_overlap): the collectives in flight */
-    zt_overlap overlap;
-    int *next_fwd, *next_bwd;   /* per unit: the layer unit the forward / backward needs next, -1 none */
-    int in_backward;            /* a gradient was opened since the root was last acquired */
-    int sync_backward;          /* the coming backward ends the step's accumulation */
-    zt_comm_op queue_op[ZT_GATHER_POOL]; /* stage 3 prefetches in flight, oldest first */
-    int queue_unit[ZT_GATHER_POOL];
-    int nqueued;
-    int gather_unit;            /* the oldest prefetch's unit, -1 none */
-    zt_comm_op reduce_op;       /* stages 2-3 */
-    int reduce_unit;            /* its unit, -1 none */
-    zt_pieces pieces;           /* a reduction in pieces (reduce_bucket) */
-    long ticks;                 /* zt_engine_progress calls so far */
-    long ticks_at_grad_end;     /* ticks at the last grad_end that reduced */
-    long ticks_per_unit;        /* ticks between the last two such grad_ends (0: none yet) */
-    /* what the overlap did, counted since init (tests check it happens) */
-    long prefetch_used;         /* acquires served by a prefetched all-gather */
-    long prefetch_dropped;      /* prefetches finished unused */
-    long reduce_overlapped;     /* reduce-scatters finished after their grad_end returned */
-    long pieces_overlapped;     /* pieces of a reduction started by a tick after grad_end */
-    long optimizer_steps;       /* t of AdamW, counts applied steps */
-    int nonfinite_unit;         /* the last step: lowest unit whose gradient held an inf or NaN on
-                                 * some rank (-1: none) */
-    zt_adamw_audit last_audit;  /* the last step's lost-update audit, summed over the group */
-    int grads_reduced;          /* stages 0-1: this step's reduction is done */
-} zt_engine;
+/* The engine is opaque: its bookkeeping is engine_impl.h, private to
+ * src/engine.  Callers hold a pointer from zt_engine_create and reach the state
+ * through the functions below (the state view for checkpoints, the accessors for
+ * what the trainer reports), so where the buffers live can change under them. */
+typedef struct zt_engine zt_engine;
 
 /* be: where the buffers live and the kernels run (zt_backend_cpu(), or a
  * device's table, bound to its device).  comm: the world's communicator
  * (zt_comm_create_local for one process); a device's buffers need a device path
- * (zt_comm_set_device): init puts a comm still on the host path on the staged
+ * (zt_comm_set_device): create puts a comm still on the host path on the staged
  * one.  Stage 0 replicates everything; 1 shards optimizer state; 2 also
- * gradients; 3 also parameters.  The layout must be padded to comm->shard_size. */
-int zt_engine_init(zt_engine *eng, const zt_backend *be, const zt_layout *lay, zt_precision prec, int stage,
-                   const zt_overlap *overlap, zt_comm *comm, zt_err *err);
+ * gradients; 3 also parameters.  The layout must be padded to comm->shard_size.
+ * *out gets the engine (accounted, ZT_MEM_OTHER), NULL on failure; lay, be and
+ * comm must outlive it. */
+int zt_engine_create(zt_engine **out, const zt_backend *be, const zt_layout *lay, zt_precision prec, int stage,
+                     const zt_overlap *overlap, zt_comm *comm, zt_err *err);
 /* The backend's entries the comm layer needs for its device paths. */
 zt_comm_device zt_engine_comm_device(const zt_backend *be);
-void zt_engine_free(zt_engine *eng);
+/* Finish what is in flight and free every buffer and the engine; NULL is fine. */
+void zt_engine_destroy(zt_engine *eng);
+
+/* What the engine was made with. */
+const zt_backend *zt_engine_backend(const zt_engine *eng);
+const zt_layout *zt_engine_layout(const zt_engine *eng);
+zt_comm *zt_engine_comm(const zt_engine *eng);
+zt_precision zt_engine_precision(const zt_engine *eng);
+/* The optimizer/parameter shard group: its size G (1 at stage 0) and this rank's
+ * place r in it. */
+int zt_engine_group_size(const zt_engine *eng);
+int zt_engine_group_rank(const zt_engine *eng);
+/* Host bytes of the engine's own table per unit (memory gates' lower bounds). */
+size_t zt_engine_unit_table_bytes(void);
+
+/* ---- the state a checkpoint saves: a view, wherever the buffers live ----------
+ *
+ * This rank's state tensors, in a fixed order: unit by unit, and in each unit
+ * master, m, v, then comp (the Kahan compensation, only when the plan keeps
+ * one).  Each is 1-D, shape [numel]: slice r of its unit's flat buffer of P
+ * elements, numel = P/G starting at offset = r * P/G, in dtype (the master
+ * dtype).  The bytes may be a device's: read and write copy them through the
+ * backend's to_host and to_device, and map lends a host view that is the buffer
+ * itself when the backend's buffers are host memory and a host copy otherwise,
+ * so no caller learns, or needs to learn, where they live. */
+typedef enum zt_state_role { ZT_STATE_MASTER, ZT_STATE_M, ZT_STATE_V, ZT_STATE_COMP, ZT_STATE_NROLES } zt_state_role;
+const char *zt_state_role_name(zt_state_role role); /* "master", "m", "v", "comp" */
+
+typedef struct zt_state_tensor {
+    char name[48];        /* "unit.<u>.<role>": its name in a checkpoint's shard file */
+    int unit;
+    zt_state_role role;
+    zt_dtype dtype;
+    size_t numel;         /* the shape: [numel] */
+    size_t offset;        /* where this slice starts in the unit's flat buffer */
+    size_t bytes;         /* numel * the dtype's size: what read, write and map move */
+} zt_state_tensor;
+
+/* How many state tensors this rank holds, and the i-th (0 <= i < count). */
+int zt_engine_state_count(const zt_engine *eng);
+zt_state_tensor zt_engine_state_tensor(const zt_engine *eng, int i);
+/* Copy tensor i into host memory of its bytes, or from it (to_host / to_device). */
+void zt_engine_state_read(const zt_engine *eng, int i, void *host);
+void zt_engine_state_write(zt_engine *eng, int i, const void *host);
+/* A host view of tensor i, its bytes long: with fill, holding its values (else
+ * undefined until the caller writes it); NULL with err when a host copy cannot
+ * be allocated.  Give it back with unmap; send writes what the caller put in it
+ * into the tensor.  When the view is the buffer itself, writes reach the tensor
+ * at once, sent or not, so a caller that may fail midway must treat the tensor
+ * as undefined until it has written all of it (checkpoint loads do). */
+void *zt_engine_state_map(zt_engine *eng, int i, int fill, zt_err *err);
+void zt_engine_state_unmap(zt_engine *eng, int i, void *view, int send);
+
+/* ---- what the trainer reports ------------------------------------------------ */
+
+/* AdamW's t: optimizer steps applied (a resume sets it to the checkpoint's). */
+long zt_engine_optimizer_steps(const zt_engine *eng);
+void zt_engine_set_optimizer_steps(zt_engine *eng, long steps);
+/* The last step: the lowest unit whose gradient held an inf or NaN on some rank,
+ * -1 none (and before the first step). */
+int zt_engine_nonfinite_unit(const zt_engine *eng);
+/* The last step's lost-update audit, summed over the shard group. */
+zt_adamw_audit zt_engine_last_audit(const zt_engine *eng);
+
+/* What the overlap did since create (tests check it happens), and what is held
+ * now between hooks (tests check a reset hands it all back). */
+typedef struct zt_engine_stats {
+    long prefetch_used;       /* acquires served by a prefetched all-gather */
+    long prefetch_dropped;    /* prefetches finished unused */
+    long reduce_overlapped;   /* reduce-scatters finished after their grad_end returned */
+    long pieces_overlapped;   /* pieces of a reduction started by a tick after grad_end */
+    int prefetch_unit;        /* the oldest prefetch in flight: its unit, -1 none */
+    int pool_held;            /* stage 3 gather-pool buffers in use */
+    int units_gathered;       /* units holding a pool buffer */
+    int gradients_open;       /* units holding a staging buffer (between grad_begin and grad_end) */
+} zt_engine_stats;
+zt_engine_stats zt_engine_get_stats(const zt_engine *eng);
+/* Where unit stands in the pass (zt_unit_phase). */
+zt_unit_phase zt_engine_unit_phase(const zt_engine *eng, int unit);
 
 /* Set one parameter from a full tensor of numel elements (any dtype): rounded to
  * the load dtype, stored in the master dtype (the owned slice only). */
@@ -216,7 +204,7 @@ void zt_engine_reduce_grads(zt_engine *eng);
 int zt_engine_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double max_grad_norm,
                    double grad_unscale, double *grad_norm);
 
-/* The plan's dtype invariants for unit's buffers as recorded (zt_unit_state):
+/* The plan's dtype invariants for unit's buffers as recorded (zt_unit_state, engine_impl.h):
  * gathered parameters (while there are some) in the compute dtype, master,
  * gradients and optimizer state in the master dtype, and the gradient's reduction
  * (once one happened this step) in the reduce dtype.  Returns the first violation
@@ -233,7 +221,7 @@ typedef struct zt_engine_bytes {
     size_t master, grads, optim, gathered, comm;
 } zt_engine_bytes;
 zt_engine_bytes zt_engine_state_bytes(const zt_engine *eng);
-/* What zt_engine_init would allocate for this layout, plan and shard group,
+/* What zt_engine_create would allocate for this layout, plan and shard group,
  * without allocating (estimate-memory, config show). */
 zt_engine_bytes zt_engine_estimate(const zt_layout *lay, zt_precision prec, int stage, int group_size,
                                    const zt_overlap *overlap);

@@ -21,73 +21,60 @@
 #include "manifest.h"
 #include "weights.h"
 
-enum { ROLE_MASTER, ROLE_M, ROLE_V, ROLE_COMP, NROLES };
-static const char *role_names[NROLES] = {"master", "m", "v", "comp"};
+/* The host's view of this rank's state, through the engine's state view
+ * (engine.h): each state tensor lent as host memory (the engine's buffer itself,
+ * or a host copy of a device's), filled for a save, sent back after a load.  The
+ * file format is the host's, so a checkpoint written on one device resumes on
+ * another. */
+typedef struct state_view {
+    zt_engine *eng;
+    int n;                /* the engine's state tensors */
+    zt_state_tensor *t;   /* their names, dtypes and slices */
+    void **host;          /* host[i]: tensor i's bytes on the host */
+    int *slot;            /* slot[unit * ZT_STATE_NROLES + role]: its tensor, -1 none */
+    int nslots;
+} state_view;
 
-static void *role_buffer(const zt_unit_state *us, int role)
+static void view_close(state_view *v, int send)
 {
-    return role == ROLE_MASTER ? us->master : role == ROLE_M ? us->m : role == ROLE_V ? us->v : us->comp;
+    for (int i = 0; v->host && i < v->n; i++)
+        zt_engine_state_unmap(v->eng, i, v->host[i], send);
+    zt_free(ZT_MEM_OTHER, v->t, v->t ? (size_t)v->n * sizeof *v->t : 0);
+    zt_free(ZT_MEM_OTHER, v->host, v->host ? (size_t)v->n * sizeof *v->host : 0);
+    zt_free(ZT_MEM_OTHER, v->slot, v->slot ? (size_t)v->nslots * sizeof *v->slot : 0);
+    memset(v, 0, sizeof *v);
 }
 
-/* The host's view of this rank's state, view[u * NROLES + role]: the engine's
- * buffers themselves when they are host memory, otherwise host copies, read from
- * the device for a save (fill) and sent to it after a load (view_close with
- * send).  The file format is the host's, so a checkpoint written on one device
- * resumes on another. */
-static size_t role_bytes(const zt_engine *eng, int u)
+static int view_open(zt_engine *eng, int fill, state_view *v, zt_err *err)
 {
-    return eng->units[u].shard_numel * zt_dtype_size(eng->prec.master);
-}
-
-static void view_close(zt_engine *eng, void **view, int send)
-{
-    if (!view)
-        return;
-    const int n = eng->lay->nunits * NROLES;
-    for (int k = 0; k < n; k++) {
-        void *b = role_buffer(&eng->units[k / NROLES], k % NROLES);
-        if (!view[k] || view[k] == b)
-            continue;
-        if (send)
-            eng->be->to_device(b, view[k], role_bytes(eng, k / NROLES));
-        zt_free(ZT_MEM_OTHER, view[k], role_bytes(eng, k / NROLES));
+    memset(v, 0, sizeof *v);
+    v->eng = eng;
+    v->n = zt_engine_state_count(eng);
+    v->nslots = zt_engine_layout(eng)->nunits * ZT_STATE_NROLES;
+    v->t = zt_alloc(ZT_MEM_OTHER, (size_t)v->n * sizeof *v->t);
+    v->host = zt_alloc(ZT_MEM_OTHER, (size_t)v->n * sizeof *v->host);
+    v->slot = zt_alloc(ZT_MEM_OTHER, (size_t)v->nslots * sizeof *v->slot);
+    if (!v->t || !v->host || !v->slot) {
+        view_close(v, 0);
+        return zt_fail(err, ZT_EFAIL, "out of memory for the checkpoint's view of the state");
     }
-    zt_free(ZT_MEM_OTHER, view, (size_t)n * sizeof *view);
-}
-
-static void **view_open(zt_engine *eng, int fill, zt_err *err)
-{
-    const int n = eng->lay->nunits * NROLES;
-    void **view = zt_alloc(ZT_MEM_OTHER, (size_t)n * sizeof *view);
-    if (!view) {
-        zt_fail(err, ZT_EFAIL, "out of memory for the checkpoint's view of the state");
-        return NULL;
-    }
-    for (int k = 0; k < n; k++) {
-        void *b = role_buffer(&eng->units[k / NROLES], k % NROLES);
-        if (!b || eng->be->host_visible) {
-            view[k] = b;
-            continue;
+    for (int k = 0; k < v->nslots; k++)
+        v->slot[k] = -1;
+    for (int i = 0; i < v->n; i++) {
+        v->t[i] = zt_engine_state_tensor(eng, i);
+        v->slot[v->t[i].unit * ZT_STATE_NROLES + (int)v->t[i].role] = i;
+        if (!(v->host[i] = zt_engine_state_map(eng, i, fill, err))) {
+            view_close(v, 0);
+            return ZT_EFAIL;
         }
-        if (!(view[k] = zt_alloc(ZT_MEM_OTHER, role_bytes(eng, k / NROLES)))) {
-            view_close(eng, view, 0);
-            zt_fail(err, ZT_EFAIL, "out of host memory for a copy of unit %d's state", k / NROLES);
-            return NULL;
-        }
-        if (fill)
-            eng->be->to_host(view[k], b, role_bytes(eng, k / NROLES));
     }
-    return view;
+    return ZT_OK;
 }
 
-/* Every rank learns the worst status; a rank that did not fail returns it with
- * an empty message, so each error is printed once, by the rank it happened on. */
-static int agree(zt_comm *comm, int rc, zt_err *err)
+/* The tensor of unit's role, -1 when the engine keeps none (a compensation). */
+static int view_find(const state_view *v, int unit, zt_state_role role)
 {
-    int worst = zt_comm_max_int(comm, rc);
-    if (worst != ZT_OK && rc == ZT_OK)
-        return zt_fail(err, worst, "%s", "");
-    return rc;
+    return v->slot[unit * ZT_STATE_NROLES + (int)role];
 }
 
 /* Rank 0's string (cap bytes) on every rank. */
@@ -256,37 +243,38 @@ typedef struct shard_entry {
 
 static int write_shard(const char *tmpdir, zt_engine *eng, shard_entry *me, zt_err *err)
 {
-    const zt_layout *lay = eng->lay;
-    int n = 0, cap = lay->nunits * NROLES;
-    zt_st_out *outs = zt_alloc(ZT_MEM_OTHER, (size_t)cap * sizeof *outs);
-    char (*names)[48] = zt_alloc(ZT_MEM_OTHER, (size_t)cap * sizeof *names);
-    int rc = outs && names ? ZT_OK : zt_fail(err, ZT_EFAIL, "out of memory saving %s", tmpdir);
-    void **view = rc == ZT_OK ? view_open(eng, 1, err) : NULL;
-    if (rc == ZT_OK && !view)
-        rc = ZT_EFAIL;
-    for (int u = 0; rc == ZT_OK && u < lay->nunits; u++)
-        for (int role = 0; role < NROLES; role++) {
-            const zt_unit_state *us = &eng->units[u];
-            if (!view[u * NROLES + role])
-                continue;
-            snprintf(names[n], sizeof names[n], "unit.%d.%s", u, role_names[role]);
-            outs[n] = (zt_st_out){.name = names[n], .dtype = eng->prec.master, .ndim = 1,
-                                  .data = view[u * NROLES + role]};
-            outs[n].shape[0] = (int64_t)us->shard_numel;
-            n++;
-        }
-    snprintf(me->path, sizeof me->path, "zero/shard-%d-of-%d.safetensors", eng->group_rank, eng->group_size);
+    state_view v;
+    int rc = view_open(eng, 1, &v, err);
+    if (rc)
+        return rc;
+    zt_st_out *outs = zt_alloc(ZT_MEM_OTHER, (size_t)v.n * sizeof *outs);
+    if (!outs)
+        rc = zt_fail(err, ZT_EFAIL, "out of memory saving %s", tmpdir);
+    for (int i = 0; rc == ZT_OK && i < v.n; i++) {
+        outs[i] = (zt_st_out){.name = v.t[i].name, .dtype = v.t[i].dtype, .ndim = 1, .data = v.host[i]};
+        outs[i].shape[0] = (int64_t)v.t[i].numel;
+    }
+    snprintf(me->path, sizeof me->path, "zero/shard-%d-of-%d.safetensors", zt_engine_group_rank(eng),
+             zt_engine_group_size(eng));
     char path[4400];
     snprintf(path, sizeof path, "%s/%s", tmpdir, me->path);
     if (rc == ZT_OK)
-        rc = zt_st_write(path, outs, n, "ztrain-zero", err);
+        rc = zt_st_write(path, outs, v.n, "ztrain-zero", err);
     /* read back: the checksum is of what reached the file */
     if (rc == ZT_OK && (rc = zt_file_digest(path, &me->bytes, &me->xxh3, err)) == ZT_OK)
         me->present = 1;
-    view_close(eng, view, 0);
-    zt_free(ZT_MEM_OTHER, outs, outs ? (size_t)cap * sizeof *outs : 0);
-    zt_free(ZT_MEM_OTHER, names, names ? (size_t)cap * sizeof *names : 0);
+    view_close(&v, 0);
+    zt_free(ZT_MEM_OTHER, outs, outs ? (size_t)v.n * sizeof *outs : 0);
     return rc;
+}
+
+/* Whether the engine keeps a Kahan compensation (a state tensor of that role). */
+static int compensated(const zt_engine *eng)
+{
+    for (int i = 0; i < zt_engine_state_count(eng); i++)
+        if (zt_engine_state_tensor(eng, i).role == ZT_STATE_COMP)
+            return 1;
+    return 0;
 }
 
 static int write_json(const char *path, char *text, zt_err *err)
@@ -305,8 +293,8 @@ static int write_metadata(const char *tmpdir, zt_engine *eng, const zt_ckpt_stat
 {
     char path[4400];
     zt_ckpt_index ix;
-    int rc = zt_ckpt_index_from_layout(eng->lay, eng->group_size, eng->prec.master,
-                                       eng->units[0].comp != NULL, &ix, err);
+    int rc = zt_ckpt_index_from_layout(zt_engine_layout(eng), zt_engine_group_size(eng),
+                                       zt_engine_precision(eng).master, compensated(eng), &ix, err);
     if (rc)
         return rc;
     snprintf(path, sizeof path, "%s/zero/index.json", tmpdir);
@@ -409,7 +397,7 @@ int zt_ckpt_save(const zt_ckpt_save_args *sa, zt_engine *eng, const zt_ckpt_stat
 {
     const double t0 = now_s();
     uint64_t total = 0;
-    zt_comm *comm = eng->comm;
+    zt_comm *comm = zt_engine_comm(eng);
     const int rank0 = comm->rank == 0;
     char final[4096], tmpdir[4096] = "";
     if (snprintf(final, sizeof final, "%s/checkpoint-%ld", sa->output_dir, st->step) >= (int)sizeof final - 64)
@@ -429,11 +417,11 @@ int zt_ckpt_save(const zt_ckpt_save_args *sa, zt_engine *eng, const zt_ckpt_stat
                 remove_tree(tmpdir);
         }
     }
-    if ((rc = agree(comm, rc, err)) || (rc = share_string(comm, tmpdir, sizeof tmpdir, err)))
+    if ((rc = zt_comm_agree(comm, rc, err)) || (rc = share_string(comm, tmpdir, sizeof tmpdir, err)))
         return rc;
     /* 1. the model: the full HF directory (a collective gather), or its config alone */
     if (sa->write_model) {
-        rc = zt_hf_save(tmpdir, sa->cfg, eng->lay, eng, sa->model_dtype, sa->max_shard_bytes, rank0, err);
+        rc = zt_hf_save(tmpdir, sa->cfg, zt_engine_layout(eng), eng, sa->model_dtype, sa->max_shard_bytes, rank0, err);
     } else if (rank0) {
         char path[4200];
         snprintf(path, sizeof path, "%s/config.json", tmpdir);
@@ -441,15 +429,15 @@ int zt_ckpt_save(const zt_ckpt_save_args *sa, zt_engine *eng, const zt_ckpt_stat
         c.torch_dtype = sa->model_dtype;
         rc = zt_hf_config_write(path, &c, err);
     }
-    rc = agree(comm, rc, err);
+    rc = zt_comm_agree(comm, rc, err);
     /* 2. the shards: the first rank holding each slice writes it */
     shard_entry me = {0}, *all = NULL;
-    if (rc == ZT_OK && comm->rank == eng->group_rank)
+    if (rc == ZT_OK && comm->rank == zt_engine_group_rank(eng))
         rc = write_shard(tmpdir, eng, &me, err);
-    rc = agree(comm, rc, err);
+    rc = zt_comm_agree(comm, rc, err);
     if (rc == ZT_OK) {
         all = zt_alloc(ZT_MEM_OTHER, (size_t)comm->world * sizeof *all);
-        rc = agree(comm, all ? ZT_OK : zt_fail(err, ZT_EFAIL, "out of memory saving %s", final), err);
+        rc = zt_comm_agree(comm, all ? ZT_OK : zt_fail(err, ZT_EFAIL, "out of memory saving %s", final), err);
     }
     if (rc == ZT_OK)
         zt_comm_allgather_bytes(comm, all, &me, sizeof me);
@@ -465,7 +453,7 @@ int zt_ckpt_save(const zt_ckpt_save_args *sa, zt_engine *eng, const zt_ckpt_stat
             rep->bytes_other_max = all[q].bytes > rep->bytes_other_max ? all[q].bytes : rep->bytes_other_max;
         }
     }
-    rc = agree(comm, rc, err);
+    rc = zt_comm_agree(comm, rc, err);
     if (rc == ZT_OK && rank0)
         rc = publish(tmpdir, final, sa->output_dir, st->step, err);
     if (rank0) {
@@ -478,7 +466,7 @@ int zt_ckpt_save(const zt_ckpt_save_args *sa, zt_engine *eng, const zt_ckpt_stat
         }
     }
     zt_free(ZT_MEM_OTHER, all, all ? (size_t)comm->world * sizeof *all : 0);
-    rc = agree(comm, rc, err);
+    rc = zt_comm_agree(comm, rc, err);
     if (rc != ZT_OK && err->msg[0]) /* only the rank that failed has a message to say */
         zt_wrap(err, "saving %s: ", final);
     if (rc == ZT_OK && where)
@@ -583,7 +571,7 @@ int zt_ckpt_resolve(const char *spec, const char *output_dir, zt_comm *comm, cha
                              output_dir);
         }
     }
-    if ((rc = agree(comm, rc, err)))
+    if ((rc = zt_comm_agree(comm, rc, err)))
         return rc;
     return share_string(comm, dir, 4096, err);
 }
@@ -717,7 +705,7 @@ typedef struct old_shards {
     zt_st_file **files;
 } old_shards;
 
-static int old_tensor(old_shards *os, int q, int unit, int role, const zt_st_tensor **out, zt_err *err)
+static int old_tensor(old_shards *os, int q, int unit, zt_state_role role, const zt_st_tensor **out, zt_err *err)
 {
     char path[4400], name[48];
     if (!os->files[q]) {
@@ -726,7 +714,7 @@ static int old_tensor(old_shards *os, int q, int unit, int role, const zt_st_ten
         if (rc)
             return rc;
     }
-    snprintf(name, sizeof name, "unit.%d.%s", unit, role_names[role]);
+    snprintf(name, sizeof name, "unit.%d.%s", unit, zt_state_role_name(role));
     const zt_st_tensor *t = zt_st_find(os->files[q], name);
     size_t want = os->ix->units[unit].padded_numel / (size_t)os->ix->group_size;
     if (!t || !t->has_zt_dtype || t->dtype != os->ix->master || t->ndim != 1 || (size_t)t->numel != want)
@@ -744,7 +732,7 @@ static int old_tensor(old_shards *os, int q, int unit, int role, const zt_st_ten
  * keeps it (a zero gradient leaves a zero weight, m and v). */
 static int reshard(const char *dir, const zt_ckpt_index *ix, zt_engine *eng, zt_err *err)
 {
-    const zt_layout *lay = eng->lay;
+    const zt_layout *lay = zt_engine_layout(eng);
     if (ix->nparams != lay->nparams)
         return zt_fail(err, ZT_EINPUT, "%s/zero/index.json: %d parameters, this model has %d", dir, ix->nparams,
                        lay->nparams);
@@ -752,17 +740,16 @@ static int reshard(const char *dir, const zt_ckpt_index *ix, zt_engine *eng, zt_
     if (!os.files)
         return zt_fail(err, ZT_EFAIL, "out of memory loading %s", dir);
     memset(os.files, 0, (size_t)ix->group_size * sizeof(zt_st_file *));
-    const zt_dtype to = eng->prec.master, from = ix->master;
-    const size_t es_to = zt_dtype_size(to), es_from = zt_dtype_size(from);
-    void **view = view_open(eng, 0, err);
-    if (!view) {
+    const zt_dtype from = ix->master;
+    const size_t es_from = zt_dtype_size(from);
+    state_view v;
+    if (view_open(eng, 0, &v, err) != ZT_OK) {
         zt_free(ZT_MEM_OTHER, os.files, (size_t)ix->group_size * sizeof(zt_st_file *));
         return ZT_EFAIL;
     }
     int rc = ZT_OK;
-    for (int k = 0; k < lay->nunits * NROLES; k++)
-        if (view[k])
-            memset(view[k], 0, eng->units[k / NROLES].shard_numel * es_to);
+    for (int i = 0; i < v.n; i++)
+        memset(v.host[i], 0, v.t[i].bytes);
     for (int i = 0; rc == ZT_OK && i < lay->nparams; i++) {
         const zt_param *p = &lay->params[i];
         const zt_ckpt_iparam *op = zt_ckpt_index_find(ix, p->name);
@@ -772,23 +759,27 @@ static int reshard(const char *dir, const zt_ckpt_index *ix, zt_engine *eng, zt_
                          p->ndim == 2 ? p->shape[1] : 0L);
             break;
         }
-        const zt_unit_state *us = &eng->units[p->unit];
-        const size_t S = us->shard_numel, a = (size_t)eng->group_rank * S;
+        /* every role of a unit is the same slice [a, a + S) of its flat buffer */
+        const zt_state_tensor *mt = &v.t[view_find(&v, p->unit, ZT_STATE_MASTER)];
+        const size_t S = mt->numel, a = mt->offset;
         const size_t lo = p->offset > a ? p->offset : a;
         const size_t hi = p->offset + p->numel < a + S ? p->offset + p->numel : a + S;
         if (lo >= hi)
             continue;
         const size_t So = ix->units[op->unit].padded_numel / (size_t)ix->group_size;
-        for (int role = 0; rc == ZT_OK && role < NROLES; role++) {
-            char *dst = view[p->unit * NROLES + role];
-            if (!dst || (role == ROLE_COMP && !ix->compensated))
+        for (int role = 0; rc == ZT_OK && role < ZT_STATE_NROLES; role++) {
+            int k = view_find(&v, p->unit, (zt_state_role)role);
+            if (k < 0 || (role == ZT_STATE_COMP && !ix->compensated))
                 continue; /* a compensation the checkpoint lacks starts at zero */
+            char *dst = v.host[k];
+            const zt_dtype to = v.t[k].dtype;
+            const size_t es_to = zt_dtype_size(to);
             for (size_t pos = lo; rc == ZT_OK && pos < hi;) {
                 size_t old = op->offset + (pos - p->offset); /* in the old unit's flat buffer */
                 int q = (int)(old / So);
                 size_t within = old - (size_t)q * So, take = So - within < hi - pos ? So - within : hi - pos;
                 const zt_st_tensor *t = NULL;
-                if ((rc = old_tensor(&os, q, op->unit, role, &t, err)))
+                if ((rc = old_tensor(&os, q, op->unit, (zt_state_role)role, &t, err)))
                     break;
                 const char *src = (const char *)t->data + within * es_from;
                 if (to == from)
@@ -799,7 +790,7 @@ static int reshard(const char *dir, const zt_ckpt_index *ix, zt_engine *eng, zt_
             }
         }
     }
-    view_close(eng, view, rc == ZT_OK); /* a failed load sends nothing to a device */
+    view_close(&v, rc == ZT_OK); /* a failed load sends nothing to a device */
     for (int q = 0; q < ix->group_size; q++)
         if (os.files[q])
             zt_st_close(os.files[q]);
@@ -838,7 +829,7 @@ int zt_ckpt_load(const char *dir, const zt_ckpt_load_args *la, zt_engine *eng, z
         rc = reshard(dir, &ix, eng, err);
     zt_ckpt_index_free(&ix);
     if (rc == ZT_OK) {
-        eng->optimizer_steps = st->optimizer_steps;
+        zt_engine_set_optimizer_steps(eng, st->optimizer_steps);
         if (la->talk)
             printf("resumed from %s at step %ld: %s\n", dir, st->step, why);
     }
@@ -873,7 +864,7 @@ static int fill_param(void *ctx, int i, void *dst, zt_err *err)
         int q = (int)(old / So);
         size_t within = old - (size_t)q * So, take = So - within < p->numel - pos ? So - within : p->numel - pos;
         const zt_st_tensor *t = NULL;
-        if ((rc = old_tensor(&m->os, q, op->unit, ROLE_MASTER, &t, err)))
+        if ((rc = old_tensor(&m->os, q, op->unit, ZT_STATE_MASTER, &t, err)))
             break;
         zt_convert(f32 + pos, ZT_F32, (const char *)t->data + within * es, ix->master, take);
         pos += take;

@@ -37,13 +37,13 @@ typedef struct run_state {
     zt_llama_config cfg;
     zt_tokens tokens;
     zt_layout lay;
-    zt_engine eng;
+    zt_engine *eng;
     zt_frozen_params frozen;  /* evaluation's weights, instead of an engine */
     zt_model model;
     zt_batcher batcher;
     int *inputs, *targets;
     size_t io_bytes;
-    int have_lay, have_eng, have_frozen, have_model, have_batcher;
+    int have_lay, have_frozen, have_model, have_batcher;
 } run_state;
 
 static void run_free(run_state *r)
@@ -54,8 +54,7 @@ static void run_free(run_state *r)
         zt_batcher_free(&r->batcher);
     if (r->have_model)
         zt_model_free(&r->model);
-    if (r->have_eng)
-        zt_engine_free(&r->eng);
+    zt_engine_destroy(r->eng);
     if (r->have_frozen)
         zt_frozen_free(&r->frozen);
     if (r->have_lay)
@@ -102,12 +101,11 @@ static int run_open(run_state *r, const char *model_dir, const char *data_path, 
             return rc;
         owner = zt_frozen_owner(&r->frozen);
     } else {
-        if ((rc = zt_engine_init(&r->eng, be, &r->lay, plan->prec, plan->stage, &plan->overlap, comm, err)))
+        if ((rc = zt_engine_create(&r->eng, be, &r->lay, plan->prec, plan->stage, &plan->overlap, comm, err)))
             return rc;
-        r->have_eng = 1;
-        if ((rc = zt_hf_load_params(model_dir, &r->lay, &r->eng, err)))
+        if ((rc = zt_hf_load_params(model_dir, &r->lay, r->eng, err)))
             return rc;
-        owner = zt_engine_param_owner(&r->eng);
+        owner = zt_engine_param_owner(r->eng);
     }
     if ((rc = zt_model_init(&r->model, &r->cfg, &r->lay, &owner, B, T, checkpointing, err)))
         return rc;
@@ -246,16 +244,6 @@ static zt_ckpt_hparams run_hparams(const zt_train_args *a, const run_state *r, i
     return h;
 }
 
-/* Every rank learns the worst status; the ranks that did not fail return it
- * with an empty message, so each error is printed once, by its own rank. */
-static int agree(zt_comm *comm, int rc, zt_err *err)
-{
-    int worst = zt_comm_max_int(comm, rc);
-    if (worst != ZT_OK && rc == ZT_OK)
-        return zt_fail(err, worst, "%s", "");
-    return rc;
-}
-
 /* The run's device: the backend table the plan names, bound to this rank's
  * device (one per rank, by its place on its machine), and the path of the
  * collectives for it: the host's buffers go to MPI as they are; a device's go
@@ -275,7 +263,7 @@ static int open_device(const zt_plan *plan, zt_comm *comm, const zt_backend **ou
         rc = zt_fail(err, ZT_EINPUT, "--comm_backend nccl: %d ranks on this machine share %d GPU%s, and NCCL refuses "
                      "two ranks on one GPU; use --comm_backend mpi (staged through host memory) or one rank per GPU",
                      comm->topo.machine_size, devices, devices == 1 ? "" : "s");
-    if ((rc = agree(comm, rc, err)))
+    if ((rc = zt_comm_agree(comm, rc, err)))
         return rc;
     *out = be;
     if (be->host_visible)
@@ -283,7 +271,7 @@ static int open_device(const zt_plan *plan, zt_comm *comm, const zt_backend **ou
     int staged = strcmp(be->name, "cuda") != 0 || !strcmp(plan->comm, "mpi") || shared;
     staged = zt_comm_max_int(comm, staged);
     zt_comm_device dev = zt_engine_comm_device(be);
-    return agree(comm, zt_comm_set_device(comm, staged ? ZT_COMM_STAGED : ZT_COMM_NCCL, &dev, err), err);
+    return zt_comm_agree(comm, zt_comm_set_device(comm, staged ? ZT_COMM_STAGED : ZT_COMM_NCCL, &dev, err), err);
 }
 
 /* ---- the training loop ------------------------------------------------------
@@ -351,7 +339,7 @@ static void print_run(const trainer *t)
     printf("data: %zu tokens, %zu windows of %d; global batch %d x %d x %d = %.0f tokens/step\n",
            r->tokens.n, r->batcher.nwin, a->block_size, a->batch_size, a->grad_accum, t->W,
            t->tokens_per_step);
-    print_memory(stdout, &r->eng, &r->model);
+    print_memory(stdout, r->eng, &r->model);
     const zt_peak *pk = &t->peak;
     if (pk->source != ZT_PEAK_GIVEN && pk->threads == 0 && pk->gflops > 0)
         printf("mfu peak: %.4g GFLOP/s (%s products on %s; %s)\n", pk->gflops, zt_dtype_name(pk->dtype), pk->cpu,
@@ -444,17 +432,17 @@ static int train_setup(trainer *t, const zt_train_args *a, zt_err *err)
     if (rc == ZT_OK && t->rank0 && a->log_jsonl && !(t->log = fopen(a->log_jsonl, "w")))
         rc = zt_fail(err, ZT_EINPUT, "--log_jsonl %s: cannot open for writing", a->log_jsonl);
     if (rc == ZT_OK && a->eval_data_path) {
-        zt_param_owner owner = zt_engine_param_owner(&t->r.eng);
+        zt_param_owner owner = zt_engine_param_owner(t->r.eng);
         rc = zt_evaluator_open(&t->ev, a->eval_data_path, &t->r.cfg, &t->r.lay, &owner, a->eval_batch_size,
                                a->block_size, comm->world, err);
         t->have_ev = rc == ZT_OK;
     }
     t->last_eval = NAN;
-    if ((rc = agree(comm, rc, err)))
+    if ((rc = zt_comm_agree(comm, rc, err)))
         return rc;
-    if ((rc = agree(comm, check_agreement(a, &t->r, t->have_ev ? &t->ev : NULL, comm, err), err)))
+    if ((rc = zt_comm_agree(comm, check_agreement(a, &t->r, t->have_ev ? &t->ev : NULL, comm, err), err)))
         return rc;
-    if (a->output_dir && (rc = agree(comm, zt_ckpt_probe_output_dir(a->output_dir, err), err)))
+    if (a->output_dir && (rc = zt_comm_agree(comm, zt_ckpt_probe_output_dir(a->output_dir, err), err)))
         return rc;
     t->hp = run_hparams(a, &t->r, t->W);
     zt_ckpt_state resumed = {0};
@@ -462,17 +450,17 @@ static int train_setup(trainer *t, const zt_train_args *a, zt_err *err)
         char dir[4096];
         zt_ckpt_load_args la = {&a->plan, &t->hp, a->override_checkpoint_args, a->allow_precision_change, t->talk};
         if ((rc = zt_ckpt_resolve(a->resume_dir, a->output_dir, comm, dir, err)) ||
-            (rc = agree(comm, zt_ckpt_load(dir, &la, &t->r.eng, &resumed, err), err)))
+            (rc = zt_comm_agree(comm, zt_ckpt_load(dir, &la, t->r.eng, &resumed, err), err)))
             return rc;
     }
-    zt_engine_refresh_gathered(&t->r.eng);
+    zt_engine_refresh_gathered(t->r.eng);
     memset(comm->bytes, 0, sizeof comm->bytes);
     memset(comm->link_bytes, 0, sizeof comm->link_bytes);
 
     t->tokens_per_step = (double)a->batch_size * a->grad_accum * t->W * a->block_size;
     t->grad_scale = (float)(1.0 / t->tokens_per_step);
     t->flops_per_token = zt_model_flops_per_token(&t->r.cfg, a->block_size, a->checkpointing);
-    zt_peak_resolve_on(&t->peak, t->r.eng.be, a->plan.prec.compute, a->peak_gflops, 0, t->rank0,
+    zt_peak_resolve_on(&t->peak, zt_engine_backend(t->r.eng), a->plan.prec.compute, a->peak_gflops, 0, t->rank0,
                        t->talk ? stderr : NULL);
     if (t->talk)
         print_run(t);
@@ -534,7 +522,7 @@ static int check_finite(trainer *t, const zt_step_metrics *m, zt_err *err)
     }
     char what[160] = "the loss";
     if (m->skipped) {
-        int u = t->r.eng.nonfinite_unit;
+        int u = zt_engine_nonfinite_unit(t->r.eng);
         char unit[96] = "";
         if (u >= 0)
             describe_unit(unit, sizeof unit, &t->r.lay, u);
@@ -580,9 +568,9 @@ static void measure_step(trainer *t, double t0, double wait0, double progress0,
     double achieved = t->flops_per_token * m->tokens_per_sec * 1e-9;
     m->peak_gflops = zt_peak_admit(&t->peak, achieved, t->rank0, t->talk ? stderr : NULL);
     m->mfu = m->peak_gflops > 0 ? achieved / m->peak_gflops : 0.0;
-    const zt_adamw_audit *au = &t->r.eng.last_audit;
-    m->lost_update_fraction = au->updated > 0 ? au->lost / au->updated : 0.0;
-    m->update_to_half_ulp = au->updated > 0 ? au->ratio_sum / au->updated : 0.0;
+    const zt_adamw_audit au = zt_engine_last_audit(t->r.eng);
+    m->lost_update_fraction = au.updated > 0 ? au.lost / au.updated : 0.0;
+    m->update_to_half_ulp = au.updated > 0 ? au.ratio_sum / au.updated : 0.0;
     for (int c = 0; c < ZT_MEM_NCAT; c++)
         m->memory_bytes[c] = zt_mem_current((zt_mem_cat)c);
 }
@@ -605,7 +593,7 @@ static int train_step(trainer *t, long s, zt_step_metrics *m, zt_err *err)
     memcpy(link_before, comm->link_bytes, sizeof link_before);
     memcpy(m->comm_calls, comm->calls, sizeof m->comm_calls); /* the counts before; measure_step subtracts */
 
-    zt_engine_zero_grads(&r->eng);
+    zt_engine_zero_grads(r->eng);
     /* fp16: backward runs on loss * scale; the step divides it back out */
     double scale = pl->ls.on ? t->scaler.scale : 1.0;
     double loss_sum = 0.0;
@@ -624,7 +612,7 @@ static int train_step(trainer *t, long s, zt_step_metrics *m, zt_err *err)
         long k0 = zt_sample_index(s, micro, comm->rank, B, A, t->W);
         zt_batcher_fill(&r->batcher, k0, B, r->inputs, r->targets);
         /* the last micro-batch's backward may start the step's reduction */
-        zt_engine_sync_backward(&r->eng, micro == A - 1);
+        zt_engine_sync_backward(r->eng, micro == A - 1);
         double ls = 0.0;
         int rc = t->hooks->before_forward ? t->hooks->before_forward(t->hooks->ctx, s + 1, micro, comm->rank, err)
                                           : ZT_OK;
@@ -635,17 +623,17 @@ static int train_step(trainer *t, long s, zt_step_metrics *m, zt_err *err)
             return step_failed(t, rc, err);
         loss_sum += ls;
     }
-    zt_engine_sync_backward(&r->eng, 0);
+    zt_engine_sync_backward(r->eng, 0);
 
     /* the schedule counts applied updates: a step skipped on fp16 overflow does
      * not advance it, as DeepSpeed's engine does not step its scheduler then */
-    long u = r->eng.optimizer_steps;
+    long u = zt_engine_optimizer_steps(r->eng);
     m->lr = zt_lr_value(a->schedule, a->adam.lr, u, a->max_steps, a->warmup_steps);
     if (t->hooks->before_update)
-        t->hooks->before_update(t->hooks->ctx, s + 1, comm->rank, &r->eng);
+        t->hooks->before_update(t->hooks->ctx, s + 1, comm->rank, r->eng);
     comm->phase = "optimizer";
     comm->unit = -1;
-    m->skipped = zt_engine_step(&r->eng, &a->adam, m->lr, a->max_grad_norm, 1.0 / scale, &m->grad_norm);
+    m->skipped = zt_engine_step(r->eng, &a->adam, m->lr, a->max_grad_norm, 1.0 / scale, &m->grad_norm);
     if (pl->ls.on)
         zt_loss_scaler_update(&t->scaler, m->skipped);
     m->loss_scale = pl->ls.on ? scale : 0.0;
@@ -869,7 +857,7 @@ static int save_checkpoint(trainer *t, long step, zt_err *err)
     const zt_train_args *a = t->a;
     run_state *r = &t->r;
     t->comm->phase = "checkpoint";
-    zt_ckpt_state cs = {.step = step, .optimizer_steps = r->eng.optimizer_steps, .scaler = t->scaler,
+    zt_ckpt_state cs = {.step = step, .optimizer_steps = zt_engine_optimizer_steps(r->eng), .scaler = t->scaler,
                         .hp = t->hp, .plan = zt_ckpt_plan_of(&a->plan, t->W)};
     cs.samples_seen = step * t->hp.global_batch;
     cs.epoch = r->batcher.nwin ? cs.samples_seen / (long)r->batcher.nwin : 0;
@@ -880,7 +868,7 @@ static int save_checkpoint(trainer *t, long step, zt_err *err)
     zt_ckpt_save_report rep = {0};
     long rss0 = proc_status_kib("VmRSS:");
     reset_peak_rss();
-    int rc = zt_ckpt_save(&sa, &r->eng, &cs, where, &rep, err);
+    int rc = zt_ckpt_save(&sa, r->eng, &cs, where, &rep, err);
     long peak = proc_status_kib("VmHWM:");
     if (rc == ZT_OK && t->talk) {
         const double MB = 1e6;
@@ -907,20 +895,21 @@ static int train_finish(trainer *t, zt_train_result *res, zt_err *err)
         res->final_loss = t->last.loss;
         res->steps = steps;
         res->tokens_per_sec = elapsed > 0 ? t->tokens_per_step * (double)steps / elapsed / t->W : 0.0;
-        res->state = zt_engine_state_bytes(&r->eng);
+        res->state = zt_engine_state_bytes(r->eng);
         res->activation_bytes = r->model.act_bytes;
         memcpy(res->step_bytes, t->last.comm_bytes, sizeof res->step_bytes);
         memcpy(res->step_calls, t->last.comm_calls, sizeof res->step_calls);
         res->skipped_steps = t->scaler.skipped;
         res->loss_scale = a->plan.ls.on ? t->scaler.scale : 0.0;
-        res->prefetch_used = r->eng.prefetch_used;
-        res->prefetch_dropped = r->eng.prefetch_dropped;
-        res->reduce_overlapped = r->eng.reduce_overlapped;
-        res->pieces_overlapped = r->eng.pieces_overlapped;
+        zt_engine_stats es = zt_engine_get_stats(r->eng);
+        res->prefetch_used = es.prefetch_used;
+        res->prefetch_dropped = es.prefetch_dropped;
+        res->reduce_overlapped = es.reduce_overlapped;
+        res->pieces_overlapped = es.pieces_overlapped;
     }
     /* the final model: rank 0 writes, every rank learns whether it did */
     int rc;
-    if (a->output_dir && (rc = agree(t->comm, zt_hf_save(a->output_dir, &r->cfg, &r->lay, &r->eng, a->plan.prec.save,
+    if (a->output_dir && (rc = zt_comm_agree(t->comm, zt_hf_save(a->output_dir, &r->cfg, &r->lay, r->eng, a->plan.prec.save,
                                                          a->max_shard_bytes, t->rank0, err), err)))
         return rc;
     if (t->talk) {

@@ -1,0 +1,112 @@
+/* engine_impl.h — the engine's own bookkeeping, private to src/engine.
+ *
+ * Only the .c files of src/engine include this (make check-layers refuses a
+ * private header, NAME_impl.h, included from another folder): everything else sees the opaque zt_engine of
+ * engine.h and its functions, so where the buffers live (host, pinned host, a
+ * device) and how they are laid out can change without any caller noticing.
+ * Checkpoints reach the state through the state view (engine.h), the trainer
+ * through the accessors. */
+#ifndef ZT_ENGINE_IMPL_H
+#define ZT_ENGINE_IMPL_H
+
+#include "engine.h"
+
+typedef struct zt_unit_state {
+    zt_unit_phase phase;
+    /* the dtype of each buffer as the code that made or last wrote it records it
+     * (allocation from the size table, each gather, each gradient reduction),
+     * held against the plan at the hooks (zt_engine_check_dtypes) */
+    zt_dtype master_dt, grad_dt, optim_dt, gathered_dt;
+    zt_dtype reduced_dt;    /* the dtype this step's gradient went through on its way */
+    int reduced_valid;      /* reduced_dt is set (a gradient arrived since zero_grads) */
+    size_t shard_numel;     /* P / G */
+    size_t grad_numel;      /* P (stages 0-1) or P / G (stages 2-3) */
+    void *master, *grad, *m, *v;
+    void *comp;             /* Kahan compensation of master (P/G, master dtype), or NULL */
+    void *gathered;         /* compute dtype, P elements; NULL while released in stage 3 */
+    int gathered_alias;     /* gathered == master (stage 0, master dtype == compute dtype) */
+    int gathered_own;       /* gathered is a buffer of the unit's own, kept between steps */
+    int persistent;         /* stage 3: stays gathered (DeepSpeed's param persistence) */
+    int pool_slot;          /* stage 3: which pool buffer, -1 none */
+    float *staging;         /* fp32 full gradient while the unit's backward runs */
+    int grad_zero;          /* grad holds only zeros (set by zero_grads, cleared by grad_end) */
+    int grad_rounded;       /* every grad value is representable in the reduce dtype */
+    int grad_sumsq_valid;   /* grad_sumsq is the sum of squares of grad as it stands */
+    int reduced;            /* stage 0: this step's all-reduce of grad has started */
+    double grad_sumsq;      /* computed by grad_end's last pass over grad, for the norm */
+} zt_unit_state;
+
+/* stage 3: the root unit, the unit in use and the ones prefetched */
+#define ZT_GATHER_POOL (2 + ZT_PREFETCH_MAX)
+
+/* A unit's reduction in pieces (DeepSpeed's reduce_bucket), under way: of its
+ * pieces, `finished` are in the accumulator, the next `started - finished` in
+ * flight in the slots, and those from offset `next` on not started; src is read
+ * as each piece starts (engine.c, "reductions in pieces").  Four slots give a
+ * piece four ticks to finish before its slot is wanted again: with two (DeepSpeed's
+ * double buffer), waits came back whenever the ranks drifted apart under load. */
+#define ZT_PIECE_SLOTS 4
+typedef struct zt_pieces {
+    int unit;                   /* -1: none */
+    const void *src;            /* the unit's full gradient: P elements of src_dt */
+    zt_dtype src_dt;
+    int add;                    /* 1: added to the accumulator; 0: stored at its front */
+    size_t next;                /* offset within a member's slice of the next piece */
+    int started, finished;      /* pieces started / finished, for the slot ring */
+    int per_tick;               /* pieces to start at each tick */
+    zt_comm_op op[ZT_PIECE_SLOTS];
+    size_t k[ZT_PIECE_SLOTS], n[ZT_PIECE_SLOTS];
+} zt_pieces;
+
+struct zt_engine {
+    const zt_backend *be;       /* where the buffers live and the kernels run */
+    const zt_layout *lay;
+    zt_precision prec;
+    int stage;                  /* ZeRO stage 0..3 */
+    zt_comm *comm;
+    int group_size, group_rank; /* optimizer/param shard group (1, 0 for stage 0) */
+    zt_unit_state *units;
+    float *staging_root;        /* root unit's staging (open across the whole backward) */
+    float *staging_layers;      /* shared by non-root units, one open at a time */
+    size_t staging_root_numel, staging_layers_numel, staging_spare_numel;
+    float *staging_spare;       /* overlapped fp32 reduce-scatter: a unit's staging is sent
+                                 * while the next unit's backward fills this one */
+    void *comm_full;            /* reduce-dtype copy of the largest unit's gradient (P) */
+    void *comm_shard;           /* reduce-dtype result of a reduce-scatter (largest P/G) */
+    void *comm_slices;          /* reduce-scatter's received slices (largest P, reduce dtype) */
+    size_t comm_full_bytes, comm_shard_bytes, comm_slices_bytes;
+    void *comm_gather;          /* all-gathers in pieces: this rank's piece, then the group's */
+    size_t comm_gather_bytes;
+    size_t reduce_piece, gather_piece; /* elements per member of a piece (reduce_bucket,
+                                        * allgather_bucket); 0: whole units */
+    void *pool[ZT_GATHER_POOL]; /* stage 3 gathered buffers */
+    int pool_used[ZT_GATHER_POOL];
+    size_t pool_bytes;
+    /* overlap (zt_overlap): the collectives in flight */
+    zt_overlap overlap;
+    int *next_fwd, *next_bwd;   /* per unit: the layer unit the forward / backward needs next, -1 none */
+    int in_backward;            /* a gradient was opened since the root was last acquired */
+    int sync_backward;          /* the coming backward ends the step's accumulation */
+    zt_comm_op queue_op[ZT_GATHER_POOL]; /* stage 3 prefetches in flight, oldest first */
+    int queue_unit[ZT_GATHER_POOL];
+    int nqueued;
+    int gather_unit;            /* the oldest prefetch's unit, -1 none */
+    zt_comm_op reduce_op;       /* stages 2-3 */
+    int reduce_unit;            /* its unit, -1 none */
+    zt_pieces pieces;           /* a reduction in pieces (reduce_bucket) */
+    long ticks;                 /* zt_engine_progress calls so far */
+    long ticks_at_grad_end;     /* ticks at the last grad_end that reduced */
+    long ticks_per_unit;        /* ticks between the last two such grad_ends (0: none yet) */
+    /* what the overlap did, counted since init (tests check it happens) */
+    long prefetch_used;         /* acquires served by a prefetched all-gather */
+    long prefetch_dropped;      /* prefetches finished unused */
+    long reduce_overlapped;     /* reduce-scatters finished after their grad_end returned */
+    long pieces_overlapped;     /* pieces of a reduction started by a tick after grad_end */
+    long optimizer_steps;       /* t of AdamW, counts applied steps */
+    int nonfinite_unit;         /* the last step: lowest unit whose gradient held an inf or NaN on
+                                 * some rank (-1: none) */
+    zt_adamw_audit last_audit;  /* the last step's lost-update audit, summed over the group */
+    int grads_reduced;          /* stages 0-1: this step's reduction is done */
+};
+
+#endif
