@@ -138,10 +138,15 @@ static int train_command(int argc, char **argv, zt_err *err)
     st.given_ctx = &table;
     if (zt_flags_wants_help(argc, argv)) {
         zt_flags_usage(flags, NFLAGS(flags),
-                       "usage: ztrain train --model DIR --data FILE [flags]\n"
+                       "usage: ztrain train --model DIR --data FILE... [flags]\n"
                        "       mpirun -np N ztrain train ...   or   ztrain launch --num_processes N train ...\n"
                        "Precedence: flags > DeepSpeed JSON > Accelerate YAML > defaults (docs/zero.md).");
         return ZT_OK;
+    }
+    char command_line[1024] = "ztrain train";
+    for (int i = 0; i < argc; i++) { /* recorded in each checkpoint's trainer_state.json, --data included */
+        size_t len = strlen(command_line);
+        snprintf(command_line + len, sizeof command_line - len, " %s", argv[i]);
     }
     /* --data A B ...: its values leave argv here (the table lists it for --help) */
     enum { MAX_DATA = 64 };
@@ -201,11 +206,6 @@ static int train_command(int argc, char **argv, zt_err *err)
     a.save_total_limit = save_total_limit;
     a.override_checkpoint_args = override_ckpt;
     a.allow_precision_change = allow_precision;
-    char command_line[1024] = "ztrain train";
-    for (int i = 0; i < argc; i++) { /* recorded in each checkpoint's trainer_state.json */
-        size_t len = strlen(command_line);
-        snprintf(command_line + len, sizeof command_line - len, " %s", argv[i]);
-    }
     a.command_line = command_line;
     a.peak_gflops = peak;
     a.skip_nonfinite_steps = skip_nonfinite;

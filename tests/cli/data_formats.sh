@@ -88,6 +88,11 @@ a = np.load('$TMP/jsonl.npy'); k = len(a) // 3
 np.save('$TMP/p1.npy', a[:k].astype(np.int64)); a[k:].astype(np.uint16).tofile('$TMP/p2.bin')" || fail "split ids"
 same_run two_ids --data "$TMP/p1.npy" "$TMP/p2.bin"
 same_run repeated --data "$TMP/p1.npy" --data "$TMP/p2.bin"
+# the checkpoint's trainer_state.json records the command line, every --data file in it
+"$ZTRAIN" train "${args[@]}" --data "$TMP/p1.npy" "$TMP/p2.bin" --output_dir "$TMP/ck" --save_steps 2 > /dev/null ||
+    fail "train with checkpoints"
+grep -q -- "--data $TMP/p1.npy $TMP/p2.bin" "$TMP/ck/checkpoint-2/trainer_state.json" ||
+    fail "trainer_state.json's command line lacks the --data files"
 # order matters
 "$ZTRAIN" train "${args[@]}" --data "$TMP/p2.bin" "$TMP/p1.npy" --log_jsonl "$TMP/swapped.log" > /dev/null ||
     fail "train swapped"
