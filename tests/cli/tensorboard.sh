@@ -65,6 +65,17 @@ except errors.DataLossError:
     sys.exit(0)
 sys.exit(1)
 PY
+# two ranks: rank 0 alone writes, one event file
+"${mpi[@]}" -np 2 "$ZTRAIN" train --model "$TMP/init" --data "$TMP/text.txt" --block_size 32 \
+    --per_device_train_batch_size 2 --threads 1 --max_steps 3 --logging_steps 1 --report_to tensorboard \
+    --logging_dir "$TMP/tb2" > /dev/null 2>&1 || fail "train --report_to tensorboard on 2 ranks"
+[ "$(ls "$TMP"/tb2/events.out.tfevents.* 2>/dev/null | wc -l)" -eq 1 ] || fail "2 ranks: want one event file in $TMP/tb2"
+$py - "$TMP/tb2" <<'PY' || fail "2 ranks: the event file does not hold steps 1-3"
+import sys
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+ea = EventAccumulator(sys.argv[1]); ea.Reload()
+assert [e.step for e in ea.Scalars("train/loss")] == [1, 2, 3]
+PY
 expect_exit 2 "--report_to: expected none or tensorboard" -- run --report_to wandb
 expect_exit 2 "--report_to tensorboard: give --output_dir" -- run --report_to tensorboard
 finish
