@@ -96,6 +96,7 @@ static int train_command(int argc, char **argv, zt_err *err)
 {
     const char *model = NULL, *data = NULL, *output_dir = NULL, *log_jsonl = NULL, *max_shard = "5GB";
     const char *resume = NULL, *tokenizer = NULL, *text_field = "text";
+    int completion_only = 1;
     long save_total_limit = 0;
     int override_ckpt = 0, allow_precision = 0;
     int threads = 0, progress = -1;
@@ -112,6 +113,7 @@ static int train_command(int argc, char **argv, zt_err *err)
         {"data", ZT_FLAG_STR, &data, "FILE...: token data (.npy, .bin uint16, .txt bytes) or text with --tokenizer (.txt; JSON Lines .jsonl/.json, a document a record); several files are one stream, in order", 1, 0, 0},
         {"tokenizer", ZT_FLAG_STR, &tokenizer, "tokenize text data with DIR/tokenizer.json (once: cached by content hash)", 1, 0, 0},
         {"text_field", ZT_FLAG_STR, &text_field, "the string member of each JSON Lines record that holds its text (default text)", 1, 0, 0},
+        {"completion_only_loss", ZT_FLAG_BOOL, &completion_only, "prompt/completion records: the loss on the completion only (default true, as TRL); false: on every token", 1, 0, 0},
         TRAIN_EVAL_FLAGS(ev),
         {"output_dir", ZT_FLAG_STR, &output_dir, "where the trained model is written", 1, 0, 0},
         {"log_jsonl", ZT_FLAG_STR, &log_jsonl, "write one JSON object per optimizer step here", 1, 0, 0},
@@ -229,6 +231,11 @@ static int train_command(int argc, char **argv, zt_err *err)
         zt_comm_free(&comm);
         return rc;
     }
+    if (a.loss_mask_path && g_rank == 0)
+        printf("loss: %s\n", completion_only ? "on the completions only (TRL's completion_only_loss)"
+                                             : "on every token (--completion_only_loss false)");
+    if (!completion_only) /* TRL's completion_only_loss=False: prompt tokens are targets too */
+        a.loss_mask_path = NULL;
     zt_train_result res;
     rc = zt_train(&a, &res, err);
     zt_comm_free(&comm);

@@ -55,7 +55,7 @@ int zt_cli_text_data(const char **data, const char *text_field, const char *tok_
     if (rank == 0)
         printf("data: %s tokenized with %s (%d tokens in the vocabulary)%s: %s%s\n", *data, tok_dir, vocab,
                hit ? ", from the cache" : "", buf,
-               has_mask ? "; prompt/completion records: the loss on the completions only" : "");
+               has_mask ? "; prompt/completion records, with the completions' loss mask beside" : "");
     *data = buf;
     return ZT_OK;
 }

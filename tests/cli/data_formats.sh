@@ -134,8 +134,13 @@ numbers() { grep -o '"\(step\|loss\|grad_norm\|lr\)": [^,]*' "$1"; }
     fail "empty prompts: not the run on the texts' ids with eos"
 "$ZTRAIN" train "${args[@]}" --data "$TMP/sft.jsonl" --tokenizer "$tok" --log_jsonl "$TMP/sft.log" > "$TMP/sft.out" ||
     fail "train on prompt/completion records"
-grep -q "prompt/completion records: the loss on the completions only" "$TMP/sft.out" || fail "no SFT line: $(cat "$TMP/sft.out")"
+grep -q "^loss: on the completions only" "$TMP/sft.out" || fail "no SFT line: $(cat "$TMP/sft.out")"
 [ "$(numbers "$TMP/sft.log")" = "$(numbers "$TMP/eos.log")" ] && fail "prompt tokens still count in the loss"
+# --completion_only_loss false (TRL's flag): every token counts, as the ids alone
+"$ZTRAIN" train "${args[@]}" --data "$TMP/sft.jsonl" --tokenizer "$tok" --completion_only_loss false \
+    --log_jsonl "$TMP/sft_all.log" > "$TMP/sft_all.out" || fail "train --completion_only_loss false"
+grep -q "^loss: on every token" "$TMP/sft_all.out" || fail "--completion_only_loss false: no loss line"
+[ "$(numbers "$TMP/sft_all.log")" = "$(numbers "$TMP/eos.log")" ] || fail "--completion_only_loss false still masks"
 # each record's ids and prompt ids, tokenized alone
 for f in "$TMP"/r*.txt "$TMP"/p*.txt; do
     "$ZTRAIN" tokenize --tokenizer "$tok" --input "$f" --output "${f%.txt}.npy" 2>/dev/null || fail "tokenize $f"
