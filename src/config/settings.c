@@ -212,6 +212,12 @@ static int resolve_request(zt_settings *s, int world, int hidden_size, zt_dtype 
         req->ls_hysteresis = c->fp16_hysteresis;
         req->ls_min_scale = c->fp16_min_loss_scale;
     }
+    /* offload, as either file asks for it (the plan says what moves: zt_plan_print_offload) */
+    const zt_accel_config *ac = &s->accel;
+    req->offload_optimizer = !strcmp(ac->offload_optimizer_device, "cpu") ||
+                             (s->have_ds && !strcmp(s->ds.offload_optimizer_device, "cpu"));
+    req->offload_params = ac->fsdp_offload_params == ZT_YES || !strcmp(ac->offload_param_device, "cpu") ||
+                          (s->have_ds && !strcmp(s->ds.offload_param_device, "cpu"));
     if ((s->backward_prefetch || s->forward_prefetch >= 0) && !s->use_fsdp)
         return zt_fail(err, ZT_EINPUT, "fsdp_backward_prefetch and fsdp_forward_prefetch need FSDP (--use_fsdp or "
                        "distributed_type FSDP); DeepSpeed prefetches by stage3_prefetch_bucket_size");

@@ -219,10 +219,13 @@ void zt_engine_inject_nonfinite(zt_engine *eng);
 /* Bytes of model state this rank holds, by role (for the accounting tests). */
 typedef struct zt_engine_bytes {
     size_t master, grads, optim, gathered, comm;
+    size_t host;    /* of the above, the bytes offloaded to host memory (0 without offload):
+                     * the device holds the sum less host */
 } zt_engine_bytes;
 zt_engine_bytes zt_engine_state_bytes(const zt_engine *eng);
 /* What zt_engine_create would allocate for this layout, plan and shard group,
- * without allocating (estimate-memory, config show). */
+ * without allocating (estimate-memory, config show); overlap's offload_* (set by
+ * the plan on a device only) move the sharded state's bytes into host. */
 zt_engine_bytes zt_engine_estimate(const zt_layout *lay, zt_precision prec, int stage, int group_size,
                                    const zt_overlap *overlap);
 
