@@ -295,7 +295,7 @@ static int engine_init(zt_engine *eng, const zt_backend *be, const zt_layout *la
     }
     /* offload (offload.c): the state buffers below come from host memory, run by the CPU's table */
     eng->offload = zt_offload_wanted(be, stage, overlap);
-    eng->sbe = eng->offload ? zt_backend_cpu() : be;
+    eng->sbe = zt_offload_state_table(be, eng->offload);
     eng->units = zt_alloc(ZT_MEM_OTHER, (size_t)lay->nunits * sizeof *eng->units);
     if (!eng->units || unit_order(eng) != ZT_OK) {
         engine_free(eng);

@@ -130,6 +130,9 @@ struct zt_engine {
 /* Whether an engine on be with this plan offloads (the plan asked, and be's
  * buffers are not host memory already: on the CPU it is a no-op). */
 int zt_offload_wanted(const zt_backend *be, int stage, const zt_overlap *ov);
+/* The table that runs the state's kernels: be, or the host's (the CPU's) when
+ * offloaded, the one place the engine names a table it was not given. */
+const zt_backend *zt_offload_state_table(const zt_backend *be, int offload);
 /* A state buffer (master, m, v, comp) of bytes, zeroed, accounted to cat (and as
  * host bytes when offloaded), from be or host memory; and its free. */
 void *zt_offload_state_alloc(const zt_engine *eng, zt_mem_cat cat, size_t bytes);

@@ -20,6 +20,11 @@ int zt_offload_wanted(const zt_backend *be, int stage, const zt_overlap *ov)
     return ov && (ov->offload_optimizer || ov->offload_params) && stage >= 1 && !be->host_visible;
 }
 
+const zt_backend *zt_offload_state_table(const zt_backend *be, int offload)
+{
+    return offload ? zt_backend_cpu() : be;
+}
+
 void *zt_offload_state_alloc(const zt_engine *eng, zt_mem_cat cat, size_t bytes)
 {
     if (!eng->offload)
