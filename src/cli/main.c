@@ -175,7 +175,7 @@ static int train_command(int argc, char **argv, zt_err *err)
     if (max_host_memory && (rc = zt_cli_parse_size("max_host_memory", max_host_memory, &max_host, err)))
         return rc;
     char host_why[320];
-    size_t host_limit = zt_memory_limit(max_host, topo.machine_size, host_why, sizeof host_why);
+    size_t host_limit = zt_host_memory_limit(max_host, topo.machine_size, host_why, sizeof host_why);
     if ((rc = zt_memory_gate(&cfg, &a.plan, a.batch_size, a.block_size, a.checkpointing, 1, limit, why, err)) ||
         (rc = zt_memory_gate_host(&cfg, &a.plan, host_limit, host_why, err))) {
         if (g_rank != 0) /* every rank refuses alike; rank 0 says it */

@@ -153,6 +153,16 @@ int zt_memory_gate(const zt_llama_config *cfg, const zt_plan *p, int B, int T, i
     return ZT_OK;
 }
 
+size_t zt_host_memory_limit(size_t max_host_memory, int ranks_here, char *why, size_t why_len)
+{
+    size_t limit = zt_memory_limit(max_host_memory, ranks_here, why, why_len);
+    if (max_host_memory > 0)
+        snprintf(why, why_len, "--max_host_memory");
+    else if (limit > 0) /* the same MemAvailable share, overridden by the host's own flag */
+        snprintf(why + strcspn(why, ";"), why_len - strcspn(why, ";"), "; --max_host_memory overrides");
+    return limit;
+}
+
 int zt_memory_gate_host(const zt_llama_config *cfg, const zt_plan *p, size_t limit, const char *why, zt_err *err)
 {
     if (limit == 0 || !p->overlap.offload_optimizer)

@@ -44,6 +44,9 @@ int zt_memory_gate(const zt_llama_config *cfg, const zt_plan *p, int B, int T, i
  * device's share of the estimate, and this the share offloaded to host memory
  * (zt_engine_bytes.host) against limit, the host's (zt_memory_limit with
  * --max_host_memory); ZT_OK without offload or limit. */
+/* The host's limit for offloaded state: max_host_memory when > 0, else
+ * zt_memory_limit's share of MemAvailable; *why names --max_host_memory. */
+size_t zt_host_memory_limit(size_t max_host_memory, int ranks_here, char *why, size_t why_len);
 int zt_memory_gate_host(const zt_llama_config *cfg, const zt_plan *p, size_t limit, const char *why, zt_err *err);
 
 #endif
