@@ -375,6 +375,7 @@ static void engine_free(zt_engine *eng)
 {
     if (eng->units)
         zt_engine_drain(eng);
+    zt_offload_free(eng); /* it reads the unit table */
     const zt_backend *be = eng->be;
     if (eng->units) {
         for (int u = 0; u < eng->lay->nunits; u++) {
@@ -399,7 +400,6 @@ static void engine_free(zt_engine *eng)
         be->free(ZT_MEM_COMM, eng->comm_shard, eng->comm_shard_bytes);
         be->free(ZT_MEM_COMM, eng->comm_slices, eng->comm_slices_bytes);
         be->free(ZT_MEM_COMM, eng->comm_gather, eng->comm_gather_bytes);
-        zt_offload_free(eng);
     }
     if (eng->lay) {
         zt_free(ZT_MEM_OTHER, eng->next_fwd, (size_t)eng->lay->nunits * sizeof(int));
@@ -767,6 +767,7 @@ static void finish_reduce(zt_engine *eng)
     if (c->replica_size > 1) /* hybrid: replicas hold the same slice; sum them */
         zt_comm_allreduce(c, eng->comm_shard, us->shard_numel, rd, ZT_SCOPE_REPLICA);
     eng->be->accumulate(us->grad, eng->prec.master, eng->comm_shard, rd, us->shard_numel);
+    zt_offload_grad_done(eng, u);
 }
 
 static void piece_start(zt_engine *eng);
@@ -910,8 +911,10 @@ static void pieces_end(zt_engine *eng)
         piece_start(eng);
     while (pc->finished < pc->started)
         piece_finish(eng);
+    int u = pc->unit;
     pc->unit = -1;
     pc->src = NULL;
+    zt_offload_grad_done(eng, u);
 }
 
 void zt_engine_drain(zt_engine *eng)
@@ -995,6 +998,7 @@ void zt_engine_grad_end(zt_engine *eng, int unit)
         us->staging = NULL;
         reduced_through(eng, unit, through, "grad_end");
         start_early_allreduce(eng, unit);
+        zt_offload_grad_done(eng, unit);
         return;
     }
     us->grad_rounded = 0; /* a sum of rounded values need not be representable */
@@ -1051,11 +1055,13 @@ void zt_engine_grad_end(zt_engine *eng, int unit)
     }
     us->staging = NULL;
     start_early_allreduce(eng, unit);
+    zt_offload_grad_done(eng, unit); /* unless its reduction is still in flight */
 }
 
 void zt_engine_zero_grads(zt_engine *eng)
 {
     finish_reduce(eng); /* it would add into the cleared accumulator */
+    zt_offload_zero_grads(eng); /* and copies down still reading it finish first */
     for (int u = 0; u < eng->lay->nunits; u++) {
         eng->be->zero(eng->units[u].grad, bytes_of(eng->units[u].grad_numel, eng->prec.master));
         eng->units[u].grad_zero = 1;
@@ -1176,7 +1182,7 @@ int zt_engine_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double
     /* Unsharded (a group of one) with an fp32 master and a persistent compute copy:
      * AdamW writes the copy as it updates the master, so no second pass converts it. */
     int cast_in_step = eng->stage <= 2 && eng->group_size == 1 && md == ZT_F32 && !eng->offload;
-    eng->host_grad_unit = -1; /* offloaded: each unit's gradient shard is copied down afresh */
+    zt_offload_step_begin(eng); /* offloaded: the shards copied down during the backward */
     for (int i = 0; i < lay->nparams; i++) {
         const zt_param *p = &lay->params[i];
         size_t slo, plo, n;
@@ -1247,9 +1253,11 @@ zt_engine_bytes zt_engine_estimate(const zt_layout *lay, zt_precision prec, int 
     b.comm = (z.staging_root_numel + z.staging_layers_numel + z.spare_numel) * sizeof(float) + z.comm_full_bytes +
              z.comm_shard_bytes + z.comm_slices_bytes + z.comm_gather_bytes;
     if (overlap && (overlap->offload_optimizer || overlap->offload_params) && stage >= 1) {
-        size_t staging = zt_offload_staging_bytes(lay, prec, G);
-        b.comm += staging;
-        b.host = b.master + b.optim + staging;
+        size_t hg, hc;
+        zt_offload_staging_bytes(lay, prec, stage, G, &hg, &hc);
+        *(stage >= 2 ? &b.grads : &b.comm) += hg;
+        b.comm += hc;
+        b.host = b.master + b.optim + hg + hc;
     }
     return b;
 }
@@ -1272,7 +1280,8 @@ zt_engine_bytes zt_engine_state_bytes(const zt_engine *eng)
             b.gathered += eng->pool_bytes;
     b.comm = (eng->staging_root_numel + eng->staging_layers_numel + eng->staging_spare_numel) * sizeof(float) +
              eng->comm_full_bytes + eng->comm_shard_bytes + eng->comm_slices_bytes + eng->comm_gather_bytes +
-             eng->host_grad_bytes + eng->host_cast_bytes;
+             eng->host_cast_bytes;
+    *(eng->host_grads ? &b.grads : &b.comm) += eng->host_grad_bytes;
     if (eng->offload)
         b.host = b.master + b.optim + eng->host_grad_bytes + eng->host_cast_bytes;
     return b;

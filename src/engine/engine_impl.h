@@ -114,6 +114,10 @@ struct zt_engine {
     void *host_cast;            /* a shard in the compute dtype on its way up to the device */
     size_t host_grad_bytes, host_cast_bytes;
     int host_grad_unit;         /* the unit whose shard host_grad holds this step, -1 none */
+    void **host_grads;          /* stages 2-3: per unit, its gradient shard copied down as its
+                                 * reduction completes in the last backward (NULL otherwise) */
+    int *host_grads_ready;      /* per unit: host_grads holds this step's shard (after copy_wait) */
+    long grads_copied_early;    /* shards copied down during a backward, since create */
 };
 
 /* ---- offload.c: where the sharded state lives ---------------------------------
@@ -140,8 +144,11 @@ void zt_offload_state_free(const zt_engine *eng, zt_mem_cat cat, void *p, size_t
 /* The host staging the offloaded step and gathers use; ZT_OK when not offloaded. */
 int zt_offload_init(zt_engine *eng, zt_err *err);
 void zt_offload_free(zt_engine *eng);
-/* Bytes of that staging for a plan (the estimate's share of comm, all host). */
-size_t zt_offload_staging_bytes(const zt_layout *lay, zt_precision prec, int group_size);
+/* Bytes of that staging for a plan, all host: the gradient shards (every unit's at
+ * stages 2-3, counted as gradients; one at stage 1, a communication buffer) and the
+ * compute-dtype shard (a communication buffer). */
+void zt_offload_staging_bytes(const zt_layout *lay, zt_precision prec, int stage, int group_size, size_t *grads,
+                              size_t *cast);
 /* Elements [k, k+n) of unit u's master shard in the compute dtype into dst, a
  * device buffer: converted where the master lives, uploaded when that is the host. */
 void zt_offload_shard_to_compute(zt_engine *eng, int u, void *dst, size_t k, size_t n);
@@ -149,7 +156,16 @@ void zt_offload_shard_to_compute(zt_engine *eng, int u, void *dst, size_t k, siz
  * dtype, a device buffer), from the host. */
 void zt_offload_gather_master(zt_engine *eng, int u, void *full);
 /* Unit u's reduced gradient shard as host memory the host's AdamW reads: the
- * device's grad copied down once per unit and step. */
+ * copy queued during the backward (zt_offload_grad_done), or the device's grad
+ * copied down now, once per unit and step. */
 const void *zt_offload_grad(zt_engine *eng, int u);
+/* Unit u's gradient may have changed (a grad_end, a reduction finished): in the
+ * backward that ends the accumulation (sync_backward), stages 2-3, once nothing
+ * for u is in flight, queue the copy of its final shard down (to_host_async). */
+void zt_offload_grad_done(zt_engine *eng, int u);
+/* The step begins: join the copies queued during the backward. */
+void zt_offload_step_begin(zt_engine *eng);
+/* The gradients were cleared: no copy holds this step's shard. */
+void zt_offload_zero_grads(zt_engine *eng);
 
 #endif

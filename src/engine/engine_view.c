@@ -27,7 +27,7 @@ zt_engine_stats zt_engine_get_stats(const zt_engine *eng)
 {
     zt_engine_stats s = {.prefetch_used = eng->prefetch_used, .prefetch_dropped = eng->prefetch_dropped,
                          .reduce_overlapped = eng->reduce_overlapped, .pieces_overlapped = eng->pieces_overlapped,
-                         .prefetch_unit = eng->gather_unit};
+                         .prefetch_unit = eng->gather_unit, .grads_copied_early = eng->grads_copied_early};
     for (int i = 0; i < ZT_GATHER_POOL; i++)
         s.pool_held += eng->pool_used[i] != 0;
     for (int u = 0; u < eng->lay->nunits; u++) {

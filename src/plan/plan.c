@@ -256,7 +256,9 @@ void zt_plan_print_offload(FILE *f, const zt_plan *p)
         return;
     }
     fprintf(f, "offload: master shard, m, v%s in pinned host memory, AdamW on the host's cores; gradient "
-            "shard reduced on the %s, copied to the host at the step; %s\n", p->prec.compensated && p->prec.master != ZT_F32 ? ", Kahan" : "",
-            p->device, p->stage == 3 ? "parameter shard uploaded before each all-gather (prefetched with it)"
+            "shard reduced on the %s, copied to the host %s; %s\n",
+            p->prec.compensated && p->prec.master != ZT_F32 ? ", Kahan" : "", p->device,
+            p->stage >= 2 ? "as each unit's reduction completes in the last backward" : "at the step",
+            p->stage == 3 ? "parameter shard uploaded before each all-gather (prefetched with it)"
                                      : "updated compute-dtype parameters uploaded and gathered after the step");
 }
