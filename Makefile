@@ -159,9 +159,12 @@ cuda-bins: all $(BUILD)/tests/gpu/kernels_check
 test-san:
 	$(MAKE) SANITIZE=1 test
 
-# every #include in src/ against the layer map of docs/architecture.md
-check-layers:
-	scripts/check_layers.sh
+# the layer map of docs/architecture.md against every #include in src/ and every
+# call between the objects of $(BUILD) (make CUDA=1 check-layers: with the .cu
+# files'), then the exported functions nothing calls
+check-layers: $(LIB_OBJ) $(CLI_OBJ)
+	scripts/check_layers.sh --objects $(BUILD)
+	scripts/find_uncalled.sh $(BUILD)
 
 test-ubsan:
 	$(MAKE) SANITIZE=ubsan test
@@ -173,21 +176,5 @@ fuzz-bins: $(FUZZ_BIN)
 
 clean:
 	rm -rf build build-san build-ubsan build-fuzz build-cuda
-
-# libFuzzer harnesses (clang): `make fuzz` builds build-fuzz/fuzz_checkpoint, the
-# checkpoint readers (trainer_state.json, zero/index.json, manifest.json) under
-# ASan + UBSan with float-cast-overflow; run it with
-#   build-fuzz/fuzz_checkpoint -max_total_time=60 tests/fuzz/corpus/checkpoint
-FUZZ_CC    ?= clang
-FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fno-sanitize-recover=all \
-              -fsanitize=fuzzer,address,undefined,float-cast-overflow
-FUZZ_CHECKPOINT_SRC := tests/fuzz/fuzz_checkpoint.c src/train/ckpt_state.c src/train/manifest.c \
-    src/core/json.c src/core/fs.c src/core/dtype.c src/core/mem.c src/core/status.c src/core/input.c \
-    src/core/text.c src/model/layout.c src/engine/optim.c
-.PHONY: fuzz
-fuzz: build-fuzz/fuzz_checkpoint
-build-fuzz/fuzz_checkpoint: $(FUZZ_CHECKPOINT_SRC) Makefile
-	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_FLAGS) $(FUZZ_CHECKPOINT_SRC) -lcjson -lxxhash -lm -o $@
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

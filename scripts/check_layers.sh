@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# scripts/check_layers.sh [ROOT] — fail when an #include goes against the layer
-# map.  The map is the ```layers block of ROOT/docs/architecture.md (one line per
-# folder of src/: "folder: the folders it may include"); nothing else states it.
+# scripts/check_layers.sh [ROOT] [--objects BUILD_DIR] — fail when an #include, or
+# a call, goes against the layer map.  The map is the ```layers block of
+# ROOT/docs/architecture.md (one line per folder of src/: "folder: the folders it
+# may use"); nothing else states it.
 # Checks, for ROOT (default: this repository):
 #   - every folder of src/ is in the map, and the map names no folder twice;
 #   - the map itself is acyclic (tsort);
@@ -10,10 +11,32 @@
 #     its file, to its own folder or an allowed one; each violation is printed on
 #     stderr as FILE:LINE: FROM -> TO;
 #   - a private header, NAME_impl.h (src/engine/engine_impl.h: the engine's struct),
-#     is included only from its own folder, whatever the map allows.
-# Exit 0 clean, 1 violations, 2 the map is missing or malformed.
+#     is included only from its own folder, whatever the map allows;
+#   - with --objects, the calls as the linker sees them, which no include reveals (a
+#     function reached through a header that includes another folder's header, or
+#     declared by hand): every symbol that an object of BUILD_DIR/obj/src/FOLDER
+#     (or below it) leaves undefined and that an object of another folder defines
+#     must be defined by a folder the map allows FOLDER; each violation is printed
+#     as OBJECT: FROM -> TO (SYMBOL, defined in OBJECT).  Symbols defined by more
+#     than one folder (weak C++ instantiations) and those of no folder (libc, MPI)
+#     are not src/'s edges and are skipped.
+# Exit 0 clean, 1 violations, 2 the map is missing or malformed, or no objects.
 set -u
-root=$(cd "${1:-$(dirname "$0")/..}" && pwd)
+objects=""
+args=()
+while [ $# -gt 0 ]; do
+    case $1 in
+        --objects) [ $# -ge 2 ] || { echo "check-layers: --objects needs a build directory" >&2; exit 2; }
+                   objects=$2; shift 2 ;;
+        *) args+=("$1"); shift ;;
+    esac
+done
+if [ -n "$objects" ]; then
+    [ -d "$objects/obj/src" ] || { echo "check-layers: $objects/obj/src: no objects (build first: make)" >&2; exit 2; }
+    shown=${objects%/}  # the objects as the caller named them, in the messages
+    objects=$(cd "$objects" && pwd)
+fi
+root=$(cd "${args[0]:-$(dirname "$0")/..}" && pwd)
 doc=$root/docs/architecture.md
 [ -f "$doc" ] || { echo "check-layers: $doc: missing" >&2; exit 2; }
 map=$(awk '/^```layers$/ { on = 1; next } /^```/ { on = 0 } on && NF' "$doc")
@@ -72,4 +95,30 @@ for dir in "$root"/src/*/; do
     done < <(find "$dir" -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \) | sort)
 done
 [ "$bad" -eq 0 ] && echo "check-layers: every include in src/ follows docs/architecture.md"
+
+# The calls: "FOLDER OBJECT SYMBOL" for every global symbol each object defines, and
+# for every one it leaves undefined; an undefined symbol joined with its one
+# defining folder is an edge FROM -> TO, which the map must allow.
+if [ -n "$objects" ]; then
+    symbols() {  # $1: nm's option (--defined-only or --undefined-only)
+        find "$objects/obj/src" -name '*.o' | sort | while IFS= read -r o; do
+            rel=${o#"$objects"/obj/src/}
+            nm -g "$1" "$o" | awk -v f="${rel%%/*}" -v o="$shown/${o#"$objects"/}" 'NF >= 2 { print f, o, $NF }'
+        done
+    }
+    defs=$(symbols --defined-only | awk '{ if (!($3 in f) || f[$3] != $1) c[$3]++; f[$3] = $1; o[$3] = $2 }
+                                          END { for (s in f) if (c[s] == 1) print s, f[s], o[s] }')
+    [ -n "$defs" ] || { echo "check-layers: $objects/obj/src: no symbols (build first: make)" >&2; exit 2; }
+    calls_bad=0
+    while read -r from obj sym to def; do
+        [ "$to" = "$from" ] && continue
+        case ${allowed[$from]-} in
+            *" $to "*) ;;
+            *) echo "$obj: $from -> $to ($sym, defined in $def) is not in the layer map" >&2; calls_bad=1 ;;
+        esac
+    done < <(symbols --undefined-only | awk 'NR == FNR { f[$1] = $2; o[$1] = $3; next }
+                                             ($3 in f) { print $1, $2, $3, f[$3], o[$3] }' <(printf '%s\n' "$defs") -)
+    [ "$calls_bad" -eq 0 ] && echo "check-layers: every call between the objects of src/ follows docs/architecture.md"
+    [ "$calls_bad" -eq 0 ] || bad=1
+fi
 exit "$bad"

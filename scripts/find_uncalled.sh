@@ -1,20 +1,32 @@
 #!/usr/bin/env bash
 # scripts/find_uncalled.sh [BUILD_DIR] — list the library's and the command line's
-# exported functions that nothing calls: each global function defined in
-# BUILD_DIR/obj/src (nm, type T) whose name occurs, as a word, at most twice in the
-# .c and .h files of src/ and tests/ (its definition and its declaration).  A
-# function used only through a table still counts as called (its name occurs in
-# the table).  Prints "NAME  FILES"; exit 1 when there is any.
+# exported functions that nothing calls: each global function defined in the
+# objects of BUILD_DIR/obj/src (nm, type T; in a CUDA build, build-cuda, the .cu
+# files' objects of src/kernels/cuda too, C++ names demangled to the function's
+# name) whose name the C and CUDA sources of src/ and tests/ (.c .h .cu .cuh) never
+# use: every line that names it, as a word, is a declaration or a definition (the
+# name after a return type from the start of the line, before any '(' or '=': as
+# many as there are twins, such as backend_cuda_none.c's and the .cu file's) or a
+# comment line.  A function used only through a table still counts as called (its
+# name occurs in the table).  Prints "NAME  FILES"; exit 1 when there is any, 2
+# when there is no build.
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-build}
 cd "$root"
-ls "$build"/obj/src/*/*.o > /dev/null 2>&1 || { echo "find_uncalled: build first (make)" >&2; exit 2; }
+[ -d "$build/obj/src" ] || { echo "find_uncalled: $build/obj/src: build first (make)" >&2; exit 2; }
+objs=$(find "$build/obj/src" -name '*.o' | sort)
+[ -n "$objs" ] || { echo "find_uncalled: $build/obj/src: no objects (make)" >&2; exit 2; }
+sources=(--include='*.c' --include='*.h' --include='*.cu' --include='*.cuh')
 found=0
-for s in $(nm -g --defined-only "$build"/obj/src/*/*.o | awk '$2 == "T" { print $3 }' | sort -u); do
-    n=$(grep -rwo --include='*.c' --include='*.h' "$s" src tests | wc -l)
-    if [ "$n" -le 2 ]; then
-        echo "$s  $(grep -rlw --include='*.c' --include='*.h' "$s" src tests | tr '\n' ' ')"
+# nm -C writes a C++ function as name(args); nvcc's own registration symbols begin
+# with __, and members, templates and operators (::, <, space) are not ztrain's names
+for s in $(nm -g -C --defined-only $objs | awk '$2 == "T" { $1 = $2 = ""; sub(/^ +/, ""); sub(/\(.*/, ""); print }' |
+           grep -Ev '^__|::|<| ' | sort -u); do
+    n=$(grep -rhw "${sources[@]}" "$s" src tests |
+        grep -Evc -e "^[A-Za-z_][^=;(]*[^A-Za-z0-9_]$s *\(" -e '^[ \t]*(/?\*|//)')
+    if [ "$n" -eq 0 ]; then
+        echo "$s  $(grep -rlw "${sources[@]}" "$s" src tests | tr '\n' ' ')"
         found=1
     fi
 done

@@ -114,6 +114,49 @@ static void test_refusals(void)
     ZT_CHECK(zt_plan_resolve(&r, 1, &p, &err) == ZT_EINPUT && strstr(err.msg, "zero_stage"));
 }
 
+static void set_backward_prefetch(zt_plan_request *r) { r->backward_prefetch = "BACKWARD_POST"; }
+static void set_forward_prefetch(zt_plan_request *r) { r->forward_prefetch = ZT_NO; }
+static void set_sharding(zt_plan_request *r) { r->sharding = ZT_SHARDING_SHARD_GRAD_OP; }
+static void set_limit(zt_plan_request *r) { r->limit_all_gathers = ZT_NO; }
+static void set_zero_stage(zt_plan_request *r) { r->zero_stage = 3; }
+
+/* Each face's own knobs (plan.c's face_knobs table), given under another face or
+ * plain data parallel, are refused with the knob and how to choose its face; under
+ * their own face they resolve. */
+static void test_face_knobs(void)
+{
+    static const struct {
+        zt_face face;
+        void (*set)(zt_plan_request *r);
+        const char *msg;
+    } cases[] = {
+        {ZT_FACE_FSDP, set_backward_prefetch,
+         "fsdp_backward_prefetch and fsdp_forward_prefetch need FSDP (--use_fsdp or distributed_type FSDP); "
+         "DeepSpeed prefetches by stage3_prefetch_bucket_size"},
+        {ZT_FACE_FSDP, set_forward_prefetch, "fsdp_backward_prefetch and fsdp_forward_prefetch need FSDP"},
+        {ZT_FACE_FSDP, set_sharding, "fsdp_sharding_strategy needs FSDP (--use_fsdp or distributed_type FSDP)"},
+        {ZT_FACE_FSDP, set_limit, "fsdp_limit_all_gathers needs FSDP (--use_fsdp or distributed_type FSDP)"},
+        {ZT_FACE_DEEPSPEED, set_zero_stage,
+         "zero_stage needs DeepSpeed (--use_deepspeed or distributed_type DEEPSPEED)"},
+    };
+    static const zt_face faces[] = {ZT_FACE_DDP, ZT_FACE_FSDP, ZT_FACE_DEEPSPEED};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+        for (int f = 0; f < 3; f++) {
+            zt_plan_request r;
+            zt_plan_request_init(&r);
+            r.face = faces[f];
+            cases[c].set(&r);
+            zt_plan p;
+            zt_err err = {0};
+            int rc = zt_plan_resolve(&r, 2, &p, &err);
+            if (faces[f] == cases[c].face)
+                ZT_CHECK_MSG(rc == ZT_OK, "case %zu under its face: %s", c, err.msg);
+            else
+                ZT_CHECK_MSG(rc == ZT_EINPUT && strstr(err.msg, cases[c].msg) == err.msg, "case %zu, face %d: %s",
+                             c, f, err.msg);
+        }
+}
+
 /* A tiny model's layout (hidden 8, 2 heads of 4, 1 kv head, ffn 12, vocab 16), a
  * unit per layer plus the root, for engine tests on one process. */
 static int tiny_layout(zt_layout *lay, int layers, zt_err *err)
@@ -461,6 +504,7 @@ int main(void)
     ZT_RUN(test_seed_table);
     ZT_RUN(test_strategies_and_groups);
     ZT_RUN(test_refusals);
+    ZT_RUN(test_face_knobs);
     ZT_RUN(test_hybrid_group_from_topology);
     ZT_RUN(test_engine_dtype_invariants);
     ZT_RUN(test_engine_unit_phases);

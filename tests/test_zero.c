@@ -479,6 +479,31 @@ static float value(int j, size_t e, zt_dtype dt)
     return as_dtype((r >> 31) ? -mag : mag, dt);
 }
 
+/* zt_comm_agree: a rank that failed keeps its status and message; every other rank
+ * returns the worst status of any rank with an empty message (each error printed
+ * once).  Here the last rank refuses its input (ZT_EINPUT, the worst) and, with
+ * more than one rank, rank 0 fails otherwise (ZT_EFAIL). */
+static void test_agree_on_the_worst_status(void)
+{
+    zt_comm c;
+    zt_err err = {0};
+    ZT_CHECK(zt_comm_create(&c, world, &err) == ZT_OK);
+    ZT_CHECK(zt_comm_agree(&c, ZT_OK, &err) == ZT_OK);
+    int rc = ZT_OK;
+    if (rank == world - 1)
+        rc = zt_fail(&err, ZT_EINPUT, "bad input on rank %d", rank);
+    else if (rank == 0)
+        rc = zt_fail(&err, ZT_EFAIL, "failure on rank 0");
+    int got = zt_comm_agree(&c, rc, &err);
+    if (rank == world - 1)
+        ZT_CHECK(got == ZT_EINPUT && strstr(err.msg, "bad input on rank"));
+    else if (rank == 0)
+        ZT_CHECK(got == ZT_EFAIL && !strcmp(err.msg, "failure on rank 0"));
+    else
+        ZT_CHECK_MSG(got == ZT_EINPUT && err.msg[0] == '\0', "rank %d: %d '%s'", rank, got, err.msg);
+    zt_comm_free(&c);
+}
+
 static void test_reduce_scatter_sums_in_rank_order(void)
 {
     zt_comm c;
@@ -921,6 +946,7 @@ int main(int argc, char **argv)
     ZT_RUN(test_overlap_is_bit_exact);
     ZT_RUN(test_memory_accounting);
     ZT_RUN(test_communication_volume);
+    ZT_RUN(test_agree_on_the_worst_status);
     ZT_RUN(test_reduce_scatter_sums_in_rank_order);
     ZT_RUN(test_fsdp_aligned_equals_deepspeed);
     ZT_RUN(test_fp16_overflow_skips_on_every_rank);

@@ -16,8 +16,9 @@ and causal), softmax in fp32.  One thread, deterministic algorithms.
 The script also runs each model with sliding_window None and asserts that the results
 change: a fixture whose window masked nothing would prove nothing.
 
-Dev-time only (PyPI): the peers' virtual environment (torch 2.x, transformers 5.24):
-    /work/venv-peers/bin/python tools/make_mistral_fixtures.py
+Dev-time only (PyPI): the peers' virtual environment (torch 2.x, transformers 5.24), which
+bench/peers/setup.sh makes in build/peers-venv (or $PEERS_VENV):
+    bench/peers/setup.sh && build/peers-venv/bin/python tools/make_mistral_fixtures.py
 Tests read the stored files with Debian's tools and never need this environment.
 """
 

@@ -827,6 +827,14 @@ void zt_comm_allgather_bytes(zt_comm *c, void *all, const void *mine, size_t byt
     zt_watch_unblock(seq);
 }
 
+int zt_comm_agree(zt_comm *c, int rc, zt_err *err)
+{
+    int worst = zt_comm_max_int(c, rc);
+    if (worst != ZT_OK && rc == ZT_OK)
+        return zt_fail(err, worst, "%s", "");
+    return rc;
+}
+
 int zt_comm_max_int(zt_comm *c, int x)
 {
     int y = x;

@@ -195,6 +195,12 @@ double zt_comm_sum_double(zt_comm *c, double x, int scope);
 void zt_comm_allgather_bytes(zt_comm *c, void *all, const void *mine, size_t bytes);
 /* Max of an int over the world (agreeing on a status). */
 int zt_comm_max_int(zt_comm *c, int x);
+/* Every rank learns whether any rank failed: a rank that failed returns its own
+ * rc (and keeps its message); a rank whose rc was ZT_OK returns the worst status
+ * of any rank (a max over the world: ZT_OK < ZT_EFAIL < ZT_EINPUT < ZT_EINTERRUPT)
+ * with an empty message, so each error is printed once, by the rank it happened
+ * on.  Collective: every rank of the world calls it. */
+int zt_comm_agree(zt_comm *c, int rc, zt_err *err);
 
 enum { ZT_SCOPE_SHARD = 0, ZT_SCOPE_REPLICA = 1, ZT_SCOPE_WORLD = 2 };
 

@@ -29,6 +29,7 @@
 #include "../core/input.h"
 #include "../core/mem.h"
 #include "../core/text.h"
+#include "../model/layout.h" /* the wrap policy names */
 #include "../plan/plan.h"
 
 #define MAX_FILE_BYTES (1u << 20) /* an Accelerate config is a few hundred bytes */
@@ -292,8 +293,6 @@ static const char *const precisions[] = {"no", "bf16", "fp16", NULL};
 static const char *const fp8[] = {"fp8", NULL};
 static const char *const strategies[] = {"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD",
                                          "HYBRID_SHARD_ZERO2", NULL};
-static const char *const wrap_policies[] = {"TRANSFORMER_BASED_WRAP", "SIZE_BASED_WRAP", "NO_WRAP",
-                                            NULL};
 static const char *const layer_classes[] = {"LlamaDecoderLayer", "MistralDecoderLayer", NULL};
 static const char *const prefetches[] = {"BACKWARD_PRE", "BACKWARD_POST", "NO_PREFETCH", NULL};
 static const char *const state_dict_types[] = {"FULL_STATE_DICT", "SHARDED_STATE_DICT",
@@ -308,7 +307,7 @@ static const key fsdp_keys[] = {
     {.name = "fsdp_reshard_after_forward", .kind = K_RESHARD, FIELD(fsdp_reshard_after_forward)},
     {.name = "fsdp_version", .kind = K_INT, FIELD(fsdp_version), .min = 1, .max = 2},
     {.name = "fsdp_auto_wrap_policy", .kind = K_ENUM, FIELD(fsdp_auto_wrap_policy),
-     .allowed = wrap_policies, .icase = 1},
+     .allowed = zt_wrap_policy_names, .icase = 1},
     {.name = "fsdp_transformer_layer_cls_to_wrap", .kind = K_ENUM,
      FIELD(fsdp_transformer_layer_cls_to_wrap), .allowed = layer_classes},
     {.name = "fsdp_min_num_params", .kind = K_LONG, FIELD(fsdp_min_num_params), .min = 0,

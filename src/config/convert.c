@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "../model/layout.h" /* the wrap policy names (zt_wrap_policy_name) */
+
 static const char *mp_name(const zt_plan *p)
 {
     return p->mixed ? zt_dtype_name(p->prec.compute) : "'no'";

@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../model/layout.h" /* the wrap policy names (zt_wrap_policy_parse) */
+
 void zt_settings_defaults(zt_settings *s)
 {
     memset(s, 0, sizeof *s);
@@ -218,16 +220,9 @@ static int resolve_request(zt_settings *s, int world, int hidden_size, zt_dtype 
                              (s->have_ds && !strcmp(s->ds.offload_optimizer_device, "cpu"));
     req->offload_params = ac->fsdp_offload_params == ZT_YES || !strcmp(ac->offload_param_device, "cpu") ||
                           (s->have_ds && !strcmp(s->ds.offload_param_device, "cpu"));
-    if ((s->backward_prefetch || s->forward_prefetch >= 0) && !s->use_fsdp)
-        return zt_fail(err, ZT_EINPUT, "fsdp_backward_prefetch and fsdp_forward_prefetch need FSDP (--use_fsdp or "
-                       "distributed_type FSDP); DeepSpeed prefetches by stage3_prefetch_bucket_size");
     if (s->strategy && zt_sharding_parse(s->strategy, &req->sharding) != 0)
         return zt_fail(err, ZT_EINPUT, "fsdp_sharding_strategy: expected FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, "
                        "HYBRID_SHARD or HYBRID_SHARD_ZERO2 (or 1-5), got '%s'", s->strategy);
-    if (s->strategy && !s->use_fsdp)
-        return zt_fail(err, ZT_EINPUT, "fsdp_sharding_strategy needs FSDP (--use_fsdp or distributed_type FSDP)");
-    if (s->zero_stage >= 0 && !s->use_deepspeed)
-        return zt_fail(err, ZT_EINPUT, "zero_stage needs DeepSpeed (--use_deepspeed or distributed_type DEEPSPEED)");
     if (s->wrap) {
         if (zt_wrap_policy_parse(s->wrap, &req->wrap) != 0)
             return zt_fail(err, ZT_EINPUT, "fsdp_auto_wrap_policy: expected TRANSFORMER_BASED_WRAP, "

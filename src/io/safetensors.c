@@ -610,6 +610,120 @@ int zt_st_write_fill(const char *path, const zt_st_out *tensors, int n, const ch
     return st_write(path, tensors, n, metadata_format, fill, ctx, err);
 }
 
+/* One tensor to write, checked: a name that is not empty, valid UTF-8 and not
+ * __metadata__; a known dtype; 0..ZT_ST_MAX_DIMS dimensions, none negative; a byte
+ * size (numel * dtype size) that fits; data, unless a fill function provides it.
+ * Its byte size in *nbytes. */
+static int check_tensor(const char *path, const zt_st_out *t, int i, int have_fill, size_t *nbytes, zt_err *err)
+{
+    if (!t->name || !*t->name || strcmp(t->name, "__metadata__") == 0 ||
+        zt_utf8_invalid_at((const unsigned char *)t->name, strlen(t->name)) != strlen(t->name))
+        return zt_fail(err, ZT_EINPUT, "%s: write: tensor %d has an invalid name (empty, not UTF-8, or __metadata__)",
+                       path, i);
+    if (!st_name_of(t->dtype) || t->ndim < 0 || t->ndim > ZT_ST_MAX_DIMS)
+        return zt_fail(err, ZT_EINPUT, "%s: write: tensor \"%s\": bad dtype or ndim %d", path, t->name, t->ndim);
+    uint64_t numel = 1;
+    for (int d = 0; d < t->ndim; d++) {
+        if (t->shape[d] < 0)
+            return zt_fail(err, ZT_EINPUT, "%s: write: tensor \"%s\": negative shape[%d]", path, t->name, d);
+        if (t->shape[d] != 0 && numel > (uint64_t)INT64_MAX / (uint64_t)t->shape[d])
+            return zt_fail(err, ZT_EINPUT, "%s: write: tensor \"%s\": shape overflows", path, t->name);
+        numel *= (uint64_t)t->shape[d];
+    }
+    size_t es = zt_dtype_size(t->dtype);
+    if (numel > SIZE_MAX / es)
+        return zt_fail(err, ZT_EINPUT, "%s: write: tensor \"%s\": byte size overflows", path, t->name);
+    *nbytes = (size_t)numel * es;
+    if (*nbytes && !t->data && !have_fill)
+        return zt_fail(err, ZT_EINPUT, "%s: write: tensor \"%s\" has no data", path, t->name);
+    return ZT_OK;
+}
+
+/* Every tensor checked (check_tensor, byte sizes into nbytes) and no name twice
+ * (names: scratch for n names, sorted to find a repeat). */
+static int check_tensors(const char *path, const zt_st_out *tensors, int n, int have_fill, size_t *nbytes,
+                         const char **names, zt_err *err)
+{
+    for (int i = 0; i < n; i++) {
+        int rc = check_tensor(path, &tensors[i], i, have_fill, &nbytes[i], err);
+        if (rc)
+            return rc;
+        names[i] = tensors[i].name;
+    }
+    if (n > 1) {
+        qsort(names, (size_t)n, sizeof *names, cmp_cstr_ptr);
+        for (int i = 1; i < n; i++)
+            if (strcmp(names[i - 1], names[i]) == 0)
+                return zt_fail(err, ZT_EINPUT, "%s: write: duplicate tensor name \"%s\"", path, names[i]);
+    }
+    return ZT_OK;
+}
+
+/* The JSON header into h: {"__metadata__":{"format":...}, name:{dtype, shape,
+ * data_offsets}, ...} with the tensors' data back to back in list order, padded
+ * with spaces to a multiple of 8 bytes, at most ST_MAX_HEADER. */
+static int build_header(strbuf *h, const char *path, const zt_st_out *tensors, int n, const size_t *nbytes,
+                        const char *metadata_format, zt_err *err)
+{
+    sb_str(h, "{");
+    if (metadata_format) {
+        sb_str(h, "\"__metadata__\":{\"format\":");
+        sb_json_string(h, metadata_format);
+        sb_str(h, "}");
+    }
+    uint64_t off = 0;
+    for (int i = 0; i < n; i++) {
+        const zt_st_out *t = &tensors[i];
+        if (i || metadata_format)
+            sb_str(h, ",");
+        sb_json_string(h, t->name);
+        sb_printf(h, ":{\"dtype\":\"%s\",\"shape\":[", st_name_of(t->dtype));
+        for (int d = 0; d < t->ndim; d++)
+            sb_printf(h, d ? ",%lld" : "%lld", (long long)t->shape[d]);
+        if (off > UINT64_MAX - nbytes[i])
+            return zt_fail(err, ZT_EINPUT, "%s: write: total size overflows", path);
+        sb_printf(h, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off,
+                  (unsigned long long)(off + nbytes[i]));
+        off += nbytes[i];
+    }
+    sb_str(h, "}");
+    /* Pad with spaces (valid trailing JSON whitespace) so the data section,
+     * and with one dtype every tensor, starts 8-byte aligned. */
+    while (!h->oom && h->len % 8)
+        sb_str(h, " ");
+    if (h->oom)
+        return zt_fail(err, ZT_EFAIL, "%s: write: out of memory building the header", path);
+    if (h->len > ST_MAX_HEADER)
+        return zt_fail(err, ZT_EINPUT, "%s: write: header would be %zu bytes, over the limit", path, h->len);
+    return ZT_OK;
+}
+
+/* The file, atomically: the header's length (8 bytes, little-endian), the header,
+ * then each tensor's bytes (parts: scratch for n + 2 parts), from its data or, with
+ * fill, filled into one scratch buffer the size of the largest tensor. */
+static int write_file(const char *path, const zt_st_out *tensors, int n, const size_t *nbytes, const strbuf *h,
+                      zt_st_fill_fn fill, void *fill_ctx, zt_wpart *parts, zt_err *err)
+{
+    unsigned char len8[8];
+    for (int b = 0; b < 8; b++)
+        len8[b] = (unsigned char)((uint64_t)h->len >> (8 * b));
+    parts[0] = (zt_wpart){len8, 8};
+    parts[1] = (zt_wpart){h->p, h->len};
+    size_t largest = 0;
+    for (int i = 0; i < n; i++) {
+        parts[i + 2] = (zt_wpart){tensors[i].data, nbytes[i]};
+        largest = nbytes[i] > largest ? nbytes[i] : largest;
+    }
+    fill_parts fp = {parts, nbytes, fill, fill_ctx, NULL};
+    if (fill && largest && !(fp.scratch = xalloc(largest)))
+        return zt_fail(err, ZT_EFAIL, "%s: out of memory for a %zu-byte tensor", path, largest);
+    int rc = zt_write_atomic_fn(path, n + 2, fill_part, &fp, err);
+    if (fp.scratch)
+        xfree(fp.scratch, largest);
+    return rc;
+}
+
+/* Everything is checked, and the header built, before the disk is touched. */
 static int st_write(const char *path, const zt_st_out *tensors, int n, const char *metadata_format,
                     zt_st_fill_fn fill, void *fill_ctx, zt_err *err)
 {
@@ -620,7 +734,6 @@ static int st_write(const char *path, const zt_st_out *tensors, int n, const cha
             strlen(metadata_format))
         return zt_fail(err, ZT_EINPUT, "%s: write: metadata format is not valid UTF-8", path);
 
-    /* Validate everything before touching the disk. */
     size_t *nbytes = n ? xalloc((size_t)n * sizeof *nbytes) : NULL;
     const char **names = n ? xalloc((size_t)n * sizeof *names) : NULL;
     zt_wpart *parts = xalloc(((size_t)n + 2) * sizeof *parts);
@@ -628,104 +741,12 @@ static int st_write(const char *path, const zt_st_out *tensors, int n, const cha
     int rc = ZT_OK;
     if ((n && (!nbytes || !names)) || !parts)
         rc = zt_fail(err, ZT_EFAIL, "%s: out of memory", path);
-    for (int i = 0; i < n && rc == ZT_OK; i++) {
-        const zt_st_out *t = &tensors[i];
-        if (!t->name || !*t->name || strcmp(t->name, "__metadata__") == 0 ||
-            zt_utf8_invalid_at((const unsigned char *)t->name, strlen(t->name)) != strlen(t->name)) {
-            rc = zt_fail(err, ZT_EINPUT, "%s: write: tensor %d has an invalid name (empty, not UTF-8, or __metadata__)",
-                         path, i);
-            break;
-        }
-        if (!st_name_of(t->dtype) || t->ndim < 0 || t->ndim > ZT_ST_MAX_DIMS) {
-            rc = zt_fail(err, ZT_EINPUT, "%s: write: tensor \"%s\": bad dtype or ndim %d", path,
-                         t->name, t->ndim);
-            break;
-        }
-        uint64_t numel = 1;
-        for (int d = 0; d < t->ndim && rc == ZT_OK; d++) {
-            if (t->shape[d] < 0)
-                rc = zt_fail(err, ZT_EINPUT, "%s: write: tensor \"%s\": negative shape[%d]", path,
-                             t->name, d);
-            else if (t->shape[d] != 0 && numel > (uint64_t)INT64_MAX / (uint64_t)t->shape[d])
-                rc = zt_fail(err, ZT_EINPUT, "%s: write: tensor \"%s\": shape overflows", path, t->name);
-            else
-                numel *= (uint64_t)t->shape[d];
-        }
-        if (rc)
-            break;
-        size_t es = zt_dtype_size(t->dtype);
-        if (numel > SIZE_MAX / es) {
-            rc = zt_fail(err, ZT_EINPUT, "%s: write: tensor \"%s\": byte size overflows", path, t->name);
-            break;
-        }
-        nbytes[i] = (size_t)numel * es;
-        if (nbytes[i] && !t->data && !fill) {
-            rc = zt_fail(err, ZT_EINPUT, "%s: write: tensor \"%s\" has no data", path, t->name);
-            break;
-        }
-        names[i] = t->name;
-    }
-    if (rc == ZT_OK && n > 1) {
-        qsort(names, (size_t)n, sizeof *names, cmp_cstr_ptr);
-        for (int i = 1; i < n && rc == ZT_OK; i++)
-            if (strcmp(names[i - 1], names[i]) == 0)
-                rc = zt_fail(err, ZT_EINPUT, "%s: write: duplicate tensor name \"%s\"", path, names[i]);
-    }
-
-    if (rc == ZT_OK) {
-        sb_str(&h, "{");
-        if (metadata_format) {
-            sb_str(&h, "\"__metadata__\":{\"format\":");
-            sb_json_string(&h, metadata_format);
-            sb_str(&h, "}");
-        }
-        uint64_t off = 0;
-        for (int i = 0; i < n; i++) {
-            const zt_st_out *t = &tensors[i];
-            if (i || metadata_format)
-                sb_str(&h, ",");
-            sb_json_string(&h, t->name);
-            sb_printf(&h, ":{\"dtype\":\"%s\",\"shape\":[", st_name_of(t->dtype));
-            for (int d = 0; d < t->ndim; d++)
-                sb_printf(&h, d ? ",%lld" : "%lld", (long long)t->shape[d]);
-            if (off > UINT64_MAX - nbytes[i]) {
-                rc = zt_fail(err, ZT_EINPUT, "%s: write: total size overflows", path);
-                break;
-            }
-            sb_printf(&h, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off,
-                      (unsigned long long)(off + nbytes[i]));
-            off += nbytes[i];
-        }
-        sb_str(&h, "}");
-        /* Pad with spaces (valid trailing JSON whitespace) so the data section,
-         * and with one dtype every tensor, starts 8-byte aligned. */
-        while (!h.oom && h.len % 8)
-            sb_str(&h, " ");
-        if (rc == ZT_OK && h.oom)
-            rc = zt_fail(err, ZT_EFAIL, "%s: write: out of memory building the header", path);
-        if (rc == ZT_OK && h.len > ST_MAX_HEADER)
-            rc = zt_fail(err, ZT_EINPUT, "%s: write: header would be %zu bytes, over the limit", path, h.len);
-    }
-
-    if (rc == ZT_OK) {
-        unsigned char len8[8];
-        for (int b = 0; b < 8; b++)
-            len8[b] = (unsigned char)((uint64_t)h.len >> (8 * b));
-        parts[0] = (zt_wpart){len8, 8};
-        parts[1] = (zt_wpart){h.p, h.len};
-        size_t largest = 0;
-        for (int i = 0; i < n; i++) {
-            parts[i + 2] = (zt_wpart){tensors[i].data, nbytes[i]};
-            largest = nbytes[i] > largest ? nbytes[i] : largest;
-        }
-        fill_parts fp = {parts, nbytes, fill, fill_ctx, NULL};
-        if (fill && largest && !(fp.scratch = xalloc(largest)))
-            rc = zt_fail(err, ZT_EFAIL, "%s: out of memory for a %zu-byte tensor", path, largest);
-        if (rc == ZT_OK)
-            rc = zt_write_atomic_fn(path, n + 2, fill_part, &fp, err);
-        if (fp.scratch)
-            xfree(fp.scratch, largest);
-    }
+    if (rc == ZT_OK)
+        rc = check_tensors(path, tensors, n, fill != NULL, nbytes, names, err);
+    if (rc == ZT_OK)
+        rc = build_header(&h, path, tensors, n, nbytes, metadata_format, err);
+    if (rc == ZT_OK)
+        rc = write_file(path, tensors, n, nbytes, &h, fill, fill_ctx, parts, err);
     sb_free(&h);
     if (nbytes)
         xfree(nbytes, (size_t)n * sizeof *nbytes);

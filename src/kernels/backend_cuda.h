@@ -29,9 +29,6 @@
 #include "../core/status.h"
 #include "backend.h"
 
-/* 1 when this binary was built with `make cuda`. */
-int zt_cuda_built(void);
-
 /* The number of CUDA devices this process can see, in *count.  When there is none
  * (no device, no driver, a build without CUDA): ZT_EFAIL, *count = 0, and err says
  * "no CUDA device (why)" or "this ztrain was built without CUDA (make cuda)". */
@@ -60,10 +57,6 @@ int zt_cuda_use_device(int dev, zt_err *err);
  * and workspace, scratch).  NULL with err filled when this build has no CUDA, no
  * device is visible or the setup fails. */
 const zt_backend *zt_backend_cuda(zt_err *err);
-
-/* fp32 products: TF32 tensor cores only when allowed (--allow_tf32); off by default,
- * so fp32 means fp32 as on the CPU.  Takes effect for the next product. */
-void zt_cuda_set_allow_tf32(int allow);
 
 /* The backend's compute stream (a cudaStream_t), for events that order other streams
  * (NCCL's) against it; NULL before zt_backend_cuda succeeded. */

@@ -7,8 +7,6 @@
 
 #define NO_CUDA "this ztrain was built without CUDA (make cuda)"
 
-int zt_cuda_built(void) { return 0; }
-
 int zt_cuda_device_count(int *count, zt_err *err)
 {
     *count = 0;
@@ -40,8 +38,6 @@ const zt_backend *zt_backend_cuda(zt_err *err)
     zt_fail(err, ZT_EFAIL, NO_CUDA);
     return NULL;
 }
-
-void zt_cuda_set_allow_tf32(int allow) { (void)allow; }
 
 void *zt_cuda_stream(void) { return NULL; }
 

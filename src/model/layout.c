@@ -178,18 +178,24 @@ const zt_param *zt_layout_find(const zt_layout *lay, const char *name)
     return NULL;
 }
 
+const char *const zt_wrap_policy_names[] = {
+    [ZT_WRAP_TRANSFORMER] = "TRANSFORMER_BASED_WRAP",
+    [ZT_WRAP_SIZE] = "SIZE_BASED_WRAP",
+    [ZT_WRAP_NONE] = "NO_WRAP",
+    [ZT_WRAP_NONE + 1] = NULL,
+};
+
 int zt_wrap_policy_parse(const char *s, zt_wrap_policy *out)
 {
-    if (!strcmp(s, "TRANSFORMER_BASED_WRAP")) *out = ZT_WRAP_TRANSFORMER;
-    else if (!strcmp(s, "SIZE_BASED_WRAP")) *out = ZT_WRAP_SIZE;
-    else if (!strcmp(s, "NO_WRAP")) *out = ZT_WRAP_NONE;
-    else return -1;
-    return 0;
+    for (int w = ZT_WRAP_TRANSFORMER; w <= ZT_WRAP_NONE; w++)
+        if (!strcmp(s, zt_wrap_policy_names[w])) {
+            *out = (zt_wrap_policy)w;
+            return 0;
+        }
+    return -1;
 }
 
 const char *zt_wrap_policy_name(zt_wrap_policy w)
 {
-    return w == ZT_WRAP_TRANSFORMER ? "TRANSFORMER_BASED_WRAP"
-         : w == ZT_WRAP_SIZE        ? "SIZE_BASED_WRAP"
-                                    : "NO_WRAP";
+    return zt_wrap_policy_names[w >= ZT_WRAP_TRANSFORMER && w <= ZT_WRAP_SIZE ? w : ZT_WRAP_NONE];
 }

@@ -72,6 +72,10 @@ void zt_layout_free(zt_layout *lay);
 const zt_param *zt_layout_param(const zt_layout *lay, int layer, zt_param_kind kind);
 const zt_param *zt_layout_find(const zt_layout *lay, const char *name);
 
+/* FSDP's names of the wrap policies (fsdp_auto_wrap_policy), indexed by
+ * zt_wrap_policy and NULL-terminated: the one list that the Accelerate reader's
+ * schema, the parser and the names below share. */
+extern const char *const zt_wrap_policy_names[];
 int zt_wrap_policy_parse(const char *s, zt_wrap_policy *out);
 const char *zt_wrap_policy_name(zt_wrap_policy w);
 

@@ -61,16 +61,51 @@ static int resolve_offload(const zt_plan_request *r, zt_plan *p, zt_err *err)
     return ZT_OK;
 }
 
-int zt_plan_resolve(const zt_plan_request *r, int world, zt_plan *p, zt_err *err)
-{
-    memset(p, 0, sizeof *p);
-    p->face = r->face;
-    p->world = world;
-    p->min_num_params = r->min_num_params;
-    int rc;
+/* The knobs that belong to one face, in one table: given under another face (or
+ * plain data parallel), a knob is refused, naming it and how to choose its face.
+ * Settings from flags and config files land in the request, so this is the only
+ * place these rules live. */
+typedef struct face_knob {
+    const char *knobs;   /* as the user writes them */
+    int plural;          /* "need" rather than "needs" */
+    zt_face face;
+    int (*given)(const zt_plan_request *r);
+    const char *hint;    /* after the face, "" or "; what the other face uses" */
+} face_knob;
 
-    /* where it runs: a name here; whether this build has it is the trainer's check
-     * (kernels/backend.h: zt_backend_open) */
+static int prefetch_given(const zt_plan_request *r)
+{
+    return r->backward_prefetch || r->forward_prefetch != ZT_UNSET;
+}
+static int sharding_given(const zt_plan_request *r) { return r->sharding != ZT_SHARDING_UNSET; }
+static int limit_given(const zt_plan_request *r) { return r->limit_all_gathers != ZT_UNSET; }
+static int zero_stage_given(const zt_plan_request *r) { return r->zero_stage >= 0; }
+
+static const face_knob face_knobs[] = {
+    {"fsdp_backward_prefetch and fsdp_forward_prefetch", 1, ZT_FACE_FSDP, prefetch_given,
+     "; DeepSpeed prefetches by stage3_prefetch_bucket_size"},
+    {"fsdp_sharding_strategy", 0, ZT_FACE_FSDP, sharding_given, ""},
+    {"zero_stage", 0, ZT_FACE_DEEPSPEED, zero_stage_given, ""},
+    {"fsdp_limit_all_gathers", 0, ZT_FACE_FSDP, limit_given, ""},
+};
+
+static int check_face_knobs(const zt_plan_request *r, zt_err *err)
+{
+    for (size_t i = 0; i < sizeof face_knobs / sizeof face_knobs[0]; i++) {
+        const face_knob *k = &face_knobs[i];
+        if (r->face != k->face && k->given(r))
+            return zt_fail(err, ZT_EINPUT, "%s %s %s%s", k->knobs, k->plural ? "need" : "needs",
+                           k->face == ZT_FACE_FSDP ? "FSDP (--use_fsdp or distributed_type FSDP)"
+                                                   : "DeepSpeed (--use_deepspeed or distributed_type DEEPSPEED)",
+                           k->hint);
+    }
+    return ZT_OK;
+}
+
+/* Where it runs: a name here; whether this build has it is the trainer's check
+ * (kernels/backend.h: zt_backend_open). */
+static int resolve_device(const zt_plan_request *r, zt_plan *p, zt_err *err)
+{
     const char *dev = r->device ? r->device : "cpu", *cb = r->comm_backend ? r->comm_backend : "auto";
     if (strcmp(dev, "cpu") && strcmp(dev, "cuda") && strcmp(dev, "emu"))
         return zt_fail(err, ZT_EINPUT, "--device '%s': expected cpu or cuda", dev);
@@ -82,20 +117,14 @@ int zt_plan_resolve(const zt_plan_request *r, int world, zt_plan *p, zt_err *err
     snprintf(p->device, sizeof p->device, "%s", dev);
     /* the host's buffers go to MPI as they are: only a device has a choice */
     snprintf(p->comm, sizeof p->comm, "%s", !strcmp(dev, "cpu") ? "mpi" : cb);
+    return ZT_OK;
+}
 
-    /* the precision plan */
-    zt_precision_request pr = {
-        .deepspeed = r->face == ZT_FACE_DEEPSPEED, .torch_dtype = r->torch_dtype,
-        .config_dtype = r->config_dtype, .mixed_precision = r->mixed_precision,
-        .reduce_dtype = r->reduce_dtype, .master_compensation = r->master_compensation,
-        .ls_initial_scale_power = r->ls_initial_scale_power, .ls_window = r->ls_window,
-        .ls_hysteresis = r->ls_hysteresis, .ls_min_scale = r->ls_min_scale,
-    };
-    if ((rc = zt_precision_resolve(&pr, &p->prec, &p->mixed, &p->ls, err)))
-        return rc;
-
-    /* stage, groups and wrapping */
-    int group = world;
+/* The face's stage, strategy and wrapping: FSDP's sharding strategy names a stage
+ * (default FULL_SHARD), DeepSpeed's zero_stage is one (default 2), plain data
+ * parallel is stage 0. */
+static int resolve_stage(const zt_plan_request *r, zt_plan *p, zt_err *err)
+{
     if (r->face == ZT_FACE_FSDP) {
         zt_sharding s = r->sharding == ZT_SHARDING_UNSET ? ZT_SHARDING_FULL_SHARD : r->sharding;
         p->stage = s == ZT_SHARDING_NO_SHARD ? 0
@@ -120,6 +149,15 @@ int zt_plan_resolve(const zt_plan_request *r, int world, zt_plan *p, zt_err *err
          * whole model, as DDP's gradient buckets do */
         p->wrap = r->wrap_set ? r->wrap : ZT_WRAP_TRANSFORMER;
     }
+    return ZT_OK;
+}
+
+/* The machines and the shard group: the world, or with hybrid sharding one
+ * machine's ranks (or ranks_per_node), which must divide the world; stage 0 keeps
+ * one whole copy per rank (group 1). */
+static int resolve_groups(const zt_plan_request *r, int world, zt_plan *p, zt_err *err)
+{
+    int group = world;
     p->machines = r->machines > 0 ? r->machines : 1;
     p->machine_ranks = r->machines > 0 ? r->machine_ranks : world;
     if (p->hybrid && r->ranks_per_node <= 0 && !p->machine_ranks)
@@ -138,8 +176,13 @@ int zt_plan_resolve(const zt_plan_request *r, int world, zt_plan *p, zt_err *err
         return zt_fail(err, ZT_EINPUT, "ranks_per_node applies to HYBRID_SHARD and HYBRID_SHARD_ZERO2 only");
     }
     p->group_size = p->stage == 0 ? 1 : group;
+    return ZT_OK;
+}
 
-    /* overlap of collectives with compute */
+/* Overlap of collectives with compute, by the face's knobs and defaults, then
+ * turned off below the stages it applies to (prefetch: 3; reduce: 2-3). */
+static int resolve_overlap(const zt_plan_request *r, zt_plan *p, zt_err *err)
+{
     zt_overlap *ov = &p->overlap;
     if (r->face == ZT_FACE_FSDP) {
         ov->backward_prefetch = ZT_BACKWARD_PREFETCH_PRE;
@@ -172,8 +215,6 @@ int zt_plan_resolve(const zt_plan_request *r, int world, zt_plan *p, zt_err *err
     } else { /* DDP all-reduces its gradient buckets during the backward */
         ov->overlap_reduce = 1;
     }
-    if (r->limit_all_gathers != ZT_UNSET && r->face != ZT_FACE_FSDP)
-        return zt_fail(err, ZT_EINPUT, "fsdp_limit_all_gathers needs FSDP (--use_fsdp or distributed_type FSDP)");
     if (p->stage < 3) {
         ov->forward_prefetch = 0;
         ov->backward_prefetch = ZT_BACKWARD_PREFETCH_NONE;
@@ -186,9 +227,28 @@ int zt_plan_resolve(const zt_plan_request *r, int world, zt_plan *p, zt_err *err
         ov->reduce_bucket = 0; /* DeepSpeed's stage 0 all-reduces whole (allreduce_bucket_size, not read) */
     if (p->stage == 1) /* ZeRO-1 reduces at the step */
         ov->overlap_reduce = 0;
+    return ZT_OK;
+}
 
-    rc = resolve_offload(r, p, err);
-    if (rc)
+int zt_plan_resolve(const zt_plan_request *r, int world, zt_plan *p, zt_err *err)
+{
+    memset(p, 0, sizeof *p);
+    p->face = r->face;
+    p->world = world;
+    p->min_num_params = r->min_num_params;
+    int rc;
+    if ((rc = check_face_knobs(r, err)) || (rc = resolve_device(r, p, err)))
+        return rc;
+    zt_precision_request pr = {
+        .deepspeed = r->face == ZT_FACE_DEEPSPEED, .torch_dtype = r->torch_dtype,
+        .config_dtype = r->config_dtype, .mixed_precision = r->mixed_precision,
+        .reduce_dtype = r->reduce_dtype, .master_compensation = r->master_compensation,
+        .ls_initial_scale_power = r->ls_initial_scale_power, .ls_window = r->ls_window,
+        .ls_hysteresis = r->ls_hysteresis, .ls_min_scale = r->ls_min_scale,
+    };
+    if ((rc = zt_precision_resolve(&pr, &p->prec, &p->mixed, &p->ls, err)) || (rc = resolve_stage(r, p, err)) ||
+        (rc = resolve_groups(r, world, p, err)) || (rc = resolve_overlap(r, p, err)) ||
+        (rc = resolve_offload(r, p, err)))
         return rc;
     zt_precision_mode(&p->prec, r->face == ZT_FACE_FSDP, r->face == ZT_FACE_DEEPSPEED, p->mode, sizeof p->mode);
     return ZT_OK;

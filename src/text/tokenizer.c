@@ -445,7 +445,10 @@ static int is_fallback_or_unk(const zt_tokenizer *t, int32_t id)
     return 0;
 }
 
-static int load_model(zt_tokenizer *t, const cJSON *m, const cJSON *added, const char *file, zt_err *err)
+/* model: the fields ztrain honours must have the values it implements (BPE, no
+ * dropout, no subword prefix or suffix), the three switches must be booleans, and
+ * vocab and merges must have their JSON types. */
+static int check_model(zt_tokenizer *t, const cJSON *m, const char *file, zt_err *err)
 {
     const char *type = str_of(m, "type");
     if (!type || strcmp(type, "BPE"))
@@ -462,14 +465,17 @@ static int load_model(zt_tokenizer *t, const cJSON *m, const cJSON *added, const
     t->ignore_merges = bool_of(m, "ignore_merges", 0);
     if (t->fuse_unk < 0 || t->byte_fallback < 0 || t->ignore_merges < 0)
         return refuse(err, file, "model", "fuse_unk, byte_fallback and ignore_merges must be true or false");
-    const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(m, "vocab");
-    const cJSON *merges = cJSON_GetObjectItemCaseSensitive(m, "merges");
-    if (!cJSON_IsObject(vocab))
+    if (!cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(m, "vocab")))
         return refuse(err, file, "model.vocab", "expected an object of token -> id");
-    if (!cJSON_IsArray(merges))
+    if (!cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(m, "merges")))
         return refuse(err, file, "model.merges", "expected an array");
+    return ZT_OK;
+}
 
-    /* vocabulary size: the largest id of the model and the added tokens, + 1 */
+/* The vocabulary's size, the largest id of the model and the added tokens + 1 (each
+ * id checked to be an integer in [0, 1e9]), and the per-id tables for that size. */
+static int size_vocab(zt_tokenizer *t, const cJSON *vocab, const cJSON *added, const char *file, zt_err *err)
+{
     long max_id = -1;
     const cJSON *e;
     cJSON_ArrayForEach(e, vocab)
@@ -500,60 +506,67 @@ static int load_model(zt_tokenizer *t, const cJSON *m, const cJSON *added, const
     t->bigram = zt_alloc(ZT_MEM_OTHER, 65536 / 8);
     if (!t->dec_off || !t->dec_len || !t->name_off || !t->is_special || !t->bigram)
         return zt_fail(err, ZT_EFAIL, "%s: out of memory for %zu tokens", file, nv);
+    return ZT_OK;
+}
 
-    /* vocabulary: key -> id, and each id's decoded bytes */
-    cJSON_ArrayForEach(e, vocab)
-    {
-        int32_t id = (int32_t)e->valuedouble;
-        size_t sl = strlen(e->string);
-        uint8_t *key = malloc(sl + 1);
-        if (!key)
-            return zt_fail(err, ZT_EFAIL, "out of memory");
-        long kl;
-        if (t->family == FAMILY_BYTE_LEVEL) {
-            kl = byte_level_key(e->string, key);
-        } else {
-            memcpy(key, e->string, sl);
-            kl = (long)sl;
-        }
-        int added_new = 0, rc = ZT_OK;
-        if (kl >= 0) {
-            long at = zt_strmap_put(&t->vocab, key, (size_t)kl, id, &added_new);
-            if (at < 0)
-                rc = zt_fail(err, ZT_EFAIL, "out of memory");
-            else if (!added_new)
-                rc = zt_fail(err, ZT_EINPUT, "%s: model.vocab[\"%s\"]: the same token as id %d", file, e->string,
-                             t->vocab.values[at]);
-        }
-        if (!rc && t->name_off[id])
-            rc = zt_fail(err, ZT_EINPUT, "%s: model.vocab[\"%s\"]: id %d is already \"%s\"", file, e->string, id,
-                         name_of(t, id));
-        if (!rc) {
-            uint8_t *dec = malloc(sl + 1);
-            size_t dl = 0;
-            if (!dec) {
-                rc = zt_fail(err, ZT_EFAIL, "out of memory");
-            } else {
-                if (t->family == FAMILY_BYTE_LEVEL && kl >= 0)
-                    memcpy(dec, key, (size_t)(dl = (size_t)kl));
-                else if (t->family == FAMILY_BYTE_LEVEL)
-                    memcpy(dec, e->string, dl = sl);
-                else
-                    dl = sp_decoded(t, e->string, dec);
-                if (set_token(t, id, e->string, dec, dl))
-                    rc = zt_fail(err, ZT_EFAIL, "out of memory");
-                free(dec);
-            }
-        }
-        for (long k = 0; k + 1 < kl; k++) {
-            unsigned bit = (unsigned)key[k] << 8 | key[k + 1];
-            t->bigram[bit >> 3] |= (uint8_t)(1u << (bit & 7));
-        }
-        free(key);
-        if (rc)
-            return rc;
+/* One entry of model.vocab (its id already checked by size_vocab): key -> id in
+ * the map (byte-level keys are the bytes the token's characters stand for), the
+ * id's name and decoded bytes, and the key's byte pairs in the bigram set. */
+static int add_vocab_entry(zt_tokenizer *t, const cJSON *e, const char *file, zt_err *err)
+{
+    int32_t id = (int32_t)e->valuedouble;
+    size_t sl = strlen(e->string);
+    uint8_t *key = malloc(sl + 1);
+    if (!key)
+        return zt_fail(err, ZT_EFAIL, "out of memory");
+    long kl;
+    if (t->family == FAMILY_BYTE_LEVEL) {
+        kl = byte_level_key(e->string, key);
+    } else {
+        memcpy(key, e->string, sl);
+        kl = (long)sl;
     }
-    /* the symbol of each byte: byte-level its one-byte token, SentencePiece <0xNN> */
+    int added_new = 0, rc = ZT_OK;
+    if (kl >= 0) {
+        long at = zt_strmap_put(&t->vocab, key, (size_t)kl, id, &added_new);
+        if (at < 0)
+            rc = zt_fail(err, ZT_EFAIL, "out of memory");
+        else if (!added_new)
+            rc = zt_fail(err, ZT_EINPUT, "%s: model.vocab[\"%s\"]: the same token as id %d", file, e->string,
+                         t->vocab.values[at]);
+    }
+    if (!rc && t->name_off[id])
+        rc = zt_fail(err, ZT_EINPUT, "%s: model.vocab[\"%s\"]: id %d is already \"%s\"", file, e->string, id,
+                     name_of(t, id));
+    if (!rc) {
+        uint8_t *dec = malloc(sl + 1);
+        size_t dl = 0;
+        if (!dec) {
+            rc = zt_fail(err, ZT_EFAIL, "out of memory");
+        } else {
+            if (t->family == FAMILY_BYTE_LEVEL && kl >= 0)
+                memcpy(dec, key, (size_t)(dl = (size_t)kl));
+            else if (t->family == FAMILY_BYTE_LEVEL)
+                memcpy(dec, e->string, dl = sl);
+            else
+                dl = sp_decoded(t, e->string, dec);
+            if (set_token(t, id, e->string, dec, dl))
+                rc = zt_fail(err, ZT_EFAIL, "out of memory");
+            free(dec);
+        }
+    }
+    for (long k = 0; k + 1 < kl; k++) {
+        unsigned bit = (unsigned)key[k] << 8 | key[k + 1];
+        t->bigram[bit >> 3] |= (uint8_t)(1u << (bit & 7));
+    }
+    free(key);
+    return rc;
+}
+
+/* The symbol of each byte (byte-level: its one-byte token; SentencePiece with
+ * byte_fallback: <0xNN>; else none, -1) and model.unk_token's id (-1: none). */
+static int load_byte_and_unk_ids(zt_tokenizer *t, const cJSON *m, const char *file, zt_err *err)
+{
     for (int b = 0; b < 256; b++) {
         char name[8];
         uint8_t one = (uint8_t)b;
@@ -578,60 +591,87 @@ static int load_model(zt_tokenizer *t, const cJSON *m, const cJSON *added, const
     } else if (!is_null_or_absent(m, "unk_token")) {
         return refuse(err, file, "model.unk_token", "expected a string or null");
     }
+    return ZT_OK;
+}
 
-    /* merges: "left right" strings or [left, right] pairs, rank = position */
+/* model.merges[i], "left right" or [left, right]: rank i, merging left's and
+ * right's ids into their concatenation's; all three must be in the vocabulary. */
+static int add_merge(zt_tokenizer *t, const cJSON *e, int i, const char *file, zt_err *err)
+{
+    char *left = NULL, *right = NULL, *dup = NULL;
+    if (cJSON_IsString(e)) {
+        dup = strdup(e->valuestring);
+        char *sp = dup ? strchr(dup, ' ') : NULL;
+        if (sp && !strchr(sp + 1, ' ')) {
+            *sp = 0;
+            left = dup, right = sp + 1;
+        }
+    } else if (cJSON_IsArray(e) && cJSON_GetArraySize(e) == 2 && cJSON_IsString(cJSON_GetArrayItem(e, 0)) &&
+               cJSON_IsString(cJSON_GetArrayItem(e, 1))) {
+        left = cJSON_GetArrayItem(e, 0)->valuestring, right = cJSON_GetArrayItem(e, 1)->valuestring;
+    }
+    int rc = ZT_OK;
+    if (!left) {
+        rc = zt_fail(err, ZT_EINPUT, "%s: model.merges[%d]: expected \"left right\" or [\"left\", \"right\"]", file, i);
+    } else {
+        size_t ll = strlen(left), rl = strlen(right);
+        uint8_t *k = malloc(ll + rl + 1);
+        long kl = -1, kr = -1;
+        if (!k) {
+            rc = zt_fail(err, ZT_EFAIL, "out of memory");
+        } else {
+            if (t->family == FAMILY_BYTE_LEVEL) {
+                kl = byte_level_key(left, k);
+                kr = kl >= 0 ? byte_level_key(right, k + kl) : -1;
+            } else {
+                memcpy(k, left, ll), memcpy(k + ll, right, rl);
+                kl = (long)ll, kr = (long)rl;
+            }
+            long a = kl >= 0 ? zt_strmap_find(&t->vocab, k, (size_t)kl) : -1;
+            long b = kr >= 0 ? zt_strmap_find(&t->vocab, k + kl, (size_t)kr) : -1;
+            long c = kl >= 0 && kr >= 0 ? zt_strmap_find(&t->vocab, k, (size_t)(kl + kr)) : -1;
+            if (a < 0 || b < 0 || c < 0)
+                rc = zt_fail(err, ZT_EINPUT, "%s: model.merges[%d]: \"%s\", \"%s\" or their concatenation is not in model.vocab",
+                             file, i, left, right);
+            else if (zt_merges_add(&t->merges, t->vocab.values[a], t->vocab.values[b], i, t->vocab.values[c]) < 0)
+                rc = zt_fail(err, ZT_EFAIL, "out of memory");
+            /* a merge of a byte-fallback or unk symbol makes a token whose
+             * text is not the input's: the bigram rule below cannot see it */
+            else if (is_fallback_or_unk(t, t->vocab.values[a]) || is_fallback_or_unk(t, t->vocab.values[b]))
+                t->sp_splits = 0;
+            free(k);
+        }
+    }
+    free(dup);
+    return rc;
+}
+
+/* tokenizer.json's model: checked, then the vocabulary, the byte and unk symbols,
+ * and the merges (rank = position in model.merges). */
+static int load_model(zt_tokenizer *t, const cJSON *m, const cJSON *added, const char *file, zt_err *err)
+{
+    int rc = check_model(t, m, file, err);
+    if (rc)
+        return rc;
+    const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(m, "vocab");
+    const cJSON *merges = cJSON_GetObjectItemCaseSensitive(m, "merges");
+    if ((rc = size_vocab(t, vocab, added, file, err)))
+        return rc;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, vocab)
+    {
+        if ((rc = add_vocab_entry(t, e, file, err)))
+            return rc;
+    }
+    if ((rc = load_byte_and_unk_ids(t, m, file, err)))
+        return rc;
     int nm = cJSON_GetArraySize(merges);
     if (zt_merges_init(&t->merges, (size_t)nm))
         return zt_fail(err, ZT_EFAIL, "out of memory for %d merges", nm);
-    i = 0;
+    int i = 0;
     cJSON_ArrayForEach(e, merges)
     {
-        char *left = NULL, *right = NULL, *dup = NULL;
-        if (cJSON_IsString(e)) {
-            dup = strdup(e->valuestring);
-            char *sp = dup ? strchr(dup, ' ') : NULL;
-            if (sp && !strchr(sp + 1, ' ')) {
-                *sp = 0;
-                left = dup, right = sp + 1;
-            }
-        } else if (cJSON_IsArray(e) && cJSON_GetArraySize(e) == 2 && cJSON_IsString(cJSON_GetArrayItem(e, 0)) &&
-                   cJSON_IsString(cJSON_GetArrayItem(e, 1))) {
-            left = cJSON_GetArrayItem(e, 0)->valuestring, right = cJSON_GetArrayItem(e, 1)->valuestring;
-        }
-        int rc = ZT_OK;
-        if (!left) {
-            rc = zt_fail(err, ZT_EINPUT, "%s: model.merges[%d]: expected \"left right\" or [\"left\", \"right\"]", file, i);
-        } else {
-            size_t ll = strlen(left), rl = strlen(right);
-            uint8_t *k = malloc(ll + rl + 1);
-            long kl = -1, kr = -1;
-            if (!k) {
-                rc = zt_fail(err, ZT_EFAIL, "out of memory");
-            } else {
-                if (t->family == FAMILY_BYTE_LEVEL) {
-                    kl = byte_level_key(left, k);
-                    kr = kl >= 0 ? byte_level_key(right, k + kl) : -1;
-                } else {
-                    memcpy(k, left, ll), memcpy(k + ll, right, rl);
-                    kl = (long)ll, kr = (long)rl;
-                }
-                long a = kl >= 0 ? zt_strmap_find(&t->vocab, k, (size_t)kl) : -1;
-                long b = kr >= 0 ? zt_strmap_find(&t->vocab, k + kl, (size_t)kr) : -1;
-                long c = kl >= 0 && kr >= 0 ? zt_strmap_find(&t->vocab, k, (size_t)(kl + kr)) : -1;
-                if (a < 0 || b < 0 || c < 0)
-                    rc = zt_fail(err, ZT_EINPUT, "%s: model.merges[%d]: \"%s\", \"%s\" or their concatenation is not in model.vocab",
-                                 file, i, left, right);
-                else if (zt_merges_add(&t->merges, t->vocab.values[a], t->vocab.values[b], i, t->vocab.values[c]) < 0)
-                    rc = zt_fail(err, ZT_EFAIL, "out of memory");
-                /* a merge of a byte-fallback or unk symbol makes a token whose
-                 * text is not the input's: the bigram rule below cannot see it */
-                else if (is_fallback_or_unk(t, t->vocab.values[a]) || is_fallback_or_unk(t, t->vocab.values[b]))
-                    t->sp_splits = 0;
-                free(k);
-            }
-        }
-        free(dup);
-        if (rc)
+        if ((rc = add_merge(t, e, i, file, err)))
             return rc;
         i++;
     }

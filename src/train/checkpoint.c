@@ -77,16 +77,6 @@ static int view_find(const state_view *v, int unit, zt_state_role role)
     return v->slot[unit * ZT_STATE_NROLES + (int)role];
 }
 
-/* Every rank learns the worst status; a rank that did not fail returns it with
- * an empty message, so each error is printed once, by the rank it happened on. */
-static int agree(zt_comm *comm, int rc, zt_err *err)
-{
-    int worst = zt_comm_max_int(comm, rc);
-    if (worst != ZT_OK && rc == ZT_OK)
-        return zt_fail(err, worst, "%s", "");
-    return rc;
-}
-
 /* Rank 0's string (cap bytes) on every rank. */
 static int share_string(zt_comm *comm, char *s, size_t cap, zt_err *err)
 {
@@ -427,7 +417,7 @@ int zt_ckpt_save(const zt_ckpt_save_args *sa, zt_engine *eng, const zt_ckpt_stat
                 remove_tree(tmpdir);
         }
     }
-    if ((rc = agree(comm, rc, err)) || (rc = share_string(comm, tmpdir, sizeof tmpdir, err)))
+    if ((rc = zt_comm_agree(comm, rc, err)) || (rc = share_string(comm, tmpdir, sizeof tmpdir, err)))
         return rc;
     /* 1. the model: the full HF directory (a collective gather), or its config alone */
     if (sa->write_model) {
@@ -439,15 +429,15 @@ int zt_ckpt_save(const zt_ckpt_save_args *sa, zt_engine *eng, const zt_ckpt_stat
         c.torch_dtype = sa->model_dtype;
         rc = zt_hf_config_write(path, &c, err);
     }
-    rc = agree(comm, rc, err);
+    rc = zt_comm_agree(comm, rc, err);
     /* 2. the shards: the first rank holding each slice writes it */
     shard_entry me = {0}, *all = NULL;
     if (rc == ZT_OK && comm->rank == zt_engine_group_rank(eng))
         rc = write_shard(tmpdir, eng, &me, err);
-    rc = agree(comm, rc, err);
+    rc = zt_comm_agree(comm, rc, err);
     if (rc == ZT_OK) {
         all = zt_alloc(ZT_MEM_OTHER, (size_t)comm->world * sizeof *all);
-        rc = agree(comm, all ? ZT_OK : zt_fail(err, ZT_EFAIL, "out of memory saving %s", final), err);
+        rc = zt_comm_agree(comm, all ? ZT_OK : zt_fail(err, ZT_EFAIL, "out of memory saving %s", final), err);
     }
     if (rc == ZT_OK)
         zt_comm_allgather_bytes(comm, all, &me, sizeof me);
@@ -463,7 +453,7 @@ int zt_ckpt_save(const zt_ckpt_save_args *sa, zt_engine *eng, const zt_ckpt_stat
             rep->bytes_other_max = all[q].bytes > rep->bytes_other_max ? all[q].bytes : rep->bytes_other_max;
         }
     }
-    rc = agree(comm, rc, err);
+    rc = zt_comm_agree(comm, rc, err);
     if (rc == ZT_OK && rank0)
         rc = publish(tmpdir, final, sa->output_dir, st->step, err);
     if (rank0) {
@@ -476,7 +466,7 @@ int zt_ckpt_save(const zt_ckpt_save_args *sa, zt_engine *eng, const zt_ckpt_stat
         }
     }
     zt_free(ZT_MEM_OTHER, all, all ? (size_t)comm->world * sizeof *all : 0);
-    rc = agree(comm, rc, err);
+    rc = zt_comm_agree(comm, rc, err);
     if (rc != ZT_OK && err->msg[0]) /* only the rank that failed has a message to say */
         zt_wrap(err, "saving %s: ", final);
     if (rc == ZT_OK && where)
@@ -581,7 +571,7 @@ int zt_ckpt_resolve(const char *spec, const char *output_dir, zt_comm *comm, cha
                              output_dir);
         }
     }
-    if ((rc = agree(comm, rc, err)))
+    if ((rc = zt_comm_agree(comm, rc, err)))
         return rc;
     return share_string(comm, dir, 4096, err);
 }

@@ -94,8 +94,8 @@ int zt_evaluator_run(zt_evaluator *ev, zt_comm *comm, zt_eval_result *out, zt_er
             ev->mine[k * B + b] = ev->model.be->xent(NULL, NULL, logits + (size_t)b * T * ev->V,
                                                      ev->targets + (size_t)b * T, T, ev->V, 0.0f);
     }
-    if (zt_comm_max_int(comm, rc) != ZT_OK)
-        return rc ? rc : zt_fail(err, ZT_EFAIL, "%s", ""); /* the failing rank reports it */
+    if ((rc = zt_comm_agree(comm, rc, err)))
+        return rc; /* the failing rank reports it */
     zt_comm_allgather_bytes(comm, ev->all, ev->mine, slots(ev) * sizeof(double));
     /* window w sits in round k = w / (BW), on rank q = (w / B) % W, in row w % B */
     double sum = 0.0;

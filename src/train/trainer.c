@@ -242,16 +242,6 @@ static zt_ckpt_hparams run_hparams(const zt_train_args *a, const run_state *r, i
     return h;
 }
 
-/* Every rank learns the worst status; the ranks that did not fail return it
- * with an empty message, so each error is printed once, by its own rank. */
-static int agree(zt_comm *comm, int rc, zt_err *err)
-{
-    int worst = zt_comm_max_int(comm, rc);
-    if (worst != ZT_OK && rc == ZT_OK)
-        return zt_fail(err, worst, "%s", "");
-    return rc;
-}
-
 /* The run's device: the backend table the plan names, bound to this rank's
  * device (one per rank, by its place on its machine), and the path of the
  * collectives for it: the host's buffers go to MPI as they are; a device's go
@@ -271,7 +261,7 @@ static int open_device(const zt_plan *plan, zt_comm *comm, const zt_backend **ou
         rc = zt_fail(err, ZT_EINPUT, "--comm_backend nccl: %d ranks on this machine share %d GPU%s, and NCCL refuses "
                      "two ranks on one GPU; use --comm_backend mpi (staged through host memory) or one rank per GPU",
                      comm->topo.machine_size, devices, devices == 1 ? "" : "s");
-    if ((rc = agree(comm, rc, err)))
+    if ((rc = zt_comm_agree(comm, rc, err)))
         return rc;
     *out = be;
     if (be->host_visible)
@@ -279,7 +269,7 @@ static int open_device(const zt_plan *plan, zt_comm *comm, const zt_backend **ou
     int staged = strcmp(be->name, "cuda") != 0 || !strcmp(plan->comm, "mpi") || shared;
     staged = zt_comm_max_int(comm, staged);
     zt_comm_device dev = zt_engine_comm_device(be);
-    return agree(comm, zt_comm_set_device(comm, staged ? ZT_COMM_STAGED : ZT_COMM_NCCL, &dev, err), err);
+    return zt_comm_agree(comm, zt_comm_set_device(comm, staged ? ZT_COMM_STAGED : ZT_COMM_NCCL, &dev, err), err);
 }
 
 /* ---- the training loop ------------------------------------------------------
@@ -392,11 +382,11 @@ static int train_setup(trainer *t, const zt_train_args *a, zt_err *err)
         t->have_ev = rc == ZT_OK;
     }
     t->last_eval = NAN;
-    if ((rc = agree(comm, rc, err)))
+    if ((rc = zt_comm_agree(comm, rc, err)))
         return rc;
-    if ((rc = agree(comm, check_agreement(a, &t->r, t->have_ev ? &t->ev : NULL, comm, err), err)))
+    if ((rc = zt_comm_agree(comm, check_agreement(a, &t->r, t->have_ev ? &t->ev : NULL, comm, err), err)))
         return rc;
-    if (a->output_dir && (rc = agree(comm, zt_ckpt_probe_output_dir(a->output_dir, err), err)))
+    if (a->output_dir && (rc = zt_comm_agree(comm, zt_ckpt_probe_output_dir(a->output_dir, err), err)))
         return rc;
     t->hp = run_hparams(a, &t->r, t->W);
     zt_ckpt_state resumed = {0};
@@ -404,7 +394,7 @@ static int train_setup(trainer *t, const zt_train_args *a, zt_err *err)
         char dir[4096];
         zt_ckpt_load_args la = {&a->plan, &t->hp, a->override_checkpoint_args, a->allow_precision_change, t->talk};
         if ((rc = zt_ckpt_resolve(a->resume_dir, a->output_dir, comm, dir, err)) ||
-            (rc = agree(comm, zt_ckpt_load(dir, &la, t->r.eng, &resumed, err), err)))
+            (rc = zt_comm_agree(comm, zt_ckpt_load(dir, &la, t->r.eng, &resumed, err), err)))
             return rc;
     }
     zt_engine_refresh_gathered(t->r.eng);
@@ -802,7 +792,7 @@ static int train_finish(trainer *t, zt_train_result *res, zt_err *err)
     }
     /* the final model: rank 0 writes, every rank learns whether it did */
     int rc;
-    if (a->output_dir && (rc = agree(t->comm, zt_hf_save(a->output_dir, &r->cfg, &r->lay, r->eng, a->plan.prec.save,
+    if (a->output_dir && (rc = zt_comm_agree(t->comm, zt_hf_save(a->output_dir, &r->cfg, &r->lay, r->eng, a->plan.prec.save,
                                                          a->max_shard_bytes, t->rank0, err), err)))
         return rc;
     if (t->talk) {

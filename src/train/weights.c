@@ -22,10 +22,8 @@ int zt_hf_save(const char *dir, const zt_llama_config *cfg, const zt_layout *lay
     for (int i = 0; i < lay->nparams && rc == ZT_OK; i++)
         if (!(vals[i] = zt_alloc(ZT_MEM_OTHER, lay->params[i].numel * sizeof(float))))
             rc = zt_fail(err, ZT_EFAIL, "out of memory saving %s", dir);
-    /* every rank takes part in the gather, whatever happened locally */
-    if (zt_comm_max_int(zt_engine_comm(eng), rc) != ZT_OK) {
-        rc = rc ? rc : zt_fail(err, ZT_EFAIL, "%s", "");
-    } else {
+    /* every rank agrees on the status, whatever happened locally: all gather, or none */
+    if ((rc = zt_comm_agree(zt_engine_comm(eng), rc, err)) == ZT_OK) {
         rc = zt_engine_full_params(eng, vals, err);
         if (rc == ZT_OK && writer)
             rc = zt_hf_save_tensors(dir, cfg, lay, vals, dtype, max_shard_bytes, err);

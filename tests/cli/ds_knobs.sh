@@ -5,11 +5,6 @@
 # to the run without them.  (Exact counts per knob: tests/test_zero.c test_knob_*.)
 . "$(dirname "$0")/lib.bash"
 fix=tests/fixtures/untied_odd
-mpi=(mpirun --oversubscribe --bind-to none -x OMP_NUM_THREADS=1)
-[ "$(id -u)" -eq 0 ] && mpi+=(--allow-run-as-root)
-for var in ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS OMPI_MCA_mca_base_component_disable_dlclose; do
-    [ -n "${!var:-}" ] && mpi+=(-x "$var")
-done
 json() { # FILE ZERO_OPTIMIZATION_EXTRA
     printf '{"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",
  "zero_optimization": {"stage": 3%s}}\n' "$2" >"$1"
