@@ -3,13 +3,16 @@
  *
  * Bytes per parameter that leave the device, for a shard group of G with an fp32
  * master (the AdamW case of the issue): master 4 + m 4 + v 4 (+ Kahan 2 with a
- * 16-bit master) out of the 16 the state takes, divided by G as the shards are.
- * What crosses the host-device link per step, per rank: the gradient shard down
- * (P/G master-dtype elements per unit: at stages 2-3 queued on the device's copy
- * queue as each unit's reduction completes in the last backward, so the copies run
- * beside the rest of the backward; at stage 1 at the step) and the parameter shard up (P/G compute-
- * dtype elements per gather: once per step at stages 1-2, at every gather at
- * stage 3, where the shard lives on the host between its uses). */
+ * 16-bit master) out of the 16 the state takes, divided by G as the shards are;
+ * the host also holds a copy of the gradient shard at stages 2-3 (4 / G).
+ * What crosses the host-device link per step, per rank:
+ *   down  the gradient shard, P/G master-dtype elements per unit: at stages 2-3
+ *         queued on the device's copy queue as each unit's reduction completes in
+ *         the last backward, so the copies run beside the rest of the backward;
+ *         at stage 1 at the step;
+ *   up    the parameter shard, P/G compute-dtype elements per gather: once per
+ *         step at stages 1-2, at every gather at stage 3 (the shard lives on the
+ *         host between its uses). */
 #include <string.h>
 
 #include "../core/mem.h"
