@@ -35,9 +35,12 @@
  * two run the fp32 tile kernel in bf16 compute too.  mistral_window is a Mistral whose
  * sliding_window (50) is shorter than its block_size (160), with references computed by
  * transformers' MistralForCausalLM itself (tools/make_mistral_fixtures.py); head_dim 32,
- * so bf16 compute runs the windowed bf16-operand attention. */
+ * so bf16 compute runs the windowed bf16-operand attention.  llama3_rope (Llama 3.1's
+ * rope_scaling) and qwen2_bias (Qwen2's q/k/v biases, which take no weight decay) come
+ * from transformers' LlamaForCausalLM and Qwen2ForCausalLM (tools/make_family_fixtures.py). */
 static const char *fixtures[] = {"tests/fixtures/gqa_tied", "tests/fixtures/untied_odd",
-                                 "tests/fixtures/gqa_hd32", "tests/fixtures/mistral_window"};
+                                 "tests/fixtures/gqa_hd32", "tests/fixtures/mistral_window",
+                                 "tests/fixtures/llama3_rope", "tests/fixtures/qwen2_bias"};
 #define NFIX ((int)(sizeof fixtures / sizeof fixtures[0]))
 
 typedef struct fixture_args {

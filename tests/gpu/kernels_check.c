@@ -490,16 +490,19 @@ static void check_rope(void)
     static const float thetas[] = {10000.0f, 500000.0f};
     for (int k = 0; k < 2; k++) {
         const int hd = hds[k];
+        /* the second with Llama 3.1's rope_scaling: hd 128 at theta 5e5 has wavelengths in
+         * all three of its bands (rope_freq.h) */
+        const zt_rope_freqs f = {thetas[k], k == 1, 8.0, 1.0, 4.0, 8192.0};
         const size_t tab = (size_t)T * hd / 2, n = (size_t)B * T * (nh + 2 * nkv) * hd;
         float *c = host(tab * 4), *s = host(tab * 4);
-        cpu->rope_tables(c, s, T, hd, thetas[k]);
+        cpu->rope_tables(c, s, T, hd, &f);
         float *dc = dev(NULL, tab * 4), *ds = dev(NULL, tab * 4);
         poison(dc, tab * 4), poison(ds, tab * 4);
-        gpu->rope_tables(dc, ds, T, hd, thetas[k]);
+        gpu->rope_tables(dc, ds, T, hd, &f);
         char name[96];
-        snprintf(name, sizeof name, "rope tables cos (hd %d, theta %g)", hd, (double)thetas[k]);
+        snprintf(name, sizeof name, "rope tables cos (hd %d, theta %g, llama3 %d)", hd, (double)thetas[k], f.llama3);
         check(name, dc, c, ZT_F32, tab, FP32_TOL);
-        snprintf(name, sizeof name, "rope tables sin (hd %d, theta %g)", hd, (double)thetas[k]);
+        snprintf(name, sizeof name, "rope tables sin (hd %d, theta %g, llama3 %d)", hd, (double)thetas[k], f.llama3);
         check(name, ds, s, ZT_F32, tab, FP32_TOL);
         /* forward and backward from the same (CPU) tables */
         up(dc, c, tab * 4), up(ds, s, tab * 4);
