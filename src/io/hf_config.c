@@ -200,10 +200,7 @@ static int read_rope(const char *path, const char *key, const zt_node *v, rope_s
                            path, key, mk, with_theta ? ", rope_theta" : "");
         }
     }
-    if (!type)
-        return zt_fail(err, ZT_EINPUT, "%s: key \"%s\" has no \"rope_type\" (allowed: \"default\", \"llama3\")",
-                       path, key);
-    rs->llama3 = strcmp(type, "llama3") == 0;
+    rs->llama3 = type && strcmp(type, "llama3") == 0; /* no rope_type: the default frequencies */
     for (int k = 0; k < 4; k++) {
         if (rs->llama3 && !rs->have[k])
             return zt_fail(err, ZT_EINPUT, "%s: key \"%s\" with rope_type \"llama3\" needs \"%s\"", path, key,
