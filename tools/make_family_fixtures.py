@@ -229,7 +229,8 @@ def make(name, build, variant, what, **train_args):
     assert len(tokens) >= args["max_steps"] * args["batch_size"] * args["block_size"] + 1
     ids, targets = batch(tokens, 0, args["batch_size"], args["block_size"])
 
-    ref = {}
+    # transformers' inverse frequencies (fp32), which ztrain's must equal bit for bit
+    ref = {"rope.inv_freq": model.model.rotary_emb.inv_freq.detach().clone()}
     logits, loss, grads = forward_backward(model, params, ids, targets)
     ref["logits"], ref["loss"] = logits, loss.reshape(1)
     ref.update({"grad." + k: g for k, g in grads.items()})
