@@ -1,7 +1,7 @@
 # Llama 3.1's rope_scaling (tests/fixtures/llama3_rope) and Qwen2's q/k/v biases
 # (tests/fixtures/qwen2_bias) through the command line: each trains on one rank and
 # sharded (ZeRO-3 over 2 ranks, the biases carved into the layer units' flat buffers)
-# to the same losses; the trained model, its checkpoint and the merged checkpoint keep
+# to the same losses, and on the emulated device to the CPU's bits; the trained model, its checkpoint and the merged checkpoint keep
 # rope_scaling / the Qwen2 class in config.json and the biases under their Hugging Face
 # names; they evaluate (generation against transformers: tests/test_generate.c).  Other RoPE types and Qwen2's sliding window are
 # refused by name.  (Parity with transformers: tests/test_parity.c, test_generate.c.)
@@ -16,6 +16,12 @@ for fam in llama3_rope qwen2_bias; do
     "$ZTRAIN" launch --num_processes 2 train --model $fix --data $fix/tokens.npy "${args[@]}" \
         --per_device_train_batch_size 1 --use_fsdp --fsdp_sharding_strategy FULL_SHARD \
         --log_jsonl "$TMP/$fam.z3.jsonl" >"$TMP/log" 2>&1 || fail "$fam: ZeRO-3 on 2 ranks: $(tail -3 "$TMP/log")"
+    # the emulated device (CPU kernels behind opaque buffers: the bias and RoPE-table
+    # entries of its table) gives the CPU's losses bit for bit
+    "$ZTRAIN" train --model $fix --data $fix/tokens.npy "${args[@]}" --per_device_train_batch_size 2 \
+        --device emu --log_jsonl "$TMP/$fam.emu.jsonl" >"$TMP/log" 2>&1 || fail "$fam: --device emu: $(tail -3 "$TMP/log")"
+    [ "$(loss "$TMP/$fam.emu.jsonl")" = "$(loss "$TMP/$fam.jsonl")" ] ||
+        fail "$fam: --device emu losses $(loss "$TMP/$fam.emu.jsonl") are not the CPU's $(loss "$TMP/$fam.jsonl")"
     one=$(loss "$TMP/$fam.jsonl") two=$(loss "$TMP/$fam.z3.jsonl")
     # the same global batch: equal up to the order of the gradient sums
     awk -v a="$one" -v b="$two" 'BEGIN { n = split(a, x); m = split(b, y); if (n != 2 || m != 2) exit 1;
