@@ -131,8 +131,6 @@ static int is_int_literal(const zt_node *v, int64_t want)
     return v->type == ZT_NODE_INT && v->in_range && v->integer == want;
 }
 
-/* What the keys say beyond the struct's fields, settled once all are read
- * (JSON objects have no key order to rely on). */
 /* A rope_scaling or rope_parameters object as read. */
 typedef struct rope_spec {
     int given;              /* a non-null object */
@@ -144,6 +142,8 @@ typedef struct rope_spec {
 static const char *const rope_llama3_keys[4] = {"factor", "low_freq_factor", "high_freq_factor",
                                                 "original_max_position_embeddings"};
 
+/* What the keys say beyond the struct's fields, settled once all are read
+ * (JSON objects have no key order to rely on). */
 typedef struct read_state {
     int dtype_set;
     zt_dtype dtype;
@@ -159,7 +159,7 @@ typedef struct read_state {
 
 /* rope_scaling, or transformers 5's rope_parameters (key), into *rs: null, or an
  * object with rope_type ("type" in older configs) "default" or "llama3", Llama 3.1's
- * four numbers for "llama3", and rope_theta where theta is not NULL (rope_parameters). */
+ * four numbers for "llama3", and rope_theta when with_theta (rope_parameters). */
 static int read_rope(const char *path, const char *key, const zt_node *v, rope_spec *rs, read_state *st,
                      int with_theta, zt_err *err)
 {

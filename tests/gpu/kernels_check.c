@@ -549,6 +549,33 @@ static void check_swiglu(void)
     free(gu), free(dh);
 }
 
+/* the q/k/v biases (Qwen2): added to an fp32 product from fp32 or bf16 parameters, and
+ * the gradient as column sums added to what is there (bias.c's order of sums: exact) */
+static void check_bias(void)
+{
+    const int N = 70, D = 200;
+    float *y0 = randn((size_t)N * D, 1.0f), *dy = randn((size_t)N * D, 1.0f), *b = randn((size_t)D, 1.0f);
+    float *db0 = randn((size_t)D, 1.0f);
+    for (int k = 0; k < 2; k++) {
+        zt_dtype dt = k ? ZT_BF16 : ZT_F32;
+        void *bh = host((size_t)D * 4);
+        zt_convert(bh, dt, b, ZT_F32, (size_t)D);
+        float *y = host((size_t)N * D * 4), *db = host((size_t)D * 4);
+        memcpy(y, y0, (size_t)N * D * 4), memcpy(db, db0, (size_t)D * 4);
+        cpu->bias_forward(y, bh, dt, N, D);
+        cpu->bias_backward(db, dy, N, D);
+        float *dyv = dev(y0, (size_t)N * D * 4), *ddb = dev(db0, (size_t)D * 4), *ddy = dev(dy, (size_t)N * D * 4);
+        void *db_ = dev(bh, (size_t)D * zt_dtype_size(dt));
+        gpu->bias_forward(dyv, db_, dt, N, D);
+        gpu->bias_backward(ddb, ddy, N, D);
+        check(k ? "bias forward (bf16 bias)" : "bias forward (fp32)", dyv, y, ZT_F32, (size_t)N * D, EXACT);
+        check("bias backward (column sums)", ddb, db, ZT_F32, (size_t)D, EXACT);
+        free(bh), free(y), free(db);
+        dev_free_all();
+    }
+    free(y0), free(dy), free(b), free(db0);
+}
+
 static void check_transpose(void)
 {
     const int R = 70, Cc = 45;
@@ -863,7 +890,7 @@ int main(int argc, char **argv)
                info.cc_major, info.cc_minor, (unsigned long long)rng_state);
     static const struct { const char *name; void (*fn)(void); } groups[] = {
         {"memory", check_memory},       {"matmul", check_matmul},       {"embed", check_embed},
-        {"rmsnorm", check_rmsnorm},     {"rope", check_rope},           {"swiglu", check_swiglu},
+        {"rmsnorm", check_rmsnorm},     {"rope", check_rope},           {"swiglu", check_swiglu},       {"bias", check_bias},
         {"transpose", check_transpose}, {"xent", check_xent},           {"attention", check_attention},
         {"cache", check_attention_cache}, {"adamw", check_adamw},       {"reductions", check_reductions},
     };
