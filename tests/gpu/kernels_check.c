@@ -61,7 +61,7 @@ static int n_passed, n_failed, n_skipped;
 /* --no-matmul: for tools/cuda_emu/run.sh, whose CPU emulation has no cuBLASLt; the
  * products are then reported as skipped, never as passed */
 static int no_matmul;
-/* --only NAME: run one group of checks (memory, matmul, embed, rmsnorm, rope, swiglu,
+/* --only NAME: run one group of checks (memory, matmul, embed, rmsnorm, rope, swiglu, bias,
  * transpose, xent, attention, cache, adamw, reductions) */
 static const char *only;
 
