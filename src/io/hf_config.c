@@ -535,17 +535,33 @@ static int add_window(cJSON *o, const zt_llama_config *cfg, int mistral)
     return !mistral || cJSON_AddNullToObject(o, "sliding_window") != NULL;
 }
 
+/* v as a JSON float that reads back to the same double and keeps a decimal point
+ * (8.0, not 8): transformers' rope validation wants floats for the llama3 factors and
+ * warns on an integer. */
+static int add_float(cJSON *o, const char *key, double v)
+{
+    char text[40];
+    for (int prec = 15; prec <= 17; prec++) { /* the shortest that reads back; 17 always does */
+        snprintf(text, sizeof text, "%.*g", prec, v);
+        if (strtod(text, NULL) == v)
+            break;
+    }
+    if (!strpbrk(text, ".eEn"))
+        strcat(text, ".0");
+    return cJSON_AddRawToObject(o, key, text) != NULL;
+}
+
 /* rope_scaling as transformers 4 writes it (transformers 5 reads it too): null, or
- * Llama 3.1's object. */
+ * Llama 3.1's object, the factors as floats, original_max_position_embeddings as an
+ * integer where it is one (transformers checks both types). */
 static int add_rope_scaling(cJSON *o, const zt_llama_config *cfg)
 {
     if (!cfg->rope_llama3)
         return cJSON_AddNullToObject(o, "rope_scaling") != NULL;
     cJSON *rs = cJSON_AddObjectToObject(o, "rope_scaling");
-    return rs && cJSON_AddStringToObject(rs, "rope_type", "llama3") &&
-           cJSON_AddNumberToObject(rs, "factor", cfg->rope_factor) &&
-           cJSON_AddNumberToObject(rs, "low_freq_factor", cfg->rope_low_freq_factor) &&
-           cJSON_AddNumberToObject(rs, "high_freq_factor", cfg->rope_high_freq_factor) &&
+    return rs && cJSON_AddStringToObject(rs, "rope_type", "llama3") && add_float(rs, "factor", cfg->rope_factor) &&
+           add_float(rs, "low_freq_factor", cfg->rope_low_freq_factor) &&
+           add_float(rs, "high_freq_factor", cfg->rope_high_freq_factor) &&
            cJSON_AddNumberToObject(rs, "original_max_position_embeddings",
                                    cfg->rope_original_max_position_embeddings);
 }
