@@ -133,6 +133,28 @@ static void test_bad_arguments_are_errors(void)
     ZT_CHECK(c[0] == 0.0f && c[3] == 0.0f);
 }
 
+/* The argument rules every backend's matmul shares (zt_matmul_check_args, called by the
+ * CPU's and the CUDA table's): what each shape leaves to do, and the refusals with
+ * nothing to do. */
+static void test_shared_argument_rules(void)
+{
+    float a[4] = {0}, b[4] = {0}, c[4] = {0};
+    zt_err err = {0};
+    zt_mm_work w = ZT_MM_PRODUCT;
+    ZT_CHECK(zt_matmul_check_args(c, a, ZT_F32, b, ZT_F32, 2, 2, 2, 0.0f, ZT_F32, &w, &err) == ZT_OK);
+    ZT_CHECK(w == ZT_MM_PRODUCT);
+    ZT_CHECK(zt_matmul_check_args(c, a, ZT_F32, b, ZT_F32, 2, 2, 0, 1.0f, ZT_F32, &w, &err) == ZT_OK);
+    ZT_CHECK(w == ZT_MM_SCALE_C);
+    ZT_CHECK(zt_matmul_check_args(NULL, NULL, ZT_F32, NULL, ZT_F32, 0, 2, 2, 0.0f, ZT_F32, &w, &err) == ZT_OK);
+    ZT_CHECK(w == ZT_MM_NOTHING);
+    /* bf16 operands with fp16 compute, fp16 with bf16 compute, a NULL operand */
+    ZT_CHECK(zt_matmul_check_args(c, a, ZT_BF16, b, ZT_F32, 2, 2, 2, 0.0f, ZT_F16, &w, &err) == ZT_EINPUT);
+    ZT_CHECK(w == ZT_MM_NOTHING && strstr(err.msg, "unsupported dtypes") != NULL);
+    ZT_CHECK(zt_matmul_check_args(c, a, ZT_F16, b, ZT_F32, 2, 2, 2, 0.0f, ZT_BF16, &w, &err) == ZT_EINPUT);
+    ZT_CHECK(zt_matmul_check_args(c, NULL, ZT_F32, b, ZT_F32, 2, 2, 2, 0.0f, ZT_F32, &w, &err) == ZT_EINPUT);
+    ZT_CHECK(strstr(err.msg, "NULL buffer") != NULL);
+}
+
 static void test_peak_is_positive(void)
 {
     double f32 = zt_matmul_peak_gflops(ZT_F32), bf16 = zt_matmul_peak_gflops(ZT_BF16);
@@ -164,6 +186,7 @@ int main(void)
     ZT_RUN(test_larger_shapes);
     ZT_RUN(test_repeated_calls_reuse_cache);
     ZT_RUN(test_bad_arguments_are_errors);
+    ZT_RUN(test_shared_argument_rules);
     ZT_RUN(test_peak_is_positive);
     ZT_RUN(test_shutdown_releases_scratch);
     ZT_TEST_MAIN_END();

@@ -3,6 +3,7 @@
 
 #include "../core/text.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -109,11 +110,55 @@ int zt_flags_parse(zt_flag *flags, int nflags, int argc, char **argv, const char
     return ZT_OK;
 }
 
+/* Is --name shown as required in the usage line (outside its [optional] parts)? */
+static int required_in(const char *usage_line, const char *name)
+{
+    size_t n = strlen(name);
+    int depth = 0;
+    for (const char *p = usage_line; *p; p++) {
+        depth += *p == '[' ? 1 : *p == ']' ? -1 : 0;
+        if (!depth && p[0] == '-' && p[1] == '-' && !strncmp(p + 2, name, n) &&
+            !(isalnum((unsigned char)p[2 + n]) || p[2 + n] == '_'))
+            return 1;
+    }
+    return 0;
+}
+
+/* " (default X)" from the value the flag holds before parsing, unless the help
+ * already says what the default is (or the flag is required). */
+static void print_default(const zt_flag *f, const char *usage_line)
+{
+    if (strstr(f->help, "default") || required_in(usage_line, f->name))
+        return;
+    switch (f->kind) {
+    case ZT_FLAG_STR: {
+        const char *v = *(const char *const *)f->dest;
+        printf(" (default %s)", v ? v : "none");
+        return;
+    }
+    case ZT_FLAG_INT:
+        printf(" (default %d)", *(const int *)f->dest);
+        return;
+    case ZT_FLAG_LONG:
+        printf(" (default %ld)", *(const long *)f->dest);
+        return;
+    case ZT_FLAG_DOUBLE:
+        printf(" (default %g)", *(const double *)f->dest);
+        return;
+    case ZT_FLAG_BOOL:
+        printf(" (default %s)", *(const int *)f->dest > 0 ? "true" : "false");
+        return;
+    }
+}
+
 void zt_flags_usage(const zt_flag *flags, int nflags, const char *usage_line)
 {
     printf("%s\n\n", usage_line);
-    for (int k = 0; k < nflags; k++)
-        printf("  --%-30s %s\n", flags[k].name, flags[k].help);
+    for (int k = 0; k < nflags; k++) {
+        printf("  --%-30s %s", flags[k].name, flags[k].help);
+        print_default(&flags[k], usage_line);
+        printf("\n");
+    }
 }
 
 int zt_flags_wants_help(int argc, char **argv)

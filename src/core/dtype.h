@@ -4,7 +4,8 @@
  * (8 significant bits); rounding fp32 -> bf16 / fp16 is round-to-nearest-even, as
  * torch's .to() does, and NaN stays NaN.  Everything that narrows a value goes
  * through these functions, so "every stored value is rounded to its dtype"
- * (contract §3) has exactly one implementation. */
+ * (contract §3) has exactly one implementation.  The inline conversions are ZT_HD
+ * (hostdev.h): the CUDA kernels call these same bodies. */
 #ifndef ZT_DTYPE_H
 #define ZT_DTYPE_H
 
@@ -12,9 +13,11 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "hostdev.h"
+
 typedef enum zt_dtype { ZT_F32 = 0, ZT_BF16 = 1, ZT_F16 = 2 } zt_dtype;
 
-static inline float zt_bf16_to_f32(uint16_t h)
+ZT_HD static inline float zt_bf16_to_f32(uint16_t h)
 {
     uint32_t u = (uint32_t)h << 16;
     float f;
@@ -22,7 +25,7 @@ static inline float zt_bf16_to_f32(uint16_t h)
     return f;
 }
 
-static inline uint16_t zt_f32_to_bf16(float f)
+ZT_HD static inline uint16_t zt_f32_to_bf16(float f)
 {
     uint32_t u;
     memcpy(&u, &f, 4);
@@ -33,7 +36,7 @@ static inline uint16_t zt_f32_to_bf16(float f)
 }
 
 /* Round an fp32 value to the nearest bf16 and back: the value bf16 storage keeps. */
-static inline float zt_round_bf16(float f) { return zt_bf16_to_f32(zt_f32_to_bf16(f)); }
+ZT_HD static inline float zt_round_bf16(float f) { return zt_bf16_to_f32(zt_f32_to_bf16(f)); }
 
 /* IEEE binary16: 1 sign, 5 exponent (bias 15), 10 mantissa bits.  fp32 -> fp16 rounds
  * to nearest even, overflows to inf (from 65520 up, the first value nearer 2^16 than
@@ -44,7 +47,7 @@ static inline float zt_round_bf16(float f) { return zt_bf16_to_f32(zt_f32_to_bf1
  * with lsb = (m >> b) & 1 carries exactly when the remainder is above half, or half
  * with an odd result (ties to even); a carry out of the mantissa raises the exponent,
  * as it should. */
-static inline uint16_t zt_f32_to_f16(float f)
+ZT_HD static inline uint16_t zt_f32_to_f16(float f)
 {
     uint32_t u;
     memcpy(&u, &f, 4);
@@ -73,7 +76,7 @@ static inline uint16_t zt_f32_to_f16(float f)
  * k in [1, 10], in steps of 8, 4, 2, 1: the value is then 1.f * 2^(-14 - k)), since a
  * float operation, which GCC may not run speculatively under -ftrapping-math, would
  * put a branch in every loop using this. */
-static inline float zt_f16_to_f32(uint16_t h)
+ZT_HD static inline float zt_f16_to_f32(uint16_t h)
 {
     const uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
     const uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
@@ -93,7 +96,7 @@ static inline float zt_f16_to_f32(uint16_t h)
 }
 
 /* Round an fp32 value to the nearest fp16 and back: the value fp16 storage keeps. */
-static inline float zt_round_f16(float f) { return zt_f16_to_f32(zt_f32_to_f16(f)); }
+ZT_HD static inline float zt_round_f16(float f) { return zt_f16_to_f32(zt_f32_to_f16(f)); }
 
 size_t zt_dtype_size(zt_dtype dt);
 const char *zt_dtype_name(zt_dtype dt); /* "fp32", "bf16", "fp16" */

@@ -403,9 +403,11 @@ static dnnl_data_type_t prim_dtype(zt_dtype compute)
     return compute == ZT_BF16 && zt_matmul_has_native_bf16() ? dnnl_bf16 : dnnl_f32;
 }
 
-int zt_matmul(float *C, const void *A, zt_dtype a_dt, const void *B, zt_dtype b_dt, int M, int N,
-              int K, int trans_a, int trans_b, float beta, zt_dtype compute, zt_err *err)
+int zt_matmul_check_args(const float *C, const void *A, zt_dtype a_dt, const void *B, zt_dtype b_dt,
+                         int M, int N, int K, float beta, zt_dtype compute, zt_mm_work *work,
+                         zt_err *err)
 {
+    *work = ZT_MM_NOTHING;
     if (M < 0 || N < 0 || K < 0)
         return zt_fail(err, ZT_EINPUT, "matmul: negative shape M=%d N=%d K=%d", M, N, K);
     if (beta != 0.0f && beta != 1.0f)
@@ -421,7 +423,20 @@ int zt_matmul(float *C, const void *A, zt_dtype a_dt, const void *B, zt_dtype b_
         return ZT_OK;
     if (!C || ((!A || !B) && K > 0))
         return zt_fail(err, ZT_EINPUT, "matmul M=%d N=%d K=%d: NULL buffer", M, N, K);
-    if (K == 0) { /* empty sum: C = beta*C */
+    *work = K == 0 ? ZT_MM_SCALE_C : ZT_MM_PRODUCT;
+    return ZT_OK;
+}
+
+int zt_matmul(float *C, const void *A, zt_dtype a_dt, const void *B, zt_dtype b_dt, int M, int N,
+              int K, int trans_a, int trans_b, float beta, zt_dtype compute, zt_err *err)
+{
+    zt_mm_work work;
+    const int bad = zt_matmul_check_args(C, A, a_dt, B, b_dt, M, N, K, beta, compute, &work, err);
+    if (bad)
+        return bad;
+    if (work == ZT_MM_NOTHING)
+        return ZT_OK;
+    if (work == ZT_MM_SCALE_C) { /* empty sum: C = beta*C */
         if (beta == 0.0f)
             memset(C, 0, (size_t)M * N * sizeof *C);
         return ZT_OK;

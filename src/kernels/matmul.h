@@ -26,6 +26,17 @@
 int zt_matmul(float *C, const void *A, zt_dtype a_dt, const void *B, zt_dtype b_dt, int M, int N,
               int K, int trans_a, int trans_b, float beta, zt_dtype compute, zt_err *err);
 
+/* The argument rules of every backend's matmul (this one and the CUDA table's), in one
+ * place: shapes non-negative, beta 0 or 1, the dtype pairs (fp16 compute takes fp16
+ * or fp32 inputs; bf16 inputs go with bf16 or fp32 compute), no NULL buffer where
+ * something is read or written.  On success *work says what is left to do:
+ * ZT_MM_NOTHING (M or N is 0), ZT_MM_SCALE_C (K is 0: the empty sum, C = beta C, so
+ * C is zeroed when beta is 0) or ZT_MM_PRODUCT. */
+typedef enum { ZT_MM_NOTHING, ZT_MM_SCALE_C, ZT_MM_PRODUCT } zt_mm_work;
+int zt_matmul_check_args(const float *C, const void *A, zt_dtype a_dt, const void *B, zt_dtype b_dt,
+                         int M, int N, int K, float beta, zt_dtype compute, zt_mm_work *work,
+                         zt_err *err);
+
 /* 1 when bf16 products run natively (AVX512-BF16 or AMX) on this CPU. */
 int zt_matmul_has_native_bf16(void);
 /* 1 when oneDNN's effective ISA includes AMX-BF16 (so DNNL_MAX_CPU_ISA below it says 0);

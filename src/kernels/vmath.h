@@ -33,10 +33,15 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "../core/hostdev.h"
+
 /* fma where the target has the instruction (one rounding, vectorised as vfmadd) and a
  * product plus a sum otherwise: without FMA, fma is a slow library call, and no caller
- * needs the single rounding for correctness. */
-#ifdef __FMA__
+ * needs the single rounding for correctness.  Every CUDA device has fma, so the device
+ * code (nvcc's device pass, __CUDA_ARCH__, and tools/cuda_emu's CPU stand-in for it,
+ * ZT_CUDA_EMU) always takes fmaf: these bodies are also the CUDA kernels' exp
+ * (ZT_HD, hostdev.h), bit for bit the CPU's on a CPU with FMA. */
+#if defined(__FMA__) || defined(__CUDA_ARCH__) || defined(ZT_CUDA_EMU)
 #define zt_fmaf(a, b, c) fmaf((a), (b), (c))
 #define zt_fma(a, b, c) fma((a), (b), (c))
 #else
@@ -47,7 +52,7 @@
 /* x clamped to [-104, 89], and *nan_bits = the bits that turn the result into a quiet
  * NaN when x is NaN (0 otherwise; a NaN is clamped like any large value).  An integer
  * min on the magnitude's bits, which order like the magnitudes. */
-static inline float zt_exp_clamp(float x, uint32_t *nan_bits) {
+ZT_HD static inline float zt_exp_clamp(float x, uint32_t *nan_bits) {
     uint32_t xu;
     memcpy(&xu, &x, sizeof xu);
     const uint32_t mag = xu & 0x7fffffffu;
@@ -60,7 +65,7 @@ static inline float zt_exp_clamp(float x, uint32_t *nan_bits) {
     return c;
 }
 
-static inline float zt_exp_set_nan(float y, uint32_t nan_bits) {
+ZT_HD static inline float zt_exp_set_nan(float y, uint32_t nan_bits) {
     uint32_t yu;
     memcpy(&yu, &y, sizeof yu);
     yu |= nan_bits; /* all exponent bits and the quiet bit: a quiet NaN, whatever y was */
@@ -68,7 +73,7 @@ static inline float zt_exp_set_nan(float y, uint32_t nan_bits) {
     return y;
 }
 
-static inline float zt_expf(float xf) {
+ZT_HD static inline float zt_expf(float xf) {
     uint32_t nan_bits;
     const double x = zt_exp_clamp(xf, &nan_bits);
     /* Adding 1.5 * 2^52 rounds to an integer held in the low mantissa bits. */
@@ -101,7 +106,7 @@ static inline float zt_expf(float xf) {
     return zt_exp_set_nan((float)(p * s), nan_bits);
 }
 
-static inline float zt_expf_fast(float xf) {
+ZT_HD static inline float zt_expf_fast(float xf) {
     uint32_t nan_bits;
     const float x = zt_exp_clamp(xf, &nan_bits);
     const float shifter = 0x1.8p23f;

@@ -9,16 +9,21 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../core/fs.h"
 #include "../core/mem.h"
+#include "../core/prof.h"
+#include "../io/hf_carry.h"
 #include "../io/hf_model.h"
 #include "../io/tokens.h"
 #include "../kernels/matmul.h"
+#include "../kernels/prof_backend.h"
 #include "../model/frozen.h"
 #include "../model/llama.h"
 #include "../plan/plan.h"
 #include "../engine/loss_scale.h"
 #include "batches.h"
 #include "checkpoint.h"
+#include "ckpt_identity.h"
 #include "evaluate.h"
 #include "peak.h"
 #include "preempt.h"
@@ -252,6 +257,8 @@ static int open_device(const zt_plan *plan, zt_comm *comm, const zt_backend **ou
     const zt_backend *be = zt_backend_open(name, comm->topo.machine_rank, &devices, desc, cap, err);
     if (!be)
         rc = zt_wrap(err, "--device %s: ", name);
+    else if (zt_prof_enabled()) /* --profile: every entry timed at the dispatch */
+        be = zt_backend_profiled(be);
     int shared = be && !be->host_visible && comm->topo.machine_size > devices;
     if (rc == ZT_OK && shared && !strcmp(plan->comm, "nccl"))
         rc = zt_fail(err, ZT_EINPUT, "--comm_backend nccl: %d ranks on this machine share %d GPU%s, and NCCL refuses "
@@ -282,7 +289,7 @@ typedef struct trainer {
     run_state r;
     int have_run;
     zt_comm local, *comm;
-    FILE *log;                  /* rank 0's JSONL, or NULL */
+    int log_fd, have_log;       /* rank 0's JSONL (zt_open_output), written a whole record at a time */
     int rank0, talk, W;         /* talk: rank 0 and not quiet */
     double tokens_per_step;     /* B * A * W * T */
     float grad_scale;           /* 1 / tokens_per_step: the gradient of the global mean loss */
@@ -298,7 +305,10 @@ typedef struct trainer {
     double last_eval;           /* the latest eval loss (NaN before the first) */
     zt_ckpt_hparams hp;         /* what a checkpoint records and a resume must find unchanged */
     long nonfinite_streak;      /* steps in a row skipped on an inf or NaN (outside fp16 scaling) */
+    long overflow_streak;       /* fp16: steps in a row skipped on an overflow */
+    long applied, skipped;      /* this run's steps whose update was applied, and those skipped */
     char device[128];           /* this rank's device, as its backend describes it */
+    char run_id[17];            /* every file of this run's checkpoints carries it (ckpt_identity.h) */
 } trainer;
 
 /* The saved scaler state, under this plan's settings. */
@@ -315,8 +325,9 @@ static void print_run(const trainer *t)
 {
     const run_state *r = &t->r;
     const zt_train_args *a = t->a;
-    printf("model: %zu parameters, %d layers, hidden %d, vocab %d; %d units\n", r->lay.numel,
-           r->cfg.num_hidden_layers, r->cfg.hidden_size, r->cfg.vocab_size, r->lay.nunits);
+    printf("model: %zu parameters, %d layer%s, hidden %d, vocab %d; %d unit%s\n", r->lay.numel,
+           r->cfg.num_hidden_layers, r->cfg.num_hidden_layers == 1 ? "" : "s", r->cfg.hidden_size, r->cfg.vocab_size,
+           r->lay.nunits, r->lay.nunits == 1 ? "" : "s");
     /* bf16 on the CPU's kernels (cpu, and emu which runs them): which of the paths
      * of matmul.h the products take, native or the AVX2 kernel */
     char products[96];
@@ -369,12 +380,16 @@ static int train_setup(trainer *t, const zt_train_args *a, zt_err *err)
     rc = run_open(&t->r, a->model_dir, a->data_path, a->block_size, a->batch_size, &a->plan, be, comm,
                   a->shuffle, a->seed, a->checkpointing, 0, err);
     t->have_run = 1;
-    if (rc == ZT_OK && t->rank0 && a->log_jsonl && !(t->log = fopen(a->log_jsonl, "w")))
-        rc = zt_fail(err, ZT_EINPUT, "--log_jsonl %s: cannot open for writing", a->log_jsonl);
+    if (rc == ZT_OK && t->rank0 && a->log_jsonl) {
+        if ((rc = zt_open_output(a->log_jsonl, "the --log_jsonl log", &t->log_fd, err)) == ZT_OK)
+            t->have_log = 1;
+        else
+            zt_wrap(err, "--log_jsonl: ");
+    }
     if (rc == ZT_OK && a->eval_data_path) {
         zt_param_owner owner = zt_engine_param_owner(t->r.eng);
         rc = zt_evaluator_open(&t->ev, a->eval_data_path, &t->r.cfg, &t->r.lay, &owner, a->eval_batch_size,
-                               a->block_size, comm->world, err);
+                               a->block_size, comm->world, 0, "eval_data", err);
         t->have_ev = rc == ZT_OK;
     }
     t->last_eval = NAN;
@@ -383,6 +398,8 @@ static int train_setup(trainer *t, const zt_train_args *a, zt_err *err)
     if ((rc = zt_comm_agree(comm, check_agreement(a, &t->r, t->have_ev ? &t->ev : NULL, comm, err), err)))
         return rc;
     if (a->output_dir && (rc = zt_comm_agree(comm, zt_ckpt_probe_output_dir(a->output_dir, err), err)))
+        return rc;
+    if (a->output_dir && (rc = zt_comm_agree(comm, zt_ckpt_new_run_id(comm, t->run_id, err), err)))
         return rc;
     t->hp = run_hparams(a, &t->r, t->W);
     zt_ckpt_state resumed = {0};
@@ -487,6 +504,38 @@ static int check_finite(trainer *t, const zt_step_metrics *m, zt_err *err)
                    "--skip_nonfinite_steps N)", m->step, what, m->loss);
 }
 
+/* fp16: an overflow skips the step and halves the scale, but at min_loss_scale
+ * the scale cannot fall further, so a model that overflows fp16 even at the floor
+ * would skip every step and "train" without changing.  DeepSpeed raises at its
+ * minimum scale; here the run stops (exit 1: the run failed, the input was not
+ * malformed) once a step overflows at the floor after more than
+ * --max_consecutive_skipped_steps skips in a row.  From 2^16 the floor 1 is
+ * reached after 17 skips in a row (one spent on hysteresis 2, then 16 halvings).
+ * Every rank reaches the same verdict: the overflow is world-wide. */
+static int check_overflow(trainer *t, const zt_step_metrics *m, zt_err *err)
+{
+    const zt_train_args *a = t->a;
+    if (m->skipped)
+        t->skipped++;
+    else
+        t->applied++;
+    if (!a->plan.ls.on)
+        return ZT_OK;
+    t->overflow_streak = m->skipped ? t->overflow_streak + 1 : 0;
+    /* m->loss_scale is the scale this step ran at, before the update halved it */
+    int at_floor = m->loss_scale <= t->scaler.min_scale;
+    if (!m->skipped || !at_floor || t->overflow_streak <= a->max_consecutive_skipped_steps)
+        return ZT_OK;
+    if (!t->rank0) /* rank 0 says it; the others stop with it */
+        return zt_fail(err, ZT_EFAIL, "%s", "");
+    return zt_fail(err, ZT_EFAIL, "%sstep %ld: fp16 overflow with the loss scale at its floor (min_loss_scale %g); "
+                   "%ld steps skipped in a row, more than --max_consecutive_skipped_steps %ld allows; stopping "
+                   "(nothing saved from this run; %ld of this run's %ld steps were applied): the model overflows "
+                   "fp16 even unscaled; train in bf16 or fp32 (--mixed_precision bf16|no)",
+                   a->progress ? "\n" : "", m->step, t->scaler.min_scale, t->overflow_streak,
+                   a->max_consecutive_skipped_steps, t->applied, t->applied + t->skipped);
+}
+
 /* The numbers of step s that train_step did not compute itself. */
 static void measure_step(trainer *t, double t0, double wait0, double progress0,
                          const uint64_t before[ZT_COLL_NKINDS], const uint64_t link_before[ZT_NLINKS],
@@ -539,7 +588,9 @@ static int train_step(trainer *t, long s, zt_step_metrics *m, zt_err *err)
     double loss_sum = 0.0;
     for (int micro = 0; micro < A; micro++) {
         long k0 = zt_sample_index(s, micro, comm->rank, B, A, t->W);
+        int hd = zt_prof_begin("data", "phase", ZT_PROF_COMPUTE);
         zt_batcher_fill(&r->batcher, k0, B, r->inputs, r->targets);
+        zt_prof_end(hd, 0.0, 0.0);
         /* the last micro-batch's backward may start the step's reduction */
         zt_engine_sync_backward(r->eng, micro == A - 1);
         double ls = 0.0;
@@ -562,7 +613,9 @@ static int train_step(trainer *t, long s, zt_step_metrics *m, zt_err *err)
         t->hooks->before_update(t->hooks->ctx, s + 1, comm->rank, r->eng);
     comm->phase = "optimizer";
     comm->unit = -1;
+    int ho = zt_prof_begin("optimizer", "phase", ZT_PROF_COMPUTE);
     m->skipped = zt_engine_step(r->eng, &a->adam, m->lr, a->max_grad_norm, 1.0 / scale, &m->grad_norm);
+    zt_prof_end(ho, 0.0, 0.0);
     if (pl->ls.on)
         zt_loss_scaler_update(&t->scaler, m->skipped);
     m->loss_scale = pl->ls.on ? scale : 0.0;
@@ -636,16 +689,50 @@ static void write_jsonl(FILE *log, const zt_step_metrics *m)
     fflush(log);
 }
 
-static void log_step(trainer *t, const zt_step_metrics *m)
+/* A JSONL record is formatted into memory, then written whole (zt_write_record):
+ * a full disk or a size limit never leaves half an object, and the failure is an
+ * error naming the file.  fmt writes the record into the stream it is given. */
+typedef void (*record_fn)(FILE *f, const void *what);
+static int log_record(trainer *t, record_fn fmt, const void *what, zt_err *err)
+{
+    if (!t->have_log)
+        return ZT_OK;
+    char buf[16384];
+    FILE *rec = fmemopen(buf, sizeof buf, "w");
+    if (!rec)
+        return zt_fail(err, ZT_EFAIL, "--log_jsonl %s: out of memory formatting a record", t->a->log_jsonl);
+    fmt(rec, what);
+    int bad = fflush(rec) != 0 || ferror(rec);
+    long n = ftell(rec);
+    fclose(rec);
+    if (bad || n <= 0 || (size_t)n >= sizeof buf - 1)
+        return zt_fail(err, ZT_EFAIL, "--log_jsonl %s: a record does not fit %zu bytes", t->a->log_jsonl, sizeof buf);
+    int rc = zt_write_record(t->log_fd, t->a->log_jsonl, buf, (size_t)n, err);
+    if (rc)
+        zt_wrap(err, "--log_jsonl: ");
+    return rc;
+}
+
+static void step_record(FILE *f, const void *m)
+{
+    write_jsonl(f, m);
+}
+
+/* Collective when there is a log: every rank learns whether rank 0 wrote it. */
+static int log_step(trainer *t, const zt_step_metrics *m, zt_err *err)
 {
     t->last = *m;
     audit_lost_updates(t, m);
-    if (t->log)
-        write_jsonl(t->log, m);
+    int rc = log_record(t, step_record, m, err);
+    if (t->a->log_jsonl)
+        rc = zt_comm_agree(t->comm, rc, err);
+    if (rc)
+        return rc;
     if (t->a->progress && t->rank0)
         draw_progress(m->step, t->nsteps, m->loss, t->last_eval, m->tokens_per_sec, now_s() - t->t_start);
     if (t->a->on_step)
         t->a->on_step(t->a->on_step_ctx, m);
+    return ZT_OK;
 }
 
 /* HF's eval_strategy="steps": after every eval_steps-th step; without eval_steps,
@@ -655,6 +742,26 @@ static int eval_due(const trainer *t, long step)
     if (!t->have_ev)
         return 0;
     return t->a->eval_steps > 0 ? step % t->a->eval_steps == 0 : step == t->nsteps;
+}
+
+typedef struct eval_record_of {
+    long step;
+    const zt_eval_result *e;
+} eval_record_of;
+
+static void eval_record(FILE *f, const void *what)
+{
+    const eval_record_of *r = what;
+    const zt_eval_result *e = r->e;
+    char flags[128] = ""; /* non-finite values as null plus a flag, as in the step records */
+    fprintf(f, "{\"step\": %ld, ", r->step);
+    json_num(f, "eval_loss", "%.17g", e->loss, flags, sizeof flags);
+    fprintf(f, ", ");
+    json_num(f, "eval_perplexity", "%.17g", e->perplexity, flags, sizeof flags);
+    fprintf(f, ", \"eval_tokens\": %ld, \"eval_runtime\": %.6f", e->tokens, e->seconds);
+    if (flags[0])
+        fprintf(f, ", \"nonfinite\": {%s}", flags);
+    fprintf(f, "}\n");
 }
 
 /* Collective: the held-out loss of the model as it stands after `step`, as its own
@@ -667,18 +774,10 @@ static int evaluate(trainer *t, long step, zt_err *err)
     if (rc)
         return rc;
     t->last_eval = e.loss;
-    if (t->log) {
-        char flags[128] = ""; /* non-finite values as null plus a flag, as in the step records */
-        fprintf(t->log, "{\"step\": %ld, ", step);
-        json_num(t->log, "eval_loss", "%.17g", e.loss, flags, sizeof flags);
-        fprintf(t->log, ", ");
-        json_num(t->log, "eval_perplexity", "%.17g", e.perplexity, flags, sizeof flags);
-        fprintf(t->log, ", \"eval_tokens\": %ld, \"eval_runtime\": %.6f", e.tokens, e.seconds);
-        if (flags[0])
-            fprintf(t->log, ", \"nonfinite\": {%s}", flags);
-        fprintf(t->log, "}\n");
-        fflush(t->log);
-    }
+    eval_record_of rec = {step, &e};
+    rc = log_record(t, eval_record, &rec, err);
+    if (t->a->log_jsonl && (rc = zt_comm_agree(t->comm, rc, err)))
+        return rc;
     /* with a progress bar, its next line shows the eval; after the last step the bar
      * has ended its line, so the result gets one of its own */
     if (t->talk && (!t->a->progress || step == t->nsteps))
@@ -687,12 +786,14 @@ static int evaluate(trainer *t, long step, zt_err *err)
     return ZT_OK;
 }
 
-/* OUTPUT_DIR/checkpoint-N every save_steps, except after the last step (the
- * final save writes OUTPUT_DIR itself). */
+/* OUTPUT_DIR/checkpoint-N every save_steps, and after the last step of the
+ * schedule whenever checkpoints are saved at all, as Hugging Face's Trainer does
+ * (a run can then be continued or inspected from its end, not only from the last
+ * multiple of save_steps).  The final save writes OUTPUT_DIR itself as well. */
 static int checkpoint_due(const trainer *t, long step)
 {
     const zt_train_args *a = t->a;
-    return a->save_steps > 0 && step % a->save_steps == 0 && step < t->nsteps && a->output_dir;
+    return a->save_steps > 0 && a->output_dir && (step % a->save_steps == 0 || step == a->max_steps);
 }
 
 /* A /proc/self/status field in KiB (0 where there is none). */
@@ -735,8 +836,9 @@ static int save_checkpoint(trainer *t, long step, zt_err *err)
     cs.samples_seen = step * t->hp.global_batch;
     cs.epoch = r->batcher.nwin ? cs.samples_seen / (long)r->batcher.nwin : 0;
     snprintf(cs.command_line, sizeof cs.command_line, "%s", a->command_line ? a->command_line : "");
+    memcpy(cs.run_id, t->run_id, sizeof cs.run_id);
     zt_ckpt_save_args sa = {a->output_dir, &r->cfg, &a->plan, !a->sharded_only, a->plan.prec.save,
-                            a->max_shard_bytes, a->save_total_limit};
+                            a->max_shard_bytes, a->save_total_limit, a->model_dir, a->tokenizer_dir};
     char where[4096];
     zt_ckpt_save_report rep = {0};
     long rss0 = proc_status_kib("VmRSS:");
@@ -785,8 +887,22 @@ static int train_finish(trainer *t, zt_train_result *res, zt_err *err)
     if (a->output_dir && (rc = zt_comm_agree(t->comm, zt_hf_save(a->output_dir, &r->cfg, &r->lay, r->eng, a->plan.prec.save,
                                                          a->max_shard_bytes, t->rank0, err), err)))
         return rc;
+    /* and what the source model carried: config keys, generation config, tokenizer */
+    if (a->output_dir &&
+        (rc = zt_comm_agree(t->comm, t->rank0 ? zt_hf_carry_model(a->output_dir, a->model_dir, a->tokenizer_dir, err)
+                                              : ZT_OK, err)))
+        return rc;
     if (t->talk) {
-        printf("trained %ld steps in %.1f s (%.0f tokens/s per device); final loss %.4f\n", steps, elapsed,
+        /* "trained" only when a step changed the weights; skipped steps are counted */
+        if (t->applied == 0 && t->skipped > 0)
+            printf("ran %ld steps, none applied (%ld skipped on %s)", steps, t->skipped,
+                   a->plan.ls.on ? "fp16 overflow" : "an inf or NaN");
+        else if (t->skipped > 0)
+            printf("trained %ld steps (%ld applied, %ld skipped on %s)", steps, t->applied, t->skipped,
+                   a->plan.ls.on ? "fp16 overflow" : "an inf or NaN");
+        else
+            printf("trained %ld step%s", steps, steps == 1 ? "" : "s");
+        printf(" in %.1f s (%.0f tokens/s per device); final loss %.4f\n", elapsed,
                t->tokens_per_step * (double)steps / elapsed / t->W, t->last.loss);
         if (a->output_dir)
             printf("model saved to %s\n", a->output_dir);
@@ -796,8 +912,8 @@ static int train_finish(trainer *t, zt_train_result *res, zt_err *err)
 
 static void train_close(trainer *t)
 {
-    if (t->log)
-        fclose(t->log);
+    if (t->have_log)
+        close(t->log_fd);
     if (t->have_ev)
         zt_evaluator_free(&t->ev);
     if (t->have_run)
@@ -847,10 +963,17 @@ int zt_train(const zt_train_args *a, zt_train_result *res, zt_err *err)
     int rc = train_setup(&t, a, err), stopped = 0;
     for (long s = t.first_step; rc == ZT_OK && s < t.nsteps; s++) {
         zt_step_metrics m;
+        zt_prof_step_begin(s + 1); /* --profile: a no-op outside --profile_steps */
         if ((rc = train_step(&t, s, &m, err)))
             break;
-        log_step(&t, &m);
-        if ((rc = check_finite(&t, &m, err)))
+        int hl = zt_prof_begin("log", "phase", ZT_PROF_COMPUTE);
+        rc = log_step(&t, &m, err);
+        zt_prof_end(hl, 0.0, 0.0);
+        if (rc)
+            break;
+        if ((rc = zt_prof_step_end(err))) /* waits for the device once, in a profiled step */
+            break;
+        if ((rc = check_finite(&t, &m, err)) || (rc = check_overflow(&t, &m, err)))
             break;
         if (eval_due(&t, s + 1) && (rc = evaluate(&t, s + 1, err)))
             break;
@@ -871,9 +994,12 @@ int zt_train(const zt_train_args *a, zt_train_result *res, zt_err *err)
     return rc;
 }
 
+/* `ztrain eval`: the evaluator of training (evaluate.h) on one rank, over the
+ * model's weights frozen in the compute dtype: every token of the stream, the
+ * last partial batch and a last window shorter than T included, so the mean is
+ * the same at any batch size. */
 int zt_eval(const zt_eval_args *a, double *mean_loss, long *tokens, zt_err *err)
 {
-    run_state r;
     zt_precision prec = {.load = ZT_F32, .master = ZT_F32, .compute = a->compute, .reduce = a->compute,
                          .save = ZT_F32};
     zt_plan plan = zt_plan_single(prec, ZT_WRAP_TRANSFORMER);
@@ -882,33 +1008,33 @@ int zt_eval(const zt_eval_args *a, double *mean_loss, long *tokens, zt_err *err)
     zt_comm_create_local(&local);
     const zt_backend *be = NULL;
     char desc[128];
+    run_state r;
+    zt_evaluator ev;
     memset(&r, 0, sizeof r); /* run_free below must find nothing to free on an early error */
+    memset(&ev, 0, sizeof ev);
     int rc = open_device(&plan, &local, &be, desc, sizeof desc, err);
+    if (rc == ZT_OK && (rc = zt_hf_read_config_dir(a->model_dir, &r.cfg, err)) == ZT_OK &&
+        a->block_size > r.cfg.max_position_embeddings)
+        rc = zt_fail(err, ZT_EINPUT, "--block_size %d exceeds the model's max_position_embeddings %d (%s/config.json)",
+                     a->block_size, r.cfg.max_position_embeddings, a->model_dir);
+    if (rc == ZT_OK && (rc = zt_layout_build(&r.lay, &r.cfg, plan.wrap, 0, 1, err)) == ZT_OK)
+        r.have_lay = 1;
+    if (rc == ZT_OK && (rc = zt_frozen_init(&r.frozen, &r.lay, prec.compute, be, err)) == ZT_OK)
+        r.have_frozen = 1;
     if (rc == ZT_OK)
-        rc = run_open(&r, a->model_dir, a->data_path, a->block_size, a->batch_size, &plan, be, &local, 0, 0, 0, 1,
-                      err);
-    if (rc)
-        goto done;
-    /* Whole batches of consecutive windows; the tail that does not fill a batch is dropped. */
-    long nbatches = (long)(r.batcher.nwin / (size_t)a->batch_size);
-    if (a->max_batches > 0 && a->max_batches < nbatches)
-        nbatches = a->max_batches;
-    if (nbatches == 0) {
-        rc = zt_fail(err, ZT_EINPUT, "%s: fewer than %d windows of %d tokens; nothing to evaluate",
-                     a->data_path, a->batch_size, a->block_size);
-        goto done;
+        rc = zt_hf_load_params_to(a->model_dir, &r.lay, frozen_sink, &r.frozen, err);
+    if (rc == ZT_OK) {
+        zt_param_owner owner = zt_frozen_owner(&r.frozen);
+        long max_windows = a->max_batches > 0 ? a->max_batches * a->batch_size : 0;
+        rc = zt_evaluator_open(&ev, a->data_path, &r.cfg, &r.lay, &owner, a->batch_size, a->block_size, 1,
+                               max_windows, "data", err);
     }
-    double sum = 0.0;
-    for (long b = 0; b < nbatches; b++) {
-        zt_batcher_fill(&r.batcher, b * a->batch_size, a->batch_size, r.inputs, r.targets);
-        double ls = 0.0;
-        if ((rc = zt_model_forward(&r.model, r.inputs, r.targets, &ls, err)))
-            goto done;
-        sum += ls;
+    zt_eval_result res;
+    if (rc == ZT_OK && (rc = zt_evaluator_run(&ev, &local, &res, err)) == ZT_OK) {
+        *mean_loss = res.loss;
+        *tokens = res.tokens;
     }
-    *tokens = nbatches * a->batch_size * a->block_size;
-    *mean_loss = sum / (double)*tokens;
-done:
+    zt_evaluator_free(&ev);
     run_free(&r);
     zt_comm_free(&local);
     return rc;

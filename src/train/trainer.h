@@ -82,10 +82,13 @@ typedef struct zt_train_args {
     int eval_batch_size;        /* windows per forward pass per rank */
     long skip_nonfinite_steps; /* outside fp16 scaling: steps with an inf/NaN that may be skipped in a
                                 * row (0: the first one stops the run) */
+    long max_consecutive_skipped_steps; /* fp16: overflows in a row tolerated once the loss scale is at its
+                                         * floor; one more stops the run (0: the first overflow at the floor) */
     /* called on every rank after every step (NULL: none) */
     void (*on_step)(void *ctx, const zt_step_metrics *m);
     void *on_step_ctx;
     const zt_train_hooks *hooks; /* tests only; NULL in production */
+    const char *tokenizer_dir; /* saved with the model and each checkpoint (NULL: the model_dir's tokenizer files) */
 } zt_train_args;
 
 typedef struct zt_train_result {
@@ -109,11 +112,14 @@ int zt_train(const zt_train_args *a, zt_train_result *res, zt_err *err);
 typedef struct zt_eval_args {
     const char *model_dir, *data_path;
     int block_size, batch_size;
-    long max_batches;    /* 0: the whole stream */
+    long max_batches;    /* 0: the whole stream; else its first max_batches * batch_size windows */
     zt_dtype compute;
     const char *device;  /* --device (NULL: cpu) */
 } zt_eval_args;
 
+/* The mean token loss of the model on the data, every token counted whatever the
+ * batch size (evaluate.h: a last window shorter than block_size is evaluated over
+ * its own length); *tokens gets the predictions counted, n - 1 for n tokens. */
 int zt_eval(const zt_eval_args *a, double *mean_loss, long *tokens, zt_err *err);
 
 #endif

@@ -1,6 +1,6 @@
 /* kernels_check.c — every entry of the CUDA backend's table against its CPU twin.
  *
- *   build-cuda/tests/gpu/kernels_check [--seed N] [--no-matmul] [--only GROUP]
+ *   build-cuda/tests/gpu/kernels_check [--seed N] [--no-matmul] [--only GROUP] [--bench SHRINK]
  *
  * Built by `make cuda`, run by tests/gpu/check.sh on a machine with a GPU (it is not
  * part of `make test`, which runs without one).  For each kernel and case: random
@@ -44,11 +44,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../../src/core/dtype.h"
 #include "../../src/core/rng.h"
 #include "../../src/kernels/backend.h"
 #include "../../src/kernels/backend_cuda.h"
+#include "../../src/kernels/cuda/fast.h"
 
 #define EXACT 0.0
 #define FP32_TOL 1e-5
@@ -62,8 +64,12 @@ static int n_passed, n_failed, n_skipped;
  * products are then reported as skipped, never as passed */
 static int no_matmul;
 /* --only NAME: run one group of checks (memory, matmul, embed, rmsnorm, rope, swiglu, bias,
- * transpose, xent, attention, cache, adamw, reductions) */
+ * transpose, xent, attention, cache, adamw, reductions, fast-norm, fast-xent, fast-attention,
+ * fast-matmul; `fast` runs the four fast-* groups) */
 static const char *only;
+/* --bench SHRINK: time the fast kernels against the exact ones instead of checking
+ * (run_bench; 1: the 1B model's shapes) */
+static int bench;
 
 /* ---- reporting ------------------------------------------------------------------------ */
 
@@ -704,6 +710,347 @@ static void check_attention(void)
     check_attention_case(1, 70, 2, 1, 64, 1, ZT_F32);
 }
 
+/* ---- the fast kernels (src/kernels/cuda/fast.h) against the exact ones --------------------
+ *
+ * Each fast kernel runs on the same device inputs as its exact twin (the table's entry),
+ * and its outputs are compared with the exact kernel's, downloaded.  FAST_TOL: the
+ * fast attention rounds its probabilities and score gradients to bf16 for the tensor
+ * cores, as the exact kernel does, but from fp32 values computed another way (exp2 of
+ * pre-scaled scores, tensor-core sums in another order), so where the exact kernel's
+ * rounding lands on one bf16 neighbour the fast one may land on the other: a bf16 ulp,
+ * 2^-8 relative, of a term, in either kernel, so two ulps (2^-7) of the output's scale
+ * between them, plus the fp32 part.  A wrong mask, scale or index is off by O(1). */
+#define FAST_TOL (2.0 / 128 + 1e-5)
+
+static void check_fast_attention_case(int B, int T, int nh, int nkv, int hd, int window, zt_dtype opd)
+{
+    const size_t W = (size_t)(nh + 2 * nkv) * hd, nqkv = (size_t)B * T * W, nout = (size_t)B * T * nh * hd,
+                 nlse = (size_t)B * nh * T;
+    float *qkv = randn(nqkv, 1.0f), *dout = randn(nout, 1.0f);
+    const size_t gs = gpu->attention_scratch_bytes(B, T, nkv, hd, opd);
+    const size_t fs = zt_cu_fast_attention_scratch_bytes(B, T, nkv, hd, opd);
+    const int tensor_cores = fs > 0 && zt_cu_fast_attention_supported(hd);
+    char tag[128], name[200];
+    snprintf(tag, sizeof tag, "B=%d T=%d nh=%d nkv=%d hd=%d window=%d %s", B, T, nh, nkv, hd, window,
+             tensor_cores ? "tensor cores" : "exact fallback");
+    snprintf(name, sizeof name, "fast attention scratch: the exact kernel's size (%s)", tag);
+    report(name, fs == gs ? 0.0 : 1.0, EXACT, NULL);
+    /* the fallback (fp32 operands, other head sizes) is the exact kernel: its bits */
+    const double tol = tensor_cores ? FAST_TOL : EXACT;
+
+    float *dq = dev(qkv, nqkv * 4), *ddo = dev(dout, nout * 4);
+    void *scratch = gs ? dev(NULL, gs) : NULL;
+    float *eo = dev(NULL, nout * 4), *el = dev(NULL, nlse * 4), *edq = dev(NULL, nqkv * 4);
+    gpu->attention_forward(eo, NULL, el, dq, scratch, B, T, nh, nkv, hd, window);
+    gpu->attention_backward(edq, ddo, dq, eo, el, scratch, B, T, nh, nkv, hd, window);
+    float *want_o = host(nout * 4), *want_l = host(nlse * 4), *want_dq = host(nqkv * 4);
+    down(want_o, eo, nout * 4), down(want_l, el, nlse * 4), down(want_dq, edq, nqkv * 4);
+    uint16_t *want_o16 = as_dtype(want_o, ZT_BF16, nout);
+
+    float *fo = dev(NULL, nout * 4), *fl = dev(NULL, nlse * 4), *fdq = dev(NULL, nqkv * 4);
+    float *fo2 = dev(NULL, nout * 4), *fdq2 = dev(NULL, nqkv * 4), *fl2 = dev(NULL, nlse * 4);
+    uint16_t *fo16 = dev(NULL, nout * 2);
+    poison(fo, nout * 4), poison(fl, nlse * 4), poison(fo16, nout * 2), poison(fdq, nqkv * 4);
+    zt_cu_fast_attention_forward(fo, fo16, fl, dq, scratch, B, T, nh, nkv, hd, window);
+    snprintf(name, sizeof name, "fast attention forward out vs exact (%s)", tag);
+    check(name, fo, want_o, ZT_F32, nout, tol);
+    snprintf(name, sizeof name, "fast attention forward out bf16 copy vs exact (%s)", tag);
+    check(name, fo16, want_o16, ZT_BF16, nout, tensor_cores ? FAST_TOL : BF16_TOL);
+    snprintf(name, sizeof name, "fast attention forward lse vs exact (%s)", tag);
+    check(name, fl, want_l, ZT_F32, nlse, tol);
+    /* the backward from the exact forward's outputs, so it is checked on its own; dqkv
+     * starts poisoned, so every element must be written (the q, k and v parts) */
+    zt_cu_fast_attention_backward(fdq, ddo, dq, eo, el, scratch, B, T, nh, nkv, hd, window);
+    snprintf(name, sizeof name, "fast attention backward dqkv vs exact (%s)", tag);
+    check(name, fdq, want_dq, ZT_F32, nqkv, tol);
+    /* no atomics: the same bits on every run */
+    zt_cu_fast_attention_forward(fo2, NULL, fl2, dq, scratch, B, T, nh, nkv, hd, window);
+    zt_cu_fast_attention_backward(fdq2, ddo, dq, eo, el, scratch, B, T, nh, nkv, hd, window);
+    snprintf(name, sizeof name, "fast attention forward+backward twice: same bits (%s)", tag);
+    unsigned char *a = host(nqkv * 4), *b = host(nqkv * 4), *c = host(nout * 4), *d = host(nout * 4);
+    down(a, fdq, nqkv * 4), down(b, fdq2, nqkv * 4), down(c, fo, nout * 4), down(d, fo2, nout * 4);
+    report(name, memcmp(a, b, nqkv * 4) || memcmp(c, d, nout * 4) ? 1.0 : 0.0, EXACT, NULL);
+    free(a), free(b), free(c), free(d);
+    free(qkv), free(dout), free(want_o), free(want_l), free(want_dq), free(want_o16);
+    dev_free_all();
+}
+
+/* FAST_FP32_TOL: fp32 results of the fast kernels whose sums run in fp32 where the exact
+ * kernels sum in double (RMSNorm's mean of squares and dot, dw's column sums, the
+ * softmax's sum), or use the hardware exp (a few ulp): a sum of n terms in fp32 is off
+ * by at most n 2^-24 of its magnitude, 2e-5 at the n = 300 of these checks, plus a few
+ * ulp.  A wrong kernel is off by O(1). */
+#define FAST_FP32_TOL 1e-4
+
+static void check_fast_rmsnorm(void)
+{
+    const int N = 37, C = 300;
+    const float eps = 1e-5f;
+    const size_t n = (size_t)N * C;
+    float *x = randn(n, 1.0f), *w = randn((size_t)C, 1.0f), *dy = randn(n, 1.0f), *dx0 = randn(n, 1.0f),
+          *dw0 = randn((size_t)C, 1.0f), *delta = randn(n, 0.5f);
+    float *dx_ = dev(x, n * 4), *dw_ = dev(w, (size_t)C * 4), *ddy = dev(dy, n * 4);
+    char name[160];
+    for (int bf = 0; bf < 2; bf++) { /* y in fp32, then in bf16 (the products' operand) */
+        const zt_dtype y_dt = bf ? ZT_BF16 : ZT_F32;
+        const size_t ys = n * zt_dtype_size(y_dt);
+        void *ey = dev(NULL, ys), *fy = dev(NULL, ys);
+        float *er = dev(NULL, (size_t)N * 4), *fr = dev(NULL, (size_t)N * 4);
+        gpu->rmsnorm_forward(ey, y_dt, er, dx_, dw_, N, C, eps);
+        poison(fy, ys), poison(fr, (size_t)N * 4);
+        zt_cu_fast_rmsnorm_forward(fy, y_dt, fr, dx_, dw_, N, C, eps);
+        void *want_y = host(ys);
+        float *want_r = host((size_t)N * 4);
+        down(want_y, ey, ys), down(want_r, er, (size_t)N * 4);
+        snprintf(name, sizeof name, "fast rmsnorm forward y (%s) vs exact", zt_dtype_name(y_dt));
+        check(name, fy, want_y, y_dt, n, bf ? BF16_TOL : FAST_FP32_TOL);
+        snprintf(name, sizeof name, "fast rmsnorm forward rstd (y %s) vs exact", zt_dtype_name(y_dt));
+        check(name, fr, want_r, ZT_F32, (size_t)N, FAST_FP32_TOL);
+        free(want_y), free(want_r);
+    }
+    /* the residual add fused in: x += delta (fp32 or bf16), then the norm of the new x,
+     * against the exact accumulate followed by the exact norm */
+    for (int bf = 0; bf < 2; bf++) {
+        const zt_dtype d_dt = bf ? ZT_BF16 : ZT_F32;
+        void *dh = as_dtype(delta, d_dt, n);
+        void *dd = dev(dh, n * zt_dtype_size(d_dt));
+        float *ex = dev(x, n * 4), *fx = dev(x, n * 4);
+        uint16_t *ey = dev(NULL, n * 2), *fy = dev(NULL, n * 2);
+        float *er = dev(NULL, (size_t)N * 4), *fr = dev(NULL, (size_t)N * 4);
+        gpu->accumulate(ex, ZT_F32, dd, d_dt, n);
+        gpu->rmsnorm_forward(ey, ZT_BF16, er, ex, dw_, N, C, eps);
+        poison(fy, n * 2), poison(fr, (size_t)N * 4);
+        zt_cu_fast_rmsnorm_residual_forward(fx, dd, d_dt, fy, ZT_BF16, fr, dw_, N, C, eps);
+        float *want_x = host(n * 4), *want_r = host((size_t)N * 4);
+        uint16_t *want_y = host(n * 2);
+        down(want_x, ex, n * 4), down(want_y, ey, n * 2), down(want_r, er, (size_t)N * 4);
+        snprintf(name, sizeof name, "fast rmsnorm residual: x + delta (%s) vs exact accumulate", zt_dtype_name(d_dt));
+        check(name, fx, want_x, ZT_F32, n, EXACT);
+        snprintf(name, sizeof name, "fast rmsnorm residual: y (bf16) vs exact (delta %s)", zt_dtype_name(d_dt));
+        check(name, fy, want_y, ZT_BF16, n, BF16_TOL);
+        snprintf(name, sizeof name, "fast rmsnorm residual: rstd vs exact (delta %s)", zt_dtype_name(d_dt));
+        check(name, fr, want_r, ZT_F32, (size_t)N, FAST_FP32_TOL);
+        free(dh), free(want_x), free(want_r), free(want_y);
+    }
+    /* backward: dx and dw accumulate from the same random start on both */
+    {
+        float *r = dev(NULL, (size_t)N * 4), *y = dev(NULL, n * 4);
+        gpu->rmsnorm_forward(y, ZT_F32, r, dx_, dw_, N, C, eps);
+        float *edx = dev(dx0, n * 4), *fdx = dev(dx0, n * 4), *edw = dev(dw0, (size_t)C * 4),
+              *fdw = dev(dw0, (size_t)C * 4);
+        uint16_t *e16 = dev(NULL, n * 2), *f16 = dev(NULL, n * 2);
+        poison(f16, n * 2);
+        gpu->rmsnorm_backward(edx, e16, edw, ddy, dx_, dw_, r, N, C);
+        zt_cu_fast_rmsnorm_backward(fdx, f16, fdw, ddy, dx_, dw_, r, N, C);
+        float *want_dx = host(n * 4), *want_dw = host((size_t)C * 4);
+        uint16_t *want16 = host(n * 2);
+        down(want_dx, edx, n * 4), down(want_dw, edw, (size_t)C * 4), down(want16, e16, n * 2);
+        check("fast rmsnorm backward dx (accumulated) vs exact", fdx, want_dx, ZT_F32, n, FAST_FP32_TOL);
+        check("fast rmsnorm backward dx bf16 copy vs exact", f16, want16, ZT_BF16, n, BF16_TOL);
+        check("fast rmsnorm backward dw (accumulated) vs exact", fdw, want_dw, ZT_F32, (size_t)C, FAST_FP32_TOL);
+        free(want_dx), free(want_dw), free(want16);
+    }
+    free(x), free(w), free(dy), free(dx0), free(dw0), free(delta);
+    dev_free_all();
+}
+
+static void check_fast_swiglu(void)
+{
+    const int N = 33, F = 129;
+    const size_t n = (size_t)N * F;
+    float *gu = randn(2 * n, 2.0f), *dh = randn(n, 1.0f);
+    float *dgu_ = dev(gu, 2 * n * 4), *ddh = dev(dh, n * 4);
+    char name[128];
+    for (int bf = 0; bf < 2; bf++) {
+        const zt_dtype dt = bf ? ZT_BF16 : ZT_F32;
+        const size_t es = zt_dtype_size(dt);
+        void *eh = dev(NULL, n * es), *fh = dev(NULL, n * es), *eg = dev(NULL, 2 * n * es), *fg = dev(NULL, 2 * n * es);
+        gpu->swiglu_forward(eh, dt, dgu_, N, F);
+        gpu->swiglu_backward(eg, dt, ddh, dgu_, N, F);
+        poison(fh, n * es), poison(fg, 2 * n * es);
+        zt_cu_fast_swiglu_forward(fh, dt, dgu_, N, F);
+        zt_cu_fast_swiglu_backward(fg, dt, ddh, dgu_, N, F);
+        void *want_h = host(n * es), *want_g = host(2 * n * es);
+        down(want_h, eh, n * es), down(want_g, eg, 2 * n * es);
+        snprintf(name, sizeof name, "fast swiglu forward (%s) vs exact", zt_dtype_name(dt));
+        check(name, fh, want_h, dt, n, bf ? BF16_TOL : FAST_FP32_TOL);
+        snprintf(name, sizeof name, "fast swiglu backward (%s) vs exact", zt_dtype_name(dt));
+        check(name, fg, want_g, dt, 2 * n, bf ? BF16_TOL : FAST_FP32_TOL);
+        free(want_h), free(want_g);
+    }
+    free(gu), free(dh);
+    dev_free_all();
+}
+
+/* The fused lm-head cross-entropy against the exact path: the whole (N, V) logits by
+ * the table's matmul, its xent, then the two products of the gradient. */
+static void check_fast_xent_case(zt_dtype compute, zt_dtype w_dt, int chunk)
+{
+    const int N = 37, C = 64, V = 300;
+    const float gs = 1.0f / N;
+    float *x = randn((size_t)N * C, 1.0f), *w = randn((size_t)V * C, 0.3f), *dw0 = randn((size_t)V * C, 0.01f);
+    int targets[37];
+    for (int i = 0; i < N; i++)
+        targets[i] = (int)(zt_rand_uniform(&rng_state) * V) % V;
+    void *wh = as_dtype(w, w_dt, (size_t)V * C);
+    float *dxx = dev(x, (size_t)N * C * 4);
+    void *dww = dev(wh, (size_t)V * C * zt_dtype_size(w_dt));
+    const int bf = compute == ZT_BF16;
+    zt_err err = {0};
+    char tag[96], name[192];
+    snprintf(tag, sizeof tag, "compute %s, w %s, %d rows per chunk", zt_dtype_name(compute), zt_dtype_name(w_dt), chunk);
+    /* exact */
+    float *logits = dev(NULL, (size_t)N * V * 4), *edx = dev(NULL, (size_t)N * C * 4), *edw = dev(dw0, (size_t)V * C * 4);
+    uint16_t *e16 = bf ? dev(NULL, (size_t)N * V * 2) : NULL;
+    if (gpu->matmul(logits, dxx, ZT_F32, dww, w_dt, N, V, C, 0, 1, 0.0f, compute, &err))
+        die("exact logits", &err);
+    const double want_loss = gpu->xent(logits, e16, logits, targets, N, V, gs);
+    const void *g = bf ? (const void *)e16 : (const void *)logits;
+    if (gpu->matmul(edx, g, bf ? ZT_BF16 : ZT_F32, dww, w_dt, N, C, V, 0, 0, 0.0f, compute, &err) ||
+        gpu->matmul(edw, g, bf ? ZT_BF16 : ZT_F32, dxx, ZT_F32, V, C, N, 1, 0, 1.0f, compute, &err))
+        die("exact gradient products", &err);
+    /* fused, the loss added to 1.5 already there */
+    const double start = 1.5;
+    double *floss = dev(&start, sizeof start);
+    float *fdx = dev(NULL, (size_t)N * C * 4), *fdw = dev(dw0, (size_t)V * C * 4);
+    poison(fdx, (size_t)N * C * 4);
+    if (zt_cu_fast_lmhead_xent(floss, fdx, fdw, dxx, ZT_F32, dww, w_dt, targets, N, C, V, gs, compute, chunk, &err)) {
+        snprintf(name, sizeof name, "fast lm-head cross-entropy (%s)", tag);
+        report(name, INFINITY, 0, "  (error)");
+        fprintf(stderr, "  %s\n", err.msg);
+    } else {
+        double got;
+        down(&got, floss, sizeof got);
+        snprintf(name, sizeof name, "fast lm-head cross-entropy: loss sum on the device vs exact (%s)", tag);
+        check_scalar(name, got - start, want_loss, FAST_FP32_TOL);
+        float *want_dx = host((size_t)N * C * 4), *want_dw = host((size_t)V * C * 4);
+        down(want_dx, edx, (size_t)N * C * 4), down(want_dw, edw, (size_t)V * C * 4);
+        snprintf(name, sizeof name, "fast lm-head cross-entropy: dx vs exact (%s)", tag);
+        check(name, fdx, want_dx, ZT_F32, (size_t)N * C, bf ? FAST_TOL : FAST_FP32_TOL);
+        snprintf(name, sizeof name, "fast lm-head cross-entropy: dw (accumulated) vs exact (%s)", tag);
+        check(name, fdw, want_dw, ZT_F32, (size_t)V * C, bf ? FAST_TOL : FAST_FP32_TOL);
+        free(want_dx), free(want_dw);
+    }
+    free(x), free(w), free(dw0), free(wh);
+    dev_free_all();
+}
+
+static void check_fast_xent(void)
+{
+    check_fast_xent_case(ZT_BF16, ZT_BF16, 10); /* 4 chunks, the last one short */
+    check_fast_xent_case(ZT_F32, ZT_F32, 16);
+    check_fast_xent_case(ZT_BF16, ZT_F32, 37); /* one chunk */
+    /* a target outside the vocabulary: refused as a value, nothing run */
+    int bad[2] = {0, 300};
+    zt_err err = {0};
+    float *x = dev(NULL, 2 * 64 * 4), *w = dev(NULL, 300 * 64 * 4);
+    const int rc = zt_cu_fast_lmhead_xent(NULL, NULL, NULL, x, ZT_F32, w, ZT_F32, bad, 2, 64, 300, 1.0f, ZT_F32, 1, &err);
+    report("fast lm-head cross-entropy: a target outside [0, V) is refused (ZT_EINPUT)",
+           rc == ZT_EINPUT && strstr(err.msg, "target 300 of row 1") ? 0.0 : 1.0, EXACT, NULL);
+    dev_free_all();
+}
+
+/* The bf16-output product with the residual fused, against the table's fp32 product
+ * (then the residual added in fp32 and the sum rounded once, on the CPU): the same
+ * operands and accumulation, so one bf16 rounding of values equal to fp32 rounding. */
+static void check_fast_matmul_case(int M, int N, int K, int ta, int tb, int with_residual, int in_place)
+{
+    float *A = randn((size_t)M * K, 1.0f), *B = randn((size_t)K * N, 1.0f), *R = randn((size_t)M * N, 4.0f);
+    uint16_t *Ah = as_dtype(A, ZT_BF16, (size_t)M * K), *Bh = as_dtype(B, ZT_BF16, (size_t)K * N),
+             *Rh = as_dtype(R, ZT_BF16, (size_t)M * N);
+    void *dA = dev(Ah, (size_t)M * K * 2), *dB = dev(Bh, (size_t)K * N * 2);
+    float *ref = dev(NULL, (size_t)M * N * 4);
+    zt_err err = {0};
+    if (gpu->matmul(ref, dA, ZT_BF16, dB, ZT_BF16, M, N, K, ta, tb, 0.0f, ZT_BF16, &err))
+        die("exact product", &err);
+    float *want = host((size_t)M * N * 4);
+    down(want, ref, (size_t)M * N * 4);
+    for (size_t i = 0; i < (size_t)M * N; i++)
+        want[i] = with_residual ? want[i] + zt_bf16_to_f32(Rh[i]) : want[i];
+    uint16_t *want16 = as_dtype(want, ZT_BF16, (size_t)M * N);
+    uint16_t *dD = dev(with_residual && in_place ? Rh : NULL, (size_t)M * N * 2);
+    void *dR = with_residual ? (in_place ? (void *)dD : dev(Rh, (size_t)M * N * 2)) : NULL;
+    if (!(with_residual && in_place))
+        poison(dD, (size_t)M * N * 2);
+    char name[160];
+    snprintf(name, sizeof name, "fast matmul bf16 out %dx%dx%d %s%s%s vs exact", M, N, K, ta ? "A^T " : "",
+             tb ? "B^T " : "", with_residual ? (in_place ? "+= residual in place" : "+ residual") : "");
+    if (zt_cu_fast_matmul_out(dD, ZT_BF16, dR, dA, ZT_BF16, dB, ZT_BF16, M, N, K, ta, tb, ZT_BF16, &err)) {
+        report(name, INFINITY, 0, "  (error)");
+        fprintf(stderr, "  %s\n", err.msg);
+    } else {
+        check(name, dD, want16, ZT_BF16, (size_t)M * N, BF16_TOL);
+    }
+    free(A), free(B), free(R), free(Ah), free(Bh), free(Rh), free(want), free(want16);
+    dev_free_all();
+}
+
+static void check_fast_matmul(void)
+{
+    if (no_matmul) { /* the emulator's products are a loop: checking it would prove nothing */
+        printf("skip fast matmul (every case): not run (--no-matmul)\n");
+        n_skipped++;
+        return;
+    }
+    check_fast_matmul_case(67, 45, 129, 0, 1, 0, 0);
+    check_fast_matmul_case(64, 96, 200, 0, 1, 1, 0);
+    check_fast_matmul_case(64, 96, 200, 0, 0, 1, 1);
+    check_fast_matmul_case(96, 64, 130, 1, 0, 1, 1);
+    /* a bf16 result needs bf16 compute */
+    zt_err err = {0};
+    float *d = dev(NULL, 16 * 4);
+    const int rc = zt_cu_fast_matmul_out(d, ZT_BF16, NULL, d, ZT_F32, d, ZT_F32, 2, 2, 2, 0, 0, ZT_F32, &err);
+    report("fast matmul: a bf16 result with fp32 compute is refused (ZT_EINPUT)", rc == ZT_EINPUT ? 0.0 : 1.0, EXACT,
+           NULL);
+    dev_free_all();
+}
+
+/* the overlay replaces exactly the seven entries fast.h names */
+static void check_fast_table(void)
+{
+    zt_backend t;
+    memcpy(&t, gpu, sizeof t); /* with its padding, for the memcmp below */
+    zt_cu_fast_overlay(&t);
+    const int replaced = t.attention_scratch_bytes == zt_cu_fast_attention_scratch_bytes &&
+                         t.attention_forward == zt_cu_fast_attention_forward &&
+                         t.attention_backward == zt_cu_fast_attention_backward &&
+                         t.rmsnorm_forward == zt_cu_fast_rmsnorm_forward &&
+                         t.rmsnorm_backward == zt_cu_fast_rmsnorm_backward &&
+                         t.swiglu_forward == zt_cu_fast_swiglu_forward && t.swiglu_backward == zt_cu_fast_swiglu_backward;
+    report("fast table: the seven fast entries in place", replaced ? 0.0 : 1.0, EXACT, NULL);
+    /* every other entry unchanged: the copy with those seven put back is the table */
+    t.attention_scratch_bytes = gpu->attention_scratch_bytes, t.attention_forward = gpu->attention_forward;
+    t.attention_backward = gpu->attention_backward, t.rmsnorm_forward = gpu->rmsnorm_forward;
+    t.rmsnorm_backward = gpu->rmsnorm_backward, t.swiglu_forward = gpu->swiglu_forward;
+    t.swiglu_backward = gpu->swiglu_backward;
+    report("fast table: every other entry the exact one", memcmp(&t, gpu, sizeof t) ? 1.0 : 0.0, EXACT, NULL);
+}
+
+static void check_fast_norm(void)
+{
+    check_fast_table();
+    check_fast_rmsnorm();
+    check_fast_swiglu();
+}
+
+static void check_fast_attention(void)
+{
+    /* head sizes 64 and 128 (Llama's), 32 and 96; grouped queries; T off the 64-row tiles */
+    check_fast_attention_case(2, 150, 6, 2, 64, 0, ZT_BF16);
+    check_fast_attention_case(1, 130, 4, 4, 128, 0, ZT_BF16);
+    check_fast_attention_case(1, 100, 8, 1, 32, 0, ZT_BF16);
+    check_fast_attention_case(1, 70, 2, 1, 96, 0, ZT_BF16);
+    check_fast_attention_case(1, 1, 2, 1, 64, 0, ZT_BF16); /* one token */
+    /* sliding windows: inside a tile, across tiles, rows with no key in a whole tile */
+    check_fast_attention_case(1, 200, 4, 2, 64, 10, ZT_BF16);
+    check_fast_attention_case(1, 150, 4, 1, 64, 70, ZT_BF16);
+    check_fast_attention_case(1, 130, 2, 2, 128, 100, ZT_BF16);
+    check_fast_attention_case(1, 70, 2, 1, 64, 1, ZT_BF16);
+    /* the exact fallback: fp32 operands, and a head size the tensor-core kernels do not serve */
+    check_fast_attention_case(1, 90, 4, 2, 64, 0, ZT_F32);
+    check_fast_attention_case(1, 77, 4, 2, 48, 0, ZT_BF16);
+}
+
 static void check_attention_cache(void)
 {
     const int cap = 100, nh = 6, nkv = 2, hd = 64;
@@ -850,6 +1197,167 @@ static void check_reductions(void)
     free(x), free(y);
 }
 
+/* ---- --bench: the fast kernels' time against the exact ones, at the 1B model's shapes ----
+ *
+ * Not a check (nothing passes or fails): each kernel runs once to warm up, then `reps`
+ * times between two waits for the device, and the median per call is printed with the
+ * rate it implies, so that one GPU run says what the fast mode buys kernel by kernel.
+ * Host clock around a synchronised region: launch costs are included. */
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* kinds of work a bench runs, so that one timing loop serves every kernel */
+typedef struct bench_args {
+    int kind; /* 0 attention forward, 1 attention backward, 2 rmsnorm fwd+bwd, 3 swiglu fwd+bwd, 4 lm-head xent */
+    int fast;
+    float *a, *b, *c, *d, *e, *f;
+    void *scratch;
+    int B, T, nh, nkv, hd, N, C, F, V;
+    const int *targets;
+    double *loss;
+} bench_args;
+
+static void bench_once(const bench_args *x)
+{
+    zt_err err = {0};
+    switch (x->kind) {
+    case 0:
+        (x->fast ? zt_cu_fast_attention_forward : gpu->attention_forward)(x->b, NULL, x->c, x->a, x->scratch, x->B, x->T,
+                                                                         x->nh, x->nkv, x->hd, 0);
+        break;
+    case 1:
+        (x->fast ? zt_cu_fast_attention_backward : gpu->attention_backward)(x->d, x->e, x->a, x->b, x->c, x->scratch,
+                                                                           x->B, x->T, x->nh, x->nkv, x->hd, 0);
+        break;
+    case 2:
+        (x->fast ? zt_cu_fast_rmsnorm_forward : gpu->rmsnorm_forward)(x->b, ZT_BF16, x->c, x->a, x->f, x->N, x->C, 1e-5f);
+        (x->fast ? zt_cu_fast_rmsnorm_backward : gpu->rmsnorm_backward)(x->d, NULL, x->e, x->a, x->a, x->f, x->c, x->N,
+                                                                       x->C);
+        break;
+    case 3:
+        (x->fast ? zt_cu_fast_swiglu_forward : gpu->swiglu_forward)(x->b, ZT_BF16, x->a, x->N, x->F);
+        (x->fast ? zt_cu_fast_swiglu_backward : gpu->swiglu_backward)(x->d, ZT_BF16, x->c, x->a, x->N, x->F);
+        break;
+    case 4:
+        if (x->fast) {
+            const int rows = (int)zt_cu_fast_lmhead_xent_rows(x->V, (size_t)64 << 20);
+            if (zt_cu_fast_lmhead_xent(x->loss, x->d, x->e, x->a, ZT_BF16, x->f, ZT_BF16, x->targets, x->N, x->C, x->V,
+                                       1.0f / x->N, ZT_BF16, rows, &err))
+                die("bench: fused cross-entropy", &err);
+        } else {
+            if (gpu->matmul(x->b, x->a, ZT_BF16, x->f, ZT_BF16, x->N, x->V, x->C, 0, 1, 0.0f, ZT_BF16, &err))
+                die("bench: logits", &err);
+            gpu->xent(x->b, (uint16_t *)x->c, x->b, x->targets, x->N, x->V, 1.0f / x->N);
+            if (gpu->matmul(x->d, x->c, ZT_BF16, x->f, ZT_BF16, x->N, x->C, x->V, 0, 0, 0.0f, ZT_BF16, &err) ||
+                gpu->matmul(x->e, x->c, ZT_BF16, x->a, ZT_BF16, x->V, x->C, x->N, 1, 0, 1.0f, ZT_BF16, &err))
+                die("bench: gradient products", &err);
+        }
+        break;
+    }
+}
+
+/* median seconds per call; flops (or bytes, with unit "GB/s") give the rate */
+static void bench_row(const char *name, bench_args *x, double work, const char *unit)
+{
+    enum { REPS = 7 };
+    double t[2][REPS];
+    for (int f = 0; f < 2; f++) {
+        x->fast = f;
+        bench_once(x);
+        gpu->sync();
+        for (int r = 0; r < REPS; r++) {
+            const double t0 = now_s();
+            bench_once(x);
+            gpu->sync();
+            t[f][r] = now_s() - t0;
+        }
+        qsort(t[f], REPS, sizeof t[f][0], cmp_double);
+    }
+    const double e = t[0][REPS / 2], f = t[1][REPS / 2];
+    printf("bench %-46s exact %9.3f ms %8.1f %-7s fast %9.3f ms %8.1f %-7s x%.2f\n", name, e * 1e3, work / e * 1e-12,
+           unit, f * 1e3, work / f * 1e-12, unit, e / f);
+    fflush(stdout);
+}
+
+/* shrink: 1 for the 1B model's shapes; S divides T, the hidden size, the FFN, the
+ * vocabulary and the heads (down to 4 over 1; a quick run of the same code, e.g. under
+ * tools/cuda_emu) */
+static void run_bench(int shrink)
+{
+    /* tests/gpu/llama_1b: hidden 2048, 32 heads of 64 over 8 kv heads, FFN 8192, vocab 32000, T 2048 */
+    const int B = 1, T = 2048 / shrink, nh = 32 / shrink > 4 ? 32 / shrink : 4, nkv = 8 / shrink > 1 ? 8 / shrink : 1,
+              hd = 64, C = 2048 / shrink, F = 8192 / shrink, V = 32000 / shrink, N = B * T;
+    bench_args x;
+    memset(&x, 0, sizeof x);
+    x.B = B, x.T = T, x.nh = nh, x.nkv = nkv, x.hd = hd, x.N = N, x.C = C, x.F = F, x.V = V;
+    printf("bench: B=%d T=%d heads %d over %d hidden %d FFN %d vocab %d, median of 7 calls after one warm-up; rates "
+           "in TFLOP/s (attention: causal FLOPs, the backward counted as 2.5 forwards) or TB/s\n", B, T, nh, nkv, C, F,
+           V);
+    for (int h = 0; h < 2; h++) { /* hd 64 (the 1B model) and hd 128 (half the heads) */
+        x.hd = h ? 128 : 64, x.nh = h ? nh / 2 : nh;
+        const size_t Wh = (size_t)(x.nh + 2 * nkv) * x.hd, nout = (size_t)N * x.nh * x.hd;
+        float *qkv = randn((size_t)N * Wh, 1.0f), *dout = randn(nout, 1.0f);
+        x.a = dev(qkv, (size_t)N * Wh * 4), x.e = dev(dout, nout * 4);
+        x.b = dev(NULL, nout * 4), x.c = dev(NULL, (size_t)B * x.nh * T * 4), x.d = dev(NULL, (size_t)N * Wh * 4);
+        x.scratch = dev(NULL, gpu->attention_scratch_bytes(B, T, nkv, x.hd, ZT_BF16));
+        const double fl = 2.0 * B * x.nh * (double)T * T * x.hd; /* two products over the causal half */
+        char name[96];
+        x.kind = 0;
+        snprintf(name, sizeof name, "attention forward (hd %d, bf16 operands)", x.hd);
+        bench_row(name, &x, fl, "TFLOP/s");
+        x.kind = 1;
+        snprintf(name, sizeof name, "attention backward (hd %d, bf16 operands)", x.hd);
+        bench_row(name, &x, 2.5 * fl, "TFLOP/s");
+        free(qkv), free(dout);
+        dev_free_all();
+    }
+    {
+        float *xx = randn((size_t)N * C, 1.0f), *w = randn((size_t)C, 1.0f);
+        x.a = dev(xx, (size_t)N * C * 4), x.f = dev(w, (size_t)C * 4), x.b = dev(NULL, (size_t)N * C * 2),
+        x.c = dev(NULL, (size_t)N * 4), x.d = dev(NULL, (size_t)N * C * 4), x.e = dev(NULL, (size_t)C * 4);
+        x.kind = 2; /* bytes: x read 3 times, y (bf16) written, dy read, dx read and written */
+        bench_row("rmsnorm forward + backward", &x, (double)N * C * (3 * 4 + 2 + 4 + 8), "TB/s");
+        free(xx), free(w);
+        dev_free_all();
+    }
+    {
+        float *gu = randn((size_t)N * 2 * F, 1.0f), *dh = randn((size_t)N * F, 1.0f);
+        x.a = dev(gu, (size_t)N * 2 * F * 4), x.c = dev(dh, (size_t)N * F * 4), x.b = dev(NULL, (size_t)N * F * 2),
+        x.d = dev(NULL, (size_t)N * 2 * F * 2);
+        x.kind = 3; /* bytes: gu read twice, h written (bf16), dh read, dgu written (bf16) */
+        bench_row("swiglu forward + backward", &x, (double)N * F * (16 + 2 + 4 + 4), "TB/s");
+        free(gu), free(dh);
+        dev_free_all();
+    }
+    {
+        float *xx = randn((size_t)N * C, 1.0f), *w = randn((size_t)V * C, 0.02f);
+        uint16_t *x16 = as_dtype(xx, ZT_BF16, (size_t)N * C), *w16 = as_dtype(w, ZT_BF16, (size_t)V * C);
+        int *tg = host((size_t)N * sizeof(int));
+        for (int i = 0; i < N; i++)
+            tg[i] = (int)(zt_rand_uniform(&rng_state) * V) % V;
+        const double zero = 0.0;
+        x.a = dev(x16, (size_t)N * C * 2), x.f = dev(w16, (size_t)V * C * 2), x.b = dev(NULL, (size_t)N * V * 4),
+        x.c = dev(NULL, (size_t)N * V * 2), x.d = dev(NULL, (size_t)N * C * 4), x.e = dev(NULL, (size_t)V * C * 4);
+        x.loss = dev(&zero, sizeof zero);
+        x.targets = tg;
+        x.kind = 4; /* three products of 2 N V C */
+        bench_row("lm-head + cross-entropy + its gradients", &x, 3 * 2.0 * N * (double)V * C, "TFLOP/s");
+        free(xx), free(w), free(x16), free(w16), free(tg);
+        dev_free_all();
+    }
+}
+
 int main(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++) {
@@ -864,8 +1372,16 @@ int main(int argc, char **argv)
             no_matmul = 1;
         } else if (!strcmp(argv[i], "--only") && i + 1 < argc) {
             only = argv[++i];
+        } else if (!strcmp(argv[i], "--bench") && i + 1 < argc) {
+            char *end;
+            const long v = strtol(argv[++i], &end, 10);
+            if (*end || v < 1 || v > 64 || 2048 % v) {
+                fprintf(stderr, "kernels_check: --bench: expected a divisor of 2048 from 1 to 64, got '%s'\n", argv[i]);
+                return 2;
+            }
+            bench = (int)v;
         } else {
-            fprintf(stderr, "usage: kernels_check [--seed N] [--no-matmul] [--only GROUP]\n");
+            fprintf(stderr, "usage: kernels_check [--seed N] [--no-matmul] [--only GROUP] [--bench SHRINK]\n");
             return 2;
         }
     }
@@ -893,10 +1409,19 @@ int main(int argc, char **argv)
         {"rmsnorm", check_rmsnorm},     {"rope", check_rope},           {"swiglu", check_swiglu},       {"bias", check_bias},
         {"transpose", check_transpose}, {"xent", check_xent},           {"attention", check_attention},
         {"cache", check_attention_cache}, {"adamw", check_adamw},       {"reductions", check_reductions},
+        {"fast-norm", check_fast_norm}, {"fast-xent", check_fast_xent}, {"fast-attention", check_fast_attention},
+        {"fast-matmul", check_fast_matmul},
     };
+    if (bench) { /* timings only, no checks */
+        run_bench(bench);
+        zt_cuda_shutdown();
+        return 0;
+    }
     int ran = 0;
-    for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++)
-        if (!only || !strcmp(only, groups[g].name)) {
+    const size_t only_len = only ? strlen(only) : 0;
+    for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++) /* --only fast: every fast-* group */
+        if (!only || !strcmp(only, groups[g].name) ||
+            (!strncmp(only, groups[g].name, only_len) && groups[g].name[only_len] == '-')) {
             groups[g].fn();
             ran++;
         }

@@ -40,6 +40,7 @@
 #define __forceinline__ inline
 #define __shared__ static
 #define __launch_bounds__(...)
+#define __align__(n) alignas(n)
 
 struct dim3 {
     unsigned x, y, z;
@@ -73,6 +74,8 @@ inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask)
     return __shfl_sync(mask, v, lane ^ lane_mask);
 }
 
+/* the SFU's exp (a few ulp on the GPU): libm's here */
+inline float __expf(float x) { return expf(x); }
 inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
 inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
 inline long long __double_as_longlong(double d) { long long u; memcpy(&u, &d, 8); return u; }

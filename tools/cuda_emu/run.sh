@@ -16,16 +16,16 @@ for f in src/kernels/cuda/*.cu; do
     [ "$name" = matmul ] && continue
     gen=$out/gen/$name.cpp
     # launches and dynamic shared memory in plain C++ (cuda_runtime.h's zt_emu_launch)
-    sed -E -e 's/extern __shared__ float sm\[\];/float *sm = zt_emu_dyn_smem();/' \
+    sed -E -e 's/extern __shared__ (__align__\([0-9]+\) )?float sm\[\];/float *sm = zt_emu_dyn_smem();/' \
            -e 's/([A-Za-z_][A-Za-z0-9_]*(<[^<>]*>)?)<<<(.*)>>>\(/zt_emu_launch(\1, \3)(/' "$f" > "$gen"
     if [ ! -f "$out/gen/$name.o" ] || [ "$gen" -nt "$out/gen/$name.o" ] || [ src/kernels/cuda/common.cuh -nt "$out/gen/$name.o" ]; then
-        g++ -std=c++20 -O2 -g -fno-fast-math -ffp-contract=off -Itools/cuda_emu -iquote src/kernels/cuda -DZT_CUDA \
+        g++ -std=c++20 -O2 -g -fno-fast-math -ffp-contract=off -Itools/cuda_emu -iquote src/kernels/cuda -DZT_CUDA -DZT_CUDA_EMU \
             -c "$gen" -o "$out/gen/$name.o"
     fi
     objs+=("$out/gen/$name.o")
 done
 g++ -std=c++20 -O2 -g -ffp-contract=off -Itools/cuda_emu -c tools/cuda_emu/emu.cpp -o "$out/emu.o"
-g++ -std=c++20 -O2 -g -ffp-contract=off -Itools/cuda_emu -iquote src/kernels/cuda -DZT_CUDA \
+g++ -std=c++20 -O2 -g -ffp-contract=off -Itools/cuda_emu -iquote src/kernels/cuda -DZT_CUDA -DZT_CUDA_EMU \
     -c tools/cuda_emu/matmul_stub.cpp -o "$out/matmul_stub.o"
 mpi_c=$(mpicc --showme:compile)
 mpi_l=$(mpicc --showme:link)

@@ -48,9 +48,9 @@ __global__ void adamw_kernel(void *p, void *m, void *v, const void *g, void *com
             nz = delta != 0.0f ? 1.0f : 0.0f;
             lost += nz * (p1 == p0 ? 1.0f : 0.0f);
             if (CAST == ZT_BF16)
-                ((uint16_t *)cast)[i] = zt_d_f32_to_bf16(p1);
+                ((uint16_t *)cast)[i] = zt_f32_to_bf16(p1);
             else if (CAST == ZT_F16)
-                ((uint16_t *)cast)[i] = zt_d_f32_to_f16(p1);
+                ((uint16_t *)cast)[i] = zt_f32_to_f16(p1);
             else if (CAST == ZT_F32)
                 ((float *)cast)[i] = p1;
             ((float *)p)[i] = p1;
@@ -59,11 +59,11 @@ __global__ void adamw_kernel(void *p, void *m, void *v, const void *g, void *com
             const float exact = p0 + c0; /* what the master would hold unrounded */
             const float target = exact * c.decay + step;
             /* ROUND(x): the value the storage dtype keeps */
-            p1 = DT == ZT_BF16 ? zt_d_round_bf16(target) : zt_d_f16_to_f32(zt_d_f32_to_f16(target));
+            p1 = DT == ZT_BF16 ? zt_round_bf16(target) : zt_f16_to_f32(zt_f32_to_f16(target));
             float c1 = 0.0f;
             if (COMP) {
                 const float r = target - p1;
-                c1 = DT == ZT_BF16 ? zt_d_round_bf16(r) : zt_d_f16_to_f32(zt_d_f32_to_f16(r));
+                c1 = DT == ZT_BF16 ? zt_round_bf16(r) : zt_f16_to_f32(zt_f32_to_f16(r));
             }
             delta = exact * (c.decay - 1.0f) + step;
             nz = delta != 0.0f ? 1.0f : 0.0f;

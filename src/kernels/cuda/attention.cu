@@ -30,7 +30,8 @@
  * the same on every run): one block per (key block, kv head, sequence) walks the
  * group's heads and the query blocks at and after its keys for dk and dv; one block per
  * (query block, head, sequence) walks the key blocks up to its queries for dq.  Both
- * recompute p and ds the same way.
+ * recompute p and ds through one device function (score_grad), so they agree by
+ * construction.
  *
  * The arithmetic follows attention.c operation for operation: the same 64-key blocks
  * (so the same running max after each block), scores and dp as fma chains over d from
@@ -49,6 +50,7 @@
  *
  * Head dimensions up to 256 (attention.c's limit); the shared memory a block needs,
  * about 75 KB at hd = 128 and 148 KB at hd = 256, must fit the device's opt-in limit. */
+#include "attention_mask.cuh"
 #include "entries.cuh"
 
 extern "C" {
@@ -74,8 +76,8 @@ __global__ void pack_kv_kernel(uint16_t *kp, uint16_t *vp, const float *qkv, int
         const int kh = (int)((k / ((size_t)hd * T)) % nkv);
         const size_t b = k / ((size_t)hd * T * nkv);
         const float *row = qkv + (b * T + t) * W;
-        kp[k] = zt_d_f32_to_bf16(row[(size_t)(nh + kh) * hd + d]);
-        vp[k] = zt_d_f32_to_bf16(row[(size_t)(nh + nkv + kh) * hd + d]);
+        kp[k] = zt_f32_to_bf16(row[(size_t)(nh + kh) * hd + d]);
+        vp[k] = zt_f32_to_bf16(row[(size_t)(nh + nkv + kh) * hd + d]);
     }
 }
 
@@ -85,7 +87,7 @@ __device__ __forceinline__ float load_k(const float *qkv, const uint16_t *kp, si
                                         int kh, int hd, int t, int d)
 {
     if (M16)
-        return zt_d_bf16_to_f32(kp[(((size_t)b * nkv + kh) * T + t) * hd + d]);
+        return zt_bf16_to_f32(kp[(((size_t)b * nkv + kh) * T + t) * hd + d]);
     return qkv[((size_t)b * T + t) * W + (size_t)(nh + kh) * hd + d];
 }
 
@@ -94,26 +96,19 @@ __device__ __forceinline__ float load_v(const float *qkv, const uint16_t *vp, si
                                         int kh, int hd, int t, int d)
 {
     if (M16)
-        return zt_d_bf16_to_f32(vp[(((size_t)b * nkv + kh) * T + t) * hd + d]);
+        return zt_bf16_to_f32(vp[(((size_t)b * nkv + kh) * T + t) * hd + d]);
     return qkv[((size_t)b * T + t) * W + (size_t)(nh + nkv + kh) * hd + d];
 }
 
-/* query i sees key j: causal, and inside the window when there is one */
-__device__ __forceinline__ bool visible(int i, int j, int window)
-{
-    return j <= i && (window == 0 || i - j < window);
-}
+/* the mask, shared with the fast kernels (attention_mask.cuh) */
+__device__ __forceinline__ bool visible(int i, int j, int window) { return zt_attn_visible(i, j, window); }
 
-/* The first key block a query block starting at i0 sees any key of. */
-__device__ __forceinline__ int first_key_block(int i0, int window)
-{
-    return window > 0 && i0 - window + 1 > 0 ? (i0 - window + 1) / BLK : 0;
-}
+__device__ __forceinline__ int first_key_block(int i0, int window) { return zt_attn_first_key_block(i0, window, BLK); }
 
 template <bool M16>
 __device__ __forceinline__ float opnd(float x)
 {
-    return M16 ? zt_d_round_bf16(x) : x;
+    return M16 ? zt_round_bf16(x) : x;
 }
 
 /* D_i = dout_i . out_i in fp32 (attention.c: an fma chain over d; attention16.c: a
@@ -125,6 +120,40 @@ __device__ __forceinline__ float dot_dout_out(const float *go, const float *o, i
     for (int d = 0; d < hd; d++)
         s = M16 ? s + go[d] * o[d] : fmaf(go[d], o[d], s);
     return s;
+}
+
+/* ---- the score tile: one home for s, p, dp and ds ---------------------------------------
+ *
+ * The forward and both backward kernels must compute the same s_ij (the backward's p is
+ * exp(s - lse) with the forward's lse), and the two backward kernels the same p_ij and
+ * ds_ij (each sums a different side of ds), so these are the only places that compute
+ * them.  Each dot is an fma chain over d in increasing order from zero (attention.c's
+ * tile order); the rows are contiguous (stride 1). */
+
+/* k . q: the raw score, before the scale */
+__device__ __forceinline__ float score_dot(const float *k, const float *q, int hd)
+{
+    float s = 0.0f;
+    for (int d = 0; d < hd; d++) s = fmaf(k[d], q[d], s);
+    return s;
+}
+
+struct p_ds {
+    float p, ds; /* p_ij, and scale * ds_ij (the factor both dk and dq take) */
+};
+
+/* For query i and key j (vis: i sees j): s = scale k_j.q_i, dp = v_j.dout_i,
+ * p = exp(s - L_i), ds = p (dp - D_i) scale; both 0 where i does not see j. */
+__device__ __forceinline__ p_ds score_grad(const float *k, const float *q, const float *v, const float *g, int hd,
+                                           float L, float D, float scale, bool vis)
+{
+    const float s = score_dot(k, q, hd);
+    float dp = 0.0f;
+    for (int d = 0; d < hd; d++) dp = fmaf(v[d], g[d], dp);
+    p_ds r;
+    r.p = vis ? zt_expf_fast(s * scale - L) : 0.0f;
+    r.ds = vis ? r.p * (dp - D) * scale : 0.0f;
+    return r;
 }
 
 /* ---- forward ---------------------------------------------------------------------------- */
@@ -176,12 +205,7 @@ __global__ void __launch_bounds__(THREADS) attn_forward_kernel(float *out, uint1
             __syncwarp();
             /* scores of keys ja = lane and jb = lane + 32 */
             const int ja = lane, jb = lane + 32;
-            float da = 0.0f, db = 0.0f;
-            for (int d = 0; d < hd; d++) {
-                const float q = qw[d];
-                da = fmaf(ks[ja * hp + d], q, da);
-                db = fmaf(ks[jb * hp + d], q, db);
-            }
+            const float da = score_dot(ks + ja * hp, qw, hd), db = score_dot(ks + jb * hp, qw, hd);
             const float sa = ja < nk && visible(i0 + ii, j0 + ja, window) ? da * scale : -INFINITY;
             const float sb = jb < nk && visible(i0 + ii, j0 + jb, window) ? db * scale : -INFINITY;
             const float mnew = fmaxf(m[r], zt_d_warp_max(fmaxf(sa, sb)));
@@ -189,10 +213,10 @@ __global__ void __launch_bounds__(THREADS) attn_forward_kernel(float *out, uint1
              * finite; with one, a query may not have seen any key yet (mnew = -inf): then
              * nothing changes (corr 1, every p 0) instead of exp(-inf + inf) = NaN. */
             const bool none = mnew == -INFINITY;
-            const float corr = none ? 1.0f : zt_d_expf_fast(m[r] - mnew);
+            const float corr = none ? 1.0f : zt_expf_fast(m[r] - mnew);
             m[r] = mnew;
-            const float pa = none ? 0.0f : zt_d_expf_fast(sa - mnew);
-            const float pb = none ? 0.0f : zt_d_expf_fast(sb - mnew);
+            const float pa = none ? 0.0f : zt_expf_fast(sa - mnew);
+            const float pb = none ? 0.0f : zt_expf_fast(sb - mnew);
 #pragma unroll
             for (int t = 0; t < DL; t++) o[r][t] *= corr;
             float lsum = 0.0f;
@@ -225,7 +249,7 @@ __global__ void __launch_bounds__(THREADS) attn_forward_kernel(float *out, uint1
                 const float v = o[r][t] * inv_l;
                 out[row + d] = v;
                 if (out16)
-                    out16[row + d] = zt_d_f32_to_bf16(v);
+                    out16[row + d] = zt_f32_to_bf16(v);
             }
         }
         if (lane == 0) /* logf as glibc's: the double log rounded once */
@@ -263,11 +287,7 @@ __global__ void __launch_bounds__(THREADS) attn_dkv_kernel(float *dqkv, const fl
 #pragma unroll
         for (int t = 0; t < DL; t++) dk[r][t] = 0.0f, dv[r][t] = 0.0f;
 
-    /* the last query block that sees a key of this block: the last key is seen by
-     * queries up to j0 + nk - 1 + window - 1 */
-    int qb_last = nblk - 1;
-    if (window > 0 && (j0 + nk - 2 + window) / BLK < qb_last)
-        qb_last = (j0 + nk - 2 + window) / BLK;
+    const int qb_last = zt_attn_last_query_block(j0, nk, window, nblk, BLK);
     for (int h = kh * group; h < (kh + 1) * group; h++) {
         for (int qb = kb; qb <= qb_last; qb++) {
             const int i0 = qb * BLK, nq = T - i0 < BLK ? T - i0 : BLK;
@@ -295,20 +315,12 @@ __global__ void __launch_bounds__(THREADS) attn_dkv_kernel(float *dqkv, const fl
                 __syncwarp();
                 /* queries ia = lane, ib = lane + 32: s = k . q and dp = v . dout */
                 const int ia = lane, ib = lane + 32;
-                float sa = 0.0f, sb = 0.0f, dpa = 0.0f, dpb = 0.0f;
-                for (int d = 0; d < hd; d++) {
-                    const float k = kw[d], v = vw[d];
-                    sa = fmaf(k, qs[ia * hp + d], sa);
-                    sb = fmaf(k, qs[ib * hp + d], sb);
-                    dpa = fmaf(v, dos[ia * hp + d], dpa);
-                    dpb = fmaf(v, dos[ib * hp + d], dpb);
-                }
                 const int j = j0 + jj;
                 const bool va = ia < nq && visible(i0 + ia, j, window), vb = ib < nq && visible(i0 + ib, j, window);
-                const float pa = va ? zt_d_expf_fast(sa * scale - Ls[ia]) : 0.0f;
-                const float pb = vb ? zt_d_expf_fast(sb * scale - Ls[ib]) : 0.0f;
-                const float dsa = va ? pa * (dpa - Ds[ia]) * scale : 0.0f;
-                const float dsb = vb ? pb * (dpb - Ds[ib]) * scale : 0.0f;
+                /* rows ia, ib < 64 of the tiles exist even past nq (their values unused) */
+                const p_ds ra = score_grad(kw, qs + ia * hp, vw, dos + ia * hp, hd, Ls[ia], Ds[ia], scale, va);
+                const p_ds rb = score_grad(kw, qs + ib * hp, vw, dos + ib * hp, hd, Ls[ib], Ds[ib], scale, vb);
+                const float pa = ra.p, pb = rb.p, dsa = ra.ds, dsb = rb.ds;
                 /* dv_j += p_ij dout_i, dk_j += (scale ds_ij) q_i over the queries that see
                  * key j: i from j (or the block's start) to j + window - 1 (or its end) */
                 const int ii_lo = j - i0 > 0 ? j - i0 : 0;
@@ -403,21 +415,12 @@ __global__ void __launch_bounds__(THREADS) attn_dq_kernel(float *dqkv, const flo
             }
             __syncwarp();
             const int ja = lane, jb = lane + 32;
-            float sa = 0.0f, sb = 0.0f, dpa = 0.0f, dpb = 0.0f;
-            for (int d = 0; d < hd; d++) {
-                const float q = qw[d], g = gw[d];
-                sa = fmaf(ks[ja * hp + d], q, sa);
-                sb = fmaf(ks[jb * hp + d], q, sb);
-                dpa = fmaf(vs[ja * hp + d], g, dpa);
-                dpb = fmaf(vs[jb * hp + d], g, dpb);
-            }
             const int i = i0 + ii;
             const bool va = ja < nk && visible(i, j0 + ja, window), vb = jb < nk && visible(i, j0 + jb, window);
             const float L = Ls[ii], D = Ds[ii];
-            const float pa = va ? zt_d_expf_fast(sa * scale - L) : 0.0f;
-            const float pb = vb ? zt_d_expf_fast(sb * scale - L) : 0.0f;
-            const float dsa = va ? pa * (dpa - D) * scale : 0.0f;
-            const float dsb = vb ? pb * (dpb - D) * scale : 0.0f;
+            const p_ds ra = score_grad(ks + ja * hp, qw, vs + ja * hp, gw, hd, L, D, scale, va);
+            const p_ds rb = score_grad(ks + jb * hp, qw, vs + jb * hp, gw, hd, L, D, scale, vb);
+            const float dsa = ra.ds, dsb = rb.ds;
             /* dq_i += (scale ds_ij) k_j over the keys i sees: j from i - window + 1 (or the
              * block's start) to i (or its end) */
             const int jj_lo = window > 0 && i - window + 1 - j0 > 0 ? i - window + 1 - j0 : 0;

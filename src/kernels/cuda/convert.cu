@@ -13,7 +13,7 @@ __global__ void convert_kernel(void *dst, zt_dtype dd, const void *src, zt_dtype
 __global__ void f32_to_bf16_kernel(uint16_t *dst, const float *src, size_t n)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        dst[i] = zt_d_f32_to_bf16(src[i]);
+        dst[i] = zt_f32_to_bf16(src[i]);
 }
 
 void zt_cu_convert(void *dst, zt_dtype dd, const void *src, zt_dtype sd, size_t n)

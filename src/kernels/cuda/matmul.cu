@@ -37,6 +37,11 @@
  * workspace of ZT_CU_MM_WORKSPACE bytes is allocated at set-up.  cuBLASLt's matmul is
  * deterministic for a given algorithm (no atomics in its reductions on one stream). */
 #include "entries.cuh"
+#include "fast.h"
+
+extern "C" {
+#include "../matmul.h"
+}
 
 #include <cublasLt.h>
 #include <string.h>
@@ -57,6 +62,7 @@ typedef struct mm_key {
     zt_dtype opd;
     int tf32;
     unsigned align_a, align_b, align_c;
+    zt_dtype out; /* C and D: fp32 (the table's matmul), or bf16 (fast.h's zt_cu_fast_matmul_out) */
 } mm_key;
 
 typedef struct mm_plan {
@@ -123,7 +129,7 @@ static int plan_build(cublasLtHandle_t lt, const mm_key *k, mm_plan *p, zt_err *
                         : cublasLtMatrixLayoutCreate(&p->first, t, (uint64_t)k->N, (uint64_t)k->K, k->N));
         STEP(k->trans_a ? cublasLtMatrixLayoutCreate(&p->second, t, (uint64_t)k->M, (uint64_t)k->K, k->M)
                         : cublasLtMatrixLayoutCreate(&p->second, t, (uint64_t)k->K, (uint64_t)k->M, k->K));
-        STEP(cublasLtMatrixLayoutCreate(&p->out, CUDA_R_32F, (uint64_t)k->N, (uint64_t)k->M, k->N));
+        STEP(cublasLtMatrixLayoutCreate(&p->out, lt_type(k->out), (uint64_t)k->N, (uint64_t)k->M, k->N));
         STEP(cublasLtMatmulPreferenceCreate(&pref));
         STEP(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
         /* first operand is B's memory, second A's (cuBLASLt's "A" and "B") */
@@ -207,38 +213,23 @@ static const void *operand(int i, const void *x, zt_dtype x_dt, zt_dtype opd, si
     return g.conv[i];
 }
 
-static int run_plan(cublasLtHandle_t lt, const mm_plan *p, float *C, const void *a, const void *b, float beta,
-                    void *workspace, cudaStream_t stream, zt_err *err)
+/* D = op(A) op(B) + beta C, with C and D of the plan's output layout (C may be D) */
+static int run_plan(cublasLtHandle_t lt, const mm_plan *p, void *D, const void *C, const void *a, const void *b,
+                    float beta, void *workspace, cudaStream_t stream, zt_err *err)
 {
     const float alpha = 1.0f;
     LT_TRY(err,
-           cublasLtMatmul(lt, p->op, &alpha, b, p->first, a, p->second, &beta, C, p->out, C, p->out, &p->algo,
+           cublasLtMatmul(lt, p->op, &alpha, b, p->first, a, p->second, &beta, C, p->out, D, p->out, &p->algo,
                           workspace, ZT_CU_MM_WORKSPACE, stream),
            &p->key);
     return ZT_OK;
 }
 
-int zt_cu_matmul(float *C, const void *A, zt_dtype a_dt, const void *B, zt_dtype b_dt, int M, int N, int K,
-                 int trans_a, int trans_b, float beta, zt_dtype compute, zt_err *err)
+/* D (M, N) in out = op(A) op(B) + beta C, C in out too (C == D: in place); the argument
+ * rules are checked by the callers */
+static int product(void *D, zt_dtype out, const void *C, const void *A, zt_dtype a_dt, const void *B, zt_dtype b_dt,
+                   int M, int N, int K, int trans_a, int trans_b, float beta, zt_dtype compute, zt_err *err)
 {
-    if (M < 0 || N < 0 || K < 0)
-        return zt_fail(err, ZT_EINPUT, "matmul: negative shape M=%d N=%d K=%d", M, N, K);
-    if (beta != 0.0f && beta != 1.0f)
-        return zt_fail(err, ZT_EINPUT, "matmul M=%d N=%d K=%d: beta must be 0 or 1, got %g", M, N, K, (double)beta);
-    /* the CPU's rule: fp16 compute takes fp16 or fp32 inputs; bf16 inputs go with bf16 or fp32 */
-    if ((compute == ZT_F16 && (a_dt == ZT_BF16 || b_dt == ZT_BF16)) ||
-        (compute != ZT_F16 && (a_dt == ZT_F16 || b_dt == ZT_F16)))
-        return zt_fail(err, ZT_EINPUT, "matmul M=%d N=%d K=%d: unsupported dtypes A=%s B=%s compute=%s", M, N, K,
-                       zt_dtype_name(a_dt), zt_dtype_name(b_dt), zt_dtype_name(compute));
-    if (M == 0 || N == 0)
-        return ZT_OK;
-    if (!C || ((!A || !B) && K > 0))
-        return zt_fail(err, ZT_EINPUT, "matmul M=%d N=%d K=%d: NULL buffer", M, N, K);
-    if (K == 0) { /* empty sum: C = beta*C */
-        if (beta == 0.0f)
-            ZT_CU_TRY(err, cudaMemsetAsync(C, 0, (size_t)M * N * sizeof *C, zt_cu.stream));
-        return ZT_OK;
-    }
     int rc = ZT_OK;
     const void *a = operand(0, A, a_dt, compute, (size_t)M * K, err, &rc);
     const void *b = a ? operand(1, B, b_dt, compute, (size_t)K * N, err, &rc) : NULL;
@@ -249,11 +240,53 @@ int zt_cu_matmul(float *C, const void *A, zt_dtype a_dt, const void *B, zt_dtype
     k.M = M, k.N = N, k.K = K, k.trans_a = trans_a != 0, k.trans_b = trans_b != 0;
     k.opd = compute;
     k.tf32 = compute == ZT_F32 && g.allow_tf32;
-    k.align_a = align_of(a), k.align_b = align_of(b), k.align_c = align_of(C);
+    const unsigned ad = align_of(D), ac = align_of(C);
+    k.align_a = align_of(a), k.align_b = align_of(b), k.align_c = ad < ac ? ad : ac;
+    k.out = out;
     const mm_plan *p = plan_get(&k, err);
     if (!p)
         return err ? err->code : ZT_EFAIL;
-    return run_plan(g.lt, p, C, a, b, beta, g.workspace, zt_cu.stream, err);
+    return run_plan(g.lt, p, D, C, a, b, beta, g.workspace, zt_cu.stream, err);
+}
+
+int zt_cu_fast_matmul_out(void *D, zt_dtype d_dt, const void *residual, const void *A, zt_dtype a_dt, const void *B,
+                          zt_dtype b_dt, int M, int N, int K, int trans_a, int trans_b, zt_dtype compute, zt_err *err)
+{
+    if (d_dt != ZT_F32 && !(d_dt == ZT_BF16 && compute == ZT_BF16))
+        return zt_fail(err, ZT_EINPUT, "matmul M=%d N=%d K=%d: a %s result needs %s compute (got %s)", M, N, K,
+                       zt_dtype_name(d_dt), zt_dtype_name(d_dt), zt_dtype_name(compute));
+    const float beta = residual ? 1.0f : 0.0f;
+    zt_mm_work work;
+    const int bad = zt_matmul_check_args((const float *)D, A, a_dt, B, b_dt, M, N, K, beta, compute, &work, err);
+    if (bad || work == ZT_MM_NOTHING)
+        return bad;
+    const size_t bytes = (size_t)M * N * zt_dtype_size(d_dt);
+    if (work == ZT_MM_SCALE_C) { /* empty sum: D = the residual, or 0 */
+        if (!residual)
+            ZT_CU_TRY(err, cudaMemsetAsync(D, 0, bytes, zt_cu.stream));
+        else if (residual != D)
+            ZT_CU_TRY(err, cudaMemcpyAsync(D, residual, bytes, cudaMemcpyDeviceToDevice, zt_cu.stream));
+        return ZT_OK;
+    }
+    return product(D, d_dt, residual ? residual : D, A, a_dt, B, b_dt, M, N, K, trans_a, trans_b, beta, compute, err);
+}
+
+int zt_cu_matmul(float *C, const void *A, zt_dtype a_dt, const void *B, zt_dtype b_dt, int M, int N, int K,
+                 int trans_a, int trans_b, float beta, zt_dtype compute, zt_err *err)
+{
+    /* the CPU's argument rules, from their one home (matmul.h) */
+    zt_mm_work work;
+    const int bad = zt_matmul_check_args(C, A, a_dt, B, b_dt, M, N, K, beta, compute, &work, err);
+    if (bad)
+        return bad;
+    if (work == ZT_MM_NOTHING)
+        return ZT_OK;
+    if (work == ZT_MM_SCALE_C) { /* empty sum: C = beta*C */
+        if (beta == 0.0f)
+            ZT_CU_TRY(err, cudaMemsetAsync(C, 0, (size_t)M * N * sizeof *C, zt_cu.stream));
+        return ZT_OK;
+    }
+    return product(C, ZT_F32, C, A, a_dt, B, b_dt, M, N, K, trans_a, trans_b, beta, compute, err);
 }
 
 int zt_cu_matmul_init(zt_err *err)
@@ -363,11 +396,11 @@ int zt_cu_matmul_peak(int dev, zt_dtype compute, double *tflops, zt_err *err)
         if ((rc = plan_build(lt, &k, &p, err)))
             break;
         for (int i = 0; i < 2 && !rc; i++)
-            rc = run_plan(lt, &p, c, a, b, 0.0f, ws, st, err);
+            rc = run_plan(lt, &p, c, c, a, b, 0.0f, ws, st, err);
         if (rc) break;
         /* one timed product sizes the run */
         cudaEventRecord(e0, st);
-        rc = run_plan(lt, &p, c, a, b, 0.0f, ws, st, err);
+        rc = run_plan(lt, &p, c, c, a, b, 0.0f, ws, st, err);
         cudaEventRecord(e1, st);
         if (rc || cudaEventSynchronize(e1) != cudaSuccess) {
             if (!rc) rc = zt_fail(err, ZT_EFAIL, "device %d: %s", dev, cudaGetErrorString(cudaGetLastError()));
@@ -379,7 +412,7 @@ int zt_cu_matmul_peak(int dev, zt_dtype compute, double *tflops, zt_err *err)
         reps = reps < 5 ? 5 : reps > 200 ? 200 : reps;
         cudaEventRecord(e0, st);
         for (int i = 0; i < reps && !rc; i++)
-            rc = run_plan(lt, &p, c, a, b, 0.0f, ws, st, err);
+            rc = run_plan(lt, &p, c, c, a, b, 0.0f, ws, st, err);
         cudaEventRecord(e1, st);
         if (rc) break;
         if (cudaEventSynchronize(e1) != cudaSuccess) {

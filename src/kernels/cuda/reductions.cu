@@ -87,7 +87,7 @@ void zt_cu_accumulate(void *acc, zt_dtype ad, const void *x, zt_dtype xd, size_t
 __global__ void accumulate_bf16_rounded_kernel(float *acc, const float *x, size_t n)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        acc[i] += zt_d_round_bf16(x[i]);
+        acc[i] += zt_round_bf16(x[i]);
 }
 
 void zt_cu_accumulate_bf16_rounded(float *acc, const float *x, size_t n)
@@ -104,7 +104,7 @@ __global__ void round_bf16_kernel(float *x, size_t n, double *partials)
     __shared__ double sh[32];
     double s = 0.0;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        const float r = zt_d_round_bf16(x[i]);
+        const float r = zt_round_bf16(x[i]);
         x[i] = r;
         s += (double)r * (double)r;
     }

@@ -33,7 +33,7 @@ __global__ void rmsnorm_forward_kernel(void *y, float *rstd, const float *x, con
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
         const float v = (xr[c] * r) * w[c];
         if (BF16)
-            ((uint16_t *)y)[(size_t)n * C + c] = zt_d_f32_to_bf16(v);
+            ((uint16_t *)y)[(size_t)n * C + c] = zt_f32_to_bf16(v);
         else
             ((float *)y)[(size_t)n * C + c] = v;
     }
@@ -68,7 +68,7 @@ __global__ void rmsnorm_dx_kernel(float *dx, uint16_t *dx_bf16, const float *dy,
         const float d = dx[o + c] + r * (dy[o + c] * w[c] - xhat * m);
         dx[o + c] = d;
         if (dx_bf16)
-            dx_bf16[o + c] = zt_d_f32_to_bf16(d);
+            dx_bf16[o + c] = zt_f32_to_bf16(d);
     }
 }
 

@@ -14,9 +14,9 @@ __global__ void swiglu_forward_kernel(void *h, const float *gu, int N, int F)
     for (size_t k = blockIdx.x * (size_t)blockDim.x + threadIdx.x; k < total; k += (size_t)gridDim.x * blockDim.x) {
         const size_t n = k / F, f = k % F;
         const float g = gu[n * 2 * F + f], u = gu[n * 2 * F + F + f];
-        const float v = (g / (1.0f + zt_d_expf(-g))) * u;
+        const float v = (g / (1.0f + zt_expf(-g))) * u;
         if (BF16)
-            ((uint16_t *)h)[k] = zt_d_f32_to_bf16(v);
+            ((uint16_t *)h)[k] = zt_f32_to_bf16(v);
         else
             ((float *)h)[k] = v;
     }
@@ -43,14 +43,14 @@ __global__ void swiglu_backward_kernel(void *dgu, const float *dh, const float *
         const size_t ig = n * 2 * F + f, iu = ig + F;
         const float g = gu[ig], u = gu[iu], d = dh[k];
         /* silu as the forward computes it, so du matches torch's dh * silu(g) */
-        const float e = 1.0f + zt_d_expf(-g);
+        const float e = 1.0f + zt_expf(-g);
         const float sig = 1.0f / e;
         const float silu = g / e;
         const float du = d * silu;
         const float dg = d * u * sig * (1.0f + g * (1.0f - sig));
         if (BF16) {
-            ((uint16_t *)dgu)[ig] = zt_d_f32_to_bf16(dg);
-            ((uint16_t *)dgu)[iu] = zt_d_f32_to_bf16(du);
+            ((uint16_t *)dgu)[ig] = zt_f32_to_bf16(dg);
+            ((uint16_t *)dgu)[iu] = zt_f32_to_bf16(du);
         } else {
             ((float *)dgu)[ig] = dg;
             ((float *)dgu)[iu] = du;

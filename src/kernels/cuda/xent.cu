@@ -32,7 +32,7 @@ __global__ void xent_kernel(float *dlogits, uint16_t *dlogits_bf16, const float 
     double sum = 0.0;
     float *d = dlogits ? dlogits + (size_t)n * V : NULL;
     for (int v = threadIdx.x; v < V; v += blockDim.x) {
-        const float e = zt_d_expf(x[v] - m); /* x[v] is read before d[v] is written */
+        const float e = zt_expf(x[v] - m); /* x[v] is read before d[v] is written */
         if (d)
             d[v] = e;
         sum += e;
@@ -46,7 +46,7 @@ __global__ void xent_kernel(float *dlogits, uint16_t *dlogits_bf16, const float 
                 float g = d[v] * k;
                 if (v == tgt)
                     g = g - grad_scale;
-                d16[v] = zt_d_f32_to_bf16(g);
+                d16[v] = zt_f32_to_bf16(g);
             }
         } else {
             for (int v = threadIdx.x; v < V; v += blockDim.x) {

@@ -1,0 +1,101 @@
+/* fast.h — the CUDA backend's fast kernels: entries for the table's `fast` mode
+ * (docs/gpu.md, "Fast kernels"), each with the signature and the meaning of the
+ * backend.h entry it stands for (the three fused entries, which stand for several, have
+ * their own), computed faster and within bf16 error of the exact kernel (tensor cores, fp32 sums in another order, FMA contraction allowed), instead of
+ * bit for bit the CPU's.  Each is checked against its exact twin by
+ * tests/gpu/kernels_check (groups fast-*, `--only fast`), on a GPU and under
+ * tools/cuda_emu (all but the cuBLASLt product, fast-matmul).
+ *
+ * A plain C header: zt_cu_fast_overlay (below) builds the fast table from them. */
+#ifndef ZT_CUDA_FAST_H
+#define ZT_CUDA_FAST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../../core/dtype.h"
+#include "../../core/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- attention (fast_attention.cu): tensor-core flash attention with bf16 operands
+ *
+ * The backend.h entries attention_scratch_bytes / attention_forward /
+ * attention_backward.  With a scratch (bf16 compute, head sizes 32, 64, 96 and 128:
+ * the CPU's rule for bf16 operands), q, k, v, p, dout and ds are bf16 operands of
+ * warp-level tensor-core products (nvcuda::wmma, 16 x 16 x 16, fp32 accumulation); the
+ * softmax statistics, lse, D and every output stay fp32.  Without a scratch (fp32
+ * compute, or another head size) they run the exact kernels of attention.cu.  Causal,
+ * grouped-query and sliding-window attention as the exact kernel; deterministic (no
+ * atomics: the backward is two kernels, each the sole writer of what it sums). */
+size_t zt_cu_fast_attention_scratch_bytes(int B, int T, int nkv, int hd, zt_dtype opd);
+void zt_cu_fast_attention_forward(float *out, uint16_t *out_bf16, float *lse, const float *qkv, void *scratch,
+                                  int B, int T, int nh, int nkv, int hd, int window);
+void zt_cu_fast_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
+                                   const float *lse, void *scratch, int B, int T, int nh, int nkv, int hd,
+                                   int window);
+/* 1 when the tensor-core kernels serve this head size (the others take the exact path) */
+int zt_cu_fast_attention_supported(int hd);
+
+/* ---- RMSNorm and SwiGLU (fast_norm.cu): fp32 sums, a warp per row, the hardware exp
+ *
+ * rmsnorm_forward / rmsnorm_backward / swiglu_forward / swiglu_backward of backend.h. */
+void zt_cu_fast_rmsnorm_forward(void *y, zt_dtype y_dt, float *rstd, const float *x, const float *w, int N, int C,
+                                float eps);
+void zt_cu_fast_rmsnorm_backward(float *dx, uint16_t *dx_bf16, float *dw, const float *dy, const float *x,
+                                 const float *w, const float *rstd, int N, int C);
+/* The residual add fused into the norm after it (a new entry, for a model step that
+ * uses it): x (N, C) fp32 += delta (N, C, fp32 or bf16), then rmsnorm_forward of the
+ * new x into y.  The backward is rmsnorm_backward's, which accumulates into dx. */
+void zt_cu_fast_rmsnorm_residual_forward(float *x, const void *delta, zt_dtype delta_dt, void *y, zt_dtype y_dt,
+                                         float *rstd, const float *w, int N, int C, float eps);
+void zt_cu_fast_swiglu_forward(void *h, zt_dtype h_dt, const float *gu, int N, int F);
+void zt_cu_fast_swiglu_backward(void *dgu, zt_dtype dgu_dt, const float *dh, const float *gu, int N, int F);
+
+/* ---- products that write bf16, with the residual add fused (matmul.cu, cuBLASLt)
+ *
+ * D (M, N) in d_dt = op(A) op(B) (+ residual), the table's matmul otherwise (its
+ * argument rules, operands rounded to `compute`, fp32 accumulation).  d_dt fp32, or bf16
+ * with bf16 compute (rounded once, in cuBLASLt's epilogue: no fp32 product in memory).
+ * residual (M, N) in d_dt, or NULL: added in the same epilogue (cuBLASLt's beta = 1 with
+ * C = residual); it may be D itself (x += f(x) in place).  Errors as the table's matmul;
+ * another d_dt / compute pair is refused with ZT_EINPUT. */
+int zt_cu_fast_matmul_out(void *D, zt_dtype d_dt, const void *residual, const void *A, zt_dtype a_dt, const void *B,
+                          zt_dtype b_dt, int M, int N, int K, int trans_a, int trans_b, zt_dtype compute, zt_err *err);
+
+/* ---- cross-entropy fused with the lm-head (fast_xent.cu): chunks of rows, so fp32
+ * logits for the whole batch never exist.
+ *
+ * x (N, C) in x_dt, the lm-head weight w (V, C) in w_dt, targets (N) on the host.
+ * Per chunk of chunk_rows rows: logits = x w^T (the table's matmul in `compute`), the
+ * softmax cross-entropy, dlogits = (softmax - onehot) grad_scale (bf16 for bf16
+ * compute), dx = dlogits w (dx (N, C) fp32, overwritten; NULL: not wanted) and
+ * dw += dlogits^T x (dw (V, C) fp32; NULL: not wanted).  *loss_sum (a device double;
+ * NULL: not wanted) += the sum of the N row losses, in row order, on the device: nothing
+ * here waits for the device.  Memory: chunk_rows V (4 + 2) bytes of the backend's
+ * scratch.  A target outside [0, V) or a bad shape: ZT_EINPUT; a failed product: its
+ * error. */
+int zt_cu_fast_lmhead_xent(double *loss_sum, float *dx, float *dw, const void *x, zt_dtype x_dt, const void *w,
+                           zt_dtype w_dt, const int *targets, int N, int C, int V, float grad_scale,
+                           zt_dtype compute, int chunk_rows, zt_err *err);
+/* The rows per chunk whose logits (fp32 and bf16) fit in budget_bytes (at least 1). */
+size_t zt_cu_fast_lmhead_xent_rows(int V, size_t budget_bytes);
+
+/* ---- the fast table (fast_table.cu)
+ *
+ * Puts the fast kernels that share backend.h's signatures in place of the exact ones in
+ * *t (a copy of the CUDA table): attention_scratch_bytes, attention_forward,
+ * attention_backward, rmsnorm_forward, rmsnorm_backward, swiglu_forward,
+ * swiglu_backward.  Every other entry stays the exact one.  The fused entries above
+ * (the residual norm, the bf16-output product, the lm-head cross-entropy) have
+ * signatures of their own and are called by name. */
+struct zt_backend;
+void zt_cu_fast_overlay(struct zt_backend *t);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,497 @@
+/* fast_attention.cu — flash attention on the tensor cores: causal, grouped-query and
+ * sliding-window attention with bf16 operands and fp32 accumulation, forward and
+ * backward (fast.h).  The fast twin of attention.cu: the same shapes, mask
+ * (attention_mask.cuh), outputs and meaning, within bf16 error of it.
+ *
+ * Shapes as attention.cu: qkv (B, T, W), W = (nh + 2 nkv) hd, rows [q | k | v heads];
+ * out (B, T, nh hd); lse (B, nh, T); query head h reads kv head h / (nh / nkv).
+ *
+ * Why warp-level wmma (nvcuda::wmma, 16 x 16 x 16 bf16 tiles) rather than mma.sync PTX
+ * or cuDNN: tools/cuda_emu gives wmma a CPU stand-in (tools/cuda_emu/mma.h), so these
+ * kernels run, and are checked against the exact kernel, on a machine without a GPU;
+ * inline PTX cannot run there, and cuDNN is a library the GPU machine's image may lack.
+ * wmma compiles to the same HMMA tensor-core instructions as mma.sync (not Hopper's
+ * wgmma; docs/gpu.md says what that leaves on the table).
+ *
+ * Tiles: 64 queries by 64 keys, 4 warps, each warp owning 16 rows.  Operands are
+ * rounded to bf16 as they are staged in shared memory (from the fp32 activations, so no
+ * scratch is needed); every product goes through two helpers:
+ *   mm_abt:    C (16 x 64, fp32) = A (16 x hd) B^T, B (64 x hd)   scores, dP
+ *   mm_ab_acc: acc (16 x hd, fp32) += A (16 x 64) B (64 x hd)      P V, P^T dO, dS^T Q, dS K
+ * The elementwise parts (the online softmax, p and ds) read the fp32 tile a warp stored
+ * in shared memory: lane pairs own a row, each lane its even or odd columns.
+ *
+ * In base-2 units, with c = scale log2(e) (scale = 1/sqrt(hd)):
+ *   forward, per key tile:  x_ij = c s_ij,  m' = max(m, max_j x_ij),  p_ij = 2^(x_ij - m'),
+ *                           l = l 2^(m - m') + sum_j p_ij,  o = o 2^(m - m') + P V,
+ *   at the end:             out_i = o_i / l_i,  lse_i = (m_i + log2 l_i) ln 2;
+ *   backward, from lse:     p_ij = 2^(c s_ij - lse_i log2 e),  D_i = dout_i . out_i,
+ *                           ds_ij = p_ij (dout_i . v_j - D_i) scale,
+ *                           dv_j = sum_i p_ij dout_i,  dk_j = sum_i ds_ij q_i,  dq_i = sum_j ds_ij k_j.
+ * p and ds are rounded to bf16 for their products (as attention16.c and the exact
+ * kernel do); l, lse and D use the unrounded fp32 values.  The backward is two kernels
+ * without atomics, as attention.cu: one block per (key tile, kv head, sequence) sums
+ * dk and dv over the group's heads and the query tiles that see it; one block per
+ * (query tile, head, sequence) sums dq over its key tiles.  Both compute p and ds with
+ * one function (p_ds) from the same products, so they agree by construction, and every
+ * sum has a fixed order: the results are the same bits on every run.
+ *
+ * Head sizes 32, 64, 96 and 128 (the CPU's bf16-operand sizes); other sizes and fp32
+ * operands (no scratch) take the exact kernels. */
+#include "attention_mask.cuh"
+#include "entries.cuh"
+#include "fast.h"
+
+#include <cuda_bf16.h>
+#include <mma.h>
+
+using namespace nvcuda;
+
+#define TB 64                    /* queries and keys per tile */
+#define FWARPS 4                 /* warps per block, 16 rows each */
+#define FTHREADS (FWARPS * 32)
+#define LDP (TB + 8)             /* bf16 stride of a warp's 16 x 64 tile (a multiple of 8: wmma's rule) */
+#define FULL 0xffffffffu
+#define LOG2E 1.4426950408889634f
+#define LN2 0.6931471805599453f
+
+typedef __nv_bfloat16 bf16;
+typedef wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> frag_a;
+typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> frag_bt; /* B^T of a row-major tile */
+typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major> frag_b;
+typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> frag_c;
+
+/* strides for head size HD: bf16 rows of a 64 x HD tile, fp32 rows of a warp's 16-row
+ * tile (wide enough for 64 scores or HD outputs); both keep every 16 x 16 block on a
+ * 32-byte boundary, as wmma's loads and stores require */
+template <int HD>
+struct fa_dims {
+    static constexpr int LDH = HD + 8;
+    static constexpr int LDF = (HD > TB ? HD : TB) + 4;
+    static constexpr int NT = HD / 16; /* 16-wide slices of the head */
+};
+
+/* Rows [r0, r0 + 64) of an fp32 matrix (row stride `stride`, HD columns from base),
+ * rounded to bf16 into s (stride LDH); rows at or past T are zeros. */
+template <int HD>
+__device__ __forceinline__ void load_tile(uint16_t *s, const float *base, size_t stride, int r0, int T)
+{
+    constexpr int LDH = fa_dims<HD>::LDH;
+    for (int idx = threadIdx.x; idx < TB * HD; idx += FTHREADS) {
+        const int r = idx / HD, d = idx % HD;
+        const float x = r0 + r < T ? base[(size_t)(r0 + r) * stride + d] : 0.0f;
+        s[r * LDH + d] = zt_f32_to_bf16(x);
+    }
+}
+
+/* c (16 x 64 fp32, stride LDF) = a (16 x HD) . b^T with b (64 x HD): bf16 rows, stride LDH */
+template <int HD>
+__device__ __forceinline__ void mm_abt(float *c, const uint16_t *a, const uint16_t *b)
+{
+    constexpr int LDH = fa_dims<HD>::LDH, LDF = fa_dims<HD>::LDF, NT = fa_dims<HD>::NT;
+    frag_a fa[NT];
+#pragma unroll
+    for (int kk = 0; kk < NT; kk++) wmma::load_matrix_sync(fa[kk], (const bf16 *)(a + kk * 16), LDH);
+#pragma unroll
+    for (int n = 0; n < TB / 16; n++) {
+        frag_c acc;
+        wmma::fill_fragment(acc, 0.0f);
+#pragma unroll
+        for (int kk = 0; kk < NT; kk++) {
+            frag_bt fb;
+            wmma::load_matrix_sync(fb, (const bf16 *)(b + n * 16 * LDH + kk * 16), LDH);
+            wmma::mma_sync(acc, fa[kk], fb, acc);
+        }
+        wmma::store_matrix_sync(c + n * 16, acc, LDF, wmma::mem_row_major);
+    }
+}
+
+/* acc[t] += a (16 x 64, bf16, stride LDP) . b (64 x HD, bf16 rows, stride LDH), t over
+ * the HD/16 column slices of the result */
+template <int HD>
+__device__ __forceinline__ void mm_ab_acc(frag_c (&acc)[fa_dims<HD>::NT], const uint16_t *a, const uint16_t *b)
+{
+    constexpr int LDH = fa_dims<HD>::LDH, NT = fa_dims<HD>::NT;
+    frag_a fa[TB / 16];
+#pragma unroll
+    for (int kk = 0; kk < TB / 16; kk++) wmma::load_matrix_sync(fa[kk], (const bf16 *)(a + kk * 16), LDP);
+#pragma unroll
+    for (int t = 0; t < NT; t++)
+#pragma unroll
+        for (int kk = 0; kk < TB / 16; kk++) {
+            frag_b fb;
+            wmma::load_matrix_sync(fb, (const bf16 *)(b + kk * 16 * LDH + t * 16), LDH);
+            wmma::mma_sync(acc[t], fa[kk], fb, acc[t]);
+        }
+}
+
+/* The accumulators acc (16 x HD) into the warp's fp32 tile w (stride LDF). */
+template <int HD>
+__device__ __forceinline__ void store_acc(float *w, const frag_c (&acc)[fa_dims<HD>::NT])
+{
+#pragma unroll
+    for (int t = 0; t < fa_dims<HD>::NT; t++)
+        wmma::store_matrix_sync(w + t * 16, acc[t], fa_dims<HD>::LDF, wmma::mem_row_major);
+}
+
+template <int HD>
+__device__ __forceinline__ void zero_acc(frag_c (&acc)[fa_dims<HD>::NT])
+{
+#pragma unroll
+    for (int t = 0; t < fa_dims<HD>::NT; t++) wmma::fill_fragment(acc[t], 0.0f);
+}
+
+/* p_ij and scale * ds_ij of one (query, key) pair from its score s and dp = dout_i . v_j:
+ * the one place both backward kernels compute them.  L2 = lse_i log2(e). */
+struct fa_pds {
+    float p, ds;
+};
+__device__ __forceinline__ fa_pds p_ds(float s, float dp, float L2, float D, float scale_log2, float scale, bool vis)
+{
+    fa_pds r;
+    r.p = vis ? exp2f(s * scale_log2 - L2) : 0.0f;
+    r.ds = vis ? r.p * (dp - D) * scale : 0.0f;
+    return r;
+}
+
+/* D_i = dout_i . out_i (fp32) and lse_i log2(e) for the 64 rows of the query tile at
+ * i0 of head h (rows past T: D 0, L2 +inf, so that p = 0). */
+template <int HD>
+__device__ __forceinline__ void load_stats(float *Ls, float *Ds, const float *dout, const float *out, const float *lse,
+                                           int b, int h, int i0, int T, int nh)
+{
+    if (threadIdx.x < TB) {
+        const int i = i0 + threadIdx.x;
+        float L2 = INFINITY, D = 0.0f;
+        if (i < T) {
+            const size_t row = ((size_t)b * T + i) * (size_t)nh * HD + (size_t)h * HD;
+            for (int d = 0; d < HD; d++) D = fmaf(dout[row + d], out[row + d], D);
+            L2 = lse[((size_t)b * nh + h) * T + i] * LOG2E;
+        }
+        Ls[threadIdx.x] = L2, Ds[threadIdx.x] = D;
+    }
+}
+
+/* ---- forward ---------------------------------------------------------------------------- */
+
+template <int HD>
+static size_t fwd_smem(void)
+{
+    typedef fa_dims<HD> d;
+    return 3 * (size_t)TB * d::LDH * 2 + (size_t)FWARPS * 16 * d::LDF * 4 + (size_t)FWARPS * 16 * LDP * 2;
+}
+
+template <int HD>
+__global__ void __launch_bounds__(FTHREADS) fa_forward_kernel(float *out, uint16_t *out16, float *lse,
+                                                               const float *qkv, int T, int nh, int nkv, int window,
+                                                               float scale_log2)
+{
+    extern __shared__ __align__(128) float sm[];
+    constexpr int LDH = fa_dims<HD>::LDH, LDF = fa_dims<HD>::LDF, NT = fa_dims<HD>::NT, OH = HD / 2;
+    uint16_t *qs = (uint16_t *)sm, *ks = qs + TB * LDH, *vs = ks + TB * LDH;
+    float *scr = (float *)(vs + TB * LDH);              /* FWARPS x 16 x LDF */
+    uint16_t *ps = (uint16_t *)(scr + FWARPS * 16 * LDF); /* FWARPS x 16 x LDP */
+    const int nblk = (T + TB - 1) / TB;
+    const int qb = nblk - 1 - (int)blockIdx.x; /* the longest rows first */
+    const int h = blockIdx.y, b = blockIdx.z, kh = h / (nh / nkv);
+    const size_t W = (size_t)(nh + 2 * nkv) * HD, OW = (size_t)nh * HD;
+    const int i0 = qb * TB, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int r = lane >> 1, half = lane & 1; /* this lane's row of the warp's 16, and its columns 2c + half */
+    const int i = i0 + warp * 16 + r;
+    float *sw = scr + warp * 16 * LDF;
+    uint16_t *pw = ps + warp * 16 * LDP;
+    const float *seq = qkv + (size_t)b * T * W;
+
+    load_tile<HD>(qs, seq + (size_t)h * HD, W, i0, T);
+    float o[OH];
+#pragma unroll
+    for (int t = 0; t < OH; t++) o[t] = 0.0f;
+    float m = -INFINITY, l = 0.0f;
+    for (int kb = zt_attn_first_key_block(i0, window, TB); kb <= qb; kb++) {
+        const int j0 = kb * TB;
+        __syncthreads(); /* the last tiles are read (and, the first time, the q tile is written) */
+        load_tile<HD>(ks, seq + (size_t)(nh + kh) * HD, W, j0, T);
+        load_tile<HD>(vs, seq + (size_t)(nh + nkv + kh) * HD, W, j0, T);
+        __syncthreads();
+        mm_abt<HD>(sw, qs + warp * 16 * LDH, ks);
+        __syncwarp();
+        /* the online softmax of row r over this tile's 64 keys, two lanes per row */
+        float x[TB / 2], mx = -INFINITY;
+#pragma unroll
+        for (int c = 0; c < TB / 2; c++) {
+            const int col = 2 * c + half;
+            x[c] = i < T && zt_attn_visible(i, j0 + col, window) ? sw[r * LDF + col] * scale_log2 : -INFINITY;
+            mx = fmaxf(mx, x[c]);
+        }
+        mx = fmaxf(mx, __shfl_xor_sync(FULL, mx, 1));
+        const float mnew = fmaxf(m, mx);
+        /* a row that has seen no key yet (a window, or a row past T) stays as it was:
+         * 2^(-inf + inf) would be NaN */
+        const bool none = mnew == -INFINITY;
+        const float corr = none ? 1.0f : exp2f(m - mnew);
+        float lsum = 0.0f;
+#pragma unroll
+        for (int c = 0; c < TB / 2; c++) {
+            const float p = none ? 0.0f : exp2f(x[c] - mnew);
+            lsum += p;
+            pw[r * LDP + 2 * c + half] = zt_f32_to_bf16(p);
+        }
+        lsum += __shfl_xor_sync(FULL, lsum, 1);
+        l = l * corr + lsum;
+        m = mnew;
+        __syncwarp();
+        frag_c acc[NT];
+        zero_acc<HD>(acc);
+        mm_ab_acc<HD>(acc, pw, vs);
+        store_acc<HD>(sw, acc);
+        __syncwarp();
+#pragma unroll
+        for (int t = 0; t < OH; t++) o[t] = o[t] * corr + sw[r * LDF + 2 * t + half];
+        __syncwarp(); /* sw is the next tile's score tile */
+    }
+    if (i < T) {
+        const size_t row = ((size_t)b * T + i) * OW + (size_t)h * HD;
+        const float inv_l = 1.0f / l;
+#pragma unroll
+        for (int t = 0; t < OH; t++) {
+            const float v = o[t] * inv_l;
+            out[row + 2 * t + half] = v;
+            if (out16)
+                out16[row + 2 * t + half] = zt_f32_to_bf16(v);
+        }
+        if (half == 0)
+            lse[((size_t)b * nh + h) * T + i] = (m + log2f(l)) * LN2;
+    }
+}
+
+/* ---- backward: dk and dv -------------------------------------------------------------- */
+
+template <int HD>
+static size_t bwd_smem(void)
+{
+    typedef fa_dims<HD> d;
+    return 4 * (size_t)TB * d::LDH * 2 + 2 * (size_t)FWARPS * 16 * d::LDF * 4 + 2 * (size_t)FWARPS * 16 * LDP * 2 +
+           2 * (size_t)TB * 4;
+}
+
+template <int HD>
+__global__ void __launch_bounds__(FTHREADS) fa_dkv_kernel(float *dqkv, const float *dout, const float *qkv,
+                                                           const float *out, const float *lse, int T, int nh,
+                                                           int nkv, int window, float scale, float scale_log2)
+{
+    extern __shared__ __align__(128) float sm[];
+    constexpr int LDH = fa_dims<HD>::LDH, LDF = fa_dims<HD>::LDF, NT = fa_dims<HD>::NT;
+    uint16_t *ks = (uint16_t *)sm, *vs = ks + TB * LDH, *qs = vs + TB * LDH, *dos = qs + TB * LDH;
+    float *sT = (float *)(dos + TB * LDH); /* FWARPS x 16 x LDF: S^T (keys x queries) */
+    float *dpT = sT + FWARPS * 16 * LDF;   /* and dP^T */
+    uint16_t *pT = (uint16_t *)(dpT + FWARPS * 16 * LDF), *dsT = pT + FWARPS * 16 * LDP;
+    float *Ls = (float *)(dsT + FWARPS * 16 * LDP), *Ds = Ls + TB;
+    const int nblk = (T + TB - 1) / TB;
+    const int kb = blockIdx.x, kh = blockIdx.y, b = blockIdx.z, group = nh / nkv;
+    const size_t W = (size_t)(nh + 2 * nkv) * HD, OW = (size_t)nh * HD;
+    const int j0 = kb * TB, nk = T - j0 < TB ? T - j0 : TB;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, r = lane >> 1, half = lane & 1;
+    const int j = j0 + warp * 16 + r; /* this lane's key */
+    float *sw = sT + warp * 16 * LDF, *dpw = dpT + warp * 16 * LDF;
+    uint16_t *pw = pT + warp * 16 * LDP, *dsw = dsT + warp * 16 * LDP;
+    const float *seq = qkv + (size_t)b * T * W;
+
+    load_tile<HD>(ks, seq + (size_t)(nh + kh) * HD, W, j0, T);
+    load_tile<HD>(vs, seq + (size_t)(nh + nkv + kh) * HD, W, j0, T);
+    frag_c dk[NT], dv[NT];
+    zero_acc<HD>(dk);
+    zero_acc<HD>(dv);
+    const int qb_last = zt_attn_last_query_block(j0, nk, window, nblk, TB);
+    for (int h = kh * group; h < (kh + 1) * group; h++) {
+        for (int qb = kb; qb <= qb_last; qb++) {
+            const int i0 = qb * TB;
+            __syncthreads(); /* the last query tile is read */
+            load_tile<HD>(qs, seq + (size_t)h * HD, W, i0, T);
+            load_tile<HD>(dos, dout + (size_t)b * T * OW + (size_t)h * HD, OW, i0, T);
+            load_stats<HD>(Ls, Ds, dout, out, lse, b, h, i0, T, nh);
+            __syncthreads();
+            mm_abt<HD>(sw, ks + warp * 16 * LDH, qs);   /* S^T = K Q^T */
+            mm_abt<HD>(dpw, vs + warp * 16 * LDH, dos); /* dP^T = V dO^T */
+            __syncwarp();
+#pragma unroll 4
+            for (int c = 0; c < TB / 2; c++) {
+                const int col = 2 * c + half, iq = i0 + col;
+                const bool vis = j < T && iq < T && zt_attn_visible(iq, j, window);
+                const fa_pds e = p_ds(sw[r * LDF + col], dpw[r * LDF + col], Ls[col], Ds[col], scale_log2, scale, vis);
+                pw[r * LDP + col] = zt_f32_to_bf16(e.p);
+                dsw[r * LDP + col] = zt_f32_to_bf16(e.ds);
+            }
+            __syncwarp();
+            mm_ab_acc<HD>(dv, pw, dos); /* dV += P^T dO */
+            mm_ab_acc<HD>(dk, dsw, qs); /* dK += dS^T Q (scale inside ds) */
+        }
+    }
+    store_acc<HD>(sw, dv);
+    store_acc<HD>(dpw, dk);
+    __syncwarp();
+    if (j < T) {
+        float *row = dqkv + ((size_t)b * T + j) * W;
+#pragma unroll 4
+        for (int c = 0; c < HD / 2; c++) {
+            const int col = 2 * c + half;
+            row[(size_t)(nh + kh) * HD + col] = dpw[r * LDF + col];
+            row[(size_t)(nh + nkv + kh) * HD + col] = sw[r * LDF + col];
+        }
+    }
+}
+
+/* ---- backward: dq --------------------------------------------------------------------- */
+
+template <int HD>
+__global__ void __launch_bounds__(FTHREADS) fa_dq_kernel(float *dqkv, const float *dout, const float *qkv,
+                                                          const float *out, const float *lse, int T, int nh, int nkv,
+                                                          int window, float scale, float scale_log2)
+{
+    extern __shared__ __align__(128) float sm[];
+    constexpr int LDH = fa_dims<HD>::LDH, LDF = fa_dims<HD>::LDF, NT = fa_dims<HD>::NT;
+    uint16_t *qs = (uint16_t *)sm, *dos = qs + TB * LDH, *ks = dos + TB * LDH, *vs = ks + TB * LDH;
+    float *sS = (float *)(vs + TB * LDH); /* FWARPS x 16 x LDF: S (queries x keys) */
+    float *dpS = sS + FWARPS * 16 * LDF;  /* and dP */
+    uint16_t *dsS = (uint16_t *)(dpS + FWARPS * 16 * LDF);
+    float *Ls = (float *)(dsS + FWARPS * 16 * LDP), *Ds = Ls + TB; /* (bwd_smem leaves one bf16 tile spare) */
+    const int nblk = (T + TB - 1) / TB;
+    const int qb = nblk - 1 - (int)blockIdx.x, h = blockIdx.y, b = blockIdx.z, kh = h / (nh / nkv);
+    const size_t W = (size_t)(nh + 2 * nkv) * HD, OW = (size_t)nh * HD;
+    const int i0 = qb * TB, lane = threadIdx.x & 31, warp = threadIdx.x >> 5, r = lane >> 1, half = lane & 1;
+    const int ii = warp * 16 + r, i = i0 + ii; /* this lane's query */
+    float *sw = sS + warp * 16 * LDF, *dpw = dpS + warp * 16 * LDF;
+    uint16_t *dsw = dsS + warp * 16 * LDP;
+    const float *seq = qkv + (size_t)b * T * W;
+
+    load_tile<HD>(qs, seq + (size_t)h * HD, W, i0, T);
+    load_tile<HD>(dos, dout + (size_t)b * T * OW + (size_t)h * HD, OW, i0, T);
+    load_stats<HD>(Ls, Ds, dout, out, lse, b, h, i0, T, nh);
+    frag_c dq[NT];
+    zero_acc<HD>(dq);
+    for (int kb = zt_attn_first_key_block(i0, window, TB); kb <= qb; kb++) {
+        const int j0 = kb * TB;
+        __syncthreads();
+        load_tile<HD>(ks, seq + (size_t)(nh + kh) * HD, W, j0, T);
+        load_tile<HD>(vs, seq + (size_t)(nh + nkv + kh) * HD, W, j0, T);
+        __syncthreads();
+        mm_abt<HD>(sw, qs + warp * 16 * LDH, ks);   /* S = Q K^T */
+        mm_abt<HD>(dpw, dos + warp * 16 * LDH, vs); /* dP = dO V^T */
+        __syncwarp();
+        const float L2 = Ls[ii], D = Ds[ii];
+#pragma unroll 4
+        for (int c = 0; c < TB / 2; c++) {
+            const int col = 2 * c + half;
+            const bool vis = i < T && zt_attn_visible(i, j0 + col, window);
+            const fa_pds e = p_ds(sw[r * LDF + col], dpw[r * LDF + col], L2, D, scale_log2, scale, vis);
+            dsw[r * LDP + col] = zt_f32_to_bf16(e.ds);
+        }
+        __syncwarp();
+        mm_ab_acc<HD>(dq, dsw, ks); /* dQ += dS K */
+    }
+    store_acc<HD>(sw, dq);
+    __syncwarp();
+    if (i < T) {
+        float *row = dqkv + ((size_t)b * T + i) * W + (size_t)h * HD;
+#pragma unroll 4
+        for (int c = 0; c < HD / 2; c++) row[2 * c + half] = sw[r * LDF + 2 * c + half];
+    }
+}
+
+/* ---- launching ------------------------------------------------------------------------- */
+
+template <typename K>
+static void allow_smem(K kernel, size_t smem)
+{
+    if (smem > (size_t)zt_cu.max_smem_optin) {
+        fprintf(stderr, "ztrain: CUDA fast attention needs %zu bytes of shared memory per block, the device allows %d\n",
+                smem, zt_cu.max_smem_optin);
+        abort();
+    }
+    ZT_CU(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+}
+
+template <int HD>
+static void forward_hd(float *out, uint16_t *out16, float *lse, const float *qkv, int B, int T, int nh, int nkv,
+                       int window)
+{
+    const size_t smem = fwd_smem<HD>();
+    const float scale_log2 = (float)(LOG2E / sqrt((double)HD));
+    allow_smem(fa_forward_kernel<HD>, smem);
+    const dim3 grid((unsigned)((T + TB - 1) / TB), (unsigned)nh, (unsigned)B);
+    fa_forward_kernel<HD><<<grid, FTHREADS, smem, zt_cu.stream>>>(out, out16, lse, qkv, T, nh, nkv, window,
+                                                                  scale_log2);
+    ZT_CU_LAUNCHED();
+}
+
+template <int HD>
+static void backward_hd(float *dqkv, const float *dout, const float *qkv, const float *out, const float *lse, int B,
+                        int T, int nh, int nkv, int window)
+{
+    const size_t smem = bwd_smem<HD>();
+    const float scale = (float)(1.0 / sqrt((double)HD)), scale_log2 = (float)(LOG2E / sqrt((double)HD));
+    const unsigned nblk = (unsigned)((T + TB - 1) / TB);
+    allow_smem(fa_dkv_kernel<HD>, smem);
+    fa_dkv_kernel<HD><<<dim3(nblk, (unsigned)nkv, (unsigned)B), FTHREADS, smem, zt_cu.stream>>>(
+        dqkv, dout, qkv, out, lse, T, nh, nkv, window, scale, scale_log2);
+    ZT_CU_LAUNCHED();
+    allow_smem(fa_dq_kernel<HD>, smem);
+    fa_dq_kernel<HD><<<dim3(nblk, (unsigned)nh, (unsigned)B), FTHREADS, smem, zt_cu.stream>>>(
+        dqkv, dout, qkv, out, lse, T, nh, nkv, window, scale, scale_log2);
+    ZT_CU_LAUNCHED();
+}
+
+int zt_cu_fast_attention_supported(int hd) { return hd == 32 || hd == 64 || hd == 96 || hd == 128; }
+
+/* The exact kernel's scratch: its size says "bf16 operands" under the CPU's rule, and
+ * lets the fp32 and odd-size cases fall back to the exact kernels with what they need. */
+size_t zt_cu_fast_attention_scratch_bytes(int B, int T, int nkv, int hd, zt_dtype opd)
+{
+    return zt_cu_attention_scratch_bytes(B, T, nkv, hd, opd);
+}
+
+/* the exact kernels check the shape for the fallback; these for the fast path */
+static int fast_path(const void *scratch, int B, int T, int nh, int nkv, int hd, int window)
+{
+    if (!scratch || !zt_cu_fast_attention_supported(hd))
+        return 0;
+    if (nkv <= 0 || nh % nkv != 0 || B < 0 || T < 0 || window < 0) {
+        fprintf(stderr, "ztrain: CUDA fast attention: unsupported shape B=%d T=%d nh=%d nkv=%d hd=%d window=%d\n", B,
+                T, nh, nkv, hd, window);
+        abort();
+    }
+    return 1;
+}
+
+#define FA_DISPATCH(FN, ...)                                     \
+    do {                                                         \
+        switch (hd) {                                            \
+        case 32: FN<32>(__VA_ARGS__); break;                     \
+        case 64: FN<64>(__VA_ARGS__); break;                     \
+        case 96: FN<96>(__VA_ARGS__); break;                     \
+        default: FN<128>(__VA_ARGS__); break;                    \
+        }                                                        \
+    } while (0)
+
+void zt_cu_fast_attention_forward(float *out, uint16_t *out_bf16, float *lse, const float *qkv, void *scratch, int B,
+                                  int T, int nh, int nkv, int hd, int window)
+{
+    if (!fast_path(scratch, B, T, nh, nkv, hd, window)) {
+        zt_cu_attention_forward(out, out_bf16, lse, qkv, scratch, B, T, nh, nkv, hd, window);
+        return;
+    }
+    if (B == 0 || T == 0)
+        return;
+    FA_DISPATCH(forward_hd, out, out_bf16, lse, qkv, B, T, nh, nkv, window);
+}
+
+void zt_cu_fast_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
+                                   const float *lse, void *scratch, int B, int T, int nh, int nkv, int hd, int window)
+{
+    if (!fast_path(scratch, B, T, nh, nkv, hd, window)) {
+        zt_cu_attention_backward(dqkv, dout, qkv, out, lse, scratch, B, T, nh, nkv, hd, window);
+        return;
+    }
+    if (B == 0 || T == 0)
+        return;
+    FA_DISPATCH(backward_hd, dqkv, dout, qkv, out, lse, B, T, nh, nkv, window);
+}

@@ -1,0 +1,15 @@
+/* fast_table.cu — the fast kernels in the table's shape: which backend.h entries the
+ * fast mode replaces, in one place (fast.h). */
+#include "entries.cuh"
+#include "fast.h"
+
+void zt_cu_fast_overlay(zt_backend *t)
+{
+    t->attention_scratch_bytes = zt_cu_fast_attention_scratch_bytes;
+    t->attention_forward = zt_cu_fast_attention_forward;
+    t->attention_backward = zt_cu_fast_attention_backward;
+    t->rmsnorm_forward = zt_cu_fast_rmsnorm_forward;
+    t->rmsnorm_backward = zt_cu_fast_rmsnorm_backward;
+    t->swiglu_forward = zt_cu_fast_swiglu_forward;
+    t->swiglu_backward = zt_cu_fast_swiglu_backward;
+}
