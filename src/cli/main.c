@@ -26,6 +26,7 @@
 #include "flags.h"
 #include "run_settings.h"
 #include "train_eval.h"
+#include "train_vocab.h"
 
 #define ZTRAIN_VERSION "0.1.0"
 
@@ -98,7 +99,8 @@ static int check_world(const zt_settings *st, int world, int ignore_num_processe
 static int train_command(int argc, char **argv, zt_err *err)
 {
     const char *model = NULL, *data = NULL, *output_dir = NULL, *log_jsonl = NULL, *max_shard = "5GB";
-    const char *resume = NULL, *tokenizer = NULL, *profile = NULL, *profile_steps = NULL;
+    const char *resume = NULL, *tokenizer = NULL, *profile = NULL, *profile_steps = NULL, *text_field = "text";
+    int completion_only = 1;
     long save_total_limit = 0;
     int override_ckpt = 0, allow_precision = 0;
     int threads = 0, progress = -1;
@@ -109,16 +111,20 @@ static int train_command(int argc, char **argv, zt_err *err)
     zt_settings st;
     zt_settings_defaults(&st);
     zt_cli_eval ev = ZT_CLI_EVAL_DEFAULTS;
+    zt_cli_vocab voc = ZT_CLI_VOCAB_DEFAULTS;
     zt_flag flags[] = {
         {"model", ZT_FLAG_STR, &model, "Hugging Face model directory (config.json + safetensors)", 1, 0, 0},
-        {"data", ZT_FLAG_STR, &data, "token data: .npy, .bin (uint16) or .txt (bytes, or text with --tokenizer)", 1, 0, 0},
-        {"tokenizer", ZT_FLAG_STR, &tokenizer, "tokenize .txt data with DIR/tokenizer.json (once: cached by content hash)", 1, 0, 0},
+        {"data", ZT_FLAG_STR, &data, "FILE...: token data (.npy, .bin uint16, .txt bytes) or text with --tokenizer (.txt; JSON Lines .jsonl/.json, a document a record); several files are one stream, in order", 1, 0, 0},
+        {"tokenizer", ZT_FLAG_STR, &tokenizer, "tokenize text data with DIR/tokenizer.json (once: cached by content hash)", 1, 0, 0},
+        {"text_field", ZT_FLAG_STR, &text_field, "the string member of each JSON Lines record that holds its text (default text)", 1, 0, 0},
+        {"completion_only_loss", ZT_FLAG_BOOL, &completion_only, "prompt/completion records: the loss on the completion only (default true, as TRL); false: on every token", 1, 0, 0},
         TRAIN_EVAL_FLAGS(ev),
         {"output_dir", ZT_FLAG_STR, &output_dir, "where the trained model (and its checkpoint-N) are written (default none: the model is discarded, with a warning)", 1, 0, 0},
         {"log_jsonl", ZT_FLAG_STR, &log_jsonl, "write one JSON object per optimizer step here", 1, 0, 0},
         {"profile", ZT_FLAG_STR, &profile, "write a Chrome trace (Perfetto) of every kernel, collective and phase here, and print the time by kernel class at the end", 1, 0, 0},
         {"profile_steps", ZT_FLAG_STR, &profile_steps, "the steps --profile records: A-B, A or A- (default: every step)", 1, 0, 0},
         PLAN_FLAGS(st),
+        TRAIN_VOCAB_FLAGS(voc),
         {"seed", ZT_FLAG_LONG, &st.seed, "seed for --shuffle (default 42)", 0, 9.2e18, 0},
         {"shuffle", ZT_FLAG_BOOL, &st.shuffle, "seeded shuffle of the windows each epoch (default: in order)", 1, 0, 0},
         {"max_shard_size", ZT_FLAG_STR, &max_shard, "split saved weights into shards above this size, e.g. 5GB, 200MB (default 5GB, as HF)", 1, 0, 0},
@@ -128,7 +134,7 @@ static int train_command(int argc, char **argv, zt_err *err)
         {"override_checkpoint_args", ZT_FLAG_BOOL, &override_ckpt, "resume even where hyper-parameters differ from the checkpoint's, printing each change", 1, 0, 0},
         {"allow_precision_change", ZT_FLAG_BOOL, &allow_precision, "resume under another master dtype, converting the saved state", 1, 0, 0},
         {"threads", ZT_FLAG_INT, &threads, "threads per process (default: the cores this process may use)", 0, 4096, 0},
-        {"progress", ZT_FLAG_BOOL, &progress, "progress bar (default: when stderr is a terminal)", 1, 0, 0},
+        {"progress", ZT_FLAG_BOOL, &progress, "progress bar, drawn only on a terminal (default: when stderr is one); elsewhere the plain lines of --logging_steps", 1, 0, 0},
         {"peak_gflops", ZT_FLAG_DOUBLE, &peak, "matrix-product peak for MFU (default: measured)", 0, 1e9, 0},
         {"skip_nonfinite_steps", ZT_FLAG_LONG, &skip_nonfinite, "outside fp16 loss scaling, skip up to N steps in a row whose loss or gradient holds an inf or NaN (default 0: stop at the first)", 0, 1e12, 0},
         {"max_consecutive_skipped_steps", ZT_FLAG_LONG, &max_skipped, "fp16: stop with an error (exit 1) when a step overflows with the loss scale at its floor (min_loss_scale) after more than N skipped steps in a row (default 20; 0: at the first such overflow, as DeepSpeed)", 0, 1e12, 0},
@@ -141,11 +147,29 @@ static int train_command(int argc, char **argv, zt_err *err)
     st.given_ctx = &table;
     if (zt_flags_wants_help(argc, argv)) {
         zt_flags_usage(flags, NFLAGS(flags),
-                       "usage: ztrain train --model DIR --data FILE [flags]\n"
+                       "usage: ztrain train --model DIR --data FILE... [flags]\n"
                        "       mpirun -np N ztrain train ...   or   ztrain launch --num_processes N train ...\n"
                        "Precedence: flags > DeepSpeed JSON > Accelerate YAML > defaults (docs/zero.md).");
         return ZT_OK;
     }
+    char command_line[1024] = "ztrain train";
+    for (int i = 0; i < argc; i++) { /* recorded in each checkpoint's trainer_state.json, --data included */
+        size_t len = strlen(command_line);
+        snprintf(command_line + len, sizeof command_line - len, " %s", argv[i]);
+    }
+    /* --data A B ...: its values leave argv here (the table lists it for --help) */
+    enum { MAX_DATA = 64 };
+    const char *data_files[MAX_DATA], **taken = NULL;
+    int n_data = zt_cli_take_list("--data", &argc, argv, &taken);
+    if (n_data < 0)
+        return zt_fail(err, ZT_EFAIL, "out of memory");
+    for (int i = 0; i < n_data && i < MAX_DATA; i++)
+        data_files[i] = taken[i];
+    free(taken);
+    if (n_data > MAX_DATA)
+        return zt_fail(err, ZT_EINPUT, "--data: %d files, more than %d; join them first (ztrain tokenize)", n_data,
+                       MAX_DATA);
+    data = n_data > 0 ? data_files[0] : NULL;
     int rc = zt_flags_parse(flags, NFLAGS(flags), argc, argv, "ztrain train", err);
     if (rc)
         return rc;
@@ -203,18 +227,13 @@ static int train_command(int argc, char **argv, zt_err *err)
     a.save_total_limit = save_total_limit;
     a.override_checkpoint_args = override_ckpt;
     a.allow_precision_change = allow_precision;
-    char command_line[1024] = "ztrain train";
-    for (int i = 0; i < argc; i++) { /* recorded in each checkpoint's trainer_state.json */
-        size_t len = strlen(command_line);
-        snprintf(command_line + len, sizeof command_line - len, " %s", argv[i]);
-    }
     a.command_line = command_line;
     a.tokenizer_dir = tokenizer;
     a.peak_gflops = peak;
     a.skip_nonfinite_steps = skip_nonfinite;
     a.max_consecutive_skipped_steps = max_skipped;
-    a.progress = progress < 0 ? isatty(STDERR_FILENO) : progress;
-    if ((rc = zt_cli_eval_apply(&ev, &a, err)))
+    a.progress = progress != 0 && isatty(STDERR_FILENO); /* a log file gets lines, not carriage returns */
+    if ((rc = zt_cli_eval_apply(&ev, &a, err)) || (rc = zt_cli_vocab_apply(&voc, &table, &a, err)))
         return rc;
 
     zt_comm comm;
@@ -228,13 +247,18 @@ static int train_command(int argc, char **argv, zt_err *err)
                nthreads, nthreads == 1 ? "" : "s");
     if (!output_dir && g_rank == 0)
         fprintf(stderr, "ztrain: warning: no --output_dir: the trained model is discarded at the end of the run\n");
-    char tok_data[4096];
-    if ((tokenizer && (rc = zt_cli_text_data(&a.data_path, tokenizer, cfg.vocab_size, &comm, g_rank, nthreads, tok_data,
-                                             sizeof tok_data, err))) ||
-        (rc = zt_cli_eval_tokenize(&ev, &a, tokenizer, cfg.vocab_size, &comm, g_rank, nthreads, err))) {
+    char tok_data[4096], mask_data[4096];
+    if ((rc = zt_cli_data_files(data_files, n_data, text_field, tokenizer, cfg.vocab_size, &comm, g_rank, nthreads,
+                                &a.data_path, tok_data, sizeof tok_data, &a.loss_mask_path, mask_data, err)) ||
+        (rc = zt_cli_eval_tokenize(&ev, &a, tokenizer, text_field, cfg.vocab_size, &comm, g_rank, nthreads, err))) {
         zt_comm_free(&comm);
         return rc;
     }
+    if (a.loss_mask_path && g_rank == 0)
+        printf("loss: %s\n", completion_only ? "on the completions only (TRL's completion_only_loss)"
+                                             : "on every token (--completion_only_loss false)");
+    if (!completion_only) /* TRL's completion_only_loss=False: prompt tokens are targets too */
+        a.loss_mask_path = NULL;
     zt_train_result res;
     rc = zt_train(&a, &res, err);
     if (rc == ZT_OK) /* the trace, and rank 0's table by kernel class */
@@ -260,13 +284,14 @@ static int cmd_train(int argc, char **argv, zt_err *err)
 static int cmd_eval(int argc, char **argv, zt_err *err)
 {
     const char *model = NULL, *data = NULL, *mixed_precision = "no", *tokenizer = NULL, *output_json = NULL;
-    const char *device = NULL;
+    const char *device = NULL, *text_field = "text";
     int block_size = 128, batch = 8, threads = 0;
     long max_batches = 0;
     zt_flag flags[] = {
         {"model", ZT_FLAG_STR, &model, "Hugging Face model directory", 1, 0, 0},
-        {"data", ZT_FLAG_STR, &data, "token data: .npy, .bin or .txt (bytes, or text with --tokenizer)", 1, 0, 0},
-        {"tokenizer", ZT_FLAG_STR, &tokenizer, "tokenize .txt data with DIR/tokenizer.json (once: cached by content hash)", 1, 0, 0},
+        {"data", ZT_FLAG_STR, &data, "token data: .npy, .bin or .txt (bytes), or text with --tokenizer (.txt; JSON Lines .jsonl/.json)", 1, 0, 0},
+        {"tokenizer", ZT_FLAG_STR, &tokenizer, "tokenize text data with DIR/tokenizer.json (once: cached by content hash)", 1, 0, 0},
+        {"text_field", ZT_FLAG_STR, &text_field, "the string member of each JSON Lines record that holds its text (default text)", 1, 0, 0},
         {"block_size", ZT_FLAG_INT, &block_size, "tokens per sequence (default 128)", 1, 1 << 20, 0},
         {"per_device_eval_batch_size", ZT_FLAG_INT, &batch, "sequences per batch (default 8)", 1, 1 << 20, 0},
         {"max_batches", ZT_FLAG_LONG, &max_batches, "stop after K batches (default: all)", 0, 1e12, 0},
@@ -292,8 +317,8 @@ static int cmd_eval(int argc, char **argv, zt_err *err)
     char tok_data[4096];
     zt_llama_config cfg;
     if ((rc = zt_hf_read_config_dir(model, &cfg, err)) ||
-        (tokenizer &&
-         (rc = zt_cli_text_data(&a.data_path, tokenizer, cfg.vocab_size, NULL, 0, nthreads, tok_data, sizeof tok_data, err))))
+        (tokenizer && (rc = zt_cli_data_files(&data, 1, text_field, tokenizer, cfg.vocab_size, NULL, 0, nthreads,
+                                              &a.data_path, tok_data, sizeof tok_data, NULL, NULL, err))))
         return rc;
     /* sizes before allocation, as for train: the weights once in the compute
      * dtype and the activations of one batch */

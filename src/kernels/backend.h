@@ -30,6 +30,10 @@
 #include "adamw.h"
 #include "rope_freq.h"
 
+/* A target that takes no part in the loss (a prompt token under completion-only
+ * loss): torch's CrossEntropyLoss ignore_index default, as TRL's labels use it. */
+#define ZT_IGNORE_INDEX (-100)
+
 typedef struct zt_backend {
     const char *name;
 
@@ -107,6 +111,7 @@ typedef struct zt_backend {
     void (*swiglu_forward)(void *h, zt_dtype h_dt, const float *gu, int N, int F);
     void (*swiglu_backward)(void *dgu, zt_dtype dgu_dt, const float *dh, const float *gu, int N, int F);
     void (*transpose)(float *dst, const float *src, int rows, int cols);
+    /* targets in [0, V), or ZT_IGNORE_INDEX: no loss and a zero gradient row */
     double (*xent)(float *dlogits, uint16_t *dlogits_bf16, const float *logits, const int *targets,
                    int N, int V, float grad_scale);
 

@@ -21,6 +21,7 @@
 #include "../model/llama.h"
 #include "../plan/plan.h"
 #include "../engine/loss_scale.h"
+#include "../report/tfevents.h"
 #include "batches.h"
 #include "checkpoint.h"
 #include "ckpt_identity.h"
@@ -74,7 +75,7 @@ static void frozen_sink(void *f, const zt_param *p, const void *src, zt_dtype sr
 /* Load config, data and weights; build layout, parameter owner, model and
  * batcher.  The owner is the engine for training, or with `frozen` the weights
  * alone in the plan's compute dtype (evaluation: no gradients, no optimizer). */
-static int run_open(run_state *r, const char *model_dir, const char *data_path, int T, int B,
+static int run_open(run_state *r, const char *model_dir, const char *data_path, const char *mask_path, int T, int B,
                     const zt_plan *plan, const zt_backend *be, zt_comm *comm, int shuffle, uint64_t seed,
                     int checkpointing, int frozen, zt_err *err)
 {
@@ -86,7 +87,8 @@ static int run_open(run_state *r, const char *model_dir, const char *data_path, 
         return zt_fail(err, ZT_EINPUT,
                        "--block_size %d exceeds the model's max_position_embeddings %d (%s/config.json)",
                        T, r->cfg.max_position_embeddings, model_dir);
-    if ((rc = zt_tokens_load(data_path, &r->tokens, err)))
+    if ((rc = zt_tokens_load(data_path, &r->tokens, err)) ||
+        (mask_path && (rc = zt_tokens_load_mask(mask_path, &r->tokens, err))))
         return rc;
     if (r->tokens.max_id >= r->cfg.vocab_size)
         return zt_fail(err, ZT_EINPUT, "%s: token id %d is outside the model's vocabulary (vocab_size %d)",
@@ -195,6 +197,8 @@ static void make_digest(const zt_train_args *a, const run_state *r, const zt_eva
     MIX(d[D_SCHEDULE], a->shuffle); MIX(d[D_SCHEDULE], a->seed);
     MIX(d[D_DATA], r->tokens.n);
     d[D_DATA] = fnv(d[D_DATA], r->tokens.ids, r->tokens.n * sizeof *r->tokens.ids);
+    if (r->tokens.loss_mask) /* the same targets count on every rank */
+        d[D_DATA] = fnv(d[D_DATA], r->tokens.loss_mask, r->tokens.n);
     /* the same evaluations, or a rank would wait in another's ZeRO-3 all-gathers */
     MIX(d[D_EVAL], a->eval_steps);
     if (ev) {
@@ -240,6 +244,8 @@ static zt_ckpt_hparams run_hparams(const zt_train_args *a, const run_state *r, i
         .grad_accum = a->grad_accum, .block_size = a->block_size, .shuffle = a->shuffle, .seed = a->seed,
         .data_tokens = r->tokens.n, .compute = a->plan.prec.compute};
     h.data_digest = fnv(FNV0, r->tokens.ids, r->tokens.n * sizeof *r->tokens.ids);
+    if (r->tokens.loss_mask) /* another mask is other data to resume on */
+        h.data_digest = fnv(h.data_digest, r->tokens.loss_mask, r->tokens.n);
     return h;
 }
 
@@ -284,7 +290,8 @@ static int open_device(const zt_plan *plan, zt_comm *comm, const zt_backend **ou
  * close path frees it whatever failed. */
 
 typedef struct trainer {
-    const zt_train_args *a;
+    const zt_train_args *a;     /* &args: the caller's, with the steps resolved (resolve_steps) */
+    zt_train_args args;
     const zt_train_hooks *hooks;
     run_state r;
     int have_run;
@@ -309,6 +316,11 @@ typedef struct trainer {
     long applied, skipped;      /* this run's steps whose update was applied, and those skipped */
     char device[128];           /* this rank's device, as its backend describes it */
     char run_id[17];            /* every file of this run's checkpoints carries it (ckpt_identity.h) */
+    long log_every;             /* logging_steps resolved to steps */
+    double loss_since_log;      /* summed step losses since the last log, as Trainer averages them */
+    long steps_since_log;
+    zt_tfevents tb;             /* --report_to tensorboard (rank 0) */
+    int have_tb;
 } trainer;
 
 /* The saved scaler state, under this plan's settings. */
@@ -357,12 +369,56 @@ static void print_run(const trainer *t)
     fflush(stdout);
 }
 
+/* Samples per optimizer step: B sequences x A micro-batches x W ranks. */
+static long samples_per_step(const trainer *t)
+{
+    return (long)t->a->batch_size * t->a->grad_accum * t->W;
+}
+
+/* Trainer's epoch: the windows seen so far over the windows in the data. */
+static double epoch_at(const trainer *t, long step)
+{
+    return (double)step * (double)samples_per_step(t) / (double)t->r.batcher.nwin;
+}
+
+/* Step `step` (1-based) ends an epoch when it reads the last window of one:
+ * floor(step*G/nwin) > floor((step-1)*G/nwin). */
+static int epoch_ends(const trainer *t, long step)
+{
+    long G = samples_per_step(t), n = (long)t->r.batcher.nwin;
+    return step * G / n > (step - 1) * G / n;
+}
+
+/* What depends on the data's size, as Trainer resolves it: max_steps from
+ * num_train_epochs (max_steps 0: the flag was not given), the warm-up from
+ * warmup_ratio, logging_steps below 1 as a fraction of max_steps.  Every rank
+ * loaded the same data, so every rank resolves the same numbers. */
+static int resolve_steps(trainer *t, zt_err *err)
+{
+    zt_train_args *a = &t->args;
+    if (t->r.batcher.nwin == 0)
+        return zt_fail(err, ZT_EINPUT, "%s: fewer than %d tokens, not one window of --block_size %d", a->data_path,
+                       a->block_size + 1, a->block_size);
+    if (a->max_steps <= 0) {
+        double steps = ceil(a->num_train_epochs * (double)t->r.batcher.nwin / (double)samples_per_step(t));
+        a->max_steps = steps < 1.0 ? 1 : (long)steps;
+    }
+    if (a->warmup_steps == 0 && a->warmup_ratio > 0.0)
+        a->warmup_steps = (long)ceil(a->warmup_ratio * (double)a->max_steps);
+    double every = a->logging_steps > 0.0 ? a->logging_steps : 500.0;
+    t->log_every = every < 1.0 ? (long)ceil(every * (double)a->max_steps) : (long)every;
+    if (t->log_every < 1)
+        t->log_every = 1;
+    return ZT_OK;
+}
+
 /* Open everything, check that the ranks agree, resume if asked. */
 static int train_setup(trainer *t, const zt_train_args *a, zt_err *err)
 {
     static const zt_train_hooks no_hooks = {0};
     memset(t, 0, sizeof *t);
-    t->a = a;
+    t->args = *a;
+    a = t->a = &t->args;
     t->hooks = a->hooks ? a->hooks : &no_hooks;
     t->comm = a->comm;
     if (!t->comm) {
@@ -377,9 +433,13 @@ static int train_setup(trainer *t, const zt_train_args *a, zt_err *err)
     int rc = open_device(&a->plan, comm, &be, t->device, sizeof t->device, err);
     if (rc)
         return rc;
-    rc = run_open(&t->r, a->model_dir, a->data_path, a->block_size, a->batch_size, &a->plan, be, comm,
+    rc = run_open(&t->r, a->model_dir, a->data_path, a->loss_mask_path, a->block_size, a->batch_size, &a->plan, be, comm,
                   a->shuffle, a->seed, a->checkpointing, 0, err);
     t->have_run = 1;
+    if (rc == ZT_OK)
+        rc = resolve_steps(t, err);
+    if (rc == ZT_OK && t->rank0 && a->tensorboard_dir)
+        t->have_tb = (rc = zt_tfevents_open(&t->tb, a->tensorboard_dir, err)) == ZT_OK;
     if (rc == ZT_OK && t->rank0 && a->log_jsonl) {
         if ((rc = zt_open_output(a->log_jsonl, "the --log_jsonl log", &t->log_fd, err)) == ZT_OK)
             t->have_log = 1;
@@ -586,6 +646,17 @@ static int train_step(trainer *t, long s, zt_step_metrics *m, zt_err *err)
     /* fp16: backward runs on loss * scale; the step divides it back out */
     double scale = pl->ls.on ? t->scaler.scale : 1.0;
     double loss_sum = 0.0;
+    /* the global mean loss divides by the targets that count: all B*A*W*T, or
+     * under a loss mask the completion tokens of the step's G samples, which every
+     * rank counts alike from the shared sample order (no collective); a step of
+     * prompts only has no loss and no gradient */
+    double counted = t->tokens_per_step;
+    float grad_scale = t->grad_scale;
+    if (r->tokens.loss_mask) {
+        long G = (long)B * A * t->W, n = zt_batcher_count_targets(&r->batcher, s * G, G);
+        counted = n > 0 ? (double)n : 1.0;
+        grad_scale = (float)(1.0 / counted);
+    }
     for (int micro = 0; micro < A; micro++) {
         long k0 = zt_sample_index(s, micro, comm->rank, B, A, t->W);
         int hd = zt_prof_begin("data", "phase", ZT_PROF_COMPUTE);
@@ -597,7 +668,7 @@ static int train_step(trainer *t, long s, zt_step_metrics *m, zt_err *err)
         int rc = t->hooks->before_forward ? t->hooks->before_forward(t->hooks->ctx, s + 1, micro, comm->rank, err)
                                           : ZT_OK;
         if (rc == ZT_OK)
-            rc = zt_model_forward_backward(&r->model, r->inputs, r->targets, (float)(t->grad_scale * scale),
+            rc = zt_model_forward_backward(&r->model, r->inputs, r->targets, (float)(grad_scale * scale),
                                            &ls, err);
         if (rc)
             return step_failed(t, rc, err);
@@ -608,7 +679,7 @@ static int train_step(trainer *t, long s, zt_step_metrics *m, zt_err *err)
     /* the schedule counts applied updates: a step skipped on fp16 overflow does
      * not advance it, as DeepSpeed's engine does not step its scheduler then */
     long u = zt_engine_optimizer_steps(r->eng);
-    m->lr = a->adam.lr * zt_lr_factor(a->schedule, u, a->max_steps, a->warmup_steps);
+    m->lr = zt_lr_value(a->schedule, a->adam.lr, u, a->max_steps, a->warmup_steps);
     if (t->hooks->before_update)
         t->hooks->before_update(t->hooks->ctx, s + 1, comm->rank, r->eng);
     comm->phase = "optimizer";
@@ -620,7 +691,7 @@ static int train_step(trainer *t, long s, zt_step_metrics *m, zt_err *err)
         zt_loss_scaler_update(&t->scaler, m->skipped);
     m->loss_scale = pl->ls.on ? scale : 0.0;
     comm->phase = "loss";
-    m->loss = zt_comm_sum_double(comm, loss_sum, ZT_SCOPE_WORLD) / t->tokens_per_step;
+    m->loss = zt_comm_sum_double(comm, loss_sum, ZT_SCOPE_WORLD) / counted;
     measure_step(t, t0, wait0, progress0, before, link_before, m);
     return ZT_OK;
 }
@@ -718,6 +789,45 @@ static void step_record(FILE *f, const void *m)
     write_jsonl(f, m);
 }
 
+/* Trainer's log, every logging_steps steps and after the last: the loss is the
+ * mean of the steps' losses since the previous log, as Trainer reports it; the
+ * learning rate and gradient norm are this step's.  On stdout as one plain line
+ * (no progress bar is drawn then: a log file gets lines, not carriage returns)
+ * and, with --report_to tensorboard, as scalars under Trainer's tags. */
+/* Rank 0 alone writes events, so a failed write (a full disk) cannot fail the
+ * step: the other ranks would wait in the next collective.  It is said once, and
+ * the events stop there. */
+static void tb_scalar(trainer *t, const char *tag, long step, double value)
+{
+    zt_err err = {0};
+    if (!t->have_tb || zt_tfevents_scalar(&t->tb, tag, step, (float)value, &err) == ZT_OK)
+        return;
+    fprintf(stderr, "%sztrain: warning: %s; no more TensorBoard events are written\n", t->a->progress ? "\n" : "",
+            err.msg);
+    zt_tfevents_close(&t->tb);
+    t->have_tb = 0;
+}
+
+static void log_trainer(trainer *t, const zt_step_metrics *m)
+{
+    t->loss_since_log += m->loss;
+    t->steps_since_log++;
+    if (!t->rank0 || (m->step % t->log_every != 0 && m->step != t->nsteps))
+        return;
+    double loss = t->loss_since_log / (double)t->steps_since_log, epoch = epoch_at(t, m->step);
+    t->loss_since_log = 0.0;
+    t->steps_since_log = 0;
+    if (t->talk && !t->a->progress) {
+        printf("step %ld/%ld: loss %.4f, grad_norm %.4g, learning_rate %.6g, epoch %.2f\n", m->step, t->nsteps, loss,
+               m->grad_norm, m->lr, epoch);
+        fflush(stdout);
+    }
+    tb_scalar(t, "train/loss", m->step, loss);
+    tb_scalar(t, "train/grad_norm", m->step, m->grad_norm);
+    tb_scalar(t, "train/learning_rate", m->step, m->lr);
+    tb_scalar(t, "train/epoch", m->step, epoch);
+}
+
 /* Collective when there is a log: every rank learns whether rank 0 wrote it. */
 static int log_step(trainer *t, const zt_step_metrics *m, zt_err *err)
 {
@@ -732,16 +842,27 @@ static int log_step(trainer *t, const zt_step_metrics *m, zt_err *err)
         draw_progress(m->step, t->nsteps, m->loss, t->last_eval, m->tokens_per_sec, now_s() - t->t_start);
     if (t->a->on_step)
         t->a->on_step(t->a->on_step_ctx, m);
+    log_trainer(t, m);
     return ZT_OK;
 }
 
-/* HF's eval_strategy="steps": after every eval_steps-th step; without eval_steps,
- * once after the last step. */
+/* HF's eval_strategy: "steps" after every eval_steps-th step (its default,
+ * logging_steps, when eval_steps is not given), "epoch" after each step that ends
+ * an epoch, "no" never; unset: every eval_steps, or once after the last step. */
 static int eval_due(const trainer *t, long step)
 {
     if (!t->have_ev)
         return 0;
-    return t->a->eval_steps > 0 ? step % t->a->eval_steps == 0 : step == t->nsteps;
+    switch (t->a->eval_strategy) {
+    case ZT_STRATEGY_NO:
+        return 0;
+    case ZT_STRATEGY_EPOCH:
+        return epoch_ends(t, step);
+    case ZT_STRATEGY_STEPS:
+        return step % (t->a->eval_steps > 0 ? t->a->eval_steps : t->log_every) == 0;
+    default:
+        return t->a->eval_steps > 0 ? step % t->a->eval_steps == 0 : step == t->nsteps;
+    }
 }
 
 typedef struct eval_record_of {
@@ -774,6 +895,7 @@ static int evaluate(trainer *t, long step, zt_err *err)
     if (rc)
         return rc;
     t->last_eval = e.loss;
+    tb_scalar(t, "eval/loss", step, e.loss);
     eval_record_of rec = {step, &e};
     rc = log_record(t, eval_record, &rec, err);
     if (t->a->log_jsonl && (rc = zt_comm_agree(t->comm, rc, err)))
@@ -786,14 +908,20 @@ static int evaluate(trainer *t, long step, zt_err *err)
     return ZT_OK;
 }
 
-/* OUTPUT_DIR/checkpoint-N every save_steps, and after the last step of the
- * schedule whenever checkpoints are saved at all, as Hugging Face's Trainer does
- * (a run can then be continued or inspected from its end, not only from the last
- * multiple of save_steps).  The final save writes OUTPUT_DIR itself as well. */
+/* OUTPUT_DIR/checkpoint-N every save_steps (save_strategy steps or unset), or
+ * after each step that ends an epoch (save_strategy epoch), and after the last
+ * step of the schedule whenever checkpoints are saved at all, as Hugging Face's
+ * Trainer does (a run can then be continued or inspected from its end, not only
+ * from the last multiple of save_steps).  The final save writes OUTPUT_DIR itself
+ * as well. */
 static int checkpoint_due(const trainer *t, long step)
 {
     const zt_train_args *a = t->a;
-    return a->save_steps > 0 && a->output_dir && (step % a->save_steps == 0 || step == a->max_steps);
+    if (!a->output_dir || a->save_strategy == ZT_STRATEGY_NO)
+        return 0;
+    if (a->save_strategy == ZT_STRATEGY_EPOCH)
+        return epoch_ends(t, step) || step == a->max_steps;
+    return a->save_steps > 0 && (step % a->save_steps == 0 || step == a->max_steps);
 }
 
 /* A /proc/self/status field in KiB (0 where there is none). */
@@ -914,6 +1042,8 @@ static void train_close(trainer *t)
 {
     if (t->have_log)
         close(t->log_fd);
+    if (t->have_tb)
+        zt_tfevents_close(&t->tb);
     if (t->have_ev)
         zt_evaluator_free(&t->ev);
     if (t->have_run)

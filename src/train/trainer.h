@@ -52,6 +52,10 @@ typedef struct zt_train_hooks {
     void *ctx;
 } zt_train_hooks;
 
+/* Trainer's eval_strategy and save_strategy.  UNSET: evaluate every eval_steps
+ * (else once, after the last step) and save every save_steps (0: never). */
+typedef enum zt_strategy { ZT_STRATEGY_UNSET, ZT_STRATEGY_NO, ZT_STRATEGY_STEPS, ZT_STRATEGY_EPOCH } zt_strategy;
+
 typedef struct zt_train_args {
     const char *model_dir, *data_path, *output_dir, *log_jsonl;
     zt_plan plan;
@@ -84,6 +88,17 @@ typedef struct zt_train_args {
                                 * row (0: the first one stops the run) */
     long max_consecutive_skipped_steps; /* fp16: overflows in a row tolerated once the loss scale is at its
                                          * floor; one more stops the run (0: the first overflow at the floor) */
+    /* Trainer's vocabulary (contract §4): with max_steps 0, the run is
+     * ceil(num_train_epochs * nwin / G) steps (G samples a step, nwin windows in
+     * the data); warmup_steps 0 and warmup_ratio r > 0 mean ceil(r * max_steps) */
+    double num_train_epochs;
+    double warmup_ratio;
+    double logging_steps;       /* a log every N steps; below 1, a fraction of max_steps (0: 500, Trainer's) */
+    int eval_strategy, save_strategy; /* zt_strategy; ZT_STRATEGY_UNSET keeps ztrain's defaults */
+    const char *tensorboard_dir; /* write TensorBoard event files here (NULL: none) */
+    /* completion-only loss (TRL's): a token file of 0/1 beside data_path, 0 where
+     * the token is a prompt token, never a target (NULL: every token is one) */
+    const char *loss_mask_path;
     /* called on every rank after every step (NULL: none) */
     void (*on_step)(void *ctx, const zt_step_metrics *m);
     void *on_step_ctx;

@@ -14,6 +14,8 @@ for c in $cmds "checkpoint show" "config show"; do
     while read -r flag rest; do
         name=${flag#--}
         printf '%s' "$rest" | grep -qi "default" && continue
+        # an alias (Trainer's spelling): its target's line shows the default
+        printf '%s' "$rest" | grep -q "^Trainer's name: " && continue
         # required: shown outside [...] in the usage line
         printf '%s' "$usage" | sed 's/\[[^]]*\]//g' | grep -q -- "--$name\b" && continue
         fail "ztrain $c --help: $flag shows no default: $rest"
