@@ -13,7 +13,11 @@
  * The same greedy and cache checks run on tests/fixtures/generate_window, a Mistral
  * with sliding_window 8 (tools/make_mistral_fixtures.py): MistralForCausalLM.generate's
  * continuations run far past the window, so the cache must read only the last 8
- * positions for each new token, and the full forward must mask the same way. */
+ * positions for each new token, and the full forward must mask the same way.
+ * And on tests/fixtures/llama3_rope (Llama 3.1's rope_scaling) and qwen2_bias (Qwen2's
+ * q/k/v biases), whose greedy.json LlamaForCausalLM / Qwen2ForCausalLM.generate wrote
+ * (tools/make_family_fixtures.py): the cache path must scale the frequencies and add the
+ * biases as the full forward does. */
 #include <cjson/cJSON.h>
 #include <string.h>
 
@@ -28,6 +32,8 @@
 
 #define FIX "tests/fixtures/generate"
 #define FIX_WINDOW "tests/fixtures/generate_window"
+#define FIX_LLAMA3 "tests/fixtures/llama3_rope"
+#define FIX_QWEN2 "tests/fixtures/qwen2_bias"
 #define MAXP 3
 #define MAXN 128
 
@@ -109,6 +115,11 @@ static void check_greedy(const char *dir)
 
 static void test_greedy_matches_hf_generate(void) { check_greedy(FIX); }
 static void test_greedy_past_the_window_matches_hf_generate(void) { check_greedy(FIX_WINDOW); }
+static void test_greedy_llama3_rope_and_qwen2_bias_match_hf_generate(void)
+{
+    check_greedy(FIX_LLAMA3);
+    check_greedy(FIX_QWEN2);
+}
 
 /* The training model's logits (T, V) for one sequence, in the given compute dtype,
  * with the engine as the owner (an independent path to the same weights). */
@@ -158,15 +169,21 @@ static double rel_err(const float *a, const float *b, int n)
  * a time: every step's last logits equal the full forward's row. */
 static void check_cache_vs_full(const char *dir, zt_dtype compute, double tol)
 {
-    enum { T = 48, V = 256 };
-    static float full[T * V];
+    enum { T = 48, MAXV = 256 };
+    static float full[T * MAXV];
     int tokens[T];
     const char *text = "This program is free software: you can redistrib";
     for (int i = 0; i < T; i++)
         tokens[i] = (unsigned char)text[i];
     zt_infer m;
-    if (!full_forward(dir, tokens, T, compute, full) || !open_model_from(dir, &m, compute, T))
+    if (!open_model_from(dir, &m, compute, T))
         return;
+    const int V = m.cfg.vocab_size;
+    ZT_CHECK(V <= MAXV);
+    if (V > MAXV || !full_forward(dir, tokens, T, compute, full)) {
+        zt_infer_free(&m);
+        return;
+    }
     zt_err err = {0};
     double worst = 0.0;
     int pos = 0, chunks[] = {5, 11};
@@ -220,6 +237,14 @@ static void test_window_cache_matches_full_forward(void)
 {
     check_cache_vs_full(FIX_WINDOW, ZT_F32, 1e-5);
     check_cache_vs_full(FIX_WINDOW, ZT_BF16, 2e-2);
+}
+
+static void test_families_cache_matches_full_forward(void)
+{
+    check_cache_vs_full(FIX_LLAMA3, ZT_F32, 1e-5);
+    check_cache_vs_full(FIX_LLAMA3, ZT_BF16, 2e-2);
+    check_cache_vs_full(FIX_QWEN2, ZT_F32, 1e-5);
+    check_cache_vs_full(FIX_QWEN2, ZT_BF16, 2e-2);
 }
 
 static int run(zt_infer *m, const int *prompt, int np, zt_gen_params p, int *ids)
@@ -378,6 +403,8 @@ int main(void)
     ZT_RUN(test_cache_matches_full_forward_bf16);
     ZT_RUN(test_greedy_past_the_window_matches_hf_generate);
     ZT_RUN(test_window_cache_matches_full_forward);
+    ZT_RUN(test_greedy_llama3_rope_and_qwen2_bias_match_hf_generate);
+    ZT_RUN(test_families_cache_matches_full_forward);
     ZT_RUN(test_sampling_is_reproducible);
     ZT_RUN(test_top_k_top_p_keep_hf_candidates);
     ZT_RUN(test_stop_string_and_eos);

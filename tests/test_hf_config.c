@@ -113,7 +113,31 @@ static void test_refused(void)
         {"attention_bias true", "{" CORE ", \"attention_bias\": true}", "attention_bias", "false"},
         {"mlp_bias true", "{" CORE ", \"mlp_bias\": true}", "mlp_bias", "false"},
         {"hidden_act gelu", "{" CORE ", \"hidden_act\": \"gelu\"}", "hidden_act", "gelu"},
-        {"rope_scaling set", "{" CORE ", \"rope_scaling\": {\"type\": \"linear\", \"factor\": 2.0}}", "rope_scaling", "null"},
+        {"rope_scaling linear", "{" CORE ", \"rope_scaling\": {\"type\": \"linear\", \"factor\": 2.0}}",
+         "rope_scaling.type\" (got \"linear\")", "allowed: \"default\", \"llama3\""},
+        {"rope_scaling yarn", "{" CORE ", \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0}}",
+         "rope_scaling.rope_type\" (got \"yarn\")", "allowed: \"default\", \"llama3\""},
+        {"rope_scaling no type", "{" CORE ", \"rope_scaling\": {\"factor\": 4.0}}", "rope_scaling.factor", "llama3"},
+        {"llama3 without original", "{" CORE ", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0, "
+         "\"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0}}", "rope_scaling", "original_max_position_embeddings"},
+        {"llama3 unknown member", "{" CORE ", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0, "
+         "\"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192, "
+         "\"beta_fast\": 32}}", "rope_scaling.beta_fast", "not supported"},
+        {"llama3 factor 0", "{" CORE ", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 0, "
+         "\"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192}}",
+         "rope_scaling.factor", "positive"},
+        {"llama3 high <= low", "{" CORE ", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0, "
+         "\"low_freq_factor\": 4.0, \"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192}}",
+         "rope_scaling.high_freq_factor", "larger"},
+        {"rope_scaling vs rope_parameters", "{" CORE ", \"rope_parameters\": "
+         "{\"rope_type\": \"llama3\", \"factor\": 8.0, \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, "
+         "\"original_max_position_embeddings\": 8192}, \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 32.0, "
+         "\"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192}}",
+         "rope_parameters", "disagree"},
+        {"qwen2 use_sliding_window", "{" CORE ", \"model_type\": \"qwen2\", \"use_sliding_window\": true}",
+         "use_sliding_window", "false"},
+        {"qwen2 head_dim", "{" CORE ", \"model_type\": \"qwen2\", \"head_dim\": 32}", "head_dim", "Qwen2"},
+        {"use_mrope", "{" CORE ", \"model_type\": \"qwen2\", \"use_mrope\": true}", "use_mrope", "false"},
         {"llama sliding_window", "{" CORE ", \"sliding_window\": 1024}", "sliding_window", "mistral"},
         {"mistral window 0", "{" CORE ", \"model_type\": \"mistral\", \"sliding_window\": 0}", "sliding_window",
          "positive"},
@@ -124,10 +148,12 @@ static void test_refused(void)
         {"sliding_window < max", "{" CORE ", \"sliding_window\": 4096, \"max_position_embeddings\": 8192}",
          "sliding_window", "max_position_embeddings"},
         {"sliding_window float", "{" CORE ", \"sliding_window\": 4096.0}", "sliding_window", "integer"},
-        {"rope_type llama3", "{" CORE ", \"rope_parameters\": {\"rope_type\": \"llama3\", \"rope_theta\": 5e5}}",
-         "rope_parameters.rope_type", "default"},
+        {"rope_type llama3 without factors", "{" CORE ", \"rope_parameters\": {\"rope_type\": \"llama3\", \"rope_theta\": 5e5}}",
+         "rope_parameters", "needs \"factor\""},
         {"rope_parameters factor", "{" CORE ", \"rope_parameters\": {\"rope_type\": \"default\", \"factor\": 8.0}}",
-         "rope_parameters.factor", "not supported"},
+         "rope_parameters.factor", "only meaningful with rope_type \"llama3\""},
+        {"rope_parameters yarn", "{" CORE ", \"rope_parameters\": {\"rope_type\": \"yarn\", \"factor\": 8.0}}",
+         "rope_parameters.rope_type", "allowed: \"default\", \"llama3\""},
         {"rope_theta disagree", "{" CORE ", \"rope_theta\": 10000.0, \"rope_parameters\": {\"rope_theta\": 5e5}}",
          "rope_theta", "disagree"},
         {"rope_parameters list", "{" CORE ", \"rope_parameters\": [1]}", "rope_parameters", "object"},
@@ -208,7 +234,7 @@ static void test_sliding_window(void)
     /* written and read back: Mistral with a window, Mistral without (null, not absent,
      * which would mean 4096), Llama with its inert window */
     const char *path = P("window.json");
-    zt_llama_config w = {64, 128, 2, 4, 2, 16, 256, 512, 1e-6, 10000.0, 0, 0.02, ZT_F32, "mistral", 50};
+    zt_llama_config w = {64, 128, 2, 4, 2, 16, 256, 512, 1e-6, 10000.0, 0, 0.02, ZT_F32, "mistral", 50, 0, 0, 0, 0, 0, 0, 0};
     zt_llama_config r;
     ZT_CHECK_MSG(zt_hf_config_write(path, &w, &err) == ZT_OK, "%s", err.msg);
     ZT_CHECK_MSG(zt_hf_config_read(path, &r, &err) == ZT_OK, "%s", err.msg);
@@ -225,7 +251,7 @@ static void test_sliding_window(void)
 
 static void test_check(void)
 {
-    zt_llama_config c = {64, 128, 2, 8, 2, 8, 256, 512, 1e-6, 10000.0, 0, 0.02, ZT_BF16, "llama", 0};
+    zt_llama_config c = {64, 128, 2, 8, 2, 8, 256, 512, 1e-6, 10000.0, 0, 0.02, ZT_BF16, "llama", 0, 0, 0, 0, 0, 0, 0, 0};
     zt_err err = {0};
     ZT_CHECK_MSG(zt_llama_config_check(&c, "init-model", &err) == ZT_OK, "%s", err.msg);
     c.num_key_value_heads = 3;
@@ -242,7 +268,7 @@ static void test_check(void)
 
 static void test_write_read_back(void)
 {
-    zt_llama_config c = {96, 200, 3, 6, 2, 24, 300, 1024, 1e-5, 500000.0, 1, 0.006, ZT_BF16, "llama", 0};
+    zt_llama_config c = {96, 200, 3, 6, 2, 24, 300, 1024, 1e-5, 500000.0, 1, 0.006, ZT_BF16, "llama", 0, 0, 0, 0, 0, 0, 0, 0};
     zt_err err = {0};
     const char *path = P("written.json");
     ZT_CHECK_MSG(zt_hf_config_write(path, &c, &err) == ZT_OK, "%s", err.msg);
@@ -286,6 +312,89 @@ static void test_write_read_back(void)
     ZT_CHECK(zt_mem_current(ZT_MEM_OTHER) == 0);
 }
 
+/* Llama 3.1 / 3.2 and Qwen2.5 as their config.json files on the Hub have them (sizes
+ * shrunk), and as transformers 5 writes Llama 3.1's; each reads to the scaling or the
+ * biases, and what ztrain writes reads back to the same, with the class name. */
+static void test_llama3_and_qwen2(void)
+{
+    zt_llama_config c;
+    zt_err err = {0};
+    const char *llama32 =
+        "{\"architectures\": [\"LlamaForCausalLM\"], \"attention_bias\": false, \"attention_dropout\": 0.0,"
+        " \"bos_token_id\": 128000, \"eos_token_id\": [128001, 128008, 128009], \"head_dim\": 16,"
+        " \"hidden_act\": \"silu\", \"hidden_size\": 64, \"initializer_range\": 0.02, \"intermediate_size\": 128,"
+        " \"max_position_embeddings\": 131072, \"mlp_bias\": false, \"model_type\": \"llama\","
+        " \"num_attention_heads\": 4, \"num_hidden_layers\": 2, \"num_key_value_heads\": 2,"
+        " \"pretraining_tp\": 1, \"rms_norm_eps\": 1e-05, \"rope_scaling\": {\"factor\": 32.0,"
+        " \"high_freq_factor\": 4.0, \"low_freq_factor\": 1.0, \"original_max_position_embeddings\": 8192,"
+        " \"rope_type\": \"llama3\"}, \"rope_theta\": 500000.0, \"tie_word_embeddings\": true,"
+        " \"torch_dtype\": \"bfloat16\", \"transformers_version\": \"4.45.0.dev0\", \"use_cache\": true,"
+        " \"vocab_size\": 256}";
+    ZT_CHECK_MSG(read_cfg(llama32, &c, &err) == ZT_OK, "%s", err.msg);
+    ZT_CHECK(c.rope_llama3 == 1 && c.rope_factor == 32.0 && c.rope_low_freq_factor == 1.0 &&
+             c.rope_high_freq_factor == 4.0 && c.rope_original_max_position_embeddings == 8192.0);
+    ZT_CHECK(c.rope_theta == 500000.0 && !c.qkv_bias && zt_llama_attention_window(&c) == 0);
+    /* the older spelling "type", and transformers 5's rope_parameters with rope_theta inside */
+    ZT_CHECK_MSG(read_cfg("{" CORE ", \"rope_scaling\": {\"type\": \"llama3\", \"factor\": 8.0, \"low_freq_factor\": 1.0,"
+                          " \"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192}}", &c, &err) == ZT_OK,
+                 "%s", err.msg);
+    ZT_CHECK(c.rope_llama3 == 1 && c.rope_factor == 8.0);
+    ZT_CHECK_MSG(read_cfg("{" CORE ", \"rope_parameters\": {\"rope_type\": \"llama3\", \"rope_theta\": 500000.0,"
+                          " \"factor\": 8.0, \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0,"
+                          " \"original_max_position_embeddings\": 8192}}", &c, &err) == ZT_OK, "%s", err.msg);
+    ZT_CHECK(c.rope_llama3 == 1 && c.rope_theta == 500000.0 && c.rope_original_max_position_embeddings == 8192.0);
+    ZT_CHECK_MSG(read_cfg("{" CORE ", \"rope_scaling\": {\"rope_type\": \"default\"}}", &c, &err) == ZT_OK, "%s", err.msg);
+    ZT_CHECK(c.rope_llama3 == 0);
+
+    const char *qwen25 =
+        "{\"architectures\": [\"Qwen2ForCausalLM\"], \"attention_dropout\": 0.0, \"bos_token_id\": 151643,"
+        " \"eos_token_id\": 151643, \"hidden_act\": \"silu\", \"hidden_size\": 64, \"initializer_range\": 0.02,"
+        " \"intermediate_size\": 128, \"max_position_embeddings\": 32768, \"max_window_layers\": 24,"
+        " \"model_type\": \"qwen2\", \"num_attention_heads\": 4, \"num_hidden_layers\": 2,"
+        " \"num_key_value_heads\": 2, \"rms_norm_eps\": 1e-06, \"rope_theta\": 1000000.0,"
+        " \"sliding_window\": 32768, \"tie_word_embeddings\": true, \"torch_dtype\": \"bfloat16\","
+        " \"transformers_version\": \"4.40.1\", \"use_cache\": true, \"use_sliding_window\": false,"
+        " \"vocab_size\": 256}";
+    ZT_CHECK_MSG(read_cfg(qwen25, &c, &err) == ZT_OK, "%s", err.msg);
+    ZT_CHECK(c.qkv_bias == 1 && strcmp(c.model_type, "qwen2") == 0 && c.head_dim == 16);
+    ZT_CHECK(c.max_window_layers == 24 && zt_llama_attention_window(&c) == 0); /* no use_sliding_window */
+
+    /* written and read back, with the class transformers picks */
+    const char *path = P("family.json");
+    static const char *const arch[2] = {"LlamaForCausalLM", "Qwen2ForCausalLM"};
+    for (int k = 0; k < 2; k++) {
+        ZT_CHECK(read_cfg(k ? qwen25 : llama32, &c, &err) == ZT_OK);
+        zt_llama_config r;
+        ZT_CHECK_MSG(zt_hf_config_write(path, &c, &err) == ZT_OK, "%s", err.msg);
+        ZT_CHECK_MSG(zt_hf_config_read(path, &r, &err) == ZT_OK, "%s", err.msg);
+        ZT_CHECK(r.rope_llama3 == c.rope_llama3 && r.rope_factor == c.rope_factor &&
+                 r.rope_low_freq_factor == c.rope_low_freq_factor && r.rope_high_freq_factor == c.rope_high_freq_factor &&
+                 r.rope_original_max_position_embeddings == c.rope_original_max_position_embeddings);
+        ZT_CHECK(r.qkv_bias == c.qkv_bias && strcmp(r.model_type, c.model_type) == 0 &&
+                 r.max_window_layers == c.max_window_layers && r.sliding_window == c.sliding_window);
+        FILE *f = fopen(path, "rb");
+        char text[4096] = {0};
+        ZT_CHECK(f && fread(text, 1, sizeof text - 1, f) > 0);
+        if (f)
+            fclose(f);
+        cJSON *j = cJSON_Parse(text);
+        cJSON *a = j ? cJSON_GetObjectItem(j, "architectures") : NULL;
+        ZT_CHECK_MSG(a && strcmp(cJSON_GetArrayItem(a, 0)->valuestring, arch[k]) == 0, "%s", text);
+        cJSON *rs = j ? cJSON_GetObjectItem(j, "rope_scaling") : NULL;
+        if (k == 0) {
+            cJSON *t = cJSON_GetObjectItem(rs, "rope_type");
+            ZT_CHECK_MSG(cJSON_IsObject(rs) && t && strcmp(t->valuestring, "llama3") == 0 &&
+                         cJSON_GetObjectItem(rs, "factor")->valuedouble == 32.0, "%s", text);
+        } else {
+            /* Qwen2Config has no attention_bias: the class implies the biases */
+            ZT_CHECK_MSG(cJSON_IsNull(rs) && !cJSON_GetObjectItem(j, "attention_bias") &&
+                         cJSON_IsFalse(cJSON_GetObjectItem(j, "use_sliding_window")), "%s", text);
+        }
+        cJSON_Delete(j);
+    }
+    ZT_CHECK(zt_mem_current(ZT_MEM_OTHER) == 0);
+}
+
 int main(void)
 {
     if (!tmpdir_make(tmpdir, sizeof tmpdir, "zt_cfg_")) {
@@ -298,6 +407,7 @@ int main(void)
     ZT_RUN(test_sliding_window);
     ZT_RUN(test_check);
     ZT_RUN(test_write_read_back);
+    ZT_RUN(test_llama3_and_qwen2);
     tmpdir_remove(tmpdir);
     ZT_TEST_MAIN_END();
 }

@@ -311,7 +311,7 @@ static void test_rope_tables(void) {
     for (int k = 0; k < 2; k++) {
         const int T = 13, hd = 12, half = hd / 2;
         float cs[13 * 6], sn[13 * 6];
-        zt_rope_tables(cs, sn, T, hd, thetas[k]);
+        zt_rope_tables(cs, sn, T, hd, &(zt_rope_freqs){.theta = thetas[k]});
         double cd[13 * 6], sd[13 * 6];
         for (int t = 0; t < T; t++)
             for (int i = 0; i < half; i++) {
@@ -331,7 +331,7 @@ static void test_rope_tables(void) {
     {
         const int T = 4000, hd = 8, half = 4;
         float *cs = malloc(sizeof(float) * T * half), *sn = malloc(sizeof(float) * T * half);
-        zt_rope_tables(cs, sn, T, hd, 10000.0f);
+        zt_rope_tables(cs, sn, T, hd, &(zt_rope_freqs){.theta = 10000.0f});
         const int t = 3999, i = 1;
         float inv = 1.0f / (float)pow(10000.0, (double)(2.0f / 8.0f));
         float a = (float)t * inv;
@@ -347,7 +347,7 @@ static void test_rope_forward_backward(void) {
     const int W = (nh + 2 * nkv) * hd;
     const size_t n = (size_t)B * T * W;
     float cs[9 * 6], sn[9 * 6];
-    zt_rope_tables(cs, sn, T, hd, 10000.0f);
+    zt_rope_tables(cs, sn, T, hd, &(zt_rope_freqs){.theta = 10000.0f});
 
     float *x = malloc(sizeof(float) * n), *y = malloc(sizeof(float) * n);
     fill(x, n, 1.0, 0.0);
@@ -382,7 +382,7 @@ static void test_rope_roundtrip_is_identity(void) {
     const int B = 2, T = 13, nh = 6, nkv = 3, hd = 8;
     const size_t n = (size_t)B * T * (nh + 2 * nkv) * hd;
     float cs[13 * 4], sn[13 * 4];
-    zt_rope_tables(cs, sn, T, hd, 10000.0f);
+    zt_rope_tables(cs, sn, T, hd, &(zt_rope_freqs){.theta = 10000.0f});
     float *x = malloc(sizeof(float) * n), *y = malloc(sizeof(float) * n);
     fill(x, n, 3.0, 0.0);
     memcpy(y, x, sizeof(float) * n);

@@ -35,9 +35,12 @@
  * two run the fp32 tile kernel in bf16 compute too.  mistral_window is a Mistral whose
  * sliding_window (50) is shorter than its block_size (160), with references computed by
  * transformers' MistralForCausalLM itself (tools/make_mistral_fixtures.py); head_dim 32,
- * so bf16 compute runs the windowed bf16-operand attention. */
+ * so bf16 compute runs the windowed bf16-operand attention.  llama3_rope (Llama 3.1's
+ * rope_scaling) and qwen2_bias (Qwen2's q/k/v biases, which take no weight decay) come
+ * from transformers' LlamaForCausalLM and Qwen2ForCausalLM (tools/make_family_fixtures.py). */
 static const char *fixtures[] = {"tests/fixtures/gqa_tied", "tests/fixtures/untied_odd",
-                                 "tests/fixtures/gqa_hd32", "tests/fixtures/mistral_window"};
+                                 "tests/fixtures/gqa_hd32", "tests/fixtures/mistral_window",
+                                 "tests/fixtures/llama3_rope", "tests/fixtures/qwen2_bias"};
 #define NFIX ((int)(sizeof fixtures / sizeof fixtures[0]))
 
 typedef struct fixture_args {
@@ -340,8 +343,37 @@ static void test_bf16_three_steps(void)
         check_training(fixtures[i], BF16_ALIGNED, "bf16.", 1e-2, 0);
 }
 
+/* RoPE's inverse frequencies equal transformers' bit for bit: Llama 3.1's scaling
+ * (llama3_rope: pair 0 in the high band, 1 in the medium one, 2-7 in the low one) and
+ * the default formula (qwen2_bias). */
+static void test_rope_inv_freq_bit_exact(void)
+{
+    static const char *const dirs[] = {"tests/fixtures/llama3_rope", "tests/fixtures/qwen2_bias"};
+    for (int k = 0; k < 2; k++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/reference.safetensors", dirs[k]);
+        zt_st_file *ref = NULL;
+        zt_err err = {0};
+        zt_llama_config cfg;
+        ZT_CHECK_MSG(zt_st_open(path, &ref, &err) == ZT_OK && zt_hf_read_config_dir(dirs[k], &cfg, &err) == ZT_OK,
+                     "%s", err.msg);
+        const zt_st_tensor *t = ref ? ref_tensor(ref, "rope.inv_freq") : NULL;
+        if (t) {
+            ZT_CHECK(t->numel == cfg.head_dim / 2 && cfg.rope_llama3 == (k == 0));
+            zt_rope_freqs f = zt_model_rope_freqs(&cfg);
+            for (int i = 0; i < cfg.head_dim / 2; i++) {
+                float ours = zt_rope_inv_freq(&f, i, cfg.head_dim), hf = zt_load_f32(t->data, t->dtype, (size_t)i);
+                ZT_CHECK_MSG(memcmp(&ours, &hf, sizeof ours) == 0, "%s pair %d: inv_freq %.9g, transformers %.9g",
+                             dirs[k], i, ours, hf);
+            }
+        }
+        zt_st_close(ref);
+    }
+}
+
 int main(void)
 {
+    ZT_RUN(test_rope_inv_freq_bit_exact);
     ZT_RUN(test_fp32_logits_loss_grads);
     ZT_RUN(test_fp32_three_adamw_steps);
     ZT_RUN(test_bf16_logits_loss_grads);

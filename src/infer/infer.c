@@ -3,7 +3,7 @@
  * Shapes for r new rows at positions pos..pos+r-1 (C hidden, F intermediate,
  * nh / nkv heads of hd, Dq = nh*hd, Dqkv = (nh + 2*nkv)*hd, V vocabulary):
  *   x (r, C) = embed[tokens]
- *   per layer:  n = rmsnorm(x)      qkv (r, Dqkv) = n Wqkv^T, rope(q, k) at pos..
+ *   per layer:  n = rmsnorm(x)      qkv (r, Dqkv) = n Wqkv^T [+ bqkv], rope(q, k) at pos..
  *               cache[pos..] = k, v                 att (r, Dq) = attn(q, cache)
  *               h = x + att Wo^T    n = rmsnorm(h)  gu (r, 2F) = n Wgu^T
  *               x = h + swiglu(gu) Wdown^T
@@ -15,6 +15,7 @@
 #include "../core/mem.h"
 #include "../io/hf_model.h"
 #include "../kernels/backend.h"
+#include "../model/llama.h"
 
 /* Prompt chunks: a pass takes at most this many rows, so the scratch does not
  * grow with the prompt (a 1000-token prompt is 8 passes). */
@@ -137,7 +138,8 @@ int zt_infer_open(zt_infer *m, const char *dir, zt_dtype compute, int cap, int t
         zt_infer_free(m);
         return rc;
     }
-    m->be->rope_tables(m->rope_cos, m->rope_sin, cap, (int)hd, (float)c->rope_theta);
+    zt_rope_freqs freqs = zt_model_rope_freqs(c);
+    m->be->rope_tables(m->rope_cos, m->rope_sin, cap, (int)hd, &freqs);
     return ZT_OK;
 }
 
@@ -174,6 +176,8 @@ static int layer_forward(zt_infer *m, int l, int r, zt_err *err)
     /* q, k, v are adjacent in a layer (layout.h): q's view is W_qkv */
     if ((rc = linear(m, m->qkv, m->n, m->opd, weight(m, l, ZT_P_Q), r, Dqkv, C, 0.0f, err)))
         return rc;
+    if (c->qkv_bias) /* q, k, v biases are adjacent too: q's is b_qkv */
+        m->be->bias_forward(m->qkv, weight(m, l, ZT_P_Q_BIAS), m->compute, r, Dqkv);
     size_t half = (size_t)hd / 2;
     m->be->rope_forward(m->qkv, m->rope_cos + (size_t)m->pos * half, m->rope_sin + (size_t)m->pos * half, 1,
                     r, nh, nkv, hd);

@@ -1,4 +1,5 @@
-/* hf_config.c — config.json of Hugging Face LlamaForCausalLM / MistralForCausalLM.
+/* hf_config.c — config.json of Hugging Face LlamaForCausalLM / MistralForCausalLM /
+ * Qwen2ForCausalLM.
  *
  * Promise: a config that reads without error describes exactly the model ztrain
  * computes.  Every key is either understood, known to change nothing ztrain
@@ -30,11 +31,12 @@ enum key_kind {
     K_NUM,          /* finite JSON number into a double field */
     K_BOOL,         /* true/false into an int field */
     K_DTYPE,        /* "float32" | "bfloat16" | "float16" (or null) */
-    K_MODEL_TYPE,   /* "llama" | "mistral" */
+    K_MODEL_TYPE,   /* "llama" | "mistral" | "qwen2" */
     K_SILU,         /* only "silu" */
     K_FALSE,        /* only false (or absent) */
     K_NULL,         /* only null (or absent) */
-    K_ROPE_PARAMS,  /* transformers 5: {"rope_type": "default", "rope_theta": x} or null */
+    K_ROPE_SCALING, /* rope_scaling: null, or {"rope_type": "default" | "llama3", ...} */
+    K_ROPE_PARAMS,  /* transformers 5: the same with "rope_theta" inside, or null */
     K_WINDOW,       /* sliding_window: null or a positive integer (settled in from_json) */
     K_ZERO,         /* only the number 0 */
     K_ONE,          /* only the integer 1 */
@@ -67,7 +69,7 @@ static const zt_schema_key keys[] = {
     {.name = "hidden_act", .kind = K_SILU, INERT},
     {.name = "attention_bias", .kind = K_FALSE, INERT},
     {.name = "mlp_bias", .kind = K_FALSE, INERT},
-    {.name = "rope_scaling", .kind = K_NULL, INERT},
+    {.name = "rope_scaling", .kind = K_ROPE_SCALING, INERT},
     {.name = "rope_parameters", .kind = K_ROPE_PARAMS, INERT},
     {.name = "sliding_window", .kind = K_WINDOW, F(sliding_window)},
     {.name = "attention_dropout", .kind = K_ZERO, INERT},
@@ -79,6 +81,11 @@ static const zt_schema_key keys[] = {
     {.name = "eos_token_id", .kind = K_TOKEN_ID, INERT},
     {.name = "pad_token_id", .kind = K_TOKEN_ID, INERT},
     {.name = "use_cache", .kind = K_ANY_BOOL, INERT},
+    /* Qwen2: sliding-window attention only with use_sliding_window, which ztrain refuses;
+     * without it sliding_window and max_window_layers change nothing */
+    {.name = "use_sliding_window", .kind = K_FALSE, INERT},
+    {.name = "max_window_layers", .kind = K_INT, F(max_window_layers)},
+    {.name = "use_mrope", .kind = K_FALSE, INERT},
 };
 
 static const zt_schema_section top = {0, "", keys, ZT_SCHEMA_NKEYS(keys)};
@@ -124,6 +131,17 @@ static int is_int_literal(const zt_node *v, int64_t want)
     return v->type == ZT_NODE_INT && v->in_range && v->integer == want;
 }
 
+/* A rope_scaling or rope_parameters object as read. */
+typedef struct rope_spec {
+    int given;              /* a non-null object */
+    int llama3;             /* rope_type "llama3" (else "default") */
+    double num[4];          /* factor, low_freq_factor, high_freq_factor, original_max_position_embeddings */
+    int have[4];
+} rope_spec;
+
+static const char *const rope_llama3_keys[4] = {"factor", "low_freq_factor", "high_freq_factor",
+                                                "original_max_position_embeddings"};
+
 /* What the keys say beyond the struct's fields, settled once all are read
  * (JSON objects have no key order to rely on). */
 typedef struct read_state {
@@ -132,11 +150,71 @@ typedef struct read_state {
     int theta_set;          /* rope_parameters.rope_theta given */
     double theta;
     int window_null;        /* sliding_window given as null */
+    rope_spec scaling, params; /* rope_scaling, rope_parameters */
 } read_state;
 
 /* "(got \"x\")" when v is a string: the value the message quotes. */
 #define GOT(v) (v)->type == ZT_NODE_STR ? " (got \"" : "", (v)->type == ZT_NODE_STR ? (v)->text : "", \
                (v)->type == ZT_NODE_STR ? "\")" : ""
+
+/* rope_scaling, or transformers 5's rope_parameters (key), into *rs: null, or an
+ * object with rope_type ("type" in older configs) "default" or "llama3", Llama 3.1's
+ * four numbers for "llama3", and rope_theta when with_theta (rope_parameters). */
+static int read_rope(const char *path, const char *key, const zt_node *v, rope_spec *rs, read_state *st,
+                     int with_theta, zt_err *err)
+{
+    if (v->type == ZT_NODE_NULL)
+        return ZT_OK;
+    if (v->type != ZT_NODE_MAP)
+        return zt_fail(err, ZT_EINPUT, "%s: key \"%s\" must be an object or null", path, key);
+    rs->given = 1;
+    const char *type = NULL;
+    for (const zt_node *m = v->child; m; m = m->next) {
+        const char *mk = m->key->text;
+        int k = 0;
+        while (k < 4 && strcmp(mk, rope_llama3_keys[k]) != 0)
+            k++;
+        if (strcmp(mk, "rope_type") == 0 || strcmp(mk, "type") == 0) {
+            if (m->type != ZT_NODE_STR || (strcmp(m->text, "default") != 0 && strcmp(m->text, "llama3") != 0))
+                return zt_fail(err, ZT_EINPUT,
+                               "%s: key \"%s.%s\"%s%s%s is not supported (allowed: \"default\", \"llama3\")",
+                               path, key, mk, GOT(m));
+            if (type && strcmp(type, m->text) != 0)
+                return zt_fail(err, ZT_EINPUT, "%s: keys \"%s.rope_type\" and \"%s.type\" disagree", path, key,
+                               key);
+            type = m->text;
+        } else if (k < 4) {
+            if (!is_number(m) || !isfinite(m->num) || !(m->num > 0))
+                return zt_fail(err, ZT_EINPUT, "%s: key \"%s.%s\" must be a positive number", path, key, mk);
+            rs->num[k] = m->num;
+            rs->have[k] = 1;
+        } else if (with_theta && strcmp(mk, "rope_theta") == 0) {
+            if (!is_number(m) || !isfinite(m->num))
+                return zt_fail(err, ZT_EINPUT, "%s: key \"%s.rope_theta\" must be a finite number", path, key);
+            st->theta = m->num;
+            st->theta_set = 1;
+        } else {
+            return zt_fail(err, ZT_EINPUT,
+                           "%s: key \"%s.%s\" is not supported (allowed: rope_type, factor, low_freq_factor, "
+                           "high_freq_factor, original_max_position_embeddings%s)",
+                           path, key, mk, with_theta ? ", rope_theta" : "");
+        }
+    }
+    rs->llama3 = type && strcmp(type, "llama3") == 0; /* no rope_type: the default frequencies */
+    for (int k = 0; k < 4; k++) {
+        if (rs->llama3 && !rs->have[k])
+            return zt_fail(err, ZT_EINPUT, "%s: key \"%s\" with rope_type \"llama3\" needs \"%s\"", path, key,
+                           rope_llama3_keys[k]);
+        if (!rs->llama3 && rs->have[k])
+            return zt_fail(err, ZT_EINPUT, "%s: key \"%s.%s\" is only meaningful with rope_type \"llama3\"",
+                           path, key, rope_llama3_keys[k]);
+    }
+    /* g = (L/w - lo) / (hi - lo) divides by hi - lo (rope_freq.h) */
+    if (rs->llama3 && !(rs->num[2] > rs->num[1]))
+        return zt_fail(err, ZT_EINPUT, "%s: key \"%s.high_freq_factor\" (%g) must be larger than low_freq_factor (%g)",
+                       path, key, rs->num[2], rs->num[1]);
+    return ZT_OK;
+}
 
 /* Read member v of key kk into the config (r->target) or the read state (r->ctx). */
 static int read_key(zt_schema_reader *r, const zt_schema_key *kk, const zt_node *v, const char *keypath)
@@ -176,8 +254,9 @@ static int read_key(zt_schema_reader *r, const zt_schema_key *kk, const zt_node 
         return ZT_OK;
     }
     case K_MODEL_TYPE:
-        if (v->type != ZT_NODE_STR || (strcmp(v->text, "llama") != 0 && strcmp(v->text, "mistral") != 0))
-            return zt_fail(err, ZT_EINPUT, "%s: key \"model_type\" must be \"llama\" or \"mistral\"%s%s%s",
+        if (v->type != ZT_NODE_STR || (strcmp(v->text, "llama") != 0 && strcmp(v->text, "mistral") != 0 &&
+                                       strcmp(v->text, "qwen2") != 0))
+            return zt_fail(err, ZT_EINPUT, "%s: key \"model_type\" must be \"llama\", \"mistral\" or \"qwen2\"%s%s%s",
                            path, GOT(v));
         zt_schema_set_string(r, kk, v->text);
         return ZT_OK;
@@ -188,37 +267,20 @@ static int read_key(zt_schema_reader *r, const zt_schema_key *kk, const zt_node 
         return ZT_OK;
     case K_FALSE:
         if (v->type != ZT_NODE_BOOL || v->boolean)
-            return zt_fail(err, ZT_EINPUT, "%s: key \"%s\": only false is supported (no biases in ztrain's Llama)",
-                           path, key);
+            return zt_fail(err, ZT_EINPUT, "%s: key \"%s\": only false is supported (%s)", path, key,
+                           strcmp(key, "use_sliding_window") == 0 ? "no sliding window in Qwen2 models"
+                           : strcmp(key, "use_mrope") == 0       ? "no multimodal RoPE"
+                                                                 : "the only biases ztrain implements are "
+                                                                   "Qwen2's q/k/v biases, model_type \"qwen2\"");
         return ZT_OK;
     case K_NULL:
         if (v->type != ZT_NODE_NULL)
             return zt_fail(err, ZT_EINPUT, "%s: key \"%s\": only null is supported", path, key);
         return ZT_OK;
+    case K_ROPE_SCALING:
+        return read_rope(path, key, v, &st->scaling, st, 0, err);
     case K_ROPE_PARAMS:
-        if (v->type == ZT_NODE_NULL)
-            return ZT_OK;
-        if (v->type != ZT_NODE_MAP)
-            return zt_fail(err, ZT_EINPUT, "%s: key \"%s\" must be an object or null", path, key);
-        for (const zt_node *m = v->child; m; m = m->next) {
-            if (strcmp(m->key->text, "rope_type") == 0) {
-                if (m->type != ZT_NODE_STR || strcmp(m->text, "default") != 0)
-                    return zt_fail(err, ZT_EINPUT,
-                                   "%s: key \"rope_parameters.rope_type\": only \"default\" is supported (no RoPE scaling)",
-                                   path);
-            } else if (strcmp(m->key->text, "rope_theta") == 0) {
-                if (!is_number(m) || !isfinite(m->num))
-                    return zt_fail(err, ZT_EINPUT, "%s: key \"rope_parameters.rope_theta\" must be a finite number",
-                                   path);
-                st->theta = m->num;
-                st->theta_set = 1;
-            } else {
-                return zt_fail(err, ZT_EINPUT,
-                               "%s: key \"rope_parameters.%s\" is not supported (only rope_type \"default\" and rope_theta)",
-                               path, m->key->text);
-            }
-        }
-        return ZT_OK;
+        return read_rope(path, key, v, &st->params, st, 1, err);
     case K_WINDOW: {
         if (v->type == ZT_NODE_NULL) {
             st->window_null = 1;
@@ -277,7 +339,8 @@ static int unsupported_key(zt_schema_reader *r, const zt_schema_section *s, cons
 {
     (void)s, (void)kp;
     return zt_fail(r->err, ZT_EINPUT,
-                   "%s: unsupported key \"%s\" (ztrain implements LlamaForCausalLM / MistralForCausalLM only)",
+                   "%s: unsupported key \"%s\" (ztrain implements LlamaForCausalLM, MistralForCausalLM and "
+                   "Qwen2ForCausalLM only)",
                    r->path, m->key->text);
 }
 
@@ -335,6 +398,27 @@ static int from_json(const char *path, zt_json *jp, zt_llama_config *cfg, zt_err
                            path);
         c.rope_theta = st.theta;
     }
+    /* rope_scaling (transformers 4) and rope_parameters (5) must agree where both say something */
+    const rope_spec *rs = st.params.given ? &st.params : &st.scaling;
+    if (st.params.given && st.scaling.given &&
+        (st.params.llama3 != st.scaling.llama3 || memcmp(st.params.num, st.scaling.num, sizeof st.params.num)))
+        return zt_fail(err, ZT_EINPUT, "%s: keys \"rope_scaling\" and \"rope_parameters\" disagree", path);
+    if (rs->llama3) {
+        c.rope_llama3 = 1;
+        c.rope_factor = rs->num[0];
+        c.rope_low_freq_factor = rs->num[1];
+        c.rope_high_freq_factor = rs->num[2];
+        c.rope_original_max_position_embeddings = rs->num[3];
+    }
+    /* Qwen2ForCausalLM: q/k/v biases always, head_dim always hidden_size / heads */
+    int qwen2 = strcmp(c.model_type, "qwen2") == 0;
+    c.qkv_bias = qwen2;
+    if (qwen2 && zt_schema_given(&r, &top, "head_dim") && c.num_attention_heads > 0 &&
+        c.head_dim * c.num_attention_heads != c.hidden_size)
+        return zt_fail(err, ZT_EINPUT,
+                       "%s: key \"head_dim\" (%d) is not hidden_size / num_attention_heads (%d / %d), which "
+                       "Qwen2ForCausalLM always uses",
+                       path, c.head_dim, c.hidden_size, c.num_attention_heads);
     /* Mistral: MistralForCausalLM masks keys more than sliding_window - 1 positions
      * back; an absent key is MistralConfig's default, 4096 (null: no window).
      * Llama: transformers' LlamaModel never reads the key, so a window short enough
@@ -344,7 +428,7 @@ static int from_json(const char *path, zt_json *jp, zt_llama_config *cfg, zt_err
     if (strcmp(c.model_type, "mistral") == 0) {
         if (!has_window && !st.window_null)
             c.sliding_window = ZT_MISTRAL_DEFAULT_WINDOW;
-    } else if (has_window && c.sliding_window < c.max_position_embeddings) {
+    } else if (!qwen2 && has_window && c.sliding_window < c.max_position_embeddings) {
         return zt_fail(err, ZT_EINPUT,
                        "%s: key \"sliding_window\" (%d) is shorter than max_position_embeddings (%d), but transformers' LlamaForCausalLM ignores sliding_window: set \"model_type\": \"mistral\" for sliding-window attention, or null",
                        path, c.sliding_window, c.max_position_embeddings);
@@ -423,18 +507,80 @@ int zt_llama_config_check(const zt_llama_config *cfg, const char *where, zt_err 
     if (cfg->sliding_window < 0)
         return zt_fail(err, ZT_EINPUT, "%s: sliding_window must be positive, or 0 for none", where);
     if (!memchr(cfg->model_type, 0, sizeof cfg->model_type) ||
-        (strcmp(cfg->model_type, "llama") != 0 && strcmp(cfg->model_type, "mistral") != 0))
-        return zt_fail(err, ZT_EINPUT, "%s: model_type must be \"llama\" or \"mistral\"", where);
+        (strcmp(cfg->model_type, "llama") != 0 && strcmp(cfg->model_type, "mistral") != 0 &&
+         strcmp(cfg->model_type, "qwen2") != 0))
+        return zt_fail(err, ZT_EINPUT, "%s: model_type must be \"llama\", \"mistral\" or \"qwen2\"", where);
+    if (cfg->qkv_bias != (strcmp(cfg->model_type, "qwen2") == 0))
+        return zt_fail(err, ZT_EINPUT, "%s: q/k/v biases come with model_type \"qwen2\" and only with it", where);
+    if (cfg->rope_llama3) {
+        const double v[4] = {cfg->rope_factor, cfg->rope_low_freq_factor, cfg->rope_high_freq_factor,
+                             cfg->rope_original_max_position_embeddings};
+        for (int k = 0; k < 4; k++)
+            if (!(v[k] > 0) || !isfinite(v[k]))
+                return zt_fail(err, ZT_EINPUT, "%s: rope_scaling.%s must be a positive finite number", where,
+                               rope_llama3_keys[k]);
+        if (!(cfg->rope_high_freq_factor > cfg->rope_low_freq_factor))
+            return zt_fail(err, ZT_EINPUT, "%s: rope_scaling.high_freq_factor must be larger than low_freq_factor",
+                           where);
+    }
     return ZT_OK;
 }
 
 /* sliding_window as read: Mistral always writes it (null for no window, since an
- * absent key would mean 4096); Llama only when it carried one. */
+ * absent key would mean 4096); Llama only when it carried one; Qwen2 its inert value. */
 static int add_window(cJSON *o, const zt_llama_config *cfg, int mistral)
 {
     if (cfg->sliding_window > 0)
         return cJSON_AddNumberToObject(o, "sliding_window", cfg->sliding_window) != NULL;
     return !mistral || cJSON_AddNullToObject(o, "sliding_window") != NULL;
+}
+
+/* v as a JSON float that reads back to the same double and keeps a decimal point
+ * (8.0, not 8): transformers' rope validation wants floats for the llama3 factors and
+ * warns on an integer. */
+static int add_float(cJSON *o, const char *key, double v)
+{
+    char text[40];
+    for (int prec = 15; prec <= 17; prec++) { /* the shortest that reads back; 17 always does */
+        snprintf(text, sizeof text, "%.*g", prec, v);
+        if (strtod(text, NULL) == v)
+            break;
+    }
+    if (!strpbrk(text, ".eEn"))
+        strcat(text, ".0");
+    return cJSON_AddRawToObject(o, key, text) != NULL;
+}
+
+/* rope_scaling as transformers 4 writes it (transformers 5 reads it too): null, or
+ * Llama 3.1's object, the factors as floats, original_max_position_embeddings as an
+ * integer where it is one (transformers checks both types). */
+static int add_rope_scaling(cJSON *o, const zt_llama_config *cfg)
+{
+    if (!cfg->rope_llama3)
+        return cJSON_AddNullToObject(o, "rope_scaling") != NULL;
+    cJSON *rs = cJSON_AddObjectToObject(o, "rope_scaling");
+    return rs && cJSON_AddStringToObject(rs, "rope_type", "llama3") && add_float(rs, "factor", cfg->rope_factor) &&
+           add_float(rs, "low_freq_factor", cfg->rope_low_freq_factor) &&
+           add_float(rs, "high_freq_factor", cfg->rope_high_freq_factor) &&
+           cJSON_AddNumberToObject(rs, "original_max_position_embeddings",
+                                   cfg->rope_original_max_position_embeddings);
+}
+
+/* The keys only one family has: Llama's and Mistral's inert switches, or Qwen2's
+ * (whose biases the architecture implies; Qwen2Config has no attention_bias). */
+static int add_family_keys(cJSON *o, const zt_llama_config *cfg)
+{
+    if (cfg->qkv_bias)
+        return cJSON_AddFalseToObject(o, "use_sliding_window") &&
+               cJSON_AddNumberToObject(o, "max_window_layers", cfg->max_window_layers);
+    return cJSON_AddFalseToObject(o, "attention_bias") && cJSON_AddFalseToObject(o, "mlp_bias");
+}
+
+static const char *architecture(const zt_llama_config *cfg)
+{
+    return strcmp(cfg->model_type, "mistral") == 0 ? "MistralForCausalLM"
+           : strcmp(cfg->model_type, "qwen2") == 0 ? "Qwen2ForCausalLM"
+                                                   : "LlamaForCausalLM";
 }
 
 int zt_hf_config_write(const char *path, const zt_llama_config *cfg, zt_err *err)
@@ -446,7 +592,7 @@ int zt_hf_config_write(const char *path, const zt_llama_config *cfg, zt_err *err
     cJSON *o = cJSON_CreateObject();
     cJSON *arch = cJSON_AddArrayToObject(o, "architectures");
     int ok = o && arch &&
-             cJSON_AddItemToArray(arch, cJSON_CreateString(mistral ? "MistralForCausalLM" : "LlamaForCausalLM")) &&
+             cJSON_AddItemToArray(arch, cJSON_CreateString(architecture(cfg))) &&
              cJSON_AddStringToObject(o, "model_type", cfg->model_type) &&
              cJSON_AddNumberToObject(o, "hidden_size", cfg->hidden_size) &&
              cJSON_AddNumberToObject(o, "intermediate_size", cfg->intermediate_size) &&
@@ -462,11 +608,10 @@ int zt_hf_config_write(const char *path, const zt_llama_config *cfg, zt_err *err
              cJSON_AddNumberToObject(o, "initializer_range", cfg->initializer_range) &&
              cJSON_AddStringToObject(o, "torch_dtype", hf_dtype_name(cfg->torch_dtype)) &&
              cJSON_AddStringToObject(o, "hidden_act", "silu") &&
-             cJSON_AddFalseToObject(o, "attention_bias") &&
-             cJSON_AddFalseToObject(o, "mlp_bias") &&
+             add_family_keys(o, cfg) &&
              cJSON_AddNumberToObject(o, "attention_dropout", 0.0) &&
-             cJSON_AddNumberToObject(o, "pretraining_tp", 1) &&
-             cJSON_AddNullToObject(o, "rope_scaling") &&
+             (cfg->qkv_bias || cJSON_AddNumberToObject(o, "pretraining_tp", 1)) &&
+             add_rope_scaling(o, cfg) &&
              add_window(o, cfg, mistral);
     /* cJSON prints doubles with enough digits to read back the same value. */
     char *text = ok ? cJSON_Print(o) : NULL;

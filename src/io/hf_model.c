@@ -335,8 +335,10 @@ int zt_hf_init_random(const char *dir, const zt_llama_config *cfg, uint64_t seed
             rc = zt_fail(err, ZT_EFAIL, "out of memory initialising %s", p->name);
             break;
         }
+        /* HF's _init_weights: matrices N(0, initializer_range), norm weights 1, biases 0 */
+        int bias = p->kind == ZT_P_Q_BIAS || p->kind == ZT_P_K_BIAS || p->kind == ZT_P_V_BIAS;
         for (size_t j = 0; j < p->numel; j++)
-            vals[i][j] = p->ndim == 2 ? (float)(cfg->initializer_range * zt_rand_normal(&state)) : 1.0f;
+            vals[i][j] = p->ndim == 2 ? (float)(cfg->initializer_range * zt_rand_normal(&state)) : bias ? 0.0f : 1.0f;
     }
     if (rc == ZT_OK)
         rc = zt_hf_save_tensors(dir, cfg, &lay, vals, dtype, max_shard_bytes, err);

@@ -28,6 +28,7 @@
 #include "../core/mem.h"
 #include "../core/status.h"
 #include "adamw.h"
+#include "rope_freq.h"
 
 /* A target that takes no part in the loss (a prompt token under completion-only
  * loss): torch's CrossEntropyLoss ignore_index default, as TRL's labels use it. */
@@ -92,7 +93,10 @@ typedef struct zt_backend {
                             int C, float eps);
     void (*rmsnorm_backward)(float *dx, uint16_t *dx_bf16, float *dw, const float *dy, const float *x,
                              const float *w, const float *rstd, int N, int C);
-    void (*rope_tables)(float *cos_t, float *sin_t, int T, int hd, float theta);
+    /* y (N, D) += b (D) in b_dt; db (D) += column sums of dy (N, D) (kernels.h) */
+    void (*bias_forward)(float *y, const void *b, zt_dtype b_dt, int N, int D);
+    void (*bias_backward)(float *db, const float *dy, int N, int D);
+    void (*rope_tables)(float *cos_t, float *sin_t, int T, int hd, const zt_rope_freqs *f);
     void (*rope_forward)(float *qkv, const float *cos_t, const float *sin_t, int B, int T, int nh,
                          int nkv, int hd);
     void (*rope_backward)(float *dqkv, const float *cos_t, const float *sin_t, int B, int T, int nh,

@@ -69,9 +69,19 @@ static void emu_rmsnorm_backward(float *dx, uint16_t *dx_bf16, float *dw, const 
                                    host_of(rstd), N, C);
 }
 
-static void emu_rope_tables(float *cos_t, float *sin_t, int T, int hd, float theta)
+static void emu_bias_forward(float *y, const void *b, zt_dtype b_dt, int N, int D)
 {
-    zt_rope_tables(host_of(cos_t), host_of(sin_t), T, hd, theta);
+    zt_bias_forward(host_of(y), host_of(b), b_dt, N, D);
+}
+
+static void emu_bias_backward(float *db, const float *dy, int N, int D)
+{
+    zt_bias_backward_accumulate(host_of(db), host_of(dy), N, D);
+}
+
+static void emu_rope_tables(float *cos_t, float *sin_t, int T, int hd, const zt_rope_freqs *f)
+{
+    zt_rope_tables(host_of(cos_t), host_of(sin_t), T, hd, f);
 }
 
 static void emu_rope_forward(float *qkv, const float *cos_t, const float *sin_t, int B, int T, int nh, int nkv,
@@ -186,6 +196,8 @@ static const zt_backend emu = {
     .embed_backward = emu_embed_backward,
     .rmsnorm_forward = emu_rmsnorm_forward,
     .rmsnorm_backward = emu_rmsnorm_backward,
+    .bias_forward = emu_bias_forward,
+    .bias_backward = emu_bias_backward,
     .rope_tables = emu_rope_tables,
     .rope_forward = emu_rope_forward,
     .rope_backward = emu_rope_backward,

@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "../core/dtype.h"
+#include "rope_freq.h"
 
 /* Embedding lookup: x (N, C) fp32 row i = row tokens[i] of wte (V, C) in dt.
  * Backward: dwte[tokens[i]] += dx[i] (fp32; rows of a repeated token sum). */
@@ -41,11 +42,17 @@ void zt_rmsnorm_backward_accumulate(float *dx, uint16_t *dx_bf16, float *dw, con
                                     const float *x, const float *w, const float *rstd, int N,
                                     int C);
 
+/* Bias of a linear layer (bias.c): y (N, D) += b (D) in b_dt, after the product;
+ * backward db (D) += the column sums of dy (N, D), over n in order, in fp32. */
+void zt_bias_forward(float *y, const void *b, zt_dtype b_dt, int N, int D);
+void zt_bias_backward_accumulate(float *db, const float *dy, int N, int D);
+
 /* Rotary embeddings, HF's rotate_half convention: for i < hd/2, with
  * f_i = theta^(-2i/hd) and angle a = pos * f_i,
  *   y[i] = x[i] cos a - x[i + hd/2] sin a,   y[i + hd/2] = x[i + hd/2] cos a + x[i] sin a.
- * Tables cos, sin: (T, hd/2), computed as HF does (inv_freq and pos*inv_freq in fp32). */
-void zt_rope_tables(float *cos_t, float *sin_t, int T, int hd, float theta);
+ * Tables cos, sin: (T, hd/2), computed as HF does (inv_freq and pos*inv_freq in fp32);
+ * f gives theta and, for Llama 3.1, the scaling of the frequencies (rope_freq.h). */
+void zt_rope_tables(float *cos_t, float *sin_t, int T, int hd, const zt_rope_freqs *f);
 /* Rotate the q and k heads of qkv (B, T, (nh + 2*nkv)*hd) in place; positions are 0..T-1. */
 void zt_rope_forward(float *qkv, const float *cos_t, const float *sin_t, int B, int T, int nh,
                      int nkv, int hd);

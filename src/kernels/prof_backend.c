@@ -47,6 +47,11 @@ static void p_to_device(void *d, const void *s, size_t bytes)
     TIMED("to_device", "transfer", 0, (double)bytes, in->to_device(d, s, bytes));
 }
 static void p_sync(void) { TIMED("sync", "sync", 0, 0, in->sync()); }
+static void p_to_host_async(void *d, const void *s, size_t bytes)
+{
+    TIMED("to_host_async", "transfer", 0, (double)bytes, in->to_host_async(d, s, bytes));
+}
+static void p_copy_wait(void) { TIMED("copy_wait", "sync", 0, 0, in->copy_wait()); }
 static void *p_host_alloc(zt_mem_cat cat, size_t bytes)
 {
     void *p;
@@ -93,9 +98,18 @@ static void p_rmsnorm_backward(float *dx, uint16_t *dx16, float *dw, const float
     TIMED("rmsnorm_backward", "kernel", 0, (double)N * C * (16 + (dx16 ? 2 : 0)) + 12.0 * C + 4.0 * N,
           in->rmsnorm_backward(dx, dx16, dw, dy, x, w, rstd, N, C));
 }
-static void p_rope_tables(float *c, float *s, int T, int hd, float theta)
+static void p_bias_forward(float *y, const void *b, zt_dtype bdt, int N, int D)
 {
-    TIMED("rope_tables", "kernel", 0, 4.0 * T * hd, in->rope_tables(c, s, T, hd, theta));
+    /* y read and written, b read */
+    TIMED("bias_forward", "kernel", 0, 8.0 * N * D + D * SZ(bdt), in->bias_forward(y, b, bdt, N, D));
+}
+static void p_bias_backward(float *db, const float *dy, int N, int D)
+{
+    TIMED("bias_backward", "kernel", 0, 4.0 * N * D + 8.0 * D, in->bias_backward(db, dy, N, D));
+}
+static void p_rope_tables(float *c, float *s, int T, int hd, const zt_rope_freqs *f)
+{
+    TIMED("rope_tables", "kernel", 0, 4.0 * T * hd, in->rope_tables(c, s, T, hd, f));
 }
 static void p_rope_forward(float *qkv, const float *c, const float *s, int B, int T, int nh, int nkv, int hd)
 {
@@ -195,6 +209,8 @@ const zt_backend *zt_backend_profiled(const zt_backend *inner)
     WRAP(to_host);
     WRAP(to_device);
     WRAP(sync);
+    WRAP(to_host_async);
+    WRAP(copy_wait);
     WRAP(host_alloc);
     WRAP(host_free);
     WRAP(matmul_peak);
@@ -203,6 +219,8 @@ const zt_backend *zt_backend_profiled(const zt_backend *inner)
     WRAP(embed_backward);
     WRAP(rmsnorm_forward);
     WRAP(rmsnorm_backward);
+    WRAP(bias_forward);
+    WRAP(bias_backward);
     WRAP(rope_tables);
     WRAP(rope_forward);
     WRAP(rope_backward);

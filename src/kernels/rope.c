@@ -1,7 +1,8 @@
 /* rope.c — rotary position embeddings, Hugging Face's rotate_half convention, fp32.
  *
  * Each q and k head vector x (hd) is split in halves x1 = x[0:hd/2], x2 = x[hd/2:hd];
- * pair i rotates by the angle a = pos * f_i, f_i = theta^(-2i/hd):
+ * pair i rotates by the angle a = pos * f_i, f_i = theta^(-2i/hd) (or Llama 3.1's
+ * rescaling of it, rope_freq.h):
  *   y1 = x1 cos a - x2 sin a,   y2 = x2 cos a + x1 sin a.
  * qkv rows (B, T, (nh + 2*nkv)*hd) hold [q heads | k heads | v heads]; the first
  * nh + nkv heads are rotated, v is left alone.
@@ -14,19 +15,17 @@
 #include <math.h>
 
 /* HF builds the tables in fp32 step by step:
- *   inv_freq = 1.0 / (theta ** (arange(0, hd, 2).float() / hd))
+ *   inv_freq = zt_rope_inv_freq (rope_freq.h: the default or Llama 3.1's scaled one)
  *   freqs    = pos.float() * inv_freq;  cos = freqs.cos(), sin = freqs.sin()
  * Every intermediate is rounded to float here exactly where torch rounds it.  The
  * transcendental functions (pow, cos, sin) are evaluated in double and rounded once,
  * giving the correctly rounded fp32 value, which torch's (<= 1 ulp) fp32 versions
  * return almost always. */
-void zt_rope_tables(float *cos_t, float *sin_t, int T, int hd, float theta) {
+void zt_rope_tables(float *cos_t, float *sin_t, int T, int hd, const zt_rope_freqs *f) {
     assert(hd > 0 && hd % 2 == 0 && T >= 0);
     const int half = hd / 2;
     for (int i = 0; i < half; i++) {
-        float expo = (float)(2 * i) / (float)hd;
-        float p = (float)pow((double)theta, (double)expo);
-        float inv_freq = 1.0f / p;
+        float inv_freq = zt_rope_inv_freq(f, i, hd);
         for (int t = 0; t < T; t++) {
             float a = (float)t * inv_freq;
             cos_t[(size_t)t * half + i] = (float)cos((double)a);

@@ -21,8 +21,16 @@ typedef struct zt_llama_config {
     int tie_word_embeddings;     /* default 0 (HF LlamaConfig's default is False) */
     double initializer_range;    /* default 0.02 */
     zt_dtype torch_dtype;        /* default fp32 */
-    char model_type[16];         /* "llama" or "mistral" */
+    char model_type[16];         /* "llama", "mistral" or "qwen2" */
     int sliding_window;          /* config.json's sliding_window; 0 for null (no window) */
+    /* rope_scaling {"rope_type": "llama3", ...} (Llama 3.1 / 3.2): rope_llama3 1 and its
+     * four numbers, which rescale RoPE's low frequencies (kernels/rope_freq.h); 0: none */
+    int rope_llama3;
+    double rope_factor, rope_low_freq_factor, rope_high_freq_factor;
+    double rope_original_max_position_embeddings;
+    /* q, k and v projections carry biases (Qwen2ForCausalLM: always; o_proj has none) */
+    int qkv_bias;
+    int max_window_layers;       /* Qwen2's, kept for the round trip; inert without use_sliding_window */
 } zt_llama_config;
 
 /* The attention window the model computes with (kernels.h: 0 for none).  transformers
@@ -37,8 +45,11 @@ static inline int zt_llama_attention_window(const zt_llama_config *c)
 /* Read config.json.  Known keys that change nothing ztrain computes (architectures,
  * token ids, transformers_version, use_cache, ...) are accepted; keys whose
  * non-default values ztrain does not implement (attention_bias, mlp_bias,
- * rope_scaling, pretraining_tp, hidden_act other than silu, attention_dropout) are
- * accepted only at their inert value; any other key is refused by name.
+ * pretraining_tp, hidden_act other than silu, attention_dropout, Qwen2's
+ * use_sliding_window) are accepted only at their inert value; rope_scaling (and
+ * transformers 5's rope_parameters) only as null, rope_type "default" or "llama3";
+ * any other key is refused by name.  model_type "qwen2" (Qwen2ForCausalLM) sets
+ * qkv_bias.
  * sliding_window is Mistral's window (a positive integer or null; absent means
  * MistralConfig's default, 4096); a Llama config may carry one only where it masks
  * nothing (at least max_position_embeddings), since transformers' Llama ignores it.  Sizes are checked for consistency (nh % nkv == 0, hd even, all

@@ -34,7 +34,8 @@ static size_t layer_numel(const zt_llama_config *c)
 {
     size_t C = (size_t)c->hidden_size, hd = (size_t)c->head_dim;
     size_t q = (size_t)c->num_attention_heads * hd, kv = (size_t)c->num_key_value_heads * hd;
-    return 2 * C + (q + 2 * kv) * C + C * q + 3 * C * (size_t)c->intermediate_size;
+    size_t bias = c->qkv_bias ? q + 2 * kv : 0;
+    return 2 * C + (q + 2 * kv) * C + bias + C * q + 3 * C * (size_t)c->intermediate_size;
 }
 
 int zt_layout_build(zt_layout *lay, const zt_llama_config *cfg, zt_wrap_policy wrap,
@@ -95,11 +96,15 @@ int zt_layout_build(zt_layout *lay, const zt_llama_config *cfg, zt_wrap_policy w
                 goto oom;
         }
         for (int l = unit->first_layer; l < unit->first_layer + unit->num_layers; l++) {
-            static const struct { const char *suffix; zt_param_kind kind; int rows, cols; } order[] = {
+            /* rows: the shape code below; bias: a 1-D .bias of that many rows, only with qkv_bias */
+            static const struct { const char *suffix; zt_param_kind kind; int rows, bias; } order[] = {
                 {"input_layernorm", ZT_P_ATTN_NORM, 0, 0},
                 {"self_attn.q_proj", ZT_P_Q, 1, 0},
                 {"self_attn.k_proj", ZT_P_K, 2, 0},
                 {"self_attn.v_proj", ZT_P_V, 2, 0},
+                {"self_attn.q_proj", ZT_P_Q_BIAS, 1, 1},
+                {"self_attn.k_proj", ZT_P_K_BIAS, 2, 1},
+                {"self_attn.v_proj", ZT_P_V_BIAS, 2, 1},
                 {"self_attn.o_proj", ZT_P_O, 3, 0},
                 {"post_attention_layernorm", ZT_P_MLP_NORM, 0, 0},
                 {"mlp.gate_proj", ZT_P_GATE, 4, 0},
@@ -108,6 +113,8 @@ int zt_layout_build(zt_layout *lay, const zt_llama_config *cfg, zt_wrap_policy w
             };
             for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
                 long rows, cols;
+                if (order[i].bias && !cfg->qkv_bias)
+                    continue;
                 switch (order[i].rows) {
                 case 0: rows = C; cols = 0; break;
                 case 1: rows = q; cols = C; break;
@@ -116,7 +123,10 @@ int zt_layout_build(zt_layout *lay, const zt_llama_config *cfg, zt_wrap_policy w
                 case 4: rows = F; cols = C; break;
                 default: rows = C; cols = F; break;
                 }
-                snprintf(name, sizeof name, "model.layers.%d.%s.weight", l, order[i].suffix);
+                if (order[i].bias)
+                    cols = 0; /* a vector of the projection's rows: no weight decay (add_param) */
+                snprintf(name, sizeof name, "model.layers.%d.%s.%s", l, order[i].suffix,
+                         order[i].bias ? "bias" : "weight");
                 if (add_param(lay, &cap, name, order[i].kind, l, rows, cols))
                     goto oom;
             }

@@ -7,10 +7,11 @@
  * into a unit's gathered buffer, so it never knows whether a unit is sharded.
  *
  * Order inside a decoder-layer unit:
- *   input_layernorm, q_proj, k_proj, v_proj, o_proj, post_attention_layernorm,
- *   gate_proj, up_proj, down_proj
- * q, k, v are adjacent, so W_qkv ((nh+2nkv)*hd, C) is one matrix view; gate, up are
- * adjacent, so W_gu (2F, C) is one too.  The root unit holds embed_tokens, norm and
+ *   input_layernorm, q_proj, k_proj, v_proj, [q_proj.bias, k_proj.bias, v_proj.bias],
+ *   o_proj, post_attention_layernorm, gate_proj, up_proj, down_proj
+ * (the biases only with cfg->qkv_bias, Qwen2).  q, k, v are adjacent, so W_qkv
+ * ((nh+2nkv)*hd, C) is one matrix view, and their biases b_qkv ((nh+2nkv)*hd) one
+ * vector; gate, up are adjacent, so W_gu (2F, C) is one too.  The root unit holds embed_tokens, norm and
  * lm_head (absent when tied).  Wrap policies:
  *   TRANSFORMER_BASED_WRAP: root unit + one unit per layer (FSDP's usual Llama wrap)
  *   SIZE_BASED_WRAP:        consecutive layers grouped until min_num_params
@@ -24,7 +25,9 @@
 
 typedef enum zt_param_kind {
     ZT_P_EMBED, ZT_P_ATTN_NORM, ZT_P_Q, ZT_P_K, ZT_P_V, ZT_P_O, ZT_P_MLP_NORM,
-    ZT_P_GATE, ZT_P_UP, ZT_P_DOWN, ZT_P_FINAL_NORM, ZT_P_LM_HEAD, ZT_P_NKINDS
+    ZT_P_GATE, ZT_P_UP, ZT_P_DOWN, ZT_P_FINAL_NORM, ZT_P_LM_HEAD,
+    ZT_P_Q_BIAS, ZT_P_K_BIAS, ZT_P_V_BIAS, /* only with qkv_bias (Qwen2) */
+    ZT_P_NKINDS
 } zt_param_kind;
 
 typedef struct zt_param {
@@ -36,7 +39,7 @@ typedef struct zt_param {
     size_t numel;
     int unit;           /* unit holding it */
     size_t offset;      /* element offset inside the unit's flat buffer */
-    int decay;          /* weight decay applies: matrices yes, norm weights no (contract §4) */
+    int decay;          /* weight decay applies: matrices yes, norm weights and biases no (contract §4) */
 } zt_param;
 
 typedef struct zt_unit {

@@ -2,7 +2,7 @@
  *
  * Shapes: N = B*T rows, C hidden, F intermediate, nh / nkv heads of hd,
  * Dq = nh*hd, Dqkv = (nh + 2*nkv)*hd, V vocabulary.  Per decoder layer:
- *   n1 = rmsnorm(x)            qkv = n1 Wqkv^T, rope(q, k)     att = attn(qkv)
+ *   n1 = rmsnorm(x)            qkv = n1 Wqkv^T [+ bqkv], rope(q, k)     att = attn(qkv)
  *   h  = x + att Wo^T          n2  = rmsnorm(h)                gu  = n2 Wgu^T
  *   out = h + swiglu(gu) Wdown^T
  * and at the top: x0 = embed[tokens], logits = rmsnorm(xL) Wlm^T,
@@ -19,6 +19,12 @@
 #include "../kernels/backend.h"
 
 zt_dtype zt_model_operand_dtype(zt_dtype compute) { return compute == ZT_BF16 ? ZT_BF16 : ZT_F32; }
+
+zt_rope_freqs zt_model_rope_freqs(const zt_llama_config *c)
+{
+    return (zt_rope_freqs){(float)c->rope_theta, c->rope_llama3, c->rope_factor, c->rope_low_freq_factor,
+                           c->rope_high_freq_factor, c->rope_original_max_position_embeddings};
+}
 
 /* lm_head's dn = dlogits (N, V) . W (V, C) reduces over the vocabulary.  When V is many
  * times C, oneDNN runs the transposed product dn^T = W^T dlogits^T faster: at N = 2048,
@@ -167,7 +173,8 @@ int zt_model_init(zt_model *m, const zt_llama_config *cfg, const zt_layout *lay,
         m->layers[l].x = x;
     }
     m->head_transposed = head_transposed_by_default(cfg);
-    m->be->rope_tables(m->rope_cos, m->rope_sin, T, cfg->head_dim, (float)cfg->rope_theta);
+    zt_rope_freqs freqs = zt_model_rope_freqs(cfg);
+    m->be->rope_tables(m->rope_cos, m->rope_sin, T, cfg->head_dim, &freqs);
     return ZT_OK;
 oom:
     zt_model_free(m);
@@ -194,10 +201,12 @@ const float *zt_model_logits(const zt_model *m) { return m->logits; }
 
 typedef struct layer_weights {
     const void *attn_norm, *qkv, *o, *mlp_norm, *gu, *down; /* compute dtype */
+    const void *qkv_b;                                      /* b_qkv, NULL without qkv_bias */
 } layer_weights;
 
 typedef struct layer_grads {
     float *attn_norm, *qkv, *o, *mlp_norm, *gu, *down; /* fp32 staging */
+    float *qkv_b;
 } layer_grads;
 
 static const void *view(const zt_model *m, const void *base, int layer, zt_param_kind kind)
@@ -215,16 +224,19 @@ static layer_weights layer_views(const zt_model *m, const void *base, int l)
 {
     /* q, k, v are adjacent in the flat buffer (layout.h), so q's view is W_qkv;
      * likewise gate's view is W_gu. */
+    /* likewise q's bias view is b_qkv */
     return (layer_weights){view(m, base, l, ZT_P_ATTN_NORM), view(m, base, l, ZT_P_Q),
                            view(m, base, l, ZT_P_O),         view(m, base, l, ZT_P_MLP_NORM),
-                           view(m, base, l, ZT_P_GATE),      view(m, base, l, ZT_P_DOWN)};
+                           view(m, base, l, ZT_P_GATE),      view(m, base, l, ZT_P_DOWN),
+                           m->cfg.qkv_bias ? view(m, base, l, ZT_P_Q_BIAS) : NULL};
 }
 
 static layer_grads layer_grad_views(const zt_model *m, float *base, int l)
 {
     return (layer_grads){grad_view(m, base, l, ZT_P_ATTN_NORM), grad_view(m, base, l, ZT_P_Q),
                          grad_view(m, base, l, ZT_P_O),         grad_view(m, base, l, ZT_P_MLP_NORM),
-                         grad_view(m, base, l, ZT_P_GATE),      grad_view(m, base, l, ZT_P_DOWN)};
+                         grad_view(m, base, l, ZT_P_GATE),      grad_view(m, base, l, ZT_P_DOWN),
+                         m->cfg.qkv_bias ? grad_view(m, base, l, ZT_P_Q_BIAS) : NULL};
 }
 
 /* Norm kernels read fp32 weights; in bf16 compute the weight is widened into a
@@ -304,6 +316,8 @@ static int layer_forward(zt_model *m, int l, const void *base, zt_err *err)
     m->be->rmsnorm_forward(a->n1, m->opd, a->rstd1, a->x, norm_weight(m, w.attn_norm), N, C, eps);
     if ((rc = linear_forward(m, a->qkv, a->n1, w.qkv, Dqkv, C, 0.0f, err)))
         return rc;
+    if (w.qkv_b) /* nn.Linear's bias, added to the product before RoPE */
+        m->be->bias_forward(a->qkv, w.qkv_b, m->own.compute, N, Dqkv);
     m->be->rope_forward(a->qkv, m->rope_cos, m->rope_sin, m->B, m->T, nh, nkv, hd);
     m->be->attention_forward(a->att, a->att16, a->lse, a->qkv, m->attn_pack, m->B, m->T, nh, nkv, hd,
                              zt_llama_attention_window(c));
@@ -343,6 +357,8 @@ static int layer_backward(zt_model *m, int l, const void *base, float *gbase, zt
     m->be->attention_backward(m->dqkv, m->datt, a->qkv, a->att, a->lse, m->attn_pack, m->B, m->T, nh, nkv,
                               hd, zt_llama_attention_window(c));
     m->be->rope_backward(m->dqkv, m->rope_cos, m->rope_sin, m->B, m->T, nh, nkv, hd);
+    if (g.qkv_b) /* dqkv is now the gradient of n1 Wqkv^T + b: db = its column sums */
+        m->be->bias_backward(g.qkv_b, m->dqkv, N, Dqkv);
     const void *dqkv = m->dqkv;
     if (m->dqkv16) {
         m->be->convert(m->dqkv16, ZT_BF16, m->dqkv, ZT_F32, (size_t)N * Dqkv);

@@ -9,6 +9,7 @@
 #define ZT_LLAMA_H
 
 #include "../core/status.h"
+#include "../kernels/rope_freq.h"
 #include "config.h"
 #include "layout.h"
 #include "param_owner.h"
@@ -59,6 +60,10 @@ typedef struct zt_model {
     int nbufs;
     size_t dnT_own_bytes;    /* dnT allocated outside the table (set_head_transposed), else 0 */
 } zt_model;
+
+/* RoPE's frequencies as the config asks for them: rope_theta and, for Llama 3.1's
+ * rope_scaling, its four numbers (kernels/rope_freq.h). */
+zt_rope_freqs zt_model_rope_freqs(const zt_llama_config *cfg);
 
 /* The operand dtype for a compute dtype (see zt_layer_acts). */
 zt_dtype zt_model_operand_dtype(zt_dtype compute);

@@ -63,7 +63,7 @@ static int n_passed, n_failed, n_skipped;
 /* --no-matmul: for tools/cuda_emu/run.sh, whose CPU emulation has no cuBLASLt; the
  * products are then reported as skipped, never as passed */
 static int no_matmul;
-/* --only NAME: run one group of checks (memory, matmul, embed, rmsnorm, rope, swiglu,
+/* --only NAME: run one group of checks (memory, matmul, embed, rmsnorm, rope, swiglu, bias,
  * transpose, xent, attention, cache, adamw, reductions, fast-norm, fast-xent, fast-attention,
  * fast-matmul; `fast` runs the four fast-* groups) */
 static const char *only;
@@ -496,16 +496,19 @@ static void check_rope(void)
     static const float thetas[] = {10000.0f, 500000.0f};
     for (int k = 0; k < 2; k++) {
         const int hd = hds[k];
+        /* the second with Llama 3.1's rope_scaling: hd 128 at theta 5e5 has wavelengths in
+         * all three of its bands (rope_freq.h) */
+        const zt_rope_freqs f = {thetas[k], k == 1, 8.0, 1.0, 4.0, 8192.0};
         const size_t tab = (size_t)T * hd / 2, n = (size_t)B * T * (nh + 2 * nkv) * hd;
         float *c = host(tab * 4), *s = host(tab * 4);
-        cpu->rope_tables(c, s, T, hd, thetas[k]);
+        cpu->rope_tables(c, s, T, hd, &f);
         float *dc = dev(NULL, tab * 4), *ds = dev(NULL, tab * 4);
         poison(dc, tab * 4), poison(ds, tab * 4);
-        gpu->rope_tables(dc, ds, T, hd, thetas[k]);
+        gpu->rope_tables(dc, ds, T, hd, &f);
         char name[96];
-        snprintf(name, sizeof name, "rope tables cos (hd %d, theta %g)", hd, (double)thetas[k]);
+        snprintf(name, sizeof name, "rope tables cos (hd %d, theta %g, llama3 %d)", hd, (double)thetas[k], f.llama3);
         check(name, dc, c, ZT_F32, tab, FP32_TOL);
-        snprintf(name, sizeof name, "rope tables sin (hd %d, theta %g)", hd, (double)thetas[k]);
+        snprintf(name, sizeof name, "rope tables sin (hd %d, theta %g, llama3 %d)", hd, (double)thetas[k], f.llama3);
         check(name, ds, s, ZT_F32, tab, FP32_TOL);
         /* forward and backward from the same (CPU) tables */
         up(dc, c, tab * 4), up(ds, s, tab * 4);
@@ -550,6 +553,33 @@ static void check_swiglu(void)
         dev_free_all();
     }
     free(gu), free(dh);
+}
+
+/* the q/k/v biases (Qwen2): added to an fp32 product from fp32 or bf16 parameters, and
+ * the gradient as column sums added to what is there (bias.c's order of sums: exact) */
+static void check_bias(void)
+{
+    const int N = 70, D = 200;
+    float *y0 = randn((size_t)N * D, 1.0f), *dy = randn((size_t)N * D, 1.0f), *b = randn((size_t)D, 1.0f);
+    float *db0 = randn((size_t)D, 1.0f);
+    for (int k = 0; k < 2; k++) {
+        zt_dtype dt = k ? ZT_BF16 : ZT_F32;
+        void *bh = host((size_t)D * 4);
+        zt_convert(bh, dt, b, ZT_F32, (size_t)D);
+        float *y = host((size_t)N * D * 4), *db = host((size_t)D * 4);
+        memcpy(y, y0, (size_t)N * D * 4), memcpy(db, db0, (size_t)D * 4);
+        cpu->bias_forward(y, bh, dt, N, D);
+        cpu->bias_backward(db, dy, N, D);
+        float *dyv = dev(y0, (size_t)N * D * 4), *ddb = dev(db0, (size_t)D * 4), *ddy = dev(dy, (size_t)N * D * 4);
+        void *db_ = dev(bh, (size_t)D * zt_dtype_size(dt));
+        gpu->bias_forward(dyv, db_, dt, N, D);
+        gpu->bias_backward(ddb, ddy, N, D);
+        check(k ? "bias forward (bf16 bias)" : "bias forward (fp32)", dyv, y, ZT_F32, (size_t)N * D, EXACT);
+        check("bias backward (column sums)", ddb, db, ZT_F32, (size_t)D, EXACT);
+        free(bh), free(y), free(db);
+        dev_free_all();
+    }
+    free(y0), free(dy), free(b), free(db0);
 }
 
 static void check_transpose(void)
@@ -1386,7 +1416,7 @@ int main(int argc, char **argv)
                info.cc_major, info.cc_minor, (unsigned long long)rng_state);
     static const struct { const char *name; void (*fn)(void); } groups[] = {
         {"memory", check_memory},       {"matmul", check_matmul},       {"embed", check_embed},
-        {"rmsnorm", check_rmsnorm},     {"rope", check_rope},           {"swiglu", check_swiglu},
+        {"rmsnorm", check_rmsnorm},     {"rope", check_rope},           {"swiglu", check_swiglu},       {"bias", check_bias},
         {"transpose", check_transpose}, {"xent", check_xent},           {"attention", check_attention},
         {"cache", check_attention_cache}, {"adamw", check_adamw},       {"reductions", check_reductions},
         {"fast-norm", check_fast_norm}, {"fast-xent", check_fast_xent}, {"fast-attention", check_fast_attention},

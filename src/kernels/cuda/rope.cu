@@ -1,7 +1,8 @@
 /* rope.cu — rotary embeddings on the device, HF's rotate_half convention (rope.c).
  *
- * Tables (T, hd/2) built as rope.c builds them: the exponent 2i/hd and inv_freq =
- * 1 / theta^(2i/hd) rounded to fp32 where torch rounds them, the angle t * inv_freq
+ * Tables (T, hd/2) built as rope.c builds them: inv_freq by rope_freq.h's formula (the
+ * default 1 / theta^(2i/hd), or Llama 3.1's scaling of it) rounded to fp32 where torch
+ * rounds it, the angle t * inv_freq
  * in fp32, and pow, cos, sin evaluated in double and rounded once (CUDA's double
  * functions are within 2 ulp of double, so the fp32 result is the correctly rounded
  * one, as on the CPU, except for values within 2^-50 of a rounding midpoint).
@@ -11,27 +12,25 @@
  * rope.c's expressions, so the results are the CPU's bits. */
 #include "entries.cuh"
 
-__global__ void rope_tables_kernel(float *cos_t, float *sin_t, int T, int hd, float theta)
+__global__ void rope_tables_kernel(float *cos_t, float *sin_t, int T, int hd, zt_rope_freqs f)
 {
     const int half = hd / 2;
     const size_t total = (size_t)T * half;
     for (size_t k = blockIdx.x * (size_t)blockDim.x + threadIdx.x; k < total; k += (size_t)gridDim.x * blockDim.x) {
         const int t = (int)(k / half), i = (int)(k % half);
-        const float expo = (float)(2 * i) / (float)hd;
-        const float p = (float)pow((double)theta, (double)expo);
-        const float inv_freq = 1.0f / p;
+        const float inv_freq = zt_rope_inv_freq(&f, i, hd); /* rope_freq.h, the CPU's formula */
         const float a = (float)t * inv_freq;
         cos_t[k] = (float)cos((double)a);
         sin_t[k] = (float)sin((double)a);
     }
 }
 
-void zt_cu_rope_tables(float *cos_t, float *sin_t, int T, int hd, float theta)
+void zt_cu_rope_tables(float *cos_t, float *sin_t, int T, int hd, const zt_rope_freqs *f)
 {
     const size_t total = (size_t)T * (hd / 2);
     if (total == 0)
         return;
-    rope_tables_kernel<<<zt_cu_blocks(total), ZT_CU_THREADS, 0, zt_cu.stream>>>(cos_t, sin_t, T, hd, theta);
+    rope_tables_kernel<<<zt_cu_blocks(total), ZT_CU_THREADS, 0, zt_cu.stream>>>(cos_t, sin_t, T, hd, *f);
     ZT_CU_LAUNCHED();
 }
 
