@@ -29,8 +29,30 @@
 #include "../core/status.h"
 #include "adamw.h"
 
+/* Every function entry of the table, in the struct's order, as one list: each
+ * table (backend_cpu.c, backend_emu.c, cuda/backend.cu) is built by expanding it
+ * with its own naming rule, X(alloc) -> `.alloc = cpu_alloc,`, so an entry added
+ * here is an entry every table must implement (a missing one fails to compile
+ * instead of being a NULL found at run time).  matmul_peak is not in the list: it
+ * is optional, NULL for tables whose products run on the host's cores. */
+#define ZT_BACKEND_ENTRIES(X)                                                                            \
+    X(alloc) X(free) X(copy) X(zero) X(convert)                                                          \
+    X(to_host) X(to_device) X(sync) X(host_alloc) X(host_free) X(stream)                                 \
+    X(matmul) X(embed_forward) X(embed_backward) X(rmsnorm_forward) X(rmsnorm_backward)                  \
+    X(rope_tables) X(rope_forward) X(rope_backward)                                                      \
+    X(attention_scratch_bytes) X(attention_forward) X(attention_backward)                                \
+    X(attention_cache_scratch_bytes) X(attention_cache_forward)                                          \
+    X(swiglu_forward) X(swiglu_backward) X(transpose) X(xent)                                            \
+    X(adamw_step) X(sumsq) X(accumulate) X(accumulate_bf16_rounded) X(round_bf16)
+
 typedef struct zt_backend {
     const char *name;
+    /* host_visible: the buffers alloc gives are host memory (the CPU's), so host
+     * code may read and write them in place and the copies below are memcpy; code
+     * that must work on a device checks it to stay zero-copy here.  0 (a device):
+     * host code never dereferences a buffer from alloc, or an offset into one;
+     * every read goes through to_host and every write through to_device. */
+    int host_visible;
 
     /* ---- memory: zeroed, accounted to cat (mem.h); alloc of 0 bytes gives NULL */
     void *(*alloc)(zt_mem_cat cat, size_t bytes);
@@ -40,15 +62,8 @@ typedef struct zt_backend {
     /* n elements from src_dt to dst_dt, round to nearest even (zt_convert) */
     void (*convert)(void *dst, zt_dtype dst_dt, const void *src, zt_dtype src_dt, size_t n);
 
-    /* ---- where the buffers live, and moving bytes between them and the host
-     *
-     * host_visible: the buffers alloc gives are host memory (the CPU's), so host
-     * code may read and write them in place and the copies below are memcpy; code
-     * that must work on a device checks it to stay zero-copy here.  0 (a device):
-     * host code never dereferences a buffer from alloc, or an offset into one;
-     * every read goes through to_host and every write through to_device. */
-    int host_visible;
-    /* host <- buffer, after every kernel queued before it; dst_host holds the
+    /* ---- moving bytes between the buffers and the host
+     * host <- buffer, after every kernel queued before it; dst_host holds the
      * bytes when it returns */
     void (*to_host)(void *dst_host, const void *src, size_t bytes);
     /* buffer <- host, after every kernel queued before it; src_host may be
@@ -63,12 +78,6 @@ typedef struct zt_backend {
     /* the queue the kernels run on (a cudaStream_t), NULL on the host: the NCCL
      * path of comm orders its own queue after it with events */
     void *(*stream)(void);
-    /* What MFU divides by on a device that runs the products itself: its measured
-     * rate of large products in GFLOP/s for compute (bf16: bf16 operands with fp32
-     * accumulation; fp32: without TF32), and in `what` the device's name for the
-     * peak cache ("NVIDIA H200, sm_90").  NULL for a table whose products run on
-     * the host's cores (cpu, emu): the peak is the CPU's then (train/peak.h). */
-    int (*matmul_peak)(zt_dtype compute, double *gflops, char *what, size_t cap, zt_err *err);
 
     /* ---- the model's kernels (kernels.h, matmul.h) */
     int (*matmul)(float *C, const void *A, zt_dtype a_dt, const void *B, zt_dtype b_dt, int M, int N,
@@ -113,6 +122,13 @@ typedef struct zt_backend {
     void (*accumulate)(void *acc, zt_dtype acc_dt, const void *x, zt_dtype x_dt, size_t n);
     void (*accumulate_bf16_rounded)(float *acc, const float *x, size_t n);
     double (*round_bf16)(float *x, size_t n, int want_sumsq);
+
+    /* What MFU divides by on a device that runs the products itself: its measured
+     * rate of large products in GFLOP/s for compute (bf16: bf16 operands with fp32
+     * accumulation; fp32: without TF32), and in `what` the device's name for the
+     * peak cache ("NVIDIA H200, sm_90").  NULL for a table whose products run on
+     * the host's cores (cpu, emu): the peak is the CPU's then (train/peak.h). */
+    int (*matmul_peak)(zt_dtype compute, double *gflops, char *what, size_t cap, zt_err *err);
 } zt_backend;
 
 /* The host backend: OpenMP kernels and oneDNN products. */

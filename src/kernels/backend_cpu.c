@@ -47,42 +47,39 @@ static size_t cpu_attention_cache_scratch_bytes(int cap, int threads)
     return zt_attention_cache_scratch_floats(cap, threads) * sizeof(float);
 }
 
+/* The entries that are a kernel as it is, under the table's naming rule
+ * (ZT_BACKEND_ENTRIES: entry e is cpu_e). */
+#define cpu_alloc zt_alloc
+#define cpu_free zt_free
+#define cpu_convert zt_convert
+#define cpu_to_host cpu_copy
+#define cpu_to_device cpu_copy
+#define cpu_host_alloc zt_alloc
+#define cpu_host_free zt_free
+#define cpu_matmul zt_matmul
+#define cpu_embed_forward zt_embed_forward
+#define cpu_embed_backward zt_embed_backward
+#define cpu_rmsnorm_forward zt_rmsnorm_forward
+#define cpu_rmsnorm_backward zt_rmsnorm_backward_accumulate
+#define cpu_rope_tables zt_rope_tables
+#define cpu_rope_forward zt_rope_forward
+#define cpu_rope_backward zt_rope_backward
+#define cpu_attention_cache_forward zt_attention_cache_forward
+#define cpu_swiglu_forward zt_swiglu_forward
+#define cpu_swiglu_backward zt_swiglu_backward
+#define cpu_transpose zt_transpose_f32
+#define cpu_xent zt_xent_forward_backward
+#define cpu_adamw_step zt_adamw_step_shard
+#define cpu_sumsq zt_sumsq
+#define cpu_accumulate zt_accumulate
+#define cpu_accumulate_bf16_rounded zt_accumulate_bf16_rounded
+#define cpu_round_bf16 zt_round_bf16_inplace
+
+#define CPU_ENTRY(e) .e = cpu_##e,
 static const zt_backend cpu = {
     .name = "cpu",
-    .alloc = zt_alloc,
-    .free = zt_free,
-    .copy = cpu_copy,
-    .zero = cpu_zero,
-    .convert = zt_convert,
     .host_visible = 1,
-    .to_host = cpu_copy,
-    .to_device = cpu_copy,
-    .sync = cpu_sync,
-    .host_alloc = zt_alloc,
-    .host_free = zt_free,
-    .stream = cpu_stream,
-    .matmul = zt_matmul,
-    .embed_forward = zt_embed_forward,
-    .embed_backward = zt_embed_backward,
-    .rmsnorm_forward = zt_rmsnorm_forward,
-    .rmsnorm_backward = zt_rmsnorm_backward_accumulate,
-    .rope_tables = zt_rope_tables,
-    .rope_forward = zt_rope_forward,
-    .rope_backward = zt_rope_backward,
-    .attention_scratch_bytes = cpu_attention_scratch_bytes,
-    .attention_forward = cpu_attention_forward,
-    .attention_backward = cpu_attention_backward,
-    .attention_cache_scratch_bytes = cpu_attention_cache_scratch_bytes,
-    .attention_cache_forward = zt_attention_cache_forward,
-    .swiglu_forward = zt_swiglu_forward,
-    .swiglu_backward = zt_swiglu_backward,
-    .transpose = zt_transpose_f32,
-    .xent = zt_xent_forward_backward,
-    .adamw_step = zt_adamw_step_shard,
-    .sumsq = zt_sumsq,
-    .accumulate = zt_accumulate,
-    .accumulate_bf16_rounded = zt_accumulate_bf16_rounded,
-    .round_bf16 = zt_round_bf16_inplace,
+    ZT_BACKEND_ENTRIES(CPU_ENTRY)
 };
 
 const zt_backend *zt_backend_cpu(void) { return &cpu; }

@@ -165,42 +165,14 @@ static double emu_round_bf16(float *x, size_t n, int want_sumsq)
     return zt_round_bf16_inplace(host_of(x), n, want_sumsq);
 }
 
+#define emu_host_alloc zt_alloc /* staging memory is the host's */
+#define emu_host_free zt_free
+
+#define EMU_ENTRY(e) .e = emu_##e,
 static const zt_backend emu = {
     .name = "emu",
-    .alloc = emu_alloc,
-    .free = emu_free,
-    .copy = emu_copy,
-    .zero = emu_zero,
-    .convert = emu_convert,
     .host_visible = 0,
-    .to_host = emu_to_host,
-    .to_device = emu_to_device,
-    .sync = emu_sync,
-    .host_alloc = zt_alloc,
-    .host_free = zt_free,
-    .stream = emu_stream,
-    .matmul = emu_matmul,
-    .embed_forward = emu_embed_forward,
-    .embed_backward = emu_embed_backward,
-    .rmsnorm_forward = emu_rmsnorm_forward,
-    .rmsnorm_backward = emu_rmsnorm_backward,
-    .rope_tables = emu_rope_tables,
-    .rope_forward = emu_rope_forward,
-    .rope_backward = emu_rope_backward,
-    .attention_scratch_bytes = emu_attention_scratch_bytes,
-    .attention_forward = emu_attention_forward,
-    .attention_backward = emu_attention_backward,
-    .attention_cache_scratch_bytes = emu_attention_cache_scratch_bytes,
-    .attention_cache_forward = emu_attention_cache_forward,
-    .swiglu_forward = emu_swiglu_forward,
-    .swiglu_backward = emu_swiglu_backward,
-    .transpose = emu_transpose,
-    .xent = emu_xent,
-    .adamw_step = emu_adamw_step,
-    .sumsq = emu_sumsq,
-    .accumulate = emu_accumulate,
-    .accumulate_bf16_rounded = emu_accumulate_bf16_rounded,
-    .round_bf16 = emu_round_bf16,
+    ZT_BACKEND_ENTRIES(EMU_ENTRY)
 };
 
 const zt_backend *zt_backend_emu(void) { return &emu; }

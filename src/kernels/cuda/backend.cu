@@ -19,7 +19,7 @@ void zt_cu_die(const char *what, const char *msg, const char *file, int line)
 /* Zeroed device memory, counted in cat; NULL for 0 bytes or when the device is full
  * (the caller reports it, as for the CPU's zt_alloc).  The memset is waited for, so
  * the buffer is zero for any stream that uses it next. */
-static void *cu_alloc(zt_mem_cat cat, size_t bytes)
+static void *zt_cu_alloc(zt_mem_cat cat, size_t bytes)
 {
     if (bytes == 0)
         return NULL;
@@ -34,7 +34,7 @@ static void *cu_alloc(zt_mem_cat cat, size_t bytes)
     return p;
 }
 
-static void cu_free(zt_mem_cat cat, void *p, size_t bytes)
+static void zt_cu_free(zt_mem_cat cat, void *p, size_t bytes)
 {
     if (!p)
         return;
@@ -42,13 +42,13 @@ static void cu_free(zt_mem_cat cat, void *p, size_t bytes)
     zt_mem_unaccount(cat, bytes);
 }
 
-static void cu_copy(void *dst, const void *src, size_t bytes)
+static void zt_cu_copy(void *dst, const void *src, size_t bytes)
 {
     if (bytes)
         ZT_CU(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, zt_cu.stream));
 }
 
-static void cu_zero(void *dst, size_t bytes)
+static void zt_cu_zero(void *dst, size_t bytes)
 {
     if (bytes)
         ZT_CU(cudaMemsetAsync(dst, 0, bytes, zt_cu.stream));
@@ -56,7 +56,7 @@ static void cu_zero(void *dst, size_t bytes)
 
 /* host <- device after everything queued before it: the copy is queued on the
  * compute stream and waited for */
-static void cu_to_host(void *dst_host, const void *src, size_t bytes)
+static void zt_cu_to_host(void *dst_host, const void *src, size_t bytes)
 {
     if (!bytes)
         return;
@@ -67,7 +67,7 @@ static void cu_to_host(void *dst_host, const void *src, size_t bytes)
 /* device <- host after everything queued before it; waited for, so that src_host
  * (pinned memory from host_alloc included, whose copies are truly asynchronous) may
  * be reused as soon as this returns */
-static void cu_to_device(void *dst, const void *src_host, size_t bytes)
+static void zt_cu_to_device(void *dst, const void *src_host, size_t bytes)
 {
     if (!bytes)
         return;
@@ -75,10 +75,10 @@ static void cu_to_device(void *dst, const void *src_host, size_t bytes)
     ZT_CU(cudaStreamSynchronize(zt_cu.stream));
 }
 
-static void cu_sync(void) { ZT_CU(cudaStreamSynchronize(zt_cu.stream)); }
+static void zt_cu_sync(void) { ZT_CU(cudaStreamSynchronize(zt_cu.stream)); }
 
 /* page-locked host memory for staging, counted in cat; not zeroed (backend.h) */
-static void *cu_host_alloc(zt_mem_cat cat, size_t bytes)
+static void *zt_cu_host_alloc(zt_mem_cat cat, size_t bytes)
 {
     if (bytes == 0)
         return NULL;
@@ -91,7 +91,7 @@ static void *cu_host_alloc(zt_mem_cat cat, size_t bytes)
     return p;
 }
 
-static void cu_host_free(zt_mem_cat cat, void *p, size_t bytes)
+static void zt_cu_host_free(zt_mem_cat cat, void *p, size_t bytes)
 {
     if (!p)
         return;
@@ -99,7 +99,7 @@ static void cu_host_free(zt_mem_cat cat, void *p, size_t bytes)
     zt_mem_unaccount(cat, bytes);
 }
 
-static void *cu_stream(void) { return (void *)zt_cu.stream; }
+static void *zt_cu_stream(void) { return (void *)zt_cu.stream; }
 
 void *zt_cu_scratch(size_t bytes)
 {
@@ -143,43 +143,14 @@ static int cu_matmul_peak(zt_dtype compute, double *gflops, char *what, size_t c
 
 /* ---- the table ---------------------------------------------------------------------- */
 
+/* entry e is zt_cu_e (ZT_BACKEND_ENTRIES): the statics above, the kernels of entries.cuh;
+ * C++ wants the designators in the struct's order, which the list keeps */
+#define CUDA_ENTRY(e) .e = zt_cu_##e,
 static const zt_backend cuda_table = {
     .name = "cuda",
-    .alloc = cu_alloc,
-    .free = cu_free,
-    .copy = cu_copy,
-    .zero = cu_zero,
-    .convert = zt_cu_convert,
     .host_visible = 0,
-    .to_host = cu_to_host,
-    .to_device = cu_to_device,
-    .sync = cu_sync,
-    .host_alloc = cu_host_alloc,
-    .host_free = cu_host_free,
-    .stream = cu_stream,
+    ZT_BACKEND_ENTRIES(CUDA_ENTRY)
     .matmul_peak = cu_matmul_peak,
-    .matmul = zt_cu_matmul,
-    .embed_forward = zt_cu_embed_forward,
-    .embed_backward = zt_cu_embed_backward,
-    .rmsnorm_forward = zt_cu_rmsnorm_forward,
-    .rmsnorm_backward = zt_cu_rmsnorm_backward,
-    .rope_tables = zt_cu_rope_tables,
-    .rope_forward = zt_cu_rope_forward,
-    .rope_backward = zt_cu_rope_backward,
-    .attention_scratch_bytes = zt_cu_attention_scratch_bytes,
-    .attention_forward = zt_cu_attention_forward,
-    .attention_backward = zt_cu_attention_backward,
-    .attention_cache_scratch_bytes = zt_cu_attention_cache_scratch_bytes,
-    .attention_cache_forward = zt_cu_attention_cache_forward,
-    .swiglu_forward = zt_cu_swiglu_forward,
-    .swiglu_backward = zt_cu_swiglu_backward,
-    .transpose = zt_cu_transpose,
-    .xent = zt_cu_xent,
-    .adamw_step = zt_cu_adamw_step,
-    .sumsq = zt_cu_sumsq,
-    .accumulate = zt_cu_accumulate,
-    .accumulate_bf16_rounded = zt_cu_accumulate_bf16_rounded,
-    .round_bf16 = zt_cu_round_bf16,
 };
 
 /* ---- the C interface (backend_cuda.h) ----------------------------------------------- */
