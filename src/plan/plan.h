@@ -65,6 +65,7 @@ typedef struct zt_plan_request {
     double ls_initial_scale_power, ls_window, ls_hysteresis, ls_min_scale;
     const char *device;           /* cpu | cuda | emu (the test device, backend.h); NULL: cpu */
     const char *comm_backend;     /* auto | nccl | mpi; NULL: auto */
+    const char *kernels;          /* exact | fast; NULL: fast on cuda, exact elsewhere */
 } zt_plan_request;
 
 typedef struct zt_plan {
@@ -83,6 +84,8 @@ typedef struct zt_plan {
     char device[8];               /* "cpu", "cuda" or "emu": the backend table (kernels/backend.h) */
     char comm[8];                 /* "mpi", "nccl" or "auto" (a device: NCCL when every rank has a GPU
                                    * of its own, else MPI staged through host memory) */
+    char kernels[8];              /* "exact" (the CPU's bits) or "fast" (a device's fast kernels and
+                                   * asynchronous step; kernels/backend.h, zt_kernel_mode) */
     char strategy[40];            /* "FULL_SHARD (ZeRO-3)", "ZeRO-2", ... */
 } zt_plan;
 
