@@ -107,6 +107,7 @@ struct zt_engine {
                                  * some rank (-1: none) */
     zt_adamw_audit last_audit;  /* the last step's lost-update audit, summed over the group */
     int grads_reduced;          /* stages 0-1: this step's reduction is done */
+    struct zt_async *async;     /* fast mode's asynchronous step (async_step.h); NULL in exact mode */
 };
 
 #endif

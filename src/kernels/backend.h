@@ -28,6 +28,7 @@
 #include "../core/mem.h"
 #include "../core/status.h"
 #include "adamw.h"
+#include "step_scalars.h"
 
 /* Every function entry of the table, in the struct's order, as one list: each
  * table (backend_cpu.c, backend_emu.c, cuda/backend.cu) is built by expanding it
@@ -43,10 +44,19 @@
     X(attention_scratch_bytes) X(attention_forward) X(attention_backward)                                \
     X(attention_cache_scratch_bytes) X(attention_cache_forward)                                          \
     X(swiglu_forward) X(swiglu_backward) X(transpose) X(xent)                                            \
-    X(adamw_step) X(sumsq) X(accumulate) X(accumulate_bf16_rounded) X(round_bf16)
+    X(adamw_step) X(sumsq) X(accumulate) X(accumulate_bf16_rounded) X(round_bf16)                     \
+    X(sumsq_into) X(round_bf16_into) X(xent_into) X(step_verdict) X(adamw_unit)
+
+/* How a device's kernels compute (docs/gpu.md, "Kernel modes").  EXACT: the CPU's
+ * bits (or the CPU's arithmetic in another summation order), and the step's numbers
+ * come back to the host as each entry returns.  FAST: a device's fast kernels (FMA
+ * contraction, atomics where the order of a sum does not matter to bf16 error) and
+ * the asynchronous step (step_scalars.h).  The CPU has EXACT only. */
+typedef enum zt_kernel_mode { ZT_KERNELS_EXACT, ZT_KERNELS_FAST } zt_kernel_mode;
 
 typedef struct zt_backend {
     const char *name;
+    zt_kernel_mode kernels;
     /* host_visible: the buffers alloc gives are host memory (the CPU's), so host
      * code may read and write them in place and the copies below are memcpy; code
      * that must work on a device checks it to stay zero-copy here.  0 (a device):
@@ -123,6 +133,28 @@ typedef struct zt_backend {
     void (*accumulate_bf16_rounded)(float *acc, const float *x, size_t n);
     double (*round_bf16)(float *x, size_t n, int want_sumsq);
 
+    /* ---- the asynchronous step (step_scalars.h): each entry leaves its number in
+     * device memory instead of returning it, so nothing waits for the device; the
+     * engine uses them in fast mode.  Every pointer is a buffer of the table's. */
+    /* *dst = sum of x_i^2 in double (sumsq's) */
+    void (*sumsq_into)(double *dst, const void *x, zt_dtype dt, size_t n);
+    /* round_bf16, the sum of squares of the rounded values into *sumsq (NULL: none) */
+    void (*round_bf16_into)(float *x, size_t n, double *sumsq);
+    /* xent, its loss sum added to *loss_sum */
+    void (*xent_into)(float *dlogits, uint16_t *dlogits_bf16, const float *logits, const int *targets, int N,
+                      int V, float grad_scale, double *loss_sum);
+    /* zt_step_verdict into *sc from the units' sums of squares */
+    void (*step_verdict)(zt_step_scalars *sc, const double *unit_sumsq, int nunits, double max_grad_norm,
+                         double grad_unscale);
+    /* AdamW over a unit's whole shard in one pass: adamw_step's arithmetic, the
+     * weight decay of each element by its segment (segs: nsegs of them, a buffer of
+     * the table's; kind 1 takes s->weight_decay, kind 0 none, kind -1 is skipped),
+     * the clipping coefficient read from sc->clip instead of s->clip, nothing done
+     * when sc->skip, and the audit added to sc's. */
+    void (*adamw_unit)(void *p, void *m, void *v, const void *g, void *comp, zt_dtype dt, size_t n,
+                       const zt_adamw_seg *segs, int nsegs, const zt_adamw_step *s, zt_step_scalars *sc, void *cast,
+                       zt_dtype cast_dt);
+
     /* What MFU divides by on a device that runs the products itself: its measured
      * rate of large products in GFLOP/s for compute (bf16: bf16 operands with fp32
      * accumulation; fp32: without TF32), and in `what` the device's name for the
@@ -140,6 +172,21 @@ const zt_backend *zt_backend_cpu(void);
  * to_device, and its copies take the staged comm path a device takes.  A test
  * device: its numbers are the CPU's, bit for bit. */
 const zt_backend *zt_backend_emu(void);
+
+/* The emulated device in fast mode: the same kernels (so the same numbers), with
+ * kernels = ZT_KERNELS_FAST, so the engine takes the asynchronous step on it. */
+const zt_backend *zt_backend_emu_fast(void);
+
+/* Host waits a real device would make that the emulated device has counted since
+ * the process started: every to_host, to_device and sync, and every entry that
+ * returns a number computed from buffers (xent, sumsq, round_bf16 with its sum,
+ * adamw_step with an audit), each of which a GPU ends by waiting for its stream.
+ * The fast mode's tests hold a step to one (its readback). */
+long zt_backend_emu_waits(void);
+
+/* The same device's table in mode `mode` (be itself when it is in that mode);
+ * NULL with ZT_EINPUT in err where there is none (the CPU has no fast mode). */
+const zt_backend *zt_backend_in_mode(const zt_backend *be, zt_kernel_mode mode, zt_err *err);
 
 /* The table for a --device name ("cpu", "cuda" or "emu") on this rank's device:
  * the rank's place on its machine (local_rank, from MPI_COMM_TYPE_SHARED) picks

@@ -42,6 +42,23 @@ static void cpu_attention_backward(float *dqkv, const float *dout, const float *
         zt_attention_backward(dqkv, dout, qkv, out, lse, B, T, nh, nkv, hd, window);
 }
 
+/* The asynchronous step's entries (backend.h): on the host, "device memory" is
+ * host memory, so they are the synchronous kernels writing where they are told. */
+static void cpu_sumsq_into(double *dst, const void *x, zt_dtype dt, size_t n) { *dst = zt_sumsq(x, dt, n); }
+
+static void cpu_round_bf16_into(float *x, size_t n, double *sumsq)
+{
+    double s = zt_round_bf16_inplace(x, n, sumsq != NULL);
+    if (sumsq)
+        *sumsq = s;
+}
+
+static void cpu_xent_into(float *dlogits, uint16_t *dlogits_bf16, const float *logits, const int *targets, int N,
+                          int V, float grad_scale, double *loss_sum)
+{
+    *loss_sum += zt_xent_forward_backward(dlogits, dlogits_bf16, logits, targets, N, V, grad_scale);
+}
+
 static size_t cpu_attention_cache_scratch_bytes(int cap, int threads)
 {
     return zt_attention_cache_scratch_floats(cap, threads) * sizeof(float);
@@ -74,11 +91,14 @@ static size_t cpu_attention_cache_scratch_bytes(int cap, int threads)
 #define cpu_accumulate zt_accumulate
 #define cpu_accumulate_bf16_rounded zt_accumulate_bf16_rounded
 #define cpu_round_bf16 zt_round_bf16_inplace
+#define cpu_step_verdict zt_step_verdict
+#define cpu_adamw_unit zt_adamw_step_unit
 
 #define CPU_ENTRY(e) .e = cpu_##e,
 static const zt_backend cpu = {
     .name = "cpu",
     .host_visible = 1,
+    .kernels = ZT_KERNELS_EXACT,
     ZT_BACKEND_ENTRIES(CPU_ENTRY)
 };
 

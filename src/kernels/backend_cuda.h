@@ -58,6 +58,11 @@ int zt_cuda_use_device(int dev, zt_err *err);
  * device is visible or the setup fails. */
 const zt_backend *zt_backend_cuda(zt_err *err);
 
+/* The set-up CUDA table in a kernel mode (backend.h): the exact table zt_backend_cuda
+ * returns, or its fast twin (the fast kernels, the asynchronous step's entries).
+ * NULL before zt_backend_cuda succeeded. */
+const zt_backend *zt_backend_cuda_mode(zt_kernel_mode mode);
+
 /* The backend's compute stream (a cudaStream_t), for events that order other streams
  * (NCCL's) against it; NULL before zt_backend_cuda succeeded. */
 void *zt_cuda_stream(void);

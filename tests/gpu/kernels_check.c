@@ -975,7 +975,7 @@ static void check_fast_matmul(void)
     dev_free_all();
 }
 
-/* the overlay replaces exactly the seven entries fast.h names */
+/* the overlay replaces exactly the eight entries fast.h names */
 static void check_fast_table(void)
 {
     zt_backend t;
@@ -986,13 +986,14 @@ static void check_fast_table(void)
                          t.attention_backward == zt_cu_fast_attention_backward &&
                          t.rmsnorm_forward == zt_cu_fast_rmsnorm_forward &&
                          t.rmsnorm_backward == zt_cu_fast_rmsnorm_backward &&
-                         t.swiglu_forward == zt_cu_fast_swiglu_forward && t.swiglu_backward == zt_cu_fast_swiglu_backward;
-    report("fast table: the seven fast entries in place", replaced ? 0.0 : 1.0, EXACT, NULL);
-    /* every other entry unchanged: the copy with those seven put back is the table */
+                         t.swiglu_forward == zt_cu_fast_swiglu_forward && t.swiglu_backward == zt_cu_fast_swiglu_backward &&
+                         t.embed_backward == zt_cu_fast_embed_backward;
+    report("fast table: the eight fast entries in place", replaced ? 0.0 : 1.0, EXACT, NULL);
+    /* every other entry unchanged: the copy with those eight put back is the table */
     t.attention_scratch_bytes = gpu->attention_scratch_bytes, t.attention_forward = gpu->attention_forward;
     t.attention_backward = gpu->attention_backward, t.rmsnorm_forward = gpu->rmsnorm_forward;
     t.rmsnorm_backward = gpu->rmsnorm_backward, t.swiglu_forward = gpu->swiglu_forward;
-    t.swiglu_backward = gpu->swiglu_backward;
+    t.swiglu_backward = gpu->swiglu_backward, t.embed_backward = gpu->embed_backward;
     report("fast table: every other entry the exact one", memcmp(&t, gpu, sizeof t) ? 1.0 : 0.0, EXACT, NULL);
 }
 

@@ -2,6 +2,7 @@
  * (backend_cuda.h): set-up on the current device, device memory (accounted in
  * core/mem.h's categories like the CPU's), copies, the entries' scratch. */
 #include "entries.cuh"
+#include "fast.h"
 
 #include <string.h>
 
@@ -148,10 +149,24 @@ static int cu_matmul_peak(zt_dtype compute, double *gflops, char *what, size_t c
 #define CUDA_ENTRY(e) .e = zt_cu_##e,
 static const zt_backend cuda_table = {
     .name = "cuda",
+    .kernels = ZT_KERNELS_EXACT,
     .host_visible = 0,
     ZT_BACKEND_ENTRIES(CUDA_ENTRY)
     .matmul_peak = cu_matmul_peak,
 };
+
+/* Fast mode (backend.h, zt_kernel_mode): the exact table with the fast kernels in
+ * place of their exact twins.  The engine takes the asynchronous step on it.  A fast
+ * kernel is built from a fast_*.cu file (FMA contraction allowed, Makefile) and
+ * checked against its exact twin by tests/gpu/kernels_check. */
+static zt_backend cuda_fast;
+
+static void make_fast_table(void)
+{
+    cuda_fast = cuda_table;
+    cuda_fast.kernels = ZT_KERNELS_FAST;
+    zt_cu_fast_overlay(&cuda_fast); /* fast.h: which entries, in one place */
+}
 
 /* ---- the C interface (backend_cuda.h) ----------------------------------------------- */
 
@@ -240,7 +255,15 @@ extern "C" const zt_backend *zt_backend_cuda(zt_err *err)
         return NULL;
     }
     zt_cu.ready = 1;
+    make_fast_table();
     return &cuda_table;
+}
+
+extern "C" const zt_backend *zt_backend_cuda_mode(zt_kernel_mode mode)
+{
+    if (!zt_cu.ready)
+        return NULL;
+    return mode == ZT_KERNELS_FAST ? &cuda_fast : &cuda_table;
 }
 
 extern "C" void zt_cuda_set_allow_tf32(int allow) { zt_cu_matmul_allow_tf32(allow); }
