@@ -139,7 +139,8 @@ static void launch(unsigned nb, void *p, void *m, void *v, const void *g, void *
                                                                                    partials, u.segs, u.nsegs, u.sc);
     else
         adamw_kernel<DT, COMP, CAST, false><<<nb, ZT_CU_THREADS, 0, zt_cu.stream>>>(p, m, v, g, comp, n, c, cast,
-                                                                                    partials, NULL, 0, NULL);
+                                                                                    partials, (const zt_adamw_seg *)NULL, 0,
+                                                                                    (const zt_step_scalars *)NULL);
     ZT_CU_LAUNCHED();
 }
 

@@ -120,10 +120,60 @@ void *zt_cu_scratch(size_t bytes)
     return zt_cu.scratch;
 }
 
+/* Host values (token ids) reach the device through page-locked slots, so that their
+ * upload never makes the host wait: a copy from pageable memory may wait for the
+ * stream, one from page-locked memory does not.  The host copies the values into the
+ * next slot (the caller's buffer is free at once) and queues the copy from it; the
+ * slot's event says when the device has taken them, and the host reuses a slot only
+ * after that, UPLOAD_SLOTS uploads later: a wait that happens only when the host has
+ * run that far ahead of the device (three uploads per micro-batch). */
+#define UPLOAD_SLOTS 16
+static struct upload_slot {
+    void *buf;
+    size_t cap;
+    cudaEvent_t taken;
+    int queued;
+} up_slots[UPLOAD_SLOTS];
+static int up_next;
+
 void zt_cu_upload(void *dst, const void *src, size_t bytes)
 {
-    if (bytes)
-        ZT_CU(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, zt_cu.stream));
+    if (!bytes)
+        return;
+    struct upload_slot *s = &up_slots[up_next];
+    up_next = (up_next + 1) % UPLOAD_SLOTS;
+    if (s->queued)
+        ZT_CU(cudaEventSynchronize(s->taken));
+    if (!s->taken)
+        ZT_CU(cudaEventCreateWithFlags(&s->taken, cudaEventDisableTiming));
+    if (bytes > s->cap) {
+        if (s->buf) {
+            ZT_CU(cudaFreeHost(s->buf));
+            zt_mem_unaccount(ZT_MEM_OTHER, s->cap);
+        }
+        s->cap = bytes < 4096 ? 4096 : bytes;
+        ZT_CU(cudaMallocHost(&s->buf, s->cap));
+        zt_mem_account(ZT_MEM_OTHER, s->cap);
+    }
+    memcpy(s->buf, src, bytes);
+    ZT_CU(cudaMemcpyAsync(dst, s->buf, bytes, cudaMemcpyHostToDevice, zt_cu.stream));
+    ZT_CU(cudaEventRecord(s->taken, zt_cu.stream));
+    s->queued = 1;
+}
+
+static void upload_shutdown(void)
+{
+    for (int i = 0; i < UPLOAD_SLOTS; i++) {
+        struct upload_slot *s = &up_slots[i];
+        if (s->buf) {
+            cudaFreeHost(s->buf);
+            zt_mem_unaccount(ZT_MEM_OTHER, s->cap);
+        }
+        if (s->taken)
+            cudaEventDestroy(s->taken);
+    }
+    memset(up_slots, 0, sizeof up_slots);
+    up_next = 0;
 }
 
 /* The table's device's peak, for MFU (backend.h). */
@@ -305,6 +355,7 @@ extern "C" void zt_cuda_shutdown(void)
     cudaStreamSynchronize(zt_cu.stream);
     zt_cu_matmul_shutdown();
     zt_cu_embed_shutdown();
+    upload_shutdown();
     if (zt_cu.scratch) {
         cudaFree(zt_cu.scratch);
         zt_mem_unaccount(ZT_MEM_OTHER, zt_cu.scratch_bytes);
