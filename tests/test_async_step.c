@@ -133,7 +133,9 @@ static void test_verdict(void)
 #define MAXS 24
 
 typedef struct run_out {
-    double loss[MAXS], gnorm[MAXS];
+    double loss[MAXS], gnorm[MAXS], scale[MAXS];
+    int skipped[MAXS];
+    long inject_step;             /* plant an inf in the gradient before this step's update (0: none) */
     long waits_at_step[MAXS + 1]; /* the wait count at each step's record, [0]: before step 1 */
     long waits_in_step[MAXS];     /* from the first forward of a step to its record */
     long first_forward;
@@ -147,6 +149,8 @@ static void on_step(void *ctx, const zt_step_metrics *m)
         return;
     o->loss[o->nsteps] = m->loss;
     o->gnorm[o->nsteps] = m->grad_norm;
+    o->scale[o->nsteps] = m->loss_scale;
+    o->skipped[o->nsteps] = m->skipped;
     o->waits_at_step[o->nsteps + 1] = zt_backend_emu_waits();
     o->waits_in_step[o->nsteps] = zt_backend_emu_waits() - o->first_forward;
     o->nsteps++;
@@ -161,9 +165,20 @@ static int before_forward(void *ctx, long step, int micro, int rank, zt_err *err
     return ZT_OK;
 }
 
+/* an fp16 overflow, as test_zero.c plants it */
+static void before_update(void *ctx, long step, int rank, zt_engine *eng)
+{
+    (void)rank;
+    const run_out *o = ctx;
+    if (step == o->inject_step)
+        zt_engine_inject_nonfinite(eng);
+}
+
 static void train(const char *kernels, const char *mixed, int A, long steps, run_out *o)
 {
+    long inject = o->inject_step;
     memset(o, 0, sizeof *o);
+    o->inject_step = inject;
     zt_err err = {0};
     zt_plan_request req;
     zt_plan_request_init(&req);
@@ -189,7 +204,7 @@ static void train(const char *kernels, const char *mixed, int A, long steps, run
     a.on_step_ctx = o;
     a.quiet = 1;
     a.peak_gflops = 1.0;
-    zt_train_hooks hooks = {.before_forward = before_forward, .ctx = o};
+    zt_train_hooks hooks = {.before_forward = before_forward, .before_update = before_update, .ctx = o};
     a.hooks = &hooks;
     o->waits_at_step[0] = zt_backend_emu_waits();
     zt_train_result res;
@@ -241,12 +256,31 @@ static void test_fast_matches_exact_20_steps(void)
            exact.loss[19], worst);
 }
 
+/* fp16 with an overflow planted at step 2: the device's verdict skips the step (AdamW
+ * reads the flag there), and the skip, the loss scale after it and the losses are
+ * exact mode's. */
+static void test_fast_skips_on_overflow(void)
+{
+    run_out fast = {.inject_step = 2}, exact = {.inject_step = 2};
+    train("fast", "fp16", 1, 4, &fast);
+    train("exact", "fp16", 1, 4, &exact);
+    ZT_CHECK(fast.skipped[1] == 1 && exact.skipped[1] == 1);
+    ZT_CHECK_MSG(fast.scale[2] == exact.scale[2] && fast.scale[3] == exact.scale[3], "%g %g %g", fast.scale[1], fast.scale[2], fast.scale[3]);
+    for (int s = 0; s < 4; s++) {
+        ZT_CHECK(fast.skipped[s] == exact.skipped[s]);
+        ZT_CHECK_CLOSE(fast.loss[s], exact.loss[s], 1e-12, 1e-12);
+        ZT_CHECK(isfinite(fast.gnorm[s]) == isfinite(exact.gnorm[s]));
+        ZT_CHECK(fast.waits_in_step[s] == (s == 1 ? 2 : 1)); /* step 2: the planting (an upload) too */
+    }
+}
+
 int main(void)
 {
     ZT_RUN(test_adamw_unit_matches_per_parameter);
     ZT_RUN(test_verdict);
     ZT_RUN(test_fast_step_waits_once);
     ZT_RUN(test_fast_matches_exact_20_steps);
+    ZT_RUN(test_fast_skips_on_overflow);
     zt_matmul_shutdown();
     ZT_TEST_MAIN_END();
 }

@@ -27,7 +27,8 @@ out=$("$ZTRAIN" "${args[@]}" --device emu --config_file "$TMP/fast.yaml" --kerne
 printf '%s' "$out" | grep -q "^plan: .*, kernels exact" || fail "the flag does not win over the key: $out"
 
 # fast mode on the emulated device runs the CPU's kernels: the same losses, norms and audit
-python3 - "$TMP/exact.jsonl" "$TMP/fast.jsonl" <<'PY' || fail "fast and exact differ on emu"
+same() { # exact.jsonl fast.jsonl what
+    python3 - "$1" "$2" <<'PY' || fail "fast and exact differ on emu: $3"
 import json, sys
 a, b = ([json.loads(l) for l in open(p)] for p in sys.argv[1:3])
 assert len(a) == len(b) == 3, (len(a), len(b))
@@ -35,4 +36,12 @@ for x, y in zip(a, b):
     for k in ("loss", "grad_norm", "lost_update_fraction", "update_to_half_ulp", "skipped"):
         assert x[k] == y[k], (x["step"], k, x[k], y[k])
 PY
+}
+same "$TMP/exact.jsonl" "$TMP/fast.jsonl" "1 rank"
+# 2 ranks, FSDP: the verdict is agreed over the ranks before AdamW (async_step.c)
+for k in exact fast; do
+    out=$("${mpi[@]}" -np 2 "$ZTRAIN" "${args[@]}" --device emu --use_fsdp --kernels $k \
+          --log_jsonl "$TMP/fsdp2_$k.jsonl" 2>&1) || fail "2 ranks, $k: $out"
+done
+same "$TMP/fsdp2_exact.jsonl" "$TMP/fsdp2_fast.jsonl" "2 ranks, FSDP"
 finish

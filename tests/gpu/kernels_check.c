@@ -1,6 +1,6 @@
 /* kernels_check.c — every entry of the CUDA backend's table against its CPU twin.
  *
- *   build-cuda/tests/gpu/kernels_check [--seed N] [--no-matmul] [--only GROUP] [--bench SHRINK]
+ *   build-cuda/tests/gpu/kernels_check [--seed N] [--no-matmul] [--no-graphs] [--only GROUP] [--bench SHRINK]
  *
  * Built by `make cuda`, run by tests/gpu/check.sh on a machine with a GPU (it is not
  * part of `make test`, which runs without one).  For each kernel and case: random
@@ -61,12 +61,15 @@
 static const zt_backend *cpu, *gpu;
 static uint64_t rng_state = 20261201;
 static int n_passed, n_failed, n_skipped;
+/* --no-graphs: for tools/cuda_emu/run.sh too, which cannot capture CUDA graphs (the
+ * graph group is then reported as skipped) */
+static int no_graphs;
 /* --no-matmul: for tools/cuda_emu/run.sh, whose CPU emulation has no cuBLASLt; the
  * products are then reported as skipped, never as passed */
 static int no_matmul;
 /* --only NAME: run one group of checks (memory, matmul, embed, rmsnorm, rope, swiglu,
  * transpose, xent, attention, cache, adamw, reductions, fast-norm, fast-xent, fast-attention,
- * fast-matmul, fast-step; `fast` runs the five fast-* groups) */
+ * fast-matmul, fast-step, graph; `fast` runs the five fast-* groups) */
 static const char *only;
 /* --bench SHRINK: time the fast kernels against the exact ones instead of checking
  * (run_bench; 1: the 1B model's shapes) */
@@ -1263,6 +1266,82 @@ static void check_fast_step(void)
     check_adamw_unit_case(fast, ZT_F16, 0, ZT_F16);
 }
 
+/* One optimizer step of the asynchronous step on one unit: its sums of squares, the
+ * verdict and AdamW, all on the device. */
+typedef struct graph_bufs {
+    float *p, *m, *v;
+    uint16_t *cast;
+    double *sums;
+    zt_step_scalars *sc;
+} graph_bufs;
+
+static void graph_step(const zt_backend *fast, const graph_bufs *b, const float *g, const zt_adamw_seg *segs, size_t n)
+{
+    const zt_adamw_step s = {.lr = 1e-3, .weight_decay = 0.1, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .t = 1};
+    fast->zero(b->sc, sizeof *b->sc);
+    fast->sumsq_into(b->sums, g, ZT_F32, n / 2);
+    fast->sumsq_into(b->sums + 1, g + n / 2, ZT_F32, n - n / 2);
+    fast->step_verdict(b->sc, b->sums, 2, 0.5, 1.0);
+    fast->adamw_unit(b->p, b->m, b->v, g, NULL, ZT_F32, n, segs, 4, &s, b->sc, b->cast, ZT_BF16);
+}
+
+static graph_bufs graph_bufs_of(const float *p, const float *m, const float *v, size_t n)
+{
+    graph_bufs b = {dev(p, n * 4), dev(m, n * 4), dev(v, n * 4), dev(NULL, n * 2), dev(NULL, 2 * sizeof(double)),
+                    dev(NULL, sizeof(zt_step_scalars))};
+    return b;
+}
+
+/* A captured step replayed three times gives the bits of the same entries run three
+ * times: capture records what the fast table queues, with nothing that waits or
+ * allocates inside it (backend_cuda.h). */
+static void check_graph(void)
+{
+    if (no_graphs) {
+        printf("skip graph (every case): not run (--no-graphs)\n");
+        n_skipped++;
+        return;
+    }
+    const zt_backend *fast = zt_backend_cuda_mode(ZT_KERNELS_FAST);
+    const size_t n = 10007;
+    const zt_adamw_seg segs[] = {{0, 1}, {3001, -1}, {3100, 0}, {7000, 1}};
+    float *p = randn(n, 1.0f), *m = randn(n, 0.01f), *v = randn(n, 0.001f), *g = randn(n, 0.1f);
+    for (size_t i = 0; i < n; i++)
+        v[i] = v[i] * v[i];
+    zt_adamw_seg *dsegs = dev(segs, sizeof segs);
+    float *dg = dev(g, n * 4);
+    graph_bufs a = graph_bufs_of(p, m, v, n), b = graph_bufs_of(p, m, v, n);
+    for (int k = 0; k < 3; k++) /* directly; this also grows the scratch before the capture */
+        graph_step(fast, &a, dg, dsegs, n);
+    zt_err err = {0};
+    zt_cuda_graph *graph = NULL;
+    int rc = zt_cuda_graph_begin(&err);
+    if (rc == ZT_OK) {
+        graph_step(fast, &b, dg, dsegs, n);
+        rc = zt_cuda_graph_end(&graph, &err);
+    }
+    for (int k = 0; rc == ZT_OK && k < 3; k++)
+        rc = zt_cuda_graph_launch(graph, &err);
+    report("graph: capture and three launches", rc == ZT_OK ? 0.0 : 1.0, EXACT, rc ? err.msg : NULL);
+    if (rc == ZT_OK) {
+        float *want = host(n * 4);
+        down(want, a.p, n * 4);
+        check("graph: p after three replays", b.p, want, ZT_F32, n, EXACT);
+        down(want, a.m, n * 4);
+        check("graph: m after three replays", b.m, want, ZT_F32, n, EXACT);
+        down(want, a.v, n * 4);
+        check("graph: v after three replays", b.v, want, ZT_F32, n, EXACT);
+        zt_step_scalars sa, sb;
+        down(&sa, a.sc, sizeof sa);
+        down(&sb, b.sc, sizeof sb);
+        report("graph: step scalars (verdict, audit) after three replays", memcmp(&sa, &sb, sizeof sa) ? 1.0 : 0.0,
+               EXACT, NULL);
+    }
+    zt_cuda_graph_free(graph);
+    free(p), free(m), free(v), free(g);
+    dev_free_all();
+}
+
 static void check_reductions(void)
 {
     const size_t n = 123457;
@@ -1489,6 +1568,8 @@ int main(int argc, char **argv)
                 fprintf(stderr, "kernels_check: --seed: expected an integer, got '%s'\n", argv[i]);
                 return 2;
             }
+        } else if (!strcmp(argv[i], "--no-graphs")) {
+            no_graphs = 1;
         } else if (!strcmp(argv[i], "--no-matmul")) {
             no_matmul = 1;
         } else if (!strcmp(argv[i], "--only") && i + 1 < argc) {
@@ -1502,7 +1583,7 @@ int main(int argc, char **argv)
             }
             bench = (int)v;
         } else {
-            fprintf(stderr, "usage: kernels_check [--seed N] [--no-matmul] [--only GROUP] [--bench SHRINK]\n");
+            fprintf(stderr, "usage: kernels_check [--seed N] [--no-matmul] [--no-graphs] [--only GROUP] [--bench SHRINK]\n");
             return 2;
         }
     }
@@ -1533,6 +1614,7 @@ int main(int argc, char **argv)
         {"fast-norm", check_fast_norm}, {"fast-xent", check_fast_xent}, {"fast-attention", check_fast_attention},
         {"fast-matmul", check_fast_matmul},
         {"fast-step", check_fast_step},
+        {"graph", check_graph},
     };
     if (bench) { /* timings only, no checks */
         run_bench(bench);

@@ -104,6 +104,7 @@ typedef enum cudaError {
     cudaErrorInsufficientDriver = 35,
     cudaErrorNoDevice = 100,
     cudaErrorLaunchFailure = 719,
+    cudaErrorNotSupported = 801,
 } cudaError_t;
 
 typedef struct zt_emu_stream *cudaStream_t;
@@ -142,6 +143,16 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags);
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s = 0);
 cudaError_t cudaEventSynchronize(cudaEvent_t e);
 cudaError_t cudaEventDestroy(cudaEvent_t e);
+/* graphs: not emulated (capture answers cudaErrorNotSupported; kernels_check skips) */
+typedef struct zt_emu_graph *cudaGraph_t;
+typedef struct zt_emu_graph_exec *cudaGraphExec_t;
+enum cudaStreamCaptureMode { cudaStreamCaptureModeGlobal, cudaStreamCaptureModeThreadLocal, cudaStreamCaptureModeRelaxed };
+cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode);
+cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g);
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *e, cudaGraph_t g, unsigned long long flags);
+cudaError_t cudaGraphLaunch(cudaGraphExec_t e, cudaStream_t s);
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t e);
+cudaError_t cudaGraphDestroy(cudaGraph_t g);
 
 template <typename T>
 inline cudaError_t cudaMalloc(T **p, size_t bytes)

@@ -316,6 +316,60 @@ extern "C" const zt_backend *zt_backend_cuda_mode(zt_kernel_mode mode)
     return mode == ZT_KERNELS_FAST ? &cuda_fast : &cuda_table;
 }
 
+/* ---- CUDA graphs (backend_cuda.h) ----------------------------------------------------- */
+
+struct zt_cuda_graph {
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+};
+
+extern "C" int zt_cuda_graph_begin(zt_err *err)
+{
+    if (!zt_cu.ready)
+        return zt_fail(err, ZT_EFAIL, "the CUDA backend is not set up");
+    /* thread-local: the watchdog thread's event queries stay legal during a capture */
+    ZT_CU_TRY(err, cudaStreamBeginCapture(zt_cu.stream, cudaStreamCaptureModeThreadLocal));
+    return ZT_OK;
+}
+
+extern "C" int zt_cuda_graph_end(zt_cuda_graph **graph, zt_err *err)
+{
+    *graph = NULL;
+    cudaGraph_t g = NULL;
+    ZT_CU_TRY(err, cudaStreamEndCapture(zt_cu.stream, &g));
+    cudaGraphExec_t exec = NULL;
+    cudaError_t e = cudaGraphInstantiate(&exec, g, 0);
+    if (e != cudaSuccess) {
+        cudaGraphDestroy(g);
+        return zt_fail(err, ZT_EFAIL, "instantiating a captured CUDA graph: %s", cudaGetErrorString(e));
+    }
+    zt_cuda_graph *z = (zt_cuda_graph *)zt_alloc(ZT_MEM_OTHER, sizeof *z);
+    if (!z) {
+        cudaGraphExecDestroy(exec);
+        cudaGraphDestroy(g);
+        return zt_fail(err, ZT_EFAIL, "out of memory for a CUDA graph");
+    }
+    z->graph = g;
+    z->exec = exec;
+    *graph = z;
+    return ZT_OK;
+}
+
+extern "C" int zt_cuda_graph_launch(const zt_cuda_graph *graph, zt_err *err)
+{
+    ZT_CU_TRY(err, cudaGraphLaunch(graph->exec, zt_cu.stream));
+    return ZT_OK;
+}
+
+extern "C" void zt_cuda_graph_free(zt_cuda_graph *graph)
+{
+    if (!graph)
+        return;
+    cudaGraphExecDestroy(graph->exec);
+    cudaGraphDestroy(graph->graph);
+    zt_free(ZT_MEM_OTHER, graph, sizeof *graph);
+}
+
 extern "C" void zt_cuda_set_allow_tf32(int allow) { zt_cu_matmul_allow_tf32(allow); }
 
 extern "C" void *zt_cuda_stream(void) { return zt_cu.ready ? (void *)zt_cu.stream : NULL; }
