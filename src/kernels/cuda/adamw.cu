@@ -217,7 +217,9 @@ void zt_cu_adamw_unit(void *p, void *m, void *v, const void *g, void *comp, zt_d
     const unsigned nb = zt_cu_blocks(n);
     double *partials = (double *)zt_cu_scratch(3 * (size_t)nb * sizeof(double));
     dispatch(nb, p, m, v, g, comp, dt, n, c, cast, cast_dt, partials, unit_args{segs, nsegs, sc});
-    zt_cu_sum_doubles_into(&sc->audit_updated, partials, (int)nb, 1);
-    zt_cu_sum_doubles_into(&sc->audit_lost, partials + nb, (int)nb, 1);
-    zt_cu_sum_doubles_into(&sc->audit_ratio_sum, partials + 2 * (size_t)nb, (int)nb, 1);
+    /* the audit's three rows into the three consecutive doubles of sc: one more launch */
+    static_assert(offsetof(zt_step_scalars, audit_lost) == offsetof(zt_step_scalars, audit_updated) + sizeof(double) &&
+                      offsetof(zt_step_scalars, audit_ratio_sum) == offsetof(zt_step_scalars, audit_lost) + sizeof(double),
+                  "the audit's sums are consecutive");
+    zt_cu_sum_rows_into(&sc->audit_updated, partials, (int)nb, 3, 1);
 }

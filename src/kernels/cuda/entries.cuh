@@ -81,5 +81,7 @@ void zt_cu_step_verdict(zt_step_scalars *sc, const double *unit_sumsq, int nunit
                         double grad_unscale);
 /* *dst = (add ? *dst : 0) + the sum of partials[0..n), one block, a fixed order */
 void zt_cu_sum_doubles_into(double *dst, const double *partials, int n, int add);
+/* the same for `rows` rows of n partials into dst[0..rows), in one launch */
+void zt_cu_sum_rows_into(double *dst, const double *partials, int n, int rows, int add);
 
 #endif

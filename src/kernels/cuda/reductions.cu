@@ -26,20 +26,28 @@ __global__ void sum_doubles_kernel(const double *partials, int n)
         sum_result = s;
 }
 
-__global__ void sum_doubles_into_kernel(double *dst, const double *partials, int n, int add)
+/* dst[r] (+)= the sum of row r of partials (rows of n), for each of `rows` rows */
+__global__ void sum_doubles_into_kernel(double *dst, const double *partials, int n, int rows, int add)
 {
     __shared__ double sh[32];
-    double s = 0.0;
-    for (int i = threadIdx.x; i < n; i += blockDim.x)
-        s += partials[i];
-    s = zt_d_block_sum(s, sh);
-    if (threadIdx.x == 0)
-        *dst = add ? *dst + s : s;
+    for (int r = 0; r < rows; r++) {
+        double s = 0.0;
+        for (int i = threadIdx.x; i < n; i += blockDim.x)
+            s += partials[(size_t)r * n + i];
+        s = zt_d_block_sum(s, sh);
+        if (threadIdx.x == 0)
+            dst[r] = add ? dst[r] + s : s;
+    }
 }
 
 void zt_cu_sum_doubles_into(double *dst, const double *partials, int n, int add)
 {
-    sum_doubles_into_kernel<<<1, SUM_THREADS, 0, zt_cu.stream>>>(dst, partials, n, add);
+    zt_cu_sum_rows_into(dst, partials, n, 1, add);
+}
+
+void zt_cu_sum_rows_into(double *dst, const double *partials, int n, int rows, int add)
+{
+    sum_doubles_into_kernel<<<1, SUM_THREADS, 0, zt_cu.stream>>>(dst, partials, n, rows, add);
     ZT_CU_LAUNCHED();
 }
 
