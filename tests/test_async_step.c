@@ -265,7 +265,8 @@ static void test_fast_skips_on_overflow(void)
     train("fast", "fp16", 1, 4, &fast);
     train("exact", "fp16", 1, 4, &exact);
     ZT_CHECK(fast.skipped[1] == 1 && exact.skipped[1] == 1);
-    ZT_CHECK_MSG(fast.scale[2] == exact.scale[2] && fast.scale[3] == exact.scale[3], "%g %g %g", fast.scale[1], fast.scale[2], fast.scale[3]);
+    ZT_CHECK_MSG(fast.scale[2] == exact.scale[2] && fast.scale[3] == exact.scale[3], "scales %g %g %g",
+                 fast.scale[1], fast.scale[2], fast.scale[3]);
     for (int s = 0; s < 4; s++) {
         ZT_CHECK(fast.skipped[s] == exact.skipped[s]);
         ZT_CHECK_CLOSE(fast.loss[s], exact.loss[s], 1e-12, 1e-12);

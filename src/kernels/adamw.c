@@ -159,8 +159,8 @@ void zt_adamw_step_unit(void *p, void *m, void *v, const void *g, void *comp, zt
         st.weight_decay = segs[k].kind ? s->weight_decay : 0.0;
         st.clip = sc->clip;
         zt_adamw_step_shard((char *)p + lo * es, (char *)m + lo * es, (char *)v + lo * es, (const char *)g + lo * es,
-                            comp ? (char *)comp + lo * es : NULL, dt, hi - lo, &st, cast ? (char *)cast + lo * cs : NULL,
-                            cast_dt, &audit);
+                            comp ? (char *)comp + lo * es : NULL, dt, hi - lo, &st,
+                            cast ? (char *)cast + lo * cs : NULL, cast_dt, &audit);
     }
     sc->audit_updated += audit.updated;
     sc->audit_lost += audit.lost;

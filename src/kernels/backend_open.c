@@ -67,7 +67,7 @@ const zt_backend *zt_backend_in_mode(const zt_backend *be, zt_kernel_mode mode, 
     if (!strcmp(be->name, "cuda"))
         return zt_backend_cuda_mode(mode);
 #endif
-    zt_fail(err, ZT_EINPUT, "--kernels %s: the %s device has exact kernels only", mode == ZT_KERNELS_FAST ? "fast" : "exact",
-            be->name);
+    zt_fail(err, ZT_EINPUT, "--kernels %s: the %s device has exact kernels only",
+            mode == ZT_KERNELS_FAST ? "fast" : "exact", be->name);
     return NULL;
 }

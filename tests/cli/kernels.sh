@@ -14,7 +14,8 @@ expect_exit 2 "--kernels 'quick': expected exact or fast" -- "$ZTRAIN" "${args[@
 printf 'distributed_type: NO\nnum_processes: 1\nztrain_kernels: fast\n' > "$TMP/fast.yaml"
 expect_exit 2 "--kernels fast needs a device" -- "$ZTRAIN" "${args[@]}" --config_file "$TMP/fast.yaml"
 printf 'distributed_type: NO\nnum_processes: 1\nztrain_kernels: turbo\n' > "$TMP/bad.yaml"
-expect_exit 2 "ztrain_kernels: 'turbo' is not allowed \(allowed: exact \| fast\)" -- "$ZTRAIN" "${args[@]}" --device emu --config_file "$TMP/bad.yaml"
+expect_exit 2 "ztrain_kernels: 'turbo' is not allowed \(allowed: exact \| fast\)" -- \
+    "$ZTRAIN" "${args[@]}" --device emu --config_file "$TMP/bad.yaml"
 
 # the plan line: exact by default off a GPU; the key and the flag (which wins) set it
 out=$("$ZTRAIN" "${args[@]}" --device emu --log_jsonl "$TMP/exact.jsonl" 2>&1) || fail "emu exact: $out"

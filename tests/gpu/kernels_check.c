@@ -1136,7 +1136,8 @@ static void check_adamw_unit_case(const zt_backend *fast, zt_dtype dt, int with_
     for (size_t i = 0; i < n; i++)
         v[i] = v[i] * v[i];
     void *ph = as_dtype(p, dt, n), *mh = as_dtype(m, dt, n), *vh = as_dtype(v, dt, n), *ch = as_dtype(c, dt, n);
-    void *dp = dev(ph, n * es), *dm = dev(mh, n * es), *dvv = dev(vh, n * es), *dc = with_comp ? dev(ch, n * es) : NULL;
+    void *dp = dev(ph, n * es), *dm = dev(mh, n * es), *dvv = dev(vh, n * es);
+    void *dc = with_comp ? dev(ch, n * es) : NULL;
     const int cast = dt == ZT_F32;
     void *castc = cast ? host(n * zt_dtype_size(cast_dt)) : NULL;
     void *dcast = cast ? dev(NULL, n * zt_dtype_size(cast_dt)) : NULL;

@@ -146,7 +146,11 @@ cudaError_t cudaEventDestroy(cudaEvent_t e);
 /* graphs: not emulated (capture answers cudaErrorNotSupported; kernels_check skips) */
 typedef struct zt_emu_graph *cudaGraph_t;
 typedef struct zt_emu_graph_exec *cudaGraphExec_t;
-enum cudaStreamCaptureMode { cudaStreamCaptureModeGlobal, cudaStreamCaptureModeThreadLocal, cudaStreamCaptureModeRelaxed };
+enum cudaStreamCaptureMode {
+    cudaStreamCaptureModeGlobal,
+    cudaStreamCaptureModeThreadLocal,
+    cudaStreamCaptureModeRelaxed
+};
 cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode);
 cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g);
 cudaError_t cudaGraphInstantiate(cudaGraphExec_t *e, cudaGraph_t g, unsigned long long flags);

@@ -138,9 +138,8 @@ static void launch(unsigned nb, void *p, void *m, void *v, const void *g, void *
         adamw_kernel<DT, COMP, CAST, true><<<nb, ZT_CU_THREADS, 0, zt_cu.stream>>>(p, m, v, g, comp, n, c, cast,
                                                                                    partials, u.segs, u.nsegs, u.sc);
     else
-        adamw_kernel<DT, COMP, CAST, false><<<nb, ZT_CU_THREADS, 0, zt_cu.stream>>>(p, m, v, g, comp, n, c, cast,
-                                                                                    partials, (const zt_adamw_seg *)NULL, 0,
-                                                                                    (const zt_step_scalars *)NULL);
+        adamw_kernel<DT, COMP, CAST, false><<<nb, ZT_CU_THREADS, 0, zt_cu.stream>>>(
+            p, m, v, g, comp, n, c, cast, partials, (const zt_adamw_seg *)NULL, 0, (const zt_step_scalars *)NULL);
     ZT_CU_LAUNCHED();
 }
 
@@ -218,8 +217,8 @@ void zt_cu_adamw_unit(void *p, void *m, void *v, const void *g, void *comp, zt_d
     double *partials = (double *)zt_cu_scratch(3 * (size_t)nb * sizeof(double));
     dispatch(nb, p, m, v, g, comp, dt, n, c, cast, cast_dt, partials, unit_args{segs, nsegs, sc});
     /* the audit's three rows into the three consecutive doubles of sc: one more launch */
-    static_assert(offsetof(zt_step_scalars, audit_lost) == offsetof(zt_step_scalars, audit_updated) + sizeof(double) &&
-                      offsetof(zt_step_scalars, audit_ratio_sum) == offsetof(zt_step_scalars, audit_lost) + sizeof(double),
-                  "the audit's sums are consecutive");
+    static_assert(offsetof(zt_step_scalars, audit_lost) - offsetof(zt_step_scalars, audit_updated) == 8 &&
+                      offsetof(zt_step_scalars, audit_ratio_sum) - offsetof(zt_step_scalars, audit_lost) == 8,
+                  "the audit's sums are consecutive doubles");
     zt_cu_sum_rows_into(&sc->audit_updated, partials, (int)nb, 3, 1);
 }

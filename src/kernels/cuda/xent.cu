@@ -62,8 +62,8 @@ __global__ void xent_kernel(float *dlogits, uint16_t *dlogits_bf16, const float 
 }
 
 /* the rows' losses of xent_kernel, queued; NULL for no rows */
-static double *xent_queue(float *dlogits, uint16_t *dlogits_bf16, const float *logits, const int *targets, int N, int V,
-                          float grad_scale)
+static double *xent_queue(float *dlogits, uint16_t *dlogits_bf16, const float *logits, const int *targets, int N,
+                          int V, float grad_scale)
 {
     if (N <= 0)
         return NULL;
