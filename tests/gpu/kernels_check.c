@@ -1584,7 +1584,8 @@ int main(int argc, char **argv)
             }
             bench = (int)v;
         } else {
-            fprintf(stderr, "usage: kernels_check [--seed N] [--no-matmul] [--no-graphs] [--only GROUP] [--bench SHRINK]\n");
+            fprintf(stderr,
+                    "usage: kernels_check [--seed N] [--no-matmul] [--no-graphs] [--only GROUP] [--bench SHRINK]\n");
             return 2;
         }
     }
