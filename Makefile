@@ -41,9 +41,15 @@ MPI_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null)
 MPI_LIBS   := $(shell mpicc --showme:link 2>/dev/null)
 CPPFLAGS += $(MPI_CFLAGS)
 LDLIBS  += -ldnnl -lyaml -lcjson -lxxhash $(MPI_LIBS) -lm
-# librsvg and cairo rasterise the plot's SVG for `ztrain plot --output FILE.png` (src/report/plot.c)
-RSVG_CFLAGS := $(shell pkg-config --cflags librsvg-2.0 cairo 2>/dev/null)
-LDLIBS  += $(shell pkg-config --libs librsvg-2.0 cairo 2>/dev/null)
+# librsvg and cairo rasterise the plot's SVG for `ztrain plot --output FILE.png` (src/report/plot.c).
+# Optional: where pkg-config does not find both (the GPU machine's image), or with NO_PNG=1,
+# plot.c is built without them and refuses .png, naming what is missing; SVG still works.
+ifneq ($(NO_PNG),1)
+ifeq ($(shell pkg-config --exists librsvg-2.0 cairo 2>/dev/null && echo yes),yes)
+RSVG_CFLAGS := -DZT_HAVE_PNG $(shell pkg-config --cflags librsvg-2.0 cairo)
+LDLIBS  += $(shell pkg-config --libs librsvg-2.0 cairo)
+endif
+endif
 LDFLAGS += -fopenmp $(filter -fsanitize=%,$(OPT))
 
 LIB_SRC  := $(shell find src -name '*.c' ! -path 'src/cli/*' | sort)

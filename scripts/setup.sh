@@ -4,6 +4,7 @@
 set -euo pipefail
 packages=(gcc make libc6-dev libopenmpi-dev openmpi-bin libdnnl-dev libyaml-dev libcjson-dev libxxhash-dev clang python3
           python3-numpy python3-torch  # tests read .npy files and check bf16 rounding against torch (Debian's)
+          python3-pip  # the PyPI packages below
           iproute2 util-linux  # ip netns, tc and unshare: tests/cli/multinode.sh and bench/multinode.sh
           libclang-rt-dev libomp-dev  # make fuzz (libFuzzer) and make test-ubsan CC=clang
           pkg-config librsvg2-dev libcairo2-dev fonts-dejavu-core  # ztrain plot --output FILE.png
@@ -17,12 +18,19 @@ missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-if [ "${#missing[@]}" -eq 0 ]; then
-    echo "setup: all packages present (${packages[*]})"
-    exit 0
-fi
-echo "setup: installing ${missing[*]}"
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
-$sudo apt-get update -q
-DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+if [ "${#missing[@]}" -eq 0 ]; then
+    echo "setup: all packages present (${packages[*]})"
+else
+    echo "setup: installing ${missing[*]}"
+    $sudo apt-get update -q
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+# From PyPI, for Debian's python3 (the one the tests run): tensorboard, whose own
+# reader tests/cli/tensorboard.sh reads ztrain's event files with.  Debian marks
+# its python "externally managed"; these go to /usr/local and keep Debian's numpy.
+if ! /usr/bin/python3 -c "import tensorboard" 2>/dev/null; then
+    echo "setup: installing tensorboard (PyPI) for /usr/bin/python3"
+    $sudo /usr/bin/python3 -m pip install -q --break-system-packages tensorboard
+fi

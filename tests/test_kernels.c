@@ -12,6 +12,7 @@
  * Llama head dimensions 64 and 128 run the kernels' register-tiled paths.  Also:
  * zt_expf's error against exp in double, and attention's bitwise reproducibility. */
 #include "../src/kernels/amx.h"
+#include "../src/kernels/backend.h"
 #include "../src/kernels/kernels.h"
 #include "../src/kernels/matmul.h"
 #include "../src/kernels/vmath.h"
@@ -943,6 +944,47 @@ static double xent_loss(const double *in, void *vctx) {
     return c->scale * xent_ref(in, c->tg, c->N, c->V);
 }
 
+/* TRL's completion-only loss: rows whose target is ZT_IGNORE_INDEX add no loss and
+ * get a zero gradient row (in place, and in bf16, where the logits were non-zero);
+ * the other rows are exactly what they are without the ignored ones. */
+static void test_xent_ignore_index(void) {
+    rng_seed(17);
+    const int N = 6, V = 29;
+    const size_t n = (size_t)N * V;
+    int tg[6] = {3, ZT_IGNORE_INDEX, 7, ZT_IGNORE_INDEX, ZT_IGNORE_INDEX, 28};
+    int kept_tg[3] = {3, 7, 28}, kept_rows[3] = {0, 2, 5};
+    float *x = malloc(sizeof(float) * n), *d = malloc(sizeof(float) * n), *kx = malloc(sizeof(float) * 3 * V),
+          *kd = malloc(sizeof(float) * 3 * V);
+    uint16_t *d16 = malloc(sizeof(uint16_t) * n), *kd16 = malloc(sizeof(uint16_t) * 3 * V);
+    fill(x, n, 4.0, 0.5);
+    for (int r = 0; r < 3; r++) memcpy(kx + (size_t)r * V, x + (size_t)kept_rows[r] * V, sizeof(float) * V);
+    const float scale = 0.25f;
+    double got = zt_xent_forward_backward(d, NULL, x, tg, N, V, scale);
+    double want = zt_xent_forward_backward(kd, NULL, kx, kept_tg, 3, V, scale);
+    ZT_CHECK(got == want);
+    ZT_CHECK(zt_xent_forward_backward(NULL, NULL, x, tg, N, V, scale) == want);
+    int bad = 0;
+    for (int r = 0, k = 0; r < N; r++) {
+        for (int v = 0; v < V; v++)
+            bad += tg[r] == ZT_IGNORE_INDEX ? d[(size_t)r * V + v] != 0.0f : d[(size_t)r * V + v] != kd[(size_t)k * V + v];
+        k += tg[r] != ZT_IGNORE_INDEX;
+    }
+    ZT_CHECK_MSG(bad == 0, "%d gradient entries differ from the rows computed alone, or are not 0 on ignored rows", bad);
+    /* in place, with the bf16 gradient: ignored rows of the bf16 buffer are 0 too */
+    for (size_t i = 0; i < n; i++) d16[i] = 0x3f80; /* 1.0: stale values must be overwritten */
+    memcpy(d, x, sizeof(float) * n);
+    ZT_CHECK(zt_xent_forward_backward(d, d16, d, tg, N, V, scale) == want);
+    zt_xent_forward_backward(kd, kd16, kx, kept_tg, 3, V, scale);
+    bad = 0;
+    for (int r = 0, k = 0; r < N; r++) {
+        for (int v = 0; v < V; v++)
+            bad += tg[r] == ZT_IGNORE_INDEX ? d16[(size_t)r * V + v] != 0 : d16[(size_t)r * V + v] != kd16[(size_t)k * V + v];
+        k += tg[r] != ZT_IGNORE_INDEX;
+    }
+    ZT_CHECK_MSG(bad == 0, "%d bf16 gradient entries wrong", bad);
+    free(x), free(d), free(kx), free(kd), free(d16), free(kd16);
+}
+
 static void test_xent(void) {
     rng_seed(13);
     const int N = 2 * 11, V = 37;
@@ -1087,6 +1129,7 @@ int main(void) {
     ZT_RUN(test_transpose);
     ZT_RUN(test_swiglu);
     ZT_RUN(test_xent);
+    ZT_RUN(test_xent_ignore_index);
     ZT_RUN(test_bf16_outputs_are_rounded_fp32);
     ZT_TEST_MAIN_END();
 }

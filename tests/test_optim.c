@@ -1,5 +1,6 @@
 /* test_optim.c — AdamW's arithmetic and the lost-update audit on values whose
  * outcome is known by hand. */
+#include <math.h>
 #include <string.h>
 
 #include "../src/core/dtype.h"
@@ -105,8 +106,68 @@ static void test_kahan_accumulates_sub_ulp_updates(void)
     ZT_CHECK(p32 < 0.985f);
 }
 
+/* transformers' optimization.py, the lr lambdas get_scheduler builds for Trainer
+ * (no lr_scheduler_kwargs), transcribed here as the reference: cosine_with_restarts
+ * is _get_cosine_with_hard_restarts_schedule_with_warmup_lr_lambda with
+ * num_cycles 1, polynomial is get_polynomial_decay_schedule_with_warmup's lambda
+ * with lr_end 1e-7 and power 1.0 (LambdaLR multiplies the lambda by lr_init). */
+static double hf_hard_restarts(long step, long warmup, long total, double cycles)
+{
+    if (step < warmup)
+        return (double)step / (double)(warmup > 1 ? warmup : 1);
+    double progress = (double)(step - warmup) / (double)(total - warmup > 1 ? total - warmup : 1);
+    if (progress >= 1.0)
+        return 0.0;
+    double f = 0.5 * (1.0 + cos(M_PI * fmod(cycles * progress, 1.0)));
+    return f > 0.0 ? f : 0.0;
+}
+
+static double hf_polynomial(long step, long warmup, long total, double lr_init, double lr_end, double power)
+{
+    if (step < warmup)
+        return (double)step / (double)(warmup > 1 ? warmup : 1);
+    if (step > total)
+        return lr_end / lr_init;
+    double lr_range = lr_init - lr_end;
+    double decay_steps = (double)(total - warmup);
+    double pct_remaining = 1.0 - (double)(step - warmup) / decay_steps;
+    double decay = lr_range * pow(pct_remaining, power) + lr_end;
+    return decay / lr_init;
+}
+
+static void test_schedules_match_transformers(void)
+{
+    const long totals[] = {1, 7, 10, 100}, warmups[] = {0, 1, 3, 10};
+    const double lrs[] = {5e-5, 1e-3, 2e-7};
+    for (int ti = 0; ti < 4; ti++)
+        for (int wi = 0; wi < 4; wi++) {
+            long S = totals[ti], w = warmups[wi];
+            if (w >= S)
+                continue; /* transformers' polynomial divides by S - w */
+            for (long u = 0; u <= S + 2; u++) {
+                ZT_CHECK_CLOSE(zt_lr_factor(ZT_LR_COSINE_RESTARTS, u, S, w), hf_hard_restarts(u, w, S, 1.0), 1e-12,
+                               1e-15);
+                for (int li = 0; li < 3; li++)
+                    ZT_CHECK_CLOSE(zt_lr_value(ZT_LR_POLYNOMIAL, lrs[li], u, S, w),
+                                   lrs[li] * hf_polynomial(u, w, S, lrs[li], 1e-7, 1.0), 1e-12, 1e-18);
+                /* constant_with_warmup: u/w, then 1 */
+                ZT_CHECK_CLOSE(zt_lr_factor(ZT_LR_CONSTANT_WARMUP, u, S, w), u < w ? (double)u / (double)w : 1.0,
+                               1e-12, 1e-15);
+            }
+        }
+    /* a point worked by hand: S=10, w=2, u=6 is halfway, lr 1e-3 -> (1e-3 - 1e-7) * 0.5 + 1e-7 */
+    ZT_CHECK_CLOSE(zt_lr_value(ZT_LR_POLYNOMIAL, 1e-3, 6, 10, 2), 0.5e-3 + 0.5e-7, 1e-12, 1e-18);
+    ZT_CHECK(zt_lr_value(ZT_LR_POLYNOMIAL, 1e-3, 11, 10, 2) == 1e-7);
+    ZT_CHECK(zt_lr_factor(ZT_LR_COSINE_RESTARTS, 10, 10, 2) == 0.0);
+    zt_lr_schedule s;
+    ZT_CHECK(zt_lr_schedule_parse("cosine_with_restarts", &s) == 0 && s == ZT_LR_COSINE_RESTARTS);
+    ZT_CHECK(zt_lr_schedule_parse("polynomial", &s) == 0 && s == ZT_LR_POLYNOMIAL);
+    ZT_CHECK(!strcmp(zt_lr_schedule_name(ZT_LR_POLYNOMIAL), "polynomial"));
+}
+
 int main(void)
 {
+    ZT_RUN(test_schedules_match_transformers);
     ZT_RUN(test_first_step_matches_torch_formula);
     ZT_RUN(test_cast_copy_is_converted_master);
     ZT_RUN(test_bf16_audit_counts_lost_updates);

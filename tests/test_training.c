@@ -6,6 +6,7 @@
 
 #include "../src/core/mem.h"
 #include "../src/io/safetensors.h"
+#include "../src/io/tokens.h"
 #include "../src/model/llama.h"
 #include "../src/kernels/matmul.h"
 #include "../src/model/layout.h"
@@ -101,9 +102,11 @@ static void test_args_from_settings(void)
     ZT_CHECK(a.adam.beta1 == 0.8 && a.adam.beta2 == 0.99 && a.adam.eps == 1e-6 && a.max_grad_norm == 0.5);
     ZT_CHECK(a.schedule == ZT_LR_COSINE && a.seed == 9 && a.shuffle == 1 && a.checkpointing == 1);
     ZT_CHECK(a.save_steps == 11 && a.plan.wrap == ZT_WRAP_NONE && !a.hooks && !a.model_dir);
-    st.schedule = "polynomial";
+    st.schedule = "polynomial"; /* one of Trainer's that ztrain has, with Trainer's defaults */
+    ZT_CHECK(zt_train_args_from_settings(&st, &plan, &a, &err) == ZT_OK && a.schedule == ZT_LR_POLYNOMIAL);
+    st.schedule = "inverse_sqrt"; /* one of Trainer's that ztrain lacks */
     ZT_CHECK(zt_train_args_from_settings(&st, &plan, &a, &err) == ZT_EINPUT &&
-             strstr(err.msg, "lr_scheduler_type") && strstr(err.msg, "polynomial"));
+             strstr(err.msg, "lr_scheduler_type") && strstr(err.msg, "inverse_sqrt"));
 }
 
 static void cleanup(const char *tmp) { ZT_CHECK(tmpdir_remove(tmp) == 0); }
@@ -304,12 +307,126 @@ static void test_sample_order(void)
         ZT_CHECK(seen[i] == 1);
 }
 
+/* Completion-only loss: a target whose token the mask marks 0 (a prompt token)
+ * is ZT_IGNORE_INDEX, the input never is; the count is the 1s among targets. */
+static void test_loss_mask_targets(void)
+{
+    int32_t ids[17];
+    uint8_t mask[17];
+    for (int i = 0; i < 17; i++) {
+        ids[i] = 100 + i;
+        mask[i] = i % 5 >= 2; /* records of 5 tokens: 2 of prompt, 3 of completion */
+    }
+    zt_tokens tok = {ids, 17, 116, mask};
+    zt_batcher b;
+    zt_err err;
+    ZT_CHECK(zt_batcher_init(&b, &tok, 4, 0, 0, "mem", &err) == ZT_OK);
+    ZT_CHECK(b.nwin == 4);
+    int in[8], tg[8];
+    zt_batcher_fill(&b, 1, 2, in, tg); /* windows 1 and 2: tokens 4..12 */
+    long counted = 0;
+    for (int j = 0; j < 8; j++) {
+        int w = 1 + j / 4, t = j % 4, pos = w * 4 + t; /* input token pos, target pos + 1 */
+        ZT_CHECK(in[j] == 100 + pos);
+        ZT_CHECK_MSG(tg[j] == (mask[pos + 1] ? 100 + pos + 1 : ZT_IGNORE_INDEX), "target %d: %d", j, tg[j]);
+        counted += mask[pos + 1];
+    }
+    ZT_CHECK(zt_batcher_count_targets(&b, 1, 2) == counted);
+    ZT_CHECK(counted == 4); /* of targets 5..12, those with i % 5 >= 2: 7, 8, 9, 12 */
+    zt_batcher_free(&b);
+    tok.loss_mask = NULL; /* without a mask every target counts */
+    ZT_CHECK(zt_batcher_init(&b, &tok, 4, 0, 0, "mem", &err) == ZT_OK);
+    ZT_CHECK(zt_batcher_count_targets(&b, 1, 2) == 8);
+    zt_batcher_free(&b);
+}
+
+/* One step at learning rate 0 on the fixture's tokens with a loss mask (NULL:
+ * none): the step's loss. */
+static double masked_step_loss(const char *mask_path)
+{
+    zt_settings st = base_settings();
+    st.lr = 0.0, st.max_steps = 1;
+    zt_train_args a;
+    zt_err err = {0};
+    double loss = NAN;
+    ZT_CHECK(zt_train_args_from_settings(&st, &(zt_plan){0}, &a, &err) == ZT_OK);
+    a.plan = zt_plan_single(FP32, ZT_WRAP_TRANSFORMER);
+    a.model_dir = FIX;
+    a.data_path = "tests/fixtures/gqa_tied/tokens.npy";
+    a.loss_mask_path = mask_path;
+    a.quiet = 1;
+    a.peak_gflops = 1.0;
+    loss_log ll = {&loss, 0, 1};
+    a.on_step = record_loss;
+    a.on_step_ctx = &ll;
+    zt_train_result res;
+    ZT_CHECK_MSG(zt_train(&a, &res, &err) == ZT_OK, "%s", err.msg);
+    return loss;
+}
+
+/* TRL's completion-only loss: the step's loss is the mean over the targets the
+ * mask keeps.  Two complementary masks M and 1-M split the targets, so with the
+ * weights fixed (lr 0) count(M)*L(M) + count(1-M)*L(1-M) = count(all)*L(all); an
+ * all-ones mask is the run without one, to the bit. */
+static void test_completion_only_loss(void)
+{
+    zt_tokens tok;
+    zt_err err = {0};
+    ZT_CHECK(zt_tokens_load("tests/fixtures/gqa_tied/tokens.npy", &tok, &err) == ZT_OK);
+    size_t n = tok.n;
+    int32_t *m[3];
+    char tmp[64], path[3][256];
+    ZT_CHECK(tmpdir_make(tmp, sizeof tmp, "zt_mask_"));
+    const char *names[3] = {"m.npy", "not_m.npy", "ones.npy"};
+    for (int k = 0; k < 3; k++) {
+        m[k] = malloc(n * sizeof *m[k]);
+        for (size_t i = 0; i < n; i++) /* runs of 5 prompt tokens and 3 completion tokens */
+            m[k][i] = k == 2 ? 1 : (int32_t)((i % 8 >= 5) ^ (k == 1));
+        tmpdir_join(path[k], sizeof path[k], tmp, names[k]);
+        ZT_CHECK(zt_tokens_write_npy(path[k], m[k], n, &err) == ZT_OK);
+    }
+    long count[3];
+    for (int k = 0; k < 3; k++) { /* the targets of step 1's G = 2 samples of 16 */
+        zt_tokens t = tok;
+        uint8_t *u = malloc(n);
+        for (size_t i = 0; i < n; i++)
+            u[i] = (uint8_t)m[k][i];
+        t.loss_mask = u;
+        zt_batcher b;
+        ZT_CHECK(zt_batcher_init(&b, &t, 16, 0, 0, "mem", &err) == ZT_OK);
+        count[k] = zt_batcher_count_targets(&b, 0, 2);
+        zt_batcher_free(&b);
+        free(u);
+    }
+    ZT_CHECK(count[0] + count[1] == 32 && count[2] == 32 && count[0] > 0 && count[1] > 0);
+    double l_m = masked_step_loss(path[0]), l_not = masked_step_loss(path[1]), l_ones = masked_step_loss(path[2]);
+    double l_none = masked_step_loss(NULL);
+    ZT_CHECK_MSG(l_ones == l_none, "all-ones mask %.17g, no mask %.17g", l_ones, l_none);
+    ZT_CHECK_CLOSE(count[0] * l_m + count[1] * l_not, 32.0 * l_none, 1e-12, 1e-12);
+    ZT_CHECK(fabs(l_m - l_none) > 1e-6); /* the mask changed what was averaged */
+    /* a mask of another length, or with a value other than 0/1, is bad input */
+    char bad[256];
+    tmpdir_join(bad, sizeof bad, tmp, "bad.npy");
+    m[2][3] = 2;
+    ZT_CHECK(zt_tokens_write_npy(bad, m[2], n, &err) == ZT_OK);
+    zt_tokens t2 = tok;
+    t2.loss_mask = NULL;
+    ZT_CHECK(zt_tokens_load_mask(bad, &t2, &err) == ZT_EINPUT && strstr(err.msg, "a loss-mask value of 2"));
+    ZT_CHECK(zt_tokens_write_npy(bad, m[0], n - 1, &err) == ZT_OK);
+    ZT_CHECK(zt_tokens_load_mask(bad, &t2, &err) == ZT_EINPUT && strstr(err.msg, "loss-mask values for"));
+    ZT_CHECK(t2.loss_mask == NULL);
+    for (int k = 0; k < 3; k++)
+        free(m[k]);
+    zt_tokens_free(&tok);
+    ZT_CHECK(tmpdir_remove(tmp) == 0);
+}
+
 static void test_windows_and_shuffle(void)
 {
     int32_t ids[41];
     for (int i = 0; i < 41; i++)
         ids[i] = i;
-    zt_tokens tok = {ids, 41, 40};
+    zt_tokens tok = {ids, 41, 40, NULL};
     zt_batcher b;
     zt_err err;
     ZT_CHECK(zt_batcher_init(&b, &tok, 8, 0, 0, "mem", &err) == ZT_OK);
@@ -389,6 +506,8 @@ int main(void)
     ZT_RUN(test_lr_schedules);
     ZT_RUN(test_sample_order);
     ZT_RUN(test_windows_and_shuffle);
+    ZT_RUN(test_loss_mask_targets);
+    ZT_RUN(test_completion_only_loss);
     ZT_RUN(test_layout_padding_and_order);
     zt_matmul_shutdown();
     ZT_TEST_MAIN_END();

@@ -40,17 +40,22 @@ static void print_state(const char *dir, const zt_ckpt_state *st)
 
 static int cmd_show(int argc, char **argv, zt_err *err)
 {
-    if (argc < 1 || !strncmp(argv[0], "--", 2))
-        return zt_fail(err, ZT_EINPUT, "usage: ztrain checkpoint show CHECKPOINT_DIR [--num_processes W] [plan flags]");
-    const char *dir = argv[0];
+    static const char usage[] = "usage: ztrain checkpoint show CHECKPOINT_DIR [--num_processes W] [plan flags]";
     int world = 1, allow_precision = 0;
     zt_settings st;
     zt_settings_defaults(&st);
     zt_flag flags[] = {
         {"num_processes", ZT_FLAG_INT, &world, "ranks of the resuming run (default 1)", 1, 1 << 20, 0},
-        {"allow_precision_change", ZT_FLAG_BOOL, &allow_precision, "as train's flag", 1, 0, 0},
+        {"allow_precision_change", ZT_FLAG_BOOL, &allow_precision, "resume under another master dtype, converting the saved state, as train's flag", 1, 0, 0},
         PLAN_FLAGS(st),
     };
+    if (zt_flags_wants_help(argc, argv)) {
+        zt_flags_usage(flags, NFLAGS(flags), usage);
+        return ZT_OK;
+    }
+    if (argc < 1 || !strncmp(argv[0], "--", 2))
+        return zt_fail(err, ZT_EINPUT, "%s", usage);
+    const char *dir = argv[0];
     flag_table table = {flags, NFLAGS(flags)};
     st.given = zt_flag_given;
     st.given_ctx = &table;

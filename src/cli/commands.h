@@ -32,10 +32,24 @@ int zt_cmd_merge_weights(int argc, char **argv, zt_err *err);
 int zt_cli_parse_size(const char *flag, const char *s, size_t *out, zt_err *err);
 int zt_cmd_plot(int argc, char **argv, zt_err *err);
 
-/* train/eval --data FILE.txt --tokenizer DIR: point *data at the cached ids
- * (buf holds the path) after checking the vocabulary fits model_vocab.  With a
- * comm, rank 0 tokenizes first and the ranks agree on the outcome. */
-int zt_cli_text_data(const char **data, const char *tok_dir, int model_vocab, struct zt_comm *comm, int rank,
-                     int threads, char *buf, size_t cap, zt_err *err);
+/* 1 if path is text to tokenize: .txt, or JSON Lines records (.jsonl, .json). */
+int zt_cli_is_text(const char *path);
+/* train/eval --data FILE --tokenizer DIR for text (.txt, .jsonl, .json; records'
+ * text in text_field, NULL: "text"): point *data at the cached ids (buf holds
+ * the path) after checking the vocabulary fits model_vocab.  With a comm, rank 0
+ * tokenizes first and the ranks agree on the outcome.  Prompt/completion records
+ * also give a loss mask, its path in mask_buf (cap bytes; "" for other text);
+ * with mask_buf NULL (a caller that cannot use one) they are refused. */
+int zt_cli_text_data(const char **data, const char *text_field, const char *tok_dir, int model_vocab,
+                     struct zt_comm *comm, int rank, int threads, char *buf, size_t cap, char *mask_buf,
+                     zt_err *err);
+/* train --data FILE...: each file's ids (text through the tokenizer as above;
+ * JSON Lines without a tokenizer is refused), and for several files their
+ * concatenation in the order given, cached by content (buf holds its path).
+ * *data is the one stream to read; *mask (mask NULL: refused) the loss mask of
+ * one file of prompt/completion records (in mask_buf), else NULL. */
+int zt_cli_data_files(const char *const *files, int n, const char *text_field, const char *tok_dir, int model_vocab,
+                      struct zt_comm *comm, int rank, int threads, const char **data, char *buf, size_t cap,
+                      const char **mask, char *mask_buf, zt_err *err);
 
 #endif

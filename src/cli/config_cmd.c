@@ -213,6 +213,29 @@ int zt_cmd_config(int argc, char **argv, zt_err *err)
     return rc;
 }
 
+/* Keep, in order, the flags that change what estimate-memory reports (the plan's
+ * dtypes, stage, units and overlap, and the batch's activations); the optimizer's
+ * and the schedule's, which change no byte, are left out, so they are neither
+ * listed nor accepted.  The new count. */
+static int memory_flags_only(zt_flag *flags, int n)
+{
+    static const char *const memory[] = {
+        "model", "model_config", "num_processes", "config_file", "deepspeed_config_file", "torch_dtype",
+        "mixed_precision", "use_fsdp", "fsdp_sharding_strategy", "fsdp_auto_wrap_policy", "fsdp_backward_prefetch",
+        "fsdp_forward_prefetch", "fsdp_limit_all_gathers", "fsdp_min_num_params", "use_deepspeed", "zero_stage",
+        "ranks_per_node", "master_compensation", "reduce_dtype", "block_size", "per_device_train_batch_size",
+        "gradient_checkpointing", NULL,
+    };
+    int kept = 0;
+    for (int i = 0; i < n; i++)
+        for (int m = 0; memory[m]; m++)
+            if (!strcmp(flags[i].name, memory[m])) {
+                flags[kept++] = flags[i];
+                break;
+            }
+    return kept;
+}
+
 int zt_cmd_estimate_memory(int argc, char **argv, zt_err *err)
 {
     const char *model = NULL, *model_config = NULL;
@@ -225,15 +248,16 @@ int zt_cmd_estimate_memory(int argc, char **argv, zt_err *err)
         {"num_processes", ZT_FLAG_INT, &world, "world size (default 1)", 1, 1 << 20, 0},
         PLAN_FLAGS(st),
     };
-    flag_table table = {flags, NFLAGS(flags)};
+    int nflags = memory_flags_only(flags, NFLAGS(flags));
+    flag_table table = {flags, nflags};
     st.given = zt_flag_given;
     st.given_ctx = &table;
     if (zt_flags_wants_help(argc, argv)) {
-        zt_flags_usage(flags, NFLAGS(flags),
+        zt_flags_usage(flags, nflags,
                        "usage: ztrain estimate-memory --model DIR|--model_config CFG.json [--num_processes N] [plan flags]");
         return ZT_OK;
     }
-    int rc = zt_flags_parse(flags, NFLAGS(flags), argc, argv, "ztrain estimate-memory", err);
+    int rc = zt_flags_parse(flags, nflags, argc, argv, "ztrain estimate-memory", err);
     if (rc)
         return rc;
     if (!model && !model_config)

@@ -24,6 +24,9 @@ typedef struct zt_flag {
 /* Parse argv[0..argc) (the command's own arguments).  Returns ZT_OK or ZT_EINPUT. */
 int zt_flags_parse(zt_flag *flags, int nflags, int argc, char **argv, const char *command,
                    zt_err *err);
+/* The usage line, then one line per flag: its help and, unless the help says it
+ * or the usage line shows the flag as required, "(default X)" from the value its
+ * destination holds (call it before parsing; a NULL string shows as none). */
 void zt_flags_usage(const zt_flag *flags, int nflags, const char *usage_line);
 /* 1 if argv holds -h or --help. */
 int zt_flags_wants_help(int argc, char **argv);

@@ -2,6 +2,7 @@
  * the continuation to stdout token by token as it is generated. */
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../core/mem.h"
 #include "../infer/generate.h"
@@ -9,6 +10,7 @@
 #include "../text/tokenizer.h"
 #include "commands.h"
 #include "flags.h"
+#include "memory_gate.h"
 
 #define NFLAGS(a) ((int)(sizeof(a) / sizeof((a)[0])))
 #define MAX_EOS 16
@@ -73,13 +75,13 @@ static int encode_prompt(const char *tok_dir, const char *prompt, const zt_llama
 int zt_cmd_generate(int argc, char **argv, zt_err *err)
 {
     const char *model = NULL, *tok_dir = NULL, *prompt = NULL, *stop = NULL, *dtype_name = NULL;
-    const char *device = "cpu";
+    const char *device = "cpu", *max_memory = NULL;
     int max_new = 64, top_k = 50, threads = 0;
     double temperature = 0.0, top_p = 1.0;
     long seed = 42;
     zt_flag flags[] = {
         {"model", ZT_FLAG_STR, &model, "Hugging Face model directory (config.json + safetensors)", 1, 0, 0},
-        {"tokenizer", ZT_FLAG_STR, &tok_dir, "directory with tokenizer.json (default: ids are bytes, vocab 256)", 1, 0, 0},
+        {"tokenizer", ZT_FLAG_STR, &tok_dir, "directory with tokenizer.json (default: the model directory when it holds one, as ztrain saves it; else ids are bytes, vocab 256)", 1, 0, 0},
         {"prompt", ZT_FLAG_STR, &prompt, "the text to continue", 1, 0, 0},
         {"max_new_tokens", ZT_FLAG_INT, &max_new, "tokens to generate at most (default 64)", 0, 1 << 24, 0},
         {"temperature", ZT_FLAG_DOUBLE, &temperature, "0 = greedy (default); > 0 samples from softmax(logits / T)", 0, 1e6, 0},
@@ -87,9 +89,10 @@ int zt_cmd_generate(int argc, char **argv, zt_err *err)
         {"top_p", ZT_FLAG_DOUBLE, &top_p, "sampling: keep the smallest set with this much probability (default 1 = off)", 0, 1, 0},
         {"seed", ZT_FLAG_LONG, &seed, "seed of the sampler (default 42): the same seed gives the same text", 0, 9.2e18, 0},
         {"stop", ZT_FLAG_STR, &stop, "stop once the continuation contains this string (it is printed)", 1, 0, 0},
-        {"torch_dtype", ZT_FLAG_STR, &dtype_name, "compute in fp32 | bf16 (default: the config's torch_dtype)", 1, 0, 0},
+        {"torch_dtype", ZT_FLAG_STR, &dtype_name, "compute in fp32 | bf16 (or float32, bfloat16; default: the config's torch_dtype)", 1, 0, 0},
         {"threads", ZT_FLAG_INT, &threads, "threads (default: the cores this process may use)", 0, 4096, 0},
         {"device", ZT_FLAG_STR, &device, "cpu (default) | cuda (the first GPU; make cuda) | emu (the test device)", 1, 0, 0},
+        {"max_memory", ZT_FLAG_STR, &max_memory, "bytes generation may use, e.g. 8GB (default: the available memory); a model estimated above it is refused before allocating", 1, 0, 0},
     };
     if (zt_flags_wants_help(argc, argv)) {
         zt_flags_usage(flags, NFLAGS(flags), "usage: ztrain generate --model DIR --prompt TEXT [flags]\n"
@@ -104,10 +107,28 @@ int zt_cmd_generate(int argc, char **argv, zt_err *err)
     zt_llama_config cfg;
     if ((rc = zt_hf_read_config_dir(model, &cfg, err)))
         return rc;
+    char own_tok[4200];
+    snprintf(own_tok, sizeof own_tok, "%s/tokenizer.json", model);
+    if (!tok_dir && access(own_tok, F_OK) == 0) /* saved with the model: AutoTokenizer.from_pretrained(model) */
+        tok_dir = model;
     zt_dtype compute = cfg.torch_dtype == ZT_BF16 ? ZT_BF16 : ZT_F32;
     if (dtype_name && (zt_dtype_parse(dtype_name, &compute) != 0 || compute == ZT_F16))
         return zt_fail(err, ZT_EINPUT, "--torch_dtype: expected fp32 or bf16 (float32, bfloat16), got '%s'",
                        dtype_name);
+    /* sizes before allocation, as for eval: the weights once in the compute dtype
+     * and one sequence as long as the KV cache can grow (the prompt has at most
+     * one token per byte) */
+    long longest = (long)strlen(prompt) + max_new;
+    int T = longest < cfg.max_position_embeddings ? (int)longest : cfg.max_position_embeddings;
+    zt_precision prec = {.load = ZT_F32, .master = ZT_F32, .compute = compute, .reduce = compute, .save = ZT_F32};
+    zt_plan gplan = zt_plan_single(prec, ZT_WRAP_TRANSFORMER);
+    char why[320];
+    size_t max_mem = 0;
+    if (max_memory && (rc = zt_cli_parse_size("max_memory", max_memory, &max_mem, err)))
+        return rc;
+    size_t limit = zt_memory_limit_on(device, max_mem, 1, 0, why, sizeof why);
+    if ((rc = zt_memory_gate(&cfg, &gplan, 1, T > 0 ? T : 1, 0, 0, limit, why, err)))
+        return rc;
     int eos[MAX_EOS + 1], n_eos = 0;
     if ((rc = zt_gen_read_eos(model, cfg.vocab_size, eos, MAX_EOS, &n_eos, err)))
         return rc;
@@ -147,8 +168,9 @@ int zt_cmd_generate(int argc, char **argv, zt_err *err)
     rc = zt_generate(&m, ids, n_prompt, &p, &text, ids + n_prompt, &res, err);
     if (rc == ZT_OK) {
         static const char *why[] = {"max_new_tokens", "end of sequence", "stop string"};
-        fprintf(stderr, "\n[generate: %d prompt tokens in %.3f s; %d new tokens in %.3f s (%.1f tokens/s, %s); "
-                "on %s; stopped by %s]\n", n_prompt, res.prefill_s, res.n, res.decode_s,
+        fprintf(stderr, "\n[generate: %d prompt token%s in %.3f s; %d new token%s in %.3f s (%.1f tokens/s, %s); "
+                "on %s; stopped by %s]\n", n_prompt, n_prompt == 1 ? "" : "s", res.prefill_s, res.n,
+                res.n == 1 ? "" : "s", res.decode_s,
                 res.decode_s > 0 ? res.n / res.decode_s : 0.0, zt_dtype_name(compute), desc, why[res.stopped_by]);
     }
     zt_infer_free(&m);

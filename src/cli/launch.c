@@ -166,6 +166,7 @@ static int env_sets(const char *name) { return getenv(name) && getenv(name)[0]; 
 
 typedef struct launch_opts {
     int num, tpp, dry, machines, machine_rank;
+    int override_np;  /* --num_processes differs from the YAML's num_processes */
     int slurm_nodes;  /* nodes of the Slurm allocation launch runs in (no hosts given); 0: none */
     const char *config, *hostfile, *hosts;
     char yaml_hostfile[512]; /* mpirun_config.mpirun_hostfile, when hostfile points here */
@@ -183,6 +184,13 @@ static int settle(launch_opts *o, host_set *hs, zt_err *err)
     if (o->hostfile && o->hosts)
         return zt_fail(err, ZT_EINPUT, "ztrain launch: give --hostfile or --hosts, not both");
     char num_src[600] = "--num_processes", mach_src[600] = "--num_machines";
+    if (o->num && ac.num_processes > 0 && o->num != ac.num_processes) {
+        /* the flag wins, as with accelerate launch; the command is told to run on
+         * the ranks it gets rather than refuse the YAML's count */
+        fprintf(stderr, "ztrain launch: --num_processes %d overrides num_processes %d of %s\n", o->num,
+                ac.num_processes, o->config);
+        o->override_np = 1;
+    }
     if (!o->num && ac.num_processes > 0) {
         o->num = ac.num_processes;
         snprintf(num_src, sizeof num_src, "num_processes in %s", o->config);
@@ -322,6 +330,8 @@ static int build_and_run(const launch_opts *o, const host_set *hs, int argc, cha
         args[n++] = "--threads";
         args[n++] = tp;
     }
+    if (o->override_np && !strcmp(argv[split], "train"))
+        args[n++] = "--ignore_num_processes";
     for (int i = split + 1; i < argc; i++)
         args[n++] = argv[i];
     args[n] = NULL;
@@ -340,6 +350,25 @@ static int build_and_run(const launch_opts *o, const host_set *hs, int argc, cha
     int rc = zt_launch_run(args, o->num, !strcmp(argv[split], "train"), err);
     zt_free(ZT_MEM_OTHER, args, cap * sizeof *args);
     return rc;
+}
+
+/* Accelerate's default config, which `accelerate launch` reads when no
+ * --config_file is given: $HF_HOME/accelerate/default_config.yaml, HF_HOME
+ * defaulting to $XDG_CACHE_HOME/huggingface, and that to ~/.cache/huggingface.
+ * 1 and the path in buf when that file exists. */
+static int default_config(char *buf, size_t cap)
+{
+    const char *hf = getenv("HF_HOME"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    int n;
+    if (hf && *hf)
+        n = snprintf(buf, cap, "%s/accelerate/default_config.yaml", hf);
+    else if (xdg && *xdg)
+        n = snprintf(buf, cap, "%s/huggingface/accelerate/default_config.yaml", xdg);
+    else if (home && *home)
+        n = snprintf(buf, cap, "%s/.cache/huggingface/accelerate/default_config.yaml", home);
+    else
+        return 0;
+    return n > 0 && (size_t)n < cap && access(buf, F_OK) == 0;
 }
 
 int zt_cmd_launch(int argc, char **argv, zt_err *err)
@@ -361,11 +390,12 @@ int zt_cmd_launch(int argc, char **argv, zt_err *err)
         {"hosts", ZT_FLAG_STR, &o.hosts, "host list h1:2,h2:2 (host:slots)", 1, 0, 0},
         {"num_machines", ZT_FLAG_INT, &o.machines, "machines, checked against the hosts (default: the config's)",
          1, 1 << 16, 0},
-        {"machine_rank", ZT_FLAG_INT, &o.machine_rank, "this machine's rank: 0 (mpirun starts the others)", 0,
+        {"machine_rank", ZT_FLAG_INT, &o.machine_rank, "this machine's rank: 0 (mpirun starts the others; default: the config's machine_rank, else 0)", 0,
          1 << 16, 0},
         {"threads_per_process", ZT_FLAG_INT, &o.tpp, "threads per rank (default: this machine's cores / its "
          "ranks, at least 1)", 1, 4096, 0},
-        {"config_file", ZT_FLAG_STR, &o.config, "Accelerate config YAML, passed on to the command", 1, 0, 0},
+        {"config_file", ZT_FLAG_STR, &o.config, "Accelerate config YAML, passed on to the command (default: "
+         "Accelerate's default config, $HF_HOME/accelerate/default_config.yaml, when it exists)", 1, 0, 0},
         {"dry_run", ZT_FLAG_BOOL, &o.dry, "print the mpirun command instead of running it", 1, 0, 0},
     };
     const int nflags = (int)(sizeof flags / sizeof flags[0]);
@@ -381,12 +411,20 @@ int zt_cmd_launch(int argc, char **argv, zt_err *err)
         return rc;
     if (split >= argc)
         return zt_fail(err, ZT_EINPUT, "ztrain launch: no command given (e.g. ztrain launch --num_processes 2 train ...)");
+    char default_cfg[4096];
+    int cmd_has_config = 0; /* `launch train --config_file F`: the command's own file wins */
+    for (int i = split + 1; i < argc; i++)
+        cmd_has_config |= !strncmp(argv[i], "--config_file", 13) && (argv[i][13] == '\0' || argv[i][13] == '=');
+    if (!o.config && !cmd_has_config && default_config(default_cfg, sizeof default_cfg)) {
+        o.config = default_cfg;
+        fprintf(stderr, "ztrain launch: using Accelerate's default config %s (no --config_file given)\n", o.config);
+    }
     host_set hs = {.hosts = zt_alloc(ZT_MEM_OTHER, MAX_HOSTS * sizeof(host))};
     if (!hs.hosts)
         return zt_fail(err, ZT_EFAIL, "out of memory");
     rc = settle(&o, &hs, err);
     if (rc == ZT_OK && hs.n)
-        fprintf(stderr, "ztrain launch: %d ranks on %d machine%s x %d (%s)\n", o.num, hs.n, hs.n == 1 ? "" : "s",
+        fprintf(stderr, "ztrain launch: %d rank%s on %d machine%s x %d (%s)\n", o.num, o.num == 1 ? "" : "s", hs.n, hs.n == 1 ? "" : "s",
                 o.num / hs.n, hs.source);
     if (rc == ZT_OK)
         rc = build_and_run(&o, &hs, argc, argv, split, err);

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <omp.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,9 +12,12 @@
 #include "../comm/comm.h"
 #include "../config/settings.h"
 #include "../core/fs.h"
+#include "../core/prof.h"
 #include "../plan/plan.h"
+#include "../io/hf_carry.h"
 #include "../io/hf_model.h"
 #include "../kernels/matmul.h"
+#include "../text/tokenizer.h"
 #include "../train/preempt.h"
 #include "../train/run_args.h"
 #include "../train/trainer.h"
@@ -22,6 +26,7 @@
 #include "flags.h"
 #include "run_settings.h"
 #include "train_eval.h"
+#include "train_vocab.h"
 
 #define ZTRAIN_VERSION "0.1.0"
 
@@ -94,25 +99,32 @@ static int check_world(const zt_settings *st, int world, int ignore_num_processe
 static int train_command(int argc, char **argv, zt_err *err)
 {
     const char *model = NULL, *data = NULL, *output_dir = NULL, *log_jsonl = NULL, *max_shard = "5GB";
-    const char *resume = NULL, *tokenizer = NULL;
+    const char *resume = NULL, *tokenizer = NULL, *profile = NULL, *profile_steps = NULL, *text_field = "text";
+    int completion_only = 1;
     long save_total_limit = 0;
     int override_ckpt = 0, allow_precision = 0;
     int threads = 0, progress = -1;
     double peak = 0.0, coll_timeout = 600.0;
-    long skip_nonfinite = 0;
+    long skip_nonfinite = 0, max_skipped = 20;
     const char *max_memory = NULL;
     int ignore_np = 0;
     zt_settings st;
     zt_settings_defaults(&st);
     zt_cli_eval ev = ZT_CLI_EVAL_DEFAULTS;
+    zt_cli_vocab voc = ZT_CLI_VOCAB_DEFAULTS;
     zt_flag flags[] = {
         {"model", ZT_FLAG_STR, &model, "Hugging Face model directory (config.json + safetensors)", 1, 0, 0},
-        {"data", ZT_FLAG_STR, &data, "token data: .npy, .bin (uint16) or .txt (bytes, or text with --tokenizer)", 1, 0, 0},
-        {"tokenizer", ZT_FLAG_STR, &tokenizer, "tokenize .txt data with DIR/tokenizer.json (once: cached by content hash)", 1, 0, 0},
+        {"data", ZT_FLAG_STR, &data, "FILE...: token data (.npy, .bin uint16, .txt bytes) or text with --tokenizer (.txt; JSON Lines .jsonl/.json, a document a record); several files are one stream, in order", 1, 0, 0},
+        {"tokenizer", ZT_FLAG_STR, &tokenizer, "tokenize text data with DIR/tokenizer.json (once: cached by content hash)", 1, 0, 0},
+        {"text_field", ZT_FLAG_STR, &text_field, "the string member of each JSON Lines record that holds its text (default text)", 1, 0, 0},
+        {"completion_only_loss", ZT_FLAG_BOOL, &completion_only, "prompt/completion records: the loss on the completion only (default true, as TRL); false: on every token", 1, 0, 0},
         TRAIN_EVAL_FLAGS(ev),
-        {"output_dir", ZT_FLAG_STR, &output_dir, "where the trained model is written", 1, 0, 0},
+        {"output_dir", ZT_FLAG_STR, &output_dir, "where the trained model (and its checkpoint-N) are written (default none: the model is discarded, with a warning)", 1, 0, 0},
         {"log_jsonl", ZT_FLAG_STR, &log_jsonl, "write one JSON object per optimizer step here", 1, 0, 0},
+        {"profile", ZT_FLAG_STR, &profile, "write a Chrome trace (Perfetto) of every kernel, collective and phase here, and print the time by kernel class at the end", 1, 0, 0},
+        {"profile_steps", ZT_FLAG_STR, &profile_steps, "the steps --profile records: A-B, A or A- (default: every step)", 1, 0, 0},
         PLAN_FLAGS(st),
+        TRAIN_VOCAB_FLAGS(voc),
         {"seed", ZT_FLAG_LONG, &st.seed, "seed for --shuffle (default 42)", 0, 9.2e18, 0},
         {"shuffle", ZT_FLAG_BOOL, &st.shuffle, "seeded shuffle of the windows each epoch (default: in order)", 1, 0, 0},
         {"max_shard_size", ZT_FLAG_STR, &max_shard, "split saved weights into shards above this size, e.g. 5GB, 200MB (default 5GB, as HF)", 1, 0, 0},
@@ -122,9 +134,10 @@ static int train_command(int argc, char **argv, zt_err *err)
         {"override_checkpoint_args", ZT_FLAG_BOOL, &override_ckpt, "resume even where hyper-parameters differ from the checkpoint's, printing each change", 1, 0, 0},
         {"allow_precision_change", ZT_FLAG_BOOL, &allow_precision, "resume under another master dtype, converting the saved state", 1, 0, 0},
         {"threads", ZT_FLAG_INT, &threads, "threads per process (default: the cores this process may use)", 0, 4096, 0},
-        {"progress", ZT_FLAG_BOOL, &progress, "progress bar (default: when stderr is a terminal)", 1, 0, 0},
+        {"progress", ZT_FLAG_BOOL, &progress, "progress bar, drawn only on a terminal (default: when stderr is one); elsewhere the plain lines of --logging_steps", 1, 0, 0},
         {"peak_gflops", ZT_FLAG_DOUBLE, &peak, "matrix-product peak for MFU (default: measured)", 0, 1e9, 0},
         {"skip_nonfinite_steps", ZT_FLAG_LONG, &skip_nonfinite, "outside fp16 loss scaling, skip up to N steps in a row whose loss or gradient holds an inf or NaN (default 0: stop at the first)", 0, 1e12, 0},
+        {"max_consecutive_skipped_steps", ZT_FLAG_LONG, &max_skipped, "fp16: stop with an error (exit 1) when a step overflows with the loss scale at its floor (min_loss_scale) after more than N skipped steps in a row (default 20; 0: at the first such overflow, as DeepSpeed)", 0, 1e12, 0},
         {"max_memory", ZT_FLAG_STR, &max_memory, "bytes each rank may use, e.g. 8GB (default: the machine's available memory shared by its ranks); a run estimated above it is refused before allocating", 1, 0, 0},
         {"ignore_num_processes", ZT_FLAG_BOOL, &ignore_np, "run on the ranks MPI started even when the Accelerate YAML's num_processes differs", 1, 0, 0},
         {"collective_timeout", ZT_FLAG_DOUBLE, &coll_timeout, "seconds one collective may block before the job is aborted with what each rank waits for (default 600, as NCCL's)", 0.1, 1e9, 0},
@@ -134,18 +147,48 @@ static int train_command(int argc, char **argv, zt_err *err)
     st.given_ctx = &table;
     if (zt_flags_wants_help(argc, argv)) {
         zt_flags_usage(flags, NFLAGS(flags),
-                       "usage: ztrain train --model DIR --data FILE [flags]\n"
+                       "usage: ztrain train --model DIR --data FILE... [flags]\n"
                        "       mpirun -np N ztrain train ...   or   ztrain launch --num_processes N train ...\n"
                        "Precedence: flags > DeepSpeed JSON > Accelerate YAML > defaults (docs/zero.md).");
         return ZT_OK;
     }
+    char command_line[1024] = "ztrain train";
+    for (int i = 0; i < argc; i++) { /* recorded in each checkpoint's trainer_state.json, --data included */
+        size_t len = strlen(command_line);
+        snprintf(command_line + len, sizeof command_line - len, " %s", argv[i]);
+    }
+    /* --data A B ...: its values leave argv here (the table lists it for --help) */
+    enum { MAX_DATA = 64 };
+    const char *data_files[MAX_DATA], **taken = NULL;
+    int n_data = zt_cli_take_list("--data", &argc, argv, &taken);
+    if (n_data < 0)
+        return zt_fail(err, ZT_EFAIL, "out of memory");
+    for (int i = 0; i < n_data && i < MAX_DATA; i++)
+        data_files[i] = taken[i];
+    free(taken);
+    if (n_data > MAX_DATA)
+        return zt_fail(err, ZT_EINPUT, "--data: %d files, more than %d; join them first (ztrain tokenize)", n_data,
+                       MAX_DATA);
+    data = n_data > 0 ? data_files[0] : NULL;
     int rc = zt_flags_parse(flags, NFLAGS(flags), argc, argv, "ztrain train", err);
     if (rc)
         return rc;
     if (!model || !data)
         return zt_fail(err, ZT_EINPUT, "ztrain train: --model and --data are required");
+    /* checkpoints go into --output_dir, as Trainer's do: without one they would be
+     * a silent no-op */
+    if (st.save_steps > 0 && !output_dir)
+        return zt_fail(err, ZT_EINPUT, "--save_steps %ld needs --output_dir DIR (checkpoint-N directories are "
+                       "written there)", st.save_steps);
+    long prof_a = 1, prof_b = 0;
+    if (profile_steps && !profile)
+        return zt_fail(err, ZT_EINPUT, "--profile_steps: needs --profile FILE.json (where the trace goes)");
+    if (profile_steps && (rc = zt_prof_parse_steps(profile_steps, &prof_a, &prof_b, err)))
+        return rc;
     if (zt_comm_init_mpi(NULL, NULL, &g_rank, &g_world) != ZT_OK)
         return zt_fail(err, ZT_EFAIL, "MPI_Init failed");
+    if (profile && (rc = zt_prof_open(profile, prof_a, prof_b, g_rank, err)))
+        return rc;
     zt_train_args a;
     zt_plan plan;
     zt_llama_config cfg;
@@ -184,16 +227,13 @@ static int train_command(int argc, char **argv, zt_err *err)
     a.save_total_limit = save_total_limit;
     a.override_checkpoint_args = override_ckpt;
     a.allow_precision_change = allow_precision;
-    char command_line[1024] = "ztrain train";
-    for (int i = 0; i < argc; i++) { /* recorded in each checkpoint's trainer_state.json */
-        size_t len = strlen(command_line);
-        snprintf(command_line + len, sizeof command_line - len, " %s", argv[i]);
-    }
     a.command_line = command_line;
+    a.tokenizer_dir = tokenizer;
     a.peak_gflops = peak;
     a.skip_nonfinite_steps = skip_nonfinite;
-    a.progress = progress < 0 ? isatty(STDERR_FILENO) : progress;
-    if ((rc = zt_cli_eval_apply(&ev, &a, err)))
+    a.max_consecutive_skipped_steps = max_skipped;
+    a.progress = progress != 0 && isatty(STDERR_FILENO); /* a log file gets lines, not carriage returns */
+    if ((rc = zt_cli_eval_apply(&ev, &a, err)) || (rc = zt_cli_vocab_apply(&voc, &table, &a, err)))
         return rc;
 
     zt_comm comm;
@@ -205,15 +245,25 @@ static int train_command(int argc, char **argv, zt_err *err)
     if (g_rank == 0)
         printf("ztrain %s: %d rank%s x %d thread%s\n", ZTRAIN_VERSION, g_world, g_world == 1 ? "" : "s",
                nthreads, nthreads == 1 ? "" : "s");
-    char tok_data[4096];
-    if ((tokenizer && (rc = zt_cli_text_data(&a.data_path, tokenizer, cfg.vocab_size, &comm, g_rank, nthreads, tok_data,
-                                             sizeof tok_data, err))) ||
-        (rc = zt_cli_eval_tokenize(&ev, &a, tokenizer, cfg.vocab_size, &comm, g_rank, nthreads, err))) {
+    if (!output_dir && g_rank == 0)
+        fprintf(stderr, "ztrain: warning: no --output_dir: the trained model is discarded at the end of the run\n");
+    char tok_data[4096], mask_data[4096];
+    if ((rc = zt_cli_data_files(data_files, n_data, text_field, tokenizer, cfg.vocab_size, &comm, g_rank, nthreads,
+                                &a.data_path, tok_data, sizeof tok_data, &a.loss_mask_path, mask_data, err)) ||
+        (rc = zt_cli_eval_tokenize(&ev, &a, tokenizer, text_field, cfg.vocab_size, &comm, g_rank, nthreads, err))) {
         zt_comm_free(&comm);
         return rc;
     }
+    if (a.loss_mask_path && g_rank == 0)
+        printf("loss: %s\n", completion_only ? "on the completions only (TRL's completion_only_loss)"
+                                             : "on every token (--completion_only_loss false)");
+    if (!completion_only) /* TRL's completion_only_loss=False: prompt tokens are targets too */
+        a.loss_mask_path = NULL;
     zt_train_result res;
     rc = zt_train(&a, &res, err);
+    if (rc == ZT_OK) /* the trace, and rank 0's table by kernel class */
+        rc = zt_prof_finish(g_rank == 0 ? stdout : NULL, err);
+    zt_prof_close();
     zt_comm_free(&comm);
     return rc;
 }
@@ -234,23 +284,24 @@ static int cmd_train(int argc, char **argv, zt_err *err)
 static int cmd_eval(int argc, char **argv, zt_err *err)
 {
     const char *model = NULL, *data = NULL, *mixed_precision = "no", *tokenizer = NULL, *output_json = NULL;
-    const char *device = NULL;
+    const char *device = NULL, *text_field = "text";
     int block_size = 128, batch = 8, threads = 0;
     long max_batches = 0;
     zt_flag flags[] = {
         {"model", ZT_FLAG_STR, &model, "Hugging Face model directory", 1, 0, 0},
-        {"data", ZT_FLAG_STR, &data, "token data: .npy, .bin or .txt (bytes, or text with --tokenizer)", 1, 0, 0},
-        {"tokenizer", ZT_FLAG_STR, &tokenizer, "tokenize .txt data with DIR/tokenizer.json (once: cached by content hash)", 1, 0, 0},
+        {"data", ZT_FLAG_STR, &data, "token data: .npy, .bin or .txt (bytes), or text with --tokenizer (.txt; JSON Lines .jsonl/.json)", 1, 0, 0},
+        {"tokenizer", ZT_FLAG_STR, &tokenizer, "tokenize text data with DIR/tokenizer.json (once: cached by content hash)", 1, 0, 0},
+        {"text_field", ZT_FLAG_STR, &text_field, "the string member of each JSON Lines record that holds its text (default text)", 1, 0, 0},
         {"block_size", ZT_FLAG_INT, &block_size, "tokens per sequence (default 128)", 1, 1 << 20, 0},
         {"per_device_eval_batch_size", ZT_FLAG_INT, &batch, "sequences per batch (default 8)", 1, 1 << 20, 0},
         {"max_batches", ZT_FLAG_LONG, &max_batches, "stop after K batches (default: all)", 0, 1e12, 0},
-        {"mixed_precision", ZT_FLAG_STR, &mixed_precision, "no | bf16", 1, 0, 0},
+        {"mixed_precision", ZT_FLAG_STR, &mixed_precision, "no | bf16 (or bfloat16)", 1, 0, 0},
         {"device", ZT_FLAG_STR, &device, "cpu (default) | cuda (make cuda)", 1, 0, 0},
         {"threads", ZT_FLAG_INT, &threads, "threads (default: the cores this process may use)", 0, 4096, 0},
         {"output_json", ZT_FLAG_STR, &output_json, "also write {\"eval_loss\", \"perplexity\", \"eval_tokens\"} here (atomically; full precision)", 1, 0, 0},
     };
     if (zt_flags_wants_help(argc, argv)) {
-        zt_flags_usage(flags, NFLAGS(flags), "usage: ztrain eval --model DIR --data FILE --block_size T [flags]");
+        zt_flags_usage(flags, NFLAGS(flags), "usage: ztrain eval --model DIR --data FILE [--block_size T] [flags]");
         return ZT_OK;
     }
     int rc = zt_flags_parse(flags, NFLAGS(flags), argc, argv, "ztrain eval", err);
@@ -263,18 +314,14 @@ static int cmd_eval(int argc, char **argv, zt_err *err)
         (zt_dtype_parse(mixed_precision, &a.compute) != 0 || a.compute != ZT_BF16))
         return zt_fail(err, ZT_EINPUT, "--mixed_precision: expected no or bf16, got '%s'", mixed_precision);
     int nthreads = zt_cli_set_threads(threads);
-    char tok_data[4096], cfg_path[4096];
+    char tok_data[4096];
     zt_llama_config cfg;
-    if (tokenizer) {
-        snprintf(cfg_path, sizeof cfg_path, "%s/config.json", model);
-        if ((rc = zt_hf_config_read(cfg_path, &cfg, err)) ||
-            (rc = zt_cli_text_data(&a.data_path, tokenizer, cfg.vocab_size, NULL, 0, nthreads, tok_data, sizeof tok_data, err)))
-            return rc;
-    }
+    if ((rc = zt_hf_read_config_dir(model, &cfg, err)) ||
+        (tokenizer && (rc = zt_cli_data_files(&data, 1, text_field, tokenizer, cfg.vocab_size, NULL, 0, nthreads,
+                                              &a.data_path, tok_data, sizeof tok_data, NULL, NULL, err))))
+        return rc;
     /* sizes before allocation, as for train: the weights once in the compute
      * dtype and the activations of one batch */
-    if (!tokenizer && (rc = zt_hf_read_config_dir(model, &cfg, err)))
-        return rc;
     zt_precision prec = {.load = ZT_F32, .master = ZT_F32, .compute = a.compute, .reduce = a.compute,
                          .save = ZT_F32};
     zt_plan eplan = zt_plan_single(prec, ZT_WRAP_TRANSFORMER);
@@ -308,16 +355,35 @@ static int cmd_eval(int argc, char **argv, zt_err *err)
 
 /* ---- init-model ----------------------------------------------------------- */
 
+/* init-model --tokenizer DIR: the vocabulary is the tokenizer's, and its special
+ * tokens are the config's bos/eos/pad ids (as a model made for a tokenizer has). */
+static int tokenizer_sizes(const char *tok_dir, zt_llama_config *cfg, zt_hf_token_ids *ids, zt_err *err)
+{
+    zt_tokenizer *tok = NULL;
+    int rc = zt_tok_load(tok_dir, &tok, err);
+    if (rc)
+        return zt_wrap(err, "--tokenizer: ");
+    if (cfg->vocab_size != zt_tok_vocab_size(tok))
+        printf("vocab_size %d (the tokenizer's) instead of the config's %d\n", zt_tok_vocab_size(tok),
+               cfg->vocab_size);
+    cfg->vocab_size = zt_tok_vocab_size(tok);
+    zt_hf_token_ids special = {zt_tok_bos_id(tok), zt_tok_eos_id(tok), zt_tok_pad_id(tok)};
+    *ids = special;
+    zt_tok_free(tok);
+    return ZT_OK;
+}
+
 static int cmd_init_model(int argc, char **argv, zt_err *err)
 {
-    const char *cfg_path = NULL, *out = NULL, *torch_dtype = "float32";
+    const char *cfg_path = NULL, *out = NULL, *torch_dtype = "float32", *tok_dir = NULL;
     long seed = 0;
     const char *max_shard = "5GB";
     zt_flag flags[] = {
         {"model_config", ZT_FLAG_STR, &cfg_path, "config.json describing the architecture", 1, 0, 0},
         {"output_dir", ZT_FLAG_STR, &out, "directory to write config.json + model.safetensors", 1, 0, 0},
+        {"tokenizer", ZT_FLAG_STR, &tok_dir, "size the vocabulary from DIR/tokenizer.json, set bos/eos/pad_token_id from its special tokens, and save its files with the model", 1, 0, 0},
         {"seed", ZT_FLAG_LONG, &seed, "random seed (default 0)", 0, 9.2e18, 0},
-        {"torch_dtype", ZT_FLAG_STR, &torch_dtype, "fp32 | bf16 | fp16 (dtype of the saved weights)", 1, 0, 0},
+        {"torch_dtype", ZT_FLAG_STR, &torch_dtype, "dtype of the saved weights: fp32 | bf16 | fp16 (or float32, bfloat16, float16; default float32)", 1, 0, 0},
         {"max_shard_size", ZT_FLAG_STR, &max_shard, "split weights into shards above this size, e.g. 5GB, 200MB, 64KB (default 5GB, as HF)", 1, 0, 0},
     };
     if (zt_flags_wants_help(argc, argv)) {
@@ -335,10 +401,14 @@ static int cmd_init_model(int argc, char **argv, zt_err *err)
         (rc = zt_cli_parse_size("max_shard_size", max_shard, &max_shard_bytes, err)))
         return rc;
     zt_llama_config cfg;
-    if ((rc = zt_hf_config_read(cfg_path, &cfg, err)))
+    zt_hf_token_ids ids = ZT_HF_TOKEN_IDS_NONE;
+    if ((rc = zt_hf_config_read(cfg_path, &cfg, err)) || (tok_dir && (rc = tokenizer_sizes(tok_dir, &cfg, &ids, err))))
         return rc;
     size_t numel = 0;
     if ((rc = zt_hf_init_random(out, &cfg, (uint64_t)seed, dt, max_shard_bytes, &numel, err)))
+        return rc;
+    /* the config's other keys, and the tokenizer's files beside the weights */
+    if ((rc = zt_hf_carry(out, cfg_path, NULL, tok_dir, tok_dir ? &ids : NULL, err)))
         return rc;
     printf("wrote a %zu-parameter model to %s\n", numel, out);
     return ZT_OK;
@@ -389,6 +459,10 @@ int main(int argc, char **argv)
         printf("ztrain %s\n", ZTRAIN_VERSION);
         return 0;
     }
+    /* A write past the file size limit (ulimit -f) raises SIGXFSZ, whose default
+     * kills the process without a word; ignored, the write fails with EFBIG and
+     * the error names the file like any other failed write. */
+    signal(SIGXFSZ, SIG_IGN);
     zt_err err = {0};
     for (int i = 0; i < NCOMMANDS; i++) {
         if (strcmp(argv[1], commands[i].name) != 0)

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../io/hf_carry.h"
 #include "../train/checkpoint.h"
 #include "commands.h"
 #include "flags.h"
@@ -30,7 +31,7 @@ int zt_cmd_merge_weights(int argc, char **argv, zt_err *err)
 {
     const char *dtype_name = NULL, *max_shard = "5GB";
     zt_flag flags[] = {
-        {"dtype", ZT_FLAG_STR, &dtype_name, "float32 | bfloat16 (default: the checkpoint's save dtype, config.json's torch_dtype)", 1, 0, 0},
+        {"dtype", ZT_FLAG_STR, &dtype_name, "fp32 | bf16 (or float32, bfloat16; default: the checkpoint's save dtype, config.json's torch_dtype)", 1, 0, 0},
         {"max_shard_size", ZT_FLAG_STR, &max_shard, "split the weights into shards above this size, e.g. 5GB, 200MB (default 5GB, as HF)", 1, 0, 0},
     };
     const char *usage = "usage: ztrain merge-weights CHECKPOINT_DIR OUTPUT_DIR [--dtype float32|bfloat16] [--max_shard_size SIZE]";
@@ -46,11 +47,12 @@ int zt_cmd_merge_weights(int argc, char **argv, zt_err *err)
         return rc;
     zt_dtype dtype = ZT_F32;
     if (dtype_name && (zt_dtype_parse(dtype_name, &dtype) != 0 || dtype == ZT_F16))
-        return zt_fail(err, ZT_EINPUT, "--dtype: expected float32 or bfloat16, got '%s'", dtype_name);
+        return zt_fail(err, ZT_EINPUT, "--dtype: expected fp32 or bf16 (float32, bfloat16), got '%s'", dtype_name);
     size_t max_shard_bytes = 0;
     if ((rc = zt_cli_parse_size("max_shard_size", max_shard, &max_shard_bytes, err)))
         return rc;
-    if ((rc = zt_ckpt_merge(dir, out, dtype_name ? &dtype : NULL, max_shard_bytes, err)))
+    if ((rc = zt_ckpt_merge(dir, out, dtype_name ? &dtype : NULL, max_shard_bytes, err)) ||
+        (rc = zt_hf_carry_model(out, dir, NULL, err))) /* the config keys, generation config, tokenizer it carried */
         return rc;
     printf("merged %s into %s (peak resident memory %.1f MiB)\n", dir, out, (double)peak_rss_kib() / 1024.0);
     return ZT_OK;

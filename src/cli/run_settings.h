@@ -24,11 +24,11 @@ int zt_flag_given(void *ctx, const char *name);
 #define PLAN_FLAGS(S)                                                                                      \
     {"config_file", ZT_FLAG_STR, &(S).config_file, "Accelerate config YAML (distributed_type, mixed_precision, fsdp_config, deepspeed_config); flags override it", 1, 0, 0}, \
     {"deepspeed_config_file", ZT_FLAG_STR, &(S).deepspeed_config_file, "DeepSpeed JSON (\"auto\" resolved as Accelerate does); flags override it", 1, 0, 0}, \
-    {"torch_dtype", ZT_FLAG_STR, &(S).torch_dtype, "load dtype: float32 | bfloat16 | float16 | auto (config's)", 1, 0, 0}, \
+    {"torch_dtype", ZT_FLAG_STR, &(S).torch_dtype, "load dtype: fp32 | bf16 | fp16 (or float32, bfloat16, float16) | auto (config's)", 1, 0, 0}, \
     {"mixed_precision", ZT_FLAG_STR, &(S).mixed_precision, "no | bf16 | fp16 (fp32 master; fp16 with loss scaling)", 1, 0, 0}, \
     {"use_fsdp", ZT_FLAG_BOOL, &(S).use_fsdp, "FSDP semantics (sharding strategy, dtype rules)", 1, 0, 0}, \
-    {"fsdp_sharding_strategy", ZT_FLAG_STR, &(S).strategy, "FULL_SHARD | SHARD_GRAD_OP | NO_SHARD | HYBRID_SHARD | HYBRID_SHARD_ZERO2 (or 1-5)", 1, 0, 0}, \
-    {"fsdp_auto_wrap_policy", ZT_FLAG_STR, &(S).wrap, "TRANSFORMER_BASED_WRAP | SIZE_BASED_WRAP | NO_WRAP", 1, 0, 0}, \
+    {"fsdp_sharding_strategy", ZT_FLAG_STR, &(S).strategy, "FULL_SHARD | SHARD_GRAD_OP | NO_SHARD | HYBRID_SHARD | HYBRID_SHARD_ZERO2 (or 1-5; default FULL_SHARD under FSDP)", 1, 0, 0}, \
+    {"fsdp_auto_wrap_policy", ZT_FLAG_STR, &(S).wrap, "TRANSFORMER_BASED_WRAP | SIZE_BASED_WRAP | NO_WRAP (default TRANSFORMER_BASED_WRAP; DeepSpeed stages 0-2: NO_WRAP)", 1, 0, 0}, \
     {"fsdp_backward_prefetch", ZT_FLAG_STR, &(S).backward_prefetch, "stage 3: BACKWARD_PRE (default) | BACKWARD_POST | NO_PREFETCH: when the next unit's all-gather starts in backward", 1, 0, 0}, \
     {"fsdp_forward_prefetch", ZT_FLAG_BOOL, &(S).forward_prefetch, "stage 3: start the next unit's all-gather before computing this one's forward (default false)", 1, 0, 0}, \
     {"fsdp_limit_all_gathers", ZT_FLAG_BOOL, &(S).limit_all_gathers, "stage 3: at most two all-gathers in flight, the unit's and the next (default true); false prefetches as far as the gather pool holds (more memory)", 1, 0, 0}, \
@@ -37,7 +37,7 @@ int zt_flag_given(void *ctx, const char *name);
     {"zero_stage", ZT_FLAG_INT, &(S).zero_stage, "DeepSpeed ZeRO stage 0-3 (default 2)", 0, 3, 0}, \
     {"ranks_per_node", ZT_FLAG_INT, &(S).ranks_per_node, "hybrid sharding group size (default: all ranks)", 1, 1 << 20, 0}, \
     {"master_compensation", ZT_FLAG_STR, &(S).compensation, "none | kahan: Kahan-compensated bf16 master (2 more bytes/param, keeps sub-ulp updates)", 1, 0, 0}, \
-    {"reduce_dtype", ZT_FLAG_STR, &(S).reduce_dtype, "gradient reduction dtype (default: the compute dtype)", 1, 0, 0}, \
+    {"reduce_dtype", ZT_FLAG_STR, &(S).reduce_dtype, "gradient reduction dtype: fp32 | bf16 | fp16, or float32, ... (default: the compute dtype)", 1, 0, 0}, \
     {"device", ZT_FLAG_STR, &(S).device, "cpu (default) | cuda (make cuda): one GPU per rank, by its place on its machine", 1, 0, 0}, \
     {"kernels", ZT_FLAG_STR, &(S).kernels, "exact (bit parity with the CPU; the CPU's only mode) | fast (the default on --device cuda: fast kernels, an asynchronous step)", 1, 0, 0}, \
     {"comm_backend", ZT_FLAG_STR, &(S).comm_backend, "--device cuda: auto (default: nccl when each rank has its own GPU) | nccl | mpi (staged through host memory)", 1, 0, 0}, \
@@ -51,7 +51,7 @@ int zt_flag_given(void *ctx, const char *name);
     {"adam_beta2", ZT_FLAG_DOUBLE, &(S).beta2, "default 0.999", 0, 0.999999999, 0}, \
     {"adam_epsilon", ZT_FLAG_DOUBLE, &(S).eps, "default 1e-8", 0, 1, 0}, \
     {"max_grad_norm", ZT_FLAG_DOUBLE, &(S).max_grad_norm, "clip the global gradient norm (0: off; default 1.0)", 0, 1e30, 0}, \
-    {"lr_scheduler_type", ZT_FLAG_STR, &(S).schedule, "linear | cosine | constant | constant_with_warmup", 1, 0, 0}, \
+    {"lr_scheduler_type", ZT_FLAG_STR, &(S).schedule, "linear (default) | cosine | cosine_with_restarts | polynomial | constant | constant_with_warmup", 1, 0, 0}, \
     {"warmup_steps", ZT_FLAG_LONG, &(S).warmup_steps, "linear warmup steps (default 0)", 0, 1e12, 0}, \
     {"gradient_checkpointing", ZT_FLAG_BOOL, &(S).checkpointing, "keep only layer inputs; recompute in backward", 1, 0, 0}
 

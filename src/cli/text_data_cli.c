@@ -1,39 +1,162 @@
-/* text_data_cli.c — `train`/`eval --data FILE.txt --tokenizer DIR`: the text
- * is tokenized once into the content-addressed cache (src/text/text_data.h)
- * and the run reads the cached ids, so contract §4's data order applies to them. */
+/* text_data_cli.c — `train`/`eval --data FILE --tokenizer DIR` for text (.txt,
+ * or JSON Lines records: .jsonl, .json): the text is tokenized once into the
+ * content-addressed cache (src/text/text_data.h) and the run reads the cached
+ * ids, so contract §4's data order applies to them; and `train --data A B ...`,
+ * several files read as one stream, in the order given. */
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "../comm/comm.h"
+#include "../core/fs.h"
+#include "../core/mem.h"
+#include "../core/sha256.h"
+#include "../io/tokens.h"
+#include "../text/records.h"
 #include "../text/text_data.h"
 #include "commands.h"
 
-int zt_cli_text_data(const char **data, const char *tok_dir, int model_vocab, zt_comm *comm, int rank, int threads,
-                     char *buf, size_t cap, zt_err *err)
+int zt_cli_is_text(const char *path)
 {
-    const char *dot = strrchr(*data, '.');
-    if (!dot || strcasecmp(dot, ".txt"))
-        return zt_fail(err, ZT_EINPUT, "--tokenizer: --data %s must be a .txt file (ids in .npy/.bin are already tokens)",
-                       *data);
+    const char *dot = strrchr(path, '.');
+    return zt_records_is_jsonl(path) || (dot && !strcasecmp(dot, ".txt"));
+}
+
+int zt_cli_text_data(const char **data, const char *text_field, const char *tok_dir, int model_vocab, zt_comm *comm,
+                     int rank, int threads, char *buf, size_t cap, char *mask_buf, zt_err *err)
+{
+    if (!zt_cli_is_text(*data))
+        return zt_fail(err, ZT_EINPUT, "--tokenizer: --data %s must be a .txt file or JSON Lines records (.jsonl, "
+                       ".json) (ids in .npy/.bin are already tokens)", *data);
     char cache[4096];
-    int rc = zt_text_cache_dir(cache, sizeof cache, err), hit = 0, vocab = 0;
+    int rc = zt_text_cache_dir(cache, sizeof cache, err), hit = 0, vocab = 0, has_mask = 0;
     /* rank 0 fills the cache first; the others then find it (or, on another
      * machine with its own cache, tokenize for themselves: same ids) */
     if (!rc && rank == 0)
-        rc = zt_text_cached_tokens(*data, tok_dir, cache, threads, buf, cap, &hit, &vocab, err);
+        rc = zt_text_cached_tokens(*data, text_field, tok_dir, cache, threads, buf, cap, &hit, &vocab, &has_mask, err);
     if (comm && zt_comm_max_int(comm, rc) != ZT_OK && rc == ZT_OK)
         return zt_fail(err, ZT_EINPUT, "rank 0 could not tokenize %s (its error is printed above)", *data);
     if (!rc && rank != 0)
-        rc = zt_text_cached_tokens(*data, tok_dir, cache, threads, buf, cap, &hit, &vocab, err);
+        rc = zt_text_cached_tokens(*data, text_field, tok_dir, cache, threads, buf, cap, &hit, &vocab, &has_mask, err);
     if (rc)
         return rc;
+    if (has_mask && !mask_buf)
+        return zt_fail(err, ZT_EINPUT, "%s: prompt/completion records are training data here (the loss on the "
+                       "completion only); as evaluation data or with other --data files they are not supported yet",
+                       *data);
+    if (mask_buf)
+        mask_buf[0] = '\0';
+    if (has_mask && zt_text_mask_path(buf, mask_buf, cap) != 0)
+        return zt_fail(err, ZT_EINPUT, "%s: path too long", buf);
     if (vocab > model_vocab)
         return zt_fail(err, ZT_EINPUT, "--tokenizer %s: its vocabulary has %d tokens, more than the model's vocab_size %d",
                        tok_dir, vocab, model_vocab);
     if (rank == 0)
-        printf("data: %s tokenized with %s (%d tokens in the vocabulary)%s: %s\n", *data, tok_dir, vocab,
-               hit ? ", from the cache" : "", buf);
+        printf("data: %s tokenized with %s (%d tokens in the vocabulary)%s: %s%s\n", *data, tok_dir, vocab,
+               hit ? ", from the cache" : "", buf,
+               has_mask ? "; prompt/completion records, with the completions' loss mask beside" : "");
     *data = buf;
     return ZT_OK;
+}
+
+/* One file's ids: with a tokenizer, text's cached ids (ids files are refused:
+ * one rule for every file); without one, the file itself (.txt: its bytes are the
+ * tokens), JSON Lines refused. */
+static int one_file(const char **path, const char *text_field, const char *tok_dir, int model_vocab, zt_comm *comm,
+                    int rank, int threads, char *buf, size_t cap, char *mask_buf, zt_err *err)
+{
+    if (tok_dir)
+        return zt_cli_text_data(path, text_field, tok_dir, model_vocab, comm, rank, threads, buf, cap, mask_buf, err);
+    if (zt_records_is_jsonl(*path))
+        return zt_fail(err, ZT_EINPUT, "--data %s holds text records (JSON Lines): give --tokenizer DIR to tokenize "
+                       "them", *path);
+    return ZT_OK;
+}
+
+/* The concatenation of n token files as one cached .npy, keyed by SHA-256 of
+ * its ids: the same files in the same order are written once. */
+static int concat_files(const char *const *paths, int n, int rank, zt_comm *comm, char *buf, size_t cap, zt_err *err)
+{
+    zt_tokens *parts = zt_alloc(ZT_MEM_OTHER, (size_t)n * sizeof *parts);
+    if (!parts)
+        return zt_fail(err, ZT_EFAIL, "out of memory for %d data files", n);
+    memset(parts, 0, (size_t)n * sizeof *parts);
+    int rc = ZT_OK;
+    size_t total = 0;
+    for (int i = 0; i < n && rc == ZT_OK; i++)
+        if ((rc = zt_tokens_load(paths[i], &parts[i], err)) == ZT_OK)
+            total += parts[i].n;
+    int32_t *all = rc ? NULL : zt_alloc(ZT_MEM_OTHER, total * sizeof *all);
+    if (!rc && !all)
+        rc = zt_fail(err, ZT_EFAIL, "out of memory for %zu tokens of %d data files", total, n);
+    char cache[4096];
+    if (!rc) {
+        size_t at = 0;
+        for (int i = 0; i < n; i++) {
+            memcpy(all + at, parts[i].ids, parts[i].n * sizeof *all);
+            at += parts[i].n;
+        }
+        static const char tag[] = "ztrain token cache v1: int32 ids of several files, in order";
+        zt_sha256 h;
+        uint8_t d[32];
+        char hex[65];
+        zt_sha256_init(&h);
+        zt_sha256_update(&h, tag, sizeof tag);
+        zt_sha256_update(&h, all, total * sizeof *all);
+        zt_sha256_final(&h, d);
+        zt_sha256_hex(d, hex);
+        rc = zt_text_cache_dir(cache, sizeof cache, err);
+        if (!rc && (rc = zt_mkdirs(cache, err)) == ZT_OK && snprintf(buf, cap, "%s/%s.npy", cache, hex) >= (int)cap)
+            rc = zt_fail(err, ZT_EINPUT, "%s: path too long", cache);
+    }
+    /* rank 0 writes; the others write only where it is still missing (a cache
+     * of their own on another machine): the same bytes either way */
+    if (!rc && rank == 0 && access(buf, R_OK) != 0)
+        rc = zt_tokens_write_npy(buf, all, total, err);
+    if (comm && zt_comm_max_int(comm, rc) != ZT_OK && rc == ZT_OK)
+        rc = zt_fail(err, ZT_EINPUT, "rank 0 could not write the joined --data files (its error is printed above)");
+    if (!rc && rank != 0 && access(buf, R_OK) != 0)
+        rc = zt_tokens_write_npy(buf, all, total, err);
+    if (!rc && rank == 0)
+        printf("data: %d files, %zu tokens in all, joined in the order given: %s\n", n, total, buf);
+    zt_free(ZT_MEM_OTHER, all, all ? total * sizeof *all : 0);
+    for (int i = 0; i < n; i++)
+        zt_tokens_free(&parts[i]);
+    zt_free(ZT_MEM_OTHER, parts, (size_t)n * sizeof *parts);
+    return rc;
+}
+
+int zt_cli_data_files(const char *const *files, int n, const char *text_field, const char *tok_dir, int model_vocab,
+                      zt_comm *comm, int rank, int threads, const char **data, char *buf, size_t cap,
+                      const char **mask, char *mask_buf, zt_err *err)
+{
+    *data = files[0];
+    if (mask) {
+        *mask = NULL;
+        mask_buf[0] = '\0';
+    }
+    if (n == 1) {
+        int rc = one_file(data, text_field, tok_dir, model_vocab, comm, rank, threads, buf, cap, mask ? mask_buf : NULL,
+                          err);
+        if (rc == ZT_OK && mask && mask_buf[0])
+            *mask = mask_buf;
+        return rc;
+    }
+    size_t each = 4096;
+    char *resolved = zt_alloc(ZT_MEM_OTHER, (size_t)n * each);
+    const char **paths = zt_alloc(ZT_MEM_OTHER, (size_t)n * sizeof *paths);
+    int rc = resolved && paths ? ZT_OK : zt_fail(err, ZT_EFAIL, "out of memory for %d data files", n);
+    for (int i = 0; i < n && rc == ZT_OK; i++) {
+        paths[i] = files[i];
+        rc = one_file(&paths[i], text_field, tok_dir, model_vocab, comm, rank, threads, resolved + (size_t)i * each,
+                      each, NULL, err);
+    }
+    if (rc == ZT_OK)
+        rc = concat_files(paths, n, rank, comm, buf, cap, err);
+    if (rc == ZT_OK)
+        *data = buf;
+    zt_free(ZT_MEM_OTHER, resolved, resolved ? (size_t)n * each : 0);
+    zt_free(ZT_MEM_OTHER, paths, paths ? (size_t)n * sizeof *paths : 0);
+    return rc;
 }

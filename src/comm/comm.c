@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/prof.h"
 #include "watchdog.h"
 #ifdef ZT_CUDA
 #include "comm_nccl.h"
@@ -660,7 +661,7 @@ static void nccl_start(zt_comm *c, zt_comm_op *op, zt_coll_kind k, int scope, in
 }
 #endif
 
-void zt_comm_allgather(zt_comm *c, void *full, const void *shard, size_t n, zt_dtype dt)
+static void allgather_blocking(zt_comm *c, void *full, const void *shard, size_t n, zt_dtype dt)
 {
     size_t es = zt_dtype_size(dt), per = n / (size_t)c->shard_size;
     if (c->path == ZT_COMM_HOST) {
@@ -688,7 +689,7 @@ void zt_comm_allgather(zt_comm *c, void *full, const void *shard, size_t n, zt_d
     lane_give(c, lane);
 }
 
-void zt_comm_start_allgather(zt_comm *c, zt_comm_op *op, void *full, size_t n, zt_dtype dt)
+static void start_allgather(zt_comm *c, zt_comm_op *op, void *full, size_t n, zt_dtype dt)
 {
     size_t es = zt_dtype_size(dt), per = n / (size_t)c->shard_size, mine = (size_t)c->shard_rank * per * es;
     if (c->path == ZT_COMM_HOST || c->shard_size == 1) {
@@ -712,8 +713,8 @@ void zt_comm_start_allgather(zt_comm *c, zt_comm_op *op, void *full, size_t n, z
     op->host_offset = 0;
 }
 
-void zt_comm_start_reduce_scatter(zt_comm *c, zt_comm_op *op, void *shard, const void *full, void *slices,
-                                  size_t n, zt_dtype dt)
+static void start_reduce_scatter(zt_comm *c, zt_comm_op *op, void *shard, const void *full, void *slices, size_t n,
+                                 zt_dtype dt)
 {
     size_t es = zt_dtype_size(dt), per = n / (size_t)c->shard_size;
     if (c->path == ZT_COMM_HOST) {
@@ -743,7 +744,7 @@ void zt_comm_start_reduce_scatter(zt_comm *c, zt_comm_op *op, void *shard, const
     op->host_offset = 2 * n * es;
 }
 
-void zt_comm_start_allreduce(zt_comm *c, zt_comm_op *op, void *buf, size_t n, zt_dtype dt, int scope)
+static void start_allreduce(zt_comm *c, zt_comm_op *op, void *buf, size_t n, zt_dtype dt, int scope)
 {
     size_t es = zt_dtype_size(dt);
     int size = scope_size(c, scope);
@@ -767,6 +768,47 @@ void zt_comm_start_allreduce(zt_comm *c, zt_comm_op *op, void *buf, size_t n, zt
     op->host_offset = 0;
 }
 
+/* ---- the profiler's events (core/prof.h) ----------------------------------------------
+ * A collective the host runs (MPI, the staged path) is one event on the host's
+ * collectives track, from its start to the return of its wait; on the NCCL path
+ * comm_nccl.c times it on NCCL's stream instead. */
+static int prof_begin(const zt_comm *c, const char *name)
+{
+    return c->path == ZT_COMM_NCCL ? -1 : zt_prof_begin(name, "collective", ZT_PROF_HOST_COMM);
+}
+
+void zt_comm_allgather(zt_comm *c, void *full, const void *shard, size_t n, zt_dtype dt)
+{
+    int h = prof_begin(c, "allgather");
+    allgather_blocking(c, full, shard, n, dt);
+    zt_prof_end(h, 0.0, (double)(n * zt_dtype_size(dt)));
+}
+
+void zt_comm_start_allgather(zt_comm *c, zt_comm_op *op, void *full, size_t n, zt_dtype dt)
+{
+    int h = prof_begin(c, "allgather");
+    start_allgather(c, op, full, n, dt);
+    op->prof = h;
+    op->prof_bytes = n * zt_dtype_size(dt);
+}
+
+void zt_comm_start_reduce_scatter(zt_comm *c, zt_comm_op *op, void *shard, const void *full, void *slices,
+                                  size_t n, zt_dtype dt)
+{
+    int h = prof_begin(c, "reduce_scatter");
+    start_reduce_scatter(c, op, shard, full, slices, n, dt);
+    op->prof = h;
+    op->prof_bytes = n * zt_dtype_size(dt);
+}
+
+void zt_comm_start_allreduce(zt_comm *c, zt_comm_op *op, void *buf, size_t n, zt_dtype dt, int scope)
+{
+    int h = prof_begin(c, "allreduce");
+    start_allreduce(c, op, buf, n, dt, scope);
+    op->prof = h;
+    op->prof_bytes = n * zt_dtype_size(dt);
+}
+
 int zt_comm_test(zt_comm *c, zt_comm_op *op)
 {
 #ifdef ZT_CUDA
@@ -786,6 +828,8 @@ void zt_comm_wait(zt_comm *c, zt_comm_op *op)
 #endif
     host_wait(c, op);
     staged_finish(c, op);
+    zt_prof_end(op->prof, 0.0, (double)op->prof_bytes);
+    op->prof = -1;
 }
 
 void zt_comm_allreduce(zt_comm *c, void *buf, size_t n, zt_dtype dt, int scope)
@@ -809,9 +853,11 @@ double zt_comm_sum_double(zt_comm *c, double x, int scope)
     if (!c->world_comm)
         return x;
     uint64_t seq = enter(c, "sum_double", scope, sizeof x);
+    int h = zt_prof_begin("sum_double", "collective", ZT_PROF_HOST_COMM);
     zt_watch_block(seq);
     MPI_Allreduce(&x, &y, 1, MPI_DOUBLE, MPI_SUM, scope_comm(c, scope));
     zt_watch_unblock(seq);
+    zt_prof_end(h, 0.0, sizeof x);
     return y;
 }
 
@@ -822,9 +868,11 @@ void zt_comm_allgather_bytes(zt_comm *c, void *all, const void *mine, size_t byt
         return;
     }
     uint64_t seq = enter(c, "allgather_bytes", ZT_SCOPE_WORLD, bytes * (size_t)c->world);
+    int h = zt_prof_begin("allgather_bytes", "collective", ZT_PROF_HOST_COMM);
     zt_watch_block(seq);
     MPI_Allgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, scope_comm(c, ZT_SCOPE_WORLD));
     zt_watch_unblock(seq);
+    zt_prof_end(h, 0.0, (double)(bytes * (size_t)c->world));
 }
 
 int zt_comm_agree(zt_comm *c, int rc, zt_err *err)

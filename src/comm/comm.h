@@ -173,6 +173,8 @@ typedef struct zt_comm_op {
     size_t per;                 /* n / G */
     uint64_t seq;               /* its number in the flight recorder */
     zt_dtype dt;
+    int prof;                   /* the profiler's event (core/prof.h), -1: none */
+    size_t prof_bytes;          /*   and the bytes it moves */
 } zt_comm_op;
 
 /* In place: this member's shard is already at its slot of full (offset

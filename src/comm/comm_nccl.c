@@ -2,6 +2,7 @@
  * Compiled into every build, but empty unless make cuda defines ZT_CUDA. */
 #ifdef ZT_CUDA
 #include "comm_nccl.h"
+#include "../core/prof.h"
 #include "watchdog.h"
 
 #include <cuda_runtime.h>
@@ -152,12 +153,16 @@ void zt_nccl_start(zt_comm *c, zt_comm_op *op, zt_coll_kind k, int scope, void *
     /* NCCL's stream waits for the kernels that wrote send */
     CUDA_CHECK(c, cudaEventRecord(st->ready, st->compute));
     CUDA_CHECK(c, cudaStreamWaitEvent(st->stream, st->ready, 0));
+    /* the profiler (core/prof.h) times it on NCCL's stream, with the device's clock */
+    static const char *names[] = {"allgather", "reduce_scatter", "allreduce"};
+    int h = zt_prof_begin(names[k], "collective", (void *)st->stream);
     if (k == ZT_COLL_ALLGATHER)
         NCCL_CHECK(c, ncclAllGather(send, recv, count, nccl_type(dt), nc, st->stream));
     else if (k == ZT_COLL_REDUCE_SCATTER)
         NCCL_CHECK(c, ncclReduceScatter(send, recv, count, nccl_type(dt), ncclSum, nc, st->stream));
     else
         NCCL_CHECK(c, ncclAllReduce(send, recv, count, nccl_type(dt), ncclSum, nc, st->stream));
+    zt_prof_end(h, 0.0, (double)(count * zt_dtype_size(dt)));
     CUDA_CHECK(c, cudaEventCreateWithFlags(op_event(op), cudaEventDisableTiming));
     CUDA_CHECK(c, cudaEventRecord(*op_event(op), st->stream));
     op->active = 1;

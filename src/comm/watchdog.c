@@ -176,9 +176,32 @@ static void on_timeout(uint64_t seq, double waited, int on_device)
     }
     fprintf(stderr, "ztrain: error: rank %d: aborting the job after the collective timeout\n", g_rank);
     fflush(stderr);
+    /* Under Open MPI's mpirun a rank that exits non-zero without MPI_Finalize
+     * makes mpirun abort the job (orte_abort_on_non_zero_status, the default),
+     * with its own one message.  MPI_Abort would do the same, but it first sends
+     * mpirun a help message ("MPI_ABORT was invoked ...") and exits while it may
+     * still be in flight: mpirun then prints an ORTE_ERROR_LOG line about a
+     * truncated buffer.  Elsewhere (srun, another launcher) MPI_Abort is the one
+     * way to end the others. */
+    if (getenv("OMPI_MCA_orte_hnp_uri"))
+        _exit(1);
     /* from this thread: the main thread is stuck inside MPI and will not return */
     MPI_Abort(MPI_COMM_WORLD, 1);
     _exit(1);
+}
+
+/* Has another rank on this machine declared a timeout?  Then the job is being
+ * aborted for it, and this rank's own wait is its consequence, not a second
+ * fault: a rank that was stopped (SIGSTOP, a debugger, a swapped-out node) and is
+ * woken by the abort's SIGCONT finds itself "blocked" for longer than the
+ * timeout, and would blame itself and abort the job a second time (which Open
+ * MPI answers with ORTE_ERROR_LOG lines).  It reports where it is instead. */
+static int other_timed_out(const zt_board *b)
+{
+    for (int i = 0; b && i < b->n; i++)
+        if (i != b->me && atomic_load(&b->slot[i]->timed_out))
+            return 1;
+    return 0;
 }
 
 /* ---- collectives on the device (watchdog.h) ------------------------------- */
@@ -273,7 +296,7 @@ static void dev_tick(void)
         }
     }
     pthread_mutex_unlock(&g_dev_lock);
-    if (seq && waited > atomic_load(&g_timeout))
+    if (seq && waited > atomic_load(&g_timeout) && !other_timed_out(atomic_load(&g_board)))
         on_timeout(seq, waited, 1);
 }
 
@@ -297,7 +320,7 @@ static void *watch_main(void *arg)
                 }
         uint64_t seq = atomic_load(&g_blocked_seq);
         double waited = now_s() - atomic_load(&g_blocked_since);
-        if (seq && waited > atomic_load(&g_timeout) && seq == atomic_load(&g_blocked_seq))
+        if (seq && waited > atomic_load(&g_timeout) && seq == atomic_load(&g_blocked_seq) && !other_timed_out(b))
             on_timeout(seq, waited, 0);
         dev_tick();
     }

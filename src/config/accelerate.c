@@ -740,6 +740,23 @@ int zt_accel_config_parse(const char *name, const char *text, size_t len, zt_acc
     return parse(name, text, len, out, err);
 }
 
+/* A DeepSpeed JSON given where the Accelerate YAML goes: YAML would read it (JSON
+ * is YAML) and refuse its keys one by one; name the mix-up instead.  A JSON
+ * object holding one of DeepSpeed's own top-level keys is taken for one. */
+static int deepspeed_json_given(const char *path, const char *text, zt_err *err)
+{
+    static const char *const ds_keys[] = {"\"zero_optimization\"", "\"train_micro_batch_size_per_gpu\"",
+                                          "\"train_batch_size\"", "\"gradient_accumulation_steps\"", NULL};
+    const char *p = text + strspn(text, " \t\r\n");
+    if (*p != '{')
+        return ZT_OK;
+    for (int i = 0; ds_keys[i]; i++)
+        if (strstr(p, ds_keys[i]))
+            return zt_fail(err, ZT_EINPUT, "%s: this is a DeepSpeed JSON (it has %s), not an Accelerate config: "
+                           "use --deepspeed_config_file %s", path, ds_keys[i], path);
+    return ZT_OK;
+}
+
 int zt_accel_config_read(const char *path, zt_accel_config *out, zt_err *err)
 {
     int fd;
@@ -771,6 +788,10 @@ int zt_accel_config_read(const char *path, zt_accel_config *out, zt_err *err)
         got += (size_t)n;
     }
     close(fd);
+    if (rc == ZT_OK) {
+        text[len] = '\0';
+        rc = deepspeed_json_given(path, text, err);
+    }
     if (rc == ZT_OK)
         rc = parse(path, text, len, out, err);
     zt_free(ZT_MEM_OTHER, text, len + 1);

@@ -77,7 +77,7 @@ typedef struct typed {
 
 enum {
     SEC_TOP, SEC_FP16, SEC_BF16, SEC_BFLOAT16, SEC_ZERO, SEC_OFFLOAD_OPT, SEC_OFFLOAD_PARAM,
-    SEC_ADAM, SEC_ADAMW, SEC_WARMUP_LR, SEC_WARMUP_DECAY, SEC_WARMUP_COSINE, NSEC
+    SEC_ADAM, SEC_ADAMW, SEC_WARMUP_LR, SEC_WARMUP_DECAY, SEC_WARMUP_COSINE, SEC_ACTIVATION, NSEC
 };
 _Static_assert(NSEC <= ZT_SCHEMA_MAX_SECTIONS, "the reader has room for every section");
 
@@ -254,10 +254,33 @@ static const typed schedulers = {scheduler_names, scheduler_params, 0, other_sch
                                  "ztrain's schedules are constant_with_warmup (WarmupLR), linear "
                                  "(WarmupDecayLR) and cosine (WarmupCosineLR)"};
 
+/* activation_checkpointing: given at all, it turns gradient checkpointing on (as
+ * HF Trainer's --gradient_checkpointing with DeepSpeed); its keys tune DeepSpeed's
+ * own checkpointing, and each is accepted where it changes nothing ztrain computes. */
+static const key activation_keys[] = {
+    /* splits each checkpoint over the model-parallel ranks: ztrain has no model
+     * parallelism, so there is nothing to split */
+    {.name = "partition_activations", .kind = K_BOOL, IGNORED},
+    {.name = "cpu_checkpointing", .kind = K_BOOL, IGNORED, .fixed = 1, .want = 0,
+     .why = "ztrain keeps the checkpointed layer inputs where the model computes; moving them to "
+            "host memory is not implemented"},
+    /* copies checkpoints into one buffer against fragmentation: ztrain allocates its
+     * activation buffers once, at start, so there is none */
+    {.name = "contiguous_memory_optimization", .kind = K_BOOL, IGNORED},
+    /* the size of that buffer, in checkpoints */
+    {.name = "number_checkpoints", .kind = K_NUM, IGNORED, .min = 1, .max = MAX_COUNT, .integer = 1},
+    /* a device synchronisation at each checkpoint, for debugging: the same results */
+    {.name = "synchronize_checkpoint_boundary", .kind = K_BOOL, IGNORED},
+    {.name = "profile", .kind = K_BOOL, IGNORED, .fixed = 1, .want = 0,
+     .why = "ztrain does not time checkpointed layers apart (each step's time is in the JSONL)"},
+};
+
 static const section fp16_section = {SEC_FP16, "fp16", fp16_keys, NKEYS(fp16_keys)};
 static const section bf16_section = {SEC_BF16, "bf16", bf16_keys, NKEYS(bf16_keys)};
 static const section bfloat16_section = {SEC_BFLOAT16, "bfloat16", bf16_keys, NKEYS(bf16_keys)};
 static const section zero_section = {SEC_ZERO, "zero_optimization", zero_keys, NKEYS(zero_keys)};
+static const section activation_section = {SEC_ACTIVATION, "activation_checkpointing", activation_keys,
+                                           NKEYS(activation_keys)};
 
 static const key top_keys[] = {
     {.name = "train_batch_size", BATCH(train_batch_size)},
@@ -271,6 +294,7 @@ static const key top_keys[] = {
     {.name = "communication_data_type", .kind = K_ENUM, FIELD(communication_data_type),
      .allowed = comm_types, .icase = 1},
     {.name = "zero_optimization", .kind = K_SECTION, IGNORED, .section = &zero_section},
+    {.name = "activation_checkpointing", .kind = K_SECTION, IGNORED, .section = &activation_section},
     {.name = "optimizer", .kind = K_TYPED, FIELD(optimizer_type), .custom = &optimizers},
     {.name = "scheduler", .kind = K_TYPED, FIELD(scheduler_type), .custom = &schedulers},
     /* logging and DeepSpeed's own safety switches: nothing ztrain computes */
@@ -289,7 +313,7 @@ static const section top_section = {SEC_TOP, "", top_keys, NKEYS(top_keys)};
 static const section *const all_sections[] = {
     &top_section, &fp16_section, &bf16_section, &bfloat16_section, &zero_section,
     &offload_optimizer_section, &offload_param_section, &adam_section, &adamw_section,
-    &warmup_lr_section, &warmup_decay_section, &warmup_cosine_section};
+    &warmup_lr_section, &warmup_decay_section, &warmup_cosine_section, &activation_section};
 _Static_assert(sizeof all_sections / sizeof all_sections[0] == NSEC, "every section listed");
 _Static_assert(NKEYS(top_keys) <= ZT_SCHEMA_MAX_KEYS && NKEYS(zero_keys) <= ZT_SCHEMA_MAX_KEYS &&
                NKEYS(fp16_keys) <= ZT_SCHEMA_MAX_KEYS && NKEYS(adam_keys) <= ZT_SCHEMA_MAX_KEYS &&
@@ -652,6 +676,7 @@ static int from_json(const char *path, zt_json *j, zt_ds_config *out, zt_err *er
         rc = zt_schema_read_map(&r, &top_section, doc.root);
         if (rc == ZT_OK)
             rc = check_combinations(&r);
+        c.activation_checkpointing = given(&r, &top_section, "activation_checkpointing");
     }
     zt_doc_free(&doc);
     if (rc == ZT_OK)

@@ -63,6 +63,8 @@ typedef struct zt_ds_config {
     /* scheduler */
     char scheduler_type[24];          /* "", WarmupLR, WarmupDecayLR, WarmupCosineLR */
     zt_ds_value warmup_num_steps, total_num_steps, warmup_min_lr, warmup_max_lr;
+
+    int activation_checkpointing;     /* the section is given: gradient checkpointing on */
 } zt_ds_config;
 
 /* Every setting absent, path "". */

@@ -83,6 +83,8 @@ static int apply_deepspeed(zt_settings *s, int world, int hidden, zt_err *err)
         return zt_fail(err, ZT_EINPUT, "%s: a DeepSpeed config cannot be used with FSDP (--use_fsdp or "
                        "distributed_type FSDP)", c->path);
     s->use_deepspeed = 1;
+    if (c->activation_checkpointing && !given(s, "gradient_checkpointing")) /* the flag wins, as over any file */
+        s->checkpointing = 1;
     zt_ds_value auto_v = {1, 1, 0};
     if (given(s, "per_device_train_batch_size"))
         c->train_micro_batch_size_per_gpu = auto_v;

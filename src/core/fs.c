@@ -70,12 +70,70 @@ int zt_write_atomic(const char *path, const zt_wpart *parts, int n, zt_err *err)
     return zt_write_atomic_fn(path, n, part_of_array, (void *)parts, err);
 }
 
+int zt_check_output_path(const char *path, const char *what, zt_err *err)
+{
+    struct stat st;
+    /* stat follows a symlink: a link to /dev/full is refused like /dev/full */
+    if (stat(path, &st) != 0 || S_ISREG(st.st_mode))
+        return ZT_OK; /* missing (or unreadable: the open or create names why) */
+    return zt_fail(err, ZT_EINPUT, "%s: %s is a %s, not a regular file (refused: writing to it could block, never "
+                   "end, or go somewhere else)", path, what ? what : "the output", zt_file_kind(st.st_mode));
+}
+
+int zt_open_output(const char *path, const char *what, int *fd, zt_err *err)
+{
+    *fd = -1;
+    int rc = zt_check_output_path(path, what, err);
+    if (rc)
+        return rc;
+    int f = open(path, O_WRONLY | O_CREAT | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0644);
+    if (f < 0) {
+        int e = errno; /* ENXIO: a FIFO (made since the check) with no reader */
+        return zt_fail(err, zt_errno_code(e), "%s: cannot open %s for writing: %s", path, what ? what : "the output",
+                       strerror(e));
+    }
+    struct stat st = {0};
+    if (fstat(f, &st) != 0 || !S_ISREG(st.st_mode)) {
+        int e = errno;
+        close(f);
+        return !st.st_mode /* fstat failed */
+                   ? zt_fail(err, ZT_EFAIL, "%s: cannot stat: %s", path, strerror(e))
+                   : zt_fail(err, ZT_EINPUT, "%s: %s is a %s, not a regular file", path, what ? what : "the output",
+                             zt_file_kind(st.st_mode));
+    }
+    int fl = fcntl(f, F_GETFL);
+    if (ftruncate(f, 0) != 0 || fl < 0 || fcntl(f, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+        int e = errno;
+        close(f);
+        return zt_fail(err, zt_errno_code(e), "%s: cannot truncate %s: %s", path, what ? what : "the output",
+                       strerror(e));
+    }
+    *fd = f;
+    return ZT_OK;
+}
+
+int zt_write_record(int fd, const char *path, const void *data, size_t n, zt_err *err)
+{
+    off_t before = lseek(fd, 0, SEEK_CUR);
+    if (write_all(fd, data, n) == 0)
+        return ZT_OK;
+    int e = errno;
+    /* a short write left part of the record: cut it, so every line stays whole */
+    if (before >= 0)
+        (void)ftruncate(fd, before);
+    return zt_fail(err, ZT_EFAIL, "%s: writing a record: %s (the file ends with the last whole record)", path,
+                   strerror(e));
+}
+
 int zt_write_atomic_fn(const char *path, int n, zt_part_fn get, void *ctx, zt_err *err)
 {
     if (!path || !*path)
         return zt_fail(err, ZT_EINPUT, "write: empty output path");
     if (n < 0 || !get)
         return zt_fail(err, ZT_EFAIL, "%s: write: bad part list", path);
+    int rc0 = zt_check_output_path(path, NULL, err);
+    if (rc0)
+        return rc0;
     size_t tmp_bytes = strlen(path) + 32;
     char *tmp = zt_alloc(ZT_MEM_OTHER, tmp_bytes);
     if (!tmp)

@@ -24,6 +24,24 @@ int zt_write_atomic_fn(const char *path, int n, zt_part_fn get, void *ctx, zt_er
  * (mode 0644), its name in tmp[cap]: the descriptor, or -1 with errno set. */
 int zt_create_temp(const char *path, char *tmp, size_t cap);
 
+/* An existing path that is a FIFO, a device, a socket or a directory is refused
+ * as an output (ZT_EINPUT naming its kind), as zt_open_input refuses it as an
+ * input: writing to one could block, never end, or land somewhere else.  A
+ * missing path, a regular file, or a symlink to either (which zt_write_atomic
+ * replaces) is fine.  zt_write_atomic checks it before creating anything. */
+int zt_check_output_path(const char *path, const char *what, zt_err *err);
+
+/* A log written record by record (the training JSONL): opened without ever
+ * blocking (O_NONBLOCK: a FIFO with no reader fails at once instead of waiting
+ * in open for good, where no stop request reaches it), refused unless it is a
+ * regular file (zt_check_output_path, then fstat on the descriptor), and then
+ * truncated.  *fd is a blocking descriptor. */
+int zt_open_output(const char *path, const char *what, int *fd, zt_err *err);
+/* Append one whole record of n bytes.  On a failed or short write (a full disk,
+ * a file size limit, an I/O error) the partial record is cut off again, so the
+ * file ends with its last whole record, and the error names the file: ZT_EFAIL. */
+int zt_write_record(int fd, const char *path, const void *data, size_t n, zt_err *err);
+
 /* mkdir -p: create dir and its missing parents; an existing directory is fine,
  * an existing non-directory is ZT_EINPUT naming it. */
 int zt_mkdirs(const char *dir, zt_err *err);

@@ -2,10 +2,12 @@
 #include "hf_model.h"
 
 #include <cjson/cJSON.h>
+#include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../core/fs.h"
@@ -15,6 +17,15 @@
 
 int zt_hf_read_config_dir(const char *dir, zt_llama_config *cfg, zt_err *err)
 {
+    /* `--model out/model/config.json`: a model is its directory, as from_pretrained
+     * takes it; say so rather than look for config.json/config.json */
+    struct stat sb;
+    if (stat(dir, &sb) == 0 && !S_ISDIR(sb.st_mode)) {
+        const char *slash = strrchr(dir, '/');
+        int parent = slash ? (int)(slash - dir) : 0;
+        return zt_fail(err, ZT_EINPUT, "--model %s: a model is the directory that holds config.json and the "
+                       "weights, not a file; give --model %.*s", dir, parent ? parent : 1, parent ? dir : ".");
+    }
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dir);
     return zt_hf_config_read(path, cfg, err);
@@ -147,6 +158,29 @@ static int write_some(const char *path, const zt_st_out *outs, int first, int co
     return zt_st_write_fill(path, outs + first, count, "pt", fill_shifted, &sf, err);
 }
 
+/* Remove the shard files model-K-of-M.safetensors of an earlier save that this
+ * one (nshards files; 0: a single model.safetensors) did not write, as
+ * save_pretrained removes the stale weight files of the same name: otherwise a
+ * directory that held a 3-shard model keeps those shards beside a new one-file
+ * model, and a reader that globs the directory (or a person) finds two models.
+ * Other files in the directory are left alone. */
+static void remove_stale_shards(const char *dir, int nshards)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        int k = 0, m = 0, end = 0;
+        if (sscanf(e->d_name, "model-%5d-of-%5d.safetensors%n", &k, &m, &end) != 2 || e->d_name[end] != 0 ||
+            strlen(e->d_name) != strlen("model-00001-of-00001.safetensors") || m == nshards)
+            continue;
+        char path[4400];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        unlink(path);
+    }
+    if (d)
+        closedir(d);
+}
+
 static int write_weights(const char *dir, const zt_st_out *outs, int n, zt_dtype dtype,
                          size_t max_shard_bytes, zt_st_fill_fn fill, void *ctx, zt_err *err)
 {
@@ -161,6 +195,7 @@ static int write_weights(const char *dir, const zt_st_out *outs, int n, zt_dtype
         if ((rc = write_some(path, outs, 0, n, fill, ctx, err)))
             return rc;
         unlink(index);
+        remove_stale_shards(dir, 0);
         return ZT_OK;
     }
     /* shard boundaries: start a new shard when the next tensor would overflow it */
@@ -204,6 +239,7 @@ static int write_weights(const char *dir, const zt_st_out *outs, int n, zt_dtype
     if (rc == ZT_OK) {
         snprintf(path, sizeof path, "%s/model.safetensors", dir);
         unlink(path);
+        remove_stale_shards(dir, nshards);
     }
     free(text);
     cJSON_Delete(root);

@@ -182,6 +182,8 @@ struct zt_st_file {
     const zt_st_tensor **by_name;   /* sorted by name, for zt_st_find */
     char *names;                    /* all names, NUL-separated */
     size_t names_bytes;
+    char *meta;                     /* __metadata__ as key NUL value NUL ..., in document order */
+    size_t meta_bytes;
 };
 
 /* Where a tensor's bytes are, before the tensors are put in data order. */
@@ -223,6 +225,8 @@ void zt_st_close(zt_st_file *f)
         xfree(f->by_name, (size_t)f->n * sizeof *f->by_name);
     if (f->names)
         xfree(f->names, f->names_bytes);
+    if (f->meta)
+        xfree(f->meta, f->meta_bytes);
     xstrfree(f->path);
     xfree(f, sizeof *f);
 }
@@ -374,6 +378,19 @@ static int st_load_header(zt_st_file *f, const zt_json *j, const unsigned char *
     }
     if (n > INT_MAX)
         return zt_fail(err, ZT_EINPUT, "%s: too many tensors (%zu)", path, n);
+    if (cJSON_IsObject(meta) && meta->child) { /* kept for zt_st_metadata */
+        size_t bytes = 0;
+        for (const cJSON *m = meta->child; m; m = m->next)
+            bytes += strlen(m->string) + strlen(m->valuestring) + 2;
+        if (!(f->meta = xalloc(bytes)))
+            return zt_fail(err, ZT_EFAIL, "%s: out of memory for __metadata__", path);
+        f->meta_bytes = bytes;
+        char *w = f->meta;
+        for (const cJSON *m = meta->child; m; m = m->next) {
+            w = stpcpy(w, m->string) + 1;
+            w = stpcpy(w, m->valuestring) + 1;
+        }
+    }
     f->n = (int)n;
     if (n) {
         f->tensors = xalloc(n * sizeof *f->tensors);
@@ -547,6 +564,18 @@ const zt_st_tensor *zt_st_get(const zt_st_file *f, int i)
 {
     return i >= 0 && i < f->n ? &f->tensors[i] : NULL;
 }
+const char *zt_st_metadata(const zt_st_file *f, const char *key)
+{
+    /* the first of a repeated key, as cJSON's lookup and the tensor check do */
+    for (const char *p = f->meta; p && p < f->meta + f->meta_bytes;) {
+        const char *v = p + strlen(p) + 1;
+        if (!strcmp(p, key))
+            return v;
+        p = v + strlen(v) + 1;
+    }
+    return NULL;
+}
+
 const char *zt_st_path(const zt_st_file *f) { return f->path; }
 
 const zt_st_tensor *zt_st_find(const zt_st_file *f, const char *name)
@@ -593,13 +622,19 @@ static int fill_part(void *ctx, int i, zt_wpart *part, zt_err *err)
     return fp->nbytes[i - 2] ? fp->fill(fp->ctx, i - 2, fp->scratch, err) : ZT_OK;
 }
 
-static int st_write(const char *path, const zt_st_out *tensors, int n, const char *metadata_format,
+static int st_write(const char *path, const zt_st_out *tensors, int n, const char *const *meta,
                     zt_st_fill_fn fill, void *fill_ctx, zt_err *err);
 
 int zt_st_write(const char *path, const zt_st_out *tensors, int n, const char *metadata_format,
                 zt_err *err)
 {
-    return st_write(path, tensors, n, metadata_format, NULL, NULL, err);
+    const char *meta[] = {"format", metadata_format, NULL};
+    return st_write(path, tensors, n, metadata_format ? meta : NULL, NULL, NULL, err);
+}
+
+int zt_st_write_meta(const char *path, const zt_st_out *tensors, int n, const char *const *meta, zt_err *err)
+{
+    return st_write(path, tensors, n, meta && meta[0] ? meta : NULL, NULL, NULL, err);
 }
 
 int zt_st_write_fill(const char *path, const zt_st_out *tensors, int n, const char *metadata_format,
@@ -607,7 +642,8 @@ int zt_st_write_fill(const char *path, const zt_st_out *tensors, int n, const ch
 {
     if (!fill)
         return zt_fail(err, ZT_EFAIL, "%s: write: no fill function", path);
-    return st_write(path, tensors, n, metadata_format, fill, ctx, err);
+    const char *meta[] = {"format", metadata_format, NULL};
+    return st_write(path, tensors, n, metadata_format ? meta : NULL, fill, ctx, err);
 }
 
 /* One tensor to write, checked: a name that is not empty, valid UTF-8 and not
@@ -659,22 +695,28 @@ static int check_tensors(const char *path, const zt_st_out *tensors, int n, int 
     return ZT_OK;
 }
 
-/* The JSON header into h: {"__metadata__":{"format":...}, name:{dtype, shape,
+/* The JSON header into h: {"__metadata__":{key:value, ...}, name:{dtype, shape,
  * data_offsets}, ...} with the tensors' data back to back in list order, padded
  * with spaces to a multiple of 8 bytes, at most ST_MAX_HEADER. */
 static int build_header(strbuf *h, const char *path, const zt_st_out *tensors, int n, const size_t *nbytes,
-                        const char *metadata_format, zt_err *err)
+                        const char *const *meta, zt_err *err)
 {
     sb_str(h, "{");
-    if (metadata_format) {
-        sb_str(h, "\"__metadata__\":{\"format\":");
-        sb_json_string(h, metadata_format);
+    if (meta) {
+        sb_str(h, "\"__metadata__\":{");
+        for (int i = 0; meta[i]; i += 2) {
+            if (i)
+                sb_str(h, ",");
+            sb_json_string(h, meta[i]);
+            sb_str(h, ":");
+            sb_json_string(h, meta[i + 1]);
+        }
         sb_str(h, "}");
     }
     uint64_t off = 0;
     for (int i = 0; i < n; i++) {
         const zt_st_out *t = &tensors[i];
-        if (i || metadata_format)
+        if (i || meta)
             sb_str(h, ",");
         sb_json_string(h, t->name);
         sb_printf(h, ":{\"dtype\":\"%s\",\"shape\":[", st_name_of(t->dtype));
@@ -724,15 +766,15 @@ static int write_file(const char *path, const zt_st_out *tensors, int n, const s
 }
 
 /* Everything is checked, and the header built, before the disk is touched. */
-static int st_write(const char *path, const zt_st_out *tensors, int n, const char *metadata_format,
+static int st_write(const char *path, const zt_st_out *tensors, int n, const char *const *meta,
                     zt_st_fill_fn fill, void *fill_ctx, zt_err *err)
 {
     if (n < 0 || (n > 0 && !tensors))
         return zt_fail(err, ZT_EINPUT, "%s: write: bad tensor list (n = %d)", path, n);
-    if (metadata_format &&
-        zt_utf8_invalid_at((const unsigned char *)metadata_format, strlen(metadata_format)) !=
-            strlen(metadata_format))
-        return zt_fail(err, ZT_EINPUT, "%s: write: metadata format is not valid UTF-8", path);
+    for (int i = 0; meta && meta[i]; i++)
+        if (zt_utf8_invalid_at((const unsigned char *)meta[i], strlen(meta[i])) != strlen(meta[i]) ||
+            (i % 2 == 0 && !meta[i + 1]))
+            return zt_fail(err, ZT_EINPUT, "%s: write: metadata is not valid UTF-8 key/value pairs", path);
 
     size_t *nbytes = n ? xalloc((size_t)n * sizeof *nbytes) : NULL;
     const char **names = n ? xalloc((size_t)n * sizeof *names) : NULL;
@@ -744,7 +786,7 @@ static int st_write(const char *path, const zt_st_out *tensors, int n, const cha
     if (rc == ZT_OK)
         rc = check_tensors(path, tensors, n, fill != NULL, nbytes, names, err);
     if (rc == ZT_OK)
-        rc = build_header(&h, path, tensors, n, nbytes, metadata_format, err);
+        rc = build_header(&h, path, tensors, n, nbytes, meta, err);
     if (rc == ZT_OK)
         rc = write_file(path, tensors, n, nbytes, &h, fill, fill_ctx, parts, err);
     sb_free(&h);

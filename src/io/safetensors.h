@@ -41,6 +41,8 @@ int zt_st_count(const zt_st_file *f);
 const zt_st_tensor *zt_st_get(const zt_st_file *f, int i);
 const zt_st_tensor *zt_st_find(const zt_st_file *f, const char *name); /* NULL if absent */
 const char *zt_st_path(const zt_st_file *f);
+/* The __metadata__ value of key (NULL if absent). */
+const char *zt_st_metadata(const zt_st_file *f, const char *key);
 
 /* A tensor to write: name, dtype, shape and a pointer to its data. */
 typedef struct zt_st_out {
@@ -57,6 +59,8 @@ typedef struct zt_st_out {
  * otherwise it is stored as __metadata__ {"format": metadata_format}. */
 int zt_st_write(const char *path, const zt_st_out *tensors, int n, const char *metadata_format,
                 zt_err *err);
+/* The same with __metadata__ from meta: key, value, key, value, ..., NULL. */
+int zt_st_write_meta(const char *path, const zt_st_out *tensors, int n, const char *const *meta, zt_err *err);
 /* The same, streaming: tensors[i].data is ignored, and fill(ctx, i, dst) writes
  * tensor i's bytes into dst just before they go to the file, so only the largest
  * tensor is ever held (merge-weights). */

@@ -350,7 +350,27 @@ void zt_tokens_free(zt_tokens *t)
         return;
     if (t->ids)
         zt_free(ZT_MEM_OTHER, t->ids, t->n * sizeof(int32_t));
+    if (t->loss_mask)
+        zt_free(ZT_MEM_OTHER, t->loss_mask, t->n);
     memset(t, 0, sizeof *t);
+}
+
+int zt_tokens_load_mask(const char *mask_path, zt_tokens *t, zt_err *err)
+{
+    zt_tokens m;
+    int rc = zt_tokens_load(mask_path, &m, err);
+    if (rc)
+        return rc;
+    if (m.n != t->n)
+        rc = zt_fail(err, ZT_EINPUT, "%s: %zu loss-mask values for %zu tokens", mask_path, m.n, t->n);
+    else if (m.max_id > 1)
+        rc = zt_fail(err, ZT_EINPUT, "%s: a loss-mask value of %d (expected 0 or 1)", mask_path, m.max_id);
+    else if (!(t->loss_mask = zt_alloc(ZT_MEM_OTHER, t->n)))
+        rc = zt_fail(err, ZT_EFAIL, "%s: out of memory for %zu loss-mask values", mask_path, t->n);
+    for (size_t i = 0; rc == ZT_OK && i < t->n; i++)
+        t->loss_mask[i] = (uint8_t)m.ids[i];
+    zt_tokens_free(&m);
+    return rc;
 }
 
 int zt_tokens_write_npy(const char *path, const int32_t *ids, size_t n, zt_err *err)

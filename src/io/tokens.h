@@ -18,10 +18,15 @@ typedef struct zt_tokens {
     int32_t *ids;
     size_t n;
     int32_t max_id; /* largest token in the stream, for the vocabulary check */
+    uint8_t *loss_mask; /* n entries, 1 where the token counts as a target (NULL: every token) */
 } zt_tokens;
 
 int zt_tokens_load(const char *path, zt_tokens *out, zt_err *err);
 void zt_tokens_free(zt_tokens *t);
+/* Completion-only loss: read mask_path, a token file (as zt_tokens_load reads it)
+ * of exactly t->n values, each 0 (the token is a prompt token: no loss when it is
+ * the target) or 1, into t->loss_mask. */
+int zt_tokens_load_mask(const char *mask_path, zt_tokens *t, zt_err *err);
 
 /* Write a .npy of int32 (used by tests and tools); atomic like zt_st_write. */
 int zt_tokens_write_npy(const char *path, const int32_t *ids, size_t n, zt_err *err);

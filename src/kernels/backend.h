@@ -54,6 +54,10 @@
  * the asynchronous step (step_scalars.h).  The CPU has EXACT only. */
 typedef enum zt_kernel_mode { ZT_KERNELS_EXACT, ZT_KERNELS_FAST } zt_kernel_mode;
 
+/* A target that takes no part in the loss (a prompt token under completion-only
+ * loss): torch's CrossEntropyLoss ignore_index default, as TRL's labels use it. */
+#define ZT_IGNORE_INDEX (-100)
+
 typedef struct zt_backend {
     const char *name;
     zt_kernel_mode kernels;
@@ -122,6 +126,7 @@ typedef struct zt_backend {
     void (*swiglu_forward)(void *h, zt_dtype h_dt, const float *gu, int N, int F);
     void (*swiglu_backward)(void *dgu, zt_dtype dgu_dt, const float *dh, const float *gu, int N, int F);
     void (*transpose)(float *dst, const float *src, int rows, int cols);
+    /* targets in [0, V), or ZT_IGNORE_INDEX: no loss and a zero gradient row */
     double (*xent)(float *dlogits, uint16_t *dlogits_bf16, const float *logits, const int *targets,
                    int N, int V, float grad_scale);
 

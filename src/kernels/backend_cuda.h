@@ -26,6 +26,7 @@
 #include <stddef.h>
 
 #include "../core/dtype.h"
+#include "../core/prof.h"
 #include "../core/status.h"
 #include "backend.h"
 
@@ -89,6 +90,11 @@ int zt_cuda_download(void *host_dst, const void *dev_src, size_t bytes, zt_err *
 /* Wait for everything queued on the compute stream; reports a fault of an earlier
  * kernel as an error. */
 int zt_cuda_synchronize(zt_err *err);
+
+/* The profiler's clock for the device (core/prof.h): CUDA events recorded on the
+ * compute stream (or on the queue a mark names, NCCL's), read at the profiled
+ * step's end; NULL in a build without CUDA. */
+const zt_prof_clock *zt_cuda_prof_clock(void);
 
 /* Release the table's resources (end of program; the table is unusable afterwards). */
 void zt_cuda_shutdown(void);

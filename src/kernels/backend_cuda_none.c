@@ -55,6 +55,8 @@ int zt_cuda_download(void *host_dst, const void *dev_src, size_t bytes, zt_err *
 
 int zt_cuda_synchronize(zt_err *err) { return zt_fail(err, ZT_EFAIL, NO_CUDA); }
 
+const zt_prof_clock *zt_cuda_prof_clock(void) { return NULL; }
+
 void zt_cuda_shutdown(void) {}
 
 const zt_backend *zt_backend_cuda_mode(zt_kernel_mode mode)

@@ -103,7 +103,8 @@ void zt_swiglu_backward(void *dgu, zt_dtype dgu_dt, const float *dh, const float
 /* dst (cols, rows) = src (rows, cols) transposed, fp32 (no aliasing). */
 void zt_transpose_f32(float *dst, const float *src, int rows, int cols);
 
-/* Softmax cross-entropy over logits (N, V) with int targets in [0, V).
+/* Softmax cross-entropy over logits (N, V) with int targets in [0, V), or
+ * ZT_IGNORE_INDEX (backend.h): that row's loss is 0 and its gradient row all zeros.
  * Returns the SUM of the N token losses (double).  When dlogits is non-NULL it
  * receives (softmax - onehot) * grad_scale; dlogits may equal logits (in place),
  * so only one fp32 logits buffer is ever needed.  When dlogits_bf16 is also

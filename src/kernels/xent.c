@@ -1,6 +1,7 @@
 /* xent.c — softmax cross-entropy over the vocabulary, fused with its gradient, fp32.
  *
- * logits (N, V), targets (N) in [0, V).  Per row n, with m = max_v x_v:
+ * logits (N, V), targets (N) in [0, V) or ZT_IGNORE_INDEX (a row with neither loss nor
+ * gradient).  Per row n, with m = max_v x_v:
  *   lse = m + log sum_v exp(x_v - m)        (shifting by m keeps exp from overflowing)
  *   loss_n = lse - x_target
  *   dlogits_v = (exp(x_v - lse) - [v == target]) * grad_scale
@@ -12,11 +13,13 @@
  * later passes only rewrite element v from element v.  exp is zt_expf (vmath.h), which
  * rounds as libm's expf does, so every pass over the row vectorises; a row of V floats
  * (128 KB at V = 32000) stays in L2 between its passes. */
+#include "backend.h"
 #include "kernels.h"
 #include "vmath.h"
 
 #include <assert.h>
 #include <math.h>
+#include <string.h>
 
 double zt_xent_forward_backward(float *dlogits, uint16_t *dlogits_bf16, const float *logits,
                                 const int *targets, int N, int V, float grad_scale) {
@@ -26,6 +29,13 @@ double zt_xent_forward_backward(float *dlogits, uint16_t *dlogits_bf16, const fl
     for (int n = 0; n < N; n++) {
         const float *x = logits + (size_t)n * V;
         const int tgt = targets[n];
+        if (tgt == ZT_IGNORE_INDEX) { /* no loss, no gradient through this row */
+            if (dlogits_bf16)
+                memset(dlogits_bf16 + (size_t)n * V, 0, (size_t)V * sizeof *dlogits_bf16);
+            else if (dlogits)
+                memset(dlogits + (size_t)n * V, 0, (size_t)V * sizeof *dlogits);
+            continue;
+        }
         assert(tgt >= 0 && tgt < V);
         const float xt = x[tgt];
         float m = x[0];

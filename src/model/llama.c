@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "../core/mem.h"
+#include "../core/prof.h"
 #include "../kernels/backend.h"
 
 zt_dtype zt_model_operand_dtype(zt_dtype compute) { return compute == ZT_BF16 ? ZT_BF16 : ZT_F32; }
@@ -370,6 +371,8 @@ static int model_pass(zt_model *m, const int *inputs, const int *targets, int ba
     zt_dtype cd = m->own.compute;
     size_t es = zt_dtype_size(cd);
 
+    /* the profiler's phases (core/prof.h; nothing when no profile is recording) */
+    int hf = zt_prof_begin("forward", "phase", ZT_PROF_COMPUTE);
     const void *root_base = acquire(m, root, ZT_PASS_FORWARD);
     const zt_param *pe = zt_layout_param(lay, -1, ZT_P_EMBED);
     const zt_param *plm = zt_layout_param(lay, -1, ZT_P_LM_HEAD);
@@ -405,12 +408,14 @@ static int model_pass(zt_model *m, const int *inputs, const int *targets, int ba
         *loss_sum = m->be->xent(backward ? m->logits : NULL, backward ? m->dlogits16 : NULL, m->logits, targets, N,
                                 V, grad_scale);
     }
+    zt_prof_end(hf, 0.0, 0.0);
     if (!backward) {
         release(m, root);
         return ZT_OK;
     }
 
     /* Backward.  The root unit's gradient stays open from lm_head to embed. */
+    int hb = zt_prof_begin("backward", "phase", ZT_PROF_COMPUTE);
     float *groot = grad_begin(m, root);
     float *dlm = groot + plm->offset;
     const void *dlogits = m->dlogits16 ? (const void *)m->dlogits16 : (const void *)m->logits;
@@ -453,6 +458,7 @@ static int model_pass(zt_model *m, const int *inputs, const int *targets, int ba
     m->be->embed_backward(groot + pe->offset, m->dres, inputs, N, C);
     grad_end(m, root);
     release(m, root);
+    zt_prof_end(hb, 0.0, 0.0);
     return ZT_OK;
 }
 

@@ -1,14 +1,20 @@
 /* plot.c — the training log as an SVG chart, or that chart as a PNG (see plot.h). */
 #include "plot.h"
 
-#include <cairo.h>
 #include <cjson/cJSON.h>
-#include <librsvg/rsvg.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+
+/* PNG needs librsvg and cairo; the Makefile defines ZT_HAVE_PNG when pkg-config
+ * finds both (and NO_PNG=1 is not given).  Without them the SVG is unchanged and
+ * a .png output is refused before the log is read (png_support). */
+#ifdef ZT_HAVE_PNG
+#include <cairo.h>
+#include <librsvg/rsvg.h>
+#endif
 
 #include "../core/fs.h"
 #include "../core/input.h"
@@ -326,6 +332,13 @@ static void draw(text *t, const run_log *lg, const char *log_path)
 
 /* ---- PNG: the same SVG, rasterised ------------------------------------------- */
 
+#ifdef ZT_HAVE_PNG
+static int png_support(zt_err *err)
+{
+    (void)err;
+    return ZT_OK;
+}
+
 static cairo_status_t png_sink(void *closure, const unsigned char *data, unsigned int len)
 {
     text *png = closure;
@@ -378,11 +391,27 @@ static int rasterise(const text *svg, text *png, const char *out_path, zt_err *e
     g_object_unref(h);
     return rc;
 }
+#else
+static int png_support(zt_err *err)
+{
+    return zt_fail(err, ZT_EINPUT, "PNG output needs librsvg-2.0 and cairo, and this ztrain was built without "
+                   "them (pkg-config found none, or NO_PNG=1); install librsvg2-dev and libcairo2-dev and rebuild, "
+                   "or write FILE.svg");
+}
+
+static int rasterise(const text *svg, text *png, const char *out_path, zt_err *err)
+{
+    (void)svg, (void)png, (void)out_path;
+    return png_support(err);
+}
+#endif
 
 int zt_plot_log(const char *log_path, const char *out_path, zt_plot_format format, zt_err *err)
 {
     run_log lg;
     memset(&lg, 0, sizeof lg);
+    if (format == ZT_PLOT_PNG && png_support(err) != ZT_OK)
+        return zt_wrap(err, "%s: ", out_path);
     int rc = read_log(&lg, log_path, err);
     if (rc == ZT_OK) {
         text svg = {0}, png = {0};

@@ -5,7 +5,10 @@
  * The SVG is written directly (text, no library): five panels with axes, ticks and
  * polylines; eval losses are points on the loss panel.  A PNG is that SVG
  * rasterised by librsvg onto a cairo image surface and encoded by cairo (Debian's
- * librsvg2 and cairo), at the SVG's size, one pixel per user unit.
+ * librsvg2 and cairo), at the SVG's size, one pixel per user unit.  Both are
+ * optional at build time: a build without them (the Makefile asks pkg-config;
+ * NO_PNG=1 forces it) refuses a PNG with ZT_EINPUT naming them, and still
+ * writes SVG.
  *
  * Records: a line with "eval_loss" is an evaluation (needs "step"); a line with
  * "loss" is a training step (needs "step"; lr, grad_norm, tokens_per_sec_per_device

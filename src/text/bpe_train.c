@@ -488,8 +488,8 @@ int zt_bpe_train(const char *const *paths, int n_paths, int vocab_size, const ch
     }
     rep->vocab_size = (int)tr.tok_off.n;
     rep->merges = (int)(tr.merges.n / 2);
-    if (!rc && mkdir(out_dir, 0777) != 0 && errno != EEXIST)
-        rc = zt_fail(err, ZT_EINPUT, "--output_dir %s: cannot create: %s", out_dir, strerror(errno));
+    if (!rc && (rc = zt_mkdirs(out_dir, err))) /* with its parents, as save_pretrained does */
+        zt_wrap(err, "--output_dir: ");
     if (!rc)
         rc = write_files(&tr, out_dir, err);
     trainer_free(&tr);

@@ -11,8 +11,10 @@
 #include <unistd.h>
 
 #include "../core/input.h"
+#include "../core/mem.h"
 #include "../core/sha256.h"
 #include "../io/tokens.h"
+#include "records.h"
 
 int zt_text_file_open(const char *path, zt_text_file *f, zt_err *err)
 {
@@ -40,24 +42,104 @@ void zt_text_file_close(zt_text_file *f)
     memset(f, 0, sizeof *f);
 }
 
-int zt_text_tokenize_files(const zt_tokenizer *t, const char *const *paths, int n, int append_eos, int threads,
-                           zt_ids *out, zt_err *err)
+/* One document: its ids, then eos when asked. */
+typedef struct doc_sink {
+    const zt_tokenizer *t;
+    int threads;
+    int32_t eos; /* -1: none after each document */
+    zt_ids *out;
+} doc_sink;
+
+static int encode_doc(void *ctx, const char *text, size_t len, zt_err *err)
+{
+    doc_sink *d = ctx;
+    int rc = zt_tok_encode(d->t, text, len, d->threads, d->out, err);
+    if (rc == ZT_OK && d->eos >= 0 && zt_ids_push(d->out, d->eos))
+        rc = zt_fail(err, ZT_EFAIL, "out of memory");
+    return rc;
+}
+
+/* TRL's prompt-completion tokenization: the ids of prompt + completion (one
+ * string, so the pieces merge at the seam as the tokenizer merges them), then
+ * eos (TRL appends eos_token to the completion); the loss mask is 0 over the
+ * first len(ids(prompt)) tokens and 1 after, eos included. */
+typedef struct sft_sink {
+    doc_sink d;         /* eos: after every record (-1: the tokenizer names none) */
+    zt_ids *mask;
+    zt_ids prompt;      /* scratch: the prompt's own ids */
+    char *joined;       /* scratch: prompt + completion */
+    size_t joined_cap;
+} sft_sink;
+
+static int encode_pair(void *ctx, const char *prompt, size_t plen, const char *completion, size_t clen, zt_err *err)
+{
+    sft_sink *s = ctx;
+    if (plen + clen > s->joined_cap) {
+        zt_free(ZT_MEM_OTHER, s->joined, s->joined_cap);
+        s->joined_cap = plen + clen;
+        if (!(s->joined = zt_alloc(ZT_MEM_OTHER, s->joined_cap)))
+            return zt_fail(err, ZT_EFAIL, "out of memory for a record of %zu bytes", plen + clen);
+    }
+    if (plen + clen) {
+        memcpy(s->joined, prompt, plen);
+        memcpy(s->joined + plen, completion, clen);
+    }
+    s->prompt.n = 0;
+    size_t start = s->d.out->n;
+    int rc = zt_tok_encode(s->d.t, prompt, plen, s->d.threads, &s->prompt, err);
+    if (rc == ZT_OK)
+        rc = encode_doc(&s->d, s->joined, plen + clen, err);
+    for (size_t i = start; rc == ZT_OK && i < s->d.out->n; i++)
+        if (zt_ids_push(s->mask, i - start >= s->prompt.n))
+            rc = zt_fail(err, ZT_EFAIL, "out of memory");
+    return rc;
+}
+
+int zt_text_sft_encode(const zt_tokenizer *t, const char *path, const char *data, size_t len, int threads,
+                       zt_ids *ids, zt_ids *mask, zt_err *err)
+{
+    sft_sink s = {{t, threads, zt_tok_eos_id(t), ids}, mask, {0}, NULL, 0};
+    int rc = zt_records_each_pair(path, data, len, encode_pair, &s, err);
+    zt_ids_free(&s.prompt);
+    zt_free(ZT_MEM_OTHER, s.joined, s.joined_cap);
+    return rc;
+}
+
+int zt_text_mask_path(const char *ids_path, char *buf, size_t cap)
+{
+    size_t n = strlen(ids_path);
+    if (n < 4 || strcmp(ids_path + n - 4, ".npy") != 0)
+        return -1;
+    int k = snprintf(buf, cap, "%.*s.mask.npy", (int)(n - 4), ids_path);
+    return k < 0 || (size_t)k >= cap ? -1 : 0;
+}
+
+/* A text file is one document; a JSON Lines file is one document a record. */
+static int encode_file(doc_sink *d, const char *path, const zt_text_file *f, const char *text_field, zt_err *err)
+{
+    if (zt_records_is_jsonl(path))
+        return zt_records_each(path, f->data, f->len, text_field ? text_field : "text", encode_doc, d, err);
+    int rc = encode_doc(d, f->data, f->len, err);
+    return rc ? zt_wrap(err, "%s: ", path) : ZT_OK;
+}
+
+int zt_text_tokenize_files(const zt_tokenizer *t, const char *const *paths, int n, const char *text_field,
+                           int append_eos, int threads, zt_ids *out, zt_err *err)
 {
     int32_t eos = zt_tok_eos_id(t);
     if (append_eos && eos < 0)
         return zt_fail(err, ZT_EINPUT, "--append_eos: the tokenizer names no eos_token (tokenizer_config.json or "
                                        "special_tokens_map.json)");
+    doc_sink d = {t, threads, append_eos ? eos : -1, out};
     for (int i = 0; i < n; i++) {
         zt_text_file f;
         int rc = zt_text_file_open(paths[i], &f, err);
         if (rc)
             return rc;
-        rc = zt_tok_encode(t, f.data, f.len, threads, out, err);
+        rc = encode_file(&d, paths[i], &f, text_field, err);
         zt_text_file_close(&f);
         if (rc)
-            return zt_wrap(err, "%s: ", paths[i]);
-        if (append_eos && zt_ids_push(out, eos))
-            return zt_fail(err, ZT_EFAIL, "out of memory");
+            return rc;
     }
     return ZT_OK;
 }
@@ -96,10 +178,12 @@ static int make_dirs(const char *dir, zt_err *err)
     return ZT_OK;
 }
 
-int zt_text_cached_tokens(const char *text_path, const char *tok_dir, const char *cache_dir, int threads,
-                          char *out_path, size_t cap, int *hit, int *vocab_size, zt_err *err)
+int zt_text_cached_tokens(const char *text_path, const char *text_field, const char *tok_dir, const char *cache_dir,
+                          int threads, char *out_path, size_t cap, int *hit, int *vocab_size, int *has_mask,
+                          zt_err *err)
 {
     *hit = 0;
+    *has_mask = 0;
     char tok_json[4096];
     if (snprintf(tok_json, sizeof tok_json, "%s/tokenizer.json", tok_dir) >= (int)sizeof tok_json)
         return zt_fail(err, ZT_EINPUT, "%s: path too long", tok_dir);
@@ -118,12 +202,26 @@ int zt_text_cached_tokens(const char *text_path, const char *tok_dir, const char
         zt_tok_free(t);
         return rc;
     }
-    /* key = SHA-256(tag, |tokenizer.json|, tokenizer.json, text) */
+    /* key = SHA-256(tag, |tokenizer.json|, tokenizer.json, text); a JSON Lines
+     * file's tag names its text field, so another field is another entry */
     zt_sha256 h;
     zt_sha256_init(&h);
     static const char tag[] = "ztrain token cache v1: int32 ids of one document, no eos";
-    uint64_t tl = tj.len;
-    zt_sha256_update(&h, tag, sizeof tag);
+    static const char jsonl_tag[] = "ztrain token cache v1: int32 ids of JSON Lines records, no eos; field ";
+    static const char sft_tag[] = "ztrain token cache v1: prompt-completion records: int32 ids of prompt + "
+                                  "completion + eos, and the completion mask";
+    const char *field = text_field ? text_field : "text";
+    uint64_t tl = tj.len, fl = strlen(field);
+    int sft = zt_records_is_jsonl(text_path) && zt_records_are_prompt_completion(tx.data, tx.len);
+    if (sft) {
+        zt_sha256_update(&h, sft_tag, sizeof sft_tag);
+    } else if (zt_records_is_jsonl(text_path)) {
+        zt_sha256_update(&h, jsonl_tag, sizeof jsonl_tag);
+        zt_sha256_update(&h, &fl, sizeof fl);
+        zt_sha256_update(&h, field, fl);
+    } else {
+        zt_sha256_update(&h, tag, sizeof tag);
+    }
     zt_sha256_update(&h, &tl, sizeof tl);
     zt_sha256_update(&h, tj.data, tj.len);
     zt_sha256_update(&h, tx.data, tx.len);
@@ -134,18 +232,26 @@ int zt_text_cached_tokens(const char *text_path, const char *tok_dir, const char
     zt_text_file_close(&tj);
     if (snprintf(out_path, cap, "%s/%s.npy", cache_dir, hex) >= (int)cap)
         rc = zt_fail(err, ZT_EINPUT, "%s: path too long", cache_dir);
+    char mask_path[4096];
+    if (!rc && sft && zt_text_mask_path(out_path, mask_path, sizeof mask_path) != 0)
+        rc = zt_fail(err, ZT_EINPUT, "%s: path too long", cache_dir);
+    *has_mask = sft;
     if (!rc && access(out_path, R_OK) == 0) {
         *hit = 1;
     } else if (!rc && !(rc = make_dirs(cache_dir, err))) {
-        zt_ids ids = {0};
-        rc = zt_tok_encode(t, tx.data, tx.len, threads, &ids, err);
-        if (rc)
-            zt_wrap(err, "%s: ", text_path);
-        else if (ids.n == 0)
+        zt_ids ids = {0}, mask = {0};
+        doc_sink d = {t, threads, -1, &ids};
+        rc = sft ? zt_text_sft_encode(t, text_path, tx.data, tx.len, threads, &ids, &mask, err)
+                 : encode_file(&d, text_path, &tx, text_field, err);
+        if (rc == ZT_OK && ids.n == 0)
             rc = zt_fail(err, ZT_EINPUT, "%s: no tokens (the file is empty)", text_path);
-        else
+        /* the mask first: an entry whose ids exist is whole (each file is atomic) */
+        if (rc == ZT_OK && sft)
+            rc = zt_tokens_write_npy(mask_path, mask.v, mask.n, err);
+        if (rc == ZT_OK)
             rc = zt_tokens_write_npy(out_path, ids.v, ids.n, err);
         zt_ids_free(&ids);
+        zt_ids_free(&mask);
     }
     zt_text_file_close(&tx);
     zt_tok_free(t);

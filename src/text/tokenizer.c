@@ -50,7 +50,7 @@ struct zt_tokenizer {
     int byte_fallback, fuse_unk, ignore_merges;
     int sp_splits;          /* SentencePiece: text may be split where no token spans (below) */
     uint8_t *bigram;        /* 256 x 256 bits: byte pair (a, b) occurs inside some token */
-    int32_t unk_id, eos_id, bos_id;
+    int32_t unk_id, eos_id, bos_id, pad_id;
     int32_t byte_id[256];   /* byte-level: the token of each byte; SentencePiece: <0xNN> (-1: none) */
     int vocab_size;
 
@@ -727,12 +727,12 @@ static int load_added(zt_tokenizer *t, const cJSON *added, const char *file, zt_
     return ZT_OK;
 }
 
-/* eos/bos names from tokenizer_config.json, else special_tokens_map.json. */
+/* eos/bos/pad names from tokenizer_config.json, else special_tokens_map.json. */
 static int load_special_names(zt_tokenizer *t, const char *dir, zt_err *err)
 {
     static const char *files[] = {"tokenizer_config.json", "special_tokens_map.json"};
-    t->eos_id = t->bos_id = -1;
-    for (int f = 0; f < 2 && (t->eos_id < 0 || t->bos_id < 0); f++) {
+    t->eos_id = t->bos_id = t->pad_id = -1;
+    for (int f = 0; f < 2 && (t->eos_id < 0 || t->bos_id < 0 || t->pad_id < 0); f++) {
         char path[4096];
         snprintf(path, sizeof path, "%s/%s", dir, files[f]);
         char *buf;
@@ -746,15 +746,17 @@ static int load_special_names(zt_tokenizer *t, const char *dir, zt_err *err)
         free(buf);
         if (!root)
             return zt_fail(err, ZT_EINPUT, "%s: not valid JSON", path);
-        static const char *keys[] = {"eos_token", "bos_token"};
-        for (int k = 0; k < 2; k++) {
+        static const char *keys[] = {"eos_token", "bos_token", "pad_token"};
+        for (int k = 0; k < 3; k++) {
             const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, keys[k]);
             const char *name = cJSON_IsString(v) ? v->valuestring : str_of(v, "content");
-            int32_t *dst = k == 0 ? &t->eos_id : &t->bos_id;
+            int32_t *dst = k == 0 ? &t->eos_id : k == 1 ? &t->bos_id : &t->pad_id;
             if (!name || *dst >= 0)
                 continue;
             *dst = zt_tok_token_id(t, name);
-            if (*dst < 0) {
+            /* pad is only reported (init-model's pad_token_id): one outside the
+             * vocabulary is left unset rather than refused, as it was before */
+            if (*dst < 0 && k < 2) {
                 zt_fail(err, ZT_EINPUT, "%s: %s \"%s\" is not a token of the tokenizer", path, keys[k], name);
                 cJSON_Delete(root);
                 return ZT_EINPUT;
@@ -856,6 +858,7 @@ void zt_tok_free(zt_tokenizer *t)
 int zt_tok_vocab_size(const zt_tokenizer *t) { return t->vocab_size; }
 int32_t zt_tok_eos_id(const zt_tokenizer *t) { return t->eos_id; }
 int32_t zt_tok_bos_id(const zt_tokenizer *t) { return t->bos_id; }
+int32_t zt_tok_pad_id(const zt_tokenizer *t) { return t->pad_id; }
 int zt_tok_is_special(const zt_tokenizer *t, int32_t id) { return id >= 0 && id < t->vocab_size && t->is_special[id]; }
 const char *zt_tok_family(const zt_tokenizer *t)
 {

@@ -32,7 +32,7 @@ int zt_ids_push(zt_ids *ids, int32_t id);            /* ZT_OK or ZT_EFAIL (memor
 int zt_ids_append(zt_ids *ids, const int32_t *v, size_t n);
 void zt_ids_free(zt_ids *ids);
 
-/* Load DIR/tokenizer.json (and the eos/bos names from DIR/tokenizer_config.json
+/* Load DIR/tokenizer.json (and the eos/bos/pad names from DIR/tokenizer_config.json
  * or DIR/special_tokens_map.json when present). */
 int zt_tok_load(const char *dir, zt_tokenizer **out, zt_err *err);
 /* Load from a tokenizer.json path; config_dir (may be NULL) is where eos/bos are looked up. */
@@ -42,6 +42,7 @@ void zt_tok_free(zt_tokenizer *t);
 int zt_tok_vocab_size(const zt_tokenizer *t); /* largest id + 1, added tokens included */
 int32_t zt_tok_eos_id(const zt_tokenizer *t); /* -1 when the directory names none */
 int32_t zt_tok_bos_id(const zt_tokenizer *t);
+int32_t zt_tok_pad_id(const zt_tokenizer *t); /* -1 when the directory names none */
 int32_t zt_tok_token_id(const zt_tokenizer *t, const char *token); /* by its tokenizer.json string; -1 if none */
 int zt_tok_is_special(const zt_tokenizer *t, int32_t id);
 const char *zt_tok_family(const zt_tokenizer *t); /* "byte-level BPE" or "SentencePiece-style BPE" */

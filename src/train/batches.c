@@ -5,6 +5,7 @@
 
 #include "../core/mem.h"
 #include "../core/rng.h"
+#include "../kernels/backend.h"
 
 int zt_batcher_init(zt_batcher *b, const zt_tokens *tokens, int T, int shuffle, uint64_t seed,
                     const char *data_path, zt_err *err)
@@ -48,24 +49,49 @@ static void make_perm(zt_batcher *b, long epoch)
     b->perm_epoch = epoch;
 }
 
+/* The window sample k reads. */
+static size_t window_of(zt_batcher *b, long k)
+{
+    long epoch = k / (long)b->nwin;
+    size_t w = (size_t)(k % (long)b->nwin);
+    if (b->shuffle) {
+        if (epoch != b->perm_epoch)
+            make_perm(b, epoch);
+        w = b->perm[w];
+    }
+    return w;
+}
+
 void zt_batcher_fill(zt_batcher *b, long k0, int B, int *inputs, int *targets)
 {
     int T = b->T;
+    const uint8_t *mask = b->tokens->loss_mask;
     for (int i = 0; i < B; i++) {
-        long k = k0 + i;
-        long epoch = k / (long)b->nwin;
-        size_t w = (size_t)(k % (long)b->nwin);
-        if (b->shuffle) {
-            if (epoch != b->perm_epoch)
-                make_perm(b, epoch);
-            w = b->perm[w];
-        }
+        size_t w = window_of(b, k0 + i);
         const int32_t *src = b->tokens->ids + w * (size_t)T;
         for (int t = 0; t < T; t++) {
             inputs[i * T + t] = src[t];
             targets[i * T + t] = src[t + 1];
         }
+        if (mask)
+            for (int t = 0; t < T; t++)
+                if (!mask[w * (size_t)T + t + 1])
+                    targets[i * T + t] = ZT_IGNORE_INDEX;
     }
+}
+
+long zt_batcher_count_targets(zt_batcher *b, long k0, long n)
+{
+    const uint8_t *mask = b->tokens->loss_mask;
+    if (!mask)
+        return n * b->T;
+    long count = 0;
+    for (long i = 0; i < n; i++) {
+        const uint8_t *m = mask + window_of(b, k0 + i) * (size_t)b->T + 1;
+        for (int t = 0; t < b->T; t++)
+            count += m[t];
+    }
+    return count;
 }
 
 long zt_sample_index(long step, int micro, int rank, int B, int A, int W)

@@ -31,8 +31,13 @@ int zt_batcher_init(zt_batcher *b, const zt_tokens *tokens, int T, int shuffle, 
                     const char *data_path, zt_err *err);
 void zt_batcher_free(zt_batcher *b);
 
-/* Fill inputs[B*T], targets[B*T] with samples k0 .. k0+B-1. */
+/* Fill inputs[B*T], targets[B*T] with samples k0 .. k0+B-1; with a loss mask,
+ * a target whose token is masked out (a prompt token) is ZT_IGNORE_INDEX. */
 void zt_batcher_fill(zt_batcher *b, long k0, int B, int *inputs, int *targets);
+/* How many of the targets of samples k0 .. k0+n-1 count in the loss: n*T without
+ * a loss mask.  The mean loss of a step divides by this over its G samples, as
+ * TRL's completion-only loss divides by the completion tokens of the batch. */
+long zt_batcher_count_targets(zt_batcher *b, long k0, long n);
 
 /* First sample index of rank r's micro-batch a at optimizer step s. */
 long zt_sample_index(long step, int micro, int rank, int B, int A, int W);

@@ -16,8 +16,10 @@
 #include "../core/fs.h"
 #include "../core/json.h"
 #include "../core/mem.h"
+#include "../io/hf_carry.h"
 #include "../io/hf_model.h"
 #include "../io/safetensors.h"
+#include "ckpt_identity.h"
 #include "manifest.h"
 #include "weights.h"
 
@@ -241,7 +243,7 @@ typedef struct shard_entry {
     uint64_t bytes, xxh3;
 } shard_entry;
 
-static int write_shard(const char *tmpdir, zt_engine *eng, shard_entry *me, zt_err *err)
+static int write_shard(const char *tmpdir, zt_engine *eng, const zt_ckpt_state *st, shard_entry *me, zt_err *err)
 {
     state_view v;
     int rc = view_open(eng, 1, &v, err);
@@ -258,8 +260,10 @@ static int write_shard(const char *tmpdir, zt_engine *eng, shard_entry *me, zt_e
              zt_engine_group_size(eng));
     char path[4400];
     snprintf(path, sizeof path, "%s/%s", tmpdir, me->path);
+    zt_ckpt_shard_meta meta; /* the shard's identity (ckpt_identity.h) */
+    zt_ckpt_shard_meta_fill(&meta, st, zt_engine_group_rank(eng), zt_engine_group_size(eng));
     if (rc == ZT_OK)
-        rc = zt_st_write(path, outs, v.n, "ztrain-zero", err);
+        rc = zt_st_write_meta(path, outs, v.n, meta.kv, err);
     /* read back: the checksum is of what reached the file */
     if (rc == ZT_OK && (rc = zt_file_digest(path, &me->bytes, &me->xxh3, err)) == ZT_OK)
         me->present = 1;
@@ -297,6 +301,7 @@ static int write_metadata(const char *tmpdir, zt_engine *eng, const zt_ckpt_stat
                                        zt_engine_precision(eng).master, compensated(eng), &ix, err);
     if (rc)
         return rc;
+    memcpy(ix.run_id, st->run_id, sizeof ix.run_id);
     snprintf(path, sizeof path, "%s/zero/index.json", tmpdir);
     rc = write_json(path, zt_ckpt_index_to_json(&ix), err);
     zt_ckpt_index_free(&ix);
@@ -429,11 +434,13 @@ int zt_ckpt_save(const zt_ckpt_save_args *sa, zt_engine *eng, const zt_ckpt_stat
         c.torch_dtype = sa->model_dtype;
         rc = zt_hf_config_write(path, &c, err);
     }
+    if (rc == ZT_OK && rank0) /* before the manifest, which then lists them */
+        rc = zt_hf_carry_model(tmpdir, sa->source_dir, sa->tokenizer_dir, err);
     rc = zt_comm_agree(comm, rc, err);
     /* 2. the shards: the first rank holding each slice writes it */
     shard_entry me = {0}, *all = NULL;
     if (rc == ZT_OK && comm->rank == zt_engine_group_rank(eng))
-        rc = write_shard(tmpdir, eng, &me, err);
+        rc = write_shard(tmpdir, eng, st, &me, err);
     rc = zt_comm_agree(comm, rc, err);
     if (rc == ZT_OK) {
         all = zt_alloc(ZT_MEM_OTHER, (size_t)comm->world * sizeof *all);
@@ -504,8 +511,33 @@ static int read_index(const char *dir, zt_ckpt_index *ix, zt_err *err)
     return rc;
 }
 
-/* Everything a resume reads is listed in the manifest and matches it, and the
- * two JSON documents pass their checks. */
+/* zero/index.json belongs to the checkpoint trainer_state.json describes. */
+static int check_index_identity(const char *dir, const zt_ckpt_index *ix, const zt_ckpt_state *st, zt_err *err)
+{
+    if (strcmp(ix->run_id, st->run_id))
+        return zt_fail(err, ZT_EINPUT, "%s/zero/index.json: run_id \"%s\" differs from trainer_state.json's \"%s\": "
+                       "files of different checkpoints mixed", dir, ix->run_id, st->run_id);
+    return ZT_OK;
+}
+
+/* Every shard the index implies carries this checkpoint's identity. */
+static int check_shard_identities(const char *dir, const zt_ckpt_index *ix, const zt_ckpt_state *st, zt_err *err)
+{
+    int rc = check_index_identity(dir, ix, st, err);
+    for (int q = 0; rc == ZT_OK && q < ix->group_size; q++) {
+        char path[4400];
+        zt_st_file *f = NULL;
+        snprintf(path, sizeof path, "%s/zero/shard-%d-of-%d.safetensors", dir, q, ix->group_size);
+        if ((rc = zt_st_open(path, &f, err)) == ZT_OK)
+            rc = zt_ckpt_check_shard(f, q, ix->group_size, st, err);
+        zt_st_close(f);
+    }
+    return rc;
+}
+
+/* Everything a resume reads is listed in the manifest and matches it, the two
+ * JSON documents pass their checks, and every shard carries the checkpoint's
+ * identity. */
 int zt_ckpt_verify(const char *dir, zt_err *err)
 {
     static const char *const required[] = {"trainer_state.json", "zero/index.json", "config.json", NULL};
@@ -537,6 +569,8 @@ int zt_ckpt_verify(const char *dir, zt_err *err)
             }
             zt_manifest_free(&m);
         }
+        if (rc == ZT_OK)
+            rc = check_shard_identities(dir, &ix, &st, err);
         zt_ckpt_index_free(&ix);
     }
     return rc;
@@ -703,6 +737,7 @@ typedef struct old_shards {
     const char *dir;
     const zt_ckpt_index *ix;
     zt_st_file **files;
+    const zt_ckpt_state *st;  /* the identity each shard must carry (ckpt_identity.h) */
 } old_shards;
 
 static int old_tensor(old_shards *os, int q, int unit, zt_state_role role, const zt_st_tensor **out, zt_err *err)
@@ -711,6 +746,10 @@ static int old_tensor(old_shards *os, int q, int unit, zt_state_role role, const
     if (!os->files[q]) {
         snprintf(path, sizeof path, "%s/zero/shard-%d-of-%d.safetensors", os->dir, q, os->ix->group_size);
         int rc = zt_st_open(path, &os->files[q], err);
+        if (rc == ZT_OK && (rc = zt_ckpt_check_shard(os->files[q], q, os->ix->group_size, os->st, err))) {
+            zt_st_close(os->files[q]);
+            os->files[q] = NULL;
+        }
         if (rc)
             return rc;
     }
@@ -730,13 +769,13 @@ static int old_tensor(old_shards *os, int q, int unit, zt_state_role role, const
  * they sit at [o + ps, o + pe) of old unit u' (o: p's old offset), which old
  * group rank q holds in [q S', (q + 1) S').  Padding stays zero, as training
  * keeps it (a zero gradient leaves a zero weight, m and v). */
-static int reshard(const char *dir, const zt_ckpt_index *ix, zt_engine *eng, zt_err *err)
+static int reshard(const char *dir, const zt_ckpt_index *ix, const zt_ckpt_state *st, zt_engine *eng, zt_err *err)
 {
     const zt_layout *lay = zt_engine_layout(eng);
     if (ix->nparams != lay->nparams)
         return zt_fail(err, ZT_EINPUT, "%s/zero/index.json: %d parameters, this model has %d", dir, ix->nparams,
                        lay->nparams);
-    old_shards os = {dir, ix, zt_alloc(ZT_MEM_OTHER, (size_t)ix->group_size * sizeof(zt_st_file *))};
+    old_shards os = {dir, ix, zt_alloc(ZT_MEM_OTHER, (size_t)ix->group_size * sizeof(zt_st_file *)), st};
     if (!os.files)
         return zt_fail(err, ZT_EFAIL, "out of memory loading %s", dir);
     memset(os.files, 0, (size_t)ix->group_size * sizeof(zt_st_file *));
@@ -826,7 +865,12 @@ int zt_ckpt_load(const char *dir, const zt_ckpt_load_args *la, zt_engine *eng, z
         rc = zt_fail(err, ZT_EINPUT, "%s/zero/index.json: group_size %d disagrees with trainer_state.json's plan", dir,
                      ix.group_size);
     if (rc == ZT_OK)
-        rc = reshard(dir, &ix, eng, err);
+        rc = check_index_identity(dir, &ix, st, err);
+    if (rc == ZT_OK && !st->run_id[0] && la->talk)
+        fprintf(stderr, "ztrain: warning: %s was written before checkpoints carried their identity (run id, rank, "
+                "step in every shard); only its manifest guards it against mixed files\n", dir);
+    if (rc == ZT_OK)
+        rc = reshard(dir, &ix, st, eng, err);
     zt_ckpt_index_free(&ix);
     if (rc == ZT_OK) {
         zt_engine_set_optimizer_steps(eng, st->optimizer_steps);
@@ -884,7 +928,8 @@ int zt_ckpt_merge(const char *dir, const char *out, const zt_dtype *dtype, size_
     zt_llama_config cfg;
     zt_ckpt_index ix;
     zt_layout lay;
-    if ((rc = zt_hf_read_config_dir(dir, &cfg, err)))
+    zt_ckpt_state st;
+    if ((rc = zt_hf_read_config_dir(dir, &cfg, err)) || (rc = zt_ckpt_read_state(dir, &st, err)))
         return rc;
     if ((rc = read_index(dir, &ix, err)))
         return rc;
@@ -903,7 +948,7 @@ int zt_ckpt_merge(const char *dir, const char *out, const zt_dtype *dtype, size_
     if (rc == ZT_OK && ix.nparams != lay.nparams)
         rc = zt_fail(err, ZT_EINPUT, "%s/zero/index.json: %d parameters, config.json describes %d", dir, ix.nparams,
                      lay.nparams);
-    merge_ctx m = {{dir, &ix, NULL}, &lay, dtype ? *dtype : cfg.torch_dtype, NULL};
+    merge_ctx m = {{dir, &ix, NULL, &st}, &lay, dtype ? *dtype : cfg.torch_dtype, NULL};
     if (rc == ZT_OK) {
         m.os.files = zt_alloc(ZT_MEM_OTHER, (size_t)ix.group_size * sizeof(zt_st_file *));
         if (m.dtype != ZT_F32)

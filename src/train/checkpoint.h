@@ -40,6 +40,10 @@ typedef struct zt_ckpt_save_args {
     zt_dtype model_dtype;
     size_t max_shard_bytes;
     long save_total_limit;    /* keep the newest N checkpoints (0: all) */
+    /* what the checkpoint carries of the source model (io/hf_carry.h): its
+     * config.json keys and generation_config.json from source_dir, the tokenizer
+     * files from tokenizer_dir (NULL: source_dir's) */
+    const char *source_dir, *tokenizer_dir;
 } zt_ckpt_save_args;
 
 /* What a save cost (filled on rank 0): wall seconds, and the bytes written in

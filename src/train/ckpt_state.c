@@ -99,6 +99,44 @@ static const cJSON *object(reader *r, const cJSON *obj, const char *prefix, cons
     return v;
 }
 
+/* Every key of obj is in known (NULL-terminated) and given once: cJSON keeps a
+ * repeated key as a second member, and a lookup would silently take the first. */
+static void check_keys(reader *r, const cJSON *obj, const char *prefix, const char *const *known)
+{
+    for (const cJSON *c = cJSON_IsObject(obj) ? obj->child : NULL; c && !r->rc; c = c->next) {
+        int ok = 0;
+        for (int i = 0; known[i] && !ok; i++)
+            ok = !strcmp(known[i], c->string);
+        if (!ok) {
+            char list[512] = "";
+            for (int i = 0; known[i]; i++)
+                snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", known[i]);
+            r->rc = zt_fail(r->err, ZT_EINPUT, "%s: unknown key %s%.60s (expected %s)", r->name, prefix, c->string,
+                            list);
+            return;
+        }
+        for (const cJSON *d = obj->child; d != c; d = d->next)
+            if (!strcmp(d->string, c->string)) {
+                r->rc = zt_fail(r->err, ZT_EINPUT, "%s: duplicate key %s%s", r->name, prefix, c->string);
+                return;
+            }
+    }
+}
+
+/* The optional run id: 16 lowercase hex digits, or "" when absent. */
+static void run_id(reader *r, const cJSON *obj, char out[17])
+{
+    out[0] = 0;
+    if (r->rc || !cJSON_GetObjectItemCaseSensitive(obj, "run_id"))
+        return;
+    const char *s = str(r, obj, "", "run_id");
+    int ok = !r->rc && strlen(s) == 16 && strspn(s, "0123456789abcdef") == 16;
+    if (!r->rc && !ok)
+        r->rc = zt_fail(r->err, ZT_EINPUT, "%s: run_id must be 16 lowercase hex digits", r->name);
+    if (ok)
+        memcpy(out, s, 17);
+}
+
 static void add_hex64(cJSON *o, const char *key, uint64_t v)
 {
     char hex[17];
@@ -113,6 +151,8 @@ char *zt_ckpt_state_to_json(const zt_ckpt_state *st)
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "format", "ztrain-trainer-state");
     cJSON_AddNumberToObject(j, "version", 1);
+    if (st->run_id[0])
+        cJSON_AddStringToObject(j, "run_id", st->run_id);
     cJSON_AddNumberToObject(j, "step", (double)st->step);
     cJSON_AddNumberToObject(j, "optimizer_steps", (double)st->optimizer_steps);
     cJSON *d = cJSON_AddObjectToObject(j, "data_position");
@@ -187,10 +227,20 @@ int zt_ckpt_state_from_json(const char *name, const zt_json *js, zt_ckpt_state *
     if (!r.rc && strcmp(fmt, "ztrain-trainer-state"))
         r.rc = zt_fail(err, ZT_EINPUT, "%s: format must be \"ztrain-trainer-state\"", name);
     num(&r, j, "", "version", 1, 1, 1);
+    static const char *const top_keys[] = {"format", "version", "run_id", "step", "optimizer_steps", "data_position",
+                                           "rng", "loss_scaler", "hyper_parameters", "plan", "command_line", NULL};
+    check_keys(&r, j, "", top_keys);
+    run_id(&r, j, st->run_id);
     /* counts of steps and samples: whole, non-negative, at most 2^50 */
     const zt_ckpt_hparams *h = &st->hp;
     const cJSON *hp = object(&r, j, "", "hyper_parameters");
     const char *hpp = "hyper_parameters.";
+    static const char *const hp_keys[] = {"learning_rate", "weight_decay", "adam_beta1", "adam_beta2", "adam_epsilon",
+                                          "max_grad_norm", "lr_scheduler_type", "warmup_steps", "max_steps",
+                                          "global_batch_size", "per_device_train_batch_size",
+                                          "gradient_accumulation_steps", "block_size", "shuffle", "seed", "data_tokens",
+                                          "data_digest", "compute_dtype", NULL};
+    check_keys(&r, hp, hpp, hp_keys);
     st->hp.lr = num(&r, hp, hpp, "learning_rate", 0, 1e6, 0);
     st->hp.weight_decay = num(&r, hp, hpp, "weight_decay", 0, 1e6, 0);
     st->hp.beta1 = num(&r, hp, hpp, "adam_beta1", 0, 0.999999999, 0);
@@ -216,6 +266,8 @@ int zt_ckpt_state_from_json(const char *name, const zt_json *js, zt_ckpt_state *
     st->step = (long)num(&r, j, "", "step", 0, (double)h->max_steps, 1);
     st->optimizer_steps = (long)num(&r, j, "", "optimizer_steps", 0, (double)st->step, 1);
     const cJSON *dp = object(&r, j, "", "data_position");
+    static const char *const dp_keys[] = {"samples_seen", "epoch", NULL};
+    check_keys(&r, dp, "data_position.", dp_keys);
     /* the data position must be where step global batches end: anything else
      * would read other samples than the run it claims to continue */
     st->samples_seen = (long)num(&r, dp, "data_position.", "samples_seen", 0, MAX_COUNT, 1);
@@ -224,10 +276,14 @@ int zt_ckpt_state_from_json(const char *name, const zt_json *js, zt_ckpt_state *
                        name, st->samples_seen, st->step, st->hp.global_batch);
     st->epoch = (long)num(&r, dp, "data_position.", "epoch", 0, MAX_COUNT, 1);
     const cJSON *rng = object(&r, j, "", "rng");
+    static const char *const rng_keys[] = {"shuffle_seed", NULL};
+    check_keys(&r, rng, "rng.", rng_keys);
     uint64_t shuffle_seed = hex64(&r, rng, "rng.", "shuffle_seed");
     if (!r.rc && shuffle_seed != st->hp.seed)
         r.rc = zt_fail(err, ZT_EINPUT, "%s: rng.shuffle_seed differs from hyper_parameters.seed", name);
     const cJSON *ls = object(&r, j, "", "loss_scaler");
+    static const char *const ls_keys[] = {"scale", "cur_hysteresis", "iter", "last_overflow_iter", "skipped", NULL};
+    check_keys(&r, ls, "loss_scaler.", ls_keys);
     st->scaler.scale = num(&r, ls, "loss_scaler.", "scale", 1e-30, 1e30, 0);
     st->scaler.cur_hysteresis = (int)num(&r, ls, "loss_scaler.", "cur_hysteresis", 0, 1 << 20, 1);
     st->scaler.iter = (long)num(&r, ls, "loss_scaler.", "iter", 0, (double)st->step, 1);
@@ -236,6 +292,10 @@ int zt_ckpt_state_from_json(const char *name, const zt_json *js, zt_ckpt_state *
 
     const cJSON *pl = object(&r, j, "", "plan");
     const char *pp = "plan.";
+    static const char *const plan_keys[] = {"face", "strategy", "stage", "world", "group_size", "wrap",
+                                            "min_num_params", "master_dtype", "compute_dtype", "reduce_dtype",
+                                            "compensated", "loss_scaling", NULL};
+    check_keys(&r, pl, pp, plan_keys);
     zt_ckpt_plan *p = &st->plan;
     snprintf(p->face, sizeof p->face, "%s", str(&r, pl, pp, "face"));
     snprintf(p->strategy, sizeof p->strategy, "%s", str(&r, pl, pp, "strategy"));
@@ -296,6 +356,8 @@ char *zt_ckpt_index_to_json(const zt_ckpt_index *ix)
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "format", "ztrain-zero-index");
     cJSON_AddNumberToObject(j, "version", 1);
+    if (ix->run_id[0])
+        cJSON_AddStringToObject(j, "run_id", ix->run_id);
     cJSON_AddNumberToObject(j, "group_size", ix->group_size);
     cJSON_AddStringToObject(j, "master_dtype", zt_dtype_name(ix->master));
     cJSON_AddBoolToObject(j, "compensated", ix->compensated);
@@ -357,6 +419,10 @@ int zt_ckpt_index_from_json(const char *name, const zt_json *js, zt_ckpt_index *
     if (!r.rc && strcmp(fmt, "ztrain-zero-index"))
         r.rc = zt_fail(err, ZT_EINPUT, "%s: format must be \"ztrain-zero-index\"", name);
     num(&r, j, "", "version", 1, 1, 1);
+    static const char *const ix_keys[] = {"format", "version", "run_id", "group_size", "master_dtype", "compensated",
+                                          "units", "params", NULL};
+    check_keys(&r, j, "", ix_keys);
+    run_id(&r, j, ix->run_id);
     ix->group_size = (int)num(&r, j, "", "group_size", 1, 1 << 20, 1);
     ix->master = dtype(&r, j, "", "master_dtype");
     ix->compensated = boolean(&r, j, "", "compensated");

@@ -59,9 +59,13 @@ typedef struct zt_ckpt_state {
     zt_ckpt_hparams hp;
     zt_ckpt_plan plan;
     char command_line[1024];  /* the run's flags, for the record */
+    char run_id[17];          /* 16 hex digits every file of the checkpoint shares ("": written before
+                               * identities; ckpt_identity.h) */
 } zt_ckpt_state;
 
-/* trainer_state.json as text (malloc'd; NULL when out of memory). */
+/* trainer_state.json as text (malloc'd; NULL when out of memory).  The reader
+ * refuses a key given twice and a key it does not know, at every level (as the
+ * YAML and DeepSpeed readers do); run_id alone may be absent (older checkpoints). */
 char *zt_ckpt_state_to_json(const zt_ckpt_state *st);
 int zt_ckpt_state_from_json(const char *name, const struct zt_json *js, zt_ckpt_state *st, zt_err *err);
 
@@ -81,6 +85,7 @@ typedef struct zt_ckpt_index {
     int group_size;           /* shard files: zero/shard-R-of-G.safetensors, R < G */
     zt_dtype master;          /* dtype of master, m, v (and comp) */
     int compensated;          /* Kahan compensation stored (unit.U.comp) */
+    char run_id[17];          /* as trainer_state.json's ("": none recorded) */
     int nunits, nparams;
     zt_ckpt_iunit *units;
     zt_ckpt_iparam *params;

@@ -25,15 +25,14 @@ void zt_evaluator_free(zt_evaluator *ev)
     zt_free(ZT_MEM_OTHER, ev->all, (size_t)ev->W * slots(ev) * sizeof(double));
     if (ev->have_model)
         zt_model_free(&ev->model);
-    if (ev->have_batcher)
-        zt_batcher_free(&ev->batcher);
     if (ev->have_tokens)
         zt_tokens_free(&ev->tokens);
     memset(ev, 0, sizeof *ev);
 }
 
 int zt_evaluator_open(zt_evaluator *ev, const char *path, const zt_llama_config *cfg, const zt_layout *lay,
-                      const zt_param_owner *owner, int B, int T, int W, zt_err *err)
+                      const zt_param_owner *owner, int B, int T, int W, long max_windows, const char *flag,
+                      zt_err *err)
 {
     memset(ev, 0, sizeof *ev);
     ev->B = B;
@@ -42,17 +41,22 @@ int zt_evaluator_open(zt_evaluator *ev, const char *path, const zt_llama_config 
     ev->W = W;
     int rc = zt_tokens_load(path, &ev->tokens, err);
     if (rc)
-        return zt_wrap(err, "--eval_data: ");
+        return zt_wrap(err, "--%s: ", flag);
     ev->have_tokens = 1;
     if (ev->tokens.max_id >= cfg->vocab_size) {
-        rc = zt_fail(err, ZT_EINPUT, "--eval_data %s: token id %d is outside the model's vocabulary (vocab_size %d)",
-                     path, ev->tokens.max_id, cfg->vocab_size);
+        rc = zt_fail(err, ZT_EINPUT, "--%s %s: token id %d is outside the model's vocabulary (vocab_size %d)",
+                     flag, path, ev->tokens.max_id, cfg->vocab_size);
         goto fail;
     }
-    if ((rc = zt_batcher_init(&ev->batcher, &ev->tokens, T, 0, 0, path, err)))
+    if (ev->tokens.n < 2) {
+        rc = zt_fail(err, ZT_EINPUT, "--%s %s: %zu token%s is too short: evaluation needs at least 2 (a token "
+                     "and the one that follows it)", flag, path, ev->tokens.n, ev->tokens.n == 1 ? "" : "s");
         goto fail;
-    ev->have_batcher = 1;
-    ev->nwin = (long)ev->batcher.nwin;
+    }
+    /* ceil((n - 1) / T) windows: the last may hold fewer than T targets */
+    ev->nwin = (long)((ev->tokens.n - 2) / (size_t)T) + 1;
+    if (max_windows > 0 && max_windows < ev->nwin)
+        ev->nwin = max_windows;
     long per_round = (long)B * W;
     ev->rounds = (ev->nwin + per_round - 1) / per_round;
     if ((rc = zt_model_init(&ev->model, cfg, lay, owner, B, T, 0, err)))
@@ -72,6 +76,24 @@ fail:
     return rc;
 }
 
+/* Targets of window w: T, or fewer for the last window of the stream. */
+static int window_len(const zt_evaluator *ev, long w)
+{
+    size_t left = ev->tokens.n - 1 - (size_t)w * ev->T;
+    return left < (size_t)ev->T ? (int)left : ev->T;
+}
+
+/* Row b of inputs/targets: window w, padded with token 0 past its length. */
+static void fill_row(const zt_evaluator *ev, long w, int *inputs, int *targets)
+{
+    const int32_t *src = ev->tokens.ids + (size_t)w * ev->T;
+    int len = window_len(ev, w);
+    for (int t = 0; t < ev->T; t++) {
+        inputs[t] = t < len ? src[t] : 0;
+        targets[t] = t < len ? src[t + 1] : 0;
+    }
+}
+
 int zt_evaluator_run(zt_evaluator *ev, zt_comm *comm, zt_eval_result *out, zt_err *err)
 {
     const int B = ev->B, T = ev->T, W = ev->W, r = comm->rank;
@@ -82,7 +104,7 @@ int zt_evaluator_run(zt_evaluator *ev, zt_comm *comm, zt_eval_result *out, zt_er
         long first = (k * W + r) * (long)B; /* this rank's first window in round k */
         for (int b = 0; b < B; b++) {
             long w = first + b < ev->nwin ? first + b : 0; /* past the end: window 0, not counted */
-            zt_batcher_fill(&ev->batcher, w, 1, ev->inputs + (size_t)b * T, ev->targets + (size_t)b * T);
+            fill_row(ev, w, ev->inputs + (size_t)b * T, ev->targets + (size_t)b * T);
         }
         double unused;
         /* every rank runs this pass (ZeRO-3 gathers units collectively); a failure
@@ -92,18 +114,21 @@ int zt_evaluator_run(zt_evaluator *ev, zt_comm *comm, zt_eval_result *out, zt_er
         const float *logits = zt_model_logits(&ev->model); /* where the backend computes: its xent reads them */
         for (int b = 0; rc == ZT_OK && b < B && first + b < ev->nwin; b++)
             ev->mine[k * B + b] = ev->model.be->xent(NULL, NULL, logits + (size_t)b * T * ev->V,
-                                                     ev->targets + (size_t)b * T, T, ev->V, 0.0f);
+                                                     ev->targets + (size_t)b * T, window_len(ev, first + b), ev->V,
+                                                     0.0f);
     }
     if ((rc = zt_comm_agree(comm, rc, err)))
         return rc; /* the failing rank reports it */
     zt_comm_allgather_bytes(comm, ev->all, ev->mine, slots(ev) * sizeof(double));
     /* window w sits in round k = w / (BW), on rank q = (w / B) % W, in row w % B */
     double sum = 0.0;
+    long tokens = 0;
     for (long w = 0; w < ev->nwin; w++) {
         long k = w / ((long)B * W), q = (w / B) % W, b = w % B;
         sum += ev->all[(size_t)q * slots(ev) + (size_t)(k * B + b)];
+        tokens += window_len(ev, w);
     }
-    out->tokens = ev->nwin * T;
+    out->tokens = tokens; /* the mean is per token: a short last window weighs its length */
     out->loss = sum / (double)out->tokens;
     out->perplexity = exp(out->loss);
     out->seconds = now_s() - t0;

@@ -8,9 +8,12 @@ int zt_train_args_from_settings(const zt_settings *st, const zt_plan *plan, zt_t
 {
     memset(a, 0, sizeof *a);
     if (zt_lr_schedule_parse(st->schedule, &a->schedule) != 0)
-        return zt_fail(err, ZT_EINPUT,
-                       "lr_scheduler_type: expected linear, cosine, constant or constant_with_warmup, got '%s'",
+        return zt_fail(err, ZT_EINPUT, "lr_scheduler_type: expected %s, got '%s'", zt_lr_schedule_list(),
                        st->schedule);
+    /* transformers refuses the same: the decay would climb from lr up to lr_end */
+    if (a->schedule == ZT_LR_POLYNOMIAL && !(st->lr > ZT_LR_POLY_END))
+        return zt_fail(err, ZT_EINPUT, "lr_scheduler_type polynomial: --learning_rate %g must be above its lr_end %g",
+                       st->lr, ZT_LR_POLY_END);
     a->plan = *plan;
     a->block_size = st->block_size;
     a->batch_size = st->batch;

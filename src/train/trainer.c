@@ -9,16 +9,22 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../core/fs.h"
 #include "../core/mem.h"
+#include "../core/prof.h"
+#include "../io/hf_carry.h"
 #include "../io/hf_model.h"
 #include "../io/tokens.h"
 #include "../kernels/matmul.h"
+#include "../kernels/prof_backend.h"
 #include "../model/frozen.h"
 #include "../model/llama.h"
 #include "../plan/plan.h"
 #include "../engine/loss_scale.h"
+#include "../report/tfevents.h"
 #include "batches.h"
 #include "checkpoint.h"
+#include "ckpt_identity.h"
 #include "evaluate.h"
 #include "peak.h"
 #include "preempt.h"
@@ -69,7 +75,7 @@ static void frozen_sink(void *f, const zt_param *p, const void *src, zt_dtype sr
 /* Load config, data and weights; build layout, parameter owner, model and
  * batcher.  The owner is the engine for training, or with `frozen` the weights
  * alone in the plan's compute dtype (evaluation: no gradients, no optimizer). */
-static int run_open(run_state *r, const char *model_dir, const char *data_path, int T, int B,
+static int run_open(run_state *r, const char *model_dir, const char *data_path, const char *mask_path, int T, int B,
                     const zt_plan *plan, const zt_backend *be, zt_comm *comm, int shuffle, uint64_t seed,
                     int checkpointing, int frozen, zt_err *err)
 {
@@ -81,7 +87,8 @@ static int run_open(run_state *r, const char *model_dir, const char *data_path, 
         return zt_fail(err, ZT_EINPUT,
                        "--block_size %d exceeds the model's max_position_embeddings %d (%s/config.json)",
                        T, r->cfg.max_position_embeddings, model_dir);
-    if ((rc = zt_tokens_load(data_path, &r->tokens, err)))
+    if ((rc = zt_tokens_load(data_path, &r->tokens, err)) ||
+        (mask_path && (rc = zt_tokens_load_mask(mask_path, &r->tokens, err))))
         return rc;
     if (r->tokens.max_id >= r->cfg.vocab_size)
         return zt_fail(err, ZT_EINPUT, "%s: token id %d is outside the model's vocabulary (vocab_size %d)",
@@ -192,6 +199,8 @@ static void make_digest(const zt_train_args *a, const run_state *r, const zt_eva
     MIX(d[D_SCHEDULE], a->shuffle); MIX(d[D_SCHEDULE], a->seed);
     MIX(d[D_DATA], r->tokens.n);
     d[D_DATA] = fnv(d[D_DATA], r->tokens.ids, r->tokens.n * sizeof *r->tokens.ids);
+    if (r->tokens.loss_mask) /* the same targets count on every rank */
+        d[D_DATA] = fnv(d[D_DATA], r->tokens.loss_mask, r->tokens.n);
     /* the same evaluations, or a rank would wait in another's ZeRO-3 all-gathers */
     MIX(d[D_EVAL], a->eval_steps);
     if (ev) {
@@ -237,6 +246,8 @@ static zt_ckpt_hparams run_hparams(const zt_train_args *a, const run_state *r, i
         .grad_accum = a->grad_accum, .block_size = a->block_size, .shuffle = a->shuffle, .seed = a->seed,
         .data_tokens = r->tokens.n, .compute = a->plan.prec.compute};
     h.data_digest = fnv(FNV0, r->tokens.ids, r->tokens.n * sizeof *r->tokens.ids);
+    if (r->tokens.loss_mask) /* another mask is other data to resume on */
+        h.data_digest = fnv(h.data_digest, r->tokens.loss_mask, r->tokens.n);
     return h;
 }
 
@@ -256,6 +267,8 @@ static int open_device(const zt_plan *plan, zt_comm *comm, const zt_backend **ou
         rc = zt_wrap(err, "--device %s: ", name);
     else if (!(be = zt_backend_in_mode(be, !strcmp(plan->kernels, "fast") ? ZT_KERNELS_FAST : ZT_KERNELS_EXACT, err)))
         rc = ZT_EINPUT;
+    else if (zt_prof_enabled()) /* --profile: every entry timed at the dispatch */
+        be = zt_backend_profiled(be);
     int shared = be && !be->host_visible && comm->topo.machine_size > devices;
     if (rc == ZT_OK && shared && !strcmp(plan->comm, "nccl"))
         rc = zt_fail(err, ZT_EINPUT, "--comm_backend nccl: %d ranks on this machine share %d GPU%s, and NCCL refuses "
@@ -281,12 +294,13 @@ static int open_device(const zt_plan *plan, zt_comm *comm, const zt_backend **ou
  * close path frees it whatever failed. */
 
 typedef struct trainer {
-    const zt_train_args *a;
+    const zt_train_args *a;     /* &args: the caller's, with the steps resolved (resolve_steps) */
+    zt_train_args args;
     const zt_train_hooks *hooks;
     run_state r;
     int have_run;
     zt_comm local, *comm;
-    FILE *log;                  /* rank 0's JSONL, or NULL */
+    int log_fd, have_log;       /* rank 0's JSONL (zt_open_output), written a whole record at a time */
     int rank0, talk, W;         /* talk: rank 0 and not quiet */
     double tokens_per_step;     /* B * A * W * T */
     float grad_scale;           /* 1 / tokens_per_step: the gradient of the global mean loss */
@@ -302,7 +316,15 @@ typedef struct trainer {
     double last_eval;           /* the latest eval loss (NaN before the first) */
     zt_ckpt_hparams hp;         /* what a checkpoint records and a resume must find unchanged */
     long nonfinite_streak;      /* steps in a row skipped on an inf or NaN (outside fp16 scaling) */
+    long overflow_streak;       /* fp16: steps in a row skipped on an overflow */
+    long applied, skipped;      /* this run's steps whose update was applied, and those skipped */
     char device[128];           /* this rank's device, as its backend describes it */
+    char run_id[17];            /* every file of this run's checkpoints carries it (ckpt_identity.h) */
+    long log_every;             /* logging_steps resolved to steps */
+    double loss_since_log;      /* summed step losses since the last log, as Trainer averages them */
+    long steps_since_log;
+    zt_tfevents tb;             /* --report_to tensorboard (rank 0) */
+    int have_tb;
 } trainer;
 
 /* The saved scaler state, under this plan's settings. */
@@ -319,8 +341,9 @@ static void print_run(const trainer *t)
 {
     const run_state *r = &t->r;
     const zt_train_args *a = t->a;
-    printf("model: %zu parameters, %d layers, hidden %d, vocab %d; %d units\n", r->lay.numel,
-           r->cfg.num_hidden_layers, r->cfg.hidden_size, r->cfg.vocab_size, r->lay.nunits);
+    printf("model: %zu parameters, %d layer%s, hidden %d, vocab %d; %d unit%s\n", r->lay.numel,
+           r->cfg.num_hidden_layers, r->cfg.num_hidden_layers == 1 ? "" : "s", r->cfg.hidden_size, r->cfg.vocab_size,
+           r->lay.nunits, r->lay.nunits == 1 ? "" : "s");
     /* bf16 on the CPU's kernels (cpu, and emu which runs them): which of the paths
      * of matmul.h the products take, native or the AVX2 kernel */
     char products[96];
@@ -350,12 +373,56 @@ static void print_run(const trainer *t)
     fflush(stdout);
 }
 
+/* Samples per optimizer step: B sequences x A micro-batches x W ranks. */
+static long samples_per_step(const trainer *t)
+{
+    return (long)t->a->batch_size * t->a->grad_accum * t->W;
+}
+
+/* Trainer's epoch: the windows seen so far over the windows in the data. */
+static double epoch_at(const trainer *t, long step)
+{
+    return (double)step * (double)samples_per_step(t) / (double)t->r.batcher.nwin;
+}
+
+/* Step `step` (1-based) ends an epoch when it reads the last window of one:
+ * floor(step*G/nwin) > floor((step-1)*G/nwin). */
+static int epoch_ends(const trainer *t, long step)
+{
+    long G = samples_per_step(t), n = (long)t->r.batcher.nwin;
+    return step * G / n > (step - 1) * G / n;
+}
+
+/* What depends on the data's size, as Trainer resolves it: max_steps from
+ * num_train_epochs (max_steps 0: the flag was not given), the warm-up from
+ * warmup_ratio, logging_steps below 1 as a fraction of max_steps.  Every rank
+ * loaded the same data, so every rank resolves the same numbers. */
+static int resolve_steps(trainer *t, zt_err *err)
+{
+    zt_train_args *a = &t->args;
+    if (t->r.batcher.nwin == 0)
+        return zt_fail(err, ZT_EINPUT, "%s: fewer than %d tokens, not one window of --block_size %d", a->data_path,
+                       a->block_size + 1, a->block_size);
+    if (a->max_steps <= 0) {
+        double steps = ceil(a->num_train_epochs * (double)t->r.batcher.nwin / (double)samples_per_step(t));
+        a->max_steps = steps < 1.0 ? 1 : (long)steps;
+    }
+    if (a->warmup_steps == 0 && a->warmup_ratio > 0.0)
+        a->warmup_steps = (long)ceil(a->warmup_ratio * (double)a->max_steps);
+    double every = a->logging_steps > 0.0 ? a->logging_steps : 500.0;
+    t->log_every = every < 1.0 ? (long)ceil(every * (double)a->max_steps) : (long)every;
+    if (t->log_every < 1)
+        t->log_every = 1;
+    return ZT_OK;
+}
+
 /* Open everything, check that the ranks agree, resume if asked. */
 static int train_setup(trainer *t, const zt_train_args *a, zt_err *err)
 {
     static const zt_train_hooks no_hooks = {0};
     memset(t, 0, sizeof *t);
-    t->a = a;
+    t->args = *a;
+    a = t->a = &t->args;
     t->hooks = a->hooks ? a->hooks : &no_hooks;
     t->comm = a->comm;
     if (!t->comm) {
@@ -370,15 +437,23 @@ static int train_setup(trainer *t, const zt_train_args *a, zt_err *err)
     int rc = open_device(&a->plan, comm, &be, t->device, sizeof t->device, err);
     if (rc)
         return rc;
-    rc = run_open(&t->r, a->model_dir, a->data_path, a->block_size, a->batch_size, &a->plan, be, comm,
+    rc = run_open(&t->r, a->model_dir, a->data_path, a->loss_mask_path, a->block_size, a->batch_size, &a->plan, be, comm,
                   a->shuffle, a->seed, a->checkpointing, 0, err);
     t->have_run = 1;
-    if (rc == ZT_OK && t->rank0 && a->log_jsonl && !(t->log = fopen(a->log_jsonl, "w")))
-        rc = zt_fail(err, ZT_EINPUT, "--log_jsonl %s: cannot open for writing", a->log_jsonl);
+    if (rc == ZT_OK)
+        rc = resolve_steps(t, err);
+    if (rc == ZT_OK && t->rank0 && a->tensorboard_dir)
+        t->have_tb = (rc = zt_tfevents_open(&t->tb, a->tensorboard_dir, err)) == ZT_OK;
+    if (rc == ZT_OK && t->rank0 && a->log_jsonl) {
+        if ((rc = zt_open_output(a->log_jsonl, "the --log_jsonl log", &t->log_fd, err)) == ZT_OK)
+            t->have_log = 1;
+        else
+            zt_wrap(err, "--log_jsonl: ");
+    }
     if (rc == ZT_OK && a->eval_data_path) {
         zt_param_owner owner = zt_engine_param_owner(t->r.eng);
         rc = zt_evaluator_open(&t->ev, a->eval_data_path, &t->r.cfg, &t->r.lay, &owner, a->eval_batch_size,
-                               a->block_size, comm->world, err);
+                               a->block_size, comm->world, 0, "eval_data", err);
         t->have_ev = rc == ZT_OK;
     }
     t->last_eval = NAN;
@@ -387,6 +462,8 @@ static int train_setup(trainer *t, const zt_train_args *a, zt_err *err)
     if ((rc = zt_comm_agree(comm, check_agreement(a, &t->r, t->have_ev ? &t->ev : NULL, comm, err), err)))
         return rc;
     if (a->output_dir && (rc = zt_comm_agree(comm, zt_ckpt_probe_output_dir(a->output_dir, err), err)))
+        return rc;
+    if (a->output_dir && (rc = zt_comm_agree(comm, zt_ckpt_new_run_id(comm, t->run_id, err), err)))
         return rc;
     t->hp = run_hparams(a, &t->r, t->W);
     zt_ckpt_state resumed = {0};
@@ -491,6 +568,38 @@ static int check_finite(trainer *t, const zt_step_metrics *m, zt_err *err)
                    "--skip_nonfinite_steps N)", m->step, what, m->loss);
 }
 
+/* fp16: an overflow skips the step and halves the scale, but at min_loss_scale
+ * the scale cannot fall further, so a model that overflows fp16 even at the floor
+ * would skip every step and "train" without changing.  DeepSpeed raises at its
+ * minimum scale; here the run stops (exit 1: the run failed, the input was not
+ * malformed) once a step overflows at the floor after more than
+ * --max_consecutive_skipped_steps skips in a row.  From 2^16 the floor 1 is
+ * reached after 17 skips in a row (one spent on hysteresis 2, then 16 halvings).
+ * Every rank reaches the same verdict: the overflow is world-wide. */
+static int check_overflow(trainer *t, const zt_step_metrics *m, zt_err *err)
+{
+    const zt_train_args *a = t->a;
+    if (m->skipped)
+        t->skipped++;
+    else
+        t->applied++;
+    if (!a->plan.ls.on)
+        return ZT_OK;
+    t->overflow_streak = m->skipped ? t->overflow_streak + 1 : 0;
+    /* m->loss_scale is the scale this step ran at, before the update halved it */
+    int at_floor = m->loss_scale <= t->scaler.min_scale;
+    if (!m->skipped || !at_floor || t->overflow_streak <= a->max_consecutive_skipped_steps)
+        return ZT_OK;
+    if (!t->rank0) /* rank 0 says it; the others stop with it */
+        return zt_fail(err, ZT_EFAIL, "%s", "");
+    return zt_fail(err, ZT_EFAIL, "%sstep %ld: fp16 overflow with the loss scale at its floor (min_loss_scale %g); "
+                   "%ld steps skipped in a row, more than --max_consecutive_skipped_steps %ld allows; stopping "
+                   "(nothing saved from this run; %ld of this run's %ld steps were applied): the model overflows "
+                   "fp16 even unscaled; train in bf16 or fp32 (--mixed_precision bf16|no)",
+                   a->progress ? "\n" : "", m->step, t->scaler.min_scale, t->overflow_streak,
+                   a->max_consecutive_skipped_steps, t->applied, t->applied + t->skipped);
+}
+
 /* The numbers of step s that train_step did not compute itself. */
 static void measure_step(trainer *t, double t0, double wait0, double progress0,
                          const uint64_t before[ZT_COLL_NKINDS], const uint64_t link_before[ZT_NLINKS],
@@ -541,16 +650,29 @@ static int train_step(trainer *t, long s, zt_step_metrics *m, zt_err *err)
     /* fp16: backward runs on loss * scale; the step divides it back out */
     double scale = pl->ls.on ? t->scaler.scale : 1.0;
     double loss_sum = 0.0;
+    /* the global mean loss divides by the targets that count: all B*A*W*T, or
+     * under a loss mask the completion tokens of the step's G samples, which every
+     * rank counts alike from the shared sample order (no collective); a step of
+     * prompts only has no loss and no gradient */
+    double counted = t->tokens_per_step;
+    float grad_scale = t->grad_scale;
+    if (r->tokens.loss_mask) {
+        long G = (long)B * A * t->W, n = zt_batcher_count_targets(&r->batcher, s * G, G);
+        counted = n > 0 ? (double)n : 1.0;
+        grad_scale = (float)(1.0 / counted);
+    }
     for (int micro = 0; micro < A; micro++) {
         long k0 = zt_sample_index(s, micro, comm->rank, B, A, t->W);
+        int hd = zt_prof_begin("data", "phase", ZT_PROF_COMPUTE);
         zt_batcher_fill(&r->batcher, k0, B, r->inputs, r->targets);
+        zt_prof_end(hd, 0.0, 0.0);
         /* the last micro-batch's backward may start the step's reduction */
         zt_engine_sync_backward(r->eng, micro == A - 1);
         double ls = 0.0;
         int rc = t->hooks->before_forward ? t->hooks->before_forward(t->hooks->ctx, s + 1, micro, comm->rank, err)
                                           : ZT_OK;
         if (rc == ZT_OK)
-            rc = zt_model_forward_backward(&r->model, r->inputs, r->targets, (float)(t->grad_scale * scale),
+            rc = zt_model_forward_backward(&r->model, r->inputs, r->targets, (float)(grad_scale * scale),
                                            &ls, err);
         if (rc)
             return step_failed(t, rc, err);
@@ -561,19 +683,21 @@ static int train_step(trainer *t, long s, zt_step_metrics *m, zt_err *err)
     /* the schedule counts applied updates: a step skipped on fp16 overflow does
      * not advance it, as DeepSpeed's engine does not step its scheduler then */
     long u = zt_engine_optimizer_steps(r->eng);
-    m->lr = a->adam.lr * zt_lr_factor(a->schedule, u, a->max_steps, a->warmup_steps);
+    m->lr = zt_lr_value(a->schedule, a->adam.lr, u, a->max_steps, a->warmup_steps);
     if (t->hooks->before_update)
         t->hooks->before_update(t->hooks->ctx, s + 1, comm->rank, r->eng);
     comm->phase = "optimizer";
     comm->unit = -1;
+    int ho = zt_prof_begin("optimizer", "phase", ZT_PROF_COMPUTE);
     m->skipped = zt_engine_step(r->eng, &a->adam, m->lr, a->max_grad_norm, 1.0 / scale, &m->grad_norm);
     if (r->model.loss_sink) /* read back by the step with its other numbers */
         loss_sum = zt_engine_step_loss_sum(r->eng);
+    zt_prof_end(ho, 0.0, 0.0);
     if (pl->ls.on)
         zt_loss_scaler_update(&t->scaler, m->skipped);
     m->loss_scale = pl->ls.on ? scale : 0.0;
     comm->phase = "loss";
-    m->loss = zt_comm_sum_double(comm, loss_sum, ZT_SCOPE_WORLD) / t->tokens_per_step;
+    m->loss = zt_comm_sum_double(comm, loss_sum, ZT_SCOPE_WORLD) / counted;
     measure_step(t, t0, wait0, progress0, before, link_before, m);
     return ZT_OK;
 }
@@ -642,25 +766,129 @@ static void write_jsonl(FILE *log, const zt_step_metrics *m)
     fflush(log);
 }
 
-static void log_step(trainer *t, const zt_step_metrics *m)
+/* A JSONL record is formatted into memory, then written whole (zt_write_record):
+ * a full disk or a size limit never leaves half an object, and the failure is an
+ * error naming the file.  fmt writes the record into the stream it is given. */
+typedef void (*record_fn)(FILE *f, const void *what);
+static int log_record(trainer *t, record_fn fmt, const void *what, zt_err *err)
+{
+    if (!t->have_log)
+        return ZT_OK;
+    char buf[16384];
+    FILE *rec = fmemopen(buf, sizeof buf, "w");
+    if (!rec)
+        return zt_fail(err, ZT_EFAIL, "--log_jsonl %s: out of memory formatting a record", t->a->log_jsonl);
+    fmt(rec, what);
+    int bad = fflush(rec) != 0 || ferror(rec);
+    long n = ftell(rec);
+    fclose(rec);
+    if (bad || n <= 0 || (size_t)n >= sizeof buf - 1)
+        return zt_fail(err, ZT_EFAIL, "--log_jsonl %s: a record does not fit %zu bytes", t->a->log_jsonl, sizeof buf);
+    int rc = zt_write_record(t->log_fd, t->a->log_jsonl, buf, (size_t)n, err);
+    if (rc)
+        zt_wrap(err, "--log_jsonl: ");
+    return rc;
+}
+
+static void step_record(FILE *f, const void *m)
+{
+    write_jsonl(f, m);
+}
+
+/* Trainer's log, every logging_steps steps and after the last: the loss is the
+ * mean of the steps' losses since the previous log, as Trainer reports it; the
+ * learning rate and gradient norm are this step's.  On stdout as one plain line
+ * (no progress bar is drawn then: a log file gets lines, not carriage returns)
+ * and, with --report_to tensorboard, as scalars under Trainer's tags. */
+/* Rank 0 alone writes events, so a failed write (a full disk) cannot fail the
+ * step: the other ranks would wait in the next collective.  It is said once, and
+ * the events stop there. */
+static void tb_scalar(trainer *t, const char *tag, long step, double value)
+{
+    zt_err err = {0};
+    if (!t->have_tb || zt_tfevents_scalar(&t->tb, tag, step, (float)value, &err) == ZT_OK)
+        return;
+    fprintf(stderr, "%sztrain: warning: %s; no more TensorBoard events are written\n", t->a->progress ? "\n" : "",
+            err.msg);
+    zt_tfevents_close(&t->tb);
+    t->have_tb = 0;
+}
+
+static void log_trainer(trainer *t, const zt_step_metrics *m)
+{
+    t->loss_since_log += m->loss;
+    t->steps_since_log++;
+    if (!t->rank0 || (m->step % t->log_every != 0 && m->step != t->nsteps))
+        return;
+    double loss = t->loss_since_log / (double)t->steps_since_log, epoch = epoch_at(t, m->step);
+    t->loss_since_log = 0.0;
+    t->steps_since_log = 0;
+    if (t->talk && !t->a->progress) {
+        printf("step %ld/%ld: loss %.4f, grad_norm %.4g, learning_rate %.6g, epoch %.2f\n", m->step, t->nsteps, loss,
+               m->grad_norm, m->lr, epoch);
+        fflush(stdout);
+    }
+    tb_scalar(t, "train/loss", m->step, loss);
+    tb_scalar(t, "train/grad_norm", m->step, m->grad_norm);
+    tb_scalar(t, "train/learning_rate", m->step, m->lr);
+    tb_scalar(t, "train/epoch", m->step, epoch);
+}
+
+/* Collective when there is a log: every rank learns whether rank 0 wrote it. */
+static int log_step(trainer *t, const zt_step_metrics *m, zt_err *err)
 {
     t->last = *m;
     audit_lost_updates(t, m);
-    if (t->log)
-        write_jsonl(t->log, m);
+    int rc = log_record(t, step_record, m, err);
+    if (t->a->log_jsonl)
+        rc = zt_comm_agree(t->comm, rc, err);
+    if (rc)
+        return rc;
     if (t->a->progress && t->rank0)
         draw_progress(m->step, t->nsteps, m->loss, t->last_eval, m->tokens_per_sec, now_s() - t->t_start);
     if (t->a->on_step)
         t->a->on_step(t->a->on_step_ctx, m);
+    log_trainer(t, m);
+    return ZT_OK;
 }
 
-/* HF's eval_strategy="steps": after every eval_steps-th step; without eval_steps,
- * once after the last step. */
+/* HF's eval_strategy: "steps" after every eval_steps-th step (its default,
+ * logging_steps, when eval_steps is not given), "epoch" after each step that ends
+ * an epoch, "no" never; unset: every eval_steps, or once after the last step. */
 static int eval_due(const trainer *t, long step)
 {
     if (!t->have_ev)
         return 0;
-    return t->a->eval_steps > 0 ? step % t->a->eval_steps == 0 : step == t->nsteps;
+    switch (t->a->eval_strategy) {
+    case ZT_STRATEGY_NO:
+        return 0;
+    case ZT_STRATEGY_EPOCH:
+        return epoch_ends(t, step);
+    case ZT_STRATEGY_STEPS:
+        return step % (t->a->eval_steps > 0 ? t->a->eval_steps : t->log_every) == 0;
+    default:
+        return t->a->eval_steps > 0 ? step % t->a->eval_steps == 0 : step == t->nsteps;
+    }
+}
+
+typedef struct eval_record_of {
+    long step;
+    const zt_eval_result *e;
+} eval_record_of;
+
+static void eval_record(FILE *f, const void *what)
+{
+    const eval_record_of *r = what;
+    const zt_eval_result *e = r->e;
+    char flags[128] = ""; /* non-finite values as null plus a flag, as in the step records */
+    fprintf(f, "{\"step\": %ld, ", r->step);
+    json_num(f, "eval_loss", "%.17g", e->loss, flags, sizeof flags);
+    fprintf(f, ", ");
+    json_num(f, "eval_perplexity", "%.17g", e->perplexity, flags, sizeof flags);
+    fprintf(f, ", \"eval_tokens\": %ld, \"eval_runtime\": %.6f", e->tokens, e->seconds);
+    if (flags[0])
+        fprintf(f, ", \"nonfinite\": {%s}", flags);
+    fprintf(f, "}\n");
 }
 
 /* Collective: the held-out loss of the model as it stands after `step`, as its own
@@ -673,18 +901,11 @@ static int evaluate(trainer *t, long step, zt_err *err)
     if (rc)
         return rc;
     t->last_eval = e.loss;
-    if (t->log) {
-        char flags[128] = ""; /* non-finite values as null plus a flag, as in the step records */
-        fprintf(t->log, "{\"step\": %ld, ", step);
-        json_num(t->log, "eval_loss", "%.17g", e.loss, flags, sizeof flags);
-        fprintf(t->log, ", ");
-        json_num(t->log, "eval_perplexity", "%.17g", e.perplexity, flags, sizeof flags);
-        fprintf(t->log, ", \"eval_tokens\": %ld, \"eval_runtime\": %.6f", e.tokens, e.seconds);
-        if (flags[0])
-            fprintf(t->log, ", \"nonfinite\": {%s}", flags);
-        fprintf(t->log, "}\n");
-        fflush(t->log);
-    }
+    tb_scalar(t, "eval/loss", step, e.loss);
+    eval_record_of rec = {step, &e};
+    rc = log_record(t, eval_record, &rec, err);
+    if (t->a->log_jsonl && (rc = zt_comm_agree(t->comm, rc, err)))
+        return rc;
     /* with a progress bar, its next line shows the eval; after the last step the bar
      * has ended its line, so the result gets one of its own */
     if (t->talk && (!t->a->progress || step == t->nsteps))
@@ -693,12 +914,20 @@ static int evaluate(trainer *t, long step, zt_err *err)
     return ZT_OK;
 }
 
-/* OUTPUT_DIR/checkpoint-N every save_steps, except after the last step (the
- * final save writes OUTPUT_DIR itself). */
+/* OUTPUT_DIR/checkpoint-N every save_steps (save_strategy steps or unset), or
+ * after each step that ends an epoch (save_strategy epoch), and after the last
+ * step of the schedule whenever checkpoints are saved at all, as Hugging Face's
+ * Trainer does (a run can then be continued or inspected from its end, not only
+ * from the last multiple of save_steps).  The final save writes OUTPUT_DIR itself
+ * as well. */
 static int checkpoint_due(const trainer *t, long step)
 {
     const zt_train_args *a = t->a;
-    return a->save_steps > 0 && step % a->save_steps == 0 && step < t->nsteps && a->output_dir;
+    if (!a->output_dir || a->save_strategy == ZT_STRATEGY_NO)
+        return 0;
+    if (a->save_strategy == ZT_STRATEGY_EPOCH)
+        return epoch_ends(t, step) || step == a->max_steps;
+    return a->save_steps > 0 && (step % a->save_steps == 0 || step == a->max_steps);
 }
 
 /* A /proc/self/status field in KiB (0 where there is none). */
@@ -741,8 +970,9 @@ static int save_checkpoint(trainer *t, long step, zt_err *err)
     cs.samples_seen = step * t->hp.global_batch;
     cs.epoch = r->batcher.nwin ? cs.samples_seen / (long)r->batcher.nwin : 0;
     snprintf(cs.command_line, sizeof cs.command_line, "%s", a->command_line ? a->command_line : "");
+    memcpy(cs.run_id, t->run_id, sizeof cs.run_id);
     zt_ckpt_save_args sa = {a->output_dir, &r->cfg, &a->plan, !a->sharded_only, a->plan.prec.save,
-                            a->max_shard_bytes, a->save_total_limit};
+                            a->max_shard_bytes, a->save_total_limit, a->model_dir, a->tokenizer_dir};
     char where[4096];
     zt_ckpt_save_report rep = {0};
     long rss0 = proc_status_kib("VmRSS:");
@@ -791,8 +1021,22 @@ static int train_finish(trainer *t, zt_train_result *res, zt_err *err)
     if (a->output_dir && (rc = zt_comm_agree(t->comm, zt_hf_save(a->output_dir, &r->cfg, &r->lay, r->eng, a->plan.prec.save,
                                                          a->max_shard_bytes, t->rank0, err), err)))
         return rc;
+    /* and what the source model carried: config keys, generation config, tokenizer */
+    if (a->output_dir &&
+        (rc = zt_comm_agree(t->comm, t->rank0 ? zt_hf_carry_model(a->output_dir, a->model_dir, a->tokenizer_dir, err)
+                                              : ZT_OK, err)))
+        return rc;
     if (t->talk) {
-        printf("trained %ld steps in %.1f s (%.0f tokens/s per device); final loss %.4f\n", steps, elapsed,
+        /* "trained" only when a step changed the weights; skipped steps are counted */
+        if (t->applied == 0 && t->skipped > 0)
+            printf("ran %ld steps, none applied (%ld skipped on %s)", steps, t->skipped,
+                   a->plan.ls.on ? "fp16 overflow" : "an inf or NaN");
+        else if (t->skipped > 0)
+            printf("trained %ld steps (%ld applied, %ld skipped on %s)", steps, t->applied, t->skipped,
+                   a->plan.ls.on ? "fp16 overflow" : "an inf or NaN");
+        else
+            printf("trained %ld step%s", steps, steps == 1 ? "" : "s");
+        printf(" in %.1f s (%.0f tokens/s per device); final loss %.4f\n", elapsed,
                t->tokens_per_step * (double)steps / elapsed / t->W, t->last.loss);
         if (a->output_dir)
             printf("model saved to %s\n", a->output_dir);
@@ -802,8 +1046,10 @@ static int train_finish(trainer *t, zt_train_result *res, zt_err *err)
 
 static void train_close(trainer *t)
 {
-    if (t->log)
-        fclose(t->log);
+    if (t->have_log)
+        close(t->log_fd);
+    if (t->have_tb)
+        zt_tfevents_close(&t->tb);
     if (t->have_ev)
         zt_evaluator_free(&t->ev);
     if (t->have_run)
@@ -853,10 +1099,17 @@ int zt_train(const zt_train_args *a, zt_train_result *res, zt_err *err)
     int rc = train_setup(&t, a, err), stopped = 0;
     for (long s = t.first_step; rc == ZT_OK && s < t.nsteps; s++) {
         zt_step_metrics m;
+        zt_prof_step_begin(s + 1); /* --profile: a no-op outside --profile_steps */
         if ((rc = train_step(&t, s, &m, err)))
             break;
-        log_step(&t, &m);
-        if ((rc = check_finite(&t, &m, err)))
+        int hl = zt_prof_begin("log", "phase", ZT_PROF_COMPUTE);
+        rc = log_step(&t, &m, err);
+        zt_prof_end(hl, 0.0, 0.0);
+        if (rc)
+            break;
+        if ((rc = zt_prof_step_end(err))) /* waits for the device once, in a profiled step */
+            break;
+        if ((rc = check_finite(&t, &m, err)) || (rc = check_overflow(&t, &m, err)))
             break;
         if (eval_due(&t, s + 1) && (rc = evaluate(&t, s + 1, err)))
             break;
@@ -877,9 +1130,12 @@ int zt_train(const zt_train_args *a, zt_train_result *res, zt_err *err)
     return rc;
 }
 
+/* `ztrain eval`: the evaluator of training (evaluate.h) on one rank, over the
+ * model's weights frozen in the compute dtype: every token of the stream, the
+ * last partial batch and a last window shorter than T included, so the mean is
+ * the same at any batch size. */
 int zt_eval(const zt_eval_args *a, double *mean_loss, long *tokens, zt_err *err)
 {
-    run_state r;
     zt_precision prec = {.load = ZT_F32, .master = ZT_F32, .compute = a->compute, .reduce = a->compute,
                          .save = ZT_F32};
     zt_plan plan = zt_plan_single(prec, ZT_WRAP_TRANSFORMER);
@@ -888,33 +1144,33 @@ int zt_eval(const zt_eval_args *a, double *mean_loss, long *tokens, zt_err *err)
     zt_comm_create_local(&local);
     const zt_backend *be = NULL;
     char desc[128];
+    run_state r;
+    zt_evaluator ev;
     memset(&r, 0, sizeof r); /* run_free below must find nothing to free on an early error */
+    memset(&ev, 0, sizeof ev);
     int rc = open_device(&plan, &local, &be, desc, sizeof desc, err);
+    if (rc == ZT_OK && (rc = zt_hf_read_config_dir(a->model_dir, &r.cfg, err)) == ZT_OK &&
+        a->block_size > r.cfg.max_position_embeddings)
+        rc = zt_fail(err, ZT_EINPUT, "--block_size %d exceeds the model's max_position_embeddings %d (%s/config.json)",
+                     a->block_size, r.cfg.max_position_embeddings, a->model_dir);
+    if (rc == ZT_OK && (rc = zt_layout_build(&r.lay, &r.cfg, plan.wrap, 0, 1, err)) == ZT_OK)
+        r.have_lay = 1;
+    if (rc == ZT_OK && (rc = zt_frozen_init(&r.frozen, &r.lay, prec.compute, be, err)) == ZT_OK)
+        r.have_frozen = 1;
     if (rc == ZT_OK)
-        rc = run_open(&r, a->model_dir, a->data_path, a->block_size, a->batch_size, &plan, be, &local, 0, 0, 0, 1,
-                      err);
-    if (rc)
-        goto done;
-    /* Whole batches of consecutive windows; the tail that does not fill a batch is dropped. */
-    long nbatches = (long)(r.batcher.nwin / (size_t)a->batch_size);
-    if (a->max_batches > 0 && a->max_batches < nbatches)
-        nbatches = a->max_batches;
-    if (nbatches == 0) {
-        rc = zt_fail(err, ZT_EINPUT, "%s: fewer than %d windows of %d tokens; nothing to evaluate",
-                     a->data_path, a->batch_size, a->block_size);
-        goto done;
+        rc = zt_hf_load_params_to(a->model_dir, &r.lay, frozen_sink, &r.frozen, err);
+    if (rc == ZT_OK) {
+        zt_param_owner owner = zt_frozen_owner(&r.frozen);
+        long max_windows = a->max_batches > 0 ? a->max_batches * a->batch_size : 0;
+        rc = zt_evaluator_open(&ev, a->data_path, &r.cfg, &r.lay, &owner, a->batch_size, a->block_size, 1,
+                               max_windows, "data", err);
     }
-    double sum = 0.0;
-    for (long b = 0; b < nbatches; b++) {
-        zt_batcher_fill(&r.batcher, b * a->batch_size, a->batch_size, r.inputs, r.targets);
-        double ls = 0.0;
-        if ((rc = zt_model_forward(&r.model, r.inputs, r.targets, &ls, err)))
-            goto done;
-        sum += ls;
+    zt_eval_result res;
+    if (rc == ZT_OK && (rc = zt_evaluator_run(&ev, &local, &res, err)) == ZT_OK) {
+        *mean_loss = res.loss;
+        *tokens = res.tokens;
     }
-    *tokens = nbatches * a->batch_size * a->block_size;
-    *mean_loss = sum / (double)*tokens;
-done:
+    zt_evaluator_free(&ev);
     run_free(&r);
     zt_comm_free(&local);
     return rc;

@@ -52,6 +52,10 @@ typedef struct zt_train_hooks {
     void *ctx;
 } zt_train_hooks;
 
+/* Trainer's eval_strategy and save_strategy.  UNSET: evaluate every eval_steps
+ * (else once, after the last step) and save every save_steps (0: never). */
+typedef enum zt_strategy { ZT_STRATEGY_UNSET, ZT_STRATEGY_NO, ZT_STRATEGY_STEPS, ZT_STRATEGY_EPOCH } zt_strategy;
+
 typedef struct zt_train_args {
     const char *model_dir, *data_path, *output_dir, *log_jsonl;
     zt_plan plan;
@@ -82,10 +86,24 @@ typedef struct zt_train_args {
     int eval_batch_size;        /* windows per forward pass per rank */
     long skip_nonfinite_steps; /* outside fp16 scaling: steps with an inf/NaN that may be skipped in a
                                 * row (0: the first one stops the run) */
+    long max_consecutive_skipped_steps; /* fp16: overflows in a row tolerated once the loss scale is at its
+                                         * floor; one more stops the run (0: the first overflow at the floor) */
+    /* Trainer's vocabulary (contract §4): with max_steps 0, the run is
+     * ceil(num_train_epochs * nwin / G) steps (G samples a step, nwin windows in
+     * the data); warmup_steps 0 and warmup_ratio r > 0 mean ceil(r * max_steps) */
+    double num_train_epochs;
+    double warmup_ratio;
+    double logging_steps;       /* a log every N steps; below 1, a fraction of max_steps (0: 500, Trainer's) */
+    int eval_strategy, save_strategy; /* zt_strategy; ZT_STRATEGY_UNSET keeps ztrain's defaults */
+    const char *tensorboard_dir; /* write TensorBoard event files here (NULL: none) */
+    /* completion-only loss (TRL's): a token file of 0/1 beside data_path, 0 where
+     * the token is a prompt token, never a target (NULL: every token is one) */
+    const char *loss_mask_path;
     /* called on every rank after every step (NULL: none) */
     void (*on_step)(void *ctx, const zt_step_metrics *m);
     void *on_step_ctx;
     const zt_train_hooks *hooks; /* tests only; NULL in production */
+    const char *tokenizer_dir; /* saved with the model and each checkpoint (NULL: the model_dir's tokenizer files) */
 } zt_train_args;
 
 typedef struct zt_train_result {
@@ -109,11 +127,14 @@ int zt_train(const zt_train_args *a, zt_train_result *res, zt_err *err);
 typedef struct zt_eval_args {
     const char *model_dir, *data_path;
     int block_size, batch_size;
-    long max_batches;    /* 0: the whole stream */
+    long max_batches;    /* 0: the whole stream; else its first max_batches * batch_size windows */
     zt_dtype compute;
     const char *device;  /* --device (NULL: cpu) */
 } zt_eval_args;
 
+/* The mean token loss of the model on the data, every token counted whatever the
+ * batch size (evaluate.h: a last window shorter than block_size is evaluated over
+ * its own length); *tokens gets the predictions counted, n - 1 for n tokens. */
 int zt_eval(const zt_eval_args *a, double *mean_loss, long *tokens, zt_err *err);
 
 #endif

@@ -10,10 +10,13 @@ args=(train --model $fix --data $fix/tokens.npy --block_size 16 --per_device_tra
 
 # the uninterrupted run, and one saving every step keeping the newest 2
 "$ZTRAIN" "${args[@]}" --output_dir "$TMP/full" > /dev/null 2>&1 || fail "uninterrupted run"
-out=$("$ZTRAIN" "${args[@]}" --output_dir "$TMP/ck" --save_steps 1 --save_total_limit 2 2>&1) || fail "saving run: $out"
+# (the last step, 4, is saved too, as Trainer does; then it goes, so that 3 is the newest)
+out=$("$ZTRAIN" "${args[@]}" --output_dir "$TMP/ck" --save_steps 1 --save_total_limit 3 2>&1) || fail "saving run: $out"
 printf '%s' "$out" | grep -q "checkpoint saved to $TMP/ck/checkpoint-3" || fail "no 'checkpoint saved to' line: $out"
 got=$(cd "$TMP/ck" && ls -d checkpoint-* | tr '\n' ' ')
-[ "$got" = "checkpoint-2 checkpoint-3 " ] || fail "--save_total_limit 2 kept: $got"
+[ "$got" = "checkpoint-2 checkpoint-3 checkpoint-4 " ] || fail "--save_total_limit 3 kept: $got"
+cmp -s "$TMP/ck/checkpoint-4/model.safetensors" "$TMP/ck/model.safetensors" || fail "checkpoint-4 is not the final model"
+rm -rf "$TMP/ck/checkpoint-4"
 for f in manifest.json trainer_state.json config.json model.safetensors zero/index.json zero/shard-0-of-1.safetensors; do
     [ -f "$TMP/ck/checkpoint-3/$f" ] || fail "checkpoint-3/$f is missing"
 done
@@ -30,7 +33,7 @@ for p, e in m["files"].items():
 st = json.load(open(os.path.join(d, "trainer_state.json")))
 assert st["step"] == 3 and st["optimizer_steps"] == 3 and st["data_position"]["samples_seen"] == 3, st
 assert st["plan"]["world"] == 1 and st["hyper_parameters"]["learning_rate"] == 1e-3, st
-assert "--save_total_limit 2" in st["command_line"], st["command_line"]
+assert "--save_total_limit 3" in st["command_line"], st["command_line"]
 PY
 
 # 'latest' resumes from checkpoint-3 and ends where the uninterrupted run ended

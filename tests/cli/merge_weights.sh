@@ -28,6 +28,18 @@ for f in $(cd "$full" && ls model* config.json); do
 done
 "$ZTRAIN" merge-weights "$sharded" "$TMP/merged1" > /dev/null 2>&1 || fail "merge into one file"
 [ -f "$TMP/merged1/model.safetensors" ] || fail "merge without a size limit should write one file"
+# into a directory holding an older 3-shard output (issue 33): the stale shards of
+# the model go, other files stay; and back to shards, the one file goes
+touch "$TMP/merged/README.md"
+"$ZTRAIN" merge-weights "$sharded" "$TMP/merged" > /dev/null 2>&1 || fail "merge over a 3-shard output"
+got=$(cd "$TMP/merged" && ls | tr '\n' ' ')
+[ "$got" = "README.md config.json generation_config.json model.safetensors " ] ||
+    [ "$got" = "README.md config.json model.safetensors " ] || fail "merge over a 3-shard output left: $got"
+cmp -s "$TMP/merged/model.safetensors" "$TMP/merged1/model.safetensors" || fail "merge over a 3-shard output differs"
+"$ZTRAIN" merge-weights "$sharded" "$TMP/merged" --max_shard_size 300KB > /dev/null 2>&1 || fail "merge into 2 shards"
+got=$(cd "$TMP/merged" && ls model* | tr '\n' ' ')
+[ "$got" = "model-00001-of-00002.safetensors model-00002-of-00002.safetensors model.safetensors.index.json " ] ||
+    fail "merge into 2 shards over one file left: $got"
 "$ZTRAIN" merge-weights "$sharded" "$TMP/bf16" --dtype bfloat16 > /dev/null 2>&1 || fail "merge --dtype bfloat16"
 /usr/bin/python3 - "$TMP/merged1/model.safetensors" "$TMP/bf16/model.safetensors" <<'PY' || fail "bf16 merge != torch's rounding"
 import json, struct, sys
@@ -45,7 +57,7 @@ for k in a:
     got = torch.frombuffer(bytearray(b[k][1]), dtype=torch.bfloat16)
     assert torch.equal(want.view(torch.int16), got.view(torch.int16)), k
 PY
-expect_exit 2 "expected float32 or bfloat16" -- "$ZTRAIN" merge-weights "$sharded" "$TMP/x" --dtype float16
+expect_exit 2 "expected fp32 or bf16 \(float32, bfloat16\)" -- "$ZTRAIN" merge-weights "$sharded" "$TMP/x" --dtype float16
 
 # a sharded checkpoint resumes, bit for bit, on 2 ranks and resharded on 1
 "${mpi[@]}" -np 2 "$ZTRAIN" "${args[@]}" --config_file "$TMP/SHARDED_STATE_DICT.yaml" --output_dir "$TMP/res2" \

@@ -31,6 +31,9 @@ quick num_hidden_layers 20000000
 check_fast 2 "the run needs at least [0-9.]+ [GT]B per rank" -- train --model "$TMP/m"
 # eval reads the same config.json: refused alike
 check_fast 2 "the run needs at least [0-9.]+ [GT]B per rank" -- "$ZTRAIN" eval --model "$TMP/m" --data $data --block_size 16
+# and generate (issue 33: it was exit 1 "out of memory" after trying to allocate)
+check_fast 2 "the run needs at least [0-9.]+ [GT]B per rank .*refused before allocating" -- \
+    "$ZTRAIN" generate --model "$TMP/m" --prompt hi --max_new_tokens 2
 # the batch: a million sequences of 16 tokens need 16 GB of logits alone
 check_fast 2 "the run needs at least 16.[0-9]+ GB per rank \(lower bound\), more than the 1.00 GB limit \(--max_memory\)" -- \
     train --model $fix --per_device_train_batch_size 1000000 --max_memory 1GB
@@ -38,6 +41,10 @@ check_fast 2 "the run needs at least 16.[0-9]+ GB per rank \(lower bound\), more
 check_fast 2 "the run needs an estimated [0-9.]+ MB per rank \(estimate\), more than the 1.00 MB limit \(--max_memory\)" -- \
     train --model $fix --max_memory 1MB
 train --model $fix --max_memory 1GB > /dev/null || fail "a run that fits 1 GB was refused"
+check_fast 2 "the run needs at least [0-9.]+ KB per rank \(lower bound\), more than the 1.00 KB limit \(--max_memory\)" -- \
+    "$ZTRAIN" generate --model $fix --prompt hi --max_new_tokens 2 --max_memory 1KB
+"$ZTRAIN" generate --model $fix --prompt hi --max_new_tokens 2 --max_memory 1GB > /dev/null 2>&1 ||
+    fail "a generation that fits 1 GB was refused"
 expect_exit 2 "--max_memory: expected a size" -- train --model $fix --max_memory lots
 
 # a 99.9 MB safetensors header over a file with no tensor data: refused unparsed

@@ -14,10 +14,18 @@
 #   3. DeepSpeed ZeRO-3 and FSDP FULL_SHARD aligned bf16 bit-identical on the GPU
 #      (losses and saved weights), at 1 and 2 ranks
 #   4. checkpoints across devices: saved on the GPU, resumed on the CPU, and back
-#   5. 20 bf16 steps of a 1B-class Llama (tests/gpu/llama_1b: hidden 2048, 16
-#      layers, GQA 32/8, vocab 32000) at T 2048: tokens/s, MFU, peak memory
-# Everything it writes goes to $OUT (the device tool brings it back) or /tmp.
-# Sized for 8 minutes with the build.  Without a GPU it stops at once (exit 2).
+#   5. the speed (issue 30 point 5), for the 1B-class Llama (tests/gpu/llama_1b: hidden
+#      2048, 16 layers, GQA 32/8, vocab 32000) and config b's shape (tests/gpu/llama_125m),
+#      both at T 2048, batch 1, bf16 compute with fp32 master weights: ztrain (its fast
+#      kernels, profiled over steps 11-12 with --profile), ztrain --kernels exact against
+#      it over 20 steps (1B; losses within bf16 error), PyTorch eager and torch.compile on
+#      the same weights, data and plan (tests/gpu/torch_bench.py); tokens/s, the ratio,
+#      MFU, peak device memory and the profile's top 10.  A ztrain without --kernels
+#      is a failed row saying so; the rest still runs.
+# The build is for sm_90a only (the H200).  Everything it writes goes into one tarball,
+# $OUT/check.tar.gz, with the table beside it ($OUT/table.txt).
+# Sized for 8 minutes with the build (runs not begun after 480 s are failed rows).
+# Without a GPU it stops at once (exit 2).
 #
 # --build-only: build with the same command line and run a 2-rank CPU smoke test
 # with the carried mpirun, no GPU needed (how it is checked on the development
@@ -105,7 +113,8 @@ fi
 mpi_inc="-I$carry/usr/lib/x86_64-linux-gnu/openmpi/include -I$carry/usr/lib/x86_64-linux-gnu/openmpi/include/openmpi"
 log "make $target"
 if CPPFLAGS="$ZT_CARRY_CPPFLAGS ${cuda_inc[*]}" LDFLAGS="$ZT_CARRY_LDFLAGS -L$work/lib" \
-    make -j"$(nproc)" "$target" NVCC="$NVCC" MPI_CFLAGS="$mpi_inc" MPI_LIBS="-lmpi" >"$OUT/build.log" 2>&1; then
+    make -j"$(nproc)" "$target" NVCC="$NVCC" MPI_CFLAGS="$mpi_inc" MPI_LIBS="-lmpi" \
+        CUDA_GENCODE="-gencode=arch=compute_90a,code=sm_90a" >"$OUT/build.log" 2>&1; then
     row "build: make $target ($(( SECONDS - t_start )) s so far)" ok "$bin/ztrain"
 else
     row "build: make $target" FAIL "see build.log: $(grep -m1 -E 'error|Error' "$OUT/build.log")"
@@ -114,6 +123,19 @@ else
     exit 1
 fi
 Z=$root/$bin/ztrain
+# PNG is optional at build time (librsvg and cairo, found by pkg-config): a build without
+# them refuses .png with exit 2 naming them, and still writes SVG
+printf '{"step": 1, "loss": 2.5}\n{"step": 2, "loss": 2.0}\n' > "$work/plot.jsonl"
+"$Z" plot "$work/plot.jsonl" --output "$work/plot.png" >"$work/plot.out" 2>&1
+prc=$?
+if [ $prc -eq 0 ]; then
+    row "plot: PNG" ok "built with librsvg and cairo"
+elif [ $prc -eq 2 ] && grep -q 'librsvg' "$work/plot.out" && [ ! -e "$work/plot.png" ] &&
+     "$Z" plot "$work/plot.jsonl" --output "$work/plot.svg" >/dev/null 2>&1; then
+    row "plot: PNG" ok "built without librsvg/cairo: .png refused (exit 2, names them), .svg written"
+else
+    row "plot: PNG" FAIL "exit $prc: $(head -2 "$work/plot.out" | tr '\n' ' ')"
+fi
 mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x LD_LIBRARY_PATH -x OPAL_PREFIX -x OPAL_SYSCONFDIR
      -x PMIX_INSTALL_PREFIX -x PMIX_MCA_mca_base_component_path -x OMP_NUM_THREADS)
 
@@ -250,32 +272,122 @@ for pair in "cuda cpu" "cpu cuda"; do
     fi
 done
 
-# ---- 7. 20 bf16 steps of a 1B-class Llama at T 2048 -------------------------------------------
-# the MFU's denominator: the run measures the GPU's bf16 peak itself (its "mfu peak:" line
-# must name the GPU, "NAME, sm_XY", not the CPU), and each JSONL record carries it
-if timeout 150 "$Z" init-model --model_config tests/gpu/llama_1b/config.json --output_dir "$work/m1b" --seed 1 \
-       --torch_dtype bf16 >"$OUT/init1b.out" 2>&1 &&
-   run llama1b 240 1 train --model "$work/m1b" --data "$work/data.txt" --block_size 2048 \
-       --per_device_train_batch_size 1 --max_steps 20 "${bf16[@]}" --device cuda --learning_rate 3e-4 \
-       --warmup_steps 2 --progress false --log_jsonl "$OUT/llama1b.jsonl"; then
-    last=$(tail -1 "$OUT/llama1b.jsonl")
-    tps=$(printf '%s' "$last" | sed -n 's/.*"tokens_per_sec_per_device": \([^,]*\),.*/\1/p')
-    mfu=$(printf '%s' "$last" | sed -n 's/.*"mfu": \([^,]*\),.*/\1/p')
-    peak=$(printf '%s' "$last" | sed -n 's/.*"peak_gflops": \([^,]*\),.*/\1/p')
-    l1=$(losses "$OUT/llama1b.jsonl" | head -1) l20=$(losses "$OUT/llama1b.jsonl" | tail -1)
-    n=$(wc -l < "$OUT/llama1b.jsonl")
-    peak_line=$(grep -m1 '^mfu peak:' "$OUT/llama1b.out")
-    if [ "$n" -eq 20 ] && awk -v a="$l1" -v b="$l20" 'BEGIN { exit !(b == b && b < a) }' &&
-       awk -v m="$mfu" 'BEGIN { exit !(m > 0 && m <= 1) }' && printf '%s' "$peak_line" | grep -q ', sm_[0-9]'; then
-        row "1B bf16: 20 steps, T 2048" ok "loss $l1 -> $l20; $tps tokens/s; MFU $mfu of $peak GFLOP/s (last step)"
-    else
-        row "1B bf16: 20 steps, T 2048" FAIL "$n steps logged, loss $l1 -> $l20, MFU $mfu; $peak_line"
+# ---- 7. the speed: ztrain fast vs exact, ztrain vs PyTorch eager and torch.compile -------------
+# The 1B model (tests/gpu/llama_1b) and config b's shape (tests/gpu/llama_125m: 125M, with
+# max_position_embeddings 2048), both at T 2048, batch 1, bf16 compute with fp32 master
+# weights (--torch_dtype bfloat16 --mixed_precision bf16; PyTorch: fp32 parameters under
+# autocast bf16, SDPA, fused AdamW: tests/gpu/torch_bench.py), on the same weights and data.
+# tokens/s: ztrain's median over steps 3-20 but the profiled ones, PyTorch's mean over its
+# timed steps; MFU against the peak ztrain measured on this GPU (PyTorch's: ztrain's MFU
+# times the tokens/s ratio, the same FLOPs per token); peak device memory: the largest
+# memory.used nvidia-smi saw during the run (every process alike), and PyTorch's allocator.
+# The fast run is profiled (--profile, steps 11-12): its table's top 10 is printed.
+budget=480 # seconds from the start past which a run is not begun (the call has 600)
+late() { [ $(( SECONDS - t_start )) -gt $budget ]; }
+mem_start() { nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 100 >"$1" 2>/dev/null & mem_pid=$!; }
+mem_stop() { kill "$mem_pid" 2>/dev/null; wait "$mem_pid" 2>/dev/null; sort -n "$1" | tail -1 | awk '{printf "%.1f", $1 / 1024}'; }
+# the median of a JSONL field over steps 3.. but 11 and 12 (the profiled steps)
+zt_median() { sed -n "s/.*\"step\": \([0-9]*\),.*\"$2\": \([^,]*\),.*/\1 \2/p" "$1" |
+    awk '$1 > 2 && ($1 < 11 || $1 > 12) { print $2 }' | sort -g | awk '{ v[NR] = $1 } END { print NR ? v[int((NR + 1) / 2)] : 0 }'; }
+jget() { python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])[sys.argv[2]])' "$1" "$2" 2>/dev/null; }
+speed=() # the speed table, printed after the checks
+
+kernels_flag=0
+"$Z" train --help 2>&1 | grep -q -- '--kernels' && kernels_flag=1
+[ $kernels_flag -eq 1 ] || row "ztrain --kernels fast|exact" FAIL "this ztrain has no --kernels flag (issue 30 point 1): fast vs exact not run, runs use its default kernels"
+kern() { [ $kernels_flag -eq 1 ] && printf -- '--kernels %s' "$1"; }
+
+# bench NAME CONFIG: init-model, ztrain (fast, profiled; exact for the 1B), PyTorch eager, torch.compile
+bench() {
+    local name=$1 config=$2 m=$work/m_$1
+    if late || ! timeout 150 "$Z" init-model --model_config "$config" --output_dir "$m" --seed 1 --torch_dtype bf16 \
+            >"$OUT/init_$name.out" 2>&1; then
+        row "$name: init-model" FAIL "$(late && echo 'time budget spent' || tail -2 "$OUT/init_$name.out" | tr '\n' ' ')"
+        return
     fi
-    grep -E '^(model|plan|device|memory|mfu peak)' "$OUT/llama1b.out" | head -7
-else
-    row "1B bf16: 20 steps, T 2048" FAIL "$(tail -3 "$OUT/init1b.out" "$OUT/llama1b.out" 2>/dev/null | tr '\n' ' ')"
-fi
+    local T=(train --model "$m" --data "$work/data.txt" --block_size 2048 --per_device_train_batch_size 1
+             --max_steps 20 "${bf16[@]}" --device cuda --learning_rate 3e-4 --warmup_steps 2 --progress false)
+    mem_start "$work/mem_$name.fast"
+    # shellcheck disable=SC2046
+    run "$name.fast" 240 1 "${T[@]}" $(kern fast) --log_jsonl "$OUT/$name.fast.jsonl" \
+        --profile "$OUT/$name.trace.json" --profile_steps 11-12
+    local rc=$? mem
+    mem=$(mem_stop "$work/mem_$name.fast")
+    local tps=0 mfu=0
+    if [ $rc -eq 0 ] && [ "$(wc -l < "$OUT/$name.fast.jsonl")" -eq 20 ]; then
+        tps=$(zt_median "$OUT/$name.fast.jsonl" tokens_per_sec_per_device)
+        mfu=$(zt_median "$OUT/$name.fast.jsonl" mfu)
+        local l1 l20 peak_line
+        l1=$(losses "$OUT/$name.fast.jsonl" | head -1) l20=$(losses "$OUT/$name.fast.jsonl" | tail -1)
+        peak_line=$(grep -m1 '^mfu peak:' "$OUT/$name.fast.out")
+        if awk -v a="$l1" -v b="$l20" -v m="$mfu" 'BEGIN { exit !(b == b && b < a && m > 0 && m <= 1) }' &&
+           printf '%s' "$peak_line" | grep -q ', sm_[0-9]' && grep -q '^profile: steps 11-12' "$OUT/$name.fast.out"; then
+            row "$name: ztrain 20 steps, T 2048 (profiled 11-12)" ok "loss $l1 -> $l20; $tps tokens/s; MFU $mfu"
+        else
+            row "$name: ztrain 20 steps, T 2048 (profiled 11-12)" FAIL "loss $l1 -> $l20, MFU $mfu; $peak_line"
+        fi
+        grep -E '^(model|plan|device|memory|mfu peak)' "$OUT/$name.fast.out" | head -7
+    else
+        row "$name: ztrain 20 steps, T 2048" FAIL "$(tail -3 "$OUT/$name.fast.out" | tr '\n' ' ')"
+    fi
+    speed+=("$(printf '%-8s %-26s %10.0f %7s %7.4f %9s' "$name" "ztrain $( [ $kernels_flag -eq 1 ] && echo fast)" "$tps" 1 "$mfu" "$mem GiB")")
+    # fast against exact: the same 20 steps' losses within bf16 error
+    if [ "$name" = 1b ] && [ $kernels_flag -eq 1 ]; then
+        if ! late && run "$name.exact" 240 1 "${T[@]}" --kernels exact --log_jsonl "$OUT/$name.exact.jsonl"; then
+            local r
+            r=$(max_rel "$OUT/$name.fast.jsonl" "$OUT/$name.exact.jsonl")
+            if le "$r" 2e-2; then row "$name: fast vs exact, 20 steps" ok "max rel loss diff $r <= 2e-2 (bf16)"
+            else row "$name: fast vs exact, 20 steps" FAIL "max rel loss diff $r > 2e-2"; fi
+            local etps
+            etps=$(zt_median "$OUT/$name.exact.jsonl" tokens_per_sec_per_device)
+            speed+=("$(printf '%-8s %-26s %10.0f %7s %7s %9s' "$name" "ztrain exact" "$etps" \
+                      "$(awk -v a="$etps" -v b="$tps" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')" - -)")
+        else
+            row "$name: fast vs exact, 20 steps" FAIL "$(late && echo 'time budget spent' || tail -2 "$OUT/$name.exact.out" | tr '\n' ' ')"
+        fi
+    fi
+    # PyTorch on the same weights, data, T, batch and precision plan
+    local mode
+    for mode in eager compile; do
+        local lim=150 extra=()
+        [ $mode = compile ] && lim=240 extra=(--compile)
+        if late; then row "$name: PyTorch $mode" FAIL "time budget spent"; continue; fi
+        mem_start "$work/mem_$name.$mode"
+        PYTHONUNBUFFERED=1 timeout $lim python3 tests/gpu/torch_bench.py --model "$m" --data "$work/data.txt" --T 2048 \
+            --batch 1 --steps 10 --warmup 3 --lr 3e-4 "${extra[@]}" >"$OUT/$name.torch_$mode.out" 2>&1
+        rc=$?
+        mem=$(mem_stop "$work/mem_$name.$mode")
+        local f=$OUT/$name.torch_$mode.out ttps
+        ttps=$(jget "$f" tokens_per_sec)
+        if [ $rc -eq 0 ] && [ -n "$ttps" ]; then
+            row "$name: PyTorch $mode" ok "$(printf '%.0f' "$ttps") tokens/s, $(jget "$f" step_s | cut -c1-6) s/step"
+            speed+=("$(awk -v n="$name" -v m="PyTorch $mode" -v t="$ttps" -v z="$tps" -v f="$mfu" -v g="$mem" \
+                     -v al="$(jget "$f" peak_alloc_gib)" 'BEGIN { printf "%-8s %-26s %10.0f %7.2f %7.4f %9s (allocator %.1f GiB)",
+                     n, m, t, (z > 0 ? t / z : 0), (z > 0 ? f * t / z : 0), g " GiB", al }')")
+        else
+            row "$name: PyTorch $mode" FAIL "$(tail -2 "$f" | tr '\n' ' ')"
+        fi
+    done
+}
+bench 1b tests/gpu/llama_1b/config.json
+bench 125m tests/gpu/llama_125m/config.json
+
+{
+    echo
+    echo "== speed on $(head -1 "$OUT/device.txt" 2>/dev/null): T 2048, batch 1, bf16 compute, fp32 master"
+    printf '%-8s %-26s %10s %7s %7s %9s\n' model run tokens/s "vs zt" MFU "peak mem"
+    printf '%s\n' "${speed[@]}"
+    for name in 1b 125m; do
+        [ -f "$OUT/$name.fast.out" ] || continue
+        echo
+        echo "== $name: the profile's top 10 (steps 11-12; trace in $name.trace.json)"
+        sed -n '/^profile: steps/,$p' "$OUT/$name.fast.out" | head -12
+    done
+} | tee "$OUT/speed.txt"
 
 table | tee "$OUT/table.txt"
+# every output in one tarball ($OUT/check.tar.gz), the table beside it
+(cd "$OUT" && find . -maxdepth 1 -type f ! -name check.tar.gz ! -name table.txt -printf '%P\n' |
+    tar -czf check.tar.gz -T - && find . -maxdepth 1 -type f ! -name check.tar.gz ! -name table.txt -delete)
 rm -rf "$work"
 [ "$failed" -eq 0 ]

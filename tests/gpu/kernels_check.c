@@ -607,6 +607,16 @@ static void check_xent(void)
     poison(d16, n * 2);
     gpu->xent(dg, d16, dl, targets, N, V, gs);
     check("xent dlogits (bf16)", d16, want16, ZT_BF16, n, BF16_TOL);
+    /* ignored rows (completion-only loss): no loss and a zero gradient row, as on the CPU */
+    targets[3] = targets[11] = ZT_IGNORE_INDEX;
+    l1 = cpu->xent(want, NULL, logits, targets, N, V, gs);
+    poison(dg, n * 4);
+    check_scalar("xent loss with ignored rows", gpu->xent(dg, NULL, dl, targets, N, V, gs), l1, DOUBLE_TOL);
+    check("xent dlogits with ignored rows (fp32)", dg, want, ZT_F32, n, FP32_TOL);
+    cpu->xent(scratch, want16, logits, targets, N, V, gs);
+    poison(d16, n * 2);
+    gpu->xent(dg, d16, dl, targets, N, V, gs);
+    check("xent dlogits with ignored rows (bf16)", d16, want16, ZT_BF16, n, BF16_TOL);
     free(logits), free(want), free(inplace), free(want16), free(scratch);
     dev_free_all();
 }

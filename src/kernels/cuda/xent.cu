@@ -1,7 +1,8 @@
 /* xent.cu — softmax cross-entropy fused with the logits' gradient, on the device
  * (kernels.h, xent.c).
  *
- * One block per row n of logits (N, V), target t = targets[n] (uploaded from the host):
+ * One block per row n of logits (N, V), target t = targets[n] (uploaded from the host;
+ * ZT_IGNORE_INDEX: loss 0 and a zero gradient row, as xent.c):
  *   m = max_v x_v,  S = sum_v exp(x_v - m) (double),  loss_n = (m + log S) - x_t
  *   dlogits_v = exp(x_v - m) * ((float)(1/S) * grad_scale) - [v == t] grad_scale
  * exp is vmath.h's zt_expf and the fp32 expressions are xent.c's; S is summed in double
@@ -24,6 +25,17 @@ __global__ void xent_kernel(float *dlogits, uint16_t *dlogits_bf16, const float 
     const int n = blockIdx.x;
     const float *x = logits + (size_t)n * V;
     const int tgt = targets[n];
+    if (tgt == ZT_IGNORE_INDEX) { /* the whole block leaves together: tgt is the row's */
+        if (dlogits_bf16)
+            for (int v = threadIdx.x; v < V; v += blockDim.x)
+                dlogits_bf16[(size_t)n * V + v] = 0;
+        else if (dlogits)
+            for (int v = threadIdx.x; v < V; v += blockDim.x)
+                dlogits[(size_t)n * V + v] = 0.0f;
+        if (threadIdx.x == 0)
+            row_loss[n] = 0.0;
+        return;
+    }
     const float xt = x[tgt]; /* read before any write (the reductions below synchronise) */
     float mx = -INFINITY;
     for (int v = threadIdx.x; v < V; v += blockDim.x)
@@ -68,7 +80,7 @@ static double *xent_queue(float *dlogits, uint16_t *dlogits_bf16, const float *l
     if (N <= 0)
         return NULL;
     for (int n = 0; n < N; n++) /* xent.c asserts the same; out of range would read outside the row */
-        if (targets[n] < 0 || targets[n] >= V) {
+        if ((targets[n] < 0 || targets[n] >= V) && targets[n] != ZT_IGNORE_INDEX) {
             fprintf(stderr, "ztrain: cross-entropy: target %d of row %d outside the vocabulary [0, %d)\n", targets[n],
                     n, V);
             abort();
