@@ -387,10 +387,10 @@ static void test_bad_configs(void)
          "deepspeed_config.zero3_init_flag", "Accelerate's default"},
         {"distributed_type: DEEPSPEED\ndeepspeed_config:\n  zero_stage: 3\n"
          "  offload_optimizer_device: nvme\n", "deepspeed_config.offload_optimizer_device",
-         "NVMe offload is not supported"},
+         "NVMe offload (ZeRO-Infinity) is not supported: offload to cpu instead"},
         {"distributed_type: DEEPSPEED\ndeepspeed_config:\n  zero_stage: 3\n"
          "  offload_param_device: nvme\n", "deepspeed_config.offload_param_device",
-         "NVMe offload is not supported"},
+         "NVMe offload (ZeRO-Infinity) is not supported: offload to cpu instead"},
         {"distributed_type: DEEPSPEED\ndeepspeed_config:\n  zero_stage: 2\n"
          "  offload_param_device: cpu\n", "deepspeed_config.offload_param_device",
          "zero_stage 3"},

@@ -552,9 +552,9 @@ static void test_bad_configs(void)
         /* what ztrain does not do */
         {"{\"zero_optimization\": {\"stage\": 3, \"offload_optimizer\": {\"device\": \"nvme\", "
          "\"nvme_path\": \"/local_nvme\"}}}", "zero_optimization.offload_optimizer.device",
-         "NVMe offload is not supported"},
+         "NVMe offload (ZeRO-Infinity) is not supported: offload to cpu instead"},
         {"{\"zero_optimization\": {\"stage\": 3, \"offload_param\": {\"device\": \"nvme\"}}}",
-         "zero_optimization.offload_param.device", "NVMe offload is not supported (allowed: none | cpu)"},
+         "zero_optimization.offload_param.device", "is not supported: offload to cpu instead (allowed: none | cpu)"},
         {"{\"optimizer\": {\"type\": \"Lamb\", \"params\": {\"lr\": 1e-3}}}", "optimizer.type",
          "'Lamb' is refused: ztrain's optimizer is AdamW (allowed: Adam | AdamW)"},
         {"{\"optimizer\": {\"type\": \"RMSprop\"}}", "optimizer.type", "'RMSprop' is not allowed"},

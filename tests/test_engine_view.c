@@ -255,11 +255,74 @@ static void test_accessors_and_refused_create(void)
     zt_layout_free(&lay);
 }
 
+/* Offload (engine_impl.h, offload.c): on the emulated device the state lives in
+ * host memory, counted as host bytes by role, as the estimate says; the view lends
+ * the buffers themselves (no device copy moves); on the CPU nothing moves.  Every
+ * host byte is given back on destroy. */
+static void test_offload_puts_the_state_in_host_memory(void)
+{
+    zt_layout lay;
+    zt_err err = {0};
+    ZT_CHECK(small_layout(&lay, &err) == ZT_OK);
+    zt_comm comm;
+    zt_comm_create_local(&comm);
+    for (int k = 0; k < 2; k++)
+        for (int stage = 1; stage <= 3; stage += 2) {
+            zt_overlap ov = {.offload_optimizer = 1, .offload_params = stage == 3};
+            zt_backend be = counting(zt_backend_emu());
+            zt_engine *eng = NULL;
+            ZT_CHECK_MSG(zt_engine_create(&eng, &be, &lay, precs[k], stage, &ov, &comm, &err) == ZT_OK, "%s",
+                         err.msg);
+            if (!eng)
+                continue;
+            zt_engine_bytes b = zt_engine_state_bytes(eng), est = zt_engine_estimate(&lay, precs[k], stage, 1, &ov);
+            ZT_CHECK_MSG(zt_mem_host_current(ZT_MEM_PARAMS) == b.master, "stage %d: host params %zu, master %zu",
+                         stage, zt_mem_host_current(ZT_MEM_PARAMS), b.master);
+            /* stage 3 copies each unit's gradient shard down as it is reduced: a host copy
+             * of every shard; stage 1 one shard at a time, a communication buffer */
+            ZT_CHECK(zt_mem_host_current(ZT_MEM_OPTIM) == b.optim);
+            ZT_CHECK_MSG(zt_mem_host_current(ZT_MEM_GRADS) == (stage == 3 ? b.grads / 2 : 0), "stage %d: host "
+                         "grads %zu of %zu", stage, zt_mem_host_current(ZT_MEM_GRADS), b.grads);
+            ZT_CHECK(b.host == b.master + b.optim + zt_mem_host_current(ZT_MEM_GRADS) +
+                                   zt_mem_host_current(ZT_MEM_COMM) && b.host > b.master + b.optim);
+            ZT_CHECK_MSG(est.host == b.host && est.master == b.master && est.optim == b.optim &&
+                         est.comm == b.comm && est.grads == b.grads && est.gathered == b.gathered,
+                         "stage %d: estimate host %zu comm %zu, engine %zu %zu", stage, est.host, est.comm, b.host,
+                         b.comm);
+            /* the view: host memory lent as it is, written and read back without the device */
+            to_host_bytes = to_device_bytes = 0;
+            int n = zt_engine_state_count(eng);
+            for (int i = 0; i < n; i++) {
+                zt_state_tensor t = zt_engine_state_tensor(eng, i);
+                unsigned char *want = malloc(t.bytes), *got = malloc(t.bytes);
+                pattern(want, t.bytes, i, k);
+                zt_engine_state_write(eng, i, want);
+                void *view = zt_engine_state_map(eng, i, 1, &err);
+                zt_engine_state_read(eng, i, got);
+                ZT_CHECK(view && memcmp(view, want, t.bytes) == 0 && memcmp(got, want, t.bytes) == 0);
+                zt_engine_state_unmap(eng, i, view, 0);
+                free(want);
+                free(got);
+            }
+            ZT_CHECK_MSG(to_host_bytes == 0 && to_device_bytes == 0, "stage %d: the view moved %zu + %zu device "
+                         "bytes of host-resident state", stage, to_host_bytes, to_device_bytes);
+            zt_engine_destroy(eng);
+            for (int c = 0; c < ZT_MEM_NCAT; c++)
+                ZT_CHECK(zt_mem_host_current((zt_mem_cat)c) == 0);
+            /* the CPU: a no-op, nothing counted as offloaded */
+            ZT_CHECK(zt_engine_create(&eng, zt_backend_cpu(), &lay, precs[k], stage, &ov, &comm, &err) == ZT_OK);
+            ZT_CHECK(eng && zt_engine_state_bytes(eng).host == 0 && zt_mem_host_current(ZT_MEM_PARAMS) == 0);
+            zt_engine_destroy(eng);
+        }
+    zt_layout_free(&lay);
+}
+
 int main(void)
 {
     ZT_RUN(test_view_lists_the_state);
     ZT_RUN(test_view_round_trips_on_the_cpu);
     ZT_RUN(test_view_round_trips_on_the_emulated_device);
     ZT_RUN(test_accessors_and_refused_create);
+    ZT_RUN(test_offload_puts_the_state_in_host_memory);
     ZT_TEST_MAIN_END();
 }

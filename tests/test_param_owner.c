@@ -366,11 +366,68 @@ static void test_failed_pass_hands_units_back(void)
     zt_layout_free(&lay);
 }
 
+/* Offload at stage 2 on the emulated device (docs/zero.md, Offload): in the
+ * backward that ends the accumulation each unit's reduced gradient shard is queued
+ * down to the host as its reduction completes (one copy per unit, counted in the
+ * stats), and the step on the host's cores gives the parameters, bit for bit, of
+ * the same step without offload. */
+static void test_offload_copies_gradients_in_the_backward(void)
+{
+    float *vals[2][64] = {{0}};
+    long early[2] = {0, 0};
+    int nparams = 0, nunits = 0;
+    for (int off = 0; off < 2; off++) {
+        zt_err err = {0};
+        zt_llama_config cfg;
+        zt_layout lay;
+        zt_comm comm;
+        zt_engine *eng = NULL;
+        zt_model m;
+        zt_comm_create_local(&comm);
+        ZT_CHECK(zt_hf_read_config_dir(FIX, &cfg, &err) == ZT_OK);
+        ZT_CHECK(zt_layout_build(&lay, &cfg, ZT_WRAP_TRANSFORMER, 0, 1, &err) == ZT_OK);
+        zt_overlap ov = {.offload_optimizer = off};
+        ZT_CHECK(zt_engine_create(&eng, zt_backend_emu(), &lay, ZT_PRECISION_ALL(ZT_F32), 2, &ov, &comm, &err) ==
+                 ZT_OK);
+        ZT_CHECK(zt_hf_load_params(FIX, &lay, eng, &err) == ZT_OK);
+        zt_engine_refresh_gathered(eng);
+        zt_param_owner own = zt_engine_param_owner(eng);
+        ZT_CHECK(zt_model_init(&m, &cfg, &lay, &own, B, T, 0, &err) == ZT_OK);
+        int in[B * T], tg[B * T];
+        first_batch(&cfg, in, tg);
+        double loss = 0.0, norm = 0.0;
+        zt_engine_zero_grads(eng);
+        zt_engine_sync_backward(eng, 1);
+        ZT_CHECK(zt_model_forward_backward(&m, in, tg, 1.0f / (B * T), &loss, &err) == ZT_OK);
+        zt_engine_sync_backward(eng, 0);
+        early[off] = zt_engine_get_stats(eng).grads_copied_early;
+        zt_adamw_hparams hp = {1e-3, 0.1, 0.9, 0.999, 1e-8};
+        ZT_CHECK(zt_engine_step(eng, &hp, 1e-3, 1.0, 1.0, &norm) == 0);
+        nparams = lay.nparams < 64 ? lay.nparams : 64;
+        nunits = lay.nunits;
+        for (int i = 0; i < nparams; i++)
+            vals[off][i] = malloc(lay.params[i].numel * sizeof(float));
+        ZT_CHECK(lay.nparams <= 64 && zt_engine_full_params(eng, vals[off], &err) == ZT_OK);
+        for (int i = 0; off == 1 && i < nparams; i++)
+            ZT_CHECK_MSG(memcmp(vals[0][i], vals[1][i], lay.params[i].numel * sizeof(float)) == 0,
+                         "%s differs after an offloaded step", lay.params[i].name);
+        zt_model_free(&m);
+        zt_engine_destroy(eng);
+        zt_layout_free(&lay);
+    }
+    ZT_CHECK_MSG(early[0] == 0 && early[1] == nunits, "gradient shards copied in the backward: %ld without "
+                 "offload, %ld with (want 0, %d)", early[0], early[1], nunits);
+    for (int off = 0; off < 2; off++)
+        for (int i = 0; i < nparams; i++)
+            free(vals[off][i]);
+}
+
 int main(void)
 {
     ZT_RUN(test_frozen_owner_matches_engine);
     ZT_RUN(test_eval_allocates_no_training_state);
     ZT_RUN(test_kernels_run_through_the_backend_table);
     ZT_RUN(test_failed_pass_hands_units_back);
+    ZT_RUN(test_offload_copies_gradients_in_the_backward);
     ZT_TEST_MAIN_END();
 }

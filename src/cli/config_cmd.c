@@ -47,6 +47,11 @@ static int print_memory(FILE *f, const zt_llama_config *cfg, const zt_plan *p, i
             (double)(b.master + b.grads + b.optim + b.gathered + b.comm + act) / MiB,
             (double)(b.master + b.grads + b.optim) / MiB,
             (double)(one.master + one.grads + one.optim) / (double)lay.numel);
+    /* where those bytes live: the device's memory and, with offload, the host's */
+    fprintf(f, "  device           %10.2f MiB (memory_bytes)\n  host (offload)   %10.2f MiB (host_memory_bytes)%s\n",
+            (double)(b.master + b.grads + b.optim + b.gathered + b.comm - b.host + act) / MiB, (double)b.host / MiB,
+            b.host ? ": master, m, v and staging in pinned host memory"
+            : p->offload_requested ? ": offload asked, but on the CPU nothing moves" : "");
     zt_layout_free(&lay);
     return ZT_OK;
 }
@@ -64,12 +69,6 @@ static void print_plan_details(FILE *f, const zt_settings *st, const zt_plan *p)
     if (p->ls.on)
         fprintf(f, "loss scaling:     dynamic, initial 2^%g, window %ld, hysteresis %d, min %g\n",
                 p->ls.initial_scale_power, p->ls.window, p->ls.hysteresis, p->ls.min_scale);
-    const zt_accel_config *ac = &st->accel;
-    if (ac->fsdp_offload_params == ZT_YES || !strcmp(ac->offload_optimizer_device, "cpu") ||
-        !strcmp(ac->offload_param_device, "cpu") || !strcmp(st->ds.offload_optimizer_device, "cpu") ||
-        !strcmp(st->ds.offload_param_device, "cpu"))
-        fprintf(f, "offload:          to cpu requested; on this CPU host parameters and optimizer state "
-                "already live in host memory, so nothing moves\n");
     if (st->have_ds) {
         const zt_ds_resolved *r = &st->ds_resolved;
         const struct { const char *name; long v; } sizes[] = {
@@ -224,7 +223,7 @@ static int memory_flags_only(zt_flag *flags, int n)
         "mixed_precision", "use_fsdp", "fsdp_sharding_strategy", "fsdp_auto_wrap_policy", "fsdp_backward_prefetch",
         "fsdp_forward_prefetch", "fsdp_limit_all_gathers", "fsdp_min_num_params", "use_deepspeed", "zero_stage",
         "ranks_per_node", "master_compensation", "reduce_dtype", "block_size", "per_device_train_batch_size",
-        "gradient_checkpointing", NULL,
+        "gradient_checkpointing", "device", NULL, /* device: offload splits device from host bytes */
     };
     int kept = 0;
     for (int i = 0; i < n; i++)

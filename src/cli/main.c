@@ -106,7 +106,7 @@ static int train_command(int argc, char **argv, zt_err *err)
     int threads = 0, progress = -1;
     double peak = 0.0, coll_timeout = 600.0;
     long skip_nonfinite = 0, max_skipped = 20;
-    const char *max_memory = NULL;
+    const char *max_memory = NULL, *max_host_memory = NULL;
     int ignore_np = 0;
     zt_settings st;
     zt_settings_defaults(&st);
@@ -139,6 +139,7 @@ static int train_command(int argc, char **argv, zt_err *err)
         {"skip_nonfinite_steps", ZT_FLAG_LONG, &skip_nonfinite, "outside fp16 loss scaling, skip up to N steps in a row whose loss or gradient holds an inf or NaN (default 0: stop at the first)", 0, 1e12, 0},
         {"max_consecutive_skipped_steps", ZT_FLAG_LONG, &max_skipped, "fp16: stop with an error (exit 1) when a step overflows with the loss scale at its floor (min_loss_scale) after more than N skipped steps in a row (default 20; 0: at the first such overflow, as DeepSpeed)", 0, 1e12, 0},
         {"max_memory", ZT_FLAG_STR, &max_memory, "bytes each rank may use, e.g. 8GB (default: the machine's available memory shared by its ranks); a run estimated above it is refused before allocating", 1, 0, 0},
+        {"max_host_memory", ZT_FLAG_STR, &max_host_memory, "host bytes each rank may hold in offloaded state, e.g. 64GB (default: the machine's available memory shared by its ranks)", 1, 0, 0},
         {"ignore_num_processes", ZT_FLAG_BOOL, &ignore_np, "run on the ranks MPI started even when the Accelerate YAML's num_processes differs", 1, 0, 0},
         {"collective_timeout", ZT_FLAG_DOUBLE, &coll_timeout, "seconds one collective may block before the job is aborted with what each rank waits for (default 600, as NCCL's)", 0.1, 1e9, 0},
     };
@@ -213,7 +214,13 @@ static int train_command(int argc, char **argv, zt_err *err)
         return rc;
     char why[320];
     size_t limit = zt_memory_limit_on(a.plan.device, max_mem, topo.machine_size, topo.machine_rank, why, sizeof why);
-    if ((rc = zt_memory_gate(&cfg, &a.plan, a.batch_size, a.block_size, a.checkpointing, 1, limit, why, err))) {
+    size_t max_host = 0;
+    if (max_host_memory && (rc = zt_cli_parse_size("max_host_memory", max_host_memory, &max_host, err)))
+        return rc;
+    char host_why[320];
+    size_t host_limit = zt_host_memory_limit(max_host, topo.machine_size, host_why, sizeof host_why);
+    if ((rc = zt_memory_gate(&cfg, &a.plan, a.batch_size, a.block_size, a.checkpointing, 1, limit, why, err)) ||
+        (rc = zt_memory_gate_host(&cfg, &a.plan, host_limit, host_why, err))) {
         if (g_rank != 0) /* every rank refuses alike; rank 0 says it */
             err->msg[0] = 0;
         return rc;

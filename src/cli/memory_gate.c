@@ -81,6 +81,13 @@ static double param_count(const zt_llama_config *c)
     return L * layer + V * C * (c->tie_word_embeddings ? 1.0 : 2.0) + C;
 }
 
+/* Offload could move state off this plan's device: it has none yet, runs on a
+ * device (not the CPU, where nothing would move) and shards (stage 1-3). */
+static int offload_would_apply(const zt_plan *p)
+{
+    return !p->overlap.offload_optimizer && strcmp(p->device, "cpu") != 0 && p->stage >= 1;
+}
+
 static int refuse(zt_err *err, double need, const char *what, double limit, const char *why)
 {
     char n[32], l[32];
@@ -112,14 +119,64 @@ int zt_memory_gate(const zt_llama_config *cfg, const zt_plan *p, int B, int T, i
     if (rc)
         return rc;
     double need = tables + (double)zt_model_activation_bytes(cfg, B, T, checkpointing, p->prec.compute);
+    double with_offload = 0; /* what the device would hold with offload, when the plan has none */
     if (train) {
         zt_engine_bytes b = zt_engine_estimate(&lay, p->prec, p->stage, p->group_size, &p->overlap);
-        need += (double)b.master + b.grads + b.optim + b.gathered + b.comm;
+        /* the device's share: offloaded state is the host gate's (zt_memory_gate_host) */
+        with_offload = need;
+        need += (double)(b.master + b.grads + b.optim + b.gathered + b.comm - b.host);
+        if (offload_would_apply(p)) {
+            zt_overlap ov = p->overlap;
+            ov.offload_optimizer = 1;
+            ov.offload_params = p->stage == 3;
+            zt_engine_bytes o = zt_engine_estimate(&lay, p->prec, p->stage, p->group_size, &ov);
+            with_offload += (double)(o.master + o.grads + o.optim + o.gathered + o.comm - o.host);
+        } else {
+            with_offload = 0;
+        }
     } else { /* evaluation holds the weights once, in the compute dtype */
         need += (double)lay.numel * zt_dtype_size(p->prec.compute);
     }
     zt_layout_free(&lay);
+    if (need > (double)limit && with_offload > 0 && with_offload <= (double)limit) {
+        char n[32], l[32], o[32];
+        return zt_fail(err, ZT_EINPUT, "the run needs an estimated %s of device memory per rank, more than the %s "
+                       "limit (%s); it fits only with offload: %s would leave %s on the device (set "
+                       "offload_optimizer_device: cpu, or fsdp_offload_params: true; docs/zero.md, Offload)",
+                       human(n, sizeof n, need), human(l, sizeof l, (double)limit), why,
+                       p->stage == 3 ? "the optimizer state and parameter shard in host memory"
+                                     : "the optimizer state in host memory",
+                       human(o, sizeof o, with_offload));
+    }
     if (need > (double)limit)
         return refuse(err, need, "an estimated", (double)limit, why);
     return ZT_OK;
+}
+
+size_t zt_host_memory_limit(size_t max_host_memory, int ranks_here, char *why, size_t why_len)
+{
+    size_t limit = zt_memory_limit(max_host_memory, ranks_here, why, why_len);
+    if (max_host_memory > 0)
+        snprintf(why, why_len, "--max_host_memory");
+    else if (limit > 0) /* the same MemAvailable share, overridden by the host's own flag */
+        snprintf(why + strcspn(why, ";"), why_len - strcspn(why, ";"), "; --max_host_memory overrides");
+    return limit;
+}
+
+int zt_memory_gate_host(const zt_llama_config *cfg, const zt_plan *p, size_t limit, const char *why, zt_err *err)
+{
+    if (limit == 0 || !p->overlap.offload_optimizer)
+        return ZT_OK;
+    zt_layout lay;
+    int rc = zt_layout_build(&lay, cfg, p->wrap, (size_t)p->min_num_params, p->group_size, err);
+    if (rc)
+        return rc;
+    zt_engine_bytes b = zt_engine_estimate(&lay, p->prec, p->stage, p->group_size, &p->overlap);
+    zt_layout_free(&lay);
+    if ((double)b.host <= (double)limit)
+        return ZT_OK;
+    char n[32], l[32];
+    return zt_fail(err, ZT_EINPUT, "the offloaded state needs an estimated %s of host memory per rank, more than "
+                   "the host limit %s (%s); refused before allocating (shard over more ranks, or set "
+                   "--max_host_memory)", human(n, sizeof n, (double)b.host), human(l, sizeof l, (double)limit), why);
 }

@@ -9,7 +9,9 @@
  * --max_memory per rank when given, else the machine's MemAvailable shared by the
  * ranks on this machine.  The estimate is first bounded from below in doubles
  * (parameters x master bytes / shard group + the fp32 logits + the tables), so an
- * absurd config is refused before even its layout table is built. */
+ * absurd config is refused before even its layout table is built.  With offload
+ * the device's share and the host's are checked apart, each against its own
+ * limit; a run that would fit only with offload is told so. */
 #ifndef ZT_CLI_MEMORY_GATE_H
 #define ZT_CLI_MEMORY_GATE_H
 
@@ -37,5 +39,14 @@ size_t zt_memory_limit_on(const char *device, size_t max_memory, int ranks_here,
  * the estimate, its parts and the limit. */
 int zt_memory_gate(const zt_llama_config *cfg, const zt_plan *p, int B, int T, int checkpointing, int train,
                    size_t limit, const char *why, zt_err *err);
+
+/* With offload (the plan's overlap.offload_optimizer), zt_memory_gate checks the
+ * device's share of the estimate, and this the share offloaded to host memory
+ * (zt_engine_bytes.host) against limit, the host's (zt_memory_limit with
+ * --max_host_memory); ZT_OK without offload or limit. */
+/* The host's limit for offloaded state: max_host_memory when > 0, else
+ * zt_memory_limit's share of MemAvailable; *why names --max_host_memory. */
+size_t zt_host_memory_limit(size_t max_host_memory, int ranks_here, char *why, size_t why_len);
+int zt_memory_gate_host(const zt_llama_config *cfg, const zt_plan *p, size_t limit, const char *why, zt_err *err);
 
 #endif

@@ -328,9 +328,9 @@ static const key fsdp_keys[] = {
 static const key deepspeed_keys[] = {
     {.name = "zero_stage", .kind = K_INT, FIELD(zero_stage), .min = 0, .max = 3},
     {.name = "offload_optimizer_device", .kind = K_ENUM, FIELD(offload_optimizer_device),
-     .allowed = offload_devices, .refused = nvme, .refusal = "NVMe offload is not supported"},
+     .allowed = offload_devices, .refused = nvme, .refusal = "NVMe offload (ZeRO-Infinity) is not supported: offload to cpu instead"},
     {.name = "offload_param_device", .kind = K_ENUM, FIELD(offload_param_device),
-     .allowed = offload_devices, .refused = nvme, .refusal = "NVMe offload is not supported"},
+     .allowed = offload_devices, .refused = nvme, .refusal = "NVMe offload (ZeRO-Infinity) is not supported: offload to cpu instead"},
     {.name = "zero3_init_flag", .kind = K_BOOL, FIELD(zero3_init_flag)},
     {.name = "zero3_save_16bit_model", .kind = K_BOOL, FIELD(zero3_save_16bit_model)},
     {.name = "gradient_accumulation_steps", .kind = K_INT, FIELD(gradient_accumulation_steps),

@@ -119,7 +119,7 @@ static const key bf16_keys[] = {
 
 static const key offload_optimizer_keys[] = {
     {.name = "device", .kind = K_ENUM, FIELD(offload_optimizer_device), .allowed = offload_devices,
-     .refused = nvme, .refusal = "NVMe offload is not supported"},
+     .refused = nvme, .refusal = "NVMe offload (ZeRO-Infinity) is not supported: offload to cpu instead"},
     {.name = "pin_memory", .kind = K_BOOL, IGNORED},
     {.name = "buffer_count", COUNT(0)},
     {.name = "fast_init", .kind = K_BOOL, IGNORED},
@@ -132,7 +132,7 @@ static const key offload_optimizer_keys[] = {
 
 static const key offload_param_keys[] = {
     {.name = "device", .kind = K_ENUM, FIELD(offload_param_device), .allowed = offload_devices,
-     .refused = nvme, .refusal = "NVMe offload is not supported"},
+     .refused = nvme, .refusal = "NVMe offload (ZeRO-Infinity) is not supported: offload to cpu instead"},
     {.name = "pin_memory", .kind = K_BOOL, IGNORED},
     {.name = "buffer_count", COUNT(0)},
     {.name = "buffer_size", COUNT(0)},

@@ -219,6 +219,12 @@ static int resolve_request(zt_settings *s, int world, int hidden_size, zt_dtype 
         req->ls_hysteresis = c->fp16_hysteresis;
         req->ls_min_scale = c->fp16_min_loss_scale;
     }
+    /* offload, as either file asks for it (the plan says what moves: zt_plan_print_offload) */
+    const zt_accel_config *ac = &s->accel;
+    req->offload_optimizer = !strcmp(ac->offload_optimizer_device, "cpu") ||
+                             (s->have_ds && !strcmp(s->ds.offload_optimizer_device, "cpu"));
+    req->offload_params = ac->fsdp_offload_params == ZT_YES || !strcmp(ac->offload_param_device, "cpu") ||
+                          (s->have_ds && !strcmp(s->ds.offload_param_device, "cpu"));
     if (s->strategy && zt_sharding_parse(s->strategy, &req->sharding) != 0)
         return zt_fail(err, ZT_EINPUT, "fsdp_sharding_strategy: expected FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, "
                        "HYBRID_SHARD or HYBRID_SHARD_ZERO2 (or 1-5), got '%s'", s->strategy);

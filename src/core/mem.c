@@ -54,3 +54,12 @@ const char *zt_mem_cat_name(zt_mem_cat cat)
                                              "comm", "activations", "other"};
     return names[cat];
 }
+
+static size_t host_current[ZT_MEM_NCAT];
+
+void zt_mem_host_account(zt_mem_cat cat, size_t bytes) { __atomic_add_fetch(&host_current[cat], bytes, __ATOMIC_RELAXED); }
+void zt_mem_host_unaccount(zt_mem_cat cat, size_t bytes)
+{
+    __atomic_sub_fetch(&host_current[cat], bytes, __ATOMIC_RELAXED);
+}
+size_t zt_mem_host_current(zt_mem_cat cat) { return host_current[cat]; }

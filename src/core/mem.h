@@ -33,5 +33,12 @@ size_t zt_mem_peak(zt_mem_cat cat);
 /* Start measuring peaks from here: each category's peak becomes its current bytes. */
 void zt_mem_reset_peak(void);
 const char *zt_mem_cat_name(zt_mem_cat cat);
+/* Of what is counted above, the bytes that a device run keeps in host memory on
+ * purpose (offloaded state, docs/zero.md): counted by the code that puts them
+ * there, beside (not instead of) its accounted allocation, so a report can split
+ * each category into device bytes (current - host) and host bytes. */
+void zt_mem_host_account(zt_mem_cat cat, size_t bytes);
+void zt_mem_host_unaccount(zt_mem_cat cat, size_t bytes);
+size_t zt_mem_host_current(zt_mem_cat cat);
 
 #endif

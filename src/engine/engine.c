@@ -294,6 +294,9 @@ static int engine_init(zt_engine *eng, const zt_backend *be, const zt_layout *la
         if (rc)
             return rc;
     }
+    /* offload (offload.c): the state buffers below come from host memory, run by the CPU's table */
+    eng->offload = zt_offload_wanted(be, stage, overlap);
+    eng->sbe = zt_offload_state_table(be, eng->offload);
     eng->units = zt_alloc(ZT_MEM_OTHER, (size_t)lay->nunits * sizeof *eng->units);
     if (!eng->units || unit_order(eng) != ZT_OK) {
         engine_free(eng);
@@ -309,13 +312,13 @@ static int engine_init(zt_engine *eng, const zt_backend *be, const zt_layout *la
         us->master_dt = z.master_dt;
         us->grad_dt = z.grad_dt;
         us->optim_dt = z.optim_dt;
-        us->master = be->alloc(ZT_MEM_PARAMS, bytes_of(z.shard_numel, z.master_dt));
+        us->master = zt_offload_state_alloc(eng, ZT_MEM_PARAMS, bytes_of(z.shard_numel, z.master_dt));
         us->grad = be->alloc(ZT_MEM_GRADS, bytes_of(z.grad_numel, z.grad_dt));
-        us->m = be->alloc(ZT_MEM_OPTIM, bytes_of(z.shard_numel, z.optim_dt));
-        us->v = be->alloc(ZT_MEM_OPTIM, bytes_of(z.shard_numel, z.optim_dt));
+        us->m = zt_offload_state_alloc(eng, ZT_MEM_OPTIM, bytes_of(z.shard_numel, z.optim_dt));
+        us->v = zt_offload_state_alloc(eng, ZT_MEM_OPTIM, bytes_of(z.shard_numel, z.optim_dt));
         int ok = us->master && us->grad && us->m && us->v;
         if (z.compensated)
-            ok = ok && (us->comp = be->alloc(ZT_MEM_PARAMS, bytes_of(z.shard_numel, z.master_dt)));
+            ok = ok && (us->comp = zt_offload_state_alloc(eng, ZT_MEM_PARAMS, bytes_of(z.shard_numel, z.master_dt)));
         us->gathered_alias = z.gathered_alias;
         us->gathered_own = z.gathered_own;
         us->persistent = persistent_unit(lay, u, stage, overlap);
@@ -363,14 +366,14 @@ static int engine_init(zt_engine *eng, const zt_backend *be, const zt_layout *la
         engine_free(eng);
         return zt_fail(err, ZT_EFAIL, "out of memory for gradient staging and communication buffers");
     }
-    if (be->kernels == ZT_KERNELS_FAST) { /* the asynchronous step (async_step.h) */
-        int rc = zt_async_init(eng, err);
-        if (rc) {
-            engine_free(eng);
-            return rc;
-        }
-    }
-    return ZT_OK;
+    int rc = zt_offload_init(eng, err);
+    /* the asynchronous step (async_step.h) runs AdamW on the device: not with an
+     * offloaded optimizer, whose step is the host's */
+    if (rc == ZT_OK && be->kernels == ZT_KERNELS_FAST && !eng->offload)
+        rc = zt_async_init(eng, err);
+    if (rc)
+        engine_free(eng);
+    return rc;
 }
 
 static void engine_free(zt_engine *eng)
@@ -378,15 +381,16 @@ static void engine_free(zt_engine *eng)
     if (eng->units)
         zt_engine_drain(eng);
     zt_async_free(eng);
+    zt_offload_free(eng); /* it reads the unit table */
     const zt_backend *be = eng->be;
     if (eng->units) {
         for (int u = 0; u < eng->lay->nunits; u++) {
             zt_unit_state *us = &eng->units[u];
-            be->free(ZT_MEM_PARAMS, us->master, bytes_of(us->shard_numel, us->master_dt));
+            zt_offload_state_free(eng, ZT_MEM_PARAMS, us->master, bytes_of(us->shard_numel, us->master_dt));
             be->free(ZT_MEM_GRADS, us->grad, bytes_of(us->grad_numel, us->grad_dt));
-            be->free(ZT_MEM_OPTIM, us->m, bytes_of(us->shard_numel, us->optim_dt));
-            be->free(ZT_MEM_OPTIM, us->v, bytes_of(us->shard_numel, us->optim_dt));
-            be->free(ZT_MEM_PARAMS, us->comp, bytes_of(us->shard_numel, us->master_dt));
+            zt_offload_state_free(eng, ZT_MEM_OPTIM, us->m, bytes_of(us->shard_numel, us->optim_dt));
+            zt_offload_state_free(eng, ZT_MEM_OPTIM, us->v, bytes_of(us->shard_numel, us->optim_dt));
+            zt_offload_state_free(eng, ZT_MEM_PARAMS, us->comp, bytes_of(us->shard_numel, us->master_dt));
             if (us->gathered_own)
                 be->free(ZT_MEM_GATHERED, us->gathered, bytes_of(eng->lay->units[u].padded_numel, us->gathered_dt));
         }
@@ -460,7 +464,7 @@ void zt_engine_set_param(zt_engine *eng, const zt_param *p, const void *src, zt_
     size_t es = zt_dtype_size(eng->prec.master);
     /* the master is written in place on the host; a device's slice is made on the
      * host first and copied over */
-    void *dst = eng->be->host_visible ? (char *)us->master + slo * es : zt_alloc(ZT_MEM_OTHER, n * es);
+    void *dst = eng->sbe->host_visible ? (char *)us->master + slo * es : zt_alloc(ZT_MEM_OTHER, n * es);
     if (!dst) {
         fprintf(stderr, "ztrain: error: out of host memory loading %s (%zu elements)\n", p->name, n);
         abort(); /* a sink has no way to fail (hf_model.h); loading needs this little */
@@ -473,7 +477,7 @@ void zt_engine_set_param(zt_engine *eng, const zt_param *p, const void *src, zt_
                                                    : zt_round_f16(x);
         zt_store_f32(dst, eng->prec.master, i, loaded);
     }
-    if (!eng->be->host_visible) {
+    if (!eng->sbe->host_visible) {
         eng->be->to_device((char *)us->master + slo * es, dst, n * es);
         zt_free(ZT_MEM_OTHER, dst, n * es);
     }
@@ -516,6 +520,8 @@ static int full_values(zt_engine *eng, float **vals, int grads, zt_err *err)
         const void *src = grads ? us->grad : us->master;
         if (grads && eng->stage == 0)
             be->copy(full, src, bytes_of(us->grad_numel, eng->prec.master));
+        else if (!grads && eng->offload)
+            zt_offload_gather_master(eng, u, full);
         else
             gather_unit(eng, u, full, src);
         if (host != full)
@@ -552,7 +558,7 @@ static void start_gather(zt_engine *eng, int u, void *dst, zt_comm_op *op)
     size_t P = eng->lay->units[u].padded_numel;
     zt_dtype cd = eng->prec.compute;
     void *mine = (char *)dst + (size_t)eng->group_rank * us->shard_numel * zt_dtype_size(cd);
-    eng->be->convert(mine, cd, us->master, us->master_dt, us->shard_numel);
+    zt_offload_shard_to_compute(eng, u, mine, 0, us->shard_numel);
     zt_comm_start_allgather(eng->comm, op, dst, P, cd);
     us->gathered_dt = cd; /* what this gather writes, checked at acquire */
 }
@@ -572,11 +578,10 @@ static void gather_in_pieces(zt_engine *eng, int u, void *dst)
 {
     zt_unit_state *us = &eng->units[u];
     const size_t S = us->shard_numel, G = (size_t)eng->group_size, cs = zt_dtype_size(eng->prec.compute);
-    const size_t ms = zt_dtype_size(us->master_dt);
     char *mine = eng->comm_gather, *all = mine + eng->gather_piece * cs;
     for (size_t k = 0; k < S; k += eng->gather_piece) {
         size_t n = S - k < eng->gather_piece ? S - k : eng->gather_piece;
-        eng->be->convert(mine, eng->prec.compute, (const char *)us->master + k * ms, us->master_dt, n);
+        zt_offload_shard_to_compute(eng, u, mine, k, n);
         zt_comm_allgather(eng->comm, all, mine, G * n, eng->prec.compute);
         for (size_t j = 0; j < G; j++)
             eng->be->copy((char *)dst + (j * S + k) * cs, all + j * n * cs, n * cs);
@@ -768,6 +773,7 @@ static void finish_reduce(zt_engine *eng)
     if (c->replica_size > 1) /* hybrid: replicas hold the same slice; sum them */
         zt_comm_allreduce(c, eng->comm_shard, us->shard_numel, rd, ZT_SCOPE_REPLICA);
     eng->be->accumulate(us->grad, eng->prec.master, eng->comm_shard, rd, us->shard_numel);
+    zt_offload_grad_done(eng, u);
 }
 
 static void piece_start(zt_engine *eng);
@@ -911,8 +917,10 @@ static void pieces_end(zt_engine *eng)
         piece_start(eng);
     while (pc->finished < pc->started)
         piece_finish(eng);
+    int u = pc->unit;
     pc->unit = -1;
     pc->src = NULL;
+    zt_offload_grad_done(eng, u);
 }
 
 void zt_engine_drain(zt_engine *eng)
@@ -999,6 +1007,7 @@ void zt_engine_grad_end(zt_engine *eng, int unit)
         us->staging = NULL;
         reduced_through(eng, unit, through, "grad_end");
         start_early_allreduce(eng, unit);
+        zt_offload_grad_done(eng, unit);
         return;
     }
     us->grad_rounded = 0; /* a sum of rounded values need not be representable */
@@ -1055,11 +1064,13 @@ void zt_engine_grad_end(zt_engine *eng, int unit)
     }
     us->staging = NULL;
     start_early_allreduce(eng, unit);
+    zt_offload_grad_done(eng, unit); /* unless its reduction is still in flight */
 }
 
 void zt_engine_zero_grads(zt_engine *eng)
 {
     finish_reduce(eng); /* it would add into the cleared accumulator */
+    zt_offload_zero_grads(eng); /* and copies down still reading it finish first */
     for (int u = 0; u < eng->lay->nunits; u++) {
         eng->be->zero(eng->units[u].grad, bytes_of(eng->units[u].grad_numel, eng->prec.master));
         eng->units[u].grad_zero = 1;
@@ -1177,7 +1188,8 @@ int zt_engine_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double
     zt_adamw_audit audit = {0};
     /* Unsharded (a group of one) with an fp32 master and a persistent compute copy:
      * AdamW writes the copy as it updates the master, so no second pass converts it. */
-    int cast_in_step = eng->stage <= 2 && eng->group_size == 1 && md == ZT_F32;
+    int cast_in_step = eng->stage <= 2 && eng->group_size == 1 && md == ZT_F32 && !eng->offload;
+    zt_offload_step_begin(eng); /* offloaded: the shards copied down during the backward */
     for (int i = 0; i < lay->nparams; i++) {
         const zt_param *p = &lay->params[i];
         size_t slo, plo, n;
@@ -1188,8 +1200,10 @@ int zt_engine_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double
         zt_adamw_step st = {lr, p->decay ? hp->weight_decay : 0.0, hp->beta1, hp->beta2, hp->eps,
                             eng->optimizer_steps, clip};
         void *cast = cast_in_step && !us->gathered_alias ? (char *)us->gathered + slo * cs : NULL;
-        eng->be->adamw_step((char *)us->master + b, (char *)us->m + b, (char *)us->v + b,
-                            (const char *)us->grad + b, us->comp ? (char *)us->comp + b : NULL, md, n,
+        /* offloaded: on the host's cores, from the gradient shard copied down */
+        const void *g = eng->offload ? zt_offload_grad(eng, p->unit) : us->grad;
+        eng->sbe->adamw_step((char *)us->master + b, (char *)us->m + b, (char *)us->v + b,
+                            (const char *)g + b, us->comp ? (char *)us->comp + b : NULL, md, n,
                             &st, cast, eng->prec.compute, &audit);
     }
     if (eng->group_size > 1) { /* replicas of a group audit the same elements: sum the group only */
@@ -1245,6 +1259,13 @@ zt_engine_bytes zt_engine_estimate(const zt_layout *lay, zt_precision prec, int 
     b.gathered += (size_t)z.pool_slots * z.pool_bytes;
     b.comm = (z.staging_root_numel + z.staging_layers_numel + z.spare_numel) * sizeof(float) + z.comm_full_bytes +
              z.comm_shard_bytes + z.comm_slices_bytes + z.comm_gather_bytes;
+    if (overlap && (overlap->offload_optimizer || overlap->offload_params) && stage >= 1) {
+        size_t hg, hc;
+        zt_offload_staging_bytes(lay, prec, stage, G, &hg, &hc);
+        *(stage >= 2 ? &b.grads : &b.comm) += hg;
+        b.comm += hc;
+        b.host = b.master + b.optim + hg + hc;
+    }
     return b;
 }
 
@@ -1265,7 +1286,11 @@ zt_engine_bytes zt_engine_state_bytes(const zt_engine *eng)
         if (eng->pool[i])
             b.gathered += eng->pool_bytes;
     b.comm = (eng->staging_root_numel + eng->staging_layers_numel + eng->staging_spare_numel) * sizeof(float) +
-             eng->comm_full_bytes + eng->comm_shard_bytes + eng->comm_slices_bytes + eng->comm_gather_bytes;
+             eng->comm_full_bytes + eng->comm_shard_bytes + eng->comm_slices_bytes + eng->comm_gather_bytes +
+             eng->host_cast_bytes;
+    *(eng->host_grads ? &b.grads : &b.comm) += eng->host_grad_bytes;
+    if (eng->offload)
+        b.host = b.master + b.optim + eng->host_grad_bytes + eng->host_cast_bytes;
     return b;
 }
 

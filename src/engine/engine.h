@@ -149,6 +149,8 @@ typedef struct zt_engine_stats {
     int pool_held;            /* stage 3 gather-pool buffers in use */
     int units_gathered;       /* units holding a pool buffer */
     int gradients_open;       /* units holding a staging buffer (between grad_begin and grad_end) */
+    long grads_copied_early;  /* offload, stages 2-3: gradient shards queued down to the host as
+                               * their reductions completed in a backward (docs/zero.md, Offload) */
 } zt_engine_stats;
 zt_engine_stats zt_engine_get_stats(const zt_engine *eng);
 /* Where unit stands in the pass (zt_unit_phase). */
@@ -227,10 +229,13 @@ void zt_engine_inject_nonfinite(zt_engine *eng);
 /* Bytes of model state this rank holds, by role (for the accounting tests). */
 typedef struct zt_engine_bytes {
     size_t master, grads, optim, gathered, comm;
+    size_t host;    /* of the above, the bytes offloaded to host memory (0 without offload):
+                     * the device holds the sum less host */
 } zt_engine_bytes;
 zt_engine_bytes zt_engine_state_bytes(const zt_engine *eng);
 /* What zt_engine_create would allocate for this layout, plan and shard group,
- * without allocating (estimate-memory, config show). */
+ * without allocating (estimate-memory, config show); overlap's offload_* (set by
+ * the plan on a device only) move the sharded state's bytes into host. */
 zt_engine_bytes zt_engine_estimate(const zt_layout *lay, zt_precision prec, int stage, int group_size,
                                    const zt_overlap *overlap);
 

@@ -107,7 +107,66 @@ struct zt_engine {
                                  * some rank (-1: none) */
     zt_adamw_audit last_audit;  /* the last step's lost-update audit, summed over the group */
     int grads_reduced;          /* stages 0-1: this step's reduction is done */
+    /* offload (offload.c): the sharded state in host memory, AdamW on the host */
+    int offload;                /* master, m, v, comp are host memory (page-locked) */
+    const zt_backend *sbe;      /* the table of those buffers: the CPU's when offloaded, else be */
+    void *host_grad;            /* a unit's gradient shard (master dtype), copied down for the step */
+    void *host_cast;            /* a shard in the compute dtype on its way up to the device */
+    size_t host_grad_bytes, host_cast_bytes;
+    int host_grad_unit;         /* the unit whose shard host_grad holds this step, -1 none */
+    void **host_grads;          /* stages 2-3: per unit, its gradient shard copied down as its
+                                 * reduction completes in the last backward (NULL otherwise) */
+    int *host_grads_ready;      /* per unit: host_grads holds this step's shard (after copy_wait) */
+    long grads_copied_early;    /* shards copied down during a backward, since create */
     struct zt_async *async;     /* fast mode's asynchronous step (async_step.h); NULL in exact mode */
 };
+
+/* ---- offload.c: where the sharded state lives ---------------------------------
+ *
+ * With eng->offload, the master shard, m, v and the Kahan buffer are host memory
+ * from the backend's host_alloc (pinned on a device), and every kernel that reads
+ * or writes them runs from eng->sbe, the CPU's table, on the host's cores; the
+ * gradient, the gathered parameters and the communication buffers stay on the
+ * device.  The bytes meet at two points: the step copies each unit's reduced
+ * gradient shard down (zt_offload_grad), and each gather uploads the shard in the
+ * compute dtype (zt_offload_shard_to_compute).  The CPU kernels are the emulated
+ * device's, so the numbers are the same bits either way. */
+
+/* Whether an engine on be with this plan offloads (the plan asked, and be's
+ * buffers are not host memory already: on the CPU it is a no-op). */
+int zt_offload_wanted(const zt_backend *be, int stage, const zt_overlap *ov);
+/* The table that runs the state's kernels: be, or the host's (the CPU's) when
+ * offloaded, the one place the engine names a table it was not given. */
+const zt_backend *zt_offload_state_table(const zt_backend *be, int offload);
+/* A state buffer (master, m, v, comp) of bytes, zeroed, accounted to cat (and as
+ * host bytes when offloaded), from be or host memory; and its free. */
+void *zt_offload_state_alloc(const zt_engine *eng, zt_mem_cat cat, size_t bytes);
+void zt_offload_state_free(const zt_engine *eng, zt_mem_cat cat, void *p, size_t bytes);
+/* The host staging the offloaded step and gathers use; ZT_OK when not offloaded. */
+int zt_offload_init(zt_engine *eng, zt_err *err);
+void zt_offload_free(zt_engine *eng);
+/* Bytes of that staging for a plan, all host: the gradient shards (every unit's at
+ * stages 2-3, counted as gradients; one at stage 1, a communication buffer) and the
+ * compute-dtype shard (a communication buffer). */
+void zt_offload_staging_bytes(const zt_layout *lay, zt_precision prec, int stage, int group_size, size_t *grads,
+                              size_t *cast);
+/* Elements [k, k+n) of unit u's master shard in the compute dtype into dst, a
+ * device buffer: converted where the master lives, uploaded when that is the host. */
+void zt_offload_shard_to_compute(zt_engine *eng, int u, void *dst, size_t k, size_t n);
+/* Unit u's master shard gathered over the group into full (P elements, master
+ * dtype, a device buffer), from the host. */
+void zt_offload_gather_master(zt_engine *eng, int u, void *full);
+/* Unit u's reduced gradient shard as host memory the host's AdamW reads: the
+ * copy queued during the backward (zt_offload_grad_done), or the device's grad
+ * copied down now, once per unit and step. */
+const void *zt_offload_grad(zt_engine *eng, int u);
+/* Unit u's gradient may have changed (a grad_end, a reduction finished): in the
+ * backward that ends the accumulation (sync_backward), stages 2-3, once nothing
+ * for u is in flight, queue the copy of its final shard down (to_host_async). */
+void zt_offload_grad_done(zt_engine *eng, int u);
+/* The step begins: join the copies queued during the backward. */
+void zt_offload_step_begin(zt_engine *eng);
+/* The gradients were cleared: no copy holds this step's shard. */
+void zt_offload_zero_grads(zt_engine *eng);
 
 #endif

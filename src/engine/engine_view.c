@@ -1,7 +1,8 @@
 /* engine_view.c — the engine seen from outside (see engine.h): the state view
  * checkpoints read and write, and the accessors for what the trainer reports.
- * Everything here goes through the backend's copies, never through a pointer
- * into a buffer, unless the backend says its buffers are host memory. */
+ * Everything here goes through the copies of the table that holds the state
+ * (eng->sbe: the device's, or the CPU's when the state is offloaded), never
+ * through a pointer into a buffer, unless that table's buffers are host memory. */
 #include <stdio.h>
 
 #include "../core/mem.h"
@@ -26,7 +27,7 @@ zt_engine_stats zt_engine_get_stats(const zt_engine *eng)
 {
     zt_engine_stats s = {.prefetch_used = eng->prefetch_used, .prefetch_dropped = eng->prefetch_dropped,
                          .reduce_overlapped = eng->reduce_overlapped, .pieces_overlapped = eng->pieces_overlapped,
-                         .prefetch_unit = eng->gather_unit};
+                         .prefetch_unit = eng->gather_unit, .grads_copied_early = eng->grads_copied_early};
     for (int i = 0; i < ZT_GATHER_POOL; i++)
         s.pool_held += eng->pool_used[i] != 0;
     for (int u = 0; u < eng->lay->nunits; u++) {
@@ -85,14 +86,14 @@ void zt_engine_state_read(const zt_engine *eng, int i, void *host)
 {
     zt_dtype dt;
     const void *b = state_buffer(eng, i, &dt);
-    eng->be->to_host(host, b, eng->units[i / roles(eng)].shard_numel * zt_dtype_size(dt));
+    eng->sbe->to_host(host, b, eng->units[i / roles(eng)].shard_numel * zt_dtype_size(dt));
 }
 
 void zt_engine_state_write(zt_engine *eng, int i, const void *host)
 {
     zt_dtype dt;
     void *b = state_buffer(eng, i, &dt);
-    eng->be->to_device(b, host, eng->units[i / roles(eng)].shard_numel * zt_dtype_size(dt));
+    eng->sbe->to_device(b, host, eng->units[i / roles(eng)].shard_numel * zt_dtype_size(dt));
 }
 
 /* A host-memory backend lends the buffer itself: no copy, no second allocation
@@ -101,7 +102,7 @@ void *zt_engine_state_map(zt_engine *eng, int i, int fill, zt_err *err)
 {
     zt_dtype dt;
     void *b = state_buffer(eng, i, &dt);
-    if (eng->be->host_visible)
+    if (eng->sbe->host_visible) /* the CPU's buffers, or a device's state offloaded to the host */
         return b;
     size_t bytes = zt_engine_state_tensor(eng, i).bytes;
     void *view = zt_alloc(ZT_MEM_OTHER, bytes);

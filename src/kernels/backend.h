@@ -38,7 +38,7 @@
  * is optional, NULL for tables whose products run on the host's cores. */
 #define ZT_BACKEND_ENTRIES(X)                                                                            \
     X(alloc) X(free) X(copy) X(zero) X(convert)                                                          \
-    X(to_host) X(to_device) X(sync) X(host_alloc) X(host_free) X(stream)                                 \
+    X(to_host) X(to_device) X(sync) X(to_host_async) X(copy_wait) X(host_alloc) X(host_free) X(stream)   \
     X(matmul) X(embed_forward) X(embed_backward) X(rmsnorm_forward) X(rmsnorm_backward)                  \
     X(rope_tables) X(rope_forward) X(rope_backward)                                                      \
     X(attention_scratch_bytes) X(attention_forward) X(attention_backward)                                \
@@ -85,6 +85,14 @@ typedef struct zt_backend {
     void (*to_device)(void *dst, const void *src_host, size_t bytes);
     /* wait until every kernel and copy queued so far has finished */
     void (*sync)(void);
+    /* host <- buffer, queued after every kernel queued so far, without waiting for
+     * it: on a device with a copy queue it runs there beside the kernels queued
+     * later (offload's gradient shards, copied down during the backward).  dst_host
+     * is host_alloc memory and holds the bytes once copy_wait returns; src is not
+     * written before then.  The host's tables copy at once (to_host). */
+    void (*to_host_async)(void *dst_host, const void *src, size_t bytes);
+    /* wait until every to_host_async queued so far has finished */
+    void (*copy_wait)(void);
     /* host memory for staging copies (page-locked on a device, so its copies run
      * at full speed), accounted to cat as alloc's is; not zeroed */
     void *(*host_alloc)(zt_mem_cat cat, size_t bytes);

@@ -224,6 +224,8 @@ static void emu_adamw_unit(void *p, void *m, void *v, const void *g, void *comp,
                        host_of(sc), host_of(cast), cast_dt);
 }
 
+#define emu_to_host_async emu_to_host /* at once: the emulated device has one queue, the host's */
+#define emu_copy_wait emu_sync
 #define emu_host_alloc zt_alloc /* staging memory is the host's */
 #define emu_host_free zt_free
 

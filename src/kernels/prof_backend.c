@@ -47,6 +47,12 @@ static void p_to_device(void *d, const void *s, size_t bytes)
     TIMED("to_device", "transfer", 0, (double)bytes, in->to_device(d, s, bytes));
 }
 static void p_sync(void) { TIMED("sync", "sync", 0, 0, in->sync()); }
+/* offload's copies down beside the kernels: the queuing, and the wait that joins them */
+static void p_to_host_async(void *d, const void *s, size_t bytes)
+{
+    TIMED("to_host_async", "transfer", 0, (double)bytes, in->to_host_async(d, s, bytes));
+}
+static void p_copy_wait(void) { TIMED("copy_wait", "sync", 0, 0, in->copy_wait()); }
 static void *p_host_alloc(zt_mem_cat cat, size_t bytes)
 {
     void *p;
@@ -223,6 +229,8 @@ const zt_backend *zt_backend_profiled(const zt_backend *inner)
     WRAP(to_host);
     WRAP(to_device);
     WRAP(sync);
+    WRAP(to_host_async);
+    WRAP(copy_wait);
     WRAP(host_alloc);
     WRAP(host_free);
     WRAP(matmul_peak);

@@ -42,6 +42,25 @@ const char *zt_face_name(zt_face f)
     return f == ZT_FACE_FSDP ? "FSDP" : f == ZT_FACE_DEEPSPEED ? "DEEPSPEED" : "MULTI_CPU";
 }
 
+/* Offload (docs/zero.md, Offload): what was asked, and what the engine does with
+ * it.  On the CPU the state already lives in host memory, so nothing moves (a
+ * reported no-op).  On a device, either request puts the sharded state (master,
+ * m, v, Kahan) in host memory with AdamW on the host: the master shard is also the
+ * parameter shard the stage 3 gathers read, so offload_param brings the optimizer
+ * state with it, as FSDP's CPUOffload does.  Stage 0 shards nothing to move. */
+static int resolve_offload(const zt_plan_request *r, zt_plan *p, zt_err *err)
+{
+    p->offload_requested = (r->offload_optimizer ? 1 : 0) | (r->offload_params ? 2 : 0);
+    if (!p->offload_requested || !strcmp(p->device, "cpu"))
+        return ZT_OK;
+    if (p->stage == 0)
+        return zt_fail(err, ZT_EINPUT, "offload to cpu on --device %s needs a sharded stage (ZeRO 1-3, FSDP "
+                       "FULL_SHARD or SHARD_GRAD_OP): stage 0 has no shard to move", p->device);
+    p->overlap.offload_optimizer = 1;
+    p->overlap.offload_params = p->stage == 3 && (p->offload_requested & 2) ? 1 : 0;
+    return ZT_OK;
+}
+
 /* The knobs that belong to one face, in one table: given under another face (or
  * plain data parallel), a knob is refused, naming it and how to choose its face.
  * Settings from flags and config files land in the request, so this is the only
@@ -243,7 +262,8 @@ int zt_plan_resolve(const zt_plan_request *r, int world, zt_plan *p, zt_err *err
         .ls_hysteresis = r->ls_hysteresis, .ls_min_scale = r->ls_min_scale,
     };
     if ((rc = zt_precision_resolve(&pr, &p->prec, &p->mixed, &p->ls, err)) || (rc = resolve_stage(r, p, err)) ||
-        (rc = resolve_groups(r, world, p, err)) || (rc = resolve_overlap(r, p, err)))
+        (rc = resolve_groups(r, world, p, err)) || (rc = resolve_overlap(r, p, err)) ||
+        (rc = resolve_offload(r, p, err)))
         return rc;
     zt_precision_mode(&p->prec, r->face == ZT_FACE_FSDP, r->face == ZT_FACE_DEEPSPEED, p->mode, sizeof p->mode);
     return ZT_OK;
@@ -293,6 +313,7 @@ void zt_plan_print(FILE *f, const zt_plan *p, const char *products)
                 p->overlap.overlap_reduce ? "during the next unit's backward" : "inside each unit's backward",
                 p->stage < 3 ? "-" : p->overlap.forward_prefetch ? "on" : "off",
                 p->stage < 3 ? "- (parameters stay gathered)" : zt_backward_prefetch_name(p->overlap.backward_prefetch));
+    zt_plan_print_offload(f, p);
     const zt_overlap *o = &p->overlap;
     if (o->reduce_bucket || o->allgather_bucket || o->prefetch_bucket || o->max_live || o->persistence ||
         o->prefetch_depth > 1)
@@ -300,4 +321,21 @@ void zt_plan_print(FILE *f, const zt_plan *p, const char *products)
                 "max live %ld, persistent below %ld parameters (0: none)\n", o->reduce_bucket, o->allgather_bucket,
                 o->prefetch_depth, o->prefetch_depth == 1 ? "" : "s", o->prefetch_bucket, o->max_live,
                 o->persistence);
+}
+
+void zt_plan_print_offload(FILE *f, const zt_plan *p)
+{
+    if (!p->offload_requested)
+        return;
+    if (!p->overlap.offload_optimizer) {
+        fprintf(f, "offload: to cpu requested; on this CPU host parameters and optimizer state already live in "
+                "host memory, so nothing moves\n");
+        return;
+    }
+    fprintf(f, "offload: master shard, m, v%s in pinned host memory, AdamW on the host's cores; gradient "
+            "shard reduced on the %s, copied to the host %s; %s\n",
+            p->prec.compensated && p->prec.master != ZT_F32 ? ", Kahan" : "", p->device,
+            p->stage >= 2 ? "as each unit's reduction completes in the last backward" : "at the step",
+            p->stage == 3 ? "parameter shard uploaded before each all-gather (prefetched with it)"
+                                     : "updated compute-dtype parameters uploaded and gathered after the step");
 }

@@ -66,6 +66,8 @@ typedef struct zt_plan_request {
     const char *device;           /* cpu | cuda | emu (the test device, backend.h); NULL: cpu */
     const char *comm_backend;     /* auto | nccl | mpi; NULL: auto */
     const char *kernels;          /* exact | fast; NULL: fast on cuda, exact elsewhere */
+    int offload_optimizer;        /* offload_optimizer_device: cpu (DeepSpeed, Accelerate) */
+    int offload_params;           /* offload_param_device: cpu, or fsdp_offload_params: true */
 } zt_plan_request;
 
 typedef struct zt_plan {
@@ -87,6 +89,8 @@ typedef struct zt_plan {
     char kernels[8];              /* "exact" (the CPU's bits) or "fast" (a device's fast kernels and
                                    * asynchronous step; kernels/backend.h, zt_kernel_mode) */
     char strategy[40];            /* "FULL_SHARD (ZeRO-3)", "ZeRO-2", ... */
+    int offload_requested;        /* 1 optimizer, 2 parameters (bits), as asked; overlap's
+                                   * offload_* say what the engine does (0 on the CPU) */
 } zt_plan;
 
 void zt_plan_request_init(zt_plan_request *r);
@@ -96,6 +100,8 @@ int zt_plan_resolve(const zt_plan_request *r, int world, zt_plan *out, zt_err *e
 /* The plan as contract §1's table row plus stage, group and wrap.  `products`, when
  * not NULL, ends the plan line: how the device runs the compute dtype's matrix
  * products (the caller, who opened the device, knows; e.g. "bf16 products: native"). */
+/* The offload line of the plan (nothing when none was asked): where each buffer lives. */
+void zt_plan_print_offload(FILE *f, const zt_plan *p);
 void zt_plan_print(FILE *f, const zt_plan *p, const char *products);
 
 /* A plan for one process with the given precision (tests and evaluation). */

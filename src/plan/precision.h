@@ -86,6 +86,13 @@ typedef struct zt_overlap {
     int overlap_reduce;
     int prefetch_depth;     /* 0 means 1 */
     long prefetch_bucket, max_live, persistence, reduce_bucket, allgather_bucket;
+    /* Where the sharded state lives (docs/zero.md, Offload): 1 puts each rank's master
+     * shard, m, v and Kahan buffers in page-locked host memory and runs AdamW on the
+     * host's cores (offload_optimizer), or the stage 3 parameter shard with them
+     * (offload_param, fsdp_offload_params: the master shard is the parameter shard).
+     * The plan sets them only on a device whose buffers are not host memory; on the
+     * CPU everything already lives on the host and they stay 0. */
+    int offload_optimizer, offload_params;
 } zt_overlap;
 
 const char *zt_backward_prefetch_name(zt_backward_prefetch p);

@@ -155,6 +155,10 @@ static void print_memory(FILE *f, const zt_engine *eng, const zt_model *m)
                "gathered params %.2f MiB, comm buffers %.2f MiB, activations %.2f MiB\n",
             (double)b.master / MiB, (double)b.grads / MiB, (double)b.optim / MiB,
             (double)b.gathered / MiB, (double)b.comm / MiB, (double)m->act_bytes / MiB);
+    if (b.host)
+        fprintf(f, "memory per rank: of which offloaded to host memory %.2f MiB (master, optimizer state, "
+                "staging); on the device %.2f MiB\n", (double)b.host / MiB,
+                (double)(b.master + b.grads + b.optim + b.gathered + b.comm - b.host + m->act_bytes) / MiB);
     fprintf(f, "activations: %.0f bytes per token\n", (double)m->act_bytes / (double)m->N);
 }
 
@@ -624,8 +628,10 @@ static void measure_step(trainer *t, double t0, double wait0, double progress0,
     const zt_adamw_audit au = zt_engine_last_audit(t->r.eng);
     m->lost_update_fraction = au.updated > 0 ? au.lost / au.updated : 0.0;
     m->update_to_half_ulp = au.updated > 0 ? au.ratio_sum / au.updated : 0.0;
-    for (int c = 0; c < ZT_MEM_NCAT; c++)
-        m->memory_bytes[c] = zt_mem_current((zt_mem_cat)c);
+    for (int c = 0; c < ZT_MEM_NCAT; c++) { /* the device's bytes and the offloaded host bytes apart */
+        m->host_memory_bytes[c] = zt_mem_host_current((zt_mem_cat)c);
+        m->memory_bytes[c] = zt_mem_current((zt_mem_cat)c) - m->host_memory_bytes[c];
+    }
 }
 
 /* Optimizer step s (0-based): A micro-batches of forward and backward, the
@@ -754,6 +760,10 @@ static void write_jsonl(FILE *log, const zt_step_metrics *m)
     fprintf(log, "\"memory_bytes\": {");
     for (int c = 0; c < ZT_MEM_NCAT; c++)
         fprintf(log, "\"%s\": %zu%s", zt_mem_cat_name((zt_mem_cat)c), m->memory_bytes[c],
+                c + 1 < ZT_MEM_NCAT ? ", " : "");
+    fprintf(log, "}, \"host_memory_bytes\": {");
+    for (int c = 0; c < ZT_MEM_NCAT; c++)
+        fprintf(log, "\"%s\": %zu%s", zt_mem_cat_name((zt_mem_cat)c), m->host_memory_bytes[c],
                 c + 1 < ZT_MEM_NCAT ? ", " : "");
     fprintf(log, "}, \"comm_bytes\": {");
     for (int k = 0; k < ZT_COLL_NKINDS; k++)

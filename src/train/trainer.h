@@ -32,7 +32,9 @@ typedef struct zt_step_metrics {
     double update_to_half_ulp;  /* mean |update| in half-ulps of the master weight */
     double loss_scale;          /* fp16: the scale this step's backward used (0 without scaling) */
     int skipped;                /* fp16: the step was skipped on overflow */
-    size_t memory_bytes[ZT_MEM_NCAT];         /* this rank's current bytes per category */
+    size_t memory_bytes[ZT_MEM_NCAT];         /* this rank's current bytes per category on its device
+                                               * (the CPU's, on the CPU), offloaded bytes left out */
+    size_t host_memory_bytes[ZT_MEM_NCAT];    /* the bytes offload keeps in host memory (0 without) */
     uint64_t comm_bytes[ZT_COLL_NKINDS];      /* this rank's collective bytes in this step */
     uint64_t comm_calls[ZT_COLL_NKINDS];      /* and how many collectives moved them */
     uint64_t link_bytes[ZT_NLINKS];           /* the same, with its machine / with others (comm.h) */

@@ -78,6 +78,28 @@ static void zt_cu_to_device(void *dst, const void *src_host, size_t bytes)
 
 static void zt_cu_sync(void) { ZT_CU(cudaStreamSynchronize(zt_cu.stream)); }
 
+/* A copy down on its own stream: it waits (an event) for what the compute stream
+ * has queued so far, the last write of src, then runs while the compute stream goes
+ * on.  Pinned dst (host_alloc) makes it truly asynchronous; copy_wait joins them. */
+static void zt_cu_to_host_async(void *dst_host, const void *src, size_t bytes)
+{
+    if (bytes == 0)
+        return;
+    if (!zt_cu.copy_stream) {
+        ZT_CU(cudaStreamCreateWithFlags(&zt_cu.copy_stream, cudaStreamNonBlocking));
+        ZT_CU(cudaEventCreateWithFlags(&zt_cu.copy_ready, cudaEventDisableTiming));
+    }
+    ZT_CU(cudaEventRecord(zt_cu.copy_ready, zt_cu.stream));
+    ZT_CU(cudaStreamWaitEvent(zt_cu.copy_stream, zt_cu.copy_ready, 0));
+    ZT_CU(cudaMemcpyAsync(dst_host, src, bytes, cudaMemcpyDeviceToHost, zt_cu.copy_stream));
+}
+
+static void zt_cu_copy_wait(void)
+{
+    if (zt_cu.copy_stream)
+        ZT_CU(cudaStreamSynchronize(zt_cu.copy_stream));
+}
+
 /* page-locked host memory for staging, counted in cat; not zeroed (backend.h) */
 static void *zt_cu_host_alloc(zt_mem_cat cat, size_t bytes)
 {
@@ -413,6 +435,11 @@ extern "C" void zt_cuda_shutdown(void)
     if (zt_cu.scratch) {
         cudaFree(zt_cu.scratch);
         zt_mem_unaccount(ZT_MEM_OTHER, zt_cu.scratch_bytes);
+    }
+    if (zt_cu.copy_stream) {
+        cudaStreamSynchronize(zt_cu.copy_stream);
+        cudaEventDestroy(zt_cu.copy_ready);
+        cudaStreamDestroy(zt_cu.copy_stream);
     }
     cudaStreamDestroy(zt_cu.stream);
     memset(&zt_cu, 0, sizeof zt_cu);

@@ -56,6 +56,8 @@ typedef struct zt_cu_state {
     int max_smem_optin; /* bytes of shared memory a block may opt into */
     void *scratch;      /* device scratch of the entries (zt_cu_scratch) */
     size_t scratch_bytes;
+    cudaStream_t copy_stream; /* to_host_async's queue, made at its first use (NULL before) */
+    cudaEvent_t copy_ready;   /* recorded on stream: where the next copy may start */
 } zt_cu_state;
 extern zt_cu_state zt_cu;
 
