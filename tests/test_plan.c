@@ -192,12 +192,12 @@ static void test_hybrid_group_from_topology(void)
         zt_plan_print(f, &p, NULL);
         fclose(f);
         ZT_CHECK_MSG(strstr(line, ", 6 ranks (3 machines x 2), shard group 2,") != NULL, "%s", line);
-        ZT_CHECK_MSG(strstr(line, ", comm mpi\n") != NULL, "%s", line);
+        ZT_CHECK_MSG(strstr(line, ", comm mpi, kernels exact\n") != NULL, "%s", line);
         /* the caller's word on the products ends the plan line */
         f = fmemopen(line, sizeof line, "w");
         zt_plan_print(f, &p, "bf16 products: native");
         fclose(f);
-        ZT_CHECK_MSG(strstr(line, ", comm mpi, bf16 products: native\n") != NULL, "%s", line);
+        ZT_CHECK_MSG(strstr(line, ", comm mpi, kernels exact, bf16 products: native\n") != NULL, "%s", line);
         r.ranks_per_node = 3; /* an override that divides the world wins */
         ZT_CHECK(zt_plan_resolve(&r, 6, &p, &err) == ZT_OK && p.group_size == 3);
         r.ranks_per_node = 4;

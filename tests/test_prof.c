@@ -22,14 +22,15 @@ static int passed_through(size_t off)
     return off == offsetof(zt_backend, name) || off == offsetof(zt_backend, stream) ||
            off == offsetof(zt_backend, attention_scratch_bytes) ||
            off == offsetof(zt_backend, attention_cache_scratch_bytes) ||
-           (off >= offsetof(zt_backend, host_visible) && off < offsetof(zt_backend, host_visible) + sizeof(fn));
+           (off >= offsetof(zt_backend, host_visible) && off < offsetof(zt_backend, host_visible) + sizeof(fn)) ||
+           (off >= offsetof(zt_backend, kernels) && off < offsetof(zt_backend, kernels) + sizeof(fn));
 }
 
 static void check_wrapped(const zt_backend *inner)
 {
     zt_backend copy = *inner; /* the wrapper keeps a pointer to inner: keep ours intact */
     const zt_backend *w = zt_backend_profiled(&copy);
-    ZT_CHECK(!strcmp(w->name, inner->name) && w->host_visible == inner->host_visible);
+    ZT_CHECK(!strcmp(w->name, inner->name) && w->host_visible == inner->host_visible && w->kernels == inner->kernels);
     int slots = 0;
     for (size_t off = 0; off + sizeof(fn) <= sizeof(zt_backend); off += sizeof(fn)) {
         if (passed_through(off))

@@ -24,6 +24,8 @@ typedef struct zt_settings {
     const char *backward_prefetch; /* FSDP; NULL: BACKWARD_PRE */
     const char *device;            /* --device cpu | cuda (emu: tests); NULL: cpu */
     const char *comm_backend;      /* --comm_backend auto | nccl | mpi; NULL: auto */
+    const char *kernels;           /* --kernels exact | fast (the YAML's ztrain_kernels); NULL: fast on
+                                    * cuda, exact elsewhere */
     int forward_prefetch;          /* FSDP; -1: not said (off) */
     int limit_all_gathers;         /* FSDP; -1: not said (on) */
     long min_num_params;

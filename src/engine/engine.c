@@ -1,6 +1,7 @@
 /* engine.c — parameter, gradient and optimizer-state buffers for ZeRO stages
  * 0-3 over the collective interface (see engine.h). */
 #include "engine_impl.h"
+#include "async_step.h"
 
 #include <assert.h>
 #include <math.h>
@@ -366,6 +367,10 @@ static int engine_init(zt_engine *eng, const zt_backend *be, const zt_layout *la
         return zt_fail(err, ZT_EFAIL, "out of memory for gradient staging and communication buffers");
     }
     int rc = zt_offload_init(eng, err);
+    /* the asynchronous step (async_step.h) runs AdamW on the device: not with an
+     * offloaded optimizer, whose step is the host's */
+    if (rc == ZT_OK && be->kernels == ZT_KERNELS_FAST && !eng->offload)
+        rc = zt_async_init(eng, err);
     if (rc)
         engine_free(eng);
     return rc;
@@ -375,6 +380,7 @@ static void engine_free(zt_engine *eng)
 {
     if (eng->units)
         zt_engine_drain(eng);
+    zt_async_free(eng);
     zt_offload_free(eng); /* it reads the unit table */
     const zt_backend *be = eng->be;
     if (eng->units) {
@@ -434,8 +440,8 @@ void zt_engine_destroy(zt_engine *eng)
 
 /* The part of parameter p inside this rank's shard, as (offset in the shard,
  * offset in the parameter, count); 0 when the shard holds none of it. */
-static int owned_range(const zt_engine *eng, const zt_param *p, size_t *shard_lo, size_t *param_lo,
-                       size_t *count)
+int zt_engine_owned_range(const zt_engine *eng, const zt_param *p, size_t *shard_lo, size_t *param_lo,
+                          size_t *count)
 {
     size_t s = eng->units[p->unit].shard_numel;
     size_t own_lo = (size_t)eng->group_rank * s, own_hi = own_lo + s;
@@ -452,7 +458,7 @@ static int owned_range(const zt_engine *eng, const zt_param *p, size_t *shard_lo
 void zt_engine_set_param(zt_engine *eng, const zt_param *p, const void *src, zt_dtype src_dt)
 {
     size_t slo, plo, n;
-    if (!owned_range(eng, p, &slo, &plo, &n))
+    if (!zt_engine_owned_range(eng, p, &slo, &plo, &n))
         return;
     zt_unit_state *us = &eng->units[p->unit];
     size_t es = zt_dtype_size(eng->prec.master);
@@ -990,7 +996,10 @@ void zt_engine_grad_end(zt_engine *eng, int unit)
         if (rd == ZT_BF16) {
             /* the pass that rounds also sums the squares for the step's norm, so that
              * the step need not read the gradient once more (valid until it changes) */
-            us->grad_sumsq = eng->be->round_bf16(us->grad, P, 1);
+            if (eng->async) /* left on the device for the step's verdict */
+                eng->be->round_bf16_into(us->grad, P, zt_async_unit_sumsq(eng, unit));
+            else
+                us->grad_sumsq = eng->be->round_bf16(us->grad, P, 1);
             us->grad_sumsq_valid = 1;
             through = ZT_BF16;
         }
@@ -1071,6 +1080,8 @@ void zt_engine_zero_grads(zt_engine *eng)
         eng->units[u].reduced_valid = 0;
     }
     eng->grads_reduced = 0;
+    if (eng->async)
+        zt_async_zero(eng);
 }
 
 void zt_engine_reduce_grads(zt_engine *eng)
@@ -1139,13 +1150,17 @@ int zt_engine_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double
     /* Global L2 norm of the logical gradient: padding is zero, so the squares of
      * whole shards sum to it over the shard group; replicas hold the same shard
      * and are not summed again (contract §4). */
+    for (int u = 0; u < lay->nunits; u++) {
+        expect_phase(eng, u, PHASE(ZT_UNIT_IDLE), "step");
+        assert(eng->units[u].staging == NULL);
+        expect_dtypes(eng, u, "step");
+    }
+    if (eng->async) /* fast mode: the same step with its numbers kept on the device */
+        return zt_async_step(eng, hp, lr, max_grad_norm, grad_unscale, grad_norm);
     double sumsq = 0.0;
     int first_bad = -1; /* the lowest unit whose shard here holds an inf or NaN */
     for (int u = 0; u < lay->nunits; u++) {
         const zt_unit_state *us = &eng->units[u];
-        expect_phase(eng, u, PHASE(ZT_UNIT_IDLE), "step");
-        assert(us->staging == NULL);
-        expect_dtypes(eng, u, "step");
         double s = us->grad_sumsq_valid ? us->grad_sumsq : eng->be->sumsq(us->grad, md, us->shard_numel);
         if (!isfinite(s) && first_bad < 0)
             first_bad = u;
@@ -1167,15 +1182,7 @@ int zt_engine_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double
         memset(&eng->last_audit, 0, sizeof eng->last_audit);
         return 1;
     }
-    /* torch.nn.utils.clip_grad_norm_: coef = max_norm / (norm + 1e-6), applied when < 1 */
-    float clip = 1.0f;
-    if (max_grad_norm > 0.0) {
-        float coef = (float)max_grad_norm / (norm + 1e-6f);
-        if (coef < 1.0f)
-            clip = coef;
-    }
-    if (grad_unscale != 1.0)
-        clip = (float)(clip * grad_unscale);
+    float clip = zt_clip_coef(norm, max_grad_norm, grad_unscale); /* step_scalars.h */
     eng->optimizer_steps++;
     size_t es = zt_dtype_size(md), cs = zt_dtype_size(eng->prec.compute);
     zt_adamw_audit audit = {0};
@@ -1186,7 +1193,7 @@ int zt_engine_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double
     for (int i = 0; i < lay->nparams; i++) {
         const zt_param *p = &lay->params[i];
         size_t slo, plo, n;
-        if (!owned_range(eng, p, &slo, &plo, &n))
+        if (!zt_engine_owned_range(eng, p, &slo, &plo, &n))
             continue;
         zt_unit_state *us = &eng->units[p->unit];
         size_t b = slo * es;

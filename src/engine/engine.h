@@ -206,6 +206,14 @@ void zt_engine_reduce_grads(zt_engine *eng);
 int zt_engine_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double max_grad_norm,
                    double grad_unscale, double *grad_norm);
 
+/* Fast mode (a backend with kernels ZT_KERNELS_FAST): the device double the
+ * backward's cross-entropy adds its loss sum to (the model's loss sink), zeroed by
+ * zt_engine_zero_grads and read back with the step's other numbers by
+ * zt_engine_step; NULL in exact mode, where the loss comes back with each pass. */
+double *zt_engine_loss_sink(zt_engine *eng);
+/* Fast mode: the loss sum of the last step, as zt_engine_step read it back. */
+double zt_engine_step_loss_sum(const zt_engine *eng);
+
 /* The plan's dtype invariants for unit's buffers as recorded (zt_unit_state, engine_impl.h):
  * gathered parameters (while there are some) in the compute dtype, master,
  * gradients and optimizer state in the master dtype, and the gradient's reduction

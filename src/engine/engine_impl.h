@@ -118,6 +118,7 @@ struct zt_engine {
                                  * reduction completes in the last backward (NULL otherwise) */
     int *host_grads_ready;      /* per unit: host_grads holds this step's shard (after copy_wait) */
     long grads_copied_early;    /* shards copied down during a backward, since create */
+    struct zt_async *async;     /* fast mode's asynchronous step (async_step.h); NULL in exact mode */
 };
 
 /* ---- offload.c: where the sharded state lives ---------------------------------

@@ -140,3 +140,29 @@ void zt_adamw_step_shard(void *p, void *m, void *v, const void *g, void *comp, z
         audit->ratio_sum += ratio;
     }
 }
+
+void zt_adamw_step_unit(void *p, void *m, void *v, const void *g, void *comp, zt_dtype dt, size_t n,
+                        const zt_adamw_seg *segs, int nsegs, const zt_adamw_step *s, zt_step_scalars *sc, void *cast,
+                        zt_dtype cast_dt)
+{
+    if (sc->skip)
+        return;
+    /* On the host the OpenMP loop over each segment is already one pass at full
+     * width; the segments differ only in their decay. */
+    const size_t es = zt_dtype_size(dt), cs = cast ? zt_dtype_size(cast_dt) : 0;
+    zt_adamw_audit audit = {0};
+    for (int k = 0; k < nsegs; k++) {
+        size_t lo = segs[k].lo, hi = k + 1 < nsegs ? segs[k + 1].lo : n;
+        if (segs[k].kind < 0 || hi <= lo)
+            continue;
+        zt_adamw_step st = *s;
+        st.weight_decay = segs[k].kind ? s->weight_decay : 0.0;
+        st.clip = sc->clip;
+        zt_adamw_step_shard((char *)p + lo * es, (char *)m + lo * es, (char *)v + lo * es, (const char *)g + lo * es,
+                            comp ? (char *)comp + lo * es : NULL, dt, hi - lo, &st,
+                            cast ? (char *)cast + lo * cs : NULL, cast_dt, &audit);
+    }
+    sc->audit_updated += audit.updated;
+    sc->audit_lost += audit.lost;
+    sc->audit_ratio_sum += audit.ratio_sum;
+}

@@ -13,6 +13,7 @@
 #include <stddef.h>
 
 #include "../core/dtype.h"
+#include "step_scalars.h"
 
 /* One step's scalars: lr and weight decay for this parameter group, Adam's betas
  * and eps, the step count t (from 1) and the clipping coefficient (<= 1), which
@@ -42,5 +43,15 @@ typedef struct zt_adamw_audit {
  * NULL) is added to. */
 void zt_adamw_step_shard(void *p, void *m, void *v, const void *g, void *comp, zt_dtype dt, size_t n,
                          const zt_adamw_step *s, void *cast, zt_dtype cast_dt, zt_adamw_audit *audit);
+
+/* The same step over a unit's whole shard of n elements, for the asynchronous step
+ * (backend.h, adamw_unit): each segment's elements take s->weight_decay (kind 1),
+ * none (kind 0) or are left alone (kind -1); the clipping coefficient is sc->clip,
+ * nothing happens when sc->skip, and the audit is added to sc's.  Element for
+ * element the arithmetic is zt_adamw_step_shard's, so p, m, v, comp and cast are
+ * the bits a call per parameter gives. */
+void zt_adamw_step_unit(void *p, void *m, void *v, const void *g, void *comp, zt_dtype dt, size_t n,
+                        const zt_adamw_seg *segs, int nsegs, const zt_adamw_step *s, zt_step_scalars *sc, void *cast,
+                        zt_dtype cast_dt);
 
 #endif

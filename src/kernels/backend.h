@@ -29,6 +29,32 @@
 #include "../core/status.h"
 #include "adamw.h"
 #include "rope_freq.h"
+#include "step_scalars.h"
+
+/* Every function entry of the table, in the struct's order, as one list: each
+ * table (backend_cpu.c, backend_emu.c, cuda/backend.cu) is built by expanding it
+ * with its own naming rule, X(alloc) -> `.alloc = cpu_alloc,`, so an entry added
+ * here is an entry every table must implement (a missing one fails to compile
+ * instead of being a NULL found at run time).  matmul_peak is not in the list: it
+ * is optional, NULL for tables whose products run on the host's cores. */
+#define ZT_BACKEND_ENTRIES(X)                                                                            \
+    X(alloc) X(free) X(copy) X(zero) X(convert)                                                          \
+    X(to_host) X(to_device) X(sync) X(to_host_async) X(copy_wait) X(host_alloc) X(host_free) X(stream)   \
+    X(matmul) X(embed_forward) X(embed_backward) X(rmsnorm_forward) X(rmsnorm_backward)                  \
+    X(bias_forward) X(bias_backward)                                                                     \
+    X(rope_tables) X(rope_forward) X(rope_backward)                                                      \
+    X(attention_scratch_bytes) X(attention_forward) X(attention_backward)                                \
+    X(attention_cache_scratch_bytes) X(attention_cache_forward)                                          \
+    X(swiglu_forward) X(swiglu_backward) X(transpose) X(xent)                                            \
+    X(adamw_step) X(sumsq) X(accumulate) X(accumulate_bf16_rounded) X(round_bf16)                     \
+    X(sumsq_into) X(round_bf16_into) X(xent_into) X(step_verdict) X(adamw_unit)
+
+/* How a device's kernels compute (docs/gpu.md, "Kernel modes").  EXACT: the CPU's
+ * bits (or the CPU's arithmetic in another summation order), and the step's numbers
+ * come back to the host as each entry returns.  FAST: a device's fast kernels (FMA
+ * contraction, atomics where the order of a sum does not matter to bf16 error) and
+ * the asynchronous step (step_scalars.h).  The CPU has EXACT only. */
+typedef enum zt_kernel_mode { ZT_KERNELS_EXACT, ZT_KERNELS_FAST } zt_kernel_mode;
 
 /* A target that takes no part in the loss (a prompt token under completion-only
  * loss): torch's CrossEntropyLoss ignore_index default, as TRL's labels use it. */
@@ -36,6 +62,13 @@
 
 typedef struct zt_backend {
     const char *name;
+    zt_kernel_mode kernels;
+    /* host_visible: the buffers alloc gives are host memory (the CPU's), so host
+     * code may read and write them in place and the copies below are memcpy; code
+     * that must work on a device checks it to stay zero-copy here.  0 (a device):
+     * host code never dereferences a buffer from alloc, or an offset into one;
+     * every read goes through to_host and every write through to_device. */
+    int host_visible;
 
     /* ---- memory: zeroed, accounted to cat (mem.h); alloc of 0 bytes gives NULL */
     void *(*alloc)(zt_mem_cat cat, size_t bytes);
@@ -45,15 +78,8 @@ typedef struct zt_backend {
     /* n elements from src_dt to dst_dt, round to nearest even (zt_convert) */
     void (*convert)(void *dst, zt_dtype dst_dt, const void *src, zt_dtype src_dt, size_t n);
 
-    /* ---- where the buffers live, and moving bytes between them and the host
-     *
-     * host_visible: the buffers alloc gives are host memory (the CPU's), so host
-     * code may read and write them in place and the copies below are memcpy; code
-     * that must work on a device checks it to stay zero-copy here.  0 (a device):
-     * host code never dereferences a buffer from alloc, or an offset into one;
-     * every read goes through to_host and every write through to_device. */
-    int host_visible;
-    /* host <- buffer, after every kernel queued before it; dst_host holds the
+    /* ---- moving bytes between the buffers and the host
+     * host <- buffer, after every kernel queued before it; dst_host holds the
      * bytes when it returns */
     void (*to_host)(void *dst_host, const void *src, size_t bytes);
     /* buffer <- host, after every kernel queued before it; src_host may be
@@ -76,12 +102,6 @@ typedef struct zt_backend {
     /* the queue the kernels run on (a cudaStream_t), NULL on the host: the NCCL
      * path of comm orders its own queue after it with events */
     void *(*stream)(void);
-    /* What MFU divides by on a device that runs the products itself: its measured
-     * rate of large products in GFLOP/s for compute (bf16: bf16 operands with fp32
-     * accumulation; fp32: without TF32), and in `what` the device's name for the
-     * peak cache ("NVIDIA H200, sm_90").  NULL for a table whose products run on
-     * the host's cores (cpu, emu): the peak is the CPU's then (train/peak.h). */
-    int (*matmul_peak)(zt_dtype compute, double *gflops, char *what, size_t cap, zt_err *err);
 
     /* ---- the model's kernels (kernels.h, matmul.h) */
     int (*matmul)(float *C, const void *A, zt_dtype a_dt, const void *B, zt_dtype b_dt, int M, int N,
@@ -130,6 +150,35 @@ typedef struct zt_backend {
     void (*accumulate)(void *acc, zt_dtype acc_dt, const void *x, zt_dtype x_dt, size_t n);
     void (*accumulate_bf16_rounded)(float *acc, const float *x, size_t n);
     double (*round_bf16)(float *x, size_t n, int want_sumsq);
+
+    /* ---- the asynchronous step (step_scalars.h): each entry leaves its number in
+     * device memory instead of returning it, so nothing waits for the device; the
+     * engine uses them in fast mode.  Every pointer is a buffer of the table's. */
+    /* *dst = sum of x_i^2 in double (sumsq's) */
+    void (*sumsq_into)(double *dst, const void *x, zt_dtype dt, size_t n);
+    /* round_bf16, the sum of squares of the rounded values into *sumsq (NULL: none) */
+    void (*round_bf16_into)(float *x, size_t n, double *sumsq);
+    /* xent, its loss sum added to *loss_sum */
+    void (*xent_into)(float *dlogits, uint16_t *dlogits_bf16, const float *logits, const int *targets, int N,
+                      int V, float grad_scale, double *loss_sum);
+    /* zt_step_verdict into *sc from the units' sums of squares */
+    void (*step_verdict)(zt_step_scalars *sc, const double *unit_sumsq, int nunits, double max_grad_norm,
+                         double grad_unscale);
+    /* AdamW over a unit's whole shard in one pass: adamw_step's arithmetic, the
+     * weight decay of each element by its segment (segs: nsegs of them, a buffer of
+     * the table's; kind 1 takes s->weight_decay, kind 0 none, kind -1 is skipped),
+     * the clipping coefficient read from sc->clip instead of s->clip, nothing done
+     * when sc->skip, and the audit added to sc's. */
+    void (*adamw_unit)(void *p, void *m, void *v, const void *g, void *comp, zt_dtype dt, size_t n,
+                       const zt_adamw_seg *segs, int nsegs, const zt_adamw_step *s, zt_step_scalars *sc, void *cast,
+                       zt_dtype cast_dt);
+
+    /* What MFU divides by on a device that runs the products itself: its measured
+     * rate of large products in GFLOP/s for compute (bf16: bf16 operands with fp32
+     * accumulation; fp32: without TF32), and in `what` the device's name for the
+     * peak cache ("NVIDIA H200, sm_90").  NULL for a table whose products run on
+     * the host's cores (cpu, emu): the peak is the CPU's then (train/peak.h). */
+    int (*matmul_peak)(zt_dtype compute, double *gflops, char *what, size_t cap, zt_err *err);
 } zt_backend;
 
 /* The host backend: OpenMP kernels and oneDNN products. */
@@ -141,6 +190,21 @@ const zt_backend *zt_backend_cpu(void);
  * to_device, and its copies take the staged comm path a device takes.  A test
  * device: its numbers are the CPU's, bit for bit. */
 const zt_backend *zt_backend_emu(void);
+
+/* The emulated device in fast mode: the same kernels (so the same numbers), with
+ * kernels = ZT_KERNELS_FAST, so the engine takes the asynchronous step on it. */
+const zt_backend *zt_backend_emu_fast(void);
+
+/* Host waits a real device would make that the emulated device has counted since
+ * the process started: every to_host, to_device and sync, and every entry that
+ * returns a number computed from buffers (xent, sumsq, round_bf16 with its sum,
+ * adamw_step with an audit), each of which a GPU ends by waiting for its stream.
+ * The fast mode's tests hold a step to one (its readback). */
+long zt_backend_emu_waits(void);
+
+/* The same device's table in mode `mode` (be itself when it is in that mode);
+ * NULL with ZT_EINPUT in err where there is none (the CPU has no fast mode). */
+const zt_backend *zt_backend_in_mode(const zt_backend *be, zt_kernel_mode mode, zt_err *err);
 
 /* The table for a --device name ("cpu", "cuda" or "emu") on this rank's device:
  * the rank's place on its machine (local_rank, from MPI_COMM_TYPE_SHARED) picks

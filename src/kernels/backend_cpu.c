@@ -42,51 +42,68 @@ static void cpu_attention_backward(float *dqkv, const float *dout, const float *
         zt_attention_backward(dqkv, dout, qkv, out, lse, B, T, nh, nkv, hd, window);
 }
 
+/* The asynchronous step's entries (backend.h): on the host, "device memory" is
+ * host memory, so they are the synchronous kernels writing where they are told. */
+static void cpu_sumsq_into(double *dst, const void *x, zt_dtype dt, size_t n) { *dst = zt_sumsq(x, dt, n); }
+
+static void cpu_round_bf16_into(float *x, size_t n, double *sumsq)
+{
+    double s = zt_round_bf16_inplace(x, n, sumsq != NULL);
+    if (sumsq)
+        *sumsq = s;
+}
+
+static void cpu_xent_into(float *dlogits, uint16_t *dlogits_bf16, const float *logits, const int *targets, int N,
+                          int V, float grad_scale, double *loss_sum)
+{
+    *loss_sum += zt_xent_forward_backward(dlogits, dlogits_bf16, logits, targets, N, V, grad_scale);
+}
+
 static size_t cpu_attention_cache_scratch_bytes(int cap, int threads)
 {
     return zt_attention_cache_scratch_floats(cap, threads) * sizeof(float);
 }
 
+/* The entries that are a kernel as it is, under the table's naming rule
+ * (ZT_BACKEND_ENTRIES: entry e is cpu_e). */
+#define cpu_alloc zt_alloc
+#define cpu_free zt_free
+#define cpu_convert zt_convert
+#define cpu_to_host cpu_copy
+#define cpu_to_device cpu_copy
+#define cpu_to_host_async cpu_copy /* the host copies at once */
+#define cpu_copy_wait cpu_sync
+#define cpu_host_alloc zt_alloc
+#define cpu_host_free zt_free
+#define cpu_matmul zt_matmul
+#define cpu_embed_forward zt_embed_forward
+#define cpu_embed_backward zt_embed_backward
+#define cpu_rmsnorm_forward zt_rmsnorm_forward
+#define cpu_rmsnorm_backward zt_rmsnorm_backward_accumulate
+#define cpu_bias_forward zt_bias_forward
+#define cpu_bias_backward zt_bias_backward_accumulate
+#define cpu_rope_tables zt_rope_tables
+#define cpu_rope_forward zt_rope_forward
+#define cpu_rope_backward zt_rope_backward
+#define cpu_attention_cache_forward zt_attention_cache_forward
+#define cpu_swiglu_forward zt_swiglu_forward
+#define cpu_swiglu_backward zt_swiglu_backward
+#define cpu_transpose zt_transpose_f32
+#define cpu_xent zt_xent_forward_backward
+#define cpu_adamw_step zt_adamw_step_shard
+#define cpu_sumsq zt_sumsq
+#define cpu_accumulate zt_accumulate
+#define cpu_accumulate_bf16_rounded zt_accumulate_bf16_rounded
+#define cpu_round_bf16 zt_round_bf16_inplace
+#define cpu_step_verdict zt_step_verdict
+#define cpu_adamw_unit zt_adamw_step_unit
+
+#define CPU_ENTRY(e) .e = cpu_##e,
 static const zt_backend cpu = {
     .name = "cpu",
-    .alloc = zt_alloc,
-    .free = zt_free,
-    .copy = cpu_copy,
-    .zero = cpu_zero,
-    .convert = zt_convert,
     .host_visible = 1,
-    .to_host = cpu_copy,
-    .to_device = cpu_copy,
-    .sync = cpu_sync,
-    .to_host_async = cpu_copy,
-    .copy_wait = cpu_sync,
-    .host_alloc = zt_alloc,
-    .host_free = zt_free,
-    .stream = cpu_stream,
-    .matmul = zt_matmul,
-    .embed_forward = zt_embed_forward,
-    .embed_backward = zt_embed_backward,
-    .rmsnorm_forward = zt_rmsnorm_forward,
-    .rmsnorm_backward = zt_rmsnorm_backward_accumulate,
-    .bias_forward = zt_bias_forward,
-    .bias_backward = zt_bias_backward_accumulate,
-    .rope_tables = zt_rope_tables,
-    .rope_forward = zt_rope_forward,
-    .rope_backward = zt_rope_backward,
-    .attention_scratch_bytes = cpu_attention_scratch_bytes,
-    .attention_forward = cpu_attention_forward,
-    .attention_backward = cpu_attention_backward,
-    .attention_cache_scratch_bytes = cpu_attention_cache_scratch_bytes,
-    .attention_cache_forward = zt_attention_cache_forward,
-    .swiglu_forward = zt_swiglu_forward,
-    .swiglu_backward = zt_swiglu_backward,
-    .transpose = zt_transpose_f32,
-    .xent = zt_xent_forward_backward,
-    .adamw_step = zt_adamw_step_shard,
-    .sumsq = zt_sumsq,
-    .accumulate = zt_accumulate,
-    .accumulate_bf16_rounded = zt_accumulate_bf16_rounded,
-    .round_bf16 = zt_round_bf16_inplace,
+    .kernels = ZT_KERNELS_EXACT,
+    ZT_BACKEND_ENTRIES(CPU_ENTRY)
 };
 
 const zt_backend *zt_backend_cpu(void) { return &cpu; }

@@ -59,6 +59,26 @@ int zt_cuda_use_device(int dev, zt_err *err);
  * device is visible or the setup fails. */
 const zt_backend *zt_backend_cuda(zt_err *err);
 
+/* The set-up CUDA table in a kernel mode (backend.h): the exact table zt_backend_cuda
+ * returns, or its fast twin (the fast kernels, the asynchronous step's entries).
+ * NULL before zt_backend_cuda succeeded. */
+const zt_backend *zt_backend_cuda_mode(zt_kernel_mode mode);
+
+/* CUDA graphs (docs/gpu.md, "What still waits for a GPU"): the work queued on the
+ * compute stream between begin and end is captured instead of run, and each launch
+ * replays it, with the same arguments and buffers, for one launch's host cost.  What
+ * is captured must not wait for the device, allocate, or read host values that
+ * change (so: the fast table's entries, the scratch already grown to size, no token
+ * uploads).  The training step does not use them yet; kernels_check's `graph` group
+ * checks a captured optimizer step against the same entries run directly.  Errors
+ * (a device that cannot capture, a call that may not be captured) come back in err;
+ * after a failed end the stream is out of capture. */
+typedef struct zt_cuda_graph zt_cuda_graph;
+int zt_cuda_graph_begin(zt_err *err);
+int zt_cuda_graph_end(zt_cuda_graph **graph, zt_err *err);
+int zt_cuda_graph_launch(const zt_cuda_graph *graph, zt_err *err);
+void zt_cuda_graph_free(zt_cuda_graph *graph);
+
 /* The backend's compute stream (a cudaStream_t), for events that order other streams
  * (NCCL's) against it; NULL before zt_backend_cuda succeeded. */
 void *zt_cuda_stream(void);

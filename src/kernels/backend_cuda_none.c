@@ -58,3 +58,25 @@ int zt_cuda_synchronize(zt_err *err) { return zt_fail(err, ZT_EFAIL, NO_CUDA); }
 const zt_prof_clock *zt_cuda_prof_clock(void) { return NULL; }
 
 void zt_cuda_shutdown(void) {}
+
+const zt_backend *zt_backend_cuda_mode(zt_kernel_mode mode)
+{
+    (void)mode;
+    return NULL;
+}
+
+int zt_cuda_graph_begin(zt_err *err) { return zt_fail(err, ZT_EFAIL, NO_CUDA); }
+
+int zt_cuda_graph_end(zt_cuda_graph **graph, zt_err *err)
+{
+    *graph = NULL;
+    return zt_fail(err, ZT_EFAIL, NO_CUDA);
+}
+
+int zt_cuda_graph_launch(const zt_cuda_graph *graph, zt_err *err)
+{
+    (void)graph;
+    return zt_fail(err, ZT_EFAIL, NO_CUDA);
+}
+
+void zt_cuda_graph_free(zt_cuda_graph *graph) { (void)graph; }

@@ -35,9 +35,25 @@ static void emu_convert(void *dst, zt_dtype dst_dt, const void *src, zt_dtype sr
     zt_convert(host_of(dst), dst_dt, host_of(src), src_dt, n);
 }
 
-static void emu_to_host(void *dst_host, const void *src, size_t bytes) { memcpy(dst_host, host_of(src), bytes); }
-static void emu_to_device(void *dst, const void *src_host, size_t bytes) { memcpy(host_of(dst), src_host, bytes); }
-static void emu_sync(void) {}
+/* The host waits a GPU would make here (zt_backend_emu_waits): the moves, sync, and
+ * the entries that return a number computed on the device. */
+static long waits;
+static void waited(void) { __atomic_fetch_add(&waits, 1, __ATOMIC_RELAXED); }
+long zt_backend_emu_waits(void) { return __atomic_load_n(&waits, __ATOMIC_RELAXED); }
+
+static void emu_to_host(void *dst_host, const void *src, size_t bytes)
+{
+    waited();
+    memcpy(dst_host, host_of(src), bytes);
+}
+
+static void emu_to_device(void *dst, const void *src_host, size_t bytes)
+{
+    waited();
+    memcpy(host_of(dst), src_host, bytes);
+}
+
+static void emu_sync(void) { waited(); }
 static void *emu_stream(void) { return NULL; }
 
 static int emu_matmul(float *C, const void *A, zt_dtype a_dt, const void *B, zt_dtype b_dt, int M, int N, int K,
@@ -147,6 +163,7 @@ static void emu_transpose(float *dst, const float *src, int rows, int cols)
 static double emu_xent(float *dlogits, uint16_t *dlogits_bf16, const float *logits, const int *targets, int N, int V,
                        float grad_scale)
 {
+    waited();
     return zt_xent_forward_backward(host_of(dlogits), host_of(dlogits_bf16), host_of(logits), targets, N, V,
                                     grad_scale);
 }
@@ -154,11 +171,17 @@ static double emu_xent(float *dlogits, uint16_t *dlogits_bf16, const float *logi
 static void emu_adamw_step(void *p, void *m, void *v, const void *g, void *comp, zt_dtype dt, size_t n,
                            const zt_adamw_step *s, void *cast, zt_dtype cast_dt, zt_adamw_audit *audit)
 {
+    if (audit)
+        waited();
     zt_adamw_step_shard(host_of(p), host_of(m), host_of(v), host_of(g), host_of(comp), dt, n, s, host_of(cast), cast_dt,
                         audit);
 }
 
-static double emu_sumsq(const void *x, zt_dtype dt, size_t n) { return zt_sumsq(host_of(x), dt, n); }
+static double emu_sumsq(const void *x, zt_dtype dt, size_t n)
+{
+    waited();
+    return zt_sumsq(host_of(x), dt, n);
+}
 
 static void emu_accumulate(void *acc, zt_dtype acc_dt, const void *x, zt_dtype x_dt, size_t n)
 {
@@ -172,49 +195,66 @@ static void emu_accumulate_bf16_rounded(float *acc, const float *x, size_t n)
 
 static double emu_round_bf16(float *x, size_t n, int want_sumsq)
 {
+    if (want_sumsq)
+        waited();
     return zt_round_bf16_inplace(host_of(x), n, want_sumsq);
 }
 
+/* the asynchronous step's entries: their numbers stay in the device's buffers, no wait */
+static void emu_sumsq_into(double *dst, const void *x, zt_dtype dt, size_t n)
+{
+    *(double *)host_of(dst) = zt_sumsq(host_of(x), dt, n);
+}
+
+static void emu_round_bf16_into(float *x, size_t n, double *sumsq)
+{
+    double s = zt_round_bf16_inplace(host_of(x), n, sumsq != NULL);
+    if (sumsq)
+        *(double *)host_of(sumsq) = s;
+}
+
+static void emu_xent_into(float *dlogits, uint16_t *dlogits_bf16, const float *logits, const int *targets, int N,
+                          int V, float grad_scale, double *loss_sum)
+{
+    *(double *)host_of(loss_sum) += zt_xent_forward_backward(host_of(dlogits), host_of(dlogits_bf16),
+                                                             host_of(logits), targets, N, V, grad_scale);
+}
+
+static void emu_step_verdict(zt_step_scalars *sc, const double *unit_sumsq, int nunits, double max_grad_norm,
+                             double grad_unscale)
+{
+    zt_step_verdict(host_of(sc), host_of(unit_sumsq), nunits, max_grad_norm, grad_unscale);
+}
+
+static void emu_adamw_unit(void *p, void *m, void *v, const void *g, void *comp, zt_dtype dt, size_t n,
+                           const zt_adamw_seg *segs, int nsegs, const zt_adamw_step *s, zt_step_scalars *sc,
+                           void *cast, zt_dtype cast_dt)
+{
+    zt_adamw_step_unit(host_of(p), host_of(m), host_of(v), host_of(g), host_of(comp), dt, n, host_of(segs), nsegs, s,
+                       host_of(sc), host_of(cast), cast_dt);
+}
+
+#define emu_to_host_async emu_to_host /* at once: the emulated device has one queue, the host's */
+#define emu_copy_wait emu_sync
+#define emu_host_alloc zt_alloc /* staging memory is the host's */
+#define emu_host_free zt_free
+
+#define EMU_ENTRY(e) .e = emu_##e,
 static const zt_backend emu = {
     .name = "emu",
-    .alloc = emu_alloc,
-    .free = emu_free,
-    .copy = emu_copy,
-    .zero = emu_zero,
-    .convert = emu_convert,
+    .kernels = ZT_KERNELS_EXACT,
     .host_visible = 0,
-    .to_host = emu_to_host,
-    .to_device = emu_to_device,
-    .sync = emu_sync,
-    .to_host_async = emu_to_host, /* at once: the emulated device has one queue, the host's */
-    .copy_wait = emu_sync,
-    .host_alloc = zt_alloc,
-    .host_free = zt_free,
-    .stream = emu_stream,
-    .matmul = emu_matmul,
-    .embed_forward = emu_embed_forward,
-    .embed_backward = emu_embed_backward,
-    .rmsnorm_forward = emu_rmsnorm_forward,
-    .rmsnorm_backward = emu_rmsnorm_backward,
-    .bias_forward = emu_bias_forward,
-    .bias_backward = emu_bias_backward,
-    .rope_tables = emu_rope_tables,
-    .rope_forward = emu_rope_forward,
-    .rope_backward = emu_rope_backward,
-    .attention_scratch_bytes = emu_attention_scratch_bytes,
-    .attention_forward = emu_attention_forward,
-    .attention_backward = emu_attention_backward,
-    .attention_cache_scratch_bytes = emu_attention_cache_scratch_bytes,
-    .attention_cache_forward = emu_attention_cache_forward,
-    .swiglu_forward = emu_swiglu_forward,
-    .swiglu_backward = emu_swiglu_backward,
-    .transpose = emu_transpose,
-    .xent = emu_xent,
-    .adamw_step = emu_adamw_step,
-    .sumsq = emu_sumsq,
-    .accumulate = emu_accumulate,
-    .accumulate_bf16_rounded = emu_accumulate_bf16_rounded,
-    .round_bf16 = emu_round_bf16,
+    ZT_BACKEND_ENTRIES(EMU_ENTRY)
+};
+
+/* fast mode: the same kernels (a GPU's fast variants have no CPU twins to run), so
+ * the asynchronous step's host logic runs here with the CPU's numbers */
+static const zt_backend emu_fast = {
+    .name = "emu",
+    .kernels = ZT_KERNELS_FAST,
+    .host_visible = 0,
+    ZT_BACKEND_ENTRIES(EMU_ENTRY)
 };
 
 const zt_backend *zt_backend_emu(void) { return &emu; }
+const zt_backend *zt_backend_emu_fast(void) { return &emu_fast; }

@@ -56,3 +56,18 @@ const zt_backend *zt_backend_open(const char *device, int local_rank, int *devic
     zt_fail(err, ZT_EINPUT, "'%s': expected cpu or cuda", device);
     return NULL;
 }
+
+const zt_backend *zt_backend_in_mode(const zt_backend *be, zt_kernel_mode mode, zt_err *err)
+{
+    if (be->kernels == mode)
+        return be;
+    if (!strcmp(be->name, "emu"))
+        return mode == ZT_KERNELS_FAST ? zt_backend_emu_fast() : zt_backend_emu();
+#ifdef ZT_CUDA
+    if (!strcmp(be->name, "cuda"))
+        return zt_backend_cuda_mode(mode);
+#endif
+    zt_fail(err, ZT_EINPUT, "--kernels %s: the %s device has exact kernels only",
+            mode == ZT_KERNELS_FAST ? "fast" : "exact", be->name);
+    return NULL;
+}

@@ -47,6 +47,7 @@ static void p_to_device(void *d, const void *s, size_t bytes)
     TIMED("to_device", "transfer", 0, (double)bytes, in->to_device(d, s, bytes));
 }
 static void p_sync(void) { TIMED("sync", "sync", 0, 0, in->sync()); }
+/* offload's copies down beside the kernels: the queuing, and the wait that joins them */
 static void p_to_host_async(void *d, const void *s, size_t bytes)
 {
     TIMED("to_host_async", "transfer", 0, (double)bytes, in->to_host_async(d, s, bytes));
@@ -193,6 +194,34 @@ static double p_round_bf16(float *x, size_t n, int want)
     return r;
 }
 
+/* the asynchronous step's entries (backend.h): the same work, results left on the device */
+static void p_sumsq_into(double *dst, const void *x, zt_dtype dt, size_t n)
+{
+    TIMED("sumsq_into", "kernel", 0, n * SZ(dt), in->sumsq_into(dst, x, dt, n));
+}
+static void p_round_bf16_into(float *x, size_t n, double *sumsq)
+{
+    TIMED("round_bf16_into", "kernel", 0, 8.0 * n, in->round_bf16_into(x, n, sumsq));
+}
+static void p_xent_into(float *dl, uint16_t *dl16, const float *logits, const int *targets, int N, int V, float gs,
+                        double *loss_sum)
+{
+    TIMED("xent_into", "kernel", 0, (double)N * V * (4 + (dl ? 4 : 0) + (dl16 ? 2 : 0)) + 4.0 * N,
+          in->xent_into(dl, dl16, logits, targets, N, V, gs, loss_sum));
+}
+static void p_step_verdict(zt_step_scalars *sc, const double *unit_sumsq, int nunits, double max_norm, double unscale)
+{
+    TIMED("step_verdict", "kernel", 0, 8.0 * nunits, in->step_verdict(sc, unit_sumsq, nunits, max_norm, unscale));
+}
+static void p_adamw_unit(void *p, void *m, void *v, const void *g, void *comp, zt_dtype dt, size_t n,
+                         const zt_adamw_seg *segs, int nsegs, const zt_adamw_step *s, zt_step_scalars *sc, void *cast,
+                         zt_dtype cast_dt)
+{
+    /* as adamw_step's: p, m, v read and written, g read, comp read and written, cast written */
+    double bytes = n * (6 * SZ(dt) + 4 + (comp ? 2 * SZ(dt) : 0) + (cast ? SZ(cast_dt) : 0));
+    TIMED("adamw_unit", "kernel", 0, bytes, in->adamw_unit(p, m, v, g, comp, dt, n, segs, nsegs, s, sc, cast, cast_dt));
+}
+
 /* An entry the inner table lacks stays NULL; entries added to backend.h later
  * pass through untimed until they are listed here (tests/test_prof.c finds them). */
 #define WRAP(f) out.f = in->f ? p_##f : NULL
@@ -236,6 +265,11 @@ const zt_backend *zt_backend_profiled(const zt_backend *inner)
     WRAP(accumulate);
     WRAP(accumulate_bf16_rounded);
     WRAP(round_bf16);
+    WRAP(sumsq_into);
+    WRAP(round_bf16_into);
+    WRAP(xent_into);
+    WRAP(step_verdict);
+    WRAP(adamw_unit);
     /* a device that runs its kernels on a stream is timed by events on it */
     zt_prof_set_clock(inner->stream && inner->stream() ? zt_cuda_prof_clock() : NULL);
     return &out;

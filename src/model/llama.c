@@ -417,8 +417,13 @@ static int model_pass(zt_model *m, const int *inputs, const int *targets, int ba
                        (float)c->rms_norm_eps);
     if ((rc = linear_forward(m, m->logits, m->nf, wlm, V, C, 0.0f, err)))
         return rc;
-    *loss_sum = m->be->xent(backward ? m->logits : NULL, backward ? m->dlogits16 : NULL,
-                                         m->logits, targets, N, V, grad_scale);
+    if (backward && m->loss_sink) {
+        m->be->xent_into(m->logits, m->dlogits16, m->logits, targets, N, V, grad_scale, m->loss_sink);
+        *loss_sum = 0.0;
+    } else {
+        *loss_sum = m->be->xent(backward ? m->logits : NULL, backward ? m->dlogits16 : NULL, m->logits, targets, N,
+                                V, grad_scale);
+    }
     zt_prof_end(hf, 0.0, 0.0);
     if (!backward) {
         release(m, root);

@@ -59,6 +59,10 @@ typedef struct zt_model {
     void *bufs;              /* internal: the size table's entries, with their allocations */
     int nbufs;
     size_t dnT_own_bytes;    /* dnT allocated outside the table (set_head_transposed), else 0 */
+    /* a device double (the backend's) that the backward's cross-entropy adds its loss
+     * sum to, without waiting for the device (the fast mode's asynchronous step,
+     * engine.h: zt_engine_loss_sink); *loss_sum is then 0.  NULL: returned as usual. */
+    double *loss_sink;
 } zt_model;
 
 /* RoPE's frequencies as the config asks for them: rope_theta and, for Llama 3.1's

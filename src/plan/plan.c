@@ -102,6 +102,21 @@ static int check_face_knobs(const zt_plan_request *r, zt_err *err)
     return ZT_OK;
 }
 
+/* The kernel mode: fast by default on a GPU, exact elsewhere; the CPU has only its
+ * exact kernels, and the emulated device takes both (it runs the fast mode's host
+ * logic, the asynchronous step, on the CPU's kernels). */
+static int resolve_kernels(const char *asked, const char *dev, zt_plan *p, zt_err *err)
+{
+    const char *k = asked ? asked : !strcmp(dev, "cuda") ? "fast" : "exact";
+    if (strcmp(k, "exact") && strcmp(k, "fast"))
+        return zt_fail(err, ZT_EINPUT, "--kernels '%s': expected exact or fast", k);
+    if (!strcmp(k, "fast") && !strcmp(dev, "cpu"))
+        return zt_fail(err, ZT_EINPUT, "--kernels fast needs a device (--device cuda): the CPU has exact kernels "
+                       "only");
+    snprintf(p->kernels, sizeof p->kernels, "%s", k);
+    return ZT_OK;
+}
+
 /* Where it runs: a name here; whether this build has it is the trainer's check
  * (kernels/backend.h: zt_backend_open). */
 static int resolve_device(const zt_plan_request *r, zt_plan *p, zt_err *err)
@@ -117,7 +132,7 @@ static int resolve_device(const zt_plan_request *r, zt_plan *p, zt_err *err)
     snprintf(p->device, sizeof p->device, "%s", dev);
     /* the host's buffers go to MPI as they are: only a device has a choice */
     snprintf(p->comm, sizeof p->comm, "%s", !strcmp(dev, "cpu") ? "mpi" : cb);
-    return ZT_OK;
+    return resolve_kernels(r->kernels, dev, p, err);
 }
 
 /* The face's stage, strategy and wrapping: FSDP's sharding strategy names a stage
@@ -267,6 +282,7 @@ zt_plan zt_plan_single(zt_precision prec, zt_wrap_policy wrap)
     snprintf(p.mode, sizeof p.mode, "%s", prec.master == ZT_F32 && prec.compute == ZT_F32 ? "fp32" : "custom");
     snprintf(p.device, sizeof p.device, "cpu");
     snprintf(p.comm, sizeof p.comm, "mpi");
+    snprintf(p.kernels, sizeof p.kernels, "exact");
     snprintf(p.strategy, sizeof p.strategy, "data parallel (ZeRO-0)");
     return p;
 }
@@ -279,9 +295,10 @@ void zt_plan_print(FILE *f, const zt_plan *p, const char *products)
                  p->machine_ranks);
     else if (p->world > 1)
         snprintf(where, sizeof where, " (on %d machines, unevenly)", p->machines);
-    fprintf(f, "plan: %s, %s, %d rank%s%s, shard group %d, %s, device %s, comm %s%s%s\n", zt_face_name(p->face),
-            p->strategy, p->world, p->world == 1 ? "" : "s", where, p->group_size, zt_wrap_policy_name(p->wrap),
-            p->device[0] ? p->device : "cpu", p->comm[0] ? p->comm : "mpi", products ? ", " : "",
+    fprintf(f, "plan: %s, %s, %d rank%s%s, shard group %d, %s, device %s, comm %s, kernels %s%s%s\n",
+            zt_face_name(p->face), p->strategy, p->world, p->world == 1 ? "" : "s", where, p->group_size,
+            zt_wrap_policy_name(p->wrap), p->device[0] ? p->device : "cpu", p->comm[0] ? p->comm : "mpi",
+            p->kernels[0] ? p->kernels : "exact", products ? ", " : "",
             products ? products : "");
     fprintf(f, "| mode | load | mixed precision | flat params / master | compute | reduce | optimizer |\n");
     fprintf(f, "| %s | %s | %s | %s | %s | %s | %s |\n", p->mode, zt_dtype_name(p->prec.load),

@@ -65,6 +65,7 @@ typedef struct zt_plan_request {
     double ls_initial_scale_power, ls_window, ls_hysteresis, ls_min_scale;
     const char *device;           /* cpu | cuda | emu (the test device, backend.h); NULL: cpu */
     const char *comm_backend;     /* auto | nccl | mpi; NULL: auto */
+    const char *kernels;          /* exact | fast; NULL: fast on cuda, exact elsewhere */
     int offload_optimizer;        /* offload_optimizer_device: cpu (DeepSpeed, Accelerate) */
     int offload_params;           /* offload_param_device: cpu, or fsdp_offload_params: true */
 } zt_plan_request;
@@ -85,6 +86,8 @@ typedef struct zt_plan {
     char device[8];               /* "cpu", "cuda" or "emu": the backend table (kernels/backend.h) */
     char comm[8];                 /* "mpi", "nccl" or "auto" (a device: NCCL when every rank has a GPU
                                    * of its own, else MPI staged through host memory) */
+    char kernels[8];              /* "exact" (the CPU's bits) or "fast" (a device's fast kernels and
+                                   * asynchronous step; kernels/backend.h, zt_kernel_mode) */
     char strategy[40];            /* "FULL_SHARD (ZeRO-3)", "ZeRO-2", ... */
     int offload_requested;        /* 1 optimizer, 2 parameters (bits), as asked; overlap's
                                    * offload_* say what the engine does (0 on the CPU) */

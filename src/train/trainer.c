@@ -115,6 +115,8 @@ static int run_open(run_state *r, const char *model_dir, const char *data_path, 
     if ((rc = zt_model_init(&r->model, &r->cfg, &r->lay, &owner, B, T, checkpointing, err)))
         return rc;
     r->have_model = 1;
+    if (!frozen) /* fast mode: the training loss stays on the device until the step reads it back */
+        r->model.loss_sink = zt_engine_loss_sink(r->eng);
     if ((rc = zt_batcher_init(&r->batcher, &r->tokens, T, shuffle, seed, data_path, err)))
         return rc;
     r->have_batcher = 1;
@@ -267,6 +269,8 @@ static int open_device(const zt_plan *plan, zt_comm *comm, const zt_backend **ou
     const zt_backend *be = zt_backend_open(name, comm->topo.machine_rank, &devices, desc, cap, err);
     if (!be)
         rc = zt_wrap(err, "--device %s: ", name);
+    else if (!(be = zt_backend_in_mode(be, !strcmp(plan->kernels, "fast") ? ZT_KERNELS_FAST : ZT_KERNELS_EXACT, err)))
+        rc = ZT_EINPUT;
     else if (zt_prof_enabled()) /* --profile: every entry timed at the dispatch */
         be = zt_backend_profiled(be);
     int shared = be && !be->host_visible && comm->topo.machine_size > devices;
@@ -692,6 +696,8 @@ static int train_step(trainer *t, long s, zt_step_metrics *m, zt_err *err)
     comm->unit = -1;
     int ho = zt_prof_begin("optimizer", "phase", ZT_PROF_COMPUTE);
     m->skipped = zt_engine_step(r->eng, &a->adam, m->lr, a->max_grad_norm, 1.0 / scale, &m->grad_norm);
+    if (r->model.loss_sink) /* read back by the step with its other numbers */
+        loss_sum = zt_engine_step_loss_sum(r->eng);
     zt_prof_end(ho, 0.0, 0.0);
     if (pl->ls.on)
         zt_loss_scaler_update(&t->scaler, m->skipped);

@@ -203,8 +203,10 @@ fi
 export OMP_NUM_THREADS=8
 "$Z" init-model --model_config tests/gpu/parity/config.json --output_dir "$work/pm" --seed 1 >/dev/null 2>&1 ||
     row "parity: init-model" FAIL "tests/gpu/parity/config.json"
+# sections 4-6 hold the GPU to the CPU's numbers: exact kernels (fast is the default on
+# --device cuda; docs/gpu.md, "Kernel modes"); section 7 runs the default, fast
 P=(train --model "$work/pm" --data "$work/text.txt" --block_size 256 --per_device_train_batch_size 2
-   --learning_rate 1e-3 --warmup_steps 1 --weight_decay 0.1 --progress false --peak_gflops 1)
+   --learning_rate 1e-3 --warmup_steps 1 --weight_decay 0.1 --progress false --peak_gflops 1 --kernels exact)
 bf16=(--torch_dtype bfloat16 --mixed_precision bf16)
 parity() { # name tolerance ranks extra-args...
     local name=$1 tol=$2 np=$3

@@ -1,6 +1,6 @@
 /* kernels_check.c — every entry of the CUDA backend's table against its CPU twin.
  *
- *   build-cuda/tests/gpu/kernels_check [--seed N] [--no-matmul] [--only GROUP] [--bench SHRINK]
+ *   build-cuda/tests/gpu/kernels_check [--seed N] [--no-matmul] [--no-graphs] [--only GROUP] [--bench SHRINK]
  *
  * Built by `make cuda`, run by tests/gpu/check.sh on a machine with a GPU (it is not
  * part of `make test`, which runs without one).  For each kernel and case: random
@@ -40,6 +40,7 @@
  * Determinism: the kernels that sum (attention, embedding backward, RMSNorm backward,
  * cross-entropy, sums of squares) are run twice and must give the same bits. */
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,12 +61,15 @@
 static const zt_backend *cpu, *gpu;
 static uint64_t rng_state = 20261201;
 static int n_passed, n_failed, n_skipped;
+/* --no-graphs: for tools/cuda_emu/run.sh too, which cannot capture CUDA graphs (the
+ * graph group is then reported as skipped) */
+static int no_graphs;
 /* --no-matmul: for tools/cuda_emu/run.sh, whose CPU emulation has no cuBLASLt; the
  * products are then reported as skipped, never as passed */
 static int no_matmul;
 /* --only NAME: run one group of checks (memory, matmul, embed, rmsnorm, rope, swiglu, bias,
  * transpose, xent, attention, cache, adamw, reductions, fast-norm, fast-xent, fast-attention,
- * fast-matmul; `fast` runs the four fast-* groups) */
+ * fast-matmul, fast-step, graph; `fast` runs the five fast-* groups) */
 static const char *only;
 /* --bench SHRINK: time the fast kernels against the exact ones instead of checking
  * (run_bench; 1: the 1B model's shapes) */
@@ -1015,7 +1019,7 @@ static void check_fast_matmul(void)
     dev_free_all();
 }
 
-/* the overlay replaces exactly the seven entries fast.h names */
+/* the overlay replaces exactly the eight entries fast.h names */
 static void check_fast_table(void)
 {
     zt_backend t;
@@ -1026,13 +1030,14 @@ static void check_fast_table(void)
                          t.attention_backward == zt_cu_fast_attention_backward &&
                          t.rmsnorm_forward == zt_cu_fast_rmsnorm_forward &&
                          t.rmsnorm_backward == zt_cu_fast_rmsnorm_backward &&
-                         t.swiglu_forward == zt_cu_fast_swiglu_forward && t.swiglu_backward == zt_cu_fast_swiglu_backward;
-    report("fast table: the seven fast entries in place", replaced ? 0.0 : 1.0, EXACT, NULL);
-    /* every other entry unchanged: the copy with those seven put back is the table */
+                         t.swiglu_forward == zt_cu_fast_swiglu_forward && t.swiglu_backward == zt_cu_fast_swiglu_backward &&
+                         t.embed_backward == zt_cu_fast_embed_backward;
+    report("fast table: the eight fast entries in place", replaced ? 0.0 : 1.0, EXACT, NULL);
+    /* every other entry unchanged: the copy with those eight put back is the table */
     t.attention_scratch_bytes = gpu->attention_scratch_bytes, t.attention_forward = gpu->attention_forward;
     t.attention_backward = gpu->attention_backward, t.rmsnorm_forward = gpu->rmsnorm_forward;
     t.rmsnorm_backward = gpu->rmsnorm_backward, t.swiglu_forward = gpu->swiglu_forward;
-    t.swiglu_backward = gpu->swiglu_backward;
+    t.swiglu_backward = gpu->swiglu_backward, t.embed_backward = gpu->embed_backward;
     report("fast table: every other entry the exact one", memcmp(&t, gpu, sizeof t) ? 1.0 : 0.0, EXACT, NULL);
 }
 
@@ -1150,6 +1155,232 @@ static void check_adamw(void)
     check_adamw_case(ZT_BF16, 1, 0, ZT_F32);
     check_adamw_case(ZT_F16, 0, 0, ZT_F32);
     check_adamw_case(ZT_F16, 1, 0, ZT_F32);
+}
+
+/* ---- fast mode: its table's own kernels and the asynchronous step's entries --------------- */
+
+static double down_double(const double *d)
+{
+    double h;
+    down(&h, d, sizeof h);
+    return h;
+}
+
+/* adamw_unit against the CPU's (adamw.h: per-parameter AdamW's bits): segments with
+ * and without decay and a gap, clip and skip read from the device's scalars */
+static void check_adamw_unit_case(const zt_backend *fast, zt_dtype dt, int with_comp, zt_dtype cast_dt)
+{
+    const size_t n = 10007, es = zt_dtype_size(dt);
+    const zt_adamw_seg segs[] = {{0, 1}, {3001, -1}, {3100, 0}, {7000, 1}};
+    float *p = randn(n, 1.0f), *m = randn(n, 0.01f), *v = randn(n, 0.001f), *c = randn(n, 0.001f);
+    for (size_t i = 0; i < n; i++)
+        v[i] = v[i] * v[i];
+    void *ph = as_dtype(p, dt, n), *mh = as_dtype(m, dt, n), *vh = as_dtype(v, dt, n), *ch = as_dtype(c, dt, n);
+    void *dp = dev(ph, n * es), *dm = dev(mh, n * es), *dvv = dev(vh, n * es);
+    void *dc = with_comp ? dev(ch, n * es) : NULL;
+    const int cast = dt == ZT_F32;
+    void *castc = cast ? host(n * zt_dtype_size(cast_dt)) : NULL;
+    void *dcast = cast ? dev(NULL, n * zt_dtype_size(cast_dt)) : NULL;
+    zt_adamw_seg *dsegs = dev(segs, sizeof segs);
+    zt_step_scalars hs = {0};
+    zt_step_scalars *dsc = dev(&hs, sizeof hs);
+    for (long t = 1; t <= 3; t++) {
+        float *g = randn(n, 0.1f);
+        void *gh = as_dtype(g, dt, n);
+        void *dg = dev(gh, n * es);
+        zt_adamw_step s = {.lr = 1e-3, .weight_decay = 0.1, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .t = t};
+        zt_step_scalars one = {.clip = t == 2 ? 0.5f : 1.0f, .skip = t == 3}; /* step 3 is skipped */
+        hs.clip = one.clip, hs.skip = one.skip;
+        up((char *)dsc + offsetof(zt_step_scalars, clip), &one.clip, sizeof one.clip);
+        up((char *)dsc + offsetof(zt_step_scalars, skip), &one.skip, sizeof one.skip);
+        cpu->adamw_unit(ph, mh, vh, gh, with_comp ? ch : NULL, dt, n, segs, 4, &s, &hs, castc, cast_dt);
+        fast->adamw_unit(dp, dm, dvv, dg, dc, dt, n, dsegs, 4, &s, dsc, dcast, cast_dt);
+        free(g), free(gh);
+    }
+    char tag[96], name[160];
+    snprintf(tag, sizeof tag, "%s master%s%s%s", zt_dtype_name(dt), with_comp ? ", Kahan" : "",
+             cast ? ", cast to " : "", cast ? zt_dtype_name(cast_dt) : "");
+    snprintf(name, sizeof name, "adamw_unit p (%s, 3 steps, the last skipped)", tag);
+    check(name, dp, ph, dt, n, EXACT);
+    snprintf(name, sizeof name, "adamw_unit m, v (%s)", tag);
+    check(name, dm, mh, dt, n, EXACT);
+    check(name, dvv, vh, dt, n, EXACT);
+    if (dc) {
+        snprintf(name, sizeof name, "adamw_unit compensation (%s)", tag);
+        check(name, dc, ch, dt, n, EXACT);
+    }
+    if (cast) {
+        snprintf(name, sizeof name, "adamw_unit cast copy (%s)", tag);
+        check(name, dcast, castc, cast_dt, n, EXACT);
+    }
+    zt_step_scalars gs;
+    down(&gs, dsc, sizeof gs);
+    snprintf(name, sizeof name, "adamw_unit audit counts on the device (%s)", tag);
+    report(name, gs.audit_updated == hs.audit_updated && gs.audit_lost == hs.audit_lost ? 0.0 : 1.0, EXACT, NULL);
+    snprintf(name, sizeof name, "adamw_unit audit ratio sum on the device (%s)", tag);
+    check_scalar(name, gs.audit_ratio_sum, hs.audit_ratio_sum, DOUBLE_TOL);
+    free(p), free(m), free(v), free(c), free(ph), free(mh), free(vh), free(ch), free(castc);
+    dev_free_all();
+}
+
+static void check_fast_step(void)
+{
+    const zt_backend *fast = zt_backend_cuda_mode(ZT_KERNELS_FAST);
+    report("fast table: kernels = fast", fast && fast->kernels == ZT_KERNELS_FAST ? 0.0 : 1.0, EXACT, NULL);
+    if (!fast)
+        return;
+    /* the embedding's backward with atomics: the CPU's sum in another order */
+    {
+        const int V = 50, C = 72, N = 64;
+        int tokens[64];
+        for (int i = 0; i < N; i++)
+            tokens[i] = (int)(zt_rand_next(&rng_state) % 11) * 4;
+        float *dx = randn((size_t)N * C, 1.0f), *dwte = randn((size_t)V * C, 1.0f);
+        float *want = host((size_t)V * C * sizeof(float));
+        memcpy(want, dwte, (size_t)V * C * sizeof(float));
+        cpu->embed_backward(want, dx, tokens, N, C);
+        float *ddx = dev(dx, (size_t)N * C * sizeof(float)), *d = dev(dwte, (size_t)V * C * sizeof(float));
+        fast->embed_backward(d, ddx, tokens, N, C);
+        check("fast embed backward (atomics; repeated tokens)", d, want, ZT_F32, (size_t)V * C, FP32_TOL);
+        free(dx), free(dwte);
+        dev_free_all();
+    }
+    /* sums of squares and the loss into device doubles */
+    const size_t n = 123457;
+    float *x = randn(n, 1.0f);
+    double *dd = dev(NULL, 2 * sizeof(double));
+    static const zt_dtype dts[] = {ZT_F32, ZT_BF16, ZT_F16};
+    char name[96];
+    for (int k = 0; k < 3; k++) {
+        void *h = as_dtype(x, dts[k], n);
+        void *d = dev(h, n * zt_dtype_size(dts[k]));
+        fast->sumsq_into(dd, d, dts[k], n);
+        snprintf(name, sizeof name, "sumsq_into (%s)", zt_dtype_name(dts[k]));
+        check_scalar(name, down_double(dd), cpu->sumsq(h, dts[k], n), DOUBLE_TOL);
+        free(h);
+    }
+    {
+        float *want = host(n * 4);
+        memcpy(want, x, n * 4);
+        double s = cpu->round_bf16(want, n, 1);
+        float *d = dev(x, n * 4), *d2 = dev(x, n * 4);
+        fast->round_bf16_into(d, n, dd + 1);
+        fast->round_bf16_into(d2, n, NULL);
+        check("round_bf16_into values", d, want, ZT_F32, n, EXACT);
+        check("round_bf16_into values (no sum)", d2, want, ZT_F32, n, EXACT);
+        check_scalar("round_bf16_into sum of squares", down_double(dd + 1), s, DOUBLE_TOL);
+    }
+    {
+        const int N = 20, V = 1000;
+        int targets[20];
+        for (int i = 0; i < N; i++)
+            targets[i] = (int)(zt_rand_next(&rng_state) % V);
+        float *logits = randn((size_t)N * V, 3.0f), *want = host((size_t)N * V * 4);
+        double l = cpu->xent(want, NULL, logits, targets, N, V, 0.05f);
+        double start = 1.5; /* it adds */
+        up(dd, &start, sizeof start);
+        float *dl = dev(logits, (size_t)N * V * 4);
+        fast->xent_into(dl, NULL, dl, targets, N, V, 0.05f, dd);
+        check_scalar("xent_into loss (added to the device's sum)", down_double(dd), start + l, DOUBLE_TOL);
+        check("xent_into dlogits in place", dl, want, ZT_F32, (size_t)N * V, FP32_TOL);
+        free(logits);
+    }
+    /* the verdict on the device against the host's rule, finite and not */
+    for (int bad = 0; bad < 2; bad++) {
+        double sums[5] = {1.5, 2.25, 0.0, 7.0, 3.0};
+        if (bad)
+            sums[3] = INFINITY;
+        zt_step_scalars want, got;
+        zt_step_verdict(&want, sums, 5, 1.0, 0.25);
+        double *ds = dev(sums, sizeof sums);
+        zt_step_scalars *dsc = dev(NULL, sizeof got);
+        fast->step_verdict(dsc, ds, 5, 1.0, 0.25);
+        down(&got, dsc, sizeof got);
+        report(bad ? "step_verdict (an inf: skip, first bad unit)" : "step_verdict (norm, clip)",
+               got.skip == want.skip && got.first_bad == want.first_bad && got.norm == want.norm &&
+               got.clip == want.clip && got.sumsq == want.sumsq ? 0.0 : 1.0, EXACT, NULL);
+    }
+    free(x);
+    dev_free_all();
+    check_adamw_unit_case(fast, ZT_F32, 0, ZT_BF16);
+    check_adamw_unit_case(fast, ZT_BF16, 1, ZT_BF16);
+    check_adamw_unit_case(fast, ZT_F16, 0, ZT_F16);
+}
+
+/* One optimizer step of the asynchronous step on one unit: its sums of squares, the
+ * verdict and AdamW, all on the device. */
+typedef struct graph_bufs {
+    float *p, *m, *v;
+    uint16_t *cast;
+    double *sums;
+    zt_step_scalars *sc;
+} graph_bufs;
+
+static void graph_step(const zt_backend *fast, const graph_bufs *b, const float *g, const zt_adamw_seg *segs, size_t n)
+{
+    const zt_adamw_step s = {.lr = 1e-3, .weight_decay = 0.1, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .t = 1};
+    fast->zero(b->sc, sizeof *b->sc);
+    fast->sumsq_into(b->sums, g, ZT_F32, n / 2);
+    fast->sumsq_into(b->sums + 1, g + n / 2, ZT_F32, n - n / 2);
+    fast->step_verdict(b->sc, b->sums, 2, 0.5, 1.0);
+    fast->adamw_unit(b->p, b->m, b->v, g, NULL, ZT_F32, n, segs, 4, &s, b->sc, b->cast, ZT_BF16);
+}
+
+static graph_bufs graph_bufs_of(const float *p, const float *m, const float *v, size_t n)
+{
+    graph_bufs b = {dev(p, n * 4), dev(m, n * 4), dev(v, n * 4), dev(NULL, n * 2), dev(NULL, 2 * sizeof(double)),
+                    dev(NULL, sizeof(zt_step_scalars))};
+    return b;
+}
+
+/* A captured step replayed three times gives the bits of the same entries run three
+ * times: capture records what the fast table queues, with nothing that waits or
+ * allocates inside it (backend_cuda.h). */
+static void check_graph(void)
+{
+    if (no_graphs) {
+        printf("skip graph (every case): not run (--no-graphs)\n");
+        n_skipped++;
+        return;
+    }
+    const zt_backend *fast = zt_backend_cuda_mode(ZT_KERNELS_FAST);
+    const size_t n = 10007;
+    const zt_adamw_seg segs[] = {{0, 1}, {3001, -1}, {3100, 0}, {7000, 1}};
+    float *p = randn(n, 1.0f), *m = randn(n, 0.01f), *v = randn(n, 0.001f), *g = randn(n, 0.1f);
+    for (size_t i = 0; i < n; i++)
+        v[i] = v[i] * v[i];
+    zt_adamw_seg *dsegs = dev(segs, sizeof segs);
+    float *dg = dev(g, n * 4);
+    graph_bufs a = graph_bufs_of(p, m, v, n), b = graph_bufs_of(p, m, v, n);
+    for (int k = 0; k < 3; k++) /* directly; this also grows the scratch before the capture */
+        graph_step(fast, &a, dg, dsegs, n);
+    zt_err err = {0};
+    zt_cuda_graph *graph = NULL;
+    int rc = zt_cuda_graph_begin(&err);
+    if (rc == ZT_OK) {
+        graph_step(fast, &b, dg, dsegs, n);
+        rc = zt_cuda_graph_end(&graph, &err);
+    }
+    for (int k = 0; rc == ZT_OK && k < 3; k++)
+        rc = zt_cuda_graph_launch(graph, &err);
+    report("graph: capture and three launches", rc == ZT_OK ? 0.0 : 1.0, EXACT, rc ? err.msg : NULL);
+    if (rc == ZT_OK) {
+        float *want = host(n * 4);
+        down(want, a.p, n * 4);
+        check("graph: p after three replays", b.p, want, ZT_F32, n, EXACT);
+        down(want, a.m, n * 4);
+        check("graph: m after three replays", b.m, want, ZT_F32, n, EXACT);
+        down(want, a.v, n * 4);
+        check("graph: v after three replays", b.v, want, ZT_F32, n, EXACT);
+        zt_step_scalars sa, sb;
+        down(&sa, a.sc, sizeof sa);
+        down(&sb, b.sc, sizeof sb);
+        report("graph: step scalars (verdict, audit) after three replays", memcmp(&sa, &sb, sizeof sa) ? 1.0 : 0.0,
+               EXACT, NULL);
+    }
+    zt_cuda_graph_free(graph);
+    free(p), free(m), free(v), free(g);
+    dev_free_all();
 }
 
 static void check_reductions(void)
@@ -1378,6 +1609,8 @@ int main(int argc, char **argv)
                 fprintf(stderr, "kernels_check: --seed: expected an integer, got '%s'\n", argv[i]);
                 return 2;
             }
+        } else if (!strcmp(argv[i], "--no-graphs")) {
+            no_graphs = 1;
         } else if (!strcmp(argv[i], "--no-matmul")) {
             no_matmul = 1;
         } else if (!strcmp(argv[i], "--only") && i + 1 < argc) {
@@ -1391,7 +1624,8 @@ int main(int argc, char **argv)
             }
             bench = (int)v;
         } else {
-            fprintf(stderr, "usage: kernels_check [--seed N] [--no-matmul] [--only GROUP] [--bench SHRINK]\n");
+            fprintf(stderr,
+                    "usage: kernels_check [--seed N] [--no-matmul] [--no-graphs] [--only GROUP] [--bench SHRINK]\n");
             return 2;
         }
     }
@@ -1421,6 +1655,8 @@ int main(int argc, char **argv)
         {"cache", check_attention_cache}, {"adamw", check_adamw},       {"reductions", check_reductions},
         {"fast-norm", check_fast_norm}, {"fast-xent", check_fast_xent}, {"fast-attention", check_fast_attention},
         {"fast-matmul", check_fast_matmul},
+        {"fast-step", check_fast_step},
+        {"graph", check_graph},
     };
     if (bench) { /* timings only, no checks */
         run_bench(bench);

@@ -14,6 +14,8 @@
  *    no longer counts, as on the GPU; a barrier that can never complete aborts with
  *    "barrier divergence";
  *  - __shfl_sync and __shfl_xor_sync exchange values through the warp at a barrier;
+ *  - atomicAdd on floats is a read-modify-write: fibers switch only at barriers, so
+ *    nothing interleaves with it (the GPU's order of the adds is not modelled);
  *  - device memory is host memory; streams run in order, synchronously.
  * So it checks the kernels' indexing, masks, synchronisation and arithmetic (fp32 and
  * fp64 on the CPU are the same IEEE operations, fmaf included), not the GPU's
@@ -76,6 +78,14 @@ inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask)
 
 /* the SFU's exp (a few ulp on the GPU): libm's here */
 inline float __expf(float x) { return expf(x); }
+
+inline float atomicAdd(float *p, float v)
+{
+    float old = *p;
+    *p = old + v;
+    return old;
+}
+
 inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
 inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
 inline long long __double_as_longlong(double d) { long long u; memcpy(&u, &d, 8); return u; }
@@ -94,6 +104,7 @@ typedef enum cudaError {
     cudaErrorInsufficientDriver = 35,
     cudaErrorNoDevice = 100,
     cudaErrorLaunchFailure = 719,
+    cudaErrorNotSupported = 801,
 } cudaError_t;
 
 typedef struct zt_emu_stream *cudaStream_t;
@@ -126,6 +137,26 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpy
 cudaError_t cudaStreamCreate(cudaStream_t *s);
 cudaError_t cudaStreamDestroy(cudaStream_t s);
 cudaError_t cudaStreamSynchronize(cudaStream_t s);
+/* events: the stream runs synchronously, so every recorded event has completed */
+enum { cudaEventDisableTiming = 2 };
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags);
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s = 0);
+cudaError_t cudaEventSynchronize(cudaEvent_t e);
+cudaError_t cudaEventDestroy(cudaEvent_t e);
+/* graphs: not emulated (capture answers cudaErrorNotSupported; kernels_check skips) */
+typedef struct zt_emu_graph *cudaGraph_t;
+typedef struct zt_emu_graph_exec *cudaGraphExec_t;
+enum cudaStreamCaptureMode {
+    cudaStreamCaptureModeGlobal,
+    cudaStreamCaptureModeThreadLocal,
+    cudaStreamCaptureModeRelaxed
+};
+cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode);
+cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g);
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *e, cudaGraph_t g, unsigned long long flags);
+cudaError_t cudaGraphLaunch(cudaGraphExec_t e, cudaStream_t s);
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t e);
+cudaError_t cudaGraphDestroy(cudaGraph_t g);
 
 template <typename T>
 inline cudaError_t cudaMalloc(T **p, size_t bytes)

@@ -2,7 +2,7 @@
 # tools/cuda_emu/run.sh [kernels_check flags] — run the CUDA backend's kernels on the CPU
 # (tools/cuda_emu/cuda_runtime.h says what that models and what it cannot) and check
 # them with tests/gpu/kernels_check against the CPU twins, every entry but the cuBLASLt
-# products (--no-matmul).  A dev-time check for a machine without a GPU: it runs the
+# products (--no-matmul) and the CUDA graphs (--no-graphs).  A dev-time check for a machine without a GPU: it runs the
 # kernels' own code (indexing, masks, barriers, shuffles, arithmetic), not the GPU.
 # Builds into build-emu/ (and build/ for the CPU library); exit status is kernels_check's.
 set -euo pipefail
@@ -32,4 +32,4 @@ mpi_l=$(mpicc --showme:link)
 gcc -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -fopenmp $mpi_c -c tests/gpu/kernels_check.c -o "$out/kernels_check.o"
 g++ -fopenmp "$out/kernels_check.o" "${objs[@]}" "$out/emu.o" "$out/matmul_stub.o" build/libztrain.a \
     -ldnnl -lyaml -lcjson -lxxhash $mpi_l -lm -o "$out/kernels_check_emu"
-exec "$out/kernels_check_emu" --no-matmul "$@"
+exec "$out/kernels_check_emu" --no-matmul --no-graphs "$@"

@@ -2,6 +2,7 @@
  * (backend_cuda.h): set-up on the current device, device memory (accounted in
  * core/mem.h's categories like the CPU's), copies, the entries' scratch. */
 #include "entries.cuh"
+#include "fast.h"
 
 #include <string.h>
 
@@ -19,7 +20,7 @@ void zt_cu_die(const char *what, const char *msg, const char *file, int line)
 /* Zeroed device memory, counted in cat; NULL for 0 bytes or when the device is full
  * (the caller reports it, as for the CPU's zt_alloc).  The memset is waited for, so
  * the buffer is zero for any stream that uses it next. */
-static void *cu_alloc(zt_mem_cat cat, size_t bytes)
+static void *zt_cu_alloc(zt_mem_cat cat, size_t bytes)
 {
     if (bytes == 0)
         return NULL;
@@ -34,7 +35,7 @@ static void *cu_alloc(zt_mem_cat cat, size_t bytes)
     return p;
 }
 
-static void cu_free(zt_mem_cat cat, void *p, size_t bytes)
+static void zt_cu_free(zt_mem_cat cat, void *p, size_t bytes)
 {
     if (!p)
         return;
@@ -42,13 +43,13 @@ static void cu_free(zt_mem_cat cat, void *p, size_t bytes)
     zt_mem_unaccount(cat, bytes);
 }
 
-static void cu_copy(void *dst, const void *src, size_t bytes)
+static void zt_cu_copy(void *dst, const void *src, size_t bytes)
 {
     if (bytes)
         ZT_CU(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, zt_cu.stream));
 }
 
-static void cu_zero(void *dst, size_t bytes)
+static void zt_cu_zero(void *dst, size_t bytes)
 {
     if (bytes)
         ZT_CU(cudaMemsetAsync(dst, 0, bytes, zt_cu.stream));
@@ -56,7 +57,7 @@ static void cu_zero(void *dst, size_t bytes)
 
 /* host <- device after everything queued before it: the copy is queued on the
  * compute stream and waited for */
-static void cu_to_host(void *dst_host, const void *src, size_t bytes)
+static void zt_cu_to_host(void *dst_host, const void *src, size_t bytes)
 {
     if (!bytes)
         return;
@@ -67,7 +68,7 @@ static void cu_to_host(void *dst_host, const void *src, size_t bytes)
 /* device <- host after everything queued before it; waited for, so that src_host
  * (pinned memory from host_alloc included, whose copies are truly asynchronous) may
  * be reused as soon as this returns */
-static void cu_to_device(void *dst, const void *src_host, size_t bytes)
+static void zt_cu_to_device(void *dst, const void *src_host, size_t bytes)
 {
     if (!bytes)
         return;
@@ -75,12 +76,12 @@ static void cu_to_device(void *dst, const void *src_host, size_t bytes)
     ZT_CU(cudaStreamSynchronize(zt_cu.stream));
 }
 
-static void cu_sync(void) { ZT_CU(cudaStreamSynchronize(zt_cu.stream)); }
+static void zt_cu_sync(void) { ZT_CU(cudaStreamSynchronize(zt_cu.stream)); }
 
 /* A copy down on its own stream: it waits (an event) for what the compute stream
  * has queued so far, the last write of src, then runs while the compute stream goes
  * on.  Pinned dst (host_alloc) makes it truly asynchronous; copy_wait joins them. */
-static void cu_to_host_async(void *dst_host, const void *src, size_t bytes)
+static void zt_cu_to_host_async(void *dst_host, const void *src, size_t bytes)
 {
     if (bytes == 0)
         return;
@@ -93,14 +94,14 @@ static void cu_to_host_async(void *dst_host, const void *src, size_t bytes)
     ZT_CU(cudaMemcpyAsync(dst_host, src, bytes, cudaMemcpyDeviceToHost, zt_cu.copy_stream));
 }
 
-static void cu_copy_wait(void)
+static void zt_cu_copy_wait(void)
 {
     if (zt_cu.copy_stream)
         ZT_CU(cudaStreamSynchronize(zt_cu.copy_stream));
 }
 
 /* page-locked host memory for staging, counted in cat; not zeroed (backend.h) */
-static void *cu_host_alloc(zt_mem_cat cat, size_t bytes)
+static void *zt_cu_host_alloc(zt_mem_cat cat, size_t bytes)
 {
     if (bytes == 0)
         return NULL;
@@ -113,7 +114,7 @@ static void *cu_host_alloc(zt_mem_cat cat, size_t bytes)
     return p;
 }
 
-static void cu_host_free(zt_mem_cat cat, void *p, size_t bytes)
+static void zt_cu_host_free(zt_mem_cat cat, void *p, size_t bytes)
 {
     if (!p)
         return;
@@ -121,7 +122,7 @@ static void cu_host_free(zt_mem_cat cat, void *p, size_t bytes)
     zt_mem_unaccount(cat, bytes);
 }
 
-static void *cu_stream(void) { return (void *)zt_cu.stream; }
+static void *zt_cu_stream(void) { return (void *)zt_cu.stream; }
 
 void *zt_cu_scratch(size_t bytes)
 {
@@ -141,10 +142,60 @@ void *zt_cu_scratch(size_t bytes)
     return zt_cu.scratch;
 }
 
+/* Host values (token ids) reach the device through page-locked slots, so that their
+ * upload never makes the host wait: a copy from pageable memory may wait for the
+ * stream, one from page-locked memory does not.  The host copies the values into the
+ * next slot (the caller's buffer is free at once) and queues the copy from it; the
+ * slot's event says when the device has taken them, and the host reuses a slot only
+ * after that, UPLOAD_SLOTS uploads later: a wait that happens only when the host has
+ * run that far ahead of the device (three uploads per micro-batch). */
+#define UPLOAD_SLOTS 16
+static struct upload_slot {
+    void *buf;
+    size_t cap;
+    cudaEvent_t taken;
+    int queued;
+} up_slots[UPLOAD_SLOTS];
+static int up_next;
+
 void zt_cu_upload(void *dst, const void *src, size_t bytes)
 {
-    if (bytes)
-        ZT_CU(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, zt_cu.stream));
+    if (!bytes)
+        return;
+    struct upload_slot *s = &up_slots[up_next];
+    up_next = (up_next + 1) % UPLOAD_SLOTS;
+    if (s->queued)
+        ZT_CU(cudaEventSynchronize(s->taken));
+    if (!s->taken)
+        ZT_CU(cudaEventCreateWithFlags(&s->taken, cudaEventDisableTiming));
+    if (bytes > s->cap) {
+        if (s->buf) {
+            ZT_CU(cudaFreeHost(s->buf));
+            zt_mem_unaccount(ZT_MEM_OTHER, s->cap);
+        }
+        s->cap = bytes < 4096 ? 4096 : bytes;
+        ZT_CU(cudaMallocHost(&s->buf, s->cap));
+        zt_mem_account(ZT_MEM_OTHER, s->cap);
+    }
+    memcpy(s->buf, src, bytes);
+    ZT_CU(cudaMemcpyAsync(dst, s->buf, bytes, cudaMemcpyHostToDevice, zt_cu.stream));
+    ZT_CU(cudaEventRecord(s->taken, zt_cu.stream));
+    s->queued = 1;
+}
+
+static void upload_shutdown(void)
+{
+    for (int i = 0; i < UPLOAD_SLOTS; i++) {
+        struct upload_slot *s = &up_slots[i];
+        if (s->buf) {
+            cudaFreeHost(s->buf);
+            zt_mem_unaccount(ZT_MEM_OTHER, s->cap);
+        }
+        if (s->taken)
+            cudaEventDestroy(s->taken);
+    }
+    memset(up_slots, 0, sizeof up_slots);
+    up_next = 0;
 }
 
 /* The table's device's peak, for MFU (backend.h). */
@@ -165,48 +216,29 @@ static int cu_matmul_peak(zt_dtype compute, double *gflops, char *what, size_t c
 
 /* ---- the table ---------------------------------------------------------------------- */
 
+/* entry e is zt_cu_e (ZT_BACKEND_ENTRIES): the statics above, the kernels of entries.cuh;
+ * C++ wants the designators in the struct's order, which the list keeps */
+#define CUDA_ENTRY(e) .e = zt_cu_##e,
 static const zt_backend cuda_table = {
     .name = "cuda",
-    .alloc = cu_alloc,
-    .free = cu_free,
-    .copy = cu_copy,
-    .zero = cu_zero,
-    .convert = zt_cu_convert,
+    .kernels = ZT_KERNELS_EXACT,
     .host_visible = 0,
-    .to_host = cu_to_host,
-    .to_device = cu_to_device,
-    .sync = cu_sync,
-    .to_host_async = cu_to_host_async,
-    .copy_wait = cu_copy_wait,
-    .host_alloc = cu_host_alloc,
-    .host_free = cu_host_free,
-    .stream = cu_stream,
+    ZT_BACKEND_ENTRIES(CUDA_ENTRY)
     .matmul_peak = cu_matmul_peak,
-    .matmul = zt_cu_matmul,
-    .embed_forward = zt_cu_embed_forward,
-    .embed_backward = zt_cu_embed_backward,
-    .rmsnorm_forward = zt_cu_rmsnorm_forward,
-    .rmsnorm_backward = zt_cu_rmsnorm_backward,
-    .bias_forward = zt_cu_bias_forward,
-    .bias_backward = zt_cu_bias_backward,
-    .rope_tables = zt_cu_rope_tables,
-    .rope_forward = zt_cu_rope_forward,
-    .rope_backward = zt_cu_rope_backward,
-    .attention_scratch_bytes = zt_cu_attention_scratch_bytes,
-    .attention_forward = zt_cu_attention_forward,
-    .attention_backward = zt_cu_attention_backward,
-    .attention_cache_scratch_bytes = zt_cu_attention_cache_scratch_bytes,
-    .attention_cache_forward = zt_cu_attention_cache_forward,
-    .swiglu_forward = zt_cu_swiglu_forward,
-    .swiglu_backward = zt_cu_swiglu_backward,
-    .transpose = zt_cu_transpose,
-    .xent = zt_cu_xent,
-    .adamw_step = zt_cu_adamw_step,
-    .sumsq = zt_cu_sumsq,
-    .accumulate = zt_cu_accumulate,
-    .accumulate_bf16_rounded = zt_cu_accumulate_bf16_rounded,
-    .round_bf16 = zt_cu_round_bf16,
 };
+
+/* Fast mode (backend.h, zt_kernel_mode): the exact table with the fast kernels in
+ * place of their exact twins.  The engine takes the asynchronous step on it.  A fast
+ * kernel is built from a fast_*.cu file (FMA contraction allowed, Makefile) and
+ * checked against its exact twin by tests/gpu/kernels_check. */
+static zt_backend cuda_fast;
+
+static void make_fast_table(void)
+{
+    cuda_fast = cuda_table;
+    cuda_fast.kernels = ZT_KERNELS_FAST;
+    zt_cu_fast_overlay(&cuda_fast); /* fast.h: which entries, in one place */
+}
 
 /* ---- the C interface (backend_cuda.h) ----------------------------------------------- */
 
@@ -295,7 +327,69 @@ extern "C" const zt_backend *zt_backend_cuda(zt_err *err)
         return NULL;
     }
     zt_cu.ready = 1;
+    make_fast_table();
     return &cuda_table;
+}
+
+extern "C" const zt_backend *zt_backend_cuda_mode(zt_kernel_mode mode)
+{
+    if (!zt_cu.ready)
+        return NULL;
+    return mode == ZT_KERNELS_FAST ? &cuda_fast : &cuda_table;
+}
+
+/* ---- CUDA graphs (backend_cuda.h) ----------------------------------------------------- */
+
+struct zt_cuda_graph {
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+};
+
+extern "C" int zt_cuda_graph_begin(zt_err *err)
+{
+    if (!zt_cu.ready)
+        return zt_fail(err, ZT_EFAIL, "the CUDA backend is not set up");
+    /* thread-local: the watchdog thread's event queries stay legal during a capture */
+    ZT_CU_TRY(err, cudaStreamBeginCapture(zt_cu.stream, cudaStreamCaptureModeThreadLocal));
+    return ZT_OK;
+}
+
+extern "C" int zt_cuda_graph_end(zt_cuda_graph **graph, zt_err *err)
+{
+    *graph = NULL;
+    cudaGraph_t g = NULL;
+    ZT_CU_TRY(err, cudaStreamEndCapture(zt_cu.stream, &g));
+    cudaGraphExec_t exec = NULL;
+    cudaError_t e = cudaGraphInstantiate(&exec, g, 0);
+    if (e != cudaSuccess) {
+        cudaGraphDestroy(g);
+        return zt_fail(err, ZT_EFAIL, "instantiating a captured CUDA graph: %s", cudaGetErrorString(e));
+    }
+    zt_cuda_graph *z = (zt_cuda_graph *)zt_alloc(ZT_MEM_OTHER, sizeof *z);
+    if (!z) {
+        cudaGraphExecDestroy(exec);
+        cudaGraphDestroy(g);
+        return zt_fail(err, ZT_EFAIL, "out of memory for a CUDA graph");
+    }
+    z->graph = g;
+    z->exec = exec;
+    *graph = z;
+    return ZT_OK;
+}
+
+extern "C" int zt_cuda_graph_launch(const zt_cuda_graph *graph, zt_err *err)
+{
+    ZT_CU_TRY(err, cudaGraphLaunch(graph->exec, zt_cu.stream));
+    return ZT_OK;
+}
+
+extern "C" void zt_cuda_graph_free(zt_cuda_graph *graph)
+{
+    if (!graph)
+        return;
+    cudaGraphExecDestroy(graph->exec);
+    cudaGraphDestroy(graph->graph);
+    zt_free(ZT_MEM_OTHER, graph, sizeof *graph);
 }
 
 extern "C" void zt_cuda_set_allow_tf32(int allow) { zt_cu_matmul_allow_tf32(allow); }
@@ -337,6 +431,7 @@ extern "C" void zt_cuda_shutdown(void)
     cudaStreamSynchronize(zt_cu.stream);
     zt_cu_matmul_shutdown();
     zt_cu_embed_shutdown();
+    upload_shutdown();
     if (zt_cu.scratch) {
         cudaFree(zt_cu.scratch);
         zt_mem_unaccount(ZT_MEM_OTHER, zt_cu.scratch_bytes);

@@ -65,8 +65,9 @@ extern zt_cu_state zt_cu;
  * (stream order makes reuse safe: a later upload into it runs after the kernels that
  * read it).  Growing waits for the stream, then reallocates (first steps only). */
 void *zt_cu_scratch(size_t bytes);
-/* Upload n host bytes into device memory in stream order (pageable source: the call
- * returns once the bytes are staged, so the host buffer may change afterwards). */
+/* Upload n host bytes into device memory in stream order, through a page-locked slot
+ * (backend.cu): the host buffer may change as soon as the call returns, and the host
+ * does not wait for the device. */
 void zt_cu_upload(void *dst, const void *src, size_t bytes);
 /* The sum, in a fixed order, of n doubles in device memory, returned to the host
  * (waits for the stream). */

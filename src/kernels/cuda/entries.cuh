@@ -63,15 +63,29 @@ void zt_cu_transpose(float *dst, const float *src, int rows, int cols);
 /* xent.cu */
 double zt_cu_xent(float *dlogits, uint16_t *dlogits_bf16, const float *logits, const int *targets, int N, int V,
                   float grad_scale);
+void zt_cu_xent_into(float *dlogits, uint16_t *dlogits_bf16, const float *logits, const int *targets, int N, int V,
+                     float grad_scale, double *loss_sum);
 
 /* adamw.cu */
 void zt_cu_adamw_step(void *p, void *m, void *v, const void *g, void *comp, zt_dtype dt, size_t n,
                       const zt_adamw_step *s, void *cast, zt_dtype cast_dt, zt_adamw_audit *audit);
+void zt_cu_adamw_unit(void *p, void *m, void *v, const void *g, void *comp, zt_dtype dt, size_t n,
+                      const zt_adamw_seg *segs, int nsegs, const zt_adamw_step *s, zt_step_scalars *sc, void *cast,
+                      zt_dtype cast_dt);
 
 /* reductions.cu */
 double zt_cu_sumsq(const void *x, zt_dtype dt, size_t n);
 void zt_cu_accumulate(void *acc, zt_dtype acc_dt, const void *x, zt_dtype x_dt, size_t n);
 void zt_cu_accumulate_bf16_rounded(float *acc, const float *x, size_t n);
 double zt_cu_round_bf16(float *x, size_t n, int want_sumsq);
+/* the asynchronous step's reductions: results into device doubles, no wait */
+void zt_cu_sumsq_into(double *dst, const void *x, zt_dtype dt, size_t n);
+void zt_cu_round_bf16_into(float *x, size_t n, double *sumsq);
+void zt_cu_step_verdict(zt_step_scalars *sc, const double *unit_sumsq, int nunits, double max_grad_norm,
+                        double grad_unscale);
+/* *dst = (add ? *dst : 0) + the sum of partials[0..n), one block, a fixed order */
+void zt_cu_sum_doubles_into(double *dst, const double *partials, int n, int add);
+/* the same for `rows` rows of n partials into dst[0..rows), in one launch */
+void zt_cu_sum_rows_into(double *dst, const double *partials, int n, int rows, int add);
 
 #endif

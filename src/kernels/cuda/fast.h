@@ -83,12 +83,16 @@ int zt_cu_fast_lmhead_xent(double *loss_sum, float *dx, float *dw, const void *x
 /* The rows per chunk whose logits (fp32 and bf16) fit in budget_bytes (at least 1). */
 size_t zt_cu_fast_lmhead_xent_rows(int V, size_t budget_bytes);
 
+/* ---- the embedding's backward (fast_embed.cu): fp32 atomics, no host sort; the
+ * backend.h entry embed_backward, summing a repeated token's rows in the device's order */
+void zt_cu_fast_embed_backward(float *dwte, const float *dx, const int *tokens, int N, int C);
+
 /* ---- the fast table (fast_table.cu)
  *
  * Puts the fast kernels that share backend.h's signatures in place of the exact ones in
  * *t (a copy of the CUDA table): attention_scratch_bytes, attention_forward,
  * attention_backward, rmsnorm_forward, rmsnorm_backward, swiglu_forward,
- * swiglu_backward.  Every other entry stays the exact one.  The fused entries above
+ * swiglu_backward, embed_backward.  Every other entry stays the exact one.  The fused entries above
  * (the residual norm, the bf16-output product, the lm-head cross-entropy) have
  * signatures of their own and are called by name. */
 struct zt_backend;

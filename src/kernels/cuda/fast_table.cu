@@ -12,4 +12,5 @@ void zt_cu_fast_overlay(zt_backend *t)
     t->rmsnorm_backward = zt_cu_fast_rmsnorm_backward;
     t->swiglu_forward = zt_cu_fast_swiglu_forward;
     t->swiglu_backward = zt_cu_fast_swiglu_backward;
+    t->embed_backward = zt_cu_fast_embed_backward;
 }

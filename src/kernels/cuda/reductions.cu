@@ -26,6 +26,31 @@ __global__ void sum_doubles_kernel(const double *partials, int n)
         sum_result = s;
 }
 
+/* dst[r] (+)= the sum of row r of partials (rows of n), for each of `rows` rows */
+__global__ void sum_doubles_into_kernel(double *dst, const double *partials, int n, int rows, int add)
+{
+    __shared__ double sh[32];
+    for (int r = 0; r < rows; r++) {
+        double s = 0.0;
+        for (int i = threadIdx.x; i < n; i += blockDim.x)
+            s += partials[(size_t)r * n + i];
+        s = zt_d_block_sum(s, sh);
+        if (threadIdx.x == 0)
+            dst[r] = add ? dst[r] + s : s;
+    }
+}
+
+void zt_cu_sum_doubles_into(double *dst, const double *partials, int n, int add)
+{
+    zt_cu_sum_rows_into(dst, partials, n, 1, add);
+}
+
+void zt_cu_sum_rows_into(double *dst, const double *partials, int n, int rows, int add)
+{
+    sum_doubles_into_kernel<<<1, SUM_THREADS, 0, zt_cu.stream>>>(dst, partials, n, rows, add);
+    ZT_CU_LAUNCHED();
+}
+
 double zt_cu_sum_doubles(const double *dev, int n)
 {
     sum_doubles_kernel<<<1, SUM_THREADS, 0, zt_cu.stream>>>(dev, n);
@@ -124,4 +149,49 @@ double zt_cu_round_bf16(float *x, size_t n, int want_sumsq)
     round_bf16_kernel<<<nb, ZT_CU_THREADS, 0, zt_cu.stream>>>(x, n, partials);
     ZT_CU_LAUNCHED();
     return want_sumsq ? zt_cu_sum_doubles(partials, (int)nb) : 0.0;
+}
+
+/* ---- the asynchronous step (step_scalars.h): the same kernels, results left on the device */
+
+void zt_cu_sumsq_into(double *dst, const void *x, zt_dtype dt, size_t n)
+{
+    if (n == 0) {
+        ZT_CU(cudaMemsetAsync(dst, 0, sizeof *dst, zt_cu.stream));
+        return;
+    }
+    const unsigned nb = zt_cu_blocks(n);
+    double *partials = (double *)zt_cu_scratch(nb * sizeof(double));
+    sumsq_kernel<<<nb, ZT_CU_THREADS, 0, zt_cu.stream>>>(partials, x, dt, n);
+    ZT_CU_LAUNCHED();
+    zt_cu_sum_doubles_into(dst, partials, (int)nb, 0);
+}
+
+void zt_cu_round_bf16_into(float *x, size_t n, double *sumsq)
+{
+    if (n == 0) {
+        if (sumsq)
+            ZT_CU(cudaMemsetAsync(sumsq, 0, sizeof *sumsq, zt_cu.stream));
+        return;
+    }
+    const unsigned nb = zt_cu_blocks(n);
+    double *partials = sumsq ? (double *)zt_cu_scratch(nb * sizeof(double)) : NULL;
+    round_bf16_kernel<<<nb, ZT_CU_THREADS, 0, zt_cu.stream>>>(x, n, partials);
+    ZT_CU_LAUNCHED();
+    if (sumsq)
+        zt_cu_sum_doubles_into(sumsq, partials, (int)nb, 0);
+}
+
+/* one thread: the engine's verdict rule (step_scalars.h), where the sums are */
+__global__ void step_verdict_kernel(zt_step_scalars *sc, const double *unit_sumsq, int nunits, double max_grad_norm,
+                                    double grad_unscale)
+{
+    if (threadIdx.x == 0 && blockIdx.x == 0)
+        zt_step_verdict(sc, unit_sumsq, nunits, max_grad_norm, grad_unscale);
+}
+
+void zt_cu_step_verdict(zt_step_scalars *sc, const double *unit_sumsq, int nunits, double max_grad_norm,
+                        double grad_unscale)
+{
+    step_verdict_kernel<<<1, 32, 0, zt_cu.stream>>>(sc, unit_sumsq, nunits, max_grad_norm, grad_unscale);
+    ZT_CU_LAUNCHED();
 }

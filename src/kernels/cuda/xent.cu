@@ -73,11 +73,12 @@ __global__ void xent_kernel(float *dlogits, uint16_t *dlogits_bf16, const float 
         row_loss[n] = ((double)m + log(sum)) - (double)xt;
 }
 
-double zt_cu_xent(float *dlogits, uint16_t *dlogits_bf16, const float *logits, const int *targets, int N, int V,
-                  float grad_scale)
+/* the rows' losses of xent_kernel, queued; NULL for no rows */
+static double *xent_queue(float *dlogits, uint16_t *dlogits_bf16, const float *logits, const int *targets, int N,
+                          int V, float grad_scale)
 {
     if (N <= 0)
-        return 0.0;
+        return NULL;
     for (int n = 0; n < N; n++) /* xent.c asserts the same; out of range would read outside the row */
         if ((targets[n] < 0 || targets[n] >= V) && targets[n] != ZT_IGNORE_INDEX) {
             fprintf(stderr, "ztrain: cross-entropy: target %d of row %d outside the vocabulary [0, %d)\n", targets[n],
@@ -89,5 +90,21 @@ double zt_cu_xent(float *dlogits, uint16_t *dlogits_bf16, const float *logits, c
     zt_cu_upload(dtgt, targets, (size_t)N * sizeof(int));
     xent_kernel<<<N, XENT_THREADS, 0, zt_cu.stream>>>(dlogits, dlogits_bf16, logits, dtgt, V, grad_scale, row_loss);
     ZT_CU_LAUNCHED();
-    return zt_cu_sum_doubles(row_loss, N);
+    return row_loss;
+}
+
+/* the asynchronous step's: the rows' sum added to *loss_sum on the device */
+void zt_cu_xent_into(float *dlogits, uint16_t *dlogits_bf16, const float *logits, const int *targets, int N, int V,
+                     float grad_scale, double *loss_sum)
+{
+    double *row_loss = xent_queue(dlogits, dlogits_bf16, logits, targets, N, V, grad_scale);
+    if (row_loss)
+        zt_cu_sum_doubles_into(loss_sum, row_loss, N, 1);
+}
+
+double zt_cu_xent(float *dlogits, uint16_t *dlogits_bf16, const float *logits, const int *targets, int N, int V,
+                  float grad_scale)
+{
+    double *row_loss = xent_queue(dlogits, dlogits_bf16, logits, targets, N, V, grad_scale);
+    return row_loss ? zt_cu_sum_doubles(row_loss, N) : 0.0;
 }

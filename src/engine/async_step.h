@@ -1,0 +1,53 @@
+/* async_step.h — the engine's asynchronous step, taken on a backend in fast mode
+ * (kernels/backend.h, zt_kernel_mode; docs/gpu.md, "The asynchronous step").
+ * Internal to src/engine: engine.c calls it, nothing else does.
+ *
+ * The exact step reads a number back from the device for every unit's sum of
+ * squares, for every parameter's AdamW audit and for every micro-batch's loss; on
+ * a GPU each is a wait for the stream.  Here those numbers stay on the device in
+ * one zt_step_scalars (kernels/step_scalars.h):
+ *   - the backward's cross-entropy adds each micro-batch's loss sum into it
+ *     (zt_engine_loss_sink), and grad_end's bf16 rounding leaves each unit's sum of
+ *     squares in a device array;
+ *   - the step sums the units' squares and judges the step there (skip on an inf
+ *     or NaN; the clipping coefficient): step_verdict;
+ *   - AdamW runs once per unit over its flat shard (adamw_unit), reading the verdict
+ *     there and adding its audit there;
+ *   - and the host reads the struct back once, at the end of the step: the step's
+ *     only wait on one rank.
+ * Several ranks must agree on the norm and the verdict before AdamW: there the
+ * verdict is read back, combined over the ranks on the host and written back (one
+ * more wait and one upload per step; a device all-reduce of the scalars would
+ * remove them on NCCL). */
+#ifndef ZT_ASYNC_STEP_H
+#define ZT_ASYNC_STEP_H
+
+#include "engine_impl.h"
+
+typedef struct zt_async {
+    zt_step_scalars *sc;        /* the step's scalars (device) */
+    zt_step_scalars *host;      /* their readback (host_alloc: page-locked on a GPU) */
+    double *unit_sumsq;         /* each unit's sum of squares this step (device, nunits) */
+    zt_adamw_seg **segs;        /* per unit, its shard's segments (device), for adamw_unit */
+    int *nsegs;
+    double loss_sum;            /* the last step's, as read back */
+} zt_async;
+
+/* Set up the step's device scalars and each unit's segment table (one upload each,
+ * at init).  After the units' buffers exist. */
+int zt_async_init(zt_engine *eng, zt_err *err);
+void zt_async_free(zt_engine *eng);
+/* A new step: its scalars to zero (on the device's queue, no wait). */
+void zt_async_zero(zt_engine *eng);
+/* Where unit u's sum of squares goes this step (device). */
+double *zt_async_unit_sumsq(zt_engine *eng, int u);
+/* zt_engine_step's work after the reduction and the checks (engine.h's semantics). */
+int zt_async_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double max_grad_norm, double grad_unscale,
+                  double *grad_norm);
+
+/* engine.c's rule for the slice of parameter p this rank owns (shard offset, offset
+ * in p, count); 0 when it owns none of it */
+int zt_engine_owned_range(const zt_engine *eng, const zt_param *p, size_t *shard_lo, size_t *param_lo,
+                          size_t *count);
+
+#endif

@@ -1,0 +1,89 @@
+/* step_scalars.h — the optimizer step's scalars where the device keeps them: the
+ * fast mode's asynchronous step (docs/gpu.md, "The asynchronous step").
+ *
+ * In exact mode every entry that yields a number (a loss, a sum of squares, the
+ * AdamW audit) returns it to the host, which on a GPU means waiting for the device
+ * inside the step, several hundred times a step.  The fast mode's entries instead
+ * leave their numbers in one small struct in device memory: the loss and the units'
+ * sums of squares accumulate there, the verdict (skip on an inf or NaN, the clipping
+ * coefficient) is computed there from them, AdamW reads the verdict there and adds
+ * its audit there, and the host reads the struct once, at the end of the step.
+ *
+ * The rules below (clipping, the non-finite verdict) are the engine's in both
+ * modes, written once for the host and the device (ZT_HD). */
+#ifndef ZT_STEP_SCALARS_H
+#define ZT_STEP_SCALARS_H
+
+#include <math.h>
+#include <stddef.h>
+
+#ifdef __CUDACC__
+#define ZT_HD __host__ __device__
+#else
+#define ZT_HD
+#endif
+
+typedef struct zt_step_scalars {
+    double loss_sum;        /* the step's summed token losses (xent_into adds each micro-batch's) */
+    double sumsq;           /* the squared gradient norm before unscaling: the units' sums, in unit order */
+    double audit_updated, audit_lost, audit_ratio_sum; /* the lost-update audit (adamw.h), added by adamw_unit */
+    float norm;             /* sqrt(sumsq) * grad_unscale, as fp32: the pre-clip global norm */
+    float clip;             /* what AdamW multiplies the gradient by (zt_clip_coef) */
+    int first_bad;          /* the lowest unit whose sum of squares is not finite, -1 none */
+    int skip;               /* 1: an inf or NaN in the gradient: AdamW changes nothing */
+} zt_step_scalars;
+
+/* One run of a unit's shard for the AdamW launch over the whole shard: elements
+ * [lo, next segment's lo) (the last: to the shard's end) are a parameter with
+ * weight decay (kind 1), one without (kind 0), or no parameter at all (kind -1:
+ * padding or another rank's slice of a parameter, left untouched).  Sorted by lo,
+ * the first at 0. */
+typedef struct zt_adamw_seg {
+    size_t lo;
+    int kind;
+} zt_adamw_seg;
+
+/* torch.nn.utils.clip_grad_norm_: coef = max_norm / (norm + 1e-6), applied when
+ * below 1 (max_grad_norm 0: no clipping); a loss scale's 1/scale is folded in, so
+ * AdamW scales the stored gradient once. */
+ZT_HD static inline float zt_clip_coef(float norm, double max_grad_norm, double grad_unscale)
+{
+    float clip = 1.0f;
+    if (max_grad_norm > 0.0) {
+        float coef = (float)max_grad_norm / (norm + 1e-6f);
+        if (coef < 1.0f)
+            clip = coef;
+    }
+    if (grad_unscale != 1.0)
+        clip = (float)(clip * grad_unscale);
+    return clip;
+}
+
+/* The verdict from the global sum of squares and the lowest non-finite unit
+ * (-1: none): skip when the gradient held an inf or NaN, else the norm and the
+ * clipping coefficient. */
+ZT_HD static inline void zt_step_judge(zt_step_scalars *s, double sumsq, int first_bad, double max_grad_norm,
+                                       double grad_unscale)
+{
+    s->sumsq = sumsq;
+    s->first_bad = first_bad;
+    s->skip = first_bad >= 0 || !isfinite(sumsq);
+    s->norm = (float)(sqrt(sumsq) * grad_unscale);
+    s->clip = s->skip ? 0.0f : zt_clip_coef(s->norm, max_grad_norm, grad_unscale);
+}
+
+/* One rank's verdict from its units' sums of squares, summed in unit order. */
+ZT_HD static inline void zt_step_verdict(zt_step_scalars *s, const double *unit_sumsq, int nunits,
+                                         double max_grad_norm, double grad_unscale)
+{
+    double sumsq = 0.0;
+    int bad = -1;
+    for (int u = 0; u < nunits; u++) {
+        if (!isfinite(unit_sumsq[u]) && bad < 0)
+            bad = u;
+        sumsq += unit_sumsq[u];
+    }
+    zt_step_judge(s, sumsq, bad, max_grad_norm, grad_unscale);
+}
+
+#endif

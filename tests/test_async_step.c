@@ -1,0 +1,287 @@
+/* test_async_step.c — the fast mode's asynchronous step (docs/gpu.md), on the CPU
+ * and on the emulated device:
+ *   - adamw_unit (one pass over a unit's flat shard, decay by segment, clip and skip
+ *     read from the step scalars) gives per-parameter AdamW's bits, and its audit;
+ *   - the verdict (skip on an inf or NaN, the clipping coefficient) is the exact
+ *     step's rule;
+ *   - a fast-mode step on the emulated device makes exactly one host wait (its
+ *     readback), where the exact step makes one per unit and more;
+ *   - 20 steps in fast mode stay within bf16 error of exact mode. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../src/comm/comm.h"
+#include "../src/core/dtype.h"
+#include "../src/kernels/adamw.h"
+#include "../src/kernels/backend.h"
+#include "../src/kernels/matmul.h"
+#include "../src/plan/plan.h"
+#include "../src/train/run_args.h"
+#include "../src/train/trainer.h"
+#include "test.h"
+
+static uint64_t rng = 88172645463325252ull;
+static float frand(void)
+{
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+/* n random values in dt (m and v: v non-negative) */
+static void *fill(zt_dtype dt, size_t n, float scale, int positive)
+{
+    void *b = malloc(n * zt_dtype_size(dt));
+    for (size_t i = 0; i < n; i++) {
+        float x = frand() * scale;
+        zt_store_f32(b, dt, i, positive ? fabsf(x) : x);
+    }
+    return b;
+}
+
+static void *dup_bytes(const void *src, size_t bytes)
+{
+    void *b = malloc(bytes);
+    memcpy(b, src, bytes);
+    return b;
+}
+
+/* Four segments: decay, a gap, no decay, decay. */
+static const zt_adamw_seg SEGS[] = {{0, 1}, {100, -1}, {130, 0}, {600, 1}};
+#define NSEG 4
+#define N 1000
+
+static void unit_case(zt_dtype dt, int with_comp, zt_dtype cast_dt)
+{
+    const size_t es = zt_dtype_size(dt), bytes = N * es;
+    const int cast = dt == ZT_F32;
+    void *p = fill(dt, N, 1.0f, 0), *m = fill(dt, N, 0.01f, 0), *v = fill(dt, N, 1e-4f, 1);
+    void *g = fill(dt, N, 0.1f, 0), *c = with_comp ? fill(dt, N, 1e-3f, 0) : NULL;
+    const size_t cbytes = N * zt_dtype_size(cast_dt);
+    /* A: a call per parameter, as the exact step does */
+    void *pa = dup_bytes(p, bytes), *ma = dup_bytes(m, bytes), *va = dup_bytes(v, bytes);
+    void *ca = c ? dup_bytes(c, bytes) : NULL, *xa = calloc(1, cbytes);
+    zt_adamw_step s = {.lr = 1e-3, .weight_decay = 0.1, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .t = 3,
+                       .clip = 0.75f};
+    zt_adamw_audit audit = {0};
+    for (int k = 0; k < NSEG; k++) {
+        size_t lo = SEGS[k].lo, hi = k + 1 < NSEG ? SEGS[k + 1].lo : N;
+        if (SEGS[k].kind < 0)
+            continue;
+        zt_adamw_step st = s;
+        st.weight_decay = SEGS[k].kind ? s.weight_decay : 0.0;
+        size_t cs = zt_dtype_size(cast_dt);
+        zt_adamw_step_shard((char *)pa + lo * es, (char *)ma + lo * es, (char *)va + lo * es, (char *)g + lo * es,
+                            ca ? (char *)ca + lo * es : NULL, dt, hi - lo, &st, cast ? (char *)xa + lo * cs : NULL,
+                            cast_dt, &audit);
+    }
+    /* B: one call over the unit, clip from the scalars (s.clip is ignored) */
+    void *pb = dup_bytes(p, bytes), *mb = dup_bytes(m, bytes), *vb = dup_bytes(v, bytes);
+    void *cb = c ? dup_bytes(c, bytes) : NULL, *xb = calloc(1, cbytes);
+    zt_step_scalars sc = {.clip = 0.75f, .audit_updated = 5.0}; /* the audit adds to what is there */
+    zt_adamw_step sb = s;
+    sb.clip = 123.0f;
+    const zt_backend *be = zt_backend_cpu();
+    be->adamw_unit(pb, mb, vb, g, cb, dt, N, SEGS, NSEG, &sb, &sc, cast ? xb : NULL, cast_dt);
+    ZT_CHECK(!memcmp(pa, pb, bytes) && !memcmp(ma, mb, bytes) && !memcmp(va, vb, bytes));
+    ZT_CHECK(!c || !memcmp(ca, cb, bytes));
+    ZT_CHECK(!cast || !memcmp(xa, xb, cbytes));
+    ZT_CHECK(!memcmp((char *)pb + 100 * es, (char *)p + 100 * es, 30 * es)); /* the gap is untouched */
+    ZT_CHECK(memcmp(pb, p, 100 * es) != 0);                                 /* the rest moved */
+    ZT_CHECK(sc.audit_updated == 5.0 + audit.updated && sc.audit_lost == audit.lost && audit.updated > 0);
+    ZT_CHECK_CLOSE(sc.audit_ratio_sum, audit.ratio_sum, 1e-12, 1e-300);
+    /* skip: nothing moves, the audit stays */
+    zt_step_scalars skip = {.clip = 1.0f, .skip = 1};
+    void *pc = dup_bytes(p, bytes);
+    be->adamw_unit(pc, mb, vb, g, cb, dt, N, SEGS, NSEG, &sb, &skip, NULL, cast_dt);
+    ZT_CHECK(!memcmp(pc, p, bytes) && skip.audit_updated == 0.0);
+    free(p), free(m), free(v), free(g), free(c), free(pa), free(ma), free(va), free(ca), free(xa);
+    free(pb), free(mb), free(vb), free(cb), free(xb), free(pc);
+}
+
+static void test_adamw_unit_matches_per_parameter(void)
+{
+    unit_case(ZT_F32, 0, ZT_BF16);
+    unit_case(ZT_F32, 0, ZT_F32);
+    unit_case(ZT_BF16, 1, ZT_BF16);
+    unit_case(ZT_BF16, 0, ZT_BF16);
+    unit_case(ZT_F16, 0, ZT_F16);
+}
+
+static void test_verdict(void)
+{
+    zt_step_scalars s;
+    double sums[3] = {1.0, 2.0, 1.0};
+    zt_step_verdict(&s, sums, 3, 1.0, 1.0);
+    ZT_CHECK(!s.skip && s.first_bad == -1 && s.sumsq == 4.0 && s.norm == 2.0f);
+    ZT_CHECK(s.clip == 1.0f / (2.0f + 1e-6f)); /* torch's max_norm / (norm + 1e-6) */
+    zt_step_verdict(&s, sums, 3, 0.0, 0.5); /* no clipping; a loss scale's 1/scale */
+    ZT_CHECK(!s.skip && s.norm == 1.0f && s.clip == 0.5f);
+    zt_step_verdict(&s, sums, 3, 5.0, 1.0); /* below max_norm: no clipping */
+    ZT_CHECK(s.clip == 1.0f);
+    sums[1] = INFINITY;
+    sums[2] = NAN;
+    zt_step_verdict(&s, sums, 3, 1.0, 1.0);
+    ZT_CHECK(s.skip && s.first_bad == 1);
+    double big[2] = {1e308, 1e308}; /* finite units whose sum overflows */
+    zt_step_verdict(&s, big, 2, 1.0, 1.0);
+    ZT_CHECK(s.skip && s.first_bad == -1);
+}
+
+/* ---- training on the emulated device ---------------------------------------------- */
+
+#define MAXS 24
+
+typedef struct run_out {
+    double loss[MAXS], gnorm[MAXS], scale[MAXS];
+    int skipped[MAXS];
+    long inject_step;             /* plant an inf in the gradient before this step's update (0: none) */
+    long waits_at_step[MAXS + 1]; /* the wait count at each step's record, [0]: before step 1 */
+    long waits_in_step[MAXS];     /* from the first forward of a step to its record */
+    long first_forward;
+    int nsteps;
+} run_out;
+
+static void on_step(void *ctx, const zt_step_metrics *m)
+{
+    run_out *o = ctx;
+    if (o->nsteps >= MAXS)
+        return;
+    o->loss[o->nsteps] = m->loss;
+    o->gnorm[o->nsteps] = m->grad_norm;
+    o->scale[o->nsteps] = m->loss_scale;
+    o->skipped[o->nsteps] = m->skipped;
+    o->waits_at_step[o->nsteps + 1] = zt_backend_emu_waits();
+    o->waits_in_step[o->nsteps] = zt_backend_emu_waits() - o->first_forward;
+    o->nsteps++;
+}
+
+static int before_forward(void *ctx, long step, int micro, int rank, zt_err *err)
+{
+    (void)step, (void)rank, (void)err;
+    run_out *o = ctx;
+    if (micro == 0)
+        o->first_forward = zt_backend_emu_waits();
+    return ZT_OK;
+}
+
+/* an fp16 overflow, as test_zero.c plants it */
+static void before_update(void *ctx, long step, int rank, zt_engine *eng)
+{
+    (void)rank;
+    const run_out *o = ctx;
+    if (step == o->inject_step)
+        zt_engine_inject_nonfinite(eng);
+}
+
+static void train(const char *kernels, const char *mixed, int A, long steps, run_out *o)
+{
+    long inject = o->inject_step;
+    memset(o, 0, sizeof *o);
+    o->inject_step = inject;
+    zt_err err = {0};
+    zt_plan_request req;
+    zt_plan_request_init(&req);
+    req.device = "emu";
+    req.kernels = kernels;
+    req.mixed_precision = mixed;
+    zt_plan plan;
+    ZT_CHECK_MSG(zt_plan_resolve(&req, 1, &plan, &err) == ZT_OK, "%s", err.msg);
+    zt_settings st;
+    zt_settings_defaults(&st);
+    st.block_size = 16;
+    st.batch = 2;
+    st.accum = A;
+    st.max_steps = steps;
+    st.lr = 1e-3;
+    st.weight_decay = 0.1;
+    st.seed = 0;
+    zt_train_args a;
+    ZT_CHECK_MSG(zt_train_args_from_settings(&st, &plan, &a, &err) == ZT_OK, "%s", err.msg);
+    a.model_dir = "tests/fixtures/gqa_tied";
+    a.data_path = "tests/fixtures/gqa_tied/tokens.npy";
+    a.on_step = on_step;
+    a.on_step_ctx = o;
+    a.quiet = 1;
+    a.peak_gflops = 1.0;
+    zt_train_hooks hooks = {.before_forward = before_forward, .before_update = before_update, .ctx = o};
+    a.hooks = &hooks;
+    o->waits_at_step[0] = zt_backend_emu_waits();
+    zt_train_result res;
+    ZT_CHECK_MSG(zt_train(&a, &res, &err) == ZT_OK, "%s", err.msg);
+    ZT_CHECK(o->nsteps == steps);
+}
+
+/* A fast step waits once, for its readback; nothing inside it waits.  The exact
+ * step, for contrast, waits for every unit's norm and every parameter's audit. */
+static void waits_case(const char *mixed, int A)
+{
+    run_out fast, exact;
+    train("fast", mixed, A, 4, &fast);
+    for (int s = 0; s < fast.nsteps; s++) {
+        ZT_CHECK_MSG(fast.waits_in_step[s] == 1, "%s, %d micro-batches: step %d waited %ld times", mixed, A, s + 1,
+                     fast.waits_in_step[s]);
+        if (s > 0) /* nor between steps */
+            ZT_CHECK(fast.waits_at_step[s + 1] - fast.waits_at_step[s] == 1);
+    }
+    train("exact", mixed, A, 2, &exact);
+    ZT_CHECK_MSG(exact.waits_in_step[1] > 4, "exact step: %ld waits", exact.waits_in_step[1]);
+    printf("     %-4s x %d micro-batches: fast step %ld wait, exact step %ld\n", mixed, A, fast.waits_in_step[1],
+           exact.waits_in_step[1]);
+}
+
+static void test_fast_step_waits_once(void)
+{
+    waits_case("bf16", 1); /* grad_end's rounding leaves the norms on the device */
+    waits_case("no", 2);   /* fp32: the step's own sums of squares, two micro-batches' losses */
+}
+
+/* 20 steps: the fast mode's losses and norms within bf16 error of exact mode's
+ * (on the emulated device both run the CPU's kernels, so they agree closer still;
+ * on a GPU tests/gpu/check.sh holds the fast kernels to the same bound). */
+static void test_fast_matches_exact_20_steps(void)
+{
+    run_out fast, exact;
+    train("fast", "bf16", 1, 20, &fast);
+    train("exact", "bf16", 1, 20, &exact);
+    const double bf16_eps = 1.0 / 256; /* 2^-8: half a bf16 ulp, relative */
+    double worst = 0.0;
+    for (int s = 0; s < 20; s++) {
+        ZT_CHECK_CLOSE(fast.loss[s], exact.loss[s], bf16_eps, 1e-6);
+        ZT_CHECK_CLOSE(fast.gnorm[s], exact.gnorm[s], bf16_eps, 1e-6);
+        double d = fabs(fast.loss[s] - exact.loss[s]) / fabs(exact.loss[s]);
+        worst = d > worst ? d : worst;
+    }
+    printf("     20 bf16 steps: loss %.7f (fast) vs %.7f (exact), worst relative difference %.2g\n", fast.loss[19],
+           exact.loss[19], worst);
+}
+
+/* fp16 with an overflow planted at step 2: the device's verdict skips the step (AdamW
+ * reads the flag there), and the skip, the loss scale after it and the losses are
+ * exact mode's. */
+static void test_fast_skips_on_overflow(void)
+{
+    run_out fast = {.inject_step = 2}, exact = {.inject_step = 2};
+    train("fast", "fp16", 1, 4, &fast);
+    train("exact", "fp16", 1, 4, &exact);
+    ZT_CHECK(fast.skipped[1] == 1 && exact.skipped[1] == 1);
+    ZT_CHECK_MSG(fast.scale[2] == exact.scale[2] && fast.scale[3] == exact.scale[3], "scales %g %g %g",
+                 fast.scale[1], fast.scale[2], fast.scale[3]);
+    for (int s = 0; s < 4; s++) {
+        ZT_CHECK(fast.skipped[s] == exact.skipped[s]);
+        ZT_CHECK_CLOSE(fast.loss[s], exact.loss[s], 1e-12, 1e-12);
+        ZT_CHECK(isfinite(fast.gnorm[s]) == isfinite(exact.gnorm[s]));
+        ZT_CHECK(fast.waits_in_step[s] == (s == 1 ? 2 : 1)); /* step 2: the planting (an upload) too */
+    }
+}
+
+int main(void)
+{
+    ZT_RUN(test_adamw_unit_matches_per_parameter);
+    ZT_RUN(test_verdict);
+    ZT_RUN(test_fast_step_waits_once);
+    ZT_RUN(test_fast_matches_exact_20_steps);
+    ZT_RUN(test_fast_skips_on_overflow);
+    zt_matmul_shutdown();
+    ZT_TEST_MAIN_END();
+}
