@@ -135,13 +135,21 @@ cudaError_t cudaFreeHost(void *p);
 cudaError_t cudaMemsetAsync(void *p, int v, size_t bytes, cudaStream_t s = 0);
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind k, cudaStream_t s = 0);
 cudaError_t cudaStreamCreate(cudaStream_t *s);
+/* one queue: a second stream (offload's copy stream) is the same synchronous one */
+enum { cudaStreamNonBlocking = 1 };
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags);
 cudaError_t cudaStreamDestroy(cudaStream_t s);
 cudaError_t cudaStreamSynchronize(cudaStream_t s);
 /* events: the stream runs synchronously, so every recorded event has completed */
 enum { cudaEventDisableTiming = 2 };
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags);
+cudaError_t cudaEventCreate(cudaEvent_t *e);
+/* no device clock here: every interval reads 0 ms (the profiler's clock is checked
+ * on a GPU by tests/gpu/check.sh, and with a stand-in clock by tests/test_prof.c) */
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end);
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s = 0);
 cudaError_t cudaEventSynchronize(cudaEvent_t e);
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags = 0);
 cudaError_t cudaEventDestroy(cudaEvent_t e);
 /* graphs: not emulated (capture answers cudaErrorNotSupported; kernels_check skips) */
 typedef struct zt_emu_graph *cudaGraph_t;

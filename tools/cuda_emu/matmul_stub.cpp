@@ -59,7 +59,6 @@ int zt_cu_fast_matmul_out(void *D, zt_dtype d_dt, const void *residual, const vo
 
 int zt_cu_matmul_init(zt_err *) { return ZT_OK; }
 void zt_cu_matmul_shutdown(void) {}
-void zt_cu_matmul_allow_tf32(int) {}
 
 int zt_cu_matmul_peak(int, zt_dtype, double *tflops, zt_err *err)
 {

@@ -242,8 +242,6 @@ static void make_fast_table(void)
 
 /* ---- the C interface (backend_cuda.h) ----------------------------------------------- */
 
-extern "C" int zt_cuda_built(void) { return 1; }
-
 extern "C" int zt_cuda_device_count(int *count, zt_err *err)
 {
     *count = 0;
@@ -391,8 +389,6 @@ extern "C" void zt_cuda_graph_free(zt_cuda_graph *graph)
     cudaGraphDestroy(graph->graph);
     zt_free(ZT_MEM_OTHER, graph, sizeof *graph);
 }
-
-extern "C" void zt_cuda_set_allow_tf32(int allow) { zt_cu_matmul_allow_tf32(allow); }
 
 extern "C" void *zt_cuda_stream(void) { return zt_cu.ready ? (void *)zt_cu.stream : NULL; }
 

@@ -14,7 +14,6 @@ int zt_cu_matmul(float *C, const void *A, zt_dtype a_dt, const void *B, zt_dtype
                  int trans_a, int trans_b, float beta, zt_dtype compute, zt_err *err);
 int zt_cu_matmul_init(zt_err *err);
 void zt_cu_matmul_shutdown(void);
-void zt_cu_matmul_allow_tf32(int allow);
 int zt_cu_matmul_peak(int dev, zt_dtype compute, double *tflops, zt_err *err);
 
 /* embed.cu */

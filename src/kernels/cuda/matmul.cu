@@ -7,8 +7,7 @@
  * bf16 operands with fp32 accumulation (fp32 inputs are rounded to bf16, nearest even,
  * into scratch first — what autocast does), ZT_F16 the same with fp16, ZT_F32 fp32
  * operands (bf16 inputs are widened, exactly).  fp32 products run CUBLAS_COMPUTE_32F,
- * true fp32 arithmetic; CUBLAS_COMPUTE_32F_FAST_TF32 (TF32 tensor cores: 10-bit
- * mantissa inputs) only after zt_cuda_set_allow_tf32(1).
+ * true fp32 arithmetic, never TF32 (docs/gpu.md).
  *
  * Row-major onto cuBLASLt's column-major.  A row-major (r x c) matrix with leading
  * dimension c is, read column-major, its transpose (c x r) with the same leading
@@ -60,7 +59,6 @@ extern "C" {
 typedef struct mm_key {
     int M, N, K, trans_a, trans_b;
     zt_dtype opd;
-    int tf32;
     unsigned align_a, align_b, align_c;
     zt_dtype out; /* C and D: fp32 (the table's matmul), or bf16 (fast.h's zt_cu_fast_matmul_out) */
 } mm_key;
@@ -75,7 +73,6 @@ typedef struct mm_plan {
 static struct {
     cublasLtHandle_t lt;
     void *workspace;
-    int allow_tf32;
     mm_plan cache[MM_CACHE];
     int ncache, next_evict;
     void *conv[2]; /* operand conversion scratch (A, B), only grows */
@@ -102,7 +99,7 @@ static int plan_build(cublasLtHandle_t lt, const mm_key *k, mm_plan *p, zt_err *
     memset(p, 0, sizeof *p);
     p->key = *k;
     const cudaDataType_t t = lt_type(k->opd);
-    const cublasComputeType_t ct = k->opd == ZT_F32 && k->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    const cublasComputeType_t ct = CUBLAS_COMPUTE_32F;
     const cublasOperation_t op_first = k->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
     const cublasOperation_t op_second = k->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasLtMatmulPreference_t pref = NULL;
@@ -239,7 +236,6 @@ static int product(void *D, zt_dtype out, const void *C, const void *A, zt_dtype
     memset(&k, 0, sizeof k); /* the key is compared with memcmp: no stray padding bytes */
     k.M = M, k.N = N, k.K = K, k.trans_a = trans_a != 0, k.trans_b = trans_b != 0;
     k.opd = compute;
-    k.tf32 = compute == ZT_F32 && g.allow_tf32;
     const unsigned ad = align_of(D), ac = align_of(C);
     k.align_a = align_of(a), k.align_b = align_of(b), k.align_c = ad < ac ? ad : ac;
     k.out = out;
@@ -327,8 +323,6 @@ void zt_cu_matmul_shutdown(void)
         g.lt = NULL;
     }
 }
-
-void zt_cu_matmul_allow_tf32(int allow) { g.allow_tf32 = allow != 0; }
 
 /* ---- the peak rate, for `ztrain env` ------------------------------------------------- */
 
