@@ -1,6 +1,7 @@
 /* async_step.c — the engine's asynchronous step (see async_step.h). */
 #include "async_step.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -60,12 +61,14 @@ int zt_async_init(zt_engine *eng, zt_err *err)
     eng->async = as;
     as->sc = be->alloc(ZT_MEM_OTHER, sizeof *as->sc);
     as->host = be->host_alloc(ZT_MEM_OTHER, sizeof *as->host);
+    as->done = be->alloc(ZT_MEM_OTHER, sizeof *as->done);
+    as->ready = be->host_alloc(ZT_MEM_OTHER, sizeof *as->ready);
     as->unit_sumsq = be->alloc(ZT_MEM_OTHER, (size_t)U * sizeof(double));
     as->segs = zt_alloc(ZT_MEM_OTHER, (size_t)U * sizeof *as->segs);
     as->nsegs = zt_alloc(ZT_MEM_OTHER, (size_t)U * sizeof *as->nsegs);
     int cap = 2 * eng->lay->nparams + 2;
     zt_adamw_seg *tmp = zt_alloc(ZT_MEM_OTHER, seg_table_bytes(cap));
-    int ok = as->sc && as->host && as->unit_sumsq && as->segs && as->nsegs && tmp;
+    int ok = as->sc && as->host && as->done && as->ready && as->unit_sumsq && as->segs && as->nsegs && tmp;
     for (int u = 0; ok && u < U; u++) {
         as->nsegs[u] = unit_segments(eng, u, tmp);
         as->segs[u] = be->alloc(ZT_MEM_OTHER, seg_table_bytes(as->nsegs[u]));
@@ -86,12 +89,16 @@ void zt_async_free(zt_engine *eng)
         return;
     const zt_backend *be = eng->be;
     const int U = eng->lay->nunits;
+    if (eng->step_queued) /* no download may land in a freed buffer */
+        be->copy_wait();
     for (int u = 0; as->segs && u < U; u++)
         be->free(ZT_MEM_OTHER, as->segs[u], seg_table_bytes(as->nsegs[u]));
     zt_free(ZT_MEM_OTHER, as->segs, (size_t)U * sizeof *as->segs);
     zt_free(ZT_MEM_OTHER, as->nsegs, (size_t)U * sizeof *as->nsegs);
     be->free(ZT_MEM_OTHER, as->unit_sumsq, (size_t)U * sizeof(double));
     be->free(ZT_MEM_OTHER, as->sc, sizeof *as->sc);
+    be->free(ZT_MEM_OTHER, as->done, sizeof *as->done);
+    be->host_free(ZT_MEM_OTHER, as->ready, sizeof *as->ready);
     be->host_free(ZT_MEM_OTHER, as->host, sizeof *as->host);
     zt_free(ZT_MEM_OTHER, as, sizeof *as);
     eng->async = NULL;
@@ -119,8 +126,7 @@ static void agree_verdict(zt_engine *eng, double max_grad_norm, double grad_unsc
     eng->be->to_device(as->sc, h, sizeof *h);
 }
 
-int zt_async_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double max_grad_norm, double grad_unscale,
-                  double *grad_norm)
+void zt_async_queue(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double max_grad_norm, double grad_unscale)
 {
     const zt_backend *be = eng->be;
     const zt_layout *lay = eng->lay;
@@ -136,7 +142,7 @@ int zt_async_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double 
     if (eng->comm->world > 1)
         agree_verdict(eng, max_grad_norm, grad_unscale);
     /* AdamW, one launch per unit; t is the count this step makes if applied, which
-     * the readback below confirms */
+     * the finish confirms (no other step is queued before it) */
     int cast_in_step = eng->stage <= 2 && eng->group_size == 1 && md == ZT_F32; /* zt_engine_step's rule */
     zt_adamw_step st = {lr, hp->weight_decay, hp->beta1, hp->beta2, hp->eps, eng->optimizer_steps + 1, 1.0f};
     for (int u = 0; u < lay->nunits; u++) {
@@ -147,9 +153,19 @@ int zt_async_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double 
     }
     if (!cast_in_step) /* unchanged masters after a skip give the same copies */
         zt_engine_refresh_gathered(eng);
+    /* its numbers aside, for the finish: the next step zeroes sc at once, while the
+     * download below may still be waiting for this step's kernels */
+    be->copy(as->done, as->sc, sizeof *as->done);
+    be->to_host_async(as->ready, as->done, sizeof *as->ready);
+}
+
+int zt_async_finish(zt_engine *eng, double *grad_norm)
+{
+    const zt_layout *lay = eng->lay;
+    zt_async *as = eng->async;
     /* the step's one wait: its numbers, for the log, the loss scale and the schedule */
-    const zt_step_scalars *h = as->host;
-    be->to_host(as->host, as->sc, sizeof *as->host);
+    eng->be->copy_wait();
+    const zt_step_scalars *h = as->ready;
     as->loss_sum = h->loss_sum;
     *grad_norm = h->norm;
     eng->nonfinite_unit = h->skip ? (h->first_bad >= 0 ? h->first_bad : lay->nunits - 1) : -1;
@@ -165,6 +181,41 @@ int zt_async_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double 
     if (!h->skip)
         eng->optimizer_steps++;
     return h->skip;
+}
+
+int zt_async_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double max_grad_norm, double grad_unscale,
+                  double *grad_norm)
+{
+    zt_async_queue(eng, hp, lr, max_grad_norm, grad_unscale);
+    return zt_async_finish(eng, grad_norm);
+}
+
+/* ---- the step in two halves (engine.h) ---------------------------------------- */
+
+int zt_engine_runs_ahead(const zt_engine *eng) { return eng->async != NULL; }
+
+void zt_engine_step_queue(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double max_grad_norm,
+                          double grad_unscale)
+{
+    assert(!eng->step_queued); /* one step in flight: its AdamW's t is optimizer_steps + 1 */
+    eng->step_queued = 1;
+    if (!eng->async) { /* exact mode: the whole step now, its outcome kept for the finish */
+        eng->queued_skip = zt_engine_step(eng, hp, lr, max_grad_norm, grad_unscale, &eng->queued_norm);
+        return;
+    }
+    zt_engine_step_prelude(eng);
+    zt_async_queue(eng, hp, lr, max_grad_norm, grad_unscale);
+}
+
+int zt_engine_step_finish(zt_engine *eng, double *grad_norm)
+{
+    assert(eng->step_queued);
+    eng->step_queued = 0;
+    if (!eng->async) {
+        *grad_norm = eng->queued_norm;
+        return eng->queued_skip;
+    }
+    return zt_async_finish(eng, grad_norm);
 }
 
 /* an address within the device struct, computed without reading it */
