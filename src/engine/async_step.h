@@ -18,10 +18,12 @@
  *     download (ready), so the host may queue the next step's forward and backward
  *     before it waits for these numbers (zt_engine_step_queue / _finish: running
  *     ahead across steps).
- * Several ranks must agree on the norm and the verdict before AdamW: there the
- * verdict is read back, combined over the ranks on the host and written back (one
- * more wait and one upload per step; a device all-reduce of the scalars would
- * remove them on NCCL). */
+ * Several ranks of a shard group must agree on the norm and the verdict before
+ * AdamW: each rank judges its own units (mine), their sums of squares are added
+ * over the group on the device (zt_comm_sum_doubles: on NCCL the host never sees
+ * them; the staged path copies the one double down and up) and the step is judged
+ * again from the group's sum.  Which unit was bad, a report only, is agreed over
+ * the world by the host at the finish, on a skipped step. */
 #ifndef ZT_ASYNC_STEP_H
 #define ZT_ASYNC_STEP_H
 
@@ -29,10 +31,11 @@
 
 typedef struct zt_async {
     zt_step_scalars *sc;        /* the step's scalars (device) */
-    zt_step_scalars *host;      /* their readback (host_alloc: page-locked on a GPU) */
-    zt_step_scalars *done;      /* the last queued step's scalars, copied aside (device): the next
-                                 * step zeroes and refills sc while their download may still run */
-    zt_step_scalars *ready;     /* their download (host_alloc), read at the finish */
+    zt_step_scalars *mine;      /* a shard group of several: this rank's own verdict (device) */
+    zt_step_scalars *done;      /* [2]: the last queued step's sc and mine, copied aside (device): the
+                                 * next step zeroes and refills sc while their download may still run */
+    zt_step_scalars *ready;     /* [2]: their download (host_alloc: page-locked on a GPU), read at
+                                 * the finish */
     double *unit_sumsq;         /* each unit's sum of squares this step (device, nunits) */
     zt_adamw_seg **segs;        /* per unit, its shard's segments (device), for adamw_unit */
     int *nsegs;
