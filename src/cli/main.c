@@ -114,9 +114,9 @@ static int train_command(int argc, char **argv, zt_err *err)
     zt_cli_vocab voc = ZT_CLI_VOCAB_DEFAULTS;
     zt_flag flags[] = {
         {"model", ZT_FLAG_STR, &model, "Hugging Face model directory (config.json + safetensors)", 1, 0, 0},
-        {"data", ZT_FLAG_STR, &data, "FILE...: token data (.npy, .bin uint16, .txt bytes) or text with --tokenizer (.txt; JSON Lines .jsonl/.json, a document a record); several files are one stream, in order", 1, 0, 0},
+        {"data", ZT_FLAG_STR, &data, "FILE...: token data (.npy, .bin uint16, .txt bytes) or text with --tokenizer (.txt; JSON Lines .jsonl/.json; Parquet .parquet, Arrow .arrow or a save_to_disk directory: a document a record); several files are one stream, in order", 1, 0, 0},
         {"tokenizer", ZT_FLAG_STR, &tokenizer, "tokenize text data with DIR/tokenizer.json (once: cached by content hash)", 1, 0, 0},
-        {"text_field", ZT_FLAG_STR, &text_field, "the string member of each JSON Lines record that holds its text (default text)", 1, 0, 0},
+        {"text_field", ZT_FLAG_STR, &text_field, "the string member of each JSON Lines record, or the column of a table, that holds its text (default text)", 1, 0, 0},
         {"completion_only_loss", ZT_FLAG_BOOL, &completion_only, "prompt/completion records: the loss on the completion only (default true, as TRL); false: on every token", 1, 0, 0},
         TRAIN_EVAL_FLAGS(ev),
         {"output_dir", ZT_FLAG_STR, &output_dir, "where the trained model (and its checkpoint-N) are written (default none: the model is discarded, with a warning)", 1, 0, 0},
@@ -296,9 +296,9 @@ static int cmd_eval(int argc, char **argv, zt_err *err)
     long max_batches = 0;
     zt_flag flags[] = {
         {"model", ZT_FLAG_STR, &model, "Hugging Face model directory", 1, 0, 0},
-        {"data", ZT_FLAG_STR, &data, "token data: .npy, .bin or .txt (bytes), or text with --tokenizer (.txt; JSON Lines .jsonl/.json)", 1, 0, 0},
+        {"data", ZT_FLAG_STR, &data, "token data: .npy, .bin or .txt (bytes), or text with --tokenizer (.txt; JSON Lines .jsonl/.json; .parquet, .arrow or a save_to_disk directory)", 1, 0, 0},
         {"tokenizer", ZT_FLAG_STR, &tokenizer, "tokenize text data with DIR/tokenizer.json (once: cached by content hash)", 1, 0, 0},
-        {"text_field", ZT_FLAG_STR, &text_field, "the string member of each JSON Lines record that holds its text (default text)", 1, 0, 0},
+        {"text_field", ZT_FLAG_STR, &text_field, "the string member of each JSON Lines record, or the column of a table, that holds its text (default text)", 1, 0, 0},
         {"block_size", ZT_FLAG_INT, &block_size, "tokens per sequence (default 128)", 1, 1 << 20, 0},
         {"per_device_eval_batch_size", ZT_FLAG_INT, &batch, "sequences per batch (default 8)", 1, 1 << 20, 0},
         {"max_batches", ZT_FLAG_LONG, &max_batches, "stop after K batches (default: all)", 0, 1e12, 0},
