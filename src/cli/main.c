@@ -264,8 +264,8 @@ static int train_command(int argc, char **argv, zt_err *err)
     if (a.loss_mask_path && g_rank == 0)
         printf("loss: %s\n", completion_only ? "on the completions only (TRL's completion_only_loss)"
                                              : "on every token (--completion_only_loss false)");
-    if (!completion_only) /* TRL's completion_only_loss=False: prompt tokens are targets too */
-        a.loss_mask_path = NULL;
+    if (!completion_only) /* TRL's completion_only_loss=False: prompt tokens are targets too, in evaluation too */
+        a.loss_mask_path = NULL, a.eval_mask_path = NULL;
     zt_train_result res;
     rc = zt_train(&a, &res, err);
     if (rc == ZT_OK) /* the trace, and rank 0's table by kernel class */
@@ -316,17 +316,19 @@ static int cmd_eval(int argc, char **argv, zt_err *err)
         return rc;
     if (!model || !data)
         return zt_fail(err, ZT_EINPUT, "ztrain eval: --model and --data are required");
-    zt_eval_args a = {model, data, block_size, batch, max_batches, ZT_F32, device};
+    zt_eval_args a = {model, data, block_size, batch, max_batches, ZT_F32, device, NULL};
     if (strcmp(mixed_precision, "no") != 0 &&
         (zt_dtype_parse(mixed_precision, &a.compute) != 0 || a.compute != ZT_BF16))
         return zt_fail(err, ZT_EINPUT, "--mixed_precision: expected no or bf16, got '%s'", mixed_precision);
     int nthreads = zt_cli_set_threads(threads);
-    char tok_data[4096];
+    char tok_data[4096], mask_data[4096];
     zt_llama_config cfg;
     if ((rc = zt_hf_read_config_dir(model, &cfg, err)) ||
         (tokenizer && (rc = zt_cli_data_files(&data, 1, text_field, tokenizer, cfg.vocab_size, NULL, 0, nthreads,
-                                              &a.data_path, tok_data, sizeof tok_data, NULL, NULL, err))))
+                                              &a.data_path, tok_data, sizeof tok_data, &a.mask_path, mask_data, err))))
         return rc;
+    if (a.mask_path) /* as training counts them */
+        printf("eval: prompt/completion records: the loss over the completion tokens only\n");
     /* sizes before allocation, as for train: the weights once in the compute
      * dtype and the activations of one batch */
     zt_precision prec = {.load = ZT_F32, .master = ZT_F32, .compute = a.compute, .reduce = a.compute,

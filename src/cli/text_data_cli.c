@@ -45,9 +45,8 @@ int zt_cli_text_data(const char **data, const char *text_field, const char *tok_
     if (rc)
         return rc;
     if (has_mask && !mask_buf)
-        return zt_fail(err, ZT_EINPUT, "%s: prompt/completion records are training data here (the loss on the "
-                       "completion only); as evaluation data or with other --data files they are not supported yet",
-                       *data);
+        return zt_fail(err, ZT_EINPUT, "%s: prompt/completion records joined with other --data files are not "
+                       "supported yet (their loss mask is kept for one --data file)", *data);
     if (mask_buf)
         mask_buf[0] = '\0';
     if (has_mask && zt_text_mask_path(buf, mask_buf, cap) != 0)
