@@ -71,6 +71,13 @@ CXX     := clang++
 endif
 CXXFLAGS += -std=c++20 -D_GNU_SOURCE -Wall -Wextra $(OPT) -MMD -MP -isystem $(ARROW_DIR)/include
 LDFLAGS += -fopenmp $(filter -fsanitize=%,$(OPT))
+# clang, linking through its C driver, leaves out the C++ half of its sanitizer runtimes
+# (UBSan's vptr check, which the C++ shim is compiled with) unless asked
+ifeq ($(HAVE_ARROW)$(findstring clang,$(CC)),1clang)
+ifneq ($(filter -fsanitize=%,$(OPT)),)
+LDFLAGS += -fsanitize-link-c++-runtime
+endif
+endif
 
 LIB_SRC  := $(shell find src -name '*.c' ! -path 'src/cli/*' | sort)
 ifeq ($(CUDA),1)

@@ -79,8 +79,8 @@ static int dir_files(const char *dir, table_files *f, zt_err *err)
         if (access(dict, F_OK) == 0)
             return zt_fail(err, ZT_EINPUT, "%s: a DatasetDict (dataset_dict.json): give one split's directory, such "
                            "as %s/train", dir, dir);
-        return zt_fail(err, ZT_EINPUT, "%s: a directory, but not one `datasets` save_to_disk wrote (no state.json); "
-                       "data directories are read as a Dataset's data-*.arrow files", dir);
+        return zt_fail(err, ZT_EINPUT, "%s: a directory, but not one that datasets' save_to_disk wrote (no "
+                       "state.json); data directories are read as a Dataset's data-*.arrow files", dir);
     }
     zt_json j;
     int rc = zt_json_parse_file(state, 1 << 20, &j, err);

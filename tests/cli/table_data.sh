@@ -15,6 +15,8 @@ py=/usr/bin/python3
 tok=tests/fixtures/tokenizers/ztrain_trained # 400 tokens
 "$apy" -c "import pyarrow, datasets" 2>/dev/null ||
     { fail "$venv lacks pyarrow and datasets: run scripts/setup.sh"; finish; }
+"$ZTRAIN" env --measure false 2>/dev/null | grep -q "^table data:    Parquet and Arrow" ||
+    { fail "this ztrain was built without Apache Arrow's libraries (scripts/setup.sh, then make)"; finish; }
 # the fixture's lines as records in every format: r*.txt, d.jsonl, d.parquet (row
 # groups of 7 rows, so a file is read group by group), large.parquet (large_string),
 # the save_to_disk directory ds/ in 3 shards; SFT records as sft.jsonl, sft.parquet, sft_ds/;
@@ -123,6 +125,10 @@ expect_exit 2 'junk.arrow: not a readable Arrow IPC' -- tk "$TMP/junk.arrow"
 expect_exit 2 'dict: a DatasetDict \(dataset_dict.json\): give one split.s directory, such as .*dict/train' -- \
     tk "$TMP/dict"
 expect_exit 2 'no state.json' -- tk "$TMP/cache"
+mkdir "$TMP/escape" && cp "$TMP"/ds/*.json "$TMP/escape/" &&
+    sed -i 's/"data-00000-of-00003.arrow"/"..\/d.arrow"/' "$TMP/escape/state.json"
+cp "$TMP/ds/data-00000-of-00003.arrow" "$TMP/d.arrow"
+expect_exit 2 'escape/state.json: _data_files\[0\].filename: expected the name of a .arrow file in' -- tk "$TMP/escape"
 expect_exit 2 'missing.parquet' -- tk "$TMP/missing.parquet"
 mkfifo "$TMP/fifo.parquet"
 expect_exit 2 'fifo.parquet.*FIFO' -- timeout 20 "$ZTRAIN" tokenize --tokenizer "$tok" --output "$TMP/x.npy" \
