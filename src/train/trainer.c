@@ -468,8 +468,8 @@ static int train_setup(trainer *t, const zt_train_args *a, zt_err *err)
     }
     if (rc == ZT_OK && a->eval_data_path) {
         zt_param_owner owner = zt_engine_param_owner(t->r.eng);
-        rc = zt_evaluator_open(&t->ev, a->eval_data_path, &t->r.cfg, &t->r.lay, &owner, a->eval_batch_size,
-                               a->block_size, comm->world, 0, "eval_data", err);
+        rc = zt_evaluator_open(&t->ev, a->eval_data_path, a->eval_mask_path, &t->r.cfg, &t->r.lay, &owner,
+                               a->eval_batch_size, a->block_size, comm->world, 0, "eval_data", err);
         t->have_ev = rc == ZT_OK;
     }
     t->last_eval = NAN;
@@ -1274,8 +1274,8 @@ int zt_eval(const zt_eval_args *a, double *mean_loss, long *tokens, zt_err *err)
     if (rc == ZT_OK) {
         zt_param_owner owner = zt_frozen_owner(&r.frozen);
         long max_windows = a->max_batches > 0 ? a->max_batches * a->batch_size : 0;
-        rc = zt_evaluator_open(&ev, a->data_path, &r.cfg, &r.lay, &owner, a->batch_size, a->block_size, 1,
-                               max_windows, "data", err);
+        rc = zt_evaluator_open(&ev, a->data_path, a->mask_path, &r.cfg, &r.lay, &owner, a->batch_size,
+                               a->block_size, 1, max_windows, "data", err);
     }
     zt_eval_result res;
     if (rc == ZT_OK && (rc = zt_evaluator_run(&ev, &local, &res, err)) == ZT_OK) {
