@@ -37,7 +37,7 @@ zt_rope_freqs zt_model_rope_freqs(const zt_llama_config *c)
 
 /* Fast mode's lm-head cross-entropy holds one chunk of rows' logits at a time: fp32
  * logits and bf16 gradients, V (4 + 2) bytes a row, within this budget (at V = 32000,
- * 349 rows; 250 MB of fp32 logits at N = 2048 become 64 MiB). */
+ * 349 rows: the 250 MiB of fp32 logits at N = 2048 become 64 MiB). */
 #define XENT_CHUNK_BUDGET ((size_t)64 << 20)
 
 static int xent_chunk_rows(const zt_llama_config *c, int N)
@@ -66,8 +66,8 @@ static int head_transposed_by_default(const zt_llama_config *c)
  * scratch, the rope tables, a norm weight's fp32 copy, lm_head's transposed
  * result when the vocabulary is wide, and the attention's scratch.  In fast mode
  * (fused_head) the logits, their bf16 gradient and lm_head's transposed result are
- * not there (lmhead_xent keeps one chunk of rows in the backend's scratch), and a
- * device double for the loss is. */
+ * not there (lmhead_xent holds one chunk of rows: the CUDA tables in their scratch,
+ * the host per call), and a device double for the loss is. */
 
 typedef struct act_buf {
     void *field;  /* address of the pointer field (float *, uint16_t * or void *) */
