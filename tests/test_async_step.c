@@ -5,7 +5,8 @@
  *   - the verdict (skip on an inf or NaN, the clipping coefficient) is the exact
  *     step's rule;
  *   - a fast-mode step on the emulated device makes exactly one host wait (its
- *     readback), where the exact step makes one per unit and more;
+ *     readback), where the exact step makes one per unit and more: the fused lm-head
+ *     cross-entropy (lmhead_xent) leaves its loss in the step scalars too;
  *   - the host runs ahead across steps: step n's numbers are read after step n+1's
  *     forward and backward are queued, and nothing waits between queuing a step and
  *     the next step's passes; the numbers, the skips (the schedule's count), the

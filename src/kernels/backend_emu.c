@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "fused.h"
 #include "kernels.h"
 #include "matmul.h"
 #include "reductions.h"
@@ -166,6 +167,30 @@ static double emu_xent(float *dlogits, uint16_t *dlogits_bf16, const float *logi
     waited();
     return zt_xent_forward_backward(host_of(dlogits), host_of(dlogits_bf16), host_of(logits), targets, N, V,
                                     grad_scale);
+}
+
+/* the fused entries: the host's compositions (fused.h); the loss stays in the
+ * device's buffer, so lmhead_xent waits for nothing */
+static void emu_rmsnorm_residual_forward(float *x, const void *delta, zt_dtype delta_dt, void *y, zt_dtype y_dt,
+                                         float *rstd, const float *w, int N, int C, float eps)
+{
+    zt_rmsnorm_residual_forward(host_of(x), host_of(delta), delta_dt, host_of(y), y_dt, host_of(rstd), host_of(w), N,
+                                C, eps);
+}
+
+static int emu_matmul_out(void *D, zt_dtype d_dt, const void *residual, const void *A, zt_dtype a_dt, const void *B,
+                          zt_dtype b_dt, int M, int N, int K, int trans_a, int trans_b, zt_dtype compute, zt_err *err)
+{
+    return zt_matmul_out(host_of(D), d_dt, host_of(residual), host_of(A), a_dt, host_of(B), b_dt, M, N, K, trans_a,
+                         trans_b, compute, err);
+}
+
+static int emu_lmhead_xent(double *loss_sum, float *dx, float *dw, const void *x, zt_dtype x_dt, const void *w,
+                           zt_dtype w_dt, const int *targets, int N, int C, int V, float grad_scale, zt_dtype compute,
+                           int chunk_rows, zt_err *err)
+{
+    return zt_lmhead_xent(host_of(loss_sum), host_of(dx), host_of(dw), host_of(x), x_dt, host_of(w), w_dt, targets, N,
+                          C, V, grad_scale, compute, chunk_rows, err);
 }
 
 static void emu_adamw_step(void *p, void *m, void *v, const void *g, void *comp, zt_dtype dt, size_t n,

@@ -13,4 +13,8 @@ void zt_cu_fast_overlay(zt_backend *t)
     t->swiglu_forward = zt_cu_fast_swiglu_forward;
     t->swiglu_backward = zt_cu_fast_swiglu_backward;
     t->embed_backward = zt_cu_fast_embed_backward;
+    /* the fused entries: one kernel or one epilogue where the exact table composes */
+    t->rmsnorm_residual_forward = zt_cu_fast_rmsnorm_residual_forward;
+    t->matmul_out = zt_cu_fast_matmul_out;
+    t->lmhead_xent = zt_cu_fast_lmhead_xent;
 }
