@@ -39,6 +39,7 @@
  * backward) never meet it.  zt_offload_flush joins it without uploading, so a
  * checkpoint (or the saved model) holds every update applied while the run's own
  * numbers do not change. */
+#include <omp.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,6 +130,7 @@ typedef struct zt_dpu {
     float clip;
     void **grads;             /* the gradient shards it reads (the set not being copied into) */
     int *order;               /* the units in step_order's order, fixed at the start */
+    int threads;              /* the caller's OpenMP team size (a new thread starts with the default) */
     zt_adamw_audit *audits;   /* per parameter, summed by the main thread once joined */
 } zt_dpu;
 
@@ -341,6 +343,7 @@ static void *dpu_main(void *arg)
     zt_dpu *d = arg;
     zt_engine *eng = d->eng;
     int n = eng->lay->nunits;
+    omp_set_num_threads(d->threads); /* --threads holds for the host's AdamW too */
     memset(d->audits, 0, (size_t)eng->lay->nparams * sizeof *d->audits);
     for (int i = 0; i < n; i++) {
         int u = d->order[i];
@@ -360,7 +363,6 @@ void zt_offload_flush(zt_engine *eng)
     pthread_join(d->thread, NULL);
     d->running = 0;
     d->unapplied = 1;
-    zt_engine_sum_audits(eng, d->audits);
 }
 
 int zt_offload_update_pending(const zt_engine *eng) { return eng->dpu && eng->dpu->running; }
@@ -374,6 +376,9 @@ static void dpu_land(zt_engine *eng)
     if (!d->unapplied)
         return;
     d->unapplied = 0;
+    /* summed over the group here, where every rank is (a flush may come from one
+     * rank's save only) */
+    zt_engine_sum_audits(eng, d->audits);
     void **c = eng->host_casts;
     eng->host_casts = eng->host_casts_next;
     eng->host_casts_next = c;
@@ -407,19 +412,18 @@ int zt_offload_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, float
         d->grads = eng->host_grads;
         step_order(eng, d->order);
         d->hp = *hp;
+        d->threads = omp_get_max_threads();
         d->lr = lr;
         d->t = eng->optimizer_steps;
         d->clip = clip;
         /* the next backward copies into the other set while the thread reads this one */
         eng->host_grads = eng->host_grads_next;
         eng->host_grads_next = d->grads;
-        if (pthread_create(&d->thread, NULL, dpu_main, d) != 0)
-            dpu_main(d); /* no thread to be had: the same update, not overlapped */
-        else
+        if (pthread_create(&d->thread, NULL, dpu_main, d) == 0)
             d->running = 1;
-        if (!d->running) {
+        else { /* no thread to be had: the same update, not overlapped */
+            dpu_main(d);
             d->unapplied = 1;
-            zt_engine_sum_audits(eng, d->audits);
         }
         return 0;
     }
