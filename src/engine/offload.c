@@ -286,7 +286,8 @@ void zt_offload_grad_done(zt_engine *eng, int u)
     const zt_unit_state *us = &eng->units[u];
     eng->be->to_host_async(eng->host_grads[u], us->grad, us->shard_numel * zt_dtype_size(us->grad_dt));
     eng->host_grads_ready[u] = 1;
-    eng->reduce_order[eng->nreduce_order++] = u;
+    if (eng->nreduce_order < eng->lay->nunits) /* once per unit (step_order drops repeats) */
+        eng->reduce_order[eng->nreduce_order++] = u;
     eng->grads_copied_early++;
 }
 

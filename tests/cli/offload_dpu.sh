@@ -70,8 +70,14 @@ printf 'distributed_type: DEEPSPEED\nztrain_offload_delayed_update: true\ndeepsp
 '  offload_optimizer_device: cpu\n' > "$TMP/dpu.yaml"
 out=$("$ZTRAIN" config show --model "$fix" --config_file "$TMP/dpu.yaml" --device emu 2>&1) || fail "config show: $out"
 printf '%s' "$out" | grep -q "^offload: delayed parameter update" || fail "config show: $out"
+shards() { sed -n 's/^  host (offload) .*gradient and compute-dtype shards \([0-9.]*\) MiB, in pinned host memory$/\1/p' <<< "$1"; }
+with=$(shards "$out")
 out=$("$ZTRAIN" config show --model "$fix" --config_file "$TMP/dpu.yaml" --device emu --offload_delayed_update false 2>&1)
 printf '%s' "$out" | grep -q "delayed" && fail "--offload_delayed_update false does not override the YAML: $out"
+# where each buffer lives, in bytes: the delayed update's second sets are host memory too
+without=$(shards "$out")
+[ -n "$with" ] && [ -n "$without" ] && awk -v a="$with" -v b="$without" 'BEGIN { exit !(a > b && b > 0) }' ||
+    fail "config show's host shards: $with MiB with the delayed update, $without without: $out"
 
 # ---- refusals -------------------------------------------------------------------------------
 expect_exit 2 "offload_delayed_update.*needs optimizer offload to cpu" -- \
