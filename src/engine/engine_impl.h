@@ -113,6 +113,7 @@ struct zt_engine {
     void *host_grad;            /* a unit's gradient shard (master dtype), copied down for the step */
     void **host_casts;          /* per unit: its shard in the compute dtype, what every upload reads */
     int *cast_fresh;            /* per unit: host_casts[u] is the master as it stands for the device */
+    int casts_alias;            /* host_casts[u] is the master shard itself (compute dtype = master's) */
     size_t host_grad_bytes, host_cast_bytes;
     int host_grad_unit;         /* the unit whose shard host_grad holds this step, -1 none */
     void **host_grads;          /* stages 2-3: per unit, its gradient shard copied down as its

@@ -16,7 +16,8 @@
  *
  * Overlap.  Each unit keeps its shard in the compute dtype in pinned host memory
  * (host_casts, 2 bytes/parameter/G in bf16, as DeepSpeed keeps the fp16 copy of its
- * offloaded parameters), written by the host right after that unit's AdamW.  Every
+ * offloaded parameters; the master shard itself when it is in the compute dtype),
+ * written by the host right after that unit's AdamW.  Every
  * upload reads it with to_device_async on the copy queue and the gather that reads
  * the slot comes after a copy_join, an event the device waits for: the host never
  * waits for an upload.  The step runs unit by unit in the order the gradient shards
@@ -109,13 +110,20 @@ static size_t all_shards(const zt_layout *lay, int group_size)
     return n;
 }
 
+/* The compute-dtype shards are the master shards themselves when the dtypes agree
+ * (fp32 training): nothing to convert, and nothing writes the master while its
+ * upload may run, since the step begins with a copy_wait.  The delayed update's
+ * thread writes the master beside the device's uploads: it needs its own copies. */
+static int casts_alias_master(zt_precision prec, int delayed) { return prec.compute == prec.master && !delayed; }
+
 void zt_offload_staging_bytes(const zt_layout *lay, zt_precision prec, int stage, int group_size, int delayed,
                               size_t *grads, size_t *cast)
 {
     size_t g = per_unit_grads(stage, delayed) ? all_shards(lay, group_size) : max_shard(lay, group_size);
     int sets = delayed ? 2 : 1; /* the delayed update's thread works on a second set */
     *grads = g * zt_dtype_size(prec.master) * (per_unit_grads(stage, delayed) ? (size_t)sets : 1);
-    *cast = all_shards(lay, group_size) * zt_dtype_size(prec.compute) * (size_t)sets;
+    *cast = casts_alias_master(prec, delayed) ? 0
+                                              : all_shards(lay, group_size) * zt_dtype_size(prec.compute) * (size_t)sets;
 }
 
 /* The delayed update's thread and what it was handed (offload.c's own). */
@@ -163,8 +171,13 @@ int zt_offload_init(zt_engine *eng, zt_err *err)
     eng->host_casts = table(n);
     eng->cast_fresh = zt_alloc(ZT_MEM_OTHER, (size_t)n * sizeof *eng->cast_fresh);
     eng->reduce_order = zt_alloc(ZT_MEM_OTHER, (size_t)n * sizeof *eng->reduce_order);
-    int ok = eng->host_casts && eng->cast_fresh && eng->reduce_order &&
-             host_set_alloc(eng, ZT_MEM_COMM, eng->host_casts, cs, &eng->host_cast_bytes);
+    eng->casts_alias = casts_alias_master(eng->prec, delayed);
+    int ok = eng->host_casts && eng->cast_fresh && eng->reduce_order;
+    for (int u = 0; ok && eng->casts_alias && u < n; u++) {
+        eng->host_casts[u] = eng->units[u].master;
+        eng->cast_fresh[u] = 1;
+    }
+    ok = ok && (eng->casts_alias || host_set_alloc(eng, ZT_MEM_COMM, eng->host_casts, cs, &eng->host_cast_bytes));
     if (ok && per_unit_grads(eng->stage, delayed)) {
         eng->host_grads = table(n);
         eng->host_grads_ready = zt_alloc(ZT_MEM_OTHER, (size_t)n * sizeof *eng->host_grads_ready);
@@ -200,7 +213,8 @@ void zt_offload_free(zt_engine *eng)
     size_t n = (size_t)eng->lay->nunits, gs = zt_dtype_size(eng->prec.master), cs = zt_dtype_size(eng->prec.compute);
     host_set_free(eng, ZT_MEM_GRADS, eng->host_grads, gs);
     host_set_free(eng, ZT_MEM_GRADS, eng->host_grads_next, gs);
-    host_set_free(eng, ZT_MEM_COMM, eng->host_casts, cs);
+    if (!eng->casts_alias)
+        host_set_free(eng, ZT_MEM_COMM, eng->host_casts, cs);
     host_set_free(eng, ZT_MEM_COMM, eng->host_casts_next, cs);
     zt_free(ZT_MEM_OTHER, eng->host_grads, n * sizeof(void *));
     zt_free(ZT_MEM_OTHER, eng->host_grads_next, n * sizeof(void *));
@@ -257,6 +271,10 @@ void zt_offload_master_written(zt_engine *eng, int u)
     if (!eng->offload)
         return;
     zt_offload_flush(eng); /* the delayed update's thread writes the master too */
+    if (eng->casts_alias) { /* the master is what goes up: no upload may still read it */
+        eng->be->copy_wait();
+        return;
+    }
     eng->cast_fresh[u] = 0;
     if (eng->cast_fresh_next)
         eng->cast_fresh_next[u] = 0;
@@ -435,8 +453,10 @@ int zt_offload_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, float
         int u = order[i];
         const zt_unit_state *us = &eng->units[u];
         zt_engine_adamw_unit(eng, u, hp, lr, eng->optimizer_steps, clip, zt_offload_grad(eng, u), audits);
-        eng->sbe->convert(eng->host_casts[u], eng->prec.compute, us->master, us->master_dt, us->shard_numel);
-        eng->cast_fresh[u] = 1;
+        if (!eng->casts_alias) {
+            eng->sbe->convert(eng->host_casts[u], eng->prec.compute, us->master, us->master_dt, us->shard_numel);
+            eng->cast_fresh[u] = 1;
+        }
         /* stages 1-2 (and stage 3's persistent units): its upload and gather are
          * queued now, and run while the host updates the next unit */
         zt_engine_refresh_unit(eng, u);
