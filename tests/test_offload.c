@@ -35,15 +35,21 @@ typedef struct rig {
     zt_batcher bat;
 } rig;
 
-static void rig_open(rig *r, int stage, const zt_overlap *ov)
+/* fp32 (the uploads read the master shards), and DeepSpeed's bf16 mode (fp32 master,
+ * bf16 compute: they read the compute-dtype shards the host converts) */
+static const zt_precision FP32 = {.load = ZT_F32, .master = ZT_F32, .compute = ZT_F32, .reduce = ZT_F32, .save = ZT_F32};
+static const zt_precision BF16 = {.load = ZT_F32, .master = ZT_F32, .compute = ZT_BF16, .reduce = ZT_BF16,
+                                  .save = ZT_F32};
+
+static void rig_open_prec(rig *r, int stage, const zt_overlap *ov, zt_precision prec)
 {
     zt_err err = {0};
     memset(r, 0, sizeof *r);
     zt_comm_create_local(&r->comm);
     ZT_CHECK(zt_hf_read_config_dir(FIX, &r->cfg, &err) == ZT_OK);
     ZT_CHECK(zt_layout_build(&r->lay, &r->cfg, ZT_WRAP_TRANSFORMER, 0, 1, &err) == ZT_OK);
-    ZT_CHECK_MSG(zt_engine_create(&r->eng, zt_backend_emu(), &r->lay, ZT_PRECISION_ALL(ZT_F32), stage, ov, &r->comm,
-                                  &err) == ZT_OK, "%s", err.msg);
+    ZT_CHECK_MSG(zt_engine_create(&r->eng, zt_backend_emu(), &r->lay, prec, stage, ov, &r->comm, &err) == ZT_OK, "%s",
+                 err.msg);
     ZT_CHECK(zt_hf_load_params(FIX, &r->lay, r->eng, &err) == ZT_OK);
     zt_engine_refresh_gathered(r->eng);
     zt_param_owner own = zt_engine_param_owner(r->eng);
@@ -51,6 +57,8 @@ static void rig_open(rig *r, int stage, const zt_overlap *ov)
     ZT_CHECK(zt_tokens_load(TOKENS, &r->tok, &err) == ZT_OK);
     ZT_CHECK(zt_batcher_init(&r->bat, &r->tok, T, 0, 0, TOKENS, &err) == ZT_OK);
 }
+
+static void rig_open(rig *r, int stage, const zt_overlap *ov) { rig_open_prec(r, stage, ov, FP32); }
 
 static void rig_close(rig *r)
 {
@@ -122,7 +130,7 @@ static int same_params(rig *r, float **a, float **b)
  * the kernels that return a number) and one copy_wait, not one more per upload;
  * and the numbers are the same, so each gather did read its upload.  The
  * synchronous upload this replaced waited once per gather. */
-static void test_stage3_uploads_do_not_wait(void)
+static void stage3_uploads_do_not_wait(zt_precision prec, const char *what)
 {
     long waits[2], uploads[2];
     double loss[2];
@@ -130,7 +138,7 @@ static void test_stage3_uploads_do_not_wait(void)
         rig r;
         zt_overlap ov = {.offload_optimizer = off, .offload_params = off, .forward_prefetch = 1,
                          .backward_prefetch = ZT_BACKWARD_PREFETCH_PRE, .overlap_reduce = 1};
-        rig_open(&r, 3, &ov);
+        rig_open_prec(&r, 3, &ov, prec);
         backward(&r, 1); /* a first pass: one-time conversions out of the count */
         step(&r);
         long w0 = zt_backend_emu_waits(), u0 = zt_engine_get_stats(r.eng).uploads_async;
@@ -139,12 +147,18 @@ static void test_stage3_uploads_do_not_wait(void)
         uploads[off] = zt_engine_get_stats(r.eng).uploads_async - u0;
         rig_close(&r);
     }
-    ZT_CHECK_MSG(uploads[0] == 0 && uploads[1] >= 2 * 2, "uploads on the copy queue: %ld without offload, %ld with "
-                 "(want 0, at least one per layer unit and pass)", uploads[0], uploads[1]);
+    ZT_CHECK_MSG(uploads[0] == 0 && uploads[1] >= 2 * 2, "%s: uploads on the copy queue: %ld without offload, %ld "
+                 "with (want 0, at least one per layer unit and pass)", what, uploads[0], uploads[1]);
     /* the one more: zero_grads joins the last step's gradient copies (copy_wait) */
-    ZT_CHECK_MSG(waits[1] <= waits[0] + 1, "host waits in a forward and backward: %ld with offload, %ld without "
-                 "(%ld uploads): the host waited for uploads", waits[1], waits[0], uploads[1]);
-    ZT_CHECK(loss[0] == loss[1]);
+    ZT_CHECK_MSG(waits[1] <= waits[0] + 1, "%s: host waits in a forward and backward: %ld with offload, %ld "
+                 "without (%ld uploads): the host waited for uploads", what, waits[1], waits[0], uploads[1]);
+    ZT_CHECK_MSG(loss[0] == loss[1], "%s: loss %.9g with offload, %.9g without", what, loss[1], loss[0]);
+}
+
+static void test_stage3_uploads_do_not_wait(void)
+{
+    stage3_uploads_do_not_wait(FP32, "fp32");
+    stage3_uploads_do_not_wait(BF16, "bf16 compute");
 }
 
 /* Stage 2: the offloaded step updates on the host and queues every unit's upload
