@@ -124,7 +124,7 @@ static void test_eval_allocates_no_training_state(void)
         for (int c = 0; c < ZT_MEM_NCAT; c++)
             before[c] = zt_mem_current(c);
         zt_mem_reset_peak();
-        zt_eval_args a = {FIX, TOKENS, T, B, 1, cd, NULL};
+        zt_eval_args a = {FIX, TOKENS, T, B, 1, cd, NULL, NULL};
         double loss = 0.0;
         long tokens = 0;
         ZT_CHECK_MSG(zt_eval(&a, &loss, &tokens, &err) == ZT_OK, "%s", err.msg);

@@ -209,10 +209,12 @@ const zt_backend *zt_backend_emu(void);
 const zt_backend *zt_backend_emu_fast(void);
 
 /* Host waits a real device would make that the emulated device has counted since
- * the process started: every to_host, to_device and sync, and every entry that
- * returns a number computed from buffers (xent, sumsq, round_bf16 with its sum,
- * adamw_step with an audit), each of which a GPU ends by waiting for its stream.
- * The fast mode's tests hold a step to one (its readback). */
+ * the process started: every to_host, to_device, sync and copy_wait, and every
+ * entry that returns a number computed from buffers (xent, sumsq, round_bf16 with
+ * its sum, adamw_step with an audit), each of which a GPU ends by waiting for its
+ * stream; not to_host_async, to_device_async or copy_join, which a GPU queues
+ * (their wait is copy_wait's).  The fast mode's tests hold a step to one (its
+ * readback); offload's (test_offload.c) hold the uploads to none. */
 long zt_backend_emu_waits(void);
 
 /* The same device's table in mode `mode` (be itself when it is in that mode);
