@@ -97,7 +97,8 @@ void zt_async_free(zt_engine *eng)
     eng->async = NULL;
 }
 
-void zt_async_zero(zt_engine *eng) { eng->be->zero(eng->async->sc, sizeof *eng->async->sc); }
+/* the numbers only: the inputs were, or will be, uploaded for this step */
+void zt_async_zero(zt_engine *eng) { eng->be->zero(eng->async->sc, ZT_STEP_OUTPUT_BYTES); }
 
 double *zt_async_unit_sumsq(zt_engine *eng, int u) { return eng->async->unit_sumsq + u; }
 
@@ -119,8 +120,16 @@ static void agree_verdict(zt_engine *eng, double max_grad_norm, double grad_unsc
     eng->be->to_device(as->sc, h, sizeof *h);
 }
 
-int zt_async_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double max_grad_norm, double grad_unscale,
-                  double *grad_norm)
+void zt_async_inputs(zt_engine *eng, const zt_adamw_hparams *hp, double lr)
+{
+    zt_async *as = eng->async;
+    zt_adamw_step st = {lr, hp->weight_decay, hp->beta1, hp->beta2, hp->eps, eng->optimizer_steps + 1, 1.0f};
+    zt_adamw_unit_inputs(&as->in, &st, lr, st.t);
+    const size_t o = ZT_STEP_OUTPUT_BYTES;
+    eng->be->upload((char *)as->sc + o, (const char *)&as->in + o, sizeof as->in - o);
+}
+
+void zt_async_queue(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double max_grad_norm, double grad_unscale)
 {
     const zt_backend *be = eng->be;
     const zt_layout *lay = eng->lay;
@@ -135,8 +144,9 @@ int zt_async_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double 
     be->step_verdict(as->sc, as->unit_sumsq, lay->nunits, max_grad_norm, grad_unscale);
     if (eng->comm->world > 1)
         agree_verdict(eng, max_grad_norm, grad_unscale);
-    /* AdamW, one launch per unit; t is the count this step makes if applied, which
-     * the readback below confirms */
+    /* AdamW, one launch per unit.  adamw_unit reads lr and t from the device's inputs
+     * (zt_async_inputs), not from st: st's are the values of the step that queued it,
+     * which a captured step would replay for ever */
     int cast_in_step = eng->stage <= 2 && eng->group_size == 1 && md == ZT_F32; /* zt_engine_step's rule */
     zt_adamw_step st = {lr, hp->weight_decay, hp->beta1, hp->beta2, hp->eps, eng->optimizer_steps + 1, 1.0f};
     for (int u = 0; u < lay->nunits; u++) {
@@ -147,9 +157,15 @@ int zt_async_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double 
     }
     if (!cast_in_step) /* unchanged masters after a skip give the same copies */
         zt_engine_refresh_gathered(eng);
+}
+
+int zt_async_finish(zt_engine *eng, double *grad_norm)
+{
+    zt_async *as = eng->async;
+    const zt_layout *lay = eng->lay;
     /* the step's one wait: its numbers, for the log, the loss scale and the schedule */
     const zt_step_scalars *h = as->host;
-    be->to_host(as->host, as->sc, sizeof *as->host);
+    eng->be->to_host(as->host, as->sc, sizeof *as->host);
     as->loss_sum = h->loss_sum;
     *grad_norm = h->norm;
     eng->nonfinite_unit = h->skip ? (h->first_bad >= 0 ? h->first_bad : lay->nunits - 1) : -1;
@@ -166,6 +182,25 @@ int zt_async_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double 
         eng->optimizer_steps++;
     return h->skip;
 }
+
+int zt_async_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double max_grad_norm, double grad_unscale,
+                  double *grad_norm)
+{
+    zt_async_inputs(eng, hp, lr);
+    zt_async_queue(eng, hp, lr, max_grad_norm, grad_unscale);
+    return zt_async_finish(eng, grad_norm);
+}
+
+/* The captured step's pieces (engine.h): the inputs before a launch, the finish after. */
+int zt_engine_step_inputs(zt_engine *eng, const zt_adamw_hparams *hp, double lr, zt_err *err)
+{
+    if (!eng->async)
+        return zt_fail(err, ZT_EINPUT, "a captured step needs the asynchronous step (--kernels fast)");
+    zt_async_inputs(eng, hp, lr);
+    return ZT_OK;
+}
+
+int zt_engine_step_finish(zt_engine *eng, double *grad_norm) { return zt_async_finish(eng, grad_norm); }
 
 /* an address within the device struct, computed without reading it */
 double *zt_engine_loss_sink(zt_engine *eng)

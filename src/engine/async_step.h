@@ -31,6 +31,7 @@ typedef struct zt_async {
     zt_adamw_seg **segs;        /* per unit, its shard's segments (device), for adamw_unit */
     int *nsegs;
     double loss_sum;            /* the last step's, as read back */
+    zt_step_scalars in;         /* the step's inputs as the host forms them (zt_async_inputs) */
 } zt_async;
 
 /* Set up the step's device scalars and each unit's segment table (one upload each,
@@ -41,9 +42,20 @@ void zt_async_free(zt_engine *eng);
 void zt_async_zero(zt_engine *eng);
 /* Where unit u's sum of squares goes this step (device). */
 double *zt_async_unit_sumsq(zt_engine *eng, int u);
-/* zt_engine_step's work after the reduction and the checks (engine.h's semantics). */
+/* zt_engine_step's work after the reduction and the checks (engine.h's semantics):
+ * the inputs, the queue and the finish below, in that order. */
 int zt_async_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double max_grad_norm, double grad_unscale,
                   double *grad_norm);
+/* The step's inputs into the device's scalars: lr and t (the count this step makes
+ * if applied) with what AdamW forms from them, one upload, no wait. */
+void zt_async_inputs(zt_engine *eng, const zt_adamw_hparams *hp, double lr);
+/* The step's launches, nothing read back, nothing waited for on one rank (a captured
+ * step is these): the units' squares, the verdict, AdamW per unit, the copies. */
+void zt_async_queue(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double max_grad_norm,
+                    double grad_unscale);
+/* The step's one wait: its numbers read back, the engine's counts from them;
+ * returns the skip. */
+int zt_async_finish(zt_engine *eng, double *grad_norm);
 
 /* engine.c's rule for the slice of parameter p this rank owns (shard offset, offset
  * in p, count); 0 when it owns none of it */

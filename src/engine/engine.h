@@ -214,6 +214,23 @@ double *zt_engine_loss_sink(zt_engine *eng);
 /* Fast mode: the loss sum of the last step, as zt_engine_step read it back. */
 double zt_engine_step_loss_sum(const zt_engine *eng);
 
+/* Fast mode, zt_engine_step in three pieces, for a step captured as a graph
+ * (backend.h, graph_begin; docs/gpu.md, "The captured step"):
+ *   step_inputs  before the step's launches (outside a capture): lr and AdamW's t
+ *                into the device's step scalars, one upload, no wait.  ZT_EINPUT in
+ *                exact mode.
+ *   step_queue   the step's launches after the micro-batches (a capture holds them):
+ *                the reduction, the verdict, AdamW, the copies; nothing is read back
+ *                on one rank.  lr is the one step_inputs uploaded; AdamW reads the
+ *                device's, so a replay takes each step's own.
+ *   step_finish  after them: the one readback; returns the skip and *grad_norm as
+ *                zt_engine_step does.
+ * The three in a row are zt_engine_step. */
+int zt_engine_step_inputs(zt_engine *eng, const zt_adamw_hparams *hp, double lr, zt_err *err);
+void zt_engine_step_queue(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double max_grad_norm,
+                          double grad_unscale);
+int zt_engine_step_finish(zt_engine *eng, double *grad_norm);
+
 /* The plan's dtype invariants for unit's buffers as recorded (zt_unit_state, engine_impl.h):
  * gathered parameters (while there are some) in the compute dtype, master,
  * gradients and optimizer state in the master dtype, and the gradient's reduction

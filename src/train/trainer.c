@@ -28,6 +28,7 @@
 #include "evaluate.h"
 #include "peak.h"
 #include "preempt.h"
+#include "step_graph.h"
 #include "weights.h"
 
 static double now_s(void)
@@ -329,6 +330,7 @@ typedef struct trainer {
     long steps_since_log;
     zt_tfevents tb;             /* --report_to tensorboard (rank 0) */
     int have_tb;
+    zt_step_graph sg;           /* the step captured as a graph (step_graph.h); sg.on 0: not */
 } trainer;
 
 /* The saved scaler state, under this plan's settings. */
@@ -420,6 +422,31 @@ static int resolve_steps(trainer *t, zt_err *err)
     return ZT_OK;
 }
 
+/* The captured step (step_graph.h) where the plan says on and nothing of the run's
+ * own stops it: --profile times each entry as it is called, a loss mask scales each
+ * step's gradient by its own count (an argument of the captured cross-entropy), and
+ * a test's hooks run host code between the launches.  --cuda_graphs on refuses
+ * them; auto says why it is off. */
+static int open_graph(trainer *t, zt_err *err)
+{
+    const zt_plan *pl = &t->a->plan;
+    const char *why = zt_prof_enabled() ? "--profile"
+                      : t->r.tokens.loss_mask ? "a loss mask"
+                      : t->hooks->before_forward || t->hooks->before_update ? "test hooks"
+                      : NULL;
+    int on = !strcmp(pl->graphs, "on") && !why;
+    if (!strcmp(pl->graphs, "on") && why) {
+        if (pl->graphs_forced)
+            return zt_fail(err, ZT_EINPUT, "--cuda_graphs on: the step cannot be captured with %s (%s); use "
+                           "--cuda_graphs auto or off", why, !strcmp(why, "a loss mask")
+                           ? "each step's gradient scale is its own count of targets"
+                           : "the host acts between the step's launches");
+        if (t->talk)
+            printf("graphs: off (%s)\n", why);
+    }
+    return zt_step_graph_init(&t->sg, zt_engine_backend(t->r.eng), on, t->a->grad_accum, t->r.io_bytes, err);
+}
+
 /* Open everything, check that the ranks agree, resume if asked. */
 static int train_setup(trainer *t, const zt_train_args *a, zt_err *err)
 {
@@ -460,6 +487,8 @@ static int train_setup(trainer *t, const zt_train_args *a, zt_err *err)
                                a->block_size, comm->world, 0, "eval_data", err);
         t->have_ev = rc == ZT_OK;
     }
+    if (rc == ZT_OK)
+        rc = open_graph(t, err);
     t->last_eval = NAN;
     if ((rc = zt_comm_agree(comm, rc, err)))
         return rc;
@@ -652,7 +681,22 @@ static int train_step(trainer *t, long s, zt_step_metrics *m, zt_err *err)
     memcpy(link_before, comm->link_bytes, sizeof link_before);
     memcpy(m->comm_calls, comm->calls, sizeof m->comm_calls); /* the counts before; measure_step subtracts */
 
-    zt_engine_zero_grads(r->eng);
+    /* the schedule counts applied updates: a step skipped on fp16 overflow does
+     * not advance it, as DeepSpeed's engine does not step its scheduler then */
+    long u = zt_engine_optimizer_steps(r->eng);
+    m->lr = zt_lr_value(a->schedule, a->adam.lr, u, a->max_steps, a->warmup_steps);
+    /* the captured step (step_graph.h): its inputs go up before its launches, which
+     * a capture then holds and a replay skips the host's side of */
+    zt_step_graph *sg = &t->sg;
+    const zt_graph_phase ph = zt_step_graph_phase(sg);
+    int rc = ZT_OK;
+    if (ph != ZT_GRAPH_OFF && (rc = zt_engine_step_inputs(r->eng, &a->adam, m->lr, err)) == ZT_OK &&
+        ph == ZT_GRAPH_CAPTURE)
+        rc = zt_step_graph_begin(sg, err);
+    if (rc)
+        return step_failed(t, rc, err);
+    if (ph != ZT_GRAPH_REPLAY)
+        zt_engine_zero_grads(r->eng);
     /* fp16: backward runs on loss * scale; the step divides it back out */
     double scale = pl->ls.on ? t->scaler.scale : 1.0;
     double loss_sum = 0.0;
@@ -669,33 +713,40 @@ static int train_step(trainer *t, long s, zt_step_metrics *m, zt_err *err)
     }
     for (int micro = 0; micro < A; micro++) {
         long k0 = zt_sample_index(s, micro, comm->rank, B, A, t->W);
+        /* a captured step reads each micro-batch's ids from its own fixed buffers */
+        int *inputs = ph ? sg->inputs[micro] : r->inputs, *targets = ph ? sg->targets[micro] : r->targets;
         int hd = zt_prof_begin("data", "phase", ZT_PROF_COMPUTE);
-        zt_batcher_fill(&r->batcher, k0, B, r->inputs, r->targets);
+        zt_batcher_fill(&r->batcher, k0, B, inputs, targets);
         zt_prof_end(hd, 0.0, 0.0);
+        if (ph == ZT_GRAPH_REPLAY) /* the launch below runs the micro-batch */
+            continue;
         /* the last micro-batch's backward may start the step's reduction */
         zt_engine_sync_backward(r->eng, micro == A - 1);
         double ls = 0.0;
-        int rc = t->hooks->before_forward ? t->hooks->before_forward(t->hooks->ctx, s + 1, micro, comm->rank, err)
-                                          : ZT_OK;
+        rc = t->hooks->before_forward ? t->hooks->before_forward(t->hooks->ctx, s + 1, micro, comm->rank, err)
+                                      : ZT_OK;
         if (rc == ZT_OK)
-            rc = zt_model_forward_backward(&r->model, r->inputs, r->targets, (float)(grad_scale * scale),
-                                           &ls, err);
+            rc = zt_model_forward_backward(&r->model, inputs, targets, (float)(grad_scale * scale), &ls, err);
         if (rc)
             return step_failed(t, rc, err);
         loss_sum += ls;
     }
     zt_engine_sync_backward(r->eng, 0);
 
-    /* the schedule counts applied updates: a step skipped on fp16 overflow does
-     * not advance it, as DeepSpeed's engine does not step its scheduler then */
-    long u = zt_engine_optimizer_steps(r->eng);
-    m->lr = zt_lr_value(a->schedule, a->adam.lr, u, a->max_steps, a->warmup_steps);
     if (t->hooks->before_update)
         t->hooks->before_update(t->hooks->ctx, s + 1, comm->rank, r->eng);
     comm->phase = "optimizer";
     comm->unit = -1;
     int ho = zt_prof_begin("optimizer", "phase", ZT_PROF_COMPUTE);
-    m->skipped = zt_engine_step(r->eng, &a->adam, m->lr, a->max_grad_norm, 1.0 / scale, &m->grad_norm);
+    if (ph == ZT_GRAPH_OFF) {
+        m->skipped = zt_engine_step(r->eng, &a->adam, m->lr, a->max_grad_norm, 1.0 / scale, &m->grad_norm);
+    } else {
+        if (ph != ZT_GRAPH_REPLAY)
+            zt_engine_step_queue(r->eng, &a->adam, m->lr, a->max_grad_norm, 1.0 / scale);
+        if ((rc = zt_step_graph_run(sg, ph, err)))
+            return step_failed(t, rc, err);
+        m->skipped = zt_engine_step_finish(r->eng, &m->grad_norm);
+    }
     if (r->model.loss_sink) /* read back by the step with its other numbers */
         loss_sum = zt_engine_step_loss_sum(r->eng);
     zt_prof_end(ho, 0.0, 0.0);
@@ -1062,6 +1113,7 @@ static void train_close(trainer *t)
         zt_tfevents_close(&t->tb);
     if (t->have_ev)
         zt_evaluator_free(&t->ev);
+    zt_step_graph_free(&t->sg);
     if (t->have_run)
         run_free(&t->r);
     if (t->comm == &t->local) /* its staging buffers, if a device gave it some */
