@@ -83,6 +83,7 @@ static void test_recorder_keeps_what_a_graph_keeps(void)
 typedef struct run_out {
     zt_step_metrics m[MAXS];
     long calls_at[MAXS + 1]; /* the table's calls at each step's record, [0]: before the run */
+    long waits_at[MAXS + 1]; /* and the host's waits for the device */
     int nsteps;
 } run_out;
 
@@ -92,6 +93,7 @@ static void on_step(void *ctx, const zt_step_metrics *m)
     if (o->nsteps >= MAXS)
         return;
     o->m[o->nsteps] = *m;
+    o->waits_at[o->nsteps + 1] = zt_backend_emu_waits();
     o->calls_at[++o->nsteps] = zt_backend_emu_calls();
 }
 
@@ -163,15 +165,18 @@ static void test_graphed_run_matches_plain(void)
     same_case("bf16", 2, 1);
 }
 
-/* Steps 3 on are replays: the inputs' upload, the launch and the readback. */
+/* Steps 3 on are replays: the inputs' upload, the launch and the readback, which is
+ * the one wait. */
 static void test_replayed_step_is_three_calls(void)
 {
     run_out plain, graphed;
     train("off", "bf16", 2, 0, 5, &plain);
     train("on", "bf16", 2, 0, 5, &graphed);
-    for (int s = 2; s < 5; s++)
+    for (int s = 2; s < 5; s++) {
         ZT_CHECK_MSG(graphed.calls_at[s + 1] - graphed.calls_at[s] == 3, "replayed step %d: %ld calls", s + 1,
                      graphed.calls_at[s + 1] - graphed.calls_at[s]);
+        ZT_CHECK(graphed.waits_at[s + 1] - graphed.waits_at[s] == 1); /* the readback, as in the plain fast step */
+    }
     long plain_calls = plain.calls_at[5] - plain.calls_at[4];
     ZT_CHECK_MSG(plain_calls > 50, "plain fast step: %ld calls", plain_calls);
     printf("     host calls into the table per step, 2 micro-batches: plain fast %ld, replayed %ld\n", plain_calls,
