@@ -39,7 +39,8 @@ static void test_recorder_keeps_what_a_graph_keeps(void)
     float *up = be->alloc(ZT_MEM_OTHER, N * 4);
     be->to_device(p, host, sizeof host);
     be->to_device(g, host, sizeof host);
-    zt_adamw_step s = {.lr = 1e-2, .weight_decay = 0.0, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .t = 1, .clip = 1.0f};
+    zt_adamw_step s = {
+        .lr = 1e-2, .weight_decay = 0.0, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .t = 1, .clip = 1.0f};
     zt_graph *graph = NULL;
     ZT_CHECK(be->graph_begin(&err) == ZT_OK);
     be->upload(up, src, sizeof src);
@@ -147,12 +148,13 @@ static void same_case(const char *mixed, int A, int fsdp)
     train("on", mixed, A, fsdp, S, &graphed);
     for (int s = 0; s < S; s++) {
         const zt_step_metrics *x = &plain.m[s], *y = &graphed.m[s];
-        ZT_CHECK_MSG(x->loss == y->loss && x->grad_norm == y->grad_norm && x->lr == y->lr &&
-                         x->lost_update_fraction == y->lost_update_fraction &&
-                         x->update_to_half_ulp == y->update_to_half_ulp && x->skipped == y->skipped,
-                     "%s, %d micro-batch(es)%s, step %d: plain loss %.9g norm %.9g lr %.9g, graphed %.9g %.9g %.9g",
-                     mixed, A, fsdp ? ", FSDP" : "", s + 1, x->loss, x->grad_norm, x->lr, y->loss, y->grad_norm,
-                     y->lr);
+        ZT_CHECK_MSG(
+            x->loss == y->loss && x->grad_norm == y->grad_norm && x->lr == y->lr &&
+                x->lost_update_fraction == y->lost_update_fraction &&
+                x->update_to_half_ulp == y->update_to_half_ulp && x->skipped == y->skipped,
+            "%s, %d micro-batch(es)%s, step %d: plain loss %.9g norm %.9g lr %.9g, graphed %.9g %.9g %.9g",
+            mixed, A, fsdp ? ", FSDP" : "", s + 1, x->loss, x->grad_norm, x->lr, y->loss, y->grad_norm,
+            y->lr);
         if (s > 0)
             ZT_CHECK(x->lr != plain.m[s - 1].lr); /* the schedule moves every step */
     }
@@ -175,12 +177,13 @@ static void test_replayed_step_is_three_calls(void)
     for (int s = 2; s < 5; s++) {
         ZT_CHECK_MSG(graphed.calls_at[s + 1] - graphed.calls_at[s] == 3, "replayed step %d: %ld calls", s + 1,
                      graphed.calls_at[s + 1] - graphed.calls_at[s]);
-        ZT_CHECK(graphed.waits_at[s + 1] - graphed.waits_at[s] == 1); /* the readback, as in the plain fast step */
+        ZT_CHECK(graphed.waits_at[s + 1] - graphed.waits_at[s] ==
+                 1); /* the readback, as in the plain fast step */
     }
     long plain_calls = plain.calls_at[5] - plain.calls_at[4];
     ZT_CHECK_MSG(plain_calls > 50, "plain fast step: %ld calls", plain_calls);
-    printf("     host calls into the table per step, 2 micro-batches: plain fast %ld, replayed %ld\n", plain_calls,
-           graphed.calls_at[5] - graphed.calls_at[4]);
+    printf("     host calls into the table per step, 2 micro-batches: plain fast %ld, replayed %ld\n",
+           plain_calls, graphed.calls_at[5] - graphed.calls_at[4]);
 }
 
 int main(void)

@@ -190,7 +190,8 @@ static void emu_sync(void)
     waited();
 }
 
-static void emu_to_host_async(void *dst_host, const void *src, size_t bytes) /* at once: one queue, the host's */
+/* at once: the emulated device has one queue, the host's */
+static void emu_to_host_async(void *dst_host, const void *src, size_t bytes)
 {
     refused("to_host_async");
     waited();
@@ -246,14 +247,22 @@ static int emu_matmul(float *C, const void *A, zt_dtype a_dt, const void *B, zt_
 
 /* token ids are host memory, kept as a pointer: a replay reads them anew */
 typedef struct { float *x; const void *wte; zt_dtype wte_dt; const int *tokens; int N, C; } embed_forward_a;
-RUNNER(embed_forward) { A(embed_forward); zt_embed_forward(host_of(a->x), host_of(a->wte), a->wte_dt, a->tokens, a->N, a->C); }
+RUNNER(embed_forward)
+{
+    A(embed_forward);
+    zt_embed_forward(host_of(a->x), host_of(a->wte), a->wte_dt, a->tokens, a->N, a->C);
+}
 static void emu_embed_forward(float *x, const void *wte, zt_dtype wte_dt, const int *tokens, int N, int C)
 {
     DEFER(embed_forward, x, wte, wte_dt, tokens, N, C);
 }
 
 typedef struct { float *dwte; const float *dx; const int *tokens; int N, C; } embed_backward_a;
-RUNNER(embed_backward) { A(embed_backward); zt_embed_backward(host_of(a->dwte), host_of(a->dx), a->tokens, a->N, a->C); }
+RUNNER(embed_backward)
+{
+    A(embed_backward);
+    zt_embed_backward(host_of(a->dwte), host_of(a->dx), a->tokens, a->N, a->C);
+}
 static void emu_embed_backward(float *dwte, const float *dx, const int *tokens, int N, int C)
 {
     DEFER(embed_backward, dwte, dx, tokens, N, C);
@@ -288,7 +297,10 @@ static void emu_rmsnorm_backward(float *dx, uint16_t *dx_bf16, float *dw, const 
 
 typedef struct { float *y; const void *b; zt_dtype b_dt; int N, D; } bias_forward_a;
 RUNNER(bias_forward) { A(bias_forward); zt_bias_forward(host_of(a->y), host_of(a->b), a->b_dt, a->N, a->D); }
-static void emu_bias_forward(float *y, const void *b, zt_dtype b_dt, int N, int D) { DEFER(bias_forward, y, b, b_dt, N, D); }
+static void emu_bias_forward(float *y, const void *b, zt_dtype b_dt, int N, int D)
+{
+    DEFER(bias_forward, y, b, b_dt, N, D);
+}
 
 typedef struct { float *db; const float *dy; int N, D; } bias_backward_a;
 RUNNER(bias_backward) { A(bias_backward); zt_bias_backward_accumulate(host_of(a->db), host_of(a->dy), a->N, a->D); }
@@ -379,7 +391,11 @@ static void emu_attention_cache_forward(float *out, const float *q, size_t q_str
 }
 
 typedef struct { void *h; zt_dtype h_dt; const float *gu; int N, F; } swiglu_forward_a;
-RUNNER(swiglu_forward) { A(swiglu_forward); zt_swiglu_forward(host_of(a->h), a->h_dt, host_of(a->gu), a->N, a->F); }
+RUNNER(swiglu_forward)
+{
+    A(swiglu_forward);
+    zt_swiglu_forward(host_of(a->h), a->h_dt, host_of(a->gu), a->N, a->F);
+}
 static void emu_swiglu_forward(void *h, zt_dtype h_dt, const float *gu, int N, int F)
 {
     DEFER(swiglu_forward, h, h_dt, gu, N, F);
@@ -411,7 +427,8 @@ static double emu_xent(float *dlogits, uint16_t *dlogits_bf16, const float *logi
 
 /* without an audit it waits for nothing: s is copied at capture, as a kernel's arguments are */
 typedef struct {
-    void *p, *m, *v; const void *g; void *comp; zt_dtype dt; size_t n; zt_adamw_step s; void *cast; zt_dtype cast_dt;
+    void *p, *m, *v; const void *g; void *comp; zt_dtype dt; size_t n;
+    zt_adamw_step s; void *cast; zt_dtype cast_dt;
 } adamw_step_a;
 RUNNER(adamw_step)
 {
@@ -447,8 +464,15 @@ static void emu_accumulate(void *acc, zt_dtype acc_dt, const void *x, zt_dtype x
 }
 
 typedef struct { float *acc; const float *x; size_t n; } accumulate_bf16_rounded_a;
-RUNNER(accumulate_bf16_rounded) { A(accumulate_bf16_rounded); zt_accumulate_bf16_rounded(host_of(a->acc), host_of(a->x), a->n); }
-static void emu_accumulate_bf16_rounded(float *acc, const float *x, size_t n) { DEFER(accumulate_bf16_rounded, acc, x, n); }
+RUNNER(accumulate_bf16_rounded)
+{
+    A(accumulate_bf16_rounded);
+    zt_accumulate_bf16_rounded(host_of(a->acc), host_of(a->x), a->n);
+}
+static void emu_accumulate_bf16_rounded(float *acc, const float *x, size_t n)
+{
+    DEFER(accumulate_bf16_rounded, acc, x, n);
+}
 
 typedef struct { float *x; size_t n; } round_bf16_a;
 RUNNER(round_bf16) { A(round_bf16); zt_round_bf16_inplace(host_of(a->x), a->n, 0); }
@@ -495,7 +519,9 @@ static void emu_xent_into(float *dlogits, uint16_t *dlogits_bf16, const float *l
     DEFER(xent_into, dlogits, dlogits_bf16, logits, targets, N, V, grad_scale, loss_sum);
 }
 
-typedef struct { zt_step_scalars *sc; const double *unit_sumsq; int nunits; double max_grad_norm, grad_unscale; } step_verdict_a;
+typedef struct {
+    zt_step_scalars *sc; const double *unit_sumsq; int nunits; double max_grad_norm, grad_unscale;
+} step_verdict_a;
 RUNNER(step_verdict)
 {
     A(step_verdict);

@@ -7,7 +7,8 @@
 
 static size_t table_bytes(int micro) { return (size_t)micro * sizeof(int *); }
 
-int zt_step_graph_init(zt_step_graph *g, const zt_backend *be, int on, int micro, size_t io_bytes, zt_err *err)
+int zt_step_graph_init(zt_step_graph *g, const zt_backend *be, int on, int micro, size_t io_bytes,
+                       zt_err *err)
 {
     memset(g, 0, sizeof *g);
     g->be = be;
@@ -25,7 +26,8 @@ int zt_step_graph_init(zt_step_graph *g, const zt_backend *be, int on, int micro
     }
     g->on = 1;
     if (!ok)
-        return zt_fail(err, ZT_EFAIL, "out of memory for the captured step's token buffers (%d micro-batches)", micro);
+        return zt_fail(err, ZT_EFAIL,
+                       "out of memory for the captured step's token buffers (%d micro-batches)", micro);
     return ZT_OK;
 }
 

@@ -36,14 +36,15 @@ typedef struct zt_step_graph {
     int micro;               /* micro-batches per step: one pair of token buffers each */
     int **inputs, **targets; /* [micro]: page-locked (host_alloc), io_bytes each */
     size_t io_bytes;
-    zt_graph *graph;         /* the captured step, NULL before the capture */
-    long steps;              /* steps taken through the graph's path so far */
-    long launches;           /* launches of the captured step */
+    zt_graph *graph; /* the captured step, NULL before the capture */
+    long steps;      /* steps taken through the graph's path so far */
+    long launches;   /* launches of the captured step */
 } zt_step_graph;
 
 /* Off (on = 0): nothing allocated.  On: the token buffers of micro micro-batches of
  * io_bytes each, from be's host_alloc. */
-int zt_step_graph_init(zt_step_graph *g, const zt_backend *be, int on, int micro, size_t io_bytes, zt_err *err);
+int zt_step_graph_init(zt_step_graph *g, const zt_backend *be, int on, int micro, size_t io_bytes,
+                       zt_err *err);
 void zt_step_graph_free(zt_step_graph *g);
 /* What the coming step is: warm-up first, then the capture, then replays. */
 zt_graph_phase zt_step_graph_phase(const zt_step_graph *g);
