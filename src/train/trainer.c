@@ -714,7 +714,8 @@ static int train_step(trainer *t, long s, zt_step_metrics *m, zt_err *err)
     for (int micro = 0; micro < A; micro++) {
         long k0 = zt_sample_index(s, micro, comm->rank, B, A, t->W);
         /* a captured step reads each micro-batch's ids from its own fixed buffers */
-        int *inputs = ph ? sg->inputs[micro] : r->inputs, *targets = ph ? sg->targets[micro] : r->targets;
+        const int graphed = ph != ZT_GRAPH_OFF;
+        int *inputs = graphed ? sg->inputs[micro] : r->inputs, *targets = graphed ? sg->targets[micro] : r->targets;
         int hd = zt_prof_begin("data", "phase", ZT_PROF_COMPUTE);
         zt_batcher_fill(&r->batcher, k0, B, inputs, targets);
         zt_prof_end(hd, 0.0, 0.0);
