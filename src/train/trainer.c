@@ -716,15 +716,13 @@ static int train_step(trainer *t, long s, step_run *run, zt_err *err)
     memcpy(run->link_before, comm->link_bytes, sizeof run->link_before);
     memcpy(m->comm_calls, comm->calls, sizeof m->comm_calls); /* the counts before; measure_queued subtracts */
 
-    /* the captured step (step_graph.h): its inputs go up before its launches, which
-     * a capture then holds and a replay skips the host's side of.  A graphed run does
-     * not run ahead (may_run_ahead), so the step before is finished and its lr known */
+    /* the captured step (step_graph.h): the passes are one graph per token set, which
+     * a capture holds and a replay skips the host's side of; the update is another,
+     * launched by step_queue (the step before may still be queued: running ahead) */
     zt_step_graph *sg = &t->sg;
-    const zt_graph_phase ph = run->ph = zt_step_graph_phase(sg);
-    int rc = ZT_OK;
-    if (ph != ZT_GRAPH_OFF && (rc = zt_engine_step_inputs(r->eng, &a->adam, step_lr(t), err)) == ZT_OK &&
-        ph == ZT_GRAPH_CAPTURE)
-        rc = zt_step_graph_begin(sg, err);
+    const zt_graph_phase ph = zt_step_graph_passes_phase(sg);
+    const int set = sg->on ? zt_step_graph_set(sg) : 0;
+    int rc = ph == ZT_GRAPH_CAPTURE ? zt_step_graph_begin(sg, err) : ZT_OK;
     if (rc)
         return step_failed(t, rc, err);
     if (ph != ZT_GRAPH_REPLAY)
@@ -747,7 +745,8 @@ static int train_step(trainer *t, long s, step_run *run, zt_err *err)
         long k0 = zt_sample_index(s, micro, comm->rank, B, A, t->W);
         /* a captured step reads each micro-batch's ids from its own fixed buffers */
         const int graphed = ph != ZT_GRAPH_OFF;
-        int *inputs = graphed ? sg->inputs[micro] : r->inputs, *targets = graphed ? sg->targets[micro] : r->targets;
+        int *inputs = graphed ? sg->inputs[set * A + micro] : r->inputs;
+        int *targets = graphed ? sg->targets[set * A + micro] : r->targets;
         int hd = zt_prof_begin("data", "phase", ZT_PROF_COMPUTE);
         zt_batcher_fill(&r->batcher, k0, B, inputs, targets);
         zt_prof_end(hd, 0.0, 0.0);
@@ -765,14 +764,17 @@ static int train_step(trainer *t, long s, step_run *run, zt_err *err)
         loss_sum += ls;
     }
     zt_engine_sync_backward(r->eng, 0);
+    if ((rc = zt_step_graph_run_passes(sg, ph, err)))
+        return step_failed(t, rc, err);
+    run->ph = zt_step_graph_phase(sg);
     run->loss_sum = loss_sum;
     run->counted = counted;
     m->loss_scale = pl->ls.on ? scale : 0.0;
     return ZT_OK;
 }
 
-/* Step s's second half: its update queued (a graphed step: the captured step
- * launched, holding its passes and its update), its numbers' download queued. */
+/* Step s's second half: its update queued (a graphed step: its inputs uploaded, the
+ * captured update launched), its numbers' download queued. */
 static int step_queue(trainer *t, long s, step_run *run, zt_err *err)
 {
     const zt_train_args *a = t->a;
@@ -790,9 +792,12 @@ static int step_queue(trainer *t, long s, step_run *run, zt_err *err)
     if (run->ph == ZT_GRAPH_OFF) {
         zt_engine_step_queue(r->eng, &a->adam, m->lr, a->max_grad_norm, 1.0 / scale);
     } else {
-        if (run->ph != ZT_GRAPH_REPLAY) /* the warm-up runs them, the capture holds them */
+        rc = zt_engine_step_inputs(r->eng, &a->adam, m->lr, err);
+        if (rc == ZT_OK && run->ph == ZT_GRAPH_CAPTURE)
+            rc = zt_step_graph_begin(&t->sg, err);
+        if (rc == ZT_OK && run->ph != ZT_GRAPH_REPLAY) /* the warm-up runs them, the capture holds them */
             zt_engine_step_launch(r->eng, &a->adam, m->lr, a->max_grad_norm, 1.0 / scale);
-        if ((rc = zt_step_graph_run(&t->sg, run->ph, err)) == ZT_OK)
+        if (rc == ZT_OK && (rc = zt_step_graph_run(&t->sg, run->ph, err)) == ZT_OK)
             zt_engine_step_readback(r->eng);
     }
     zt_prof_end(ho, 0.0, 0.0);
@@ -1221,19 +1226,18 @@ static int stop_for_signal(trainer *t, long step, int sig, int saved, zt_err *er
  * needs the state after step n, or changes what step n+1 computes:
  *   - fp16's loss scale for step n+1's backward depends on step n's overflow;
  *   - an evaluation or a checkpoint after step n reads the state of step n;
- *   - the last step ends the run;
- *   - a graphed run (--cuda_graphs): the captured step holds step n+1's passes and
- *     its update in one launch, whose lr and t (the step's inputs) depend on step
- *     n's skip, and it reads its token ids from one set of buffers that step n's
- *     launch may still be reading; it reads each step back before the next.
+ *   - the last step ends the run.
+ * A graphed run (--cuda_graphs) runs ahead too: its passes and its update are
+ * separate graphs (the update's lr and t are uploaded after step n's readback), and
+ * step n+1's passes read the other set of token buffers than step n's.
  * Everything else that step n decides still takes effect before step n+1's update:
  * its record and progress line, the non-finite stop and the skip count (the
  * schedule's step count, which step n+1's learning rate needs), and a stop request
  * (answered before step n+1 begins: the checkpoint holds step n). */
 static int may_run_ahead(const trainer *t, long n)
 {
-    return zt_engine_runs_ahead(t->r.eng) && !t->sg.on && !t->a->plan.ls.on && n < t->nsteps &&
-        !eval_due(t, n) && !checkpoint_due(t, n);
+    return zt_engine_runs_ahead(t->r.eng) && !t->a->plan.ls.on && n < t->nsteps && !eval_due(t, n) &&
+        !checkpoint_due(t, n);
 }
 
 /* A queued step's end: its numbers back (the wait), its record and progress line,
