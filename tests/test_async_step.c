@@ -84,12 +84,16 @@ static void unit_case(zt_dtype dt, int with_comp, zt_dtype cast_dt)
                             ca ? (char *)ca + lo * es : NULL, dt, hi - lo, &st, cast ? (char *)xa + lo * cs : NULL,
                             cast_dt, &audit);
     }
-    /* B: one call over the unit, clip from the scalars (s.clip is ignored) */
+    /* B: one call over the unit, clip, lr and t from the scalars (s.clip, s.lr and
+     * s.t are ignored: the step's inputs are on the device) */
     void *pb = dup_bytes(p, bytes), *mb = dup_bytes(m, bytes), *vb = dup_bytes(v, bytes);
     void *cb = c ? dup_bytes(c, bytes) : NULL, *xb = calloc(1, cbytes);
     zt_step_scalars sc = {.clip = 0.75f, .audit_updated = 5.0}; /* the audit adds to what is there */
+    zt_adamw_unit_inputs(&sc, &s, s.lr, s.t);
     zt_adamw_step sb = s;
     sb.clip = 123.0f;
+    sb.lr = 7.0;
+    sb.t = 1;
     const zt_backend *be = zt_backend_cpu();
     be->adamw_unit(pb, mb, vb, g, cb, dt, N, SEGS, NSEG, &sb, &sc, cast ? xb : NULL, cast_dt);
     ZT_CHECK(!memcmp(pa, pb, bytes) && !memcmp(ma, mb, bytes) && !memcmp(va, vb, bytes));
@@ -101,6 +105,7 @@ static void unit_case(zt_dtype dt, int with_comp, zt_dtype cast_dt)
     ZT_CHECK_CLOSE(sc.audit_ratio_sum, audit.ratio_sum, 1e-12, 1e-300);
     /* skip: nothing moves, the audit stays */
     zt_step_scalars skip = {.clip = 1.0f, .skip = 1};
+    zt_adamw_unit_inputs(&skip, &s, s.lr, s.t);
     void *pc = dup_bytes(p, bytes);
     be->adamw_unit(pc, mb, vb, g, cb, dt, N, SEGS, NSEG, &sb, &skip, NULL, cast_dt);
     ZT_CHECK(!memcmp(pc, p, bytes) && skip.audit_updated == 0.0);

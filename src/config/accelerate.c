@@ -292,6 +292,7 @@ static const char *const compute_environments[] = {"LOCAL_MACHINE", NULL};
 static const char *const precisions[] = {"no", "bf16", "fp16", NULL};
 static const char *const fp8[] = {"fp8", NULL};
 static const char *const kernel_modes[] = {"exact", "fast", NULL};
+static const char *const graph_modes[] = {"auto", "on", "off", NULL};
 static const char *const strategies[] = {"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD",
                                          "HYBRID_SHARD_ZERO2", NULL};
 static const char *const layer_classes[] = {"LlamaDecoderLayer", "MistralDecoderLayer", NULL};
@@ -384,6 +385,8 @@ static const key top_keys[] = {
     {.name = "ztrain_kernels", .kind = K_ENUM, FIELD(ztrain_kernels), .allowed = kernel_modes},
     /* ztrain's own: DeepSpeed's delayed parameter update with offload (docs/zero.md, Offload) */
     {.name = "ztrain_offload_delayed_update", .kind = K_BOOL, FIELD(ztrain_offload_delayed_update)},
+    /* ztrain's own: the captured step (--cuda_graphs; docs/gpu.md, "The captured step") */
+    {.name = "ztrain_cuda_graphs", .kind = K_ENUM, FIELD(ztrain_cuda_graphs), .allowed = graph_modes},
     {.name = "dynamo_config", .kind = K_ANY_MAP, IGNORED},
     /* older Accelerate versions' spellings (its process_config converts them):
      * fp16: true is mixed_precision: fp16; dynamo_backend is dynamo_config's */

@@ -55,6 +55,7 @@ typedef struct zt_accel_config {
     zt_setting ztrain_offload_delayed_update; /* ztrain's own top-level key (--offload_delayed_update) */
     char ztrain_kernels[8];           /* exact | fast: ztrain's own top-level key (Accelerate has
                                        * none; --kernels), "" absent */
+    char ztrain_cuda_graphs[8];       /* auto | on | off: ztrain's own key (--cuda_graphs), "" absent */
     zt_setting fsdp_forward_prefetch, fsdp_offload_params, fsdp_cpu_ram_efficient_loading,
         fsdp_sync_module_states, fsdp_use_orig_params, fsdp_activation_checkpointing;
     char fsdp_state_dict_type[24];    /* FULL_STATE_DICT | SHARDED_STATE_DICT | LOCAL_STATE_DICT */

@@ -54,6 +54,8 @@ static void apply_accelerate(zt_settings *s)
         s->kernels = ac->ztrain_kernels;
     if (ac->ztrain_offload_delayed_update != ZT_UNSET && !given(s, "offload_delayed_update"))
         s->offload_delayed_update = ac->ztrain_offload_delayed_update == ZT_YES;
+    if (ac->ztrain_cuda_graphs[0] && !given(s, "cuda_graphs"))
+        s->cuda_graphs = ac->ztrain_cuda_graphs;
     if (fsdp && ac->fsdp_sharding_strategy >= 1 && !given(s, "fsdp_sharding_strategy"))
         s->strategy = strategy_names[ac->fsdp_sharding_strategy];
     if (fsdp && ac->fsdp_auto_wrap_policy[0] && !given(s, "fsdp_auto_wrap_policy"))
@@ -206,6 +208,7 @@ static int resolve_request(zt_settings *s, int world, int hidden_size, zt_dtype 
     req->comm_backend = s->comm_backend;
     req->kernels = s->kernels;
     req->offload_delayed_update = s->offload_delayed_update;
+    req->cuda_graphs = s->cuda_graphs;
     req->forward_prefetch = s->forward_prefetch < 0 ? ZT_UNSET : s->forward_prefetch ? ZT_YES : ZT_NO;
     req->limit_all_gathers = s->limit_all_gathers < 0 ? ZT_UNSET : s->limit_all_gathers ? ZT_YES : ZT_NO;
     if (s->have_ds) {

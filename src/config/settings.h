@@ -26,6 +26,7 @@ typedef struct zt_settings {
     const char *comm_backend;      /* --comm_backend auto | nccl | mpi; NULL: auto */
     const char *kernels;           /* --kernels exact | fast (the YAML's ztrain_kernels); NULL: fast on
                                     * cuda, exact elsewhere */
+    const char *cuda_graphs;       /* --cuda_graphs auto | on | off (the YAML's ztrain_cuda_graphs); NULL: auto */
     int forward_prefetch;          /* FSDP; -1: not said (off) */
     int limit_all_gathers;         /* FSDP; -1: not said (on) */
     int offload_delayed_update;    /* --offload_delayed_update (the YAML's ztrain_offload_delayed_update) */

@@ -104,7 +104,8 @@ void zt_async_free(zt_engine *eng)
     eng->async = NULL;
 }
 
-void zt_async_zero(zt_engine *eng) { eng->be->zero(eng->async->sc, sizeof *eng->async->sc); }
+/* the numbers only: the inputs were, or will be, uploaded for this step */
+void zt_async_zero(zt_engine *eng) { eng->be->zero(eng->async->sc, ZT_STEP_OUTPUT_BYTES); }
 
 double *zt_async_unit_sumsq(zt_engine *eng, int u) { return eng->async->unit_sumsq + u; }
 
@@ -144,6 +145,15 @@ static int agreed_bad_unit(zt_engine *eng, const zt_step_scalars *own)
     return U - code;
 }
 
+void zt_async_inputs(zt_engine *eng, const zt_adamw_hparams *hp, double lr)
+{
+    zt_async *as = eng->async;
+    zt_adamw_step st = {lr, hp->weight_decay, hp->beta1, hp->beta2, hp->eps, eng->optimizer_steps + 1, 1.0f};
+    zt_adamw_unit_inputs(&as->in, &st, lr, st.t);
+    const size_t o = ZT_STEP_OUTPUT_BYTES;
+    eng->be->upload((char *)as->sc + o, (const char *)&as->in + o, sizeof as->in - o);
+}
+
 void zt_async_queue(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double max_grad_norm, double grad_unscale)
 {
     const zt_backend *be = eng->be;
@@ -157,8 +167,10 @@ void zt_async_queue(zt_engine *eng, const zt_adamw_hparams *hp, double lr, doubl
             be->sumsq_into(as->unit_sumsq + u, us->grad, md, us->shard_numel);
     }
     judge_step(eng, max_grad_norm, grad_unscale);
-    /* AdamW, one launch per unit; t is the count this step makes if applied, which
-     * the finish confirms (no other step is queued before it) */
+    /* AdamW, one launch per unit.  adamw_unit reads lr and t from the device's inputs
+     * (zt_async_inputs), not from st: st's are the values of the step that queued it,
+     * which a captured step would replay for ever.  t is the count this step makes if
+     * applied, which the finish confirms (no other step is queued before it) */
     int cast_in_step = eng->stage <= 2 && eng->group_size == 1 && md == ZT_F32; /* zt_engine_step's rule */
     zt_adamw_step st = {lr, hp->weight_decay, hp->beta1, hp->beta2, hp->eps, eng->optimizer_steps + 1, 1.0f};
     for (int u = 0; u < lay->nunits; u++) {
@@ -169,12 +181,17 @@ void zt_async_queue(zt_engine *eng, const zt_adamw_hparams *hp, double lr, doubl
     }
     if (!cast_in_step) /* unchanged masters after a skip give the same copies */
         zt_engine_refresh_gathered(eng);
-    /* its numbers aside, for the finish: the next step zeroes sc at once, while the
-     * download below may still be waiting for this step's kernels */
+    /* its numbers aside, for the readback: the next step zeroes sc at once, while the
+     * download may still be waiting for this step's kernels */
     be->copy(as->done, as->sc, sizeof *as->done);
     if (eng->group_size > 1)
         be->copy(as->done + 1, as->mine, sizeof *as->done);
-    be->to_host_async(as->ready, as->done, (eng->group_size > 1 ? 2 : 1) * sizeof *as->ready);
+}
+
+void zt_async_readback(zt_engine *eng)
+{
+    zt_async *as = eng->async;
+    eng->be->to_host_async(as->ready, as->done, (eng->group_size > 1 ? 2 : 1) * sizeof *as->ready);
 }
 
 int zt_async_finish(zt_engine *eng, double *grad_norm)
@@ -203,25 +220,52 @@ int zt_async_finish(zt_engine *eng, double *grad_norm)
 int zt_async_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double max_grad_norm, double grad_unscale,
                   double *grad_norm)
 {
+    zt_async_inputs(eng, hp, lr);
     zt_async_queue(eng, hp, lr, max_grad_norm, grad_unscale);
+    zt_async_readback(eng);
     return zt_async_finish(eng, grad_norm);
 }
 
-/* ---- the step in two halves (engine.h) ---------------------------------------- */
+/* ---- the step in pieces (engine.h) --------------------------------------------- */
 
 int zt_engine_runs_ahead(const zt_engine *eng) { return eng->async != NULL; }
+
+int zt_engine_step_inputs(zt_engine *eng, const zt_adamw_hparams *hp, double lr, zt_err *err)
+{
+    if (!eng->async)
+        return zt_fail(err, ZT_EINPUT, "a captured step needs the asynchronous step (--kernels fast)");
+    assert(!eng->step_queued); /* t below is optimizer_steps + 1: the step before is finished */
+    zt_async_inputs(eng, hp, lr);
+    return ZT_OK;
+}
+
+void zt_engine_step_launch(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double max_grad_norm,
+                           double grad_unscale)
+{
+    assert(eng->async && "zt_engine_step_launch: the asynchronous step only");
+    zt_engine_step_prelude(eng);
+    zt_async_queue(eng, hp, lr, max_grad_norm, grad_unscale);
+}
+
+void zt_engine_step_readback(zt_engine *eng)
+{
+    assert(eng->async && !eng->step_queued); /* one step in flight: one pair of readback buffers */
+    eng->step_queued = 1;
+    zt_async_readback(eng);
+}
 
 void zt_engine_step_queue(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double max_grad_norm,
                           double grad_unscale)
 {
     assert(!eng->step_queued); /* one step in flight: its AdamW's t is optimizer_steps + 1 */
-    eng->step_queued = 1;
     if (!eng->async) { /* exact mode: the whole step now, its outcome kept for the finish */
         eng->queued_skip = zt_engine_step(eng, hp, lr, max_grad_norm, grad_unscale, &eng->queued_norm);
+        eng->step_queued = 1;
         return;
     }
-    zt_engine_step_prelude(eng);
-    zt_async_queue(eng, hp, lr, max_grad_norm, grad_unscale);
+    zt_async_inputs(eng, hp, lr);
+    zt_engine_step_launch(eng, hp, lr, max_grad_norm, grad_unscale);
+    zt_engine_step_readback(eng);
 }
 
 int zt_engine_step_finish(zt_engine *eng, double *grad_norm)

@@ -40,6 +40,7 @@ typedef struct zt_async {
     zt_adamw_seg **segs;        /* per unit, its shard's segments (device), for adamw_unit */
     int *nsegs;
     double loss_sum;            /* the last step's, as read back */
+    zt_step_scalars in;         /* the step's inputs as the host forms them (zt_async_inputs) */
 } zt_async;
 
 /* Set up the step's device scalars and each unit's segment table (one upload each,
@@ -51,14 +52,22 @@ void zt_async_zero(zt_engine *eng);
 /* Where unit u's sum of squares goes this step (device). */
 double *zt_async_unit_sumsq(zt_engine *eng, int u);
 /* zt_engine_step's work after the reduction and the checks (engine.h's semantics):
- * zt_async_queue then zt_async_finish. */
+ * the inputs, the queue, the readback and the finish below, in that order. */
 int zt_async_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double max_grad_norm, double grad_unscale,
                   double *grad_norm);
-
-/* The step queued (verdict, AdamW, the scalars' download), nothing read back. */
-void zt_async_queue(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double max_grad_norm, double grad_unscale);
-/* Wait for the queued step's scalars (the step's one wait) and take its outcome:
- * the loss, the norm, the skip, the audit, the optimizer step count. */
+/* The step's inputs into the device's scalars: lr and t (the count this step makes
+ * if applied) with what AdamW forms from them, one upload, no wait. */
+void zt_async_inputs(zt_engine *eng, const zt_adamw_hparams *hp, double lr);
+/* The step's launches, nothing read back, nothing waited for on one rank (a captured
+ * step is these): the units' squares, the verdict, AdamW per unit, the copies, and
+ * the step's numbers copied aside (done) for the readback. */
+void zt_async_queue(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double max_grad_norm,
+                    double grad_unscale);
+/* The download of the numbers the queue copied aside (done -> ready), queued, no wait;
+ * outside a capture (the CUDA table's copy has a stream of its own). */
+void zt_async_readback(zt_engine *eng);
+/* The step's one wait: the readback's numbers, the engine's counts from them (the
+ * loss, the norm, the skip, the audit, the optimizer step count); returns the skip. */
 int zt_async_finish(zt_engine *eng, double *grad_norm);
 
 /* engine.c: what every step does first (drain, reduce, the phase and dtype checks) */

@@ -208,18 +208,38 @@ void zt_engine_reduce_grads(zt_engine *eng);
 int zt_engine_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double max_grad_norm,
                    double grad_unscale, double *grad_norm);
 
-/* The same step in two halves, so that the host can run ahead of the device across
- * steps (docs/gpu.md, "Running ahead").  zt_engine_step_queue does zt_engine_step's
- * work and reads nothing back; zt_engine_step_finish waits for the step's numbers
- * and returns what zt_engine_step returns.  Between the two the caller may zero the
- * gradients and run the next step's forwards and backwards (they read the
- * parameters the queued step writes, in the device's order), and nothing else that
- * reads the step's outcome: optimizer_steps, the non-finite unit, the audit, the
- * loss sum, the state (a checkpoint, an evaluation) or another queue.  In exact mode
- * the queue runs the whole step and the finish hands its outcome back. */
+/* The same step in pieces, so that the host can run ahead of the device across
+ * steps (docs/gpu.md, "Running ahead") and capture the step as a graph (backend.h,
+ * graph_begin; docs/gpu.md, "The captured step").
+ *   step_queue   zt_engine_step's work, nothing read back: in fast mode step_inputs,
+ *                step_launch and step_readback below; in exact mode the whole step,
+ *                its outcome kept for the finish.
+ *   step_finish  waits for the step's numbers and returns what zt_engine_step
+ *                returns (the skip; the norm in *grad_norm).
+ * Between the two the caller may zero the gradients and run the next step's forwards
+ * and backwards (they read the parameters the queued step writes, in the device's
+ * order), and nothing else that reads the step's outcome: optimizer_steps, the
+ * non-finite unit, the audit, the loss sum, the state (a checkpoint, an evaluation)
+ * or another queue.
+ * Fast mode's pieces of the queue, for a captured step:
+ *   step_inputs    outside a capture, before the step's launches: lr and AdamW's t
+ *                  (optimizer_steps + 1: the step before must be finished) into the
+ *                  device's step scalars, one upload, no wait.  ZT_EINPUT in exact
+ *                  mode.
+ *   step_launch    the step's launches after the micro-batches (a capture holds
+ *                  them): the reduction, the verdict, AdamW, the copies, the step's
+ *                  numbers copied aside; nothing read back on one rank.  AdamW reads
+ *                  the lr and t step_inputs uploaded, so a replay takes each step's own.
+ *   step_readback  outside a capture, after the launches (or the graph's launch): the
+ *                  download of the numbers copied aside, queued; step_finish waits
+ *                  for it. */
 void zt_engine_step_queue(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double max_grad_norm,
                           double grad_unscale);
 int zt_engine_step_finish(zt_engine *eng, double *grad_norm);
+int zt_engine_step_inputs(zt_engine *eng, const zt_adamw_hparams *hp, double lr, zt_err *err);
+void zt_engine_step_launch(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double max_grad_norm,
+                           double grad_unscale);
+void zt_engine_step_readback(zt_engine *eng);
 /* 1 when the queue returns before the device has done the step (fast mode): only
  * then does running ahead save a wait. */
 int zt_engine_runs_ahead(const zt_engine *eng);

@@ -128,8 +128,9 @@ struct zt_engine {
     long grads_copied_early;    /* shards copied down during a backward, since create */
     long uploads_async;         /* shards uploaded on the copy queue (to_device_async), since create */
     struct zt_async *async;     /* fast mode's asynchronous step (async_step.h); NULL in exact mode */
-    /* zt_engine_step_queue's step until zt_engine_step_finish reads it (1 while one is
-     * queued); exact mode's outcome waits here, fast mode's on the device */
+    /* a queued step (zt_engine_step_queue, or a captured one's zt_engine_step_readback)
+     * until zt_engine_step_finish reads it (1 while one is queued); exact mode's
+     * outcome waits here, fast mode's on the device */
     int step_queued, queued_skip;
     double queued_norm;
 };

@@ -88,17 +88,36 @@ static inline float inv_half_ulp(float x, int mb)
         }                                                                                 \
     } while (0)
 
+/* The scalars that depend on lr and t, formed in double as Python floats are in
+ * torch, then used as fp32 operands (one home: the shard's step and the inputs a
+ * unit's step reads from the device). */
+static void step_consts(const zt_adamw_step *s, float *decay, float *neg_step, float *bc2_sqrt)
+{
+    const double bc1 = 1.0 - pow(s->beta1, (double)s->t), bc2 = 1.0 - pow(s->beta2, (double)s->t);
+    *decay = (float)(1.0 - s->lr * s->weight_decay);
+    *neg_step = (float)(-(s->lr / bc1));
+    *bc2_sqrt = (float)sqrt(bc2);
+}
+
+void zt_adamw_unit_inputs(zt_step_scalars *sc, const zt_adamw_step *s, double lr, long t)
+{
+    zt_adamw_step st = *s;
+    st.lr = lr;
+    st.t = t;
+    sc->lr = lr;
+    sc->t = t;
+    step_consts(&st, &sc->decay, &sc->neg_step, &sc->bc2_sqrt);
+}
+
 void zt_adamw_step_shard(void *p, void *m, void *v, const void *g, void *comp, zt_dtype dt, size_t n,
                          const zt_adamw_step *s, void *cast, zt_dtype cast_dt, zt_adamw_audit *audit)
 {
     /* Scalars are formed in double, as Python floats are in torch, then used as
      * fp32 operands, as torch's CPU kernels use them for fp32 tensors. */
-    const float decay = (float)(1.0 - s->lr * s->weight_decay);
+    float decay, neg_step, bc2_sqrt;
+    step_consts(s, &decay, &neg_step, &bc2_sqrt);
     const float b1 = (float)s->beta1, one_minus_b1 = (float)(1.0 - s->beta1);
     const float b2 = (float)s->beta2, one_minus_b2 = (float)(1.0 - s->beta2);
-    const double bc1 = 1.0 - pow(s->beta1, (double)s->t), bc2 = 1.0 - pow(s->beta2, (double)s->t);
-    const float neg_step = (float)(-(s->lr / bc1));
-    const float bc2_sqrt = (float)sqrt(bc2);
     const float epsf = (float)s->eps;
     const float clip = s->clip;
     double updated = 0.0, lost = 0.0, ratio = 0.0;
@@ -156,6 +175,8 @@ void zt_adamw_step_unit(void *p, void *m, void *v, const void *g, void *comp, zt
         if (segs[k].kind < 0 || hi <= lo)
             continue;
         zt_adamw_step st = *s;
+        st.lr = sc->lr; /* the step's, from the device: never the captured s's */
+        st.t = sc->t;
         st.weight_decay = segs[k].kind ? s->weight_decay : 0.0;
         st.clip = sc->clip;
         zt_adamw_step_shard((char *)p + lo * es, (char *)m + lo * es, (char *)v + lo * es, (const char *)g + lo * es,

@@ -46,12 +46,19 @@ void zt_adamw_step_shard(void *p, void *m, void *v, const void *g, void *comp, z
 
 /* The same step over a unit's whole shard of n elements, for the asynchronous step
  * (backend.h, adamw_unit): each segment's elements take s->weight_decay (kind 1),
- * none (kind 0) or are left alone (kind -1); the clipping coefficient is sc->clip,
- * nothing happens when sc->skip, and the audit is added to sc's.  Element for
+ * none (kind 0) or are left alone (kind -1); the learning rate and t are sc->lr and
+ * sc->t (s->lr and s->t are not read: a captured step reads each step's from the
+ * device), the clipping coefficient is sc->clip, nothing happens when sc->skip, and
+ * the audit is added to sc's.  Element for
  * element the arithmetic is zt_adamw_step_shard's, so p, m, v, comp and cast are
  * the bits a call per parameter gives. */
 void zt_adamw_step_unit(void *p, void *m, void *v, const void *g, void *comp, zt_dtype dt, size_t n,
                         const zt_adamw_seg *segs, int nsegs, const zt_adamw_step *s, zt_step_scalars *sc, void *cast,
                         zt_dtype cast_dt);
+
+/* The step's inputs in sc (step_scalars.h) for lr and t: sc->lr, sc->t and the fp32
+ * scalars adamw_step forms from them with s's weight decay and betas, by the very
+ * expressions zt_adamw_step_shard uses.  The host fills them and uploads them. */
+void zt_adamw_unit_inputs(zt_step_scalars *sc, const zt_adamw_step *s, double lr, long t);
 
 #endif

@@ -49,7 +49,8 @@
     X(swiglu_forward) X(swiglu_backward) X(transpose) X(xent)                                            \
     X(rmsnorm_residual_forward) X(matmul_out) X(lmhead_xent)                                             \
     X(adamw_step) X(sumsq) X(accumulate) X(accumulate_bf16_rounded) X(round_bf16)                     \
-    X(sumsq_into) X(round_bf16_into) X(xent_into) X(step_verdict) X(adamw_unit)
+    X(sumsq_into) X(round_bf16_into) X(xent_into) X(step_verdict) X(adamw_unit)                       \
+    X(upload) X(graph_begin) X(graph_end) X(graph_launch) X(graph_free)
 
 /* How a device's kernels compute (docs/gpu.md, "Kernel modes").  EXACT: the CPU's
  * bits (or the CPU's arithmetic in another summation order), and the step's numbers
@@ -61,6 +62,11 @@ typedef enum zt_kernel_mode { ZT_KERNELS_EXACT, ZT_KERNELS_FAST } zt_kernel_mode
 /* A target that takes no part in the loss (a prompt token under completion-only
  * loss): torch's CrossEntropyLoss ignore_index default, as TRL's labels use it. */
 #define ZT_IGNORE_INDEX (-100)
+
+/* A captured sequence of a table's entries (graph_begin .. graph_end), replayed by
+ * graph_launch: a CUDA graph on the GPU, a recorded list of calls on the emulated
+ * device.  Opaque; each table defines its own. */
+typedef struct zt_graph zt_graph;
 
 typedef struct zt_backend {
     const char *name;
@@ -207,6 +213,26 @@ typedef struct zt_backend {
                        const zt_adamw_seg *segs, int nsegs, const zt_adamw_step *s, zt_step_scalars *sc, void *cast,
                        zt_dtype cast_dt);
 
+    /* ---- the captured step (docs/gpu.md, "The captured step") */
+    /* buffer <- bytes of host memory, in queue order, without waiting: the bytes are
+     * taken at once (a device copies them into a page-locked slot of its own), so
+     * src_host may change as soon as this returns.  Inside a capture the copy is
+     * captured instead, from src_host itself, which a replay reads again: src_host
+     * must then be host_alloc memory that outlives the graph, refilled before each
+     * launch (the token ids of a captured step). */
+    void (*upload)(void *dst, const void *src_host, size_t bytes);
+    /* From graph_begin to graph_end the entries called are captured instead of run;
+     * graph_launch replays them with the same arguments: the same buffers (read and
+     * written anew), the same host memory behind token ids and uploads (read anew),
+     * and the same values of everything passed by value or through a host struct
+     * (taken at capture: a learning rate that changes must be in a buffer).  Nothing
+     * captured may wait for the device or allocate: graph_end fails naming the first
+     * entry that did.  Tables without graphs (the CPU's) answer ZT_EINPUT. */
+    int (*graph_begin)(zt_err *err);
+    int (*graph_end)(zt_graph **graph, zt_err *err);
+    int (*graph_launch)(const zt_graph *graph, zt_err *err);
+    void (*graph_free)(zt_graph *graph);
+
     /* What MFU divides by on a device that runs the products itself: its measured
      * rate of large products in GFLOP/s for compute (bf16: bf16 operands with fp32
      * accumulation; fp32: without TF32), and in `what` the device's name for the
@@ -237,6 +263,11 @@ const zt_backend *zt_backend_emu_fast(void);
  * (their wait is copy_wait's).  The fast mode's tests hold a step to one (its
  * readback); offload's (test_offload.c) hold the uploads to none. */
 long zt_backend_emu_waits(void);
+
+/* Calls into the emulated device's table since the process started, every entry
+ * counted once (a graph's launch is one call, whatever it replays): the host's cost
+ * of a step, which a captured step brings down to a handful. */
+long zt_backend_emu_calls(void);
 
 /* The same device's table in mode `mode` (be itself when it is in that mode);
  * NULL with ZT_EINPUT in err where there is none (the CPU has no fast mode). */

@@ -65,6 +65,26 @@ static size_t cpu_attention_cache_scratch_bytes(int cap, int threads)
     return zt_attention_cache_scratch_floats(cap, threads) * sizeof(float);
 }
 
+/* The host has no graphs: its entries run as they are called (backend.h). */
+static int cpu_graph_begin(zt_err *err)
+{
+    return zt_fail(err, ZT_EINPUT, "the cpu device has no graphs: its kernels run as they are called");
+}
+
+static int cpu_graph_end(zt_graph **graph, zt_err *err)
+{
+    *graph = NULL;
+    return cpu_graph_begin(err);
+}
+
+static int cpu_graph_launch(const zt_graph *graph, zt_err *err)
+{
+    (void)graph;
+    return cpu_graph_begin(err);
+}
+
+static void cpu_graph_free(zt_graph *graph) { (void)graph; }
+
 /* The entries that are a kernel as it is, under the table's naming rule
  * (ZT_BACKEND_ENTRIES: entry e is cpu_e). */
 #define cpu_alloc zt_alloc
@@ -76,6 +96,7 @@ static size_t cpu_attention_cache_scratch_bytes(int cap, int threads)
 #define cpu_to_device_async cpu_copy
 #define cpu_copy_join cpu_sync /* one queue: nothing to order */
 #define cpu_copy_wait cpu_sync
+#define cpu_upload cpu_copy /* host memory: the copy is the upload */
 #define cpu_host_alloc zt_alloc
 #define cpu_host_free zt_free
 #define cpu_matmul zt_matmul

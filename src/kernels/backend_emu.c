@@ -11,7 +11,18 @@
  * and argument structs are host data (backend.h) and pass unchanged.  Bytes move
  * only through to_host / to_device, and host_visible is 0, so the engine and the
  * comm layer take the paths a GPU takes (the staged comm path included), with
- * the CPU's numbers bit for bit. */
+ * the CPU's numbers bit for bit.
+ *
+ * It also captures and replays, as a GPU's graphs do (backend.h, graph_begin):
+ * while capturing, every entry that queues work is recorded with its arguments
+ * instead of run, and a launch runs the list again.  A recorded call keeps what a
+ * CUDA graph keeps: buffer handles (read and written anew at each replay), the host
+ * memory behind token ids and uploads (read anew: a captured copy from page-locked
+ * memory reads it at each launch), and the values of scalars and of argument structs
+ * (copied at capture, as kernel arguments are).  So a learning rate passed in a
+ * struct is baked into the graph here exactly as on a GPU, and a test of a captured
+ * step against the same step run directly shows it.  An entry that waits for the
+ * device or allocates is refused inside a capture: graph_end fails naming it. */
 #include <stdint.h>
 #include <string.h>
 
@@ -27,13 +38,131 @@
 static void *handle_of(const void *p) { return p ? (void *)((uintptr_t)p + EMU_BIAS) : NULL; }
 static void *host_of(const void *p) { return p ? (void *)((uintptr_t)p - EMU_BIAS) : NULL; }
 
-static void *emu_alloc(zt_mem_cat cat, size_t bytes) { return handle_of(zt_alloc(cat, bytes)); }
-static void emu_free(zt_mem_cat cat, void *p, size_t bytes) { zt_free(cat, host_of(p), bytes); }
-static void emu_copy(void *dst, const void *src, size_t bytes) { memcpy(host_of(dst), host_of(src), bytes); }
-static void emu_zero(void *dst, size_t bytes) { memset(host_of(dst), 0, bytes); }
+/* ---- calls and captures ----------------------------------------------------
+ *
+ * Every entry counts one call (zt_backend_emu_calls).  An entry that queues work
+ * goes through defer(): run now, or, while capturing, appended to the graph with a
+ * copy of its arguments.  An entry that waits or allocates goes through refused(),
+ * which notes the first one called inside a capture for graph_end to report. */
+static long calls;
+static void called(void) { __atomic_fetch_add(&calls, 1, __ATOMIC_RELAXED); }
+long zt_backend_emu_calls(void) { return __atomic_load_n(&calls, __ATOMIC_RELAXED); }
+
+typedef void (*emu_run)(const void *args);
+typedef struct emu_call {
+    emu_run run;
+    size_t off; /* its arguments' place in the graph's arena */
+} emu_call;
+
+struct zt_graph {
+    emu_call *call;
+    size_t ncalls, cap_calls;
+    unsigned char *arena;
+    size_t used, cap_arena;
+};
+
+static zt_graph *rec;          /* the graph being captured, NULL when none */
+static const char *rec_refused; /* the first entry refused inside it */
+static int rec_oom;
+static int replay_rc;          /* a replayed matmul's failure, for graph_launch */
+static zt_err replay_err;
+
+/* p grown to hold want bytes (doubling), accounted; 0 when out of memory */
+static int grow(void **p, size_t *cap, size_t want, size_t unit)
+{
+    if (want <= *cap)
+        return 1;
+    size_t n = *cap ? *cap * 2 : 64;
+    while (n < want)
+        n *= 2;
+    void *q = zt_alloc(ZT_MEM_OTHER, n * unit);
+    if (!q)
+        return 0;
+    if (*p) {
+        memcpy(q, *p, *cap * unit);
+        zt_free(ZT_MEM_OTHER, *p, *cap * unit);
+    }
+    *p = q;
+    *cap = n;
+    return 1;
+}
+
+static void record(emu_run run, const void *args, size_t bytes)
+{
+    size_t off = (rec->used + 15) & ~(size_t)15; /* each copy aligned for any member */
+    if (!grow((void **)&rec->call, &rec->cap_calls, rec->ncalls + 1, sizeof *rec->call) ||
+        !grow((void **)&rec->arena, &rec->cap_arena, off + bytes, 1)) {
+        rec_oom = 1;
+        return;
+    }
+    memcpy(rec->arena + off, args, bytes);
+    rec->call[rec->ncalls++] = (emu_call){run, off};
+    rec->used = off + bytes;
+}
+
+static void defer(emu_run run, const void *args, size_t bytes)
+{
+    called();
+    if (rec)
+        record(run, args, bytes);
+    else
+        run(args);
+}
+
+/* An entry a capture cannot hold (it waits for the device or allocates): noted, then
+ * run as usual (the capture has failed; graph_end says so). */
+static void refused(const char *entry)
+{
+    called();
+    if (rec && !rec_refused)
+        rec_refused = entry;
+}
+
+/* entry NAME's arguments as the struct NAME_a, and its body as NAME_run */
+#define DEFER(name, ...)                                                                                   \
+    do {                                                                                                   \
+        name##_a a_ = {__VA_ARGS__};                                                                       \
+        defer(name##_run, &a_, sizeof a_);                                                                 \
+    } while (0)
+#define RUNNER(name) static void name##_run(const void *p_)
+#define A(name) const name##_a *a = p_
+
+/* ---- memory and moves ---------------------------------------------------------- */
+
+static void *emu_alloc(zt_mem_cat cat, size_t bytes)
+{
+    refused("alloc");
+    return handle_of(zt_alloc(cat, bytes));
+}
+static void emu_free(zt_mem_cat cat, void *p, size_t bytes)
+{
+    refused("free");
+    zt_free(cat, host_of(p), bytes);
+}
+static void *emu_host_alloc(zt_mem_cat cat, size_t bytes)
+{
+    refused("host_alloc");
+    return zt_alloc(cat, bytes); /* staging memory is the host's */
+}
+static void emu_host_free(zt_mem_cat cat, void *p, size_t bytes)
+{
+    refused("host_free");
+    zt_free(cat, p, bytes);
+}
+
+typedef struct { void *dst; const void *src; size_t bytes; } copy_a;
+RUNNER(copy) { A(copy); memcpy(host_of(a->dst), host_of(a->src), a->bytes); }
+static void emu_copy(void *dst, const void *src, size_t bytes) { DEFER(copy, dst, src, bytes); }
+
+typedef struct { void *dst; size_t bytes; } zero_a;
+RUNNER(zero) { A(zero); memset(host_of(a->dst), 0, a->bytes); }
+static void emu_zero(void *dst, size_t bytes) { DEFER(zero, dst, bytes); }
+
+typedef struct { void *dst; zt_dtype dst_dt; const void *src; zt_dtype src_dt; size_t n; } convert_a;
+RUNNER(convert) { A(convert); zt_convert(host_of(a->dst), a->dst_dt, host_of(a->src), a->src_dt, a->n); }
 static void emu_convert(void *dst, zt_dtype dst_dt, const void *src, zt_dtype src_dt, size_t n)
 {
-    zt_convert(host_of(dst), dst_dt, host_of(src), src_dt, n);
+    DEFER(convert, dst, dst_dt, src, src_dt, n);
 }
 
 /* The host waits a GPU would make here (zt_backend_emu_waits): the moves, sync, and
@@ -44,12 +173,14 @@ long zt_backend_emu_waits(void) { return __atomic_load_n(&waits, __ATOMIC_RELAXE
 
 static void emu_to_host(void *dst_host, const void *src, size_t bytes)
 {
+    refused("to_host");
     waited();
     memcpy(dst_host, host_of(src), bytes);
 }
 
 static void emu_to_device(void *dst, const void *src_host, size_t bytes)
 {
+    refused("to_device");
     waited();
     memcpy(host_of(dst), src_host, bytes);
 }
@@ -57,214 +188,480 @@ static void emu_to_device(void *dst, const void *src_host, size_t bytes)
 static void run_uploads(void);
 static void emu_sync(void)
 {
+    refused("sync");
     waited();
     run_uploads();
 }
-static void *emu_stream(void) { return NULL; }
 
+/* At once (the emulated device has one queue, the host's), and no wait counted: a
+ * GPU queues the copy and returns; the wait is copy_wait's.  Not inside a capture: the
+ * CUDA table's copy runs on a stream of its own, which a capture cannot leave forked
+ * (the captured step's numbers come down after its launch). */
+static void emu_to_host_async(void *dst_host, const void *src, size_t bytes)
+{
+    refused("to_host_async");
+    memcpy(dst_host, host_of(src), bytes);
+}
+
+static void emu_copy_wait(void)
+{
+    refused("copy_wait");
+    waited();
+    run_uploads();
+}
+
+static void *emu_stream(void)
+{
+    called();
+    return NULL;
+}
+
+/* No wait: a GPU copies the bytes into a page-locked slot and queues the copy.  A
+ * captured upload reads src_host at each replay (backend.h), as a captured copy from
+ * page-locked memory does. */
+typedef struct { void *dst; const void *src_host; size_t bytes; } upload_a;
+RUNNER(upload) { A(upload); memcpy(host_of(a->dst), a->src_host, a->bytes); }
+static void emu_upload(void *dst, const void *src_host, size_t bytes) { DEFER(upload, dst, src_host, bytes); }
+
+/* ---- the kernels ----------------------------------------------------------------- */
+
+typedef struct {
+    float *C; const void *A; zt_dtype a_dt; const void *B; zt_dtype b_dt;
+    int M, N, K, trans_a, trans_b; float beta; zt_dtype compute;
+} matmul_a;
+static int matmul_now(const matmul_a *a, zt_err *err)
+{
+    return zt_matmul(host_of(a->C), host_of(a->A), a->a_dt, host_of(a->B), a->b_dt, a->M, a->N, a->K, a->trans_a,
+                     a->trans_b, a->beta, a->compute, err);
+}
+RUNNER(matmul)
+{
+    A(matmul);
+    if (matmul_now(a, &replay_err) && replay_rc == ZT_OK)
+        replay_rc = ZT_EFAIL;
+}
 static int emu_matmul(float *C, const void *A, zt_dtype a_dt, const void *B, zt_dtype b_dt, int M, int N, int K,
                       int trans_a, int trans_b, float beta, zt_dtype compute, zt_err *err)
 {
-    return zt_matmul(host_of(C), host_of(A), a_dt, host_of(B), b_dt, M, N, K, trans_a, trans_b, beta, compute, err);
+    matmul_a a = {C, A, a_dt, B, b_dt, M, N, K, trans_a, trans_b, beta, compute};
+    called();
+    if (!rec)
+        return matmul_now(&a, err);
+    record(matmul_run, &a, sizeof a); /* a failure comes back from the launch */
+    return ZT_OK;
 }
 
+/* token ids are host memory, kept as a pointer: a replay reads them anew */
+typedef struct { float *x; const void *wte; zt_dtype wte_dt; const int *tokens; int N, C; } embed_forward_a;
+RUNNER(embed_forward)
+{
+    A(embed_forward);
+    zt_embed_forward(host_of(a->x), host_of(a->wte), a->wte_dt, a->tokens, a->N, a->C);
+}
 static void emu_embed_forward(float *x, const void *wte, zt_dtype wte_dt, const int *tokens, int N, int C)
 {
-    zt_embed_forward(host_of(x), host_of(wte), wte_dt, tokens, N, C);
+    DEFER(embed_forward, x, wte, wte_dt, tokens, N, C);
 }
 
+typedef struct { float *dwte; const float *dx; const int *tokens; int N, C; } embed_backward_a;
+RUNNER(embed_backward)
+{
+    A(embed_backward);
+    zt_embed_backward(host_of(a->dwte), host_of(a->dx), a->tokens, a->N, a->C);
+}
 static void emu_embed_backward(float *dwte, const float *dx, const int *tokens, int N, int C)
 {
-    zt_embed_backward(host_of(dwte), host_of(dx), tokens, N, C);
+    DEFER(embed_backward, dwte, dx, tokens, N, C);
 }
 
+typedef struct { void *y; zt_dtype y_dt; float *rstd; const float *x, *w; int N, C; float eps; } rmsnorm_forward_a;
+RUNNER(rmsnorm_forward)
+{
+    A(rmsnorm_forward);
+    zt_rmsnorm_forward(host_of(a->y), a->y_dt, host_of(a->rstd), host_of(a->x), host_of(a->w), a->N, a->C, a->eps);
+}
 static void emu_rmsnorm_forward(void *y, zt_dtype y_dt, float *rstd, const float *x, const float *w, int N, int C,
                                 float eps)
 {
-    zt_rmsnorm_forward(host_of(y), y_dt, host_of(rstd), host_of(x), host_of(w), N, C, eps);
+    DEFER(rmsnorm_forward, y, y_dt, rstd, x, w, N, C, eps);
 }
 
+typedef struct {
+    float *dx; uint16_t *dx_bf16; float *dw; const float *dy, *x, *w, *rstd; int N, C;
+} rmsnorm_backward_a;
+RUNNER(rmsnorm_backward)
+{
+    A(rmsnorm_backward);
+    zt_rmsnorm_backward_accumulate(host_of(a->dx), host_of(a->dx_bf16), host_of(a->dw), host_of(a->dy), host_of(a->x),
+                                   host_of(a->w), host_of(a->rstd), a->N, a->C);
+}
 static void emu_rmsnorm_backward(float *dx, uint16_t *dx_bf16, float *dw, const float *dy, const float *x,
                                  const float *w, const float *rstd, int N, int C)
 {
-    zt_rmsnorm_backward_accumulate(host_of(dx), host_of(dx_bf16), host_of(dw), host_of(dy), host_of(x), host_of(w),
-                                   host_of(rstd), N, C);
+    DEFER(rmsnorm_backward, dx, dx_bf16, dw, dy, x, w, rstd, N, C);
 }
 
+typedef struct { float *y; const void *b; zt_dtype b_dt; int N, D; } bias_forward_a;
+RUNNER(bias_forward) { A(bias_forward); zt_bias_forward(host_of(a->y), host_of(a->b), a->b_dt, a->N, a->D); }
 static void emu_bias_forward(float *y, const void *b, zt_dtype b_dt, int N, int D)
 {
-    zt_bias_forward(host_of(y), host_of(b), b_dt, N, D);
+    DEFER(bias_forward, y, b, b_dt, N, D);
 }
 
-static void emu_bias_backward(float *db, const float *dy, int N, int D)
-{
-    zt_bias_backward_accumulate(host_of(db), host_of(dy), N, D);
-}
+typedef struct { float *db; const float *dy; int N, D; } bias_backward_a;
+RUNNER(bias_backward) { A(bias_backward); zt_bias_backward_accumulate(host_of(a->db), host_of(a->dy), a->N, a->D); }
+static void emu_bias_backward(float *db, const float *dy, int N, int D) { DEFER(bias_backward, db, dy, N, D); }
 
+typedef struct { float *cos_t, *sin_t; int T, hd; zt_rope_freqs f; } rope_tables_a; /* f: by value */
+RUNNER(rope_tables) { A(rope_tables); zt_rope_tables(host_of(a->cos_t), host_of(a->sin_t), a->T, a->hd, &a->f); }
 static void emu_rope_tables(float *cos_t, float *sin_t, int T, int hd, const zt_rope_freqs *f)
 {
-    zt_rope_tables(host_of(cos_t), host_of(sin_t), T, hd, f);
+    DEFER(rope_tables, cos_t, sin_t, T, hd, *f);
 }
 
-static void emu_rope_forward(float *qkv, const float *cos_t, const float *sin_t, int B, int T, int nh, int nkv,
-                             int hd)
+typedef struct { float *qkv; const float *cos_t, *sin_t; int B, T, nh, nkv, hd; } rope_a;
+static void rope_forward_run(const void *p_)
 {
-    zt_rope_forward(host_of(qkv), host_of(cos_t), host_of(sin_t), B, T, nh, nkv, hd);
+    const rope_a *a = p_;
+    zt_rope_forward(host_of(a->qkv), host_of(a->cos_t), host_of(a->sin_t), a->B, a->T, a->nh, a->nkv, a->hd);
 }
-
+static void rope_backward_run(const void *p_)
+{
+    const rope_a *a = p_;
+    zt_rope_backward(host_of(a->qkv), host_of(a->cos_t), host_of(a->sin_t), a->B, a->T, a->nh, a->nkv, a->hd);
+}
+static void emu_rope_forward(float *qkv, const float *cos_t, const float *sin_t, int B, int T, int nh, int nkv, int hd)
+{
+    rope_a a = {qkv, cos_t, sin_t, B, T, nh, nkv, hd};
+    defer(rope_forward_run, &a, sizeof a);
+}
 static void emu_rope_backward(float *dqkv, const float *cos_t, const float *sin_t, int B, int T, int nh, int nkv,
                               int hd)
 {
-    zt_rope_backward(host_of(dqkv), host_of(cos_t), host_of(sin_t), B, T, nh, nkv, hd);
+    rope_a a = {dqkv, cos_t, sin_t, B, T, nh, nkv, hd};
+    defer(rope_backward_run, &a, sizeof a);
 }
 
 /* the CPU table's attention entries, on decoded buffers */
 static size_t emu_attention_scratch_bytes(int B, int T, int nkv, int hd, zt_dtype opd)
 {
+    called();
     return zt_backend_cpu()->attention_scratch_bytes(B, T, nkv, hd, opd);
 }
 
+typedef struct {
+    float *out; uint16_t *out_bf16; float *lse; const float *qkv; void *scratch; int B, T, nh, nkv, hd, window;
+} attention_forward_a;
+RUNNER(attention_forward)
+{
+    A(attention_forward);
+    zt_backend_cpu()->attention_forward(host_of(a->out), host_of(a->out_bf16), host_of(a->lse), host_of(a->qkv),
+                                        host_of(a->scratch), a->B, a->T, a->nh, a->nkv, a->hd, a->window);
+}
 static void emu_attention_forward(float *out, uint16_t *out_bf16, float *lse, const float *qkv, void *scratch,
                                   int B, int T, int nh, int nkv, int hd, int window)
 {
-    zt_backend_cpu()->attention_forward(host_of(out), host_of(out_bf16), host_of(lse), host_of(qkv), host_of(scratch),
-                                        B, T, nh, nkv, hd, window);
+    DEFER(attention_forward, out, out_bf16, lse, qkv, scratch, B, T, nh, nkv, hd, window);
 }
 
+typedef struct {
+    float *dqkv; const float *dout, *qkv, *out, *lse; void *scratch; int B, T, nh, nkv, hd, window;
+} attention_backward_a;
+RUNNER(attention_backward)
+{
+    A(attention_backward);
+    zt_backend_cpu()->attention_backward(host_of(a->dqkv), host_of(a->dout), host_of(a->qkv), host_of(a->out),
+                                         host_of(a->lse), host_of(a->scratch), a->B, a->T, a->nh, a->nkv, a->hd,
+                                         a->window);
+}
 static void emu_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
                                    const float *lse, void *scratch, int B, int T, int nh, int nkv, int hd, int window)
 {
-    zt_backend_cpu()->attention_backward(host_of(dqkv), host_of(dout), host_of(qkv), host_of(out), host_of(lse),
-                                         host_of(scratch), B, T, nh, nkv, hd, window);
+    DEFER(attention_backward, dqkv, dout, qkv, out, lse, scratch, B, T, nh, nkv, hd, window);
 }
 
 static size_t emu_attention_cache_scratch_bytes(int cap, int threads)
 {
+    called();
     return zt_backend_cpu()->attention_cache_scratch_bytes(cap, threads);
 }
 
+/* generation's entry: no step captures it */
 static void emu_attention_cache_forward(float *out, const float *q, size_t q_stride, const float *k_cache,
                                         const float *v_cache, int cap, int pos0, int n, int nh, int nkv, int hd,
                                         int window, float *scratch, int threads)
 {
+    refused("attention_cache_forward");
     zt_attention_cache_forward(host_of(out), host_of(q), q_stride, host_of(k_cache), host_of(v_cache), cap, pos0, n,
                                nh, nkv, hd, window, host_of(scratch), threads);
 }
 
+typedef struct { void *h; zt_dtype h_dt; const float *gu; int N, F; } swiglu_forward_a;
+RUNNER(swiglu_forward)
+{
+    A(swiglu_forward);
+    zt_swiglu_forward(host_of(a->h), a->h_dt, host_of(a->gu), a->N, a->F);
+}
 static void emu_swiglu_forward(void *h, zt_dtype h_dt, const float *gu, int N, int F)
 {
-    zt_swiglu_forward(host_of(h), h_dt, host_of(gu), N, F);
+    DEFER(swiglu_forward, h, h_dt, gu, N, F);
 }
 
+typedef struct { void *dgu; zt_dtype dgu_dt; const float *dh, *gu; int N, F; } swiglu_backward_a;
+RUNNER(swiglu_backward)
+{
+    A(swiglu_backward);
+    zt_swiglu_backward(host_of(a->dgu), a->dgu_dt, host_of(a->dh), host_of(a->gu), a->N, a->F);
+}
 static void emu_swiglu_backward(void *dgu, zt_dtype dgu_dt, const float *dh, const float *gu, int N, int F)
 {
-    zt_swiglu_backward(host_of(dgu), dgu_dt, host_of(dh), host_of(gu), N, F);
+    DEFER(swiglu_backward, dgu, dgu_dt, dh, gu, N, F);
 }
 
-static void emu_transpose(float *dst, const float *src, int rows, int cols)
-{
-    zt_transpose_f32(host_of(dst), host_of(src), rows, cols);
-}
+typedef struct { float *dst; const float *src; int rows, cols; } transpose_a;
+RUNNER(transpose) { A(transpose); zt_transpose_f32(host_of(a->dst), host_of(a->src), a->rows, a->cols); }
+static void emu_transpose(float *dst, const float *src, int rows, int cols) { DEFER(transpose, dst, src, rows, cols); }
 
 static double emu_xent(float *dlogits, uint16_t *dlogits_bf16, const float *logits, const int *targets, int N, int V,
                        float grad_scale)
 {
+    refused("xent (returns the loss to the host)");
     waited();
     return zt_xent_forward_backward(host_of(dlogits), host_of(dlogits_bf16), host_of(logits), targets, N, V,
                                     grad_scale);
 }
 
-/* the fused entries: the host's compositions (fused.h); the loss stays in the
- * device's buffer, so lmhead_xent waits for nothing */
-static void emu_rmsnorm_residual_forward(float *x, const void *delta, zt_dtype delta_dt, void *y, zt_dtype y_dt,
-                                         float *rstd, const float *w, int N, int C, float eps)
+/* the fused entries: the host's compositions (fused.h), deferred as the kernels are
+ * (a capture holds them); the loss stays in the device's buffer, so lmhead_xent waits
+ * for nothing.  The two that can fail report it as matmul does: at once, or from the
+ * launch that replays them. */
+typedef struct {
+    float *x;
+    const void *delta;
+    zt_dtype delta_dt;
+    void *y;
+    zt_dtype y_dt;
+    float *rstd;
+    const float *w;
+    int N, C;
+    float eps;
+} rmsnorm_residual_forward_a;
+RUNNER(rmsnorm_residual_forward)
 {
-    zt_rmsnorm_residual_forward(host_of(x), host_of(delta), delta_dt, host_of(y), y_dt, host_of(rstd), host_of(w), N,
-                                C, eps);
+    A(rmsnorm_residual_forward);
+    zt_rmsnorm_residual_forward(host_of(a->x), host_of(a->delta), a->delta_dt, host_of(a->y), a->y_dt,
+                                host_of(a->rstd), host_of(a->w), a->N, a->C, a->eps);
+}
+static void emu_rmsnorm_residual_forward(float *x, const void *delta, zt_dtype delta_dt, void *y,
+                                         zt_dtype y_dt, float *rstd, const float *w, int N, int C, float eps)
+{
+    DEFER(rmsnorm_residual_forward, x, delta, delta_dt, y, y_dt, rstd, w, N, C, eps);
 }
 
-static int emu_matmul_out(void *D, zt_dtype d_dt, const void *residual, const void *A, zt_dtype a_dt, const void *B,
-                          zt_dtype b_dt, int M, int N, int K, int trans_a, int trans_b, zt_dtype compute, zt_err *err)
+typedef struct {
+    void *D;
+    zt_dtype d_dt;
+    const void *residual, *A;
+    zt_dtype a_dt;
+    const void *B;
+    zt_dtype b_dt;
+    int M, N, K, trans_a, trans_b;
+    zt_dtype compute;
+} matmul_out_a;
+static int matmul_out_now(const matmul_out_a *a, zt_err *err)
 {
-    return zt_matmul_out(host_of(D), d_dt, host_of(residual), host_of(A), a_dt, host_of(B), b_dt, M, N, K, trans_a,
-                         trans_b, compute, err);
+    return zt_matmul_out(host_of(a->D), a->d_dt, host_of(a->residual), host_of(a->A), a->a_dt, host_of(a->B),
+                         a->b_dt, a->M, a->N, a->K, a->trans_a, a->trans_b, a->compute, err);
+}
+RUNNER(matmul_out)
+{
+    A(matmul_out);
+    if (matmul_out_now(a, &replay_err) && replay_rc == ZT_OK)
+        replay_rc = ZT_EFAIL;
+}
+static int emu_matmul_out(void *D, zt_dtype d_dt, const void *residual, const void *A, zt_dtype a_dt,
+                          const void *B, zt_dtype b_dt, int M, int N, int K, int trans_a, int trans_b,
+                          zt_dtype compute, zt_err *err)
+{
+    matmul_out_a a = {D, d_dt, residual, A, a_dt, B, b_dt, M, N, K, trans_a, trans_b, compute};
+    called();
+    if (!rec)
+        return matmul_out_now(&a, err);
+    record(matmul_out_run, &a, sizeof a);
+    return ZT_OK;
 }
 
-static int emu_lmhead_xent(double *loss_sum, float *dx, float *dw, const void *x, zt_dtype x_dt, const void *w,
-                           zt_dtype w_dt, const int *targets, int N, int C, int V, float grad_scale, zt_dtype compute,
-                           int chunk_rows, zt_err *err)
+/* targets are host memory, kept as a pointer: a replay reads them anew */
+typedef struct {
+    double *loss_sum;
+    float *dx, *dw;
+    const void *x;
+    zt_dtype x_dt;
+    const void *w;
+    zt_dtype w_dt;
+    const int *targets;
+    int N, C, V;
+    float grad_scale;
+    zt_dtype compute;
+    int chunk_rows;
+} lmhead_xent_a;
+static int lmhead_xent_now(const lmhead_xent_a *a, zt_err *err)
 {
-    return zt_lmhead_xent(host_of(loss_sum), host_of(dx), host_of(dw), host_of(x), x_dt, host_of(w), w_dt, targets, N,
-                          C, V, grad_scale, compute, chunk_rows, err);
+    return zt_lmhead_xent(host_of(a->loss_sum), host_of(a->dx), host_of(a->dw), host_of(a->x), a->x_dt,
+                          host_of(a->w), a->w_dt, a->targets, a->N, a->C, a->V, a->grad_scale, a->compute,
+                          a->chunk_rows, err);
+}
+RUNNER(lmhead_xent)
+{
+    A(lmhead_xent);
+    if (lmhead_xent_now(a, &replay_err) && replay_rc == ZT_OK)
+        replay_rc = ZT_EFAIL;
+}
+static int emu_lmhead_xent(double *loss_sum, float *dx, float *dw, const void *x, zt_dtype x_dt,
+                           const void *w, zt_dtype w_dt, const int *targets, int N, int C, int V,
+                           float grad_scale, zt_dtype compute, int chunk_rows, zt_err *err)
+{
+    lmhead_xent_a a = {loss_sum, dx, dw, x, x_dt, w, w_dt, targets, N, C, V, grad_scale, compute, chunk_rows};
+    called();
+    if (!rec)
+        return lmhead_xent_now(&a, err);
+    record(lmhead_xent_run, &a, sizeof a);
+    return ZT_OK;
 }
 
+/* without an audit it waits for nothing: s is copied at capture, as a kernel's arguments are */
+typedef struct {
+    void *p, *m, *v;
+    const void *g;
+    void *comp;
+    zt_dtype dt;
+    size_t n;
+    zt_adamw_step s;
+    void *cast;
+    zt_dtype cast_dt;
+} adamw_step_a;
+RUNNER(adamw_step)
+{
+    A(adamw_step);
+    zt_adamw_step_shard(host_of(a->p), host_of(a->m), host_of(a->v), host_of(a->g), host_of(a->comp), a->dt,
+                        a->n, &a->s, host_of(a->cast), a->cast_dt, NULL);
+}
 static void emu_adamw_step(void *p, void *m, void *v, const void *g, void *comp, zt_dtype dt, size_t n,
                            const zt_adamw_step *s, void *cast, zt_dtype cast_dt, zt_adamw_audit *audit)
 {
-    if (audit)
-        waited();
+    if (!audit) {
+        DEFER(adamw_step, p, m, v, g, comp, dt, n, *s, cast, cast_dt);
+        return;
+    }
+    refused("adamw_step with an audit (returns it to the host)");
+    waited();
     zt_adamw_step_shard(host_of(p), host_of(m), host_of(v), host_of(g), host_of(comp), dt, n, s, host_of(cast), cast_dt,
                         audit);
 }
 
 static double emu_sumsq(const void *x, zt_dtype dt, size_t n)
 {
+    refused("sumsq (returns the sum to the host)");
     waited();
     return zt_sumsq(host_of(x), dt, n);
 }
 
+typedef struct { void *acc; zt_dtype acc_dt; const void *x; zt_dtype x_dt; size_t n; } accumulate_a;
+RUNNER(accumulate) { A(accumulate); zt_accumulate(host_of(a->acc), a->acc_dt, host_of(a->x), a->x_dt, a->n); }
 static void emu_accumulate(void *acc, zt_dtype acc_dt, const void *x, zt_dtype x_dt, size_t n)
 {
-    zt_accumulate(host_of(acc), acc_dt, host_of(x), x_dt, n);
+    DEFER(accumulate, acc, acc_dt, x, x_dt, n);
 }
 
+typedef struct { float *acc; const float *x; size_t n; } accumulate_bf16_rounded_a;
+RUNNER(accumulate_bf16_rounded)
+{
+    A(accumulate_bf16_rounded);
+    zt_accumulate_bf16_rounded(host_of(a->acc), host_of(a->x), a->n);
+}
 static void emu_accumulate_bf16_rounded(float *acc, const float *x, size_t n)
 {
-    zt_accumulate_bf16_rounded(host_of(acc), host_of(x), n);
+    DEFER(accumulate_bf16_rounded, acc, x, n);
 }
 
+typedef struct { float *x; size_t n; } round_bf16_a;
+RUNNER(round_bf16) { A(round_bf16); zt_round_bf16_inplace(host_of(a->x), a->n, 0); }
 static double emu_round_bf16(float *x, size_t n, int want_sumsq)
 {
-    if (want_sumsq)
-        waited();
+    if (!want_sumsq) {
+        DEFER(round_bf16, x, n);
+        return 0.0;
+    }
+    refused("round_bf16 with its sum (returns it to the host)");
+    waited();
     return zt_round_bf16_inplace(host_of(x), n, want_sumsq);
 }
 
 /* the asynchronous step's entries: their numbers stay in the device's buffers, no wait */
-static void emu_sumsq_into(double *dst, const void *x, zt_dtype dt, size_t n)
-{
-    *(double *)host_of(dst) = zt_sumsq(host_of(x), dt, n);
-}
+typedef struct { double *dst; const void *x; zt_dtype dt; size_t n; } sumsq_into_a;
+RUNNER(sumsq_into) { A(sumsq_into); *(double *)host_of(a->dst) = zt_sumsq(host_of(a->x), a->dt, a->n); }
+static void emu_sumsq_into(double *dst, const void *x, zt_dtype dt, size_t n) { DEFER(sumsq_into, dst, x, dt, n); }
 
-static void emu_round_bf16_into(float *x, size_t n, double *sumsq)
+typedef struct { float *x; size_t n; double *sumsq; } round_bf16_into_a;
+RUNNER(round_bf16_into)
 {
-    double s = zt_round_bf16_inplace(host_of(x), n, sumsq != NULL);
-    if (sumsq)
-        *(double *)host_of(sumsq) = s;
+    A(round_bf16_into);
+    double s = zt_round_bf16_inplace(host_of(a->x), a->n, a->sumsq != NULL);
+    if (a->sumsq)
+        *(double *)host_of(a->sumsq) = s;
 }
+static void emu_round_bf16_into(float *x, size_t n, double *sumsq) { DEFER(round_bf16_into, x, n, sumsq); }
 
+typedef struct {
+    float *dlogits; uint16_t *dlogits_bf16; const float *logits; const int *targets; int N, V; float grad_scale;
+    double *loss_sum;
+} xent_into_a;
+RUNNER(xent_into)
+{
+    A(xent_into);
+    *(double *)host_of(a->loss_sum) += zt_xent_forward_backward(host_of(a->dlogits), host_of(a->dlogits_bf16),
+                                                                host_of(a->logits), a->targets, a->N, a->V,
+                                                                a->grad_scale);
+}
 static void emu_xent_into(float *dlogits, uint16_t *dlogits_bf16, const float *logits, const int *targets, int N,
                           int V, float grad_scale, double *loss_sum)
 {
-    *(double *)host_of(loss_sum) += zt_xent_forward_backward(host_of(dlogits), host_of(dlogits_bf16),
-                                                             host_of(logits), targets, N, V, grad_scale);
+    DEFER(xent_into, dlogits, dlogits_bf16, logits, targets, N, V, grad_scale, loss_sum);
 }
 
+typedef struct {
+    zt_step_scalars *sc; const double *unit_sumsq; int nunits; double max_grad_norm, grad_unscale;
+} step_verdict_a;
+RUNNER(step_verdict)
+{
+    A(step_verdict);
+    zt_step_verdict(host_of(a->sc), host_of(a->unit_sumsq), a->nunits, a->max_grad_norm, a->grad_unscale);
+}
 static void emu_step_verdict(zt_step_scalars *sc, const double *unit_sumsq, int nunits, double max_grad_norm,
                              double grad_unscale)
 {
-    zt_step_verdict(host_of(sc), host_of(unit_sumsq), nunits, max_grad_norm, grad_unscale);
+    DEFER(step_verdict, sc, unit_sumsq, nunits, max_grad_norm, grad_unscale);
 }
 
+/* s is copied at capture (a GPU passes it as the kernel's arguments) */
+typedef struct {
+    void *p, *m, *v; const void *g; void *comp; zt_dtype dt; size_t n; const zt_adamw_seg *segs; int nsegs;
+    zt_adamw_step s; zt_step_scalars *sc; void *cast; zt_dtype cast_dt;
+} adamw_unit_a;
+RUNNER(adamw_unit)
+{
+    A(adamw_unit);
+    zt_adamw_step_unit(host_of(a->p), host_of(a->m), host_of(a->v), host_of(a->g), host_of(a->comp), a->dt, a->n,
+                       host_of(a->segs), a->nsegs, &a->s, host_of(a->sc), host_of(a->cast), a->cast_dt);
+}
 static void emu_adamw_unit(void *p, void *m, void *v, const void *g, void *comp, zt_dtype dt, size_t n,
                            const zt_adamw_seg *segs, int nsegs, const zt_adamw_step *s, zt_step_scalars *sc,
                            void *cast, zt_dtype cast_dt)
 {
-    zt_adamw_step_unit(host_of(p), host_of(m), host_of(v), host_of(g), host_of(comp), dt, n, host_of(segs), nsegs, s,
-                       host_of(sc), host_of(cast), cast_dt);
+    DEFER(adamw_unit, p, m, v, g, comp, dt, n, segs, nsegs, *s, sc, cast, cast_dt);
 }
 
-/* The copy queue.  Down: at once (src is not written before copy_wait, backend.h),
+/* The copy queue.  Down: emu_to_host_async above, at once (src is not written before copy_wait),
  * and no wait counted, since a device queues it and goes on.  Up: held back until
  * the next copy_join, copy_wait or sync, as late as a device's copy queue may run
  * it, so that a host writing the staging buffer before copy_wait, or a kernel
@@ -285,10 +682,9 @@ static void run_uploads(void)
     nuploads = 0;
 }
 
-static void emu_to_host_async(void *dst_host, const void *src, size_t bytes) { memcpy(dst_host, host_of(src), bytes); }
-
 static void emu_to_device_async(void *dst, const void *src_host, size_t bytes)
 {
+    refused("to_device_async"); /* offload's copy queue: no captured step has offload */
     if (nuploads == EMU_UPLOADS) /* a full queue runs: a device may run its copies at any time */
         run_uploads();
     uploads[nuploads].dst = dst;
@@ -296,15 +692,73 @@ static void emu_to_device_async(void *dst, const void *src_host, size_t bytes)
     uploads[nuploads++].bytes = bytes;
 }
 
-static void emu_copy_join(void) { run_uploads(); } /* the device waits, the host does not */
-
-static void emu_copy_wait(void)
+static void emu_copy_join(void) /* the device waits, the host does not */
 {
-    waited();
+    refused("copy_join");
     run_uploads();
 }
-#define emu_host_alloc zt_alloc /* staging memory is the host's */
-#define emu_host_free zt_free
+
+
+/* ---- graphs ----------------------------------------------------------------------- */
+
+static void graph_free_now(zt_graph *g)
+{
+    if (!g)
+        return;
+    zt_free(ZT_MEM_OTHER, g->call, g->cap_calls * sizeof *g->call);
+    zt_free(ZT_MEM_OTHER, g->arena, g->cap_arena);
+    zt_free(ZT_MEM_OTHER, g, sizeof *g);
+}
+
+static int emu_graph_begin(zt_err *err)
+{
+    called();
+    if (rec)
+        return zt_fail(err, ZT_EFAIL, "emu: graph_begin inside a capture");
+    if (!(rec = zt_alloc(ZT_MEM_OTHER, sizeof *rec)))
+        return zt_fail(err, ZT_EFAIL, "emu: out of memory for a graph");
+    rec_refused = NULL;
+    rec_oom = 0;
+    return ZT_OK;
+}
+
+static int emu_graph_end(zt_graph **graph, zt_err *err)
+{
+    called();
+    *graph = NULL;
+    if (!rec)
+        return zt_fail(err, ZT_EFAIL, "emu: graph_end without graph_begin");
+    zt_graph *g = rec;
+    rec = NULL;
+    if (rec_refused || rec_oom) {
+        graph_free_now(g);
+        return rec_oom ? zt_fail(err, ZT_EFAIL, "emu: out of memory for a graph")
+                       : zt_fail(err, ZT_EFAIL, "a captured step called %s, which waits for the device or allocates",
+                                 rec_refused);
+    }
+    *graph = g;
+    return ZT_OK;
+}
+
+/* the recorded calls in their order, as a GPU replays a graph's nodes */
+static int emu_graph_launch(const zt_graph *g, zt_err *err)
+{
+    called();
+    replay_rc = ZT_OK;
+    for (size_t i = 0; i < g->ncalls; i++)
+        g->call[i].run(g->arena + g->call[i].off);
+    if (replay_rc) {
+        *err = replay_err;
+        return replay_rc;
+    }
+    return ZT_OK;
+}
+
+static void emu_graph_free(zt_graph *g)
+{
+    called();
+    graph_free_now(g);
+}
 
 #define EMU_ENTRY(e) .e = emu_##e,
 static const zt_backend emu = {

@@ -58,6 +58,30 @@ static void p_to_device_async(void *d, const void *s, size_t bytes)
 }
 static void p_copy_join(void) { TIMED("copy_join", "sync", 0, 0, in->copy_join()); }
 static void p_copy_wait(void) { TIMED("copy_wait", "sync", 0, 0, in->copy_wait()); }
+static void p_upload(void *d, const void *s, size_t bytes)
+{
+    TIMED("upload", "transfer", 0, (double)bytes, in->upload(d, s, bytes));
+}
+/* a captured step (a profiled run takes none: the trainer turns graphs off) */
+static int p_graph_begin(zt_err *err)
+{
+    int rc;
+    TIMED("graph_begin", "graph", 0, 0, rc = in->graph_begin(err));
+    return rc;
+}
+static int p_graph_end(zt_graph **g, zt_err *err)
+{
+    int rc;
+    TIMED("graph_end", "graph", 0, 0, rc = in->graph_end(g, err));
+    return rc;
+}
+static int p_graph_launch(const zt_graph *g, zt_err *err)
+{
+    int rc;
+    TIMED("graph_launch", "graph", 0, 0, rc = in->graph_launch(g, err));
+    return rc;
+}
+static void p_graph_free(zt_graph *g) { TIMED("graph_free", "graph", 0, 0, in->graph_free(g)); }
 static void *p_host_alloc(zt_mem_cat cat, size_t bytes)
 {
     void *p;
@@ -308,6 +332,11 @@ const zt_backend *zt_backend_profiled(const zt_backend *inner)
     WRAP(xent_into);
     WRAP(step_verdict);
     WRAP(adamw_unit);
+    WRAP(upload);
+    WRAP(graph_begin);
+    WRAP(graph_end);
+    WRAP(graph_launch);
+    WRAP(graph_free);
     /* a device that runs its kernels on a stream is timed by events on it */
     zt_prof_set_clock(inner->stream && inner->stream() ? zt_cuda_prof_clock() : NULL);
     return &out;

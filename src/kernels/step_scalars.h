@@ -31,7 +31,20 @@ typedef struct zt_step_scalars {
     float clip;             /* what AdamW multiplies the gradient by (zt_clip_coef) */
     int first_bad;          /* the lowest unit whose sum of squares is not finite, -1 none */
     int skip;               /* 1: an inf or NaN in the gradient: AdamW changes nothing */
+    /* The step's inputs, from here on: written by the host once per step before
+     * adamw_unit runs (one upload, zt_adamw_unit_inputs), never zeroed with the
+     * numbers above (ZT_STEP_OUTPUT_BYTES), so that a captured step replays with
+     * each step's own learning rate and t instead of the ones it was captured with.
+     * decay, neg_step and bc2_sqrt are what adamw.c forms from them in double and
+     * uses as fp32 (1 - lr*wd, -lr/(1 - beta1^t), sqrt(1 - beta2^t)), so the device
+     * needs no pow of its own. */
+    double lr;
+    long t;
+    float decay, neg_step, bc2_sqrt;
 } zt_step_scalars;
+
+/* The bytes of the struct a new step zeroes: the numbers it makes, not its inputs. */
+#define ZT_STEP_OUTPUT_BYTES offsetof(zt_step_scalars, lr)
 
 /* One run of a unit's shard for the AdamW launch over the whole shard: elements
  * [lo, next segment's lo) (the last: to the shard's end) are a parameter with

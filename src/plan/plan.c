@@ -257,6 +257,45 @@ static int resolve_overlap(const zt_plan_request *r, zt_plan *p, zt_err *err)
     return ZT_OK;
 }
 
+/* Whether the step is captured as a graph (docs/gpu.md, "The captured step"): it
+ * must be the asynchronous step (fast kernels; the exact one waits for every number)
+ * on one rank (the collectives of several go through MPI on the host, or through
+ * the host's verdict: neither can be captured), with nothing the host changes
+ * between steps in an argument: fp16's loss scale is one, and offload's AdamW runs
+ * on the host.  auto: on where it can be, else off with the reason; on where it
+ * cannot be is refused. */
+static const char *graphs_blocked(const zt_plan *p)
+{
+    if (strcmp(p->kernels, "fast"))
+        return "exact kernels";
+    if (p->world > 1)
+        return "several ranks";
+    if (p->ls.on)
+        return "fp16 loss scale";
+    if (p->overlap.offload_optimizer || p->overlap.offload_params)
+        return "offload";
+    return NULL;
+}
+
+static int resolve_graphs(const char *asked, zt_plan *p, zt_err *err)
+{
+    const char *g = asked ? asked : "auto";
+    if (strcmp(g, "auto") && strcmp(g, "on") && strcmp(g, "off"))
+        return zt_fail(err, ZT_EINPUT, "--cuda_graphs '%s': expected auto, on or off", g);
+    const char *why = graphs_blocked(p);
+    if (!strcmp(g, "on") && why)
+        return zt_fail(err, ZT_EINPUT, "--cuda_graphs on: the step cannot be captured here (%s); it needs "
+                       "--kernels fast on one rank, without fp16's loss scale or offload", why);
+    if (!strcmp(g, "off"))
+        snprintf(p->graphs, sizeof p->graphs, "off");
+    else if (why)
+        snprintf(p->graphs, sizeof p->graphs, "off (%s)", why);
+    else
+        snprintf(p->graphs, sizeof p->graphs, "on");
+    p->graphs_forced = !strcmp(g, "on");
+    return ZT_OK;
+}
+
 int zt_plan_resolve(const zt_plan_request *r, int world, zt_plan *p, zt_err *err)
 {
     memset(p, 0, sizeof *p);
@@ -275,7 +314,7 @@ int zt_plan_resolve(const zt_plan_request *r, int world, zt_plan *p, zt_err *err
     };
     if ((rc = zt_precision_resolve(&pr, &p->prec, &p->mixed, &p->ls, err)) || (rc = resolve_stage(r, p, err)) ||
         (rc = resolve_groups(r, world, p, err)) || (rc = resolve_overlap(r, p, err)) ||
-        (rc = resolve_offload(r, p, err)))
+        (rc = resolve_offload(r, p, err)) || (rc = resolve_graphs(r->cuda_graphs, p, err)))
         return rc;
     zt_precision_mode(&p->prec, r->face == ZT_FACE_FSDP, r->face == ZT_FACE_DEEPSPEED, p->mode, sizeof p->mode);
     return ZT_OK;
@@ -295,6 +334,7 @@ zt_plan zt_plan_single(zt_precision prec, zt_wrap_policy wrap)
     snprintf(p.device, sizeof p.device, "cpu");
     snprintf(p.comm, sizeof p.comm, "mpi");
     snprintf(p.kernels, sizeof p.kernels, "exact");
+    snprintf(p.graphs, sizeof p.graphs, "off");
     snprintf(p.strategy, sizeof p.strategy, "data parallel (ZeRO-0)");
     return p;
 }
@@ -307,10 +347,14 @@ void zt_plan_print(FILE *f, const zt_plan *p, const char *products)
                  p->machine_ranks);
     else if (p->world > 1)
         snprintf(where, sizeof where, " (on %d machines, unevenly)", p->machines);
-    fprintf(f, "plan: %s, %s, %d rank%s%s, shard group %d, %s, device %s, comm %s, kernels %s%s%s\n",
+    /* graphs: said with the fast kernels (the exact ones never capture), or when on */
+    char graphs[64] = "";
+    if (p->graphs[0] && (!strcmp(p->kernels, "fast") || !strcmp(p->graphs, "on")))
+        snprintf(graphs, sizeof graphs, ", graphs %s", p->graphs);
+    fprintf(f, "plan: %s, %s, %d rank%s%s, shard group %d, %s, device %s, comm %s, kernels %s%s%s%s\n",
             zt_face_name(p->face), p->strategy, p->world, p->world == 1 ? "" : "s", where, p->group_size,
             zt_wrap_policy_name(p->wrap), p->device[0] ? p->device : "cpu", p->comm[0] ? p->comm : "mpi",
-            p->kernels[0] ? p->kernels : "exact", products ? ", " : "",
+            p->kernels[0] ? p->kernels : "exact", graphs, products ? ", " : "",
             products ? products : "");
     fprintf(f, "| mode | load | mixed precision | flat params / master | compute | reduce | optimizer |\n");
     fprintf(f, "| %s | %s | %s | %s | %s | %s | %s |\n", p->mode, zt_dtype_name(p->prec.load),

@@ -66,6 +66,7 @@ typedef struct zt_plan_request {
     const char *device;           /* cpu | cuda | emu (the test device, backend.h); NULL: cpu */
     const char *comm_backend;     /* auto | nccl | mpi; NULL: auto */
     const char *kernels;          /* exact | fast; NULL: fast on cuda, exact elsewhere */
+    const char *cuda_graphs;      /* auto | on | off: the step captured as a graph; NULL: auto */
     int offload_optimizer;        /* offload_optimizer_device: cpu (DeepSpeed, Accelerate) */
     int offload_params;           /* offload_param_device: cpu, or fsdp_offload_params: true */
     int offload_delayed_update;   /* --offload_delayed_update (the YAML's ztrain_offload_delayed_update):
@@ -90,6 +91,9 @@ typedef struct zt_plan {
                                    * of its own, else MPI staged through host memory) */
     char kernels[8];              /* "exact" (the CPU's bits) or "fast" (a device's fast kernels and
                                    * asynchronous step; kernels/backend.h, zt_kernel_mode) */
+    char graphs[48];              /* "on": the fast step captured once and replayed (docs/gpu.md, "The
+                                   * captured step"); "off", or "off (why)" where auto found it cannot */
+    int graphs_forced;            /* --cuda_graphs on: the trainer refuses what stops it too */
     char strategy[40];            /* "FULL_SHARD (ZeRO-3)", "ZeRO-2", ... */
     int offload_requested;        /* 1 optimizer, 2 parameters (bits), as asked; overlap's
                                    * offload_* say what the engine does (0 on the CPU) */

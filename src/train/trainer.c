@@ -28,6 +28,7 @@
 #include "evaluate.h"
 #include "peak.h"
 #include "preempt.h"
+#include "step_graph.h"
 #include "weights.h"
 
 static double now_s(void)
@@ -330,6 +331,7 @@ typedef struct trainer {
     zt_tfevents tb;             /* --report_to tensorboard (rank 0) */
     int have_tb;
     double prev_finish;         /* when the last step's numbers came back (now_s; 0 before) */
+    zt_step_graph sg;           /* the step captured as a graph (step_graph.h); sg.on 0: not */
 } trainer;
 
 /* One optimizer step on its way: what train_step measured when it queued the step,
@@ -341,6 +343,7 @@ typedef struct step_run {
     uint64_t before[ZT_COLL_NKINDS], link_before[ZT_NLINKS];
     double loss_sum;              /* exact mode: the micro-batches' losses (fast: read at the finish) */
     double counted;               /* the targets the global mean divides by */
+    zt_graph_phase ph;            /* what the host does for the step (step_graph.h) */
 } step_run;
 
 /* The saved scaler state, under this plan's settings. */
@@ -432,6 +435,31 @@ static int resolve_steps(trainer *t, zt_err *err)
     return ZT_OK;
 }
 
+/* The captured step (step_graph.h) where the plan says on and nothing of the run's
+ * own stops it: --profile times each entry as it is called, a loss mask scales each
+ * step's gradient by its own count (an argument of the captured cross-entropy), and
+ * a test's hooks run host code between the launches.  --cuda_graphs on refuses
+ * them; auto says why it is off. */
+static int open_graph(trainer *t, zt_err *err)
+{
+    const zt_plan *pl = &t->a->plan;
+    const char *why = zt_prof_enabled() ? "--profile"
+                      : t->r.tokens.loss_mask ? "a loss mask"
+                      : t->hooks->before_forward || t->hooks->before_update ? "test hooks"
+                      : NULL;
+    int on = !strcmp(pl->graphs, "on") && !why;
+    if (!strcmp(pl->graphs, "on") && why) {
+        if (pl->graphs_forced)
+            return zt_fail(err, ZT_EINPUT, "--cuda_graphs on: the step cannot be captured with %s (%s); use "
+                           "--cuda_graphs auto or off", why, !strcmp(why, "a loss mask")
+                           ? "each step's gradient scale is its own count of targets"
+                           : "the host acts between the step's launches");
+        if (t->talk)
+            printf("graphs: off (%s)\n", why);
+    }
+    return zt_step_graph_init(&t->sg, zt_engine_backend(t->r.eng), on, t->a->grad_accum, t->r.io_bytes, err);
+}
+
 /* Open everything, check that the ranks agree, resume if asked. */
 static int train_setup(trainer *t, const zt_train_args *a, zt_err *err)
 {
@@ -472,6 +500,8 @@ static int train_setup(trainer *t, const zt_train_args *a, zt_err *err)
                                a->eval_batch_size, a->block_size, comm->world, 0, "eval_data", err);
         t->have_ev = rc == ZT_OK;
     }
+    if (rc == ZT_OK)
+        rc = open_graph(t, err);
     t->last_eval = NAN;
     if ((rc = zt_comm_agree(comm, rc, err)))
         return rc;
@@ -657,6 +687,16 @@ static void measure_finished(trainer *t, step_run *run)
     m->update_to_half_ulp = au.updated > 0 ? au.ratio_sum / au.updated : 0.0;
 }
 
+/* The learning rate of the coming step.  The schedule counts applied updates (a
+ * step skipped on fp16 overflow does not advance it, as DeepSpeed's engine does not
+ * step its scheduler then), so every step queued before must have been finished. */
+static double step_lr(const trainer *t)
+{
+    const zt_train_args *a = t->a;
+    long u = zt_engine_optimizer_steps(t->r.eng);
+    return zt_lr_value(a->schedule, a->adam.lr, u, a->max_steps, a->warmup_steps);
+}
+
 /* Optimizer step s (0-based), its first half: A micro-batches of forward and
  * backward.  step_queue then queues the gradient reduction and one AdamW update of
  * this rank's shard, and step_finish reads the step's numbers back. */
@@ -676,7 +716,17 @@ static int train_step(trainer *t, long s, step_run *run, zt_err *err)
     memcpy(run->link_before, comm->link_bytes, sizeof run->link_before);
     memcpy(m->comm_calls, comm->calls, sizeof m->comm_calls); /* the counts before; measure_queued subtracts */
 
-    zt_engine_zero_grads(r->eng);
+    /* the captured step (step_graph.h): the passes are one graph per token set, which
+     * a capture holds and a replay skips the host's side of; the update is another,
+     * launched by step_queue (the step before may still be queued: running ahead) */
+    zt_step_graph *sg = &t->sg;
+    const zt_graph_phase ph = zt_step_graph_passes_phase(sg);
+    const int set = sg->on ? zt_step_graph_set(sg) : 0;
+    int rc = ph == ZT_GRAPH_CAPTURE ? zt_step_graph_begin(sg, err) : ZT_OK;
+    if (rc)
+        return step_failed(t, rc, err);
+    if (ph != ZT_GRAPH_REPLAY)
+        zt_engine_zero_grads(r->eng);
     /* fp16: backward runs on loss * scale; the step divides it back out */
     double scale = pl->ls.on ? t->scaler.scale : 1.0;
     double loss_sum = 0.0;
@@ -693,48 +743,68 @@ static int train_step(trainer *t, long s, step_run *run, zt_err *err)
     }
     for (int micro = 0; micro < A; micro++) {
         long k0 = zt_sample_index(s, micro, comm->rank, B, A, t->W);
+        /* a captured step reads each micro-batch's ids from its own fixed buffers */
+        const int graphed = ph != ZT_GRAPH_OFF;
+        int *inputs = graphed ? sg->inputs[set * A + micro] : r->inputs;
+        int *targets = graphed ? sg->targets[set * A + micro] : r->targets;
         int hd = zt_prof_begin("data", "phase", ZT_PROF_COMPUTE);
-        zt_batcher_fill(&r->batcher, k0, B, r->inputs, r->targets);
+        zt_batcher_fill(&r->batcher, k0, B, inputs, targets);
         zt_prof_end(hd, 0.0, 0.0);
+        if (ph == ZT_GRAPH_REPLAY) /* the launch below runs the micro-batch */
+            continue;
         /* the last micro-batch's backward may start the step's reduction */
         zt_engine_sync_backward(r->eng, micro == A - 1);
         double ls = 0.0;
-        int rc = t->hooks->before_forward ? t->hooks->before_forward(t->hooks->ctx, s + 1, micro, comm->rank, err)
-                                          : ZT_OK;
+        rc = t->hooks->before_forward ? t->hooks->before_forward(t->hooks->ctx, s + 1, micro, comm->rank, err)
+                                      : ZT_OK;
         if (rc == ZT_OK)
-            rc = zt_model_forward_backward(&r->model, r->inputs, r->targets, (float)(grad_scale * scale),
-                                           &ls, err);
+            rc = zt_model_forward_backward(&r->model, inputs, targets, (float)(grad_scale * scale), &ls, err);
         if (rc)
             return step_failed(t, rc, err);
         loss_sum += ls;
     }
     zt_engine_sync_backward(r->eng, 0);
+    if ((rc = zt_step_graph_run_passes(sg, ph, err)))
+        return step_failed(t, rc, err);
+    run->ph = zt_step_graph_phase(sg);
     run->loss_sum = loss_sum;
     run->counted = counted;
     m->loss_scale = pl->ls.on ? scale : 0.0;
     return ZT_OK;
 }
 
-/* Step s's second half: its update queued.  The schedule counts applied updates
- * (a step skipped on fp16 overflow does not advance it, as DeepSpeed's engine does
- * not step its scheduler then), so every step queued before has been finished. */
-static void step_queue(trainer *t, long s, step_run *run)
+/* Step s's second half: its update queued (a graphed step: its inputs uploaded, the
+ * captured update launched), its numbers' download queued. */
+static int step_queue(trainer *t, long s, step_run *run, zt_err *err)
 {
     const zt_train_args *a = t->a;
     zt_comm *comm = t->comm;
     run_state *r = &t->r;
     zt_step_metrics *m = &run->m;
-    long u = zt_engine_optimizer_steps(r->eng);
-    m->lr = zt_lr_value(a->schedule, a->adam.lr, u, a->max_steps, a->warmup_steps);
+    m->lr = step_lr(t);
     if (t->hooks->before_update)
         t->hooks->before_update(t->hooks->ctx, s + 1, comm->rank, r->eng);
     comm->phase = "optimizer";
     comm->unit = -1;
     int ho = zt_prof_begin("optimizer", "phase", ZT_PROF_COMPUTE);
     double scale = a->plan.ls.on ? m->loss_scale : 1.0;
-    zt_engine_step_queue(r->eng, &a->adam, m->lr, a->max_grad_norm, 1.0 / scale);
+    int rc = ZT_OK;
+    if (run->ph == ZT_GRAPH_OFF) {
+        zt_engine_step_queue(r->eng, &a->adam, m->lr, a->max_grad_norm, 1.0 / scale);
+    } else {
+        rc = zt_engine_step_inputs(r->eng, &a->adam, m->lr, err);
+        if (rc == ZT_OK && run->ph == ZT_GRAPH_CAPTURE)
+            rc = zt_step_graph_begin(&t->sg, err);
+        if (rc == ZT_OK && run->ph != ZT_GRAPH_REPLAY) /* the warm-up runs them, the capture holds them */
+            zt_engine_step_launch(r->eng, &a->adam, m->lr, a->max_grad_norm, 1.0 / scale);
+        if (rc == ZT_OK && (rc = zt_step_graph_run(&t->sg, run->ph, err)) == ZT_OK)
+            zt_engine_step_readback(r->eng);
+    }
     zt_prof_end(ho, 0.0, 0.0);
+    if (rc)
+        return step_failed(t, rc, err);
     measure_queued(t, run);
+    return ZT_OK;
 }
 
 /* A queued step's numbers: the skip, the norm, the loss (fast mode: read back with
@@ -1109,6 +1179,7 @@ static void train_close(trainer *t)
         zt_tfevents_close(&t->tb);
     if (t->have_ev)
         zt_evaluator_free(&t->ev);
+    zt_step_graph_free(&t->sg);
     if (t->have_run)
         run_free(&t->r);
     if (t->comm == &t->local) /* its staging buffers, if a device gave it some */
@@ -1156,6 +1227,9 @@ static int stop_for_signal(trainer *t, long step, int sig, int saved, zt_err *er
  *   - fp16's loss scale for step n+1's backward depends on step n's overflow;
  *   - an evaluation or a checkpoint after step n reads the state of step n;
  *   - the last step ends the run.
+ * A graphed run (--cuda_graphs) runs ahead too: its passes and its update are
+ * separate graphs (the update's lr and t are uploaded after step n's readback), and
+ * step n+1's passes read the other set of token buffers than step n's.
  * Everything else that step n decides still takes effect before step n+1's update:
  * its record and progress line, the non-finite stop and the skip count (the
  * schedule's step count, which step n+1's learning rate needs), and a stop request
@@ -1163,7 +1237,7 @@ static int stop_for_signal(trainer *t, long step, int sig, int saved, zt_err *er
 static int may_run_ahead(const trainer *t, long n)
 {
     return zt_engine_runs_ahead(t->r.eng) && !t->a->plan.ls.on && n < t->nsteps && !eval_due(t, n) &&
-           !checkpoint_due(t, n);
+        !checkpoint_due(t, n);
 }
 
 /* A queued step's end: its numbers back (the wait), its record and progress line,
@@ -1214,7 +1288,8 @@ int zt_train(const zt_train_args *a, zt_train_result *res, zt_err *err)
         }
         if (rc)
             break;
-        step_queue(&t, s, run);
+        if ((rc = step_queue(&t, s, run, err)))
+            break;
         if (may_run_ahead(&t, s + 1)) {
             ahead = run;
             if ((rc = zt_prof_step_end(err)))

@@ -272,6 +272,27 @@ for pair in "cuda cpu" "cpu cuda"; do
     fi
 done
 
+# ---- 6b. the captured step (docs/gpu.md, "The captured step") --------------------------------
+# fast kernels, 2 micro-batches, a learning rate that moves every step: --cuda_graphs on
+# (warm-up, capture, replays) against off.  The same kernels in the same order; the fast
+# embedding backward's atomics may reorder its sums from run to run, so equal within bf16
+# error passes too, and the row says whether the bits matched.
+GR=(train --model "$work/pm" --data "$work/text.txt" --block_size 256 --per_device_train_batch_size 2
+    --gradient_accumulation_steps 2 --learning_rate 1e-3 --lr_scheduler_type linear --warmup_steps 2
+    --weight_decay 0.1 --progress false --peak_gflops 1 --max_steps 6 --device cuda --kernels fast "${bf16[@]}")
+if run graphs.off 120 1 "${GR[@]}" --cuda_graphs off --output_dir "$work/graphs.off" --log_jsonl "$work/graphs.off.jsonl" &&
+   run graphs.on 120 1 "${GR[@]}" --cuda_graphs on --output_dir "$work/graphs.on" --log_jsonl "$work/graphs.on.jsonl" &&
+   grep -q "graphs on" "$OUT/graphs.on.out"; then
+    a=$(python3 tests/digests/digest.py "$work/graphs.off" "$work/graphs.off.jsonl")
+    b=$(python3 tests/digests/digest.py "$work/graphs.on" "$work/graphs.on.jsonl")
+    r=$(max_rel "$work/graphs.on.jsonl" "$work/graphs.off.jsonl")
+    if [ -n "$a" ] && [ "$a" = "$b" ]; then row "captured step: graphs on vs off" ok "losses and weights bit-identical"
+    elif le "$r" 2e-2; then row "captured step: graphs on vs off" ok "max rel loss diff $r (not bit-identical)"
+    else row "captured step: graphs on vs off" FAIL "max rel loss diff $r"; fi
+else
+    row "captured step: graphs on vs off" FAIL "a run failed: $(tail -2 "$OUT/graphs.off.out" "$OUT/graphs.on.out" 2>/dev/null | tr '\n' ' ')"
+fi
+
 # ---- 7. the speed: ztrain fast vs exact, ztrain vs PyTorch eager and torch.compile -------------
 # The 1B model (tests/gpu/llama_1b) and config b's shape (tests/gpu/llama_125m: 125M, with
 # max_position_embeddings 2048), both at T 2048, batch 1, bf16 compute with fp32 master

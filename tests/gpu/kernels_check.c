@@ -1235,6 +1235,10 @@ static void check_adamw_unit_case(const zt_backend *fast, zt_dtype dt, int with_
         hs.clip = one.clip, hs.skip = one.skip;
         up((char *)dsc + offsetof(zt_step_scalars, clip), &one.clip, sizeof one.clip);
         up((char *)dsc + offsetof(zt_step_scalars, skip), &one.skip, sizeof one.skip);
+        /* lr and t: the step's inputs in the scalars, as the engine uploads them */
+        zt_adamw_unit_inputs(&hs, &s, s.lr, s.t);
+        up((char *)dsc + ZT_STEP_OUTPUT_BYTES, (char *)&hs + ZT_STEP_OUTPUT_BYTES,
+           sizeof hs - ZT_STEP_OUTPUT_BYTES);
         cpu->adamw_unit(ph, mh, vh, gh, with_comp ? ch : NULL, dt, n, segs, 4, &s, &hs, castc, cast_dt);
         fast->adamw_unit(dp, dm, dvv, dg, dc, dt, n, dsegs, 4, &s, dsc, dcast, cast_dt);
         free(g), free(gh);
@@ -1358,10 +1362,23 @@ typedef struct graph_bufs {
     zt_step_scalars *sc;
 } graph_bufs;
 
+static const zt_adamw_step graph_hp = {.lr = 1e-3, .weight_decay = 0.1, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8,
+                                       .t = 1};
+
+/* Step k's inputs (lr and t change every step, as a schedule's do) into b's scalars
+ * through the fast table's upload, outside any capture, as the engine does. */
+static void graph_inputs(const zt_backend *fast, const graph_bufs *b, int k)
+{
+    static zt_step_scalars in;
+    zt_adamw_unit_inputs(&in, &graph_hp, 1e-3 * (k + 1), k + 1);
+    fast->upload((char *)b->sc + ZT_STEP_OUTPUT_BYTES, (char *)&in + ZT_STEP_OUTPUT_BYTES,
+                 sizeof in - ZT_STEP_OUTPUT_BYTES);
+}
+
 static void graph_step(const zt_backend *fast, const graph_bufs *b, const float *g, const zt_adamw_seg *segs, size_t n)
 {
-    const zt_adamw_step s = {.lr = 1e-3, .weight_decay = 0.1, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .t = 1};
-    fast->zero(b->sc, sizeof *b->sc);
+    const zt_adamw_step s = graph_hp; /* its lr and t are not read by adamw_unit: the scalars' are */
+    fast->zero(b->sc, ZT_STEP_OUTPUT_BYTES);
     fast->sumsq_into(b->sums, g, ZT_F32, n / 2);
     fast->sumsq_into(b->sums + 1, g + n / 2, ZT_F32, n - n / 2);
     fast->step_verdict(b->sc, b->sums, 2, 0.5, 1.0);
@@ -1394,18 +1411,26 @@ static void check_graph(void)
     zt_adamw_seg *dsegs = dev(segs, sizeof segs);
     float *dg = dev(g, n * 4);
     graph_bufs a = graph_bufs_of(p, m, v, n), b = graph_bufs_of(p, m, v, n);
-    for (int k = 0; k < 3; k++) /* directly; this also grows the scratch before the capture */
+    for (int k = 0; k < 3; k++) { /* directly; this also grows the scratch before the capture */
+        graph_inputs(fast, &a, k);
         graph_step(fast, &a, dg, dsegs, n);
+    }
+    /* captured once through the table's graph entries, replayed three times with
+     * each step's lr and t uploaded before its launch: baked into the graph, they
+     * would give the first step's three times */
     zt_err err = {0};
-    zt_cuda_graph *graph = NULL;
-    int rc = zt_cuda_graph_begin(&err);
+    zt_graph *graph = NULL;
+    int rc = fast->graph_begin(&err);
     if (rc == ZT_OK) {
         graph_step(fast, &b, dg, dsegs, n);
-        rc = zt_cuda_graph_end(&graph, &err);
+        rc = fast->graph_end(&graph, &err);
     }
-    for (int k = 0; rc == ZT_OK && k < 3; k++)
-        rc = zt_cuda_graph_launch(graph, &err);
-    report("graph: capture and three launches", rc == ZT_OK ? 0.0 : 1.0, EXACT, rc ? err.msg : NULL);
+    for (int k = 0; rc == ZT_OK && k < 3; k++) {
+        graph_inputs(fast, &b, k);
+        rc = fast->graph_launch(graph, &err);
+    }
+    report("graph: capture and three launches, lr and t changing", rc == ZT_OK ? 0.0 : 1.0, EXACT,
+           rc ? err.msg : NULL);
     if (rc == ZT_OK) {
         float *want = host(n * 4);
         down(want, a.p, n * 4);
@@ -1420,7 +1445,8 @@ static void check_graph(void)
         report("graph: step scalars (verdict, audit) after three replays", memcmp(&sa, &sb, sizeof sa) ? 1.0 : 0.0,
                EXACT, NULL);
     }
-    zt_cuda_graph_free(graph);
+    if (graph)
+        fast->graph_free(graph);
     free(p), free(m), free(v), free(g);
     dev_free_all();
 }

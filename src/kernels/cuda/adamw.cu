@@ -59,21 +59,25 @@ __global__ void adamw_kernel(void *p, void *m, void *v, const void *g, void *com
     double updated = 0.0, lost = 0.0, ratio = 0.0;
     const int mb = DT == ZT_F32 ? 23 : DT == ZT_BF16 ? 7 : 10;
     const float clip = UNIT ? sc->clip : c.clip;
+    /* the unit's step takes lr and t's scalars from the device (its inputs, formed on
+     * the host as consts_of does): a captured step replays with each step's own */
+    const float kdecay = UNIT ? sc->decay : c.decay, neg_step = UNIT ? sc->neg_step : c.neg_step;
+    const float bc2_sqrt = UNIT ? sc->bc2_sqrt : c.bc2_sqrt;
     if (UNIT && sc->skip)
         n = 0; /* a non-finite gradient: nothing changes, the audit adds zeros */
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        float decay = c.decay;
+        float decay = kdecay;
         if (UNIT) {
             const int kind = segs[segment_of(segs, nsegs, i)].kind;
             if (kind < 0)
                 continue;
-            decay = kind ? c.decay : 1.0f; /* (float)(1 - lr * 0) */
+            decay = kind ? kdecay : 1.0f; /* (float)(1 - lr * 0) */
         }
         const float gi = zt_d_load(g, DT, i) * clip;
         const float mi = zt_d_load(m, DT, i) * c.b1 + gi * c.one_minus_b1;
         const float vi = zt_d_load(v, DT, i) * c.b2 + c.one_minus_b2 * gi * gi;
-        const float denom = sqrtf(vi) / c.bc2_sqrt + c.epsf;
-        const float step = c.neg_step * (mi / denom);
+        const float denom = sqrtf(vi) / bc2_sqrt + c.epsf;
+        const float step = neg_step * (mi / denom);
         const float p0 = zt_d_load(p, DT, i);
         float p1, delta, nz;
         if (DT == ZT_F32) {
@@ -212,7 +216,7 @@ void zt_cu_adamw_unit(void *p, void *m, void *v, const void *g, void *comp, zt_d
 {
     if (n == 0 || nsegs <= 0)
         return;
-    const adamw_consts c = consts_of(s); /* c.decay: kind 1's; clip comes from sc */
+    const adamw_consts c = consts_of(s); /* the betas and eps; lr, t and clip come from sc */
     const unsigned nb = zt_cu_blocks(n);
     double *partials = (double *)zt_cu_scratch(3 * (size_t)nb * sizeof(double));
     dispatch(nb, p, m, v, g, comp, dt, n, c, cast, cast_dt, partials, unit_args{segs, nsegs, sc});

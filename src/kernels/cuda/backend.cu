@@ -154,6 +154,9 @@ void *zt_cu_scratch(size_t bytes)
 {
     if (bytes <= zt_cu.scratch_bytes)
         return zt_cu.scratch;
+    if (zt_cu.capturing) /* growing waits and frees: a captured step runs once uncaptured first */
+        zt_cu_die("zt_cu_scratch", "the scratch must grow inside a graph capture (run the step once before "
+                  "capturing it)", __FILE__, __LINE__);
     size_t want = bytes < ((size_t)1 << 20) ? (size_t)1 << 20 : bytes + bytes / 4;
     if (zt_cu.scratch) {
         ZT_CU(cudaStreamSynchronize(zt_cu.stream));
@@ -188,6 +191,12 @@ void zt_cu_upload(void *dst, const void *src, size_t bytes)
 {
     if (!bytes)
         return;
+    if (zt_cu.capturing) {
+        /* a slot's bytes would be replayed as they were, and its event waited for:
+         * the captured copy reads src (page-locked, refilled before each launch) */
+        ZT_CU(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, zt_cu.stream));
+        return;
+    }
     struct upload_slot *s = &up_slots[up_next];
     up_next = (up_next + 1) % UPLOAD_SLOTS;
     if (s->queued)
@@ -239,6 +248,18 @@ static int cu_matmul_peak(zt_dtype compute, double *gflops, char *what, size_t c
     *gflops = tflops * 1e3;
     return ZT_OK;
 }
+
+/* the table's graph entries (backend.h): the C interface's graphs under the table's name */
+static int zt_cu_graph_begin(zt_err *err) { return zt_cuda_graph_begin(err); }
+static int zt_cu_graph_end(zt_graph **graph, zt_err *err)
+{
+    return zt_cuda_graph_end(reinterpret_cast<zt_cuda_graph **>(graph), err);
+}
+static int zt_cu_graph_launch(const zt_graph *graph, zt_err *err)
+{
+    return zt_cuda_graph_launch(reinterpret_cast<const zt_cuda_graph *>(graph), err);
+}
+static void zt_cu_graph_free(zt_graph *graph) { zt_cuda_graph_free(reinterpret_cast<zt_cuda_graph *>(graph)); }
 
 /* ---- the table ---------------------------------------------------------------------- */
 
@@ -375,12 +396,14 @@ extern "C" int zt_cuda_graph_begin(zt_err *err)
         return zt_fail(err, ZT_EFAIL, "the CUDA backend is not set up");
     /* thread-local: the watchdog thread's event queries stay legal during a capture */
     ZT_CU_TRY(err, cudaStreamBeginCapture(zt_cu.stream, cudaStreamCaptureModeThreadLocal));
+    zt_cu.capturing = 1;
     return ZT_OK;
 }
 
 extern "C" int zt_cuda_graph_end(zt_cuda_graph **graph, zt_err *err)
 {
     *graph = NULL;
+    zt_cu.capturing = 0;
     cudaGraph_t g = NULL;
     ZT_CU_TRY(err, cudaStreamEndCapture(zt_cu.stream, &g));
     cudaGraphExec_t exec = NULL;

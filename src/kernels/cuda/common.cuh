@@ -59,6 +59,7 @@ typedef struct zt_cu_state {
     cudaStream_t copy_stream; /* to_host_async's queue, made at its first use (NULL before) */
     cudaEvent_t copy_ready;   /* recorded on stream: where the next copy may start */
     cudaEvent_t copy_done;    /* recorded on copy_stream by copy_join: what stream waits for */
+    int capturing;            /* between graph_begin and graph_end: the stream is captured */
 } zt_cu_state;
 extern zt_cu_state zt_cu;
 
@@ -68,7 +69,8 @@ extern zt_cu_state zt_cu;
 void *zt_cu_scratch(size_t bytes);
 /* Upload n host bytes into device memory in stream order, through a page-locked slot
  * (backend.cu): the host buffer may change as soon as the call returns, and the host
- * does not wait for the device. */
+ * does not wait for the device.  Inside a capture the copy is captured from src
+ * itself (page-locked memory that a replay reads anew, backend.h's upload). */
 void zt_cu_upload(void *dst, const void *src, size_t bytes);
 /* The sum, in a fixed order, of n doubles in device memory, returned to the host
  * (waits for the stream). */

@@ -1,0 +1,204 @@
+/* test_step_graph.c — the step captured as a graph and replayed (train/step_graph.h,
+ * backend.h's graph entries; docs/gpu.md, "The captured step"), on the emulated
+ * device, whose recorder keeps what a CUDA graph keeps:
+ *   - the recorder: nothing runs while capturing; a launch reads buffers and the host
+ *     memory behind uploads anew, but replays the values of arguments (a struct's
+ *     learning rate) as captured; an entry that waits is refused by graph_end; the
+ *     CPU has no graphs;
+ *   - a graphed run gives the plain fast run's bits, step by step (loss, norm, lr,
+ *     the audit, which reads every parameter), with a schedule whose learning rate
+ *     changes every step (baked into the graph, it would not), over one and two
+ *     micro-batches, fp32 and bf16, stage 0 and FSDP's stage 3;
+ *   - a replayed step costs the host five calls into the table (the passes' launch,
+ *     the inputs' upload, the update's launch, the readback's download and its wait),
+ *     where the plain fast step makes hundreds, and it runs ahead: the next step's
+ *     passes are launched before a step's numbers are read. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../src/core/mem.h"
+#include "../src/kernels/adamw.h"
+#include "../src/kernels/backend.h"
+#include "../src/kernels/matmul.h"
+#include "../src/plan/plan.h"
+#include "../src/train/run_args.h"
+#include "../src/train/trainer.h"
+#include "test.h"
+
+/* ---- the recorder ------------------------------------------------------------------ */
+
+static void test_recorder_keeps_what_a_graph_keeps(void)
+{
+    const zt_backend *be = zt_backend_emu_fast();
+    zt_err err = {0};
+    enum { N = 64 };
+    float host[N], got[N], src[N];
+    for (int i = 0; i < N; i++)
+        host[i] = 1.0f, src[i] = (float)i;
+    float *p = be->alloc(ZT_MEM_OTHER, N * 4), *m = be->alloc(ZT_MEM_OTHER, N * 4);
+    float *v = be->alloc(ZT_MEM_OTHER, N * 4), *g = be->alloc(ZT_MEM_OTHER, N * 4);
+    float *up = be->alloc(ZT_MEM_OTHER, N * 4);
+    be->to_device(p, host, sizeof host);
+    be->to_device(g, host, sizeof host);
+    zt_adamw_step s = {
+        .lr = 1e-2, .weight_decay = 0.0, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .t = 1, .clip = 1.0f};
+    zt_graph *graph = NULL;
+    ZT_CHECK(be->graph_begin(&err) == ZT_OK);
+    be->upload(up, src, sizeof src);
+    be->adamw_step(p, m, v, g, NULL, ZT_F32, N, &s, NULL, ZT_F32, NULL);
+    ZT_CHECK_MSG(be->graph_end(&graph, &err) == ZT_OK, "%s", err.msg);
+    /* nothing ran while capturing */
+    be->to_host(got, p, sizeof got);
+    ZT_CHECK(got[0] == 1.0f);
+    be->to_host(got, up, sizeof got);
+    ZT_CHECK(got[5] == 0.0f);
+    /* the host changes both: the upload's source is read again, the struct is not */
+    src[5] = 42.0f;
+    s.lr = 0.5;
+    ZT_CHECK(be->graph_launch(graph, &err) == ZT_OK);
+    be->to_host(got, up, sizeof got);
+    ZT_CHECK(got[5] == 42.0f);
+    be->to_host(got, p, sizeof got);
+    /* AdamW's first step moves p by lr (m/sqrt(v) = 1 for a constant gradient): the captured lr's */
+    ZT_CHECK_CLOSE(got[0], 1.0f - 1e-2f, 1e-6, 0);
+    be->graph_free(graph);
+
+    /* a capture that waits fails at its end, naming the entry */
+    ZT_CHECK(be->graph_begin(&err) == ZT_OK);
+    be->zero(p, N * 4);
+    be->to_host(got, p, sizeof got);
+    ZT_CHECK(be->graph_end(&graph, &err) != ZT_OK && graph == NULL);
+    ZT_CHECK_MSG(strstr(err.msg, "to_host") != NULL, "%s", err.msg);
+    be->to_host(got, p, sizeof got); /* and the table is out of capture: this ran */
+    ZT_CHECK(got[0] != 0.0f);
+    /* the CPU has no graphs */
+    ZT_CHECK(zt_backend_cpu()->graph_begin(&err) == ZT_EINPUT);
+    ZT_CHECK_MSG(strstr(err.msg, "no graphs") != NULL, "%s", err.msg);
+    be->free(ZT_MEM_OTHER, p, N * 4), be->free(ZT_MEM_OTHER, m, N * 4), be->free(ZT_MEM_OTHER, v, N * 4);
+    be->free(ZT_MEM_OTHER, g, N * 4), be->free(ZT_MEM_OTHER, up, N * 4);
+}
+
+/* ---- training on the emulated device ------------------------------------------------ */
+
+#define MAXS 8
+
+typedef struct run_out {
+    zt_step_metrics m[MAXS];
+    long calls_at[MAXS + 1]; /* the table's calls at each step's record, [0]: before the run */
+    long waits_at[MAXS + 1]; /* and the host's waits for the device */
+    int nsteps;
+} run_out;
+
+static void on_step(void *ctx, const zt_step_metrics *m)
+{
+    run_out *o = ctx;
+    if (o->nsteps >= MAXS)
+        return;
+    o->m[o->nsteps] = *m;
+    o->waits_at[o->nsteps + 1] = zt_backend_emu_waits();
+    o->calls_at[++o->nsteps] = zt_backend_emu_calls();
+}
+
+static void train(const char *graphs, const char *mixed, int A, int fsdp, long steps, run_out *o)
+{
+    memset(o, 0, sizeof *o);
+    zt_err err = {0};
+    zt_plan_request req;
+    zt_plan_request_init(&req);
+    req.device = "emu";
+    req.kernels = "fast";
+    req.cuda_graphs = graphs;
+    req.mixed_precision = mixed;
+    if (fsdp)
+        req.face = ZT_FACE_FSDP;
+    zt_plan plan;
+    ZT_CHECK_MSG(zt_plan_resolve(&req, 1, &plan, &err) == ZT_OK, "%s", err.msg);
+    ZT_CHECK(!strcmp(plan.graphs, graphs));
+    zt_settings st;
+    zt_settings_defaults(&st);
+    st.block_size = 16;
+    st.batch = 2;
+    st.accum = A;
+    st.max_steps = steps;
+    st.lr = 1e-3;
+    st.weight_decay = 0.1;
+    st.schedule = "linear"; /* with warmup: a new learning rate every step */
+    st.warmup_steps = 2;
+    st.seed = 0;
+    zt_train_args a;
+    ZT_CHECK_MSG(zt_train_args_from_settings(&st, &plan, &a, &err) == ZT_OK, "%s", err.msg);
+    a.model_dir = "tests/fixtures/gqa_tied";
+    a.data_path = "tests/fixtures/gqa_tied/tokens.npy";
+    a.on_step = on_step;
+    a.on_step_ctx = o;
+    a.quiet = 1;
+    a.peak_gflops = 1.0;
+    o->calls_at[0] = zt_backend_emu_calls();
+    zt_train_result res;
+    ZT_CHECK_MSG(zt_train(&a, &res, &err) == ZT_OK, "%s", err.msg);
+    ZT_CHECK(o->nsteps == steps);
+}
+
+/* The same bits, step by step: the loss and the norm of step s+1 are computed from
+ * the parameters step s left, and the audit reads every updated element. */
+static void same_case(const char *mixed, int A, int fsdp)
+{
+    run_out plain, graphed;
+    const long S = 6;
+    train("off", mixed, A, fsdp, S, &plain);
+    train("on", mixed, A, fsdp, S, &graphed);
+    for (int s = 0; s < S; s++) {
+        const zt_step_metrics *x = &plain.m[s], *y = &graphed.m[s];
+        ZT_CHECK_MSG(
+            x->loss == y->loss && x->grad_norm == y->grad_norm && x->lr == y->lr &&
+                x->lost_update_fraction == y->lost_update_fraction &&
+                x->update_to_half_ulp == y->update_to_half_ulp && x->skipped == y->skipped,
+            "%s, %d micro-batch(es)%s, step %d: plain loss %.9g norm %.9g lr %.9g, graphed %.9g %.9g %.9g",
+            mixed, A, fsdp ? ", FSDP" : "", s + 1, x->loss, x->grad_norm, x->lr, y->loss, y->grad_norm,
+            y->lr);
+        if (s > 0)
+            ZT_CHECK(x->lr != plain.m[s - 1].lr); /* the schedule moves every step */
+    }
+}
+
+static void test_graphed_run_matches_plain(void)
+{
+    same_case("bf16", 1, 0);
+    same_case("no", 2, 0);
+    same_case("bf16", 2, 1);
+}
+
+/* Steps 3 on are replays, and a graphed run runs ahead as the plain fast run does.
+ * Between the records of steps 3 and 4 lie step 4's update (its inputs' upload, the
+ * update's launch, the download of its numbers), step 5's passes (one launch) and
+ * step 4's wait: 5 calls, one wait.  Between those of steps 4 and 5, the last, lie
+ * step 5's update and its wait only: 4 calls, as step 5's passes were launched before
+ * step 4's record (a run that read each step back first would make 5 there). */
+static void test_replayed_step_is_five_calls(void)
+{
+    run_out plain, graphed;
+    train("off", "bf16", 2, 0, 5, &plain);
+    train("on", "bf16", 2, 0, 5, &graphed);
+    for (int s = 2; s < 5; s++) {
+        long want = s < 4 ? 5 : 4;
+        ZT_CHECK_MSG(graphed.calls_at[s + 1] - graphed.calls_at[s] == want,
+                     "replayed step %d: %ld calls, not %ld", s + 1,
+                     graphed.calls_at[s + 1] - graphed.calls_at[s], want);
+        ZT_CHECK(graphed.waits_at[s + 1] - graphed.waits_at[s] ==
+                 1); /* the readback, as in the plain fast step */
+    }
+    long plain_calls = plain.calls_at[4] - plain.calls_at[3];
+    ZT_CHECK_MSG(plain_calls > 50, "plain fast step: %ld calls", plain_calls);
+    printf("     host calls into the table per step, 2 micro-batches: plain fast %ld, replayed %ld\n",
+           plain_calls, graphed.calls_at[4] - graphed.calls_at[3]);
+}
+
+int main(void)
+{
+    ZT_RUN(test_recorder_keeps_what_a_graph_keeps);
+    ZT_RUN(test_graphed_run_matches_plain);
+    ZT_RUN(test_replayed_step_is_five_calls);
+    zt_matmul_shutdown();
+    ZT_TEST_MAIN_END();
+}
