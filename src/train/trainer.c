@@ -17,6 +17,7 @@
 #include "../io/tokens.h"
 #include "../kernels/matmul.h"
 #include "../kernels/prof_backend.h"
+#include "../model/config.h"
 #include "../model/frozen.h"
 #include "../model/llama.h"
 #include "../plan/plan.h"
@@ -191,11 +192,7 @@ static void make_digest(const zt_train_args *a, const run_state *r, const zt_eva
     d[D_PLAN] = fnv(d[D_PLAN], &p->overlap, sizeof p->overlap); /* same collectives in the same order */
     d[D_PLAN] = fnv(fnv(d[D_PLAN], p->device, sizeof p->device), p->comm, sizeof p->comm); /* and on one path */
     d[D_PRECISION] = fnv(d[D_PRECISION], &p->prec, sizeof p->prec);
-    const zt_llama_config *c = &r->cfg;
-    int ints[] = {c->hidden_size, c->intermediate_size, c->num_hidden_layers, c->num_attention_heads,
-                  c->num_key_value_heads, c->head_dim, c->vocab_size, c->tie_word_embeddings};
-    double dbls[] = {c->rms_norm_eps, c->rope_theta};
-    d[D_MODEL] = fnv(fnv(d[D_MODEL], ints, sizeof ints), dbls, sizeof dbls);
+    d[D_MODEL] = zt_llama_config_digest(&r->cfg);
     MIX(d[D_BATCH], a->batch_size); MIX(d[D_BATCH], a->grad_accum); MIX(d[D_BATCH], a->block_size);
     d[D_OPTIM] = fnv(d[D_OPTIM], &a->adam, sizeof a->adam);
     MIX(d[D_OPTIM], a->max_grad_norm);
