@@ -179,7 +179,8 @@ run() {
         echo "check.sh: not begun: the time budget is spent ($(( SECONDS - t_start )) s of $deadline)" >"$OUT/$name.out"
         return 124
     fi
-    timeout "$(cap "$limit")" "${cmd[@]}" >"$OUT/$name.out" 2>&1
+    # no stdin: mpirun forwards its stdin to rank 0, and it would take the caller's
+    timeout "$(cap "$limit")" "${cmd[@]}" </dev/null >"$OUT/$name.out" 2>&1
 }
 # the losses of a JSONL log, one per line
 losses() { sed -n 's/.*"loss": \([^,]*\),.*/\1/p' "$1"; }
