@@ -395,6 +395,60 @@ static void test_llama3_and_qwen2(void)
     ZT_CHECK(zt_mem_current(ZT_MEM_OTHER) == 0);
 }
 
+/* zt_llama_config_digest (what ranks compare before training together): every
+ * field that changes the numbers moves it, Llama 3.1's rope factors and Qwen2's
+ * biases included; the fields that change nothing a step computes do not. */
+static void test_config_digest(void)
+{
+    zt_llama_config base, c;
+    zt_err err = {0};
+    ZT_CHECK_MSG(zt_hf_config_read("tests/fixtures/llama3_rope/config.json", &base, &err) == ZT_OK, "%s", err.msg);
+    const uint64_t d0 = zt_llama_config_digest(&base);
+#define MOVES(what, change)                                                                      \
+    do {                                                                                         \
+        c = base;                                                                                \
+        change;                                                                                  \
+        ZT_CHECK_MSG(zt_llama_config_digest(&c) != d0, "the digest ignores %s", what);           \
+    } while (0)
+#define KEEPS(what, change)                                                                      \
+    do {                                                                                         \
+        c = base;                                                                                \
+        change;                                                                                  \
+        ZT_CHECK_MSG(zt_llama_config_digest(&c) == d0, "the digest depends on inert %s", what);  \
+    } while (0)
+    MOVES("hidden_size", c.hidden_size *= 2);
+    MOVES("intermediate_size", c.intermediate_size++);
+    MOVES("num_hidden_layers", c.num_hidden_layers++);
+    MOVES("num_attention_heads", c.num_attention_heads *= 2);
+    MOVES("num_key_value_heads", c.num_key_value_heads = 4);
+    MOVES("head_dim", c.head_dim = 8);
+    MOVES("vocab_size", c.vocab_size++);
+    MOVES("tie_word_embeddings", c.tie_word_embeddings = 0);
+    MOVES("rms_norm_eps", c.rms_norm_eps = 1e-6);
+    MOVES("rope_theta", c.rope_theta = 10000);
+    MOVES("rope_scaling (llama3 off)", c.rope_llama3 = 0);
+    MOVES("rope_scaling.factor", c.rope_factor = 16);
+    MOVES("rope_scaling.low_freq_factor", c.rope_low_freq_factor = 2);
+    MOVES("rope_scaling.high_freq_factor", c.rope_high_freq_factor = 8);
+    MOVES("rope_scaling.original_max_position_embeddings", c.rope_original_max_position_embeddings = 32);
+    MOVES("qkv_bias", c.qkv_bias = 1);
+    MOVES("a Mistral window", (strcpy(c.model_type, "mistral"), c.sliding_window = 16));
+    KEEPS("max_position_embeddings", c.max_position_embeddings *= 2);
+    KEEPS("initializer_range", c.initializer_range = 0.02);
+    KEEPS("torch_dtype", c.torch_dtype = ZT_BF16);
+    KEEPS("max_window_layers", c.max_window_layers = 7);
+    KEEPS("a Llama config's inert sliding_window", c.sliding_window = 4096);
+    KEEPS("a Mistral config without a window", strcpy(c.model_type, "mistral"));
+    /* without llama3 scaling its four numbers are never read */
+    base.rope_llama3 = 0;
+    const uint64_t d1 = zt_llama_config_digest(&base);
+    c = base;
+    c.rope_factor = 99;
+    ZT_CHECK(zt_llama_config_digest(&c) == d1);
+#undef MOVES
+#undef KEEPS
+}
+
 int main(void)
 {
     if (!tmpdir_make(tmpdir, sizeof tmpdir, "zt_cfg_")) {
@@ -408,6 +462,7 @@ int main(void)
     ZT_RUN(test_check);
     ZT_RUN(test_write_read_back);
     ZT_RUN(test_llama3_and_qwen2);
+    ZT_RUN(test_config_digest);
     tmpdir_remove(tmpdir);
     ZT_TEST_MAIN_END();
 }

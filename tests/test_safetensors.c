@@ -536,6 +536,38 @@ static void test_json_integers(void)
     check_no_io_memory();
 }
 
+/* zt_json_keep_number_text: a document read and printed again keeps every number
+ * token as written (8.0 is not 8, 1E+2 is not 100), at any depth, with its key. */
+static void test_json_number_text(void)
+{
+    zt_json j;
+    zt_err err = {0};
+    const char *txt = "{\"a\": 8.0, \"b\": [1E+2, {\"c\": -0.0, \"d\": 1e-05}, \"8.0\"], \"e\": 64,"
+                      " \"f\": 123456789012345678901234567890, \"g\": 0.10000000000000001, \"h\": null}";
+    ZT_CHECK_MSG(zt_json_parse("t", "text", txt, strlen(txt), 0, &j, &err) == ZT_OK, "%s", err.msg);
+    ZT_CHECK(zt_json_keep_number_text(&j) == 0);
+    char *out = cJSON_PrintUnformatted(j.root);
+    ZT_CHECK_MSG(out && strcmp(out, "{\"a\":8.0,\"b\":[1E+2,{\"c\":-0.0,\"d\":1e-05},\"8.0\"],\"e\":64,"
+                                   "\"f\":123456789012345678901234567890,\"g\":0.10000000000000001,\"h\":null}") == 0,
+                 "%s", out ? out : "(null)");
+    /* the raw nodes copy with their keys, as hf_carry copies a source's keys */
+    cJSON *copy = cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(j.root, "b"), 1);
+    char *cout = copy ? cJSON_PrintUnformatted(copy) : NULL;
+    ZT_CHECK_MSG(cout && strcmp(cout, "[1E+2,{\"c\":-0.0,\"d\":1e-05},\"8.0\"]") == 0, "%s", cout ? cout : "(null)");
+    cJSON_free(cout);
+    cJSON_Delete(copy);
+    cJSON_free(out);
+    zt_json_free(&j);
+    /* a document that is one number */
+    ZT_CHECK(zt_json_parse("t", "text", " 2.50 ", 6, 0, &j, &err) == ZT_OK);
+    ZT_CHECK(zt_json_keep_number_text(&j) == 0);
+    out = cJSON_PrintUnformatted(j.root);
+    ZT_CHECK_MSG(out && strcmp(out, "2.50") == 0, "%s", out ? out : "(null)");
+    cJSON_free(out);
+    zt_json_free(&j);
+    check_no_io_memory();
+}
+
 /* --------------------------------------------------------- weights directory */
 
 static void write_text(const char *path, const char *text) { write_bytes(path, text, strlen(text)); }
@@ -704,6 +736,7 @@ int main(void)
     ZT_RUN(test_writer_is_atomic);
     ZT_RUN(test_many_tensors);
     ZT_RUN(test_json_integers);
+    ZT_RUN(test_json_number_text);
     ZT_RUN(test_weights_dir);
     tmpdir_remove(tmpdir);
     ZT_TEST_MAIN_END();

@@ -28,24 +28,18 @@ Attention is "eager", fp32, one thread, deterministic algorithms.  Tests read th
 files and never need this environment.
 """
 
-import json
 import os
 import sys
 
-import numpy as np
 import torch
-import torch.nn.functional as F
 import transformers
-from safetensors.torch import save_file
 
-sys.dont_write_bytecode = True  # leave no __pycache__ in tools/
+sys.dont_write_bytecode = True  # leave no __pycache__ in tools/ (set before the import below)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-# the data order and ztrain's bf16 linear, shared with the Llama fixtures
-from make_fixtures import Bf16Linear, batch, bf16_round  # noqa: E402
+from fixture_lib import (FIX, MAX_NEW, PROMPTS, batch, bf16_linears, bf16_round, forward_backward,  # noqa: E402
+                         greedy, init_weights, load, make_tokens, rel, save_parity, state, train, vec,
+                         write_json)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FIX = os.path.join(ROOT, "tests", "fixtures")
-TEXT_PATH = "/usr/share/common-licenses/GPL-3"
 SEED = 1234
 STD = 0.15
 N_TOKENS = 1024
@@ -70,12 +64,6 @@ TRAIN_ARGS = {
     "adam_epsilon": 1e-8, "max_grad_norm": 3.0, "lr_scheduler_type": "linear",
     "warmup_steps": 2,
 }
-MAX_NEW = 40
-PROMPTS = [
-    "T",
-    "The licence",
-    "This program is free software: you can redistribute it and/or modify it",
-]
 
 
 def llama3(scaled=True):
@@ -93,126 +81,10 @@ def qwen2():
     return transformers.Qwen2ForCausalLM(conf).eval()
 
 
-def init_weights(model, seed):
-    """Matrices and biases ~ N(0, STD), norm weights 1 + 0.1 N(0, 1), in named_parameters order."""
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if p.dim() == 2 or name.endswith(".bias"):
-                p.copy_(torch.empty(p.shape).normal_(0.0, STD, generator=g))
-            else:
-                p.copy_(1.0 + 0.1 * torch.empty(p.shape).normal_(0.0, 1.0, generator=g))
-
-
-def state(model):
-    return {k: v.detach().clone() for k, v in model.named_parameters()}
-
-
-def load(model, params):
-    with torch.no_grad():
-        for k, p in model.named_parameters():
-            p.copy_(params[k])
-
-
-def make_tokens():
-    with open(TEXT_PATH, "rb") as f:
-        text = f.read()
-    start = text.index(b"Preamble")
-    return np.frombuffer(text[start:start + N_TOKENS], dtype=np.uint8).astype(np.int32)
-
-
-class RoundedBias(torch.autograd.Function):
-    """The bias as ztrain's bf16 compute adds it: the bf16 compute copy widened to fp32;
-    its gradient (the column sums of dy, fp32) goes to the fp32 master unrounded."""
-
-    @staticmethod
-    def forward(ctx, b):
-        return bf16_round(b)
-
-    @staticmethod
-    def backward(ctx, db):
-        return db
-
-
-def bf16_linears(model):
-    """Every nn.Linear computes as Bf16Linear, its bias (if any) added after the product;
-    the rest of the model stays fp32 (tools/make_mistral_fixtures.py)."""
-    for m in model.modules():
-        if isinstance(m, torch.nn.Linear):
-            if m.bias is None:
-                m.forward = (lambda mod: (lambda x: Bf16Linear.apply(x, mod.weight)))(m)
-            else:
-                m.forward = (lambda mod: (lambda x: Bf16Linear.apply(x, mod.weight)
-                                          + RoundedBias.apply(mod.bias)))(m)
-
-
-def loss_of(model, ids, targets):
-    logits = model(input_ids=ids, use_cache=False).logits
-    return logits, F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
-
-
-def forward_backward(model, params, ids, targets):
-    load(model, params)
-    model.zero_grad(set_to_none=True)
-    logits, loss = loss_of(model, ids, targets)
-    loss.backward()
-    return logits.detach(), loss.detach(), {k: p.grad.detach().clone() for k, p in model.named_parameters()}
-
-
-def lr_factor(args):
-    w, S = args["warmup_steps"], args["max_steps"]
-    return lambda u: u / max(1, w) if u < w else max(0.0, (S - u) / max(1, S - w))
-
-
-def train(model, params, tokens, args):
-    """torch AdamW in two groups as HF Trainer makes them: weight decay on the matrices,
-    none on norm weights and biases."""
-    load(model, params)
-    ps = dict(model.named_parameters())
-    opt = torch.optim.AdamW(
-        [{"params": [p for p in ps.values() if p.dim() == 2], "weight_decay": args["weight_decay"]},
-         {"params": [p for p in ps.values() if p.dim() != 2], "weight_decay": 0.0}],
-        lr=args["learning_rate"], betas=(args["adam_beta1"], args["adam_beta2"]),
-        eps=args["adam_epsilon"], foreach=False)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_factor(args))
-    losses, norms, lrs = [], [], []
-    for s in range(args["steps"]):
-        ids, targets = batch(tokens, s, args["batch_size"], args["block_size"])
-        opt.zero_grad(set_to_none=True)
-        _, loss = loss_of(model, ids, targets)
-        loss.backward()
-        norm = torch.nn.utils.clip_grad_norm_(list(ps.values()), args["max_grad_norm"])
-        lrs.append(opt.param_groups[0]["lr"])
-        opt.step()
-        sched.step()
-        losses.append(loss.item())
-        norms.append(norm.item())
-    return losses, norms, lrs, state(model)
-
-
-def vec(values):
-    return torch.tensor(values, dtype=torch.float64).float()
-
-
-def rel(a, b):
-    return ((a.double() - b.double()).abs().max() / b.double().abs().max()).item()
-
-
 # Debian's torch 1.13 cannot import torch.distributed.fsdp under Python 3.11 (a dataclass
 # with a mutable default), which generate() imports only to ask whether the model is
 # FSDP-wrapped; it is not.
 transformers.generation.utils.is_fsdp_managed_module = lambda module: False
-
-
-def greedy(model, text):
-    ids = list(text.encode("utf-8"))
-    inp = torch.tensor([ids])
-    with torch.no_grad():
-        out = model.generate(inp, attention_mask=torch.ones_like(inp), max_new_tokens=MAX_NEW,
-                             do_sample=False, pad_token_id=0, output_scores=True,
-                             return_dict_in_generate=True)
-    margins = [float(torch.topk(s[0], 2).values[0] - torch.topk(s[0], 2).values[1]) for s in out.scores]
-    return ids, out.sequences[0, len(ids):].tolist(), margins
 
 
 def make(name, build, variant, what, **train_args):
@@ -222,9 +94,9 @@ def make(name, build, variant, what, **train_args):
     os.makedirs(d, exist_ok=True)
     args = dict(TRAIN_ARGS, **train_args)
     model = build()
-    init_weights(model, SEED)
+    init_weights(model, STD, SEED)
     params = state(model)
-    tokens = make_tokens()
+    tokens = make_tokens(N_TOKENS)
     assert int(tokens.max()) < COMMON["vocab_size"]
     assert len(tokens) >= args["max_steps"] * args["batch_size"] * args["block_size"] + 1
     ids, targets = batch(tokens, 0, args["batch_size"], args["block_size"])
@@ -293,20 +165,8 @@ def make(name, build, variant, what, **train_args):
     print("  greedy: min top-2 margin %.4g; %d of %d continuations differ %s"
           % (min(margins), differ, len(PROMPTS), what))
 
-    load(model, params)
-    model.save_pretrained(d, safe_serialization=True)
-    gc = os.path.join(d, "generation_config.json")
-    if os.path.exists(gc):
-        os.remove(gc)
-    with open(os.path.join(d, "greedy.json"), "w") as f:
-        json.dump(doc, f, indent=1)
-        f.write("\n")
-    with open(os.path.join(d, "train_args.json"), "w") as f:
-        json.dump(args, f, indent=2)
-        f.write("\n")
-    np.save(os.path.join(d, "tokens.npy"), tokens)
-    save_file({k: v.contiguous().float() for k, v in ref.items()},
-              os.path.join(d, "reference.safetensors"), metadata={"format": "pt"})
+    save_parity(d, model, params, args, tokens, ref)
+    write_json(os.path.join(d, "greedy.json"), doc, 1)
 
 
 def unscaled(params):

@@ -22,24 +22,18 @@ bench/peers/setup.sh makes in build/peers-venv (or $PEERS_VENV):
 Tests read the stored files with Debian's tools and never need this environment.
 """
 
-import json
 import os
 import sys
 
-import numpy as np
 import torch
-import torch.nn.functional as F
 import transformers
-from safetensors.torch import save_file
 
-sys.dont_write_bytecode = True  # leave no __pycache__ in tools/
+sys.dont_write_bytecode = True  # leave no __pycache__ in tools/ (set before the import below)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-# the data order and ztrain's bf16 linear, shared with the Llama fixtures
-from make_fixtures import Bf16Linear, batch, bf16_round  # noqa: E402
+from fixture_lib import (FIX, MAX_NEW, PROMPTS, batch, bf16_linears, bf16_round, forward_backward,  # noqa: E402
+                         greedy, init_weights, load, make_tokens, rel, save_parity, state, train, vec,
+                         write_json)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FIX = os.path.join(ROOT, "tests", "fixtures")
-TEXT_PATH = "/usr/share/common-licenses/GPL-3"
 SEED = 1234
 
 PARITY = dict(hidden_size=64, intermediate_size=160, num_hidden_layers=2,
@@ -61,12 +55,6 @@ GENERATE = dict(hidden_size=64, intermediate_size=160, num_hidden_layers=3,
                 rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
                 tie_word_embeddings=False, initializer_range=0.15)
 GEN_SEED = 4321
-MAX_NEW = 40
-PROMPTS = [
-    "T",
-    "The licence",
-    "This program is free software: you can redistribute it and/or modify it",
-]
 
 
 def mistral(cfg, window="keep"):
@@ -79,94 +67,7 @@ def mistral(cfg, window="keep"):
     return transformers.MistralForCausalLM(conf).eval()
 
 
-def init_weights(model, std, seed):
-    """Matrices ~ N(0, std), norm weights 1 + 0.1 N(0, 1), in named_parameters order."""
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for _, p in model.named_parameters():
-            if p.dim() == 2:
-                p.copy_(torch.empty(p.shape).normal_(0.0, std, generator=g))
-            else:
-                p.copy_(1.0 + 0.1 * torch.empty(p.shape).normal_(0.0, 1.0, generator=g))
-
-
-def state(model):
-    return {k: v.detach().clone() for k, v in model.named_parameters()}
-
-
-def load(model, params):
-    with torch.no_grad():
-        for k, p in model.named_parameters():
-            p.copy_(params[k])
-
-
 # ---------------------------------------------------------------------------- parity
-
-def make_tokens():
-    with open(TEXT_PATH, "rb") as f:
-        text = f.read()
-    start = text.index(b"Preamble")
-    return np.frombuffer(text[start:start + N_TOKENS], dtype=np.uint8).astype(np.int32)
-
-
-def bf16_linears(model):
-    """Every nn.Linear of the model computes as Bf16Linear (the rest of the model, the
-    attention included, stays fp32, as ztrain's bf16 mode with hd 32 tiles in bf16 only
-    inside its own attention kernel, which the kernel tests hold to the fp32 one)."""
-    for m in model.modules():
-        if isinstance(m, torch.nn.Linear):
-            m.forward = (lambda mod: (lambda x: Bf16Linear.apply(x, mod.weight)))(m)
-
-
-def loss_of(model, ids, targets):
-    logits = model(input_ids=ids, use_cache=False).logits
-    return logits, F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1))
-
-
-def forward_backward(model, params, ids, targets):
-    load(model, params)
-    model.zero_grad(set_to_none=True)
-    logits, loss = loss_of(model, ids, targets)
-    loss.backward()
-    return logits.detach(), loss.detach(), {k: p.grad.detach().clone() for k, p in model.named_parameters()}
-
-
-def lr_factor(args):
-    w, S = args["warmup_steps"], args["max_steps"]
-    return lambda u: u / max(1, w) if u < w else max(0.0, (S - u) / max(1, S - w))
-
-
-def train(model, params, tokens, args):
-    load(model, params)
-    ps = dict(model.named_parameters())
-    opt = torch.optim.AdamW(
-        [{"params": [p for p in ps.values() if p.dim() == 2], "weight_decay": args["weight_decay"]},
-         {"params": [p for p in ps.values() if p.dim() != 2], "weight_decay": 0.0}],
-        lr=args["learning_rate"], betas=(args["adam_beta1"], args["adam_beta2"]),
-        eps=args["adam_epsilon"], foreach=False)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_factor(args))
-    losses, norms, lrs = [], [], []
-    for s in range(args["steps"]):
-        ids, targets = batch(tokens, s, args["batch_size"], args["block_size"])
-        opt.zero_grad(set_to_none=True)
-        _, loss = loss_of(model, ids, targets)
-        loss.backward()
-        norm = torch.nn.utils.clip_grad_norm_(list(ps.values()), args["max_grad_norm"])
-        lrs.append(opt.param_groups[0]["lr"])
-        opt.step()
-        sched.step()
-        losses.append(loss.item())
-        norms.append(norm.item())
-    return losses, norms, lrs, state(model)
-
-
-def vec(values):
-    return torch.tensor(values, dtype=torch.float64).float()
-
-
-def rel(a, b):
-    return ((a - b).abs().max() / b.abs().max()).item()
-
 
 def make_parity():
     d = os.path.join(FIX, "mistral_window")
@@ -176,7 +77,7 @@ def make_parity():
     model = mistral(PARITY)
     init_weights(model, PARITY["initializer_range"], SEED)
     params = state(model)
-    tokens = make_tokens()
+    tokens = make_tokens(N_TOKENS)
     assert len(tokens) >= args["max_steps"] * args["batch_size"] * args["block_size"] + 1
     ids, targets = batch(tokens, 0, args["batch_size"], args["block_size"])
 
@@ -209,31 +110,10 @@ def make_parity():
     ref["bf16.losses"], ref["bf16.grad_norms"] = vec(losses_b), vec(norms_b)
     print("  bf16: loss %.6f; losses %s" % (loss_b.item(), ["%.6f" % x for x in losses_b]))
 
-    load(model, params)
-    model.save_pretrained(d, safe_serialization=True)
-    gc = os.path.join(d, "generation_config.json")
-    if os.path.exists(gc):
-        os.remove(gc)
-    with open(os.path.join(d, "train_args.json"), "w") as f:
-        json.dump(args, f, indent=2)
-        f.write("\n")
-    np.save(os.path.join(d, "tokens.npy"), tokens)
-    save_file({k: v.contiguous().float() for k, v in ref.items()},
-              os.path.join(d, "reference.safetensors"), metadata={"format": "pt"})
+    save_parity(d, model, params, args, tokens, ref)
 
 
 # ---------------------------------------------------------------------------- generation
-
-def greedy(model, text):
-    ids = list(text.encode("utf-8"))
-    inp = torch.tensor([ids])
-    with torch.no_grad():
-        out = model.generate(inp, attention_mask=torch.ones_like(inp), max_new_tokens=MAX_NEW,
-                             do_sample=False, pad_token_id=0, output_scores=True,
-                             return_dict_in_generate=True)
-    margins = [float(torch.topk(s[0], 2).values[0] - torch.topk(s[0], 2).values[1]) for s in out.scores]
-    return ids, out.sequences[0, len(ids):].tolist(), margins
-
 
 def make_generate():
     d = os.path.join(FIX, "generate_window")
@@ -263,9 +143,7 @@ def make_generate():
         "prompts": prompts,
         "outputs": outputs,
     }
-    with open(os.path.join(d, "greedy.json"), "w") as f:
-        json.dump(doc, f, indent=1)
-        f.write("\n")
+    write_json(os.path.join(d, "greedy.json"), doc, 1)
     print("generate_window: min top-2 margin %.4g; %d of %d continuations differ without the window"
           % (min(margins), differ, len(PROMPTS)))
     for p, o in zip(prompts, outputs):

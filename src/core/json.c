@@ -263,3 +263,55 @@ int zt_json_int(const zt_json *j, size_t k, int64_t *out)
     *out = neg ? (int64_t)(0 - v) : (int64_t)v;
     return 0;
 }
+
+/* The number token starting at text[off] as a raw node (its text is the token's
+ * bytes: a number token ends at the first byte is_num_byte refuses). */
+static cJSON *raw_token(zt_json *j, size_t off)
+{
+    size_t end = off;
+    while (end < j->len && is_num_byte((unsigned char)j->text[end]))
+        end++;
+    char saved = j->text[end]; /* text is NUL-terminated, so end <= len is writable */
+    j->text[end] = 0;
+    cJSON *raw = cJSON_CreateRaw(j->text + off);
+    j->text[end] = saved;
+    return raw;
+}
+
+/* Pre-order over parent's children, k the index in nums of the next number. */
+static int keep_children(zt_json *j, cJSON *parent, size_t *k)
+{
+    for (cJSON *c = parent->child; c; c = c->next) {
+        if (cJSON_IsNumber(c)) {
+            if (*k >= j->nnum)
+                return -1; /* cannot happen: the lexer counted every number cJSON parsed */
+            cJSON *raw = raw_token(j, j->nums[(*k)++]);
+            if (!raw)
+                return -1;
+            raw->string = c->string; /* the key moves over (ReplaceItemViaPointer keeps none) */
+            raw->type |= c->type & cJSON_StringIsConst;
+            c->string = NULL;
+            cJSON_ReplaceItemViaPointer(parent, c, raw); /* frees c */
+            c = raw;
+        } else if ((cJSON_IsArray(c) || cJSON_IsObject(c)) && keep_children(j, c, k)) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int zt_json_keep_number_text(zt_json *j)
+{
+    size_t k = 0;
+    if (!j->root)
+        return 0;
+    if (cJSON_IsNumber(j->root)) {
+        cJSON *raw = j->nnum ? raw_token(j, j->nums[0]) : NULL;
+        if (!raw)
+            return -1;
+        cJSON_Delete(j->root);
+        j->root = raw;
+        return 0;
+    }
+    return keep_children(j, j->root, &k);
+}

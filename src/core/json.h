@@ -38,5 +38,13 @@ size_t zt_json_count_numbers(const struct cJSON *item);
 /* Number token k as an exact integer: 0 ok, 1 not an integer literal (has a
  * fraction or exponent, or k is out of range), 2 outside int64. */
 int zt_json_int(const zt_json *j, size_t k, int64_t *out);
+/* Make every number of the tree print as its source token: cJSON keeps a double,
+ * so a re-printed 8.0 would read 8 and 1.0e-5 would read 1e-05, and a file that
+ * is read, completed and written again (io/hf_carry.c) would change numbers it
+ * did not mean to touch.  Each number node becomes a raw node holding its token
+ * text; afterwards the tree is for printing and copying only (cJSON_IsNumber is
+ * false on those nodes, and nums no longer walks it).  0 ok, -1 out of memory
+ * (the tree is then partly converted, still printable). */
+int zt_json_keep_number_text(zt_json *j);
 
 #endif

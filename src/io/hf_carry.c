@@ -104,6 +104,12 @@ static int merge_config(const char *dst_dir, const char *src_config, const zt_hf
         rc = zt_fail(err, ZT_EINPUT, "%s: not a JSON object", src_config);
         goto done;
     }
+    /* Numbers are printed back as they were written (8.0 stays 8.0: transformers
+     * checks that rope_scaling's factors are floats), in both files. */
+    if (zt_json_keep_number_text(&dst) || (src.root && zt_json_keep_number_text(&src))) {
+        rc = zt_fail(err, ZT_EFAIL, "%s: out of memory completing config.json", path);
+        goto done;
+    }
     int ok = cJSON_IsObject(dst.root);
     for (const cJSON *k = src.root ? src.root->child : NULL; ok && k; k = k->next) {
         if (cJSON_HasObjectItem(dst.root, k->string))

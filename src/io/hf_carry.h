@@ -26,7 +26,8 @@ extern const char *const zt_hf_tokenizer_files[];
 /* Complete the model directory dst (its config.json written by ztrain):
  *   - every key of src_config (a config.json path; NULL: none) that dst's
  *     config.json lacks is added with its value; keys ztrain wrote keep ztrain's
- *     value, and a "dtype" key follows the written "torch_dtype";
+ *     value, and a "dtype" key follows the written "torch_dtype"; every number
+ *     of both files is printed as its source token was (8.0 stays 8.0);
  *   - ids (NULL: none) set bos_token_id, eos_token_id, pad_token_id;
  *   - src_dir/generation_config.json (src_dir NULL: none) is copied;
  *   - the tokenizer files present in tok_dir (NULL: src_dir) are copied.

@@ -602,18 +602,19 @@ int zt_hf_config_write(const char *path, const zt_llama_config *cfg, zt_err *err
              cJSON_AddNumberToObject(o, "head_dim", cfg->head_dim) &&
              cJSON_AddNumberToObject(o, "vocab_size", cfg->vocab_size) &&
              cJSON_AddNumberToObject(o, "max_position_embeddings", cfg->max_position_embeddings) &&
-             cJSON_AddNumberToObject(o, "rms_norm_eps", cfg->rms_norm_eps) &&
-             cJSON_AddNumberToObject(o, "rope_theta", cfg->rope_theta) &&
+             add_float(o, "rms_norm_eps", cfg->rms_norm_eps) &&
+             add_float(o, "rope_theta", cfg->rope_theta) &&
              cJSON_AddBoolToObject(o, "tie_word_embeddings", cfg->tie_word_embeddings != 0) &&
-             cJSON_AddNumberToObject(o, "initializer_range", cfg->initializer_range) &&
+             add_float(o, "initializer_range", cfg->initializer_range) &&
              cJSON_AddStringToObject(o, "torch_dtype", hf_dtype_name(cfg->torch_dtype)) &&
              cJSON_AddStringToObject(o, "hidden_act", "silu") &&
              add_family_keys(o, cfg) &&
-             cJSON_AddNumberToObject(o, "attention_dropout", 0.0) &&
+             add_float(o, "attention_dropout", 0.0) &&
              (cfg->qkv_bias || cJSON_AddNumberToObject(o, "pretraining_tp", 1)) &&
              add_rope_scaling(o, cfg) &&
              add_window(o, cfg, mistral);
-    /* cJSON prints doubles with enough digits to read back the same value. */
+    /* the float-typed keys of transformers' config classes through add_float, as
+     * Python writes them (10000.0, 1e-05); cJSON would print 10000 */
     char *text = ok ? cJSON_Print(o) : NULL;
     cJSON_Delete(o);
     if (!text)

@@ -2,6 +2,7 @@
 #ifndef ZT_MODEL_CONFIG_H
 #define ZT_MODEL_CONFIG_H
 
+#include <stdint.h>
 #include <string.h>
 
 #include "../core/dtype.h"
@@ -41,6 +42,13 @@ static inline int zt_llama_attention_window(const zt_llama_config *c)
 {
     return strcmp(c->model_type, "mistral") == 0 ? c->sliding_window : 0;
 }
+
+/* A 64-bit digest of every field that changes what the model computes (sizes, eps,
+ * RoPE and its llama3 scaling, tied lm_head, q/k/v biases, the attention window),
+ * and of none that does not (config.c lists both): ranks that must compute the
+ * same model compare it (train/trainer.c).  One home, so a new field is not
+ * forgotten: config.c's size check fails the build until the field is sorted. */
+uint64_t zt_llama_config_digest(const zt_llama_config *c);
 
 /* Read config.json.  Known keys that change nothing ztrain computes (architectures,
  * token ids, transformers_version, use_cache, ...) are accepted; keys whose

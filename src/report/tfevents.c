@@ -1,6 +1,7 @@
 /* tfevents.c — TensorBoard event files (see tfevents.h). */
 #include "tfevents.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <sys/time.h>
 #include <time.h>
@@ -114,18 +115,18 @@ static int write_record(zt_tfevents *w, const pbuf *p, zt_err *err)
 {
     if (p->overflow)
         return zt_fail(err, ZT_EINPUT, "%s: a TensorBoard event is larger than %zu bytes", w->path, sizeof p->b);
-    unsigned char len[8];
+    /* the record laid out whole, then written with one call: length (8), its CRC
+     * (4), the data, the data's CRC (4) */
+    unsigned char rec[8 + 4 + sizeof p->b + 4];
     for (int i = 0; i < 8; i++)
-        len[i] = (unsigned char)((uint64_t)p->n >> (8 * i));
-    uint32_t crcs[2] = {zt_crc32c_masked(len, 8), zt_crc32c_masked(p->b, p->n)};
-    unsigned char c[2][4];
-    for (int k = 0; k < 2; k++)
-        for (int i = 0; i < 4; i++)
-            c[k][i] = (unsigned char)(crcs[k] >> (8 * i));
-    if (fwrite(len, 1, 8, w->f) != 8 || fwrite(c[0], 1, 4, w->f) != 4 || fwrite(p->b, 1, p->n, w->f) != p->n ||
-        fwrite(c[1], 1, 4, w->f) != 4 || fflush(w->f) != 0)
-        return zt_fail(err, ZT_EFAIL, "%s: cannot write a TensorBoard event (disk full?)", w->path);
-    return ZT_OK;
+        rec[i] = (unsigned char)((uint64_t)p->n >> (8 * i));
+    uint32_t crcs[2] = {zt_crc32c_masked(rec, 8), zt_crc32c_masked(p->b, p->n)};
+    memcpy(rec + 12, p->b, p->n);
+    for (int i = 0; i < 4; i++) {
+        rec[8 + i] = (unsigned char)(crcs[0] >> (8 * i));
+        rec[12 + p->n + i] = (unsigned char)(crcs[1] >> (8 * i));
+    }
+    return zt_write_record(w->fd, w->path, rec, 16 + p->n, err);
 }
 
 static double wall_now(void)
@@ -138,6 +139,7 @@ static double wall_now(void)
 int zt_tfevents_open(zt_tfevents *w, const char *dir, zt_err *err)
 {
     memset(w, 0, sizeof *w);
+    w->fd = -1;
     int rc = zt_mkdirs(dir, err);
     if (rc)
         return zt_wrap(err, "--logging_dir: ");
@@ -148,12 +150,14 @@ int zt_tfevents_open(zt_tfevents *w, const char *dir, zt_err *err)
                      (long)getpid());
     if (n < 0 || (size_t)n >= sizeof w->path)
         return zt_fail(err, ZT_EINPUT, "--logging_dir %s: the path is too long", dir);
-    if (!(w->f = fopen(w->path, "wb")))
-        return zt_fail(err, ZT_EINPUT, "%s: cannot open for writing", w->path);
+    if ((rc = zt_open_output(w->path, "the TensorBoard event file", &w->fd, err)))
+        return rc;
     pbuf p = {.n = 0};
     put_event_head(&p, t, 0);
     put_bytes(&p, 3, "brain.Event:2", 13);
-    return write_record(w, &p, err);
+    if ((rc = write_record(w, &p, err)))
+        zt_tfevents_close(w);
+    return rc;
 }
 
 int zt_tfevents_scalar(zt_tfevents *w, const char *tag, long step, float value, zt_err *err)
@@ -170,7 +174,7 @@ int zt_tfevents_scalar(zt_tfevents *w, const char *tag, long step, float value, 
 
 void zt_tfevents_close(zt_tfevents *w)
 {
-    if (w->f)
-        fclose(w->f);
-    w->f = NULL;
+    if (w->fd >= 0)
+        close(w->fd);
+    w->fd = -1;
 }

@@ -17,6 +17,7 @@
 #include "../io/tokens.h"
 #include "../kernels/matmul.h"
 #include "../kernels/prof_backend.h"
+#include "../model/config.h"
 #include "../model/frozen.h"
 #include "../model/llama.h"
 #include "../plan/plan.h"
@@ -192,11 +193,7 @@ static void make_digest(const zt_train_args *a, const run_state *r, const zt_eva
     d[D_PLAN] = fnv(d[D_PLAN], &p->overlap, sizeof p->overlap); /* same collectives in the same order */
     d[D_PLAN] = fnv(fnv(d[D_PLAN], p->device, sizeof p->device), p->comm, sizeof p->comm); /* and on one path */
     d[D_PRECISION] = fnv(d[D_PRECISION], &p->prec, sizeof p->prec);
-    const zt_llama_config *c = &r->cfg;
-    int ints[] = {c->hidden_size, c->intermediate_size, c->num_hidden_layers, c->num_attention_heads,
-                  c->num_key_value_heads, c->head_dim, c->vocab_size, c->tie_word_embeddings};
-    double dbls[] = {c->rms_norm_eps, c->rope_theta};
-    d[D_MODEL] = fnv(fnv(d[D_MODEL], ints, sizeof ints), dbls, sizeof dbls);
+    d[D_MODEL] = zt_llama_config_digest(&r->cfg);
     MIX(d[D_BATCH], a->batch_size); MIX(d[D_BATCH], a->grad_accum); MIX(d[D_BATCH], a->block_size);
     d[D_OPTIM] = fnv(d[D_OPTIM], &a->adam, sizeof a->adam);
     MIX(d[D_OPTIM], a->max_grad_norm);
@@ -927,26 +924,33 @@ static void step_record(FILE *f, const void *m)
  * learning rate and gradient norm are this step's.  On stdout as one plain line
  * (no progress bar is drawn then: a log file gets lines, not carriage returns)
  * and, with --report_to tensorboard, as scalars under Trainer's tags. */
-/* Rank 0 alone writes events, so a failed write (a full disk) cannot fail the
- * step: the other ranks would wait in the next collective.  It is said once, and
- * the events stop there. */
-static void tb_scalar(trainer *t, const char *tag, long step, double value)
+/* One scalar into rank 0's event file (no file on the other ranks: ZT_OK).  A
+ * failed write is an error, as the JSONL's is: the caller agrees on it with every
+ * rank (tb_agree), so all of them stop instead of waiting for rank 0. */
+static int tb_scalar(trainer *t, const char *tag, long step, double value, zt_err *err)
 {
-    zt_err err = {0};
-    if (!t->have_tb || zt_tfevents_scalar(&t->tb, tag, step, (float)value, &err) == ZT_OK)
-        return;
-    fprintf(stderr, "%sztrain: warning: %s; no more TensorBoard events are written\n", t->a->progress ? "\n" : "",
-            err.msg);
-    zt_tfevents_close(&t->tb);
-    t->have_tb = 0;
+    if (!t->have_tb)
+        return ZT_OK;
+    int rc = zt_tfevents_scalar(&t->tb, tag, step, (float)value, err);
+    if (rc)
+        zt_wrap(err, "--report_to tensorboard: ");
+    return rc;
 }
 
-static void log_trainer(trainer *t, const zt_step_metrics *m)
+/* Collective when events are written (--report_to tensorboard: the same on every
+ * rank): every rank learns whether rank 0's writes succeeded. */
+static int tb_agree(trainer *t, int rc, zt_err *err)
+{
+    return t->a->tensorboard_dir ? zt_comm_agree(t->comm, rc, err) : rc;
+}
+
+/* Collective on the steps that log (the same steps on every rank). */
+static int log_trainer(trainer *t, const zt_step_metrics *m, zt_err *err)
 {
     t->loss_since_log += m->loss;
     t->steps_since_log++;
-    if (!t->rank0 || (m->step % t->log_every != 0 && m->step != t->nsteps))
-        return;
+    if (m->step % t->log_every != 0 && m->step != t->nsteps)
+        return ZT_OK;
     double loss = t->loss_since_log / (double)t->steps_since_log, epoch = epoch_at(t, m->step);
     t->loss_since_log = 0.0;
     t->steps_since_log = 0;
@@ -955,10 +959,14 @@ static void log_trainer(trainer *t, const zt_step_metrics *m)
                m->grad_norm, m->lr, epoch);
         fflush(stdout);
     }
-    tb_scalar(t, "train/loss", m->step, loss);
-    tb_scalar(t, "train/grad_norm", m->step, m->grad_norm);
-    tb_scalar(t, "train/learning_rate", m->step, m->lr);
-    tb_scalar(t, "train/epoch", m->step, epoch);
+    int rc = tb_scalar(t, "train/loss", m->step, loss, err);
+    if (rc == ZT_OK)
+        rc = tb_scalar(t, "train/grad_norm", m->step, m->grad_norm, err);
+    if (rc == ZT_OK)
+        rc = tb_scalar(t, "train/learning_rate", m->step, m->lr, err);
+    if (rc == ZT_OK)
+        rc = tb_scalar(t, "train/epoch", m->step, epoch, err);
+    return tb_agree(t, rc, err);
 }
 
 /* Collective when there is a log: every rank learns whether rank 0 wrote it. */
@@ -975,8 +983,7 @@ static int log_step(trainer *t, const zt_step_metrics *m, zt_err *err)
         draw_progress(m->step, t->nsteps, m->loss, t->last_eval, m->tokens_per_sec, now_s() - t->t_start);
     if (t->a->on_step)
         t->a->on_step(t->a->on_step_ctx, m);
-    log_trainer(t, m);
-    return ZT_OK;
+    return log_trainer(t, m, err);
 }
 
 /* HF's eval_strategy: "steps" after every eval_steps-th step (its default,
@@ -1028,7 +1035,8 @@ static int evaluate(trainer *t, long step, zt_err *err)
     if (rc)
         return rc;
     t->last_eval = e.loss;
-    tb_scalar(t, "eval/loss", step, e.loss);
+    if ((rc = tb_agree(t, tb_scalar(t, "eval/loss", step, e.loss, err), err)))
+        return rc;
     eval_record_of rec = {step, &e};
     rc = log_record(t, eval_record, &rec, err);
     if (t->a->log_jsonl && (rc = zt_comm_agree(t->comm, rc, err)))

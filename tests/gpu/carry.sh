@@ -42,7 +42,7 @@ put_lib() {
     real=$(readlink -f "$so")
     put "$real"
     for name in "$so" "${so%%.so*}.so"; do
-        [ -e "$name" ] && [ "$name" != "$real" ] || continue
+        if [ ! -e "$name" ] || [ "$name" = "$real" ]; then continue; fi
         # a relative link to the one copy (Debian hard-links some of these names)
         mkdir -p "$R$(dirname "$name")"
         ln -sfn "$(realpath -s --relative-to="$(dirname "$name")" "$real")" "$R$name"

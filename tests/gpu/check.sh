@@ -23,8 +23,11 @@
 #      MFU, peak device memory and the profile's top 10.  A ztrain without --kernels
 #      is a failed row saying so; the rest still runs.
 # The build is for sm_90a only (the H200).  Everything it writes goes into one tarball,
-# $OUT/check.tar.gz, with the table beside it ($OUT/table.txt).
-# Sized for 8 minutes with the build (runs not begun after 480 s are failed rows).
+# $OUT/check.tar.gz (the table included; a copy of it, $OUT/table.txt, stays beside it),
+# on every way out once the build has begun.
+# It fits in 8 minutes with the build: every step's time limit is cut to what is left
+# before a deadline at 470 s, and a step with too little left is a failed row saying
+# so, so that the table and the tarball are written within 480 s whatever hangs.
 # Without a GPU it stops at once (exit 2).
 #
 # --build-only: build with the same command line and run a 2-rank CPU smoke test
@@ -32,13 +35,23 @@
 # machine, with the system's copies hidden: docs/gpu.md).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-cd "$root"
+cd "$root" || exit 2
 build_only=0
 [ "${1:-}" = "--build-only" ] && build_only=1
 OUT=${OUT:-/tmp/zt_gpu_out}
 mkdir -p "$OUT"
 work=$(mktemp -d /tmp/zt_gpu_XXXXXX)
+trap 'rm -rf "$work"' EXIT
 t_start=$SECONDS
+deadline=470 # seconds from the start: every step ends by then (8 minutes in all, with the tarball)
+build_limit=400
+# the dry run on the 2-core development machine builds for 10 minutes or more: no budget there
+[ $build_only -eq 1 ] && deadline=3600 build_limit=3000
+# cap N: N seconds, or what is left before the deadline if that is less (at least 1:
+# `timeout 0` would mean no limit at all)
+cap() { local left=$(( deadline - (SECONDS - t_start) )); left=$(( left < $1 ? left : $1 )); echo $(( left < 1 ? 1 : left )); }
+# late: too little left to begin a step (30 s)
+late() { [ "$(cap 30)" -lt 30 ]; }
 rows=()
 failed=0
 row() { rows+=("$(printf '%-50s %-5s %s' "$1" "$2" "$3")"); [ "$2" = ok ] || failed=$((failed + 1)); }
@@ -50,6 +63,16 @@ table() {
     echo "$failed failed"
 }
 log() { echo "-- $(( SECONDS - t_start ))s: $*"; }
+# why FILE N: "time budget spent" when that is why a step did not run, else FILE's last N lines
+why() { if late; then echo 'time budget spent'; else tail -n "$2" "$1" | tr '\n' ' '; fi; }
+# finish: the table, then every output in one tarball ($OUT/check.tar.gz, the table in it,
+# a copy of the table beside it); its status is the check's
+finish() {
+    table | tee "$OUT/table.txt"
+    (cd "$OUT" && find . -maxdepth 1 -type f ! -name check.tar.gz -printf '%P\n' | tar -czf check.tar.gz -T - &&
+        find . -maxdepth 1 -type f ! -name check.tar.gz ! -name table.txt -delete)
+    [ "$failed" -eq 0 ]
+}
 
 # ---- 0. a GPU, or stop now ---------------------------------------------------------
 if [ $build_only -eq 0 ]; then
@@ -71,14 +94,14 @@ if command -v xz >/dev/null 2>&1; then
 else
     python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' .gpu-carry/deps.tar.xz "$carry"
 fi || { echo "check.sh: cannot unpack .gpu-carry/deps.tar.xz" >&2; exit 2; }
-# shellcheck source=tests/gpu/env.sh
+# shellcheck disable=SC1091  # tests/gpu/env.sh: the carry's paths
 . tests/gpu/env.sh "$carry"
 log "carried dependencies unpacked under $carry"
 
 NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 cuda_inc=() cuda_lib=()
 if [ $build_only -eq 0 ] || [ -x "$NVCC" ]; then
-    [ -x "$NVCC" ] || { row "build: nvcc" FAIL "no nvcc on PATH or in /usr/local/cuda"; table; exit 1; }
+    [ -x "$NVCC" ] || { row "build: nvcc" FAIL "no nvcc on PATH or in /usr/local/cuda"; finish; exit 1; }
     CUDA_HOME=$(cd "$(dirname "$NVCC")/.." && pwd)
     # cuBLASLt, the runtime and NCCL: the toolkit's if it has them, else the wheels in
     # PyTorch's site-packages (nvidia-cublas, nvidia-cuda-runtime, nvidia-nccl-cu13),
@@ -86,6 +109,7 @@ if [ $build_only -eq 0 ] || [ -x "$NVCC" ]; then
     site=$(python3 -c 'import nvidia, sys; print(list(nvidia.__path__)[0])' 2>/dev/null || true)
     mkdir -p "$work/lib"
     for name in cublasLt cublas cudart nccl; do
+        # shellcheck disable=SC2012  # the first match of several globs, any of which may match nothing
         found=$(ls "$CUDA_HOME"/lib64/lib$name.so* "$CUDA_HOME"/targets/x86_64-linux/lib/lib$name.so* \
                    ${site:+"$site"/*/lib/lib$name.so*} 2>/dev/null | head -1 || true)
         [ -n "$found" ] || { row "build: lib$name" FAIL "not in $CUDA_HOME or ${site:-site-packages}"; continue; }
@@ -93,12 +117,13 @@ if [ $build_only -eq 0 ] || [ -x "$NVCC" ]; then
         cuda_lib+=("$(dirname "$found")")
     done
     for h in cublasLt.h cuda_runtime.h nccl.h; do
+        # shellcheck disable=SC2012
         found=$(ls "$CUDA_HOME"/include/$h "$CUDA_HOME"/targets/x86_64-linux/include/$h \
                    ${site:+"$site"/*/include/$h} 2>/dev/null | head -1 || true)
         [ -n "$found" ] || { row "build: $h" FAIL "not in $CUDA_HOME or ${site:-site-packages}"; continue; }
         cuda_inc+=("-I$(dirname "$found")")
     done
-    [ "$failed" -eq 0 ] || { table; exit 1; }
+    [ "$failed" -eq 0 ] || { finish; exit 1; }
     libpath=$(printf '%s:' "${cuda_lib[@]}")
     export LD_LIBRARY_PATH="$work/lib:${libpath%:}:$LD_LIBRARY_PATH"
 fi
@@ -113,13 +138,13 @@ fi
 mpi_inc="-I$carry/usr/lib/x86_64-linux-gnu/openmpi/include -I$carry/usr/lib/x86_64-linux-gnu/openmpi/include/openmpi"
 log "make $target"
 if CPPFLAGS="$ZT_CARRY_CPPFLAGS ${cuda_inc[*]}" LDFLAGS="$ZT_CARRY_LDFLAGS -L$work/lib" \
-    make -j"$(nproc)" "$target" NVCC="$NVCC" MPI_CFLAGS="$mpi_inc" MPI_LIBS="-lmpi" \
+    timeout "$(cap $build_limit)" make -j"$(nproc)" "$target" NVCC="$NVCC" MPI_CFLAGS="$mpi_inc" MPI_LIBS="-lmpi" \
         CUDA_GENCODE="-gencode=arch=compute_90a,code=sm_90a" >"$OUT/build.log" 2>&1; then
     row "build: make $target ($(( SECONDS - t_start )) s so far)" ok "$bin/ztrain"
 else
-    row "build: make $target" FAIL "see build.log: $(grep -m1 -E 'error|Error' "$OUT/build.log")"
+    row "build: make $target" FAIL "see build.log: $(grep -m1 -E 'error|Error' "$OUT/build.log" || echo "stopped at $(( SECONDS - t_start )) s")"
     tail -30 "$OUT/build.log"
-    table
+    finish
     exit 1
 fi
 Z=$root/$bin/ztrain
@@ -143,13 +168,19 @@ mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x LD_LIBRARY_PAT
 cat docs/*.md README.md > "$work/text.txt"
 cat "$work/text.txt" "$work/text.txt" > "$work/data.txt"
 
-# run NAME SECONDS ranks ztrain-args...: one run, its output in $OUT/NAME.out
+# run NAME SECONDS ranks ztrain-args...: one run, its output in $OUT/NAME.out, within
+# SECONDS or what is left before the deadline (not begun, status 124, when too little is)
 run() {
     local name=$1 limit=$2 np=$3
     shift 3
     local cmd=("$Z" "$@")
     [ "$np" -gt 1 ] && cmd=("${mpi[@]}" -np "$np" "${cmd[@]}")
-    timeout "$limit" "${cmd[@]}" >"$OUT/$name.out" 2>&1
+    if late; then
+        echo "check.sh: not begun: the time budget is spent ($(( SECONDS - t_start )) s of $deadline)" >"$OUT/$name.out"
+        return 124
+    fi
+    # no stdin: mpirun forwards its stdin to rank 0, and it would take the caller's
+    timeout "$(cap "$limit")" "${cmd[@]}" </dev/null >"$OUT/$name.out" 2>&1
 }
 # the losses of a JSONL log, one per line
 losses() { sed -n 's/.*"loss": \([^,]*\),.*/\1/p' "$1"; }
@@ -169,9 +200,7 @@ if [ $build_only -eq 1 ]; then
     else
         row "smoke: 2 ranks, carried mpirun, FSDP FULL_SHARD" FAIL "$(tail -3 "$OUT/smoke.out" | tr '\n' ' ')"
     fi
-    table
-    rm -rf "$work"
-    [ "$failed" -eq 0 ]
+    finish
     exit
 fi
 
@@ -179,7 +208,7 @@ fi
 kc=$(find "$bin" -type f -name 'kernels_check*' -perm -u+x | head -1)
 if [ -z "$kc" ]; then
     row "kernels: every kernel vs its CPU twin" FAIL "no kernels_check program under $bin"
-elif timeout 120 "$kc" >"$OUT/kernels.out" 2>&1; then
+elif ! late && timeout "$(cap 120)" "$kc" >"$OUT/kernels.out" 2>&1; then
     row "kernels: every kernel vs its CPU twin" ok "$(grep -cE '^ok ' "$OUT/kernels.out") passed ($(basename "$kc"))"
 else
     row "kernels: every kernel vs its CPU twin" FAIL "$(grep -cE '^FAIL ' "$OUT/kernels.out") failed: $(grep -m3 -E '^FAIL ' "$OUT/kernels.out" | tr '\n' ' ')"
@@ -192,10 +221,10 @@ if [ -n "$kc" ]; then
         row "kernels: fast vs exact, within bf16 error" FAIL "$(grep -cE '^FAIL +fast ' "$OUT/kernels.out") failed (or none ran)"
     fi
     # their time against the exact kernels at the 1B model's shapes (a measurement, not a check)
-    if timeout 120 "$kc" --bench 1 >"$OUT/kernels_bench.out" 2>&1; then
+    if ! late && timeout "$(cap 120)" "$kc" --bench 1 >"$OUT/kernels_bench.out" 2>&1; then
         row "kernels: fast vs exact, time (kernels_bench.out)" ok "$(grep '^bench attention forward (hd 64' "$OUT/kernels_bench.out" | grep -oE 'x[0-9.]+$' | sed 's/^/attention forward /')"
     else
-        row "kernels: fast vs exact, time (kernels_bench.out)" FAIL "$(tail -1 "$OUT/kernels_bench.out")"
+        row "kernels: fast vs exact, time (kernels_bench.out)" FAIL "$(why "$OUT/kernels_bench.out" 1)"
     fi
 fi
 
@@ -303,14 +332,22 @@ fi
 # times the tokens/s ratio, the same FLOPs per token); peak device memory: the largest
 # memory.used nvidia-smi saw during the run (every process alike), and PyTorch's allocator.
 # The fast run is profiled (--profile, steps 11-12): its table's top 10 is printed.
-budget=480 # seconds from the start past which a run is not begun (the call has 600)
-late() { [ $(( SECONDS - t_start )) -gt $budget ]; }
 mem_start() { nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 100 >"$1" 2>/dev/null & mem_pid=$!; }
 mem_stop() { kill "$mem_pid" 2>/dev/null; wait "$mem_pid" 2>/dev/null; sort -n "$1" | tail -1 | awk '{printf "%.1f", $1 / 1024}'; }
 # the median of a JSONL field over steps 3.. but 11 and 12 (the profiled steps)
 zt_median() { sed -n "s/.*\"step\": \([0-9]*\),.*\"$2\": \([^,]*\),.*/\1 \2/p" "$1" |
     awk '$1 > 2 && ($1 < 11 || $1 > 12) { print $2 }' | sort -g | awk '{ v[NR] = $1 } END { print NR ? v[int((NR + 1) / 2)] : 0 }'; }
-jget() { python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])[sys.argv[2]])' "$1" "$2" 2>/dev/null; }
+# KEY of the last JSON line of FILE that has it (torch_bench.py prints one; warnings may follow it)
+jget() { python3 -c '
+import json, sys
+for line in reversed(open(sys.argv[1], errors="replace").read().splitlines()):
+    try:
+        d = json.loads(line)
+    except ValueError:
+        continue
+    if isinstance(d, dict) and sys.argv[2] in d:
+        print(d[sys.argv[2]])
+        break' "$1" "$2" 2>/dev/null; }
 speed=() # the speed table, printed after the checks
 
 kernels_flag=0
@@ -321,9 +358,9 @@ kern() { [ $kernels_flag -eq 1 ] && printf -- '--kernels %s' "$1"; }
 # bench NAME CONFIG: init-model, ztrain (fast, profiled; exact for the 1B), PyTorch eager, torch.compile
 bench() {
     local name=$1 config=$2 m=$work/m_$1
-    if late || ! timeout 150 "$Z" init-model --model_config "$config" --output_dir "$m" --seed 1 --torch_dtype bf16 \
+    if late || ! timeout "$(cap 150)" "$Z" init-model --model_config "$config" --output_dir "$m" --seed 1 --torch_dtype bf16 \
             >"$OUT/init_$name.out" 2>&1; then
-        row "$name: init-model" FAIL "$(late && echo 'time budget spent' || tail -2 "$OUT/init_$name.out" | tr '\n' ' ')"
+        row "$name: init-model" FAIL "$(why "$OUT/init_$name.out" 2)"
         return
     fi
     local T=(train --model "$m" --data "$work/data.txt" --block_size 2048 --per_device_train_batch_size 1
@@ -364,7 +401,7 @@ bench() {
             speed+=("$(printf '%-8s %-26s %10.0f %7s %7s %9s' "$name" "ztrain exact" "$etps" \
                       "$(awk -v a="$etps" -v b="$tps" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')" - -)")
         else
-            row "$name: fast vs exact, 20 steps" FAIL "$(late && echo 'time budget spent' || tail -2 "$OUT/$name.exact.out" | tr '\n' ' ')"
+            row "$name: fast vs exact, 20 steps" FAIL "$(why "$OUT/$name.exact.out" 2)"
         fi
     fi
     # PyTorch on the same weights, data, T, batch and precision plan
@@ -374,7 +411,7 @@ bench() {
         [ $mode = compile ] && lim=240 extra=(--compile)
         if late; then row "$name: PyTorch $mode" FAIL "time budget spent"; continue; fi
         mem_start "$work/mem_$name.$mode"
-        PYTHONUNBUFFERED=1 timeout $lim python3 tests/gpu/torch_bench.py --model "$m" --data "$work/data.txt" --T 2048 \
+        PYTHONUNBUFFERED=1 timeout "$(cap $lim)" python3 tests/gpu/torch_bench.py --model "$m" --data "$work/data.txt" --T 2048 \
             --batch 1 --steps 10 --warmup 3 --lr 3e-4 "${extra[@]}" >"$OUT/$name.torch_$mode.out" 2>&1
         rc=$?
         mem=$(mem_stop "$work/mem_$name.$mode")
@@ -406,9 +443,4 @@ bench 125m tests/gpu/llama_125m/config.json
     done
 } | tee "$OUT/speed.txt"
 
-table | tee "$OUT/table.txt"
-# every output in one tarball ($OUT/check.tar.gz), the table beside it
-(cd "$OUT" && find . -maxdepth 1 -type f ! -name check.tar.gz ! -name table.txt -printf '%P\n' |
-    tar -czf check.tar.gz -T - && find . -maxdepth 1 -type f ! -name check.tar.gz ! -name table.txt -delete)
-rm -rf "$work"
-[ "$failed" -eq 0 ]
+finish

@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034  # ZT_CARRY_*FLAGS are read by the script that sources this one
 # tests/gpu/env.sh CARRY — sourced by tests/gpu/check.sh (and by its local dry run):
 # the paths of the dependencies tests/gpu/carry.sh packed, unpacked under CARRY.
 # They keep the Debian layout (CARRY/usr/..., CARRY/lib/...), so Open MPI finds its
