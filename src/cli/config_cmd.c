@@ -11,6 +11,7 @@
 #include "../model/layout.h"
 #include "../model/llama.h"
 #include "commands.h"
+#include "memory_gate.h"
 #include "run_settings.h"
 
 #define NFLAGS(a) ((int)(sizeof(a) / sizeof((a)[0])))
@@ -30,7 +31,7 @@ static int print_memory(FILE *f, const zt_llama_config *cfg, const zt_plan *p, i
     if (rc)
         return rc;
     zt_engine_bytes b = zt_engine_estimate(&lay, p->prec, p->stage, p->group_size, &p->overlap);
-    size_t act = zt_model_activation_bytes(cfg, B, T, ckpt, p->prec.compute);
+    size_t act = zt_plan_activation_bytes(cfg, p, B, T, ckpt);
     size_t maxu = 0;
     for (int u = 0; u < lay.nunits; u++)
         maxu = lay.units[u].padded_numel > maxu ? lay.units[u].padded_numel : maxu;

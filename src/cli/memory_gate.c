@@ -98,6 +98,12 @@ static int refuse(zt_err *err, double need, const char *what, double limit, cons
                    human(l, sizeof l, limit), why);
 }
 
+size_t zt_plan_activation_bytes(const zt_llama_config *cfg, const zt_plan *p, int B, int T, int checkpointing)
+{
+    zt_kernel_mode k = !strcmp(p->kernels, "fast") ? ZT_KERNELS_FAST : ZT_KERNELS_EXACT;
+    return zt_model_activation_bytes(cfg, B, T, checkpointing, p->prec.compute, k);
+}
+
 int zt_memory_gate(const zt_llama_config *cfg, const zt_plan *p, int B, int T, int checkpointing, int train,
                    size_t limit, const char *why, zt_err *err)
 {
@@ -118,7 +124,7 @@ int zt_memory_gate(const zt_llama_config *cfg, const zt_plan *p, int B, int T, i
     int rc = zt_layout_build(&lay, cfg, p->wrap, (size_t)p->min_num_params, train ? p->group_size : 1, err);
     if (rc)
         return rc;
-    double need = tables + (double)zt_model_activation_bytes(cfg, B, T, checkpointing, p->prec.compute);
+    double need = tables + (double)zt_plan_activation_bytes(cfg, p, B, T, checkpointing);
     double with_offload = 0; /* what the device would hold with offload, when the plan has none */
     if (train) {
         zt_engine_bytes b = zt_engine_estimate(&lay, p->prec, p->stage, p->group_size, &p->overlap);

@@ -34,6 +34,10 @@ size_t zt_memory_limit(size_t max_memory, int ranks_here, char *why, size_t why_
 size_t zt_memory_limit_on(const char *device, size_t max_memory, int ranks_here, int local_rank, char *why,
                           size_t why_len);
 
+/* The activations' bytes for plan p (zt_model_activation_bytes with the plan's compute
+ * dtype and kernel mode: fast kernels with bf16 compute hold bf16 activations). */
+size_t zt_plan_activation_bytes(const zt_llama_config *cfg, const zt_plan *p, int B, int T, int checkpointing);
+
 /* ZT_OK when training (train = 1) or evaluating (0) cfg under plan p with batch B
  * of T tokens fits in limit bytes per rank (0: no limit); else ZT_EINPUT naming
  * the estimate, its parts and the limit. */

@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "act16.h"
 #include "backend.h"
 #include "kernels.h"
 #include "matmul.h"
@@ -234,6 +235,44 @@ static void emu_adamw_unit(void *p, void *m, void *v, const void *g, void *comp,
                        host_of(sc), host_of(cast), cast_dt);
 }
 
+/* the bf16 activations of fast mode (act16.h): the host's reference, in both tables */
+static void emu_rope_forward_act16(uint16_t *qkv16, const float *src, const float *cos_t, const float *sin_t, int B,
+                                   int T, int nh, int nkv, int hd)
+{
+    zt_rope_forward_act16(host_of(qkv16), host_of(src), host_of(cos_t), host_of(sin_t), B, T, nh, nkv, hd);
+}
+
+static void emu_rope_backward_act16(uint16_t *dqkv16, const float *dqkv, const float *cos_t, const float *sin_t,
+                                    int B, int T, int nh, int nkv, int hd)
+{
+    zt_rope_backward_act16(host_of(dqkv16), host_of(dqkv), host_of(cos_t), host_of(sin_t), B, T, nh, nkv, hd);
+}
+
+static void emu_attention_forward_act16(uint16_t *out16, float *lse, const uint16_t *qkv16, void *scratch, int B,
+                                        int T, int nh, int nkv, int hd, int window)
+{
+    zt_attention_forward_act16(host_of(out16), host_of(lse), host_of(qkv16), host_of(scratch), B, T, nh, nkv, hd,
+                               window);
+}
+
+static void emu_attention_backward_act16(float *dqkv, const float *dout, const uint16_t *qkv16,
+                                         const uint16_t *out16, const float *lse, void *scratch, int B, int T, int nh,
+                                         int nkv, int hd, int window)
+{
+    zt_attention_backward_act16(host_of(dqkv), host_of(dout), host_of(qkv16), host_of(out16), host_of(lse),
+                                host_of(scratch), B, T, nh, nkv, hd, window);
+}
+
+static void emu_swiglu_forward_act16(uint16_t *h16, const uint16_t *gu16, int N, int F)
+{
+    zt_swiglu_forward_act16(host_of(h16), host_of(gu16), N, F);
+}
+
+static void emu_swiglu_backward_act16(uint16_t *dgu16, const float *dh, const uint16_t *gu16, int N, int F)
+{
+    zt_swiglu_backward_act16(host_of(dgu16), host_of(dh), host_of(gu16), N, F);
+}
+
 #define emu_to_host_async emu_to_host /* at once: the emulated device has one queue, the host's */
 #define emu_copy_wait emu_sync
 #define emu_host_alloc zt_alloc /* staging memory is the host's */
@@ -248,7 +287,8 @@ static const zt_backend emu = {
 };
 
 /* fast mode: the same kernels (a GPU's fast variants have no CPU twins to run), so
- * the asynchronous step's host logic runs here with the CPU's numbers */
+ * the asynchronous step's host logic runs here with the CPU's numbers; the model's
+ * fast path (bf16 activations) calls the _act16 entries, the host's reference */
 static const zt_backend emu_fast = {
     .name = "emu",
     .kernels = ZT_KERNELS_FAST,

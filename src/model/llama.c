@@ -46,7 +46,11 @@ static int head_transposed_by_default(const zt_llama_config *c)
  *
  * Per layer: x (N, C) fp32, kept even with checkpointing; then the intermediates
  * n1, n2, act in the operand dtype, rstd1, rstd2, qkv, att, lse, h, gu in fp32 and
- * att16 in bf16 when operands are bf16.  With checkpointing only layer 0 has
+ * att16 in bf16 when operands are bf16.  With bf16 activations (m->act16) qkv, att
+ * and gu are not held: qkv16 and gu16 (bf16) take the place of qkv and gu, att16
+ * alone holds the attention output, and one fp32 landing buffer (N x the wider of
+ * qkv and gate | up) for the whole model receives a product before its rounding:
+ * 2 N (Dqkv + Dq + 2F) bytes a layer instead of 4 N (Dqkv + Dq + 2F) + 2 N Dq.  With checkpointing only layer 0 has
  * intermediates, which every layer shares (refilled by recomputation in backward).
  * Then the final norm, the logits (reused in place for dlogits), the backward
  * scratch, the rope tables, a norm weight's fp32 copy, lm_head's transposed
@@ -68,6 +72,7 @@ static int act_table(const zt_model *m, act_buf *out, size_t *total)
     size_t hd = (size_t)c->head_dim, Dq = (size_t)nh * hd, Dqkv = (size_t)(nh + 2 * nkv) * hd;
     size_t V = (size_t)c->vocab_size, T = (size_t)m->T;
     size_t o = zt_dtype_size(m->opd), c16 = m->opd == ZT_BF16 ? 2 : 0; /* bf16 copies: 0 bytes when not */
+    size_t a32 = m->act16 ? 0 : 4, a16 = m->act16 ? 2 : 0; /* qkv, att, gu: fp32, or bf16 with act16 */
     int n = 0;
     *total = 0;
 #define ADD(fld, nbytes)                                                          \
@@ -86,14 +91,16 @@ static int act_table(const zt_model *m, act_buf *out, size_t *total)
             continue;
         ADD(m->layers[l].n1, o * N * C);
         ADD(m->layers[l].rstd1, 4 * N);
-        ADD(m->layers[l].qkv, 4 * N * Dqkv);
-        ADD(m->layers[l].att, 4 * N * Dq);
+        ADD(m->layers[l].qkv, a32 * N * Dqkv);
+        ADD(m->layers[l].qkv16, a16 * N * Dqkv);
+        ADD(m->layers[l].att, a32 * N * Dq);
         ADD(m->layers[l].att16, c16 * N * Dq);
         ADD(m->layers[l].lse, 4 * N * (size_t)nh);
         ADD(m->layers[l].h, 4 * N * C);
         ADD(m->layers[l].n2, o * N * C);
         ADD(m->layers[l].rstd2, 4 * N);
-        ADD(m->layers[l].gu, 4 * N * 2 * F);
+        ADD(m->layers[l].gu, a32 * N * 2 * F);
+        ADD(m->layers[l].gu16, a16 * N * 2 * F);
         ADD(m->layers[l].act, o * N * F);
     }
     ADD(m->nf, o * N * C);
@@ -113,13 +120,14 @@ static int act_table(const zt_model *m, act_buf *out, size_t *total)
     ADD(m->norm_w, 4 * C);
     ADD(m->dnT, head_transposed_by_default(c) ? 4 * N * C : 0);
     ADD(m->attn_pack, m->be->attention_scratch_bytes(m->B, m->T, nkv, (int)hd, m->opd));
+    ADD(m->land, m->act16 ? 4 * N * (Dqkv > 2 * F ? Dqkv : 2 * F) : 0);
 #undef ADD
     return n;
 }
 
 /* The shapes act_table reads. */
-static void set_shapes(zt_model *m, const zt_llama_config *cfg, const zt_backend *be, zt_dtype compute, int B,
-                       int T, int checkpointing)
+static void set_shapes(zt_model *m, const zt_llama_config *cfg, const zt_backend *be, zt_kernel_mode kernels,
+                       zt_dtype compute, int B, int T, int checkpointing)
 {
     m->cfg = *cfg;
     m->be = be;
@@ -128,6 +136,7 @@ static void set_shapes(zt_model *m, const zt_llama_config *cfg, const zt_backend
     m->N = B * T;
     m->checkpointing = checkpointing;
     m->opd = zt_model_operand_dtype(compute);
+    m->act16 = kernels == ZT_KERNELS_FAST && m->opd == ZT_BF16;
 }
 
 int zt_model_set_head_transposed(zt_model *m, int on, zt_err *err)
@@ -147,7 +156,7 @@ int zt_model_init(zt_model *m, const zt_llama_config *cfg, const zt_layout *lay,
                   const zt_param_owner *owner, int B, int T, int checkpointing, zt_err *err)
 {
     memset(m, 0, sizeof *m);
-    set_shapes(m, cfg, owner->backend, owner->compute, B, T, checkpointing);
+    set_shapes(m, cfg, owner->backend, owner->backend->kernels, owner->compute, B, T, checkpointing);
     m->lay = lay;
     m->own = *owner;
     int L = cfg->num_hidden_layers;
@@ -300,6 +309,51 @@ static const void *att_operand(const zt_layer_acts *a)
     return a->att16 ? (const void *)a->att16 : (const void *)a->att;
 }
 
+/* ---- the attention and the MLP's gate, in fp32 or bf16 activations ------ */
+
+/* qkv = n1 Wqkv^T [+ b], RoPE, att = attention(qkv).  With bf16 activations the product
+ * lands in fp32 (m->land), gets its bias there, and one pass rotates and rounds it into
+ * the bf16 qkv16; the attention reads qkv16 and writes att16 only.  (With a product that
+ * writes bf16 in the table, the landing would go: the bias and RoPE would then work on
+ * bf16, or RoPE move into the attention's tile loads.) */
+static int attention_forward(zt_model *m, zt_layer_acts *a, const layer_weights *w, zt_err *err)
+{
+    const zt_llama_config *c = &m->cfg;
+    int N = m->N, C = c->hidden_size, nh = c->num_attention_heads, nkv = c->num_key_value_heads;
+    int hd = c->head_dim, Dqkv = (nh + 2 * nkv) * hd, window = zt_llama_attention_window(c);
+    float *qkv = m->act16 ? m->land : a->qkv;
+    int rc = linear_forward(m, qkv, a->n1, w->qkv, Dqkv, C, 0.0f, err);
+    if (rc)
+        return rc;
+    if (w->qkv_b) /* nn.Linear's bias, added to the product before RoPE */
+        m->be->bias_forward(qkv, w->qkv_b, m->own.compute, N, Dqkv);
+    if (m->act16) {
+        m->be->rope_forward_act16(a->qkv16, qkv, m->rope_cos, m->rope_sin, m->B, m->T, nh, nkv, hd);
+        m->be->attention_forward_act16(a->att16, a->lse, a->qkv16, m->attn_pack, m->B, m->T, nh, nkv, hd, window);
+    } else {
+        m->be->rope_forward(qkv, m->rope_cos, m->rope_sin, m->B, m->T, nh, nkv, hd);
+        m->be->attention_forward(a->att, a->att16, a->lse, qkv, m->attn_pack, m->B, m->T, nh, nkv, hd, window);
+    }
+    return ZT_OK;
+}
+
+/* gu = n2 Wgu^T, act = swiglu(gu).  With bf16 activations gu is rounded to bf16 from
+ * the fp32 landing (autocast's bf16 linear output) and SwiGLU reads it there. */
+static int swiglu_forward(zt_model *m, zt_layer_acts *a, const layer_weights *w, zt_err *err)
+{
+    int N = m->N, C = m->cfg.hidden_size, F = m->cfg.intermediate_size;
+    int rc = linear_forward(m, m->act16 ? m->land : a->gu, a->n2, w->gu, 2 * F, C, 0.0f, err);
+    if (rc)
+        return rc;
+    if (m->act16) {
+        m->be->convert(a->gu16, ZT_BF16, m->land, ZT_F32, (size_t)N * 2 * F);
+        m->be->swiglu_forward_act16(a->act, a->gu16, N, F);
+    } else {
+        m->be->swiglu_forward(a->act, m->opd, a->gu, N, F);
+    }
+    return ZT_OK;
+}
+
 /* ---- one decoder layer --------------------------------------------------- */
 
 static int layer_forward(zt_model *m, int l, const void *base, zt_err *err)
@@ -308,26 +362,20 @@ static int layer_forward(zt_model *m, int l, const void *base, zt_err *err)
     zt_layer_acts *a = &m->layers[l];
     float *out = m->layers[l + 1].x;
     int N = m->N, C = c->hidden_size, F = c->intermediate_size, nh = c->num_attention_heads;
-    int nkv = c->num_key_value_heads, hd = c->head_dim, Dq = nh * hd, Dqkv = (nh + 2 * nkv) * hd;
+    int Dq = nh * c->head_dim;
     float eps = (float)c->rms_norm_eps;
     layer_weights w = layer_views(m, base, l);
     int rc;
 
     m->be->rmsnorm_forward(a->n1, m->opd, a->rstd1, a->x, norm_weight(m, w.attn_norm), N, C, eps);
-    if ((rc = linear_forward(m, a->qkv, a->n1, w.qkv, Dqkv, C, 0.0f, err)))
+    if ((rc = attention_forward(m, a, &w, err)))
         return rc;
-    if (w.qkv_b) /* nn.Linear's bias, added to the product before RoPE */
-        m->be->bias_forward(a->qkv, w.qkv_b, m->own.compute, N, Dqkv);
-    m->be->rope_forward(a->qkv, m->rope_cos, m->rope_sin, m->B, m->T, nh, nkv, hd);
-    m->be->attention_forward(a->att, a->att16, a->lse, a->qkv, m->attn_pack, m->B, m->T, nh, nkv, hd,
-                             zt_llama_attention_window(c));
     m->be->copy(a->h, a->x, (size_t)N * C * sizeof(float));
     if ((rc = linear_forward(m, a->h, att_operand(a), w.o, C, Dq, 1.0f, err)))
         return rc;
     m->be->rmsnorm_forward(a->n2, m->opd, a->rstd2, a->h, norm_weight(m, w.mlp_norm), N, C, eps);
-    if ((rc = linear_forward(m, a->gu, a->n2, w.gu, 2 * F, C, 0.0f, err)))
+    if ((rc = swiglu_forward(m, a, &w, err)))
         return rc;
-    m->be->swiglu_forward(a->act, m->opd, a->gu, N, F);
     m->be->copy(out, a->h, (size_t)N * C * sizeof(float));
     return linear_forward(m, out, a->act, w.down, C, F, 1.0f, err);
 }
@@ -346,7 +394,10 @@ static int layer_backward(zt_model *m, int l, const void *base, float *gbase, zt
     /* MLP: out = h + act Wdown^T */
     if ((rc = linear_backward(m, m->dact, g.down, dres_operand(m), a->act, w.down, C, F, err)))
         return rc;
-    m->be->swiglu_backward(m->dgu, m->opd, m->dact, a->gu, N, F);
+    if (m->act16)
+        m->be->swiglu_backward_act16(m->dgu, m->dact, a->gu16, N, F);
+    else
+        m->be->swiglu_backward(m->dgu, m->opd, m->dact, a->gu, N, F);
     if ((rc = linear_backward(m, m->dn, g.gu, m->dgu, a->n2, w.gu, 2 * F, C, err)))
         return rc;
     m->be->rmsnorm_backward(m->dres, m->dres16, g.mlp_norm, m->dn, a->h,
@@ -354,13 +405,22 @@ static int layer_backward(zt_model *m, int l, const void *base, float *gbase, zt
     /* attention: h = x + att Wo^T */
     if ((rc = linear_backward(m, m->datt, g.o, dres_operand(m), att_operand(a), w.o, C, Dq, err)))
         return rc;
-    m->be->attention_backward(m->dqkv, m->datt, a->qkv, a->att, a->lse, m->attn_pack, m->B, m->T, nh, nkv,
-                              hd, zt_llama_attention_window(c));
-    m->be->rope_backward(m->dqkv, m->rope_cos, m->rope_sin, m->B, m->T, nh, nkv, hd);
+    if (m->act16)
+        m->be->attention_backward_act16(m->dqkv, m->datt, a->qkv16, a->att16, a->lse, m->attn_pack, m->B, m->T,
+                                        nh, nkv, hd, zt_llama_attention_window(c));
+    else
+        m->be->attention_backward(m->dqkv, m->datt, a->qkv, a->att, a->lse, m->attn_pack, m->B, m->T, nh, nkv,
+                                  hd, zt_llama_attention_window(c));
+    const void *dqkv = m->dqkv;
+    if (m->act16 && !g.qkv_b) { /* RoPE's backward fused into the operand's rounding */
+        m->be->rope_backward_act16(m->dqkv16, m->dqkv, m->rope_cos, m->rope_sin, m->B, m->T, nh, nkv, hd);
+        dqkv = m->dqkv16;
+    } else {
+        m->be->rope_backward(m->dqkv, m->rope_cos, m->rope_sin, m->B, m->T, nh, nkv, hd);
+    }
     if (g.qkv_b) /* dqkv is now the gradient of n1 Wqkv^T + b: db = its column sums */
         m->be->bias_backward(g.qkv_b, m->dqkv, N, Dqkv);
-    const void *dqkv = m->dqkv;
-    if (m->dqkv16) {
+    if (m->dqkv16 && dqkv == m->dqkv) {
         m->be->convert(m->dqkv16, ZT_BF16, m->dqkv, ZT_F32, (size_t)N * Dqkv);
         dqkv = m->dqkv16;
     }
@@ -479,11 +539,11 @@ static int model_pass(zt_model *m, const int *inputs, const int *targets, int ba
 }
 
 size_t zt_model_activation_bytes(const zt_llama_config *cfg, int B, int T, int checkpointing,
-                                 zt_dtype compute)
+                                 zt_dtype compute, zt_kernel_mode kernels)
 {
     zt_model shapes;
     memset(&shapes, 0, sizeof shapes);
-    set_shapes(&shapes, cfg, zt_backend_cpu(), compute, B, T, checkpointing);
+    set_shapes(&shapes, cfg, zt_backend_cpu(), kernels, compute, B, T, checkpointing);
     size_t total;
     act_table(&shapes, NULL, &total);
     return total;

@@ -9,6 +9,7 @@
 #define ZT_LLAMA_H
 
 #include "../core/status.h"
+#include "../kernels/backend.h"
 #include "../kernels/rope_freq.h"
 #include "config.h"
 #include "layout.h"
@@ -31,6 +32,9 @@ typedef struct zt_layer_acts {
     float *rstd2;
     float *gu;           /* (N, 2F) gate | up */
     void *act;           /* (N, F) silu(gate) * up, opd */
+    /* bf16 activations (act16 below): qkv after RoPE and gate | up in bf16, in place of
+     * qkv and gu, and the attention output in att16 only (att is then NULL) */
+    uint16_t *qkv16, *gu16;
 } zt_layer_acts;
 
 typedef struct zt_model {
@@ -40,6 +44,11 @@ typedef struct zt_model {
     int B, T, N;
     int checkpointing;       /* keep only layer inputs; recompute a layer in backward */
     zt_dtype opd;            /* dtype of the buffers that only feed matrix products */
+    /* bf16 activations: fast kernels with bf16 compute keep qkv, the attention output
+     * and gate | up in bf16, as autocast does (the residual stream, the norms' outputs'
+     * inputs and every gradient but the products' operands stay fp32); docs/gpu.md */
+    int act16;
+    float *land;             /* with act16: a product's fp32 result before its bf16 rounding */
     zt_layer_acts *layers;   /* L + 1 entries; layers[L].x is the last layer's output */
     void *nf;                /* final norm output (N, C), opd */
     float *rstdf;            /* its 1/rms (N) */
@@ -99,10 +108,11 @@ int zt_model_set_head_transposed(zt_model *m, int on, zt_err *err);
 /* Logits (N, V) of the last forward without backward. */
 const float *zt_model_logits(const zt_model *m);
 
-/* Bytes zt_model_init allocates for activations on the CPU backend (estimate-memory):
+/* Bytes zt_model_init allocates for activations (estimate-memory) on a device whose
+ * kernels are in mode `kernels` (fast mode with bf16 compute keeps bf16 activations):
  * the sum of the same size table the allocation walks. */
 size_t zt_model_activation_bytes(const zt_llama_config *cfg, int B, int T, int checkpointing,
-                                 zt_dtype compute);
+                                 zt_dtype compute, zt_kernel_mode kernels);
 
 /* Training FLOPs per token (forward + backward, 6 per weight in matrix products
  * plus causal attention), for MFU. */
