@@ -48,9 +48,11 @@ static int head_transposed_by_default(const zt_llama_config *c)
  * n1, n2, act in the operand dtype, rstd1, rstd2, qkv, att, lse, h, gu in fp32 and
  * att16 in bf16 when operands are bf16.  With bf16 activations (m->act16) qkv, att
  * and gu are not held: qkv16 and gu16 (bf16) take the place of qkv and gu, att16
- * alone holds the attention output, and one fp32 landing buffer (N x the wider of
- * qkv and gate | up) for the whole model receives a product before its rounding:
- * 2 N (Dqkv + Dq + 2F) bytes a layer instead of 4 N (Dqkv + Dq + 2F) + 2 N Dq.  With checkpointing only layer 0 has
+ * alone holds the attention output: 2 N (Dqkv + Dq + 2F) bytes a layer instead of
+ * 4 N (Dqkv + Dq + 2F) + 2 N Dq.  A product lands in fp32 before its rounding (m->land),
+ * in the backward's dact widened to N x the widest of F, Dqkv and 2F: dact is free
+ * while a layer runs forward (the backward writes it before it reads it, also after a
+ * checkpointed layer's recomputation), so the landing costs 4 N (max - F) bytes once.  With checkpointing only layer 0 has
  * intermediates, which every layer shares (refilled by recomputation in backward).
  * Then the final norm, the logits (reused in place for dlogits), the backward
  * scratch, the rope tables, a norm weight's fp32 copy, lm_head's transposed
@@ -114,13 +116,15 @@ static int act_table(const zt_model *m, act_buf *out, size_t *total)
     ADD(m->dqkv16, c16 * N * Dqkv);
     ADD(m->datt, 4 * N * Dq);
     ADD(m->dgu, o * N * 2 * F);
-    ADD(m->dact, 4 * N * F);
+    size_t dact_cols = F;
+    if (m->act16) /* dact is also the landing (above) */
+        dact_cols = Dqkv > 2 * F ? Dqkv : 2 * F;
+    ADD(m->dact, 4 * N * dact_cols);
     ADD(m->rope_cos, 4 * T * hd / 2);
     ADD(m->rope_sin, 4 * T * hd / 2);
     ADD(m->norm_w, 4 * C);
     ADD(m->dnT, head_transposed_by_default(c) ? 4 * N * C : 0);
     ADD(m->attn_pack, m->be->attention_scratch_bytes(m->B, m->T, nkv, (int)hd, m->opd));
-    ADD(m->land, m->act16 ? 4 * N * (Dqkv > 2 * F ? Dqkv : 2 * F) : 0);
 #undef ADD
     return n;
 }
@@ -176,6 +180,7 @@ int zt_model_init(zt_model *m, const zt_llama_config *cfg, const zt_layout *lay,
         memcpy(bufs[i].field, &bufs[i].p, sizeof bufs[i].p);
         m->act_bytes += bufs[i].bytes;
     }
+    m->land = m->act16 ? m->dact : NULL;
     for (int l = 1; checkpointing && l < L; l++) { /* layer 0's intermediates, shared */
         float *x = m->layers[l].x;
         m->layers[l] = m->layers[0];

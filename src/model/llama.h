@@ -48,7 +48,8 @@ typedef struct zt_model {
      * and gate | up in bf16, as autocast does (the residual stream, the norms' outputs'
      * inputs and every gradient but the products' operands stay fp32); docs/gpu.md */
     int act16;
-    float *land;             /* with act16: a product's fp32 result before its bf16 rounding */
+    float *land;             /* with act16: a product's fp32 result before its bf16 rounding
+                              * (dact's buffer, free during a forward: llama.c) */
     zt_layer_acts *layers;   /* L + 1 entries; layers[L].x is the last layer's output */
     void *nf;                /* final norm output (N, C), opd */
     float *rstdf;            /* its 1/rms (N) */

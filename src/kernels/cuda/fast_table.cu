@@ -13,4 +13,10 @@ void zt_cu_fast_overlay(zt_backend *t)
     t->swiglu_forward = zt_cu_fast_swiglu_forward;
     t->swiglu_backward = zt_cu_fast_swiglu_backward;
     t->embed_backward = zt_cu_fast_embed_backward;
+    t->rope_forward_act16 = zt_cu_fast_rope_forward_act16;
+    t->rope_backward_act16 = zt_cu_fast_rope_backward_act16;
+    t->attention_forward_act16 = zt_cu_fast_attention_forward_act16;
+    t->attention_backward_act16 = zt_cu_fast_attention_backward_act16;
+    t->swiglu_forward_act16 = zt_cu_fast_swiglu_forward_act16;
+    t->swiglu_backward_act16 = zt_cu_fast_swiglu_backward_act16;
 }
