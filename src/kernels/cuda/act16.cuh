@@ -1,7 +1,8 @@
 /* act16.cuh — the bf16-activation kernels (backend.h's _act16 entries) that the exact
  * table (act16.cu, --fmad=false: act16.c's bits) and the fast table (fast_act16.cu, FMA
  * contraction and the hardware exp) both build: one body, instantiated by each file with
- * its own FAST, so neither links the other's code.
+ * its own FAST, so neither links the other's code.  The launches are in those files
+ * (tools/cuda_emu rewrites launches in .cu files only).
  *
  * RoPE fused into a rounding, one thread per pair (row, head < nh + nkv, i < hd/2), the
  * v heads' elements by the same threads' strided loop:
@@ -48,18 +49,6 @@ __global__ void act16_rope_kernel(uint16_t *y, const float *x, const float *cos_
 }
 
 template <bool FAST>
-void act16_rope(uint16_t *y, const float *x, const float *cos_t, const float *sin_t, int B, int T, int nh, int nkv,
-                int hd, float sign)
-{
-    const size_t total = (size_t)B * T * (nh + nkv) * (hd / 2);
-    if (total == 0)
-        return;
-    act16_rope_kernel<FAST><<<zt_cu_blocks(total), ZT_CU_THREADS, 0, zt_cu.stream>>>(y, x, cos_t, sin_t, B * T, T,
-                                                                                      nh, nkv, hd, sign);
-    ZT_CU_LAUNCHED();
-}
-
-template <bool FAST>
 __global__ void act16_swiglu_forward_kernel(uint16_t *h, const uint16_t *gu, int N, int F)
 {
     const size_t total = (size_t)N * F;
@@ -84,26 +73,6 @@ __global__ void act16_swiglu_backward_kernel(uint16_t *dgu, const float *dh, con
         dgu[iu] = zt_f32_to_bf16(d * silu);
         dgu[ig] = zt_f32_to_bf16(d * u * sig * (1.0f + g * (1.0f - sig)));
     }
-}
-
-template <bool FAST>
-void act16_swiglu_forward(uint16_t *h, const uint16_t *gu, int N, int F)
-{
-    const size_t total = (size_t)N * F;
-    if (total == 0)
-        return;
-    act16_swiglu_forward_kernel<FAST><<<zt_cu_blocks(total), ZT_CU_THREADS, 0, zt_cu.stream>>>(h, gu, N, F);
-    ZT_CU_LAUNCHED();
-}
-
-template <bool FAST>
-void act16_swiglu_backward(uint16_t *dgu, const float *dh, const uint16_t *gu, int N, int F)
-{
-    const size_t total = (size_t)N * F;
-    if (total == 0)
-        return;
-    act16_swiglu_backward_kernel<FAST><<<zt_cu_blocks(total), ZT_CU_THREADS, 0, zt_cu.stream>>>(dgu, dh, gu, N, F);
-    ZT_CU_LAUNCHED();
 }
 
 } // namespace
