@@ -50,7 +50,34 @@ RSVG_CFLAGS := -DZT_HAVE_PNG $(shell pkg-config --cflags librsvg-2.0 cairo)
 LDLIBS  += $(shell pkg-config --libs librsvg-2.0 cairo)
 endif
 endif
+# Apache Arrow's C++ libraries (libarrow and libparquet with their headers, from the pyarrow
+# wheel that scripts/setup.sh installs into ARROW_VENV) read Parquet and datasets' Arrow files
+# as data (src/io/table.c through src/io/arrow_shim.cc, the one C++ file; docs/text.md).
+# Optional: where they are not found, or with NO_ARROW=1, the shim is left out and table.c
+# refuses such data, naming the file and what is missing.
+ARROW_VENV ?= /usr/local/lib/ztrain/arrow-venv
+ifneq ($(NO_ARROW),1)
+ARROW_DIR  := $(firstword $(wildcard $(ARROW_VENV)/lib/python3*/site-packages/pyarrow))
+ARROW_LIBS := $(firstword $(wildcard $(ARROW_DIR)/libarrow.so.[0-9]*)) \
+              $(firstword $(wildcard $(ARROW_DIR)/libparquet.so.[0-9]*))
+ifeq ($(words $(ARROW_LIBS))$(if $(wildcard $(ARROW_DIR)/include/parquet/arrow/reader.h),y),2y)
+HAVE_ARROW := 1
+LDLIBS  += -Wl,-rpath,$(ARROW_DIR) $(ARROW_LIBS) -lstdc++
+endif
+endif
+# the C++ compiler of the C compiler's family (clang's sanitizer runtimes with clang's)
+ifneq ($(findstring clang,$(CC)),)
+CXX     := clang++
+endif
+CXXFLAGS += -std=c++20 -D_GNU_SOURCE -Wall -Wextra $(OPT) -MMD -MP -isystem $(ARROW_DIR)/include
 LDFLAGS += -fopenmp $(filter -fsanitize=%,$(OPT))
+# clang, linking through its C driver, leaves out the C++ half of its sanitizer runtimes
+# (UBSan's vptr check, which the C++ shim is compiled with) unless asked
+ifeq ($(HAVE_ARROW)$(findstring clang,$(CC)),1clang)
+ifneq ($(filter -fsanitize=%,$(OPT)),)
+LDFLAGS += -fsanitize-link-c++-runtime
+endif
+endif
 
 LIB_SRC  := $(shell find src -name '*.c' ! -path 'src/cli/*' | sort)
 ifeq ($(CUDA),1)
@@ -80,6 +107,9 @@ endif
 CLI_SRC  := $(sort $(wildcard src/cli/*.c))
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(CU_SRC:%.cu=$(BUILD)/obj/%.o)
+ifeq ($(HAVE_ARROW),1)
+LIB_OBJ  += $(BUILD)/obj/src/io/arrow_shim.o
+endif
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
@@ -95,6 +125,12 @@ $(BUILD)/obj/%.o: %.c Makefile
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
 $(BUILD)/obj/src/report/plot.o: CPPFLAGS += $(RSVG_CFLAGS)
+
+$(BUILD)/obj/%.o: %.cc Makefile
+	@mkdir -p $(dir $@)
+	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -c $< -o $@
+
+$(BUILD)/obj/src/io/table.o: CPPFLAGS += $(if $(HAVE_ARROW),-DZT_HAVE_ARROW)
 
 # The non-native bf16 kernel is AVX2/FMA code in every x86-64 build, the sanitizer
 # builds (no -march=native) included, so each build runs and tests the same path;

@@ -92,7 +92,7 @@ for dir in "$root"/src/*/; do
                 *) echo "${f#"$root"/}:$n: $from -> $to ($inc) is not in the layer map" >&2; bad=1 ;;
             esac
         done < <(awk '/^[ \t]*#[ \t]*include[ \t]*"/ { split($0, q, "\""); print FNR ":" q[2] }' "$f")
-    done < <(find "$dir" -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \) | sort)
+    done < <(find "$dir" -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' -o -name '*.cc' \) | sort)
 done
 [ "$bad" -eq 0 ] && echo "check-layers: every include in src/ follows docs/architecture.md"
 

@@ -4,7 +4,7 @@
 set -euo pipefail
 packages=(gcc make libc6-dev libopenmpi-dev openmpi-bin libdnnl-dev libyaml-dev libcjson-dev libxxhash-dev clang python3
           python3-numpy python3-torch  # tests read .npy files and check bf16 rounding against torch (Debian's)
-          python3-pip  # the PyPI packages below
+          python3-pip python3-venv  # the PyPI packages below
           iproute2 util-linux  # ip netns, tc and unshare: tests/cli/multinode.sh and bench/multinode.sh
           libclang-rt-dev libomp-dev  # make fuzz (libFuzzer) and make test-ubsan CC=clang
           pkg-config librsvg2-dev libcairo2-dev fonts-dejavu-core  # ztrain plot --output FILE.png
@@ -33,4 +33,16 @@ fi
 if ! /usr/bin/python3 -c "import tensorboard" 2>/dev/null; then
     echo "setup: installing tensorboard (PyPI) for /usr/bin/python3"
     $sudo /usr/bin/python3 -m pip install -q --break-system-packages tensorboard
+fi
+# From PyPI, into a virtual environment of its own: pyarrow, whose wheel carries Apache
+# Arrow's and Parquet's C++ libraries and headers (Debian 12 packages neither), which make
+# links ztrain's Parquet and Arrow data reader with (src/io/arrow_shim.cc), and datasets,
+# whose save_to_disk the tests write Arrow data with.  Apart, because pyarrow 26 needs
+# numpy 2 while Debian's python3 keeps numpy 1.24 for Debian's torch (docs/text.md).
+# Pinned: the library's soname (libarrow.so.2600) is part of the build.
+arrow_venv=${ARROW_VENV:-/usr/local/lib/ztrain/arrow-venv}
+if ! "$arrow_venv/bin/python" -c "import pyarrow, datasets" 2>/dev/null; then
+    echo "setup: installing pyarrow and datasets (PyPI) into $arrow_venv"
+    $sudo /usr/bin/python3 -m venv "$arrow_venv"
+    $sudo "$arrow_venv/bin/python" -m pip install -q --disable-pip-version-check pyarrow==26.0.1 datasets==5.2.0
 fi

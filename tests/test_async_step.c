@@ -5,8 +5,17 @@
  *   - the verdict (skip on an inf or NaN, the clipping coefficient) is the exact
  *     step's rule;
  *   - a fast-mode step on the emulated device makes exactly one host wait (its
- *     readback), where the exact step makes one per unit and more;
+ *     readback), where the exact step makes one per unit and more: the fused lm-head
+ *     cross-entropy (lmhead_xent) leaves its loss in the step scalars too;
+ *   - the host runs ahead across steps: step n's numbers are read after step n+1's
+ *     forward and backward are queued, and nothing waits between queuing a step and
+ *     the next step's passes; the numbers, the skips (the schedule's count), the
+ *     non-finite stop and a stop request's checkpoint are those of the step they
+ *     belong to;
  *   - 20 steps in fast mode stay within bf16 error of exact mode. */
+#include <signal.h>
+#include <stdio.h>
+#include <sys/stat.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -131,18 +140,35 @@ static void test_verdict(void)
 /* ---- training on the emulated device ---------------------------------------------- */
 
 #define MAXS 24
+#define MAXEV (3 * MAXS)
+
+/* What the trainer's callbacks saw, in order: 'F' a step's first forward, 'U' its
+ * update (before_update), 'L' its record (on_step); each with the wait count then. */
+typedef struct event {
+    char kind;
+    long step, waits;
+} event;
 
 typedef struct run_out {
-    double loss[MAXS], gnorm[MAXS], scale[MAXS];
+    double loss[MAXS], gnorm[MAXS], scale[MAXS], lr[MAXS];
     int skipped[MAXS];
     long inject_step;             /* plant an inf in the gradient before this step's update (0: none) */
+    long signal_step;             /* raise SIGTERM at this step's first forward (0: none) */
     long waits_at_step[MAXS + 1]; /* the wait count at each step's record, [0]: before step 1 */
     long waits_in_step[MAXS];     /* from the first forward of a step to its record */
     long first_forward;
     int nsteps;
     int checkpointing;            /* gradient checkpointing (kept across train's reset) */
     size_t activation_bytes;      /* the model's, from the run's result */
+    event ev[MAXEV];
+    int nev;
 } run_out;
+
+static void note(run_out *o, char kind, long step)
+{
+    if (o->nev < MAXEV)
+        o->ev[o->nev++] = (event){kind, step, zt_backend_emu_waits()};
+}
 
 static void on_step(void *ctx, const zt_step_metrics *m)
 {
@@ -153,6 +179,8 @@ static void on_step(void *ctx, const zt_step_metrics *m)
     o->gnorm[o->nsteps] = m->grad_norm;
     o->scale[o->nsteps] = m->loss_scale;
     o->skipped[o->nsteps] = m->skipped;
+    o->lr[o->nsteps] = m->lr;
+    note(o, 'L', m->step);
     o->waits_at_step[o->nsteps + 1] = zt_backend_emu_waits();
     o->waits_in_step[o->nsteps] = zt_backend_emu_waits() - o->first_forward;
     o->nsteps++;
@@ -160,10 +188,14 @@ static void on_step(void *ctx, const zt_step_metrics *m)
 
 static int before_forward(void *ctx, long step, int micro, int rank, zt_err *err)
 {
-    (void)step, (void)rank, (void)err;
+    (void)rank, (void)err;
     run_out *o = ctx;
-    if (micro == 0)
+    if (micro == 0) {
         o->first_forward = zt_backend_emu_waits();
+        note(o, 'F', step);
+        if (step == o->signal_step)
+            raise(SIGTERM); /* a stop request, answered after this step */
+    }
     return ZT_OK;
 }
 
@@ -171,17 +203,27 @@ static int before_forward(void *ctx, long step, int micro, int rank, zt_err *err
 static void before_update(void *ctx, long step, int rank, zt_engine *eng)
 {
     (void)rank;
-    const run_out *o = ctx;
+    run_out *o = ctx;
+    note(o, 'U', step);
     if (step == o->inject_step)
         zt_engine_inject_nonfinite(eng);
 }
 
-static void train(const char *kernels, const char *mixed, int A, long steps, run_out *o)
+/* Options of a run beyond its mode: a schedule whose learning rate depends on the
+ * applied steps, skips allowed, checkpoints; and the status it must end with. */
+typedef struct run_opts {
+    long warmup, skip_nonfinite, save_steps;
+    const char *output_dir;
+    int want_rc;
+} run_opts;
+
+static void train_with(const char *kernels, const char *mixed, int A, long steps, run_out *o, const run_opts *op)
 {
-    long inject = o->inject_step;
+    long inject = o->inject_step, sig = o->signal_step;
     int ckpt = o->checkpointing;
     memset(o, 0, sizeof *o);
     o->inject_step = inject;
+    o->signal_step = sig;
     o->checkpointing = ckpt;
     zt_err err = {0};
     zt_plan_request req;
@@ -201,6 +243,11 @@ static void train(const char *kernels, const char *mixed, int A, long steps, run
     st.weight_decay = 0.1;
     st.seed = 0;
     st.checkpointing = ckpt;
+    if (op->warmup) {
+        st.schedule = "linear";
+        st.warmup_steps = op->warmup;
+    }
+    st.save_steps = op->save_steps;
     zt_train_args a;
     ZT_CHECK_MSG(zt_train_args_from_settings(&st, &plan, &a, &err) == ZT_OK, "%s", err.msg);
     a.model_dir = "tests/fixtures/gqa_tied";
@@ -209,31 +256,77 @@ static void train(const char *kernels, const char *mixed, int A, long steps, run
     a.on_step_ctx = o;
     a.quiet = 1;
     a.peak_gflops = 1.0;
+    a.skip_nonfinite_steps = op->skip_nonfinite;
+    a.output_dir = op->output_dir;
     zt_train_hooks hooks = {.before_forward = before_forward, .before_update = before_update, .ctx = o};
     a.hooks = &hooks;
     o->waits_at_step[0] = zt_backend_emu_waits();
     zt_train_result res;
-    ZT_CHECK_MSG(zt_train(&a, &res, &err) == ZT_OK, "%s", err.msg);
-    ZT_CHECK(o->nsteps == steps);
+    int rc = zt_train(&a, &res, &err);
+    ZT_CHECK_MSG(rc == op->want_rc, "rc %d (want %d): %s", rc, op->want_rc, err.msg);
+    if (op->want_rc == ZT_OK && !o->signal_step)
+        ZT_CHECK(o->nsteps == steps);
     o->activation_bytes = res.activation_bytes;
 }
 
-/* A fast step waits once, for its readback; nothing inside it waits.  The exact
- * step, for contrast, waits for every unit's norm and every parameter's audit. */
+static void train(const char *kernels, const char *mixed, int A, long steps, run_out *o)
+{
+    static const run_opts plain = {0};
+    train_with(kernels, mixed, A, steps, o, &plain);
+}
+
+/* The wait count at the i-th event of kind k for step n (-1: none). */
+static long waits_at(const run_out *o, char k, long n)
+{
+    for (int i = 0; i < o->nev; i++)
+        if (o->ev[i].kind == k && o->ev[i].step == n)
+            return o->ev[i].waits;
+    return -1;
+}
+
+/* Where event (k, n) stands in the order the callbacks came (-1: never). */
+static int place_of(const run_out *o, char k, long n)
+{
+    for (int i = 0; i < o->nev; i++)
+        if (o->ev[i].kind == k && o->ev[i].step == n)
+            return i;
+    return -1;
+}
+
+/* A fast step waits once, for its readback, and the host runs ahead: the callbacks
+ * come F1 U1 F2 L1 U2 F3 L2 U3 ... FK L(K-1) UK LK.  Between a step's update (U n)
+ * and the next step's first forward nothing waits; between that forward and the
+ * next update, once: step n's readback, whose record comes there; the last step is
+ * read at once.  K steps, K waits.  The exact step, for contrast, waits for every
+ * unit's norm and every parameter's audit, and records each step before the next. */
 static void waits_case(const char *mixed, int A)
 {
-    run_out fast = {0}, exact = {0};
-    train("fast", mixed, A, 4, &fast);
-    for (int s = 0; s < fast.nsteps; s++) {
-        ZT_CHECK_MSG(fast.waits_in_step[s] == 1, "%s, %d micro-batches: step %d waited %ld times", mixed, A, s + 1,
-                     fast.waits_in_step[s]);
-        if (s > 0) /* nor between steps */
-            ZT_CHECK(fast.waits_at_step[s + 1] - fast.waits_at_step[s] == 1);
+    enum { K = 4 };
+    run_out fast = {0}, exact = {0}; /* no checkpointing, no injection */
+    train("fast", mixed, A, K, &fast);
+    ZT_CHECK(fast.nev == 3 * K);
+    for (long n = 1; n <= K; n++) {
+        long f = waits_at(&fast, 'F', n), u = waits_at(&fast, 'U', n), l = waits_at(&fast, 'L', n);
+        ZT_CHECK_MSG(u - f == (n > 1), "%s x %d: step %ld: %ld waits between its first forward and its update",
+                     mixed, A, n, u - f);
+        if (n < K) {
+            ZT_CHECK_MSG(waits_at(&fast, 'F', n + 1) - u == 0, "%s x %d: step %ld: %ld waits between its update "
+                         "and the next forward", mixed, A, n, waits_at(&fast, 'F', n + 1) - u);
+            /* its record after the next step's passes, before the next update */
+            ZT_CHECK(place_of(&fast, 'L', n) > place_of(&fast, 'F', n + 1));
+            ZT_CHECK(place_of(&fast, 'L', n) < place_of(&fast, 'U', n + 1));
+        } else {
+            ZT_CHECK_MSG(l - u == 1, "the last step: %ld waits after its update", l - u);
+        }
     }
+    ZT_CHECK_MSG(waits_at(&fast, 'L', K) - waits_at(&fast, 'F', 1) == K, "%s x %d: %ld waits over %d steps", mixed,
+                 A, waits_at(&fast, 'L', K) - waits_at(&fast, 'F', 1), K);
     train("exact", mixed, A, 2, &exact);
     ZT_CHECK_MSG(exact.waits_in_step[1] > 4, "exact step: %ld waits", exact.waits_in_step[1]);
-    printf("     %-4s x %d micro-batches: fast step %ld wait, exact step %ld\n", mixed, A, fast.waits_in_step[1],
-           exact.waits_in_step[1]);
+    ZT_CHECK(place_of(&exact, 'L', 1) < place_of(&exact, 'F', 2)); /* no running ahead */
+    long fast_step = waits_at(&fast, 'U', 2) - waits_at(&fast, 'F', 2);
+    printf("     %-4s x %d micro-batches: fast step %ld wait (the step before's, after this one's passes), "
+           "exact step %ld\n", mixed, A, fast_step, exact.waits_in_step[1]);
 }
 
 static void test_fast_step_waits_once(void)
@@ -294,6 +387,75 @@ static void test_fast_skips_on_overflow(void)
     }
 }
 
+/* An inf planted at step 2 and one skip allowed, under a warm-up whose learning rate
+ * counts applied steps: step 2 runs ahead, so step 3's forward and backward are queued
+ * before the host learns that step 2 was skipped; step 3's learning rate and AdamW's t
+ * must still count one applied step, as in exact mode.  In fp32, where the two modes
+ * compute the same numbers (bf16's fast mode keeps bf16 activations), so every number
+ * must be exact mode's bits. */
+static void test_run_ahead_skip_keeps_schedule(void)
+{
+    run_out fast = {.inject_step = 2}, exact = {.inject_step = 2};
+    const run_opts op = {.warmup = 4, .skip_nonfinite = 1};
+    train_with("fast", "no", 1, 5, &fast, &op);
+    train_with("exact", "no", 1, 5, &exact, &op);
+    ZT_CHECK(place_of(&fast, 'L', 2) > place_of(&fast, 'F', 3)); /* it did run ahead */
+    ZT_CHECK(fast.skipped[1] == 1 && exact.skipped[1] == 1);
+    for (int s = 0; s < 5; s++) {
+        ZT_CHECK_MSG(fast.lr[s] == exact.lr[s], "step %d: lr %g (fast) vs %g (exact)", s + 1, fast.lr[s], exact.lr[s]);
+        ZT_CHECK(fast.skipped[s] == exact.skipped[s]);
+        ZT_CHECK(fast.loss[s] == exact.loss[s]);
+        ZT_CHECK(fast.gnorm[s] == exact.gnorm[s] || (isnan(fast.gnorm[s]) && isnan(exact.gnorm[s])));
+    }
+    ZT_CHECK(fast.lr[2] == fast.lr[1]); /* the skipped step did not advance the warm-up */
+}
+
+/* Without skips allowed, the inf at step 2 stops the run naming step 2 in both modes;
+ * in fast mode step 3's passes were queued by then (harmless: nothing is saved), its
+ * update never. */
+static void test_run_ahead_nonfinite_stop(void)
+{
+    run_out fast = {.inject_step = 2}, exact = {.inject_step = 2};
+    const run_opts op = {.want_rc = ZT_EFAIL};
+    train_with("fast", "bf16", 1, 5, &fast, &op);
+    train_with("exact", "bf16", 1, 5, &exact, &op);
+    ZT_CHECK(fast.nsteps == 2 && exact.nsteps == 2);
+    ZT_CHECK(place_of(&fast, 'F', 3) >= 0 && place_of(&fast, 'U', 3) < 0);
+    ZT_CHECK(place_of(&exact, 'F', 3) < 0);
+}
+
+static int is_dir(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* A stop request (SIGTERM) during step 3 is answered after step 3 in both modes: its
+ * record is the last, and the checkpoint is checkpoint-3.  In fast mode step 3 ran
+ * ahead; the request is seen before step 4 begins, so step 4 never starts. */
+static void test_run_ahead_stop_request(void)
+{
+    char dir[2][64];
+    const char *mode[2] = {"fast", "exact"};
+    run_out o[2];
+    for (int i = 0; i < 2; i++) {
+        snprintf(dir[i], sizeof dir[i], "/tmp/zt_runahead_XXXXXX");
+        ZT_CHECK(mkdtemp(dir[i]) != NULL);
+        o[i] = (run_out){.signal_step = 3};
+        const run_opts op = {.output_dir = dir[i]};
+        train_with(mode[i], "bf16", 1, 6, &o[i], &op);
+        char ck[128];
+        snprintf(ck, sizeof ck, "%s/checkpoint-3", dir[i]);
+        ZT_CHECK_MSG(o[i].nsteps == 3 && is_dir(ck), "%s: %d steps recorded, %s %s", mode[i], o[i].nsteps, ck,
+                     is_dir(ck) ? "saved" : "missing");
+        snprintf(ck, sizeof ck, "rm -rf '%s'", dir[i]);
+        ZT_CHECK(system(ck) == 0);
+    }
+    ZT_CHECK(place_of(&o[0], 'F', 4) < 0 && place_of(&o[0], 'F', 3) < place_of(&o[0], 'L', 3));
+    /* fast mode keeps bf16 activations: within bf16 error of exact mode's loss */
+    ZT_CHECK_CLOSE(o[0].loss[2], o[1].loss[2], 1.0 / 256, 1e-6);
+}
+
 int main(void)
 {
     ZT_RUN(test_adamw_unit_matches_per_parameter);
@@ -301,6 +463,9 @@ int main(void)
     ZT_RUN(test_fast_step_waits_once);
     ZT_RUN(test_fast_matches_exact_20_steps);
     ZT_RUN(test_fast_skips_on_overflow);
+    ZT_RUN(test_run_ahead_skip_keeps_schedule);
+    ZT_RUN(test_run_ahead_nonfinite_stop);
+    ZT_RUN(test_run_ahead_stop_request);
     zt_matmul_shutdown();
     ZT_TEST_MAIN_END();
 }

@@ -124,7 +124,7 @@ static void test_eval_allocates_no_training_state(void)
         for (int c = 0; c < ZT_MEM_NCAT; c++)
             before[c] = zt_mem_current(c);
         zt_mem_reset_peak();
-        zt_eval_args a = {FIX, TOKENS, T, B, 1, cd, NULL};
+        zt_eval_args a = {FIX, TOKENS, T, B, 1, cd, NULL, NULL};
         double loss = 0.0;
         long tokens = 0;
         ZT_CHECK_MSG(zt_eval(&a, &loss, &tokens, &err) == ZT_OK, "%s", err.msg);
@@ -156,7 +156,7 @@ static void test_eval_allocates_no_training_state(void)
 /* ---- the backend seam: a counting table in place of the CPU's --------------- */
 
 static const zt_backend *cpu;
-static long n_matmul, n_norm_f, n_norm_b, n_att_f, n_att_b, n_xent, n_emb_f, n_emb_b, n_adamw, n_alloc;
+static long n_matmul, n_matmul_out, n_norm_f, n_norm_b, n_att_f, n_att_b, n_xent, n_emb_f, n_emb_b, n_adamw, n_alloc;
 
 static void *c_alloc(zt_mem_cat cat, size_t bytes)
 {
@@ -168,6 +168,13 @@ static int c_matmul(float *C, const void *A, zt_dtype a_dt, const void *Bm, zt_d
 {
     n_matmul++;
     return cpu->matmul(C, A, a_dt, Bm, b_dt, M, N, K, ta, tb, beta, compute, err);
+}
+
+static int c_matmul_out(void *D, zt_dtype d_dt, const void *R, const void *A, zt_dtype a_dt, const void *Bm,
+                        zt_dtype b_dt, int M, int N, int K, int ta, int tb, zt_dtype compute, zt_err *err)
+{
+    n_matmul_out++;
+    return cpu->matmul_out(D, d_dt, R, A, a_dt, Bm, b_dt, M, N, K, ta, tb, compute, err);
 }
 static void c_norm_f(void *y, zt_dtype y_dt, float *rstd, const float *x, const float *w, int N, int C, float eps)
 {
@@ -248,7 +255,8 @@ static double train_step(const zt_backend *be, float **params, zt_layout *lay_ou
 
 /* The model and the engine run every kernel through their backend table: a
  * counting table that forwards to the CPU's sees each call (per layer: two norms,
- * one attention, four products forward and eight backward, and one AdamW step per
+ * one attention, four products forward (two with the residual added) and eight
+ * backward, and one AdamW step per
  * parameter), and the numbers are bit-identical to the CPU table's. */
 static void test_kernels_run_through_the_backend_table(void)
 {
@@ -257,6 +265,7 @@ static void test_kernels_run_through_the_backend_table(void)
     counting.name = "counting";
     counting.alloc = c_alloc;
     counting.matmul = c_matmul;
+    counting.matmul_out = c_matmul_out;
     counting.rmsnorm_forward = c_norm_f;
     counting.rmsnorm_backward = c_norm_b;
     counting.attention_forward = c_att_f;
@@ -285,7 +294,10 @@ static void test_kernels_run_through_the_backend_table(void)
     long L = cfg.num_hidden_layers;
     ZT_CHECK_MSG(n_norm_f == 2 * L + 1 && n_norm_b == 2 * L + 1, "norms %ld %ld", n_norm_f, n_norm_b);
     ZT_CHECK(n_att_f == L && n_att_b == L);
-    ZT_CHECK_MSG(n_matmul == 12 * L + 3, "%ld products", n_matmul); /* lm_head: 1 forward, 2 backward */
+    /* lm_head: 1 forward, 2 backward; the two residual adds a layer are products with
+     * the residual (matmul_out) */
+    ZT_CHECK_MSG(n_matmul == 10 * L + 3 && n_matmul_out == 2 * L, "%ld products, %ld with a residual", n_matmul,
+                 n_matmul_out);
     ZT_CHECK(n_xent == 1 && n_emb_f == 1 && n_emb_b == 1);
     ZT_CHECK_MSG(n_adamw == lay.nparams, "%ld AdamW calls for %d parameters", n_adamw, lay.nparams);
     ZT_CHECK(n_alloc > 0); /* the model's activations come from the owner's backend */

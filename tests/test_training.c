@@ -172,7 +172,7 @@ static void test_activation_estimate_matches_allocation(void)
                     zt_model m;
                     zt_param_owner own = zt_engine_param_owner(eng);
                     ZT_CHECK(zt_model_init(&m, &c, &lay, &own, B, 24, ckpt, &err) == ZT_OK);
-                    size_t est = zt_model_activation_bytes(&c, B, 24, ckpt, cd, ZT_KERNELS_EXACT);
+                    size_t est = zt_model_activation_bytes(&c, B, 24, ckpt, cd);
                     ZT_CHECK_MSG(m.act_bytes == est, "config %d %s B=%d ckpt=%d: %zu vs %zu", k,
                                  zt_dtype_name(cd), B, ckpt, m.act_bytes, est);
                     ZT_CHECK(m.head_transposed == (k == 1));

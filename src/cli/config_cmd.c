@@ -31,7 +31,7 @@ static int print_memory(FILE *f, const zt_llama_config *cfg, const zt_plan *p, i
     if (rc)
         return rc;
     zt_engine_bytes b = zt_engine_estimate(&lay, p->prec, p->stage, p->group_size, &p->overlap);
-    size_t act = zt_plan_activation_bytes(cfg, p, B, T, ckpt);
+    size_t act = zt_plan_activation_bytes(cfg, p, B, T, ckpt, 1);
     size_t maxu = 0;
     for (int u = 0; u < lay.nunits; u++)
         maxu = lay.units[u].padded_numel > maxu ? lay.units[u].padded_numel : maxu;
@@ -224,7 +224,8 @@ static int memory_flags_only(zt_flag *flags, int n)
         "mixed_precision", "use_fsdp", "fsdp_sharding_strategy", "fsdp_auto_wrap_policy", "fsdp_backward_prefetch",
         "fsdp_forward_prefetch", "fsdp_limit_all_gathers", "fsdp_min_num_params", "use_deepspeed", "zero_stage",
         "ranks_per_node", "master_compensation", "reduce_dtype", "block_size", "per_device_train_batch_size",
-        "gradient_checkpointing", "device", NULL, /* device: offload splits device from host bytes */
+        "gradient_checkpointing", "device", "kernels", NULL, /* device: offload splits device from host bytes; */
+        /* kernels: fast mode's training holds no (N, V) logits */
     };
     int kept = 0;
     for (int i = 0; i < n; i++)

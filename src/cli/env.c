@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../io/table.h"
 #include "../kernels/backend_cuda.h"
 #include "../kernels/matmul.h"
 #include "../train/peak.h"
@@ -141,6 +142,8 @@ int zt_cmd_env(int argc, char **argv, zt_err *err)
     printf("native bf16:   %s\n", zt_matmul_has_native_bf16() ? "yes" : "no");
     printf("bf16 products: %s\n", zt_matmul_bf16_path_name());
     printf("threads:       %d\n", n);
+    printf("table data:    %s\n", zt_table_supported() ? "Parquet and Arrow (Apache Arrow's libraries)"
+                                                         : "none: built without Apache Arrow (scripts/setup.sh, make)");
     if (measure) {
         static const zt_dtype dts[] = {ZT_F32, ZT_BF16};
         for (int i = 0; i < 2; i++) {

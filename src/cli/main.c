@@ -114,9 +114,9 @@ static int train_command(int argc, char **argv, zt_err *err)
     zt_cli_vocab voc = ZT_CLI_VOCAB_DEFAULTS;
     zt_flag flags[] = {
         {"model", ZT_FLAG_STR, &model, "Hugging Face model directory (config.json + safetensors)", 1, 0, 0},
-        {"data", ZT_FLAG_STR, &data, "FILE...: token data (.npy, .bin uint16, .txt bytes) or text with --tokenizer (.txt; JSON Lines .jsonl/.json, a document a record); several files are one stream, in order", 1, 0, 0},
+        {"data", ZT_FLAG_STR, &data, "FILE...: token data (.npy, .bin uint16, .txt bytes) or text with --tokenizer (.txt; JSON Lines .jsonl/.json; Parquet .parquet, Arrow .arrow or a save_to_disk directory: a document a record); several files are one stream, in order", 1, 0, 0},
         {"tokenizer", ZT_FLAG_STR, &tokenizer, "tokenize text data with DIR/tokenizer.json (once: cached by content hash)", 1, 0, 0},
-        {"text_field", ZT_FLAG_STR, &text_field, "the string member of each JSON Lines record that holds its text (default text)", 1, 0, 0},
+        {"text_field", ZT_FLAG_STR, &text_field, "the string member of each JSON Lines record, or the column of a table, that holds its text (default text)", 1, 0, 0},
         {"completion_only_loss", ZT_FLAG_BOOL, &completion_only, "prompt/completion records: the loss on the completion only (default true, as TRL); false: on every token", 1, 0, 0},
         TRAIN_EVAL_FLAGS(ev),
         {"output_dir", ZT_FLAG_STR, &output_dir, "where the trained model (and its checkpoint-N) are written (default none: the model is discarded, with a warning)", 1, 0, 0},
@@ -264,8 +264,8 @@ static int train_command(int argc, char **argv, zt_err *err)
     if (a.loss_mask_path && g_rank == 0)
         printf("loss: %s\n", completion_only ? "on the completions only (TRL's completion_only_loss)"
                                              : "on every token (--completion_only_loss false)");
-    if (!completion_only) /* TRL's completion_only_loss=False: prompt tokens are targets too */
-        a.loss_mask_path = NULL;
+    if (!completion_only) /* TRL's completion_only_loss=False: prompt tokens are targets too, in evaluation too */
+        a.loss_mask_path = NULL, a.eval_mask_path = NULL;
     zt_train_result res;
     rc = zt_train(&a, &res, err);
     if (rc == ZT_OK) /* the trace, and rank 0's table by kernel class */
@@ -296,9 +296,9 @@ static int cmd_eval(int argc, char **argv, zt_err *err)
     long max_batches = 0;
     zt_flag flags[] = {
         {"model", ZT_FLAG_STR, &model, "Hugging Face model directory", 1, 0, 0},
-        {"data", ZT_FLAG_STR, &data, "token data: .npy, .bin or .txt (bytes), or text with --tokenizer (.txt; JSON Lines .jsonl/.json)", 1, 0, 0},
+        {"data", ZT_FLAG_STR, &data, "token data: .npy, .bin or .txt (bytes), or text with --tokenizer (.txt; JSON Lines .jsonl/.json; .parquet, .arrow or a save_to_disk directory)", 1, 0, 0},
         {"tokenizer", ZT_FLAG_STR, &tokenizer, "tokenize text data with DIR/tokenizer.json (once: cached by content hash)", 1, 0, 0},
-        {"text_field", ZT_FLAG_STR, &text_field, "the string member of each JSON Lines record that holds its text (default text)", 1, 0, 0},
+        {"text_field", ZT_FLAG_STR, &text_field, "the string member of each JSON Lines record, or the column of a table, that holds its text (default text)", 1, 0, 0},
         {"block_size", ZT_FLAG_INT, &block_size, "tokens per sequence (default 128)", 1, 1 << 20, 0},
         {"per_device_eval_batch_size", ZT_FLAG_INT, &batch, "sequences per batch (default 8)", 1, 1 << 20, 0},
         {"max_batches", ZT_FLAG_LONG, &max_batches, "stop after K batches (default: all)", 0, 1e12, 0},
@@ -316,17 +316,19 @@ static int cmd_eval(int argc, char **argv, zt_err *err)
         return rc;
     if (!model || !data)
         return zt_fail(err, ZT_EINPUT, "ztrain eval: --model and --data are required");
-    zt_eval_args a = {model, data, block_size, batch, max_batches, ZT_F32, device};
+    zt_eval_args a = {model, data, block_size, batch, max_batches, ZT_F32, device, NULL};
     if (strcmp(mixed_precision, "no") != 0 &&
         (zt_dtype_parse(mixed_precision, &a.compute) != 0 || a.compute != ZT_BF16))
         return zt_fail(err, ZT_EINPUT, "--mixed_precision: expected no or bf16, got '%s'", mixed_precision);
     int nthreads = zt_cli_set_threads(threads);
-    char tok_data[4096];
+    char tok_data[4096], mask_data[4096];
     zt_llama_config cfg;
     if ((rc = zt_hf_read_config_dir(model, &cfg, err)) ||
         (tokenizer && (rc = zt_cli_data_files(&data, 1, text_field, tokenizer, cfg.vocab_size, NULL, 0, nthreads,
-                                              &a.data_path, tok_data, sizeof tok_data, NULL, NULL, err))))
+                                              &a.data_path, tok_data, sizeof tok_data, &a.mask_path, mask_data, err))))
         return rc;
+    if (a.mask_path) /* as training counts them */
+        printf("eval: prompt/completion records: the loss over the completion tokens only\n");
     /* sizes before allocation, as for train: the weights once in the compute
      * dtype and the activations of one batch */
     zt_precision prec = {.load = ZT_F32, .master = ZT_F32, .compute = a.compute, .reduce = a.compute,

@@ -98,10 +98,12 @@ static int refuse(zt_err *err, double need, const char *what, double limit, cons
                    human(l, sizeof l, limit), why);
 }
 
-size_t zt_plan_activation_bytes(const zt_llama_config *cfg, const zt_plan *p, int B, int T, int checkpointing)
+size_t zt_plan_activation_bytes(const zt_llama_config *cfg, const zt_plan *p, int B, int T, int checkpointing,
+                                int train)
 {
-    zt_kernel_mode k = !strcmp(p->kernels, "fast") ? ZT_KERNELS_FAST : ZT_KERNELS_EXACT;
-    return zt_model_activation_bytes(cfg, B, T, checkpointing, p->prec.compute, k);
+    /* fast mode's training pass holds no (N, V) logits; evaluation's forward does */
+    zt_kernel_mode mode = train && !strcmp(p->kernels, "fast") ? ZT_KERNELS_FAST : ZT_KERNELS_EXACT;
+    return zt_model_activation_bytes_in(cfg, B, T, checkpointing, p->prec.compute, mode);
 }
 
 int zt_memory_gate(const zt_llama_config *cfg, const zt_plan *p, int B, int T, int checkpointing, int train,
@@ -116,15 +118,16 @@ int zt_memory_gate(const zt_llama_config *cfg, const zt_plan *p, int B, int T, i
     double tables = (L * ZT_P_NKINDS + ZT_P_NKINDS) * (sizeof(zt_param) + sizeof(int)) +
                     (L + 1.0) * (sizeof(zt_unit) + zt_engine_unit_table_bytes() + sizeof(int));
     /* a lower bound in doubles: one copy of this rank's share of the weights, the
-     * fp32 logits of B x T tokens, the tables */
-    double lower = param_count(cfg) * ms / G + (double)B * T * cfg->vocab_size * 4.0 + tables;
+     * fp32 logits of B x T tokens (none in fast mode's training), the tables */
+    double logits = train && !strcmp(p->kernels, "fast") ? 0.0 : (double)B * T * cfg->vocab_size * 4.0;
+    double lower = param_count(cfg) * ms / G + logits + tables;
     if (lower > (double)limit)
         return refuse(err, lower, "at least", (double)limit, why);
     zt_layout lay;
     int rc = zt_layout_build(&lay, cfg, p->wrap, (size_t)p->min_num_params, train ? p->group_size : 1, err);
     if (rc)
         return rc;
-    double need = tables + (double)zt_plan_activation_bytes(cfg, p, B, T, checkpointing);
+    double need = tables + (double)zt_plan_activation_bytes(cfg, p, B, T, checkpointing, train);
     double with_offload = 0; /* what the device would hold with offload, when the plan has none */
     if (train) {
         zt_engine_bytes b = zt_engine_estimate(&lay, p->prec, p->stage, p->group_size, &p->overlap);

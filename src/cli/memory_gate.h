@@ -8,7 +8,8 @@
  * with exit 2, stating the estimate and the limit, when it exceeds the limit:
  * --max_memory per rank when given, else the machine's MemAvailable shared by the
  * ranks on this machine.  The estimate is first bounded from below in doubles
- * (parameters x master bytes / shard group + the fp32 logits + the tables), so an
+ * (parameters x master bytes / shard group + the fp32 logits, which fast mode's
+ * training does not hold, + the tables), so an
  * absurd config is refused before even its layout table is built.  With offload
  * the device's share and the host's are checked apart, each against its own
  * limit; a run that would fit only with offload is told so. */
@@ -34,9 +35,11 @@ size_t zt_memory_limit(size_t max_memory, int ranks_here, char *why, size_t why_
 size_t zt_memory_limit_on(const char *device, size_t max_memory, int ranks_here, int local_rank, char *why,
                           size_t why_len);
 
-/* The activations' bytes for plan p (zt_model_activation_bytes with the plan's compute
- * dtype and kernel mode: fast kernels with bf16 compute hold bf16 activations). */
-size_t zt_plan_activation_bytes(const zt_llama_config *cfg, const zt_plan *p, int B, int T, int checkpointing);
+/* The activation bytes of training (train = 1) or evaluating (0) with batch B of T
+ * tokens under plan p: the model's size table in the plan's kernel mode (fast mode's
+ * training holds no (N, V) logits). */
+size_t zt_plan_activation_bytes(const zt_llama_config *cfg, const zt_plan *p, int B, int T, int checkpointing,
+                                int train);
 
 /* ZT_OK when training (train = 1) or evaluating (0) cfg under plan p with batch B
  * of T tokens fits in limit bytes per rank (0: no limit); else ZT_EINPUT naming

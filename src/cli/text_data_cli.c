@@ -1,5 +1,6 @@
 /* text_data_cli.c — `train`/`eval --data FILE --tokenizer DIR` for text (.txt,
- * or JSON Lines records: .jsonl, .json): the text is tokenized once into the
+ * JSON Lines records: .jsonl, .json, or tables: .parquet, .arrow and
+ * save_to_disk directories): the text is tokenized once into the
  * content-addressed cache (src/text/text_data.h) and the run reads the cached
  * ids, so contract §4's data order applies to them; and `train --data A B ...`,
  * several files read as one stream, in the order given. */
@@ -12,6 +13,7 @@
 #include "../core/fs.h"
 #include "../core/mem.h"
 #include "../core/sha256.h"
+#include "../io/table.h"
 #include "../io/tokens.h"
 #include "../text/records.h"
 #include "../text/text_data.h"
@@ -20,7 +22,7 @@
 int zt_cli_is_text(const char *path)
 {
     const char *dot = strrchr(path, '.');
-    return zt_records_is_jsonl(path) || (dot && !strcasecmp(dot, ".txt"));
+    return zt_records_is_jsonl(path) || zt_table_is_table(path) || (dot && !strcasecmp(dot, ".txt"));
 }
 
 int zt_cli_text_data(const char **data, const char *text_field, const char *tok_dir, int model_vocab, zt_comm *comm,
@@ -28,7 +30,8 @@ int zt_cli_text_data(const char **data, const char *text_field, const char *tok_
 {
     if (!zt_cli_is_text(*data))
         return zt_fail(err, ZT_EINPUT, "--tokenizer: --data %s must be a .txt file or JSON Lines records (.jsonl, "
-                       ".json) (ids in .npy/.bin are already tokens)", *data);
+                       ".json) or a table (.parquet, .arrow, a save_to_disk directory) (ids in .npy/.bin are "
+                       "already tokens)", *data);
     char cache[4096];
     int rc = zt_text_cache_dir(cache, sizeof cache, err), hit = 0, vocab = 0, has_mask = 0;
     /* rank 0 fills the cache first; the others then find it (or, on another
@@ -42,9 +45,8 @@ int zt_cli_text_data(const char **data, const char *text_field, const char *tok_
     if (rc)
         return rc;
     if (has_mask && !mask_buf)
-        return zt_fail(err, ZT_EINPUT, "%s: prompt/completion records are training data here (the loss on the "
-                       "completion only); as evaluation data or with other --data files they are not supported yet",
-                       *data);
+        return zt_fail(err, ZT_EINPUT, "%s: prompt/completion records joined with other --data files are not "
+                       "supported yet (their loss mask is kept for one --data file)", *data);
     if (mask_buf)
         mask_buf[0] = '\0';
     if (has_mask && zt_text_mask_path(buf, mask_buf, cap) != 0)
@@ -62,7 +64,7 @@ int zt_cli_text_data(const char **data, const char *text_field, const char *tok_
 
 /* One file's ids: with a tokenizer, text's cached ids (ids files are refused:
  * one rule for every file); without one, the file itself (.txt: its bytes are the
- * tokens), JSON Lines refused. */
+ * tokens), JSON Lines and tables refused. */
 static int one_file(const char **path, const char *text_field, const char *tok_dir, int model_vocab, zt_comm *comm,
                     int rank, int threads, char *buf, size_t cap, char *mask_buf, zt_err *err)
 {
@@ -71,6 +73,9 @@ static int one_file(const char **path, const char *text_field, const char *tok_d
     if (zt_records_is_jsonl(*path))
         return zt_fail(err, ZT_EINPUT, "--data %s holds text records (JSON Lines): give --tokenizer DIR to tokenize "
                        "them", *path);
+    if (zt_table_is_table(*path))
+        return zt_fail(err, ZT_EINPUT, "--data %s holds text records (a Parquet or Arrow table): give --tokenizer DIR "
+                       "to tokenize them", *path);
     return ZT_OK;
 }
 

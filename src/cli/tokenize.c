@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <strings.h>
 #include <time.h>
 
@@ -65,11 +66,11 @@ int zt_cmd_tokenize(int argc, char **argv, zt_err *err)
     int append_eos = 0, threads = 0;
     zt_flag flags[] = {
         {"tokenizer", ZT_FLAG_STR, &tok_dir, "directory with tokenizer.json (Hugging Face `tokenizers` format)", 1, 0, 0},
-        {"input", ZT_FLAG_STR, NULL, "text files (UTF-8), one document each: --input A.txt B.txt ...; JSON Lines (.jsonl, .json): one document a record", 1, 0, 0},
+        {"input", ZT_FLAG_STR, NULL, "text files (UTF-8), one document each: --input A.txt B.txt ...; JSON Lines (.jsonl, .json), Parquet (.parquet), Arrow (.arrow, a save_to_disk directory): one document a record", 1, 0, 0},
         {"output", ZT_FLAG_STR, &output, "FILE.npy (int32) or FILE.bin (uint16, vocabulary <= 65536)", 1, 0, 0},
         {"append_eos", ZT_FLAG_BOOL, &append_eos, "add the eos token after each document", 1, 0, 0},
         {"threads", ZT_FLAG_INT, &threads, "threads (default: the cores this process may use)", 0, 4096, 0},
-        {"text_field", ZT_FLAG_STR, &text_field, "the string member of each JSON Lines record that holds its text (default text)", 1, 0, 0},
+        {"text_field", ZT_FLAG_STR, &text_field, "the string member of each JSON Lines record, or the column of a table, that holds its text (default text)", 1, 0, 0},
     };
     int nflags = (int)(sizeof flags / sizeof flags[0]);
     if (zt_flags_wants_help(argc, argv)) {
@@ -110,14 +111,11 @@ int zt_cmd_tokenize(int argc, char **argv, zt_err *err)
     if (!rc)
         rc = bin ? write_bin(output, &ids, err) : zt_tokens_write_npy(output, ids.v, ids.n, err);
     if (!rc) {
-        size_t bytes = 0;
+        size_t bytes = 0; /* the files' sizes (a save_to_disk directory's are not counted) */
         for (int i = 0; i < n_in; i++) {
-            FILE *f = fopen(inputs[i], "rb");
-            if (f) {
-                fseek(f, 0, SEEK_END);
-                bytes += (size_t)ftell(f);
-                fclose(f);
-            }
+            struct stat st;
+            if (stat(inputs[i], &st) == 0 && S_ISREG(st.st_mode))
+                bytes += (size_t)st.st_size;
         }
         fprintf(stderr, "tokenized %d file%s, %zu bytes -> %zu tokens (%s, vocabulary %d) in %.3f s (%.1f MB/s, %d thread%s, %.3f CPU-s); wrote %s\n",
                 n_in, n_in == 1 ? "" : "s", bytes, ids.n, zt_tok_family(t), zt_tok_vocab_size(t), dt,

@@ -23,6 +23,9 @@ int zt_cli_eval_tokenize(zt_cli_eval *e, zt_train_args *a, const char *tokenizer
     if (!tokenizer || !a->eval_data_path || !zt_cli_is_text(a->eval_data_path))
         return ZT_OK;
     int rc = zt_cli_text_data(&a->eval_data_path, text_field, tokenizer, model_vocab, comm, rank, threads,
-                              e->tokenized, sizeof e->tokenized, NULL, err);
-    return rc ? zt_wrap(err, "--eval_data: ") : ZT_OK;
+                              e->tokenized, sizeof e->tokenized, e->mask, err);
+    if (rc)
+        return zt_wrap(err, "--eval_data: ");
+    a->eval_mask_path = e->mask[0] ? e->mask : NULL;
+    return ZT_OK;
 }

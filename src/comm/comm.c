@@ -1,6 +1,7 @@
 /* comm.c — collectives over Open MPI (see comm.h). */
 #include "comm.h"
 
+#include <assert.h>
 #include <mpi.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -859,6 +860,34 @@ double zt_comm_sum_double(zt_comm *c, double x, int scope)
     zt_watch_unblock(seq);
     zt_prof_end(h, 0.0, sizeof x);
     return y;
+}
+
+void zt_comm_sum_doubles(zt_comm *c, double *buf, int n, int scope)
+{
+    assert(n > 0 && n <= ZT_COMM_SCALARS);
+    if (!c->world_comm || scope_size(c, scope) == 1)
+        return;
+    uint64_t seq = enter(c, "sum_doubles", scope, (size_t)n * sizeof *buf);
+#ifdef ZT_CUDA
+    if (c->path == ZT_COMM_NCCL) { /* on NCCL's stream: the host never holds the numbers */
+        zt_nccl_sum_doubles(c, buf, n, scope, seq);
+        return;
+    }
+#endif
+    double x[ZT_COMM_SCALARS], y[ZT_COMM_SCALARS];
+    if (c->path == ZT_COMM_HOST)
+        memcpy(x, buf, (size_t)n * sizeof *x);
+    else
+        c->dev.to_host(x, buf, (size_t)n * sizeof *x);
+    int h = zt_prof_begin("sum_doubles", "collective", ZT_PROF_HOST_COMM);
+    zt_watch_block(seq);
+    MPI_Allreduce(x, y, n, MPI_DOUBLE, MPI_SUM, scope_comm(c, scope)); /* sum_double's call */
+    zt_watch_unblock(seq);
+    zt_prof_end(h, 0.0, (double)((size_t)n * sizeof *x));
+    if (c->path == ZT_COMM_HOST)
+        memcpy(buf, y, (size_t)n * sizeof *y);
+    else
+        c->dev.to_device(buf, y, (size_t)n * sizeof *y);
 }
 
 void zt_comm_allgather_bytes(zt_comm *c, void *all, const void *mine, size_t bytes)

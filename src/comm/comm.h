@@ -29,7 +29,8 @@
  * share a device; the NCCL path (make cuda) runs NCCL on a stream of its own,
  * ordered against the compute stream with events (comm_nccl.c).  Both count
  * bytes and calls exactly as the host path does.  Scalars (sum_double, max_int,
- * allgather_bytes) are host data on every path.
+ * allgather_bytes) are host data on every path, except sum_doubles, whose few
+ * doubles live where the data collectives' buffers do.
  *
  * The engine talks only to this interface. */
 #ifndef ZT_COMM_H
@@ -193,6 +194,15 @@ void zt_comm_wait(zt_comm *c, zt_comm_op *op);
 void zt_comm_allreduce(zt_comm *c, void *buf, size_t n, zt_dtype dt, int scope);
 /* Sum of a double over a scope, not counted as traffic (norms, losses). */
 double zt_comm_sum_double(zt_comm *c, double x, int scope);
+/* n doubles (at most ZT_COMM_SCALARS) summed over a scope in place, where the data
+ * collectives' buffers live: device memory on a device path (the asynchronous
+ * step's sum of squares, engine/async_step.c), host memory on the host path.  Not
+ * counted as traffic, as sum_double.  The host and staged paths run sum_double's
+ * MPI call (so its bits), the staged one between a copy down and a copy up (two
+ * host waits); NCCL sums on its stream, ordered after the compute stream and
+ * before what the compute stream queues next, and the host does not wait. */
+#define ZT_COMM_SCALARS 8
+void zt_comm_sum_doubles(zt_comm *c, double *buf, int n, int scope);
 /* World all-gather of `bytes` bytes per rank into all (world * bytes), not counted. */
 void zt_comm_allgather_bytes(zt_comm *c, void *all, const void *mine, size_t bytes);
 /* Max of an int over the world (agreeing on a status). */

@@ -168,6 +168,23 @@ void zt_nccl_start(zt_comm *c, zt_comm_op *op, zt_coll_kind k, int scope, void *
     op->active = 1;
 }
 
+void zt_nccl_sum_doubles(zt_comm *c, double *buf, int n, int scope, uint64_t seq)
+{
+    nccl_state *st = c->nccl;
+    zt_comm_op op;
+    memset(&op, 0, sizeof op);
+    op.seq = seq;
+    CUDA_CHECK(c, cudaEventRecord(st->ready, st->compute));
+    CUDA_CHECK(c, cudaStreamWaitEvent(st->stream, st->ready, 0));
+    int h = zt_prof_begin("sum_doubles", "collective", (void *)st->stream);
+    NCCL_CHECK(c, ncclAllReduce(buf, buf, (size_t)n, ncclFloat64, ncclSum, st->comm[scope], st->stream));
+    zt_prof_end(h, 0.0, (double)((size_t)n * sizeof *buf));
+    CUDA_CHECK(c, cudaEventCreateWithFlags(op_event(&op), cudaEventDisableTiming));
+    CUDA_CHECK(c, cudaEventRecord(*op_event(&op), st->stream));
+    op.active = 1;
+    zt_nccl_wait(c, &op);
+}
+
 int zt_nccl_test(zt_comm *c, zt_comm_op *op)
 {
     (void)c;

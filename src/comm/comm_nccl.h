@@ -21,6 +21,10 @@ void zt_nccl_free(zt_comm *c);
  * all-gather / reduce-scatter (the shard), of the buffer for an all-reduce. */
 void zt_nccl_start(zt_comm *c, zt_comm_op *op, zt_coll_kind k, int scope, void *recv, const void *send,
                    size_t count, zt_dtype dt);
+/* zt_comm_sum_doubles on the device: n fp64 summed in place over scope on NCCL's
+ * stream, the compute stream ordered after it (seq: its flight-recorder entry,
+ * handed to the watchdog as zt_nccl_wait does). */
+void zt_nccl_sum_doubles(zt_comm *c, double *buf, int n, int scope, uint64_t seq);
 /* 1 when op's collective has finished on the device (or op is idle). */
 int zt_nccl_test(zt_comm *c, zt_comm_op *op);
 /* Order the compute stream after op (the host does not wait). */

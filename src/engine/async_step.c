@@ -1,6 +1,7 @@
 /* async_step.c — the engine's asynchronous step (see async_step.h). */
 #include "async_step.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -59,13 +60,15 @@ int zt_async_init(zt_engine *eng, zt_err *err)
         return zt_fail(err, ZT_EFAIL, "out of memory for the asynchronous step");
     eng->async = as;
     as->sc = be->alloc(ZT_MEM_OTHER, sizeof *as->sc);
-    as->host = be->host_alloc(ZT_MEM_OTHER, sizeof *as->host);
+    as->mine = be->alloc(ZT_MEM_OTHER, sizeof *as->mine);
+    as->done = be->alloc(ZT_MEM_OTHER, 2 * sizeof *as->done);
+    as->ready = be->host_alloc(ZT_MEM_OTHER, 2 * sizeof *as->ready);
     as->unit_sumsq = be->alloc(ZT_MEM_OTHER, (size_t)U * sizeof(double));
     as->segs = zt_alloc(ZT_MEM_OTHER, (size_t)U * sizeof *as->segs);
     as->nsegs = zt_alloc(ZT_MEM_OTHER, (size_t)U * sizeof *as->nsegs);
     int cap = 2 * eng->lay->nparams + 2;
     zt_adamw_seg *tmp = zt_alloc(ZT_MEM_OTHER, seg_table_bytes(cap));
-    int ok = as->sc && as->host && as->unit_sumsq && as->segs && as->nsegs && tmp;
+    int ok = as->sc && as->mine && as->done && as->ready && as->unit_sumsq && as->segs && as->nsegs && tmp;
     for (int u = 0; ok && u < U; u++) {
         as->nsegs[u] = unit_segments(eng, u, tmp);
         as->segs[u] = be->alloc(ZT_MEM_OTHER, seg_table_bytes(as->nsegs[u]));
@@ -86,13 +89,17 @@ void zt_async_free(zt_engine *eng)
         return;
     const zt_backend *be = eng->be;
     const int U = eng->lay->nunits;
+    if (eng->step_queued) /* no download may land in a freed buffer */
+        be->copy_wait();
     for (int u = 0; as->segs && u < U; u++)
         be->free(ZT_MEM_OTHER, as->segs[u], seg_table_bytes(as->nsegs[u]));
     zt_free(ZT_MEM_OTHER, as->segs, (size_t)U * sizeof *as->segs);
     zt_free(ZT_MEM_OTHER, as->nsegs, (size_t)U * sizeof *as->nsegs);
     be->free(ZT_MEM_OTHER, as->unit_sumsq, (size_t)U * sizeof(double));
     be->free(ZT_MEM_OTHER, as->sc, sizeof *as->sc);
-    be->host_free(ZT_MEM_OTHER, as->host, sizeof *as->host);
+    be->free(ZT_MEM_OTHER, as->mine, sizeof *as->mine);
+    be->free(ZT_MEM_OTHER, as->done, 2 * sizeof *as->done);
+    be->host_free(ZT_MEM_OTHER, as->ready, 2 * sizeof *as->ready);
     zt_free(ZT_MEM_OTHER, as, sizeof *as);
     eng->async = NULL;
 }
@@ -101,26 +108,43 @@ void zt_async_zero(zt_engine *eng) { eng->be->zero(eng->async->sc, sizeof *eng->
 
 double *zt_async_unit_sumsq(zt_engine *eng, int u) { return eng->async->unit_sumsq + u; }
 
-/* Several ranks: the verdict is the world's (engine.h): the squares summed over the
- * shard group, the lowest bad unit over the world (as nunits - u, a max), judged on
- * the host by the same rule and written back for AdamW to read. */
-static void agree_verdict(zt_engine *eng, double max_grad_norm, double grad_unscale)
+/* The verdict (engine.h: the norm over the shard group, a skip on every rank when
+ * any holds an inf or NaN), on the device.  A group of one judges its units alone:
+ * replicas hold the same reduced shard bit for bit, so they judge alike without a
+ * collective.  A group of several: each member judges its own units into mine (its
+ * sum of squares S_r in unit order, its lowest bad unit), the S_r are summed over
+ * the group in place on the device (S = sum_r S_r, the exact step's
+ * zt_comm_sum_double), and sc is judged from the one value S: 0 + S = S, so the norm
+ * is sqrt(S) * unscale as in exact mode, and a bad unit anywhere made its member's
+ * S_r, hence S, non-finite, so every member skips. */
+static void judge_step(zt_engine *eng, double max_grad_norm, double grad_unscale)
 {
+    const zt_backend *be = eng->be;
     zt_async *as = eng->async;
-    const int U = eng->lay->nunits;
-    zt_step_scalars *h = as->host;
-    eng->be->to_host(h, as->sc, sizeof *h);
-    double sumsq = h->sumsq;
-    if (eng->group_size > 1)
-        sumsq = zt_comm_sum_double(eng->comm, sumsq, ZT_SCOPE_SHARD);
-    int code = h->first_bad >= 0 ? U - h->first_bad : !isfinite(sumsq) ? 1 : 0;
-    code = zt_comm_max_int(eng->comm, code);
-    zt_step_judge(h, sumsq, code > 0 ? U - code : -1, max_grad_norm, grad_unscale);
-    eng->be->to_device(as->sc, h, sizeof *h);
+    if (eng->group_size == 1) {
+        be->step_verdict(as->sc, as->unit_sumsq, eng->lay->nunits, max_grad_norm, grad_unscale);
+        return;
+    }
+    double *s_r = (double *)((char *)as->mine + offsetof(zt_step_scalars, sumsq)); /* an address, not a read */
+    be->step_verdict(as->mine, as->unit_sumsq, eng->lay->nunits, max_grad_norm, grad_unscale);
+    zt_comm_sum_doubles(eng->comm, s_r, 1, ZT_SCOPE_SHARD);
+    be->step_verdict(as->sc, s_r, 1, max_grad_norm, grad_unscale);
 }
 
-int zt_async_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double max_grad_norm, double grad_unscale,
-                  double *grad_norm)
+/* The lowest unit whose gradient held an inf or NaN on some rank, for the report
+ * (zt_engine_nonfinite_unit), from this rank's verdict: a max over the world of
+ * nunits - u (1 when no unit was bad here but the sum overflowed), as the exact step
+ * agrees it.  Only on a skipped step, which every rank skips. */
+static int agreed_bad_unit(zt_engine *eng, const zt_step_scalars *own)
+{
+    const int U = eng->lay->nunits;
+    int code = own->first_bad >= 0 ? U - own->first_bad : 1;
+    if (eng->comm->world > 1)
+        code = zt_comm_max_int(eng->comm, code);
+    return U - code;
+}
+
+void zt_async_queue(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double max_grad_norm, double grad_unscale)
 {
     const zt_backend *be = eng->be;
     const zt_layout *lay = eng->lay;
@@ -132,11 +156,9 @@ int zt_async_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double 
         if (!us->grad_sumsq_valid)
             be->sumsq_into(as->unit_sumsq + u, us->grad, md, us->shard_numel);
     }
-    be->step_verdict(as->sc, as->unit_sumsq, lay->nunits, max_grad_norm, grad_unscale);
-    if (eng->comm->world > 1)
-        agree_verdict(eng, max_grad_norm, grad_unscale);
+    judge_step(eng, max_grad_norm, grad_unscale);
     /* AdamW, one launch per unit; t is the count this step makes if applied, which
-     * the readback below confirms */
+     * the finish confirms (no other step is queued before it) */
     int cast_in_step = eng->stage <= 2 && eng->group_size == 1 && md == ZT_F32; /* zt_engine_step's rule */
     zt_adamw_step st = {lr, hp->weight_decay, hp->beta1, hp->beta2, hp->eps, eng->optimizer_steps + 1, 1.0f};
     for (int u = 0; u < lay->nunits; u++) {
@@ -147,12 +169,23 @@ int zt_async_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double 
     }
     if (!cast_in_step) /* unchanged masters after a skip give the same copies */
         zt_engine_refresh_gathered(eng);
+    /* its numbers aside, for the finish: the next step zeroes sc at once, while the
+     * download below may still be waiting for this step's kernels */
+    be->copy(as->done, as->sc, sizeof *as->done);
+    if (eng->group_size > 1)
+        be->copy(as->done + 1, as->mine, sizeof *as->done);
+    be->to_host_async(as->ready, as->done, (eng->group_size > 1 ? 2 : 1) * sizeof *as->ready);
+}
+
+int zt_async_finish(zt_engine *eng, double *grad_norm)
+{
+    zt_async *as = eng->async;
     /* the step's one wait: its numbers, for the log, the loss scale and the schedule */
-    const zt_step_scalars *h = as->host;
-    be->to_host(as->host, as->sc, sizeof *as->host);
+    eng->be->copy_wait();
+    const zt_step_scalars *h = as->ready;
     as->loss_sum = h->loss_sum;
     *grad_norm = h->norm;
-    eng->nonfinite_unit = h->skip ? (h->first_bad >= 0 ? h->first_bad : lay->nunits - 1) : -1;
+    eng->nonfinite_unit = h->skip ? agreed_bad_unit(eng, eng->group_size > 1 ? h + 1 : h) : -1;
     zt_adamw_audit audit = {h->audit_updated, h->audit_lost, h->audit_ratio_sum};
     if (h->skip)
         memset(&audit, 0, sizeof audit);
@@ -165,6 +198,41 @@ int zt_async_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double 
     if (!h->skip)
         eng->optimizer_steps++;
     return h->skip;
+}
+
+int zt_async_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double max_grad_norm, double grad_unscale,
+                  double *grad_norm)
+{
+    zt_async_queue(eng, hp, lr, max_grad_norm, grad_unscale);
+    return zt_async_finish(eng, grad_norm);
+}
+
+/* ---- the step in two halves (engine.h) ---------------------------------------- */
+
+int zt_engine_runs_ahead(const zt_engine *eng) { return eng->async != NULL; }
+
+void zt_engine_step_queue(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double max_grad_norm,
+                          double grad_unscale)
+{
+    assert(!eng->step_queued); /* one step in flight: its AdamW's t is optimizer_steps + 1 */
+    eng->step_queued = 1;
+    if (!eng->async) { /* exact mode: the whole step now, its outcome kept for the finish */
+        eng->queued_skip = zt_engine_step(eng, hp, lr, max_grad_norm, grad_unscale, &eng->queued_norm);
+        return;
+    }
+    zt_engine_step_prelude(eng);
+    zt_async_queue(eng, hp, lr, max_grad_norm, grad_unscale);
+}
+
+int zt_engine_step_finish(zt_engine *eng, double *grad_norm)
+{
+    assert(eng->step_queued);
+    eng->step_queued = 0;
+    if (!eng->async) {
+        *grad_norm = eng->queued_norm;
+        return eng->queued_skip;
+    }
+    return zt_async_finish(eng, grad_norm);
 }
 
 /* an address within the device struct, computed without reading it */

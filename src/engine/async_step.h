@@ -13,12 +13,17 @@
  *     or NaN; the clipping coefficient): step_verdict;
  *   - AdamW runs once per unit over its flat shard (adamw_unit), reading the verdict
  *     there and adding its audit there;
- *   - and the host reads the struct back once, at the end of the step: the step's
- *     only wait on one rank.
- * Several ranks must agree on the norm and the verdict before AdamW: there the
- * verdict is read back, combined over the ranks on the host and written back (one
- * more wait and one upload per step; a device all-reduce of the scalars would
- * remove them on NCCL). */
+ *   - and the host reads the struct back once: the step's only wait on one rank.
+ *     The step ends by copying the struct aside on the device (done) and queuing its
+ *     download (ready), so the host may queue the next step's forward and backward
+ *     before it waits for these numbers (zt_engine_step_queue / _finish: running
+ *     ahead across steps).
+ * Several ranks of a shard group must agree on the norm and the verdict before
+ * AdamW: each rank judges its own units (mine), their sums of squares are added
+ * over the group on the device (zt_comm_sum_doubles: on NCCL the host never sees
+ * them; the staged path copies the one double down and up) and the step is judged
+ * again from the group's sum.  Which unit was bad, a report only, is agreed over
+ * the world by the host at the finish, on a skipped step. */
 #ifndef ZT_ASYNC_STEP_H
 #define ZT_ASYNC_STEP_H
 
@@ -26,7 +31,11 @@
 
 typedef struct zt_async {
     zt_step_scalars *sc;        /* the step's scalars (device) */
-    zt_step_scalars *host;      /* their readback (host_alloc: page-locked on a GPU) */
+    zt_step_scalars *mine;      /* a shard group of several: this rank's own verdict (device) */
+    zt_step_scalars *done;      /* [2]: the last queued step's sc and mine, copied aside (device): the
+                                 * next step zeroes and refills sc while their download may still run */
+    zt_step_scalars *ready;     /* [2]: their download (host_alloc: page-locked on a GPU), read at
+                                 * the finish */
     double *unit_sumsq;         /* each unit's sum of squares this step (device, nunits) */
     zt_adamw_seg **segs;        /* per unit, its shard's segments (device), for adamw_unit */
     int *nsegs;
@@ -41,9 +50,19 @@ void zt_async_free(zt_engine *eng);
 void zt_async_zero(zt_engine *eng);
 /* Where unit u's sum of squares goes this step (device). */
 double *zt_async_unit_sumsq(zt_engine *eng, int u);
-/* zt_engine_step's work after the reduction and the checks (engine.h's semantics). */
+/* zt_engine_step's work after the reduction and the checks (engine.h's semantics):
+ * zt_async_queue then zt_async_finish. */
 int zt_async_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double max_grad_norm, double grad_unscale,
                   double *grad_norm);
+
+/* The step queued (verdict, AdamW, the scalars' download), nothing read back. */
+void zt_async_queue(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double max_grad_norm, double grad_unscale);
+/* Wait for the queued step's scalars (the step's one wait) and take its outcome:
+ * the loss, the norm, the skip, the audit, the optimizer step count. */
+int zt_async_finish(zt_engine *eng, double *grad_norm);
+
+/* engine.c: what every step does first (drain, reduce, the phase and dtype checks) */
+void zt_engine_step_prelude(zt_engine *eng);
 
 /* engine.c's rule for the slice of parameter p this rank owns (shard offset, offset
  * in p, count); 0 when it owns none of it */

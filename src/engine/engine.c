@@ -1140,21 +1140,28 @@ void zt_engine_reduce_grads(zt_engine *eng)
     }
 }
 
+/* What every step does before its norms (async_step.h): the collectives finished
+ * and the gradients reduced, every unit idle and in its dtypes. */
+void zt_engine_step_prelude(zt_engine *eng)
+{
+    zt_engine_drain(eng); /* a prefetched unit would hold parameters from before the step */
+    zt_engine_reduce_grads(eng);
+    for (int u = 0; u < eng->lay->nunits; u++) {
+        expect_phase(eng, u, PHASE(ZT_UNIT_IDLE), "step");
+        assert(eng->units[u].staging == NULL);
+        expect_dtypes(eng, u, "step");
+    }
+}
+
 int zt_engine_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double max_grad_norm,
                    double grad_unscale, double *grad_norm)
 {
     const zt_layout *lay = eng->lay;
     zt_dtype md = eng->prec.master;
-    zt_engine_drain(eng); /* a prefetched unit would hold parameters from before the step */
-    zt_engine_reduce_grads(eng);
+    zt_engine_step_prelude(eng);
     /* Global L2 norm of the logical gradient: padding is zero, so the squares of
      * whole shards sum to it over the shard group; replicas hold the same shard
      * and are not summed again (contract §4). */
-    for (int u = 0; u < lay->nunits; u++) {
-        expect_phase(eng, u, PHASE(ZT_UNIT_IDLE), "step");
-        assert(eng->units[u].staging == NULL);
-        expect_dtypes(eng, u, "step");
-    }
     if (eng->async) /* fast mode: the same step with its numbers kept on the device */
         return zt_async_step(eng, hp, lr, max_grad_norm, grad_unscale, grad_norm);
     double sumsq = 0.0;

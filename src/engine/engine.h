@@ -206,6 +206,22 @@ void zt_engine_reduce_grads(zt_engine *eng);
 int zt_engine_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double max_grad_norm,
                    double grad_unscale, double *grad_norm);
 
+/* The same step in two halves, so that the host can run ahead of the device across
+ * steps (docs/gpu.md, "Running ahead").  zt_engine_step_queue does zt_engine_step's
+ * work and reads nothing back; zt_engine_step_finish waits for the step's numbers
+ * and returns what zt_engine_step returns.  Between the two the caller may zero the
+ * gradients and run the next step's forwards and backwards (they read the
+ * parameters the queued step writes, in the device's order), and nothing else that
+ * reads the step's outcome: optimizer_steps, the non-finite unit, the audit, the
+ * loss sum, the state (a checkpoint, an evaluation) or another queue.  In exact mode
+ * the queue runs the whole step and the finish hands its outcome back. */
+void zt_engine_step_queue(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double max_grad_norm,
+                          double grad_unscale);
+int zt_engine_step_finish(zt_engine *eng, double *grad_norm);
+/* 1 when the queue returns before the device has done the step (fast mode): only
+ * then does running ahead save a wait. */
+int zt_engine_runs_ahead(const zt_engine *eng);
+
 /* Fast mode (a backend with kernels ZT_KERNELS_FAST): the device double the
  * backward's cross-entropy adds its loss sum to (the model's loss sink), zeroed by
  * zt_engine_zero_grads and read back with the step's other numbers by

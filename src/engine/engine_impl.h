@@ -119,6 +119,10 @@ struct zt_engine {
     int *host_grads_ready;      /* per unit: host_grads holds this step's shard (after copy_wait) */
     long grads_copied_early;    /* shards copied down during a backward, since create */
     struct zt_async *async;     /* fast mode's asynchronous step (async_step.h); NULL in exact mode */
+    /* zt_engine_step_queue's step until zt_engine_step_finish reads it (1 while one is
+     * queued); exact mode's outcome waits here, fast mode's on the device */
+    int step_queued, queued_skip;
+    double queued_norm;
 };
 
 /* ---- offload.c: where the sharded state lives ---------------------------------

@@ -46,6 +46,7 @@
     X(attention_scratch_bytes) X(attention_forward) X(attention_backward)                                \
     X(attention_cache_scratch_bytes) X(attention_cache_forward)                                          \
     X(swiglu_forward) X(swiglu_backward) X(transpose) X(xent)                                            \
+    X(rmsnorm_residual_forward) X(matmul_out) X(lmhead_xent)                                             \
     X(adamw_step) X(sumsq) X(accumulate) X(accumulate_bf16_rounded) X(round_bf16)                     \
     X(sumsq_into) X(round_bf16_into) X(xent_into) X(step_verdict) X(adamw_unit)                         \
     X(rope_forward_act16) X(rope_backward_act16) X(attention_forward_act16) X(attention_backward_act16)  \
@@ -145,6 +146,26 @@ typedef struct zt_backend {
     double (*xent)(float *dlogits, uint16_t *dlogits_bf16, const float *logits, const int *targets,
                    int N, int V, float grad_scale);
 
+    /* ---- fused entries (fused.h; docs/gpu.md, "Fast kernels"): each stands for a few
+     * of the entries above, with their numbers on the host's tables and the exact CUDA
+     * table (a composition of those entries) and within bf16 error of them in a fast
+     * table.  The model calls matmul_out for its residual adds in both modes, and
+     * lmhead_xent for the training loss in fast mode. */
+    /* x (N, C) fp32 += delta (N, C, fp32 or bf16), then rmsnorm_forward of the new x */
+    void (*rmsnorm_residual_forward)(float *x, const void *delta, zt_dtype delta_dt, void *y, zt_dtype y_dt,
+                                     float *rstd, const float *w, int N, int C, float eps);
+    /* D (M, N) in d_dt (fp32, or bf16 with bf16 compute) = op(A) op(B) + residual (in
+     * d_dt, or NULL; may be D), rounded once; matmul's rules otherwise */
+    int (*matmul_out)(void *D, zt_dtype d_dt, const void *residual, const void *A, zt_dtype a_dt, const void *B,
+                      zt_dtype b_dt, int M, int N, int K, int trans_a, int trans_b, zt_dtype compute, zt_err *err);
+    /* the lm-head product, xent and both gradient products over chunk_rows rows at a
+     * time (fused.h): dx (N, C) overwritten, dw (V, C) accumulated, *loss_sum (a
+     * buffer of the table's) += the loss sum, nothing waited for; each NULL: not
+     * wanted.  A target outside [0, V) (ZT_IGNORE_INDEX aside): ZT_EINPUT. */
+    int (*lmhead_xent)(double *loss_sum, float *dx, float *dw, const void *x, zt_dtype x_dt, const void *w,
+                       zt_dtype w_dt, const int *targets, int N, int C, int V, float grad_scale, zt_dtype compute,
+                       int chunk_rows, zt_err *err);
+
     /* ---- the engine's kernels (reductions.h, adamw.h) */
     void (*adamw_step)(void *p, void *m, void *v, const void *g, void *comp, zt_dtype dt, size_t n,
                        const zt_adamw_step *s, void *cast, zt_dtype cast_dt, zt_adamw_audit *audit);
@@ -224,10 +245,11 @@ const zt_backend *zt_backend_emu(void);
 const zt_backend *zt_backend_emu_fast(void);
 
 /* Host waits a real device would make that the emulated device has counted since
- * the process started: every to_host, to_device and sync, and every entry that
- * returns a number computed from buffers (xent, sumsq, round_bf16 with its sum,
- * adamw_step with an audit), each of which a GPU ends by waiting for its stream.
- * The fast mode's tests hold a step to one (its readback). */
+ * the process started: every to_host, to_device, sync and copy_wait, and every
+ * entry that returns a number computed from buffers (xent, sumsq, round_bf16 with
+ * its sum, adamw_step with an audit), each of which a GPU ends by waiting for its
+ * stream; not to_host_async, which a GPU queues (its wait is copy_wait's).  The
+ * fast mode's tests hold a step to one (its readback). */
 long zt_backend_emu_waits(void);
 
 /* The same device's table in mode `mode` (be itself when it is in that mode);

@@ -5,6 +5,7 @@
 
 #include "act16.h"
 #include "backend.h"
+#include "fused.h"
 #include "kernels.h"
 #include "matmul.h"
 #include "reductions.h"
@@ -91,6 +92,9 @@ static size_t cpu_attention_cache_scratch_bytes(int cap, int threads)
 #define cpu_swiglu_backward zt_swiglu_backward
 #define cpu_transpose zt_transpose_f32
 #define cpu_xent zt_xent_forward_backward
+#define cpu_rmsnorm_residual_forward zt_rmsnorm_residual_forward
+#define cpu_matmul_out zt_matmul_out
+#define cpu_lmhead_xent zt_lmhead_xent
 #define cpu_adamw_step zt_adamw_step_shard
 #define cpu_sumsq zt_sumsq
 #define cpu_accumulate zt_accumulate

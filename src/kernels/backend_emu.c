@@ -17,6 +17,7 @@
 
 #include "act16.h"
 #include "backend.h"
+#include "fused.h"
 #include "kernels.h"
 #include "matmul.h"
 #include "reductions.h"
@@ -169,6 +170,30 @@ static double emu_xent(float *dlogits, uint16_t *dlogits_bf16, const float *logi
                                     grad_scale);
 }
 
+/* the fused entries: the host's compositions (fused.h); the loss stays in the
+ * device's buffer, so lmhead_xent waits for nothing */
+static void emu_rmsnorm_residual_forward(float *x, const void *delta, zt_dtype delta_dt, void *y, zt_dtype y_dt,
+                                         float *rstd, const float *w, int N, int C, float eps)
+{
+    zt_rmsnorm_residual_forward(host_of(x), host_of(delta), delta_dt, host_of(y), y_dt, host_of(rstd), host_of(w), N,
+                                C, eps);
+}
+
+static int emu_matmul_out(void *D, zt_dtype d_dt, const void *residual, const void *A, zt_dtype a_dt, const void *B,
+                          zt_dtype b_dt, int M, int N, int K, int trans_a, int trans_b, zt_dtype compute, zt_err *err)
+{
+    return zt_matmul_out(host_of(D), d_dt, host_of(residual), host_of(A), a_dt, host_of(B), b_dt, M, N, K, trans_a,
+                         trans_b, compute, err);
+}
+
+static int emu_lmhead_xent(double *loss_sum, float *dx, float *dw, const void *x, zt_dtype x_dt, const void *w,
+                           zt_dtype w_dt, const int *targets, int N, int C, int V, float grad_scale, zt_dtype compute,
+                           int chunk_rows, zt_err *err)
+{
+    return zt_lmhead_xent(host_of(loss_sum), host_of(dx), host_of(dw), host_of(x), x_dt, host_of(w), w_dt, targets, N,
+                          C, V, grad_scale, compute, chunk_rows, err);
+}
+
 static void emu_adamw_step(void *p, void *m, void *v, const void *g, void *comp, zt_dtype dt, size_t n,
                            const zt_adamw_step *s, void *cast, zt_dtype cast_dt, zt_adamw_audit *audit)
 {
@@ -273,7 +298,12 @@ static void emu_swiglu_backward_act16(uint16_t *dgu16, const float *dh, const ui
     zt_swiglu_backward_act16(host_of(dgu16), host_of(dh), host_of(gu16), N, F);
 }
 
-#define emu_to_host_async emu_to_host /* at once: the emulated device has one queue, the host's */
+/* At once (the emulated device has one queue, the host's), and no wait counted: a
+ * GPU queues the copy and returns; the wait is copy_wait's. */
+static void emu_to_host_async(void *dst_host, const void *src, size_t bytes)
+{
+    memcpy(dst_host, host_of(src), bytes);
+}
 #define emu_copy_wait emu_sync
 #define emu_host_alloc zt_alloc /* staging memory is the host's */
 #define emu_host_free zt_free

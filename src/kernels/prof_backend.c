@@ -194,6 +194,34 @@ static double p_round_bf16(float *x, size_t n, int want)
     return r;
 }
 
+/* the fused entries (backend.h, fused.h) */
+static void p_rmsnorm_residual_forward(float *x, const void *d, zt_dtype ddt, void *y, zt_dtype ydt, float *rstd,
+                                       const float *w, int N, int C, float eps)
+{
+    /* x read and written, delta read, y written */
+    TIMED("rmsnorm_residual_forward", "kernel", 0, (double)N * C * (8 + SZ(ddt) + SZ(ydt)) + 4.0 * N,
+          in->rmsnorm_residual_forward(x, d, ddt, y, ydt, rstd, w, N, C, eps));
+}
+static int p_matmul_out(void *D, zt_dtype d_dt, const void *res, const void *A, zt_dtype a_dt, const void *B,
+                        zt_dtype b_dt, int M, int N, int K, int ta, int tb, zt_dtype compute, zt_err *err)
+{
+    int rc;
+    TIMED("matmul_out", "kernel", 2.0 * M * N * (double)K, 0,
+          rc = in->matmul_out(D, d_dt, res, A, a_dt, B, b_dt, M, N, K, ta, tb, compute, err));
+    return rc;
+}
+static int p_lmhead_xent(double *loss_sum, float *dx, float *dw, const void *x, zt_dtype x_dt, const void *w,
+                         zt_dtype w_dt, const int *targets, int N, int C, int V, float gs, zt_dtype compute, int rows,
+                         zt_err *err)
+{
+    int rc;
+    /* the logits' product, and one more for each gradient wanted */
+    double flops = 2.0 * N * (double)C * V * (1 + (dx != NULL) + (dw != NULL));
+    TIMED("lmhead_xent", "kernel", flops, 0,
+          rc = in->lmhead_xent(loss_sum, dx, dw, x, x_dt, w, w_dt, targets, N, C, V, gs, compute, rows, err));
+    return rc;
+}
+
 /* the asynchronous step's entries (backend.h): the same work, results left on the device */
 static void p_sumsq_into(double *dst, const void *x, zt_dtype dt, size_t n)
 {
@@ -296,6 +324,9 @@ const zt_backend *zt_backend_profiled(const zt_backend *inner)
     WRAP(swiglu_backward);
     WRAP(transpose);
     WRAP(xent);
+    WRAP(rmsnorm_residual_forward);
+    WRAP(matmul_out);
+    WRAP(lmhead_xent);
     WRAP(adamw_step);
     WRAP(sumsq);
     WRAP(accumulate);

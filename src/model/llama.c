@@ -8,7 +8,10 @@
  * and at the top: x0 = embed[tokens], logits = rmsnorm(xL) Wlm^T,
  * loss = sum xent(logits, targets).  Backward walks the same steps in reverse;
  * `dres` carries the residual stream's gradient, to which each RMSNorm backward
- * adds its input gradient. */
+ * adds its input gradient.  The residual adds are products with the residual in their
+ * epilogue (the table's matmul_out).  In fast mode (a fast backend table) the training
+ * pass computes logits, loss and lm_head's gradients together in chunks of rows
+ * (lmhead_xent), so the (N, V) logits never exist. */
 #include "llama.h"
 
 #include <math.h>
@@ -32,6 +35,17 @@ zt_rope_freqs zt_model_rope_freqs(const zt_llama_config *c)
  * the (C, N) result back costs about 1 ms); at V = 4 C it is 5 % slower. */
 #define HEAD_TRANSPOSED_RATIO 16
 
+/* Fast mode's lm-head cross-entropy holds one chunk of rows' logits at a time: fp32
+ * logits and bf16 gradients, V (4 + 2) bytes a row, within this budget (at V = 32000,
+ * 349 rows: the 250 MiB of fp32 logits at N = 2048 become 64 MiB). */
+#define XENT_CHUNK_BUDGET ((size_t)64 << 20)
+
+static int xent_chunk_rows(const zt_llama_config *c, int N)
+{
+    size_t r = XENT_CHUNK_BUDGET / ((size_t)c->vocab_size * (sizeof(float) + sizeof(uint16_t)));
+    return r < 1 ? 1 : r > (size_t)N ? (N > 0 ? N : 1) : (int)r;
+}
+
 static int head_transposed_by_default(const zt_llama_config *c)
 {
     return (size_t)c->vocab_size >= HEAD_TRANSPOSED_RATIO * (size_t)c->hidden_size;
@@ -49,14 +63,17 @@ static int head_transposed_by_default(const zt_llama_config *c)
  * att16 in bf16 when operands are bf16.  With bf16 activations (m->act16) qkv, att
  * and gu are not held: qkv16 and gu16 (bf16) take the place of qkv and gu, att16
  * alone holds the attention output: 2 N (Dqkv + Dq + 2F) bytes a layer instead of
- * 4 N (Dqkv + Dq + 2F) + 2 N Dq.  A product lands in fp32 before its rounding (m->land),
- * in the backward's dact widened to N x the widest of F, Dqkv and 2F: dact is free
+ * 4 N (Dqkv + Dq + 2F) + 2 N Dq.  The gate|up product writes bf16 (matmul_out); the qkv
+ * product lands in fp32 (m->land) for its bias and RoPE: in the backward's dqkv, free
  * while a layer runs forward (the backward writes it before it reads it, also after a
- * checkpointed layer's recomputation), so the landing costs 4 N (max - F) bytes once.  With checkpointing only layer 0 has
+ * checkpointed layer's recomputation), so the landing costs nothing.  With checkpointing only layer 0 has
  * intermediates, which every layer shares (refilled by recomputation in backward).
  * Then the final norm, the logits (reused in place for dlogits), the backward
  * scratch, the rope tables, a norm weight's fp32 copy, lm_head's transposed
- * result when the vocabulary is wide, and the attention's scratch. */
+ * result when the vocabulary is wide, and the attention's scratch.  In fast mode
+ * (fused_head) the logits, their bf16 gradient and lm_head's transposed result are
+ * not there (lmhead_xent holds one chunk of rows: the CUDA tables in their scratch,
+ * the host per call), and a device double for the loss is. */
 
 typedef struct act_buf {
     void *field;  /* address of the pointer field (float *, uint16_t * or void *) */
@@ -107,8 +124,9 @@ static int act_table(const zt_model *m, act_buf *out, size_t *total)
     }
     ADD(m->nf, o * N * C);
     ADD(m->rstdf, 4 * N);
-    ADD(m->logits, 4 * N * V);
-    ADD(m->dlogits16, c16 * N * V);
+    const size_t head = m->fused_head ? 0 : 1; /* 0: fast mode's chunked lm-head */
+    ADD(m->logits, head * 4 * N * V);
+    ADD(m->dlogits16, head * c16 * N * V);
     ADD(m->dres, 4 * N * C);
     ADD(m->dres16, c16 * N * C);
     ADD(m->dn, 4 * N * C);
@@ -116,23 +134,22 @@ static int act_table(const zt_model *m, act_buf *out, size_t *total)
     ADD(m->dqkv16, c16 * N * Dqkv);
     ADD(m->datt, 4 * N * Dq);
     ADD(m->dgu, o * N * 2 * F);
-    size_t dact_cols = F;
-    if (m->act16) /* dact is also the landing (above) */
-        dact_cols = Dqkv > 2 * F ? Dqkv : 2 * F;
-    ADD(m->dact, 4 * N * dact_cols);
+    ADD(m->dact, 4 * N * F);
     ADD(m->rope_cos, 4 * T * hd / 2);
     ADD(m->rope_sin, 4 * T * hd / 2);
     ADD(m->norm_w, 4 * C);
-    ADD(m->dnT, head_transposed_by_default(c) ? 4 * N * C : 0);
+    ADD(m->dnT, head && head_transposed_by_default(c) ? 4 * N * C : 0);
+    ADD(m->loss_dev, (1 - head) * sizeof(double));
     ADD(m->attn_pack, m->be->attention_scratch_bytes(m->B, m->T, nkv, (int)hd, m->opd));
 #undef ADD
     return n;
 }
 
 /* The shapes act_table reads. */
-static void set_shapes(zt_model *m, const zt_llama_config *cfg, const zt_backend *be, zt_kernel_mode kernels,
-                       zt_dtype compute, int B, int T, int checkpointing)
+static void set_shapes(zt_model *m, const zt_llama_config *cfg, const zt_backend *be, zt_dtype compute, int B,
+                       int T, int checkpointing, zt_kernel_mode kernels)
 {
+    m->fused_head = kernels == ZT_KERNELS_FAST;
     m->cfg = *cfg;
     m->be = be;
     m->B = B;
@@ -160,7 +177,7 @@ int zt_model_init(zt_model *m, const zt_llama_config *cfg, const zt_layout *lay,
                   const zt_param_owner *owner, int B, int T, int checkpointing, zt_err *err)
 {
     memset(m, 0, sizeof *m);
-    set_shapes(m, cfg, owner->backend, owner->backend->kernels, owner->compute, B, T, checkpointing);
+    set_shapes(m, cfg, owner->backend, owner->compute, B, T, checkpointing, owner->backend->kernels);
     m->lay = lay;
     m->own = *owner;
     int L = cfg->num_hidden_layers;
@@ -180,13 +197,14 @@ int zt_model_init(zt_model *m, const zt_llama_config *cfg, const zt_layout *lay,
         memcpy(bufs[i].field, &bufs[i].p, sizeof bufs[i].p);
         m->act_bytes += bufs[i].bytes;
     }
-    m->land = m->act16 ? m->dact : NULL;
+    m->land = m->act16 ? m->dqkv : NULL; /* the qkv product's landing (above) */
     for (int l = 1; checkpointing && l < L; l++) { /* layer 0's intermediates, shared */
         float *x = m->layers[l].x;
         m->layers[l] = m->layers[0];
         m->layers[l].x = x;
     }
-    m->head_transposed = head_transposed_by_default(cfg);
+    m->head_transposed = !m->fused_head && head_transposed_by_default(cfg);
+    m->xent_rows = xent_chunk_rows(cfg, m->N);
     zt_rope_freqs freqs = zt_model_rope_freqs(cfg);
     m->be->rope_tables(m->rope_cos, m->rope_sin, T, cfg->head_dim, &freqs);
     return ZT_OK;
@@ -204,6 +222,8 @@ void zt_model_free(zt_model *m)
     zt_free(ZT_MEM_OTHER, m->bufs, (size_t)m->nbufs * sizeof(act_buf));
     if (m->dnT_own_bytes)
         m->be->free(ZT_MEM_ACTIV, m->dnT, m->dnT_own_bytes);
+    if (m->logits_own_bytes)
+        m->be->free(ZT_MEM_ACTIV, m->logits, m->logits_own_bytes);
     if (m->layers)
         zt_free(ZT_MEM_OTHER, m->layers, ((size_t)m->cfg.num_hidden_layers + 1) * sizeof *m->layers);
     memset(m, 0, sizeof *m);
@@ -288,6 +308,18 @@ static int linear_forward(zt_model *m, float *y, const void *x, const void *w, i
     return rc;
 }
 
+/* y = residual + x W^T (fp32): the residual add in the product's epilogue, so no copy
+ * of the residual stream goes first (the exact tables: that copy, then the product
+ * with beta 1, as before; the fast CUDA table: cuBLASLt's beta 1 with C = residual). */
+static int linear_residual(zt_model *m, float *y, const float *residual, const void *x, const void *w, int out,
+                           int in, zt_err *err)
+{
+    zt_dtype c = m->own.compute;
+    int rc = m->be->matmul_out(y, ZT_F32, residual, x, m->opd, w, c, m->N, out, in, 0, 1, c, err);
+    progress(m);
+    return rc;
+}
+
 /* dx = dy W (overwrite), dW += dy^T x; dy and x in the operand dtype. */
 static int linear_backward(zt_model *m, float *dx, float *dw, const void *dy, const void *x,
                            const void *w, int out, int in, zt_err *err)
@@ -318,9 +350,8 @@ static const void *att_operand(const zt_layer_acts *a)
 
 /* qkv = n1 Wqkv^T [+ b], RoPE, att = attention(qkv).  With bf16 activations the product
  * lands in fp32 (m->land), gets its bias there, and one pass rotates and rounds it into
- * the bf16 qkv16; the attention reads qkv16 and writes att16 only.  (With a product that
- * writes bf16 in the table, the landing would go: the bias and RoPE would then work on
- * bf16, or RoPE move into the attention's tile loads.) */
+ * the bf16 qkv16; the attention reads qkv16 and writes att16 only.  (RoPE in the
+ * attention's tile loads would let the product write bf16 and save that pass.) */
 static int attention_forward(zt_model *m, zt_layer_acts *a, const layer_weights *w, zt_err *err)
 {
     const zt_llama_config *c = &m->cfg;
@@ -342,21 +373,24 @@ static int attention_forward(zt_model *m, zt_layer_acts *a, const layer_weights 
     return ZT_OK;
 }
 
-/* gu = n2 Wgu^T, act = swiglu(gu).  With bf16 activations gu is rounded to bf16 from
- * the fp32 landing (autocast's bf16 linear output) and SwiGLU reads it there. */
+/* gu = n2 Wgu^T, act = swiglu(gu).  With bf16 activations the product writes gu in
+ * bf16 (matmul_out: the fp32 sum rounded once, autocast's bf16 linear output) and
+ * SwiGLU reads it there. */
 static int swiglu_forward(zt_model *m, zt_layer_acts *a, const layer_weights *w, zt_err *err)
 {
     int N = m->N, C = m->cfg.hidden_size, F = m->cfg.intermediate_size;
-    int rc = linear_forward(m, m->act16 ? m->land : a->gu, a->n2, w->gu, 2 * F, C, 0.0f, err);
-    if (rc)
+    zt_dtype c = m->own.compute;
+    if (!m->act16) {
+        int rc = linear_forward(m, a->gu, a->n2, w->gu, 2 * F, C, 0.0f, err);
+        if (rc == ZT_OK)
+            m->be->swiglu_forward(a->act, m->opd, a->gu, N, F);
         return rc;
-    if (m->act16) {
-        m->be->convert(a->gu16, ZT_BF16, m->land, ZT_F32, (size_t)N * 2 * F);
-        m->be->swiglu_forward_act16(a->act, a->gu16, N, F);
-    } else {
-        m->be->swiglu_forward(a->act, m->opd, a->gu, N, F);
     }
-    return ZT_OK;
+    int rc = m->be->matmul_out(a->gu16, ZT_BF16, NULL, a->n2, m->opd, w->gu, c, N, 2 * F, C, 0, 1, c, err);
+    progress(m);
+    if (rc == ZT_OK)
+        m->be->swiglu_forward_act16(a->act, a->gu16, N, F);
+    return rc;
 }
 
 /* ---- one decoder layer --------------------------------------------------- */
@@ -375,14 +409,12 @@ static int layer_forward(zt_model *m, int l, const void *base, zt_err *err)
     m->be->rmsnorm_forward(a->n1, m->opd, a->rstd1, a->x, norm_weight(m, w.attn_norm), N, C, eps);
     if ((rc = attention_forward(m, a, &w, err)))
         return rc;
-    m->be->copy(a->h, a->x, (size_t)N * C * sizeof(float));
-    if ((rc = linear_forward(m, a->h, att_operand(a), w.o, C, Dq, 1.0f, err)))
+    if ((rc = linear_residual(m, a->h, a->x, att_operand(a), w.o, C, Dq, err)))
         return rc;
     m->be->rmsnorm_forward(a->n2, m->opd, a->rstd2, a->h, norm_weight(m, w.mlp_norm), N, C, eps);
     if ((rc = swiglu_forward(m, a, &w, err)))
         return rc;
-    m->be->copy(out, a->h, (size_t)N * C * sizeof(float));
-    return linear_forward(m, out, a->act, w.down, C, F, 1.0f, err);
+    return linear_residual(m, out, a->h, a->act, w.down, C, F, err);
 }
 
 /* On entry m->dres (and m->dres16) hold d loss / d out; on exit d loss / d x. */
@@ -436,6 +468,41 @@ static int layer_backward(zt_model *m, int l, const void *base, float *gbase, zt
     return ZT_OK;
 }
 
+/* ---- the lm-head ------------------------------------------------------------ */
+
+/* Fast mode's evaluation: the (N, V) logits a forward-only pass returns
+ * (zt_model_logits), allocated on its first call outside the size table, since the
+ * training pass never needs them. */
+static int own_logits(zt_model *m, zt_err *err)
+{
+    size_t bytes = (size_t)m->N * (size_t)m->cfg.vocab_size * sizeof(float);
+    if (!(m->logits = m->be->alloc(ZT_MEM_ACTIV, bytes)))
+        return zt_fail(err, ZT_EFAIL, "out of memory for the logits (B=%d, T=%d)", m->B, m->T);
+    m->logits_own_bytes = bytes;
+    m->act_bytes += bytes;
+    return ZT_OK;
+}
+
+/* Fast mode's lm-head and loss in one entry (lmhead_xent, xent_rows rows at a time):
+ * dn = dlogits W, dW_lm += dlogits^T nf, and the loss sum into loss_sink (read back
+ * with the step's other numbers, so *loss_sum is 0 and nothing waits here) or, without
+ * a sink, through loss_dev to *loss_sum. */
+static int head_xent_fused(zt_model *m, const int *targets, const void *wlm, float *dlm, float grad_scale,
+                           double *loss_sum, zt_err *err)
+{
+    zt_dtype cd = m->own.compute;
+    double *dst = m->loss_sink ? m->loss_sink : m->loss_dev;
+    if (!m->loss_sink)
+        m->be->zero(m->loss_dev, sizeof(double));
+    int rc = m->be->lmhead_xent(dst, m->dn, dlm, m->nf, m->opd, wlm, cd, targets, m->N, m->cfg.hidden_size,
+                                m->cfg.vocab_size, grad_scale, cd, m->xent_rows, err);
+    progress(m);
+    *loss_sum = 0.0;
+    if (rc == ZT_OK && !m->loss_sink)
+        m->be->to_host(loss_sum, m->loss_dev, sizeof(double));
+    return rc;
+}
+
 /* ---- whole model ---------------------------------------------------------- */
 
 static int unit_of_layer(const zt_model *m, int l) { return m->lay->layer_unit[l]; }
@@ -480,14 +547,18 @@ static int model_pass(zt_model *m, const int *inputs, const int *targets, int ba
     }
     m->be->rmsnorm_forward(m->nf, m->opd, m->rstdf, m->layers[L].x, norm_weight(m, wnorm), N, C,
                        (float)c->rms_norm_eps);
-    if ((rc = linear_forward(m, m->logits, m->nf, wlm, V, C, 0.0f, err)))
-        return rc;
-    if (backward && m->loss_sink) {
-        m->be->xent_into(m->logits, m->dlogits16, m->logits, targets, N, V, grad_scale, m->loss_sink);
-        *loss_sum = 0.0;
-    } else {
-        *loss_sum = m->be->xent(backward ? m->logits : NULL, backward ? m->dlogits16 : NULL, m->logits, targets, N,
-                                V, grad_scale);
+    if (!(backward && m->fused_head)) { /* the (N, V) logits, then their cross-entropy */
+        if (!m->logits && (rc = own_logits(m, err)))
+            return rc;
+        if ((rc = linear_forward(m, m->logits, m->nf, wlm, V, C, 0.0f, err)))
+            return rc;
+        if (backward && m->loss_sink) {
+            m->be->xent_into(m->logits, m->dlogits16, m->logits, targets, N, V, grad_scale, m->loss_sink);
+            *loss_sum = 0.0;
+        } else {
+            *loss_sum = m->be->xent(backward ? m->logits : NULL, backward ? m->dlogits16 : NULL, m->logits, targets,
+                                    N, V, grad_scale);
+        }
     }
     zt_prof_end(hf, 0.0, 0.0);
     if (!backward) {
@@ -500,7 +571,9 @@ static int model_pass(zt_model *m, const int *inputs, const int *targets, int ba
     float *groot = grad_begin(m, root);
     float *dlm = groot + plm->offset;
     const void *dlogits = m->dlogits16 ? (const void *)m->dlogits16 : (const void *)m->logits;
-    if (m->head_transposed) { /* dn^T = W^T dlogits^T, dW += dlogits^T nf */
+    if (m->fused_head) { /* the loss, dn = dlogits W and dW += dlogits^T nf, chunk by chunk */
+        rc = head_xent_fused(m, targets, wlm, dlm, grad_scale, loss_sum, err);
+    } else if (m->head_transposed) { /* dn^T = W^T dlogits^T, dW += dlogits^T nf */
         rc = m->be->matmul(m->dnT, wlm, cd, dlogits, m->opd, C, N, V, 1, 1, 0.0f, cd, err);
         if (rc == ZT_OK) {
             m->be->transpose(m->dn, m->dnT, C, N);
@@ -543,15 +616,21 @@ static int model_pass(zt_model *m, const int *inputs, const int *targets, int ba
     return ZT_OK;
 }
 
-size_t zt_model_activation_bytes(const zt_llama_config *cfg, int B, int T, int checkpointing,
-                                 zt_dtype compute, zt_kernel_mode kernels)
+size_t zt_model_activation_bytes_in(const zt_llama_config *cfg, int B, int T, int checkpointing, zt_dtype compute,
+                                    zt_kernel_mode kernels)
 {
     zt_model shapes;
     memset(&shapes, 0, sizeof shapes);
-    set_shapes(&shapes, cfg, zt_backend_cpu(), kernels, compute, B, T, checkpointing);
+    set_shapes(&shapes, cfg, zt_backend_cpu(), compute, B, T, checkpointing, kernels);
     size_t total;
     act_table(&shapes, NULL, &total);
     return total;
+}
+
+size_t zt_model_activation_bytes(const zt_llama_config *cfg, int B, int T, int checkpointing,
+                                 zt_dtype compute)
+{
+    return zt_model_activation_bytes_in(cfg, B, T, checkpointing, compute, ZT_KERNELS_EXACT);
 }
 
 double zt_model_flops_per_token(const zt_llama_config *c, int T, int checkpointing)

@@ -48,12 +48,13 @@ typedef struct zt_model {
      * and gate | up in bf16, as autocast does (the residual stream, the norms' outputs'
      * inputs and every gradient but the products' operands stay fp32); docs/gpu.md */
     int act16;
-    float *land;             /* with act16: a product's fp32 result before its bf16 rounding
-                              * (dact's buffer, free during a forward: llama.c) */
+    float *land;             /* with act16: the qkv product's fp32 result before RoPE and its
+                              * rounding (dqkv's buffer, free during a forward: llama.c) */
     zt_layer_acts *layers;   /* L + 1 entries; layers[L].x is the last layer's output */
     void *nf;                /* final norm output (N, C), opd */
     float *rstdf;            /* its 1/rms (N) */
-    float *logits;           /* (N, V), reused in place for dlogits */
+    float *logits;           /* (N, V), reused in place for dlogits; fast mode: NULL until a
+                              * forward-only pass (evaluation) needs it (logits_own_bytes) */
     uint16_t *dlogits16;     /* (N, V) bf16 dlogits, when opd is bf16 */
     float *dres, *dn, *dqkv, *datt, *dact; /* backward scratch, fp32 */
     void *dgu;                             /* (N, 2F) SwiGLU input gradient, opd */
@@ -73,6 +74,14 @@ typedef struct zt_model {
      * sum to, without waiting for the device (the fast mode's asynchronous step,
      * engine.h: zt_engine_loss_sink); *loss_sum is then 0.  NULL: returned as usual. */
     double *loss_sink;
+    /* Fast mode (the backend's kernels ZT_KERNELS_FAST): the training pass computes its
+     * loss and the lm-head's gradients with lmhead_xent, xent_rows rows at a time, so
+     * the (N, V) logits are not among its activations (tests may lower xent_rows, at
+     * least 1, to cross chunk boundaries).  loss_dev: a device double for the loss
+     * when there is no loss_sink. */
+    int fused_head, xent_rows;
+    double *loss_dev;
+    size_t logits_own_bytes; /* logits allocated outside the table (fast mode's evaluation), else 0 */
 } zt_model;
 
 /* RoPE's frequencies as the config asks for them: rope_theta and, for Llama 3.1's
@@ -109,11 +118,15 @@ int zt_model_set_head_transposed(zt_model *m, int on, zt_err *err);
 /* Logits (N, V) of the last forward without backward. */
 const float *zt_model_logits(const zt_model *m);
 
-/* Bytes zt_model_init allocates for activations (estimate-memory) on a device whose
- * kernels are in mode `kernels` (fast mode with bf16 compute keeps bf16 activations):
- * the sum of the same size table the allocation walks. */
+/* Bytes zt_model_init allocates for activations on the CPU backend (estimate-memory):
+ * the sum of the same size table the allocation walks, in exact mode. */
 size_t zt_model_activation_bytes(const zt_llama_config *cfg, int B, int T, int checkpointing,
-                                 zt_dtype compute, zt_kernel_mode kernels);
+                                 zt_dtype compute);
+/* The same for a training model in kernel mode `kernels` (backend.h): fast mode holds
+ * no (N, V) logits (nor their bf16 gradient, nor lm_head's transposed result), and with
+ * bf16 compute keeps qkv, the attention output and gate|up in bf16 (act16). */
+size_t zt_model_activation_bytes_in(const zt_llama_config *cfg, int B, int T, int checkpointing, zt_dtype compute,
+                                    zt_kernel_mode kernels);
 
 /* Training FLOPs per token (forward + backward, 6 per weight in matrix products
  * plus causal attention), for MFU. */

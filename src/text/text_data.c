@@ -13,6 +13,7 @@
 #include "../core/input.h"
 #include "../core/mem.h"
 #include "../core/sha256.h"
+#include "../io/table.h"
 #include "../io/tokens.h"
 #include "records.h"
 
@@ -95,11 +96,31 @@ static int encode_pair(void *ctx, const char *prompt, size_t plen, const char *c
     return rc;
 }
 
-int zt_text_sft_encode(const zt_tokenizer *t, const char *path, const char *data, size_t len, int threads,
-                       zt_ids *ids, zt_ids *mask, zt_err *err)
+/* A table's rows as documents (one column) or prompt-completion pairs (two). */
+static int table_doc(void *ctx, const char *const *vals, const size_t *lens, zt_err *err)
+{
+    return encode_doc(ctx, vals[0], lens[0], err);
+}
+
+static int table_pair(void *ctx, const char *const *vals, const size_t *lens, zt_err *err)
+{
+    return encode_pair(ctx, vals[0], lens[0], vals[1], lens[1], err);
+}
+
+static const char *const sft_columns[2] = {"prompt", "completion"};
+
+/* TRL's prompt-completion records (records.h) of the JSON Lines text
+ * data[0..len), or (table) the rows of the table at path (io/table.h): ids gets,
+ * for each record, the ids of prompt + completion (one string) and the
+ * tokenizer's eos (when it names one); mask gets one value per id, 0 over the
+ * first len(ids(prompt)) of each record, 1 after (TRL's completion_mask: the loss
+ * is on the completion and eos only). */
+static int sft_encode(const zt_tokenizer *t, const char *path, int table, const char *data, size_t len, int threads,
+                      zt_ids *ids, zt_ids *mask, zt_err *err)
 {
     sft_sink s = {{t, threads, zt_tok_eos_id(t), ids}, mask, {0}, NULL, 0};
-    int rc = zt_records_each_pair(path, data, len, encode_pair, &s, err);
+    int rc = table ? zt_table_each_row(path, sft_columns, 2, table_pair, &s, err)
+                   : zt_records_each_pair(path, data, len, encode_pair, &s, err);
     zt_ids_free(&s.prompt);
     zt_free(ZT_MEM_OTHER, s.joined, s.joined_cap);
     return rc;
@@ -114,9 +135,13 @@ int zt_text_mask_path(const char *ids_path, char *buf, size_t cap)
     return k < 0 || (size_t)k >= cap ? -1 : 0;
 }
 
-/* A text file is one document; a JSON Lines file is one document a record. */
+/* A text file is one document; a JSON Lines file or a table one document a
+ * record (f is not used for a table: Arrow reads it). */
 static int encode_file(doc_sink *d, const char *path, const zt_text_file *f, const char *text_field, zt_err *err)
 {
+    const char *field = text_field ? text_field : "text";
+    if (zt_table_is_table(path))
+        return zt_table_each_row(path, &field, 1, table_doc, d, err);
     if (zt_records_is_jsonl(path))
         return zt_records_each(path, f->data, f->len, text_field ? text_field : "text", encode_doc, d, err);
     int rc = encode_doc(d, f->data, f->len, err);
@@ -132,8 +157,8 @@ int zt_text_tokenize_files(const zt_tokenizer *t, const char *const *paths, int 
                                        "special_tokens_map.json)");
     doc_sink d = {t, threads, append_eos ? eos : -1, out};
     for (int i = 0; i < n; i++) {
-        zt_text_file f;
-        int rc = zt_text_file_open(paths[i], &f, err);
+        zt_text_file f = {0};
+        int rc = zt_table_is_table(paths[i]) ? ZT_OK : zt_text_file_open(paths[i], &f, err);
         if (rc)
             return rc;
         rc = encode_file(&d, paths[i], &f, text_field, err);
@@ -192,12 +217,16 @@ int zt_text_cached_tokens(const char *text_path, const char *text_field, const c
     if (rc)
         return rc;
     *vocab_size = zt_tok_vocab_size(t);
-    zt_text_file tj, tx;
+    zt_text_file tj, tx = {0};
+    int table = zt_table_is_table(text_path), sft = 0;
     if ((rc = zt_text_file_open(tok_json, &tj, err))) {
         zt_tok_free(t);
         return rc;
     }
-    if ((rc = zt_text_file_open(text_path, &tx, err))) {
+    /* a table is read through Arrow (its prompt and completion columns make it
+     * prompt-completion records); other text is mapped */
+    rc = table ? zt_table_has_columns(text_path, sft_columns, 2, &sft, err) : zt_text_file_open(text_path, &tx, err);
+    if (rc) {
         zt_text_file_close(&tj);
         zt_tok_free(t);
         return rc;
@@ -210,11 +239,20 @@ int zt_text_cached_tokens(const char *text_path, const char *text_field, const c
     static const char jsonl_tag[] = "ztrain token cache v1: int32 ids of JSON Lines records, no eos; field ";
     static const char sft_tag[] = "ztrain token cache v1: prompt-completion records: int32 ids of prompt + "
                                   "completion + eos, and the completion mask";
+    static const char table_tag[] = "ztrain token cache v1: int32 ids of table rows (Parquet, Arrow), no eos; "
+                                    "column ";
+    static const char table_sft_tag[] = "ztrain token cache v1: prompt-completion table rows (Parquet, Arrow): "
+                                        "int32 ids of prompt + completion + eos, and the completion mask";
     const char *field = text_field ? text_field : "text";
     uint64_t tl = tj.len, fl = strlen(field);
-    int sft = zt_records_is_jsonl(text_path) && zt_records_are_prompt_completion(tx.data, tx.len);
+    if (!table)
+        sft = zt_records_is_jsonl(text_path) && zt_records_are_prompt_completion(tx.data, tx.len);
     if (sft) {
-        zt_sha256_update(&h, sft_tag, sizeof sft_tag);
+        zt_sha256_update(&h, table ? table_sft_tag : sft_tag, table ? sizeof table_sft_tag : sizeof sft_tag);
+    } else if (table) {
+        zt_sha256_update(&h, table_tag, sizeof table_tag);
+        zt_sha256_update(&h, &fl, sizeof fl);
+        zt_sha256_update(&h, field, fl);
     } else if (zt_records_is_jsonl(text_path)) {
         zt_sha256_update(&h, jsonl_tag, sizeof jsonl_tag);
         zt_sha256_update(&h, &fl, sizeof fl);
@@ -224,13 +262,16 @@ int zt_text_cached_tokens(const char *text_path, const char *text_field, const c
     }
     zt_sha256_update(&h, &tl, sizeof tl);
     zt_sha256_update(&h, tj.data, tj.len);
-    zt_sha256_update(&h, tx.data, tx.len);
+    if (table)
+        rc = zt_table_hash(text_path, &h, err); /* the data files' bytes */
+    else
+        zt_sha256_update(&h, tx.data, tx.len);
     uint8_t d[32];
     char hex[65];
     zt_sha256_final(&h, d);
     zt_sha256_hex(d, hex);
     zt_text_file_close(&tj);
-    if (snprintf(out_path, cap, "%s/%s.npy", cache_dir, hex) >= (int)cap)
+    if (!rc && snprintf(out_path, cap, "%s/%s.npy", cache_dir, hex) >= (int)cap)
         rc = zt_fail(err, ZT_EINPUT, "%s: path too long", cache_dir);
     char mask_path[4096];
     if (!rc && sft && zt_text_mask_path(out_path, mask_path, sizeof mask_path) != 0)
@@ -241,7 +282,7 @@ int zt_text_cached_tokens(const char *text_path, const char *text_field, const c
     } else if (!rc && !(rc = make_dirs(cache_dir, err))) {
         zt_ids ids = {0}, mask = {0};
         doc_sink d = {t, threads, -1, &ids};
-        rc = sft ? zt_text_sft_encode(t, text_path, tx.data, tx.len, threads, &ids, &mask, err)
+        rc = sft ? sft_encode(t, text_path, table, tx.data, tx.len, threads, &ids, &mask, err)
                  : encode_file(&d, text_path, &tx, text_field, err);
         if (rc == ZT_OK && ids.n == 0)
             rc = zt_fail(err, ZT_EINPUT, "%s: no tokens (the file is empty)", text_path);

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "../core/mem.h"
+#include "../kernels/backend.h"
 
 static double now_s(void)
 {
@@ -30,9 +31,9 @@ void zt_evaluator_free(zt_evaluator *ev)
     memset(ev, 0, sizeof *ev);
 }
 
-int zt_evaluator_open(zt_evaluator *ev, const char *path, const zt_llama_config *cfg, const zt_layout *lay,
-                      const zt_param_owner *owner, int B, int T, int W, long max_windows, const char *flag,
-                      zt_err *err)
+int zt_evaluator_open(zt_evaluator *ev, const char *path, const char *mask_path, const zt_llama_config *cfg,
+                      const zt_layout *lay, const zt_param_owner *owner, int B, int T, int W, long max_windows,
+                      const char *flag, zt_err *err)
 {
     memset(ev, 0, sizeof *ev);
     ev->B = B;
@@ -43,6 +44,10 @@ int zt_evaluator_open(zt_evaluator *ev, const char *path, const zt_llama_config 
     if (rc)
         return zt_wrap(err, "--%s: ", flag);
     ev->have_tokens = 1;
+    if (mask_path && (rc = zt_tokens_load_mask(mask_path, &ev->tokens, err))) {
+        zt_wrap(err, "--%s: ", flag);
+        goto fail;
+    }
     if (ev->tokens.max_id >= cfg->vocab_size) {
         rc = zt_fail(err, ZT_EINPUT, "--%s %s: token id %d is outside the model's vocabulary (vocab_size %d)",
                      flag, path, ev->tokens.max_id, cfg->vocab_size);
@@ -83,14 +88,32 @@ static int window_len(const zt_evaluator *ev, long w)
     return left < (size_t)ev->T ? (int)left : ev->T;
 }
 
-/* Row b of inputs/targets: window w, padded with token 0 past its length. */
+/* Whether target t of window w counts: always, or under a loss mask (SFT
+ * records) only where its token is a completion token. */
+static int counted(const zt_evaluator *ev, long w, int t)
+{
+    return !ev->tokens.loss_mask || ev->tokens.loss_mask[(size_t)w * ev->T + (size_t)t + 1];
+}
+
+/* The targets of window w that count: its length, less the prompt tokens. */
+static long window_count(const zt_evaluator *ev, long w)
+{
+    int len = window_len(ev, w);
+    long c = 0;
+    for (int t = 0; t < len; t++)
+        c += counted(ev, w, t);
+    return c;
+}
+
+/* Row b of inputs/targets: window w, padded with token 0 past its length; a
+ * masked-out target is ZT_IGNORE_INDEX (no loss, as in training). */
 static void fill_row(const zt_evaluator *ev, long w, int *inputs, int *targets)
 {
     const int32_t *src = ev->tokens.ids + (size_t)w * ev->T;
     int len = window_len(ev, w);
     for (int t = 0; t < ev->T; t++) {
         inputs[t] = t < len ? src[t] : 0;
-        targets[t] = t < len ? src[t + 1] : 0;
+        targets[t] = t >= len ? 0 : counted(ev, w, t) ? src[t + 1] : ZT_IGNORE_INDEX;
     }
 }
 
@@ -126,8 +149,11 @@ int zt_evaluator_run(zt_evaluator *ev, zt_comm *comm, zt_eval_result *out, zt_er
     for (long w = 0; w < ev->nwin; w++) {
         long k = w / ((long)B * W), q = (w / B) % W, b = w % B;
         sum += ev->all[(size_t)q * slots(ev) + (size_t)(k * B + b)];
-        tokens += window_len(ev, w);
+        tokens += window_count(ev, w);
     }
+    if (tokens == 0) /* every target a prompt token: no completion to evaluate (the same on every rank) */
+        return zt_fail(err, ZT_EINPUT, "evaluation: the records' completions hold no token to evaluate (every "
+                       "target is a prompt token)");
     out->tokens = tokens; /* the mean is per token: a short last window weighs its length */
     out->loss = sum / (double)out->tokens;
     out->perplexity = exp(out->loss);

@@ -48,10 +48,13 @@ typedef struct zt_eval_result {
 /* Load the eval stream (path: .npy, .bin or .txt) for a model of cfg whose
  * parameters the owner serves, B windows of T tokens per forward pass per rank,
  * on W ranks; only the first max_windows windows (0: all).  ZT_EINPUT naming
- * the flag ("eval_data", "data") and path when it holds fewer than 2 tokens or a token outside the vocabulary. */
-int zt_evaluator_open(zt_evaluator *ev, const char *path, const zt_llama_config *cfg, const zt_layout *lay,
-                      const zt_param_owner *owner, int B, int T, int W, long max_windows, const char *flag,
-                      zt_err *err);
+ * the flag ("eval_data", "data") and path when it holds fewer than 2 tokens or a token outside the vocabulary.
+ * mask_path (NULL: none): the loss mask of prompt-completion records
+ * (io/tokens.h): a target whose mask is 0 (a prompt token) is not evaluated,
+ * so the mean is over the completion tokens, as training's loss is. */
+int zt_evaluator_open(zt_evaluator *ev, const char *path, const char *mask_path, const zt_llama_config *cfg,
+                      const zt_layout *lay, const zt_param_owner *owner, int B, int T, int W, long max_windows,
+                      const char *flag, zt_err *err);
 void zt_evaluator_free(zt_evaluator *ev);
 
 /* Collective (every rank of comm): evaluate the model as the owner holds it now. */

@@ -329,7 +329,19 @@ typedef struct trainer {
     long steps_since_log;
     zt_tfevents tb;             /* --report_to tensorboard (rank 0) */
     int have_tb;
+    double prev_finish;         /* when the last step's numbers came back (now_s; 0 before) */
 } trainer;
+
+/* One optimizer step on its way: what train_step measured when it queued the step,
+ * and what step_finish completes once the step's numbers are back (at once, or
+ * after the next step's forward and backward when the host runs ahead). */
+typedef struct step_run {
+    zt_step_metrics m;
+    double t0, wait0, progress0;  /* when the step began, and the comm clocks then */
+    uint64_t before[ZT_COLL_NKINDS], link_before[ZT_NLINKS];
+    double loss_sum;              /* exact mode: the micro-batches' losses (fast: read at the finish) */
+    double counted;               /* the targets the global mean divides by */
+} step_run;
 
 /* The saved scaler state, under this plan's settings. */
 static void restore_scaler(zt_loss_scaler *s, const zt_loss_scaler *saved)
@@ -456,8 +468,8 @@ static int train_setup(trainer *t, const zt_train_args *a, zt_err *err)
     }
     if (rc == ZT_OK && a->eval_data_path) {
         zt_param_owner owner = zt_engine_param_owner(t->r.eng);
-        rc = zt_evaluator_open(&t->ev, a->eval_data_path, &t->r.cfg, &t->r.lay, &owner, a->eval_batch_size,
-                               a->block_size, comm->world, 0, "eval_data", err);
+        rc = zt_evaluator_open(&t->ev, a->eval_data_path, a->eval_mask_path, &t->r.cfg, &t->r.lay, &owner,
+                               a->eval_batch_size, a->block_size, comm->world, 0, "eval_data", err);
         t->have_ev = rc == ZT_OK;
     }
     t->last_eval = NAN;
@@ -604,21 +616,36 @@ static int check_overflow(trainer *t, const zt_step_metrics *m, zt_err *err)
                    a->max_consecutive_skipped_steps, t->applied, t->applied + t->skipped);
 }
 
-/* The numbers of step s that train_step did not compute itself. */
-static void measure_step(trainer *t, double t0, double wait0, double progress0,
-                         const uint64_t before[ZT_COLL_NKINDS], const uint64_t link_before[ZT_NLINKS],
-                         zt_step_metrics *m)
+/* The numbers of a step that are complete once it is queued: its collectives and
+ * memory (a next step queued before its finish must not count in them). */
+static void measure_queued(trainer *t, step_run *run)
 {
     const zt_comm *comm = t->comm;
+    zt_step_metrics *m = &run->m;
     for (int k = 0; k < ZT_COLL_NKINDS; k++)
-        m->comm_bytes[k] = comm->bytes[k] - before[k];
+        m->comm_bytes[k] = comm->bytes[k] - run->before[k];
     for (int k = 0; k < ZT_COLL_NKINDS; k++)
         m->comm_calls[k] = comm->calls[k] - m->comm_calls[k];
     for (int k = 0; k < ZT_NLINKS; k++)
-        m->link_bytes[k] = comm->link_bytes[k] - link_before[k];
-    m->step_time_s = now_s() - t0;
-    m->comm_wait_s = comm->wait_s - wait0;
-    m->comm_progress_s = comm->progress_s - progress0;
+        m->link_bytes[k] = comm->link_bytes[k] - run->link_before[k];
+    m->comm_wait_s = comm->wait_s - run->wait0;
+    m->comm_progress_s = comm->progress_s - run->progress0;
+    for (int c = 0; c < ZT_MEM_NCAT; c++) { /* the device's bytes and the offloaded host bytes apart */
+        m->host_memory_bytes[c] = zt_mem_host_current((zt_mem_cat)c);
+        m->memory_bytes[c] = zt_mem_current((zt_mem_cat)c) - m->host_memory_bytes[c];
+    }
+}
+
+/* The numbers of a step known once its numbers are back.  Its time runs from its
+ * start, or from the previous step's finish when the host queued it earlier than
+ * that (running ahead), to its own finish: in a run that runs ahead, the device's
+ * time per step. */
+static void measure_finished(trainer *t, step_run *run)
+{
+    zt_step_metrics *m = &run->m;
+    double now = now_s();
+    m->step_time_s = now - (run->t0 > t->prev_finish ? run->t0 : t->prev_finish);
+    t->prev_finish = now;
     m->tokens_per_sec = t->tokens_per_step / m->step_time_s / t->W;
     /* achieved FLOP/s per device against the peak, which a faster step raises
      * (peak.h): MFU is at most 1 by construction */
@@ -628,29 +655,26 @@ static void measure_step(trainer *t, double t0, double wait0, double progress0,
     const zt_adamw_audit au = zt_engine_last_audit(t->r.eng);
     m->lost_update_fraction = au.updated > 0 ? au.lost / au.updated : 0.0;
     m->update_to_half_ulp = au.updated > 0 ? au.ratio_sum / au.updated : 0.0;
-    for (int c = 0; c < ZT_MEM_NCAT; c++) { /* the device's bytes and the offloaded host bytes apart */
-        m->host_memory_bytes[c] = zt_mem_host_current((zt_mem_cat)c);
-        m->memory_bytes[c] = zt_mem_current((zt_mem_cat)c) - m->host_memory_bytes[c];
-    }
 }
 
-/* Optimizer step s (0-based): A micro-batches of forward and backward, the
- * gradient reduction, then one AdamW update of this rank's shard. */
-static int train_step(trainer *t, long s, zt_step_metrics *m, zt_err *err)
+/* Optimizer step s (0-based), its first half: A micro-batches of forward and
+ * backward.  step_queue then queues the gradient reduction and one AdamW update of
+ * this rank's shard, and step_finish reads the step's numbers back. */
+static int train_step(trainer *t, long s, step_run *run, zt_err *err)
 {
     const zt_train_args *a = t->a;
     const zt_plan *pl = &a->plan;
     zt_comm *comm = t->comm;
     run_state *r = &t->r;
     const int B = a->batch_size, A = a->grad_accum;
-    memset(m, 0, sizeof *m);
+    zt_step_metrics *m = &run->m;
+    memset(run, 0, sizeof *run);
     m->step = s + 1;
     comm->step = s + 1; /* the flight recorder's context; the engine sets phase and unit */
-    double t0 = now_s(), wait0 = comm->wait_s, progress0 = comm->progress_s;
-    uint64_t before[ZT_COLL_NKINDS], link_before[ZT_NLINKS];
-    memcpy(before, comm->bytes, sizeof before);
-    memcpy(link_before, comm->link_bytes, sizeof link_before);
-    memcpy(m->comm_calls, comm->calls, sizeof m->comm_calls); /* the counts before; measure_step subtracts */
+    run->t0 = now_s(), run->wait0 = comm->wait_s, run->progress0 = comm->progress_s;
+    memcpy(run->before, comm->bytes, sizeof run->before);
+    memcpy(run->link_before, comm->link_bytes, sizeof run->link_before);
+    memcpy(m->comm_calls, comm->calls, sizeof m->comm_calls); /* the counts before; measure_queued subtracts */
 
     zt_engine_zero_grads(r->eng);
     /* fp16: backward runs on loss * scale; the step divides it back out */
@@ -685,9 +709,21 @@ static int train_step(trainer *t, long s, zt_step_metrics *m, zt_err *err)
         loss_sum += ls;
     }
     zt_engine_sync_backward(r->eng, 0);
+    run->loss_sum = loss_sum;
+    run->counted = counted;
+    m->loss_scale = pl->ls.on ? scale : 0.0;
+    return ZT_OK;
+}
 
-    /* the schedule counts applied updates: a step skipped on fp16 overflow does
-     * not advance it, as DeepSpeed's engine does not step its scheduler then */
+/* Step s's second half: its update queued.  The schedule counts applied updates
+ * (a step skipped on fp16 overflow does not advance it, as DeepSpeed's engine does
+ * not step its scheduler then), so every step queued before has been finished. */
+static void step_queue(trainer *t, long s, step_run *run)
+{
+    const zt_train_args *a = t->a;
+    zt_comm *comm = t->comm;
+    run_state *r = &t->r;
+    zt_step_metrics *m = &run->m;
     long u = zt_engine_optimizer_steps(r->eng);
     m->lr = zt_lr_value(a->schedule, a->adam.lr, u, a->max_steps, a->warmup_steps);
     if (t->hooks->before_update)
@@ -695,17 +731,28 @@ static int train_step(trainer *t, long s, zt_step_metrics *m, zt_err *err)
     comm->phase = "optimizer";
     comm->unit = -1;
     int ho = zt_prof_begin("optimizer", "phase", ZT_PROF_COMPUTE);
-    m->skipped = zt_engine_step(r->eng, &a->adam, m->lr, a->max_grad_norm, 1.0 / scale, &m->grad_norm);
-    if (r->model.loss_sink) /* read back by the step with its other numbers */
-        loss_sum = zt_engine_step_loss_sum(r->eng);
+    double scale = a->plan.ls.on ? m->loss_scale : 1.0;
+    zt_engine_step_queue(r->eng, &a->adam, m->lr, a->max_grad_norm, 1.0 / scale);
     zt_prof_end(ho, 0.0, 0.0);
+    measure_queued(t, run);
+}
+
+/* A queued step's numbers: the skip, the norm, the loss (fast mode: read back with
+ * them), the loss scale's update. */
+static void step_finish(trainer *t, step_run *run)
+{
+    const zt_plan *pl = &t->a->plan;
+    zt_comm *comm = t->comm;
+    run_state *r = &t->r;
+    zt_step_metrics *m = &run->m;
+    m->skipped = zt_engine_step_finish(r->eng, &m->grad_norm);
+    if (r->model.loss_sink) /* read back by the step with its other numbers */
+        run->loss_sum = zt_engine_step_loss_sum(r->eng);
     if (pl->ls.on)
         zt_loss_scaler_update(&t->scaler, m->skipped);
-    m->loss_scale = pl->ls.on ? scale : 0.0;
     comm->phase = "loss";
-    m->loss = zt_comm_sum_double(comm, loss_sum, ZT_SCOPE_WORLD) / counted;
-    measure_step(t, t0, wait0, progress0, before, link_before, m);
-    return ZT_OK;
+    m->loss = zt_comm_sum_double(comm, run->loss_sum, ZT_SCOPE_WORLD) / run->counted;
+    measure_finished(t, run);
 }
 
 /* Warn once when most updates vanish in rounding for several steps in a row. */
@@ -1102,24 +1149,79 @@ static int stop_for_signal(trainer *t, long step, int sig, int saved, zt_err *er
     return sig == SIGINT ? ZT_EINTERRUPT : ZT_OK;
 }
 
+/* Running ahead (docs/gpu.md): may step n's (1-based) numbers be read after step
+ * n+1's forward and backward are queued?  Only where the engine's step does not
+ * wait by itself (fast mode), and only where nothing the host decides after step n
+ * needs the state after step n, or changes what step n+1 computes:
+ *   - fp16's loss scale for step n+1's backward depends on step n's overflow;
+ *   - an evaluation or a checkpoint after step n reads the state of step n;
+ *   - the last step ends the run.
+ * Everything else that step n decides still takes effect before step n+1's update:
+ * its record and progress line, the non-finite stop and the skip count (the
+ * schedule's step count, which step n+1's learning rate needs), and a stop request
+ * (answered before step n+1 begins: the checkpoint holds step n). */
+static int may_run_ahead(const trainer *t, long n)
+{
+    return zt_engine_runs_ahead(t->r.eng) && !t->a->plan.ls.on && n < t->nsteps && !eval_due(t, n) &&
+           !checkpoint_due(t, n);
+}
+
+/* A queued step's end: its numbers back (the wait), its record and progress line,
+ * the checks that may stop the run.  current: the loop's own step, whose profiled
+ * window closes here (a step that ran ahead closes its window when queued). */
+static int step_tail(trainer *t, step_run *run, int current, zt_err *err)
+{
+    long step_now = t->comm->step;
+    t->comm->step = run->m.step; /* the flight recorder names the step these collectives finish */
+    step_finish(t, run);
+    int hl = zt_prof_begin("log", "phase", ZT_PROF_COMPUTE);
+    int rc = log_step(t, &run->m, err);
+    zt_prof_end(hl, 0.0, 0.0);
+    t->comm->step = step_now;
+    if (rc)
+        return rc;
+    if (current && (rc = zt_prof_step_end(err))) /* waits for the device once, in a profiled step */
+        return rc;
+    if ((rc = check_finite(t, &run->m, err)) || (rc = check_overflow(t, &run->m, err)))
+        return rc;
+    return ZT_OK;
+}
+
 int zt_train(const zt_train_args *a, zt_train_result *res, zt_err *err)
 {
     trainer t;
     zt_preempt_install(); /* a first SIGTERM/SIGINT is a request, answered at a step boundary */
     int rc = train_setup(&t, a, err), stopped = 0;
+    step_run runs[2], *ahead = NULL; /* ahead: the step queued last, its numbers not read yet */
     for (long s = t.first_step; rc == ZT_OK && s < t.nsteps; s++) {
-        zt_step_metrics m;
+        step_run *run = ahead == &runs[0] ? &runs[1] : &runs[0];
+        if (ahead) { /* a stop request after the step that ran ahead, before this one begins */
+            int sig = stop_signal(&t);
+            if (sig) {
+                if ((rc = step_tail(&t, ahead, 0, err)) == ZT_OK)
+                    rc = stop_for_signal(&t, ahead->m.step, sig, 0, err);
+                stopped = 1;
+                break;
+            }
+        }
         zt_prof_step_begin(s + 1); /* --profile: a no-op outside --profile_steps */
-        if ((rc = train_step(&t, s, &m, err)))
-            break;
-        int hl = zt_prof_begin("log", "phase", ZT_PROF_COMPUTE);
-        rc = log_step(&t, &m, err);
-        zt_prof_end(hl, 0.0, 0.0);
+        rc = train_step(&t, s, run, err);
+        if (ahead) { /* the step before: its numbers, now that this step's passes are queued */
+            zt_err aerr = {0};
+            int arc = step_tail(&t, ahead, 0, rc ? &aerr : err); /* a failed pass keeps its own error */
+            rc = rc ? rc : arc;
+            ahead = NULL;
+        }
         if (rc)
             break;
-        if ((rc = zt_prof_step_end(err))) /* waits for the device once, in a profiled step */
-            break;
-        if ((rc = check_finite(&t, &m, err)) || (rc = check_overflow(&t, &m, err)))
+        step_queue(&t, s, run);
+        if (may_run_ahead(&t, s + 1)) {
+            ahead = run;
+            if ((rc = zt_prof_step_end(err)))
+                break;
+            continue;
+        }
+        if ((rc = step_tail(&t, run, 1, err)))
             break;
         if (eval_due(&t, s + 1) && (rc = evaluate(&t, s + 1, err)))
             break;
@@ -1172,8 +1274,8 @@ int zt_eval(const zt_eval_args *a, double *mean_loss, long *tokens, zt_err *err)
     if (rc == ZT_OK) {
         zt_param_owner owner = zt_frozen_owner(&r.frozen);
         long max_windows = a->max_batches > 0 ? a->max_batches * a->batch_size : 0;
-        rc = zt_evaluator_open(&ev, a->data_path, &r.cfg, &r.lay, &owner, a->batch_size, a->block_size, 1,
-                               max_windows, "data", err);
+        rc = zt_evaluator_open(&ev, a->data_path, a->mask_path, &r.cfg, &r.lay, &owner, a->batch_size,
+                               a->block_size, 1, max_windows, "data", err);
     }
     zt_eval_result res;
     if (rc == ZT_OK && (rc = zt_evaluator_run(&ev, &local, &res, err)) == ZT_OK) {

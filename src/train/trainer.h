@@ -84,6 +84,7 @@ typedef struct zt_train_args {
     double peak_gflops;     /* for MFU; <= 0: the cached or calibrated peak (peak.h) */
     /* held-out evaluation (evaluate.h), as HF's eval_strategy="steps" */
     const char *eval_data_path; /* token stream evaluated during training (NULL: none) */
+    const char *eval_mask_path; /* its loss mask (prompt-completion records; NULL: every token counts) */
     long eval_steps;            /* every N steps (0: once, after the last step) */
     int eval_batch_size;        /* windows per forward pass per rank */
     long skip_nonfinite_steps; /* outside fp16 scaling: steps with an inf/NaN that may be skipped in a
@@ -132,6 +133,7 @@ typedef struct zt_eval_args {
     long max_batches;    /* 0: the whole stream; else its first max_batches * batch_size windows */
     zt_dtype compute;
     const char *device;  /* --device (NULL: cpu) */
+    const char *mask_path; /* prompt-completion records' loss mask: only completion tokens count (NULL: all) */
 } zt_eval_args;
 
 /* The mean token loss of the model on the data, every token counted whatever the

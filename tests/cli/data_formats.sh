@@ -163,9 +163,31 @@ PY
 printf '{"prompt": "a", "completion": "b"}\n{"prompt": "c"}\n' > "$TMP/half.jsonl"
 expect_exit 2 'half.jsonl: line 2 has no "completion" \(prompt/completion records: every record needs both\)' -- \
     "$ZTRAIN" train "${args[@]}" --data "$TMP/half.jsonl" --tokenizer "$tok"
-expect_exit 2 'sft.jsonl: prompt/completion records are training data here' -- \
-    "$ZTRAIN" train "${args[@]}" --data "$TMP/d.jsonl" --tokenizer "$tok" --eval_data "$TMP/sft.jsonl"
-expect_exit 2 'sft.jsonl: prompt/completion records are training data here' -- \
+# prompt/completion records as evaluation data: the loss over the completion tokens
+# only, as in training (tests/test_eval_mask.c checks the sums); with empty
+# prompts that is every token, the evaluation of the texts' ids with eos
+ev() { "$ZTRAIN" eval --model "$TMP/init" --tokenizer "$tok" --block_size 16 --data "$@"; }
+ev "$TMP/sft.jsonl" > "$TMP/ev_sft" || fail "eval prompt/completion records"
+grep -q "^eval: prompt/completion records: the loss over the completion tokens only" "$TMP/ev_sft" ||
+    fail "eval of prompt/completion records: no line saying so"
+counted=$($py -c "import numpy as np, sys; print(int(np.load(sys.argv[1])[1:].sum()))" "${entry%.npy}.mask.npy")
+grep -q "^eval loss .* over $counted tokens" "$TMP/ev_sft" || fail "eval: not the $counted completion tokens: $(cat "$TMP/ev_sft")"
+"$ZTRAIN" eval --model "$TMP/init" --data "$entry" --block_size 16 > "$TMP/ev_ids" || fail "eval the SFT ids"
+[ "$(grep '^eval loss' "$TMP/ev_sft")" = "$(grep '^eval loss' "$TMP/ev_ids")" ] && fail "eval: the prompts still count"
+ev "$TMP/sft_empty.jsonl" > "$TMP/ev_empty" || fail "eval empty prompts"
+"$ZTRAIN" eval --model "$TMP/init" --data "$TMP/txt_eos.npy" --block_size 16 > "$TMP/ev_eos" || fail "eval eos ids"
+[ "$(grep '^eval loss' "$TMP/ev_empty")" = "$(grep '^eval loss' "$TMP/ev_eos")" ] ||
+    fail "eval of empty prompts is not the evaluation of the texts' ids with eos"
+"$ZTRAIN" train "${args[@]}" --data "$TMP/d.jsonl" --tokenizer "$tok" --eval_data "$TMP/sft.jsonl" \
+    --log_jsonl "$TMP/ev_sft.log" > /dev/null || fail "train --eval_data prompt/completion records"
+grep -q "\"eval_tokens\": $counted}\|\"eval_tokens\": $counted," "$TMP/ev_sft.log" ||
+    fail "train --eval_data prompt/completion: not the $counted completion tokens"
+# --completion_only_loss false: every token counts in the evaluation too
+"$ZTRAIN" train "${args[@]}" --data "$TMP/d.jsonl" --tokenizer "$tok" --eval_data "$TMP/sft.jsonl" \
+    --completion_only_loss false --log_jsonl "$TMP/ev_all.log" > /dev/null || fail "train --completion_only_loss false"
+grep -q "\"eval_tokens\": $(( $($py -c "import numpy as np, sys; print(len(np.load(sys.argv[1])))" "$entry") - 1 ))" \
+    "$TMP/ev_all.log" || fail "--completion_only_loss false: the evaluation still masks"
+expect_exit 2 'sft.jsonl: prompt/completion records joined with other --data files are not supported yet' -- \
     "$ZTRAIN" train "${args[@]}" --data "$TMP/d.jsonl" "$TMP/sft.jsonl" --tokenizer "$tok"
 expect_exit 2 'd.jsonl holds text records \(JSON Lines\): give --tokenizer' -- \
     "$ZTRAIN" train "${args[@]}" --data "$TMP/d.jsonl"

@@ -28,7 +28,7 @@ done
 for f in learning_rate weight_decay adam_beta1 lr_scheduler_type warmup_steps max_steps max_grad_norm; do
     grep -q -- "--$f " "$TMP/h" && fail "estimate-memory --help lists --$f, which changes no memory"
 done
-for f in torch_dtype mixed_precision zero_stage block_size per_device_train_batch_size gradient_checkpointing; do
+for f in torch_dtype mixed_precision zero_stage block_size per_device_train_batch_size gradient_checkpointing kernels; do
     grep -q -- "--$f " "$TMP/h" || fail "estimate-memory --help does not list --$f"
 done
 expect_exit 2 "unknown flag --learning_rate" -- "$ZTRAIN" estimate-memory --model $fix --learning_rate 1e-3

@@ -60,4 +60,47 @@ for k in exact fast; do
           --log_jsonl "$TMP/fsdp2_$k.jsonl" 2>&1) || fail "2 ranks, $k: $out"
 done
 same "$TMP/fsdp2_exact.jsonl" "$TMP/fsdp2_fast.jsonl" "2 ranks, FSDP, bf16" bf16
+
+# 20 steps, fast against exact: fast mode's training pass takes the fused lm-head
+# cross-entropy (lmhead_xent) and the residual products (matmul_out); losses and norms
+# within bf16 error (2^-8 relative).  On the emulated device both run the CPU's kernels
+# and the chunk holds every row here; what differs is fast mode's bf16 activations
+# (tests/test_act16.c); tests/test_fused.c crosses chunk boundaries.
+args20=("${args[@]}")
+args20[10]=20 # --max_steps
+for k in exact fast; do
+    out=$("$ZTRAIN" "${args20[@]}" --device emu --kernels $k --log_jsonl "$TMP/s20_$k.jsonl" 2>&1) ||
+        fail "20 steps, $k: $out"
+done
+python3 - "$TMP/s20_exact.jsonl" "$TMP/s20_fast.jsonl" <<'PY' || fail "20 steps: fast and exact beyond bf16 error"
+import json, sys
+a, b = ([json.loads(l) for l in open(p)] for p in sys.argv[1:3])
+assert len(a) == len(b) == 20, (len(a), len(b))
+for x, y in zip(a, b):
+    for k in ("loss", "grad_norm"):
+        assert abs(x[k] - y[k]) <= 2.0 ** -8 * abs(x[k]), (x["step"], k, x[k], y[k])
+PY
+
+# estimate-memory and the memory gate: fast mode's training holds no (N, V) logits, so
+# its activations are smaller by their fp32 and bf16 copies, N V (4 + 2) bytes (less
+# the device double of the loss): at N = 8 x 128, V = 256, 1.5 MiB; and with bf16
+# compute it keeps qkv, the attention output and gate|up in bf16, 2 N (Dqkv + 2 Dq + 2F)
+# bytes less a layer (Dqkv 128, Dq 64, F 172, 2 layers: 2.34 MiB; act16_memory.sh)
+mem=(estimate-memory --model "$fix" --device emu --block_size 128 --per_device_train_batch_size 8 --mixed_precision bf16)
+for k in exact fast; do
+    "$ZTRAIN" "${mem[@]}" --kernels $k > "$TMP/mem_$k.txt" 2>&1 || fail "estimate-memory --kernels $k: $(cat "$TMP/mem_$k.txt")"
+done
+python3 - "$TMP/mem_exact.txt" "$TMP/mem_fast.txt" <<'PY' || fail "estimate-memory: fast mode does not drop the logits"
+import re, sys
+e, f = (float(re.search(r"activations\s+([0-9.]+) MiB", open(p).read()).group(1)) for p in sys.argv[1:3])
+N = 8 * 128
+want = (N * 256 * 6 - 8 + 2 * 2 * N * (128 + 2 * 64 + 2 * 172)) / 2**20
+assert abs((e - f) - want) <= 0.011, (e, f, want)
+PY
+# a limit between the two estimates: exact mode is refused before allocating, fast runs
+gate=(train --model "$fix" --data "$fix/tokens.npy" --device emu --block_size 64 --per_device_train_batch_size 16
+      --mixed_precision bf16 --max_steps 1 --max_memory 13.5MB --progress false --threads 1 --peak_gflops 1)
+expect_exit 2 "needs an estimated 14.3. MB per rank .*13.50 MB limit" -- "$ZTRAIN" "${gate[@]}" --kernels exact
+out=$("$ZTRAIN" "${gate[@]}" --kernels fast --output_dir "$TMP/gate_fast" 2>&1) ||
+    fail "fast mode under the limit exact mode exceeds: $out"
 finish

@@ -898,6 +898,41 @@ static void check_fast_swiglu(void)
 
 /* The fused lm-head cross-entropy against the exact path: the whole (N, V) logits by
  * the table's matmul, its xent, then the two products of the gradient. */
+/* The same against the exact table's lmhead_xent (fused.cu: the exact matmul and xent
+ * chunk by chunk): in one chunk the exact path's calls; in several, the products on
+ * fewer rows (cuBLASLt may pick another algorithm: fp32 sums in another order, and in
+ * bf16 a dlogits term on its other bf16 neighbour), so the fast bounds. */
+static void check_exact_lmhead(float *dxx, void *dww, zt_dtype w_dt, const int *targets, int N, int C, int V,
+                               float gs, zt_dtype compute, int chunk, const float *dw0, double want_loss,
+                               float *edx, float *edw, const char *tag)
+{
+    const int bf = compute == ZT_BF16;
+    char name[192];
+    zt_err err = {0};
+    const double start = -0.5;
+    double *loss = dev(&start, sizeof start);
+    float *gdx = dev(NULL, (size_t)N * C * 4), *gdw = dev(dw0, (size_t)V * C * 4);
+    poison(gdx, (size_t)N * C * 4);
+    if (gpu->lmhead_xent(loss, gdx, gdw, dxx, ZT_F32, dww, w_dt, targets, N, C, V, gs, compute, chunk, &err)) {
+        snprintf(name, sizeof name, "exact table's lm-head cross-entropy (%s)", tag);
+        report(name, INFINITY, 0, "  (error)");
+        fprintf(stderr, "  %s\n", err.msg);
+        return;
+    }
+    double got;
+    down(&got, loss, sizeof got);
+    const double tol = chunk >= N ? EXACT : bf ? FAST_TOL : FP32_TOL;
+    snprintf(name, sizeof name, "exact table's lm-head cross-entropy: loss sum vs the whole logits (%s)", tag);
+    check_scalar(name, got - start, want_loss, DOUBLE_TOL);
+    float *want_dx = host((size_t)N * C * 4), *want_dw = host((size_t)V * C * 4);
+    down(want_dx, edx, (size_t)N * C * 4), down(want_dw, edw, (size_t)V * C * 4);
+    snprintf(name, sizeof name, "exact table's lm-head cross-entropy: dx vs the whole logits (%s)", tag);
+    check(name, gdx, want_dx, ZT_F32, (size_t)N * C, tol);
+    snprintf(name, sizeof name, "exact table's lm-head cross-entropy: dw vs the whole logits (%s)", tag);
+    check(name, gdw, want_dw, ZT_F32, (size_t)V * C, tol);
+    free(want_dx), free(want_dw);
+}
+
 static void check_fast_xent_case(zt_dtype compute, zt_dtype w_dt, int chunk)
 {
     const int N = 37, C = 64, V = 300;
@@ -906,6 +941,7 @@ static void check_fast_xent_case(zt_dtype compute, zt_dtype w_dt, int chunk)
     int targets[37];
     for (int i = 0; i < N; i++)
         targets[i] = (int)(zt_rand_uniform(&rng_state) * V) % V;
+    targets[5] = targets[30] = ZT_IGNORE_INDEX; /* no loss, a zero gradient row */
     void *wh = as_dtype(w, w_dt, (size_t)V * C);
     float *dxx = dev(x, (size_t)N * C * 4);
     void *dww = dev(wh, (size_t)V * C * zt_dtype_size(w_dt));
@@ -945,6 +981,7 @@ static void check_fast_xent_case(zt_dtype compute, zt_dtype w_dt, int chunk)
         check(name, fdw, want_dw, ZT_F32, (size_t)V * C, bf ? FAST_TOL : FAST_FP32_TOL);
         free(want_dx), free(want_dw);
     }
+    check_exact_lmhead(dxx, dww, w_dt, targets, N, C, V, gs, compute, chunk, dw0, want_loss, edx, edw, tag);
     free(x), free(w), free(dw0), free(wh);
     dev_free_all();
 }
@@ -954,6 +991,7 @@ static void check_fast_xent(void)
     check_fast_xent_case(ZT_BF16, ZT_BF16, 10); /* 4 chunks, the last one short */
     check_fast_xent_case(ZT_F32, ZT_F32, 16);
     check_fast_xent_case(ZT_BF16, ZT_F32, 37); /* one chunk */
+    check_fast_xent_case(ZT_F32, ZT_F32, 64);  /* one chunk, more rows than N */
     /* a target outside the vocabulary: refused as a value, nothing run */
     int bad[2] = {0, 300};
     zt_err err = {0};
@@ -1019,7 +1057,7 @@ static void check_fast_matmul(void)
     dev_free_all();
 }
 
-/* the overlay replaces exactly the fourteen entries fast.h names */
+/* the overlay replaces exactly the seventeen entries fast.h names */
 static void check_fast_table(void)
 {
     zt_backend t;
@@ -1032,18 +1070,22 @@ static void check_fast_table(void)
                          t.rmsnorm_backward == zt_cu_fast_rmsnorm_backward &&
                          t.swiglu_forward == zt_cu_fast_swiglu_forward && t.swiglu_backward == zt_cu_fast_swiglu_backward &&
                          t.embed_backward == zt_cu_fast_embed_backward &&
+                         t.rmsnorm_residual_forward == zt_cu_fast_rmsnorm_residual_forward &&
+                         t.matmul_out == zt_cu_fast_matmul_out && t.lmhead_xent == zt_cu_fast_lmhead_xent &&
                          t.rope_forward_act16 == zt_cu_fast_rope_forward_act16 &&
                          t.rope_backward_act16 == zt_cu_fast_rope_backward_act16 &&
                          t.attention_forward_act16 == zt_cu_fast_attention_forward_act16 &&
                          t.attention_backward_act16 == zt_cu_fast_attention_backward_act16 &&
                          t.swiglu_forward_act16 == zt_cu_fast_swiglu_forward_act16 &&
                          t.swiglu_backward_act16 == zt_cu_fast_swiglu_backward_act16;
-    report("fast table: the fourteen fast entries in place", replaced ? 0.0 : 1.0, EXACT, NULL);
-    /* every other entry unchanged: the copy with those fourteen put back is the table */
+    report("fast table: the seventeen fast entries in place", replaced ? 0.0 : 1.0, EXACT, NULL);
+    /* every other entry unchanged: the copy with those seventeen put back is the table */
     t.attention_scratch_bytes = gpu->attention_scratch_bytes, t.attention_forward = gpu->attention_forward;
     t.attention_backward = gpu->attention_backward, t.rmsnorm_forward = gpu->rmsnorm_forward;
     t.rmsnorm_backward = gpu->rmsnorm_backward, t.swiglu_forward = gpu->swiglu_forward;
     t.swiglu_backward = gpu->swiglu_backward, t.embed_backward = gpu->embed_backward;
+    t.rmsnorm_residual_forward = gpu->rmsnorm_residual_forward, t.matmul_out = gpu->matmul_out;
+    t.lmhead_xent = gpu->lmhead_xent;
     t.rope_forward_act16 = gpu->rope_forward_act16, t.rope_backward_act16 = gpu->rope_backward_act16;
     t.attention_forward_act16 = gpu->attention_forward_act16;
     t.attention_backward_act16 = gpu->attention_backward_act16;

@@ -93,8 +93,9 @@ int zt_cu_fast_matmul_out(void *D, zt_dtype d_dt, const void *residual, const vo
  * dw += dlogits^T x (dw (V, C) fp32; NULL: not wanted).  *loss_sum (a device double;
  * NULL: not wanted) += the sum of the N row losses, in row order, on the device: nothing
  * here waits for the device.  Memory: chunk_rows V (4 + 2) bytes of the backend's
- * scratch.  A target outside [0, V) or a bad shape: ZT_EINPUT; a failed product: its
- * error. */
+ * scratch.  A target ZT_IGNORE_INDEX: no loss and a zero gradient row (as xent).  A
+ * target outside [0, V) or a bad shape: ZT_EINPUT (fused.h's rules); a failed product:
+ * its error. */
 int zt_cu_fast_lmhead_xent(double *loss_sum, float *dx, float *dw, const void *x, zt_dtype x_dt, const void *w,
                            zt_dtype w_dt, const int *targets, int N, int C, int V, float grad_scale,
                            zt_dtype compute, int chunk_rows, zt_err *err);
@@ -110,10 +111,10 @@ void zt_cu_fast_embed_backward(float *dwte, const float *dx, const int *tokens, 
  * Puts the fast kernels that share backend.h's signatures in place of the exact ones in
  * *t (a copy of the CUDA table): attention_scratch_bytes, attention_forward,
  * attention_backward, rmsnorm_forward, rmsnorm_backward, swiglu_forward,
- * swiglu_backward, embed_backward, and the six _act16 entries.  Every other entry stays
- * the exact one.  The fused entries above
- * (the residual norm, the bf16-output product, the lm-head cross-entropy) have
- * signatures of their own and are called by name. */
+ * swiglu_backward, embed_backward, the three fused entries above
+ * (rmsnorm_residual_forward, matmul_out, lmhead_xent, whose exact twins are
+ * compositions of the exact entries, fused.cu), and the six _act16 entries (whose
+ * exact twins are act16.cu's).  Every other entry stays the exact one. */
 struct zt_backend;
 void zt_cu_fast_overlay(struct zt_backend *t);
 

@@ -13,6 +13,11 @@ void zt_cu_fast_overlay(zt_backend *t)
     t->swiglu_forward = zt_cu_fast_swiglu_forward;
     t->swiglu_backward = zt_cu_fast_swiglu_backward;
     t->embed_backward = zt_cu_fast_embed_backward;
+    /* the fused entries: one kernel or one epilogue where the exact table composes */
+    t->rmsnorm_residual_forward = zt_cu_fast_rmsnorm_residual_forward;
+    t->matmul_out = zt_cu_fast_matmul_out;
+    t->lmhead_xent = zt_cu_fast_lmhead_xent;
+    /* the bf16 activations (act16.cuh, fast_attention.cu) */
     t->rope_forward_act16 = zt_cu_fast_rope_forward_act16;
     t->rope_backward_act16 = zt_cu_fast_rope_backward_act16;
     t->attention_forward_act16 = zt_cu_fast_attention_forward_act16;

@@ -2,7 +2,7 @@
  * that fp32 logits for the whole batch never exist (fast.h).
  *
  * x (N, C) the final norm's output, w (V, C) the lm-head weight (Hugging Face's
- * (out, in)), targets[n] on the host.  For each chunk of R rows [n0, n0 + R):
+ * (out, in)), targets[n] on the host (ZT_IGNORE_INDEX: no loss, a zero gradient row).  For each chunk of R rows [n0, n0 + R):
  *   logits (R, V) fp32   = x_chunk w^T                         (matmul, compute dtype)
  *   per row n, t = targets[n], m = max_v z_v, S = sum_v e^(z_v - m):
  *     loss_n = m + log S - z_t,
@@ -21,6 +21,10 @@
  * fp32 rounding and the bf16 gradients to one bf16 rounding. */
 #include "entries.cuh"
 #include "fast.h"
+
+extern "C" {
+#include "../fused.h"
+}
 
 #define XT_THREADS 512
 
@@ -46,6 +50,17 @@ __global__ void fused_xent_rows_kernel(float *logits, uint16_t *d16, const int *
     const int n = blockIdx.x;
     float *z = logits + (size_t)n * V;
     const int t = targets[n];
+    if (t == ZT_IGNORE_INDEX) { /* no loss, a zero gradient row (xent.c); the whole block leaves */
+        if (threadIdx.x == 0)
+            row_loss[n] = 0.0;
+        for (int v = threadIdx.x; want_grad && v < V; v += blockDim.x) {
+            if (d16)
+                d16[(size_t)n * V + v] = 0;
+            else
+                z[v] = 0.0f;
+        }
+        return;
+    }
     const float zt = z[t]; /* read before anything is written (the reductions synchronise) */
     float mx = -INFINITY;
     for (int v = threadIdx.x; v < V; v += blockDim.x) mx = fmaxf(mx, z[v]);
@@ -88,15 +103,9 @@ int zt_cu_fast_lmhead_xent(double *loss_sum, float *dx, float *dw, const void *x
                            zt_dtype w_dt, const int *targets, int N, int C, int V, float grad_scale,
                            zt_dtype compute, int chunk_rows, zt_err *err)
 {
-    if (N < 0 || C <= 0 || V <= 0 || chunk_rows <= 0)
-        return zt_fail(err, ZT_EINPUT, "fused cross-entropy: bad shape N=%d C=%d V=%d rows per chunk %d", N, C, V,
-                       chunk_rows);
-    for (int n = 0; n < N; n++) /* as the exact kernel: out of range would read outside the row */
-        if (targets[n] < 0 || targets[n] >= V)
-            return zt_fail(err, ZT_EINPUT, "fused cross-entropy: target %d of row %d outside the vocabulary [0, %d)",
-                           targets[n], n, V);
-    if (N == 0)
-        return ZT_OK;
+    int bad = zt_lmhead_xent_check_args(targets, N, C, V, chunk_rows, err); /* the rules of every table's */
+    if (bad || N == 0)
+        return bad;
     const int R = chunk_rows < N ? chunk_rows : N;
     const int grad = dx != NULL || dw != NULL;
     const int bf16_grad = grad && compute == ZT_BF16;

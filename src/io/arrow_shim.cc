@@ -1,0 +1,249 @@
+// arrow_shim.cc — string columns of Parquet and Arrow IPC files through Apache
+// Arrow's own C++ libraries (the pyarrow wheel's libarrow and libparquet; see
+// docs/text.md for why these).  The only C++ in ztrain's library: the rest calls
+// it through arrow_shim.h, and it calls back into C with plain pointers.
+//
+// Memory: a file is read a record batch at a time.  Parquet is decoded row group
+// by row group, only the asked-for columns, in batches of Arrow's default size
+// (64 Ki rows); an Arrow IPC file is memory-mapped and its batches point into the
+// mapping, so no more than one batch's strings are resident beyond the page cache.
+// Arrow's buffers come from Arrow's own memory pool, not ztrain's accounted
+// allocator: they are the reader's transient working set, a batch at a time.
+#include "arrow_shim.h"
+
+#include <arrow/api.h>
+#include <arrow/io/file.h>
+#include <arrow/ipc/reader.h>
+#include <parquet/arrow/reader.h>
+#include <parquet/exception.h>
+
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace {
+
+int arrow_fail(zt_err *err, const char *shown, int parquet, const arrow::Status &st)
+{
+    return zt_fail(err, ZT_EINPUT, "%s: not a readable %s file: %s", shown,
+                   parquet ? "Parquet" : "Arrow IPC (datasets' save_to_disk)", st.ToString().c_str());
+}
+
+// A batch source: Parquet's row-group reader or an IPC stream/file reader.
+struct Source {
+    std::shared_ptr<arrow::io::RandomAccessFile> file;
+    std::unique_ptr<parquet::arrow::FileReader> pq;
+    std::shared_ptr<arrow::RecordBatchReader> batches;         // Parquet and IPC streams
+    std::shared_ptr<arrow::ipc::RecordBatchFileReader> ipc_file; // the IPC file format
+    std::shared_ptr<arrow::Schema> schema;
+};
+
+// An IPC file (the random-access format) starts with "ARROW1"; datasets'
+// save_to_disk writes the stream format, which does not.
+bool is_ipc_file_format(const std::shared_ptr<arrow::io::RandomAccessFile> &f)
+{
+    auto head = f->ReadAt(0, 6);
+    return head.ok() && (*head)->size() == 6 && std::memcmp((*head)->data(), "ARROW1", 6) == 0;
+}
+
+int open_source(const char *path, const char *shown, int parquet, const std::vector<std::string> *cols, Source *s,
+                zt_err *err)
+{
+    arrow::Status st;
+    if (parquet) {
+        auto f = arrow::io::ReadableFile::Open(path);
+        if (!f.ok())
+            return arrow_fail(err, shown, parquet, f.status());
+        s->file = *f;
+        auto r = parquet::arrow::OpenFile(s->file, arrow::default_memory_pool());
+        if (!r.ok())
+            return arrow_fail(err, shown, parquet, r.status());
+        s->pq = std::move(*r);
+        if (!(st = s->pq->GetSchema(&s->schema)).ok())
+            return arrow_fail(err, shown, parquet, st);
+        if (!cols)
+            return ZT_OK;
+        // only the asked-for leaf columns are decoded (a missing one is named by
+        // the caller's schema check before this)
+        std::vector<int> leaves, groups;
+        auto pschema = s->pq->parquet_reader()->metadata()->schema();
+        for (const auto &c : *cols) {
+            int k = pschema->ColumnIndex(c);
+            if (k >= 0)
+                leaves.push_back(k);
+        }
+        for (int g = 0; g < s->pq->num_row_groups(); g++)
+            groups.push_back(g);
+        auto b = s->pq->GetRecordBatchReader(groups, leaves);
+        if (!b.ok())
+            return arrow_fail(err, shown, parquet, b.status());
+        s->batches = std::move(*b);
+        return ZT_OK;
+    }
+    auto f = arrow::io::MemoryMappedFile::Open(path, arrow::io::FileMode::READ);
+    if (!f.ok())
+        return arrow_fail(err, shown, parquet, f.status());
+    s->file = *f;
+    if (is_ipc_file_format(s->file)) {
+        auto r = arrow::ipc::RecordBatchFileReader::Open(s->file);
+        if (!r.ok())
+            return arrow_fail(err, shown, parquet, r.status());
+        s->ipc_file = *r;
+        s->schema = s->ipc_file->schema();
+        return ZT_OK;
+    }
+    auto r = arrow::ipc::RecordBatchStreamReader::Open(s->file);
+    if (!r.ok())
+        return arrow_fail(err, shown, parquet, r.status());
+    s->batches = *r;
+    s->schema = s->batches->schema();
+    return ZT_OK;
+}
+
+bool holds_strings(const arrow::DataType &t)
+{
+    return t.id() == arrow::Type::STRING || t.id() == arrow::Type::LARGE_STRING;
+}
+
+// Each column of cols is in the schema, once, and holds strings.
+int check_columns(const Source &s, const char *shown, const std::vector<std::string> &cols, zt_err *err)
+{
+    for (const auto &c : cols) {
+        auto found = s.schema->GetAllFieldsByName(c);
+        if (found.empty()) {
+            std::string have;
+            for (const auto &f : s.schema->fields())
+                have += (have.empty() ? "" : ", ") + f->name();
+            return zt_fail(err, ZT_EINPUT, "%s: no column \"%s\" (its columns: %s)%s", shown, c.c_str(),
+                           have.c_str(), cols.size() == 1 ? "; choose the text column with --text_field" : "");
+        }
+        if (found.size() > 1)
+            return zt_fail(err, ZT_EINPUT, "%s: column \"%s\" appears %zu times", shown, c.c_str(), found.size());
+        if (!holds_strings(*found[0]->type()))
+            return zt_fail(err, ZT_EINPUT, "%s: column \"%s\" is %s, not strings (string or large_string)", shown,
+                           c.c_str(), found[0]->type()->ToString().c_str());
+    }
+    return ZT_OK;
+}
+
+// The string at row i of a string or large_string array.
+std::string_view value(const arrow::Array &a, int64_t i)
+{
+    if (a.type_id() == arrow::Type::LARGE_STRING)
+        return static_cast<const arrow::LargeStringArray &>(a).GetView(i);
+    return static_cast<const arrow::StringArray &>(a).GetView(i);
+}
+
+// Call fn for each row of one batch; row0: the rows of the file before it.
+int each_row(const arrow::RecordBatch &b, const char *shown, const std::vector<std::string> &cols, int64_t row0,
+             zt_arrow_row_fn fn, void *ctx, zt_err *err)
+{
+    std::vector<std::shared_ptr<arrow::Array>> arrays;
+    for (const auto &c : cols) {
+        auto a = b.GetColumnByName(c);
+        if (!a)
+            return zt_fail(err, ZT_EINPUT, "%s: a record batch has no column \"%s\"", shown, c.c_str());
+        if (!holds_strings(*a->type())) // a batch must match its schema; checked all the same
+            return zt_fail(err, ZT_EINPUT, "%s: column \"%s\" is %s, not strings", shown, c.c_str(),
+                           a->type()->ToString().c_str());
+        arrays.push_back(a);
+    }
+    std::vector<const char *> vals(cols.size());
+    std::vector<size_t> lens(cols.size());
+    for (int64_t i = 0; i < b.num_rows(); i++) {
+        for (size_t k = 0; k < cols.size(); k++) {
+            if (arrays[k]->IsNull(i))
+                return zt_fail(err, ZT_EINPUT, "%s: column \"%s\", row %lld is null (every row needs a string)",
+                               shown, cols[k].c_str(), (long long)(row0 + i));
+            std::string_view v = value(*arrays[k], i);
+            vals[k] = v.data();
+            lens[k] = v.size();
+        }
+        int rc = fn(ctx, vals.data(), lens.data(), err);
+        if (rc)
+            return rc;
+    }
+    return ZT_OK;
+}
+
+int read_all(const char *path, const char *shown, int parquet, const std::vector<std::string> &cols,
+             zt_arrow_row_fn fn, void *ctx, zt_err *err)
+{
+    Source s;
+    int rc = open_source(path, shown, parquet, &cols, &s, err);
+    if (!rc)
+        rc = check_columns(s, shown, cols, err);
+    int64_t rows = 0;
+    if (!rc && s.ipc_file) {
+        for (int k = 0; !rc && k < s.ipc_file->num_record_batches(); k++) {
+            auto b = s.ipc_file->ReadRecordBatch(k);
+            if (!b.ok())
+                return arrow_fail(err, shown, parquet, b.status());
+            rc = each_row(**b, shown, cols, rows, fn, ctx, err);
+            rows += (*b)->num_rows();
+        }
+        return rc;
+    }
+    while (!rc) {
+        std::shared_ptr<arrow::RecordBatch> b;
+        arrow::Status st = s.batches->ReadNext(&b);
+        if (!st.ok())
+            return arrow_fail(err, shown, parquet, st);
+        if (!b)
+            break;
+        rc = each_row(*b, shown, cols, rows, fn, ctx, err);
+        rows += b->num_rows();
+    }
+    return rc;
+}
+
+std::vector<std::string> names(const char *const *cols, int n)
+{
+    std::vector<std::string> v;
+    for (int i = 0; i < n; i++)
+        v.emplace_back(cols[i]);
+    return v;
+}
+
+} // namespace
+
+// Arrow reports through Status; parquet's lower layers may still throw
+// (ParquetException), and the standard library throws bad_alloc: every
+// exception becomes an error value here, at the border with C.
+extern "C" int zt_arrow_read(const char *path, const char *shown, int parquet, const char *const *cols, int n,
+                             zt_arrow_row_fn fn, void *ctx, zt_err *err)
+{
+    try {
+        return read_all(path, shown, parquet, names(cols, n), fn, ctx, err);
+    } catch (const std::bad_alloc &) {
+        return zt_fail(err, ZT_EFAIL, "%s: out of memory while reading it", shown);
+    } catch (const std::exception &e) {
+        return zt_fail(err, ZT_EINPUT, "%s: not a readable %s file: %s", shown, parquet ? "Parquet" : "Arrow IPC",
+                       e.what());
+    }
+}
+
+extern "C" int zt_arrow_has_columns(const char *path, const char *shown, int parquet, const char *const *cols, int n,
+                                    int *yes, zt_err *err)
+{
+    *yes = 0;
+    try {
+        Source s;
+        int rc = open_source(path, shown, parquet, nullptr, &s, err);
+        if (rc)
+            return rc;
+        *yes = 1;
+        for (int i = 0; i < n; i++)
+            if (s.schema->GetFieldIndex(cols[i]) < 0)
+                *yes = 0;
+        return ZT_OK;
+    } catch (const std::bad_alloc &) {
+        return zt_fail(err, ZT_EFAIL, "%s: out of memory while reading it", shown);
+    } catch (const std::exception &e) {
+        return zt_fail(err, ZT_EINPUT, "%s: not a readable %s file: %s", shown, parquet ? "Parquet" : "Arrow IPC",
+                       e.what());
+    }
+}

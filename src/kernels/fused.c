@@ -1,0 +1,101 @@
+/* fused.c — the fused entries on the host, composed of the CPU kernels (fused.h). */
+#include "fused.h"
+
+#include <string.h>
+
+#include "../core/mem.h"
+#include "backend.h"
+#include "kernels.h"
+#include "matmul.h"
+#include "reductions.h"
+
+void zt_rmsnorm_residual_forward(float *x, const void *delta, zt_dtype delta_dt, void *y, zt_dtype y_dt, float *rstd,
+                                 const float *w, int N, int C, float eps)
+{
+    zt_accumulate(x, ZT_F32, delta, delta_dt, (size_t)N * (size_t)C);
+    zt_rmsnorm_forward(y, y_dt, rstd, x, w, N, C, eps);
+}
+
+int zt_matmul_out(void *D, zt_dtype d_dt, const void *residual, const void *A, zt_dtype a_dt, const void *B,
+                  zt_dtype b_dt, int M, int N, int K, int trans_a, int trans_b, zt_dtype compute, zt_err *err)
+{
+    if (d_dt != ZT_F32 && !(d_dt == ZT_BF16 && compute == ZT_BF16))
+        return zt_fail(err, ZT_EINPUT, "matmul M=%d N=%d K=%d: a %s result needs %s compute (got %s)", M, N, K,
+                       zt_dtype_name(d_dt), zt_dtype_name(d_dt), zt_dtype_name(compute));
+    const float beta = residual ? 1.0f : 0.0f;
+    zt_mm_work work;
+    int rc = zt_matmul_check_args(D, A, a_dt, B, b_dt, M, N, K, beta, compute, &work, err);
+    if (rc || work == ZT_MM_NOTHING)
+        return rc;
+    const size_t n = (size_t)M * (size_t)N;
+    if (d_dt == ZT_F32) { /* D = residual, then D += A B in place */
+        if (residual && residual != D)
+            memcpy(D, residual, n * sizeof(float));
+        return zt_matmul(D, A, a_dt, B, b_dt, M, N, K, trans_a, trans_b, beta, compute, err);
+    }
+    /* bf16: acc = residual + A B in fp32, rounded once */
+    float *acc = zt_alloc(ZT_MEM_ACTIV, n * sizeof(float));
+    if (!acc)
+        return zt_fail(err, ZT_EFAIL, "out of memory for a %d x %d product", M, N);
+    if (residual)
+        zt_convert(acc, ZT_F32, residual, ZT_BF16, n);
+    rc = zt_matmul(acc, A, a_dt, B, b_dt, M, N, K, trans_a, trans_b, beta, compute, err);
+    if (rc == ZT_OK)
+        zt_convert(D, ZT_BF16, acc, ZT_F32, n);
+    zt_free(ZT_MEM_ACTIV, acc, n * sizeof(float));
+    return rc;
+}
+
+int zt_lmhead_xent_check_args(const int *targets, int N, int C, int V, int chunk_rows, zt_err *err)
+{
+    if (N < 0 || C <= 0 || V <= 0 || chunk_rows <= 0)
+        return zt_fail(err, ZT_EINPUT, "fused cross-entropy: bad shape N=%d C=%d V=%d rows per chunk %d", N, C, V,
+                       chunk_rows);
+    for (int n = 0; n < N; n++) /* out of range would read outside the row */
+        if ((targets[n] < 0 || targets[n] >= V) && targets[n] != ZT_IGNORE_INDEX)
+            return zt_fail(err, ZT_EINPUT, "fused cross-entropy: target %d of row %d outside the vocabulary [0, %d)",
+                           targets[n], n, V);
+    return ZT_OK;
+}
+
+int zt_lmhead_xent(double *loss_sum, float *dx, float *dw, const void *x, zt_dtype x_dt, const void *w, zt_dtype w_dt,
+                   const int *targets, int N, int C, int V, float grad_scale, zt_dtype compute, int chunk_rows,
+                   zt_err *err)
+{
+    int rc = zt_lmhead_xent_check_args(targets, N, C, V, chunk_rows, err);
+    if (rc || N == 0)
+        return rc;
+    const int R = chunk_rows < N ? chunk_rows : N;
+    const int grad = dx != NULL || dw != NULL;
+    /* the model's rule: bf16 gradients for bf16 compute (its operand dtype) */
+    const int bf16_grad = grad && compute == ZT_BF16;
+    const zt_dtype g_dt = bf16_grad ? ZT_BF16 : ZT_F32;
+    const size_t logit_bytes = (size_t)R * V * sizeof(float), d16_bytes = bf16_grad ? (size_t)R * V * 2 : 0;
+    float *logits = zt_alloc(ZT_MEM_ACTIV, logit_bytes);
+    uint16_t *d16 = d16_bytes ? zt_alloc(ZT_MEM_ACTIV, d16_bytes) : NULL;
+    if (!logits || (d16_bytes && !d16)) {
+        rc = zt_fail(err, ZT_EFAIL, "out of memory for %d rows of logits (V=%d)", R, V);
+        goto done;
+    }
+    const size_t xs = zt_dtype_size(x_dt);
+    double total = 0.0;
+    for (int n0 = 0; n0 < N; n0 += R) {
+        const int r = N - n0 < R ? N - n0 : R;
+        const void *xc = (const char *)x + (size_t)n0 * C * xs;
+        if ((rc = zt_matmul(logits, xc, x_dt, w, w_dt, r, V, C, 0, 1, 0.0f, compute, err)))
+            goto done;
+        total += zt_xent_forward_backward(grad ? logits : NULL, d16, logits, targets + n0, r, V, grad_scale);
+        const void *g = bf16_grad ? (const void *)d16 : (const void *)logits;
+        if (dx && (rc = zt_matmul(dx + (size_t)n0 * C, g, g_dt, w, w_dt, r, C, V, 0, 0, 0.0f, compute, err)))
+            goto done;
+        if (dw && (rc = zt_matmul(dw, g, g_dt, xc, x_dt, V, C, r, 1, 0, 1.0f, compute, err)))
+            goto done;
+    }
+    if (loss_sum)
+        *loss_sum += total;
+done:
+    zt_free(ZT_MEM_ACTIV, logits, logit_bytes);
+    if (d16)
+        zt_free(ZT_MEM_ACTIV, d16, d16_bytes);
+    return rc;
+}
