@@ -63,14 +63,14 @@ static int head_transposed_by_default(const zt_llama_config *c)
  * att16 in bf16 when operands are bf16.  With bf16 activations (m->act16) qkv, att
  * and gu are not held: qkv16 and gu16 (bf16) take the place of qkv and gu, att16
  * alone holds the attention output: 2 N (Dqkv + Dq + 2F) bytes a layer instead of
- * 4 N (Dqkv + Dq + 2F) + 2 N Dq.  The gate|up product writes bf16 (matmul_out); the qkv
- * product lands in fp32 (m->land) for its bias and RoPE: in the backward's dqkv, free
- * while a layer runs forward (the backward writes it before it reads it, also after a
- * checkpointed layer's recomputation), so the landing costs nothing.  With checkpointing only layer 0 has
- * intermediates, which every layer shares (refilled by recomputation in backward).
- * Then the final norm, the logits (reused in place for dlogits), the backward
- * scratch, the rope tables, a norm weight's fp32 copy, lm_head's transposed
- * result when the vocabulary is wide, and the attention's scratch.  In fast mode
+ * 4 N (Dqkv + Dq + 2F) + 2 N Dq.  The gate|up product writes bf16 (matmul_out); the
+ * qkv product lands in fp32 (m->land) for its bias and RoPE: in the backward's dqkv,
+ * free while a layer runs forward (the backward writes it before it reads it, also
+ * after a checkpointed layer's recomputation), so the landing costs nothing.  With
+ * checkpointing only layer 0 has intermediates, which every layer shares (refilled by
+ * recomputation in backward).  Then the final norm, the logits (reused in place for
+ * dlogits), the backward scratch, the rope tables, a norm weight's fp32 copy, lm_head's
+ * transposed result when the vocabulary is wide, and the attention's scratch.  In fast mode
  * (fused_head) the logits, their bf16 gradient and lm_head's transposed result are
  * not there (lmhead_xent holds one chunk of rows: the CUDA tables in their scratch,
  * the host per call), and a device double for the loss is. */

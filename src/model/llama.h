@@ -9,7 +9,6 @@
 #define ZT_LLAMA_H
 
 #include "../core/status.h"
-#include "../kernels/backend.h"
 #include "../kernels/rope_freq.h"
 #include "config.h"
 #include "layout.h"
@@ -45,8 +44,8 @@ typedef struct zt_model {
     int checkpointing;       /* keep only layer inputs; recompute a layer in backward */
     zt_dtype opd;            /* dtype of the buffers that only feed matrix products */
     /* bf16 activations: fast kernels with bf16 compute keep qkv, the attention output
-     * and gate | up in bf16, as autocast does (the residual stream, the norms' outputs'
-     * inputs and every gradient but the products' operands stay fp32); docs/gpu.md */
+     * and gate | up in bf16, as autocast does (the residual stream, RMSNorm's arithmetic
+     * and every gradient but the products' operands stay fp32); docs/gpu.md */
     int act16;
     float *land;             /* with act16: the qkv product's fp32 result before RoPE and its
                               * rounding (dqkv's buffer, free during a forward: llama.c) */
