@@ -8,10 +8,15 @@
 #      and pageable, each way), on a GPU;
 #   3. the 1B model trained 10 steps at T 2048, bf16, one rank, DeepSpeed ZeRO-2 and
 #      ZeRO-3, with and without offload: tokens/s, device and host bytes, and the
-#      loss of each step, which offload must not change, on a GPU.
+#      loss of each step, which offload must not change, on a GPU;
+#   4. with --emu, on any machine: bench/configs/a (25M parameters) on the emulated
+#      device, T 64, B 1, one rank, ZeRO-2 and ZeRO-3, without offload, with it, and
+#      with the delayed update: the median step time.  The emulated device runs its
+#      kernels on the host's cores, so this is the cost of offload's own work (the
+#      copies, the compute-dtype shards, the thread), not of a PCIe link.
 # Prints a table and writes it to $OUT/offload_bench.txt.
 #
-#   bench/offload.sh [--estimate-only] [--limit_gib G] [--host_gib G] [--ztrain BIN] [--steps N]
+#   bench/offload.sh [--estimate-only] [--emu] [--limit_gib G] [--host_gib G] [--ztrain BIN] [--steps N]
 # ZTRAIN/--ztrain: the binary (default build-cuda/ztrain, else build/ztrain); NVCC: the
 # compiler for the bandwidth probe (default: nvcc on PATH, else /usr/local/cuda/bin/nvcc);
 # --limit_gib: the device memory to fit (default: the GPU's total per nvidia-smi, else 139);
@@ -20,16 +25,17 @@
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-estimate_only=0 limit_gib="" host_gib="" steps=10
+estimate_only=0 emu=0 limit_gib="" host_gib="" steps=10
 Z=${ZTRAIN:-}
 while [ $# -gt 0 ]; do
     case $1 in
     --estimate-only) estimate_only=1 ;;
+    --emu) emu=1 ;;
     --limit_gib) limit_gib=$2; shift ;;
     --host_gib) host_gib=$2; shift ;;
     --ztrain) Z=$2; shift ;;
     --steps) steps=$2; shift ;;
-    *) echo "bench/offload.sh: unknown argument '$1' (expected --estimate-only, --limit_gib G, --host_gib G, --ztrain BIN, --steps N)" >&2
+    *) echo "bench/offload.sh: unknown argument '$1' (expected --estimate-only, --emu, --limit_gib G, --host_gib G, --ztrain BIN, --steps N)" >&2
        exit 2 ;;
     esac
     shift
@@ -145,6 +151,29 @@ EOF
     fi
 else
     row "bandwidth, 1B runs" "skipped: no GPU here (the estimates above need none)"
+fi
+
+if [ $emu -eq 1 ]; then
+    # ---- 4. offload's own cost, on the emulated device ---------------------------------------------
+    cat docs/*.md README.md > "$work/data.txt"
+    "$Z" init-model --model_config bench/configs/a/config.json --output_dir "$work/ma" --seed 1 >/dev/null 2>&1 ||
+        row "config a init-model" "FAILED"
+    for s in 2 3; do
+        for o in 0 1 dpu; do
+            name=emu.s$s.o$o
+            extra=()
+            [ "$o" = dpu ] && extra=(--offload_delayed_update)
+            timeout 600 "$Z" train --model "$work/ma" --data "$work/data.txt" --block_size 64 \
+                --per_device_train_batch_size 1 --max_steps "$steps" --use_deepspeed --device emu \
+                --deepspeed_config_file "$work/s$s.o$([ "$o" = 0 ] && echo 0 || echo 1).json" --learning_rate 3e-4 \
+                --progress false --log_jsonl "$OUT/offload_$name.jsonl" "${extra[@]}" >"$OUT/offload_$name.out" 2>&1 ||
+                { row "config a ZeRO-$s emu, offload $o" "FAILED: $(tail -2 "$OUT/offload_$name.out" | tr '\n' ' ')"; continue; }
+            t=$(python3 -c 'import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+print("%.3f" % statistics.median(r["step_time_s"] for r in rows[2:] or rows))' "$OUT/offload_$name.jsonl")
+            row "config a ZeRO-$s fp32 T 64 B 1 emu, offload $o" "step $t s (median past the first two)"
+        done
+    done
 fi
 
 {

@@ -309,6 +309,21 @@ static void test_offload_puts_the_state_in_host_memory(void)
             zt_engine_destroy(eng);
             for (int c = 0; c < ZT_MEM_NCAT; c++)
                 ZT_CHECK(zt_mem_host_current((zt_mem_cat)c) == 0);
+            /* the delayed update's second sets (gradient shards, compute-dtype shards):
+             * allocated as the estimate says, all host memory, all given back */
+            ov.offload_delayed_update = 1;
+            ZT_CHECK(zt_engine_create(&eng, &be, &lay, precs[k], stage, &ov, &comm, &err) == ZT_OK);
+            zt_engine_bytes bd = zt_engine_state_bytes(eng), estd = zt_engine_estimate(&lay, precs[k], stage, 1, &ov);
+            size_t host = 0;
+            for (int c = 0; c < ZT_MEM_NCAT; c++)
+                host += zt_mem_host_current((zt_mem_cat)c);
+            ZT_CHECK_MSG(estd.host == bd.host && estd.comm == bd.comm && estd.grads == bd.grads && bd.host == host &&
+                         bd.host > b.host, "stage %d, delayed update: estimate host %zu grads %zu, engine %zu %zu, "
+                         "counted %zu, without it %zu", stage, estd.host, estd.grads, bd.host, bd.grads, host, b.host);
+            zt_engine_destroy(eng);
+            for (int c = 0; c < ZT_MEM_NCAT; c++)
+                ZT_CHECK(zt_mem_host_current((zt_mem_cat)c) == 0);
+            ov.offload_delayed_update = 0;
             /* the CPU: a no-op, nothing counted as offloaded */
             ZT_CHECK(zt_engine_create(&eng, zt_backend_cpu(), &lay, precs[k], stage, &ov, &comm, &err) == ZT_OK);
             ZT_CHECK(eng && zt_engine_state_bytes(eng).host == 0 && zt_mem_host_current(ZT_MEM_PARAMS) == 0);

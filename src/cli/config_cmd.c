@@ -48,11 +48,18 @@ static int print_memory(FILE *f, const zt_llama_config *cfg, const zt_plan *p, i
             (double)(b.master + b.grads + b.optim + b.gathered + b.comm + act) / MiB,
             (double)(b.master + b.grads + b.optim) / MiB,
             (double)(one.master + one.grads + one.optim) / (double)lay.numel);
-    /* where those bytes live: the device's memory and, with offload, the host's */
+    /* where those bytes live: the device's memory and, with offload, the host's
+     * (master, m and v whole; of the gradients and comm buffers, the host's shards) */
+    char where[192] = "";
+    if (b.host)
+        snprintf(where, sizeof where, ": master %.2f, m and v %.2f, gradient and compute-dtype shards %.2f MiB, "
+                 "in pinned host memory", (double)b.master / MiB, (double)b.optim / MiB,
+                 (double)(b.host - b.master - b.optim) / MiB);
+    else if (p->offload_requested)
+        snprintf(where, sizeof where, ": offload asked, but on the CPU nothing moves");
     fprintf(f, "  device           %10.2f MiB (memory_bytes)\n  host (offload)   %10.2f MiB (host_memory_bytes)%s\n",
             (double)(b.master + b.grads + b.optim + b.gathered + b.comm - b.host + act) / MiB, (double)b.host / MiB,
-            b.host ? ": master, m, v and staging in pinned host memory"
-            : p->offload_requested ? ": offload asked, but on the CPU nothing moves" : "");
+            where);
     zt_layout_free(&lay);
     return ZT_OK;
 }

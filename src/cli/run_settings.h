@@ -39,6 +39,7 @@ int zt_flag_given(void *ctx, const char *name);
     {"master_compensation", ZT_FLAG_STR, &(S).compensation, "none | kahan: Kahan-compensated bf16 master (2 more bytes/param, keeps sub-ulp updates)", 1, 0, 0}, \
     {"reduce_dtype", ZT_FLAG_STR, &(S).reduce_dtype, "gradient reduction dtype: fp32 | bf16 | fp16, or float32, ... (default: the compute dtype)", 1, 0, 0}, \
     {"device", ZT_FLAG_STR, &(S).device, "cpu (default) | cuda (make cuda): one GPU per rank, by its place on its machine", 1, 0, 0}, \
+    {"offload_delayed_update", ZT_FLAG_BOOL, &(S).offload_delayed_update, "with offload to cpu on a device: the host's AdamW of step k runs beside step k+1, which uses step k-1's parameters (DeepSpeed's delayed parameter update; default false)", 1, 0, 0}, \
     {"kernels", ZT_FLAG_STR, &(S).kernels, "exact (bit parity with the CPU; the CPU's only mode) | fast (the default on --device cuda: fast kernels, an asynchronous step)", 1, 0, 0}, \
     {"comm_backend", ZT_FLAG_STR, &(S).comm_backend, "--device cuda: auto (default: nccl when each rank has its own GPU) | nccl | mpi (staged through host memory)", 1, 0, 0}, \
     {"block_size", ZT_FLAG_INT, &(S).block_size, "tokens per sequence (default 128)", 1, 1 << 20, 0}, \

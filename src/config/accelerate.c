@@ -382,6 +382,8 @@ static const key top_keys[] = {
     {.name = "use_cpu", .kind = K_BOOL, FIELD(use_cpu)},        /* true: --device cpu */
     /* ztrain's own: the device's kernel mode (--kernels; docs/gpu.md, "Kernel modes") */
     {.name = "ztrain_kernels", .kind = K_ENUM, FIELD(ztrain_kernels), .allowed = kernel_modes},
+    /* ztrain's own: DeepSpeed's delayed parameter update with offload (docs/zero.md, Offload) */
+    {.name = "ztrain_offload_delayed_update", .kind = K_BOOL, FIELD(ztrain_offload_delayed_update)},
     {.name = "dynamo_config", .kind = K_ANY_MAP, IGNORED},
     /* older Accelerate versions' spellings (its process_config converts them):
      * fp16: true is mixed_precision: fp16; dynamo_backend is dynamo_config's */

@@ -52,6 +52,7 @@ typedef struct zt_accel_config {
     long fsdp_min_num_params;         /* >= 0, -1 absent */
     char fsdp_backward_prefetch[16];  /* BACKWARD_PRE | BACKWARD_POST | NO_PREFETCH */
     zt_setting use_cpu;               /* use_cpu: true pins the run to the CPU (--device cpu) */
+    zt_setting ztrain_offload_delayed_update; /* ztrain's own top-level key (--offload_delayed_update) */
     char ztrain_kernels[8];           /* exact | fast: ztrain's own top-level key (Accelerate has
                                        * none; --kernels), "" absent */
     zt_setting fsdp_forward_prefetch, fsdp_offload_params, fsdp_cpu_ram_efficient_loading,

@@ -52,6 +52,8 @@ static void apply_accelerate(zt_settings *s)
         s->device = "cpu";
     if (ac->ztrain_kernels[0] && !given(s, "kernels"))
         s->kernels = ac->ztrain_kernels;
+    if (ac->ztrain_offload_delayed_update != ZT_UNSET && !given(s, "offload_delayed_update"))
+        s->offload_delayed_update = ac->ztrain_offload_delayed_update == ZT_YES;
     if (fsdp && ac->fsdp_sharding_strategy >= 1 && !given(s, "fsdp_sharding_strategy"))
         s->strategy = strategy_names[ac->fsdp_sharding_strategy];
     if (fsdp && ac->fsdp_auto_wrap_policy[0] && !given(s, "fsdp_auto_wrap_policy"))
@@ -203,6 +205,7 @@ static int resolve_request(zt_settings *s, int world, int hidden_size, zt_dtype 
     req->device = s->device;
     req->comm_backend = s->comm_backend;
     req->kernels = s->kernels;
+    req->offload_delayed_update = s->offload_delayed_update;
     req->forward_prefetch = s->forward_prefetch < 0 ? ZT_UNSET : s->forward_prefetch ? ZT_YES : ZT_NO;
     req->limit_all_gathers = s->limit_all_gathers < 0 ? ZT_UNSET : s->limit_all_gathers ? ZT_YES : ZT_NO;
     if (s->have_ds) {

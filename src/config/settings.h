@@ -28,6 +28,7 @@ typedef struct zt_settings {
                                     * cuda, exact elsewhere */
     int forward_prefetch;          /* FSDP; -1: not said (off) */
     int limit_all_gathers;         /* FSDP; -1: not said (on) */
+    int offload_delayed_update;    /* --offload_delayed_update (the YAML's ztrain_offload_delayed_update) */
     long min_num_params;
     /* training */
     int block_size, batch, accum, shuffle, checkpointing;

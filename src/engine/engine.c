@@ -462,6 +462,7 @@ void zt_engine_set_param(zt_engine *eng, const zt_param *p, const void *src, zt_
         return;
     zt_unit_state *us = &eng->units[p->unit];
     size_t es = zt_dtype_size(eng->prec.master);
+    zt_offload_master_written(eng, p->unit);
     /* the master is written in place on the host; a device's slice is made on the
      * host first and copied over */
     void *dst = eng->sbe->host_visible ? (char *)us->master + slo * es : zt_alloc(ZT_MEM_OTHER, n * es);
@@ -541,7 +542,11 @@ static int full_values(zt_engine *eng, float **vals, int grads, zt_err *err)
     return ZT_OK;
 }
 
-int zt_engine_full_params(zt_engine *eng, float **vals, zt_err *err) { return full_values(eng, vals, 0, err); }
+int zt_engine_full_params(zt_engine *eng, float **vals, zt_err *err)
+{
+    zt_offload_flush(eng); /* the saved model holds every update applied */
+    return full_values(eng, vals, 0, err);
+}
 
 int zt_engine_full_grads(zt_engine *eng, float **vals, zt_err *err)
 {
@@ -589,19 +594,23 @@ static void gather_in_pieces(zt_engine *eng, int u, void *dst)
     us->gathered_dt = eng->prec.compute;
 }
 
+void zt_engine_refresh_unit(zt_engine *eng, int u)
+{
+    zt_unit_state *us = &eng->units[u];
+    if (!us->gathered_own)
+        return;
+    if (eng->gather_piece)
+        gather_in_pieces(eng, u, us->gathered);
+    else
+        gather_compute(eng, u, us->gathered);
+}
+
 void zt_engine_refresh_gathered(zt_engine *eng)
 {
     /* stages 0-2: every unit's own gathered copy; stage 3: the persistent units'
      * (the others are gathered on demand) */
-    for (int u = 0; u < eng->lay->nunits; u++) {
-        zt_unit_state *us = &eng->units[u];
-        if (!us->gathered_own)
-            continue;
-        if (eng->gather_piece)
-            gather_in_pieces(eng, u, us->gathered);
-        else
-            gather_compute(eng, u, us->gathered);
-    }
+    for (int u = 0; u < eng->lay->nunits; u++)
+        zt_engine_refresh_unit(eng, u);
 }
 
 /* Stage 3's pool of gathered buffers: a free slot for unit u, or -1. */
@@ -1164,6 +1173,7 @@ int zt_engine_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double
      * and are not summed again (contract §4). */
     if (eng->async) /* fast mode: the same step with its numbers kept on the device */
         return zt_async_step(eng, hp, lr, max_grad_norm, grad_unscale, grad_norm);
+    zt_offload_step_begin(eng); /* offloaded: the copies down joined, a delayed update landed */
     double sumsq = 0.0;
     int first_bad = -1; /* the lowest unit whose shard here holds an inf or NaN */
     for (int u = 0; u < lay->nunits; u++) {
@@ -1196,7 +1206,8 @@ int zt_engine_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double
     /* Unsharded (a group of one) with an fp32 master and a persistent compute copy:
      * AdamW writes the copy as it updates the master, so no second pass converts it. */
     int cast_in_step = eng->stage <= 2 && eng->group_size == 1 && md == ZT_F32 && !eng->offload;
-    zt_offload_step_begin(eng); /* offloaded: the shards copied down during the backward */
+    if (eng->offload) /* on the host's cores, unit by unit, the uploads beside them */
+        return zt_offload_step(eng, hp, lr, clip);
     for (int i = 0; i < lay->nparams; i++) {
         const zt_param *p = &lay->params[i];
         size_t slo, plo, n;
@@ -1207,10 +1218,8 @@ int zt_engine_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double
         zt_adamw_step st = {lr, p->decay ? hp->weight_decay : 0.0, hp->beta1, hp->beta2, hp->eps,
                             eng->optimizer_steps, clip};
         void *cast = cast_in_step && !us->gathered_alias ? (char *)us->gathered + slo * cs : NULL;
-        /* offloaded: on the host's cores, from the gradient shard copied down */
-        const void *g = eng->offload ? zt_offload_grad(eng, p->unit) : us->grad;
         eng->sbe->adamw_step((char *)us->master + b, (char *)us->m + b, (char *)us->v + b,
-                            (const char *)g + b, us->comp ? (char *)us->comp + b : NULL, md, n,
+                            (const char *)us->grad + b, us->comp ? (char *)us->comp + b : NULL, md, n,
                             &st, cast, eng->prec.compute, &audit);
     }
     if (eng->group_size > 1) { /* replicas of a group audit the same elements: sum the group only */
@@ -1222,6 +1231,43 @@ int zt_engine_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double
     if (!cast_in_step)
         zt_engine_refresh_gathered(eng);
     return 0;
+}
+
+void zt_engine_adamw_unit(zt_engine *eng, int u, const zt_adamw_hparams *hp, double lr, long t, float clip,
+                          const void *g, zt_adamw_audit *audits)
+{
+    const zt_layout *lay = eng->lay;
+    size_t es = zt_dtype_size(eng->prec.master);
+    zt_unit_state *us = &eng->units[u];
+    for (int i = 0; i < lay->nparams; i++) {
+        const zt_param *p = &lay->params[i];
+        size_t slo, plo, n;
+        if (p->unit != u || !zt_engine_owned_range(eng, p, &slo, &plo, &n))
+            continue;
+        size_t b = slo * es;
+        zt_adamw_step st = {lr, p->decay ? hp->weight_decay : 0.0, hp->beta1, hp->beta2, hp->eps, t, clip};
+        eng->sbe->adamw_step((char *)us->master + b, (char *)us->m + b, (char *)us->v + b, (const char *)g + b,
+                             us->comp ? (char *)us->comp + b : NULL, eng->prec.master, n, &st, NULL,
+                             eng->prec.compute, &audits[i]);
+    }
+}
+
+void zt_engine_sum_audits(zt_engine *eng, const zt_adamw_audit *audits)
+{
+    /* in the layout's order, one addition per parameter: the bits of the running
+     * sum zt_engine_step keeps without offload */
+    zt_adamw_audit audit = {0};
+    for (int i = 0; i < eng->lay->nparams; i++) {
+        audit.updated += audits[i].updated;
+        audit.lost += audits[i].lost;
+        audit.ratio_sum += audits[i].ratio_sum;
+    }
+    if (eng->group_size > 1) {
+        audit.updated = zt_comm_sum_double(eng->comm, audit.updated, ZT_SCOPE_SHARD);
+        audit.lost = zt_comm_sum_double(eng->comm, audit.lost, ZT_SCOPE_SHARD);
+        audit.ratio_sum = zt_comm_sum_double(eng->comm, audit.ratio_sum, ZT_SCOPE_SHARD);
+    }
+    eng->last_audit = audit;
 }
 
 void zt_engine_inject_nonfinite(zt_engine *eng)
@@ -1268,8 +1314,8 @@ zt_engine_bytes zt_engine_estimate(const zt_layout *lay, zt_precision prec, int 
              z.comm_shard_bytes + z.comm_slices_bytes + z.comm_gather_bytes;
     if (overlap && (overlap->offload_optimizer || overlap->offload_params) && stage >= 1) {
         size_t hg, hc;
-        zt_offload_staging_bytes(lay, prec, stage, G, &hg, &hc);
-        *(stage >= 2 ? &b.grads : &b.comm) += hg;
+        zt_offload_staging_bytes(lay, prec, stage, G, overlap->offload_delayed_update, &hg, &hc);
+        *(stage >= 2 || overlap->offload_delayed_update ? &b.grads : &b.comm) += hg;
         b.comm += hc;
         b.host = b.master + b.optim + hg + hc;
     }

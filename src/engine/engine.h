@@ -151,6 +151,8 @@ typedef struct zt_engine_stats {
     int gradients_open;       /* units holding a staging buffer (between grad_begin and grad_end) */
     long grads_copied_early;  /* offload, stages 2-3: gradient shards queued down to the host as
                                * their reductions completed in a backward (docs/zero.md, Offload) */
+    long uploads_async;       /* offload: parameter shards uploaded on the copy queue, the gather
+                               * ordered after them on the device (no host wait) */
 } zt_engine_stats;
 zt_engine_stats zt_engine_get_stats(const zt_engine *eng);
 /* Where unit stands in the pass (zt_unit_phase). */

@@ -111,13 +111,22 @@ struct zt_engine {
     int offload;                /* master, m, v, comp are host memory (page-locked) */
     const zt_backend *sbe;      /* the table of those buffers: the CPU's when offloaded, else be */
     void *host_grad;            /* a unit's gradient shard (master dtype), copied down for the step */
-    void *host_cast;            /* a shard in the compute dtype on its way up to the device */
+    void **host_casts;          /* per unit: its shard in the compute dtype, what every upload reads */
+    int *cast_fresh;            /* per unit: host_casts[u] is the master as it stands for the device */
+    int casts_alias;            /* host_casts[u] is the master shard itself (compute dtype = master's) */
     size_t host_grad_bytes, host_cast_bytes;
     int host_grad_unit;         /* the unit whose shard host_grad holds this step, -1 none */
     void **host_grads;          /* stages 2-3: per unit, its gradient shard copied down as its
                                  * reduction completes in the last backward (NULL otherwise) */
     int *host_grads_ready;      /* per unit: host_grads holds this step's shard (after copy_wait) */
+    int *reduce_order;          /* the units whose shards came down in this backward, in that order */
+    int nreduce_order;
+    /* the delayed update (offload.c): its thread's second sets, NULL without */
+    struct zt_dpu *dpu;
+    void **host_casts_next, **host_grads_next;
+    int *cast_fresh_next;
     long grads_copied_early;    /* shards copied down during a backward, since create */
+    long uploads_async;         /* shards uploaded on the copy queue (to_device_async), since create */
     struct zt_async *async;     /* fast mode's asynchronous step (async_step.h); NULL in exact mode */
     /* zt_engine_step_queue's step until zt_engine_step_finish reads it (1 while one is
      * queued); exact mode's outcome waits here, fast mode's on the device */
@@ -150,12 +159,15 @@ void zt_offload_state_free(const zt_engine *eng, zt_mem_cat cat, void *p, size_t
 int zt_offload_init(zt_engine *eng, zt_err *err);
 void zt_offload_free(zt_engine *eng);
 /* Bytes of that staging for a plan, all host: the gradient shards (every unit's at
- * stages 2-3, counted as gradients; one at stage 1, a communication buffer) and the
- * compute-dtype shard (a communication buffer). */
-void zt_offload_staging_bytes(const zt_layout *lay, zt_precision prec, int stage, int group_size, size_t *grads,
-                              size_t *cast);
+ * stages 2-3 or with the delayed update, counted as gradients; one at stage 1, a
+ * communication buffer) and every unit's compute-dtype shard (a communication
+ * buffer); the delayed update doubles the per-unit sets. */
+void zt_offload_staging_bytes(const zt_layout *lay, zt_precision prec, int stage, int group_size, int delayed,
+                              size_t *grads, size_t *cast);
 /* Elements [k, k+n) of unit u's master shard in the compute dtype into dst, a
- * device buffer: converted where the master lives, uploaded when that is the host. */
+ * device buffer: converted where the master lives; offloaded, the host's
+ * compute-dtype shard uploaded on the copy queue, with the kernels queued after it
+ * (the gather) ordered after the upload on the device, not by a host wait. */
 void zt_offload_shard_to_compute(zt_engine *eng, int u, void *dst, size_t k, size_t n);
 /* Unit u's master shard gathered over the group into full (P elements, master
  * dtype, a device buffer), from the host. */
@@ -168,8 +180,32 @@ const void *zt_offload_grad(zt_engine *eng, int u);
  * backward that ends the accumulation (sync_backward), stages 2-3, once nothing
  * for u is in flight, queue the copy of its final shard down (to_host_async). */
 void zt_offload_grad_done(zt_engine *eng, int u);
-/* The step begins: join the copies queued during the backward. */
+/* The step begins: a delayed update of the last step is joined and its parameters
+ * uploaded, the copies queued during the backward are joined. */
 void zt_offload_step_begin(zt_engine *eng);
+/* The offloaded AdamW of a step that is not skipped (t = eng->optimizer_steps):
+ * unit by unit on the host, each unit's upload and gather queued as it is done; or,
+ * with the delayed update, handed to the host thread.  0. */
+int zt_offload_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, float clip);
+/* The delayed update in flight, if any, is finished on the host (master, m, v,
+ * and the audit); the device keeps its parameters until the next step. */
+void zt_offload_flush(zt_engine *eng);
+/* A delayed update is running on the host thread. */
+int zt_offload_update_pending(const zt_engine *eng);
+/* Unit u's master was written outside the step (loading, a checkpoint): its
+ * compute-dtype host copy is made again before its next upload. */
+void zt_offload_master_written(zt_engine *eng, int u);
+
+/* ---- engine.c, for offload.c ---- */
+/* AdamW over the part of unit u's parameters this rank owns, on eng->sbe, with the
+ * gradient shard g; parameter i's audit added into audits[i]. */
+void zt_engine_adamw_unit(zt_engine *eng, int u, const zt_adamw_hparams *hp, double lr, long t, float clip,
+                          const void *g, zt_adamw_audit *audits);
+/* last_audit from per-parameter audits, summed in the layout's order and over the group. */
+void zt_engine_sum_audits(zt_engine *eng, const zt_adamw_audit *audits);
+/* Unit u's own gathered copy made again from its master (stages 0-2, stage 3's
+ * persistent units; nothing for the others). */
+void zt_engine_refresh_unit(zt_engine *eng, int u);
 /* The gradients were cleared: no copy holds this step's shard. */
 void zt_offload_zero_grads(zt_engine *eng);
 

@@ -3,6 +3,7 @@
  * Everything here goes through the copies of the table that holds the state
  * (eng->sbe: the device's, or the CPU's when the state is offloaded), never
  * through a pointer into a buffer, unless that table's buffers are host memory. */
+#include <assert.h>
 #include <stdio.h>
 
 #include "../core/mem.h"
@@ -27,7 +28,8 @@ zt_engine_stats zt_engine_get_stats(const zt_engine *eng)
 {
     zt_engine_stats s = {.prefetch_used = eng->prefetch_used, .prefetch_dropped = eng->prefetch_dropped,
                          .reduce_overlapped = eng->reduce_overlapped, .pieces_overlapped = eng->pieces_overlapped,
-                         .prefetch_unit = eng->gather_unit, .grads_copied_early = eng->grads_copied_early};
+                         .prefetch_unit = eng->gather_unit, .grads_copied_early = eng->grads_copied_early,
+                         .uploads_async = eng->uploads_async};
     for (int i = 0; i < ZT_GATHER_POOL; i++)
         s.pool_held += eng->pool_used[i] != 0;
     for (int u = 0; u < eng->lay->nunits; u++) {
@@ -84,6 +86,7 @@ zt_state_tensor zt_engine_state_tensor(const zt_engine *eng, int i)
 
 void zt_engine_state_read(const zt_engine *eng, int i, void *host)
 {
+    assert(!zt_offload_update_pending(eng) && "a delayed update must be flushed before the state is read");
     zt_dtype dt;
     const void *b = state_buffer(eng, i, &dt);
     eng->sbe->to_host(host, b, eng->units[i / roles(eng)].shard_numel * zt_dtype_size(dt));
@@ -93,6 +96,7 @@ void zt_engine_state_write(zt_engine *eng, int i, const void *host)
 {
     zt_dtype dt;
     void *b = state_buffer(eng, i, &dt);
+    zt_offload_master_written(eng, i / roles(eng)); /* flushes a delayed update first */
     eng->sbe->to_device(b, host, eng->units[i / roles(eng)].shard_numel * zt_dtype_size(dt));
 }
 
@@ -100,6 +104,8 @@ void zt_engine_state_write(zt_engine *eng, int i, const void *host)
  * of the whole state for a save.  Any other lends a copy (ZT_MEM_OTHER). */
 void *zt_engine_state_map(zt_engine *eng, int i, int fill, zt_err *err)
 {
+    /* a checkpoint holds every update applied: a delayed one is finished first */
+    zt_offload_flush(eng);
     zt_dtype dt;
     void *b = state_buffer(eng, i, &dt);
     if (eng->sbe->host_visible) /* the CPU's buffers, or a device's state offloaded to the host */
@@ -119,6 +125,8 @@ void *zt_engine_state_map(zt_engine *eng, int i, int fill, zt_err *err)
 void zt_engine_state_unmap(zt_engine *eng, int i, void *view, int send)
 {
     zt_dtype dt;
+    if (view && send) /* written in place, or about to be */
+        zt_offload_master_written(eng, i / roles(eng));
     if (!view || view == state_buffer(eng, i, &dt))
         return;
     if (send)

@@ -12,7 +12,37 @@
  *         at stage 1 at the step;
  *   up    the parameter shard, P/G compute-dtype elements per gather: once per
  *         step at stages 1-2, at every gather at stage 3 (the shard lives on the
- *         host between its uses). */
+ *         host between its uses).
+ *
+ * Overlap.  Each unit keeps its shard in the compute dtype in pinned host memory
+ * (host_casts, 2 bytes/parameter/G in bf16, as DeepSpeed keeps the fp16 copy of its
+ * offloaded parameters; the master shard itself when it is in the compute dtype),
+ * written by the host right after that unit's AdamW.  Every
+ * upload reads it with to_device_async on the copy queue and the gather that reads
+ * the slot comes after a copy_join, an event the device waits for: the host never
+ * waits for an upload.  The step runs unit by unit in the order the gradient shards
+ * came down (the backward's), and at stages 1-2 each unit's upload and all-gather
+ * are queued as soon as its AdamW is done, so the device gathers unit u while the
+ * host updates the next one.  At stage 3 the shard stays on the host and each
+ * gather (prefetched or not) queues its upload the same way.  A host cast is only
+ * rewritten at the next step, after copy_wait has joined every upload that read it.
+ *
+ * Delayed parameter update (DeepSpeed's DPU, --offload_delayed_update).  Step k
+ * copies its gradient shards down as above, then hands AdamW to a host thread
+ * (dpu_main) and returns: the device computes step k+1's forward and backward
+ * while the host updates.  Step k+1 joins the thread and only then uploads the
+ * parameters of update k, so with θ_j the master after j updates,
+ *     step 1 and step 2 compute with θ_0, step s >= 3 with θ_{s-2},
+ *     update s applies the gradient of step s, taken at θ_{s-2}, to θ_{s-1}.
+ * The thread writes the master, m, v and a second set of host casts
+ * (host_casts_next), and reads a second set of gradient shards, so the device's
+ * reads (the current host casts) and writes (the gradient copies of the next
+ * backward) never meet it.  zt_offload_flush joins it without uploading, so a
+ * checkpoint (or the saved model) holds every update applied while the run's own
+ * numbers do not change. */
+#include <omp.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../core/mem.h"
@@ -68,41 +98,105 @@ static size_t max_shard(const zt_layout *lay, int group_size)
  * partition); stage 1 reduces at the step and stages one shard at a time. */
 static int early_copies(int stage) { return stage >= 2; }
 
-void zt_offload_staging_bytes(const zt_layout *lay, zt_precision prec, int stage, int group_size, size_t *grads,
-                              size_t *cast)
+/* A gradient shard per unit: copied down in the backward (stages 2-3), or kept for
+ * the delayed update's thread (any stage). */
+static int per_unit_grads(int stage, int delayed) { return early_copies(stage) || delayed; }
+
+static size_t all_shards(const zt_layout *lay, int group_size)
 {
-    size_t S = max_shard(lay, group_size), g = S;
-    if (early_copies(stage)) {
-        g = 0;
-        for (int u = 0; u < lay->nunits; u++)
-            g += lay->units[u].padded_numel / (size_t)group_size;
-    }
-    *grads = g * zt_dtype_size(prec.master);
-    *cast = S * zt_dtype_size(prec.compute);
+    size_t n = 0;
+    for (int u = 0; u < lay->nunits; u++)
+        n += lay->units[u].padded_numel / (size_t)group_size;
+    return n;
 }
+
+/* The compute-dtype shards are the master shards themselves when the dtypes agree
+ * (fp32 training): nothing to convert, and nothing writes the master while its
+ * upload may run, since the step begins with a copy_wait.  The delayed update's
+ * thread writes the master beside the device's uploads: it needs its own copies. */
+static int casts_alias_master(zt_precision prec, int delayed) { return prec.compute == prec.master && !delayed; }
+
+void zt_offload_staging_bytes(const zt_layout *lay, zt_precision prec, int stage, int group_size, int delayed,
+                              size_t *grads, size_t *cast)
+{
+    size_t g = per_unit_grads(stage, delayed) ? all_shards(lay, group_size) : max_shard(lay, group_size);
+    int sets = delayed ? 2 : 1; /* the delayed update's thread works on a second set */
+    *grads = g * zt_dtype_size(prec.master) * (per_unit_grads(stage, delayed) ? (size_t)sets : 1);
+    *cast = casts_alias_master(prec, delayed) ? 0
+                                              : all_shards(lay, group_size) * zt_dtype_size(prec.compute) * (size_t)sets;
+}
+
+/* The delayed update's thread and what it was handed (offload.c's own). */
+typedef struct zt_dpu {
+    pthread_t thread;
+    int running;    /* started, not joined */
+    int unapplied;  /* joined, its parameters not yet uploaded (the next step does it) */
+    zt_engine *eng;
+    zt_adamw_hparams hp;
+    double lr;
+    long t;
+    float clip;
+    void **grads;             /* the gradient shards it reads (the set not being copied into) */
+    int *order;               /* the units in step_order's order, fixed at the start */
+    int threads;              /* the caller's OpenMP team size (a new thread starts with the default) */
+    zt_adamw_audit *audits;   /* per parameter, summed by the main thread once joined */
+} zt_dpu;
+
+static void *host_set_alloc(zt_engine *eng, zt_mem_cat cat, void **set, size_t es, size_t *bytes)
+{
+    for (int u = 0; u < eng->lay->nunits; u++) {
+        size_t b = eng->units[u].shard_numel * es;
+        if (!(set[u] = zt_offload_state_alloc(eng, cat, b)))
+            return NULL;
+        *bytes += b;
+    }
+    return set;
+}
+
+static void host_set_free(zt_engine *eng, zt_mem_cat cat, void **set, size_t es)
+{
+    for (int u = 0; set && u < eng->lay->nunits; u++)
+        zt_offload_state_free(eng, cat, set[u], eng->units[u].shard_numel * es);
+}
+
+static void **table(size_t n) { return zt_alloc(ZT_MEM_OTHER, n * sizeof(void *)); }
 
 int zt_offload_init(zt_engine *eng, zt_err *err)
 {
     eng->host_grad_unit = -1;
     if (!eng->offload)
         return ZT_OK;
-    size_t S = max_shard(eng->lay, eng->group_size);
-    eng->host_cast_bytes = S * zt_dtype_size(eng->prec.compute);
-    eng->host_cast = zt_offload_state_alloc(eng, ZT_MEM_COMM, eng->host_cast_bytes);
-    int ok = eng->host_cast != NULL;
-    if (early_copies(eng->stage)) {
-        int n = eng->lay->nunits;
-        eng->host_grads = zt_alloc(ZT_MEM_OTHER, (size_t)n * sizeof *eng->host_grads);
+    int n = eng->lay->nunits, delayed = eng->overlap.offload_delayed_update;
+    size_t gs = zt_dtype_size(eng->prec.master), cs = zt_dtype_size(eng->prec.compute);
+    eng->host_casts = table(n);
+    eng->cast_fresh = zt_alloc(ZT_MEM_OTHER, (size_t)n * sizeof *eng->cast_fresh);
+    eng->reduce_order = zt_alloc(ZT_MEM_OTHER, (size_t)n * sizeof *eng->reduce_order);
+    eng->casts_alias = casts_alias_master(eng->prec, delayed);
+    int ok = eng->host_casts && eng->cast_fresh && eng->reduce_order;
+    for (int u = 0; ok && eng->casts_alias && u < n; u++) {
+        eng->host_casts[u] = eng->units[u].master;
+        eng->cast_fresh[u] = 1;
+    }
+    ok = ok && (eng->casts_alias || host_set_alloc(eng, ZT_MEM_COMM, eng->host_casts, cs, &eng->host_cast_bytes));
+    if (ok && per_unit_grads(eng->stage, delayed)) {
+        eng->host_grads = table(n);
         eng->host_grads_ready = zt_alloc(ZT_MEM_OTHER, (size_t)n * sizeof *eng->host_grads_ready);
-        ok = ok && eng->host_grads && eng->host_grads_ready;
-        for (int u = 0; ok && u < n; u++) {
-            size_t b = eng->units[u].shard_numel * zt_dtype_size(eng->units[u].grad_dt);
-            ok = (eng->host_grads[u] = zt_offload_state_alloc(eng, ZT_MEM_GRADS, b)) != NULL;
-            eng->host_grad_bytes += b;
-        }
-    } else {
-        eng->host_grad_bytes = S * zt_dtype_size(eng->prec.master);
-        ok = ok && (eng->host_grad = zt_offload_state_alloc(eng, ZT_MEM_COMM, eng->host_grad_bytes));
+        ok = eng->host_grads && eng->host_grads_ready &&
+             host_set_alloc(eng, ZT_MEM_GRADS, eng->host_grads, gs, &eng->host_grad_bytes);
+    } else if (ok) {
+        eng->host_grad_bytes = max_shard(eng->lay, eng->group_size) * gs;
+        ok = (eng->host_grad = zt_offload_state_alloc(eng, ZT_MEM_COMM, eng->host_grad_bytes)) != NULL;
+    }
+    if (ok && delayed) {
+        ok = (eng->dpu = zt_alloc(ZT_MEM_OTHER, sizeof *eng->dpu)) && (eng->host_casts_next = table(n)) &&
+             (eng->cast_fresh_next = zt_alloc(ZT_MEM_OTHER, (size_t)n * sizeof *eng->cast_fresh_next)) &&
+             (eng->host_grads_next = table(n)) &&
+             (eng->dpu->audits = zt_alloc(ZT_MEM_OTHER, (size_t)eng->lay->nparams * sizeof *eng->dpu->audits)) &&
+             (eng->dpu->order = zt_alloc(ZT_MEM_OTHER, (size_t)n * sizeof *eng->dpu->order)) &&
+             host_set_alloc(eng, ZT_MEM_COMM, eng->host_casts_next, cs, &eng->host_cast_bytes) &&
+             host_set_alloc(eng, ZT_MEM_GRADS, eng->host_grads_next, gs, &eng->host_grad_bytes);
+        if (eng->dpu)
+            eng->dpu->eng = eng;
     }
     if (!ok)
         return zt_fail(err, ZT_EFAIL, "out of pinned host memory for the offload's gradient shards and staging "
@@ -112,36 +206,78 @@ int zt_offload_init(zt_engine *eng, zt_err *err)
 
 void zt_offload_free(zt_engine *eng)
 {
-    if (eng->host_grads) {
-        eng->be->copy_wait(); /* no copy may land in a freed buffer */
-        for (int u = 0; u < eng->lay->nunits; u++)
-            zt_offload_state_free(eng, ZT_MEM_GRADS, eng->host_grads[u],
-                                  eng->units[u].shard_numel * zt_dtype_size(eng->units[u].grad_dt));
+    if (!eng->offload || !eng->lay)
+        return;
+    zt_offload_flush(eng);
+    eng->be->copy_wait(); /* no copy may land in, or read from, a freed buffer */
+    size_t n = (size_t)eng->lay->nunits, gs = zt_dtype_size(eng->prec.master), cs = zt_dtype_size(eng->prec.compute);
+    host_set_free(eng, ZT_MEM_GRADS, eng->host_grads, gs);
+    host_set_free(eng, ZT_MEM_GRADS, eng->host_grads_next, gs);
+    if (!eng->casts_alias)
+        host_set_free(eng, ZT_MEM_COMM, eng->host_casts, cs);
+    host_set_free(eng, ZT_MEM_COMM, eng->host_casts_next, cs);
+    zt_free(ZT_MEM_OTHER, eng->host_grads, n * sizeof(void *));
+    zt_free(ZT_MEM_OTHER, eng->host_grads_next, n * sizeof(void *));
+    zt_free(ZT_MEM_OTHER, eng->host_casts, n * sizeof(void *));
+    zt_free(ZT_MEM_OTHER, eng->host_casts_next, n * sizeof(void *));
+    zt_free(ZT_MEM_OTHER, eng->host_grads_ready, n * sizeof *eng->host_grads_ready);
+    zt_free(ZT_MEM_OTHER, eng->cast_fresh, n * sizeof *eng->cast_fresh);
+    zt_free(ZT_MEM_OTHER, eng->cast_fresh_next, n * sizeof *eng->cast_fresh_next);
+    zt_free(ZT_MEM_OTHER, eng->reduce_order, n * sizeof *eng->reduce_order);
+    if (eng->dpu) {
+        zt_free(ZT_MEM_OTHER, eng->dpu->audits, (size_t)eng->lay->nparams * sizeof *eng->dpu->audits);
+        zt_free(ZT_MEM_OTHER, eng->dpu->order, n * sizeof *eng->dpu->order);
+        zt_free(ZT_MEM_OTHER, eng->dpu, sizeof *eng->dpu);
     }
-    if (eng->lay) {
-        zt_free(ZT_MEM_OTHER, eng->host_grads, (size_t)eng->lay->nunits * sizeof *eng->host_grads);
-        zt_free(ZT_MEM_OTHER, eng->host_grads_ready, (size_t)eng->lay->nunits * sizeof *eng->host_grads_ready);
-    }
-    eng->host_grads = NULL;
-    eng->host_grads_ready = NULL;
     zt_offload_state_free(eng, ZT_MEM_COMM, eng->host_grad, eng->host_grad_bytes);
-    zt_offload_state_free(eng, ZT_MEM_COMM, eng->host_cast, eng->host_cast_bytes);
-    eng->host_grad = eng->host_cast = NULL;
+    eng->host_grads = eng->host_grads_next = eng->host_casts = eng->host_casts_next = NULL;
+    eng->host_grads_ready = eng->cast_fresh = eng->cast_fresh_next = eng->reduce_order = NULL;
+    eng->dpu = NULL;
+    eng->host_grad = NULL;
+}
+
+/* Unit u's shard in the compute dtype, in host memory, as the master stands (converted
+ * on the host's cores when the master was written since: loading, a checkpoint). */
+static const void *host_cast(zt_engine *eng, int u)
+{
+    if (!eng->cast_fresh[u]) {
+        const zt_unit_state *us = &eng->units[u];
+        eng->be->copy_wait(); /* an upload queued earlier may still read it */
+        eng->sbe->convert(eng->host_casts[u], eng->prec.compute, us->master, us->master_dt, us->shard_numel);
+        eng->cast_fresh[u] = 1;
+    }
+    return eng->host_casts[u];
 }
 
 void zt_offload_shard_to_compute(zt_engine *eng, int u, void *dst, size_t k, size_t n)
 {
     const zt_unit_state *us = &eng->units[u];
     zt_dtype cd = eng->prec.compute;
-    const void *src = (const char *)us->master + k * zt_dtype_size(us->master_dt);
     if (!eng->offload) {
+        const void *src = (const char *)us->master + k * zt_dtype_size(us->master_dt);
         eng->be->convert(dst, cd, src, us->master_dt, n);
         return;
     }
-    /* converted on the host's cores (the same rounding as the device's convert),
-     * then one upload of the compute-dtype bytes, half the master's in bf16 */
-    eng->sbe->convert(eng->host_cast, cd, src, us->master_dt, n);
-    eng->be->to_device(dst, eng->host_cast, n * zt_dtype_size(cd));
+    /* the host's compute-dtype shard goes up on the copy queue; the gather that
+     * reads dst is queued after the join, so only the device waits for it */
+    size_t cs = zt_dtype_size(cd);
+    eng->be->to_device_async(dst, (const char *)host_cast(eng, u) + k * cs, n * cs);
+    eng->be->copy_join();
+    eng->uploads_async++;
+}
+
+void zt_offload_master_written(zt_engine *eng, int u)
+{
+    if (!eng->offload)
+        return;
+    zt_offload_flush(eng); /* the delayed update's thread writes the master too */
+    if (eng->casts_alias) { /* the master is what goes up: no upload may still read it */
+        eng->be->copy_wait();
+        return;
+    }
+    eng->cast_fresh[u] = 0;
+    if (eng->cast_fresh_next)
+        eng->cast_fresh_next[u] = 0;
 }
 
 void zt_offload_gather_master(zt_engine *eng, int u, void *full)
@@ -160,7 +296,7 @@ void zt_offload_gather_master(zt_engine *eng, int u, void *full)
 
 void zt_offload_grad_done(zt_engine *eng, int u)
 {
-    if (!eng->host_grads || u < 0)
+    if (!eng->host_grads || u < 0 || !early_copies(eng->stage))
         return;
     eng->host_grads_ready[u] = 0; /* the device's shard changed since any earlier copy */
     if (!eng->sync_backward || eng->reduce_unit == u || eng->pieces.unit == u)
@@ -168,18 +304,16 @@ void zt_offload_grad_done(zt_engine *eng, int u)
     const zt_unit_state *us = &eng->units[u];
     eng->be->to_host_async(eng->host_grads[u], us->grad, us->shard_numel * zt_dtype_size(us->grad_dt));
     eng->host_grads_ready[u] = 1;
+    if (eng->nreduce_order < eng->lay->nunits) /* once per unit (step_order drops repeats) */
+        eng->reduce_order[eng->nreduce_order++] = u;
     eng->grads_copied_early++;
-}
-
-void zt_offload_step_begin(zt_engine *eng)
-{
-    eng->host_grad_unit = -1;
-    if (eng->host_grads)
-        eng->be->copy_wait();
 }
 
 void zt_offload_zero_grads(zt_engine *eng)
 {
+    if (!eng->offload)
+        return;
+    eng->nreduce_order = 0;
     if (!eng->host_grads)
         return;
     eng->be->copy_wait();
@@ -203,4 +337,130 @@ const void *zt_offload_grad(zt_engine *eng, int u)
         eng->host_grad_unit = u;
     }
     return eng->host_grad;
+}
+
+/* The units in the order the step updates them: as their gradient shards came down
+ * in the backward (the last layer first), then any other (stage 1: in order). */
+static int step_order(zt_engine *eng, int *order)
+{
+    int n = eng->lay->nunits, k = 0;
+    char seen[n];
+    memset(seen, 0, (size_t)n);
+    for (int i = 0; i < eng->nreduce_order; i++)
+        if (!seen[eng->reduce_order[i]]) {
+            seen[eng->reduce_order[i]] = 1;
+            order[k++] = eng->reduce_order[i];
+        }
+    for (int u = 0; u < n; u++)
+        if (!seen[u])
+            order[k++] = u;
+    return k;
+}
+
+static void *dpu_main(void *arg)
+{
+    zt_dpu *d = arg;
+    zt_engine *eng = d->eng;
+    int n = eng->lay->nunits;
+    omp_set_num_threads(d->threads); /* --threads holds for the host's AdamW too */
+    memset(d->audits, 0, (size_t)eng->lay->nparams * sizeof *d->audits);
+    for (int i = 0; i < n; i++) {
+        int u = d->order[i];
+        const zt_unit_state *us = &eng->units[u];
+        zt_engine_adamw_unit(eng, u, &d->hp, d->lr, d->t, d->clip, d->grads[u], d->audits);
+        eng->sbe->convert(eng->host_casts_next[u], eng->prec.compute, us->master, us->master_dt, us->shard_numel);
+        eng->cast_fresh_next[u] = 1;
+    }
+    return NULL;
+}
+
+void zt_offload_flush(zt_engine *eng)
+{
+    zt_dpu *d = eng->dpu;
+    if (!d || !d->running)
+        return;
+    pthread_join(d->thread, NULL);
+    d->running = 0;
+    d->unapplied = 1;
+}
+
+int zt_offload_update_pending(const zt_engine *eng) { return eng->dpu && eng->dpu->running; }
+
+/* The delayed update of the last step is joined and its parameters become the ones
+ * the device computes with: the host casts change sets, stages 1-2 upload and gather. */
+static void dpu_land(zt_engine *eng)
+{
+    zt_offload_flush(eng);
+    zt_dpu *d = eng->dpu;
+    if (!d->unapplied)
+        return;
+    d->unapplied = 0;
+    /* summed over the group here, where every rank is (a flush may come from one
+     * rank's save only) */
+    zt_engine_sum_audits(eng, d->audits);
+    void **c = eng->host_casts;
+    eng->host_casts = eng->host_casts_next;
+    eng->host_casts_next = c;
+    int *f = eng->cast_fresh;
+    eng->cast_fresh = eng->cast_fresh_next;
+    eng->cast_fresh_next = f;
+    zt_engine_refresh_gathered(eng);
+}
+
+void zt_offload_step_begin(zt_engine *eng)
+{
+    if (!eng->offload)
+        return;
+    eng->host_grad_unit = -1;
+    if (eng->dpu)
+        dpu_land(eng);
+    /* the gradient copies of the backward land; no upload still reads a host cast
+     * the step is about to rewrite */
+    eng->be->copy_wait();
+}
+
+int zt_offload_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, float clip)
+{
+    int n = eng->lay->nunits, order[n];
+    if (eng->dpu) { /* every shard on the host, then the thread takes the update */
+        zt_dpu *d = eng->dpu;
+        for (int u = 0; u < n; u++) {
+            (void)zt_offload_grad(eng, u);
+            (void)host_cast(eng, u); /* the device's set complete before the thread starts */
+        }
+        d->grads = eng->host_grads;
+        step_order(eng, d->order);
+        d->hp = *hp;
+        d->threads = omp_get_max_threads();
+        d->lr = lr;
+        d->t = eng->optimizer_steps;
+        d->clip = clip;
+        /* the next backward copies into the other set while the thread reads this one */
+        eng->host_grads = eng->host_grads_next;
+        eng->host_grads_next = d->grads;
+        if (pthread_create(&d->thread, NULL, dpu_main, d) == 0)
+            d->running = 1;
+        else { /* no thread to be had: the same update, not overlapped */
+            dpu_main(d);
+            d->unapplied = 1;
+        }
+        return 0;
+    }
+    zt_adamw_audit audits[eng->lay->nparams];
+    memset(audits, 0, sizeof audits);
+    step_order(eng, order);
+    for (int i = 0; i < n; i++) {
+        int u = order[i];
+        const zt_unit_state *us = &eng->units[u];
+        zt_engine_adamw_unit(eng, u, hp, lr, eng->optimizer_steps, clip, zt_offload_grad(eng, u), audits);
+        if (!eng->casts_alias) {
+            eng->sbe->convert(eng->host_casts[u], eng->prec.compute, us->master, us->master_dt, us->shard_numel);
+            eng->cast_fresh[u] = 1;
+        }
+        /* stages 1-2 (and stage 3's persistent units): its upload and gather are
+         * queued now, and run while the host updates the next unit */
+        zt_engine_refresh_unit(eng, u);
+    }
+    zt_engine_sum_audits(eng, audits);
+    return 0;
 }

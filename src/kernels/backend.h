@@ -39,7 +39,8 @@
  * is optional, NULL for tables whose products run on the host's cores. */
 #define ZT_BACKEND_ENTRIES(X)                                                                            \
     X(alloc) X(free) X(copy) X(zero) X(convert)                                                          \
-    X(to_host) X(to_device) X(sync) X(to_host_async) X(copy_wait) X(host_alloc) X(host_free) X(stream)   \
+    X(to_host) X(to_device) X(sync) X(to_host_async) X(to_device_async) X(copy_join) X(copy_wait)          \
+    X(host_alloc) X(host_free) X(stream)                                                                 \
     X(matmul) X(embed_forward) X(embed_backward) X(rmsnorm_forward) X(rmsnorm_backward)                  \
     X(bias_forward) X(bias_backward)                                                                     \
     X(rope_tables) X(rope_forward) X(rope_backward)                                                      \
@@ -96,7 +97,19 @@ typedef struct zt_backend {
      * is host_alloc memory and holds the bytes once copy_wait returns; src is not
      * written before then.  The host's tables copy at once (to_host). */
     void (*to_host_async)(void *dst_host, const void *src, size_t bytes);
-    /* wait until every to_host_async queued so far has finished */
+    /* buffer <- host on the same copy queue, queued after every kernel queued so far
+     * (so whatever read dst before has finished), without waiting for it: offload's
+     * updated parameters going up while the host updates the next unit and the
+     * device computes.  src_host is host_alloc memory and must not be written until
+     * copy_wait returns; dst holds the bytes for the kernels queued after a
+     * copy_join, and not before.  The CPU's table copies at once. */
+    void (*to_device_async)(void *dst, const void *src_host, size_t bytes);
+    /* the kernels queued from now on wait, on the device, for every copy queued so
+     * far (an event on the copy queue that the compute queue waits for); the host
+     * does not wait.  The gather that reads an uploaded shard comes after one. */
+    void (*copy_join)(void);
+    /* the host waits until every to_host_async and to_device_async queued so far has
+     * finished */
     void (*copy_wait)(void);
     /* host memory for staging copies (page-locked on a device, so its copies run
      * at full speed), accounted to cat as alloc's is; not zeroed */
@@ -248,8 +261,9 @@ const zt_backend *zt_backend_emu_fast(void);
  * the process started: every to_host, to_device, sync and copy_wait, and every
  * entry that returns a number computed from buffers (xent, sumsq, round_bf16 with
  * its sum, adamw_step with an audit), each of which a GPU ends by waiting for its
- * stream; not to_host_async, which a GPU queues (its wait is copy_wait's).  The
- * fast mode's tests hold a step to one (its readback). */
+ * stream; not to_host_async, to_device_async or copy_join, which a GPU queues
+ * (their wait is copy_wait's).  The fast mode's tests hold a step to one (its
+ * readback); offload's (test_offload.c) hold the uploads to none. */
 long zt_backend_emu_waits(void);
 
 /* The same device's table in mode `mode` (be itself when it is in that mode);

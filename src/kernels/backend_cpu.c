@@ -74,6 +74,8 @@ static size_t cpu_attention_cache_scratch_bytes(int cap, int threads)
 #define cpu_to_host cpu_copy
 #define cpu_to_device cpu_copy
 #define cpu_to_host_async cpu_copy /* the host copies at once */
+#define cpu_to_device_async cpu_copy
+#define cpu_copy_join cpu_sync /* one queue: nothing to order */
 #define cpu_copy_wait cpu_sync
 #define cpu_host_alloc zt_alloc
 #define cpu_host_free zt_free

@@ -55,7 +55,12 @@ static void emu_to_device(void *dst, const void *src_host, size_t bytes)
     memcpy(host_of(dst), src_host, bytes);
 }
 
-static void emu_sync(void) { waited(); }
+static void run_uploads(void);
+static void emu_sync(void)
+{
+    waited();
+    run_uploads();
+}
 static void *emu_stream(void) { return NULL; }
 
 static int emu_matmul(float *C, const void *A, zt_dtype a_dt, const void *B, zt_dtype b_dt, int M, int N, int K,
@@ -298,13 +303,45 @@ static void emu_swiglu_backward_act16(uint16_t *dgu16, const float *dh, const ui
     zt_swiglu_backward_act16(host_of(dgu16), host_of(dh), host_of(gu16), N, F);
 }
 
-/* At once (the emulated device has one queue, the host's), and no wait counted: a
- * GPU queues the copy and returns; the wait is copy_wait's. */
-static void emu_to_host_async(void *dst_host, const void *src, size_t bytes)
+/* The copy queue.  Down: at once (src is not written before copy_wait, backend.h),
+ * and no wait counted, since a device queues it and goes on.  Up: held back until
+ * the next copy_join, copy_wait or sync, as late as a device's copy queue may run
+ * it, so that a host writing the staging buffer before copy_wait, or a kernel
+ * reading the destination without a copy_join, gets the bytes a GPU could give
+ * (stale ones) and a test sees them, instead of passing by the luck of one queue. */
+#define EMU_UPLOADS 256
+static struct {
+    void *dst;
+    const void *src;
+    size_t bytes;
+} uploads[EMU_UPLOADS];
+static int nuploads;
+
+static void run_uploads(void)
 {
-    memcpy(dst_host, host_of(src), bytes);
+    for (int i = 0; i < nuploads; i++)
+        memcpy(host_of(uploads[i].dst), uploads[i].src, uploads[i].bytes);
+    nuploads = 0;
 }
-#define emu_copy_wait emu_sync
+
+static void emu_to_host_async(void *dst_host, const void *src, size_t bytes) { memcpy(dst_host, host_of(src), bytes); }
+
+static void emu_to_device_async(void *dst, const void *src_host, size_t bytes)
+{
+    if (nuploads == EMU_UPLOADS) /* a full queue runs: a device may run its copies at any time */
+        run_uploads();
+    uploads[nuploads].dst = dst;
+    uploads[nuploads].src = src_host;
+    uploads[nuploads++].bytes = bytes;
+}
+
+static void emu_copy_join(void) { run_uploads(); } /* the device waits, the host does not */
+
+static void emu_copy_wait(void)
+{
+    waited();
+    run_uploads();
+}
 #define emu_host_alloc zt_alloc /* staging memory is the host's */
 #define emu_host_free zt_free
 

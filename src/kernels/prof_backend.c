@@ -52,6 +52,11 @@ static void p_to_host_async(void *d, const void *s, size_t bytes)
 {
     TIMED("to_host_async", "transfer", 0, (double)bytes, in->to_host_async(d, s, bytes));
 }
+static void p_to_device_async(void *d, const void *s, size_t bytes)
+{
+    TIMED("to_device_async", "transfer", 0, (double)bytes, in->to_device_async(d, s, bytes));
+}
+static void p_copy_join(void) { TIMED("copy_join", "sync", 0, 0, in->copy_join()); }
 static void p_copy_wait(void) { TIMED("copy_wait", "sync", 0, 0, in->copy_wait()); }
 static void *p_host_alloc(zt_mem_cat cat, size_t bytes)
 {
@@ -303,6 +308,8 @@ const zt_backend *zt_backend_profiled(const zt_backend *inner)
     WRAP(to_device);
     WRAP(sync);
     WRAP(to_host_async);
+    WRAP(to_device_async);
+    WRAP(copy_join);
     WRAP(copy_wait);
     WRAP(host_alloc);
     WRAP(host_free);

@@ -51,6 +51,17 @@ const char *zt_face_name(zt_face f)
 static int resolve_offload(const zt_plan_request *r, zt_plan *p, zt_err *err)
 {
     p->offload_requested = (r->offload_optimizer ? 1 : 0) | (r->offload_params ? 2 : 0);
+    /* the delayed update overlaps the host's AdamW with the device's next step: it
+     * needs both, the optimizer on the host and a device beside it */
+    if (r->offload_delayed_update && !p->offload_requested)
+        return zt_fail(err, ZT_EINPUT, "--offload_delayed_update (ztrain_offload_delayed_update) needs optimizer "
+                       "offload to cpu (offload_optimizer_device: cpu, offload_param_device: cpu or "
+                       "fsdp_offload_params: true): without it AdamW runs on the device and there is nothing to "
+                       "delay");
+    if (r->offload_delayed_update && !strcmp(p->device, "cpu"))
+        return zt_fail(err, ZT_EINPUT, "--offload_delayed_update (ztrain_offload_delayed_update) needs a device "
+                       "(--device cuda): on --device cpu offload moves nothing and AdamW has no device step to "
+                       "overlap with");
     if (!p->offload_requested || !strcmp(p->device, "cpu"))
         return ZT_OK;
     if (p->stage == 0)
@@ -58,6 +69,7 @@ static int resolve_offload(const zt_plan_request *r, zt_plan *p, zt_err *err)
                        "FULL_SHARD or SHARD_GRAD_OP): stage 0 has no shard to move", p->device);
     p->overlap.offload_optimizer = 1;
     p->overlap.offload_params = p->stage == 3 && (p->offload_requested & 2) ? 1 : 0;
+    p->overlap.offload_delayed_update = r->offload_delayed_update ? 1 : 0;
     return ZT_OK;
 }
 
@@ -333,9 +345,14 @@ void zt_plan_print_offload(FILE *f, const zt_plan *p)
         return;
     }
     fprintf(f, "offload: master shard, m, v%s in pinned host memory, AdamW on the host's cores; gradient "
-            "shard reduced on the %s, copied to the host %s; %s\n",
+            "shard reduced on the %s, copied to the host %s; %s; compute-dtype shards in pinned host memory, "
+            "uploaded on the copy queue, the gathers waiting for them on the device\n",
             p->prec.compensated && p->prec.master != ZT_F32 ? ", Kahan" : "", p->device,
             p->stage >= 2 ? "as each unit's reduction completes in the last backward" : "at the step",
             p->stage == 3 ? "parameter shard uploaded before each all-gather (prefetched with it)"
-                                     : "updated compute-dtype parameters uploaded and gathered after the step");
+                          : "each unit's parameters uploaded and gathered as soon as the host has updated it");
+    if (p->overlap.offload_delayed_update)
+        fprintf(f, "offload: delayed parameter update: the host's AdamW of step k runs beside step k+1's forward "
+                "and backward, which use the parameters of step k-1 (steps 1 and 2 the initial ones); a "
+                "checkpoint holds every update applied\n");
 }

@@ -68,6 +68,8 @@ typedef struct zt_plan_request {
     const char *kernels;          /* exact | fast; NULL: fast on cuda, exact elsewhere */
     int offload_optimizer;        /* offload_optimizer_device: cpu (DeepSpeed, Accelerate) */
     int offload_params;           /* offload_param_device: cpu, or fsdp_offload_params: true */
+    int offload_delayed_update;   /* --offload_delayed_update (the YAML's ztrain_offload_delayed_update):
+                                   * DeepSpeed's delayed parameter update, offload on a device only */
 } zt_plan_request;
 
 typedef struct zt_plan {

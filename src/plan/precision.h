@@ -93,6 +93,10 @@ typedef struct zt_overlap {
      * The plan sets them only on a device whose buffers are not host memory; on the
      * CPU everything already lives on the host and they stay 0. */
     int offload_optimizer, offload_params;
+    /* DeepSpeed's delayed parameter update (--offload_delayed_update): the host's
+     * AdamW of step k runs beside step k+1's forward and backward, which use the
+     * parameters of update k-1 (engine/offload.c).  Only with offload_optimizer. */
+    int offload_delayed_update;
 } zt_overlap;
 
 const char *zt_backward_prefetch_name(zt_backward_prefetch p);

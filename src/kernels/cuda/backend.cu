@@ -81,17 +81,43 @@ static void zt_cu_sync(void) { ZT_CU(cudaStreamSynchronize(zt_cu.stream)); }
 /* A copy down on its own stream: it waits (an event) for what the compute stream
  * has queued so far, the last write of src, then runs while the compute stream goes
  * on.  Pinned dst (host_alloc) makes it truly asynchronous; copy_wait joins them. */
+static void copy_queue_after_compute(void)
+{
+    if (!zt_cu.copy_stream) {
+        ZT_CU(cudaStreamCreateWithFlags(&zt_cu.copy_stream, cudaStreamNonBlocking));
+        ZT_CU(cudaEventCreateWithFlags(&zt_cu.copy_ready, cudaEventDisableTiming));
+        ZT_CU(cudaEventCreateWithFlags(&zt_cu.copy_done, cudaEventDisableTiming));
+    }
+    ZT_CU(cudaEventRecord(zt_cu.copy_ready, zt_cu.stream));
+    ZT_CU(cudaStreamWaitEvent(zt_cu.copy_stream, zt_cu.copy_ready, 0));
+}
+
 static void zt_cu_to_host_async(void *dst_host, const void *src, size_t bytes)
 {
     if (bytes == 0)
         return;
-    if (!zt_cu.copy_stream) {
-        ZT_CU(cudaStreamCreateWithFlags(&zt_cu.copy_stream, cudaStreamNonBlocking));
-        ZT_CU(cudaEventCreateWithFlags(&zt_cu.copy_ready, cudaEventDisableTiming));
-    }
-    ZT_CU(cudaEventRecord(zt_cu.copy_ready, zt_cu.stream));
-    ZT_CU(cudaStreamWaitEvent(zt_cu.copy_stream, zt_cu.copy_ready, 0));
+    copy_queue_after_compute();
     ZT_CU(cudaMemcpyAsync(dst_host, src, bytes, cudaMemcpyDeviceToHost, zt_cu.copy_stream));
+}
+
+/* A copy up on the same stream, after what the compute stream has queued so far (the
+ * last reads of dst: a gather slot's previous unit); the kernels that read dst come
+ * after a copy_join. */
+static void zt_cu_to_device_async(void *dst, const void *src_host, size_t bytes)
+{
+    if (bytes == 0)
+        return;
+    copy_queue_after_compute();
+    ZT_CU(cudaMemcpyAsync(dst, src_host, bytes, cudaMemcpyHostToDevice, zt_cu.copy_stream));
+}
+
+/* The compute stream waits (on the device) for the copies queued so far. */
+static void zt_cu_copy_join(void)
+{
+    if (!zt_cu.copy_stream)
+        return;
+    ZT_CU(cudaEventRecord(zt_cu.copy_done, zt_cu.copy_stream));
+    ZT_CU(cudaStreamWaitEvent(zt_cu.stream, zt_cu.copy_done, 0));
 }
 
 static void zt_cu_copy_wait(void)
@@ -435,6 +461,7 @@ extern "C" void zt_cuda_shutdown(void)
     if (zt_cu.copy_stream) {
         cudaStreamSynchronize(zt_cu.copy_stream);
         cudaEventDestroy(zt_cu.copy_ready);
+        cudaEventDestroy(zt_cu.copy_done);
         cudaStreamDestroy(zt_cu.copy_stream);
     }
     cudaStreamDestroy(zt_cu.stream);

@@ -58,6 +58,7 @@ typedef struct zt_cu_state {
     size_t scratch_bytes;
     cudaStream_t copy_stream; /* to_host_async's queue, made at its first use (NULL before) */
     cudaEvent_t copy_ready;   /* recorded on stream: where the next copy may start */
+    cudaEvent_t copy_done;    /* recorded on copy_stream by copy_join: what stream waits for */
 } zt_cu_state;
 extern zt_cu_state zt_cu;
 
