@@ -415,9 +415,15 @@ static void compare_case(const char *fix, zt_dtype cd, int ckpt, int rows)
     model_pass(fix, zt_backend_emu(), cd, ckpt, 0, &e);
     model_pass(fix, zt_backend_emu_fast(), cd, ckpt, rows, &f);
     /* bounds as in lmhead_xent's test: the loss's sum order only; the gradients within
-     * one bf16 ulp of a dlogits term in bf16, fp32 sums in another order in fp32 */
-    const double tol = cd == ZT_BF16 ? 1.0 / 256 : 1e-5;
-    ZT_CHECK_CLOSE(f.loss, e.loss, 1e-12, 1e-9);
+     * one bf16 ulp of a dlogits term in bf16, fp32 sums in another order in fp32.  With
+     * bf16 compute fast mode also keeps bf16 activations (qkv, attention output,
+     * gate|up: test_act16.c), so there the loss is within bf16 error (2^-8) and the
+     * gradients within 2^-5 of their scale: the activations' rounding (2^-9) carried
+     * through both layers' backward, the attention's scores amplifying it (test_act16.c
+     * measures 2^-6 on one attention); the one-chunk bits are the fp32 cases'. */
+    const int act16 = cd == ZT_BF16;
+    const double tol = act16 ? 1.0 / 32 : 1e-5;
+    ZT_CHECK_CLOSE(f.loss, e.loss, act16 ? 1.0 / 256 : 1e-12, 1e-9);
     double worst = 0.0;
     for (int u = 0; u < lay.nunits; u++) {
         size_t n = lay.units[u].padded_numel;
@@ -425,19 +431,37 @@ static void compare_case(const char *fix, zt_dtype cd, int ckpt, int rows)
         worst = fmax(worst, d);
         ZT_CHECK_MSG(d <= tol, "%s %s ckpt %d, %d rows: unit %d gradient differs by %.3g (bound %.3g)", fix,
                      zt_dtype_name(cd), ckpt, rows, u, d, tol);
-        if (rows == 0) /* one chunk: the exact path's calls, the same bits */
+        /* q/k/v biases (Qwen2) on their own scale: their gradient is the column sums of
+         * dqkv after RoPE's backward, which bf16 activations take a path of their own to
+         * (llama.c) and which the whole unit's scale would hide */
+        for (int l = 0; l < cfg.num_hidden_layers; l++) {
+            const zt_param *pb = zt_layout_param(&lay, l, ZT_P_Q_BIAS);
+            if (!pb || pb->unit != u)
+                continue;
+            const size_t nb = (size_t)(cfg.num_attention_heads + 2 * cfg.num_key_value_heads) * cfg.head_dim;
+            const double db = rel_diff(f.grads[u] + pb->offset, e.grads[u] + pb->offset, nb, 1e-30);
+            ZT_CHECK_MSG(db <= tol, "%s %s layer %d: the q/k/v bias gradient differs by %.3g (bound %.3g)", fix,
+                         zt_dtype_name(cd), l, db, tol);
+            worst = fmax(worst, db);
+        }
+        if (rows == 0 && !act16) /* one chunk: the exact path's calls, the same bits */
             ZT_CHECK_MSG(!memcmp(f.grads[u], e.grads[u], n * 4), "%s unit %d: one chunk is not bit-exact", fix, u);
         free(f.grads[u]), free(e.grads[u]);
     }
-    if (rows == 0)
+    if (rows == 0 && !act16)
         ZT_CHECK(f.loss == e.loss);
     free(f.grads), free(e.grads);
     /* the allocation is the estimate in each mode, and fast mode's lacks the logits */
     ZT_CHECK(e.act_bytes == e.est_bytes && f.act_bytes == f.est_bytes);
     const size_t N = 2 * 16, V = (size_t)cfg.vocab_size, c16 = cd == ZT_BF16 ? 2 : 0;
     const size_t dnT = cfg.vocab_size >= 16 * cfg.hidden_size ? N * (size_t)cfg.hidden_size * 4 : 0;
-    ZT_CHECK_MSG(e.act_bytes - f.act_bytes == N * V * (4 + c16) + dnT - sizeof(double), "%zu - %zu", e.act_bytes,
-                 f.act_bytes);
+    /* bf16 activations: 2 N (Dqkv + 2 Dq + 2F) bytes less for each layer held */
+    const size_t hd = (size_t)cfg.head_dim, Dq = (size_t)cfg.num_attention_heads * hd;
+    const size_t Dqkv = Dq + 2 * (size_t)cfg.num_key_value_heads * hd, F = (size_t)cfg.intermediate_size;
+    const size_t held = ckpt ? 1 : (size_t)cfg.num_hidden_layers;
+    const size_t a16 = act16 ? held * 2 * N * (Dqkv + 2 * Dq + 2 * F) : 0;
+    ZT_CHECK_MSG(e.act_bytes - f.act_bytes == N * V * (4 + c16) + dnT - sizeof(double) + a16, "%zu - %zu",
+                 e.act_bytes, f.act_bytes);
     printf("     %-24s %-4s ckpt %d, %2d rows per chunk: loss %.9f vs %.9f, worst gradient difference %.2g\n", fix,
            zt_dtype_name(cd), ckpt, rows ? rows : 32, f.loss, e.loss, worst);
     zt_layout_free(&lay);
@@ -451,10 +475,13 @@ static void test_fast_model_pass_against_exact(void)
     compare_case("tests/fixtures/gqa_tied", ZT_F32, 1, 7);  /* checkpointing recomputes layer_forward */
     compare_case("tests/fixtures/untied_odd", ZT_F32, 0, 5);
     compare_case("tests/fixtures/untied_odd", ZT_BF16, 1, 3);
+    compare_case("tests/fixtures/qwen2_bias", ZT_BF16, 0, 0); /* q/k/v biases: RoPE undone in fp32 */
 }
 
 /* Evaluation on a fast model: a forward-only pass still returns the logits (allocated
- * on first use, outside the training table) and exact mode's loss. */
+ * on first use, outside the training table) and exact mode's loss, within bf16 error
+ * (bf16 compute: fast mode keeps bf16 activations; 2^-8 for the loss, 2^-6 of the
+ * logits' scale, as test_act16.c's bounds for one layer's outputs). */
 static void test_fast_model_evaluates(void)
 {
     enum { B = 2, T = 16 };
@@ -486,8 +513,10 @@ static void test_fast_model_evaluates(void)
         zt_model_free(&m);
         zt_frozen_free(&fr);
     }
-    ZT_CHECK(loss[0] == loss[1]);
-    ZT_CHECK(!memcmp(logits[0], logits[1], nl * 4));
+    ZT_CHECK_CLOSE(loss[1], loss[0], 1.0 / 256, 1e-9);
+    const double d = rel_diff(logits[1], logits[0], nl, 1e-30);
+    ZT_CHECK_MSG(d <= 1.0 / 64, "logits differ by %.3g of their scale", d);
+    printf("     evaluation, bf16: loss %.9f (fast) vs %.9f (exact), logits within %.2g\n", loss[1], loss[0], d);
     free(logits[0]), free(logits[1]);
     zt_layout_free(&lay);
 }

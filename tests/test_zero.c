@@ -912,12 +912,24 @@ static void test_emulated_device_matches_cpu(void)
                          emu.skipped[s] == cpu.skipped[s], "plan %d step %d: loss %.9g vs %.9g", k, s + 1,
                          emu.loss[s], cpu.loss[s]);
         ZT_CHECK_MSG(fast.nsteps == 4, "plan %d: %d fast steps", k, fast.nsteps);
-        for (int s = 0; s < 4 && s < fast.nsteps; s++)
-            ZT_CHECK_MSG(fast.loss[s] == cpu.loss[s] && fast.gnorm[s] == cpu.gnorm[s] &&
+        /* bf16 compute (plans 1 and 3): fast mode keeps bf16 activations (docs/gpu.md),
+         * so its losses and norms are within bf16 error (2^-8) of the CPU's, not its bits,
+         * and its weights within 2^-6 of a tensor's largest weight: AdamW moves a weight by
+         * about lr a step whatever its gradient's size, so a weight whose small gradient
+         * the activations' rounding moves (or flips) differs by up to 2 lr a step (0.0038
+         * measured over four steps) */
+        const int act16 = k == 1 || k == 3;
+        for (int s = 0; s < 4 && s < fast.nsteps; s++) {
+            const double tl = act16 ? fabs(cpu.loss[s]) / 256 : 0, tn = act16 ? fabs(cpu.gnorm[s]) / 256 : 0;
+            ZT_CHECK_MSG(fabs(fast.loss[s] - cpu.loss[s]) <= tl &&
+                         (fabs(fast.gnorm[s] - cpu.gnorm[s]) <= tn || fast.gnorm[s] == cpu.gnorm[s]) &&
                          fast.skipped[s] == cpu.skipped[s], "plan %d step %d, fast: loss %.9g vs %.9g, norm %.9g vs "
                          "%.9g", k, s + 1, fast.loss[s], cpu.loss[s], fast.gnorm[s], cpu.gnorm[s]);
-        ZT_CHECK_MSG(weights_diff_dirs(fast.dir, cpu.dir) == 0.0, "plan %d: fast weights differ by %.3g", k,
-                     weights_diff_dirs(fast.dir, cpu.dir));
+        }
+        const double wd = weights_diff_dirs(fast.dir, cpu.dir);
+        ZT_CHECK_MSG(act16 ? wd <= 1.0 / 64 : wd == 0.0, "plan %d: fast weights differ by %.3g", k, wd);
+        if (act16)
+            printf("     plan %d (bf16 activations in fast mode): weights within %.2g of the CPU's\n", k, wd);
         for (int s = 0; s < 2 && s < resumed.nsteps; s++)
             ZT_CHECK_MSG(resumed.loss[s] == cpu.loss[s + 2], "plan %d resumed step %d: %.9g vs %.9g", k, s + 3,
                          resumed.loss[s], cpu.loss[s + 2]);

@@ -3,6 +3,7 @@
  * few adapters below fit a kernel to the table's shape. */
 #include <string.h>
 
+#include "act16.h"
 #include "backend.h"
 #include "fused.h"
 #include "kernels.h"
@@ -124,6 +125,12 @@ static void cpu_graph_free(zt_graph *graph) { (void)graph; }
 #define cpu_round_bf16 zt_round_bf16_inplace
 #define cpu_step_verdict zt_step_verdict
 #define cpu_adamw_unit zt_adamw_step_unit
+#define cpu_rope_forward_act16 zt_rope_forward_act16 /* the model calls these in fast mode only, */
+#define cpu_rope_backward_act16 zt_rope_backward_act16 /* which the CPU lacks: they serve the tests */
+#define cpu_attention_forward_act16 zt_attention_forward_act16
+#define cpu_attention_backward_act16 zt_attention_backward_act16
+#define cpu_swiglu_forward_act16 zt_swiglu_forward_act16
+#define cpu_swiglu_backward_act16 zt_swiglu_backward_act16
 
 #define CPU_ENTRY(e) .e = cpu_##e,
 static const zt_backend cpu = {

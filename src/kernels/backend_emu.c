@@ -26,6 +26,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "act16.h"
 #include "backend.h"
 #include "fused.h"
 #include "kernels.h"
@@ -661,6 +662,96 @@ static void emu_adamw_unit(void *p, void *m, void *v, const void *g, void *comp,
     DEFER(adamw_unit, p, m, v, g, comp, dt, n, segs, nsegs, *s, sc, cast, cast_dt);
 }
 
+/* the bf16 activations of fast mode (act16.h): the host's reference, in both tables,
+ * deferred like every kernel (recorded inside a capture) */
+typedef struct { uint16_t *qkv16; const float *src, *cos_t, *sin_t; int B, T, nh, nkv, hd; } rope_forward_act16_a;
+RUNNER(rope_forward_act16)
+{
+    A(rope_forward_act16);
+    zt_rope_forward_act16(host_of(a->qkv16), host_of(a->src), host_of(a->cos_t), host_of(a->sin_t), a->B, a->T,
+                          a->nh, a->nkv, a->hd);
+}
+static void emu_rope_forward_act16(uint16_t *qkv16, const float *src, const float *cos_t, const float *sin_t, int B,
+                                   int T, int nh, int nkv, int hd)
+{
+    DEFER(rope_forward_act16, qkv16, src, cos_t, sin_t, B, T, nh, nkv, hd);
+}
+
+typedef struct { uint16_t *dqkv16; const float *dqkv, *cos_t, *sin_t; int B, T, nh, nkv, hd; } rope_backward_act16_a;
+RUNNER(rope_backward_act16)
+{
+    A(rope_backward_act16);
+    zt_rope_backward_act16(host_of(a->dqkv16), host_of(a->dqkv), host_of(a->cos_t), host_of(a->sin_t), a->B, a->T,
+                           a->nh, a->nkv, a->hd);
+}
+static void emu_rope_backward_act16(uint16_t *dqkv16, const float *dqkv, const float *cos_t, const float *sin_t,
+                                    int B, int T, int nh, int nkv, int hd)
+{
+    DEFER(rope_backward_act16, dqkv16, dqkv, cos_t, sin_t, B, T, nh, nkv, hd);
+}
+
+typedef struct {
+    uint16_t *out16;
+    float *lse;
+    const uint16_t *qkv16;
+    void *scratch;
+    int B, T, nh, nkv, hd, window;
+} attention_forward_act16_a;
+RUNNER(attention_forward_act16)
+{
+    A(attention_forward_act16);
+    zt_attention_forward_act16(host_of(a->out16), host_of(a->lse), host_of(a->qkv16), host_of(a->scratch), a->B,
+                               a->T, a->nh, a->nkv, a->hd, a->window);
+}
+static void emu_attention_forward_act16(uint16_t *out16, float *lse, const uint16_t *qkv16, void *scratch, int B,
+                                        int T, int nh, int nkv, int hd, int window)
+{
+    DEFER(attention_forward_act16, out16, lse, qkv16, scratch, B, T, nh, nkv, hd, window);
+}
+
+typedef struct {
+    float *dqkv;
+    const float *dout;
+    const uint16_t *qkv16, *out16;
+    const float *lse;
+    void *scratch;
+    int B, T, nh, nkv, hd, window;
+} attention_backward_act16_a;
+RUNNER(attention_backward_act16)
+{
+    A(attention_backward_act16);
+    zt_attention_backward_act16(host_of(a->dqkv), host_of(a->dout), host_of(a->qkv16), host_of(a->out16),
+                                host_of(a->lse), host_of(a->scratch), a->B, a->T, a->nh, a->nkv, a->hd, a->window);
+}
+static void emu_attention_backward_act16(float *dqkv, const float *dout, const uint16_t *qkv16,
+                                         const uint16_t *out16, const float *lse, void *scratch, int B, int T, int nh,
+                                         int nkv, int hd, int window)
+{
+    DEFER(attention_backward_act16, dqkv, dout, qkv16, out16, lse, scratch, B, T, nh, nkv, hd, window);
+}
+
+typedef struct { uint16_t *h16; const uint16_t *gu16; int N, F; } swiglu_forward_act16_a;
+RUNNER(swiglu_forward_act16)
+{
+    A(swiglu_forward_act16);
+    zt_swiglu_forward_act16(host_of(a->h16), host_of(a->gu16), a->N, a->F);
+}
+static void emu_swiglu_forward_act16(uint16_t *h16, const uint16_t *gu16, int N, int F)
+{
+    DEFER(swiglu_forward_act16, h16, gu16, N, F);
+}
+
+typedef struct { uint16_t *dgu16; const float *dh; const uint16_t *gu16; int N, F; } swiglu_backward_act16_a;
+RUNNER(swiglu_backward_act16)
+{
+    A(swiglu_backward_act16);
+    zt_swiglu_backward_act16(host_of(a->dgu16), host_of(a->dh), host_of(a->gu16), a->N, a->F);
+}
+static void emu_swiglu_backward_act16(uint16_t *dgu16, const float *dh, const uint16_t *gu16, int N, int F)
+{
+    DEFER(swiglu_backward_act16, dgu16, dh, gu16, N, F);
+}
+
 /* The copy queue.  Down: emu_to_host_async above, at once (src is not written before copy_wait),
  * and no wait counted, since a device queues it and goes on.  Up: held back until
  * the next copy_join, copy_wait or sync, as late as a device's copy queue may run
@@ -769,7 +860,8 @@ static const zt_backend emu = {
 };
 
 /* fast mode: the same kernels (a GPU's fast variants have no CPU twins to run), so
- * the asynchronous step's host logic runs here with the CPU's numbers */
+ * the asynchronous step's host logic runs here with the CPU's numbers; the model's
+ * fast path (bf16 activations) calls the _act16 entries, the host's reference */
 static const zt_backend emu_fast = {
     .name = "emu",
     .kernels = ZT_KERNELS_FAST,

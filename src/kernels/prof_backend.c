@@ -279,6 +279,42 @@ static void p_adamw_unit(void *p, void *m, void *v, const void *g, void *comp, z
     TIMED("adamw_unit", "kernel", 0, bytes, in->adamw_unit(p, m, v, g, comp, dt, n, segs, nsegs, s, sc, cast, cast_dt));
 }
 
+/* the bf16 activations of fast mode (backend.h) */
+static void p_rope_forward_act16(uint16_t *q16, const float *src, const float *c, const float *s, int B, int T, int nh,
+                                 int nkv, int hd)
+{
+    /* fp32 read, bf16 written */
+    TIMED("rope_forward_act16", "kernel", 0, 6.0 * B * T * (nh + 2 * nkv) * hd + 4.0 * T * hd,
+          in->rope_forward_act16(q16, src, c, s, B, T, nh, nkv, hd));
+}
+static void p_rope_backward_act16(uint16_t *d16, const float *d, const float *c, const float *s, int B, int T, int nh,
+                                  int nkv, int hd)
+{
+    TIMED("rope_backward_act16", "kernel", 0, 6.0 * B * T * (nh + 2 * nkv) * hd + 4.0 * T * hd,
+          in->rope_backward_act16(d16, d, c, s, B, T, nh, nkv, hd));
+}
+static void p_attention_forward_act16(uint16_t *o16, float *lse, const uint16_t *qkv16, void *scratch, int B, int T,
+                                      int nh, int nkv, int hd, int window)
+{
+    TIMED("attention_forward_act16", "kernel", zt_attention_flops(B, T, nh, hd, window, 0), 0,
+          in->attention_forward_act16(o16, lse, qkv16, scratch, B, T, nh, nkv, hd, window));
+}
+static void p_attention_backward_act16(float *dqkv, const float *dout, const uint16_t *qkv16, const uint16_t *o16,
+                                       const float *lse, void *scratch, int B, int T, int nh, int nkv, int hd,
+                                       int window)
+{
+    TIMED("attention_backward_act16", "kernel", zt_attention_flops(B, T, nh, hd, window, 1), 0,
+          in->attention_backward_act16(dqkv, dout, qkv16, o16, lse, scratch, B, T, nh, nkv, hd, window));
+}
+static void p_swiglu_forward_act16(uint16_t *h16, const uint16_t *gu16, int N, int F)
+{
+    TIMED("swiglu_forward_act16", "kernel", 0, 6.0 * N * F, in->swiglu_forward_act16(h16, gu16, N, F));
+}
+static void p_swiglu_backward_act16(uint16_t *dgu16, const float *dh, const uint16_t *gu16, int N, int F)
+{
+    TIMED("swiglu_backward_act16", "kernel", 0, 12.0 * N * F, in->swiglu_backward_act16(dgu16, dh, gu16, N, F));
+}
+
 /* An entry the inner table lacks stays NULL; entries added to backend.h later
  * pass through untimed until they are listed here (tests/test_prof.c finds them). */
 #define WRAP(f) out.f = in->f ? p_##f : NULL
@@ -337,6 +373,12 @@ const zt_backend *zt_backend_profiled(const zt_backend *inner)
     WRAP(graph_end);
     WRAP(graph_launch);
     WRAP(graph_free);
+    WRAP(rope_forward_act16);
+    WRAP(rope_backward_act16);
+    WRAP(attention_forward_act16);
+    WRAP(attention_backward_act16);
+    WRAP(swiglu_forward_act16);
+    WRAP(swiglu_backward_act16);
     /* a device that runs its kernels on a stream is timed by events on it */
     zt_prof_set_clock(inner->stream && inner->stream() ? zt_cuda_prof_clock() : NULL);
     return &out;

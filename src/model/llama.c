@@ -60,11 +60,17 @@ static int head_transposed_by_default(const zt_llama_config *c)
  *
  * Per layer: x (N, C) fp32, kept even with checkpointing; then the intermediates
  * n1, n2, act in the operand dtype, rstd1, rstd2, qkv, att, lse, h, gu in fp32 and
- * att16 in bf16 when operands are bf16.  With checkpointing only layer 0 has
- * intermediates, which every layer shares (refilled by recomputation in backward).
- * Then the final norm, the logits (reused in place for dlogits), the backward
- * scratch, the rope tables, a norm weight's fp32 copy, lm_head's transposed
- * result when the vocabulary is wide, and the attention's scratch.  In fast mode
+ * att16 in bf16 when operands are bf16.  With bf16 activations (m->act16) qkv, att
+ * and gu are not held: qkv16 and gu16 (bf16) take the place of qkv and gu, att16
+ * alone holds the attention output: 2 N (Dqkv + Dq + 2F) bytes a layer instead of
+ * 4 N (Dqkv + Dq + 2F) + 2 N Dq.  The gate|up product writes bf16 (matmul_out); the
+ * qkv product lands in fp32 (m->land) for its bias and RoPE: in the backward's dqkv,
+ * free while a layer runs forward (the backward writes it before it reads it, also
+ * after a checkpointed layer's recomputation), so the landing costs nothing.  With
+ * checkpointing only layer 0 has intermediates, which every layer shares (refilled by
+ * recomputation in backward).  Then the final norm, the logits (reused in place for
+ * dlogits), the backward scratch, the rope tables, a norm weight's fp32 copy, lm_head's
+ * transposed result when the vocabulary is wide, and the attention's scratch.  In fast mode
  * (fused_head) the logits, their bf16 gradient and lm_head's transposed result are
  * not there (lmhead_xent holds one chunk of rows: the CUDA tables in their scratch,
  * the host per call), and a device double for the loss is. */
@@ -85,6 +91,7 @@ static int act_table(const zt_model *m, act_buf *out, size_t *total)
     size_t hd = (size_t)c->head_dim, Dq = (size_t)nh * hd, Dqkv = (size_t)(nh + 2 * nkv) * hd;
     size_t V = (size_t)c->vocab_size, T = (size_t)m->T;
     size_t o = zt_dtype_size(m->opd), c16 = m->opd == ZT_BF16 ? 2 : 0; /* bf16 copies: 0 bytes when not */
+    size_t a32 = m->act16 ? 0 : 4, a16 = m->act16 ? 2 : 0; /* qkv, att, gu: fp32, or bf16 with act16 */
     int n = 0;
     *total = 0;
 #define ADD(fld, nbytes)                                                          \
@@ -103,14 +110,16 @@ static int act_table(const zt_model *m, act_buf *out, size_t *total)
             continue;
         ADD(m->layers[l].n1, o * N * C);
         ADD(m->layers[l].rstd1, 4 * N);
-        ADD(m->layers[l].qkv, 4 * N * Dqkv);
-        ADD(m->layers[l].att, 4 * N * Dq);
+        ADD(m->layers[l].qkv, a32 * N * Dqkv);
+        ADD(m->layers[l].qkv16, a16 * N * Dqkv);
+        ADD(m->layers[l].att, a32 * N * Dq);
         ADD(m->layers[l].att16, c16 * N * Dq);
         ADD(m->layers[l].lse, 4 * N * (size_t)nh);
         ADD(m->layers[l].h, 4 * N * C);
         ADD(m->layers[l].n2, o * N * C);
         ADD(m->layers[l].rstd2, 4 * N);
-        ADD(m->layers[l].gu, 4 * N * 2 * F);
+        ADD(m->layers[l].gu, a32 * N * 2 * F);
+        ADD(m->layers[l].gu16, a16 * N * 2 * F);
         ADD(m->layers[l].act, o * N * F);
     }
     ADD(m->nf, o * N * C);
@@ -148,6 +157,7 @@ static void set_shapes(zt_model *m, const zt_llama_config *cfg, const zt_backend
     m->N = B * T;
     m->checkpointing = checkpointing;
     m->opd = zt_model_operand_dtype(compute);
+    m->act16 = kernels == ZT_KERNELS_FAST && m->opd == ZT_BF16;
 }
 
 int zt_model_set_head_transposed(zt_model *m, int on, zt_err *err)
@@ -187,6 +197,7 @@ int zt_model_init(zt_model *m, const zt_llama_config *cfg, const zt_layout *lay,
         memcpy(bufs[i].field, &bufs[i].p, sizeof bufs[i].p);
         m->act_bytes += bufs[i].bytes;
     }
+    m->land = m->act16 ? m->dqkv : NULL; /* the qkv product's landing (above) */
     for (int l = 1; checkpointing && l < L; l++) { /* layer 0's intermediates, shared */
         float *x = m->layers[l].x;
         m->layers[l] = m->layers[0];
@@ -335,6 +346,53 @@ static const void *att_operand(const zt_layer_acts *a)
     return a->att16 ? (const void *)a->att16 : (const void *)a->att;
 }
 
+/* ---- the attention and the MLP's gate, in fp32 or bf16 activations ------ */
+
+/* qkv = n1 Wqkv^T [+ b], RoPE, att = attention(qkv).  With bf16 activations the product
+ * lands in fp32 (m->land), gets its bias there, and one pass rotates and rounds it into
+ * the bf16 qkv16; the attention reads qkv16 and writes att16 only.  (RoPE in the
+ * attention's tile loads would let the product write bf16 and save that pass.) */
+static int attention_forward(zt_model *m, zt_layer_acts *a, const layer_weights *w, zt_err *err)
+{
+    const zt_llama_config *c = &m->cfg;
+    int N = m->N, C = c->hidden_size, nh = c->num_attention_heads, nkv = c->num_key_value_heads;
+    int hd = c->head_dim, Dqkv = (nh + 2 * nkv) * hd, window = zt_llama_attention_window(c);
+    float *qkv = m->act16 ? m->land : a->qkv;
+    int rc = linear_forward(m, qkv, a->n1, w->qkv, Dqkv, C, 0.0f, err);
+    if (rc)
+        return rc;
+    if (w->qkv_b) /* nn.Linear's bias, added to the product before RoPE */
+        m->be->bias_forward(qkv, w->qkv_b, m->own.compute, N, Dqkv);
+    if (m->act16) {
+        m->be->rope_forward_act16(a->qkv16, qkv, m->rope_cos, m->rope_sin, m->B, m->T, nh, nkv, hd);
+        m->be->attention_forward_act16(a->att16, a->lse, a->qkv16, m->attn_pack, m->B, m->T, nh, nkv, hd, window);
+    } else {
+        m->be->rope_forward(qkv, m->rope_cos, m->rope_sin, m->B, m->T, nh, nkv, hd);
+        m->be->attention_forward(a->att, a->att16, a->lse, qkv, m->attn_pack, m->B, m->T, nh, nkv, hd, window);
+    }
+    return ZT_OK;
+}
+
+/* gu = n2 Wgu^T, act = swiglu(gu).  With bf16 activations the product writes gu in
+ * bf16 (matmul_out: the fp32 sum rounded once, autocast's bf16 linear output) and
+ * SwiGLU reads it there. */
+static int swiglu_forward(zt_model *m, zt_layer_acts *a, const layer_weights *w, zt_err *err)
+{
+    int N = m->N, C = m->cfg.hidden_size, F = m->cfg.intermediate_size;
+    zt_dtype c = m->own.compute;
+    if (!m->act16) {
+        int rc = linear_forward(m, a->gu, a->n2, w->gu, 2 * F, C, 0.0f, err);
+        if (rc == ZT_OK)
+            m->be->swiglu_forward(a->act, m->opd, a->gu, N, F);
+        return rc;
+    }
+    int rc = m->be->matmul_out(a->gu16, ZT_BF16, NULL, a->n2, m->opd, w->gu, c, N, 2 * F, C, 0, 1, c, err);
+    progress(m);
+    if (rc == ZT_OK)
+        m->be->swiglu_forward_act16(a->act, a->gu16, N, F);
+    return rc;
+}
+
 /* ---- one decoder layer --------------------------------------------------- */
 
 static int layer_forward(zt_model *m, int l, const void *base, zt_err *err)
@@ -343,25 +401,19 @@ static int layer_forward(zt_model *m, int l, const void *base, zt_err *err)
     zt_layer_acts *a = &m->layers[l];
     float *out = m->layers[l + 1].x;
     int N = m->N, C = c->hidden_size, F = c->intermediate_size, nh = c->num_attention_heads;
-    int nkv = c->num_key_value_heads, hd = c->head_dim, Dq = nh * hd, Dqkv = (nh + 2 * nkv) * hd;
+    int Dq = nh * c->head_dim;
     float eps = (float)c->rms_norm_eps;
     layer_weights w = layer_views(m, base, l);
     int rc;
 
     m->be->rmsnorm_forward(a->n1, m->opd, a->rstd1, a->x, norm_weight(m, w.attn_norm), N, C, eps);
-    if ((rc = linear_forward(m, a->qkv, a->n1, w.qkv, Dqkv, C, 0.0f, err)))
+    if ((rc = attention_forward(m, a, &w, err)))
         return rc;
-    if (w.qkv_b) /* nn.Linear's bias, added to the product before RoPE */
-        m->be->bias_forward(a->qkv, w.qkv_b, m->own.compute, N, Dqkv);
-    m->be->rope_forward(a->qkv, m->rope_cos, m->rope_sin, m->B, m->T, nh, nkv, hd);
-    m->be->attention_forward(a->att, a->att16, a->lse, a->qkv, m->attn_pack, m->B, m->T, nh, nkv, hd,
-                             zt_llama_attention_window(c));
     if ((rc = linear_residual(m, a->h, a->x, att_operand(a), w.o, C, Dq, err)))
         return rc;
     m->be->rmsnorm_forward(a->n2, m->opd, a->rstd2, a->h, norm_weight(m, w.mlp_norm), N, C, eps);
-    if ((rc = linear_forward(m, a->gu, a->n2, w.gu, 2 * F, C, 0.0f, err)))
+    if ((rc = swiglu_forward(m, a, &w, err)))
         return rc;
-    m->be->swiglu_forward(a->act, m->opd, a->gu, N, F);
     return linear_residual(m, out, a->h, a->act, w.down, C, F, err);
 }
 
@@ -379,7 +431,10 @@ static int layer_backward(zt_model *m, int l, const void *base, float *gbase, zt
     /* MLP: out = h + act Wdown^T */
     if ((rc = linear_backward(m, m->dact, g.down, dres_operand(m), a->act, w.down, C, F, err)))
         return rc;
-    m->be->swiglu_backward(m->dgu, m->opd, m->dact, a->gu, N, F);
+    if (m->act16)
+        m->be->swiglu_backward_act16(m->dgu, m->dact, a->gu16, N, F);
+    else
+        m->be->swiglu_backward(m->dgu, m->opd, m->dact, a->gu, N, F);
     if ((rc = linear_backward(m, m->dn, g.gu, m->dgu, a->n2, w.gu, 2 * F, C, err)))
         return rc;
     m->be->rmsnorm_backward(m->dres, m->dres16, g.mlp_norm, m->dn, a->h,
@@ -387,13 +442,22 @@ static int layer_backward(zt_model *m, int l, const void *base, float *gbase, zt
     /* attention: h = x + att Wo^T */
     if ((rc = linear_backward(m, m->datt, g.o, dres_operand(m), att_operand(a), w.o, C, Dq, err)))
         return rc;
-    m->be->attention_backward(m->dqkv, m->datt, a->qkv, a->att, a->lse, m->attn_pack, m->B, m->T, nh, nkv,
-                              hd, zt_llama_attention_window(c));
-    m->be->rope_backward(m->dqkv, m->rope_cos, m->rope_sin, m->B, m->T, nh, nkv, hd);
+    if (m->act16)
+        m->be->attention_backward_act16(m->dqkv, m->datt, a->qkv16, a->att16, a->lse, m->attn_pack, m->B, m->T,
+                                        nh, nkv, hd, zt_llama_attention_window(c));
+    else
+        m->be->attention_backward(m->dqkv, m->datt, a->qkv, a->att, a->lse, m->attn_pack, m->B, m->T, nh, nkv,
+                                  hd, zt_llama_attention_window(c));
+    const void *dqkv = m->dqkv;
+    if (m->act16 && !g.qkv_b) { /* RoPE's backward fused into the operand's rounding */
+        m->be->rope_backward_act16(m->dqkv16, m->dqkv, m->rope_cos, m->rope_sin, m->B, m->T, nh, nkv, hd);
+        dqkv = m->dqkv16;
+    } else {
+        m->be->rope_backward(m->dqkv, m->rope_cos, m->rope_sin, m->B, m->T, nh, nkv, hd);
+    }
     if (g.qkv_b) /* dqkv is now the gradient of n1 Wqkv^T + b: db = its column sums */
         m->be->bias_backward(g.qkv_b, m->dqkv, N, Dqkv);
-    const void *dqkv = m->dqkv;
-    if (m->dqkv16) {
+    if (m->dqkv16 && dqkv == m->dqkv) {
         m->be->convert(m->dqkv16, ZT_BF16, m->dqkv, ZT_F32, (size_t)N * Dqkv);
         dqkv = m->dqkv16;
     }

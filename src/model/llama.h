@@ -31,6 +31,9 @@ typedef struct zt_layer_acts {
     float *rstd2;
     float *gu;           /* (N, 2F) gate | up */
     void *act;           /* (N, F) silu(gate) * up, opd */
+    /* bf16 activations (act16 below): qkv after RoPE and gate | up in bf16, in place of
+     * qkv and gu, and the attention output in att16 only (att is then NULL) */
+    uint16_t *qkv16, *gu16;
 } zt_layer_acts;
 
 typedef struct zt_model {
@@ -40,6 +43,12 @@ typedef struct zt_model {
     int B, T, N;
     int checkpointing;       /* keep only layer inputs; recompute a layer in backward */
     zt_dtype opd;            /* dtype of the buffers that only feed matrix products */
+    /* bf16 activations: fast kernels with bf16 compute keep qkv, the attention output
+     * and gate | up in bf16, as autocast does (the residual stream, RMSNorm's arithmetic
+     * and every gradient but the products' operands stay fp32); docs/gpu.md */
+    int act16;
+    float *land;             /* with act16: the qkv product's fp32 result before RoPE and its
+                              * rounding (dqkv's buffer, free during a forward: llama.c) */
     zt_layer_acts *layers;   /* L + 1 entries; layers[L].x is the last layer's output */
     void *nf;                /* final norm output (N, C), opd */
     float *rstdf;            /* its 1/rms (N) */
@@ -113,7 +122,8 @@ const float *zt_model_logits(const zt_model *m);
 size_t zt_model_activation_bytes(const zt_llama_config *cfg, int B, int T, int checkpointing,
                                  zt_dtype compute);
 /* The same for a training model in kernel mode `kernels` (backend.h): fast mode holds
- * no (N, V) logits (nor their bf16 gradient, nor lm_head's transposed result). */
+ * no (N, V) logits (nor their bf16 gradient, nor lm_head's transposed result), and with
+ * bf16 compute keeps qkv, the attention output and gate|up in bf16 (act16). */
 size_t zt_model_activation_bytes_in(const zt_llama_config *cfg, int B, int T, int checkpointing, zt_dtype compute,
                                     zt_kernel_mode kernels);
 

@@ -1,7 +1,7 @@
 # --kernels exact|fast and the Accelerate YAML's ztrain_kernels key (docs/gpu.md,
 # "Kernel modes"): the plan line says the mode; the CPU refuses fast (exit 2, naming
 # the flag or the key); the emulated device runs fast mode (the asynchronous step)
-# with the numbers of exact mode.  The waits inside a fast step are counted by
+# with the numbers of exact mode in fp32, within bf16 error of them in bf16.  The waits inside a fast step are counted by
 # tests/test_async_step.c.
 . "$(dirname "$0")/lib.bash"
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -27,30 +27,45 @@ out=$("$ZTRAIN" "${args[@]}" --device emu --config_file "$TMP/fast.yaml" --kerne
     fail "the flag over the key: $out"
 printf '%s' "$out" | grep -q "^plan: .*, kernels exact" || fail "the flag does not win over the key: $out"
 
-# fast mode on the emulated device runs the CPU's kernels: the same losses, norms and audit
-same() { # exact.jsonl fast.jsonl what
-    python3 - "$1" "$2" <<'PY' || fail "fast and exact differ on emu: $3"
+# fast mode on the emulated device runs the CPU's kernels and the asynchronous step's
+# host logic: in fp32 the same losses, norms and audit as exact mode; in bf16 it also
+# keeps bf16 activations (qkv, the attention output, gate|up: docs/gpu.md), so its
+# losses and norms are within bf16 error (2^-8 relative) of exact mode's, not its bits
+# (the lost-update audit counts single elements whose updates round away, so it is only
+# compared where the numbers are the same)
+same() { # exact.jsonl fast.jsonl what [bf16]
+    python3 - "$1" "$2" "${4:-}" <<'PY' || fail "fast and exact differ on emu: $3"
 import json, sys
 a, b = ([json.loads(l) for l in open(p)] for p in sys.argv[1:3])
+bf16 = sys.argv[3] == "bf16"
 assert len(a) == len(b) == 3, (len(a), len(b))
 for x, y in zip(a, b):
-    for k in ("loss", "grad_norm", "lost_update_fraction", "update_to_half_ulp", "skipped"):
-        assert x[k] == y[k], (x["step"], k, x[k], y[k])
+    assert x["skipped"] == y["skipped"], (x["step"], x["skipped"], y["skipped"])
+    for k in ("loss", "grad_norm") if bf16 else ("loss", "grad_norm", "lost_update_fraction", "update_to_half_ulp"):
+        ok = abs(x[k] - y[k]) <= abs(x[k]) / 256 if bf16 else x[k] == y[k]
+        assert ok, (x["step"], k, x[k], y[k])
+    if bf16: # the bf16 activations were used: fast is not exact's bits
+        assert any(u["loss"] != v["loss"] for u, v in zip(a, b)), "fast mode's losses are exact mode's bits"
 PY
 }
-same "$TMP/exact.jsonl" "$TMP/fast.jsonl" "1 rank"
+same "$TMP/exact.jsonl" "$TMP/fast.jsonl" "1 rank, bf16" bf16
+for k in exact fast; do
+    out=$("$ZTRAIN" "${args[@]}" --device emu --mixed_precision no --kernels $k --log_jsonl "$TMP/f32_$k.jsonl" 2>&1) ||
+        fail "fp32, $k: $out"
+done
+same "$TMP/f32_exact.jsonl" "$TMP/f32_fast.jsonl" "1 rank, fp32"
 # 2 ranks, FSDP: the verdict is agreed over the ranks before AdamW (async_step.c)
 for k in exact fast; do
     out=$("${mpi[@]}" -np 2 "$ZTRAIN" "${args[@]}" --device emu --use_fsdp --kernels $k \
           --log_jsonl "$TMP/fsdp2_$k.jsonl" 2>&1) || fail "2 ranks, $k: $out"
 done
-same "$TMP/fsdp2_exact.jsonl" "$TMP/fsdp2_fast.jsonl" "2 ranks, FSDP"
+same "$TMP/fsdp2_exact.jsonl" "$TMP/fsdp2_fast.jsonl" "2 ranks, FSDP, bf16" bf16
 
 # 20 steps, fast against exact: fast mode's training pass takes the fused lm-head
 # cross-entropy (lmhead_xent) and the residual products (matmul_out); losses and norms
 # within bf16 error (2^-8 relative).  On the emulated device both run the CPU's kernels
-# and the chunk holds every row here, so they agree to the bit; tests/test_fused.c
-# crosses chunk boundaries.
+# and the chunk holds every row here; what differs is fast mode's bf16 activations
+# (tests/test_act16.c); tests/test_fused.c crosses chunk boundaries.
 args20=("${args[@]}")
 args20[10]=20 # --max_steps
 for k in exact fast; do
@@ -68,7 +83,9 @@ PY
 
 # estimate-memory and the memory gate: fast mode's training holds no (N, V) logits, so
 # its activations are smaller by their fp32 and bf16 copies, N V (4 + 2) bytes (less
-# the device double of the loss): at N = 8 x 128, V = 256, 1.5 MiB
+# the device double of the loss): at N = 8 x 128, V = 256, 1.5 MiB; and with bf16
+# compute it keeps qkv, the attention output and gate|up in bf16, 2 N (Dqkv + 2 Dq + 2F)
+# bytes less a layer (Dqkv 128, Dq 64, F 172, 2 layers: 2.34 MiB; act16_memory.sh)
 mem=(estimate-memory --model "$fix" --device emu --block_size 128 --per_device_train_batch_size 8 --mixed_precision bf16)
 for k in exact fast; do
     "$ZTRAIN" "${mem[@]}" --kernels $k > "$TMP/mem_$k.txt" 2>&1 || fail "estimate-memory --kernels $k: $(cat "$TMP/mem_$k.txt")"
@@ -76,7 +93,8 @@ done
 python3 - "$TMP/mem_exact.txt" "$TMP/mem_fast.txt" <<'PY' || fail "estimate-memory: fast mode does not drop the logits"
 import re, sys
 e, f = (float(re.search(r"activations\s+([0-9.]+) MiB", open(p).read()).group(1)) for p in sys.argv[1:3])
-want = (8 * 128 * 256 * 6 - 8) / 2**20
+N = 8 * 128
+want = (N * 256 * 6 - 8 + 2 * 2 * N * (128 + 2 * 64 + 2 * 172)) / 2**20
 assert abs((e - f) - want) <= 0.011, (e, f, want)
 PY
 # a limit between the two estimates: exact mode is refused before allocating, fast runs

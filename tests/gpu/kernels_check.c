@@ -69,7 +69,7 @@ static int no_graphs;
 static int no_matmul;
 /* --only NAME: run one group of checks (memory, matmul, embed, rmsnorm, rope, swiglu, bias,
  * transpose, xent, attention, cache, adamw, reductions, fast-norm, fast-xent, fast-attention,
- * fast-matmul, fast-step, graph; `fast` runs the five fast-* groups) */
+ * fast-matmul, fast-step, fast-act16, graph; `fast` runs the six fast-* groups) */
 static const char *only;
 /* --bench SHRINK: time the fast kernels against the exact ones instead of checking
  * (run_bench; 1: the 1B model's shapes) */
@@ -1057,7 +1057,7 @@ static void check_fast_matmul(void)
     dev_free_all();
 }
 
-/* the overlay replaces exactly the eleven entries fast.h names */
+/* the overlay replaces exactly the seventeen entries fast.h names */
 static void check_fast_table(void)
 {
     zt_backend t;
@@ -1071,15 +1071,25 @@ static void check_fast_table(void)
                          t.swiglu_forward == zt_cu_fast_swiglu_forward && t.swiglu_backward == zt_cu_fast_swiglu_backward &&
                          t.embed_backward == zt_cu_fast_embed_backward &&
                          t.rmsnorm_residual_forward == zt_cu_fast_rmsnorm_residual_forward &&
-                         t.matmul_out == zt_cu_fast_matmul_out && t.lmhead_xent == zt_cu_fast_lmhead_xent;
-    report("fast table: the eleven fast entries in place", replaced ? 0.0 : 1.0, EXACT, NULL);
-    /* every other entry unchanged: the copy with those eleven put back is the table */
+                         t.matmul_out == zt_cu_fast_matmul_out && t.lmhead_xent == zt_cu_fast_lmhead_xent &&
+                         t.rope_forward_act16 == zt_cu_fast_rope_forward_act16 &&
+                         t.rope_backward_act16 == zt_cu_fast_rope_backward_act16 &&
+                         t.attention_forward_act16 == zt_cu_fast_attention_forward_act16 &&
+                         t.attention_backward_act16 == zt_cu_fast_attention_backward_act16 &&
+                         t.swiglu_forward_act16 == zt_cu_fast_swiglu_forward_act16 &&
+                         t.swiglu_backward_act16 == zt_cu_fast_swiglu_backward_act16;
+    report("fast table: the seventeen fast entries in place", replaced ? 0.0 : 1.0, EXACT, NULL);
+    /* every other entry unchanged: the copy with those seventeen put back is the table */
     t.attention_scratch_bytes = gpu->attention_scratch_bytes, t.attention_forward = gpu->attention_forward;
     t.attention_backward = gpu->attention_backward, t.rmsnorm_forward = gpu->rmsnorm_forward;
     t.rmsnorm_backward = gpu->rmsnorm_backward, t.swiglu_forward = gpu->swiglu_forward;
     t.swiglu_backward = gpu->swiglu_backward, t.embed_backward = gpu->embed_backward;
     t.rmsnorm_residual_forward = gpu->rmsnorm_residual_forward, t.matmul_out = gpu->matmul_out;
     t.lmhead_xent = gpu->lmhead_xent;
+    t.rope_forward_act16 = gpu->rope_forward_act16, t.rope_backward_act16 = gpu->rope_backward_act16;
+    t.attention_forward_act16 = gpu->attention_forward_act16;
+    t.attention_backward_act16 = gpu->attention_backward_act16;
+    t.swiglu_forward_act16 = gpu->swiglu_forward_act16, t.swiglu_backward_act16 = gpu->swiglu_backward_act16;
     report("fast table: every other entry the exact one", memcmp(&t, gpu, sizeof t) ? 1.0 : 0.0, EXACT, NULL);
 }
 
@@ -1106,6 +1116,130 @@ static void check_fast_attention(void)
     /* the exact fallback: fp32 operands, and a head size the tensor-core kernels do not serve */
     check_fast_attention_case(1, 90, 4, 2, 64, 0, ZT_F32);
     check_fast_attention_case(1, 77, 4, 2, 48, 0, ZT_BF16);
+}
+
+/* ---- bf16 activations (backend.h's _act16 entries) --------------------------------------
+ *
+ * Each against its exact composition on the same device inputs: the exact table's
+ * entries (rope, convert, attention on widened copies, swiglu on widened gu), which the
+ * exact table's _act16 entry must match bit for bit and the fast one within bf16 error:
+ * BF16_TOL where both round the same fp32 value computed in another order (one bf16
+ * ulp, 2^-8, each side), FAST_TOL for the tensor-core attention (as above).  The CPU's
+ * reference (act16.c) is held to the same compositions by tests/test_act16.c. */
+
+static void check_act16_rope(int B, int T, int nh, int nkv, int hd)
+{
+    const size_t W = (size_t)(nh + 2 * nkv) * hd, n = (size_t)B * T * W, nt = (size_t)T * (hd / 2);
+    float *x = randn(n, 1.0f);
+    float *dx = dev(x, n * 4), *dc = dev(NULL, nt * 4), *ds = dev(NULL, nt * 4), *tmp = dev(NULL, n * 4);
+    const zt_rope_freqs f = {10000.0f, 0, 0, 0, 0, 0};
+    gpu->rope_tables(dc, ds, T, hd, &f);
+    uint16_t *e16 = dev(NULL, n * 2), *x16 = dev(NULL, n * 2), *f16 = dev(NULL, n * 2);
+    char name[160];
+    for (int back = 0; back < 2; back++) {
+        gpu->copy(tmp, dx, n * 4);
+        (back ? gpu->rope_backward : gpu->rope_forward)(tmp, dc, ds, B, T, nh, nkv, hd);
+        gpu->convert(e16, ZT_BF16, tmp, ZT_F32, n);
+        uint16_t *want = host(n * 2);
+        down(want, e16, n * 2);
+        poison(x16, n * 2), poison(f16, n * 2);
+        (back ? gpu->rope_backward_act16 : gpu->rope_forward_act16)(x16, dx, dc, ds, B, T, nh, nkv, hd);
+        (back ? zt_cu_fast_rope_backward_act16 : zt_cu_fast_rope_forward_act16)(f16, dx, dc, ds, B, T, nh, nkv, hd);
+        snprintf(name, sizeof name, "exact rope_%s_act16 vs rope + convert (nh=%d nkv=%d hd=%d)",
+                 back ? "backward" : "forward", nh, nkv, hd);
+        check(name, x16, want, ZT_BF16, n, EXACT);
+        snprintf(name, sizeof name, "fast rope_%s_act16 vs rope + convert (nh=%d nkv=%d hd=%d)",
+                 back ? "backward" : "forward", nh, nkv, hd);
+        check(name, f16, want, ZT_BF16, n, BF16_TOL);
+        free(want);
+    }
+    free(x);
+    dev_free_all();
+}
+
+static void check_act16_swiglu(void)
+{
+    const int N = 33, F = 129;
+    const size_t n = (size_t)N * F;
+    float *gu = randn(2 * n, 2.0f), *dh = randn(n, 1.0f);
+    uint16_t *gu16 = as_dtype(gu, ZT_BF16, 2 * n);
+    uint16_t *d16 = dev(gu16, 2 * n * 2);
+    float *dgu = dev(NULL, 2 * n * 4), *ddh = dev(dh, n * 4);
+    gpu->convert(dgu, ZT_F32, d16, ZT_BF16, 2 * n); /* the composition's fp32 gu: the bf16 values widened */
+    uint16_t *eh = dev(NULL, n * 2), *eg = dev(NULL, 2 * n * 2), *xh = dev(NULL, n * 2), *xg = dev(NULL, 2 * n * 2);
+    uint16_t *fh = dev(NULL, n * 2), *fg = dev(NULL, 2 * n * 2);
+    gpu->swiglu_forward(eh, ZT_BF16, dgu, N, F);
+    gpu->swiglu_backward(eg, ZT_BF16, ddh, dgu, N, F);
+    poison(xh, n * 2), poison(xg, 4 * n), poison(fh, n * 2), poison(fg, 4 * n);
+    gpu->swiglu_forward_act16(xh, d16, N, F);
+    gpu->swiglu_backward_act16(xg, ddh, d16, N, F);
+    zt_cu_fast_swiglu_forward_act16(fh, d16, N, F);
+    zt_cu_fast_swiglu_backward_act16(fg, ddh, d16, N, F);
+    uint16_t *want_h = host(n * 2), *want_g = host(4 * n);
+    down(want_h, eh, n * 2), down(want_g, eg, 4 * n);
+    check("exact swiglu_forward_act16 vs swiglu on widened gu", xh, want_h, ZT_BF16, n, EXACT);
+    check("exact swiglu_backward_act16 vs swiglu on widened gu", xg, want_g, ZT_BF16, 2 * n, EXACT);
+    check("fast swiglu_forward_act16 vs swiglu on widened gu", fh, want_h, ZT_BF16, n, BF16_TOL);
+    check("fast swiglu_backward_act16 vs swiglu on widened gu", fg, want_g, ZT_BF16, 2 * n, BF16_TOL);
+    free(gu), free(dh), free(gu16), free(want_h), free(want_g);
+    dev_free_all();
+}
+
+static void check_act16_attention(int B, int T, int nh, int nkv, int hd, int window)
+{
+    const size_t W = (size_t)(nh + 2 * nkv) * hd, nqkv = (size_t)B * T * W, nout = (size_t)B * T * nh * hd,
+                 nlse = (size_t)B * nh * T;
+    float *qkv = randn(nqkv, 1.0f), *dout = randn(nout, 1.0f);
+    uint16_t *qkv16 = as_dtype(qkv, ZT_BF16, nqkv);
+    const size_t gs = gpu->attention_scratch_bytes(B, T, nkv, hd, ZT_BF16);
+    const int tensor_cores = gs > 0 && zt_cu_fast_attention_supported(hd);
+    char tag[128], name[200];
+    snprintf(tag, sizeof tag, "B=%d T=%d nh=%d nkv=%d hd=%d window=%d %s", B, T, nh, nkv, hd, window,
+             tensor_cores ? "tensor cores" : "exact fallback");
+    uint16_t *d16 = dev(qkv16, nqkv * 2);
+    float *dq = dev(NULL, nqkv * 4), *ddo = dev(dout, nout * 4);
+    gpu->convert(dq, ZT_F32, d16, ZT_BF16, nqkv);
+    void *scratch = gs ? dev(NULL, gs) : NULL;
+    /* the composition: the exact kernels on the widened qkv, and backward on the widened out16 */
+    float *eo = dev(NULL, nout * 4), *el = dev(NULL, nlse * 4), *edq = dev(NULL, nqkv * 4), *eow = dev(NULL, nout * 4);
+    uint16_t *eo16 = dev(NULL, nout * 2);
+    gpu->attention_forward(eo, eo16, el, dq, scratch, B, T, nh, nkv, hd, window);
+    gpu->convert(eow, ZT_F32, eo16, ZT_BF16, nout);
+    gpu->attention_backward(edq, ddo, dq, eow, el, scratch, B, T, nh, nkv, hd, window);
+    uint16_t *want_o16 = host(nout * 2);
+    float *want_l = host(nlse * 4), *want_dq = host(nqkv * 4);
+    down(want_o16, eo16, nout * 2), down(want_l, el, nlse * 4), down(want_dq, edq, nqkv * 4);
+    for (int fast = 0; fast < 2; fast++) {
+        const double tol = fast && tensor_cores ? FAST_TOL : EXACT;
+        const char *who = fast ? "fast" : "exact";
+        uint16_t *o16 = dev(NULL, nout * 2);
+        float *l = dev(NULL, nlse * 4), *g = dev(NULL, nqkv * 4);
+        poison(o16, nout * 2), poison(l, nlse * 4), poison(g, nqkv * 4);
+        (fast ? zt_cu_fast_attention_forward_act16 : gpu->attention_forward_act16)(o16, l, d16, scratch, B, T, nh,
+                                                                                  nkv, hd, window);
+        snprintf(name, sizeof name, "%s attention_forward_act16 out16 vs exact (%s)", who, tag);
+        check(name, o16, want_o16, ZT_BF16, nout, fast && tensor_cores ? FAST_TOL : EXACT);
+        snprintf(name, sizeof name, "%s attention_forward_act16 lse vs exact (%s)", who, tag);
+        check(name, l, want_l, ZT_F32, nlse, tol);
+        /* backward from the composition's lse and out16, so it is checked on its own */
+        (fast ? zt_cu_fast_attention_backward_act16 : gpu->attention_backward_act16)(g, ddo, d16, eo16, el, scratch, B,
+                                                                                    T, nh, nkv, hd, window);
+        snprintf(name, sizeof name, "%s attention_backward_act16 dqkv vs exact (%s)", who, tag);
+        check(name, g, want_dq, ZT_F32, nqkv, tol);
+    }
+    free(qkv), free(dout), free(qkv16), free(want_o16), free(want_l), free(want_dq);
+    dev_free_all();
+}
+
+static void check_fast_act16(void)
+{
+    check_act16_rope(2, 37, 4, 2, 64);
+    check_act16_rope(1, 9, 2, 2, 6); /* a head size off every tile */
+    check_act16_swiglu();
+    check_act16_attention(2, 150, 6, 2, 64, 0);
+    check_act16_attention(1, 130, 4, 4, 128, 0);
+    check_act16_attention(1, 150, 4, 1, 64, 70);
+    check_act16_attention(1, 77, 4, 2, 48, 0); /* the exact fallback */
 }
 
 static void check_attention_cache(void)
@@ -1723,7 +1857,7 @@ int main(int argc, char **argv)
         {"cache", check_attention_cache}, {"adamw", check_adamw},       {"reductions", check_reductions},
         {"fast-norm", check_fast_norm}, {"fast-xent", check_fast_xent}, {"fast-attention", check_fast_attention},
         {"fast-matmul", check_fast_matmul},
-        {"fast-step", check_fast_step},
+        {"fast-step", check_fast_step},         {"fast-act16", check_fast_act16},
         {"graph", check_graph},
     };
     if (bench) { /* timings only, no checks */

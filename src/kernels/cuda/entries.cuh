@@ -56,6 +56,18 @@ void zt_cu_attention_cache_forward(float *out, const float *q, size_t q_stride, 
 void zt_cu_swiglu_forward(void *h, zt_dtype h_dt, const float *gu, int N, int F);
 void zt_cu_swiglu_backward(void *dgu, zt_dtype dgu_dt, const float *dh, const float *gu, int N, int F);
 
+/* act16.cu: the bf16 activations of fast mode (backend.h's _act16 entries) */
+void zt_cu_rope_forward_act16(uint16_t *qkv16, const float *src, const float *cos_t, const float *sin_t, int B, int T,
+                              int nh, int nkv, int hd);
+void zt_cu_rope_backward_act16(uint16_t *dqkv16, const float *dqkv, const float *cos_t, const float *sin_t, int B,
+                               int T, int nh, int nkv, int hd);
+void zt_cu_attention_forward_act16(uint16_t *out16, float *lse, const uint16_t *qkv16, void *scratch, int B, int T,
+                                   int nh, int nkv, int hd, int window);
+void zt_cu_attention_backward_act16(float *dqkv, const float *dout, const uint16_t *qkv16, const uint16_t *out16,
+                                    const float *lse, void *scratch, int B, int T, int nh, int nkv, int hd, int window);
+void zt_cu_swiglu_forward_act16(uint16_t *h16, const uint16_t *gu16, int N, int F);
+void zt_cu_swiglu_backward_act16(uint16_t *dgu16, const float *dh, const uint16_t *gu16, int N, int F);
+
 /* transpose.cu */
 void zt_cu_transpose(float *dst, const float *src, int rows, int cols);
 

@@ -38,6 +38,24 @@ void zt_cu_fast_attention_backward(float *dqkv, const float *dout, const float *
                                    int window);
 /* 1 when the tensor-core kernels serve this head size (the others take the exact path) */
 int zt_cu_fast_attention_supported(int hd);
+/* backend.h's attention_forward_act16 / attention_backward_act16: the same kernels over
+ * bf16 qkv (and bf16 out, for D), staged as they are, the output in bf16 only; without
+ * the tensor-core path, the exact table's entries (exact kernels on widened copies). */
+void zt_cu_fast_attention_forward_act16(uint16_t *out16, float *lse, const uint16_t *qkv16, void *scratch, int B,
+                                        int T, int nh, int nkv, int hd, int window);
+void zt_cu_fast_attention_backward_act16(float *dqkv, const float *dout, const uint16_t *qkv16, const uint16_t *out16,
+                                         const float *lse, void *scratch, int B, int T, int nh, int nkv, int hd,
+                                         int window);
+
+/* ---- RoPE fused into the rounding, SwiGLU over bf16 gu (fast_act16.cu): backend.h's
+ * rope_forward_act16, rope_backward_act16, swiglu_forward_act16, swiglu_backward_act16,
+ * with FMA contraction and the hardware exp */
+void zt_cu_fast_rope_forward_act16(uint16_t *qkv16, const float *src, const float *cos_t, const float *sin_t, int B,
+                                   int T, int nh, int nkv, int hd);
+void zt_cu_fast_rope_backward_act16(uint16_t *dqkv16, const float *dqkv, const float *cos_t, const float *sin_t,
+                                    int B, int T, int nh, int nkv, int hd);
+void zt_cu_fast_swiglu_forward_act16(uint16_t *h16, const uint16_t *gu16, int N, int F);
+void zt_cu_fast_swiglu_backward_act16(uint16_t *dgu16, const float *dh, const uint16_t *gu16, int N, int F);
 
 /* ---- RMSNorm and SwiGLU (fast_norm.cu): fp32 sums, a warp per row, the hardware exp
  *
@@ -93,10 +111,10 @@ void zt_cu_fast_embed_backward(float *dwte, const float *dx, const int *tokens, 
  * Puts the fast kernels that share backend.h's signatures in place of the exact ones in
  * *t (a copy of the CUDA table): attention_scratch_bytes, attention_forward,
  * attention_backward, rmsnorm_forward, rmsnorm_backward, swiglu_forward,
- * swiglu_backward, embed_backward, and the three fused entries above
+ * swiglu_backward, embed_backward, the three fused entries above
  * (rmsnorm_residual_forward, matmul_out, lmhead_xent, whose exact twins are
- * compositions of the exact entries, fused.cu).  Every other entry stays the exact
- * one. */
+ * compositions of the exact entries, fused.cu), and the six _act16 entries (whose
+ * exact twins are act16.cu's).  Every other entry stays the exact one. */
 struct zt_backend;
 void zt_cu_fast_overlay(struct zt_backend *t);
 

@@ -15,7 +15,8 @@
  *
  * Tiles: 64 queries by 64 keys, 4 warps, each warp owning 16 rows.  Operands are
  * rounded to bf16 as they are staged in shared memory (from the fp32 activations, so no
- * scratch is needed); every product goes through two helpers:
+ * scratch is needed; fast mode's bf16 activations, the _act16 entries, are staged as
+ * they are); every product goes through two helpers:
  *   mm_abt:    C (16 x 64, fp32) = A (16 x hd) B^T, B (64 x hd)   scores, dP
  *   mm_ab_acc: acc (16 x hd, fp32) += A (16 x 64) B (64 x hd)      P V, P^T dO, dS^T Q, dS K
  * The elementwise parts (the online softmax, p and ds) read the fp32 tile a warp stored
@@ -71,16 +72,23 @@ struct fa_dims {
     static constexpr int NT = HD / 16; /* 16-wide slices of the head */
 };
 
-/* Rows [r0, r0 + 64) of an fp32 matrix (row stride `stride`, HD columns from base),
- * rounded to bf16 into s (stride LDH); rows at or past T are zeros. */
-template <int HD>
-__device__ __forceinline__ void load_tile(uint16_t *s, const float *base, size_t stride, int r0, int T)
+/* The activations' element types: fp32 (the exact path's qkv and out, rounded as they
+ * are staged) or bf16 bits (fast mode's bf16 activations, backend.h's _act16 entries,
+ * staged as they are). */
+__device__ __forceinline__ uint16_t as_bf16(float x) { return zt_f32_to_bf16(x); }
+__device__ __forceinline__ uint16_t as_bf16(uint16_t x) { return x; }
+__device__ __forceinline__ float as_f32(float x) { return x; }
+__device__ __forceinline__ float as_f32(uint16_t x) { return zt_bf16_to_f32(x); }
+
+/* Rows [r0, r0 + 64) of a matrix of IN (row stride `stride`, HD columns from base),
+ * as bf16 into s (stride LDH); rows at or past T are zeros. */
+template <int HD, typename IN>
+__device__ __forceinline__ void load_tile(uint16_t *s, const IN *base, size_t stride, int r0, int T)
 {
     constexpr int LDH = fa_dims<HD>::LDH;
     for (int idx = threadIdx.x; idx < TB * HD; idx += FTHREADS) {
         const int r = idx / HD, d = idx % HD;
-        const float x = r0 + r < T ? base[(size_t)(r0 + r) * stride + d] : 0.0f;
-        s[r * LDH + d] = zt_f32_to_bf16(x);
+        s[r * LDH + d] = r0 + r < T ? as_bf16(base[(size_t)(r0 + r) * stride + d]) : (uint16_t)0;
     }
 }
 
@@ -156,8 +164,8 @@ __device__ __forceinline__ fa_pds p_ds(float s, float dp, float L2, float D, flo
 
 /* D_i = dout_i . out_i (fp32) and lse_i log2(e) for the 64 rows of the query tile at
  * i0 of head h (rows past T: D 0, L2 +inf, so that p = 0). */
-template <int HD>
-__device__ __forceinline__ void load_stats(float *Ls, float *Ds, const float *dout, const float *out, const float *lse,
+template <int HD, typename IN>
+__device__ __forceinline__ void load_stats(float *Ls, float *Ds, const float *dout, const IN *out, const float *lse,
                                            int b, int h, int i0, int T, int nh)
 {
     if (threadIdx.x < TB) {
@@ -165,7 +173,7 @@ __device__ __forceinline__ void load_stats(float *Ls, float *Ds, const float *do
         float L2 = INFINITY, D = 0.0f;
         if (i < T) {
             const size_t row = ((size_t)b * T + i) * (size_t)nh * HD + (size_t)h * HD;
-            for (int d = 0; d < HD; d++) D = fmaf(dout[row + d], out[row + d], D);
+            for (int d = 0; d < HD; d++) D = fmaf(dout[row + d], as_f32(out[row + d]), D);
             L2 = lse[((size_t)b * nh + h) * T + i] * LOG2E;
         }
         Ls[threadIdx.x] = L2, Ds[threadIdx.x] = D;
@@ -181,9 +189,9 @@ static size_t fwd_smem(void)
     return 3 * (size_t)TB * d::LDH * 2 + (size_t)FWARPS * 16 * d::LDF * 4 + (size_t)FWARPS * 16 * LDP * 2;
 }
 
-template <int HD>
+template <int HD, typename IN>
 __global__ void __launch_bounds__(FTHREADS) fa_forward_kernel(float *out, uint16_t *out16, float *lse,
-                                                               const float *qkv, int T, int nh, int nkv, int window,
+                                                               const IN *qkv, int T, int nh, int nkv, int window,
                                                                float scale_log2)
 {
     extern __shared__ __align__(128) float sm[];
@@ -200,7 +208,7 @@ __global__ void __launch_bounds__(FTHREADS) fa_forward_kernel(float *out, uint16
     const int i = i0 + warp * 16 + r;
     float *sw = scr + warp * 16 * LDF;
     uint16_t *pw = ps + warp * 16 * LDP;
-    const float *seq = qkv + (size_t)b * T * W;
+    const IN *seq = qkv + (size_t)b * T * W;
 
     load_tile<HD>(qs, seq + (size_t)h * HD, W, i0, T);
     float o[OH];
@@ -255,7 +263,8 @@ __global__ void __launch_bounds__(FTHREADS) fa_forward_kernel(float *out, uint16
 #pragma unroll
         for (int t = 0; t < OH; t++) {
             const float v = o[t] * inv_l;
-            out[row + 2 * t + half] = v;
+            if (out)
+                out[row + 2 * t + half] = v;
             if (out16)
                 out16[row + 2 * t + half] = zt_f32_to_bf16(v);
         }
@@ -274,9 +283,9 @@ static size_t bwd_smem(void)
            2 * (size_t)TB * 4;
 }
 
-template <int HD>
-__global__ void __launch_bounds__(FTHREADS) fa_dkv_kernel(float *dqkv, const float *dout, const float *qkv,
-                                                           const float *out, const float *lse, int T, int nh,
+template <int HD, typename IN>
+__global__ void __launch_bounds__(FTHREADS) fa_dkv_kernel(float *dqkv, const float *dout, const IN *qkv,
+                                                           const IN *out, const float *lse, int T, int nh,
                                                            int nkv, int window, float scale, float scale_log2)
 {
     extern __shared__ __align__(128) float sm[];
@@ -294,7 +303,7 @@ __global__ void __launch_bounds__(FTHREADS) fa_dkv_kernel(float *dqkv, const flo
     const int j = j0 + warp * 16 + r; /* this lane's key */
     float *sw = sT + warp * 16 * LDF, *dpw = dpT + warp * 16 * LDF;
     uint16_t *pw = pT + warp * 16 * LDP, *dsw = dsT + warp * 16 * LDP;
-    const float *seq = qkv + (size_t)b * T * W;
+    const IN *seq = qkv + (size_t)b * T * W;
 
     load_tile<HD>(ks, seq + (size_t)(nh + kh) * HD, W, j0, T);
     load_tile<HD>(vs, seq + (size_t)(nh + nkv + kh) * HD, W, j0, T);
@@ -342,9 +351,9 @@ __global__ void __launch_bounds__(FTHREADS) fa_dkv_kernel(float *dqkv, const flo
 
 /* ---- backward: dq --------------------------------------------------------------------- */
 
-template <int HD>
-__global__ void __launch_bounds__(FTHREADS) fa_dq_kernel(float *dqkv, const float *dout, const float *qkv,
-                                                          const float *out, const float *lse, int T, int nh, int nkv,
+template <int HD, typename IN>
+__global__ void __launch_bounds__(FTHREADS) fa_dq_kernel(float *dqkv, const float *dout, const IN *qkv,
+                                                          const IN *out, const float *lse, int T, int nh, int nkv,
                                                           int window, float scale, float scale_log2)
 {
     extern __shared__ __align__(128) float sm[];
@@ -361,7 +370,7 @@ __global__ void __launch_bounds__(FTHREADS) fa_dq_kernel(float *dqkv, const floa
     const int ii = warp * 16 + r, i = i0 + ii; /* this lane's query */
     float *sw = sS + warp * 16 * LDF, *dpw = dpS + warp * 16 * LDF;
     uint16_t *dsw = dsS + warp * 16 * LDP;
-    const float *seq = qkv + (size_t)b * T * W;
+    const IN *seq = qkv + (size_t)b * T * W;
 
     load_tile<HD>(qs, seq + (size_t)h * HD, W, i0, T);
     load_tile<HD>(dos, dout + (size_t)b * T * OW + (size_t)h * HD, OW, i0, T);
@@ -410,32 +419,32 @@ static void allow_smem(K kernel, size_t smem)
     ZT_CU(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
 }
 
-template <int HD>
-static void forward_hd(float *out, uint16_t *out16, float *lse, const float *qkv, int B, int T, int nh, int nkv,
+template <int HD, typename IN>
+static void forward_hd(float *out, uint16_t *out16, float *lse, const IN *qkv, int B, int T, int nh, int nkv,
                        int window)
 {
     const size_t smem = fwd_smem<HD>();
     const float scale_log2 = (float)(LOG2E / sqrt((double)HD));
-    allow_smem(fa_forward_kernel<HD>, smem);
+    allow_smem(fa_forward_kernel<HD, IN>, smem);
     const dim3 grid((unsigned)((T + TB - 1) / TB), (unsigned)nh, (unsigned)B);
-    fa_forward_kernel<HD><<<grid, FTHREADS, smem, zt_cu.stream>>>(out, out16, lse, qkv, T, nh, nkv, window,
+    fa_forward_kernel<HD, IN><<<grid, FTHREADS, smem, zt_cu.stream>>>(out, out16, lse, qkv, T, nh, nkv, window,
                                                                   scale_log2);
     ZT_CU_LAUNCHED();
 }
 
-template <int HD>
-static void backward_hd(float *dqkv, const float *dout, const float *qkv, const float *out, const float *lse, int B,
+template <int HD, typename IN>
+static void backward_hd(float *dqkv, const float *dout, const IN *qkv, const IN *out, const float *lse, int B,
                         int T, int nh, int nkv, int window)
 {
     const size_t smem = bwd_smem<HD>();
     const float scale = (float)(1.0 / sqrt((double)HD)), scale_log2 = (float)(LOG2E / sqrt((double)HD));
     const unsigned nblk = (unsigned)((T + TB - 1) / TB);
-    allow_smem(fa_dkv_kernel<HD>, smem);
-    fa_dkv_kernel<HD><<<dim3(nblk, (unsigned)nkv, (unsigned)B), FTHREADS, smem, zt_cu.stream>>>(
+    allow_smem(fa_dkv_kernel<HD, IN>, smem);
+    fa_dkv_kernel<HD, IN><<<dim3(nblk, (unsigned)nkv, (unsigned)B), FTHREADS, smem, zt_cu.stream>>>(
         dqkv, dout, qkv, out, lse, T, nh, nkv, window, scale, scale_log2);
     ZT_CU_LAUNCHED();
-    allow_smem(fa_dq_kernel<HD>, smem);
-    fa_dq_kernel<HD><<<dim3(nblk, (unsigned)nh, (unsigned)B), FTHREADS, smem, zt_cu.stream>>>(
+    allow_smem(fa_dq_kernel<HD, IN>, smem);
+    fa_dq_kernel<HD, IN><<<dim3(nblk, (unsigned)nh, (unsigned)B), FTHREADS, smem, zt_cu.stream>>>(
         dqkv, dout, qkv, out, lse, T, nh, nkv, window, scale, scale_log2);
     ZT_CU_LAUNCHED();
 }
@@ -462,13 +471,13 @@ static int fast_path(const void *scratch, int B, int T, int nh, int nkv, int hd,
     return 1;
 }
 
-#define FA_DISPATCH(FN, ...)                                     \
+#define FA_DISPATCH(FN, IN, ...)                                 \
     do {                                                         \
         switch (hd) {                                            \
-        case 32: FN<32>(__VA_ARGS__); break;                     \
-        case 64: FN<64>(__VA_ARGS__); break;                     \
-        case 96: FN<96>(__VA_ARGS__); break;                     \
-        default: FN<128>(__VA_ARGS__); break;                    \
+        case 32: FN<32, IN>(__VA_ARGS__); break;                 \
+        case 64: FN<64, IN>(__VA_ARGS__); break;                 \
+        case 96: FN<96, IN>(__VA_ARGS__); break;                 \
+        default: FN<128, IN>(__VA_ARGS__); break;                \
         }                                                        \
     } while (0)
 
@@ -481,7 +490,7 @@ void zt_cu_fast_attention_forward(float *out, uint16_t *out_bf16, float *lse, co
     }
     if (B == 0 || T == 0)
         return;
-    FA_DISPATCH(forward_hd, out, out_bf16, lse, qkv, B, T, nh, nkv, window);
+    FA_DISPATCH(forward_hd, float, out, out_bf16, lse, qkv, B, T, nh, nkv, window);
 }
 
 void zt_cu_fast_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
@@ -493,5 +502,34 @@ void zt_cu_fast_attention_backward(float *dqkv, const float *dout, const float *
     }
     if (B == 0 || T == 0)
         return;
-    FA_DISPATCH(backward_hd, dqkv, dout, qkv, out, lse, B, T, nh, nkv, window);
+    FA_DISPATCH(backward_hd, float, dqkv, dout, qkv, out, lse, B, T, nh, nkv, window);
+}
+
+/* bf16 activations (backend.h's _act16 entries): the same kernels staging bf16 qkv (and,
+ * backward, reading bf16 out for D) as they are, writing the output in bf16 only; the
+ * shapes the tensor-core kernels do not serve take the exact table's entries (the exact
+ * kernels on widened copies, act16.cu). */
+void zt_cu_fast_attention_forward_act16(uint16_t *out16, float *lse, const uint16_t *qkv16, void *scratch, int B,
+                                        int T, int nh, int nkv, int hd, int window)
+{
+    if (!fast_path(scratch, B, T, nh, nkv, hd, window)) {
+        zt_cu_attention_forward_act16(out16, lse, qkv16, scratch, B, T, nh, nkv, hd, window);
+        return;
+    }
+    if (B == 0 || T == 0)
+        return;
+    FA_DISPATCH(forward_hd, uint16_t, (float *)NULL, out16, lse, qkv16, B, T, nh, nkv, window);
+}
+
+void zt_cu_fast_attention_backward_act16(float *dqkv, const float *dout, const uint16_t *qkv16, const uint16_t *out16,
+                                         const float *lse, void *scratch, int B, int T, int nh, int nkv, int hd,
+                                         int window)
+{
+    if (!fast_path(scratch, B, T, nh, nkv, hd, window)) {
+        zt_cu_attention_backward_act16(dqkv, dout, qkv16, out16, lse, scratch, B, T, nh, nkv, hd, window);
+        return;
+    }
+    if (B == 0 || T == 0)
+        return;
+    FA_DISPATCH(backward_hd, uint16_t, dqkv, dout, qkv16, out16, lse, B, T, nh, nkv, window);
 }

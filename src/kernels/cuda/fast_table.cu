@@ -17,4 +17,11 @@ void zt_cu_fast_overlay(zt_backend *t)
     t->rmsnorm_residual_forward = zt_cu_fast_rmsnorm_residual_forward;
     t->matmul_out = zt_cu_fast_matmul_out;
     t->lmhead_xent = zt_cu_fast_lmhead_xent;
+    /* the bf16 activations (act16.cuh, fast_attention.cu) */
+    t->rope_forward_act16 = zt_cu_fast_rope_forward_act16;
+    t->rope_backward_act16 = zt_cu_fast_rope_backward_act16;
+    t->attention_forward_act16 = zt_cu_fast_attention_forward_act16;
+    t->attention_backward_act16 = zt_cu_fast_attention_backward_act16;
+    t->swiglu_forward_act16 = zt_cu_fast_swiglu_forward_act16;
+    t->swiglu_backward_act16 = zt_cu_fast_swiglu_backward_act16;
 }

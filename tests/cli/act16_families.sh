@@ -1,0 +1,27 @@
+# Fast mode's bf16 activations (docs/gpu.md, "Kernel modes") across the model's
+# variants on the emulated device: Qwen2's q/k/v biases (the bias added to the qkv
+# product's fp32 landing before RoPE's rounding; backward, RoPE undone in fp32 for the
+# bias's gradient), Mistral's sliding window, head size 32 (the bf16-operand attention
+# with its pack) and 16 (the fp32 attention on widened copies).  5 bf16 steps in fast
+# mode against exact mode: losses and norms within bf16 error (2^-8 relative), and not
+# exact mode's bits (the bf16 activations were used).
+. "$(dirname "$0")/lib.bash"
+args=(--block_size 16 --per_device_train_batch_size 2 --max_steps 5 --threads 1 --peak_gflops 1 --progress false
+      --mixed_precision bf16 --learning_rate 1e-3 --device emu)
+for fam in qwen2_bias mistral_window gqa_hd32 gqa_tied; do
+    fix=tests/fixtures/$fam
+    for k in exact fast; do
+        out=$("$ZTRAIN" train --model $fix --data $fix/tokens.npy "${args[@]}" --kernels $k \
+              --log_jsonl "$TMP/$fam.$k.jsonl" 2>&1) || fail "$fam, $k: $out"
+    done
+    python3 - "$TMP/$fam.exact.jsonl" "$TMP/$fam.fast.jsonl" <<'PY' || fail "$fam: fast mode beyond bf16 error of exact"
+import json, sys
+a, b = ([json.loads(l) for l in open(p)] for p in sys.argv[1:3])
+assert len(a) == len(b) == 5, (len(a), len(b))
+for x, y in zip(a, b):
+    for k in ("loss", "grad_norm"):
+        assert abs(x[k] - y[k]) <= abs(x[k]) / 256, (x["step"], k, x[k], y[k])
+assert any(x["loss"] != y["loss"] for x, y in zip(a, b)), "fast mode's losses are exact mode's bits"
+PY
+done
+finish
