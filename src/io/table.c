@@ -40,9 +40,21 @@ static int is_dir(const char *path)
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+/* A directory is a save_to_disk Dataset unless its name says it is another kind of
+ * data file (dir.npy, dir.txt, ...): that one goes to its own reader, which refuses a
+ * directory naming the kind it expected ("the token file is a directory"). */
+static int named_as_other_data(const char *path)
+{
+    static const char *const other[] = {".npy", ".bin", ".txt", ".jsonl", ".json"};
+    for (size_t i = 0; i < sizeof other / sizeof *other; i++)
+        if (has_ext(path, other[i]))
+            return 1;
+    return 0;
+}
+
 int zt_table_is_table(const char *path)
 {
-    return has_ext(path, ".parquet") || has_ext(path, ".arrow") || is_dir(path);
+    return has_ext(path, ".parquet") || has_ext(path, ".arrow") || (is_dir(path) && !named_as_other_data(path));
 }
 
 int zt_table_supported(void)
