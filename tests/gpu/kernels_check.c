@@ -1470,7 +1470,7 @@ static void check_fast_step(void)
         double sums[5] = {1.5, 2.25, 0.0, 7.0, 3.0};
         if (bad)
             sums[3] = INFINITY;
-        zt_step_scalars want, got;
+        zt_step_scalars want = {0}, got;
         zt_step_verdict(&want, sums, 5, 1.0, 0.25);
         double *ds = dev(sums, sizeof sums);
         zt_step_scalars *dsc = dev(NULL, sizeof got);
