@@ -50,6 +50,20 @@ for ck in ('checkpoint-5', 'checkpoint-10', 'checkpoint-12'):
         assert sa[k] == sb[k], (ck, k, sa[k], sb[k])
 PY
 grep -q "skipped on fp16 overflow" "$TMP/fast.txt" || fail "fast: no skips reported: $(cat "$TMP/fast.txt")"
+# two ranks (ZeRO-1): the verdict is agreed over the shard group, then the scale updated
+for k in exact fast; do
+    "${mpi[@]}" -np 2 "$ZTRAIN" train --threads 1 --block_size 16 --per_device_train_batch_size 2 \
+        --data $fix/tokens.npy --progress false --device emu --model $fix --max_steps 8 --deepspeed "$TMP/ds.json" \
+        --kernels $k --log_jsonl "$TMP/two_$k.jsonl" >"$TMP/two_$k.txt" 2>&1 || fail "2 ranks $k: $(cat "$TMP/two_$k.txt")"
+done
+/usr/bin/python3 - "$TMP/two_exact.jsonl" "$TMP/two_fast.jsonl" <<'PY' || fail "2 ranks: fast differs from exact"
+import json, sys
+ra, rb = ([json.loads(l) for l in open(f)] for f in sys.argv[1:3])
+assert len(ra) == len(rb) == 8 and sum(r['skipped'] for r in rb) >= 2
+for x, y in zip(ra, rb):
+    for k in ('loss', 'grad_norm', 'lr', 'loss_scale', 'skipped'):
+        assert x[k] == y[k], (x['step'], k, x[k], y[k])
+PY
 
 # the floor: norm weights of 1e18 overflow fp16 even unscaled; from 2^16 the floor
 # 1 takes 17 skips, and the 18th, at the floor and more than 2 in a row, stops
