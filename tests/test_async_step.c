@@ -22,6 +22,7 @@
 
 #include "../src/comm/comm.h"
 #include "../src/core/dtype.h"
+#include "../src/engine/loss_scale.h"
 #include "../src/kernels/adamw.h"
 #include "../src/kernels/backend.h"
 #include "../src/kernels/matmul.h"
@@ -124,7 +125,7 @@ static void test_adamw_unit_matches_per_parameter(void)
 
 static void test_verdict(void)
 {
-    zt_step_scalars s;
+    zt_step_scalars s = {0};
     double sums[3] = {1.0, 2.0, 1.0};
     zt_step_verdict(&s, sums, 3, 1.0, 1.0);
     ZT_CHECK(!s.skip && s.first_bad == -1 && s.sumsq == 4.0 && s.norm == 2.0f);
@@ -140,6 +141,47 @@ static void test_verdict(void)
     double big[2] = {1e308, 1e308}; /* finite units whose sum overflows */
     zt_step_verdict(&s, big, 2, 1.0, 1.0);
     ZT_CHECK(s.skip && s.first_bad == -1);
+}
+
+/* fp16's loss scale kept on the device: the verdict divides out the device's scale
+ * and updates it with the step's overflow, by loss_scale.c's rule (DeepSpeed's),
+ * over a run of overflows and clean steps that spends the hysteresis, grows after
+ * `window` clean steps and sits at the floor.  Scales worked out by hand: initial
+ * 2^3, window 2, hysteresis 2, min_scale 2. */
+static void test_device_loss_scaler(void)
+{
+    const zt_backend *be = zt_backend_emu();
+    static const int over[12] = {1, 1, 0, 0, 0, 1, 1, 1, 1, 1, 0, 0};
+    static const double ran_at[12] = {8, 8, 4, 4, 8, 8, 8, 4, 2, 2, 2, 2};
+    static const double after[12] = {8, 4, 4, 8, 8, 8, 4, 2, 2, 2, 2, 4};
+    zt_loss_scaler host;
+    zt_loss_scaler_init(&host, 3.0, 2, 2, 2.0);
+    zt_step_scalars seed = {.ls = host, .ls_on = 1}, got;
+    zt_step_scalars *sc = be->alloc(ZT_MEM_OTHER, sizeof *sc);
+    double *dsum = be->alloc(ZT_MEM_OTHER, 2 * sizeof(double));
+    be->to_device(sc, &seed, sizeof seed);
+    for (int i = 0; i < 12; i++) {
+        double sums[2] = {9.0, over[i] ? INFINITY : 16.0};
+        be->zero(sc, ZT_STEP_OUTPUT_BYTES); /* a new step: the numbers, not the scale */
+        be->to_device(dsum, sums, sizeof sums);
+        be->step_verdict(sc, dsum, 2, 0.0, 1.0); /* the 1.0 is ignored: the device's scale rules */
+        be->to_host(&got, sc, sizeof got);
+        zt_loss_scaler_update(&host, over[i]);
+        ZT_CHECK_MSG(got.skip == over[i] && got.ls_used == ran_at[i] && got.ls.scale == after[i],
+                     "step %d: skip %d, ran at %g, scale %g (want %d, %g, %g)", i, got.skip, got.ls_used,
+                     got.ls.scale, over[i], ran_at[i], after[i]);
+        ZT_CHECK(!memcmp(&got.ls, &host, sizeof host)); /* the whole state: hysteresis, iterations, skips */
+        if (!over[i]) /* sqrt(25) / scale, and the clip is 1 / scale (no clipping) */
+            ZT_CHECK(got.norm == (float)(5.0 / ran_at[i]) && got.clip == (float)(1.0 / ran_at[i]));
+    }
+    ZT_CHECK(got.ls.skipped == 7 && got.ls.iter == 12);
+    /* the step's upload of its inputs leaves the device's scale alone */
+    zt_step_scalars in = {0};
+    be->upload((char *)sc + ZT_STEP_OUTPUT_BYTES, (const char *)&in + ZT_STEP_OUTPUT_BYTES, ZT_STEP_INPUT_BYTES);
+    be->to_host(&got, sc, sizeof got);
+    ZT_CHECK(got.ls_on == 1 && got.ls.scale == 4.0);
+    be->free(ZT_MEM_OTHER, dsum, 2 * sizeof(double));
+    be->free(ZT_MEM_OTHER, sc, sizeof *sc);
 }
 
 /* ---- training on the emulated device ---------------------------------------------- */
@@ -465,6 +507,7 @@ int main(void)
 {
     ZT_RUN(test_adamw_unit_matches_per_parameter);
     ZT_RUN(test_verdict);
+    ZT_RUN(test_device_loss_scaler);
     ZT_RUN(test_fast_step_waits_once);
     ZT_RUN(test_fast_matches_exact_20_steps);
     ZT_RUN(test_fast_skips_on_overflow);

@@ -150,8 +150,8 @@ void zt_async_inputs(zt_engine *eng, const zt_adamw_hparams *hp, double lr)
     zt_async *as = eng->async;
     zt_adamw_step st = {lr, hp->weight_decay, hp->beta1, hp->beta2, hp->eps, eng->optimizer_steps + 1, 1.0f};
     zt_adamw_unit_inputs(&as->in, &st, lr, st.t);
-    const size_t o = ZT_STEP_OUTPUT_BYTES;
-    eng->be->upload((char *)as->sc + o, (const char *)&as->in + o, sizeof as->in - o);
+    const size_t o = ZT_STEP_OUTPUT_BYTES; /* not the device's loss scale after them */
+    eng->be->upload((char *)as->sc + o, (const char *)&as->in + o, ZT_STEP_INPUT_BYTES);
 }
 
 void zt_async_queue(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double max_grad_norm, double grad_unscale)
@@ -286,3 +286,28 @@ double *zt_engine_loss_sink(zt_engine *eng)
 }
 
 double zt_engine_step_loss_sum(const zt_engine *eng) { return eng->async ? eng->async->loss_sum : 0.0; }
+
+int zt_engine_seed_loss_scale(zt_engine *eng, const zt_loss_scaler *ls)
+{
+    zt_async *as = eng->async;
+    if (!as)
+        return 0;
+    assert(!eng->step_queued); /* the verdict of a queued step would update it first */
+    as->in.ls = *ls;
+    as->in.ls_used = ls->scale;
+    as->in.ls_on = 1;
+    as->ls_seeded = 1;
+    const size_t o = offsetof(zt_step_scalars, ls);
+    eng->be->to_device((char *)as->sc + o, (const char *)&as->in + o, sizeof as->in - o);
+    return 1;
+}
+
+int zt_engine_step_loss_scale(const zt_engine *eng, zt_loss_scaler *ls, double *used)
+{
+    const zt_async *as = eng->async;
+    if (!as || !as->ls_seeded)
+        return 0;
+    *ls = as->ready->ls;
+    *used = as->ready->ls_used;
+    return 1;
+}

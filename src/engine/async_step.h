@@ -41,6 +41,7 @@ typedef struct zt_async {
     int *nsegs;
     double loss_sum;            /* the last step's, as read back */
     zt_step_scalars in;         /* the step's inputs as the host forms them (zt_async_inputs) */
+    int ls_seeded;              /* fp16: the device holds the loss scale (zt_engine_seed_loss_scale) */
 } zt_async;
 
 /* Set up the step's device scalars and each unit's segment table (one upload each,

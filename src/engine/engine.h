@@ -251,6 +251,15 @@ int zt_engine_runs_ahead(const zt_engine *eng);
 double *zt_engine_loss_sink(zt_engine *eng);
 /* Fast mode: the loss sum of the last step, as zt_engine_step read it back. */
 double zt_engine_step_loss_sum(const zt_engine *eng);
+/* Fast mode with fp16's loss scale: hand the scaler's state to the device once
+ * (at set-up, after a resume's restore), where every later step's verdict divides
+ * out its scale and updates it with the step's overflow (step_scalars.h,
+ * zt_step_judge).  0 in exact mode (nothing to hand: the host updates its own). */
+int zt_engine_seed_loss_scale(zt_engine *eng, const zt_loss_scaler *ls);
+/* The device's scaler as the last finished step left it (after its update) into
+ * *ls, and the scale that step ran at into *used; 0 when it has none (exact mode,
+ * or never seeded). */
+int zt_engine_step_loss_scale(const zt_engine *eng, zt_loss_scaler *ls, double *used);
 
 /* The plan's dtype invariants for unit's buffers as recorded (zt_unit_state, engine_impl.h):
  * gathered parameters (while there are some) in the compute dtype, master,

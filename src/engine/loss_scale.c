@@ -15,20 +15,4 @@ void zt_loss_scaler_init(zt_loss_scaler *s, double initial_scale_power, long win
     s->skipped = 0;
 }
 
-void zt_loss_scaler_update(zt_loss_scaler *s, int overflow)
-{
-    if (overflow) {
-        if (s->hysteresis == 1 || s->cur_hysteresis == 1)
-            s->scale = fmax(s->scale / 2.0, s->min_scale);
-        else
-            s->cur_hysteresis--;
-        s->last_overflow_iter = s->iter;
-        s->skipped++;
-    } else if ((s->iter - s->last_overflow_iter) % s->window == 0) {
-        /* DeepSpeed's default (consecutive_hysteresis off): the budget comes back
-         * only when the scale grows */
-        s->cur_hysteresis = s->hysteresis;
-        s->scale *= 2.0;
-    }
-    s->iter++;
-}
+void zt_loss_scaler_update(zt_loss_scaler *s, int overflow) { zt_loss_scaler_rule(s, overflow); }

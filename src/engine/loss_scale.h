@@ -13,14 +13,9 @@
 #ifndef ZT_LOSS_SCALE_H
 #define ZT_LOSS_SCALE_H
 
-typedef struct zt_loss_scaler {
-    double scale, min_scale;
-    long window;
-    int hysteresis;          /* DeepSpeed's delayed_shift */
-    int cur_hysteresis;
-    long iter, last_overflow_iter;
-    long skipped;            /* steps skipped so far */
-} zt_loss_scaler;
+/* the state and the rule: kernels/step_scalars.h (zt_loss_scaler_rule), shared
+ * with the fast mode's verdict on the device */
+#include "../kernels/step_scalars.h"
 
 void zt_loss_scaler_init(zt_loss_scaler *s, double initial_scale_power, long window, int hysteresis,
                          double min_scale);

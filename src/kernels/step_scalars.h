@@ -23,6 +23,39 @@
 #define ZT_HD
 #endif
 
+/* DeepSpeed's dynamic loss scaler (engine/loss_scale.h states the rule and its
+ * defaults): the state, and the update after each step, here so that the fast
+ * mode's verdict can apply it on the device (zt_step_judge) with the host's
+ * arithmetic, and the exact step's host update calls the same function. */
+typedef struct zt_loss_scaler {
+    double scale, min_scale;
+    long window;
+    int hysteresis;          /* DeepSpeed's delayed_shift */
+    int cur_hysteresis;
+    long iter, last_overflow_iter;
+    long skipped;            /* steps skipped so far */
+} zt_loss_scaler;
+
+/* After a step: an overflow halves the scale (not below min_scale) once the
+ * hysteresis budget is down to 1, else spends one of it; `window` steps without
+ * one since the last double the scale and restore the budget (DeepSpeed's default,
+ * consecutive_hysteresis off: the budget comes back only when the scale grows). */
+ZT_HD static inline void zt_loss_scaler_rule(zt_loss_scaler *s, int overflow)
+{
+    if (overflow) {
+        if (s->hysteresis == 1 || s->cur_hysteresis == 1)
+            s->scale = fmax(s->scale / 2.0, s->min_scale);
+        else
+            s->cur_hysteresis--;
+        s->last_overflow_iter = s->iter;
+        s->skipped++;
+    } else if ((s->iter - s->last_overflow_iter) % s->window == 0) {
+        s->cur_hysteresis = s->hysteresis;
+        s->scale *= 2.0;
+    }
+    s->iter++;
+}
+
 typedef struct zt_step_scalars {
     double loss_sum;        /* the step's summed token losses (xent_into adds each micro-batch's) */
     double sumsq;           /* the squared gradient norm before unscaling: the units' sums, in unit order */
@@ -41,10 +74,20 @@ typedef struct zt_step_scalars {
     double lr;
     long t;
     float decay, neg_step, bc2_sqrt;
+    /* fp16's loss scale on the device (ls_on 1), from here on: seeded by the host
+     * once (zt_engine_seed_loss_scale), then updated by the verdict after every step
+     * with that step's skip (zt_step_judge), never by the step's upload of its inputs
+     * nor zeroed with its numbers.  ls_used is the scale the step ran at, the one
+     * the verdict divides out (read back with the step: the host's record). */
+    zt_loss_scaler ls;
+    double ls_used;
+    int ls_on;
 } zt_step_scalars;
 
 /* The bytes of the struct a new step zeroes: the numbers it makes, not its inputs. */
 #define ZT_STEP_OUTPUT_BYTES offsetof(zt_step_scalars, lr)
+/* The step's inputs uploaded each step: from lr up to the device's loss scale. */
+#define ZT_STEP_INPUT_BYTES (offsetof(zt_step_scalars, ls) - ZT_STEP_OUTPUT_BYTES)
 
 /* One run of a unit's shard for the AdamW launch over the whole shard: elements
  * [lo, next segment's lo) (the last: to the shard's end) are a parameter with
@@ -74,15 +117,23 @@ ZT_HD static inline float zt_clip_coef(float norm, double max_grad_norm, double 
 
 /* The verdict from the global sum of squares and the lowest non-finite unit
  * (-1: none): skip when the gradient held an inf or NaN, else the norm and the
- * clipping coefficient. */
+ * clipping coefficient.  With the loss scale on the device (ls_on), the step
+ * divides out the device's scale, 1 / scale as the host forms it (grad_unscale
+ * is ignored), and the scaler takes the step's overflow: an fp16 skip. */
 ZT_HD static inline void zt_step_judge(zt_step_scalars *s, double sumsq, int first_bad, double max_grad_norm,
                                        double grad_unscale)
 {
+    if (s->ls_on) {
+        s->ls_used = s->ls.scale;
+        grad_unscale = 1.0 / s->ls.scale;
+    }
     s->sumsq = sumsq;
     s->first_bad = first_bad;
     s->skip = first_bad >= 0 || !isfinite(sumsq);
     s->norm = (float)(sqrt(sumsq) * grad_unscale);
     s->clip = s->skip ? 0.0f : zt_clip_coef(s->norm, max_grad_norm, grad_unscale);
+    if (s->ls_on)
+        zt_loss_scaler_rule(&s->ls, s->skip);
 }
 
 /* One rank's verdict from its units' sums of squares, summed in unit order. */

@@ -309,6 +309,7 @@ typedef struct trainer {
     double flops_per_token;
     zt_peak peak;               /* what MFU divides by (peak.h), raised when a step beats it */
     zt_loss_scaler scaler;
+    int device_scaler;          /* fast mode: the scaler lives on the device, read back with each step */
     long first_step, nsteps;    /* steps first_step .. nsteps-1 (0-based) run here */
     double t_start;
     zt_step_metrics last;       /* the last step's metrics */
@@ -538,6 +539,8 @@ static int train_setup(trainer *t, const zt_train_args *a, zt_err *err)
         t->first_step = resumed.step;
         restore_scaler(&t->scaler, &resumed.scaler);
     }
+    if (pl->ls.on) /* fast mode: the device divides out and updates the scale from here on */
+        t->device_scaler = zt_engine_seed_loss_scale(t->r.eng, &t->scaler);
     t->last.loss = NAN;
     t->t_start = now_s();
     return ZT_OK;
@@ -815,7 +818,10 @@ static void step_finish(trainer *t, step_run *run)
     m->skipped = zt_engine_step_finish(r->eng, &m->grad_norm);
     if (r->model.loss_sink) /* read back by the step with its other numbers */
         run->loss_sum = zt_engine_step_loss_sum(r->eng);
-    if (pl->ls.on)
+    double used;
+    if (t->device_scaler && zt_engine_step_loss_scale(r->eng, &t->scaler, &used)) /* updated by the verdict */
+        m->loss_scale = used;
+    else if (pl->ls.on)
         zt_loss_scaler_update(&t->scaler, m->skipped);
     comm->phase = "loss";
     m->loss = zt_comm_sum_double(comm, run->loss_sum, ZT_SCOPE_WORLD) / run->counted;

@@ -1470,7 +1470,7 @@ static void check_fast_step(void)
         double sums[5] = {1.5, 2.25, 0.0, 7.0, 3.0};
         if (bad)
             sums[3] = INFINITY;
-        zt_step_scalars want, got;
+        zt_step_scalars want = {0}, got;
         zt_step_verdict(&want, sums, 5, 1.0, 0.25);
         double *ds = dev(sums, sizeof sums);
         zt_step_scalars *dsc = dev(NULL, sizeof got);
@@ -1479,6 +1479,22 @@ static void check_fast_step(void)
         report(bad ? "step_verdict (an inf: skip, first bad unit)" : "step_verdict (norm, clip)",
                got.skip == want.skip && got.first_bad == want.first_bad && got.norm == want.norm &&
                got.clip == want.clip && got.sumsq == want.sumsq ? 0.0 : 1.0, EXACT, NULL);
+    }
+    /* fp16's loss scale held on the device: the verdict divides out its scale and
+     * updates it (hysteresis 2: the first overflow spends it, the second halves) */
+    zt_step_scalars lw = {.ls = {.scale = 1024.0, .min_scale = 1.0, .window = 2, .hysteresis = 2,
+                                 .cur_hysteresis = 2, .last_overflow_iter = -1}, .ls_on = 1};
+    zt_step_scalars *lsc = dev(&lw, sizeof lw);
+    for (int k = 0; k < 4; k++) {
+        double sums[2] = {4.0, k == 1 || k == 2 ? INFINITY : 12.0};
+        double *ds = dev(sums, sizeof sums);
+        zt_step_scalars got;
+        zt_step_verdict(&lw, sums, 2, 1.0, 1.0);
+        fast->step_verdict(lsc, ds, 2, 1.0, 1.0);
+        down(&got, lsc, sizeof got);
+        report("step_verdict with the loss scale on the device (its update, the unscale)",
+               got.skip == lw.skip && got.norm == lw.norm && got.clip == lw.clip && got.ls_used == lw.ls_used &&
+               !memcmp(&got.ls, &lw.ls, sizeof lw.ls) ? 0.0 : 1.0, EXACT, NULL);
     }
     free(x);
     dev_free_all();
