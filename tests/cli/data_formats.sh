@@ -160,6 +160,16 @@ assert list(ids) == want_ids, "ids are not those of prompt + completion + eos"
 assert list(mask) == want_mask, "the mask is not 0 over each prompt's own ids, 1 after"
 assert 0 < sum(want_mask) < len(want_mask)
 PY
+# tokenize writes ids alone, without the mask: prompt/completion records are sent
+# to train (no output file); one field chosen with --text_field is read as asked
+expect_exit 2 'sft.jsonl: prompt/completion records \("prompt" and "completion", no "text"\): tokenize writes ids alone, without the mask.*give .*sft.jsonl to train --data' -- \
+    "$ZTRAIN" tokenize --tokenizer "$tok" --input "$TMP/r000.txt" "$TMP/sft.jsonl" --output "$TMP/sft_tok.npy"
+[ -e "$TMP/sft_tok.npy" ] && fail "a refused tokenize left an output file"
+"$ZTRAIN" tokenize --tokenizer "$tok" --input "$TMP/sft.jsonl" --text_field prompt --output "$TMP/prompts.npy" \
+    2>/dev/null || fail "tokenize --text_field prompt of prompt/completion records"
+cmp -s <($py -c "import numpy as np,sys; print([int(x) for x in np.load(sys.argv[1])])" "$TMP/prompts.npy") \
+    <($py -c "import numpy as np,sys; print([int(x) for f in sys.argv[1:] for x in np.load(f)])" "$TMP"/p[0-9][0-9][0-9].npy) ||
+    fail "tokenize --text_field prompt: not the prompts' ids"
 printf '{"prompt": "a", "completion": "b"}\n{"prompt": "c"}\n' > "$TMP/half.jsonl"
 expect_exit 2 'half.jsonl: line 2 has no "completion" \(prompt/completion records: every record needs both\)' -- \
     "$ZTRAIN" train "${args[@]}" --data "$TMP/half.jsonl" --tokenizer "$tok"
