@@ -47,7 +47,9 @@ int zt_cli_text_data(const char **data, const char *text_field, const char *tok_
  * JSON Lines without a tokenizer is refused), and for several files their
  * concatenation in the order given, cached by content (buf holds its path).
  * *data is the one stream to read; *mask (mask NULL: refused) the loss mask of
- * one file of prompt/completion records (in mask_buf), else NULL. */
+ * prompt/completion records (in mask_buf; several such files: their masks
+ * joined as their ids are), else NULL.  Prompt/completion records beside plain
+ * text are refused (plain text has no prompt: its mask would be a guess). */
 int zt_cli_data_files(const char *const *files, int n, const char *text_field, const char *tok_dir, int model_vocab,
                       struct zt_comm *comm, int rank, int threads, const char **data, char *buf, size_t cap,
                       const char **mask, char *mask_buf, zt_err *err);

@@ -45,8 +45,8 @@ int zt_cli_text_data(const char **data, const char *text_field, const char *tok_
     if (rc)
         return rc;
     if (has_mask && !mask_buf)
-        return zt_fail(err, ZT_EINPUT, "%s: prompt/completion records joined with other --data files are not "
-                       "supported yet (their loss mask is kept for one --data file)", *data);
+        return zt_fail(err, ZT_EINPUT, "%s: prompt/completion records are not supported here (nothing "
+                       "would read their loss mask)", *data);
     if (mask_buf)
         mask_buf[0] = '\0';
     if (has_mask && zt_text_mask_path(buf, mask_buf, cap) != 0)
@@ -79,56 +79,93 @@ static int one_file(const char **path, const char *text_field, const char *tok_d
     return ZT_OK;
 }
 
-/* The concatenation of n token files as one cached .npy, keyed by SHA-256 of
- * its ids: the same files in the same order are written once. */
-static int concat_files(const char *const *paths, int n, int rank, zt_comm *comm, char *buf, size_t cap, zt_err *err)
+/* Load n token files and append them, in order, into one accounted buffer
+ * (*all, *total entries): the ids of several files, or their loss masks. */
+static int load_joined(const char *const *paths, int n, int32_t **all, size_t *total, zt_err *err)
 {
+    *all = NULL;
+    *total = 0;
     zt_tokens *parts = zt_alloc(ZT_MEM_OTHER, (size_t)n * sizeof *parts);
     if (!parts)
         return zt_fail(err, ZT_EFAIL, "out of memory for %d data files", n);
     memset(parts, 0, (size_t)n * sizeof *parts);
     int rc = ZT_OK;
-    size_t total = 0;
     for (int i = 0; i < n && rc == ZT_OK; i++)
         if ((rc = zt_tokens_load(paths[i], &parts[i], err)) == ZT_OK)
-            total += parts[i].n;
-    int32_t *all = rc ? NULL : zt_alloc(ZT_MEM_OTHER, total * sizeof *all);
-    if (!rc && !all)
-        rc = zt_fail(err, ZT_EFAIL, "out of memory for %zu tokens of %d data files", total, n);
+            *total += parts[i].n;
+    if (!rc && !(*all = zt_alloc(ZT_MEM_OTHER, *total * sizeof **all)))
+        rc = zt_fail(err, ZT_EFAIL, "out of memory for %zu tokens of %d data files", *total, n);
+    for (size_t i = 0, at = 0; !rc && i < (size_t)n; at += parts[i].n, i++)
+        memcpy(*all + at, parts[i].ids, parts[i].n * sizeof **all);
+    for (int i = 0; i < n; i++)
+        zt_tokens_free(&parts[i]);
+    zt_free(ZT_MEM_OTHER, parts, (size_t)n * sizeof *parts);
+    return rc;
+}
+
+/* Write the joined ids (and mask) where missing.  The mask first, so an entry
+ * whose ids exist has its mask. */
+static int write_joined(const char *path, const int32_t *ids, size_t n, const char *mask_path, const int32_t *mask,
+                        zt_err *err)
+{
+    int rc = ZT_OK;
+    if (mask_path && access(mask_path, R_OK) != 0)
+        rc = zt_tokens_write_npy(mask_path, mask, n, err);
+    if (!rc && access(path, R_OK) != 0)
+        rc = zt_tokens_write_npy(path, ids, n, err);
+    return rc;
+}
+
+/* The concatenation of n token files as one cached .npy, keyed by SHA-256 of
+ * its ids: the same files in the same order are written once.  With masks
+ * (prompt/completion records, one mask file per ids file) their concatenation
+ * is written beside it as X.mask.npy (zt_text_mask_path), and the key covers
+ * the mask too, under another tag: the same ids with another prompt/completion
+ * split are another entry, and plain text keeps the key it always had. */
+static int concat_files(const char *const *paths, const char *const *masks, int n, int rank, zt_comm *comm, char *buf,
+                        size_t cap, char *mask_buf, zt_err *err)
+{
+    int32_t *all = NULL, *mall = NULL;
+    size_t total = 0, mtotal = 0;
+    int rc = load_joined(paths, n, &all, &total, err);
+    if (!rc && masks && (rc = load_joined(masks, n, &mall, &mtotal, err)) == ZT_OK && mtotal != total)
+        rc = zt_fail(err, ZT_EINPUT, "the joined --data files have %zu ids and %zu loss-mask values", total, mtotal);
     char cache[4096];
     if (!rc) {
-        size_t at = 0;
-        for (int i = 0; i < n; i++) {
-            memcpy(all + at, parts[i].ids, parts[i].n * sizeof *all);
-            at += parts[i].n;
-        }
         static const char tag[] = "ztrain token cache v1: int32 ids of several files, in order";
+        static const char mtag[] = "ztrain token cache v1: int32 ids, then int32 loss masks, of several files, in order";
         zt_sha256 h;
         uint8_t d[32];
         char hex[65];
         zt_sha256_init(&h);
-        zt_sha256_update(&h, tag, sizeof tag);
+        if (masks)
+            zt_sha256_update(&h, mtag, sizeof mtag);
+        else
+            zt_sha256_update(&h, tag, sizeof tag);
         zt_sha256_update(&h, all, total * sizeof *all);
+        if (masks)
+            zt_sha256_update(&h, mall, mtotal * sizeof *mall);
         zt_sha256_final(&h, d);
         zt_sha256_hex(d, hex);
         rc = zt_text_cache_dir(cache, sizeof cache, err);
         if (!rc && (rc = zt_mkdirs(cache, err)) == ZT_OK && snprintf(buf, cap, "%s/%s.npy", cache, hex) >= (int)cap)
             rc = zt_fail(err, ZT_EINPUT, "%s: path too long", cache);
+        if (!rc && masks && zt_text_mask_path(buf, mask_buf, cap) != 0)
+            rc = zt_fail(err, ZT_EINPUT, "%s: path too long", buf);
     }
     /* rank 0 writes; the others write only where it is still missing (a cache
      * of their own on another machine): the same bytes either way */
-    if (!rc && rank == 0 && access(buf, R_OK) != 0)
-        rc = zt_tokens_write_npy(buf, all, total, err);
+    if (!rc && rank == 0)
+        rc = write_joined(buf, all, total, masks ? mask_buf : NULL, mall, err);
     if (comm && zt_comm_max_int(comm, rc) != ZT_OK && rc == ZT_OK)
         rc = zt_fail(err, ZT_EINPUT, "rank 0 could not write the joined --data files (its error is printed above)");
-    if (!rc && rank != 0 && access(buf, R_OK) != 0)
-        rc = zt_tokens_write_npy(buf, all, total, err);
+    if (!rc && rank != 0)
+        rc = write_joined(buf, all, total, masks ? mask_buf : NULL, mall, err);
     if (!rc && rank == 0)
-        printf("data: %d files, %zu tokens in all, joined in the order given: %s\n", n, total, buf);
+        printf("data: %d files, %zu tokens in all, joined in the order given%s: %s\n", n, total,
+               masks ? " (prompt/completion records, their loss masks joined beside)" : "", buf);
     zt_free(ZT_MEM_OTHER, all, all ? total * sizeof *all : 0);
-    for (int i = 0; i < n; i++)
-        zt_tokens_free(&parts[i]);
-    zt_free(ZT_MEM_OTHER, parts, (size_t)n * sizeof *parts);
+    zt_free(ZT_MEM_OTHER, mall, mall ? mtotal * sizeof *mall : 0);
     return rc;
 }
 
@@ -149,19 +186,38 @@ int zt_cli_data_files(const char *const *files, int n, const char *text_field, c
         return rc;
     }
     size_t each = 4096;
-    char *resolved = zt_alloc(ZT_MEM_OTHER, (size_t)n * each);
-    const char **paths = zt_alloc(ZT_MEM_OTHER, (size_t)n * sizeof *paths);
-    int rc = resolved && paths ? ZT_OK : zt_fail(err, ZT_EFAIL, "out of memory for %d data files", n);
+    char *resolved = zt_alloc(ZT_MEM_OTHER, (size_t)n * each), *masks = zt_alloc(ZT_MEM_OTHER, (size_t)n * each);
+    const char **paths = zt_alloc(ZT_MEM_OTHER, 2 * (size_t)n * sizeof *paths), **mpaths = paths ? paths + n : NULL;
+    int rc = resolved && masks && paths ? ZT_OK : zt_fail(err, ZT_EFAIL, "out of memory for %d data files", n);
+    int sft = -1, plain = -1; /* the first file of each kind, to name them */
     for (int i = 0; i < n && rc == ZT_OK; i++) {
         paths[i] = files[i];
+        mpaths[i] = masks + (size_t)i * each;
+        masks[(size_t)i * each] = '\0';
         rc = one_file(&paths[i], text_field, tok_dir, model_vocab, comm, rank, threads, resolved + (size_t)i * each,
-                      each, NULL, err);
+                      each, mask ? masks + (size_t)i * each : NULL, err);
+        if (rc == ZT_OK && mpaths[i][0] && sft < 0)
+            sft = i;
+        if (rc == ZT_OK && !mpaths[i][0] && plain < 0)
+            plain = i;
     }
+    /* Several prompt/completion files are one set of records, their masks
+     * joined as their ids are.  Beside plain text, which has no prompt, the
+     * loss mask would be a guess (every token? none?), and `datasets` itself
+     * cannot concatenate a text column with prompt/completion columns: refused. */
+    if (rc == ZT_OK && sft >= 0 && plain >= 0)
+        rc = zt_fail(err, ZT_EINPUT, "--data: %s holds prompt/completion records and %s plain text: they cannot be "
+                     "joined (plain text has no prompt to keep out of the loss); give --data files of one kind, all "
+                     "prompt/completion records or all text", files[sft], files[plain]);
     if (rc == ZT_OK)
-        rc = concat_files(paths, n, rank, comm, buf, cap, err);
-    if (rc == ZT_OK)
+        rc = concat_files(paths, sft >= 0 ? mpaths : NULL, n, rank, comm, buf, cap, mask_buf, err);
+    if (rc == ZT_OK) {
         *data = buf;
+        if (sft >= 0)
+            *mask = mask_buf;
+    }
     zt_free(ZT_MEM_OTHER, resolved, resolved ? (size_t)n * each : 0);
-    zt_free(ZT_MEM_OTHER, paths, paths ? (size_t)n * sizeof *paths : 0);
+    zt_free(ZT_MEM_OTHER, masks, masks ? (size_t)n * each : 0);
+    zt_free(ZT_MEM_OTHER, paths, paths ? 2 * (size_t)n * sizeof *paths : 0);
     return rc;
 }

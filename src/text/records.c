@@ -121,7 +121,10 @@ int zt_records_each_pair(const char *path, const char *data, size_t len, zt_pair
     return each_object(path, data, len, "\"prompt\" and \"completion\" strings", on_pair, &c, err);
 }
 
-int zt_records_are_prompt_completion(const char *data, size_t len)
+/* 1 if the first non-blank line of the JSON Lines text is an object with a
+ * string member of each of the n names, 0 otherwise (a broken first line too:
+ * the readers proper name it). */
+static int first_has_strings(const char *data, size_t len, const char *const *names, int n)
 {
     size_t pos = 0;
     while (pos < len) { /* the first non-blank line */
@@ -134,13 +137,25 @@ int zt_records_are_prompt_completion(const char *data, size_t len)
     if (pos >= len)
         return 0;
     const char *nl = memchr(data + pos, '\n', len - pos);
-    size_t n = nl ? (size_t)(nl - data) - pos : len - pos;
+    size_t m = nl ? (size_t)(nl - data) - pos : len - pos;
     zt_json j;
     zt_err ignored;
-    if (zt_json_parse("", "", data + pos, n, 0, &j, &ignored) != ZT_OK)
-        return 0; /* the reader proper names the broken line */
-    int yes = cJSON_IsObject(j.root) && cJSON_IsString(cJSON_GetObjectItemCaseSensitive(j.root, "prompt")) &&
-              cJSON_IsString(cJSON_GetObjectItemCaseSensitive(j.root, "completion"));
+    if (zt_json_parse("", "", data + pos, m, 0, &j, &ignored) != ZT_OK)
+        return 0;
+    int yes = cJSON_IsObject(j.root);
+    for (int i = 0; yes && i < n; i++)
+        yes = cJSON_IsString(cJSON_GetObjectItemCaseSensitive(j.root, names[i]));
     zt_json_free(&j);
     return yes;
+}
+
+int zt_records_are_prompt_completion(const char *data, size_t len)
+{
+    static const char *const pc[2] = {"prompt", "completion"};
+    return first_has_strings(data, len, pc, 2);
+}
+
+int zt_records_first_has(const char *data, size_t len, const char *field)
+{
+    return first_has_strings(data, len, &field, 1);
 }

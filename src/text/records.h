@@ -30,6 +30,8 @@ int zt_records_each(const char *path, const char *data, size_t len, const char *
  * "completion".  1 if the first record of the JSON Lines text is one (then every
  * record must be), 0 otherwise (a broken first line too: the readers name it). */
 int zt_records_are_prompt_completion(const char *data, size_t len);
+/* 1 if the first record of the JSON Lines text has a string member field. */
+int zt_records_first_has(const char *data, size_t len, const char *field);
 /* Call fn(ctx, prompt, completion) for each prompt-completion record, in order. */
 typedef int (*zt_pair_fn)(void *ctx, const char *prompt, size_t prompt_len, const char *completion,
                           size_t completion_len, zt_err *err);

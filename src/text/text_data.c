@@ -137,14 +137,41 @@ int zt_text_mask_path(const char *ids_path, char *buf, size_t cap)
 
 /* A text file is one document; a JSON Lines file or a table one document a
  * record (f is not used for a table: Arrow reads it). */
+/* ZT_EINPUT when path holds TRL's prompt/completion records and no field to
+ * read: `tokenize` writes ids alone, and a prompt/completion record is more
+ * than its ids (the mask that keeps its prompt out of the loss), so it says
+ * where such records are read whole instead of a bare "no text field".  An
+ * explicit field the records do have (--text_field prompt) is read as asked. */
+static int refuse_prompt_completion(const char *path, const zt_text_file *f, const char *field, zt_err *err)
+{
+    static const char *const pc[2] = {"prompt", "completion"};
+    int sft = 0, has = 0, rc = ZT_OK;
+    if (zt_table_is_table(path)) {
+        if ((rc = zt_table_has_columns(path, &field, 1, &has, err)) == ZT_OK && !has)
+            rc = zt_table_has_columns(path, pc, 2, &sft, err);
+    } else if (zt_records_is_jsonl(path)) {
+        has = zt_records_first_has(f->data, f->len, field);
+        sft = !has && zt_records_are_prompt_completion(f->data, f->len);
+    }
+    if (rc || !sft)
+        return rc;
+    return zt_fail(err, ZT_EINPUT, "%s: prompt/completion records (\"prompt\" and \"completion\", no \"%s\"): "
+                   "tokenize writes ids alone, without the mask that keeps each prompt out of the loss; give %s to "
+                   "train --data (or --eval_data, or eval --data), which reads prompt and completion with that mask, "
+                   "or choose one field with --text_field", path, field, path);
+}
+
 static int encode_file(doc_sink *d, const char *path, const zt_text_file *f, const char *text_field, zt_err *err)
 {
     const char *field = text_field ? text_field : "text";
+    int rc = refuse_prompt_completion(path, f, field, err);
+    if (rc)
+        return rc;
     if (zt_table_is_table(path))
         return zt_table_each_row(path, &field, 1, table_doc, d, err);
     if (zt_records_is_jsonl(path))
         return zt_records_each(path, f->data, f->len, text_field ? text_field : "text", encode_doc, d, err);
-    int rc = encode_doc(d, f->data, f->len, err);
+    rc = encode_doc(d, f->data, f->len, err);
     return rc ? zt_wrap(err, "%s: ", path) : ZT_OK;
 }
 

@@ -3,7 +3,7 @@
 # same texts given as .txt files; several --data files are one stream in the
 # order given.  Broken records are refused by file and line, never tokenized as
 # JSON syntax; JSON Lines without --tokenizer is refused.  TRL's prompt/completion
-# records train with the loss on the completions only.
+# records train with the loss on the completions only, from one file or several.
 . "$(dirname "$0")/lib.bash"
 export ZTRAIN_CACHE_DIR="$TMP/cache"
 py=/usr/bin/python3
@@ -160,6 +160,16 @@ assert list(ids) == want_ids, "ids are not those of prompt + completion + eos"
 assert list(mask) == want_mask, "the mask is not 0 over each prompt's own ids, 1 after"
 assert 0 < sum(want_mask) < len(want_mask)
 PY
+# tokenize writes ids alone, without the mask: prompt/completion records are sent
+# to train (no output file); one field chosen with --text_field is read as asked
+expect_exit 2 'sft.jsonl: prompt/completion records \("prompt" and "completion", no "text"\): tokenize writes ids alone, without the mask.*give .*sft.jsonl to train --data' -- \
+    "$ZTRAIN" tokenize --tokenizer "$tok" --input "$TMP/r000.txt" "$TMP/sft.jsonl" --output "$TMP/sft_tok.npy"
+[ -e "$TMP/sft_tok.npy" ] && fail "a refused tokenize left an output file"
+"$ZTRAIN" tokenize --tokenizer "$tok" --input "$TMP/sft.jsonl" --text_field prompt --output "$TMP/prompts.npy" \
+    2>/dev/null || fail "tokenize --text_field prompt of prompt/completion records"
+cmp -s <($py -c "import numpy as np,sys; print([int(x) for x in np.load(sys.argv[1])])" "$TMP/prompts.npy") \
+    <($py -c "import numpy as np,sys; print([int(x) for f in sys.argv[1:] for x in np.load(f)])" "$TMP"/p[0-9][0-9][0-9].npy) ||
+    fail "tokenize --text_field prompt: not the prompts' ids"
 printf '{"prompt": "a", "completion": "b"}\n{"prompt": "c"}\n' > "$TMP/half.jsonl"
 expect_exit 2 'half.jsonl: line 2 has no "completion" \(prompt/completion records: every record needs both\)' -- \
     "$ZTRAIN" train "${args[@]}" --data "$TMP/half.jsonl" --tokenizer "$tok"
@@ -187,8 +197,25 @@ grep -q "\"eval_tokens\": $counted}\|\"eval_tokens\": $counted," "$TMP/ev_sft.lo
     --completion_only_loss false --log_jsonl "$TMP/ev_all.log" > /dev/null || fail "train --completion_only_loss false"
 grep -q "\"eval_tokens\": $(( $($py -c "import numpy as np, sys; print(len(np.load(sys.argv[1])))" "$entry") - 1 ))" \
     "$TMP/ev_all.log" || fail "--completion_only_loss false: the evaluation still masks"
-expect_exit 2 'sft.jsonl: prompt/completion records joined with other --data files are not supported yet' -- \
-    "$ZTRAIN" train "${args[@]}" --data "$TMP/d.jsonl" "$TMP/sft.jsonl" --tokenizer "$tok"
+# several files of prompt/completion records are one set of records, in order:
+# the same losses as the records in one file (the masks joined as the ids are)
+n_sft=$(wc -l < "$TMP/sft.jsonl")
+head -n 5 "$TMP/sft.jsonl" > "$TMP/sft_a.jsonl"
+tail -n $(( n_sft - 5 )) "$TMP/sft.jsonl" > "$TMP/sft_b.jsonl"
+"$ZTRAIN" train "${args[@]}" --data "$TMP/sft_a.jsonl" "$TMP/sft_b.jsonl" --tokenizer "$tok" \
+    --log_jsonl "$TMP/sft_ab.log" > "$TMP/sft_ab.out" || fail "train on two files of prompt/completion records"
+grep -q "^loss: on the completions only" "$TMP/sft_ab.out" || fail "two SFT files: no SFT line: $(cat "$TMP/sft_ab.out")"
+[ -s "$TMP/sft_ab.log" ] && [ "$(numbers "$TMP/sft_ab.log")" = "$(numbers "$TMP/sft.log")" ] ||
+    fail "two SFT files: not the losses of the same records in one file"
+joined=$(grep -o "joined in the order given.*: $TMP/cache/[0-9a-f]*\.npy" "$TMP/sft_ab.out" | grep -o "$TMP/cache/.*")
+cmp -s <($py -c "import numpy as np,sys; print(list(np.load(sys.argv[1])))" "${joined%.npy}.mask.npy") \
+    <($py -c "import numpy as np,sys; print(list(np.load(sys.argv[1])))" "${entry%.npy}.mask.npy") ||
+    fail "two SFT files: the joined mask is not the one file's mask"
+# a plain-text file beside them has no prompt: its loss mask is undefined, refused naming both
+expect_exit 2 '--data: .*sft.jsonl holds prompt/completion records and .*d.jsonl plain text: they cannot be joined' -- \
+    "$ZTRAIN" train "${args[@]}" --data "$TMP/sft.jsonl" "$TMP/d.jsonl" --tokenizer "$tok"
+expect_exit 2 '--data: .*sft_b.jsonl holds prompt/completion records and .*r000.txt plain text: they cannot be joined' -- \
+    "$ZTRAIN" train "${args[@]}" --data "$TMP/r000.txt" "$TMP/sft_b.jsonl" --tokenizer "$tok"
 expect_exit 2 'd.jsonl holds text records \(JSON Lines\): give --tokenizer' -- \
     "$ZTRAIN" train "${args[@]}" --data "$TMP/d.jsonl"
 expect_exit 2 'must be a .txt file or JSON Lines' -- \

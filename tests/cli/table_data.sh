@@ -112,11 +112,27 @@ same_run mixed ref --data "$TMP/ds/data-00000-of-00003.arrow" "$TMP/ds/data-0000
 same_run sft_parquet sft_ref --data "$TMP/sft.parquet" --tokenizer "$tok"
 same_run sft_ds sft_ref --data "$TMP/sft_ds" --tokenizer "$tok"
 grep -q "^loss: on the completions only" "$TMP/sft_ds.out" || fail "save_to_disk prompt/completion: no SFT line"
+# several files of prompt/completion records, JSON Lines and a table: the run on
+# the same records in one file
+cat "$TMP/sft.jsonl" "$TMP/sft.jsonl" > "$TMP/sft2.jsonl"
+"$ZTRAIN" train "${args[@]}" --data "$TMP/sft2.jsonl" --tokenizer "$tok" --log_jsonl "$TMP/sft2_ref.log" \
+    > /dev/null || fail "train on prompt/completion JSON Lines, twice over"
+same_run sft_join sft2_ref --data "$TMP/sft.jsonl" "$TMP/sft.parquet" --tokenizer "$tok"
+grep -q "^loss: on the completions only" "$TMP/sft_join.out" || fail "joined prompt/completion: no SFT line"
+expect_exit 2 'sft.parquet holds prompt/completion records and .*d.parquet plain text: they cannot be joined' -- \
+    "$ZTRAIN" train "${args[@]}" --data "$TMP/sft.parquet" "$TMP/d.parquet" --tokenizer "$tok"
 
 # refusals: exit 2, naming the file and the column
 tk() { "$ZTRAIN" tokenize --tokenizer "$tok" --output "$TMP/x.npy" --input "$@"; }
 expect_exit 2 'large.parquet: no column "text" \(its columns: content\); choose the text column with --text_field' -- \
     tk "$TMP/large.parquet"
+# tokenize writes ids alone: prompt/completion tables are sent to train, which
+# keeps their mask; one column chosen with --text_field is read as asked
+expect_exit 2 'sft.parquet: prompt/completion records \("prompt" and "completion", no "text"\): tokenize writes ids alone.*train --data' -- \
+    tk "$TMP/sft.parquet"
+expect_exit 2 'sft_ds/?: prompt/completion records' -- tk "$TMP/sft_ds"
+"$ZTRAIN" tokenize --tokenizer "$tok" --input "$TMP/sft.parquet" --text_field completion --output "$TMP/compl.npy" \
+    2>/dev/null || fail "tokenize --text_field completion of a prompt/completion table"
 expect_exit 2 'ints.parquet: column "text" is int64, not strings' -- tk "$TMP/ints.parquet"
 expect_exit 2 'nulls.parquet: column "text", row 1 is null' -- tk "$TMP/nulls.parquet"
 expect_exit 2 'nulls_ds/data-00000-of-00001.arrow: column "text", row 2 is null' -- tk "$TMP/nulls_ds"
