@@ -101,8 +101,9 @@ typedef struct zt_backend {
     /* host <- buffer, queued after every kernel queued so far, without waiting for
      * it: on a device with a copy queue it runs there beside the kernels queued
      * later (offload's gradient shards, copied down during the backward).  dst_host
-     * is host_alloc memory and holds the bytes once copy_wait returns; src is not
-     * written before then.  The host's tables copy at once (to_host). */
+     * is host_alloc memory and holds the bytes once copy_wait returns (or the wait
+     * for a marker recorded after it, copy_wait_marker); src is not written before
+     * then.  The host's tables copy at once (to_host). */
     void (*to_host_async)(void *dst_host, const void *src, size_t bytes);
     /* buffer <- host on the same copy queue, queued after every kernel queued so far
      * (so whatever read dst before has finished), without waiting for it: offload's
