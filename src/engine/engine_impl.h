@@ -118,7 +118,10 @@ struct zt_engine {
     int host_grad_unit;         /* the unit whose shard host_grad holds this step, -1 none */
     void **host_grads;          /* stages 2-3: per unit, its gradient shard copied down as its
                                  * reduction completes in the last backward (NULL otherwise) */
-    int *host_grads_ready;      /* per unit: host_grads holds this step's shard (after copy_wait) */
+    int *host_grads_ready;      /* per unit: host_grads holds this step's shard (after copy_wait,
+                                 * or after grad_markers[u]'s wait) */
+    long *grad_markers;         /* per unit: the copy queue's marker after its shard's copy down,
+                                 * -1 once waited for (or none queued) */
     int *reduce_order;          /* the units whose shards came down in this backward, in that order */
     int nreduce_order;
     /* the delayed update (offload.c): its thread's second sets, NULL without */

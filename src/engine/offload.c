@@ -181,8 +181,11 @@ int zt_offload_init(zt_engine *eng, zt_err *err)
     if (ok && per_unit_grads(eng->stage, delayed)) {
         eng->host_grads = table(n);
         eng->host_grads_ready = zt_alloc(ZT_MEM_OTHER, (size_t)n * sizeof *eng->host_grads_ready);
-        ok = eng->host_grads && eng->host_grads_ready &&
+        eng->grad_markers = zt_alloc(ZT_MEM_OTHER, (size_t)n * sizeof *eng->grad_markers);
+        ok = eng->host_grads && eng->host_grads_ready && eng->grad_markers &&
              host_set_alloc(eng, ZT_MEM_GRADS, eng->host_grads, gs, &eng->host_grad_bytes);
+        for (int u = 0; ok && u < n; u++)
+            eng->grad_markers[u] = -1;
     } else if (ok) {
         eng->host_grad_bytes = max_shard(eng->lay, eng->group_size) * gs;
         ok = (eng->host_grad = zt_offload_state_alloc(eng, ZT_MEM_COMM, eng->host_grad_bytes)) != NULL;
@@ -221,6 +224,7 @@ void zt_offload_free(zt_engine *eng)
     zt_free(ZT_MEM_OTHER, eng->host_casts, n * sizeof(void *));
     zt_free(ZT_MEM_OTHER, eng->host_casts_next, n * sizeof(void *));
     zt_free(ZT_MEM_OTHER, eng->host_grads_ready, n * sizeof *eng->host_grads_ready);
+    zt_free(ZT_MEM_OTHER, eng->grad_markers, n * sizeof *eng->grad_markers);
     zt_free(ZT_MEM_OTHER, eng->cast_fresh, n * sizeof *eng->cast_fresh);
     zt_free(ZT_MEM_OTHER, eng->cast_fresh_next, n * sizeof *eng->cast_fresh_next);
     zt_free(ZT_MEM_OTHER, eng->reduce_order, n * sizeof *eng->reduce_order);
@@ -232,6 +236,7 @@ void zt_offload_free(zt_engine *eng)
     zt_offload_state_free(eng, ZT_MEM_COMM, eng->host_grad, eng->host_grad_bytes);
     eng->host_grads = eng->host_grads_next = eng->host_casts = eng->host_casts_next = NULL;
     eng->host_grads_ready = eng->cast_fresh = eng->cast_fresh_next = eng->reduce_order = NULL;
+    eng->grad_markers = NULL;
     eng->dpu = NULL;
     eng->host_grad = NULL;
 }
@@ -303,10 +308,30 @@ void zt_offload_grad_done(zt_engine *eng, int u)
         return; /* not the last micro-batch, or its reduction is still in flight */
     const zt_unit_state *us = &eng->units[u];
     eng->be->to_host_async(eng->host_grads[u], us->grad, us->shard_numel * zt_dtype_size(us->grad_dt));
+    eng->grad_markers[u] = eng->be->copy_record(); /* the step waits for this copy alone */
     eng->host_grads_ready[u] = 1;
     if (eng->nreduce_order < eng->lay->nunits) /* once per unit (step_order drops repeats) */
         eng->reduce_order[eng->nreduce_order++] = u;
     eng->grads_copied_early++;
+}
+
+/* After a copy_wait: every copy down has landed, no marker is left to wait for. */
+static void grad_markers_landed(zt_engine *eng)
+{
+    for (int u = 0; eng->grad_markers && u < eng->lay->nunits; u++)
+        eng->grad_markers[u] = -1;
+}
+
+/* Every unit's shard was queued down in the backward, each behind a marker of its
+ * own: the step waits for them one by one (zt_offload_grad), not all at once. */
+static int every_grad_marked(const zt_engine *eng)
+{
+    if (!eng->grad_markers)
+        return 0;
+    for (int u = 0; u < eng->lay->nunits; u++)
+        if (!eng->host_grads_ready[u] || eng->grad_markers[u] < 0)
+            return 0;
+    return 1;
 }
 
 void zt_offload_zero_grads(zt_engine *eng)
@@ -318,12 +343,19 @@ void zt_offload_zero_grads(zt_engine *eng)
         return;
     eng->be->copy_wait();
     memset(eng->host_grads_ready, 0, (size_t)eng->lay->nunits * sizeof *eng->host_grads_ready);
+    grad_markers_landed(eng);
 }
 
 const void *zt_offload_grad(zt_engine *eng, int u)
 {
     const zt_unit_state *us = &eng->units[u];
     if (eng->host_grads) { /* stages 2-3: copied during the backward, else now */
+        if (eng->host_grads_ready[u] && eng->grad_markers[u] >= 0) {
+            /* its copy and those queued before it (the copy queue runs in order),
+             * not those after: they come down while the host updates this unit */
+            eng->be->copy_wait_marker(eng->grad_markers[u]);
+            eng->grad_markers[u] = -1;
+        }
         if (!eng->host_grads_ready[u]) {
             eng->be->to_host(eng->host_grads[u], us->grad, us->shard_numel * zt_dtype_size(us->grad_dt));
             eng->host_grads_ready[u] = 1;
@@ -414,9 +446,20 @@ void zt_offload_step_begin(zt_engine *eng)
     eng->host_grad_unit = -1;
     if (eng->dpu)
         dpu_land(eng);
-    /* the gradient copies of the backward land; no upload still reads a host cast
-     * the step is about to rewrite */
+    /* Every shard came down behind its own marker: the step waits for each just
+     * before its unit's AdamW, in the order they were queued, so the host updates
+     * unit k while unit k+1's copy is still running.  Waiting for unit u's marker
+     * also finishes every upload queued before it (one queue, in order), and every
+     * upload that read unit u's host cast was queued before u's gradient was
+     * complete (a unit is not gathered again in the backward that finished it): so
+     * no upload still reads a host cast when the step rewrites it.  The delayed
+     * update's thread needs all shards at once. */
+    if (!eng->dpu && every_grad_marked(eng))
+        return;
+    /* otherwise the gradient copies of the backward land together, and no upload
+     * still reads a host cast the step is about to rewrite */
     eng->be->copy_wait();
+    grad_markers_landed(eng);
 }
 
 int zt_offload_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, float clip)

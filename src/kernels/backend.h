@@ -40,6 +40,7 @@
 #define ZT_BACKEND_ENTRIES(X)                                                                            \
     X(alloc) X(free) X(copy) X(zero) X(convert)                                                          \
     X(to_host) X(to_device) X(sync) X(to_host_async) X(to_device_async) X(copy_join) X(copy_wait)          \
+    X(copy_record) X(copy_wait_marker)                                                                   \
     X(host_alloc) X(host_free) X(stream)                                                                 \
     X(matmul) X(embed_forward) X(embed_backward) X(rmsnorm_forward) X(rmsnorm_backward)                  \
     X(bias_forward) X(bias_backward)                                                                     \
@@ -100,8 +101,9 @@ typedef struct zt_backend {
     /* host <- buffer, queued after every kernel queued so far, without waiting for
      * it: on a device with a copy queue it runs there beside the kernels queued
      * later (offload's gradient shards, copied down during the backward).  dst_host
-     * is host_alloc memory and holds the bytes once copy_wait returns; src is not
-     * written before then.  The host's tables copy at once (to_host). */
+     * is host_alloc memory and holds the bytes once copy_wait returns (or the wait
+     * for a marker recorded after it, copy_wait_marker); src is not written before
+     * then.  The host's tables copy at once (to_host). */
     void (*to_host_async)(void *dst_host, const void *src, size_t bytes);
     /* buffer <- host on the same copy queue, queued after every kernel queued so far
      * (so whatever read dst before has finished), without waiting for it: offload's
@@ -117,6 +119,15 @@ typedef struct zt_backend {
     /* the host waits until every to_host_async and to_device_async queued so far has
      * finished */
     void (*copy_wait)(void);
+    /* A marker on the copy queue after every copy queued so far (a CUDA event on
+     * the copy stream): copy_wait_marker(m) makes the host wait for the copies
+     * queued before m was recorded, and not for those queued after, which go on
+     * beside what the host does next (offload's step updates unit k on the host
+     * while unit k+1's gradient shard is still coming down).  A marker is a count,
+     * so an old one stays valid: waiting for a later point of the same queue covers
+     * it.  The CPU's table copies at once: 0, and nothing to wait for. */
+    long (*copy_record)(void);
+    void (*copy_wait_marker)(long marker);
     /* host memory for staging copies (page-locked on a device, so its copies run
      * at full speed), accounted to cat as alloc's is; not zeroed */
     void *(*host_alloc)(zt_mem_cat cat, size_t bytes);
@@ -286,10 +297,18 @@ const zt_backend *zt_backend_emu_fast(void);
  * the process started: every to_host, to_device, sync and copy_wait, and every
  * entry that returns a number computed from buffers (xent, sumsq, round_bf16 with
  * its sum, adamw_step with an audit), each of which a GPU ends by waiting for its
- * stream; not to_host_async, to_device_async or copy_join, which a GPU queues
- * (their wait is copy_wait's).  The fast mode's tests hold a step to one (its
+ * stream; not to_host_async, to_device_async, copy_join or copy_record, which a
+ * GPU queues (their wait is copy_wait's or copy_wait_marker's, one each).  The fast mode's tests hold a step to one (its
  * readback); offload's (test_offload.c) hold the uploads to none. */
 long zt_backend_emu_waits(void);
+
+/* The emulated device's copies down (to_host_async) are held on its copy queue
+ * until a copy_wait, a sync or a copy_wait_marker past them, as late as a GPU's
+ * copy stream may finish them.  This counts the copy_wait_marker calls that
+ * returned with a copy down still queued behind the marker: host work that ran
+ * beside a download, as offload's step overlaps unit k's AdamW with unit k+1's
+ * gradient shard coming down (test_offload.c). */
+long zt_backend_emu_overlapped_waits(void);
 
 /* Calls into the emulated device's table since the process started, every entry
  * counted once (a graph's launch is one call, whatever it replays): the host's cost

@@ -186,29 +186,19 @@ static void emu_to_device(void *dst, const void *src_host, size_t bytes)
     memcpy(host_of(dst), src_host, bytes);
 }
 
-static void run_uploads(void);
+static void run_copies(long upto);
 static void emu_sync(void)
 {
     refused("sync");
     waited();
-    run_uploads();
-}
-
-/* At once (the emulated device has one queue, the host's), and no wait counted: a
- * GPU queues the copy and returns; the wait is copy_wait's.  Not inside a capture: the
- * CUDA table's copy runs on a stream of its own, which a capture cannot leave forked
- * (the captured step's numbers come down after its launch). */
-static void emu_to_host_async(void *dst_host, const void *src, size_t bytes)
-{
-    refused("to_host_async");
-    memcpy(dst_host, host_of(src), bytes);
+    run_copies(-1);
 }
 
 static void emu_copy_wait(void)
 {
     refused("copy_wait");
     waited();
-    run_uploads();
+    run_copies(-1);
 }
 
 static void *emu_stream(void)
@@ -752,43 +742,93 @@ static void emu_swiglu_backward_act16(uint16_t *dgu16, const float *dh, const ui
     DEFER(swiglu_backward_act16, dgu16, dh, gu16, N, F);
 }
 
-/* The copy queue.  Down: emu_to_host_async above, at once (src is not written before copy_wait),
- * and no wait counted, since a device queues it and goes on.  Up: held back until
- * the next copy_join, copy_wait or sync, as late as a device's copy queue may run
- * it, so that a host writing the staging buffer before copy_wait, or a kernel
- * reading the destination without a copy_join, gets the bytes a GPU could give
- * (stale ones) and a test sees them, instead of passing by the luck of one queue. */
-#define EMU_UPLOADS 256
-static struct {
-    void *dst;
+/* The copy queue, both ways, each copy numbered in the order it was queued (a GPU's
+ * copy stream runs them in that order).  No copy is run when it is queued, and none
+ * counts a wait: a device queues it and goes on.  Down (to_host_async): held until a
+ * copy_wait, a sync or a copy_wait_marker past it, as late as a device's copy queue
+ * may finish it, so a host that reads the staging buffer before its wait gets the
+ * bytes a GPU could give (stale ones) and a test sees them.  Up (to_device_async):
+ * held until the next copy_join too, so that a host writing the staging buffer
+ * before copy_wait, or a kernel reading the destination without a copy_join, gets
+ * stale bytes as well, instead of passing by the luck of one queue.  A copy_join
+ * runs the uploads only: the device waits there, the host does not, so what came
+ * down is still not the host's to read.  Not inside a capture: the CUDA table's
+ * copies run on a stream of their own, which a capture cannot leave forked. */
+#define EMU_COPIES 256
+typedef struct {
+    void *dst; /* a host address: host_of() already applied to a device side */
     const void *src;
     size_t bytes;
-} uploads[EMU_UPLOADS];
-static int nuploads;
+    long seq;
+} emu_copy_t;
+typedef struct {
+    emu_copy_t q[EMU_COPIES];
+    int head, n;
+} emu_copy_queue;
+static emu_copy_queue downloads, uploads;
+static long copies_queued;    /* every copy queued since the process started: a marker */
+static long overlapped_waits; /* zt_backend_emu_overlapped_waits */
 
-static void run_uploads(void)
+/* the copies of q numbered below upto (all of them for upto < 0), in their order */
+static void run_queue(emu_copy_queue *q, long upto)
 {
-    for (int i = 0; i < nuploads; i++)
-        memcpy(host_of(uploads[i].dst), uploads[i].src, uploads[i].bytes);
-    nuploads = 0;
+    while (q->n && (upto < 0 || q->q[q->head].seq < upto)) {
+        const emu_copy_t *c = &q->q[q->head];
+        memcpy(c->dst, c->src, c->bytes);
+        q->head = (q->head + 1) % EMU_COPIES;
+        q->n--;
+    }
+}
+
+static void run_copies(long upto)
+{
+    run_queue(&uploads, upto);
+    run_queue(&downloads, upto);
+}
+
+static void enqueue(emu_copy_queue *q, void *dst, const void *src, size_t bytes)
+{
+    if (q->n == EMU_COPIES) /* a full queue runs: a device may finish its copies at any time */
+        run_copies(-1);
+    q->q[(q->head + q->n++) % EMU_COPIES] = (emu_copy_t){dst, src, bytes, copies_queued++};
+}
+
+static void emu_to_host_async(void *dst_host, const void *src, size_t bytes)
+{
+    refused("to_host_async");
+    enqueue(&downloads, dst_host, host_of(src), bytes);
 }
 
 static void emu_to_device_async(void *dst, const void *src_host, size_t bytes)
 {
     refused("to_device_async"); /* offload's copy queue: no captured step has offload */
-    if (nuploads == EMU_UPLOADS) /* a full queue runs: a device may run its copies at any time */
-        run_uploads();
-    uploads[nuploads].dst = dst;
-    uploads[nuploads].src = src_host;
-    uploads[nuploads++].bytes = bytes;
+    enqueue(&uploads, host_of(dst), src_host, bytes);
 }
 
 static void emu_copy_join(void) /* the device waits, the host does not */
 {
     refused("copy_join");
-    run_uploads();
+    run_queue(&uploads, -1);
 }
 
+/* the marker is the number of the next copy: the copies before it are its own */
+static long emu_copy_record(void)
+{
+    refused("copy_record");
+    return copies_queued;
+}
+
+/* one wait, for the copies queued before the marker and no others */
+static void emu_copy_wait_marker(long marker)
+{
+    refused("copy_wait_marker");
+    waited();
+    run_copies(marker);
+    if (downloads.n)
+        overlapped_waits++;
+}
+
+long zt_backend_emu_overlapped_waits(void) { return overlapped_waits; }
 
 /* ---- graphs ----------------------------------------------------------------------- */
 

@@ -58,6 +58,13 @@ static void p_to_device_async(void *d, const void *s, size_t bytes)
 }
 static void p_copy_join(void) { TIMED("copy_join", "sync", 0, 0, in->copy_join()); }
 static void p_copy_wait(void) { TIMED("copy_wait", "sync", 0, 0, in->copy_wait()); }
+static long p_copy_record(void)
+{
+    long m = 0;
+    TIMED("copy_record", "sync", 0, 0, m = in->copy_record());
+    return m;
+}
+static void p_copy_wait_marker(long m) { TIMED("copy_wait_marker", "sync", 0, 0, in->copy_wait_marker(m)); }
 static void p_upload(void *d, const void *s, size_t bytes)
 {
     TIMED("upload", "transfer", 0, (double)bytes, in->upload(d, s, bytes));
@@ -335,6 +342,8 @@ const zt_backend *zt_backend_profiled(const zt_backend *inner)
     WRAP(to_device_async);
     WRAP(copy_join);
     WRAP(copy_wait);
+    WRAP(copy_record);
+    WRAP(copy_wait_marker);
     WRAP(host_alloc);
     WRAP(host_free);
     WRAP(matmul_peak);

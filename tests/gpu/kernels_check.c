@@ -285,6 +285,21 @@ static void check_memory(void)
         check("to_device from pinned memory", a, x, ZT_F32, n, EXACT);
         gpu->to_host(pinned, b, n * sizeof(float));
         report("to_host into pinned memory", memcmp(pinned, x, n * sizeof(float)) ? 1.0 : 0.0, EXACT, NULL);
+        /* a copy down on the copy queue, waited for by its marker alone; then a marker
+         * older than the event ring (backend.cu reuses its events): still covered */
+        memset(pinned, 0, n * sizeof(float));
+        gpu->to_host_async(pinned, b, n * sizeof(float));
+        long first = gpu->copy_record();
+        gpu->copy_wait_marker(first);
+        report("to_host_async, copy_wait_marker", memcmp(pinned, x, n * sizeof(float)) ? 1.0 : 0.0, EXACT, NULL);
+        memset(pinned, 0, n * sizeof(float));
+        gpu->to_host_async(pinned, b, n * sizeof(float));
+        first = gpu->copy_record();
+        for (int i = 0; i < 200; i++)
+            (void)gpu->copy_record();
+        gpu->copy_wait_marker(first);
+        report("copy_wait_marker, a marker the ring has reused", memcmp(pinned, x, n * sizeof(float)) ? 1.0 : 0.0,
+               EXACT, NULL);
         gpu->host_free(ZT_MEM_OTHER, pinned, n * sizeof(float));
     }
 

@@ -126,6 +126,33 @@ static void zt_cu_copy_wait(void)
         ZT_CU(cudaStreamSynchronize(zt_cu.copy_stream));
 }
 
+/* Markers on the copy stream (backend.h, copy_record): marker m is event m mod
+ * ZT_CU_MARKERS, recorded after the copies queued so far.  When the ring comes round
+ * an event is recorded again later on the same stream, so waiting for it covers
+ * every older marker it stood for: a stale marker waits longer, never too little. */
+#define ZT_CU_MARKERS 64
+static cudaEvent_t zt_cu_marker_ev[ZT_CU_MARKERS];
+static long zt_cu_nmarkers;
+
+static long zt_cu_copy_record(void)
+{
+    if (!zt_cu.copy_stream)
+        return -1; /* nothing was ever queued: nothing to wait for */
+    long m = zt_cu_nmarkers++;
+    cudaEvent_t *e = &zt_cu_marker_ev[m % ZT_CU_MARKERS];
+    if (!*e)
+        ZT_CU(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
+    ZT_CU(cudaEventRecord(*e, zt_cu.copy_stream));
+    return m;
+}
+
+static void zt_cu_copy_wait_marker(long marker)
+{
+    if (marker < 0 || marker >= zt_cu_nmarkers)
+        return;
+    ZT_CU(cudaEventSynchronize(zt_cu_marker_ev[marker % ZT_CU_MARKERS]));
+}
+
 /* page-locked host memory for staging, counted in cat; not zeroed (backend.h) */
 static void *zt_cu_host_alloc(zt_mem_cat cat, size_t bytes)
 {
@@ -485,6 +512,11 @@ extern "C" void zt_cuda_shutdown(void)
         cudaStreamSynchronize(zt_cu.copy_stream);
         cudaEventDestroy(zt_cu.copy_ready);
         cudaEventDestroy(zt_cu.copy_done);
+        for (int i = 0; i < ZT_CU_MARKERS; i++)
+            if (zt_cu_marker_ev[i])
+                cudaEventDestroy(zt_cu_marker_ev[i]);
+        memset(zt_cu_marker_ev, 0, sizeof zt_cu_marker_ev);
+        zt_cu_nmarkers = 0;
         cudaStreamDestroy(zt_cu.copy_stream);
     }
     cudaStreamDestroy(zt_cu.stream);
