@@ -391,10 +391,15 @@ static void fast_vs_exact_20_steps(int checkpointing)
     train("fast", "bf16", 1, 20, &fast);
     train("exact", "bf16", 1, 20, &exact);
     const double bf16_eps = 1.0 / 256; /* 2^-8: half a bf16 ulp, relative */
+    /* The norm sums every gradient, and each has passed through up to four bf16
+     * roundings in a row in fast mode (gate|up, the SwiGLU output's gradient, the
+     * attention output, q/k/v), each up to 2^-8 relative: 4 x 2^-8 = 2^-6.  Measured:
+     * 2.8e-3 (gcc -O3), 4.4e-3 (the sanitizers' build), above 2^-8 = 3.9e-3. */
+    const double norm_eps = 1.0 / 64;
     double worst = 0.0, worst_norm = 0.0;
     for (int s = 0; s < 20; s++) {
         ZT_CHECK_CLOSE(fast.loss[s], exact.loss[s], bf16_eps, 1e-6);
-        ZT_CHECK_CLOSE(fast.gnorm[s], exact.gnorm[s], bf16_eps, 1e-6);
+        ZT_CHECK_CLOSE(fast.gnorm[s], exact.gnorm[s], norm_eps, 1e-6);
         double d = fabs(fast.loss[s] - exact.loss[s]) / fabs(exact.loss[s]);
         double dn = fabs(fast.gnorm[s] - exact.gnorm[s]) / fabs(exact.gnorm[s]);
         worst = d > worst ? d : worst;

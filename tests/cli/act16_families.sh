@@ -20,7 +20,8 @@ a, b = ([json.loads(l) for l in open(p)] for p in sys.argv[1:3])
 assert len(a) == len(b) == 5, (len(a), len(b))
 for x, y in zip(a, b):
     for k in ("loss", "grad_norm"):
-        assert abs(x[k] - y[k]) <= abs(x[k]) / 256, (x["step"], k, x[k], y[k])
+        # the loss within 2^-8, the norm within 2^-6 (four bf16 roundings: test_async_step.c)
+        assert abs(x[k] - y[k]) <= abs(x[k]) / (64 if k == "grad_norm" else 256), (x["step"], k, x[k], y[k])
 assert any(x["loss"] != y["loss"] for x, y in zip(a, b)), "fast mode's losses are exact mode's bits"
 PY
 done

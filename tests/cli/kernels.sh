@@ -42,7 +42,9 @@ assert len(a) == len(b) == 3, (len(a), len(b))
 for x, y in zip(a, b):
     assert x["skipped"] == y["skipped"], (x["step"], x["skipped"], y["skipped"])
     for k in ("loss", "grad_norm") if bf16 else ("loss", "grad_norm", "lost_update_fraction", "update_to_half_ulp"):
-        ok = abs(x[k] - y[k]) <= abs(x[k]) / 256 if bf16 else x[k] == y[k]
+        # bf16 activations: the loss within 2^-8; the norm within 2^-6 (each gradient
+        # has passed through up to four bf16 roundings: test_async_step.c)
+        ok = abs(x[k] - y[k]) <= abs(x[k]) / (64 if k == "grad_norm" else 256) if bf16 else x[k] == y[k]
         assert ok, (x["step"], k, x[k], y[k])
     if bf16: # the bf16 activations were used: fast is not exact's bits
         assert any(u["loss"] != v["loss"] for u, v in zip(a, b)), "fast mode's losses are exact mode's bits"
@@ -78,7 +80,8 @@ a, b = ([json.loads(l) for l in open(p)] for p in sys.argv[1:3])
 assert len(a) == len(b) == 20, (len(a), len(b))
 for x, y in zip(a, b):
     for k in ("loss", "grad_norm"):
-        assert abs(x[k] - y[k]) <= 2.0 ** -8 * abs(x[k]), (x["step"], k, x[k], y[k])
+        tol = 2.0 ** -6 if k == "grad_norm" else 2.0 ** -8  # the norm: test_async_step.c
+        assert abs(x[k] - y[k]) <= tol * abs(x[k]), (x["step"], k, x[k], y[k])
 PY
 
 # estimate-memory and the memory gate: fast mode's training holds no (N, V) logits, so
