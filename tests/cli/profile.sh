@@ -1,7 +1,9 @@
 # profile.sh — `train --profile FILE.json --profile_steps A-B` (core/prof.h): on the CPU
-# and on the emulated device, the trace is valid JSON with kernels, phases and
+# and on the emulated device, in exact mode and in fast mode (fp32, and bf16 with its
+# bf16 activations), the trace is valid JSON with the kernels of the mode, phases and
 # collectives, events nest within their phases, only the asked steps are there, and
-# the table's shares add up to 100 %; at 2 ranks each rank writes its own trace;
+# the table's classes are the trace's kernels with their counts and rates (TFLOP/s or
+# GB/s), its shares adding up to 100 %; at 2 ranks each rank writes its own trace;
 # refusals: a special file or a directory as the trace, bad step ranges.
 . "$(dirname "$0")/lib.bash"
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -16,6 +18,24 @@ for dev in cpu emu; do
     grep -q "^profile: steps 2-3 (2 profiled" "$TMP/$dev.out" || fail "$dev: no table: $(cat "$TMP/$dev.out")"
     check "$TMP/$dev.json" "$TMP/$dev.out" 2 3 --collectives
 done
+# fast mode on the emulated device: its own entries (the fused lm-head cross-entropy,
+# AdamW per unit, the verdict on the device; with bf16 compute the attention and SwiGLU
+# over bf16 activations), none of exact mode's where they differ; the step is not
+# captured while profiled (graphs: off (--profile)), so every entry is timed
+for prec in fp32 bf16; do
+    mode=fast extra=()
+    [ $prec = bf16 ] && mode=fast-bf16 extra=(--torch_dtype bfloat16 --mixed_precision bf16)
+    "$ZTRAIN" "${args[@]}" --device emu --kernels fast "${extra[@]}" --profile "$TMP/fast_$prec.json" \
+        --profile_steps 2-3 >"$TMP/fast_$prec.out" 2>&1 || fail "emu fast $prec: --profile run failed: $(tail -3 "$TMP/fast_$prec.out")"
+    grep -q "^plan: .*kernels fast" "$TMP/fast_$prec.out" || fail "emu fast $prec: not fast mode: $(cat "$TMP/fast_$prec.out")"
+    grep -q "^graphs: off (--profile)" "$TMP/fast_$prec.out" || fail "emu fast $prec: no 'graphs: off (--profile)' line"
+    check "$TMP/fast_$prec.json" "$TMP/fast_$prec.out" 2 3 --mode $mode
+done
+# each mode's check refuses the other's trace (the check can fail)
+python3 "$root/tests/cli/profile_check.py" "$TMP/emu.json" "$TMP/emu.out" 2 3 --mode fast >/dev/null &&
+    fail "profile_check --mode fast passed exact mode's trace"
+python3 "$root/tests/cli/profile_check.py" "$TMP/fast_fp32.json" "$TMP/fast_fp32.out" 2 3 >/dev/null &&
+    fail "profile_check (exact) passed fast mode's trace"
 # a single step, and "A-" up to the last
 "$ZTRAIN" "${args[@]}" --profile "$TMP/one.json" --profile_steps 4 >"$TMP/one.out" 2>&1 || fail "--profile_steps 4"
 check "$TMP/one.json" "$TMP/one.out" 4 4

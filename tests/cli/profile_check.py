@@ -1,19 +1,43 @@
 #!/usr/bin/env python3
-"""profile_check.py TRACE TABLE STEP_A STEP_B [--collectives] — checks a `train --profile`
-trace and the table the run printed (tests/cli/profile.sh):
+"""profile_check.py TRACE TABLE STEP_A STEP_B [--collectives] [--mode exact|fast|fast-bf16]
+— checks a `train --profile` trace and the table the run printed (tests/cli/profile.sh):
   - the trace is JSON {"traceEvents": [...]}, complete events ("ph": "X") with numeric
     ts and dur >= 0, pid and tid, named tracks (thread_name metadata);
-  - the expected kinds: kernels (matmul, attention, ...), the phases forward, backward,
-    optimizer, data, log, one step event per profiled step, collectives if asked;
+  - the expected kinds: the kernels of the kernel mode (--mode, default exact: the
+    entries the model and the engine call in that mode, and none of the other mode's
+    where the two differ), the phases forward, backward, optimizer, data, log, one step
+    event per profiled step, collectives if asked;
   - only steps STEP_A..STEP_B are there;
   - on the compute track (tid 1) events nest: any two are disjoint or one holds the
     other; every kernel and phase lies inside its step; kernels of the model lie in
     forward or backward;
-  - the table's shares (kernel classes and "(outside any kernel)") add up to 100 %."""
+  - the table's shares (kernel classes and "(outside any kernel)") add up to 100 %;
+    its kernel classes are the trace's kernel names, each with the trace's count, and
+    the rate is TFLOP/s for the products and the attention, GB/s for the others."""
 import json, re, sys
 
 trace, table, a, b = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 want_coll = "--collectives" in sys.argv
+mode = sys.argv[sys.argv.index("--mode") + 1] if "--mode" in sys.argv else "exact"
+# What each kernel mode calls (docs/gpu.md, "Kernel modes"), and what it must not: exact
+# mode's cross-entropy on the whole logits and per-parameter AdamW with host numbers; fast
+# mode's fused lm-head cross-entropy, one AdamW launch per unit and the verdict on the
+# device; with bf16 compute, fast mode's attention and SwiGLU over bf16 activations.
+MODES = {
+    "exact": ({"matmul", "matmul_out", "attention_forward", "attention_backward", "rmsnorm_forward",
+               "swiglu_forward", "adamw_step", "sumsq", "xent"},
+              {"lmhead_xent", "adamw_unit", "step_verdict", "sumsq_into", "xent_into"}),
+    "fast": ({"matmul", "matmul_out", "attention_forward", "attention_backward", "rmsnorm_forward",
+              "swiglu_forward", "lmhead_xent", "adamw_unit", "step_verdict"},
+             {"xent", "adamw_step", "sumsq"}),
+    "fast-bf16": ({"matmul", "matmul_out", "attention_forward_act16", "attention_backward_act16",
+                   "swiglu_forward_act16", "swiglu_backward_act16", "rmsnorm_forward", "lmhead_xent",
+                   "adamw_unit", "step_verdict", "round_bf16_into"},
+                  {"xent", "adamw_step", "sumsq", "attention_forward", "attention_backward", "swiglu_forward"}),
+}
+want_k, never_k = MODES[mode]
+# the classes whose work is counted in FLOPs (prof_backend.c); every other kernel moves bytes
+FLOP_CLASSES = {"matmul", "matmul_out", "lmhead_xent", "attention_cache_forward"}
 bad = []
 d = json.load(open(trace))
 ev = d["traceEvents"]
@@ -29,9 +53,11 @@ for e in X:
 cats = {}
 for e in X:
     cats.setdefault(e["cat"], set()).add(e["name"])
-for k in ("matmul", "attention_forward", "attention_backward", "rmsnorm_forward", "adamw_step", "xent"):
-    if k not in cats.get("kernel", set()):
-        bad.append(f"kernel {k} missing: {sorted(cats.get('kernel', []))}")
+kern = cats.get("kernel", set())
+for k in sorted(want_k - kern):
+    bad.append(f"{mode} mode: kernel {k} missing: {sorted(kern)}")
+for k in sorted(never_k & kern):
+    bad.append(f"{mode} mode: kernel {k} called: {sorted(kern)}")
 for p in ("forward", "backward", "optimizer", "data", "log"):
     if p not in cats.get("phase", set()):
         bad.append(f"phase {p} missing")
@@ -61,13 +87,14 @@ for e in comp:
     if e["cat"] != "step" and not inside(e, "step"):
         bad.append(f"{e['name']} outside its step")
         break
+MODEL_KERNELS = ("attention_forward", "attention_backward", "attention_forward_act16", "attention_backward_act16",
+                 "xent", "lmhead_xent", "embed_forward")
 for e in comp:
-    if e["name"] in ("attention_forward", "attention_backward", "xent", "embed_forward") and \
-            not inside(e, "phase", ("forward", "backward")):
+    if e["name"] in MODEL_KERNELS and not inside(e, "phase", ("forward", "backward")):
         bad.append(f"{e['name']} outside forward/backward")
         break
 
-rows, on = [], False
+rows, classes, on = [], {}, False
 for line in open(table):
     if line.startswith("profile: steps"):
         on = True
@@ -78,6 +105,22 @@ for line in open(table):
             break
         if m and not line.strip().startswith("kernel class"):
             rows.append(float(m.group(3)))
+        # a kernel class: name, count, total ms, share %, achieved rate
+        k = re.match(r"\s+(\S+)\s+(\d+)\s+[\d.]+\s+[\d.]+\s+(.*\S)\s*$", line)
+        if k:
+            classes[k.group(1)] = (int(k.group(2)), k.group(3))
+count = {}
+for e in X:
+    if e["cat"] == "kernel" and e["pid"] == X[0]["pid"]:
+        count[e["name"]] = count.get(e["name"], 0) + 1
+if {c for c in classes if c in kern} != set(count):
+    bad.append(f"table classes {sorted(classes)} are not the trace's kernels {sorted(count)}")
+for c, (n, rate) in classes.items():
+    if c in count and n != count[c]:
+        bad.append(f"table: {c} counted {n}, the trace has {count[c]}")
+    unit = "TFLOP/s" if c in FLOP_CLASSES or c.startswith("attention_") else "GB/s"
+    if c in want_k and not rate.endswith(" " + unit):
+        bad.append(f"table: {c} achieved '{rate}', want {unit}")
 total = sum(rows)
 if not rows or abs(total - 100.0) > 0.5:
     bad.append(f"table shares add up to {total:.2f} % over {len(rows)} rows")
