@@ -114,6 +114,43 @@ static void test_refusals(void)
     ZT_CHECK(zt_plan_resolve(&r, 1, &p, &err) == ZT_EINPUT && strstr(err.msg, "zero_stage"));
 }
 
+/* The kernel mode (issue 30 point 1; docs/gpu.md, "Kernel modes"): fast is the default
+ * on a GPU and exact everywhere else; the CPU has only exact kernels; the emulated device
+ * takes both; an explicit mode wins over the default; the plan line says the mode.  The
+ * GPU's default is the plan's word alone (the device is opened later), so it is tested
+ * here, without a GPU. */
+static void test_kernel_modes(void)
+{
+    static const struct { const char *device, *asked, *want; } ok[] = {
+        {NULL, NULL, "exact"},    {"cpu", NULL, "exact"},    {"emu", NULL, "exact"},  {"cuda", NULL, "fast"},
+        {"cuda", "exact", "exact"}, {"emu", "fast", "fast"}, {"cpu", "exact", "exact"}};
+    zt_plan_request r;
+    zt_plan p;
+    zt_err err = {0};
+    char line[512], want[64];
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        zt_plan_request_init(&r);
+        r.device = ok[i].device;
+        r.kernels = ok[i].asked;
+        int rc = zt_plan_resolve(&r, 1, &p, &err);
+        ZT_CHECK_MSG(rc == ZT_OK && !strcmp(p.kernels, ok[i].want), "device %s, --kernels %s: rc %d, kernels '%s'",
+                     ok[i].device ? ok[i].device : "(none)", ok[i].asked ? ok[i].asked : "(none)", rc, p.kernels);
+        FILE *f = fmemopen(line, sizeof line, "w");
+        zt_plan_print(f, &p, NULL);
+        fclose(f);
+        snprintf(want, sizeof want, ", kernels %s", ok[i].want);
+        ZT_CHECK_MSG(strstr(line, want) != NULL, "%s", line);
+    }
+    zt_plan_request_init(&r);
+    r.kernels = "fast"; /* the CPU, by default */
+    ZT_CHECK(zt_plan_resolve(&r, 1, &p, &err) == ZT_EINPUT && strstr(err.msg, "--kernels fast needs a device"));
+    r.device = "cpu";
+    ZT_CHECK(zt_plan_resolve(&r, 1, &p, &err) == ZT_EINPUT && strstr(err.msg, "the CPU has exact kernels only"));
+    r.device = "cuda";
+    r.kernels = "turbo";
+    ZT_CHECK(zt_plan_resolve(&r, 1, &p, &err) == ZT_EINPUT && strstr(err.msg, "--kernels 'turbo'"));
+}
+
 static void set_backward_prefetch(zt_plan_request *r) { r->backward_prefetch = "BACKWARD_POST"; }
 static void set_forward_prefetch(zt_plan_request *r) { r->forward_prefetch = ZT_NO; }
 static void set_sharding(zt_plan_request *r) { r->sharding = ZT_SHARDING_SHARD_GRAD_OP; }
@@ -504,6 +541,7 @@ int main(void)
     ZT_RUN(test_seed_table);
     ZT_RUN(test_strategies_and_groups);
     ZT_RUN(test_refusals);
+    ZT_RUN(test_kernel_modes);
     ZT_RUN(test_face_knobs);
     ZT_RUN(test_hybrid_group_from_topology);
     ZT_RUN(test_engine_dtype_invariants);
