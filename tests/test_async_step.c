@@ -29,6 +29,7 @@
 #include "../src/plan/plan.h"
 #include "../src/train/run_args.h"
 #include "../src/train/trainer.h"
+#include "emu_train.h"
 #include "test.h"
 
 static uint64_t rng = 88172645463325252ull;
@@ -272,43 +273,20 @@ static void train_with(const char *kernels, const char *mixed, int A, long steps
     o->inject_step = inject;
     o->signal_step = sig;
     o->checkpointing = ckpt;
-    zt_err err = {0};
-    zt_plan_request req;
-    zt_plan_request_init(&req);
-    req.device = "emu";
-    req.kernels = kernels;
-    req.mixed_precision = mixed;
+    emu_run r = {.kernels = kernels, .mixed = mixed, .accum = A, .steps = steps, .warmup = op->warmup,
+                 .checkpointing = ckpt, .save_steps = op->save_steps};
     zt_plan plan;
-    ZT_CHECK_MSG(zt_plan_resolve(&req, 1, &plan, &err) == ZT_OK, "%s", err.msg);
-    zt_settings st;
-    zt_settings_defaults(&st);
-    st.block_size = 16;
-    st.batch = 2;
-    st.accum = A;
-    st.max_steps = steps;
-    st.lr = 1e-3;
-    st.weight_decay = 0.1;
-    st.seed = 0;
-    st.checkpointing = ckpt;
-    if (op->warmup) {
-        st.schedule = "linear";
-        st.warmup_steps = op->warmup;
-    }
-    st.save_steps = op->save_steps;
     zt_train_args a;
-    ZT_CHECK_MSG(zt_train_args_from_settings(&st, &plan, &a, &err) == ZT_OK, "%s", err.msg);
-    a.model_dir = "tests/fixtures/gqa_tied";
-    a.data_path = "tests/fixtures/gqa_tied/tokens.npy";
+    emu_train_args(&r, &plan, &a);
     a.on_step = on_step;
     a.on_step_ctx = o;
-    a.quiet = 1;
-    a.peak_gflops = 1.0;
     a.skip_nonfinite_steps = op->skip_nonfinite;
     a.output_dir = op->output_dir;
     zt_train_hooks hooks = {.before_forward = before_forward, .before_update = before_update, .ctx = o};
     a.hooks = &hooks;
     o->waits_at_step[0] = zt_backend_emu_waits();
     zt_train_result res;
+    zt_err err = {0};
     int rc = zt_train(&a, &res, &err);
     ZT_CHECK_MSG(rc == op->want_rc, "rc %d (want %d): %s", rc, op->want_rc, err.msg);
     if (op->want_rc == ZT_OK && !o->signal_step)

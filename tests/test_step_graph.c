@@ -24,6 +24,7 @@
 #include "../src/plan/plan.h"
 #include "../src/train/run_args.h"
 #include "../src/train/trainer.h"
+#include "emu_train.h"
 #include "test.h"
 
 /* ---- the recorder ------------------------------------------------------------------ */
@@ -103,39 +104,17 @@ static void on_step(void *ctx, const zt_step_metrics *m)
 static void train(const char *graphs, const char *mixed, int A, int fsdp, long steps, run_out *o)
 {
     memset(o, 0, sizeof *o);
-    zt_err err = {0};
-    zt_plan_request req;
-    zt_plan_request_init(&req);
-    req.device = "emu";
-    req.kernels = "fast";
-    req.cuda_graphs = graphs;
-    req.mixed_precision = mixed;
-    if (fsdp)
-        req.face = ZT_FACE_FSDP;
+    emu_run r = {.kernels = "fast", .graphs = graphs, .mixed = mixed, .fsdp = fsdp, .accum = A, .steps = steps,
+                 .warmup = 2};
     zt_plan plan;
-    ZT_CHECK_MSG(zt_plan_resolve(&req, 1, &plan, &err) == ZT_OK, "%s", err.msg);
-    ZT_CHECK(!strcmp(plan.graphs, graphs));
-    zt_settings st;
-    zt_settings_defaults(&st);
-    st.block_size = 16;
-    st.batch = 2;
-    st.accum = A;
-    st.max_steps = steps;
-    st.lr = 1e-3;
-    st.weight_decay = 0.1;
-    st.schedule = "linear"; /* with warmup: a new learning rate every step */
-    st.warmup_steps = 2;
-    st.seed = 0;
     zt_train_args a;
-    ZT_CHECK_MSG(zt_train_args_from_settings(&st, &plan, &a, &err) == ZT_OK, "%s", err.msg);
-    a.model_dir = "tests/fixtures/gqa_tied";
-    a.data_path = "tests/fixtures/gqa_tied/tokens.npy";
+    emu_train_args(&r, &plan, &a);
+    ZT_CHECK(!strcmp(plan.graphs, graphs));
     a.on_step = on_step;
     a.on_step_ctx = o;
-    a.quiet = 1;
-    a.peak_gflops = 1.0;
     o->calls_at[0] = zt_backend_emu_calls();
     zt_train_result res;
+    zt_err err = {0};
     ZT_CHECK_MSG(zt_train(&a, &res, &err) == ZT_OK, "%s", err.msg);
     ZT_CHECK(o->nsteps == steps);
 }
