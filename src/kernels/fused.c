@@ -58,6 +58,46 @@ int zt_lmhead_xent_check_args(const int *targets, int N, int C, int V, int chunk
     return ZT_OK;
 }
 
+zt_lmhead_chunk zt_lmhead_xent_chunk(int N, int V, int chunk_rows, int grad, zt_dtype compute)
+{
+    zt_lmhead_chunk ch;
+    ch.rows = chunk_rows < N ? chunk_rows : N;
+    ch.logit_bytes = (size_t)ch.rows * V * sizeof(float);
+    ch.grad16_bytes = grad && compute == ZT_BF16 ? (size_t)ch.rows * V * sizeof(uint16_t) : 0;
+    return ch;
+}
+
+int zt_lmhead_xent_run(const zt_backend *t, const zt_lmhead_chunk *ch, float *logits, uint16_t *grad16,
+                       double *loss_sum, float *dx, float *dw, const void *x, zt_dtype x_dt, const void *w,
+                       zt_dtype w_dt, const int *targets, int N, int C, int V, float grad_scale, zt_dtype compute,
+                       zt_err *err)
+{
+    const int R = ch->rows, grad = dx != NULL || dw != NULL;
+    /* the gradient the products read: the bf16 copy where there is one, else the
+     * fp32 gradient xent wrote over the logits */
+    const zt_dtype g_dt = ch->grad16_bytes ? ZT_BF16 : ZT_F32;
+    const void *g = ch->grad16_bytes ? (const void *)grad16 : (const void *)logits;
+    const size_t xs = zt_dtype_size(x_dt);
+    for (int n0 = 0; n0 < N; n0 += R) {
+        const int r = N - n0 < R ? N - n0 : R;
+        const void *xc = (const char *)x + (size_t)n0 * C * xs;
+        int rc = t->matmul(logits, xc, x_dt, w, w_dt, r, V, C, 0, 1, 0.0f, compute, err);
+        if (rc)
+            return rc;
+        float *dl = grad ? logits : NULL;
+        uint16_t *dl16 = ch->grad16_bytes ? grad16 : NULL;
+        if (loss_sum)
+            t->xent_into(dl, dl16, logits, targets + n0, r, V, grad_scale, loss_sum);
+        else
+            (void)t->xent(dl, dl16, logits, targets + n0, r, V, grad_scale);
+        if (dx && (rc = t->matmul(dx + (size_t)n0 * C, g, g_dt, w, w_dt, r, C, V, 0, 0, 0.0f, compute, err)))
+            return rc;
+        if (dw && (rc = t->matmul(dw, g, g_dt, xc, x_dt, V, C, r, 1, 0, 1.0f, compute, err)))
+            return rc;
+    }
+    return ZT_OK;
+}
+
 int zt_lmhead_xent(double *loss_sum, float *dx, float *dw, const void *x, zt_dtype x_dt, const void *w, zt_dtype w_dt,
                    const int *targets, int N, int C, int V, float grad_scale, zt_dtype compute, int chunk_rows,
                    zt_err *err)
@@ -65,37 +105,16 @@ int zt_lmhead_xent(double *loss_sum, float *dx, float *dw, const void *x, zt_dty
     int rc = zt_lmhead_xent_check_args(targets, N, C, V, chunk_rows, err);
     if (rc || N == 0)
         return rc;
-    const int R = chunk_rows < N ? chunk_rows : N;
-    const int grad = dx != NULL || dw != NULL;
-    /* the model's rule: bf16 gradients for bf16 compute (its operand dtype) */
-    const int bf16_grad = grad && compute == ZT_BF16;
-    const zt_dtype g_dt = bf16_grad ? ZT_BF16 : ZT_F32;
-    const size_t logit_bytes = (size_t)R * V * sizeof(float), d16_bytes = bf16_grad ? (size_t)R * V * 2 : 0;
-    float *logits = zt_alloc(ZT_MEM_ACTIV, logit_bytes);
-    uint16_t *d16 = d16_bytes ? zt_alloc(ZT_MEM_ACTIV, d16_bytes) : NULL;
-    if (!logits || (d16_bytes && !d16)) {
-        rc = zt_fail(err, ZT_EFAIL, "out of memory for %d rows of logits (V=%d)", R, V);
-        goto done;
-    }
-    const size_t xs = zt_dtype_size(x_dt);
-    double total = 0.0;
-    for (int n0 = 0; n0 < N; n0 += R) {
-        const int r = N - n0 < R ? N - n0 : R;
-        const void *xc = (const char *)x + (size_t)n0 * C * xs;
-        if ((rc = zt_matmul(logits, xc, x_dt, w, w_dt, r, V, C, 0, 1, 0.0f, compute, err)))
-            goto done;
-        total += zt_xent_forward_backward(grad ? logits : NULL, d16, logits, targets + n0, r, V, grad_scale);
-        const void *g = bf16_grad ? (const void *)d16 : (const void *)logits;
-        if (dx && (rc = zt_matmul(dx + (size_t)n0 * C, g, g_dt, w, w_dt, r, C, V, 0, 0, 0.0f, compute, err)))
-            goto done;
-        if (dw && (rc = zt_matmul(dw, g, g_dt, xc, x_dt, V, C, r, 1, 0, 1.0f, compute, err)))
-            goto done;
-    }
-    if (loss_sum)
-        *loss_sum += total;
-done:
-    zt_free(ZT_MEM_ACTIV, logits, logit_bytes);
-    if (d16)
-        zt_free(ZT_MEM_ACTIV, d16, d16_bytes);
+    const zt_lmhead_chunk ch = zt_lmhead_xent_chunk(N, V, chunk_rows, dx != NULL || dw != NULL, compute);
+    float *logits = zt_alloc(ZT_MEM_ACTIV, ch.logit_bytes);
+    uint16_t *grad16 = ch.grad16_bytes ? zt_alloc(ZT_MEM_ACTIV, ch.grad16_bytes) : NULL;
+    if (!logits || (ch.grad16_bytes && !grad16))
+        rc = zt_fail(err, ZT_EFAIL, "out of memory for %d rows of logits (V=%d)", ch.rows, V);
+    else
+        rc = zt_lmhead_xent_run(zt_backend_cpu(), &ch, logits, grad16, loss_sum, dx, dw, x, x_dt, w, w_dt, targets, N,
+                                C, V, grad_scale, compute, err);
+    zt_free(ZT_MEM_ACTIV, logits, ch.logit_bytes);
+    if (grad16)
+        zt_free(ZT_MEM_ACTIV, grad16, ch.grad16_bytes);
     return rc;
 }

@@ -48,6 +48,30 @@ int zt_lmhead_xent(double *loss_sum, float *dx, float *dw, const void *x, zt_dty
  * and each target, as a value. */
 int zt_lmhead_xent_check_args(const int *targets, int N, int C, int V, int chunk_rows, zt_err *err);
 
+/* One chunk of an lm-head cross-entropy: its rows (chunk_rows, at most N), the bytes of
+ * its fp32 logits (rows V 4) and of its bf16 gradients (rows V 2 when a gradient is
+ * wanted with bf16 compute, the model's rule: bf16 gradients as the products' operands;
+ * else 0). */
+typedef struct zt_lmhead_chunk {
+    int rows;
+    size_t logit_bytes, grad16_bytes;
+} zt_lmhead_chunk;
+zt_lmhead_chunk zt_lmhead_xent_chunk(int N, int V, int chunk_rows, int grad, zt_dtype compute);
+
+/* The chunk loop of every composed lmhead_xent (the host's, zt_lmhead_xent, and the
+ * exact CUDA table's, cuda/fused.cu), over table t's own entries: per chunk of ch->rows
+ * rows, t->matmul for logits = x w^T, t->xent_into adding the chunk's loss into
+ * *loss_sum (t->xent, its sum dropped, when loss_sum is NULL), then t->matmul for
+ * dx = dlogits w and dw += dlogits^T x (each NULL: not wanted).  logits and grad16 are
+ * buffers of t's of ch's sizes, which the caller allocates in its own way; the
+ * arguments are checked already (zt_lmhead_xent_check_args, N > 0).  The first failed
+ * product's error comes back, the chunks after it not run. */
+struct zt_backend;
+int zt_lmhead_xent_run(const struct zt_backend *t, const zt_lmhead_chunk *ch, float *logits, uint16_t *grad16,
+                       double *loss_sum, float *dx, float *dw, const void *x, zt_dtype x_dt, const void *w,
+                       zt_dtype w_dt, const int *targets, int N, int C, int V, float grad_scale, zt_dtype compute,
+                       zt_err *err);
+
 #ifdef __cplusplus
 }
 #endif

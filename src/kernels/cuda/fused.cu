@@ -6,6 +6,7 @@
 #include "fast.h"
 
 extern "C" {
+#include "../backend_cuda.h"
 #include "../fused.h"
 #include "../matmul.h"
 }
@@ -33,6 +34,8 @@ int zt_cu_matmul_out(void *D, zt_dtype d_dt, const void *residual, const void *A
     return zt_cu_matmul((float *)D, A, a_dt, B, b_dt, M, N, K, trans_a, trans_b, beta, compute, err);
 }
 
+/* fused.h's chunk loop over this, the exact, table's entries: matmul, xent_into (or
+ * xent when no loss is wanted), matmul, matmul per chunk */
 int zt_cu_lmhead_xent(double *loss_sum, float *dx, float *dw, const void *x, zt_dtype x_dt, const void *w,
                       zt_dtype w_dt, const int *targets, int N, int C, int V, float grad_scale, zt_dtype compute,
                       int chunk_rows, zt_err *err)
@@ -40,38 +43,19 @@ int zt_cu_lmhead_xent(double *loss_sum, float *dx, float *dw, const void *x, zt_
     int rc = zt_lmhead_xent_check_args(targets, N, C, V, chunk_rows, err);
     if (rc || N == 0)
         return rc;
-    const int R = chunk_rows < N ? chunk_rows : N;
-    const int grad = dx != NULL || dw != NULL;
-    const int bf16_grad = grad && compute == ZT_BF16;
-    const zt_dtype g_dt = bf16_grad ? ZT_BF16 : ZT_F32;
+    const zt_lmhead_chunk ch = zt_lmhead_xent_chunk(N, V, chunk_rows, dx != NULL || dw != NULL, compute);
     /* one chunk's logits and bf16 gradients: the exact xent uses the shared scratch
      * itself, so the chunk has an allocation of its own (exact mode waits anyway) */
-    const size_t logit_bytes = (size_t)R * V * sizeof(float);
-    const size_t bytes = logit_bytes + (bf16_grad ? (size_t)R * V * 2 : 0);
+    const size_t bytes = ch.logit_bytes + ch.grad16_bytes;
     void *chunk = NULL;
     if (cudaMalloc(&chunk, bytes) != cudaSuccess) {
         cudaGetLastError();
-        return zt_fail(err, ZT_EFAIL, "out of device memory for %d rows of logits (V=%d)", R, V);
+        return zt_fail(err, ZT_EFAIL, "out of device memory for %d rows of logits (V=%d)", ch.rows, V);
     }
     zt_mem_account(ZT_MEM_ACTIV, bytes);
-    float *logits = (float *)chunk;
-    uint16_t *d16 = bf16_grad ? (uint16_t *)((char *)chunk + logit_bytes) : NULL;
-    const size_t xs = zt_dtype_size(x_dt);
-    for (int n0 = 0; n0 < N && rc == ZT_OK; n0 += R) {
-        const int r = N - n0 < R ? N - n0 : R;
-        const void *xc = (const char *)x + (size_t)n0 * C * xs;
-        if ((rc = zt_cu_matmul(logits, xc, x_dt, w, w_dt, r, V, C, 0, 1, 0.0f, compute, err)))
-            break;
-        if (loss_sum)
-            zt_cu_xent_into(grad ? logits : NULL, d16, logits, targets + n0, r, V, grad_scale, loss_sum);
-        else
-            (void)zt_cu_xent(grad ? logits : NULL, d16, logits, targets + n0, r, V, grad_scale);
-        const void *g = bf16_grad ? (const void *)d16 : (const void *)logits;
-        if (dx && (rc = zt_cu_matmul(dx + (size_t)n0 * C, g, g_dt, w, w_dt, r, C, V, 0, 0, 0.0f, compute, err)))
-            break;
-        if (dw)
-            rc = zt_cu_matmul(dw, g, g_dt, xc, x_dt, V, C, r, 1, 0, 1.0f, compute, err);
-    }
+    uint16_t *grad16 = ch.grad16_bytes ? (uint16_t *)((char *)chunk + ch.logit_bytes) : NULL;
+    rc = zt_lmhead_xent_run(zt_backend_cuda_mode(ZT_KERNELS_EXACT), &ch, (float *)chunk, grad16, loss_sum, dx, dw, x,
+                            x_dt, w, w_dt, targets, N, C, V, grad_scale, compute, err);
     ZT_CU(cudaFree(chunk)); /* waits for the chunk's last kernels */
     zt_mem_unaccount(ZT_MEM_ACTIV, bytes);
     return rc;
