@@ -391,15 +391,24 @@ bench() {
     speed+=("$(printf '%-8s %-26s %10.0f %7s %7.4f %9s' "$name" "ztrain $( [ $kernels_flag -eq 1 ] && echo fast)" "$tps" 1 "$mfu" "$mem GiB")")
     # fast against exact: the same 20 steps' losses within bf16 error
     if [ "$name" = 1b ] && [ $kernels_flag -eq 1 ]; then
-        if ! late && run "$name.exact" 240 1 "${T[@]}" --kernels exact --log_jsonl "$OUT/$name.exact.jsonl"; then
+        local erc=124
+        if ! late; then
+            mem_start "$work/mem_$name.exact"
+            run "$name.exact" 240 1 "${T[@]}" --kernels exact --log_jsonl "$OUT/$name.exact.jsonl"
+            erc=$?
+            mem=$(mem_stop "$work/mem_$name.exact")
+        fi
+        if [ $erc -eq 0 ]; then
             local r
             r=$(max_rel "$OUT/$name.fast.jsonl" "$OUT/$name.exact.jsonl")
             if le "$r" 2e-2; then row "$name: fast vs exact, 20 steps" ok "max rel loss diff $r <= 2e-2 (bf16)"
             else row "$name: fast vs exact, 20 steps" FAIL "max rel loss diff $r > 2e-2"; fi
-            local etps
+            # the same columns as every row: tokens/s, the ratio to fast, MFU, peak memory
+            local etps emfu
             etps=$(zt_median "$OUT/$name.exact.jsonl" tokens_per_sec_per_device)
-            speed+=("$(printf '%-8s %-26s %10.0f %7s %7s %9s' "$name" "ztrain exact" "$etps" \
-                      "$(awk -v a="$etps" -v b="$tps" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')" - -)")
+            emfu=$(zt_median "$OUT/$name.exact.jsonl" mfu)
+            speed+=("$(printf '%-8s %-26s %10.0f %7s %7.4f %9s' "$name" "ztrain exact" "$etps" \
+                      "$(awk -v a="$etps" -v b="$tps" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')" "$emfu" "$mem GiB")")
         else
             row "$name: fast vs exact, 20 steps" FAIL "$(why "$OUT/$name.exact.out" 2)"
         fi

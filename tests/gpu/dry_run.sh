@@ -7,9 +7,12 @@
 # there inside a private mount namespace in which this machine's own copies of
 # every carried header, library and Open MPI file are hidden (an empty folder or
 # /dev/null mounted over each), and so are librsvg, cairo and glib (headers, libraries,
-# pkg-config files), which the GPU image lacks: the build there has no PNG output.  So the build (make cuda where nvcc is installed,
-# the plain build otherwise) and the 2-rank training that the carried mpirun
-# launches can only have used the carry.  No GPU is needed or used.
+# pkg-config files), which the GPU image lacks: the build there has no PNG output; and so is
+# the pyarrow environment of scripts/setup.sh (the Makefile's ARROW_VENV, Apache Arrow's
+# libraries for Parquet data), which the GPU image lacks too: the build there reads no
+# Parquet.  So the build (make cuda where nvcc is installed, the plain build otherwise) and
+# the 2-rank training that the carried mpirun launches can only have used the carry; the
+# built ztrain is then checked to link none of the hidden libraries.  No GPU is needed or used.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 [ "$(id -u)" -eq 0 ] || { echo "dry_run.sh: needs root (a mount namespace)" >&2; exit 2; }
@@ -24,7 +27,7 @@ hide=(/usr/include/oneapi /usr/include/yaml.h /usr/include/cjson /usr/include/xx
       "$M/openmpi" "$M/pmix2" /usr/share/openmpi /etc/openmpi /usr/bin/orterun /usr/bin/orted /usr/bin/mpicc
       /usr/bin/mpirun /etc/alternatives/mpirun /etc/alternatives/mpicc
       /usr/include/cairo /usr/include/librsvg-2.0 /usr/include/glib-2.0 /usr/include/gdk-pixbuf-2.0
-      "$M/glib-2.0/include")
+      "$M/glib-2.0/include" "${ARROW_VENV:-/usr/local/lib/ztrain/arrow-venv}")
 # librsvg and cairo (PNG output: optional, src/report/plot.c), which the GPU image lacks and
 # the carry does not hold: their pkg-config files too, so the Makefile builds without them
 for pc in "$M"/pkgconfig/librsvg-2.0.pc "$M"/pkgconfig/cairo*.pc "$M"/pkgconfig/glib-2.0.pc "$M"/pkgconfig/gio-2.0.pc \
@@ -52,4 +55,12 @@ cd "$tmp/repo"
 # smoke test forwards stdin to rank 0, which read the rest of it ("k.sh: command not
 # found", exit 127, after a check that had passed)
 OUT="$tmp/out" bash tests/gpu/check.sh --build-only </dev/null
+# what the GPU image lacks is not linked: no PNG (librsvg, cairo), no Arrow
+bin=build-cuda/ztrain
+[ -x "$bin" ] || bin=build/ztrain
+if readelf -d "$bin" | grep -E 'NEEDED.*(librsvg|libcairo|libarrow|libparquet)'; then
+    echo "dry_run.sh: $bin links a library the GPU image lacks (above)" >&2
+    exit 1
+fi
+echo "dry_run.sh: $bin links neither librsvg, cairo nor Arrow"
 EOF
