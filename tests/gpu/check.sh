@@ -96,6 +96,8 @@ else
 fi || { echo "check.sh: cannot unpack .gpu-carry/deps.tar.xz" >&2; exit 2; }
 # shellcheck disable=SC1091  # tests/gpu/env.sh: the carry's paths
 . tests/gpu/env.sh "$carry"
+# shellcheck disable=SC1091  # the readers of the runs' outputs (losses, max_rel, zt_median, jget, top10)
+. tests/gpu/check_lib.sh
 log "carried dependencies unpacked under $carry"
 
 NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
@@ -182,15 +184,6 @@ run() {
     # no stdin: mpirun forwards its stdin to rank 0, and it would take the caller's
     timeout "$(cap "$limit")" "${cmd[@]}" </dev/null >"$OUT/$name.out" 2>&1
 }
-# the losses of a JSONL log, one per line
-losses() { sed -n 's/.*"loss": \([^,]*\),.*/\1/p' "$1"; }
-# the largest relative difference between two loss lists (inf when they differ in length)
-max_rel() {
-    paste <(losses "$1") <(losses "$2") | awk '
-        NF != 2 { bad = 1 } NF == 2 { d = $1 - $2; if (d < 0) d = -d; s = $2 < 0 ? -$2 : $2; r = d / (s > 1e-12 ? s : 1e-12);
-        if (r > m) m = r; n++ } END { if (bad || n == 0) print "inf"; else printf "%.3g\n", m }'
-}
-le() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a != "inf" && a + 0 <= b + 0) }'; }
 
 if [ $build_only -eq 1 ]; then
     # the carried Open MPI launches two ranks, and they train and agree
@@ -334,20 +327,6 @@ fi
 # The fast run is profiled (--profile, steps 11-12): its table's top 10 is printed.
 mem_start() { nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 100 >"$1" 2>/dev/null & mem_pid=$!; }
 mem_stop() { kill "$mem_pid" 2>/dev/null; wait "$mem_pid" 2>/dev/null; sort -n "$1" | tail -1 | awk '{printf "%.1f", $1 / 1024}'; }
-# the median of a JSONL field over steps 3.. but 11 and 12 (the profiled steps)
-zt_median() { sed -n "s/.*\"step\": \([0-9]*\),.*\"$2\": \([^,]*\),.*/\1 \2/p" "$1" |
-    awk '$1 > 2 && ($1 < 11 || $1 > 12) { print $2 }' | sort -g | awk '{ v[NR] = $1 } END { print NR ? v[int((NR + 1) / 2)] : 0 }'; }
-# KEY of the last JSON line of FILE that has it (torch_bench.py prints one; warnings may follow it)
-jget() { python3 -c '
-import json, sys
-for line in reversed(open(sys.argv[1], errors="replace").read().splitlines()):
-    try:
-        d = json.loads(line)
-    except ValueError:
-        continue
-    if isinstance(d, dict) and sys.argv[2] in d:
-        print(d[sys.argv[2]])
-        break' "$1" "$2" 2>/dev/null; }
 speed=() # the speed table, printed after the checks
 
 kernels_flag=0
@@ -448,7 +427,7 @@ bench 125m tests/gpu/llama_125m/config.json
         [ -f "$OUT/$name.fast.out" ] || continue
         echo
         echo "== $name: the profile's top 10 (steps 11-12; trace in $name.trace.json)"
-        sed -n '/^profile: steps/,$p' "$OUT/$name.fast.out" | head -12
+        top10 "$OUT/$name.fast.out"
     done
 } | tee "$OUT/speed.txt"
 
