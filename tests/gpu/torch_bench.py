@@ -7,7 +7,9 @@ T, batch, learning rate and precision plan as the ztrain run it is compared with
 
   fp32 parameters and optimizer state, autocast to bf16 for the compute (Accelerate's
   --mixed_precision bf16, which ztrain's "--torch_dtype bfloat16 --mixed_precision bf16"
-  plan matches: bf16 compute, fp32 master), SDPA attention, fused AdamW.
+  plan matches: bf16 compute, fp32 master), SDPA attention, fused AdamW, and the
+  gradient clipped to a global norm of --max_grad_norm (1.0, the Trainer's default and
+  ztrain's: the norm's reduction and the clip are work both sides do).
 
 --compile wraps the model in torch.compile; its first steps (the compilation) are the
 warm-up.  Prints one JSON line: tokens/s (mean over the timed steps, after a device
@@ -22,6 +24,7 @@ ap.add_argument("--batch", type=int, default=1)
 ap.add_argument("--steps", type=int, default=20)
 ap.add_argument("--warmup", type=int, default=5)
 ap.add_argument("--lr", type=float, default=3e-4)
+ap.add_argument("--max_grad_norm", type=float, default=1.0)
 ap.add_argument("--compile", action="store_true")
 a = ap.parse_args()
 
@@ -54,6 +57,8 @@ def step(i):
         logits = step_model(input_ids=x).logits
     loss = torch.nn.functional.cross_entropy(logits.float().view(-1, logits.size(-1)), y.reshape(-1))
     loss.backward()
+    if a.max_grad_norm > 0:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), a.max_grad_norm)
     opt.step()
     opt.zero_grad(set_to_none=True)
     return loss
