@@ -21,11 +21,11 @@ typedef struct nccl_state {
     cudaStream_t compute;   /* the kernels' (the backend's stream) */
     cudaEvent_t ready;      /* recorded on compute before each collective */
     /* inside a capture (docs/gpu.md, "The captured step"), a collective's completion
-     * event comes from this ring, made at init: nothing is created inside a capture,
-     * and the watchdog thread never queries an event a capture holds (a query from
-     * another thread during a global capture invalidates it).  In a capture an event
-     * is only the edge that joins NCCL's stream back to the compute stream, so one
-     * reused by a later collective on the same stream still orders after both. */
+     * event comes from this ring, made at init, and does not go to the watchdog: in a
+     * capture an event record is only the edge that joins NCCL's stream back to the
+     * compute stream, never a point the device passes that the watchdog could query
+     * (and it would destroy the ring's event).  One reused by a later collective on
+     * the same stream still orders after both. */
     cudaEvent_t join[ZT_NCCL_JOINS];
     unsigned next_join;
 } nccl_state;
