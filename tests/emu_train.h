@@ -21,6 +21,8 @@ typedef struct emu_run {
     long warmup;          /* > 0: a linear schedule with this warm-up (a new lr every step) */
     int checkpointing;    /* gradient checkpointing */
     long save_steps;
+    int stage;            /* > 0: on `world` ranks with the emulated NCCL: 1 DeepSpeed ZeRO-1, 3 FSDP FULL_SHARD */
+    int world;            /* the ranks the plan is resolved for (0: one) */
 } emu_run;
 
 /* The plan and the trainer's arguments of run r; a failure is a failed check. */
@@ -33,9 +35,16 @@ static void emu_train_args(const emu_run *r, zt_plan *plan, zt_train_args *a)
     req.kernels = r->kernels;
     req.cuda_graphs = r->graphs;
     req.mixed_precision = r->mixed;
-    if (r->fsdp)
+    if (r->fsdp || r->stage == 3)
         req.face = ZT_FACE_FSDP;
-    ZT_CHECK_MSG(zt_plan_resolve(&req, 1, plan, &err) == ZT_OK, "%s", err.msg);
+    if (r->stage == 1) {
+        req.face = ZT_FACE_DEEPSPEED;
+        req.zero_stage = 1;
+    }
+    if (r->stage > 0)
+        req.comm_backend = "nccl";
+    ZT_CHECK_MSG(zt_plan_resolve(&req, r->stage > 0 && r->world > 0 ? r->world : 1, plan, &err) == ZT_OK, "%s",
+                 err.msg);
     zt_settings st;
     zt_settings_defaults(&st);
     st.block_size = 16;

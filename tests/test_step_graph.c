@@ -12,11 +12,16 @@
  *   - a replayed step costs the host five calls into the table (the passes' launch,
  *     the inputs' upload, the update's launch, the readback's download and its wait),
  *     where the plain fast step makes hundreds, and it runs ahead: the next step's
- *     passes are launched before a step's numbers are read. */
+ *     passes are launched before a step's numbers are read;
+ *   - on the ranks it runs on (2 under mpirun in tests/cli/graphs_ranks.sh, one run
+ *     alone), with the emulated NCCL (comm.h): FSDP's and ZeRO-1's captured steps hold
+ *     their collectives, give the plain run's bits and the same five calls and one
+ *     wait a replayed step, running ahead (the staged path's copies would wait). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../src/comm/comm.h"
 #include "../src/core/mem.h"
 #include "../src/kernels/adamw.h"
 #include "../src/kernels/backend.h"
@@ -101,22 +106,40 @@ static void on_step(void *ctx, const zt_step_metrics *m)
     o->calls_at[++o->nsteps] = zt_backend_emu_calls();
 }
 
-static void train(const char *graphs, const char *mixed, int A, int fsdp, long steps, run_out *o)
+static int rank, world = 1; /* the MPI world (main) */
+
+/* stage: -1 the plan's face as fsdp says, on one process; 1 or 3 on the MPI world,
+ * DeepSpeed ZeRO-1 or FSDP FULL_SHARD, with the emulated NCCL */
+static void train_on(const char *graphs, const char *mixed, int A, int fsdp, long steps, int stage, run_out *o)
 {
     memset(o, 0, sizeof *o);
     emu_run r = {.kernels = "fast", .graphs = graphs, .mixed = mixed, .fsdp = fsdp, .accum = A, .steps = steps,
-                 .warmup = 2};
+                 .warmup = 2, .stage = stage, .world = world};
     zt_plan plan;
     zt_train_args a;
     emu_train_args(&r, &plan, &a);
     ZT_CHECK(!strcmp(plan.graphs, graphs));
     a.on_step = on_step;
     a.on_step_ctx = o;
+    zt_err err = {0};
+    zt_comm c;
+    if (stage > 0) {
+        ZT_CHECK_MSG(zt_comm_create(&c, plan.group_size, &err) == ZT_OK, "%s", err.msg);
+        a.comm = &c;
+    }
     o->calls_at[0] = zt_backend_emu_calls();
     zt_train_result res;
-    zt_err err = {0};
     ZT_CHECK_MSG(zt_train(&a, &res, &err) == ZT_OK, "%s", err.msg);
     ZT_CHECK(o->nsteps == steps);
+    if (stage > 0) {
+        ZT_CHECK_MSG(c.path == ZT_COMM_EMU, "the collectives took %s", zt_comm_path_name(c.path));
+        zt_comm_free(&c);
+    }
+}
+
+static void train(const char *graphs, const char *mixed, int A, int fsdp, long steps, run_out *o)
+{
+    train_on(graphs, mixed, A, fsdp, steps, -1, o);
 }
 
 /* The same bits, step by step: the loss and the norm of step s+1 are computed from
@@ -173,11 +196,48 @@ static void test_replayed_step_is_five_calls(void)
            plain_calls, graphed.calls_at[4] - graphed.calls_at[3]);
 }
 
-int main(void)
+/* On the MPI world with the emulated NCCL: the captured step holds the collectives
+ * (FSDP: gathers and reduce-scatters in the passes, the verdict's sum in the update;
+ * ZeRO-1: the reduction at the step), gives the plain run's bits, and a replayed step
+ * is still five calls and one wait, running ahead (the last window, four).  The
+ * numbers the ranks sum on the host (the loss, the audit) are MPI calls, not the
+ * table's; a collective the staged way would add its copies' waits. */
+static void test_ranks_replay_with_their_collectives(void)
 {
+    for (int stage = 1; stage <= 3; stage += 2) {
+        run_out plain, graphed;
+        train_on("off", "bf16", 2, 0, 5, stage, &plain);
+        train_on("on", "bf16", 2, 0, 5, stage, &graphed);
+        for (int s = 0; s < 5; s++) {
+            const zt_step_metrics *x = &plain.m[s], *y = &graphed.m[s];
+            ZT_CHECK_MSG(x->loss == y->loss && x->grad_norm == y->grad_norm && x->lr == y->lr &&
+                             x->lost_update_fraction == y->lost_update_fraction &&
+                             !memcmp(x->comm_bytes, y->comm_bytes, sizeof x->comm_bytes),
+                         "%d ranks, stage %d, step %d: plain loss %.9g norm %.9g, graphed %.9g %.9g", world,
+                         stage, s + 1, x->loss, x->grad_norm, y->loss, y->grad_norm);
+        }
+        for (int s = 2; s < 5; s++) {
+            long calls = graphed.calls_at[s + 1] - graphed.calls_at[s], want = s < 4 ? 5 : 4;
+            ZT_CHECK_MSG(calls == want, "%d ranks, stage %d, replayed step %d: %ld calls, not %ld", world, stage,
+                         s + 1, calls, want);
+            ZT_CHECK_MSG(graphed.waits_at[s + 1] - graphed.waits_at[s] == 1, "%d ranks, stage %d, step %d: %ld waits",
+                         world, stage, s + 1, graphed.waits_at[s + 1] - graphed.waits_at[s]);
+        }
+        if (rank == 0)
+            printf("     %d rank(s), stage %d: host calls per step, plain fast %ld, replayed %ld\n", world, stage,
+                   plain.calls_at[4] - plain.calls_at[3], graphed.calls_at[4] - graphed.calls_at[3]);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    if (zt_comm_init_mpi(&argc, &argv, &rank, &world) != ZT_OK)
+        return 1;
     ZT_RUN(test_recorder_keeps_what_a_graph_keeps);
     ZT_RUN(test_graphed_run_matches_plain);
     ZT_RUN(test_replayed_step_is_five_calls);
+    ZT_RUN(test_ranks_replay_with_their_collectives);
     zt_matmul_shutdown();
+    zt_comm_finalize_mpi();
     ZT_TEST_MAIN_END();
 }

@@ -561,7 +561,44 @@ static void host_start_allreduce(zt_comm *c, zt_comm_op *op, void *buf, size_t n
 
 const char *zt_comm_path_name(zt_comm_path p)
 {
-    return p == ZT_COMM_STAGED ? "staged MPI" : p == ZT_COMM_NCCL ? "NCCL" : "host MPI";
+    return p == ZT_COMM_STAGED ? "staged MPI" : p == ZT_COMM_NCCL ? "NCCL" : p == ZT_COMM_EMU ? "emulated NCCL"
+                                                                                           : "host MPI";
+}
+
+/* the paths whose collectives the device queues: the host neither copies nor waits */
+static int device_path(const zt_comm *c) { return c->path == ZT_COMM_NCCL || c->path == ZT_COMM_EMU; }
+
+int zt_comm_capturable(const zt_comm *c) { return c->world == 1 || device_path(c); }
+
+int zt_comm_in_flight(const zt_comm *c) { return c->in_flight; }
+
+zt_comm_traffic zt_comm_traffic_now(const zt_comm *c)
+{
+    zt_comm_traffic t;
+    memcpy(t.bytes, c->bytes, sizeof t.bytes);
+    memcpy(t.calls, c->calls, sizeof t.calls);
+    memcpy(t.link_bytes, c->link_bytes, sizeof t.link_bytes);
+    return t;
+}
+
+void zt_comm_traffic_since(const zt_comm *c, const zt_comm_traffic *before, zt_comm_traffic *out)
+{
+    for (int k = 0; k < ZT_COLL_NKINDS; k++) {
+        out->bytes[k] = c->bytes[k] - before->bytes[k];
+        out->calls[k] = c->calls[k] - before->calls[k];
+    }
+    for (int l = 0; l < ZT_NLINKS; l++)
+        out->link_bytes[l] = c->link_bytes[l] - before->link_bytes[l];
+}
+
+void zt_comm_traffic_add(zt_comm *c, const zt_comm_traffic *d)
+{
+    for (int k = 0; k < ZT_COLL_NKINDS; k++) {
+        c->bytes[k] += d->bytes[k];
+        c->calls[k] += d->calls[k];
+    }
+    for (int l = 0; l < ZT_NLINKS; l++)
+        c->link_bytes[l] += d->link_bytes[l];
 }
 
 size_t zt_comm_staging_bytes(const zt_comm *c)
@@ -637,6 +674,13 @@ int zt_comm_set_device(zt_comm *c, zt_comm_path path, const zt_comm_device *dev,
     c->path = path;
     if (path == ZT_COMM_STAGED)
         return ZT_OK;
+    if (path == ZT_COMM_EMU) {
+        if (dev->queue_host && dev->host_address)
+            return ZT_OK;
+        c->path = ZT_COMM_HOST;
+        return zt_fail(err, ZT_EINPUT, "--comm_backend nccl: only --device cuda runs NCCL, and --device emu its "
+                       "stand-in; this device queues no collectives");
+    }
 #ifdef ZT_CUDA
     return zt_nccl_init(c, err);
 #else
@@ -646,21 +690,87 @@ int zt_comm_set_device(zt_comm *c, zt_comm_path path, const zt_comm_device *dev,
 #endif
 }
 
-#ifdef ZT_CUDA
-/* NCCL: the same counting and flight-recorder entry as the host path, then the
- * collective on NCCL's stream (comm_nccl.c). */
-static void nccl_start(zt_comm *c, zt_comm_op *op, zt_coll_kind k, int scope, int size, void *recv,
-                       const void *send, size_t count_n, size_t bytes, zt_dtype dt)
+/* ---- the emulated NCCL (comm.h) -----------------------------------------------
+ * A collective queued on the emulated device: what its run needs, copied at the queue
+ * (a capture keeps this copy, as a CUDA graph keeps a kernel's arguments).  The run is
+ * the device's side: the host path's MPI call (and sum over the slices) on the
+ * buffers' host addresses, entered in the flight recorder and watched as a blocking
+ * call, since the host runs it; at a graph's replay it runs again, in the graph's
+ * order, with no host call of the engine's around it. */
+enum { EMU_SCALARS = ZT_COLL_NKINDS }; /* sum_doubles' kind */
+typedef struct emu_coll_a {
+    zt_comm *c;
+    int kind, scope;
+    void *recv;        /* all-gather: full; reduce-scatter: the shard; all-reduce, scalars: buf */
+    const void *send;  /* all-gather: the shard (at its slot: in place); reduce-scatter: full */
+    void *slices;      /* reduce-scatter: the members' slices (n) */
+    size_t per;        /* elements per member (all-gather, reduce-scatter) or of the buffer */
+    zt_dtype dt;
+    size_t bytes;      /* the flight recorder's */
+} emu_coll_a;
+
+static void emu_coll_run(const void *p)
 {
-    static const char *names[] = {"allgather", "reduce_scatter", "allreduce"};
+    static const char *names[] = {"allgather", "reduce_scatter", "allreduce", "sum_doubles"};
+    const emu_coll_a *a = p;
+    zt_comm *c = a->c;
+    void *recv = c->dev.host_address(a->recv);
+    const void *send = c->dev.host_address(a->send);
+    const size_t es = a->kind == EMU_SCALARS ? sizeof(double) : zt_dtype_size(a->dt);
+    MPI_Comm comm = scope_comm(c, a->scope);
+    if (a->per > CHUNK) { /* MPI's int counts; no unit of a model we train comes near */
+        fprintf(stderr, "ztrain: emulated NCCL: a collective of %zu elements per rank, over 2^30\n", a->per);
+        zt_comm_abort(1);
+    }
+    uint64_t seq = enter(c, names[a->kind], a->scope, a->bytes);
+    zt_watch_block(seq);
+    double t0 = MPI_Wtime();
+    if (a->kind == ZT_COLL_ALLGATHER) {
+        int in_place = (const char *)send == (const char *)recv + (size_t)c->shard_rank * a->per * es;
+        MPI_Allgather(in_place ? MPI_IN_PLACE : send, (int)a->per, mpi_type(a->dt), recv, (int)a->per,
+                      mpi_type(a->dt), comm);
+    } else if (a->kind == ZT_COLL_REDUCE_SCATTER) {
+        void *slices = c->dev.host_address(a->slices);
+        MPI_Alltoall(send, (int)a->per, mpi_type(a->dt), slices, (int)a->per, mpi_type(a->dt), comm);
+        sum_slices(recv, slices, a->per, c->shard_size, a->dt);
+    } else if (a->kind == ZT_COLL_ALLREDUCE) {
+        MPI_Allreduce(MPI_IN_PLACE, recv, (int)a->per, mpi_type(a->dt), mpi_sum(a->dt), comm);
+    } else {
+        MPI_Allreduce(MPI_IN_PLACE, recv, (int)a->per, MPI_DOUBLE, MPI_SUM, comm); /* sum_double's call */
+    }
+    c->wait_s += MPI_Wtime() - t0;
+    zt_watch_unblock(seq);
+}
+
+static void emu_queue(zt_comm *c, int kind, int scope, void *recv, const void *send, void *slices, size_t per,
+                      zt_dtype dt, size_t bytes)
+{
+    emu_coll_a a = {c, kind, scope, recv, send, slices, per, dt, bytes};
+    c->dev.queue_host(emu_coll_run, &a, sizeof a);
+}
+
+/* A device path's collective (NCCL, the emulated NCCL): the host path's counting, then
+ * the collective queued on the device.  NCCL enters it in the flight recorder here (the
+ * watchdog follows its event); the emulated one does so when it runs. */
+static void device_start(zt_comm *c, zt_comm_op *op, zt_coll_kind k, int scope, int size, void *recv,
+                         const void *send, void *slices, size_t count_n, size_t bytes, zt_dtype dt)
+{
     memset(op, 0, sizeof *op);
+    op->prof = -1;
     count(c, k, scope, size, k == ZT_COLL_ALLREDUCE ? 2 * bytes : bytes);
     op->kind = k;
     op->send = send;
-    op->seq = enter(c, names[k], scope, bytes);
+    c->in_flight++;
+    if (c->path == ZT_COMM_EMU) {
+        emu_queue(c, k, scope, recv, send, slices, count_n, dt, bytes);
+        op->active = 1;
+        return;
+    }
+#ifdef ZT_CUDA
+    op->seq = enter(c, zt_coll_kind_name(k), scope, bytes);
     zt_nccl_start(c, op, k, scope, recv, send, count_n, dt);
-}
 #endif
+}
 
 static void allgather_blocking(zt_comm *c, void *full, const void *shard, size_t n, zt_dtype dt)
 {
@@ -674,14 +784,12 @@ static void allgather_blocking(zt_comm *c, void *full, const void *shard, size_t
             c->dev.copy(full, shard, n * es);
         return;
     }
-#ifdef ZT_CUDA
-    if (c->path == ZT_COMM_NCCL) {
+    if (device_path(c)) {
         zt_comm_op op;
-        nccl_start(c, &op, ZT_COLL_ALLGATHER, ZT_SCOPE_SHARD, c->shard_size, full, shard, per, n * es, dt);
+        device_start(c, &op, ZT_COLL_ALLGATHER, ZT_SCOPE_SHARD, c->shard_size, full, shard, NULL, per, n * es, dt);
         zt_comm_wait(c, &op);
         return;
     }
-#endif
     int lane = lane_take(c, (n + per) * es);
     char *h = lane_buf(c, lane);
     c->dev.to_host(h + n * es, shard, per * es);
@@ -697,13 +805,11 @@ static void start_allgather(zt_comm *c, zt_comm_op *op, void *full, size_t n, zt
         host_start_allgather(c, op, full, n, dt); /* a group of one: nothing to move */
         return;
     }
-#ifdef ZT_CUDA
-    if (c->path == ZT_COMM_NCCL) {
-        nccl_start(c, op, ZT_COLL_ALLGATHER, ZT_SCOPE_SHARD, c->shard_size, full, (char *)full + mine, per,
-                   n * es, dt);
+    if (device_path(c)) {
+        device_start(c, op, ZT_COLL_ALLGATHER, ZT_SCOPE_SHARD, c->shard_size, full, (char *)full + mine, NULL, per,
+                     n * es, dt);
         return;
     }
-#endif
     int lane = lane_take(c, n * es);
     char *h = lane_buf(c, lane);
     c->dev.to_host(h + mine, (const char *)full + mine, per * es);
@@ -728,12 +834,11 @@ static void start_reduce_scatter(zt_comm *c, zt_comm_op *op, void *shard, const 
             c->dev.copy(shard, full, n * es);
         return;
     }
-#ifdef ZT_CUDA
-    if (c->path == ZT_COMM_NCCL) { /* NCCL sums on the device: no slices */
-        nccl_start(c, op, ZT_COLL_REDUCE_SCATTER, ZT_SCOPE_SHARD, c->shard_size, shard, full, per, n * es, dt);
+    if (device_path(c)) { /* NCCL sums on the device without the slices; the emulated one in them */
+        device_start(c, op, ZT_COLL_REDUCE_SCATTER, ZT_SCOPE_SHARD, c->shard_size, shard, full, slices, per, n * es,
+                     dt);
         return;
     }
-#endif
     /* the lane: full (n), the slices (n), the shard (n / G) */
     int lane = lane_take(c, (2 * n + per) * es);
     char *h = lane_buf(c, lane);
@@ -753,12 +858,10 @@ static void start_allreduce(zt_comm *c, zt_comm_op *op, void *buf, size_t n, zt_
         host_start_allreduce(c, op, buf, n, dt, scope); /* a scope of one: nothing to do */
         return;
     }
-#ifdef ZT_CUDA
-    if (c->path == ZT_COMM_NCCL) {
-        nccl_start(c, op, ZT_COLL_ALLREDUCE, scope, size, buf, buf, n, n * es, dt);
+    if (device_path(c)) {
+        device_start(c, op, ZT_COLL_ALLREDUCE, scope, size, buf, buf, NULL, n, n * es, dt);
         return;
     }
-#endif
     int lane = lane_take(c, n * es);
     char *h = lane_buf(c, lane);
     c->dev.to_host(h, buf, n * es);
@@ -775,7 +878,7 @@ static void start_allreduce(zt_comm *c, zt_comm_op *op, void *buf, size_t n, zt_
  * comm_nccl.c times it on NCCL's stream instead. */
 static int prof_begin(const zt_comm *c, const char *name)
 {
-    return c->path == ZT_COMM_NCCL ? -1 : zt_prof_begin(name, "collective", ZT_PROF_HOST_COMM);
+    return device_path(c) ? -1 : zt_prof_begin(name, "collective", ZT_PROF_HOST_COMM);
 }
 
 void zt_comm_allgather(zt_comm *c, void *full, const void *shard, size_t n, zt_dtype dt)
@@ -812,6 +915,8 @@ void zt_comm_start_allreduce(zt_comm *c, zt_comm_op *op, void *buf, size_t n, zt
 
 int zt_comm_test(zt_comm *c, zt_comm_op *op)
 {
+    if (c->path == ZT_COMM_EMU) /* queued in the device's order: done before anything queued after it */
+        return 1;
 #ifdef ZT_CUDA
     if (c->path == ZT_COMM_NCCL)
         return zt_nccl_test(c, op);
@@ -821,12 +926,15 @@ int zt_comm_test(zt_comm *c, zt_comm_op *op)
 
 void zt_comm_wait(zt_comm *c, zt_comm_op *op)
 {
+    if (device_path(c)) { /* the device orders what follows after it; the host does not wait */
+        c->in_flight -= op->active;
 #ifdef ZT_CUDA
-    if (c->path == ZT_COMM_NCCL) {
-        zt_nccl_wait(c, op);
+        if (c->path == ZT_COMM_NCCL)
+            zt_nccl_wait(c, op);
+#endif
+        op->active = 0;
         return;
     }
-#endif
     host_wait(c, op);
     staged_finish(c, op);
     zt_prof_end(op->prof, 0.0, (double)op->prof_bytes);
@@ -867,6 +975,10 @@ void zt_comm_sum_doubles(zt_comm *c, double *buf, int n, int scope)
     assert(n > 0 && n <= ZT_COMM_SCALARS);
     if (!c->world_comm || scope_size(c, scope) == 1)
         return;
+    if (c->path == ZT_COMM_EMU) { /* queued as NCCL's all-reduce is; entered when it runs */
+        emu_queue(c, EMU_SCALARS, scope, buf, buf, NULL, (size_t)n, ZT_F32, (size_t)n * sizeof *buf);
+        return;
+    }
     uint64_t seq = enter(c, "sum_doubles", scope, (size_t)n * sizeof *buf);
 #ifdef ZT_CUDA
     if (c->path == ZT_COMM_NCCL) { /* on NCCL's stream: the host never holds the numbers */
@@ -902,6 +1014,16 @@ void zt_comm_allgather_bytes(zt_comm *c, void *all, const void *mine, size_t byt
     MPI_Allgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, scope_comm(c, ZT_SCOPE_WORLD));
     zt_watch_unblock(seq);
     zt_prof_end(h, 0.0, (double)(bytes * (size_t)c->world));
+}
+
+void zt_comm_graph_launched(zt_comm *c)
+{
+#ifdef ZT_CUDA
+    if (c->path == ZT_COMM_NCCL && c->world > 1)
+        zt_nccl_launched(c, enter(c, "graph", ZT_SCOPE_WORLD, 0));
+#else
+    (void)c;
+#endif
 }
 
 int zt_comm_agree(zt_comm *c, int rc, zt_err *err)

@@ -32,6 +32,20 @@
  * allgather_bytes) are host data on every path, except sum_doubles, whose few
  * doubles live where the data collectives' buffers do.
  *
+ * The emulated NCCL (ZT_COMM_EMU, --device emu --comm_backend nccl): the emulated
+ * device's stand-in for NCCL, so that the host logic of a captured step on several
+ * ranks runs without GPUs.  Each collective is counted and queued as NCCL's is (no
+ * host wait, no staging), through the device's queue_host (backend.h): its MPI call
+ * runs on the emulated device's memory when the device reaches it, at once or, inside
+ * a capture, at each launch of the graph.  Its numbers are the host path's (the same
+ * MPI calls and sum over the slices); what only NCCL on GPUs shows is in docs/gpu.md.
+ *
+ * A captured step (docs/gpu.md, "The captured step") may hold the collectives of the
+ * device paths (NCCL, the emulated NCCL) and none of the staged path's, whose copies
+ * wait for the device; every collective it starts must be waited for inside it (a
+ * CUDA capture must join the collectives' stream back), which zt_comm_in_flight
+ * lets the caller check.
+ *
  * The engine talks only to this interface. */
 #ifndef ZT_COMM_H
 #define ZT_COMM_H
@@ -63,9 +77,11 @@ typedef enum zt_comm_path {
     ZT_COMM_HOST,    /* host memory: MPI on the buffers themselves */
     ZT_COMM_STAGED,  /* device memory, through host staging buffers and MPI */
     ZT_COMM_NCCL,    /* device memory, NCCL on its own stream (make cuda) */
+    ZT_COMM_EMU,     /* the emulated device's memory, collectives queued on it (see above) */
 } zt_comm_path;
 
-const char *zt_comm_path_name(zt_comm_path p); /* "host MPI", "staged MPI", "NCCL" */
+/* "host MPI", "staged MPI", "NCCL", "emulated NCCL" */
+const char *zt_comm_path_name(zt_comm_path p);
 
 /* What the comm layer needs from the device that holds the buffers (the
  * backend's entries of the same names, kernels/backend.h). */
@@ -76,6 +92,9 @@ typedef struct zt_comm_device {
     void *(*host_alloc)(zt_mem_cat cat, size_t bytes);
     void (*host_free)(zt_mem_cat cat, void *p, size_t bytes);
     void *stream;                    /* the compute stream (a cudaStream_t), NCCL only */
+    /* the emulated NCCL only (backend.h, queue_host and host_address) */
+    void (*queue_host)(void (*run)(const void *args), const void *args, size_t bytes);
+    void *(*host_address)(const void *buf);
 } zt_comm_device;
 
 /* The staged path's host buffers: one per collective that may be in flight or
@@ -111,6 +130,7 @@ typedef struct zt_comm {
     size_t lane_bytes[ZT_COMM_LANES];
     int lane_busy[ZT_COMM_LANES];
     void *nccl;
+    int in_flight;                   /* device paths: collectives started, not yet waited for */
 } zt_comm;
 
 /* MPI_Init if needed (idempotent), and the world's rank and size. */
@@ -138,6 +158,30 @@ void zt_comm_free(zt_comm *c);
  * needs no dev).  NCCL is collective over the world (its unique ids travel over
  * MPI) and fails with ZT_EINPUT in a build without CUDA; staged needs only dev. */
 int zt_comm_set_device(zt_comm *c, zt_comm_path path, const zt_comm_device *dev, zt_err *err);
+/* Whether a captured step may hold this rank's collectives: one process, or a device
+ * path that queues them on the device (NCCL, the emulated NCCL); not the host's or
+ * the staged path's, which run them on the host. */
+int zt_comm_capturable(const zt_comm *c);
+/* Device paths: collectives started and not yet waited for (0 elsewhere). */
+int zt_comm_in_flight(const zt_comm *c);
+
+/* The traffic counters (bytes, calls, link bytes).  A device path counts a collective
+ * when it is queued, so a graph's replay, which queues nothing on the host, adds what
+ * its capture counted (train/step_graph.c). */
+typedef struct zt_comm_traffic {
+    uint64_t bytes[ZT_COLL_NKINDS], calls[ZT_COLL_NKINDS], link_bytes[ZT_NLINKS];
+} zt_comm_traffic;
+zt_comm_traffic zt_comm_traffic_now(const zt_comm *c);
+/* *out = now - before, counter by counter */
+void zt_comm_traffic_since(const zt_comm *c, const zt_comm_traffic *before, zt_comm_traffic *out);
+void zt_comm_traffic_add(zt_comm *c, const zt_comm_traffic *d);
+/* After a launch of a captured graph that holds collectives: on NCCL, one flight-recorder
+ * entry ("graph") and a marker after the launch handed to the watchdog, which times the
+ * job out if the device never passes it (the captured collectives are not seen one by
+ * one); the emulated NCCL enters and watches each collective as it runs; nothing
+ * elsewhere. */
+void zt_comm_graph_launched(zt_comm *c);
+
 /* Host bytes the staged path holds now (its lanes), for the memory report. */
 size_t zt_comm_staging_bytes(const zt_comm *c);
 
@@ -162,6 +206,7 @@ void zt_comm_reduce_scatter(zt_comm *c, void *shard, const void *full, void *sli
 typedef struct zt_comm_op {
     int active;                 /* started, not yet waited for */
     int lane;                   /* staged: 1 + the host buffer it runs in (0: none) */
+    int captured;               /* NCCL: started inside a capture (its event is a ring's) */
     void *dev_result;           /* staged: where the result goes back to on the device */
     size_t dev_bytes;           /*   and how many bytes */
     size_t host_offset;         /*   from this offset of the lane */

@@ -13,11 +13,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+enum { ZT_NCCL_JOINS = 16 };
+
 typedef struct nccl_state {
     ncclComm_t comm[3];     /* per scope (ZT_SCOPE_SHARD, _REPLICA, _WORLD); NULL for a scope of one */
     cudaStream_t stream;    /* the collectives' */
     cudaStream_t compute;   /* the kernels' (the backend's stream) */
     cudaEvent_t ready;      /* recorded on compute before each collective */
+    /* inside a capture (docs/gpu.md, "The captured step"), a collective's completion
+     * event comes from this ring, made at init, and does not go to the watchdog: in a
+     * capture an event record is only the edge that joins NCCL's stream back to the
+     * compute stream, never a point the device passes that the watchdog could query
+     * (and it would destroy the ring's event).  One reused by a later collective on
+     * the same stream still orders after both. */
+    cudaEvent_t join[ZT_NCCL_JOINS];
+    unsigned next_join;
 } nccl_state;
 
 /* A failing CUDA or NCCL call in the middle of training leaves the other ranks
@@ -87,6 +97,8 @@ int zt_nccl_init(zt_comm *c, zt_err *err)
     cudaError_t ce = cudaStreamCreateWithFlags(&st->stream, cudaStreamNonBlocking);
     if (ce == cudaSuccess)
         ce = cudaEventCreateWithFlags(&st->ready, cudaEventDisableTiming);
+    for (int i = 0; i < ZT_NCCL_JOINS && ce == cudaSuccess; i++)
+        ce = cudaEventCreateWithFlags(&st->join[i], cudaEventDisableTiming);
     /* every rank learns whether every other could make its stream, so none waits
      * in a unique id's broadcast for a rank that gave up */
     int ok = ce == cudaSuccess, all_ok = ok;
@@ -136,6 +148,9 @@ void zt_nccl_free(zt_comm *c)
             ncclCommDestroy(st->comm[scope]);
     if (st->ready)
         cudaEventDestroy(st->ready);
+    for (int i = 0; i < ZT_NCCL_JOINS; i++)
+        if (st->join[i])
+            cudaEventDestroy(st->join[i]);
     if (st->stream)
         cudaStreamDestroy(st->stream);
     free(st);
@@ -144,6 +159,27 @@ void zt_nccl_free(zt_comm *c)
 
 _Static_assert(sizeof(cudaEvent_t) <= sizeof(((zt_comm_op *)0)->request), "cudaEvent_t storage");
 static cudaEvent_t *op_event(zt_comm_op *op) { return (cudaEvent_t *)(void *)op->request; }
+
+/* 1 while the compute stream is being captured (the one query a capture allows) */
+static int capturing(const zt_comm *c, const nccl_state *st)
+{
+    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone; /* C: the enum, not a typedef */
+    CUDA_CHECK(c, cudaStreamIsCapturing(st->compute, &cs));
+    return cs == cudaStreamCaptureStatusActive;
+}
+
+/* op's completion event, recorded on NCCL's stream after its collective: a new one the
+ * watchdog will own, or inside a capture one of the ring's (see nccl_state) */
+static void record_done(zt_comm *c, nccl_state *st, zt_comm_op *op)
+{
+    op->captured = capturing(c, st);
+    if (op->captured)
+        *op_event(op) = st->join[st->next_join++ % ZT_NCCL_JOINS];
+    else
+        CUDA_CHECK(c, cudaEventCreateWithFlags(op_event(op), cudaEventDisableTiming));
+    CUDA_CHECK(c, cudaEventRecord(*op_event(op), st->stream));
+    op->active = 1;
+}
 
 void zt_nccl_start(zt_comm *c, zt_comm_op *op, zt_coll_kind k, int scope, void *recv, const void *send,
                    size_t count, zt_dtype dt)
@@ -163,9 +199,7 @@ void zt_nccl_start(zt_comm *c, zt_comm_op *op, zt_coll_kind k, int scope, void *
     else
         NCCL_CHECK(c, ncclAllReduce(send, recv, count, nccl_type(dt), ncclSum, nc, st->stream));
     zt_prof_end(h, 0.0, (double)(count * zt_dtype_size(dt)));
-    CUDA_CHECK(c, cudaEventCreateWithFlags(op_event(op), cudaEventDisableTiming));
-    CUDA_CHECK(c, cudaEventRecord(*op_event(op), st->stream));
-    op->active = 1;
+    record_done(c, st, op);
 }
 
 void zt_nccl_sum_doubles(zt_comm *c, double *buf, int n, int scope, uint64_t seq)
@@ -179,16 +213,15 @@ void zt_nccl_sum_doubles(zt_comm *c, double *buf, int n, int scope, uint64_t seq
     int h = zt_prof_begin("sum_doubles", "collective", (void *)st->stream);
     NCCL_CHECK(c, ncclAllReduce(buf, buf, (size_t)n, ncclFloat64, ncclSum, st->comm[scope], st->stream));
     zt_prof_end(h, 0.0, (double)((size_t)n * sizeof *buf));
-    CUDA_CHECK(c, cudaEventCreateWithFlags(op_event(&op), cudaEventDisableTiming));
-    CUDA_CHECK(c, cudaEventRecord(*op_event(&op), st->stream));
-    op.active = 1;
+    record_done(c, st, &op);
     zt_nccl_wait(c, &op);
 }
 
 int zt_nccl_test(zt_comm *c, zt_comm_op *op)
 {
     (void)c;
-    return !op->active || cudaEventQuery(*op_event(op)) == cudaSuccess;
+    /* inside a capture nothing has run: the engine's test only lets MPI progress */
+    return !op->active || op->captured || cudaEventQuery(*op_event(op)) == cudaSuccess;
 }
 
 void zt_nccl_wait(zt_comm *c, zt_comm_op *op)
@@ -200,8 +233,18 @@ void zt_nccl_wait(zt_comm *c, zt_comm_op *op)
      * wait here, so the watchdog takes the event: it times the job out if the
      * device never passes it, and destroys it once the device has */
     CUDA_CHECK(c, cudaStreamWaitEvent(st->compute, *op_event(op), 0));
-    zt_watch_device_track(op->seq, (void *)*op_event(op));
+    if (!op->captured) /* a captured one is the ring's, and never runs as such: the launch is watched */
+        zt_watch_device_track(op->seq, (void *)*op_event(op));
     op->active = 0;
+}
+
+void zt_nccl_launched(zt_comm *c, uint64_t seq)
+{
+    nccl_state *st = c->nccl;
+    cudaEvent_t ev;
+    CUDA_CHECK(c, cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    CUDA_CHECK(c, cudaEventRecord(ev, st->compute));
+    zt_watch_device_track(seq, (void *)ev);
 }
 
 #else

@@ -27,7 +27,12 @@ void zt_nccl_start(zt_comm *c, zt_comm_op *op, zt_coll_kind k, int scope, void *
 void zt_nccl_sum_doubles(zt_comm *c, double *buf, int n, int scope, uint64_t seq);
 /* 1 when op's collective has finished on the device (or op is idle). */
 int zt_nccl_test(zt_comm *c, zt_comm_op *op);
-/* Order the compute stream after op (the host does not wait). */
+/* Order the compute stream after op (the host does not wait).  Inside a capture of the
+ * compute stream (cudaStreamIsCapturing), start and wait fork NCCL's stream off the
+ * capture and join it back with events made at init, and nothing goes to the watchdog. */
 void zt_nccl_wait(zt_comm *c, zt_comm_op *op);
+/* After a graph's launch on the compute stream: a marker there for the watchdog, as
+ * flight-recorder entry seq (zt_comm_graph_launched). */
+void zt_nccl_launched(zt_comm *c, uint64_t seq);
 
 #endif

@@ -261,7 +261,8 @@ static void reduced_through(zt_engine *eng, int u, zt_dtype dt, const char *hook
 zt_comm_device zt_engine_comm_device(const zt_backend *be)
 {
     return (zt_comm_device){.to_host = be->to_host, .to_device = be->to_device, .copy = be->copy,
-                            .host_alloc = be->host_alloc, .host_free = be->host_free, .stream = be->stream()};
+                            .host_alloc = be->host_alloc, .host_free = be->host_free, .stream = be->stream(),
+                            .queue_host = be->queue_host, .host_address = be->host_address};
 }
 
 static void engine_free(zt_engine *eng);

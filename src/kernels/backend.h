@@ -277,6 +277,15 @@ typedef struct zt_backend {
      * peak cache ("NVIDIA H200, sm_90").  NULL for a table whose products run on
      * the host's cores (cpu, emu): the peak is the CPU's then (train/peak.h). */
     int (*matmul_peak)(zt_dtype compute, double *gflops, char *what, size_t cap, zt_err *err);
+
+    /* The emulated device's stand-in for NCCL (comm.h, ZT_COMM_EMU; docs/gpu.md, "The
+     * captured step"): run(args) queued in the device's order as a kernel is, so run at
+     * once, or while capturing recorded with a copy of args (bytes) and run at each
+     * launch; and the host address of one of the table's buffers, for that run to hand
+     * to MPI.  Optional, as matmul_peak: NULL for every table but the emulated
+     * device's (a GPU queues NCCL's collectives on its stream instead). */
+    void (*queue_host)(void (*run)(const void *args), const void *args, size_t bytes);
+    void *(*host_address)(const void *buf);
 } zt_backend;
 
 /* The host backend: OpenMP kernels and oneDNN products. */

@@ -891,12 +891,21 @@ static void emu_graph_free(zt_graph *g)
     graph_free_now(g);
 }
 
+/* ---- the emulated NCCL (backend.h, queue_host) ------------------------------------ */
+
+/* deferred as a kernel is: the comm layer's collective runs in queue order, now or at
+ * each launch of the graph that captured it */
+static void emu_queue_host(void (*run)(const void *args), const void *args, size_t bytes) { defer(run, args, bytes); }
+static void *emu_host_address(const void *buf) { return host_of(buf); }
+
 #define EMU_ENTRY(e) .e = emu_##e,
 static const zt_backend emu = {
     .name = "emu",
     .kernels = ZT_KERNELS_EXACT,
     .host_visible = 0,
     ZT_BACKEND_ENTRIES(EMU_ENTRY)
+    .queue_host = emu_queue_host,
+    .host_address = emu_host_address,
 };
 
 /* fast mode: the same kernels (a GPU's fast variants have no CPU twins to run), so
@@ -907,6 +916,8 @@ static const zt_backend emu_fast = {
     .kernels = ZT_KERNELS_FAST,
     .host_visible = 0,
     ZT_BACKEND_ENTRIES(EMU_ENTRY)
+    .queue_host = emu_queue_host,
+    .host_address = emu_host_address,
 };
 
 const zt_backend *zt_backend_emu(void) { return &emu; }

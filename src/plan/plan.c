@@ -138,7 +138,8 @@ static int resolve_device(const zt_plan_request *r, zt_plan *p, zt_err *err)
         return zt_fail(err, ZT_EINPUT, "--device '%s': expected cpu or cuda", dev);
     if (strcmp(cb, "auto") && strcmp(cb, "nccl") && strcmp(cb, "mpi"))
         return zt_fail(err, ZT_EINPUT, "--comm_backend '%s': expected auto, nccl or mpi", cb);
-    if (!strcmp(cb, "nccl") && strcmp(dev, "cuda"))
+    /* emu: its stand-in for NCCL, collectives queued on the device (comm.h, ZT_COMM_EMU) */
+    if (!strcmp(cb, "nccl") && !strcmp(dev, "cpu"))
         return zt_fail(err, ZT_EINPUT, "--comm_backend nccl needs --device cuda (NCCL moves GPU buffers; "
                        "--device %s uses MPI)", dev);
     snprintf(p->device, sizeof p->device, "%s", dev);
@@ -259,17 +260,19 @@ static int resolve_overlap(const zt_plan_request *r, zt_plan *p, zt_err *err)
 
 /* Whether the step is captured as a graph (docs/gpu.md, "The captured step"): it
  * must be the asynchronous step (fast kernels; the exact one waits for every number)
- * on one rank (the collectives of several go through MPI on the host, or through
- * the host's verdict: neither can be captured), with nothing the host changes
+ * whose collectives, on several ranks, the device queues (NCCL, or the emulated
+ * device's stand-in: a capture holds them; the staged path's copies wait for the
+ * device and its MPI runs on the host, so it cannot), with nothing the host changes
  * between steps in an argument: fp16's loss scale is one, and offload's AdamW runs
- * on the host.  auto: on where it can be, else off with the reason; on where it
- * cannot be is refused. */
+ * on the host.  comm auto on a GPU picks NCCL or the staged path only when the
+ * ranks have their devices: the trainer refuses the staged one then.  auto: on
+ * where it can be, else off with the reason; on where it cannot be is refused. */
 static const char *graphs_blocked(const zt_plan *p)
 {
     if (strcmp(p->kernels, "fast"))
         return "exact kernels";
-    if (p->world > 1)
-        return "several ranks";
+    if (p->world > 1 && (!strcmp(p->comm, "mpi") || (!strcmp(p->device, "emu") && strcmp(p->comm, "nccl"))))
+        return "staged MPI collectives";
     if (p->ls.on)
         return "fp16 loss scale";
     if (p->overlap.offload_optimizer || p->overlap.offload_params)
@@ -285,7 +288,8 @@ static int resolve_graphs(const char *asked, zt_plan *p, zt_err *err)
     const char *why = graphs_blocked(p);
     if (!strcmp(g, "on") && why)
         return zt_fail(err, ZT_EINPUT, "--cuda_graphs on: the step cannot be captured here (%s); it needs "
-                       "--kernels fast on one rank, without fp16's loss scale or offload", why);
+                       "--kernels fast (on several ranks, NCCL's collectives), without fp16's loss scale or "
+                       "offload", why);
     if (!strcmp(g, "off"))
         snprintf(p->graphs, sizeof p->graphs, "off");
     else if (why)

@@ -8,11 +8,12 @@
 /* two sets of token buffers: step k reads set k % 2 */
 static size_t table_bytes(int micro) { return 2 * (size_t)micro * sizeof(int *); }
 
-int zt_step_graph_init(zt_step_graph *g, const zt_backend *be, int on, int micro, size_t io_bytes,
+int zt_step_graph_init(zt_step_graph *g, const zt_backend *be, zt_comm *comm, int on, int micro, size_t io_bytes,
                        zt_err *err)
 {
     memset(g, 0, sizeof *g);
     g->be = be;
+    g->comm = comm;
     if (!on)
         return ZT_OK;
     g->micro = micro;
@@ -71,33 +72,61 @@ zt_graph_phase zt_step_graph_passes_phase(const zt_step_graph *g)
 
 zt_graph_phase zt_step_graph_phase(const zt_step_graph *g) { return phase_of(g, g->update); }
 
+/* A collective started and not waited for: a capture may neither begin nor end with
+ * one (a CUDA capture cannot join a stream forked before it, nor end with one forked) */
+static int check_joined(const zt_step_graph *g, const char *when, zt_err *err)
+{
+    int n = g->comm ? zt_comm_in_flight(g->comm) : 0;
+    if (n)
+        return zt_fail(err, ZT_EFAIL, "capturing the step as a graph: %d collective%s in flight %s the capture "
+                       "(each must be waited for inside the piece that starts it)", n, n == 1 ? "" : "s", when);
+    return ZT_OK;
+}
+
 int zt_step_graph_begin(zt_step_graph *g, zt_err *err)
 {
+    if (check_joined(g, "at the start of", err))
+        return ZT_EFAIL;
+    if (g->comm)
+        g->at_begin = zt_comm_traffic_now(g->comm);
     int rc = g->be->graph_begin(err);
     return rc ? zt_wrap(err, "capturing the step as a graph: ") : ZT_OK;
 }
 
-/* close the capture into *slot (capture), then launch it (capture, replay) */
-static int run_piece(zt_step_graph *g, zt_graph_phase ph, zt_graph **slot, zt_err *err)
+/* close the capture into *slot (capture), then launch it (capture, replay); piece
+ * indexes traffic[]: a capture keeps what it counted, a replay counts it again (a
+ * capture's own launch was counted when its collectives were queued) */
+static int run_piece(zt_step_graph *g, zt_graph_phase ph, zt_graph **slot, int piece, zt_err *err)
 {
-    if (ph == ZT_GRAPH_CAPTURE && g->be->graph_end(slot, err))
-        return zt_wrap(err, "capturing the step as a graph: ");
+    if (ph == ZT_GRAPH_CAPTURE) {
+        if (g->be->graph_end(slot, err))
+            return zt_wrap(err, "capturing the step as a graph: ");
+        if (check_joined(g, "at the end of", err))
+            return ZT_EFAIL;
+        if (g->comm)
+            zt_comm_traffic_since(g->comm, &g->at_begin, &g->traffic[piece]);
+    }
     if (ph == ZT_GRAPH_CAPTURE || ph == ZT_GRAPH_REPLAY) {
         if (g->be->graph_launch(*slot, err))
             return zt_wrap(err, "launching the captured step: ");
         g->launches++;
+        if (g->comm && ph == ZT_GRAPH_REPLAY)
+            zt_comm_traffic_add(g->comm, &g->traffic[piece]);
+        if (g->comm)
+            zt_comm_graph_launched(g->comm);
     }
     return ZT_OK;
 }
 
 int zt_step_graph_run_passes(zt_step_graph *g, zt_graph_phase ph, zt_err *err)
 {
-    return run_piece(g, ph, &g->passes[zt_step_graph_set(g)], err);
+    int set = zt_step_graph_set(g);
+    return run_piece(g, ph, &g->passes[set], set, err);
 }
 
 int zt_step_graph_run(zt_step_graph *g, zt_graph_phase ph, zt_err *err)
 {
-    int rc = run_piece(g, ph, &g->update, err);
+    int rc = run_piece(g, ph, &g->update, 2, err);
     if (rc == ZT_OK)
         g->steps++;
     return rc;

@@ -22,12 +22,23 @@
  * still be reading.  So the first step runs directly (it grows every scratch to its
  * size: nothing may allocate inside a capture), the second captures set 1's passes
  * and the update, the third set 0's passes, and every later one is two launches, an
- * upload and the readback: a handful of host calls. */
+ * upload and the readback: a handful of host calls.
+ *
+ * On several ranks the collectives are in the graphs too, on the device paths that
+ * queue them (NCCL; the emulated device's stand-in, comm.h): the engine's host side
+ * (which units gather, reduce, in which order, into which buffers) repeats as on one
+ * rank, and the verdict's sum over the ranks is an in-place sum in device memory
+ * (zt_comm_sum_doubles).  Each piece must wait for every collective it starts (a CUDA
+ * capture joins NCCL's stream back before it ends): a capture that leaves one in
+ * flight fails.  A device path counts a collective's traffic when it is queued, so a
+ * piece's replay adds what its capture counted, and the step's record carries the
+ * same bytes and calls as a plain step's. */
 #ifndef ZT_STEP_GRAPH_H
 #define ZT_STEP_GRAPH_H
 
 #include <stddef.h>
 
+#include "../comm/comm.h"
 #include "../core/status.h"
 #include "../kernels/backend.h"
 
@@ -41,6 +52,7 @@ typedef enum zt_graph_phase {
 
 typedef struct zt_step_graph {
     const zt_backend *be;
+    zt_comm *comm;           /* the ranks' collectives (their traffic counters, the watchdog) */
     int on;                  /* 0: every step is the plain one */
     int micro;               /* micro-batches per step: one pair of token buffers each, per set */
     int **inputs, **targets; /* [2 * micro]: set s's micro-batch i at s * micro + i; page-locked
@@ -48,13 +60,15 @@ typedef struct zt_step_graph {
     size_t io_bytes;
     zt_graph *passes[2]; /* the captured passes reading token set 0 and 1, NULL before */
     zt_graph *update;    /* the captured update, NULL before */
+    zt_comm_traffic at_begin;    /* the counters when the open capture began */
+    zt_comm_traffic traffic[3];  /* what each piece's capture counted: passes 0, 1, update */
     long steps;          /* updates taken through the graph's path so far */
     long launches;       /* launches of captured pieces */
 } zt_step_graph;
 
 /* Off (on = 0): nothing allocated.  On: two sets of token buffers of micro
  * micro-batches of io_bytes each, from be's host_alloc. */
-int zt_step_graph_init(zt_step_graph *g, const zt_backend *be, int on, int micro, size_t io_bytes,
+int zt_step_graph_init(zt_step_graph *g, const zt_backend *be, zt_comm *comm, int on, int micro, size_t io_bytes,
                        zt_err *err);
 void zt_step_graph_free(zt_step_graph *g);
 /* The token set the coming step's passes read (steps % 2). */

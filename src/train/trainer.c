@@ -271,7 +271,9 @@ static int open_device(const zt_plan *plan, zt_comm *comm, const zt_backend **ou
         rc = ZT_EINPUT;
     else if (zt_prof_enabled()) /* --profile: every entry timed at the dispatch */
         be = zt_backend_profiled(be);
-    int shared = be && !be->host_visible && comm->topo.machine_size > devices;
+    /* the emulated device's ranks share it, its stand-in for NCCL included (comm.h) */
+    int emu_nccl = be && !strcmp(be->name, "emu") && !strcmp(plan->comm, "nccl");
+    int shared = be && !be->host_visible && comm->topo.machine_size > devices && !emu_nccl;
     if (rc == ZT_OK && shared && !strcmp(plan->comm, "nccl"))
         rc = zt_fail(err, ZT_EINPUT, "--comm_backend nccl: %d ranks on this machine share %d GPU%s, and NCCL refuses "
                      "two ranks on one GPU; use --comm_backend mpi (staged through host memory) or one rank per GPU",
@@ -284,7 +286,8 @@ static int open_device(const zt_plan *plan, zt_comm *comm, const zt_backend **ou
     int staged = strcmp(be->name, "cuda") != 0 || !strcmp(plan->comm, "mpi") || shared;
     staged = zt_comm_max_int(comm, staged);
     zt_comm_device dev = zt_engine_comm_device(be);
-    return zt_comm_agree(comm, zt_comm_set_device(comm, staged ? ZT_COMM_STAGED : ZT_COMM_NCCL, &dev, err), err);
+    zt_comm_path path = emu_nccl ? ZT_COMM_EMU : staged ? ZT_COMM_STAGED : ZT_COMM_NCCL;
+    return zt_comm_agree(comm, zt_comm_set_device(comm, path, &dev, err), err);
 }
 
 /* ---- the training loop ------------------------------------------------------
@@ -444,6 +447,7 @@ static int open_graph(trainer *t, zt_err *err)
     const char *why = zt_prof_enabled() ? "--profile"
                       : t->r.tokens.loss_mask ? "a loss mask"
                       : t->hooks->before_forward || t->hooks->before_update ? "test hooks"
+                      : !zt_comm_capturable(t->comm) ? "staged MPI collectives" /* comm auto on a GPU chose it */
                       : NULL;
     int on = !strcmp(pl->graphs, "on") && !why;
     if (!strcmp(pl->graphs, "on") && why) {
@@ -451,11 +455,14 @@ static int open_graph(trainer *t, zt_err *err)
             return zt_fail(err, ZT_EINPUT, "--cuda_graphs on: the step cannot be captured with %s (%s); use "
                            "--cuda_graphs auto or off", why, !strcmp(why, "a loss mask")
                            ? "each step's gradient scale is its own count of targets"
+                           : !strcmp(why, "staged MPI collectives")
+                           ? "the ranks share GPUs, so their collectives go through host memory, not NCCL"
                            : "the host acts between the step's launches");
         if (t->talk)
             printf("graphs: off (%s)\n", why);
     }
-    return zt_step_graph_init(&t->sg, zt_engine_backend(t->r.eng), on, t->a->grad_accum, t->r.io_bytes, err);
+    return zt_step_graph_init(&t->sg, zt_engine_backend(t->r.eng), t->comm, on, t->a->grad_accum, t->r.io_bytes,
+                              err);
 }
 
 /* Open everything, check that the ranks agree, resume if asked. */
@@ -764,6 +771,8 @@ static int train_step(trainer *t, long s, step_run *run, zt_err *err)
         loss_sum += ls;
     }
     zt_engine_sync_backward(r->eng, 0);
+    if (ph == ZT_GRAPH_WARMUP || ph == ZT_GRAPH_CAPTURE) /* the last reduction ends in the passes' graph */
+        zt_engine_drain(r->eng);
     if ((rc = zt_step_graph_run_passes(sg, ph, err)))
         return step_failed(t, rc, err);
     run->ph = zt_step_graph_phase(sg);

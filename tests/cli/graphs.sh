@@ -3,7 +3,8 @@
 # naming the flag and why), auto says why it is off; on the emulated device a captured and
 # replayed run writes the plain fast run's log, checkpoints and model byte for byte, with a
 # learning rate that moves every step, and resumes across the two.  The host calls a
-# replayed step makes are counted by tests/test_step_graph.c.
+# replayed step makes are counted by tests/test_step_graph.c; several ranks are
+# tests/cli/graphs_ranks.sh's.
 . "$(dirname "$0")/lib.bash"
 root=$(cd "$(dirname "$0")/../.." && pwd)
 fix=$root/tests/fixtures/gqa_tied
@@ -20,7 +21,7 @@ expect_exit 2 "--cuda_graphs on: the step cannot be captured here \(fp16 loss sc
     "$ZTRAIN" "${args[@]}" --device emu --kernels fast --mixed_precision fp16 --cuda_graphs on
 expect_exit 2 "--cuda_graphs on: the step cannot be captured with --profile" -- \
     "$ZTRAIN" "${args[@]}" --device emu --kernels fast --cuda_graphs on --profile "$TMP/trace.json"
-expect_exit 2 "--cuda_graphs on: the step cannot be captured here \(several ranks\)" -- \
+expect_exit 2 "--cuda_graphs on: the step cannot be captured here \(staged MPI collectives\)" -- \
     "${mpi[@]}" -np 2 "$ZTRAIN" "${args[@]}" --device emu --kernels fast --cuda_graphs on
 printf 'distributed_type: NO\nnum_processes: 1\nztrain_cuda_graphs: on\n' > "$TMP/on.yaml"
 expect_exit 2 "--cuda_graphs on: the step cannot be captured here \(exact kernels\)" -- \
@@ -39,7 +40,7 @@ plan_of --device emu --kernels fast --cuda_graphs off | grep -q "kernels fast, g
 plan_of --device emu --kernels fast --mixed_precision fp16 | grep -q "graphs off (fp16 loss scale)" ||
     fail "auto with fp16: $(plan_of --device emu --kernels fast --mixed_precision fp16)"
 out=$("${mpi[@]}" -np 2 "$ZTRAIN" "${args[@]}" --max_steps 1 --device emu --kernels fast 2>&1) || fail "2 ranks: $out"
-printf '%s' "$out" | grep -q "graphs off (several ranks)" || fail "2 ranks plan line: $out"
+printf '%s' "$out" | grep -q "graphs off (staged MPI collectives)" || fail "2 ranks plan line: $out"
 out=$("$ZTRAIN" "${args[@]}" --max_steps 1 --device emu --kernels fast --profile "$TMP/t.json" 2>&1) ||
     fail "auto with --profile: $out"
 printf '%s' "$out" | grep -q "^graphs: off (--profile)" || fail "auto with --profile says nothing: $out"

@@ -315,6 +315,41 @@ else
     row "captured step: graphs on vs off" FAIL "a run failed: $(tail -2 "$OUT/graphs.off.out" "$OUT/graphs.on.out" 2>/dev/null | tr '\n' ' ')"
 fi
 
+# ---- 6c. the captured step on 2 ranks (docs/gpu.md, "The captured step", several ranks) ------
+# With a GPU per rank the collectives are NCCL's, captured with the step (forked off the
+# compute stream and joined back inside each graph): FSDP FULL_SHARD and ZeRO-3, graphs
+# on against off, as 6b.  On a one-GPU machine the 2 ranks share it, comm auto takes the
+# staged path, and --cuda_graphs on must exit 2 naming it (the NCCL rows need 2 GPUs).
+if [ "$(grep -c '^GPU ' "$work/gpus")" -ge 2 ]; then
+    for plan in "fsdp:--use_fsdp" "ds3:--use_deepspeed --zero_stage 3"; do
+        tag=${plan%%:*}
+        read -r -a pa <<< "${plan#*:}"
+        name="captured step, 2 ranks on NCCL, $tag: on vs off"
+        if run "graphs2.$tag.off" 180 2 "${GR[@]}" "${pa[@]}" --comm_backend nccl --cuda_graphs off \
+               --output_dir "$work/graphs2.$tag.off" --log_jsonl "$work/graphs2.$tag.off.jsonl" &&
+           run "graphs2.$tag.on" 180 2 "${GR[@]}" "${pa[@]}" --comm_backend nccl --cuda_graphs on \
+               --output_dir "$work/graphs2.$tag.on" --log_jsonl "$work/graphs2.$tag.on.jsonl" &&
+           grep -q "graphs on" "$OUT/graphs2.$tag.on.out"; then
+            a=$(python3 tests/digests/digest.py "$work/graphs2.$tag.off" "$work/graphs2.$tag.off.jsonl")
+            b=$(python3 tests/digests/digest.py "$work/graphs2.$tag.on" "$work/graphs2.$tag.on.jsonl")
+            r=$(max_rel "$work/graphs2.$tag.on.jsonl" "$work/graphs2.$tag.off.jsonl")
+            if [ -n "$a" ] && [ "$a" = "$b" ]; then row "$name" ok "losses and weights bit-identical"
+            elif le "$r" 2e-2; then row "$name" ok "max rel loss diff $r (not bit-identical)"
+            else row "$name" FAIL "max rel loss diff $r"; fi
+        else
+            row "$name" FAIL "a run failed: $(tail -2 "$OUT/graphs2.$tag.off.out" "$OUT/graphs2.$tag.on.out" 2>/dev/null | tr '\n' ' ')"
+        fi
+    done
+else
+    run graphs2.shared 120 2 "${GR[@]}" --use_fsdp --cuda_graphs on --max_steps 1
+    rc=$?
+    if [ "$rc" -eq 2 ] && grep -q "captured with staged MPI collectives" "$OUT/graphs2.shared.out"; then
+        row "captured step, 2 ranks sharing 1 GPU: refused" ok "staged path named (the NCCL rows need 2 GPUs)"
+    else
+        row "captured step, 2 ranks sharing 1 GPU: refused" FAIL "exit $rc: $(tail -2 "$OUT/graphs2.shared.out" | tr '\n' ' ')"
+    fi
+fi
+
 # ---- 7. the speed: ztrain fast vs exact, ztrain vs PyTorch eager and torch.compile -------------
 # The 1B model (tests/gpu/llama_1b) and config b's shape (tests/gpu/llama_125m: 125M, with
 # max_position_embeddings 2048), both at T 2048, batch 1, bf16 compute with fp32 master

@@ -299,6 +299,8 @@ static const zt_backend cuda_table = {
     .host_visible = 0,
     ZT_BACKEND_ENTRIES(CUDA_ENTRY)
     .matmul_peak = cu_matmul_peak,
+    .queue_host = nullptr, /* the emulated device's; a GPU queues NCCL's collectives itself */
+    .host_address = nullptr,
 };
 
 /* Fast mode (backend.h, zt_kernel_mode): the exact table with the fast kernels in
