@@ -273,7 +273,6 @@ void zt_engine_step_readback(zt_engine *eng)
     eng->step_queued++;
 }
 
-int zt_engine_steps_queued(const zt_engine *eng) { return eng->step_queued; }
 
 void zt_engine_step_queue(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double max_grad_norm,
                           double grad_unscale)

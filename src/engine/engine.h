@@ -249,7 +249,6 @@ void zt_engine_step_readback(zt_engine *eng);
  * to be paid once in several steps, and few enough that the token buffers a captured
  * step keeps per step in flight (step_graph.h) and the readback slots stay small. */
 #define ZT_STEPS_IN_FLIGHT 8
-int zt_engine_steps_queued(const zt_engine *eng);
 /* Fast mode: the learning-rate schedule on the device.  lr[u] (u < n, n at least
  * the steps the run can apply) is the learning rate of the step that finds u updates
  * applied before it; the device's verdict of each step takes its inputs from entry
