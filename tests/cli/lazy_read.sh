@@ -66,6 +66,18 @@ run() { # DIR LAUNCH... -- ZTRAIN ARGS...
 run "$TMP/exact1" "$ZTRAIN" "${args[@]}" --kernels exact
 run "$TMP/fast1" "$ZTRAIN" "${args[@]}" --kernels fast
 same "$TMP/exact1" "$TMP/fast1" "1 rank"
+# a resume in fast mode from step 5: the device's count of applied steps starts at the
+# checkpoint's, so steps 6-11 get the same learning rates and the same final model
+run "$TMP/resumed" "$ZTRAIN" "${args[@]}" --kernels fast --resume_from_checkpoint "$TMP/exact1/out/checkpoint-5"
+/usr/bin/python3 - "$TMP/exact1" "$TMP/resumed" <<'PY' || fail "a resume in fast mode changed the run"
+import json, os, sys
+keep = ('step', 'loss', 'grad_norm', 'lr', 'skipped')
+ra, rb = ([{k: r[k] for k in keep} for r in map(json.loads, open(os.path.join(d, 'log.jsonl'))) if 'loss' in r]
+          for d in sys.argv[1:3])
+assert ra[5:] == rb and len(rb) == 6, (ra[5:], rb)
+assert open(os.path.join(sys.argv[1], 'out', 'model.safetensors'), 'rb').read()[-4096:] == \
+       open(os.path.join(sys.argv[2], 'out', 'model.safetensors'), 'rb').read()[-4096:]
+PY
 run "$TMP/exact2" "${mpi[@]}" -np 2 "$ZTRAIN" "${args[@]}" --use_fsdp --kernels exact
 run "$TMP/fast2" "${mpi[@]}" -np 2 "$ZTRAIN" "${args[@]}" --use_fsdp --kernels fast
 same "$TMP/exact2" "$TMP/fast2" "2 ranks, FSDP"
