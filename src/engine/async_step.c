@@ -273,12 +273,11 @@ void zt_engine_step_readback(zt_engine *eng)
     eng->step_queued++;
 }
 
-
 void zt_engine_step_queue(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double max_grad_norm,
                           double grad_unscale)
 {
     if (!eng->async) {
-        assert(!eng->step_queued); /* exact mode: one outcome kept */ /* exact mode: the whole step now, its outcome kept for the finish */
+        assert(!eng->step_queued); /* exact mode: the whole step now, its one outcome kept for the finish */
         eng->queued_skip = zt_engine_step(eng, hp, lr, max_grad_norm, grad_unscale, &eng->queued_norm);
         eng->step_queued = 1;
         return;
