@@ -510,6 +510,28 @@ static void test_lazy_reads_bounded(void)
     ZT_CHECK(place_of(&fast, 'L', ZT_STEPS_IN_FLIGHT) < place_of(&fast, 'U', ZT_STEPS_IN_FLIGHT + 1));
 }
 
+/* A checkpoint reads the state after its step: every step in flight is read before it
+ * (--logging_steps 4, --save_steps 3, 8 steps): records 1-3 before step 4 begins, 4
+ * after step 5's passes (its logged read), 5 and 6 before step 7 begins. */
+static void test_lazy_reads_before_saves(void)
+{
+    char dir[64];
+    snprintf(dir, sizeof dir, "/tmp/zt_lazysave_XXXXXX");
+    ZT_CHECK(mkdtemp(dir) != NULL);
+    run_out fast = {0};
+    const run_opts op = {.logging = 4, .save_steps = 3, .output_dir = dir};
+    train_with("fast", "no", 1, 8, &fast, &op);
+    ZT_CHECK(fast.nsteps == 8);
+    ZT_CHECK(place_of(&fast, 'L', 3) < place_of(&fast, 'F', 4));
+    ZT_CHECK(place_of(&fast, 'L', 4) > place_of(&fast, 'F', 5) && place_of(&fast, 'L', 4) < place_of(&fast, 'U', 5));
+    ZT_CHECK(place_of(&fast, 'L', 5) > place_of(&fast, 'U', 6) && place_of(&fast, 'L', 6) < place_of(&fast, 'F', 7));
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "test -d '%s/checkpoint-3' && test -d '%s/checkpoint-6'", dir, dir);
+    ZT_CHECK(system(cmd) == 0);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ZT_CHECK(system(cmd) == 0);
+}
+
 /* Read lazily (all five steps in flight until the end), the inf at step 2 stops the
  * run as the synchronous run stops: the same status and message, steps 1 and 2
  * recorded and no later one, though steps 3 to 5 were queued on the device. */
@@ -571,6 +593,7 @@ int main(void)
     ZT_RUN(test_run_ahead_stop_request);
     ZT_RUN(test_lazy_reads_at_logged_steps);
     ZT_RUN(test_lazy_reads_bounded);
+    ZT_RUN(test_lazy_reads_before_saves);
     ZT_RUN(test_lazy_nonfinite_stop);
     zt_matmul_shutdown();
     ZT_TEST_MAIN_END();
