@@ -524,8 +524,10 @@ static int train_setup(trainer *t, const zt_train_args *a, zt_err *err)
         t->have_ev = rc == ZT_OK;
     }
     /* fast mode reads steps back at the logged ones only (zt_train), fp16 at each: its
-     * backward still takes the loss scale from the host */
-    t->lazy = rc == ZT_OK && zt_engine_runs_ahead(t->r.eng) && !a->plan.ls.on;
+     * backward still takes the loss scale from the host; and a profiled run at each,
+     * as before: the profiler waits for the device at the end of every profiled step
+     * anyway, and its trace then shows each step's read and record in that step */
+    t->lazy = rc == ZT_OK && zt_engine_runs_ahead(t->r.eng) && !a->plan.ls.on && !zt_prof_enabled();
     t->depth = t->lazy ? (t->log_every < ZT_STEPS_IN_FLIGHT ? (int)t->log_every : ZT_STEPS_IN_FLIGHT) : 1;
     if (rc == ZT_OK)
         rc = open_graph(t, err);
