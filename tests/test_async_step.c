@@ -204,6 +204,7 @@ typedef struct run_out {
     long signal_step;             /* raise SIGTERM at this step's first forward (0: none) */
     long waits_at_step[MAXS + 1]; /* the wait count at each step's record, [0]: before step 1 */
     long waits_in_step[MAXS];     /* from the first forward of a step to its record */
+    char msg[1024];                /* the run's error, if any */
     long first_forward;
     int nsteps;
     int checkpointing;            /* gradient checkpointing (kept across train's reset) */
@@ -261,6 +262,7 @@ static void before_update(void *ctx, long step, int rank, zt_engine *eng)
  * applied steps, skips allowed, checkpoints; and the status it must end with. */
 typedef struct run_opts {
     long warmup, skip_nonfinite, save_steps;
+    double logging;               /* --logging_steps (0: Trainer's 500, past the end: read at the end) */
     const char *output_dir;
     int want_rc;
 } run_opts;
@@ -282,21 +284,24 @@ static void train_with(const char *kernels, const char *mixed, int A, long steps
     a.on_step_ctx = o;
     a.skip_nonfinite_steps = op->skip_nonfinite;
     a.output_dir = op->output_dir;
+    a.logging_steps = op->logging;
     zt_train_hooks hooks = {.before_forward = before_forward, .before_update = before_update, .ctx = o};
     a.hooks = &hooks;
     o->waits_at_step[0] = zt_backend_emu_waits();
     zt_train_result res;
     zt_err err = {0};
     int rc = zt_train(&a, &res, &err);
+    snprintf(o->msg, sizeof o->msg, "%s", rc ? err.msg : "");
     ZT_CHECK_MSG(rc == op->want_rc, "rc %d (want %d): %s", rc, op->want_rc, err.msg);
     if (op->want_rc == ZT_OK && !o->signal_step)
         ZT_CHECK(o->nsteps == steps);
     o->activation_bytes = res.activation_bytes;
 }
 
+/* a record every step: fast mode reads each step back after the next one's passes */
 static void train(const char *kernels, const char *mixed, int A, long steps, run_out *o)
 {
-    static const run_opts plain = {0};
+    static const run_opts plain = {.logging = 1};
     train_with(kernels, mixed, A, steps, o, &plain);
 }
 
@@ -446,12 +451,101 @@ static void test_run_ahead_skip_keeps_schedule(void)
 static void test_run_ahead_nonfinite_stop(void)
 {
     run_out fast = {.inject_step = 2}, exact = {.inject_step = 2};
-    const run_opts op = {.want_rc = ZT_EFAIL};
+    const run_opts op = {.want_rc = ZT_EFAIL, .logging = 1};
     train_with("fast", "bf16", 1, 5, &fast, &op);
     train_with("exact", "bf16", 1, 5, &exact, &op);
     ZT_CHECK(fast.nsteps == 2 && exact.nsteps == 2);
     ZT_CHECK(place_of(&fast, 'F', 3) >= 0 && place_of(&fast, 'U', 3) < 0);
     ZT_CHECK(place_of(&exact, 'F', 3) < 0);
+}
+
+/* Read at the logged steps only (--logging_steps 3 over 8 steps): steps 1-3 are read
+ * after step 4's passes, in one wait, then 4-6 after step 7's, then 7 and 8 at the
+ * end: three waits for the run where a record per step made eight, the records all
+ * written, in order.  In fp32 and bf16, one micro-batch or two. */
+static void lazy_case(const char *mixed, int A)
+{
+    enum { K = 8 };
+    run_out fast = {0};
+    const run_opts op = {.logging = 3};
+    train_with("fast", mixed, A, K, &fast, &op);
+    ZT_CHECK(fast.nsteps == K && fast.nev == 3 * K);
+    long total = waits_at(&fast, 'L', K) - waits_at(&fast, 'F', 1);
+    ZT_CHECK_MSG(total == 3, "%s x %d: %ld waits over %d steps logged every 3", mixed, A, total, K);
+    /* the batches: each record after the passes of the step that follows its batch */
+    for (long n = 1; n <= K; n++) {
+        long after = n <= 3 ? 4 : n <= 6 ? 7 : 0;
+        if (after) {
+            ZT_CHECK_MSG(place_of(&fast, 'L', n) > place_of(&fast, 'F', after) &&
+                             place_of(&fast, 'L', n) < place_of(&fast, 'U', after),
+                         "%s x %d: step %ld's record out of its batch", mixed, A, n);
+        } else {
+            ZT_CHECK(place_of(&fast, 'L', n) > place_of(&fast, 'U', K));
+        }
+        /* nothing waits inside a step: from a forward to the update, none but a batch's read */
+        long f = waits_at(&fast, 'F', n), u = waits_at(&fast, 'U', n);
+        ZT_CHECK_MSG(u - f == (n == 4 || n == 7), "%s x %d: step %ld: %ld waits between its forward and update",
+                     mixed, A, n, u - f);
+    }
+}
+
+static void test_lazy_reads_at_logged_steps(void)
+{
+    lazy_case("no", 1);
+    lazy_case("bf16", 2);
+}
+
+/* Past ZT_STEPS_IN_FLIGHT steps unread the host reads them anyway: 12 steps logged
+ * every 20 are read after step 9's passes (8 in flight) and at the end, two waits. */
+static void test_lazy_reads_bounded(void)
+{
+    enum { K = 12 };
+    run_out fast = {0};
+    const run_opts op = {.logging = 20};
+    train_with("fast", "no", 1, K, &fast, &op);
+    ZT_CHECK(fast.nsteps == K);
+    long total = waits_at(&fast, 'L', K) - waits_at(&fast, 'F', 1);
+    ZT_CHECK_MSG(total == 2, "%ld waits over %d steps, %d in flight at most", total, K, ZT_STEPS_IN_FLIGHT);
+    ZT_CHECK(place_of(&fast, 'L', ZT_STEPS_IN_FLIGHT) > place_of(&fast, 'F', ZT_STEPS_IN_FLIGHT + 1));
+    ZT_CHECK(place_of(&fast, 'L', ZT_STEPS_IN_FLIGHT) < place_of(&fast, 'U', ZT_STEPS_IN_FLIGHT + 1));
+}
+
+/* A checkpoint reads the state after its step: every step in flight is read before it
+ * (--logging_steps 4, --save_steps 3, 8 steps): records 1-3 before step 4 begins, 4
+ * after step 5's passes (its logged read), 5 and 6 before step 7 begins. */
+static void test_lazy_reads_before_saves(void)
+{
+    char dir[64];
+    snprintf(dir, sizeof dir, "/tmp/zt_lazysave_XXXXXX");
+    ZT_CHECK(mkdtemp(dir) != NULL);
+    run_out fast = {0};
+    const run_opts op = {.logging = 4, .save_steps = 3, .output_dir = dir};
+    train_with("fast", "no", 1, 8, &fast, &op);
+    ZT_CHECK(fast.nsteps == 8);
+    ZT_CHECK(place_of(&fast, 'L', 3) < place_of(&fast, 'F', 4));
+    ZT_CHECK(place_of(&fast, 'L', 4) > place_of(&fast, 'F', 5) && place_of(&fast, 'L', 4) < place_of(&fast, 'U', 5));
+    ZT_CHECK(place_of(&fast, 'L', 5) > place_of(&fast, 'U', 6) && place_of(&fast, 'L', 6) < place_of(&fast, 'F', 7));
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "test -d '%s/checkpoint-3' && test -d '%s/checkpoint-6'", dir, dir);
+    ZT_CHECK(system(cmd) == 0);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ZT_CHECK(system(cmd) == 0);
+}
+
+/* Read lazily (all five steps in flight until the end), the inf at step 2 stops the
+ * run as the synchronous run stops: the same status and message, steps 1 and 2
+ * recorded and no later one, though steps 3 to 5 were queued on the device. */
+static void test_lazy_nonfinite_stop(void)
+{
+    run_out fast = {.inject_step = 2}, exact = {.inject_step = 2};
+    const run_opts op = {.want_rc = ZT_EFAIL};
+    train_with("fast", "no", 1, 5, &fast, &op);
+    train_with("exact", "no", 1, 5, &exact, &op);
+    ZT_CHECK(fast.nsteps == 2 && exact.nsteps == 2);
+    ZT_CHECK(place_of(&fast, 'U', 5) >= 0); /* it did run ahead */
+    ZT_CHECK_MSG(!strcmp(fast.msg, exact.msg), "fast: %s\nexact: %s", fast.msg, exact.msg);
+    for (int s = 0; s < 2; s++)
+        ZT_CHECK(fast.loss[s] == exact.loss[s] && fast.skipped[s] == exact.skipped[s]);
 }
 
 static int is_dir(const char *path)
@@ -497,6 +591,10 @@ int main(void)
     ZT_RUN(test_run_ahead_skip_keeps_schedule);
     ZT_RUN(test_run_ahead_nonfinite_stop);
     ZT_RUN(test_run_ahead_stop_request);
+    ZT_RUN(test_lazy_reads_at_logged_steps);
+    ZT_RUN(test_lazy_reads_bounded);
+    ZT_RUN(test_lazy_reads_before_saves);
+    ZT_RUN(test_lazy_nonfinite_stop);
     zt_matmul_shutdown();
     ZT_TEST_MAIN_END();
 }

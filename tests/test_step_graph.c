@@ -109,8 +109,10 @@ static void on_step(void *ctx, const zt_step_metrics *m)
 static int rank, world = 1; /* the MPI world (main) */
 
 /* stage: -1 the plan's face as fsdp says, on one process; 1 or 3 on the MPI world,
- * DeepSpeed ZeRO-1 or FSDP FULL_SHARD, with the emulated NCCL */
-static void train_on(const char *graphs, const char *mixed, int A, int fsdp, long steps, int stage, run_out *o)
+ * DeepSpeed ZeRO-1 or FSDP FULL_SHARD, with the emulated NCCL; logging:
+ * --logging_steps (1: every step read back after the next one's passes) */
+static void train_on(const char *graphs, const char *mixed, int A, int fsdp, long steps, int stage, double logging,
+                     run_out *o)
 {
     memset(o, 0, sizeof *o);
     emu_run r = {.kernels = "fast", .graphs = graphs, .mixed = mixed, .fsdp = fsdp, .accum = A, .steps = steps,
@@ -121,6 +123,7 @@ static void train_on(const char *graphs, const char *mixed, int A, int fsdp, lon
     ZT_CHECK(!strcmp(plan.graphs, graphs));
     a.on_step = on_step;
     a.on_step_ctx = o;
+    a.logging_steps = logging;
     zt_err err = {0};
     zt_comm c;
     if (stage > 0) {
@@ -137,19 +140,25 @@ static void train_on(const char *graphs, const char *mixed, int A, int fsdp, lon
     }
 }
 
+static void train_logged(const char *graphs, const char *mixed, int A, int fsdp, long steps, double logging,
+                         run_out *o)
+{
+    train_on(graphs, mixed, A, fsdp, steps, -1, logging, o);
+}
+
 static void train(const char *graphs, const char *mixed, int A, int fsdp, long steps, run_out *o)
 {
-    train_on(graphs, mixed, A, fsdp, steps, -1, o);
+    train_logged(graphs, mixed, A, fsdp, steps, 1, o);
 }
 
 /* The same bits, step by step: the loss and the norm of step s+1 are computed from
  * the parameters step s left, and the audit reads every updated element. */
-static void same_case(const char *mixed, int A, int fsdp)
+static void same_case_logged(const char *mixed, int A, int fsdp, double logging)
 {
     run_out plain, graphed;
     const long S = 6;
     train("off", mixed, A, fsdp, S, &plain);
-    train("on", mixed, A, fsdp, S, &graphed);
+    train_logged("on", mixed, A, fsdp, S, logging, &graphed);
     for (int s = 0; s < S; s++) {
         const zt_step_metrics *x = &plain.m[s], *y = &graphed.m[s];
         ZT_CHECK_MSG(
@@ -164,11 +173,42 @@ static void same_case(const char *mixed, int A, int fsdp)
     }
 }
 
+static void same_case(const char *mixed, int A, int fsdp) { same_case_logged(mixed, A, fsdp, 1); }
+
 static void test_graphed_run_matches_plain(void)
 {
     same_case("bf16", 1, 0);
     same_case("no", 2, 0);
     same_case("bf16", 2, 1);
+    /* read back at the logged steps only, several steps in flight: the same bits as
+     * the plain run read every step (the lr from the device's schedule) */
+    same_case_logged("bf16", 2, 0, 4);
+    same_case_logged("no", 1, 1, 3);
+}
+
+/* --cuda_graphs on, --logging_steps 3, 8 steps: the host waits for the device three
+ * times over the run (steps 1-3 read after step 4's passes, 4-6 after step 7's, 7 and
+ * 8 at the end), the records of a batch in a row with no wait between them, and a
+ * replayed step in a batch costs the host four calls (the passes' launch, the update's
+ * launch, the numbers' copy and their download) and no wait. */
+static void test_graphed_lazy_waits(void)
+{
+    run_out g;
+    train_logged("on", "bf16", 2, 0, 8, 3, &g);
+    ZT_CHECK_MSG(g.waits_at[8] - g.waits_at[1] == 2, "%ld waits from the first record to the last",
+                 g.waits_at[8] - g.waits_at[1]);
+    for (int n = 1; n < 8; n++) /* the same batch: no wait between its records */
+        if (n != 3 && n != 6)
+            ZT_CHECK_MSG(g.waits_at[n + 1] == g.waits_at[n], "a wait between records %d and %d", n, n + 1);
+    /* steps 7 and 8 are replays (four token sets: steps 2-5 captured): between the
+     * records of steps 6 and 7 lie step 7's update (its launch, the numbers' copy and
+     * download), step 8's passes and update, and the one wait: 8 calls, where two
+     * steps read one at a time take 10 (test_replayed_step_is_five_calls) */
+    long window = g.calls_at[7] - g.calls_at[6];
+    ZT_CHECK_MSG(window == 8, "%ld calls between the records of steps 6 and 7", window);
+    ZT_CHECK(g.calls_at[8] == g.calls_at[7]);
+    printf("     graphed, logged every 3: %ld waits over 8 steps, %ld calls for the last two\n",
+           g.waits_at[8] - g.waits_at[1] + 1, window);
 }
 
 /* Steps 3 on are replays, and a graphed run runs ahead as the plain fast run does.
@@ -206,8 +246,8 @@ static void test_ranks_replay_with_their_collectives(void)
 {
     for (int stage = 1; stage <= 3; stage += 2) {
         run_out plain, graphed;
-        train_on("off", "bf16", 2, 0, 5, stage, &plain);
-        train_on("on", "bf16", 2, 0, 5, stage, &graphed);
+        train_on("off", "bf16", 2, 0, 5, stage, 1, &plain);
+        train_on("on", "bf16", 2, 0, 5, stage, 1, &graphed);
         for (int s = 0; s < 5; s++) {
             const zt_step_metrics *x = &plain.m[s], *y = &graphed.m[s];
             ZT_CHECK_MSG(x->loss == y->loss && x->grad_norm == y->grad_norm && x->lr == y->lr &&
@@ -236,6 +276,7 @@ int main(int argc, char **argv)
     ZT_RUN(test_recorder_keeps_what_a_graph_keeps);
     ZT_RUN(test_graphed_run_matches_plain);
     ZT_RUN(test_replayed_step_is_five_calls);
+    ZT_RUN(test_graphed_lazy_waits);
     ZT_RUN(test_ranks_replay_with_their_collectives);
     zt_matmul_shutdown();
     zt_comm_finalize_mpi();

@@ -9,6 +9,9 @@
 
 static size_t seg_table_bytes(int n) { return (size_t)n * sizeof(zt_adamw_seg); }
 
+/* the readback slots: sc and mine for each step in flight */
+static size_t ring_bytes(void) { return 2 * (size_t)ZT_STEPS_IN_FLIGHT * sizeof(zt_step_scalars); }
+
 /* by lo; at one lo a gap marker first, so that the slice starting there follows it */
 static int seg_cmp(const void *a, const void *b)
 {
@@ -59,10 +62,11 @@ int zt_async_init(zt_engine *eng, zt_err *err)
     if (!as)
         return zt_fail(err, ZT_EFAIL, "out of memory for the asynchronous step");
     eng->async = as;
-    as->sc = be->alloc(ZT_MEM_OTHER, sizeof *as->sc);
-    as->mine = be->alloc(ZT_MEM_OTHER, sizeof *as->mine);
-    as->done = be->alloc(ZT_MEM_OTHER, 2 * sizeof *as->done);
-    as->ready = be->host_alloc(ZT_MEM_OTHER, 2 * sizeof *as->ready);
+    /* sc and mine side by side, so that a step's readback copies both in one launch */
+    as->sc = be->alloc(ZT_MEM_OTHER, 2 * sizeof *as->sc);
+    as->mine = as->sc ? as->sc + 1 : NULL;
+    as->done = be->alloc(ZT_MEM_OTHER, ring_bytes());
+    as->ready = be->host_alloc(ZT_MEM_OTHER, ring_bytes());
     as->unit_sumsq = be->alloc(ZT_MEM_OTHER, (size_t)U * sizeof(double));
     as->segs = zt_alloc(ZT_MEM_OTHER, (size_t)U * sizeof *as->segs);
     as->nsegs = zt_alloc(ZT_MEM_OTHER, (size_t)U * sizeof *as->nsegs);
@@ -96,10 +100,10 @@ void zt_async_free(zt_engine *eng)
     zt_free(ZT_MEM_OTHER, as->segs, (size_t)U * sizeof *as->segs);
     zt_free(ZT_MEM_OTHER, as->nsegs, (size_t)U * sizeof *as->nsegs);
     be->free(ZT_MEM_OTHER, as->unit_sumsq, (size_t)U * sizeof(double));
-    be->free(ZT_MEM_OTHER, as->sc, sizeof *as->sc);
-    be->free(ZT_MEM_OTHER, as->mine, sizeof *as->mine);
-    be->free(ZT_MEM_OTHER, as->done, 2 * sizeof *as->done);
-    be->host_free(ZT_MEM_OTHER, as->ready, 2 * sizeof *as->ready);
+    be->free(ZT_MEM_OTHER, as->sc, 2 * sizeof *as->sc); /* mine with it */
+    be->free(ZT_MEM_OTHER, as->done, ring_bytes());
+    be->host_free(ZT_MEM_OTHER, as->ready, ring_bytes());
+    be->free(ZT_MEM_OTHER, as->sched, (size_t)as->sched_len * sizeof *as->sched);
     zt_free(ZT_MEM_OTHER, as, sizeof *as);
     eng->async = NULL;
 }
@@ -148,6 +152,8 @@ static int agreed_bad_unit(zt_engine *eng, const zt_step_scalars *own)
 void zt_async_inputs(zt_engine *eng, const zt_adamw_hparams *hp, double lr)
 {
     zt_async *as = eng->async;
+    if (as->sched) /* the verdict takes them from the schedule on the device */
+        return;
     zt_adamw_step st = {lr, hp->weight_decay, hp->beta1, hp->beta2, hp->eps, eng->optimizer_steps + 1, 1.0f};
     zt_adamw_unit_inputs(&as->in, &st, lr, st.t);
     const size_t o = ZT_STEP_OUTPUT_BYTES; /* not the device's loss scale after them */
@@ -181,25 +187,31 @@ void zt_async_queue(zt_engine *eng, const zt_adamw_hparams *hp, double lr, doubl
     }
     if (!cast_in_step) /* unchanged masters after a skip give the same copies */
         zt_engine_refresh_gathered(eng);
-    /* its numbers aside, for the readback: the next step zeroes sc at once, while the
-     * download may still be waiting for this step's kernels */
-    be->copy(as->done, as->sc, sizeof *as->done);
-    if (eng->group_size > 1)
-        be->copy(as->done + 1, as->mine, sizeof *as->done);
 }
 
-void zt_async_readback(zt_engine *eng)
+/* Its numbers aside into the step's own slot, for the readback: the next step zeroes
+ * sc at once, while the download may still be waiting for this step's kernels, and
+ * up to ZT_STEPS_IN_FLIGHT steps may be queued before the host reads any of them.
+ * The copy is outside the captured update (which would copy into one slot for ever):
+ * one small launch on the compute queue, after the update, before the next passes. */
+void zt_async_readback(zt_engine *eng, int slot)
 {
+    const zt_backend *be = eng->be;
     zt_async *as = eng->async;
-    eng->be->to_host_async(as->ready, as->done, (eng->group_size > 1 ? 2 : 1) * sizeof *as->ready);
+    zt_step_scalars *done = as->done + 2 * slot;
+    be->copy(done, as->sc, (eng->group_size > 1 ? 2 : 1) * sizeof *done); /* mine follows sc */
+    be->to_host_async(as->ready + 2 * slot, done, (eng->group_size > 1 ? 2 : 1) * sizeof *done);
 }
 
-int zt_async_finish(zt_engine *eng, double *grad_norm)
+int zt_async_finish(zt_engine *eng, int slot, int wait, double *grad_norm)
 {
     zt_async *as = eng->async;
-    /* the step's one wait: its numbers, for the log, the loss scale and the schedule */
-    eng->be->copy_wait();
-    const zt_step_scalars *h = as->ready;
+    /* the one wait for every step in flight: their numbers, for the log, the loss
+     * scale and the schedule's count */
+    if (wait)
+        eng->be->copy_wait();
+    const zt_step_scalars *h = as->ready + 2 * slot;
+    as->cur = h;
     as->loss_sum = h->loss_sum;
     *grad_norm = h->norm;
     eng->nonfinite_unit = h->skip ? agreed_bad_unit(eng, eng->group_size > 1 ? h + 1 : h) : -1;
@@ -220,10 +232,11 @@ int zt_async_finish(zt_engine *eng, double *grad_norm)
 int zt_async_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double max_grad_norm, double grad_unscale,
                   double *grad_norm)
 {
+    assert(!eng->step_queued); /* the whole step: nothing else in flight, its slot the head */
     zt_async_inputs(eng, hp, lr);
     zt_async_queue(eng, hp, lr, max_grad_norm, grad_unscale);
-    zt_async_readback(eng);
-    return zt_async_finish(eng, grad_norm);
+    zt_async_readback(eng, eng->step_head);
+    return zt_async_finish(eng, eng->step_head, 1, grad_norm);
 }
 
 /* ---- the step in pieces (engine.h) --------------------------------------------- */
@@ -234,7 +247,9 @@ int zt_engine_step_inputs(zt_engine *eng, const zt_adamw_hparams *hp, double lr,
 {
     if (!eng->async)
         return zt_fail(err, ZT_EINPUT, "a captured step needs the asynchronous step (--kernels fast)");
-    assert(!eng->step_queued); /* t below is optimizer_steps + 1: the step before is finished */
+    /* without the schedule on the device, t is optimizer_steps + 1: the step before
+     * must be finished */
+    assert(eng->async->sched || !eng->step_queued);
     zt_async_inputs(eng, hp, lr);
     return ZT_OK;
 }
@@ -249,16 +264,18 @@ void zt_engine_step_launch(zt_engine *eng, const zt_adamw_hparams *hp, double lr
 
 void zt_engine_step_readback(zt_engine *eng)
 {
-    assert(eng->async && !eng->step_queued); /* one step in flight: one pair of readback buffers */
-    eng->step_queued = 1;
-    zt_async_readback(eng);
+    /* one readback slot per step in flight; several only with the schedule on the
+     * device (each step's lr and t are then decided there) */
+    assert(eng->async && eng->step_queued < (eng->async->sched ? ZT_STEPS_IN_FLIGHT : 1));
+    zt_async_readback(eng, (eng->step_head + eng->step_queued) % ZT_STEPS_IN_FLIGHT);
+    eng->step_queued++;
 }
 
 void zt_engine_step_queue(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double max_grad_norm,
                           double grad_unscale)
 {
-    assert(!eng->step_queued); /* one step in flight: its AdamW's t is optimizer_steps + 1 */
-    if (!eng->async) { /* exact mode: the whole step now, its outcome kept for the finish */
+    if (!eng->async) {
+        assert(!eng->step_queued); /* exact mode: the whole step now, its one outcome kept for the finish */
         eng->queued_skip = zt_engine_step(eng, hp, lr, max_grad_norm, grad_unscale, &eng->queued_norm);
         eng->step_queued = 1;
         return;
@@ -271,12 +288,64 @@ void zt_engine_step_queue(zt_engine *eng, const zt_adamw_hparams *hp, double lr,
 int zt_engine_step_finish(zt_engine *eng, double *grad_norm)
 {
     assert(eng->step_queued);
-    eng->step_queued = 0;
     if (!eng->async) {
+        eng->step_queued = 0;
         *grad_norm = eng->queued_norm;
         return eng->queued_skip;
     }
-    return zt_async_finish(eng, grad_norm);
+    /* the oldest step in flight; the first read after a queue waits once, for all */
+    const int slot = eng->step_head, wait = eng->step_arrived == 0;
+    if (wait)
+        eng->step_arrived = eng->step_queued;
+    eng->step_head = (eng->step_head + 1) % ZT_STEPS_IN_FLIGHT;
+    eng->step_queued--;
+    eng->step_arrived--;
+    return zt_async_finish(eng, slot, wait, grad_norm);
+}
+
+int zt_engine_set_schedule(zt_engine *eng, const zt_adamw_hparams *hp, const double *lr, long n, zt_err *err)
+{
+    zt_async *as = eng->async;
+    if (!as || n <= 0)
+        return ZT_OK;
+    assert(!eng->step_queued && !as->sched);
+    const zt_backend *be = eng->be;
+    size_t bytes = (size_t)n * sizeof *as->sched;
+    zt_step_input *tab = zt_alloc(ZT_MEM_OTHER, bytes);
+    as->sched = be->alloc(ZT_MEM_OTHER, bytes);
+    if (!tab || !as->sched) {
+        zt_free(ZT_MEM_OTHER, tab, bytes);
+        be->free(ZT_MEM_OTHER, as->sched, bytes);
+        as->sched = NULL;
+        return zt_fail(err, ZT_EFAIL, "out of memory for the learning-rate schedule on the device (%ld steps)", n);
+    }
+    as->sched_len = n;
+    /* entry u: the inputs of the step that finds u updates applied, by the host's own
+     * expressions (zt_adamw_unit_inputs with t = u + 1, zt_async_inputs's count) */
+    for (long u = 0; u < n; u++) {
+        zt_step_scalars in = {0};
+        zt_adamw_step st = {lr[u], hp->weight_decay, hp->beta1, hp->beta2, hp->eps, u + 1, 1.0f};
+        zt_adamw_unit_inputs(&in, &st, lr[u], u + 1);
+        tab[u] = (zt_step_input){in.lr, in.decay, in.neg_step, in.bc2_sqrt};
+    }
+    be->to_device(as->sched, tab, bytes);
+    zt_free(ZT_MEM_OTHER, tab, bytes);
+    /* the table's address and the count so far (a resume's) into the device's struct */
+    as->in.sched = as->sched;
+    as->in.sched_len = n;
+    as->in.applied = eng->optimizer_steps;
+    const size_t o = offsetof(zt_step_scalars, sched);
+    be->to_device((char *)as->sc + o, (const char *)&as->in + o, ZT_STEP_SCHED_BYTES);
+    return ZT_OK;
+}
+
+int zt_engine_step_lr(const zt_engine *eng, double *lr)
+{
+    const zt_async *as = eng->async;
+    if (!as || !as->sched || !as->cur)
+        return 0;
+    *lr = as->cur->lr;
+    return 1;
 }
 
 /* an address within the device struct, computed without reading it */
@@ -297,8 +366,9 @@ int zt_engine_seed_loss_scale(zt_engine *eng, const zt_loss_scaler *ls)
     as->in.ls_used = ls->scale;
     as->in.ls_on = 1;
     as->ls_seeded = 1;
+    /* the scaler only: not the schedule's fields after it, which the device advances */
     const size_t o = offsetof(zt_step_scalars, ls);
-    eng->be->to_device((char *)as->sc + o, (const char *)&as->in + o, sizeof as->in - o);
+    eng->be->to_device((char *)as->sc + o, (const char *)&as->in + o, offsetof(zt_step_scalars, sched) - o);
     return 1;
 }
 
@@ -307,7 +377,9 @@ int zt_engine_step_loss_scale(const zt_engine *eng, zt_loss_scaler *ls, double *
     const zt_async *as = eng->async;
     if (!as || !as->ls_seeded)
         return 0;
-    *ls = as->ready->ls;
-    *used = as->ready->ls_used;
+    if (!as->cur)
+        return 0;
+    *ls = as->cur->ls;
+    *used = as->cur->ls_used;
     return 1;
 }

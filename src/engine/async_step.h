@@ -31,11 +31,15 @@
 
 typedef struct zt_async {
     zt_step_scalars *sc;        /* the step's scalars (device) */
-    zt_step_scalars *mine;      /* a shard group of several: this rank's own verdict (device) */
-    zt_step_scalars *done;      /* [2]: the last queued step's sc and mine, copied aside (device): the
-                                 * next step zeroes and refills sc while their download may still run */
-    zt_step_scalars *ready;     /* [2]: their download (host_alloc: page-locked on a GPU), read at
-                                 * the finish */
+    zt_step_scalars *mine;      /* a shard group of several: this rank's own verdict (device, sc + 1) */
+    zt_step_scalars *done;      /* [2 * ZT_STEPS_IN_FLIGHT]: each queued step's sc and mine, copied aside
+                                 * into its slot (device): the next step zeroes and refills sc while
+                                 * their download may still run */
+    zt_step_scalars *ready;     /* [2 * ZT_STEPS_IN_FLIGHT]: their downloads (host_alloc: page-locked on
+                                 * a GPU), one slot per step in flight, read at the finish */
+    const zt_step_scalars *cur; /* the slot the last finished step was read from */
+    zt_step_input *sched;       /* the schedule on the device (zt_engine_set_schedule), NULL before */
+    long sched_len;
     double *unit_sumsq;         /* each unit's sum of squares this step (device, nunits) */
     zt_adamw_seg **segs;        /* per unit, its shard's segments (device), for adamw_unit */
     int *nsegs;
@@ -64,12 +68,15 @@ void zt_async_inputs(zt_engine *eng, const zt_adamw_hparams *hp, double lr);
  * the step's numbers copied aside (done) for the readback. */
 void zt_async_queue(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double max_grad_norm,
                     double grad_unscale);
-/* The download of the numbers the queue copied aside (done -> ready), queued, no wait;
- * outside a capture (the CUDA table's copy has a stream of its own). */
-void zt_async_readback(zt_engine *eng);
-/* The step's one wait: the readback's numbers, the engine's counts from them (the
- * loss, the norm, the skip, the audit, the optimizer step count); returns the skip. */
-int zt_async_finish(zt_engine *eng, double *grad_norm);
+/* The step's numbers copied aside into slot `slot` (sc -> done) and their download
+ * (done -> ready) queued, no wait; outside a capture (the CUDA table's copy has a
+ * stream of its own, and the slot changes from step to step). */
+void zt_async_readback(zt_engine *eng, int slot);
+/* A queued step's numbers from slot `slot`: the wait for every download queued so
+ * far when `wait` (one wait reads every step in flight), then the engine's counts
+ * from them (the loss, the norm, the skip, the audit, the optimizer step count);
+ * returns the skip. */
+int zt_async_finish(zt_engine *eng, int slot, int wait, double *grad_norm);
 
 /* engine.c: what every step does first (drain, reduce, the phase and dtype checks) */
 void zt_engine_step_prelude(zt_engine *eng);

@@ -240,6 +240,27 @@ int zt_engine_step_inputs(zt_engine *eng, const zt_adamw_hparams *hp, double lr,
 void zt_engine_step_launch(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double max_grad_norm,
                            double grad_unscale);
 void zt_engine_step_readback(zt_engine *eng);
+/* Steps in flight, in fast mode with the schedule on the device (set_schedule): up to
+ * ZT_STEPS_IN_FLIGHT steps may be queued before the first is finished, each with a
+ * readback slot of its own; step_finish reads the oldest, and the first finish after
+ * a queue waits once for all of them (docs/gpu.md, "Running ahead").  Without the
+ * schedule on the device (exact mode, or a caller that passes each step's lr), one.
+ * Eight: enough for the host's work at a logged step (the records, the progress line)
+ * to be paid once in several steps, and few enough that the token buffers a captured
+ * step keeps per step in flight (step_graph.h) and the readback slots stay small. */
+#define ZT_STEPS_IN_FLIGHT 8
+/* Fast mode: the learning-rate schedule on the device.  lr[u] (u < n, n at least
+ * the steps the run can apply) is the learning rate of the step that finds u updates
+ * applied before it; the device's verdict of each step takes its inputs from entry
+ * `applied` (from optimizer_steps now: a resume's count) and counts the step unless
+ * it skips (step_scalars.h, zt_step_take_input), so a step may be queued before the
+ * steps before it are read back.  From then on the lr passed to the step is not read
+ * (step_lr gives the device's).  One upload, n * 24 bytes of device memory; a no-op
+ * in exact mode. */
+int zt_engine_set_schedule(zt_engine *eng, const zt_adamw_hparams *hp, const double *lr, long n, zt_err *err);
+/* The learning rate the last finished step took from the device's schedule; 0 when
+ * there is none (exact mode, or no set_schedule). */
+int zt_engine_step_lr(const zt_engine *eng, double *lr);
 /* 1 when the queue returns before the device has done the step (fast mode): only
  * then does running ahead save a wait. */
 int zt_engine_runs_ahead(const zt_engine *eng);

@@ -131,10 +131,11 @@ struct zt_engine {
     long grads_copied_early;    /* shards copied down during a backward, since create */
     long uploads_async;         /* shards uploaded on the copy queue (to_device_async), since create */
     struct zt_async *async;     /* fast mode's asynchronous step (async_step.h); NULL in exact mode */
-    /* a queued step (zt_engine_step_queue, or a captured one's zt_engine_step_readback)
-     * until zt_engine_step_finish reads it (1 while one is queued); exact mode's
-     * outcome waits here, fast mode's on the device */
-    int step_queued, queued_skip;
+    /* the queued steps (zt_engine_step_queue, or a captured one's zt_engine_step_readback)
+     * until zt_engine_step_finish reads them, oldest first: exact mode's one outcome
+     * waits here, fast mode's (up to ZT_STEPS_IN_FLIGHT) in the readback slots from
+     * step_head on; step_arrived of them have been waited for */
+    int step_queued, queued_skip, step_head, step_arrived;
     double queued_norm;
 };
 

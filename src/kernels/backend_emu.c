@@ -626,7 +626,14 @@ typedef struct {
 RUNNER(step_verdict)
 {
     A(step_verdict);
-    zt_step_verdict(host_of(a->sc), host_of(a->unit_sumsq), a->nunits, a->max_grad_norm, a->grad_unscale);
+    /* the schedule's address in the struct is a buffer of this table's, as a GPU's
+     * device pointer is: the verdict reads it through host_of, as a GPU's thread reads
+     * device memory, and the struct keeps the handle */
+    zt_step_scalars *sc = host_of(a->sc);
+    const zt_step_input *sched = sc->sched;
+    sc->sched = host_of(sched);
+    zt_step_verdict(sc, host_of(a->unit_sumsq), a->nunits, a->max_grad_norm, a->grad_unscale);
+    sc->sched = sched;
 }
 static void emu_step_verdict(zt_step_scalars *sc, const double *unit_sumsq, int nunits, double max_grad_norm,
                              double grad_unscale)

@@ -56,6 +56,14 @@ ZT_HD static inline void zt_loss_scaler_rule(zt_loss_scaler *s, int overflow)
     s->iter++;
 }
 
+/* One step's inputs in the schedule on the device (zt_step_scalars.sched): what
+ * zt_adamw_unit_inputs forms for the learning rate of the step that makes t = i + 1
+ * applied updates (entry i), with adamw.c's expressions and roundings. */
+typedef struct zt_step_input {
+    double lr;
+    float decay, neg_step, bc2_sqrt;
+} zt_step_input;
+
 typedef struct zt_step_scalars {
     double loss_sum;        /* the step's summed token losses (xent_into adds each micro-batch's) */
     double sumsq;           /* the squared gradient norm before unscaling: the units' sums, in unit order */
@@ -82,9 +90,21 @@ typedef struct zt_step_scalars {
     zt_loss_scaler ls;
     double ls_used;
     int ls_on;
+    /* The learning-rate schedule on the device, from here on (zt_engine_set_schedule;
+     * docs/gpu.md, "Running ahead"): sched[i] holds the inputs of the step that finds
+     * i updates applied before it, for i < sched_len, and applied counts the updates
+     * the verdicts have let through.  The verdict of a step takes its inputs from
+     * sched[applied] and then advances applied unless it skips: the host's rule (the
+     * schedule counts applied steps) decided where the skip is known, so that a step
+     * queued before the host has read the one before still gets the learning rate and
+     * t the host would have given it.  sched NULL: the host uploads the inputs. */
+    const zt_step_input *sched;
+    long sched_len;
+    long applied;
 } zt_step_scalars;
 
 /* The bytes of the struct a new step zeroes: the numbers it makes, not its inputs. */
+#define ZT_STEP_SCHED_BYTES (sizeof(zt_step_scalars) - offsetof(zt_step_scalars, sched))
 #define ZT_STEP_OUTPUT_BYTES offsetof(zt_step_scalars, lr)
 /* The step's inputs uploaded each step: from lr up to the device's loss scale. */
 #define ZT_STEP_INPUT_BYTES (offsetof(zt_step_scalars, ls) - ZT_STEP_OUTPUT_BYTES)
@@ -115,6 +135,23 @@ ZT_HD static inline float zt_clip_coef(float norm, double max_grad_norm, double 
     return clip;
 }
 
+/* With the schedule on the device: the judged step's inputs from sched[applied]
+ * (t = applied + 1, as the host's optimizer_steps + 1), and applied advanced unless
+ * the step skips.  An index past the table (never, while the table covers max_steps)
+ * keeps the last entry rather than read outside it. */
+ZT_HD static inline void zt_step_take_input(zt_step_scalars *s)
+{
+    long i = s->applied < s->sched_len ? s->applied : s->sched_len - 1;
+    const zt_step_input *in = &s->sched[i];
+    s->lr = in->lr;
+    s->t = i + 1;
+    s->decay = in->decay;
+    s->neg_step = in->neg_step;
+    s->bc2_sqrt = in->bc2_sqrt;
+    if (!s->skip)
+        s->applied++;
+}
+
 /* The verdict from the global sum of squares and the lowest non-finite unit
  * (-1: none): skip when the gradient held an inf or NaN, else the norm and the
  * clipping coefficient.  With the loss scale on the device (ls_on), the step
@@ -134,6 +171,8 @@ ZT_HD static inline void zt_step_judge(zt_step_scalars *s, double sumsq, int fir
     s->clip = s->skip ? 0.0f : zt_clip_coef(s->norm, max_grad_norm, grad_unscale);
     if (s->ls_on)
         zt_loss_scaler_rule(&s->ls, s->skip);
+    if (s->sched)
+        zt_step_take_input(s);
 }
 
 /* One rank's verdict from its units' sums of squares, summed in unit order. */

@@ -5,11 +5,11 @@
 
 #include "../core/mem.h"
 
-/* two sets of token buffers: step k reads set k % 2 */
-static size_t table_bytes(int micro) { return 2 * (size_t)micro * sizeof(int *); }
+/* sets sets of token buffers: step k reads set k % sets */
+static size_t table_bytes(int sets, int micro) { return (size_t)sets * micro * sizeof(int *); }
 
 int zt_step_graph_init(zt_step_graph *g, const zt_backend *be, zt_comm *comm, int on, int micro, size_t io_bytes,
-                       zt_err *err)
+                       int sets, zt_err *err)
 {
     memset(g, 0, sizeof *g);
     g->be = be;
@@ -18,10 +18,17 @@ int zt_step_graph_init(zt_step_graph *g, const zt_backend *be, zt_comm *comm, in
         return ZT_OK;
     g->micro = micro;
     g->io_bytes = io_bytes;
-    g->inputs = zt_alloc(ZT_MEM_OTHER, table_bytes(micro));
-    g->targets = zt_alloc(ZT_MEM_OTHER, table_bytes(micro));
-    int ok = g->inputs && g->targets;
-    for (int i = 0; ok && i < 2 * micro; i++) {
+    g->sets = sets < 2 ? 2 : sets;
+    g->inputs = zt_alloc(ZT_MEM_OTHER, table_bytes(g->sets, micro));
+    g->targets = zt_alloc(ZT_MEM_OTHER, table_bytes(g->sets, micro));
+    g->passes = zt_alloc(ZT_MEM_OTHER, (size_t)g->sets * sizeof *g->passes);
+    int ok = g->inputs && g->targets && g->passes;
+    if (ok) { /* so that a failure part way frees only what was allocated */
+        memset(g->passes, 0, (size_t)g->sets * sizeof *g->passes);
+        memset(g->inputs, 0, table_bytes(g->sets, micro));
+        memset(g->targets, 0, table_bytes(g->sets, micro));
+    }
+    for (int i = 0; ok && i < g->sets * micro; i++) {
         g->inputs[i] = be->host_alloc(ZT_MEM_OTHER, io_bytes);
         g->targets[i] = be->host_alloc(ZT_MEM_OTHER, io_bytes);
         ok = g->inputs[i] && g->targets[i];
@@ -37,23 +44,24 @@ void zt_step_graph_free(zt_step_graph *g)
 {
     if (!g->on)
         return;
-    for (int k = 0; k < 3; k++) {
-        zt_graph *gr = k < 2 ? g->passes[k] : g->update;
-        if (gr)
-            g->be->graph_free(gr);
-    }
-    for (int i = 0; i < 2 * g->micro; i++) {
-        if (g->inputs)
+    for (int k = 0; g->inputs && g->targets && g->passes && k < g->sets; k++)
+        if (g->passes[k])
+            g->be->graph_free(g->passes[k]);
+    if (g->update)
+        g->be->graph_free(g->update);
+    for (int i = 0; g->passes && i < g->sets * g->micro; i++) {
+        if (g->inputs && g->inputs[i])
             g->be->host_free(ZT_MEM_OTHER, g->inputs[i], g->io_bytes);
-        if (g->targets)
+        if (g->targets && g->targets[i])
             g->be->host_free(ZT_MEM_OTHER, g->targets[i], g->io_bytes);
     }
-    zt_free(ZT_MEM_OTHER, g->inputs, table_bytes(g->micro));
-    zt_free(ZT_MEM_OTHER, g->targets, table_bytes(g->micro));
+    zt_free(ZT_MEM_OTHER, g->inputs, table_bytes(g->sets, g->micro));
+    zt_free(ZT_MEM_OTHER, g->targets, table_bytes(g->sets, g->micro));
+    zt_free(ZT_MEM_OTHER, g->passes, (size_t)g->sets * sizeof *g->passes);
     memset(g, 0, sizeof *g);
 }
 
-int zt_step_graph_set(const zt_step_graph *g) { return (int)(g->steps % 2); }
+int zt_step_graph_set(const zt_step_graph *g) { return g->on ? (int)(g->steps % g->sets) : 0; }
 
 /* the coming step's piece, held in *slot once captured */
 static zt_graph_phase phase_of(const zt_step_graph *g, const zt_graph *slot)
@@ -94,8 +102,9 @@ int zt_step_graph_begin(zt_step_graph *g, zt_err *err)
 }
 
 /* close the capture into *slot (capture), then launch it (capture, replay); piece
- * indexes traffic[]: a capture keeps what it counted, a replay counts it again (a
- * capture's own launch was counted when its collectives were queued) */
+ * indexes traffic[] (0 the passes, whichever set: every set's passes queue the same
+ * collectives; 1 the update): a capture keeps what it counted, a replay counts it
+ * again (a capture's own launch was counted when its collectives were queued) */
 static int run_piece(zt_step_graph *g, zt_graph_phase ph, zt_graph **slot, int piece, zt_err *err)
 {
     if (ph == ZT_GRAPH_CAPTURE) {
@@ -120,13 +129,14 @@ static int run_piece(zt_step_graph *g, zt_graph_phase ph, zt_graph **slot, int p
 
 int zt_step_graph_run_passes(zt_step_graph *g, zt_graph_phase ph, zt_err *err)
 {
-    int set = zt_step_graph_set(g);
-    return run_piece(g, ph, &g->passes[set], set, err);
+    if (ph == ZT_GRAPH_OFF)
+        return ZT_OK;
+    return run_piece(g, ph, &g->passes[zt_step_graph_set(g)], 0, err);
 }
 
 int zt_step_graph_run(zt_step_graph *g, zt_graph_phase ph, zt_err *err)
 {
-    int rc = run_piece(g, ph, &g->update, 2, err);
+    int rc = run_piece(g, ph, &g->update, 1, err);
     if (rc == ZT_OK)
         g->steps++;
     return rc;

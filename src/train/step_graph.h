@@ -6,23 +6,23 @@
  * buffers every step: the shapes are static, the engine's host bookkeeping (unit
  * phases, the choice of staging or in-place accumulation) repeats, and what changes
  * from step to step is either in device memory or behind fixed host memory:
- *   - the token ids: two sets of page-locked buffers, one pair per micro-batch each
- *     (host_alloc); step k's passes read set k % 2, refilled before their launch; a
- *     captured upload reads them anew;
- *   - the learning rate and AdamW's t: the step's inputs in the device's scalars,
- *     uploaded before the update's launch (zt_engine_step_inputs);
- *   - the loss, the norm, the verdict: made on the device, copied aside inside the
- *     update, their download queued after its launch (zt_engine_step_readback) and
- *     waited for after the next step's passes are launched (running ahead).
- * The step is captured in pieces so that it can run ahead: the passes (zero the
- * gradients, the micro-batches' forwards and backwards), one graph per token set,
- * and the update (the reduction, the verdict, AdamW), one graph, launched only after
- * the step before is read back (its lr and t depend on that step's skip).  Step n+1
- * writes its ids into the set step n's passes did not read, which their launch may
- * still be reading.  So the first step runs directly (it grows every scratch to its
- * size: nothing may allocate inside a capture), the second captures set 1's passes
- * and the update, the third set 0's passes, and every later one is two launches, an
- * upload and the readback: a handful of host calls.
+ *   - the token ids: `sets` sets of page-locked buffers, one pair per micro-batch
+ *     each (host_alloc), one more than the steps the trainer keeps in flight; step
+ *     k's passes read set k % sets, refilled before their launch; a captured upload
+ *     reads them anew;
+ *   - the learning rate and AdamW's t: taken by the device's verdict from the
+ *     schedule on the device (zt_engine_set_schedule), so a replay needs no upload
+ *     and may be launched before the steps before it are read back;
+ *   - the loss, the norm, the verdict: made on the device, copied into the step's
+ *     readback slot after the update's launch and downloaded
+ *     (zt_engine_step_readback), waited for at the next logged step (running ahead).
+ * The step is captured in pieces: the passes (zero the gradients, the micro-batches'
+ * forwards and backwards), one graph per token set, and the update (the reduction,
+ * the verdict, AdamW), one graph.  Step n+1 writes its ids into a set that no step
+ * still in flight reads.  So the first step runs directly (it grows every scratch to
+ * its size: nothing may allocate inside a capture), the next ones capture the update
+ * and each set's passes in turn, and every later one is two launches, the numbers'
+ * copy and their download: a handful of host calls.
  *
  * On several ranks the collectives are in the graphs too, on the device paths that
  * queue them (NCCL; the emulated device's stand-in, comm.h): the engine's host side
@@ -55,23 +55,26 @@ typedef struct zt_step_graph {
     zt_comm *comm;           /* the ranks' collectives (their traffic counters, the watchdog) */
     int on;                  /* 0: every step is the plain one */
     int micro;               /* micro-batches per step: one pair of token buffers each, per set */
-    int **inputs, **targets; /* [2 * micro]: set s's micro-batch i at s * micro + i; page-locked
+    int sets;                /* token sets: one more than the steps in flight (step k reads k % sets) */
+    int **inputs, **targets; /* [sets * micro]: set s's micro-batch i at s * micro + i; page-locked
                               * (host_alloc), io_bytes each */
     size_t io_bytes;
-    zt_graph *passes[2]; /* the captured passes reading token set 0 and 1, NULL before */
+    zt_graph **passes;   /* [sets]: the captured passes reading each token set, NULL before */
     zt_graph *update;    /* the captured update, NULL before */
     zt_comm_traffic at_begin;    /* the counters when the open capture began */
-    zt_comm_traffic traffic[3];  /* what each piece's capture counted: passes 0, 1, update */
+    zt_comm_traffic traffic[2];  /* what each piece's capture counted: 0 the passes (any set), 1 the update */
     long steps;          /* updates taken through the graph's path so far */
     long launches;       /* launches of captured pieces */
 } zt_step_graph;
 
-/* Off (on = 0): nothing allocated.  On: two sets of token buffers of micro
- * micro-batches of io_bytes each, from be's host_alloc. */
+/* Off (on = 0): nothing allocated.  On: `sets` sets (at least 2) of token buffers of
+ * micro micro-batches of io_bytes each, from be's host_alloc: one more than the steps
+ * the trainer keeps in flight, so that a step's ids never go into a set that a step
+ * not yet read back may still be uploading from. */
 int zt_step_graph_init(zt_step_graph *g, const zt_backend *be, zt_comm *comm, int on, int micro, size_t io_bytes,
-                       zt_err *err);
+                       int sets,                       zt_err *err);
 void zt_step_graph_free(zt_step_graph *g);
-/* The token set the coming step's passes read (steps % 2). */
+/* The token set the coming step's passes read (steps % sets). */
 int zt_step_graph_set(const zt_step_graph *g);
 /* What the coming step's passes are: warm-up first, then a capture for each set,
  * then replays. */

@@ -332,6 +332,11 @@ typedef struct trainer {
     zt_tfevents tb;             /* --report_to tensorboard (rank 0) */
     int have_tb;
     double prev_finish;         /* when the last step's numbers came back (now_s; 0 before) */
+    int lazy;                   /* fast mode outside fp16: steps are read back at logged steps only */
+    int depth;                  /* the steps that may be in flight unread (1 unless lazy) */
+    int device_lr;              /* the schedule lives on the device (zt_engine_set_schedule) */
+    int batch_n, batch_left;    /* the steps read back in the current batch, and those still to log */
+    double batch_time;          /* their mean time: the window from the batch's start to its read */
     zt_step_graph sg;           /* the step captured as a graph (step_graph.h); sg.on 0: not */
 } trainer;
 
@@ -462,7 +467,26 @@ static int open_graph(trainer *t, zt_err *err)
             printf("graphs: off (%s)\n", why);
     }
     return zt_step_graph_init(&t->sg, zt_engine_backend(t->r.eng), t->comm, on, t->a->grad_accum, t->r.io_bytes,
-                              err);
+                              t->depth + 1, err);
+}
+
+/* Fast mode: the learning rate of every step the run can apply, zt_lr_value of the
+ * count u of updates applied before it (step_lr's), handed to the device once, whose
+ * verdicts then pick each step's from the count they keep: so a step can be queued
+ * before the host has read whether the steps before it were skipped. */
+static int device_schedule(trainer *t, zt_err *err)
+{
+    const zt_train_args *a = t->a;
+    long n = a->max_steps;
+    double *lr = zt_alloc(ZT_MEM_OTHER, (size_t)n * sizeof *lr);
+    if (!lr)
+        return zt_fail(err, ZT_EFAIL, "out of memory for the learning-rate schedule (%ld steps)", n);
+    for (long u = 0; u < n; u++)
+        lr[u] = zt_lr_value(a->schedule, a->adam.lr, u, a->max_steps, a->warmup_steps);
+    int rc = zt_engine_set_schedule(t->r.eng, &a->adam, lr, n, err);
+    zt_free(ZT_MEM_OTHER, lr, (size_t)n * sizeof *lr);
+    t->device_lr = rc == ZT_OK;
+    return rc;
 }
 
 /* Open everything, check that the ranks agree, resume if asked. */
@@ -505,6 +529,12 @@ static int train_setup(trainer *t, const zt_train_args *a, zt_err *err)
                                a->eval_batch_size, a->block_size, comm->world, 0, "eval_data", err);
         t->have_ev = rc == ZT_OK;
     }
+    /* fast mode reads steps back at the logged ones only (zt_train), fp16 at each: its
+     * backward still takes the loss scale from the host; and a profiled run at each,
+     * as before: the profiler waits for the device at the end of every profiled step
+     * anyway, and its trace then shows each step's read and record in that step */
+    t->lazy = rc == ZT_OK && zt_engine_runs_ahead(t->r.eng) && !a->plan.ls.on && !zt_prof_enabled();
+    t->depth = t->lazy ? (t->log_every < ZT_STEPS_IN_FLIGHT ? (int)t->log_every : ZT_STEPS_IN_FLIGHT) : 1;
     if (rc == ZT_OK)
         rc = open_graph(t, err);
     t->last_eval = NAN;
@@ -548,6 +578,8 @@ static int train_setup(trainer *t, const zt_train_args *a, zt_err *err)
     }
     if (pl->ls.on) /* fast mode: the device divides out and updates the scale from here on */
         t->device_scaler = zt_engine_seed_loss_scale(t->r.eng, &t->scaler);
+    if (zt_engine_runs_ahead(t->r.eng) && (rc = zt_comm_agree(comm, device_schedule(t, err), err)))
+        return rc;
     t->last.loss = NAN;
     t->t_start = now_s();
     return ZT_OK;
@@ -673,16 +705,24 @@ static void measure_queued(trainer *t, step_run *run)
     }
 }
 
-/* The numbers of a step known once its numbers are back.  Its time runs from its
- * start, or from the previous step's finish when the host queued it earlier than
- * that (running ahead), to its own finish: in a run that runs ahead, the device's
- * time per step. */
+/* The numbers of a step known once its numbers are back.  Steps are read back in
+ * batches (one at a time unless fast mode reads them at logged steps only: zt_train),
+ * and each step of a batch gets the batch's mean time: the window from the first
+ * step's start, or from the previous batch's read when the host queued it earlier
+ * than that (running ahead), to this batch's read, over its steps.  In a run that
+ * runs ahead, the device's time per step. */
 static void measure_finished(trainer *t, step_run *run)
 {
     zt_step_metrics *m = &run->m;
-    double now = now_s();
-    m->step_time_s = now - (run->t0 > t->prev_finish ? run->t0 : t->prev_finish);
-    t->prev_finish = now;
+    if (t->batch_left <= 0) { /* the batch's first step: its read has just waited */
+        double now = now_s(), start = run->t0 > t->prev_finish ? run->t0 : t->prev_finish;
+        int n = t->batch_n > 0 ? t->batch_n : 1;
+        t->batch_time = (now - start) / n;
+        t->batch_left = n;
+        t->prev_finish = now;
+    }
+    t->batch_left--;
+    m->step_time_s = t->batch_time;
     m->tokens_per_sec = t->tokens_per_step / m->step_time_s / t->W;
     /* achieved FLOP/s per device against the peak, which a faster step raises
      * (peak.h): MFU is at most 1 by construction */
@@ -696,7 +736,9 @@ static void measure_finished(trainer *t, step_run *run)
 
 /* The learning rate of the coming step.  The schedule counts applied updates (a
  * step skipped on fp16 overflow does not advance it, as DeepSpeed's engine does not
- * step its scheduler then), so every step queued before must have been finished. */
+ * step its scheduler then), so every step queued before must have been finished;
+ * with the schedule on the device (fast mode) the device counts, and this is only a
+ * placeholder until the step's own comes back (step_finish). */
 static double step_lr(const trainer *t)
 {
     const zt_train_args *a = t->a;
@@ -827,6 +869,8 @@ static void step_finish(trainer *t, step_run *run)
     m->skipped = zt_engine_step_finish(r->eng, &m->grad_norm);
     if (r->model.loss_sink) /* read back by the step with its other numbers */
         run->loss_sum = zt_engine_step_loss_sum(r->eng);
+    if (t->device_lr) /* the device's schedule chose it: the host's step_lr, counted there */
+        zt_engine_step_lr(r->eng, &m->lr);
     double used;
     if (t->device_scaler && zt_engine_step_loss_scale(r->eng, &t->scaler, &used)) /* updated by the verdict */
         m->loss_scale = used;
@@ -1251,21 +1295,32 @@ static int stop_for_signal(trainer *t, long step, int sig, int saved, zt_err *er
  *   - an evaluation or a checkpoint after step n reads the state of step n;
  *   - the last step ends the run.
  * A graphed run (--cuda_graphs) runs ahead too: its passes and its update are
- * separate graphs (the update's lr and t are uploaded after step n's readback), and
- * step n+1's passes read the other set of token buffers than step n's.
- * Everything else that step n decides still takes effect before step n+1's update:
- * its record and progress line, the non-finite stop and the skip count (the
- * schedule's step count, which step n+1's learning rate needs), and a stop request
- * (answered before step n+1 begins: the checkpoint holds step n). */
+ * separate graphs, and a step's passes read another set of token buffers than any
+ * step still in flight (step_graph.h).
+ * What step n decides still comes out as the synchronous run's: its record and
+ * progress line (written when it is read, in order), the non-finite stop and the
+ * skip count (the schedule's step count, kept on the device: zt_engine_set_schedule),
+ * and a stop request (answered before step n+1 begins: every step queued is read,
+ * and the checkpoint holds the last). */
 static int may_run_ahead(const trainer *t, long n)
 {
     return zt_engine_runs_ahead(t->r.eng) && !t->a->plan.ls.on && n < t->nsteps && !eval_due(t, n) &&
         !checkpoint_due(t, n);
 }
 
-/* A queued step's end: its numbers back (the wait), its record and progress line,
- * the checks that may stop the run.  current: the loop's own step, whose profiled
- * window closes here (a step that ran ahead closes its window when queued). */
+/* After step n ran ahead with `queued` steps unread: are they read after the next
+ * step's passes?  Lazy (fast mode outside fp16): at the logged steps
+ * (--logging_steps), and when `depth` steps are in flight, the most the engine's
+ * readback slots and the captured step's token sets hold; otherwise at every step. */
+static int read_due(const trainer *t, long n, int queued)
+{
+    return !t->lazy || n % t->log_every == 0 || queued >= t->depth;
+}
+
+/* A queued step's end: its numbers back (the first of a batch waits for them all),
+ * its record and progress line, the checks that may stop the run.  current: the
+ * loop's own step, whose profiled window closes here (a step that ran ahead closes
+ * its window when queued). */
 static int step_tail(trainer *t, step_run *run, int current, zt_err *err)
 {
     long step_now = t->comm->step;
@@ -1284,42 +1339,78 @@ static int step_tail(trainer *t, step_run *run, int current, zt_err *err)
     return ZT_OK;
 }
 
+/* The steps in flight: runs[s % NRUNS] is step s's (0-based), steps lo .. lo+n-1 are
+ * queued and not read yet.  One more run than the steps in flight: the next step's
+ * passes fill its run while they are still unread. */
+#define NRUNS (ZT_STEPS_IN_FLIGHT + 1)
+typedef struct in_flight {
+    step_run runs[NRUNS];
+    long lo;
+    int n;
+} in_flight;
+
+/* Read every step in flight, oldest first: one wait for them all (the engine's first
+ * finish), then each one's record, progress line and checks in order, as the
+ * synchronous run takes them.  A check that stops the run stops the reading there:
+ * the later steps' records are never written, and nothing is saved (a stop on an inf
+ * or NaN, or at fp16's floor, saves nothing), so what the device did after the
+ * halting step is never seen.  current: the loop's own step (-1: none among them). */
+static int read_in_flight(trainer *t, in_flight *f, long current, zt_err *err)
+{
+    int rc = ZT_OK;
+    t->batch_n = f->n;
+    t->batch_left = 0;
+    while (rc == ZT_OK && f->n > 0) {
+        long s = f->lo++;
+        f->n--;
+        rc = step_tail(t, &f->runs[s % NRUNS], s == current, err);
+    }
+    return rc;
+}
+
 int zt_train(const zt_train_args *a, zt_train_result *res, zt_err *err)
 {
     trainer t;
     zt_preempt_install(); /* a first SIGTERM/SIGINT is a request, answered at a step boundary */
-    int rc = train_setup(&t, a, err), stopped = 0;
-    step_run runs[2], *ahead = NULL; /* ahead: the step queued last, its numbers not read yet */
+    int rc = train_setup(&t, a, err), stopped = 0, due = 0;
+    in_flight *f = zt_alloc(ZT_MEM_OTHER, sizeof *f); /* nine step_runs: kept off the stack */
+    if (f)
+        f->lo = 0, f->n = 0;
+    else if (rc == ZT_OK)
+        rc = zt_fail(err, ZT_EFAIL, "out of memory for the steps in flight");
     for (long s = t.first_step; rc == ZT_OK && s < t.nsteps; s++) {
-        step_run *run = ahead == &runs[0] ? &runs[1] : &runs[0];
-        if (ahead) { /* a stop request after the step that ran ahead, before this one begins */
+        step_run *run = &f->runs[s % NRUNS];
+        if (f->n) { /* a stop request after the steps in flight, before this one begins */
             int sig = stop_signal(&t);
             if (sig) {
-                if ((rc = step_tail(&t, ahead, 0, err)) == ZT_OK)
-                    rc = stop_for_signal(&t, ahead->m.step, sig, 0, err);
+                long last = f->lo + f->n;
+                if ((rc = read_in_flight(&t, f, -1, err)) == ZT_OK)
+                    rc = stop_for_signal(&t, last, sig, 0, err);
                 stopped = 1;
                 break;
             }
         }
         zt_prof_step_begin(s + 1); /* --profile: a no-op outside --profile_steps */
         rc = train_step(&t, s, run, err);
-        if (ahead) { /* the step before: its numbers, now that this step's passes are queued */
+        if (due && f->n) { /* the steps before: their numbers, now that this step's passes are queued */
             zt_err aerr = {0};
-            int arc = step_tail(&t, ahead, 0, rc ? &aerr : err); /* a failed pass keeps its own error */
+            int arc = read_in_flight(&t, f, -1, rc ? &aerr : err); /* a failed pass keeps its own error */
             rc = rc ? rc : arc;
-            ahead = NULL;
         }
+        due = 0;
         if (rc)
             break;
         if ((rc = step_queue(&t, s, run, err)))
             break;
+        if (f->n++ == 0)
+            f->lo = s;
         if (may_run_ahead(&t, s + 1)) {
-            ahead = run;
+            due = read_due(&t, s + 1, f->n);
             if ((rc = zt_prof_step_end(err)))
                 break;
             continue;
         }
-        if ((rc = step_tail(&t, run, 1, err)))
+        if ((rc = read_in_flight(&t, f, s, err)))
             break;
         if (eval_due(&t, s + 1) && (rc = evaluate(&t, s + 1, err)))
             break;
@@ -1336,6 +1427,7 @@ int zt_train(const zt_train_args *a, zt_train_result *res, zt_err *err)
     if (rc == ZT_OK && !stopped)
         rc = train_finish(&t, res, err);
     train_close(&t);
+    zt_free(ZT_MEM_OTHER, f, sizeof *f);
     zt_preempt_restore();
     return rc;
 }

@@ -1511,6 +1511,35 @@ static void check_fast_step(void)
                got.skip == lw.skip && got.norm == lw.norm && got.clip == lw.clip && got.ls_used == lw.ls_used &&
                !memcmp(&got.ls, &lw.ls, sizeof lw.ls) ? 0.0 : 1.0, EXACT, NULL);
     }
+    /* the learning-rate schedule on the device: each verdict takes its step's inputs
+     * from entry `applied` of the table and counts the step unless it skips (the host's
+     * rule, zt_step_take_input); four steps, the second skipped, against the host */
+    {
+        zt_step_input tab[3];
+        for (int u = 0; u < 3; u++) {
+            zt_step_scalars in = {0};
+            zt_adamw_step st = {1e-3 * (u + 1), 0.1, 0.9, 0.999, 1e-8, u + 1, 1.0f};
+            zt_adamw_unit_inputs(&in, &st, st.lr, st.t);
+            tab[u] = (zt_step_input){in.lr, in.decay, in.neg_step, in.bc2_sqrt};
+        }
+        zt_step_input *dtab = dev(tab, sizeof tab);
+        zt_step_scalars sw = {.sched = tab, .sched_len = 3, .applied = 0};
+        zt_step_scalars sd = sw;
+        sd.sched = dtab;
+        zt_step_scalars *ssc = dev(&sd, sizeof sd);
+        for (int k = 0; k < 4; k++) {
+            double sums[2] = {4.0, k == 1 ? INFINITY : 12.0};
+            double *ds = dev(sums, sizeof sums);
+            zt_step_scalars got;
+            zt_step_verdict(&sw, sums, 2, 1.0, 1.0);
+            fast->step_verdict(ssc, ds, 2, 1.0, 1.0);
+            down(&got, ssc, sizeof got);
+            report("step_verdict with the schedule on the device (the step's inputs, the applied count)",
+                   got.skip == sw.skip && got.lr == sw.lr && got.t == sw.t && got.decay == sw.decay &&
+                   got.neg_step == sw.neg_step && got.bc2_sqrt == sw.bc2_sqrt && got.applied == sw.applied
+                       ? 0.0 : 1.0, EXACT, NULL);
+        }
+    }
     free(x);
     dev_free_all();
     check_adamw_unit_case(fast, ZT_F32, 0, ZT_BF16);
