@@ -99,6 +99,18 @@ static void p_host_free(zt_mem_cat cat, void *p, size_t bytes)
 {
     TIMED("host_free", "memory", 0, 0, in->host_free(cat, p, bytes));
 }
+/* the emulated NCCL (backend.h): a collective queued as a kernel, timed as one of
+ * the collectives it stands for; host_address only translates a handle */
+static void p_queue_host(void (*run)(const void *args), const void *args, size_t bytes)
+{
+    TIMED("queue_host", "collective", 0, 0, in->queue_host(run, args, bytes));
+}
+static void *p_host_address(const void *buf)
+{
+    void *p;
+    TIMED("host_address", "memory", 0, 0, p = in->host_address(buf));
+    return p;
+}
 static int p_matmul_peak(zt_dtype compute, double *gflops, char *what, size_t cap, zt_err *err)
 {
     int rc;
@@ -347,6 +359,8 @@ const zt_backend *zt_backend_profiled(const zt_backend *inner)
     WRAP(host_alloc);
     WRAP(host_free);
     WRAP(matmul_peak);
+    WRAP(queue_host);
+    WRAP(host_address);
     WRAP(matmul);
     WRAP(embed_forward);
     WRAP(embed_backward);
