@@ -43,9 +43,9 @@ static inline void rope_row(float *restrict v, const float *restrict c, const fl
         float *restrict x1 = v + (size_t)h * hd;
         float *restrict x2 = x1 + half;
         for (int i = 0; i < half; i++) {
-            float a = x1[i], b = x2[i], si = sign * s[i];
-            x1[i] = a * c[i] - b * si;
-            x2[i] = b * c[i] + a * si;
+            zt_rope_pair y = zt_rope_rotate(x1[i], x2[i], c[i], sign * s[i]);
+            x1[i] = y.y1;
+            x2[i] = y.y2;
         }
     }
 }
