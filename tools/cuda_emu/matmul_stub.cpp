@@ -57,7 +57,8 @@ int zt_cu_fast_matmul_out(void *D, zt_dtype d_dt, const void *residual, const vo
     return rc;
 }
 
-/* fast.h's bias product: the exact table's composition (act16.cu) over the loop above */
+/* fast.h's bias product: the exact table's composition (act16.cu) over the loop above
+ * (kernels_check skips the fast one with --no-matmul) */
 int zt_cu_fast_linear_act16(uint16_t *y16, const void *x, zt_dtype x_dt, const void *w, zt_dtype w_dt, const void *b,
                             zt_dtype b_dt, int N, int out, int in, zt_dtype compute, zt_err *err)
 {

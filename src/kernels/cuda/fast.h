@@ -83,8 +83,8 @@ void zt_cu_fast_swiglu_backward(void *dgu, zt_dtype dgu_dt, const float *dh, con
 int zt_cu_fast_matmul_out(void *D, zt_dtype d_dt, const void *residual, const void *A, zt_dtype a_dt, const void *B,
                           zt_dtype b_dt, int M, int N, int K, int trans_a, int trans_b, zt_dtype compute, zt_err *err);
 /* backend.h's linear_act16: y16 (N, out) = bf16(x w^T + b) in one product, the bias (bf16)
- * in cuBLASLt's BIAS epilogue; without a bias (or another bias dtype), the exact table's
- * composition (act16.cu) */
+ * in cuBLASLt's BIAS epilogue; without a bias, zt_cu_fast_matmul_out's bf16 result; with
+ * a bias in another dtype, the exact table's composition (act16.cu) */
 int zt_cu_fast_linear_act16(uint16_t *y16, const void *x, zt_dtype x_dt, const void *w, zt_dtype w_dt, const void *b,
                             zt_dtype b_dt, int N, int out, int in, zt_dtype compute, zt_err *err);
 

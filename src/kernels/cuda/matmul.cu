@@ -285,10 +285,13 @@ int zt_cu_fast_matmul_out(void *D, zt_dtype d_dt, const void *residual, const vo
 
 /* y16 = bf16(x w^T + b) in one product: cuBLASLt's BIAS epilogue adds b (in the result's
  * dtype, bf16, its default bias type) to the fp32 sum before the one rounding; without
- * a bias, or with a bias in another dtype, the exact table's composition (act16.cu). */
+ * a bias, the product with a bf16 result (zt_cu_fast_matmul_out); with a bias in another
+ * dtype, or fp32 compute (refused there), the exact table's composition (act16.cu). */
 int zt_cu_fast_linear_act16(uint16_t *y16, const void *x, zt_dtype x_dt, const void *w, zt_dtype w_dt, const void *b,
                             zt_dtype b_dt, int N, int out, int in, zt_dtype compute, zt_err *err)
 {
+    if (!b && compute == ZT_BF16)
+        return zt_cu_fast_matmul_out(y16, ZT_BF16, NULL, x, x_dt, w, w_dt, N, out, in, 0, 1, compute, err);
     if (!b || b_dt != ZT_BF16 || compute != ZT_BF16)
         return zt_cu_linear_act16(y16, x, x_dt, w, w_dt, b, b_dt, N, out, in, compute, err);
     zt_mm_work work;
