@@ -1,9 +1,11 @@
 /* act16.c — the bf16-activation entries on the host (act16.h).
  *
- * RoPE: pair i of each q and k head rotates by a = pos f_i (rope.c),
- *   y1 = x1 cos a - x2 sin a,  y2 = x2 cos a + x1 sin a   (backward: -a),
- * computed in fp32 from the fp32 input as rope.c does, then rounded once to bf16, so
- * qkv16 is bit for bit convert(rope(src)).  v is only rounded.
+ * The qkv product: its fp32 sum, plus the bias, rounded once to bf16 (autocast's bf16
+ * linear output), as cuBLASLt's BIAS epilogue computes it on the GPU.
+ * RoPE is no pass of its own: the attention rotates q and k where it reads them (pair i
+ * of each q and k head by a = pos f_i, rope.c's rotation of the widened bf16 values),
+ * and its backward rotates dq and dk back (by -a, the rotation's transpose) before it
+ * writes them, so the qkv the product wrote is what the backward's gradient is of.
  * SwiGLU: swiglu.c's expressions on the widened bf16 g and u (the one difference from
  * the exact entry: g and u were rounded to bf16 before, as autocast's linear output is).
  * Attention: the CPU table's kernels on widened copies (act16.h says why a temporary). */
@@ -13,52 +15,31 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "../core/dtype.h"
 #include "../core/mem.h"
+#include "fused.h"
 #include "kernels.h"
+#include "matmul.h"
 #include "vmath.h"
 
-/* one row (nh + 2 nkv heads of hd): the first nrot heads rotated by sign a, all rounded */
-static void rope_round_row(uint16_t *restrict y, const float *restrict x, const float *restrict c,
-                           const float *restrict s, int nrot, int nall, int hd, float sign)
+int zt_linear_act16(uint16_t *y16, const void *x, zt_dtype x_dt, const void *w, zt_dtype w_dt, const void *b,
+                    zt_dtype b_dt, int N, int out, int in, zt_dtype compute, zt_err *err)
 {
-    const int half = hd / 2;
-    for (int h = 0; h < nrot; h++) {
-        const float *x1 = x + (size_t)h * hd, *x2 = x1 + half;
-        uint16_t *y1 = y + (size_t)h * hd, *y2 = y1 + half;
-        for (int i = 0; i < half; i++) {
-            float a = x1[i], b = x2[i], si = sign * s[i];
-            y1[i] = zt_f32_to_bf16(a * c[i] - b * si);
-            y2[i] = zt_f32_to_bf16(b * c[i] + a * si);
-        }
+    if (compute != ZT_BF16)
+        return zt_fail(err, ZT_EINPUT, "linear_act16 N=%d out=%d in=%d: a bf16 result needs bf16 compute (got %s)", N,
+                       out, in, zt_dtype_name(compute));
+    const size_t n = (size_t)N * (size_t)out;
+    if (!b || n == 0)
+        return zt_matmul_out(y16, ZT_BF16, NULL, x, x_dt, w, w_dt, N, out, in, 0, 1, compute, err);
+    float *acc = zt_alloc(ZT_MEM_ACTIV, n * sizeof(float));
+    if (!acc)
+        return zt_fail(err, ZT_EFAIL, "out of memory for a %d x %d product", N, out);
+    int rc = zt_matmul(acc, x, x_dt, w, w_dt, N, out, in, 0, 1, 0.0f, compute, err);
+    if (rc == ZT_OK) {
+        zt_bias_forward(acc, b, b_dt, N, out);
+        zt_convert(y16, ZT_BF16, acc, ZT_F32, n);
     }
-    for (size_t k = (size_t)nrot * hd; k < (size_t)nall * hd; k++) y[k] = zt_f32_to_bf16(x[k]);
-}
-
-static void rope_round(uint16_t *y, const float *x, const float *cos_t, const float *sin_t, int B, int T, int nh,
-                       int nkv, int hd, float sign)
-{
-    assert(hd % 2 == 0);
-    const size_t W = (size_t)(nh + 2 * nkv) * hd;
-    const int half = hd / 2;
-#pragma omp parallel for schedule(static)
-    for (int row = 0; row < B * T; row++) {
-        const int t = row % T;
-        rope_round_row(y + row * W, x + row * W, cos_t + (size_t)t * half, sin_t + (size_t)t * half, nh + nkv,
-                       nh + 2 * nkv, hd, sign);
-    }
-}
-
-void zt_rope_forward_act16(uint16_t *qkv16, const float *src, const float *cos_t, const float *sin_t, int B, int T,
-                           int nh, int nkv, int hd)
-{
-    rope_round(qkv16, src, cos_t, sin_t, B, T, nh, nkv, hd, 1.0f);
-}
-
-void zt_rope_backward_act16(uint16_t *dqkv16, const float *dqkv, const float *cos_t, const float *sin_t, int B,
-                            int T, int nh, int nkv, int hd)
-{
-    rope_round(dqkv16, dqkv, cos_t, sin_t, B, T, nh, nkv, hd, -1.0f);
+    zt_free(ZT_MEM_ACTIV, acc, n * sizeof(float));
+    return rc;
 }
 
 /* an fp32 copy of n bf16 values, accounted; NULL for n == 0 */
@@ -77,12 +58,14 @@ static float *widened(const uint16_t *x, size_t n, const char *who)
     return w;
 }
 
-void zt_attention_forward_act16(uint16_t *out16, float *lse, const uint16_t *qkv16, void *pack, int B, int T, int nh,
-                                int nkv, int hd, int window)
+void zt_attention_forward_act16(uint16_t *out16, float *lse, const uint16_t *qkv16, const float *cos_t,
+                                const float *sin_t, void *pack, int B, int T, int nh, int nkv, int hd, int window)
 {
     const size_t n = (size_t)B * T, nq = n * (size_t)(nh + 2 * nkv) * hd, no = n * (size_t)nh * hd;
     float *qkv = widened(qkv16, nq, "attention_forward_act16");
     float *out = widened(NULL, no, "attention_forward_act16");
+    if (cos_t)
+        zt_rope_forward(qkv, cos_t, sin_t, B, T, nh, nkv, hd);
     if (pack)
         zt_attention16_forward(out, out16, lse, qkv, pack, B, T, nh, nkv, hd, window);
     else
@@ -91,16 +74,26 @@ void zt_attention_forward_act16(uint16_t *out16, float *lse, const uint16_t *qkv
     zt_free(ZT_MEM_OTHER, qkv, nq * sizeof(float));
 }
 
-void zt_attention_backward_act16(float *dqkv, const float *dout, const uint16_t *qkv16, const uint16_t *out16,
-                                 const float *lse, void *pack, int B, int T, int nh, int nkv, int hd, int window)
+void zt_attention_backward_act16(float *dqkv, uint16_t *dqkv16, const float *dout, const uint16_t *qkv16,
+                                 const uint16_t *out16, const float *lse, const float *cos_t, const float *sin_t,
+                                 void *pack, int B, int T, int nh, int nkv, int hd, int window)
 {
     const size_t n = (size_t)B * T, nq = n * (size_t)(nh + 2 * nkv) * hd, no = n * (size_t)nh * hd;
     float *qkv = widened(qkv16, nq, "attention_backward_act16");
     float *out = widened(out16, no, "attention_backward_act16");
+    float *g = dqkv ? dqkv : widened(NULL, nq, "attention_backward_act16"); /* the fp32 gradient */
+    if (cos_t)
+        zt_rope_forward(qkv, cos_t, sin_t, B, T, nh, nkv, hd);
     if (pack)
-        zt_attention16_backward(dqkv, dout, qkv, out, lse, pack, B, T, nh, nkv, hd, window);
+        zt_attention16_backward(g, dout, qkv, out, lse, pack, B, T, nh, nkv, hd, window);
     else
-        zt_attention_backward(dqkv, dout, qkv, out, lse, B, T, nh, nkv, hd, window);
+        zt_attention_backward(g, dout, qkv, out, lse, B, T, nh, nkv, hd, window);
+    if (cos_t)
+        zt_rope_backward(g, cos_t, sin_t, B, T, nh, nkv, hd);
+    if (dqkv16)
+        zt_convert(dqkv16, ZT_BF16, g, ZT_F32, nq);
+    if (!dqkv)
+        zt_free(ZT_MEM_OTHER, g, nq * sizeof(float));
     zt_free(ZT_MEM_OTHER, out, no * sizeof(float));
     zt_free(ZT_MEM_OTHER, qkv, nq * sizeof(float));
 }

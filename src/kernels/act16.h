@@ -8,20 +8,24 @@
 
 #include <stdint.h>
 
-/* qkv16 = bf16(rope(src)); rope.c's arithmetic, then one rounding */
-void zt_rope_forward_act16(uint16_t *qkv16, const float *src, const float *cos_t, const float *sin_t, int B, int T,
-                           int nh, int nkv, int hd);
-/* dqkv16 = bf16(rope_backward(dqkv)) */
-void zt_rope_backward_act16(uint16_t *dqkv16, const float *dqkv, const float *cos_t, const float *sin_t, int B,
-                            int T, int nh, int nkv, int hd);
+#include "../core/dtype.h"
+#include "../core/status.h"
+
+/* y16 = bf16(x w^T + b): matmul into an fp32 temporary, bias_forward, one rounding
+ * (b NULL: zt_matmul_out's bf16 result, the same bits) */
+int zt_linear_act16(uint16_t *y16, const void *x, zt_dtype x_dt, const void *w, zt_dtype w_dt, const void *b,
+                    zt_dtype b_dt, int N, int out, int in, zt_dtype compute, zt_err *err);
 /* The CPU table's attention (attention16.c with a pack, attention.c without) on qkv16
- * and out16 widened into a temporary: a test device's kernel, so it allocates per call
- * (accounted, ZT_MEM_OTHER) instead of asking the model for fp32 room it would not
+ * widened into a temporary and rotated there by rope_forward (cos_t NULL: not), and,
+ * backward, its dqkv rotated back by rope_backward in the temporary before it is
+ * written (fp32 dqkv and/or bf16 dqkv16): a test device's kernel, so it allocates per
+ * call (accounted, ZT_MEM_OTHER) instead of asking the model for fp32 room it would not
  * otherwise hold; it aborts, naming itself, when that allocation fails. */
-void zt_attention_forward_act16(uint16_t *out16, float *lse, const uint16_t *qkv16, void *pack, int B, int T, int nh,
-                                int nkv, int hd, int window);
-void zt_attention_backward_act16(float *dqkv, const float *dout, const uint16_t *qkv16, const uint16_t *out16,
-                                 const float *lse, void *pack, int B, int T, int nh, int nkv, int hd, int window);
+void zt_attention_forward_act16(uint16_t *out16, float *lse, const uint16_t *qkv16, const float *cos_t,
+                                const float *sin_t, void *pack, int B, int T, int nh, int nkv, int hd, int window);
+void zt_attention_backward_act16(float *dqkv, uint16_t *dqkv16, const float *dout, const uint16_t *qkv16,
+                                 const uint16_t *out16, const float *lse, const float *cos_t, const float *sin_t,
+                                 void *pack, int B, int T, int nh, int nkv, int hd, int window);
 /* swiglu.c's arithmetic on gu in bf16: h16 = bf16(silu(g) u), dgu16 = bf16(dg | du) */
 void zt_swiglu_forward_act16(uint16_t *h16, const uint16_t *gu16, int N, int F);
 void zt_swiglu_backward_act16(uint16_t *dgu16, const float *dh, const uint16_t *gu16, int N, int F);

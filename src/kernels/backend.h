@@ -52,7 +52,7 @@
     X(adamw_step) X(sumsq) X(accumulate) X(accumulate_bf16_rounded) X(round_bf16)                     \
     X(sumsq_into) X(round_bf16_into) X(xent_into) X(step_verdict) X(adamw_unit)                         \
     X(upload) X(graph_begin) X(graph_end) X(graph_launch) X(graph_free)                                  \
-    X(rope_forward_act16) X(rope_backward_act16) X(attention_forward_act16) X(attention_backward_act16)  \
+    X(linear_act16) X(attention_forward_act16) X(attention_backward_act16)                               \
     X(swiglu_forward_act16) X(swiglu_backward_act16)
 
 /* How a device's kernels compute (docs/gpu.md, "Kernel modes").  EXACT: the CPU's
@@ -247,26 +247,30 @@ typedef struct zt_backend {
     void (*graph_free)(zt_graph *graph);
     /* ---- bf16 activations (docs/gpu.md, "Kernel modes"): the model in fast mode with
      * bf16 compute keeps qkv, the attention output and gate|up in bf16, as autocast
-     * does, and calls these in place of rope, attention and swiglu.  Each is the
+     * does, and calls these in place of the qkv product, rope, attention and swiglu.  Each is the
      * composition of exact entries it names, within bf16 error of it: the rounding of
      * an input to bf16 that the exact path keeps in fp32 is the only difference (each
      * output element: one bf16 ulp of its inputs, 2^-8 relative). */
-    /* qkv16 (B, T, W) = bf16(rope_forward(src)): src the qkv product's fp32 result (its
-     * bias added), q and k rotated, v rounded as it is; src is read only. */
-    void (*rope_forward_act16)(uint16_t *qkv16, const float *src, const float *cos_t, const float *sin_t, int B,
-                               int T, int nh, int nkv, int hd);
-    /* dqkv16 = bf16(rope_backward(dqkv)), dqkv read only: the bf16 operand of the qkv
-     * product's backward with RoPE's backward fused into its rounding */
-    void (*rope_backward_act16)(uint16_t *dqkv16, const float *dqkv, const float *cos_t, const float *sin_t,
-                                int B, int T, int nh, int nkv, int hd);
-    /* attention_forward over bf16 qkv (after RoPE), its output in bf16 only (out16,
-     * the output projection's operand), lse fp32; scratch as attention_forward's */
-    void (*attention_forward_act16)(uint16_t *out16, float *lse, const uint16_t *qkv16, void *scratch, int B,
-                                    int T, int nh, int nkv, int hd, int window);
-    /* attention_backward reading qkv and out in bf16; dqkv fp32, overwritten */
-    void (*attention_backward_act16)(float *dqkv, const float *dout, const uint16_t *qkv16, const uint16_t *out16,
-                                     const float *lse, void *scratch, int B, int T, int nh, int nkv, int hd,
-                                     int window);
+    /* y16 (N, out) = bf16(x (N, in) w^T + b): the qkv product writing the bf16 qkv, its
+     * bias (b (out) in b_dt, or NULL) added to the fp32 sum before the one rounding
+     * (cuBLASLt's BIAS epilogue in the fast CUDA table); w (out, in); compute must be
+     * bf16 (ZT_EINPUT otherwise); matmul's argument rules otherwise. */
+    int (*linear_act16)(uint16_t *y16, const void *x, zt_dtype x_dt, const void *w, zt_dtype w_dt, const void *b,
+                        zt_dtype b_dt, int N, int out, int in, zt_dtype compute, zt_err *err);
+    /* attention_forward over bf16 qkv as the product wrote it (before RoPE): q and k are
+     * rotated by the tables cos_t, sin_t (T, hd/2) as they are read (cos_t NULL: read as
+     * they are); its output in bf16 only (out16, the output projection's operand), lse
+     * fp32; scratch as attention_forward's */
+    void (*attention_forward_act16)(uint16_t *out16, float *lse, const uint16_t *qkv16, const float *cos_t,
+                                    const float *sin_t, void *scratch, int B, int T, int nh, int nkv, int hd,
+                                    int window);
+    /* attention_backward reading qkv (before RoPE, rotated as the forward read it) and
+     * out in bf16; the gradient of the unrotated qkv (RoPE's backward applied to dq and
+     * dk before they are written), overwritten in fp32 into dqkv and rounded once into
+     * dqkv16 (each NULL: not wanted) */
+    void (*attention_backward_act16)(float *dqkv, uint16_t *dqkv16, const float *dout, const uint16_t *qkv16,
+                                     const uint16_t *out16, const float *lse, const float *cos_t, const float *sin_t,
+                                     void *scratch, int B, int T, int nh, int nkv, int hd, int window);
     /* swiglu_forward / swiglu_backward with gu (N, 2F) in bf16, h and dgu in bf16 */
     void (*swiglu_forward_act16)(uint16_t *h16, const uint16_t *gu16, int N, int F);
     void (*swiglu_backward_act16)(uint16_t *dgu16, const float *dh, const uint16_t *gu16, int N, int F);

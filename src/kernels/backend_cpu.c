@@ -127,8 +127,8 @@ static void cpu_copy_wait_marker(long marker) { (void)marker; }
 #define cpu_round_bf16 zt_round_bf16_inplace
 #define cpu_step_verdict zt_step_verdict
 #define cpu_adamw_unit zt_adamw_step_unit
-#define cpu_rope_forward_act16 zt_rope_forward_act16 /* the model calls these in fast mode only, */
-#define cpu_rope_backward_act16 zt_rope_backward_act16 /* which the CPU lacks: they serve the tests */
+#define cpu_linear_act16 zt_linear_act16 /* the model calls these in fast mode only, */
+/* which the CPU lacks: they serve the tests */
 #define cpu_attention_forward_act16 zt_attention_forward_act16
 #define cpu_attention_backward_act16 zt_attention_backward_act16
 #define cpu_swiglu_forward_act16 zt_swiglu_forward_act16

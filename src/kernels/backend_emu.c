@@ -661,70 +661,83 @@ static void emu_adamw_unit(void *p, void *m, void *v, const void *g, void *comp,
 
 /* the bf16 activations of fast mode (act16.h): the host's reference, in both tables,
  * deferred like every kernel (recorded inside a capture) */
-typedef struct { uint16_t *qkv16; const float *src, *cos_t, *sin_t; int B, T, nh, nkv, hd; } rope_forward_act16_a;
-RUNNER(rope_forward_act16)
+typedef struct {
+    uint16_t *y16;
+    const void *x;
+    zt_dtype x_dt;
+    const void *w;
+    zt_dtype w_dt;
+    const void *b;
+    zt_dtype b_dt;
+    int N, out, in;
+    zt_dtype compute;
+} linear_act16_a;
+static int linear_act16_now(const linear_act16_a *a, zt_err *err)
 {
-    A(rope_forward_act16);
-    zt_rope_forward_act16(host_of(a->qkv16), host_of(a->src), host_of(a->cos_t), host_of(a->sin_t), a->B, a->T,
-                          a->nh, a->nkv, a->hd);
+    return zt_linear_act16(host_of(a->y16), host_of(a->x), a->x_dt, host_of(a->w), a->w_dt, host_of(a->b), a->b_dt,
+                           a->N, a->out, a->in, a->compute, err);
 }
-static void emu_rope_forward_act16(uint16_t *qkv16, const float *src, const float *cos_t, const float *sin_t, int B,
-                                   int T, int nh, int nkv, int hd)
+RUNNER(linear_act16)
 {
-    DEFER(rope_forward_act16, qkv16, src, cos_t, sin_t, B, T, nh, nkv, hd);
+    A(linear_act16);
+    if (linear_act16_now(a, &replay_err) && replay_rc == ZT_OK)
+        replay_rc = ZT_EFAIL;
 }
-
-typedef struct { uint16_t *dqkv16; const float *dqkv, *cos_t, *sin_t; int B, T, nh, nkv, hd; } rope_backward_act16_a;
-RUNNER(rope_backward_act16)
+static int emu_linear_act16(uint16_t *y16, const void *x, zt_dtype x_dt, const void *w, zt_dtype w_dt, const void *b,
+                            zt_dtype b_dt, int N, int out, int in, zt_dtype compute, zt_err *err)
 {
-    A(rope_backward_act16);
-    zt_rope_backward_act16(host_of(a->dqkv16), host_of(a->dqkv), host_of(a->cos_t), host_of(a->sin_t), a->B, a->T,
-                           a->nh, a->nkv, a->hd);
-}
-static void emu_rope_backward_act16(uint16_t *dqkv16, const float *dqkv, const float *cos_t, const float *sin_t,
-                                    int B, int T, int nh, int nkv, int hd)
-{
-    DEFER(rope_backward_act16, dqkv16, dqkv, cos_t, sin_t, B, T, nh, nkv, hd);
+    linear_act16_a a = {y16, x, x_dt, w, w_dt, b, b_dt, N, out, in, compute};
+    called();
+    if (!rec)
+        return linear_act16_now(&a, err);
+    record(linear_act16_run, &a, sizeof a);
+    return ZT_OK;
 }
 
 typedef struct {
     uint16_t *out16;
     float *lse;
     const uint16_t *qkv16;
+    const float *cos_t, *sin_t;
     void *scratch;
     int B, T, nh, nkv, hd, window;
 } attention_forward_act16_a;
 RUNNER(attention_forward_act16)
 {
     A(attention_forward_act16);
-    zt_attention_forward_act16(host_of(a->out16), host_of(a->lse), host_of(a->qkv16), host_of(a->scratch), a->B,
-                               a->T, a->nh, a->nkv, a->hd, a->window);
+    zt_attention_forward_act16(host_of(a->out16), host_of(a->lse), host_of(a->qkv16), host_of(a->cos_t),
+                               host_of(a->sin_t), host_of(a->scratch), a->B, a->T, a->nh, a->nkv, a->hd, a->window);
 }
-static void emu_attention_forward_act16(uint16_t *out16, float *lse, const uint16_t *qkv16, void *scratch, int B,
-                                        int T, int nh, int nkv, int hd, int window)
+static void emu_attention_forward_act16(uint16_t *out16, float *lse, const uint16_t *qkv16, const float *cos_t,
+                                        const float *sin_t, void *scratch, int B, int T, int nh, int nkv, int hd,
+                                        int window)
 {
-    DEFER(attention_forward_act16, out16, lse, qkv16, scratch, B, T, nh, nkv, hd, window);
+    DEFER(attention_forward_act16, out16, lse, qkv16, cos_t, sin_t, scratch, B, T, nh, nkv, hd, window);
 }
 
 typedef struct {
     float *dqkv;
+    uint16_t *dqkv16;
     const float *dout;
     const uint16_t *qkv16, *out16;
-    const float *lse;
+    const float *lse, *cos_t, *sin_t;
     void *scratch;
     int B, T, nh, nkv, hd, window;
 } attention_backward_act16_a;
 RUNNER(attention_backward_act16)
 {
     A(attention_backward_act16);
-    zt_attention_backward_act16(host_of(a->dqkv), host_of(a->dout), host_of(a->qkv16), host_of(a->out16),
-                                host_of(a->lse), host_of(a->scratch), a->B, a->T, a->nh, a->nkv, a->hd, a->window);
+    zt_attention_backward_act16(host_of(a->dqkv), host_of(a->dqkv16), host_of(a->dout), host_of(a->qkv16),
+                                host_of(a->out16), host_of(a->lse), host_of(a->cos_t), host_of(a->sin_t),
+                                host_of(a->scratch), a->B, a->T, a->nh, a->nkv, a->hd, a->window);
 }
-static void emu_attention_backward_act16(float *dqkv, const float *dout, const uint16_t *qkv16,
-                                         const uint16_t *out16, const float *lse, void *scratch, int B, int T, int nh,
-                                         int nkv, int hd, int window)
+static void emu_attention_backward_act16(float *dqkv, uint16_t *dqkv16, const float *dout, const uint16_t *qkv16,
+                                         const uint16_t *out16, const float *lse, const float *cos_t,
+                                         const float *sin_t, void *scratch, int B, int T, int nh, int nkv, int hd,
+                                         int window)
 {
-    DEFER(attention_backward_act16, dqkv, dout, qkv16, out16, lse, scratch, B, T, nh, nkv, hd, window);
+    DEFER(attention_backward_act16, dqkv, dqkv16, dout, qkv16, out16, lse, cos_t, sin_t, scratch, B, T, nh, nkv, hd,
+          window);
 }
 
 typedef struct { uint16_t *h16; const uint16_t *gu16; int N, F; } swiglu_forward_act16_a;

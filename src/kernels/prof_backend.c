@@ -299,31 +299,27 @@ static void p_adamw_unit(void *p, void *m, void *v, const void *g, void *comp, z
 }
 
 /* the bf16 activations of fast mode (backend.h) */
-static void p_rope_forward_act16(uint16_t *q16, const float *src, const float *c, const float *s, int B, int T, int nh,
-                                 int nkv, int hd)
+static int p_linear_act16(uint16_t *y16, const void *x, zt_dtype x_dt, const void *w, zt_dtype w_dt, const void *b,
+                          zt_dtype b_dt, int N, int out, int inn, zt_dtype compute, zt_err *err)
 {
-    /* fp32 read, bf16 written */
-    TIMED("rope_forward_act16", "kernel", 0, 6.0 * B * T * (nh + 2 * nkv) * hd + 4.0 * T * hd,
-          in->rope_forward_act16(q16, src, c, s, B, T, nh, nkv, hd));
+    int rc;
+    TIMED("linear_act16", "kernel", 2.0 * N * out * (double)inn, 0,
+          rc = in->linear_act16(y16, x, x_dt, w, w_dt, b, b_dt, N, out, inn, compute, err));
+    return rc;
 }
-static void p_rope_backward_act16(uint16_t *d16, const float *d, const float *c, const float *s, int B, int T, int nh,
-                                  int nkv, int hd)
-{
-    TIMED("rope_backward_act16", "kernel", 0, 6.0 * B * T * (nh + 2 * nkv) * hd + 4.0 * T * hd,
-          in->rope_backward_act16(d16, d, c, s, B, T, nh, nkv, hd));
-}
-static void p_attention_forward_act16(uint16_t *o16, float *lse, const uint16_t *qkv16, void *scratch, int B, int T,
-                                      int nh, int nkv, int hd, int window)
+static void p_attention_forward_act16(uint16_t *o16, float *lse, const uint16_t *qkv16, const float *c,
+                                      const float *s, void *scratch, int B, int T, int nh, int nkv, int hd, int window)
 {
     TIMED("attention_forward_act16", "kernel", zt_attention_flops(B, T, nh, hd, window, 0), 0,
-          in->attention_forward_act16(o16, lse, qkv16, scratch, B, T, nh, nkv, hd, window));
+          in->attention_forward_act16(o16, lse, qkv16, c, s, scratch, B, T, nh, nkv, hd, window));
 }
-static void p_attention_backward_act16(float *dqkv, const float *dout, const uint16_t *qkv16, const uint16_t *o16,
-                                       const float *lse, void *scratch, int B, int T, int nh, int nkv, int hd,
-                                       int window)
+static void p_attention_backward_act16(float *dqkv, uint16_t *dqkv16, const float *dout, const uint16_t *qkv16,
+                                       const uint16_t *o16, const float *lse, const float *c, const float *s,
+                                       void *scratch, int B, int T, int nh, int nkv, int hd, int window)
 {
     TIMED("attention_backward_act16", "kernel", zt_attention_flops(B, T, nh, hd, window, 1), 0,
-          in->attention_backward_act16(dqkv, dout, qkv16, o16, lse, scratch, B, T, nh, nkv, hd, window));
+          in->attention_backward_act16(dqkv, dqkv16, dout, qkv16, o16, lse, c, s, scratch, B, T, nh, nkv, hd,
+                                       window));
 }
 static void p_swiglu_forward_act16(uint16_t *h16, const uint16_t *gu16, int N, int F)
 {
@@ -396,8 +392,7 @@ const zt_backend *zt_backend_profiled(const zt_backend *inner)
     WRAP(graph_end);
     WRAP(graph_launch);
     WRAP(graph_free);
-    WRAP(rope_forward_act16);
-    WRAP(rope_backward_act16);
+    WRAP(linear_act16);
     WRAP(attention_forward_act16);
     WRAP(attention_backward_act16);
     WRAP(swiglu_forward_act16);

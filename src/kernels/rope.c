@@ -43,35 +43,32 @@ static inline void rope_row(float *restrict v, const float *restrict c, const fl
         float *restrict x1 = v + (size_t)h * hd;
         float *restrict x2 = x1 + half;
         for (int i = 0; i < half; i++) {
-            float a = x1[i], b = x2[i], si = sign * s[i];
-            x1[i] = a * c[i] - b * si;
-            x2[i] = b * c[i] + a * si;
+            zt_rope_pair y = zt_rope_rotate(x1[i], x2[i], c[i], sign * s[i]);
+            x1[i] = y.y1;
+            x2[i] = y.y2;
         }
+    }
+}
+
+/* every row's q and k heads rotated by sign * a (rows are (b, t), t = row % T) */
+static void rope_rows(float *qkv, const float *cos_t, const float *sin_t, int B, int T, int nh, int nkv, int hd,
+                      float sign) {
+    assert(hd % 2 == 0);
+    const size_t W = (size_t)(nh + 2 * nkv) * hd;
+    const int half = hd / 2;
+#pragma omp parallel for schedule(static)
+    for (int row = 0; row < B * T; row++) {
+        const int t = row % T;
+        rope_row(qkv + row * W, cos_t + (size_t)t * half, sin_t + (size_t)t * half, nh + nkv, hd, sign);
     }
 }
 
 void zt_rope_forward(float *qkv, const float *cos_t, const float *sin_t, int B, int T, int nh,
                      int nkv, int hd) {
-    assert(hd % 2 == 0);
-    const size_t W = (size_t)(nh + 2 * nkv) * hd;
-    const int half = hd / 2;
-#pragma omp parallel for schedule(static)
-    for (int row = 0; row < B * T; row++) {
-        const int t = row % T;
-        rope_row(qkv + row * W, cos_t + (size_t)t * half, sin_t + (size_t)t * half, nh + nkv, hd,
-                 1.0f);
-    }
+    rope_rows(qkv, cos_t, sin_t, B, T, nh, nkv, hd, 1.0f);
 }
 
 void zt_rope_backward(float *dqkv, const float *cos_t, const float *sin_t, int B, int T, int nh,
                       int nkv, int hd) {
-    assert(hd % 2 == 0);
-    const size_t W = (size_t)(nh + 2 * nkv) * hd;
-    const int half = hd / 2;
-#pragma omp parallel for schedule(static)
-    for (int row = 0; row < B * T; row++) {
-        const int t = row % T;
-        rope_row(dqkv + row * W, cos_t + (size_t)t * half, sin_t + (size_t)t * half, nh + nkv, hd,
-                 -1.0f);
-    }
+    rope_rows(dqkv, cos_t, sin_t, B, T, nh, nkv, hd, -1.0f);
 }

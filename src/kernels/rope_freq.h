@@ -1,4 +1,4 @@
-/* rope_freq.h — RoPE's inverse frequencies, the one formula the CPU tables (rope.c) and
+/* rope_freq.h — RoPE's inverse frequencies and its rotation of a pair, the one formulas the CPU tables (rope.c) and
  * the CUDA tables (cuda/rope.cu) both evaluate, so the two give the same bits.
  *
  * Default (HF's _compute_default_rope_parameters), for pair i < hd/2:
@@ -51,6 +51,22 @@ static inline ZT_ROPE_HD float zt_rope_inv_freq(const zt_rope_freqs *f, int i, i
         scaled = (1.0f - g) * scaled / s + g * scaled;
     }
     return scaled;
+}
+
+/* One pair's rotation (HF's rotate_half), with c = cos a and s = sin a of its angle, or
+ * s = -sin a for the rotation by -a (the transpose: RoPE's backward):
+ *   y1 = x1 c - x2 s,  y2 = x2 c + x1 s.
+ * The one expression rope.c, rope.cu and the fast attention's tile loads
+ * (fast_attention.cu) evaluate; negating s is exact, so the backward's bits are those of
+ * rotating by the negated angle's tables. */
+typedef struct zt_rope_pair {
+    float y1, y2;
+} zt_rope_pair;
+
+static inline ZT_ROPE_HD zt_rope_pair zt_rope_rotate(float x1, float x2, float c, float s)
+{
+    zt_rope_pair r = {x1 * c - x2 * s, x2 * c + x1 * s};
+    return r;
 }
 
 #endif

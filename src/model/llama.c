@@ -63,10 +63,10 @@ static int head_transposed_by_default(const zt_llama_config *c)
  * att16 in bf16 when operands are bf16.  With bf16 activations (m->act16) qkv, att
  * and gu are not held: qkv16 and gu16 (bf16) take the place of qkv and gu, att16
  * alone holds the attention output: 2 N (Dqkv + Dq + 2F) bytes a layer instead of
- * 4 N (Dqkv + Dq + 2F) + 2 N Dq.  The gate|up product writes bf16 (matmul_out); the
- * qkv product lands in fp32 (m->land) for its bias and RoPE: in the backward's dqkv,
- * free while a layer runs forward (the backward writes it before it reads it, also
- * after a checkpointed layer's recomputation), so the landing costs nothing.  With
+ * 4 N (Dqkv + Dq + 2F) + 2 N Dq.  The gate|up product writes bf16 (matmul_out), the
+ * qkv product too, its bias in the product (linear_act16), and RoPE is applied where
+ * the attention reads q and k (so qkv16 holds q and k before RoPE); its backward writes
+ * the bf16 dqkv16 directly, so the fp32 dqkv is held only for a q/k/v bias.  With
  * checkpointing only layer 0 has intermediates, which every layer shares (refilled by
  * recomputation in backward).  Then the final norm, the logits (reused in place for
  * dlogits), the backward scratch, the rope tables, a norm weight's fp32 copy, lm_head's
@@ -130,7 +130,9 @@ static int act_table(const zt_model *m, act_buf *out, size_t *total)
     ADD(m->dres, 4 * N * C);
     ADD(m->dres16, c16 * N * C);
     ADD(m->dn, 4 * N * C);
-    ADD(m->dqkv, 4 * N * Dqkv);
+    /* with bf16 activations the attention's backward writes dqkv16 itself: the fp32
+     * dqkv only for the q/k/v bias's gradient (its column sums) */
+    ADD(m->dqkv, (m->act16 && !c->qkv_bias ? 0 : 4) * N * Dqkv);
     ADD(m->dqkv16, c16 * N * Dqkv);
     ADD(m->datt, 4 * N * Dq);
     ADD(m->dgu, o * N * 2 * F);
@@ -197,7 +199,6 @@ int zt_model_init(zt_model *m, const zt_llama_config *cfg, const zt_layout *lay,
         memcpy(bufs[i].field, &bufs[i].p, sizeof bufs[i].p);
         m->act_bytes += bufs[i].bytes;
     }
-    m->land = m->act16 ? m->dqkv : NULL; /* the qkv product's landing (above) */
     for (int l = 1; checkpointing && l < L; l++) { /* layer 0's intermediates, shared */
         float *x = m->layers[l].x;
         m->layers[l] = m->layers[0];
@@ -349,27 +350,31 @@ static const void *att_operand(const zt_layer_acts *a)
 /* ---- the attention and the MLP's gate, in fp32 or bf16 activations ------ */
 
 /* qkv = n1 Wqkv^T [+ b], RoPE, att = attention(qkv).  With bf16 activations the product
- * lands in fp32 (m->land), gets its bias there, and one pass rotates and rounds it into
- * the bf16 qkv16; the attention reads qkv16 and writes att16 only.  (RoPE in the
- * attention's tile loads would let the product write bf16 and save that pass.) */
+ * writes the bf16 qkv16 itself, its bias added in the product before the one rounding
+ * (linear_act16: autocast's bf16 linear output), and the attention rotates q and k as it
+ * reads them (its tile loads on the GPU), writing att16 only: no RoPE pass, and no fp32
+ * qkv is ever written. */
 static int attention_forward(zt_model *m, zt_layer_acts *a, const layer_weights *w, zt_err *err)
 {
     const zt_llama_config *c = &m->cfg;
     int N = m->N, C = c->hidden_size, nh = c->num_attention_heads, nkv = c->num_key_value_heads;
     int hd = c->head_dim, Dqkv = (nh + 2 * nkv) * hd, window = zt_llama_attention_window(c);
-    float *qkv = m->act16 ? m->land : a->qkv;
-    int rc = linear_forward(m, qkv, a->n1, w->qkv, Dqkv, C, 0.0f, err);
+    zt_dtype cd = m->own.compute;
+    if (m->act16) {
+        int rc = m->be->linear_act16(a->qkv16, a->n1, m->opd, w->qkv, cd, w->qkv_b, cd, N, Dqkv, C, cd, err);
+        progress(m);
+        if (rc == ZT_OK)
+            m->be->attention_forward_act16(a->att16, a->lse, a->qkv16, m->rope_cos, m->rope_sin, m->attn_pack, m->B,
+                                           m->T, nh, nkv, hd, window);
+        return rc;
+    }
+    int rc = linear_forward(m, a->qkv, a->n1, w->qkv, Dqkv, C, 0.0f, err);
     if (rc)
         return rc;
     if (w->qkv_b) /* nn.Linear's bias, added to the product before RoPE */
-        m->be->bias_forward(qkv, w->qkv_b, m->own.compute, N, Dqkv);
-    if (m->act16) {
-        m->be->rope_forward_act16(a->qkv16, qkv, m->rope_cos, m->rope_sin, m->B, m->T, nh, nkv, hd);
-        m->be->attention_forward_act16(a->att16, a->lse, a->qkv16, m->attn_pack, m->B, m->T, nh, nkv, hd, window);
-    } else {
-        m->be->rope_forward(qkv, m->rope_cos, m->rope_sin, m->B, m->T, nh, nkv, hd);
-        m->be->attention_forward(a->att, a->att16, a->lse, qkv, m->attn_pack, m->B, m->T, nh, nkv, hd, window);
-    }
+        m->be->bias_forward(a->qkv, w->qkv_b, cd, N, Dqkv);
+    m->be->rope_forward(a->qkv, m->rope_cos, m->rope_sin, m->B, m->T, nh, nkv, hd);
+    m->be->attention_forward(a->att, a->att16, a->lse, a->qkv, m->attn_pack, m->B, m->T, nh, nkv, hd, window);
     return ZT_OK;
 }
 
@@ -442,17 +447,15 @@ static int layer_backward(zt_model *m, int l, const void *base, float *gbase, zt
     /* attention: h = x + att Wo^T */
     if ((rc = linear_backward(m, m->datt, g.o, dres_operand(m), att_operand(a), w.o, C, Dq, err)))
         return rc;
-    if (m->act16)
-        m->be->attention_backward_act16(m->dqkv, m->datt, a->qkv16, a->att16, a->lse, m->attn_pack, m->B, m->T,
-                                        nh, nkv, hd, zt_llama_attention_window(c));
-    else
-        m->be->attention_backward(m->dqkv, m->datt, a->qkv, a->att, a->lse, m->attn_pack, m->B, m->T, nh, nkv,
-                                  hd, zt_llama_attention_window(c));
     const void *dqkv = m->dqkv;
-    if (m->act16 && !g.qkv_b) { /* RoPE's backward fused into the operand's rounding */
-        m->be->rope_backward_act16(m->dqkv16, m->dqkv, m->rope_cos, m->rope_sin, m->B, m->T, nh, nkv, hd);
+    if (m->act16) { /* RoPE's backward inside the attention's; dqkv16 written there */
+        m->be->attention_backward_act16(g.qkv_b ? m->dqkv : NULL, m->dqkv16, m->datt, a->qkv16, a->att16, a->lse,
+                                        m->rope_cos, m->rope_sin, m->attn_pack, m->B, m->T, nh, nkv, hd,
+                                        zt_llama_attention_window(c));
         dqkv = m->dqkv16;
     } else {
+        m->be->attention_backward(m->dqkv, m->datt, a->qkv, a->att, a->lse, m->attn_pack, m->B, m->T, nh, nkv,
+                                  hd, zt_llama_attention_window(c));
         m->be->rope_backward(m->dqkv, m->rope_cos, m->rope_sin, m->B, m->T, nh, nkv, hd);
     }
     if (g.qkv_b) /* dqkv is now the gradient of n1 Wqkv^T + b: db = its column sums */

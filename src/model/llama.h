@@ -31,7 +31,8 @@ typedef struct zt_layer_acts {
     float *rstd2;
     float *gu;           /* (N, 2F) gate | up */
     void *act;           /* (N, F) silu(gate) * up, opd */
-    /* bf16 activations (act16 below): qkv after RoPE and gate | up in bf16, in place of
+    /* bf16 activations (act16 below): qkv as its product wrote it (before RoPE, which the
+     * attention applies as it reads q and k) and gate | up in bf16, in place of
      * qkv and gu, and the attention output in att16 only (att is then NULL) */
     uint16_t *qkv16, *gu16;
 } zt_layer_acts;
@@ -47,8 +48,6 @@ typedef struct zt_model {
      * and gate | up in bf16, as autocast does (the residual stream, RMSNorm's arithmetic
      * and every gradient but the products' operands stay fp32); docs/gpu.md */
     int act16;
-    float *land;             /* with act16: the qkv product's fp32 result before RoPE and its
-                              * rounding (dqkv's buffer, free during a forward: llama.c) */
     zt_layer_acts *layers;   /* L + 1 entries; layers[L].x is the last layer's output */
     void *nf;                /* final norm output (N, C), opd */
     float *rstdf;            /* its 1/rms (N) */

@@ -1052,6 +1052,8 @@ static void check_fast_matmul_case(int M, int N, int K, int ta, int tb, int with
     dev_free_all();
 }
 
+static void check_act16_linear(int N, int out, int in, int fast); /* below, with the _act16 checks */
+
 static void check_fast_matmul(void)
 {
     if (no_matmul) { /* the emulator's products are a loop: checking it would prove nothing */
@@ -1063,6 +1065,7 @@ static void check_fast_matmul(void)
     check_fast_matmul_case(64, 96, 200, 0, 1, 1, 0);
     check_fast_matmul_case(64, 96, 200, 0, 0, 1, 1);
     check_fast_matmul_case(96, 64, 130, 1, 0, 1, 1);
+    check_act16_linear(67, 96, 130, 1); /* the bias in cuBLASLt's epilogue */
     /* a bf16 result needs bf16 compute */
     zt_err err = {0};
     float *d = dev(NULL, 16 * 4);
@@ -1072,7 +1075,7 @@ static void check_fast_matmul(void)
     dev_free_all();
 }
 
-/* the overlay replaces exactly the seventeen entries fast.h names */
+/* the overlay replaces exactly the sixteen entries fast.h names */
 static void check_fast_table(void)
 {
     zt_backend t;
@@ -1087,21 +1090,20 @@ static void check_fast_table(void)
                          t.embed_backward == zt_cu_fast_embed_backward &&
                          t.rmsnorm_residual_forward == zt_cu_fast_rmsnorm_residual_forward &&
                          t.matmul_out == zt_cu_fast_matmul_out && t.lmhead_xent == zt_cu_fast_lmhead_xent &&
-                         t.rope_forward_act16 == zt_cu_fast_rope_forward_act16 &&
-                         t.rope_backward_act16 == zt_cu_fast_rope_backward_act16 &&
+                         t.linear_act16 == zt_cu_fast_linear_act16 &&
                          t.attention_forward_act16 == zt_cu_fast_attention_forward_act16 &&
                          t.attention_backward_act16 == zt_cu_fast_attention_backward_act16 &&
                          t.swiglu_forward_act16 == zt_cu_fast_swiglu_forward_act16 &&
                          t.swiglu_backward_act16 == zt_cu_fast_swiglu_backward_act16;
-    report("fast table: the seventeen fast entries in place", replaced ? 0.0 : 1.0, EXACT, NULL);
-    /* every other entry unchanged: the copy with those seventeen put back is the table */
+    report("fast table: the sixteen fast entries in place", replaced ? 0.0 : 1.0, EXACT, NULL);
+    /* every other entry unchanged: the copy with those sixteen put back is the table */
     t.attention_scratch_bytes = gpu->attention_scratch_bytes, t.attention_forward = gpu->attention_forward;
     t.attention_backward = gpu->attention_backward, t.rmsnorm_forward = gpu->rmsnorm_forward;
     t.rmsnorm_backward = gpu->rmsnorm_backward, t.swiglu_forward = gpu->swiglu_forward;
     t.swiglu_backward = gpu->swiglu_backward, t.embed_backward = gpu->embed_backward;
     t.rmsnorm_residual_forward = gpu->rmsnorm_residual_forward, t.matmul_out = gpu->matmul_out;
     t.lmhead_xent = gpu->lmhead_xent;
-    t.rope_forward_act16 = gpu->rope_forward_act16, t.rope_backward_act16 = gpu->rope_backward_act16;
+    t.linear_act16 = gpu->linear_act16;
     t.attention_forward_act16 = gpu->attention_forward_act16;
     t.attention_backward_act16 = gpu->attention_backward_act16;
     t.swiglu_forward_act16 = gpu->swiglu_forward_act16, t.swiglu_backward_act16 = gpu->swiglu_backward_act16;
@@ -1136,39 +1138,47 @@ static void check_fast_attention(void)
 /* ---- bf16 activations (backend.h's _act16 entries) --------------------------------------
  *
  * Each against its exact composition on the same device inputs: the exact table's
- * entries (rope, convert, attention on widened copies, swiglu on widened gu), which the
+ * entries (matmul, bias and convert; convert, rope, attention and rope's backward on
+ * widened copies; swiglu on widened gu), which the
  * exact table's _act16 entry must match bit for bit and the fast one within bf16 error:
  * BF16_TOL where both round the same fp32 value computed in another order (one bf16
  * ulp, 2^-8, each side), FAST_TOL for the tensor-core attention (as above).  The CPU's
  * reference (act16.c) is held to the same compositions by tests/test_act16.c. */
 
-static void check_act16_rope(int B, int T, int nh, int nkv, int hd)
+/* linear_act16 (the qkv product writing bf16, its bias in the product) against the exact
+ * table's matmul, bias_forward and convert: the exact entry bit for bit (under
+ * tools/cuda_emu both run its stand-in products), the fast one (cuBLASLt's BIAS
+ * epilogue) within one bf16 rounding, GPU only (--no-matmul skips it) */
+static void check_act16_linear(int N, int out, int in, int fast)
 {
-    const size_t W = (size_t)(nh + 2 * nkv) * hd, n = (size_t)B * T * W, nt = (size_t)T * (hd / 2);
-    float *x = randn(n, 1.0f);
-    float *dx = dev(x, n * 4), *dc = dev(NULL, nt * 4), *ds = dev(NULL, nt * 4), *tmp = dev(NULL, n * 4);
-    const zt_rope_freqs f = {10000.0f, 0, 0, 0, 0, 0};
-    gpu->rope_tables(dc, ds, T, hd, &f);
-    uint16_t *e16 = dev(NULL, n * 2), *x16 = dev(NULL, n * 2), *f16 = dev(NULL, n * 2);
+    const size_t ny = (size_t)N * out;
+    float *x = randn((size_t)N * in, 1.0f), *w = randn((size_t)out * in, 0.2f), *b = randn(out, 1.0f);
+    uint16_t *x16 = as_dtype(x, ZT_BF16, (size_t)N * in), *w16 = as_dtype(w, ZT_BF16, (size_t)out * in);
+    uint16_t *b16 = as_dtype(b, ZT_BF16, out);
+    uint16_t *dx = dev(x16, (size_t)N * in * 2), *dw = dev(w16, (size_t)out * in * 2), *db = dev(b16, out * 2);
+    float *acc = dev(NULL, ny * 4);
+    uint16_t *e16 = dev(NULL, ny * 2), *y16 = dev(NULL, ny * 2), *want = host(ny * 2);
+    zt_err err = {0};
     char name[160];
-    for (int back = 0; back < 2; back++) {
-        gpu->copy(tmp, dx, n * 4);
-        (back ? gpu->rope_backward : gpu->rope_forward)(tmp, dc, ds, B, T, nh, nkv, hd);
-        gpu->convert(e16, ZT_BF16, tmp, ZT_F32, n);
-        uint16_t *want = host(n * 2);
-        down(want, e16, n * 2);
-        poison(x16, n * 2), poison(f16, n * 2);
-        (back ? gpu->rope_backward_act16 : gpu->rope_forward_act16)(x16, dx, dc, ds, B, T, nh, nkv, hd);
-        (back ? zt_cu_fast_rope_backward_act16 : zt_cu_fast_rope_forward_act16)(f16, dx, dc, ds, B, T, nh, nkv, hd);
-        snprintf(name, sizeof name, "exact rope_%s_act16 vs rope + convert (nh=%d nkv=%d hd=%d)",
-                 back ? "backward" : "forward", nh, nkv, hd);
-        check(name, x16, want, ZT_BF16, n, EXACT);
-        snprintf(name, sizeof name, "fast rope_%s_act16 vs rope + convert (nh=%d nkv=%d hd=%d)",
-                 back ? "backward" : "forward", nh, nkv, hd);
-        check(name, f16, want, ZT_BF16, n, BF16_TOL);
-        free(want);
+    for (int bias = 0; bias < 2; bias++) {
+        if (gpu->matmul(acc, dx, ZT_BF16, dw, ZT_BF16, N, out, in, 0, 1, 0.0f, ZT_BF16, &err))
+            die("exact product", &err);
+        if (bias)
+            gpu->bias_forward(acc, db, ZT_BF16, N, out);
+        gpu->convert(e16, ZT_BF16, acc, ZT_F32, ny);
+        down(want, e16, ny * 2);
+        poison(y16, ny * 2);
+        snprintf(name, sizeof name, "%s linear_act16 %dx%dx%d%s vs matmul + bias + convert", fast ? "fast" : "exact", N,
+                 out, in, bias ? " with bias" : "");
+        if ((fast ? zt_cu_fast_linear_act16 : gpu->linear_act16)(y16, dx, ZT_BF16, dw, ZT_BF16, bias ? db : NULL,
+                                                                 ZT_BF16, N, out, in, ZT_BF16, &err)) {
+            report(name, INFINITY, 0, "  (error)");
+            fprintf(stderr, "  %s\n", err.msg);
+        } else {
+            check(name, y16, want, ZT_BF16, ny, fast ? BF16_TOL : EXACT);
+        }
     }
-    free(x);
+    free(x), free(w), free(b), free(x16), free(w16), free(b16), free(want);
     dev_free_all();
 }
 
@@ -1200,10 +1210,15 @@ static void check_act16_swiglu(void)
     dev_free_all();
 }
 
+/* The attention over the product's bf16 qkv with RoPE in it: q and k rotated as they are
+ * read, dq and dk rotated back before they are written (fp32 and bf16 dqkv), against the
+ * exact composition: widen, rope, attention, attention's backward, rope's backward.  T
+ * spans several 64-row tiles, so a tile that rotates by the wrong position (its own row
+ * instead of the sequence's), or a gradient left unrotated, is off by O(1). */
 static void check_act16_attention(int B, int T, int nh, int nkv, int hd, int window)
 {
     const size_t W = (size_t)(nh + 2 * nkv) * hd, nqkv = (size_t)B * T * W, nout = (size_t)B * T * nh * hd,
-                 nlse = (size_t)B * nh * T;
+                 nlse = (size_t)B * nh * T, nt = (size_t)T * (hd / 2);
     float *qkv = randn(nqkv, 1.0f), *dout = randn(nout, 1.0f);
     uint16_t *qkv16 = as_dtype(qkv, ZT_BF16, nqkv);
     const size_t gs = gpu->attention_scratch_bytes(B, T, nkv, hd, ZT_BF16);
@@ -1212,44 +1227,57 @@ static void check_act16_attention(int B, int T, int nh, int nkv, int hd, int win
     snprintf(tag, sizeof tag, "B=%d T=%d nh=%d nkv=%d hd=%d window=%d %s", B, T, nh, nkv, hd, window,
              tensor_cores ? "tensor cores" : "exact fallback");
     uint16_t *d16 = dev(qkv16, nqkv * 2);
-    float *dq = dev(NULL, nqkv * 4), *ddo = dev(dout, nout * 4);
+    float *dq = dev(NULL, nqkv * 4), *ddo = dev(dout, nout * 4), *dc = dev(NULL, nt * 4), *ds = dev(NULL, nt * 4);
+    const zt_rope_freqs f = {10000.0f, 0, 0, 0, 0, 0};
+    gpu->rope_tables(dc, ds, T, hd, &f);
     gpu->convert(dq, ZT_F32, d16, ZT_BF16, nqkv);
+    gpu->rope_forward(dq, dc, ds, B, T, nh, nkv, hd);
     void *scratch = gs ? dev(NULL, gs) : NULL;
-    /* the composition: the exact kernels on the widened qkv, and backward on the widened out16 */
+    /* the composition: the exact kernels on the widened, rotated qkv, backward on the
+     * widened out16, its gradient rotated back */
     float *eo = dev(NULL, nout * 4), *el = dev(NULL, nlse * 4), *edq = dev(NULL, nqkv * 4), *eow = dev(NULL, nout * 4);
-    uint16_t *eo16 = dev(NULL, nout * 2);
+    uint16_t *eo16 = dev(NULL, nout * 2), *edq16 = dev(NULL, nqkv * 2);
     gpu->attention_forward(eo, eo16, el, dq, scratch, B, T, nh, nkv, hd, window);
     gpu->convert(eow, ZT_F32, eo16, ZT_BF16, nout);
     gpu->attention_backward(edq, ddo, dq, eow, el, scratch, B, T, nh, nkv, hd, window);
-    uint16_t *want_o16 = host(nout * 2);
+    gpu->rope_backward(edq, dc, ds, B, T, nh, nkv, hd);
+    gpu->convert(edq16, ZT_BF16, edq, ZT_F32, nqkv);
+    uint16_t *want_o16 = host(nout * 2), *want_dq16 = host(nqkv * 2);
     float *want_l = host(nlse * 4), *want_dq = host(nqkv * 4);
     down(want_o16, eo16, nout * 2), down(want_l, el, nlse * 4), down(want_dq, edq, nqkv * 4);
+    down(want_dq16, edq16, nqkv * 2);
     for (int fast = 0; fast < 2; fast++) {
         const double tol = fast && tensor_cores ? FAST_TOL : EXACT;
         const char *who = fast ? "fast" : "exact";
-        uint16_t *o16 = dev(NULL, nout * 2);
+        uint16_t *o16 = dev(NULL, nout * 2), *g16 = dev(NULL, nqkv * 2), *g16b = dev(NULL, nqkv * 2);
         float *l = dev(NULL, nlse * 4), *g = dev(NULL, nqkv * 4);
-        poison(o16, nout * 2), poison(l, nlse * 4), poison(g, nqkv * 4);
-        (fast ? zt_cu_fast_attention_forward_act16 : gpu->attention_forward_act16)(o16, l, d16, scratch, B, T, nh,
-                                                                                  nkv, hd, window);
-        snprintf(name, sizeof name, "%s attention_forward_act16 out16 vs exact (%s)", who, tag);
-        check(name, o16, want_o16, ZT_BF16, nout, fast && tensor_cores ? FAST_TOL : EXACT);
-        snprintf(name, sizeof name, "%s attention_forward_act16 lse vs exact (%s)", who, tag);
+        poison(o16, nout * 2), poison(l, nlse * 4), poison(g, nqkv * 4), poison(g16, nqkv * 2), poison(g16b, nqkv * 2);
+        (fast ? zt_cu_fast_attention_forward_act16 : gpu->attention_forward_act16)(o16, l, d16, dc, ds, scratch, B, T,
+                                                                                  nh, nkv, hd, window);
+        snprintf(name, sizeof name, "%s attention_forward_act16 (rope on load) out16 vs exact (%s)", who, tag);
+        check(name, o16, want_o16, ZT_BF16, nout, tol);
+        snprintf(name, sizeof name, "%s attention_forward_act16 (rope on load) lse vs exact (%s)", who, tag);
         check(name, l, want_l, ZT_F32, nlse, tol);
-        /* backward from the composition's lse and out16, so it is checked on its own */
-        (fast ? zt_cu_fast_attention_backward_act16 : gpu->attention_backward_act16)(g, ddo, d16, eo16, el, scratch, B,
-                                                                                    T, nh, nkv, hd, window);
-        snprintf(name, sizeof name, "%s attention_backward_act16 dqkv vs exact (%s)", who, tag);
+        /* backward from the composition's lse and out16, so it is checked on its own: both
+         * gradients, then the bf16 one alone (as the model asks without a qkv bias) */
+        (fast ? zt_cu_fast_attention_backward_act16 : gpu->attention_backward_act16)(
+            g, g16, ddo, d16, eo16, el, dc, ds, scratch, B, T, nh, nkv, hd, window);
+        (fast ? zt_cu_fast_attention_backward_act16 : gpu->attention_backward_act16)(
+            NULL, g16b, ddo, d16, eo16, el, dc, ds, scratch, B, T, nh, nkv, hd, window);
+        snprintf(name, sizeof name, "%s attention_backward_act16 (rope back) dqkv vs exact (%s)", who, tag);
         check(name, g, want_dq, ZT_F32, nqkv, tol);
+        snprintf(name, sizeof name, "%s attention_backward_act16 (rope back) dqkv16 vs exact (%s)", who, tag);
+        check(name, g16, want_dq16, ZT_BF16, nqkv, tol);
+        snprintf(name, sizeof name, "%s attention_backward_act16 dqkv16 alone vs exact (%s)", who, tag);
+        check(name, g16b, want_dq16, ZT_BF16, nqkv, tol);
     }
-    free(qkv), free(dout), free(qkv16), free(want_o16), free(want_l), free(want_dq);
+    free(qkv), free(dout), free(qkv16), free(want_o16), free(want_l), free(want_dq), free(want_dq16);
     dev_free_all();
 }
 
 static void check_fast_act16(void)
 {
-    check_act16_rope(2, 37, 4, 2, 64);
-    check_act16_rope(1, 9, 2, 2, 6); /* a head size off every tile */
+    check_act16_linear(37, 48, 70, 0);
     check_act16_swiglu();
     check_act16_attention(2, 150, 6, 2, 64, 0);
     check_act16_attention(1, 130, 4, 4, 128, 0);

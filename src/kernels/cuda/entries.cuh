@@ -57,14 +57,13 @@ void zt_cu_swiglu_forward(void *h, zt_dtype h_dt, const float *gu, int N, int F)
 void zt_cu_swiglu_backward(void *dgu, zt_dtype dgu_dt, const float *dh, const float *gu, int N, int F);
 
 /* act16.cu: the bf16 activations of fast mode (backend.h's _act16 entries) */
-void zt_cu_rope_forward_act16(uint16_t *qkv16, const float *src, const float *cos_t, const float *sin_t, int B, int T,
-                              int nh, int nkv, int hd);
-void zt_cu_rope_backward_act16(uint16_t *dqkv16, const float *dqkv, const float *cos_t, const float *sin_t, int B,
-                               int T, int nh, int nkv, int hd);
-void zt_cu_attention_forward_act16(uint16_t *out16, float *lse, const uint16_t *qkv16, void *scratch, int B, int T,
-                                   int nh, int nkv, int hd, int window);
-void zt_cu_attention_backward_act16(float *dqkv, const float *dout, const uint16_t *qkv16, const uint16_t *out16,
-                                    const float *lse, void *scratch, int B, int T, int nh, int nkv, int hd, int window);
+int zt_cu_linear_act16(uint16_t *y16, const void *x, zt_dtype x_dt, const void *w, zt_dtype w_dt, const void *b,
+                       zt_dtype b_dt, int N, int out, int in, zt_dtype compute, zt_err *err);
+void zt_cu_attention_forward_act16(uint16_t *out16, float *lse, const uint16_t *qkv16, const float *cos_t,
+                                   const float *sin_t, void *scratch, int B, int T, int nh, int nkv, int hd, int window);
+void zt_cu_attention_backward_act16(float *dqkv, uint16_t *dqkv16, const float *dout, const uint16_t *qkv16,
+                                    const uint16_t *out16, const float *lse, const float *cos_t, const float *sin_t,
+                                    void *scratch, int B, int T, int nh, int nkv, int hd, int window);
 void zt_cu_swiglu_forward_act16(uint16_t *h16, const uint16_t *gu16, int N, int F);
 void zt_cu_swiglu_backward_act16(uint16_t *dgu16, const float *dh, const uint16_t *gu16, int N, int F);
 

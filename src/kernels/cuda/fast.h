@@ -39,21 +39,21 @@ void zt_cu_fast_attention_backward(float *dqkv, const float *dout, const float *
 /* 1 when the tensor-core kernels serve this head size (the others take the exact path) */
 int zt_cu_fast_attention_supported(int hd);
 /* backend.h's attention_forward_act16 / attention_backward_act16: the same kernels over
- * bf16 qkv (and bf16 out, for D), staged as they are, the output in bf16 only; without
- * the tensor-core path, the exact table's entries (exact kernels on widened copies). */
-void zt_cu_fast_attention_forward_act16(uint16_t *out16, float *lse, const uint16_t *qkv16, void *scratch, int B,
-                                        int T, int nh, int nkv, int hd, int window);
-void zt_cu_fast_attention_backward_act16(float *dqkv, const float *dout, const uint16_t *qkv16, const uint16_t *out16,
-                                         const float *lse, void *scratch, int B, int T, int nh, int nkv, int hd,
+ * bf16 qkv as the product wrote it, q and k rotated by RoPE (cos_t, sin_t: the (T, hd/2)
+ * tables; NULL: not rotated) as their tiles are staged, and, backward, dq and dk rotated
+ * back (the transpose rotation) before they are written into dqkv (fp32) and/or dqkv16
+ * (bf16); bf16 out read for D; the output in bf16 only.  Without the tensor-core path,
+ * the exact table's entries (exact kernels on widened copies, act16.cu). */
+void zt_cu_fast_attention_forward_act16(uint16_t *out16, float *lse, const uint16_t *qkv16, const float *cos_t,
+                                        const float *sin_t, void *scratch, int B, int T, int nh, int nkv, int hd,
+                                        int window);
+void zt_cu_fast_attention_backward_act16(float *dqkv, uint16_t *dqkv16, const float *dout, const uint16_t *qkv16,
+                                         const uint16_t *out16, const float *lse, const float *cos_t,
+                                         const float *sin_t, void *scratch, int B, int T, int nh, int nkv, int hd,
                                          int window);
 
-/* ---- RoPE fused into the rounding, SwiGLU over bf16 gu (fast_act16.cu): backend.h's
- * rope_forward_act16, rope_backward_act16, swiglu_forward_act16, swiglu_backward_act16,
- * with FMA contraction and the hardware exp */
-void zt_cu_fast_rope_forward_act16(uint16_t *qkv16, const float *src, const float *cos_t, const float *sin_t, int B,
-                                   int T, int nh, int nkv, int hd);
-void zt_cu_fast_rope_backward_act16(uint16_t *dqkv16, const float *dqkv, const float *cos_t, const float *sin_t,
-                                    int B, int T, int nh, int nkv, int hd);
+/* ---- SwiGLU over bf16 gu (fast_act16.cu): backend.h's swiglu_forward_act16,
+ * swiglu_backward_act16, with FMA contraction and the hardware exp */
 void zt_cu_fast_swiglu_forward_act16(uint16_t *h16, const uint16_t *gu16, int N, int F);
 void zt_cu_fast_swiglu_backward_act16(uint16_t *dgu16, const float *dh, const uint16_t *gu16, int N, int F);
 
@@ -82,6 +82,11 @@ void zt_cu_fast_swiglu_backward(void *dgu, zt_dtype dgu_dt, const float *dh, con
  * another d_dt / compute pair is refused with ZT_EINPUT. */
 int zt_cu_fast_matmul_out(void *D, zt_dtype d_dt, const void *residual, const void *A, zt_dtype a_dt, const void *B,
                           zt_dtype b_dt, int M, int N, int K, int trans_a, int trans_b, zt_dtype compute, zt_err *err);
+/* backend.h's linear_act16: y16 (N, out) = bf16(x w^T + b) in one product, the bias (bf16)
+ * in cuBLASLt's BIAS epilogue; without a bias, zt_cu_fast_matmul_out's bf16 result; with
+ * a bias in another dtype, the exact table's composition (act16.cu) */
+int zt_cu_fast_linear_act16(uint16_t *y16, const void *x, zt_dtype x_dt, const void *w, zt_dtype w_dt, const void *b,
+                            zt_dtype b_dt, int N, int out, int in, zt_dtype compute, zt_err *err);
 
 /* ---- cross-entropy fused with the lm-head (fast_xent.cu): chunks of rows, so fp32
  * logits for the whole batch never exist.

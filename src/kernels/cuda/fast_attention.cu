@@ -37,6 +37,13 @@
  * one function (p_ds) from the same products, so they agree by construction, and every
  * sum has a fixed order: the results are the same bits on every run.
  *
+ * RoPE (fast mode's bf16 activations, the _act16 entries): qkv16 holds q and k as the
+ * qkv product wrote them, and each q and k tile is rotated as it is staged (pair i of row
+ * t by the tables' cos and sin at t: rope_freq.h's zt_rope_rotate in fp32 on the widened
+ * bf16 values, then rounded to the bf16 operand); the backward rotates dq and dk back
+ * (sin negated: the rotation's transpose) as it writes them, so dqkv is the gradient of
+ * what the product wrote and no RoPE pass runs on either side.
+ *
  * Head sizes 32, 64, 96 and 128 (the CPU's bf16-operand sizes); other sizes and fp32
  * operands (no scratch) take the exact kernels. */
 #include "attention_mask.cuh"
@@ -90,6 +97,57 @@ __device__ __forceinline__ void load_tile(uint16_t *s, const IN *base, size_t st
         const int r = idx / HD, d = idx % HD;
         s[r * LDH + d] = r0 + r < T ? as_bf16(base[(size_t)(r0 + r) * stride + d]) : (uint16_t)0;
     }
+}
+
+/* RoPE's tables (T, HD/2) for the q and k tiles; cos NULL: no rotation (the fp32 entries,
+ * or an _act16 call without tables) */
+struct fa_rope {
+    const float *cos, *sin;
+};
+
+/* load_tile with each row's pairs rotated by RoPE at its position r0 + r in the sequence */
+template <int HD, typename IN>
+__device__ __forceinline__ void load_tile_rope(uint16_t *s, const IN *base, size_t stride, int r0, int T, fa_rope rope)
+{
+    if (!rope.cos) {
+        load_tile<HD>(s, base, stride, r0, T);
+        return;
+    }
+    constexpr int LDH = fa_dims<HD>::LDH, H = HD / 2;
+    for (int idx = threadIdx.x; idx < TB * H; idx += FTHREADS) {
+        const int r = idx / H, i = idx % H, t = r0 + r;
+        uint16_t y1 = 0, y2 = 0;
+        if (t < T) {
+            const IN *x = base + (size_t)t * stride;
+            const size_t ti = (size_t)t * H + i;
+            const zt_rope_pair y = zt_rope_rotate(as_f32(x[i]), as_f32(x[i + H]), rope.cos[ti], rope.sin[ti]);
+            y1 = zt_f32_to_bf16(y.y1), y2 = zt_f32_to_bf16(y.y2);
+        }
+        s[r * LDH + i] = y1, s[r * LDH + i + H] = y2;
+    }
+}
+
+/* Column col of a gradient row g (fp32, HD wide) of the token at position t, rotated back
+ * by RoPE (the transpose: sin negated) when rope has tables. */
+template <int HD>
+__device__ __forceinline__ float rope_back(const float *g, int col, int t, fa_rope rope)
+{
+    if (!rope.cos)
+        return g[col];
+    constexpr int H = HD / 2;
+    const int i = col < H ? col : col - H;
+    const size_t ti = (size_t)t * H + i;
+    const zt_rope_pair y = zt_rope_rotate(g[i], g[i + H], rope.cos[ti], -rope.sin[ti]);
+    return col < H ? y.y1 : y.y2;
+}
+
+/* a gradient element into the fp32 and/or bf16 dqkv (each NULL: not wanted) */
+__device__ __forceinline__ void put_grad(float *d32, uint16_t *d16, size_t at, float v)
+{
+    if (d32)
+        d32[at] = v;
+    if (d16)
+        d16[at] = zt_f32_to_bf16(v);
 }
 
 /* c (16 x 64 fp32, stride LDF) = a (16 x HD) . b^T with b (64 x HD): bf16 rows, stride LDH */
@@ -192,7 +250,7 @@ static size_t fwd_smem(void)
 template <int HD, typename IN>
 __global__ void __launch_bounds__(FTHREADS) fa_forward_kernel(float *out, uint16_t *out16, float *lse,
                                                                const IN *qkv, int T, int nh, int nkv, int window,
-                                                               float scale_log2)
+                                                               float scale_log2, fa_rope rope)
 {
     extern __shared__ __align__(128) float sm[];
     constexpr int LDH = fa_dims<HD>::LDH, LDF = fa_dims<HD>::LDF, NT = fa_dims<HD>::NT, OH = HD / 2;
@@ -210,7 +268,7 @@ __global__ void __launch_bounds__(FTHREADS) fa_forward_kernel(float *out, uint16
     uint16_t *pw = ps + warp * 16 * LDP;
     const IN *seq = qkv + (size_t)b * T * W;
 
-    load_tile<HD>(qs, seq + (size_t)h * HD, W, i0, T);
+    load_tile_rope<HD>(qs, seq + (size_t)h * HD, W, i0, T, rope);
     float o[OH];
 #pragma unroll
     for (int t = 0; t < OH; t++) o[t] = 0.0f;
@@ -218,7 +276,7 @@ __global__ void __launch_bounds__(FTHREADS) fa_forward_kernel(float *out, uint16
     for (int kb = zt_attn_first_key_block(i0, window, TB); kb <= qb; kb++) {
         const int j0 = kb * TB;
         __syncthreads(); /* the last tiles are read (and, the first time, the q tile is written) */
-        load_tile<HD>(ks, seq + (size_t)(nh + kh) * HD, W, j0, T);
+        load_tile_rope<HD>(ks, seq + (size_t)(nh + kh) * HD, W, j0, T, rope);
         load_tile<HD>(vs, seq + (size_t)(nh + nkv + kh) * HD, W, j0, T);
         __syncthreads();
         mm_abt<HD>(sw, qs + warp * 16 * LDH, ks);
@@ -284,9 +342,10 @@ static size_t bwd_smem(void)
 }
 
 template <int HD, typename IN>
-__global__ void __launch_bounds__(FTHREADS) fa_dkv_kernel(float *dqkv, const float *dout, const IN *qkv,
-                                                           const IN *out, const float *lse, int T, int nh,
-                                                           int nkv, int window, float scale, float scale_log2)
+__global__ void __launch_bounds__(FTHREADS) fa_dkv_kernel(float *dqkv, uint16_t *dqkv16, const float *dout,
+                                                           const IN *qkv, const IN *out, const float *lse, int T,
+                                                           int nh, int nkv, int window, float scale,
+                                                           float scale_log2, fa_rope rope)
 {
     extern __shared__ __align__(128) float sm[];
     constexpr int LDH = fa_dims<HD>::LDH, LDF = fa_dims<HD>::LDF, NT = fa_dims<HD>::NT;
@@ -305,7 +364,7 @@ __global__ void __launch_bounds__(FTHREADS) fa_dkv_kernel(float *dqkv, const flo
     uint16_t *pw = pT + warp * 16 * LDP, *dsw = dsT + warp * 16 * LDP;
     const IN *seq = qkv + (size_t)b * T * W;
 
-    load_tile<HD>(ks, seq + (size_t)(nh + kh) * HD, W, j0, T);
+    load_tile_rope<HD>(ks, seq + (size_t)(nh + kh) * HD, W, j0, T, rope);
     load_tile<HD>(vs, seq + (size_t)(nh + nkv + kh) * HD, W, j0, T);
     frag_c dk[NT], dv[NT];
     zero_acc<HD>(dk);
@@ -315,7 +374,7 @@ __global__ void __launch_bounds__(FTHREADS) fa_dkv_kernel(float *dqkv, const flo
         for (int qb = kb; qb <= qb_last; qb++) {
             const int i0 = qb * TB;
             __syncthreads(); /* the last query tile is read */
-            load_tile<HD>(qs, seq + (size_t)h * HD, W, i0, T);
+            load_tile_rope<HD>(qs, seq + (size_t)h * HD, W, i0, T, rope);
             load_tile<HD>(dos, dout + (size_t)b * T * OW + (size_t)h * HD, OW, i0, T);
             load_stats<HD>(Ls, Ds, dout, out, lse, b, h, i0, T, nh);
             __syncthreads();
@@ -338,13 +397,13 @@ __global__ void __launch_bounds__(FTHREADS) fa_dkv_kernel(float *dqkv, const flo
     store_acc<HD>(sw, dv);
     store_acc<HD>(dpw, dk);
     __syncwarp();
-    if (j < T) {
-        float *row = dqkv + ((size_t)b * T + j) * W;
+    if (j < T) { /* dk rotated back by RoPE at position j, dv as it is */
+        const size_t row = ((size_t)b * T + j) * W;
 #pragma unroll 4
         for (int c = 0; c < HD / 2; c++) {
             const int col = 2 * c + half;
-            row[(size_t)(nh + kh) * HD + col] = dpw[r * LDF + col];
-            row[(size_t)(nh + nkv + kh) * HD + col] = sw[r * LDF + col];
+            put_grad(dqkv, dqkv16, row + (size_t)(nh + kh) * HD + col, rope_back<HD>(dpw + r * LDF, col, j, rope));
+            put_grad(dqkv, dqkv16, row + (size_t)(nh + nkv + kh) * HD + col, sw[r * LDF + col]);
         }
     }
 }
@@ -352,9 +411,10 @@ __global__ void __launch_bounds__(FTHREADS) fa_dkv_kernel(float *dqkv, const flo
 /* ---- backward: dq --------------------------------------------------------------------- */
 
 template <int HD, typename IN>
-__global__ void __launch_bounds__(FTHREADS) fa_dq_kernel(float *dqkv, const float *dout, const IN *qkv,
-                                                          const IN *out, const float *lse, int T, int nh, int nkv,
-                                                          int window, float scale, float scale_log2)
+__global__ void __launch_bounds__(FTHREADS) fa_dq_kernel(float *dqkv, uint16_t *dqkv16, const float *dout,
+                                                          const IN *qkv, const IN *out, const float *lse, int T,
+                                                          int nh, int nkv, int window, float scale, float scale_log2,
+                                                          fa_rope rope)
 {
     extern __shared__ __align__(128) float sm[];
     constexpr int LDH = fa_dims<HD>::LDH, LDF = fa_dims<HD>::LDF, NT = fa_dims<HD>::NT;
@@ -372,7 +432,7 @@ __global__ void __launch_bounds__(FTHREADS) fa_dq_kernel(float *dqkv, const floa
     uint16_t *dsw = dsS + warp * 16 * LDP;
     const IN *seq = qkv + (size_t)b * T * W;
 
-    load_tile<HD>(qs, seq + (size_t)h * HD, W, i0, T);
+    load_tile_rope<HD>(qs, seq + (size_t)h * HD, W, i0, T, rope);
     load_tile<HD>(dos, dout + (size_t)b * T * OW + (size_t)h * HD, OW, i0, T);
     load_stats<HD>(Ls, Ds, dout, out, lse, b, h, i0, T, nh);
     frag_c dq[NT];
@@ -380,7 +440,7 @@ __global__ void __launch_bounds__(FTHREADS) fa_dq_kernel(float *dqkv, const floa
     for (int kb = zt_attn_first_key_block(i0, window, TB); kb <= qb; kb++) {
         const int j0 = kb * TB;
         __syncthreads();
-        load_tile<HD>(ks, seq + (size_t)(nh + kh) * HD, W, j0, T);
+        load_tile_rope<HD>(ks, seq + (size_t)(nh + kh) * HD, W, j0, T, rope);
         load_tile<HD>(vs, seq + (size_t)(nh + nkv + kh) * HD, W, j0, T);
         __syncthreads();
         mm_abt<HD>(sw, qs + warp * 16 * LDH, ks);   /* S = Q K^T */
@@ -399,10 +459,11 @@ __global__ void __launch_bounds__(FTHREADS) fa_dq_kernel(float *dqkv, const floa
     }
     store_acc<HD>(sw, dq);
     __syncwarp();
-    if (i < T) {
-        float *row = dqkv + ((size_t)b * T + i) * W + (size_t)h * HD;
+    if (i < T) { /* dq rotated back by RoPE at position i */
+        const size_t row = ((size_t)b * T + i) * W + (size_t)h * HD;
 #pragma unroll 4
-        for (int c = 0; c < HD / 2; c++) row[2 * c + half] = sw[r * LDF + 2 * c + half];
+        for (int c = 0; c < HD / 2; c++)
+            put_grad(dqkv, dqkv16, row + 2 * c + half, rope_back<HD>(sw + r * LDF, 2 * c + half, i, rope));
     }
 }
 
@@ -421,31 +482,31 @@ static void allow_smem(K kernel, size_t smem)
 
 template <int HD, typename IN>
 static void forward_hd(float *out, uint16_t *out16, float *lse, const IN *qkv, int B, int T, int nh, int nkv,
-                       int window)
+                       int window, fa_rope rope)
 {
     const size_t smem = fwd_smem<HD>();
     const float scale_log2 = (float)(LOG2E / sqrt((double)HD));
     allow_smem(fa_forward_kernel<HD, IN>, smem);
     const dim3 grid((unsigned)((T + TB - 1) / TB), (unsigned)nh, (unsigned)B);
     fa_forward_kernel<HD, IN><<<grid, FTHREADS, smem, zt_cu.stream>>>(out, out16, lse, qkv, T, nh, nkv, window,
-                                                                  scale_log2);
+                                                                  scale_log2, rope);
     ZT_CU_LAUNCHED();
 }
 
 template <int HD, typename IN>
-static void backward_hd(float *dqkv, const float *dout, const IN *qkv, const IN *out, const float *lse, int B,
-                        int T, int nh, int nkv, int window)
+static void backward_hd(float *dqkv, uint16_t *dqkv16, const float *dout, const IN *qkv, const IN *out,
+                        const float *lse, int B, int T, int nh, int nkv, int window, fa_rope rope)
 {
     const size_t smem = bwd_smem<HD>();
     const float scale = (float)(1.0 / sqrt((double)HD)), scale_log2 = (float)(LOG2E / sqrt((double)HD));
     const unsigned nblk = (unsigned)((T + TB - 1) / TB);
     allow_smem(fa_dkv_kernel<HD, IN>, smem);
     fa_dkv_kernel<HD, IN><<<dim3(nblk, (unsigned)nkv, (unsigned)B), FTHREADS, smem, zt_cu.stream>>>(
-        dqkv, dout, qkv, out, lse, T, nh, nkv, window, scale, scale_log2);
+        dqkv, dqkv16, dout, qkv, out, lse, T, nh, nkv, window, scale, scale_log2, rope);
     ZT_CU_LAUNCHED();
     allow_smem(fa_dq_kernel<HD, IN>, smem);
     fa_dq_kernel<HD, IN><<<dim3(nblk, (unsigned)nh, (unsigned)B), FTHREADS, smem, zt_cu.stream>>>(
-        dqkv, dout, qkv, out, lse, T, nh, nkv, window, scale, scale_log2);
+        dqkv, dqkv16, dout, qkv, out, lse, T, nh, nkv, window, scale, scale_log2, rope);
     ZT_CU_LAUNCHED();
 }
 
@@ -490,7 +551,7 @@ void zt_cu_fast_attention_forward(float *out, uint16_t *out_bf16, float *lse, co
     }
     if (B == 0 || T == 0)
         return;
-    FA_DISPATCH(forward_hd, float, out, out_bf16, lse, qkv, B, T, nh, nkv, window);
+    FA_DISPATCH(forward_hd, float, out, out_bf16, lse, qkv, B, T, nh, nkv, window, fa_rope{NULL, NULL});
 }
 
 void zt_cu_fast_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
@@ -502,34 +563,41 @@ void zt_cu_fast_attention_backward(float *dqkv, const float *dout, const float *
     }
     if (B == 0 || T == 0)
         return;
-    FA_DISPATCH(backward_hd, float, dqkv, dout, qkv, out, lse, B, T, nh, nkv, window);
+    FA_DISPATCH(backward_hd, float, dqkv, (uint16_t *)NULL, dout, qkv, out, lse, B, T, nh, nkv, window,
+                fa_rope{NULL, NULL});
 }
 
 /* bf16 activations (backend.h's _act16 entries): the same kernels staging bf16 qkv (and,
- * backward, reading bf16 out for D) as they are, writing the output in bf16 only; the
+ * backward, reading bf16 out for D) as they are, q and k rotated by RoPE as they are
+ * staged and dq, dk rotated back as they are written; the output in bf16 only; the
  * shapes the tensor-core kernels do not serve take the exact table's entries (the exact
  * kernels on widened copies, act16.cu). */
-void zt_cu_fast_attention_forward_act16(uint16_t *out16, float *lse, const uint16_t *qkv16, void *scratch, int B,
-                                        int T, int nh, int nkv, int hd, int window)
+void zt_cu_fast_attention_forward_act16(uint16_t *out16, float *lse, const uint16_t *qkv16, const float *cos_t,
+                                        const float *sin_t, void *scratch, int B, int T, int nh, int nkv, int hd,
+                                        int window)
 {
     if (!fast_path(scratch, B, T, nh, nkv, hd, window)) {
-        zt_cu_attention_forward_act16(out16, lse, qkv16, scratch, B, T, nh, nkv, hd, window);
+        zt_cu_attention_forward_act16(out16, lse, qkv16, cos_t, sin_t, scratch, B, T, nh, nkv, hd, window);
         return;
     }
     if (B == 0 || T == 0)
         return;
-    FA_DISPATCH(forward_hd, uint16_t, (float *)NULL, out16, lse, qkv16, B, T, nh, nkv, window);
+    const fa_rope rope = {cos_t, cos_t ? sin_t : NULL};
+    FA_DISPATCH(forward_hd, uint16_t, (float *)NULL, out16, lse, qkv16, B, T, nh, nkv, window, rope);
 }
 
-void zt_cu_fast_attention_backward_act16(float *dqkv, const float *dout, const uint16_t *qkv16, const uint16_t *out16,
-                                         const float *lse, void *scratch, int B, int T, int nh, int nkv, int hd,
+void zt_cu_fast_attention_backward_act16(float *dqkv, uint16_t *dqkv16, const float *dout, const uint16_t *qkv16,
+                                         const uint16_t *out16, const float *lse, const float *cos_t,
+                                         const float *sin_t, void *scratch, int B, int T, int nh, int nkv, int hd,
                                          int window)
 {
     if (!fast_path(scratch, B, T, nh, nkv, hd, window)) {
-        zt_cu_attention_backward_act16(dqkv, dout, qkv16, out16, lse, scratch, B, T, nh, nkv, hd, window);
+        zt_cu_attention_backward_act16(dqkv, dqkv16, dout, qkv16, out16, lse, cos_t, sin_t, scratch, B, T, nh, nkv,
+                                       hd, window);
         return;
     }
     if (B == 0 || T == 0)
         return;
-    FA_DISPATCH(backward_hd, uint16_t, dqkv, dout, qkv16, out16, lse, B, T, nh, nkv, window);
+    const fa_rope rope = {cos_t, cos_t ? sin_t : NULL};
+    FA_DISPATCH(backward_hd, uint16_t, dqkv, dqkv16, dout, qkv16, out16, lse, B, T, nh, nkv, window, rope);
 }

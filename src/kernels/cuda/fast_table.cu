@@ -18,8 +18,7 @@ void zt_cu_fast_overlay(zt_backend *t)
     t->matmul_out = zt_cu_fast_matmul_out;
     t->lmhead_xent = zt_cu_fast_lmhead_xent;
     /* the bf16 activations (act16.cuh, fast_attention.cu) */
-    t->rope_forward_act16 = zt_cu_fast_rope_forward_act16;
-    t->rope_backward_act16 = zt_cu_fast_rope_backward_act16;
+    t->linear_act16 = zt_cu_fast_linear_act16;
     t->attention_forward_act16 = zt_cu_fast_attention_forward_act16;
     t->attention_backward_act16 = zt_cu_fast_attention_backward_act16;
     t->swiglu_forward_act16 = zt_cu_fast_swiglu_forward_act16;

@@ -61,6 +61,8 @@ typedef struct mm_key {
     zt_dtype opd;
     unsigned align_a, align_b, align_c;
     zt_dtype out; /* C and D: fp32 (the table's matmul), or bf16 (fast.h's zt_cu_fast_matmul_out) */
+    int bias;          /* 1: cuBLASLt's BIAS epilogue, a vector of N in bias_dt (zt_cu_fast_linear_act16) */
+    zt_dtype bias_dt;
 } mm_key;
 
 typedef struct mm_plan {
@@ -127,6 +129,12 @@ static int plan_build(cublasLtHandle_t lt, const mm_key *k, mm_plan *p, zt_err *
         STEP(k->trans_a ? cublasLtMatrixLayoutCreate(&p->second, t, (uint64_t)k->M, (uint64_t)k->K, k->M)
                         : cublasLtMatrixLayoutCreate(&p->second, t, (uint64_t)k->K, (uint64_t)k->M, k->K));
         STEP(cublasLtMatrixLayoutCreate(&p->out, lt_type(k->out), (uint64_t)k->N, (uint64_t)k->M, k->N));
+        if (k->bias) { /* D^T (N x M) + the bias down its rows: D (M, N) + b (N) per row */
+            const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+            const cudaDataType_t bt = lt_type(k->bias_dt);
+            STEP(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+            STEP(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt));
+        }
         STEP(cublasLtMatmulPreferenceCreate(&pref));
         STEP(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
         /* first operand is B's memory, second A's (cuBLASLt's "A" and "B") */
@@ -210,11 +218,16 @@ static const void *operand(int i, const void *x, zt_dtype x_dt, zt_dtype opd, si
     return g.conv[i];
 }
 
-/* D = op(A) op(B) + beta C, with C and D of the plan's output layout (C may be D) */
+/* D = op(A) op(B) + beta C [+ bias], with C and D of the plan's output layout (C may be
+ * D); the bias pointer is set on the plan's descriptor at each call (read as the call is
+ * queued; a captured call keeps it) */
 static int run_plan(cublasLtHandle_t lt, const mm_plan *p, void *D, const void *C, const void *a, const void *b,
-                    float beta, void *workspace, cudaStream_t stream, zt_err *err)
+                    float beta, const void *bias, void *workspace, cudaStream_t stream, zt_err *err)
 {
     const float alpha = 1.0f;
+    if (p->key.bias)
+        LT_TRY(err, cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
+               &p->key);
     LT_TRY(err,
            cublasLtMatmul(lt, p->op, &alpha, b, p->first, a, p->second, &beta, C, p->out, D, p->out, &p->algo,
                           workspace, ZT_CU_MM_WORKSPACE, stream),
@@ -225,7 +238,8 @@ static int run_plan(cublasLtHandle_t lt, const mm_plan *p, void *D, const void *
 /* D (M, N) in out = op(A) op(B) + beta C, C in out too (C == D: in place); the argument
  * rules are checked by the callers */
 static int product(void *D, zt_dtype out, const void *C, const void *A, zt_dtype a_dt, const void *B, zt_dtype b_dt,
-                   int M, int N, int K, int trans_a, int trans_b, float beta, zt_dtype compute, zt_err *err)
+                   int M, int N, int K, int trans_a, int trans_b, float beta, const void *bias, zt_dtype bias_dt,
+                   zt_dtype compute, zt_err *err)
 {
     int rc = ZT_OK;
     const void *a = operand(0, A, a_dt, compute, (size_t)M * K, err, &rc);
@@ -239,10 +253,11 @@ static int product(void *D, zt_dtype out, const void *C, const void *A, zt_dtype
     const unsigned ad = align_of(D), ac = align_of(C);
     k.align_a = align_of(a), k.align_b = align_of(b), k.align_c = ad < ac ? ad : ac;
     k.out = out;
+    k.bias = bias != NULL, k.bias_dt = bias ? bias_dt : ZT_F32;
     const mm_plan *p = plan_get(&k, err);
     if (!p)
         return err ? err->code : ZT_EFAIL;
-    return run_plan(g.lt, p, D, C, a, b, beta, g.workspace, zt_cu.stream, err);
+    return run_plan(g.lt, p, D, C, a, b, beta, bias, g.workspace, zt_cu.stream, err);
 }
 
 int zt_cu_fast_matmul_out(void *D, zt_dtype d_dt, const void *residual, const void *A, zt_dtype a_dt, const void *B,
@@ -264,7 +279,26 @@ int zt_cu_fast_matmul_out(void *D, zt_dtype d_dt, const void *residual, const vo
             ZT_CU_TRY(err, cudaMemcpyAsync(D, residual, bytes, cudaMemcpyDeviceToDevice, zt_cu.stream));
         return ZT_OK;
     }
-    return product(D, d_dt, residual ? residual : D, A, a_dt, B, b_dt, M, N, K, trans_a, trans_b, beta, compute, err);
+    return product(D, d_dt, residual ? residual : D, A, a_dt, B, b_dt, M, N, K, trans_a, trans_b, beta, NULL, ZT_F32,
+                   compute, err);
+}
+
+/* y16 = bf16(x w^T + b) in one product: cuBLASLt's BIAS epilogue adds b (in the result's
+ * dtype, bf16, its default bias type) to the fp32 sum before the one rounding; without
+ * a bias, the product with a bf16 result (zt_cu_fast_matmul_out); with a bias in another
+ * dtype, or fp32 compute (refused there), the exact table's composition (act16.cu). */
+int zt_cu_fast_linear_act16(uint16_t *y16, const void *x, zt_dtype x_dt, const void *w, zt_dtype w_dt, const void *b,
+                            zt_dtype b_dt, int N, int out, int in, zt_dtype compute, zt_err *err)
+{
+    if (!b && compute == ZT_BF16)
+        return zt_cu_fast_matmul_out(y16, ZT_BF16, NULL, x, x_dt, w, w_dt, N, out, in, 0, 1, compute, err);
+    if (!b || b_dt != ZT_BF16 || compute != ZT_BF16)
+        return zt_cu_linear_act16(y16, x, x_dt, w, w_dt, b, b_dt, N, out, in, compute, err);
+    zt_mm_work work;
+    const int bad = zt_matmul_check_args((const float *)y16, x, x_dt, w, w_dt, N, out, in, 0.0f, compute, &work, err);
+    if (bad || work != ZT_MM_PRODUCT)
+        return bad ? bad : zt_cu_linear_act16(y16, x, x_dt, w, w_dt, b, b_dt, N, out, in, compute, err);
+    return product(y16, ZT_BF16, y16, x, x_dt, w, w_dt, N, out, in, 0, 1, 0.0f, b, b_dt, compute, err);
 }
 
 int zt_cu_matmul(float *C, const void *A, zt_dtype a_dt, const void *B, zt_dtype b_dt, int M, int N, int K,
@@ -282,7 +316,7 @@ int zt_cu_matmul(float *C, const void *A, zt_dtype a_dt, const void *B, zt_dtype
             ZT_CU_TRY(err, cudaMemsetAsync(C, 0, (size_t)M * N * sizeof *C, zt_cu.stream));
         return ZT_OK;
     }
-    return product(C, ZT_F32, C, A, a_dt, B, b_dt, M, N, K, trans_a, trans_b, beta, compute, err);
+    return product(C, ZT_F32, C, A, a_dt, B, b_dt, M, N, K, trans_a, trans_b, beta, NULL, ZT_F32, compute, err);
 }
 
 int zt_cu_matmul_init(zt_err *err)
@@ -390,11 +424,11 @@ int zt_cu_matmul_peak(int dev, zt_dtype compute, double *tflops, zt_err *err)
         if ((rc = plan_build(lt, &k, &p, err)))
             break;
         for (int i = 0; i < 2 && !rc; i++)
-            rc = run_plan(lt, &p, c, c, a, b, 0.0f, ws, st, err);
+            rc = run_plan(lt, &p, c, c, a, b, 0.0f, NULL, ws, st, err);
         if (rc) break;
         /* one timed product sizes the run */
         cudaEventRecord(e0, st);
-        rc = run_plan(lt, &p, c, c, a, b, 0.0f, ws, st, err);
+        rc = run_plan(lt, &p, c, c, a, b, 0.0f, NULL, ws, st, err);
         cudaEventRecord(e1, st);
         if (rc || cudaEventSynchronize(e1) != cudaSuccess) {
             if (!rc) rc = zt_fail(err, ZT_EFAIL, "device %d: %s", dev, cudaGetErrorString(cudaGetLastError()));
@@ -406,7 +440,7 @@ int zt_cu_matmul_peak(int dev, zt_dtype compute, double *tflops, zt_err *err)
         reps = reps < 5 ? 5 : reps > 200 ? 200 : reps;
         cudaEventRecord(e0, st);
         for (int i = 0; i < reps && !rc; i++)
-            rc = run_plan(lt, &p, c, c, a, b, 0.0f, ws, st, err);
+            rc = run_plan(lt, &p, c, c, a, b, 0.0f, NULL, ws, st, err);
         cudaEventRecord(e1, st);
         if (rc) break;
         if (cudaEventSynchronize(e1) != cudaSuccess) {

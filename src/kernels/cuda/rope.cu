@@ -9,7 +9,7 @@
  * Forward rotates pair i of each q and k head vector by a = pos * f_i:
  *   y1 = x1 cos a - x2 sin a,   y2 = x2 cos a + x1 sin a;
  * backward rotates by -a (the transpose of the rotation).  One thread per pair,
- * rope.c's expressions, so the results are the CPU's bits. */
+ * rope_freq.h's zt_rope_rotate (rope.c's too), so the results are the CPU's bits. */
 #include "entries.cuh"
 
 __global__ void rope_tables_kernel(float *cos_t, float *sin_t, int T, int hd, zt_rope_freqs f)
@@ -48,10 +48,10 @@ __global__ void rope_kernel(float *qkv, const float *cos_t, const float *sin_t, 
         const int t = (int)(row % T);
         float *x1 = qkv + row * W + (size_t)h * hd;
         float *x2 = x1 + half;
-        const float c = cos_t[(size_t)t * half + i], si = sign * sin_t[(size_t)t * half + i];
-        const float a = x1[i], b = x2[i];
-        x1[i] = a * c - b * si;
-        x2[i] = b * c + a * si;
+        const zt_rope_pair y =
+            zt_rope_rotate(x1[i], x2[i], cos_t[(size_t)t * half + i], sign * sin_t[(size_t)t * half + i]);
+        x1[i] = y.y1;
+        x2[i] = y.y2;
     }
 }
 
