@@ -58,13 +58,15 @@ int zt_lmhead_xent_check_args(const int *targets, int N, int C, int V, int chunk
     return ZT_OK;
 }
 
-int zt_lmhead_xent(double *loss_sum, float *dx, float *dw, const void *x, zt_dtype x_dt, const void *w, zt_dtype w_dt,
-                   const int *targets, int N, int C, int V, float grad_scale, zt_dtype compute, int chunk_rows,
-                   zt_err *err)
+int zt_lmhead_xent(double *loss_sum, float *dx, float *dw, const void *x, zt_dtype x_dt, const void *w,
+                   zt_dtype w_dt, const int *targets, int N, int C, int V, float grad_scale,
+                   const zt_step_scalars *scale_src, zt_dtype compute, int chunk_rows, zt_err *err)
 {
     int rc = zt_lmhead_xent_check_args(targets, N, C, V, chunk_rows, err);
     if (rc || N == 0)
         return rc;
+    if (scale_src)
+        grad_scale = zt_step_grad_scale(scale_src);
     const int R = chunk_rows < N ? chunk_rows : N;
     const int grad = dx != NULL || dw != NULL;
     /* the model's rule: bf16 gradients for bf16 compute (its operand dtype) */

@@ -14,6 +14,7 @@
 
 #include "../core/dtype.h"
 #include "../core/status.h"
+#include "step_scalars.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -36,13 +37,15 @@ int zt_matmul_out(void *D, zt_dtype d_dt, const void *residual, const void *A, z
  * the (N, V) logits never exist: per chunk, logits = x w^T (zt_matmul in compute),
  * zt_xent_forward_backward (dlogits in bf16 for bf16 compute, in place otherwise),
  * dx = dlogits w (overwritten; NULL: not wanted), dw += dlogits^T x (NULL: not
- * wanted); *loss_sum += the N rows' losses (NULL: not wanted).  x (N, C) in x_dt, w
+ * wanted); *loss_sum += the N rows' losses (NULL: not wanted); the gradient scale is
+ * grad_scale, or with scale_src zt_step_grad_scale(scale_src) (backend.h, xent_into;
+ * host memory here).  x (N, C) in x_dt, w
  * (V, C) in w_dt, targets on the host in [0, V) or ZT_IGNORE_INDEX.  The chunk's
  * logits are allocated per call (chunk_rows V (4 + 2) bytes, ZT_MEM_ACTIV).  A target
  * outside the vocabulary or a bad shape: ZT_EINPUT, before anything is written. */
-int zt_lmhead_xent(double *loss_sum, float *dx, float *dw, const void *x, zt_dtype x_dt, const void *w, zt_dtype w_dt,
-                   const int *targets, int N, int C, int V, float grad_scale, zt_dtype compute, int chunk_rows,
-                   zt_err *err);
+int zt_lmhead_xent(double *loss_sum, float *dx, float *dw, const void *x, zt_dtype x_dt, const void *w,
+                   zt_dtype w_dt, const int *targets, int N, int C, int V, float grad_scale,
+                   const zt_step_scalars *scale_src, zt_dtype compute, int chunk_rows, zt_err *err);
 
 /* The argument rules of every table's lmhead_xent (the CUDA tables' too): the shape
  * and each target, as a value. */

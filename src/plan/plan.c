@@ -261,8 +261,9 @@ static int resolve_overlap(const zt_plan_request *r, zt_plan *p, zt_err *err)
  * must be the asynchronous step (fast kernels; the exact one waits for every number)
  * on one rank (the collectives of several go through MPI on the host, or through
  * the host's verdict: neither can be captured), with nothing the host changes
- * between steps in an argument: fp16's loss scale is one, and offload's AdamW runs
- * on the host.  auto: on where it can be, else off with the reason; on where it
+ * between steps in an argument: offload's AdamW runs on the host.  (fp16's loss
+ * scale is no such argument: the device keeps it and the backward reads it there,
+ * step_scalars.h.)  auto: on where it can be, else off with the reason; on where it
  * cannot be is refused. */
 static const char *graphs_blocked(const zt_plan *p)
 {
@@ -270,8 +271,6 @@ static const char *graphs_blocked(const zt_plan *p)
         return "exact kernels";
     if (p->world > 1)
         return "several ranks";
-    if (p->ls.on)
-        return "fp16 loss scale";
     if (p->overlap.offload_optimizer || p->overlap.offload_params)
         return "offload";
     return NULL;
@@ -284,8 +283,10 @@ static int resolve_graphs(const char *asked, zt_plan *p, zt_err *err)
         return zt_fail(err, ZT_EINPUT, "--cuda_graphs '%s': expected auto, on or off", g);
     const char *why = graphs_blocked(p);
     if (!strcmp(g, "on") && why)
-        return zt_fail(err, ZT_EINPUT, "--cuda_graphs on: the step cannot be captured here (%s); it needs "
-                       "--kernels fast on one rank, without fp16's loss scale or offload", why);
+        return zt_fail(err, ZT_EINPUT,
+                       "--cuda_graphs on: the step cannot be captured here (%s); it needs "
+                       "--kernels fast on one rank, without offload",
+                       why);
     if (!strcmp(g, "off"))
         snprintf(p->graphs, sizeof p->graphs, "off");
     else if (why)

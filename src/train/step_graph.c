@@ -20,6 +20,8 @@ int zt_step_graph_init(zt_step_graph *g, const zt_backend *be, int on, int micro
     g->inputs = zt_alloc(ZT_MEM_OTHER, table_bytes(micro));
     g->targets = zt_alloc(ZT_MEM_OTHER, table_bytes(micro));
     int ok = g->inputs && g->targets;
+    for (int s = 0; ok && s < 2; s++)
+        ok = (g->count[s] = be->host_alloc(ZT_MEM_OTHER, sizeof(double))) != NULL;
     for (int i = 0; ok && i < 2 * micro; i++) {
         g->inputs[i] = be->host_alloc(ZT_MEM_OTHER, io_bytes);
         g->targets[i] = be->host_alloc(ZT_MEM_OTHER, io_bytes);
@@ -47,6 +49,9 @@ void zt_step_graph_free(zt_step_graph *g)
         if (g->targets)
             g->be->host_free(ZT_MEM_OTHER, g->targets[i], g->io_bytes);
     }
+    for (int s = 0; s < 2; s++)
+        if (g->count[s])
+            g->be->host_free(ZT_MEM_OTHER, g->count[s], sizeof(double));
     zt_free(ZT_MEM_OTHER, g->inputs, table_bytes(g->micro));
     zt_free(ZT_MEM_OTHER, g->targets, table_bytes(g->micro));
     memset(g, 0, sizeof *g);

@@ -9,6 +9,9 @@
  *   - the token ids: two sets of page-locked buffers, one pair per micro-batch each
  *     (host_alloc); step k's passes read set k % 2, refilled before their launch; a
  *     captured upload reads them anew;
+ *   - the step's count of targets (its gradient scale's, with fp16's loss scale the
+ *     device keeps): one page-locked double per set beside the ids, uploaded into
+ *     the device's step scalars by the captured passes (zt_engine_step_count);
  *   - the learning rate and AdamW's t: the step's inputs in the device's scalars,
  *     uploaded before the update's launch (zt_engine_step_inputs);
  *   - the loss, the norm, the verdict: made on the device, copied aside inside the
@@ -46,6 +49,7 @@ typedef struct zt_step_graph {
     int **inputs, **targets; /* [2 * micro]: set s's micro-batch i at s * micro + i; page-locked
                               * (host_alloc), io_bytes each */
     size_t io_bytes;
+    double *count[2];    /* set s's count of targets (host_alloc), refilled before its launch */
     zt_graph *passes[2]; /* the captured passes reading token set 0 and 1, NULL before */
     zt_graph *update;    /* the captured update, NULL before */
     long steps;          /* updates taken through the graph's path so far */

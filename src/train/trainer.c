@@ -117,8 +117,11 @@ static int run_open(run_state *r, const char *model_dir, const char *data_path, 
     if ((rc = zt_model_init(&r->model, &r->cfg, &r->lay, &owner, B, T, checkpointing, err)))
         return rc;
     r->have_model = 1;
-    if (!frozen) /* fast mode: the training loss stays on the device until the step reads it back */
+    if (!frozen) { /* fast mode: the training loss stays on the device until the step reads it back, */
         r->model.loss_sink = zt_engine_loss_sink(r->eng);
+        r->model.grad_scale_src = zt_engine_grad_scale_src(
+            r->eng); /* and its gradient scale is formed there */
+    }
     if ((rc = zt_batcher_init(&r->batcher, &r->tokens, T, shuffle, seed, data_path, err)))
         return rc;
     r->have_batcher = 1;
@@ -305,7 +308,6 @@ typedef struct trainer {
     int log_fd, have_log;       /* rank 0's JSONL (zt_open_output), written a whole record at a time */
     int rank0, talk, W;         /* talk: rank 0 and not quiet */
     double tokens_per_step;     /* B * A * W * T */
-    float grad_scale;           /* 1 / tokens_per_step: the gradient of the global mean loss */
     double flops_per_token;
     zt_peak peak;               /* what MFU divides by (peak.h), raised when a step beats it */
     zt_loss_scaler scaler;
@@ -434,24 +436,23 @@ static int resolve_steps(trainer *t, zt_err *err)
 }
 
 /* The captured step (step_graph.h) where the plan says on and nothing of the run's
- * own stops it: --profile times each entry as it is called, a loss mask scales each
- * step's gradient by its own count (an argument of the captured cross-entropy), and
- * a test's hooks run host code between the launches.  --cuda_graphs on refuses
- * them; auto says why it is off. */
+ * own stops it: --profile times each entry as it is called, and a test's hooks run
+ * host code between the launches.  (A loss mask does not: each step's count of
+ * targets is uploaded inside its captured passes, train_step.)  --cuda_graphs on
+ * refuses them; auto says why it is off. */
 static int open_graph(trainer *t, zt_err *err)
 {
     const zt_plan *pl = &t->a->plan;
-    const char *why = zt_prof_enabled() ? "--profile"
-                      : t->r.tokens.loss_mask ? "a loss mask"
-                      : t->hooks->before_forward || t->hooks->before_update ? "test hooks"
-                      : NULL;
+    const char *why = zt_prof_enabled()                       ? "--profile"
+        : t->hooks->before_forward || t->hooks->before_update ? "test hooks"
+                                                              : NULL;
     int on = !strcmp(pl->graphs, "on") && !why;
     if (!strcmp(pl->graphs, "on") && why) {
         if (pl->graphs_forced)
-            return zt_fail(err, ZT_EINPUT, "--cuda_graphs on: the step cannot be captured with %s (%s); use "
-                           "--cuda_graphs auto or off", why, !strcmp(why, "a loss mask")
-                           ? "each step's gradient scale is its own count of targets"
-                           : "the host acts between the step's launches");
+            return zt_fail(err, ZT_EINPUT,
+                           "--cuda_graphs on: the step cannot be captured with %s (the host acts "
+                           "between the step's launches); use --cuda_graphs auto or off",
+                           why);
         if (t->talk)
             printf("graphs: off (%s)\n", why);
     }
@@ -523,7 +524,6 @@ static int train_setup(trainer *t, const zt_train_args *a, zt_err *err)
     memset(comm->link_bytes, 0, sizeof comm->link_bytes);
 
     t->tokens_per_step = (double)a->batch_size * a->grad_accum * t->W * a->block_size;
-    t->grad_scale = (float)(1.0 / t->tokens_per_step);
     t->flops_per_token = zt_model_flops_per_token(&t->r.cfg, a->block_size, a->checkpointing);
     zt_peak_resolve_on(&t->peak, zt_engine_backend(t->r.eng), a->plan.prec.compute, a->peak_gflops, 0, t->rank0,
                        t->talk ? stderr : NULL);
@@ -722,11 +722,6 @@ static int train_step(trainer *t, long s, step_run *run, zt_err *err)
     zt_step_graph *sg = &t->sg;
     const zt_graph_phase ph = zt_step_graph_passes_phase(sg);
     const int set = sg->on ? zt_step_graph_set(sg) : 0;
-    int rc = ph == ZT_GRAPH_CAPTURE ? zt_step_graph_begin(sg, err) : ZT_OK;
-    if (rc)
-        return step_failed(t, rc, err);
-    if (ph != ZT_GRAPH_REPLAY)
-        zt_engine_zero_grads(r->eng);
     /* fp16: backward runs on loss * scale; the step divides it back out */
     double scale = pl->ls.on ? t->scaler.scale : 1.0;
     double loss_sum = 0.0;
@@ -735,11 +730,22 @@ static int train_step(trainer *t, long s, step_run *run, zt_err *err)
      * rank counts alike from the shared sample order (no collective); a step of
      * prompts only has no loss and no gradient */
     double counted = t->tokens_per_step;
-    float grad_scale = t->grad_scale;
     if (r->tokens.loss_mask) {
         long G = (long)B * A * t->W, n = zt_batcher_count_targets(&r->batcher, s * G, G);
         counted = n > 0 ? (double)n : 1.0;
-        grad_scale = (float)(1.0 / counted);
+    }
+    int rc = ph == ZT_GRAPH_CAPTURE ? zt_step_graph_begin(sg, err) : ZT_OK;
+    if (rc)
+        return step_failed(t, rc, err);
+    /* fast mode: the count goes to the device, where the backward forms its gradient
+     * scale with the loss scale the device holds when it runs (the host's scale may
+     * be a step behind when it runs ahead); a captured step uploads it from the
+     * token set's own memory, refilled here before each launch */
+    double *count = ph != ZT_GRAPH_OFF ? sg->count[set] : &run->counted;
+    *count = counted;
+    if (ph != ZT_GRAPH_REPLAY) {
+        zt_engine_zero_grads(r->eng);
+        zt_engine_step_count(r->eng, count);
     }
     for (int micro = 0; micro < A; micro++) {
         long k0 = zt_sample_index(s, micro, comm->rank, B, A, t->W);
@@ -758,7 +764,8 @@ static int train_step(trainer *t, long s, step_run *run, zt_err *err)
         rc = t->hooks->before_forward ? t->hooks->before_forward(t->hooks->ctx, s + 1, micro, comm->rank, err)
                                       : ZT_OK;
         if (rc == ZT_OK)
-            rc = zt_model_forward_backward(&r->model, inputs, targets, (float)(grad_scale * scale), &ls, err);
+            rc = zt_model_forward_backward(&r->model, inputs, targets, zt_grad_scale(counted, scale), &ls,
+                                           err);
         if (rc)
             return step_failed(t, rc, err);
         loss_sum += ls;
@@ -1238,9 +1245,13 @@ static int stop_for_signal(trainer *t, long step, int sig, int saved, zt_err *er
  * n+1's forward and backward are queued?  Only where the engine's step does not
  * wait by itself (fast mode), and only where nothing the host decides after step n
  * needs the state after step n, or changes what step n+1 computes:
- *   - fp16's loss scale for step n+1's backward depends on step n's overflow;
  *   - an evaluation or a checkpoint after step n reads the state of step n;
  *   - the last step ends the run.
+ * fp16's loss scale for step n+1's backward depends on step n's overflow, but the
+ * device decides it (the verdict) and step n+1's backward reads it there
+ * (zt_step_grad_scale), so fp16 runs ahead too; its floor stop, read from step n,
+ * comes with step n+1's passes queued and its update not, and saves nothing, as
+ * the synchronous run's does.
  * A graphed run (--cuda_graphs) runs ahead too: its passes and its update are
  * separate graphs (the update's lr and t are uploaded after step n's readback), and
  * step n+1's passes read the other set of token buffers than step n's.
@@ -1250,8 +1261,7 @@ static int stop_for_signal(trainer *t, long step, int sig, int saved, zt_err *er
  * (answered before step n+1 begins: the checkpoint holds step n). */
 static int may_run_ahead(const trainer *t, long n)
 {
-    return zt_engine_runs_ahead(t->r.eng) && !t->a->plan.ls.on && n < t->nsteps && !eval_due(t, n) &&
-        !checkpoint_due(t, n);
+    return zt_engine_runs_ahead(t->r.eng) && n < t->nsteps && !eval_due(t, n) && !checkpoint_due(t, n);
 }
 
 /* A queued step's end: its numbers back (the wait), its record and progress line,
