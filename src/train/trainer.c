@@ -117,10 +117,10 @@ static int run_open(run_state *r, const char *model_dir, const char *data_path, 
     if ((rc = zt_model_init(&r->model, &r->cfg, &r->lay, &owner, B, T, checkpointing, err)))
         return rc;
     r->have_model = 1;
-    if (!frozen) { /* fast mode: the training loss stays on the device until the step reads it back, */
+    if (!frozen) { /* fast mode: the training loss stays on the device until the step reads it
+                    * back, and its gradient scale is formed there */
         r->model.loss_sink = zt_engine_loss_sink(r->eng);
-        r->model.grad_scale_src = zt_engine_grad_scale_src(
-            r->eng); /* and its gradient scale is formed there */
+        r->model.grad_scale_src = zt_engine_grad_scale_src(r->eng);
     }
     if ((rc = zt_batcher_init(&r->batcher, &r->tokens, T, shuffle, seed, data_path, err)))
         return rc;
@@ -443,9 +443,9 @@ static int resolve_steps(trainer *t, zt_err *err)
 static int open_graph(trainer *t, zt_err *err)
 {
     const zt_plan *pl = &t->a->plan;
-    const char *why = zt_prof_enabled()                       ? "--profile"
-        : t->hooks->before_forward || t->hooks->before_update ? "test hooks"
-                                                              : NULL;
+    const char *why = zt_prof_enabled() ? "--profile"
+                      : t->hooks->before_forward || t->hooks->before_update ? "test hooks"
+                      : NULL;
     int on = !strcmp(pl->graphs, "on") && !why;
     if (!strcmp(pl->graphs, "on") && why) {
         if (pl->graphs_forced)

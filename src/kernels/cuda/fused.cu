@@ -34,8 +34,8 @@ int zt_cu_matmul_out(void *D, zt_dtype d_dt, const void *residual, const void *A
 }
 
 int zt_cu_lmhead_xent(double *loss_sum, float *dx, float *dw, const void *x, zt_dtype x_dt, const void *w,
-                      zt_dtype w_dt, const int *targets, int N, int C, int V, float grad_scale, zt_dtype compute,
-                      int chunk_rows, zt_err *err)
+                      zt_dtype w_dt, const int *targets, int N, int C, int V, float grad_scale,
+                      const zt_step_scalars *scale_src, zt_dtype compute, int chunk_rows, zt_err *err)
 {
     int rc = zt_lmhead_xent_check_args(targets, N, C, V, chunk_rows, err);
     if (rc || N == 0)
@@ -62,8 +62,9 @@ int zt_cu_lmhead_xent(double *loss_sum, float *dx, float *dw, const void *x, zt_
         const void *xc = (const char *)x + (size_t)n0 * C * xs;
         if ((rc = zt_cu_matmul(logits, xc, x_dt, w, w_dt, r, V, C, 0, 1, 0.0f, compute, err)))
             break;
-        if (loss_sum)
-            zt_cu_xent_into(grad ? logits : NULL, d16, logits, targets + n0, r, V, grad_scale, loss_sum);
+        if (loss_sum || scale_src) /* the scale from the device's scalars: xent_into's kernel forms it */
+            zt_cu_xent_into(grad ? logits : NULL, d16, logits, targets + n0, r, V, grad_scale, scale_src,
+                            loss_sum);
         else
             (void)zt_cu_xent(grad ? logits : NULL, d16, logits, targets + n0, r, V, grad_scale);
         const void *g = bf16_grad ? (const void *)d16 : (const void *)logits;
