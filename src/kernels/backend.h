@@ -223,7 +223,7 @@ typedef struct zt_backend {
      * each step's own count of targets (a loss mask); the device holds both.  Why
      * not a float in device memory: that float would need an entry of its own to
      * form it, where the scalars already hold both numbers and the kernel forms the
-     * scale once a row, with the host's expression and bits. */
+     * scale as it runs (a double division), with the host's expression and bits. */
     void (*xent_into)(float *dlogits, uint16_t *dlogits_bf16, const float *logits, const int *targets, int N,
                       int V, float grad_scale, const zt_step_scalars *scale_src, double *loss_sum);
     /* zt_step_verdict into *sc from the units' sums of squares */

@@ -105,7 +105,8 @@ for what in fp16 sft; do
 done
 grep -q "^loss: on the completions only" "$TMP/sft_fast/out.txt" || fail "sft: no loss mask: $(cat "$TMP/sft_fast/out.txt")"
 # --cuda_graphs on takes a loss mask (it used to refuse it)
-out=$("$ZTRAIN" "${sft[@]}" --max_steps 2 --kernels fast --cuda_graphs on --output_dir "$TMP/sft_on" 2>&1) || fail "sft, --cuda_graphs on: $out"
+out=$("$ZTRAIN" "${sft[@]}" --max_steps 2 --kernels fast --cuda_graphs on --output_dir "$TMP/sft_on" 2>&1) ||
+    fail "sft, --cuda_graphs on: $out"
 printf '%s' "$out" | grep -q "kernels fast, graphs on" || fail "sft, --cuda_graphs on: $out"
 /usr/bin/python3 - "$TMP/fp16_fast/log.jsonl" <<'PY' || fail "fp16: no skips, halving and growth to run ahead over"
 import json, sys
