@@ -23,6 +23,8 @@ typedef struct emu_run {
     long save_steps;
     int stage;            /* > 0: on `world` ranks with the emulated NCCL: 1 DeepSpeed ZeRO-1, 3 FSDP FULL_SHARD */
     int world;            /* the ranks the plan is resolved for (0: one) */
+    int ls_power, ls_window, ls_hysteresis; /* fp16's loss scaler (0: the defaults) */
+    const char *loss_mask; /* a loss mask's .npy (NULL: none) */
 } emu_run;
 
 /* The plan and the trainer's arguments of run r; a failure is a failed check. */
@@ -43,6 +45,12 @@ static void emu_train_args(const emu_run *r, zt_plan *plan, zt_train_args *a)
     }
     if (r->stage > 0)
         req.comm_backend = "nccl";
+    if (r->ls_power)
+        req.ls_initial_scale_power = r->ls_power;
+    if (r->ls_window)
+        req.ls_window = r->ls_window;
+    if (r->ls_hysteresis)
+        req.ls_hysteresis = r->ls_hysteresis;
     ZT_CHECK_MSG(zt_plan_resolve(&req, r->stage > 0 && r->world > 0 ? r->world : 1, plan, &err) == ZT_OK, "%s",
                  err.msg);
     zt_settings st;
@@ -63,6 +71,7 @@ static void emu_train_args(const emu_run *r, zt_plan *plan, zt_train_args *a)
     ZT_CHECK_MSG(zt_train_args_from_settings(&st, plan, a, &err) == ZT_OK, "%s", err.msg);
     a->model_dir = "tests/fixtures/gqa_tied";
     a->data_path = "tests/fixtures/gqa_tied/tokens.npy";
+    a->loss_mask_path = r->loss_mask;
     a->quiet = 1;
     a->peak_gflops = 1.0;
 }

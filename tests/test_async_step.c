@@ -405,7 +405,8 @@ static void test_fast_matches_exact_20_steps(void)
 
 /* fp16 with an overflow planted at step 2: the device's verdict skips the step (AdamW
  * reads the flag there), and the skip, the loss scale after it and the losses are
- * exact mode's. */
+ * exact mode's.  And fp16 runs ahead: step 3's backward, queued before step 2's
+ * readback, takes the halved scale from the device (zt_step_grad_scale). */
 static void test_fast_skips_on_overflow(void)
 {
     run_out fast = {.inject_step = 2}, exact = {.inject_step = 2};
@@ -418,8 +419,15 @@ static void test_fast_skips_on_overflow(void)
         ZT_CHECK(fast.skipped[s] == exact.skipped[s]);
         ZT_CHECK_CLOSE(fast.loss[s], exact.loss[s], 1e-12, 1e-12);
         ZT_CHECK(isfinite(fast.gnorm[s]) == isfinite(exact.gnorm[s]));
-        ZT_CHECK(fast.waits_in_step[s] == (s == 1 ? 2 : 1)); /* step 2: the planting (an upload) too */
+        ZT_CHECK(!isfinite(fast.gnorm[s]) ||
+                 fast.gnorm[s] == exact.gnorm[s]); /* unscaled by the scale used */
     }
+    for (long n = 1; n < 4; n++) /* step n's record after step n+1's passes */
+        ZT_CHECK_MSG(place_of(&fast, 'L', n) > place_of(&fast, 'F', n + 1),
+                     "fp16: step %ld did not run ahead", n);
+    /* one wait a step (its readback), and the planting's (an upload) */
+    ZT_CHECK_MSG(waits_at(&fast, 'L', 4) - waits_at(&fast, 'F', 1) == 4 + 1, "fp16: %ld waits over 4 steps",
+                 waits_at(&fast, 'L', 4) - waits_at(&fast, 'F', 1));
 }
 
 /* An inf planted at step 2 and one skip allowed, under a warm-up whose learning rate
@@ -493,6 +501,7 @@ static void test_lazy_reads_at_logged_steps(void)
 {
     lazy_case("no", 1);
     lazy_case("bf16", 2);
+    lazy_case("fp16", 1); /* its backward reads the loss scale on the device: read lazily too */
 }
 
 /* Past ZT_STEPS_IN_FLIGHT steps unread the host reads them anyway: 12 steps logged

@@ -203,16 +203,18 @@ static xent_out xent_exact(const zt_backend *be, const void *x, const void *w, z
     return o;
 }
 
-/* the fused entry, its loss added to 1.5 already in the device's double */
-static xent_out xent_fused(const zt_backend *be, const void *x, const void *w, zt_dtype cd, const int *tg, float gs,
-                           const float *dw0, int rows)
+/* the fused entry, its loss added to 1.5 already in the device's double; its gradient
+ * scale gs, or from the device's step scalars src (NULL: gs) */
+static xent_out xent_fused_src(const zt_backend *be, const void *x, const void *w, zt_dtype cd, const int *tg,
+                               float gs, const zt_step_scalars *src, const float *dw0, int rows)
 {
     zt_err err = {0};
     const double start = 1.5;
     double *loss = up(be, &start, sizeof start);
     float *dx = up(be, NULL, (size_t)XN * XC * 4), *dw = up(be, dw0, (size_t)XV * XC * 4);
-    ZT_CHECK_MSG(be->lmhead_xent(loss, dx, dw, x, cd, w, cd, tg, XN, XC, XV, gs, cd, rows, &err) == ZT_OK, "%s",
-                 err.msg);
+    ZT_CHECK_MSG(be->lmhead_xent(loss, dx, dw, x, cd, w, cd, tg, XN, XC, XV, gs, src, cd, rows, &err) ==
+                     ZT_OK,
+                 "%s", err.msg);
     xent_out o = {0};
     be->to_host(&o.loss, loss, sizeof o.loss);
     o.loss -= start;
@@ -221,6 +223,12 @@ static xent_out xent_fused(const zt_backend *be, const void *x, const void *w, z
     be->free(ZT_MEM_OTHER, loss, sizeof start), be->free(ZT_MEM_OTHER, dx, (size_t)XN * XC * 4);
     be->free(ZT_MEM_OTHER, dw, (size_t)XV * XC * 4);
     return o;
+}
+
+static xent_out xent_fused(const zt_backend *be, const void *x, const void *w, zt_dtype cd, const int *tg, float gs,
+                           const float *dw0, int rows)
+{
+    return xent_fused_src(be, x, w, cd, tg, gs, NULL, dw0, rows);
 }
 
 static void lmhead_case(zt_dtype cd)
@@ -268,7 +276,8 @@ static void lmhead_case(zt_dtype cd)
     /* the loss alone (evaluation's use): no gradient wanted */
     zt_err err = {0};
     double *loss = up(be, NULL, sizeof(double)), got;
-    ZT_CHECK(be->lmhead_xent(loss, NULL, NULL, dx_, cd, dw_, cd, tg, XN, XC, XV, gs, cd, 8, &err) == ZT_OK);
+    ZT_CHECK(be->lmhead_xent(loss, NULL, NULL, dx_, cd, dw_, cd, tg, XN, XC, XV, gs, NULL, cd, 8, &err) ==
+             ZT_OK);
     be->to_host(&got, loss, sizeof got);
     ZT_CHECK_CLOSE(got, e.loss, 1e-12, 1e-9);
     be->free(ZT_MEM_OTHER, loss, sizeof(double));
@@ -281,6 +290,61 @@ static void test_lmhead_xent_against_the_whole_logits(void)
 {
     lmhead_case(ZT_F32);
     lmhead_case(ZT_BF16);
+}
+
+/* The gradient scale formed from the device's step scalars (fast mode's backward:
+ * backend.h, xent_into) is the host's argument to the bit, zt_grad_scale(count, scale)
+ * (the trainer's expression: 1/count rounded to fp32, times the scale in double,
+ * rounded once more), with fp16's scale on and off, and the argument is ignored: in
+ * lmhead_xent on the emulated device (in chunks) and the CPU, and in xent_into. */
+static void test_xent_scale_from_the_device(void)
+{
+    const zt_backend *tables[2] = {emu_fast(), zt_backend_cpu()};
+    /* (29, 3 * 2^10): where rounding 1/29 first changes the scale's last bit */
+    static const double counts[] = {29.0, 37.0, 41.0, 32.0};
+    static const double scales[] = {3.0 * 1024.0, 65536.0, 0.0, 0.0}; /* 0: no fp16 scale */
+    for (int ti = 0; ti < 2; ti++) {
+        const zt_backend *be = tables[ti];
+        float *x = randn((size_t)XN * XC, 1.0f), *w = randn((size_t)XV * XC, 0.3f);
+        float *dw0 = randn((size_t)XV * XC, 0.01f);
+        int tg[XN];
+        for (int i = 0; i < XN; i++)
+            tg[i] = (int)(zt_rand_uniform(&rng) * XV) % XV;
+        tg[7] = ZT_IGNORE_INDEX;
+        float *dx_ = up(be, x, (size_t)XN * XC * 4), *dw_ = up(be, w, (size_t)XV * XC * 4);
+        zt_step_scalars *dsc = up(be, NULL, sizeof(zt_step_scalars));
+        for (int k = 0; k < 4; k++) {
+            zt_step_scalars sc = {.count = counts[k], .ls_on = scales[k] > 0.0};
+            sc.ls.scale = scales[k];
+            be->to_device(dsc, &sc, sizeof sc);
+            const double host_scale = scales[k] > 0.0 ? scales[k] : 1.0;
+            const float gs = (float)((double)(float)(1.0 / counts[k]) * host_scale); /* the trainer's, spelt out */
+            ZT_CHECK(zt_grad_scale(counts[k], host_scale) == gs && zt_step_grad_scale(&sc) == gs);
+            xent_out h = xent_fused(be, dx_, dw_, ZT_F32, tg, gs, dw0, 10);
+            xent_out d = xent_fused_src(be, dx_, dw_, ZT_F32, tg, 123.0f, dsc, dw0, 10);
+            ZT_CHECK_MSG(h.loss == d.loss && !memcmp(h.dx, d.dx, (size_t)XN * XC * 4) &&
+                             !memcmp(h.dw, d.dw, (size_t)XV * XC * 4),
+                         "%s lmhead_xent, count %g, scale %g: the device's scale is not the host's", be->name,
+                         counts[k], scales[k]);
+            /* xent_into over logits of the same shape: dlogits in place, the loss added */
+            float *lg = randn((size_t)XN * XV, 2.0f);
+            float *a = up(be, lg, (size_t)XN * XV * 4), *b = up(be, lg, (size_t)XN * XV * 4);
+            double *la = up(be, NULL, sizeof(double)), *lb = up(be, NULL, sizeof(double));
+            be->xent_into(a, NULL, a, tg, XN, XV, gs, NULL, la);
+            be->xent_into(b, NULL, b, tg, XN, XV, -5.0f, dsc, lb);
+            float *ga = down(be, a, (size_t)XN * XV * 4), *gb = down(be, b, (size_t)XN * XV * 4);
+            double sa, sb;
+            be->to_host(&sa, la, sizeof sa), be->to_host(&sb, lb, sizeof sb);
+            ZT_CHECK_MSG(sa == sb && !memcmp(ga, gb, (size_t)XN * XV * 4), "%s xent_into, count %g, scale %g",
+                         be->name, counts[k], scales[k]);
+            free(lg), free(ga), free(gb), free(h.dx), free(h.dw), free(d.dx), free(d.dw);
+            be->free(ZT_MEM_OTHER, a, (size_t)XN * XV * 4), be->free(ZT_MEM_OTHER, b, (size_t)XN * XV * 4);
+            be->free(ZT_MEM_OTHER, la, sizeof(double)), be->free(ZT_MEM_OTHER, lb, sizeof(double));
+        }
+        be->free(ZT_MEM_OTHER, dsc, sizeof(zt_step_scalars));
+        be->free(ZT_MEM_OTHER, dx_, (size_t)XN * XC * 4), be->free(ZT_MEM_OTHER, dw_, (size_t)XV * XC * 4);
+        free(x), free(w), free(dw0);
+    }
 }
 
 /* A target outside the vocabulary, or a bad shape: refused as a value before anything
@@ -298,14 +362,18 @@ static void test_lmhead_xent_refusals(void)
     double start = 2.0, got;
     double *loss = up(be, &start, sizeof start);
     int bad[2] = {0, 5};
-    ZT_CHECK(be->lmhead_xent(loss, dx, NULL, x, ZT_F32, w, ZT_F32, bad, 2, 8, 5, 1.0f, ZT_F32, 1, &err) == ZT_EINPUT);
+    ZT_CHECK(be->lmhead_xent(loss, dx, NULL, x, ZT_F32, w, ZT_F32, bad, 2, 8, 5, 1.0f, NULL, ZT_F32, 1,
+                             &err) == ZT_EINPUT);
     ZT_CHECK_MSG(strstr(err.msg, "target 5 of row 1 outside the vocabulary [0, 5)") != NULL, "%s", err.msg);
     int neg[2] = {-1, 0};
-    ZT_CHECK(be->lmhead_xent(loss, dx, NULL, x, ZT_F32, w, ZT_F32, neg, 2, 8, 5, 1.0f, ZT_F32, 1, &err) == ZT_EINPUT);
+    ZT_CHECK(be->lmhead_xent(loss, dx, NULL, x, ZT_F32, w, ZT_F32, neg, 2, 8, 5, 1.0f, NULL, ZT_F32, 1,
+                             &err) == ZT_EINPUT);
     int ok[2] = {0, 1};
-    ZT_CHECK(be->lmhead_xent(loss, dx, NULL, x, ZT_F32, w, ZT_F32, ok, 2, 8, 5, 1.0f, ZT_F32, 0, &err) == ZT_EINPUT);
+    ZT_CHECK(be->lmhead_xent(loss, dx, NULL, x, ZT_F32, w, ZT_F32, ok, 2, 8, 5, 1.0f, NULL, ZT_F32, 0,
+                             &err) == ZT_EINPUT);
     ZT_CHECK_MSG(strstr(err.msg, "rows per chunk 0") != NULL, "%s", err.msg);
-    ZT_CHECK(be->lmhead_xent(loss, dx, NULL, x, ZT_F32, w, ZT_F32, ok, 0, 8, 5, 1.0f, ZT_F32, 4, &err) == ZT_OK);
+    ZT_CHECK(be->lmhead_xent(loss, dx, NULL, x, ZT_F32, w, ZT_F32, ok, 0, 8, 5, 1.0f, NULL, ZT_F32, 4,
+                             &err) == ZT_OK);
     float back[16];
     be->to_host(back, dx, sizeof back);
     be->to_host(&got, loss, sizeof got);
@@ -529,6 +597,7 @@ int main(void)
     ZT_RUN(test_matmul_out_is_its_composition);
     ZT_RUN(test_lmhead_xent_against_the_whole_logits);
     ZT_RUN(test_lmhead_xent_refusals);
+    ZT_RUN(test_xent_scale_from_the_device);
     ZT_RUN(test_fast_model_pass_against_exact);
     ZT_RUN(test_fast_model_evaluates);
     ZT_TEST_MAIN_END();

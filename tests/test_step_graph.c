@@ -9,6 +9,10 @@
  *     the audit, which reads every parameter), with a schedule whose learning rate
  *     changes every step (baked into the graph, it would not), over one and two
  *     micro-batches, fp32 and bf16, stage 0 and FSDP's stage 3;
+ *   - fp16 with overflows (skipped steps, the scale halved and grown again) and a loss
+ *     mask (a count of targets of its own every step) give the plain fast run's bits
+ *     too: the backward forms its gradient scale on the device from the loss scale
+ *     held there and the count the captured passes upload from the token set;
  *   - a replayed step costs the host five calls into the table (the passes' launch,
  *     the inputs' upload, the update's launch, the readback's download and its wait),
  *     where the plain fast step makes hundreds, and it runs ahead: the next step's
@@ -16,21 +20,25 @@
  *   - on the ranks it runs on (2 under mpirun in tests/cli/graphs_ranks.sh, one run
  *     alone), with the emulated NCCL (comm.h): FSDP's and ZeRO-1's captured steps hold
  *     their collectives, give the plain run's bits and the same five calls and one
- *     wait a replayed step, running ahead (the staged path's copies would wait). */
+ *     wait a replayed step, running ahead (the staged path's copies would wait);
+ *   - fp16 and a loss mask are captured and run ahead too. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../src/comm/comm.h"
 #include "../src/core/mem.h"
+#include "../src/io/tokens.h"
 #include "../src/kernels/adamw.h"
 #include "../src/kernels/backend.h"
 #include "../src/kernels/matmul.h"
 #include "../src/plan/plan.h"
 #include "../src/train/run_args.h"
+#include "../src/train/batches.h"
 #include "../src/train/trainer.h"
 #include "emu_train.h"
 #include "test.h"
+#include "tmpdir.h"
 
 /* ---- the recorder ------------------------------------------------------------------ */
 
@@ -87,7 +95,7 @@ static void test_recorder_keeps_what_a_graph_keeps(void)
 
 /* ---- training on the emulated device ------------------------------------------------ */
 
-#define MAXS 8
+#define MAXS 12
 
 typedef struct run_out {
     zt_step_metrics m[MAXS];
@@ -108,15 +116,29 @@ static void on_step(void *ctx, const zt_step_metrics *m)
 
 static int rank, world = 1; /* the MPI world (main) */
 
+/* What a run adds to its mode: fp16 that overflows (2^20 at first, window 2,
+ * hysteresis 2: it skips, halves, grows and skips again, as tests/cli/fp16_fast.sh
+ * runs it), and a loss mask (.npy, NULL: none). */
+typedef struct run_opts {
+    int fp16_overflows;
+    const char *mask;
+    const char *kernels; /* NULL: fast */
+} run_opts;
+
 /* stage: -1 the plan's face as fsdp says, on one process; 1 or 3 on the MPI world,
  * DeepSpeed ZeRO-1 or FSDP FULL_SHARD, with the emulated NCCL; logging:
  * --logging_steps (1: every step read back after the next one's passes) */
 static void train_on(const char *graphs, const char *mixed, int A, int fsdp, long steps, int stage, double logging,
-                     run_out *o)
+                     const run_opts *op, run_out *o)
 {
     memset(o, 0, sizeof *o);
-    emu_run r = {.kernels = "fast", .graphs = graphs, .mixed = mixed, .fsdp = fsdp, .accum = A, .steps = steps,
-                 .warmup = 2, .stage = stage, .world = world};
+    emu_run r = {.kernels = op->kernels ? op->kernels : "fast", .graphs = graphs, .mixed = mixed, .fsdp = fsdp,
+                 .accum = A, .steps = steps, .warmup = 2, .stage = stage, .world = world, .loss_mask = op->mask};
+    if (op->fp16_overflows) {
+        r.ls_power = 20;
+        r.ls_window = 2;
+        r.ls_hysteresis = 2;
+    }
     zt_plan plan;
     zt_train_args a;
     emu_train_args(&r, &plan, &a);
@@ -140,15 +162,23 @@ static void train_on(const char *graphs, const char *mixed, int A, int fsdp, lon
     }
 }
 
+static const run_opts none = {0};
+
+static void train_with(const char *graphs, const char *mixed, int A, int fsdp, long steps, const run_opts *op,
+                       run_out *o)
+{
+    train_on(graphs, mixed, A, fsdp, steps, -1, 1, op, o);
+}
+
 static void train_logged(const char *graphs, const char *mixed, int A, int fsdp, long steps, double logging,
                          run_out *o)
 {
-    train_on(graphs, mixed, A, fsdp, steps, -1, logging, o);
+    train_on(graphs, mixed, A, fsdp, steps, -1, logging, &none, o);
 }
 
 static void train(const char *graphs, const char *mixed, int A, int fsdp, long steps, run_out *o)
 {
-    train_logged(graphs, mixed, A, fsdp, steps, 1, o);
+    train_with(graphs, mixed, A, fsdp, steps, &none, o);
 }
 
 /* The same bits, step by step: the loss and the norm of step s+1 are computed from
@@ -211,29 +241,140 @@ static void test_graphed_lazy_waits(void)
            g.waits_at[8] - g.waits_at[1] + 1, window);
 }
 
+/* Two runs' records agree to the bit: the loss, the norm (sqrt(sumsq) / the scale the
+ * verdict divided out: a backward that took another scale changes it by their ratio),
+ * the lr, the scale and the skip. */
+static void same_records(const char *what, const char *a_name, const run_out *a, const char *b_name,
+                         const run_out *b, long S)
+{
+    for (int s = 0; s < S; s++) {
+        const zt_step_metrics *x = &a->m[s], *y = &b->m[s];
+        int same_norm = x->grad_norm == y->grad_norm || (isnan(x->grad_norm) && isnan(y->grad_norm));
+        ZT_CHECK_MSG(x->loss == y->loss && same_norm && x->lr == y->lr && x->loss_scale == y->loss_scale &&
+                         x->skipped == y->skipped,
+                     "%s, step %d: %s loss %.9g norm %.9g scale %g skipped %d, %s %.9g %.9g %g %d", what,
+                     s + 1, a_name, x->loss, x->grad_norm, x->loss_scale, x->skipped, b_name, y->loss,
+                     y->grad_norm, y->loss_scale, y->skipped);
+    }
+}
+
+/* S steps of op's run three ways: exact mode (synchronous, the host's gradient scale
+ * as an argument), the plain fast run (running ahead, the scale formed on the device)
+ * and the graphed one.  In fp32 and fp16 the emulated device's fast mode computes
+ * exact mode's numbers (both keep fp32 activations), so all three agree to the bit. */
+static void same_steps(const run_opts *op, const char *mixed, long S, run_out *plain, run_out *graphed)
+{
+    run_out exact;
+    run_opts ex = *op;
+    ex.kernels = "exact";
+    const char *what = op->fp16_overflows ? "fp16 with overflows" : "a loss mask";
+    train_with("off", mixed, 1, 0, S, &ex, &exact);
+    train_with("off", mixed, 1, 0, S, op, plain);
+    train_with("on", mixed, 1, 0, S, op, graphed);
+    same_records(what, "exact", &exact, "plain fast", plain, S);
+    same_records(what, "plain fast", plain, "graphed", graphed, S);
+}
+
+/* fp16 with overflows, captured: the scale each replayed backward runs at is the one
+ * the device holds after the step before's verdict, which the host has not read yet
+ * when the step's passes are launched (running ahead). */
+static void test_graphed_fp16_matches_plain(void)
+{
+    const run_opts op = {.fp16_overflows = 1};
+    run_out plain, graphed;
+    const long S = 12;
+    same_steps(&op, "fp16", S, &plain, &graphed);
+    /* the run did what it is here for: skips, a halving, a growth after it */
+    int skips = 0, halved = 0, grown = 0;
+    char scales[256] = "";
+    for (int s = 0; s < S; s++) {
+        const double x = graphed.m[s].loss_scale, before = s ? graphed.m[s - 1].loss_scale : x;
+        skips += graphed.m[s].skipped;
+        halved += x < before;
+        grown += x > before;
+        snprintf(scales + strlen(scales), sizeof scales - strlen(scales), " %g%s", x,
+                 graphed.m[s].skipped ? "*" : "");
+    }
+    ZT_CHECK_MSG(skips >= 2 && halved && grown, "fp16: %d skips, %d halvings, %d growths:%s", skips, halved,
+                 grown, scales);
+    printf("     fp16, 12 steps graphed (* skipped):%s\n", scales);
+}
+
+/* A loss mask: each step's gradient scale is 1 / its own count of completion targets,
+ * which the captured passes upload from their token set's memory, so a replay takes
+ * the step's count and not the one it was captured with.  The mask is drawn so that
+ * the steps' counts differ (checked with the trainer's own sample order). */
+static void test_graphed_loss_mask_matches_plain(void)
+{
+    zt_tokens tok;
+    zt_err err = {0};
+    ZT_CHECK(zt_tokens_load("tests/fixtures/gqa_tied/tokens.npy", &tok, &err) == ZT_OK);
+    int32_t *mask = malloc(tok.n * sizeof *mask);
+    uint64_t r = 12345;
+    for (size_t i = 0; i < tok.n; i++) { /* about 3 in 4 targets count */
+        r = r * 6364136223846793005ull + 1442695040888963407ull;
+        mask[i] = (r >> 61) >= 2;
+    }
+    char dir[64], path[256];
+    ZT_CHECK(tmpdir_make(dir, sizeof dir, "zt_graphmask_"));
+    tmpdir_join(path, sizeof path, dir, "mask.npy");
+    ZT_CHECK(zt_tokens_write_npy(path, mask, tok.n, &err) == ZT_OK);
+    const long S = 6;
+    const run_opts op = {.mask = path};
+    run_out plain, graphed;
+    same_steps(&op, "no", S, &plain, &graphed);
+    /* the steps' counts, as the trainer takes them: G = 2 samples a step, its order */
+    zt_settings st;
+    zt_settings_defaults(&st);
+    uint8_t *u = malloc(tok.n);
+    for (size_t i = 0; i < tok.n; i++)
+        u[i] = (uint8_t)mask[i];
+    tok.loss_mask = u;
+    zt_batcher b;
+    ZT_CHECK(zt_batcher_init(&b, &tok, 16, st.shuffle, 0, "mem", &err) == ZT_OK);
+    long first = zt_batcher_count_targets(&b, 0, 2), differ = 0;
+    for (long s = 1; s < S; s++)
+        differ += zt_batcher_count_targets(&b, 2 * s, 2) != first;
+    ZT_CHECK_MSG(differ > 0, "every step counts %ld targets: the mask tests nothing", first);
+    zt_batcher_free(&b);
+    free(u);
+    tok.loss_mask = NULL;
+    zt_tokens_free(&tok);
+    free(mask);
+    ZT_CHECK(tmpdir_remove(dir) == 0);
+}
+
 /* Steps 3 on are replays, and a graphed run runs ahead as the plain fast run does.
  * Between the records of steps 3 and 4 lie step 4's update (its inputs' upload, the
  * update's launch, the download of its numbers), step 5's passes (one launch) and
  * step 4's wait: 5 calls, one wait.  Between those of steps 4 and 5, the last, lie
  * step 5's update and its wait only: 4 calls, as step 5's passes were launched before
- * step 4's record (a run that read each step back first would make 5 there). */
-static void test_replayed_step_is_five_calls(void)
+ * step 4's record (a run that read each step back first would make 5 there).  The
+ * same for fp16 (with overflows): it runs ahead, its scale read on the device. */
+static void five_calls_case(const char *mixed, const run_opts *op)
 {
     run_out plain, graphed;
-    train("off", "bf16", 2, 0, 5, &plain);
-    train("on", "bf16", 2, 0, 5, &graphed);
+    train_with("off", mixed, 2, 0, 5, op, &plain);
+    train_with("on", mixed, 2, 0, 5, op, &graphed);
     for (int s = 2; s < 5; s++) {
         long want = s < 4 ? 5 : 4;
         ZT_CHECK_MSG(graphed.calls_at[s + 1] - graphed.calls_at[s] == want,
-                     "replayed step %d: %ld calls, not %ld", s + 1,
+                     "%s: replayed step %d: %ld calls, not %ld", mixed, s + 1,
                      graphed.calls_at[s + 1] - graphed.calls_at[s], want);
         ZT_CHECK(graphed.waits_at[s + 1] - graphed.waits_at[s] ==
                  1); /* the readback, as in the plain fast step */
     }
     long plain_calls = plain.calls_at[4] - plain.calls_at[3];
     ZT_CHECK_MSG(plain_calls > 50, "plain fast step: %ld calls", plain_calls);
-    printf("     host calls into the table per step, 2 micro-batches: plain fast %ld, replayed %ld\n",
-           plain_calls, graphed.calls_at[4] - graphed.calls_at[3]);
+    printf("     host calls into the table per step, %s, 2 micro-batches: plain fast %ld, replayed %ld\n",
+           mixed, plain_calls, graphed.calls_at[4] - graphed.calls_at[3]);
+}
+
+static void test_replayed_step_is_five_calls(void)
+{
+    static const run_opts none = {0}, fp16 = {.fp16_overflows = 1};
+    five_calls_case("bf16", &none);
+    five_calls_case("fp16", &fp16);
 }
 
 /* On the MPI world with the emulated NCCL: the captured step holds the collectives
@@ -246,8 +387,8 @@ static void test_ranks_replay_with_their_collectives(void)
 {
     for (int stage = 1; stage <= 3; stage += 2) {
         run_out plain, graphed;
-        train_on("off", "bf16", 2, 0, 5, stage, 1, &plain);
-        train_on("on", "bf16", 2, 0, 5, stage, 1, &graphed);
+        train_on("off", "bf16", 2, 0, 5, stage, 1, &none, &plain);
+        train_on("on", "bf16", 2, 0, 5, stage, 1, &none, &graphed);
         for (int s = 0; s < 5; s++) {
             const zt_step_metrics *x = &plain.m[s], *y = &graphed.m[s];
             ZT_CHECK_MSG(x->loss == y->loss && x->grad_norm == y->grad_norm && x->lr == y->lr &&
@@ -275,6 +416,8 @@ int main(int argc, char **argv)
         return 1;
     ZT_RUN(test_recorder_keeps_what_a_graph_keeps);
     ZT_RUN(test_graphed_run_matches_plain);
+    ZT_RUN(test_graphed_fp16_matches_plain);
+    ZT_RUN(test_graphed_loss_mask_matches_plain);
     ZT_RUN(test_replayed_step_is_five_calls);
     ZT_RUN(test_graphed_lazy_waits);
     ZT_RUN(test_ranks_replay_with_their_collectives);

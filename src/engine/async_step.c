@@ -366,10 +366,23 @@ int zt_engine_seed_loss_scale(zt_engine *eng, const zt_loss_scaler *ls)
     as->in.ls_used = ls->scale;
     as->in.ls_on = 1;
     as->ls_seeded = 1;
-    /* the scaler only: not the schedule's fields after it, which the device advances */
+    /* the scaler only: not the passes' count nor the schedule's fields after it,
+     * which the device advances */
     const size_t o = offsetof(zt_step_scalars, ls);
-    eng->be->to_device((char *)as->sc + o, (const char *)&as->in + o, offsetof(zt_step_scalars, sched) - o);
+    eng->be->to_device((char *)as->sc + o, (const char *)&as->in + o, ZT_STEP_LS_BYTES);
     return 1;
+}
+
+void zt_engine_step_count(zt_engine *eng, const double *count_host)
+{
+    if (eng->async)
+        eng->be->upload((char *)eng->async->sc + offsetof(zt_step_scalars, count), count_host,
+                        sizeof(double));
+}
+
+const zt_step_scalars *zt_engine_grad_scale_src(const zt_engine *eng)
+{
+    return eng->async ? eng->async->sc : NULL;
 }
 
 int zt_engine_step_loss_scale(const zt_engine *eng, zt_loss_scaler *ls, double *used)

@@ -277,6 +277,17 @@ double zt_engine_step_loss_sum(const zt_engine *eng);
  * out its scale and updates it with the step's overflow (step_scalars.h,
  * zt_step_judge).  0 in exact mode (nothing to hand: the host updates its own). */
 int zt_engine_seed_loss_scale(zt_engine *eng, const zt_loss_scaler *ls);
+/* Fast mode: the count of targets the coming step's loss is the mean over, into
+ * the device's scalars (step_scalars.h, count), one upload queued before the step's
+ * micro-batches, no wait; nothing in exact mode.  Outside a capture the bytes are
+ * taken at once; inside one (a captured step's passes) the upload is captured from
+ * count_host, which must then be host_alloc memory refilled before each launch
+ * (backend.h, upload). */
+void zt_engine_step_count(zt_engine *eng, const double *count_host);
+/* Fast mode: the device's step scalars, from which the backward's cross-entropy
+ * forms its gradient scale (zt_step_grad_scale: the count above and the loss scale
+ * the step runs at); NULL in exact mode, where the scale is the host's argument. */
+const zt_step_scalars *zt_engine_grad_scale_src(const zt_engine *eng);
 /* The device's scaler as the last finished step left it (after its update) into
  * *ls, and the scale that step ran at into *used; 0 when it has none (exact mode,
  * or never seeded). */

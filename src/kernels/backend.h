@@ -191,10 +191,11 @@ typedef struct zt_backend {
     /* the lm-head product, xent and both gradient products over chunk_rows rows at a
      * time (fused.h): dx (N, C) overwritten, dw (V, C) accumulated, *loss_sum (a
      * buffer of the table's) += the loss sum, nothing waited for; each NULL: not
-     * wanted.  A target outside [0, V) (ZT_IGNORE_INDEX aside): ZT_EINPUT. */
+     * wanted.  The gradient scale as xent_into's (scale_src).  A target outside
+     * [0, V) (ZT_IGNORE_INDEX aside): ZT_EINPUT. */
     int (*lmhead_xent)(double *loss_sum, float *dx, float *dw, const void *x, zt_dtype x_dt, const void *w,
-                       zt_dtype w_dt, const int *targets, int N, int C, int V, float grad_scale, zt_dtype compute,
-                       int chunk_rows, zt_err *err);
+                       zt_dtype w_dt, const int *targets, int N, int C, int V, float grad_scale,
+                       const zt_step_scalars *scale_src, zt_dtype compute, int chunk_rows, zt_err *err);
 
     /* ---- the engine's kernels (reductions.h, adamw.h) */
     void (*adamw_step)(void *p, void *m, void *v, const void *g, void *comp, zt_dtype dt, size_t n,
@@ -211,9 +212,20 @@ typedef struct zt_backend {
     void (*sumsq_into)(double *dst, const void *x, zt_dtype dt, size_t n);
     /* round_bf16, the sum of squares of the rounded values into *sumsq (NULL: none) */
     void (*round_bf16_into)(float *x, size_t n, double *sumsq);
-    /* xent, its loss sum added to *loss_sum */
+    /* xent, its loss sum added to *loss_sum (NULL: the gradient only).  The gradient scale: grad_scale when
+     * scale_src is NULL (exact mode, and callers outside a training step); else
+     * zt_step_grad_scale(scale_src), formed where and when the kernel runs from the
+     * step's scalars (a buffer of the table's: the step's count of targets and the
+     * loss scale the device holds), and grad_scale is ignored.  Why a pointer to the
+     * scalars and not a float argument: a value is fixed when the entry is called
+     * (or captured), but fast mode's step n+1 is queued before step n's readback,
+     * whose fp16 overflow decides its loss scale, and a captured step replays with
+     * each step's own count of targets (a loss mask); the device holds both.  Why
+     * not a float in device memory: that float would need an entry of its own to
+     * form it, where the scalars already hold both numbers and the kernel forms the
+     * scale as it runs (a double division), with the host's expression and bits. */
     void (*xent_into)(float *dlogits, uint16_t *dlogits_bf16, const float *logits, const int *targets, int N,
-                      int V, float grad_scale, double *loss_sum);
+                      int V, float grad_scale, const zt_step_scalars *scale_src, double *loss_sum);
     /* zt_step_verdict into *sc from the units' sums of squares */
     void (*step_verdict)(zt_step_scalars *sc, const double *unit_sumsq, int nunits, double max_grad_norm,
                          double grad_unscale);

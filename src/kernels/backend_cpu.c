@@ -55,10 +55,14 @@ static void cpu_round_bf16_into(float *x, size_t n, double *sumsq)
         *sumsq = s;
 }
 
-static void cpu_xent_into(float *dlogits, uint16_t *dlogits_bf16, const float *logits, const int *targets, int N,
-                          int V, float grad_scale, double *loss_sum)
+static void cpu_xent_into(float *dlogits, uint16_t *dlogits_bf16, const float *logits, const int *targets,
+                          int N, int V, float grad_scale, const zt_step_scalars *scale_src, double *loss_sum)
 {
-    *loss_sum += zt_xent_forward_backward(dlogits, dlogits_bf16, logits, targets, N, V, grad_scale);
+    if (scale_src) /* host memory: the host forms it */
+        grad_scale = zt_step_grad_scale(scale_src);
+    const double l = zt_xent_forward_backward(dlogits, dlogits_bf16, logits, targets, N, V, grad_scale);
+    if (loss_sum) /* NULL: the gradient only (an lm-head chunk without a loss wanted) */
+        *loss_sum += l;
 }
 
 static size_t cpu_attention_cache_scratch_bytes(int cap, int threads)

@@ -482,7 +482,8 @@ static int emu_matmul_out(void *D, zt_dtype d_dt, const void *residual, const vo
     return ZT_OK;
 }
 
-/* targets are host memory, kept as a pointer: a replay reads them anew */
+/* targets are host memory, kept as a pointer: a replay reads them anew; scale_src is
+ * the device's, read when the entry runs (a replay takes the step's own scale) */
 typedef struct {
     double *loss_sum;
     float *dx, *dw;
@@ -493,14 +494,15 @@ typedef struct {
     const int *targets;
     int N, C, V;
     float grad_scale;
+    const zt_step_scalars *scale_src;
     zt_dtype compute;
     int chunk_rows;
 } lmhead_xent_a;
 static int lmhead_xent_now(const lmhead_xent_a *a, zt_err *err)
 {
     return zt_lmhead_xent(host_of(a->loss_sum), host_of(a->dx), host_of(a->dw), host_of(a->x), a->x_dt,
-                          host_of(a->w), a->w_dt, a->targets, a->N, a->C, a->V, a->grad_scale, a->compute,
-                          a->chunk_rows, err);
+                          host_of(a->w), a->w_dt, a->targets, a->N, a->C, a->V, a->grad_scale,
+                          host_of(a->scale_src), a->compute, a->chunk_rows, err);
 }
 RUNNER(lmhead_xent)
 {
@@ -510,9 +512,11 @@ RUNNER(lmhead_xent)
 }
 static int emu_lmhead_xent(double *loss_sum, float *dx, float *dw, const void *x, zt_dtype x_dt,
                            const void *w, zt_dtype w_dt, const int *targets, int N, int C, int V,
-                           float grad_scale, zt_dtype compute, int chunk_rows, zt_err *err)
+                           float grad_scale, const zt_step_scalars *scale_src, zt_dtype compute,
+                           int chunk_rows, zt_err *err)
 {
-    lmhead_xent_a a = {loss_sum, dx, dw, x, x_dt, w, w_dt, targets, N, C, V, grad_scale, compute, chunk_rows};
+    lmhead_xent_a a = {loss_sum, dx, dw, x, x_dt, w, w_dt, targets, N, C, V, grad_scale, scale_src, compute,
+                       chunk_rows};
     called();
     if (!rec)
         return lmhead_xent_now(&a, err);
@@ -603,21 +607,25 @@ RUNNER(round_bf16_into)
 }
 static void emu_round_bf16_into(float *x, size_t n, double *sumsq) { DEFER(round_bf16_into, x, n, sumsq); }
 
+/* the gradient scale from the device's scalars as the kernel runs (a replay: the step's own) */
 typedef struct {
     float *dlogits; uint16_t *dlogits_bf16; const float *logits; const int *targets; int N, V; float grad_scale;
+    const zt_step_scalars *scale_src;
     double *loss_sum;
 } xent_into_a;
 RUNNER(xent_into)
 {
     A(xent_into);
-    *(double *)host_of(a->loss_sum) += zt_xent_forward_backward(host_of(a->dlogits), host_of(a->dlogits_bf16),
-                                                                host_of(a->logits), a->targets, a->N, a->V,
-                                                                a->grad_scale);
+    const float gs = a->scale_src ? zt_step_grad_scale(host_of(a->scale_src)) : a->grad_scale;
+    const double l = zt_xent_forward_backward(host_of(a->dlogits), host_of(a->dlogits_bf16), host_of(a->logits),
+                                              a->targets, a->N, a->V, gs);
+    if (a->loss_sum) /* NULL: the gradient only */
+        *(double *)host_of(a->loss_sum) += l;
 }
-static void emu_xent_into(float *dlogits, uint16_t *dlogits_bf16, const float *logits, const int *targets, int N,
-                          int V, float grad_scale, double *loss_sum)
+static void emu_xent_into(float *dlogits, uint16_t *dlogits_bf16, const float *logits, const int *targets,
+                          int N, int V, float grad_scale, const zt_step_scalars *scale_src, double *loss_sum)
 {
-    DEFER(xent_into, dlogits, dlogits_bf16, logits, targets, N, V, grad_scale, loss_sum);
+    DEFER(xent_into, dlogits, dlogits_bf16, logits, targets, N, V, grad_scale, scale_src, loss_sum);
 }
 
 typedef struct {

@@ -69,8 +69,8 @@ zt_lmhead_chunk zt_lmhead_xent_chunk(int N, int V, int chunk_rows, int grad, zt_
 
 int zt_lmhead_xent_run(const zt_backend *t, const zt_lmhead_chunk *ch, float *logits, uint16_t *grad16,
                        double *loss_sum, float *dx, float *dw, const void *x, zt_dtype x_dt, const void *w,
-                       zt_dtype w_dt, const int *targets, int N, int C, int V, float grad_scale, zt_dtype compute,
-                       zt_err *err)
+                       zt_dtype w_dt, const int *targets, int N, int C, int V, float grad_scale,
+                       const zt_step_scalars *scale_src, zt_dtype compute, zt_err *err)
 {
     const int R = ch->rows, grad = dx != NULL || dw != NULL;
     /* the gradient the products read: the bf16 copy where there is one, else the
@@ -86,8 +86,8 @@ int zt_lmhead_xent_run(const zt_backend *t, const zt_lmhead_chunk *ch, float *lo
             return rc;
         float *dl = grad ? logits : NULL;
         uint16_t *dl16 = ch->grad16_bytes ? grad16 : NULL;
-        if (loss_sum)
-            t->xent_into(dl, dl16, logits, targets + n0, r, V, grad_scale, loss_sum);
+        if (loss_sum || scale_src) /* the scale from the step scalars: xent_into forms it where it runs */
+            t->xent_into(dl, dl16, logits, targets + n0, r, V, grad_scale, scale_src, loss_sum);
         else
             (void)t->xent(dl, dl16, logits, targets + n0, r, V, grad_scale);
         if (dx && (rc = t->matmul(dx + (size_t)n0 * C, g, g_dt, w, w_dt, r, C, V, 0, 0, 0.0f, compute, err)))
@@ -98,9 +98,9 @@ int zt_lmhead_xent_run(const zt_backend *t, const zt_lmhead_chunk *ch, float *lo
     return ZT_OK;
 }
 
-int zt_lmhead_xent(double *loss_sum, float *dx, float *dw, const void *x, zt_dtype x_dt, const void *w, zt_dtype w_dt,
-                   const int *targets, int N, int C, int V, float grad_scale, zt_dtype compute, int chunk_rows,
-                   zt_err *err)
+int zt_lmhead_xent(double *loss_sum, float *dx, float *dw, const void *x, zt_dtype x_dt, const void *w,
+                   zt_dtype w_dt, const int *targets, int N, int C, int V, float grad_scale,
+                   const zt_step_scalars *scale_src, zt_dtype compute, int chunk_rows, zt_err *err)
 {
     int rc = zt_lmhead_xent_check_args(targets, N, C, V, chunk_rows, err);
     if (rc || N == 0)
@@ -112,7 +112,7 @@ int zt_lmhead_xent(double *loss_sum, float *dx, float *dw, const void *x, zt_dty
         rc = zt_fail(err, ZT_EFAIL, "out of memory for %d rows of logits (V=%d)", ch.rows, V);
     else
         rc = zt_lmhead_xent_run(zt_backend_cpu(), &ch, logits, grad16, loss_sum, dx, dw, x, x_dt, w, w_dt, targets, N,
-                                C, V, grad_scale, compute, err);
+                                C, V, grad_scale, scale_src, compute, err);
     zt_free(ZT_MEM_ACTIV, logits, ch.logit_bytes);
     if (grad16)
         zt_free(ZT_MEM_ACTIV, grad16, ch.grad16_bytes);

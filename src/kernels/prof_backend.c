@@ -259,14 +259,15 @@ static int p_matmul_out(void *D, zt_dtype d_dt, const void *res, const void *A, 
     return rc;
 }
 static int p_lmhead_xent(double *loss_sum, float *dx, float *dw, const void *x, zt_dtype x_dt, const void *w,
-                         zt_dtype w_dt, const int *targets, int N, int C, int V, float gs, zt_dtype compute, int rows,
-                         zt_err *err)
+                         zt_dtype w_dt, const int *targets, int N, int C, int V, float gs,
+                         const zt_step_scalars *src, zt_dtype compute, int rows, zt_err *err)
 {
     int rc;
     /* the logits' product, and one more for each gradient wanted */
     double flops = 2.0 * N * (double)C * V * (1 + (dx != NULL) + (dw != NULL));
     TIMED("lmhead_xent", "kernel", flops, 0,
-          rc = in->lmhead_xent(loss_sum, dx, dw, x, x_dt, w, w_dt, targets, N, C, V, gs, compute, rows, err));
+          rc = in->lmhead_xent(loss_sum, dx, dw, x, x_dt, w, w_dt, targets, N, C, V, gs, src, compute, rows,
+                               err));
     return rc;
 }
 
@@ -279,11 +280,11 @@ static void p_round_bf16_into(float *x, size_t n, double *sumsq)
 {
     TIMED("round_bf16_into", "kernel", 0, 8.0 * n, in->round_bf16_into(x, n, sumsq));
 }
-static void p_xent_into(float *dl, uint16_t *dl16, const float *logits, const int *targets, int N, int V, float gs,
-                        double *loss_sum)
+static void p_xent_into(float *dl, uint16_t *dl16, const float *logits, const int *targets, int N, int V,
+                        float gs, const zt_step_scalars *src, double *loss_sum)
 {
     TIMED("xent_into", "kernel", 0, (double)N * V * (4 + (dl ? 4 : 0) + (dl16 ? 2 : 0)) + 4.0 * N,
-          in->xent_into(dl, dl16, logits, targets, N, V, gs, loss_sum));
+          in->xent_into(dl, dl16, logits, targets, N, V, gs, src, loss_sum));
 }
 static void p_step_verdict(zt_step_scalars *sc, const double *unit_sumsq, int nunits, double max_norm, double unscale)
 {

@@ -90,6 +90,13 @@ typedef struct zt_step_scalars {
     zt_loss_scaler ls;
     double ls_used;
     int ls_on;
+    /* The passes' input, from here on: the count of targets the step's loss is the
+     * mean over (all B A W T, or a loss mask's completion tokens), uploaded before
+     * each step's micro-batches (zt_engine_step_count: inside a captured step's
+     * passes, from the token set's own host memory), so the backward forms its
+     * gradient scale here (zt_step_grad_scale) and a replay reads each step's own.
+     * Neither the step's inputs above nor the seeding of the scale touch it. */
+    double count;
     /* The learning-rate schedule on the device, from here on (zt_engine_set_schedule;
      * docs/gpu.md, "Running ahead"): sched[i] holds the inputs of the step that finds
      * i updates applied before it, for i < sched_len, and applied counts the updates
@@ -103,11 +110,34 @@ typedef struct zt_step_scalars {
     long applied;
 } zt_step_scalars;
 
+/* The cross-entropy's gradient scale: the gradient of the mean loss over `count`
+ * targets times fp16's loss scale (1 without one), the trainer's expression:
+ * 1/count rounded to fp32 first, then times the scale in double, rounded to fp32
+ * once more.  The exact step passes it to the backward as an argument; fast mode's
+ * backward forms it where its kernel runs from the step scalars (below), so a step
+ * queued before the previous step's readback (running ahead) or replayed from a
+ * graph takes the scale the device holds then and its own count, with these bits. */
+ZT_HD static inline float zt_grad_scale(double count, double loss_scale)
+{
+    const float inv = (float)(1.0 / count);
+    return (float)((double)inv * loss_scale);
+}
+
+/* The same from the device's scalars: the step's count and the scale it runs at
+ * (the verdict before it has updated ls; the step's own verdict records it in
+ * ls_used). */
+ZT_HD static inline float zt_step_grad_scale(const zt_step_scalars *s)
+{
+    return zt_grad_scale(s->count, s->ls_on ? s->ls.scale : 1.0);
+}
+
 /* The bytes of the struct a new step zeroes: the numbers it makes, not its inputs. */
 #define ZT_STEP_SCHED_BYTES (sizeof(zt_step_scalars) - offsetof(zt_step_scalars, sched))
 #define ZT_STEP_OUTPUT_BYTES offsetof(zt_step_scalars, lr)
 /* The step's inputs uploaded each step: from lr up to the device's loss scale. */
 #define ZT_STEP_INPUT_BYTES (offsetof(zt_step_scalars, ls) - ZT_STEP_OUTPUT_BYTES)
+/* The device's loss scaler, which the host seeds once: from ls up to count. */
+#define ZT_STEP_LS_BYTES (offsetof(zt_step_scalars, count) - offsetof(zt_step_scalars, ls))
 
 /* One run of a unit's shard for the AdamW launch over the whole shard: elements
  * [lo, next segment's lo) (the last: to the shard's end) are a parameter with

@@ -498,7 +498,7 @@ static int head_xent_fused(zt_model *m, const int *targets, const void *wlm, flo
     if (!m->loss_sink)
         m->be->zero(m->loss_dev, sizeof(double));
     int rc = m->be->lmhead_xent(dst, m->dn, dlm, m->nf, m->opd, wlm, cd, targets, m->N, m->cfg.hidden_size,
-                                m->cfg.vocab_size, grad_scale, cd, m->xent_rows, err);
+                                m->cfg.vocab_size, grad_scale, m->grad_scale_src, cd, m->xent_rows, err);
     progress(m);
     *loss_sum = 0.0;
     if (rc == ZT_OK && !m->loss_sink)
@@ -556,7 +556,8 @@ static int model_pass(zt_model *m, const int *inputs, const int *targets, int ba
         if ((rc = linear_forward(m, m->logits, m->nf, wlm, V, C, 0.0f, err)))
             return rc;
         if (backward && m->loss_sink) {
-            m->be->xent_into(m->logits, m->dlogits16, m->logits, targets, N, V, grad_scale, m->loss_sink);
+            m->be->xent_into(m->logits, m->dlogits16, m->logits, targets, N, V, grad_scale, m->grad_scale_src,
+                             m->loss_sink);
             *loss_sum = 0.0;
         } else {
             *loss_sum = m->be->xent(backward ? m->logits : NULL, backward ? m->dlogits16 : NULL, m->logits, targets,

@@ -72,6 +72,13 @@ typedef struct zt_model {
      * sum to, without waiting for the device (the fast mode's asynchronous step,
      * engine.h: zt_engine_loss_sink); *loss_sum is then 0.  NULL: returned as usual. */
     double *loss_sink;
+    /* Fast mode's training step (engine.h: zt_engine_grad_scale_src): the device's
+     * step scalars, from which the backward's cross-entropy (xent_into, lmhead_xent)
+     * forms its gradient scale on the device (the step's count of targets times the
+     * loss scale it runs at; backend.h, xent_into), so that a pass queued before the
+     * step before is read back, or replayed from a graph, takes the step's own; the
+     * grad_scale argument is then ignored there.  NULL: the argument. */
+    const zt_step_scalars *grad_scale_src;
     /* Fast mode (the backend's kernels ZT_KERNELS_FAST): the training pass computes its
      * loss and the lm-head's gradients with lmhead_xent, xent_rows rows at a time, so
      * the (N, V) logits are not among its activations (tests may lower xent_rows, at

@@ -263,8 +263,9 @@ static int resolve_overlap(const zt_plan_request *r, zt_plan *p, zt_err *err)
  * whose collectives, on several ranks, the device queues (NCCL, or the emulated
  * device's stand-in: a capture holds them; the staged path's copies wait for the
  * device and its MPI runs on the host, so it cannot), with nothing the host changes
- * between steps in an argument: fp16's loss scale is one, and offload's AdamW runs
- * on the host.  comm auto on a GPU picks NCCL or the staged path only when the
+ * between steps in an argument: offload's AdamW runs on the host.  (fp16's loss
+ * scale is no such argument: the device keeps it and the backward reads it there,
+ * step_scalars.h.)  comm auto on a GPU picks NCCL or the staged path only when the
  * ranks have their devices: the trainer refuses the staged one then.  auto: on
  * where it can be, else off with the reason; on where it cannot be is refused. */
 static const char *graphs_blocked(const zt_plan *p)
@@ -273,8 +274,6 @@ static const char *graphs_blocked(const zt_plan *p)
         return "exact kernels";
     if (p->world > 1 && (!strcmp(p->comm, "mpi") || (!strcmp(p->device, "emu") && strcmp(p->comm, "nccl"))))
         return "staged MPI collectives";
-    if (p->ls.on)
-        return "fp16 loss scale";
     if (p->overlap.offload_optimizer || p->overlap.offload_params)
         return "offload";
     return NULL;
@@ -288,8 +287,7 @@ static int resolve_graphs(const char *asked, zt_plan *p, zt_err *err)
     const char *why = graphs_blocked(p);
     if (!strcmp(g, "on") && why)
         return zt_fail(err, ZT_EINPUT, "--cuda_graphs on: the step cannot be captured here (%s); it needs "
-                       "--kernels fast (on several ranks, NCCL's collectives), without fp16's loss scale or "
-                       "offload", why);
+                       "--kernels fast (on several ranks, NCCL's collectives), without offload", why);
     if (!strcmp(g, "off"))
         snprintf(p->graphs, sizeof p->graphs, "off");
     else if (why)

@@ -22,7 +22,8 @@ int zt_step_graph_init(zt_step_graph *g, const zt_backend *be, zt_comm *comm, in
     g->inputs = zt_alloc(ZT_MEM_OTHER, table_bytes(g->sets, micro));
     g->targets = zt_alloc(ZT_MEM_OTHER, table_bytes(g->sets, micro));
     g->passes = zt_alloc(ZT_MEM_OTHER, (size_t)g->sets * sizeof *g->passes);
-    int ok = g->inputs && g->targets && g->passes;
+    g->count = be->host_alloc(ZT_MEM_OTHER, (size_t)g->sets * sizeof *g->count);
+    int ok = g->inputs && g->targets && g->passes && g->count;
     if (ok) { /* so that a failure part way frees only what was allocated */
         memset(g->passes, 0, (size_t)g->sets * sizeof *g->passes);
         memset(g->inputs, 0, table_bytes(g->sets, micro));
@@ -55,6 +56,8 @@ void zt_step_graph_free(zt_step_graph *g)
         if (g->targets && g->targets[i])
             g->be->host_free(ZT_MEM_OTHER, g->targets[i], g->io_bytes);
     }
+    if (g->count)
+        g->be->host_free(ZT_MEM_OTHER, g->count, (size_t)g->sets * sizeof *g->count);
     zt_free(ZT_MEM_OTHER, g->inputs, table_bytes(g->sets, g->micro));
     zt_free(ZT_MEM_OTHER, g->targets, table_bytes(g->sets, g->micro));
     zt_free(ZT_MEM_OTHER, g->passes, (size_t)g->sets * sizeof *g->passes);

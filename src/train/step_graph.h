@@ -10,6 +10,9 @@
  *     each (host_alloc), one more than the steps the trainer keeps in flight; step
  *     k's passes read set k % sets, refilled before their launch; a captured upload
  *     reads them anew;
+ *   - the step's count of targets (its gradient scale's, with fp16's loss scale the
+ *     device keeps): one page-locked double per set beside the ids, uploaded into
+ *     the device's step scalars by the captured passes (zt_engine_step_count);
  *   - the learning rate and AdamW's t: taken by the device's verdict from the
  *     schedule on the device (zt_engine_set_schedule), so a replay needs no upload
  *     and may be launched before the steps before it are read back;
@@ -59,6 +62,8 @@ typedef struct zt_step_graph {
     int **inputs, **targets; /* [sets * micro]: set s's micro-batch i at s * micro + i; page-locked
                               * (host_alloc), io_bytes each */
     size_t io_bytes;
+    double *count;       /* [sets]: set s's count of targets at count + s (one host_alloc), refilled
+                          * before its launch */
     zt_graph **passes;   /* [sets]: the captured passes reading each token set, NULL before */
     zt_graph *update;    /* the captured update, NULL before */
     zt_comm_traffic at_begin;    /* the counters when the open capture began */

@@ -117,8 +117,11 @@ static int run_open(run_state *r, const char *model_dir, const char *data_path, 
     if ((rc = zt_model_init(&r->model, &r->cfg, &r->lay, &owner, B, T, checkpointing, err)))
         return rc;
     r->have_model = 1;
-    if (!frozen) /* fast mode: the training loss stays on the device until the step reads it back */
+    if (!frozen) { /* fast mode: the training loss stays on the device until the step reads it
+                    * back, and its gradient scale is formed there */
         r->model.loss_sink = zt_engine_loss_sink(r->eng);
+        r->model.grad_scale_src = zt_engine_grad_scale_src(r->eng);
+    }
     if ((rc = zt_batcher_init(&r->batcher, &r->tokens, T, shuffle, seed, data_path, err)))
         return rc;
     r->have_batcher = 1;
@@ -308,7 +311,6 @@ typedef struct trainer {
     int log_fd, have_log;       /* rank 0's JSONL (zt_open_output), written a whole record at a time */
     int rank0, talk, W;         /* talk: rank 0 and not quiet */
     double tokens_per_step;     /* B * A * W * T */
-    float grad_scale;           /* 1 / tokens_per_step: the gradient of the global mean loss */
     double flops_per_token;
     zt_peak peak;               /* what MFU divides by (peak.h), raised when a step beats it */
     zt_loss_scaler scaler;
@@ -332,7 +334,7 @@ typedef struct trainer {
     zt_tfevents tb;             /* --report_to tensorboard (rank 0) */
     int have_tb;
     double prev_finish;         /* when the last step's numbers came back (now_s; 0 before) */
-    int lazy;                   /* fast mode outside fp16: steps are read back at logged steps only */
+    int lazy;                   /* fast mode: steps are read back at logged steps only */
     int depth;                  /* the steps that may be in flight unread (1 unless lazy) */
     int device_lr;              /* the schedule lives on the device (zt_engine_set_schedule) */
     int batch_n, batch_left;    /* the steps read back in the current batch, and those still to log */
@@ -442,15 +444,14 @@ static int resolve_steps(trainer *t, zt_err *err)
 }
 
 /* The captured step (step_graph.h) where the plan says on and nothing of the run's
- * own stops it: --profile times each entry as it is called, a loss mask scales each
- * step's gradient by its own count (an argument of the captured cross-entropy), and
- * a test's hooks run host code between the launches.  --cuda_graphs on refuses
- * them; auto says why it is off. */
+ * own stops it: --profile times each entry as it is called, and a test's hooks run
+ * host code between the launches.  (A loss mask does not: each step's count of
+ * targets is uploaded inside its captured passes, train_step.)  --cuda_graphs on
+ * refuses them; auto says why it is off. */
 static int open_graph(trainer *t, zt_err *err)
 {
     const zt_plan *pl = &t->a->plan;
     const char *why = zt_prof_enabled() ? "--profile"
-                      : t->r.tokens.loss_mask ? "a loss mask"
                       : t->hooks->before_forward || t->hooks->before_update ? "test hooks"
                       : !zt_comm_capturable(t->comm) ? "staged MPI collectives" /* comm auto on a GPU chose it */
                       : NULL;
@@ -458,9 +459,7 @@ static int open_graph(trainer *t, zt_err *err)
     if (!strcmp(pl->graphs, "on") && why) {
         if (pl->graphs_forced)
             return zt_fail(err, ZT_EINPUT, "--cuda_graphs on: the step cannot be captured with %s (%s); use "
-                           "--cuda_graphs auto or off", why, !strcmp(why, "a loss mask")
-                           ? "each step's gradient scale is its own count of targets"
-                           : !strcmp(why, "staged MPI collectives")
+                           "--cuda_graphs auto or off", why, !strcmp(why, "staged MPI collectives")
                            ? "the ranks share GPUs, so their collectives go through host memory, not NCCL"
                            : "the host acts between the step's launches");
         if (t->talk)
@@ -529,11 +528,12 @@ static int train_setup(trainer *t, const zt_train_args *a, zt_err *err)
                                a->eval_batch_size, a->block_size, comm->world, 0, "eval_data", err);
         t->have_ev = rc == ZT_OK;
     }
-    /* fast mode reads steps back at the logged ones only (zt_train), fp16 at each: its
-     * backward still takes the loss scale from the host; and a profiled run at each,
-     * as before: the profiler waits for the device at the end of every profiled step
-     * anyway, and its trace then shows each step's read and record in that step */
-    t->lazy = rc == ZT_OK && zt_engine_runs_ahead(t->r.eng) && !a->plan.ls.on && !zt_prof_enabled();
+    /* fast mode reads steps back at the logged ones only (zt_train), fp16 too (its
+     * backward takes the loss scale from the device: step_scalars.h); a profiled run
+     * at each, as before: the profiler waits for the device at the end of every
+     * profiled step anyway, and its trace then shows each step's read and record in
+     * that step */
+    t->lazy = rc == ZT_OK && zt_engine_runs_ahead(t->r.eng) && !zt_prof_enabled();
     t->depth = t->lazy ? (t->log_every < ZT_STEPS_IN_FLIGHT ? (int)t->log_every : ZT_STEPS_IN_FLIGHT) : 1;
     if (rc == ZT_OK)
         rc = open_graph(t, err);
@@ -560,7 +560,6 @@ static int train_setup(trainer *t, const zt_train_args *a, zt_err *err)
     memset(comm->link_bytes, 0, sizeof comm->link_bytes);
 
     t->tokens_per_step = (double)a->batch_size * a->grad_accum * t->W * a->block_size;
-    t->grad_scale = (float)(1.0 / t->tokens_per_step);
     t->flops_per_token = zt_model_flops_per_token(&t->r.cfg, a->block_size, a->checkpointing);
     zt_peak_resolve_on(&t->peak, zt_engine_backend(t->r.eng), a->plan.prec.compute, a->peak_gflops, 0, t->rank0,
                        t->talk ? stderr : NULL);
@@ -771,11 +770,6 @@ static int train_step(trainer *t, long s, step_run *run, zt_err *err)
     zt_step_graph *sg = &t->sg;
     const zt_graph_phase ph = zt_step_graph_passes_phase(sg);
     const int set = sg->on ? zt_step_graph_set(sg) : 0;
-    int rc = ph == ZT_GRAPH_CAPTURE ? zt_step_graph_begin(sg, err) : ZT_OK;
-    if (rc)
-        return step_failed(t, rc, err);
-    if (ph != ZT_GRAPH_REPLAY)
-        zt_engine_zero_grads(r->eng);
     /* fp16: backward runs on loss * scale; the step divides it back out */
     double scale = pl->ls.on ? t->scaler.scale : 1.0;
     double loss_sum = 0.0;
@@ -784,11 +778,22 @@ static int train_step(trainer *t, long s, step_run *run, zt_err *err)
      * rank counts alike from the shared sample order (no collective); a step of
      * prompts only has no loss and no gradient */
     double counted = t->tokens_per_step;
-    float grad_scale = t->grad_scale;
     if (r->tokens.loss_mask) {
         long G = (long)B * A * t->W, n = zt_batcher_count_targets(&r->batcher, s * G, G);
         counted = n > 0 ? (double)n : 1.0;
-        grad_scale = (float)(1.0 / counted);
+    }
+    int rc = ph == ZT_GRAPH_CAPTURE ? zt_step_graph_begin(sg, err) : ZT_OK;
+    if (rc)
+        return step_failed(t, rc, err);
+    /* fast mode: the count goes to the device, where the backward forms its gradient
+     * scale with the loss scale the device holds when it runs (the host's scale may
+     * be a step behind when it runs ahead); a captured step uploads it from the
+     * token set's own memory, refilled here before each launch */
+    double *count = ph != ZT_GRAPH_OFF ? sg->count + set : &run->counted;
+    *count = counted;
+    if (ph != ZT_GRAPH_REPLAY) {
+        zt_engine_zero_grads(r->eng);
+        zt_engine_step_count(r->eng, count);
     }
     for (int micro = 0; micro < A; micro++) {
         long k0 = zt_sample_index(s, micro, comm->rank, B, A, t->W);
@@ -807,7 +812,8 @@ static int train_step(trainer *t, long s, step_run *run, zt_err *err)
         rc = t->hooks->before_forward ? t->hooks->before_forward(t->hooks->ctx, s + 1, micro, comm->rank, err)
                                       : ZT_OK;
         if (rc == ZT_OK)
-            rc = zt_model_forward_backward(&r->model, inputs, targets, (float)(grad_scale * scale), &ls, err);
+            rc = zt_model_forward_backward(&r->model, inputs, targets, zt_grad_scale(counted, scale), &ls,
+                                           err);
         if (rc)
             return step_failed(t, rc, err);
         loss_sum += ls;
@@ -1291,9 +1297,13 @@ static int stop_for_signal(trainer *t, long step, int sig, int saved, zt_err *er
  * n+1's forward and backward are queued?  Only where the engine's step does not
  * wait by itself (fast mode), and only where nothing the host decides after step n
  * needs the state after step n, or changes what step n+1 computes:
- *   - fp16's loss scale for step n+1's backward depends on step n's overflow;
  *   - an evaluation or a checkpoint after step n reads the state of step n;
  *   - the last step ends the run.
+ * fp16's loss scale for step n+1's backward depends on step n's overflow, but the
+ * device decides it (the verdict) and step n+1's backward reads it there
+ * (zt_step_grad_scale), so fp16 runs ahead too; its floor stop, read from step n,
+ * comes with step n+1's passes queued and its update not, and saves nothing, as
+ * the synchronous run's does.
  * A graphed run (--cuda_graphs) runs ahead too: its passes and its update are
  * separate graphs, and a step's passes read another set of token buffers than any
  * step still in flight (step_graph.h).
@@ -1304,12 +1314,11 @@ static int stop_for_signal(trainer *t, long step, int sig, int saved, zt_err *er
  * and the checkpoint holds the last). */
 static int may_run_ahead(const trainer *t, long n)
 {
-    return zt_engine_runs_ahead(t->r.eng) && !t->a->plan.ls.on && n < t->nsteps && !eval_due(t, n) &&
-        !checkpoint_due(t, n);
+    return zt_engine_runs_ahead(t->r.eng) && n < t->nsteps && !eval_due(t, n) && !checkpoint_due(t, n);
 }
 
 /* After step n ran ahead with `queued` steps unread: are they read after the next
- * step's passes?  Lazy (fast mode outside fp16): at the logged steps
+ * step's passes?  Lazy (fast mode): at the logged steps
  * (--logging_steps), and when `depth` steps are in flight, the most the engine's
  * readback slots and the captured step's token sets hold; otherwise at every step. */
 static int read_due(const trainer *t, long n, int queued)

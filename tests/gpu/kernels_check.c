@@ -928,7 +928,7 @@ static void check_exact_lmhead(float *dxx, void *dww, zt_dtype w_dt, const int *
     double *loss = dev(&start, sizeof start);
     float *gdx = dev(NULL, (size_t)N * C * 4), *gdw = dev(dw0, (size_t)V * C * 4);
     poison(gdx, (size_t)N * C * 4);
-    if (gpu->lmhead_xent(loss, gdx, gdw, dxx, ZT_F32, dww, w_dt, targets, N, C, V, gs, compute, chunk, &err)) {
+    if (gpu->lmhead_xent(loss, gdx, gdw, dxx, ZT_F32, dww, w_dt, targets, N, C, V, gs, NULL, compute, chunk, &err)) {
         snprintf(name, sizeof name, "exact table's lm-head cross-entropy (%s)", tag);
         report(name, INFINITY, 0, "  (error)");
         fprintf(stderr, "  %s\n", err.msg);
@@ -946,6 +946,45 @@ static void check_exact_lmhead(float *dxx, void *dww, zt_dtype w_dt, const int *
     snprintf(name, sizeof name, "exact table's lm-head cross-entropy: dw vs the whole logits (%s)", tag);
     check(name, gdw, want_dw, ZT_F32, (size_t)V * C, tol);
     free(want_dx), free(want_dw);
+}
+
+/* The gradient scale formed on the device from the step's scalars (fast mode's
+ * backward: backend.h, xent_into's scale_src) against the host's argument
+ * zt_grad_scale(count, scale), in both tables' lmhead_xent: the same bits (the same
+ * kernels, one fp32 scale).  Count 29 and scale 3 * 2^10, where rounding 1/29 to fp32
+ * first changes the product's last bit; the argument passed with the scalars is
+ * ignored. */
+static void check_lmhead_scale_src(float *dxx, void *dww, zt_dtype w_dt, const int *targets, int N, int C, int V,
+                                   zt_dtype compute, int chunk, const float *dw0, const char *tag)
+{
+    zt_step_scalars sc = {.count = 29.0, .ls_on = 1};
+    sc.ls.scale = 3072.0;
+    zt_step_scalars *dsc = dev(&sc, sizeof sc);
+    const float gs = zt_grad_scale(29.0, 3072.0);
+    const zt_backend *fast = zt_backend_cuda_mode(ZT_KERNELS_FAST);
+    const zt_backend *tables[2] = {gpu, fast};
+    for (int k = 0; k < 2 && tables[k]; k++) {
+        float *dx[2], *dw[2];
+        double *loss[2];
+        int bad = 0;
+        for (int i = 0; i < 2; i++) {
+            zt_err err = {0};
+            loss[i] = dev(NULL, sizeof(double)), dx[i] = dev(NULL, (size_t)N * C * 4);
+            dw[i] = dev(dw0, (size_t)V * C * 4);
+            bad |= tables[k]->lmhead_xent(loss[i], dx[i], dw[i], dxx, ZT_F32, dww, w_dt, targets, N, C, V,
+                                          i ? 7.0f : gs, i ? dsc : NULL, compute, chunk, &err);
+        }
+        char name[224];
+        snprintf(name, sizeof name, "%s lm-head cross-entropy: the scale from the device's step scalars is the "
+                 "host's, bit for bit (%s)", k ? "fast" : "exact table's", tag);
+        if (bad) {
+            report(name, INFINITY, 0, "  (error)");
+            continue;
+        }
+        check_same(name, dx[1], dx[0], (size_t)N * C * 4);
+        check_same(name, dw[1], dw[0], (size_t)V * C * 4);
+        check_same(name, loss[1], loss[0], sizeof(double));
+    }
 }
 
 static void check_fast_xent_case(zt_dtype compute, zt_dtype w_dt, int chunk)
@@ -979,7 +1018,8 @@ static void check_fast_xent_case(zt_dtype compute, zt_dtype w_dt, int chunk)
     double *floss = dev(&start, sizeof start);
     float *fdx = dev(NULL, (size_t)N * C * 4), *fdw = dev(dw0, (size_t)V * C * 4);
     poison(fdx, (size_t)N * C * 4);
-    if (zt_cu_fast_lmhead_xent(floss, fdx, fdw, dxx, ZT_F32, dww, w_dt, targets, N, C, V, gs, compute, chunk, &err)) {
+    if (zt_cu_fast_lmhead_xent(floss, fdx, fdw, dxx, ZT_F32, dww, w_dt, targets, N, C, V, gs, NULL, compute, chunk,
+                               &err)) {
         snprintf(name, sizeof name, "fast lm-head cross-entropy (%s)", tag);
         report(name, INFINITY, 0, "  (error)");
         fprintf(stderr, "  %s\n", err.msg);
@@ -997,6 +1037,7 @@ static void check_fast_xent_case(zt_dtype compute, zt_dtype w_dt, int chunk)
         free(want_dx), free(want_dw);
     }
     check_exact_lmhead(dxx, dww, w_dt, targets, N, C, V, gs, compute, chunk, dw0, want_loss, edx, edw, tag);
+    check_lmhead_scale_src(dxx, dww, w_dt, targets, N, C, V, compute, chunk, dw0, tag);
     free(x), free(w), free(dw0), free(wh);
     dev_free_all();
 }
@@ -1011,7 +1052,8 @@ static void check_fast_xent(void)
     int bad[2] = {0, 300};
     zt_err err = {0};
     float *x = dev(NULL, 2 * 64 * 4), *w = dev(NULL, 300 * 64 * 4);
-    const int rc = zt_cu_fast_lmhead_xent(NULL, NULL, NULL, x, ZT_F32, w, ZT_F32, bad, 2, 64, 300, 1.0f, ZT_F32, 1, &err);
+    const int rc =
+        zt_cu_fast_lmhead_xent(NULL, NULL, NULL, x, ZT_F32, w, ZT_F32, bad, 2, 64, 300, 1.0f, NULL, ZT_F32, 1, &err);
     report("fast lm-head cross-entropy: a target outside [0, V) is refused (ZT_EINPUT)",
            rc == ZT_EINPUT && strstr(err.msg, "target 300 of row 1") ? 0.0 : 1.0, EXACT, NULL);
     dev_free_all();
@@ -1503,9 +1545,27 @@ static void check_fast_step(void)
         double start = 1.5; /* it adds */
         up(dd, &start, sizeof start);
         float *dl = dev(logits, (size_t)N * V * 4);
-        fast->xent_into(dl, NULL, dl, targets, N, V, 0.05f, dd);
+        fast->xent_into(dl, NULL, dl, targets, N, V, 0.05f, NULL, dd);
         check_scalar("xent_into loss (added to the device's sum)", down_double(dd), start + l, DOUBLE_TOL);
         check("xent_into dlogits in place", dl, want, ZT_F32, (size_t)N * V, FP32_TOL);
+        /* the gradient scale formed on the device from the step's scalars (fast mode's
+         * backward: its count of targets, the loss scale held there) is the host's
+         * zt_grad_scale to the bit, fp16's scale on (29, 3 * 2^10: 1/29 rounded to fp32
+         * first changes the last bit) and off; the argument beside them is ignored */
+        for (int on = 0; on < 2; on++) {
+            zt_step_scalars sc = {.count = 29.0, .ls_on = on};
+            sc.ls.scale = 3072.0;
+            zt_step_scalars *dsc = dev(&sc, sizeof sc);
+            const float gs = zt_grad_scale(29.0, on ? 3072.0 : 1.0);
+            float *a = dev(logits, (size_t)N * V * 4), *b = dev(logits, (size_t)N * V * 4);
+            double *la = dev(NULL, sizeof(double)), *lb = dev(NULL, sizeof(double));
+            fast->xent_into(a, NULL, a, targets, N, V, gs, NULL, la);
+            fast->xent_into(b, NULL, b, targets, N, V, -3.0f, dsc, lb);
+            check_same(on ? "xent_into: the scale from the device's step scalars (fp16 on) is the host's"
+                          : "xent_into: the scale from the device's step scalars (fp16 off) is the host's",
+                       b, a, (size_t)N * V * 4);
+            check_same("xent_into: its loss with the device's scale", lb, la, sizeof(double));
+        }
         free(logits);
     }
     /* the verdict on the device against the host's rule, finite and not */
@@ -1784,7 +1844,7 @@ static void bench_once(const bench_args *x)
         if (x->fast) {
             const int rows = (int)zt_cu_fast_lmhead_xent_rows(x->V, (size_t)64 << 20);
             if (zt_cu_fast_lmhead_xent(x->loss, x->d, x->e, x->a, ZT_BF16, x->f, ZT_BF16, x->targets, x->N, x->C, x->V,
-                                       1.0f / x->N, ZT_BF16, rows, &err))
+                                       1.0f / x->N, NULL, ZT_BF16, rows, &err))
                 die("bench: fused cross-entropy", &err);
         } else {
             if (gpu->matmul(x->b, x->a, ZT_BF16, x->f, ZT_BF16, x->N, x->V, x->C, 0, 1, 0.0f, ZT_BF16, &err))

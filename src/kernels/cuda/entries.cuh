@@ -74,7 +74,7 @@ void zt_cu_transpose(float *dst, const float *src, int rows, int cols);
 double zt_cu_xent(float *dlogits, uint16_t *dlogits_bf16, const float *logits, const int *targets, int N, int V,
                   float grad_scale);
 void zt_cu_xent_into(float *dlogits, uint16_t *dlogits_bf16, const float *logits, const int *targets, int N, int V,
-                     float grad_scale, double *loss_sum);
+                     float grad_scale, const zt_step_scalars *scale_src, double *loss_sum);
 
 /* fused.cu: the fused entries as compositions of the exact ones (the fast table has fast.h's) */
 void zt_cu_rmsnorm_residual_forward(float *x, const void *delta, zt_dtype delta_dt, void *y, zt_dtype y_dt, float *rstd,
@@ -82,8 +82,8 @@ void zt_cu_rmsnorm_residual_forward(float *x, const void *delta, zt_dtype delta_
 int zt_cu_matmul_out(void *D, zt_dtype d_dt, const void *residual, const void *A, zt_dtype a_dt, const void *B,
                      zt_dtype b_dt, int M, int N, int K, int trans_a, int trans_b, zt_dtype compute, zt_err *err);
 int zt_cu_lmhead_xent(double *loss_sum, float *dx, float *dw, const void *x, zt_dtype x_dt, const void *w,
-                      zt_dtype w_dt, const int *targets, int N, int C, int V, float grad_scale, zt_dtype compute,
-                      int chunk_rows, zt_err *err);
+                      zt_dtype w_dt, const int *targets, int N, int C, int V, float grad_scale,
+                      const zt_step_scalars *scale_src, zt_dtype compute, int chunk_rows, zt_err *err);
 
 /* adamw.cu */
 void zt_cu_adamw_step(void *p, void *m, void *v, const void *g, void *comp, zt_dtype dt, size_t n,

@@ -94,16 +94,18 @@ int zt_cu_fast_linear_act16(uint16_t *y16, const void *x, zt_dtype x_dt, const v
  * x (N, C) in x_dt, the lm-head weight w (V, C) in w_dt, targets (N) on the host.
  * Per chunk of chunk_rows rows: logits = x w^T (the table's matmul in `compute`), the
  * softmax cross-entropy, dlogits = (softmax - onehot) grad_scale (bf16 for bf16
- * compute), dx = dlogits w (dx (N, C) fp32, overwritten; NULL: not wanted) and
- * dw += dlogits^T x (dw (V, C) fp32; NULL: not wanted).  *loss_sum (a device double;
- * NULL: not wanted) += the sum of the N row losses, in row order, on the device: nothing
+ * compute; with the step's scalars scale_src, a device buffer, grad_scale is
+ * zt_step_grad_scale of them, formed as the kernel runs: backend.h, xent_into),
+ * dx = dlogits w (dx (N, C) fp32, overwritten; NULL: not wanted) and dw += dlogits^T x
+ * (dw (V, C) fp32; NULL: not wanted).  *loss_sum (a device double; NULL: not wanted)
+ * += the sum of the N row losses, in row order, on the device: nothing
  * here waits for the device.  Memory: chunk_rows V (4 + 2) bytes of the backend's
  * scratch.  A target ZT_IGNORE_INDEX: no loss and a zero gradient row (as xent).  A
  * target outside [0, V) or a bad shape: ZT_EINPUT (fused.h's rules); a failed product:
  * its error. */
 int zt_cu_fast_lmhead_xent(double *loss_sum, float *dx, float *dw, const void *x, zt_dtype x_dt, const void *w,
                            zt_dtype w_dt, const int *targets, int N, int C, int V, float grad_scale,
-                           zt_dtype compute, int chunk_rows, zt_err *err);
+                           const zt_step_scalars *scale_src, zt_dtype compute, int chunk_rows, zt_err *err);
 /* The rows per chunk whose logits (fp32 and bf16) fit in budget_bytes (at least 1). */
 size_t zt_cu_fast_lmhead_xent_rows(int V, size_t budget_bytes);
 

@@ -42,10 +42,12 @@ __device__ __forceinline__ float block_sum_f(float v, float *sh)
 }
 
 /* One block per row of the chunk: the loss into row_loss[n], the gradient over the
- * logits in place (fp32) or into d16 (bf16). */
+ * logits in place (fp32) or into d16 (bf16).  The gradient scale: host_scale, or
+ * formed from the step's scalars sc as the kernel runs (fast mode's backward). */
 __global__ void fused_xent_rows_kernel(float *logits, uint16_t *d16, const int *targets, double *row_loss, int V,
-                                       float grad_scale, int want_grad)
+                                       float host_scale, const zt_step_scalars *sc, int want_grad)
 {
+    const float grad_scale = sc ? zt_step_grad_scale(sc) : host_scale;
     __shared__ float shf[32];
     const int n = blockIdx.x;
     float *z = logits + (size_t)n * V;
@@ -101,7 +103,7 @@ size_t zt_cu_fast_lmhead_xent_rows(int V, size_t budget_bytes)
 
 int zt_cu_fast_lmhead_xent(double *loss_sum, float *dx, float *dw, const void *x, zt_dtype x_dt, const void *w,
                            zt_dtype w_dt, const int *targets, int N, int C, int V, float grad_scale,
-                           zt_dtype compute, int chunk_rows, zt_err *err)
+                           const zt_step_scalars *scale_src, zt_dtype compute, int chunk_rows, zt_err *err)
 {
     int bad = zt_lmhead_xent_check_args(targets, N, C, V, chunk_rows, err); /* the rules of every table's */
     if (bad || N == 0)
@@ -128,7 +130,7 @@ int zt_cu_fast_lmhead_xent(double *loss_sum, float *dx, float *dw, const void *x
         if (rc)
             return rc;
         fused_xent_rows_kernel<<<r, XT_THREADS, 0, zt_cu.stream>>>(logits, d16, dtgt + n0, row_loss + n0, V,
-                                                                   grad_scale, grad);
+                                                                   grad_scale, scale_src, grad);
         ZT_CU_LAUNCHED();
         const void *g = bf16_grad ? (const void *)d16 : (const void *)logits;
         if (dx && (rc = zt_cu_matmul(dx + (size_t)n0 * C, g, g_dt, w, w_dt, r, C, V, 0, 0, 0.0f, compute, err)))

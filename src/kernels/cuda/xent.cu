@@ -12,14 +12,18 @@
  * written, and every later pass rewrites element v from element v only.  With
  * dlogits_bf16 the gradient goes there, rounded once, and dlogits holds the
  * exponentials (scratch), as on the CPU.  The returned sum of the N losses is summed
- * over rows in a fixed order, in double. */
+ * over rows in a fixed order, in double.  With the step's scalars (xent_into's
+ * scale_src, fast mode's backward) grad_scale is zt_step_grad_scale of them, formed
+ * by each thread as the kernel runs: the step's count of targets and the loss scale
+ * the device holds then (step_scalars.h, the host's expression and bits). */
 #include "entries.cuh"
 
 #define XENT_THREADS 1024
 
 __global__ void xent_kernel(float *dlogits, uint16_t *dlogits_bf16, const float *logits, const int *targets, int V,
-                            float grad_scale, double *row_loss)
+                            float host_scale, const zt_step_scalars *sc, double *row_loss)
 {
+    const float grad_scale = sc ? zt_step_grad_scale(sc) : host_scale;
     __shared__ double shd[32];
     __shared__ float shf[32];
     const int n = blockIdx.x;
@@ -75,7 +79,7 @@ __global__ void xent_kernel(float *dlogits, uint16_t *dlogits_bf16, const float 
 
 /* the rows' losses of xent_kernel, queued; NULL for no rows */
 static double *xent_queue(float *dlogits, uint16_t *dlogits_bf16, const float *logits, const int *targets, int N,
-                          int V, float grad_scale)
+                          int V, float grad_scale, const zt_step_scalars *sc)
 {
     if (N <= 0)
         return NULL;
@@ -88,23 +92,25 @@ static double *xent_queue(float *dlogits, uint16_t *dlogits_bf16, const float *l
     double *row_loss = (double *)zt_cu_scratch((size_t)N * (sizeof(double) + sizeof(int)));
     int *dtgt = (int *)(row_loss + N);
     zt_cu_upload(dtgt, targets, (size_t)N * sizeof(int));
-    xent_kernel<<<N, XENT_THREADS, 0, zt_cu.stream>>>(dlogits, dlogits_bf16, logits, dtgt, V, grad_scale, row_loss);
+    xent_kernel<<<N, XENT_THREADS, 0, zt_cu.stream>>>(dlogits, dlogits_bf16, logits, dtgt, V, grad_scale, sc,
+                                                      row_loss);
     ZT_CU_LAUNCHED();
     return row_loss;
 }
 
-/* the asynchronous step's: the rows' sum added to *loss_sum on the device */
+/* the asynchronous step's: the rows' sum added to *loss_sum on the device (NULL: the
+ * loss not wanted, the gradient only) */
 void zt_cu_xent_into(float *dlogits, uint16_t *dlogits_bf16, const float *logits, const int *targets, int N, int V,
-                     float grad_scale, double *loss_sum)
+                     float grad_scale, const zt_step_scalars *scale_src, double *loss_sum)
 {
-    double *row_loss = xent_queue(dlogits, dlogits_bf16, logits, targets, N, V, grad_scale);
-    if (row_loss)
+    double *row_loss = xent_queue(dlogits, dlogits_bf16, logits, targets, N, V, grad_scale, scale_src);
+    if (row_loss && loss_sum)
         zt_cu_sum_doubles_into(loss_sum, row_loss, N, 1);
 }
 
 double zt_cu_xent(float *dlogits, uint16_t *dlogits_bf16, const float *logits, const int *targets, int N, int V,
                   float grad_scale)
 {
-    double *row_loss = xent_queue(dlogits, dlogits_bf16, logits, targets, N, V, grad_scale);
+    double *row_loss = xent_queue(dlogits, dlogits_bf16, logits, targets, N, V, grad_scale, NULL);
     return row_loss ? zt_cu_sum_doubles(row_loss, N) : 0.0;
 }
