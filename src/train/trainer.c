@@ -464,6 +464,8 @@ static int open_graph(trainer *t, zt_err *err)
                            : "the host acts between the step's launches");
         if (t->talk)
             printf("graphs: off (%s)\n", why);
+        /* and the plan line printed after it says the same */
+        snprintf(t->args.plan.graphs, sizeof t->args.plan.graphs, "off (%s)", why);
     }
     return zt_step_graph_init(&t->sg, zt_engine_backend(t->r.eng), t->comm, on, t->a->grad_accum, t->r.io_bytes,
                               t->depth + 1, err);

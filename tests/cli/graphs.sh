@@ -48,6 +48,7 @@ printf '%s' "$out" | grep -q "graphs off (staged MPI collectives)" || fail "2 ra
 out=$("$ZTRAIN" "${args[@]}" --max_steps 1 --device emu --kernels fast --profile "$TMP/t.json" 2>&1) ||
     fail "auto with --profile: $out"
 printf '%s' "$out" | grep -q "^graphs: off (--profile)" || fail "auto with --profile says nothing: $out"
+printf '%s' "$out" | grep -q "kernels fast, graphs off (--profile)" || fail "auto with --profile: the plan line: $out"
 
 # the same bytes: the log, a checkpoint, the model; the key gives the mode, so that the
 # command lines the checkpoints record are the same (one YAML path, rewritten)
