@@ -12,7 +12,10 @@ gencode=$(grep -o 'CUDA_GENCODE="[^"]*"' tests/gpu/check.sh | head -1 | sed 's/^
 cus=(src/kernels/cuda/*.cu)
 objs=("${cus[@]/#/build-cuda/obj/}")
 objs=("${objs[@]/%.cu/.o}")
-out=$(make -n -B CUDA=1 CUDA_GENCODE="$gencode" "${objs[@]}" 2>&1) || fail "make -n: $out"
+# a make of its own: not the variables of a make this test runs under (make test-san
+# passes SANITIZE=1 down through MAKEFLAGS, which moves the build elsewhere)
+out=$(env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u MAKEOVERRIDES -u SANITIZE \
+    make -n -B CUDA=1 CUDA_GENCODE="$gencode" "${objs[@]}" 2>&1) || fail "make -n: $out"
 nfast=0
 for f in "${cus[@]}"; do
     line=$(printf '%s\n' "$out" | grep -e " -c $f -o ")
