@@ -14,6 +14,8 @@
 #include "../src/core/sha256.h"
 #include "../src/io/gguf.h"
 #include "../src/model/layout.h"
+#include "../src/text/gguf_tokenizer.h"
+#include "../src/text/tokenizer.h"
 #include "test.h"
 #include "tmpdir.h"
 
@@ -118,6 +120,53 @@ static void check_tensors(const zt_gguf *g, const zt_llama_config *cfg, const cJ
     zt_layout_free(&lay);
 }
 
+/* The tokenizer files converted from the metadata: ztrain's tokenizer loads them
+ * and gives the ids the `tokenizers` package gives with transformers' GGUF
+ * conversion, line by line; the special ids and the chat template are carried. */
+static void check_tokenizer(const zt_gguf *g, const cJSON *ref)
+{
+    char dir[64];
+    ZT_CHECK(tmpdir_make(dir, sizeof dir, "zt_gguf_tok_") != NULL);
+    zt_err err = {0};
+    int bos = -2, eos = -2, pad = -2;
+    int rc = zt_gguf_tokenizer_save(g, dir, &bos, &eos, &pad, &err);
+    ZT_CHECK_MSG(rc == ZT_OK, "%s", err.msg);
+    const cJSON *cfg = cJSON_GetObjectItem(ref, "config");
+    ZT_CHECK(bos == int_of(cfg, "bos_token_id") && eos == int_of(cfg, "eos_token_id") &&
+             pad == int_of(cfg, "pad_token_id"));
+    zt_tokenizer *t = NULL;
+    if (rc == ZT_OK) {
+        rc = zt_tok_load(dir, &t, &err);
+        ZT_CHECK_MSG(rc == ZT_OK, "%s", err.msg);
+    }
+    const cJSON *lines = cJSON_GetObjectItem(ref, "corpus"), *ids = cJSON_GetObjectItem(ref, "ids");
+    ZT_CHECK(cJSON_GetArraySize(lines) >= 10 && cJSON_GetArraySize(lines) == cJSON_GetArraySize(ids));
+    for (int i = 0; t && i < cJSON_GetArraySize(lines); i++) {
+        const char *text = cJSON_GetArrayItem(lines, i)->valuestring;
+        const cJSON *want = cJSON_GetArrayItem(ids, i);
+        zt_ids got = {0};
+        ZT_CHECK(zt_tok_encode(t, text, strlen(text), 1, &got, &err) == ZT_OK);
+        int same = (int)got.n == cJSON_GetArraySize(want);
+        for (size_t k = 0; same && k < got.n; k++)
+            same = got.v[k] == cJSON_GetArrayItem(want, (int)k)->valueint;
+        ZT_CHECK_MSG(same, "line %d (%.40s...): %zu ids, transformers gives %d", i, text, got.n,
+                     cJSON_GetArraySize(want));
+        zt_ids_free(&got);
+    }
+    if (t) {
+        ZT_CHECK(zt_tok_bos_id(t) == bos && zt_tok_eos_id(t) == eos && zt_tok_pad_id(t) == pad);
+        zt_tok_free(t);
+    }
+    cJSON *tc = json_file(tmpdir_path(dir, "tokenizer_config.json"));
+    zt_gguf_str tmpl = {0};
+    ZT_CHECK(zt_gguf_get_str(g, "tokenizer.chat_template", &tmpl, NULL, &err) == ZT_OK && tmpl.s);
+    const cJSON *ct = cJSON_GetObjectItem(tc, "chat_template");
+    ZT_CHECK_MSG(cJSON_IsString(ct) && tmpl.s && strlen(ct->valuestring) == tmpl.len &&
+                     !memcmp(ct->valuestring, tmpl.s, tmpl.len), "chat template not carried");
+    cJSON_Delete(tc);
+    tmpdir_remove(dir);
+}
+
 static void check_file(const char *gguf_path, const char *ref_path, uint32_t version)
 {
     cJSON *ref = json_file(ref_path);
@@ -134,6 +183,7 @@ static void check_file(const char *gguf_path, const char *ref_path, uint32_t ver
         if (rc == ZT_OK) {
             check_config(&cfg, cJSON_GetObjectItem(ref, "config"), gguf_path);
             check_tensors(g, &cfg, cJSON_GetObjectItem(ref, "tensors"));
+            check_tokenizer(g, ref);
         }
     }
     zt_gguf_close(g);
@@ -168,11 +218,134 @@ static void test_smollm2(void)
     check_file(p, "tests/fixtures/gguf/smollm2.json", 3);
 }
 
+
+/* ---- hostile files ------------------------------------------------------------
+ * A small valid file built here field by field (two keys, two F32 tensors), then
+ * one field at a time made wrong: each is refused with ZT_EINPUT, and the
+ * message names the file and the field. */
+typedef struct hbuf {
+    uint8_t b[4096];
+    size_t n;
+} hbuf;
+
+static void put(hbuf *h, uint64_t v, int bytes)
+{
+    for (int i = 0; i < bytes; i++)
+        h->b[h->n++] = (uint8_t)(v >> (8 * i));
+}
+static void put_str(hbuf *h, const char *s, uint64_t len)
+{
+    put(h, len, 8);
+    memcpy(h->b + h->n, s, strlen(s));
+    h->n += strlen(s);
+}
+
+/* The knobs a case turns; zero values give the valid file. */
+typedef struct hostile {
+    uint32_t magic, version, key_type, ttype, ndims;
+    uint64_t ntensors, nkv, key_len, arr_count, dim0, dim1, off_b;
+    const char *key;
+    size_t cut; /* keep only this many bytes (0: all) */
+} hostile;
+
+static size_t build(hbuf *h, const hostile *x)
+{
+    h->n = 0;
+    put(h, x->magic ? x->magic : 0x46554747u, 4);
+    put(h, x->version ? x->version : 3, 4);
+    put(h, x->ntensors ? x->ntensors : 2, 8);
+    put(h, x->nkv ? x->nkv : 2, 8);
+    const char *key = x->key ? x->key : "general.architecture";
+    put_str(h, key, x->key_len ? x->key_len : strlen(key));
+    put(h, x->key_type ? x->key_type : ZT_GGUF_STRING, 4);
+    put_str(h, "llama", 5);
+    put_str(h, "some.list", 9);
+    put(h, ZT_GGUF_ARRAY, 4);
+    put(h, ZT_GGUF_UINT32, 4);
+    put(h, x->arr_count ? x->arr_count : 2, 8);
+    put(h, 7, 4), put(h, 8, 4);
+    for (int t = 0; t < 2; t++) {
+        put_str(h, t ? "b" : "a", 1);
+        put(h, t == 0 && x->ndims ? x->ndims : 2, 4);
+        put(h, t == 0 && x->dim0 ? x->dim0 : 4, 8);
+        put(h, t == 0 && x->dim1 ? x->dim1 : 2, 8);
+        put(h, t == 0 && x->ttype ? x->ttype : ZT_GGML_F32, 4);
+        put(h, t == 0 ? 0 : x->off_b ? x->off_b : 32, 8);
+    }
+    while (h->n % 32)
+        h->b[h->n++] = 0;
+    memset(h->b + h->n, 0, 64);
+    h->n += 64;
+    return x->cut ? x->cut : h->n;
+}
+
+static void expect_refusal(const char *dir, const char *name, const hostile *x, const char *field)
+{
+    hbuf h;
+    size_t n = build(&h, x);
+    const char *path = tmpdir_path(dir, name);
+    write_bytes(path, h.b, n);
+    zt_gguf *g = NULL;
+    zt_err err = {0};
+    int rc = zt_gguf_open(path, &g, &err);
+    ZT_CHECK_MSG(rc == ZT_EINPUT && strstr(err.msg, path) && strstr(err.msg, field),
+                 "%s: rc %d, message \"%s\" (expected one naming the file and \"%s\")", name, rc, err.msg, field);
+    zt_gguf_close(g);
+}
+
+static void test_hostile_files(void)
+{
+    char dir[64];
+    ZT_CHECK(tmpdir_make(dir, sizeof dir, "zt_gguf_bad_") != NULL);
+    hbuf h;
+    hostile ok = {0};
+    size_t full = build(&h, &ok);
+    const char *path = tmpdir_path(dir, "ok.gguf");
+    write_bytes(path, h.b, full);
+    zt_gguf *g = NULL;
+    zt_err err = {0};
+    ZT_CHECK_MSG(zt_gguf_open(path, &g, &err) == ZT_OK, "the valid file: %s", err.msg);
+    ZT_CHECK(g && zt_gguf_tensor_count(g) == 2 && zt_gguf_tensor_find(g, "b")->data - zt_gguf_tensor_find(g, "a")->data == 32);
+    zt_gguf_close(g);
+    const struct { const char *name; hostile x; const char *field; } cases[] = {
+        {"magic.gguf", {.magic = 0x46554746u}, "magic"},
+        {"v1.gguf", {.version = 1}, "version 1"},
+        {"bigendian.gguf", {.version = 0x03000000u}, "version"},
+        {"ntensors.gguf", {.ntensors = UINT64_C(1) << 60}, "tensor_count"},
+        {"nkv.gguf", {.nkv = UINT64_C(1) << 40}, "kv_count"},
+        {"keylen.gguf", {.key_len = UINT64_C(1) << 40}, "key 0"},
+        {"keyutf8.gguf", {.key = "general.\xff\xfe"}, "not valid UTF-8"},
+        {"keytype.gguf", {.key_type = 13}, "unknown value type"},
+        {"arrcount.gguf", {.arr_count = UINT64_C(1) << 61}, "some.list"},
+        {"ttype.gguf", {.ttype = 99}, "unknown tensor type 99"},
+        {"ndims.gguf", {.ndims = 5}, "5 dimensions"},
+        {"overflow.gguf", {.dim0 = UINT64_C(1) << 32, .dim1 = UINT64_C(1) << 32}, "overflows"},
+        {"zero_dim.gguf", {.dim1 = 0xffffffffffffffffu}, "tensor \"a\""},
+        {"block.gguf", {.ttype = ZT_GGML_Q8_0}, "not a multiple of Q8_0's block"},
+        {"offset.gguf", {.off_b = UINT64_C(1) << 40}, "offset out of range"},
+        {"misaligned.gguf", {.off_b = 36}, "not a multiple of the alignment"},
+        {"overlap.gguf", {.off_b = 0}, "overlap"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        hostile x = cases[i].x;
+        if (!strcmp(cases[i].name, "overlap.gguf"))
+            x.dim1 = 4, x.off_b = 0; /* "a" is 64 bytes from 0, "b" from 0 too: build()'s 0 means 32 */
+        expect_refusal(dir, cases[i].name, &x, cases[i].field);
+    }
+    /* every truncation of the valid file is refused, naming the file */
+    for (size_t cut = 1; cut < full; cut++) {
+        hostile x = {.cut = cut};
+        expect_refusal(dir, "cut.gguf", &x, cut < 24 ? "too short" : "truncated");
+    }
+    tmpdir_remove(dir);
+}
+
 int main(void)
 {
     ZT_RUN(test_name_map);
     ZT_RUN(test_mixed_types);
     ZT_RUN(test_untied_v2);
     ZT_RUN(test_smollm2);
+    ZT_RUN(test_hostile_files);
     ZT_TEST_MAIN_END();
 }

@@ -13,7 +13,9 @@ Writes tests/fixtures/gguf/:
                   special tokens and a chat template.
   untied_v2.gguf  GGUF v2 (version field 2; v2 and v3 lay out little-endian files alike),
                   two layers, hidden 64, 4 heads / 4 KV heads, F32 and F16 tensors and an
-                  output.weight in Q8_0 (untied), tokenizer type gpt2, pre "llama-bpe".
+                  output.weight in Q8_0 (untied), tokenizer type gpt2, pre "llama-bpe": a
+                  1024-token vocabulary trained with the Llama-3 split, on which some corpus
+                  line encodes differently under GPT-2's regex (checked here).
   NAME.json       what transformers' GGUF loader makes of NAME.gguf: the config keys that
                   matter, every parameter's shape and the SHA-256 of its fp32 bytes, and the
                   `tokenizers` ids of the corpus lines (add_special_tokens False and True).
@@ -70,12 +72,26 @@ def corpus_lines():
         "<|im_start|>user\nHello there!<|im_end|>\n<|im_start|>assistant\n",
         "don't won't I'll we've they're SHE'S",
         "tabs\tand\r\nwindows newlines",
+        "Copyright (C) 2007 Free Software Foundation, Inc. 3.14159265",
+        ",hello;world...and(parentheses)",
     ] + multi
 
 
-def train_bpe(vocab_size):
+LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
+                r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+
+def byte_level(split):
+    """GPT-2's ByteLevel regex, or (split "llama3") the Llama-3 split before ByteLevel."""
+    if split != "llama3":
+        return pre_tokenizers.ByteLevel(add_prefix_space=False)
+    return pre_tokenizers.Sequence([pre_tokenizers.Split(tokenizers.Regex(LLAMA3_SPLIT), behavior="isolated"),
+                                    pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+
+
+def train_bpe(vocab_size, split="gpt2"):
     tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.pre_tokenizer = byte_level(split)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIALS,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
@@ -86,7 +102,15 @@ def train_bpe(vocab_size):
     for t, i in vocab.items():
         tokens[i] = t
     merges = [m if isinstance(m, str) else " ".join(m) for m in spec["model"]["merges"]]
-    return tokens, merges
+    return tokens, merges, tok
+
+
+def splits_matter(tok, lines):
+    """The Llama-3 vocabulary's ids under the other pre-tokenizer differ on some line, so
+    the test would see a converter that ignored tokenizer.ggml.pre."""
+    other = Tokenizer.from_str(tok.to_str())
+    other.pre_tokenizer = byte_level("gpt2")
+    return any(tok.encode(t).ids != other.encode(t).ids for t in lines)
 
 
 def add_tokenizer(w, tokens, merges, pre):
@@ -242,17 +266,19 @@ LAYER_NAMES = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up"
 def main():
     os.makedirs(OUT, exist_ok=True)
     write_seeds()
-    tokens, merges = train_bpe(384)
+    tokens, merges, _ = train_bpe(384)
     mixed = {"attn_q": T.Q4_K, "attn_k": T.Q5_K, "attn_v": T.Q6_K, "attn_output": T.Q8_0,
              "ffn_gate": T.Q4_0, "ffn_up": T.Q4_1, "ffn_down": T.F16}
     write_model(os.path.join(OUT, "mixed.gguf"),
                 dict(C=256, F=256, L=1, nh=4, nkv=2, hd=64, ctx=512, theta=100000.0, eps=1e-5),
                 mixed, {"embd": T.BF16}, tokens, merges, "smollm", seed=1, version=3)
+    tokens, merges, tok = train_bpe(1024, "llama3")
+    assert splits_matter(tok, corpus_lines()), "no corpus line tells the Llama-3 split from GPT-2's"
     plain = {k: T.F16 for k in mixed}
     plain["attn_q"] = T.F32
     write_model(os.path.join(OUT, "untied_v2.gguf"),
                 dict(C=64, F=96, L=2, nh=4, nkv=4, hd=16, ctx=256, theta=10000.0, eps=1e-6),
-                plain, {"embd": T.F32, "output": T.Q8_0}, tokens, merges, "llama-bpe", seed=2, version=2)
+                plain, {"embd": T.F16, "output": T.Q8_0}, tokens, merges, "llama-bpe", seed=2, version=2)
     for name in ("mixed", "untied_v2"):
         save_json(name + ".json", reference(os.path.join(OUT, name + ".gguf")))
     if len(sys.argv) > 1:

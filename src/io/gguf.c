@@ -132,7 +132,7 @@ static int rd_value(cur *c, zt_gguf_kv *kv)
     uint64_t min = es ? (uint64_t)es : 8;
     if (kv->count > (c->g->size - c->pos) / min)
         return zt_fail(c->err, ZT_EINPUT, "%s: %s claims %" PRIu64 " elements, more than the %zu bytes left "
-                       "can hold", c->g->path, field, kv->count, c->g->size - c->pos);
+                       "can hold (a huge count, or the file is truncated)", c->g->path, field, kv->count, c->g->size - c->pos);
     kv->val = c->g->map + c->pos;
     if (es) {
         c->pos += (size_t)kv->count * (size_t)es;
@@ -287,10 +287,12 @@ static int rd_counts(cur *c, zt_gguf *g)
     /* a tensor's description takes at least 28 bytes, a key's 13 */
     uint64_t left = g->size - c->pos;
     if (g->ntensors > GGUF_MAX_TENSORS || g->ntensors > left / 28)
-        return zt_fail(c->err, ZT_EINPUT, "%s: tensor_count %" PRIu64 " is more than the file can hold", g->path,
+        return zt_fail(c->err, ZT_EINPUT, "%s: tensor_count %" PRIu64 " is more than the file can hold (a huge "
+                       "count, or the file is truncated)", g->path,
                        g->ntensors);
     if (g->nkv > GGUF_MAX_KVS || g->nkv > left / 13)
-        return zt_fail(c->err, ZT_EINPUT, "%s: kv_count %" PRIu64 " is more than the file can hold", g->path,
+        return zt_fail(c->err, ZT_EINPUT, "%s: kv_count %" PRIu64 " is more than the file can hold (a huge "
+                       "count, or the file is truncated)", g->path,
                        g->nkv);
     if ((g->nkv && !(g->kvs = zt_alloc(ZT_MEM_OTHER, g->nkv * sizeof *g->kvs))) ||
         (g->ntensors && !(g->tensors = zt_alloc(ZT_MEM_OTHER, g->ntensors * sizeof *g->tensors))))
