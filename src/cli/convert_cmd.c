@@ -5,7 +5,9 @@
  * --dtype), tokenizer.json and tokenizer_config.json (with the chat template),
  * generation_config.json.  One tensor is held at a time. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../core/dtype.h"
 #include "../core/mem.h"
@@ -120,4 +122,49 @@ int zt_cmd_convert(int argc, char **argv, zt_err *err)
     if ((rc = zt_cli_parse_size("max_shard_size", max_shard, &max_shard_bytes, err)))
         return rc;
     return convert_gguf(file, out, dtype, max_shard_bytes, err);
+}
+
+/* The directory zt_cli_gguf_tokenizer_dir made, removed when the process exits
+ * (every return path of every command, without one cleanup call each). */
+static char made_dir[64];
+
+static void remove_made_dir(void)
+{
+    static const char *const files[] = {"tokenizer.json", "tokenizer_config.json", "generation_config.json"};
+    if (!made_dir[0])
+        return;
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        char path[128];
+        snprintf(path, sizeof path, "%s/%s", made_dir, files[i]);
+        unlink(path);
+    }
+    rmdir(made_dir);
+    made_dir[0] = 0;
+}
+
+int zt_cli_gguf_tokenizer_dir(const char *model, char *dir, size_t cap, zt_err *err)
+{
+    dir[0] = 0;
+    if (!model || !zt_gguf_is_file(model))
+        return ZT_OK;
+    if (!made_dir[0]) {
+        snprintf(made_dir, sizeof made_dir, "/tmp/ztrain-gguf-tokenizer-XXXXXX");
+        if (!mkdtemp(made_dir)) {
+            made_dir[0] = 0;
+            return zt_fail(err, ZT_EFAIL, "cannot create a temporary directory for %s's tokenizer", model);
+        }
+        atexit(remove_made_dir);
+        zt_gguf *g = NULL;
+        int bos, eos, pad, rc = zt_gguf_open(model, &g, err);
+        if (rc == ZT_OK)
+            rc = zt_gguf_tokenizer_save(g, made_dir, &bos, &eos, &pad, err);
+        zt_gguf_close(g);
+        if (rc) {
+            remove_made_dir();
+            return rc;
+        }
+    }
+    if (snprintf(dir, cap, "%s", made_dir) >= (int)cap)
+        return zt_fail(err, ZT_EFAIL, "path too long");
+    return ZT_OK;
 }

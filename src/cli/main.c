@@ -96,6 +96,17 @@ static int check_world(const zt_settings *st, int world, int ignore_num_processe
     return ZT_OK;
 }
 
+/* Every data file holds token ids already (.npy, .bin): no tokenizer applies. */
+static int ids_only(const char *const *files, int n)
+{
+    for (int i = 0; i < n; i++) {
+        size_t l = strlen(files[i]);
+        if (!(l > 4 && (!strcmp(files[i] + l - 4, ".npy") || !strcmp(files[i] + l - 4, ".bin"))))
+            return 0;
+    }
+    return 1;
+}
+
 static int train_command(int argc, char **argv, zt_err *err)
 {
     const char *model = NULL, *data = NULL, *output_dir = NULL, *log_jsonl = NULL, *max_shard = "5GB";
@@ -197,6 +208,13 @@ static int train_command(int argc, char **argv, zt_err *err)
     zt_comm_set_timeout(coll_timeout);
     if ((rc = zt_comm_topology(&topo, err)))
         return rc;
+    /* --model FILE.gguf: its own tokenizer, for text data and to save with the model,
+     * unless --tokenizer names one */
+    char gguf_tok[64];
+    if ((rc = zt_cli_gguf_tokenizer_dir(tokenizer ? NULL : model, gguf_tok, sizeof gguf_tok, err)))
+        return rc;
+    if (gguf_tok[0] && !ids_only(data_files, n_data))
+        tokenizer = gguf_tok;
     if ((rc = zt_resolve_run(&st, model, NULL, g_world, &topo, &cfg, &plan, err)) ||
         (rc = zt_train_args_from_settings(&st, &plan, &a, err)))
         return rc;
@@ -235,7 +253,7 @@ static int train_command(int argc, char **argv, zt_err *err)
     a.override_checkpoint_args = override_ckpt;
     a.allow_precision_change = allow_precision;
     a.command_line = command_line;
-    a.tokenizer_dir = tokenizer;
+    a.tokenizer_dir = tokenizer ? tokenizer : gguf_tok[0] ? gguf_tok : NULL;
     a.peak_gflops = peak;
     a.skip_nonfinite_steps = skip_nonfinite;
     a.max_consecutive_skipped_steps = max_skipped;
@@ -316,6 +334,12 @@ static int cmd_eval(int argc, char **argv, zt_err *err)
         return rc;
     if (!model || !data)
         return zt_fail(err, ZT_EINPUT, "ztrain eval: --model and --data are required");
+    char gguf_tok[64]; /* --model FILE.gguf: its own tokenizer for text data, unless --tokenizer names one */
+    if ((rc = zt_cli_gguf_tokenizer_dir(tokenizer || ids_only(&data, 1) ? NULL : model, gguf_tok, sizeof gguf_tok,
+                                        err)))
+        return rc;
+    if (gguf_tok[0])
+        tokenizer = gguf_tok;
     zt_eval_args a = {model, data, block_size, batch, max_batches, ZT_F32, device, NULL};
     if (strcmp(mixed_precision, "no") != 0 &&
         (zt_dtype_parse(mixed_precision, &a.compute) != 0 || a.compute != ZT_BF16))
