@@ -16,6 +16,7 @@ Writes tests/fixtures/gguf/:
                   output.weight in Q8_0 (untied), tokenizer type gpt2, pre "llama-bpe": a
                   1024-token vocabulary trained with the Llama-3 split, on which some corpus
                   line encodes differently under GPT-2's regex (checked here).
+  spm.gguf        GGUF v3, tokenizer type llama (SentencePiece, scores, no merges), F32.
   NAME.json       what transformers' GGUF loader makes of NAME.gguf: the config keys that
                   matter, every parameter's shape and the SHA-256 of its fp32 bytes, and the
                   `tokenizers` ids of the corpus lines (add_special_tokens False and True).
@@ -260,6 +261,51 @@ def write_seeds():
                 tokens, ["a b", "c d"], "llama-bpe", seed=4, version=3)
 
 
+def write_spm(path):
+    """A SentencePiece ("llama") tokenizer without merges, as llama.cpp writes Llama 2's:
+    the vocabulary of tests/fixtures/tokenizers/llama2 (unk, bos, eos, 256 byte tokens,
+    pieces) with scores falling by rank (four tokens to a score), token types unknown/control/byte/normal; the
+    loader recovers the merges from the scores.  A one-layer F32 model around it."""
+    with open(os.path.join(ROOT, "tests", "fixtures", "tokenizers", "llama2", "tokenizer.json"),
+              encoding="utf-8") as f:
+        vocab = json.load(f)["model"]["vocab"]
+    tokens = [None] * len(vocab)
+    for t, i in vocab.items():
+        tokens[i] = t
+    rng = np.random.default_rng(5)
+    w = gguf.GGUFWriter(path, "llama")
+    w.add_block_count(1)
+    w.add_context_length(64)
+    w.add_embedding_length(16)
+    w.add_feed_forward_length(32)
+    w.add_head_count(2)
+    w.add_head_count_kv(1)
+    w.add_rope_freq_base(10000.0)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_tokenizer_model("llama")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(tokens)
+    # scores tied in fours, so that the tie-breaks (longer left half, then right) decide too
+    w.add_token_scores([0.0] * 259 + [-float(i // 4) for i in range(len(tokens) - 259)])
+    w.add_token_types([2, 3, 3] + [6] * 256 + [1] * (len(tokens) - 259))
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_unk_token_id(0)
+    w.add_chat_template(CHAT_TEMPLATE)
+    add(w, rng, "token_embd.weight", (len(tokens), 16), T.F32)
+    shapes = {"attn_q": (16, 16), "attn_k": (8, 16), "attn_v": (8, 16), "attn_output": (16, 16),
+              "ffn_gate": (32, 16), "ffn_up": (32, 16), "ffn_down": (16, 32)}
+    add(w, rng, "blk.0.attn_norm.weight", (16,), T.F32)
+    add(w, rng, "blk.0.ffn_norm.weight", (16,), T.F32)
+    for short, shape in shapes.items():
+        add(w, rng, f"blk.0.{short}.weight", shape, T.F32)
+    add(w, rng, "output_norm.weight", (16,), T.F32)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
 LAYER_NAMES = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")
 
 
@@ -279,7 +325,8 @@ def main():
     write_model(os.path.join(OUT, "untied_v2.gguf"),
                 dict(C=64, F=96, L=2, nh=4, nkv=4, hd=16, ctx=256, theta=10000.0, eps=1e-6),
                 plain, {"embd": T.F16, "output": T.Q8_0}, tokens, merges, "llama-bpe", seed=2, version=2)
-    for name in ("mixed", "untied_v2"):
+    write_spm(os.path.join(OUT, "spm.gguf"))
+    for name in ("mixed", "untied_v2", "spm"):
         save_json(name + ".json", reference(os.path.join(OUT, name + ".gguf")))
     if len(sys.argv) > 1:
         save_json("smollm2.json", reference(sys.argv[1]))

@@ -450,6 +450,15 @@ static void num_at(uint32_t t, const uint8_t *p, int64_t *iv, double *fv, int *i
     }
 }
 
+double zt_gguf_arr_float(const zt_gguf_kv *kv, uint64_t i)
+{
+    int64_t iv = 0;
+    double fv = 0;
+    int is_int;
+    num_at(kv->elem, kv->val + i * (uint64_t)zt_gguf_vtype_size(kv->elem), &iv, &fv, &is_int);
+    return is_int == 1 ? (double)iv : fv;
+}
+
 int64_t zt_gguf_arr_int(const zt_gguf_kv *kv, uint64_t i)
 {
     int64_t iv = 0;

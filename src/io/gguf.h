@@ -75,8 +75,10 @@ int zt_gguf_get_int(const zt_gguf *g, const char *key, int64_t *out, int *presen
 int zt_gguf_get_float(const zt_gguf *g, const char *key, double *out, int *present, zt_err *err);
 int zt_gguf_get_bool(const zt_gguf *g, const char *key, int *out, int *present, zt_err *err);
 int zt_gguf_get_str(const zt_gguf *g, const char *key, zt_gguf_str *out, int *present, zt_err *err);
-/* Element i of an integer array kv (i < kv->count; a float element is truncated). */
+/* Element i of a numeric array kv (i < kv->count) as an int64 (a float element is
+ * truncated) or a double. */
 int64_t zt_gguf_arr_int(const zt_gguf_kv *kv, uint64_t i);
+double zt_gguf_arr_float(const zt_gguf_kv *kv, uint64_t i);
 
 int zt_gguf_tensor_count(const zt_gguf *g);
 const zt_gguf_tensor *zt_gguf_tensor_at(const zt_gguf *g, int i);

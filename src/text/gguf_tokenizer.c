@@ -9,6 +9,7 @@
 
 #include "../core/fs.h"
 #include "pretok.h"
+#include "strmap.h"
 #include "tokenizer.h"
 #include "unicode.h"
 
@@ -22,7 +23,8 @@ static const char *const other_split_names[] = {"qwen2", "deepseek-r1-qwen", "ko
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 
 typedef struct meta {
-    const zt_gguf_kv *tokens, *types, *merges;
+    int spm;                   /* model "llama": SentencePiece-style BPE; else "gpt2", byte-level */
+    const zt_gguf_kv *tokens, *types, *merges, *scores;
     char pre[64];
     int64_t id[4];             /* bos, eos, unk, pad; -1: none */
     int add_bos, add_eos;      /* -1: not stated */
@@ -45,16 +47,26 @@ static int read_meta(const zt_gguf *g, meta *m, zt_err *err)
     if (!have)
         return zt_fail(err, ZT_EINPUT, "%s: missing key \"tokenizer.ggml.model\" (the file carries no tokenizer)",
                        path);
-    if (!str_is(model, "gpt2"))
+    if (!str_is(model, "gpt2") && !str_is(model, "llama"))
         return zt_fail(err, ZT_EINPUT, "%s: key \"tokenizer.ggml.model\" is \"%.*s\": only \"gpt2\" (byte-level "
-                       "BPE) is converted", path, (int)(model.len > 32 ? 32 : model.len), model.s);
+                       "BPE) and \"llama\" (SentencePiece BPE) are converted", path,
+                       (int)(model.len > 32 ? 32 : model.len), model.s);
+    m->spm = str_is(model, "llama");
     m->tokens = zt_gguf_find(g, "tokenizer.ggml.tokens");
     m->merges = zt_gguf_find(g, "tokenizer.ggml.merges");
     m->types = zt_gguf_find(g, "tokenizer.ggml.token_type");
+    m->scores = zt_gguf_find(g, "tokenizer.ggml.scores");
     if (!m->tokens || m->tokens->type != ZT_GGUF_ARRAY || m->tokens->elem != ZT_GGUF_STRING || !m->tokens->count)
         return zt_fail(err, ZT_EINPUT, "%s: key \"tokenizer.ggml.tokens\" must be a non-empty array of strings", path);
-    if (!m->merges || m->merges->type != ZT_GGUF_ARRAY || m->merges->elem != ZT_GGUF_STRING)
+    if (m->merges && (m->merges->type != ZT_GGUF_ARRAY || m->merges->elem != ZT_GGUF_STRING))
         return zt_fail(err, ZT_EINPUT, "%s: key \"tokenizer.ggml.merges\" must be an array of strings", path);
+    if (!m->merges && !m->spm)
+        return zt_fail(err, ZT_EINPUT, "%s: missing key \"tokenizer.ggml.merges\" (a gpt2 tokenizer needs them)", path);
+    /* SentencePiece files without merges: they are recovered from the scores */
+    if (!m->merges && (!m->scores || m->scores->type != ZT_GGUF_ARRAY || m->scores->count != m->tokens->count ||
+                       (m->scores->elem != ZT_GGUF_FLOAT32 && m->scores->elem != ZT_GGUF_FLOAT64)))
+        return zt_fail(err, ZT_EINPUT, "%s: key \"tokenizer.ggml.scores\" must be a float array as long as the "
+                       "tokens (there are no merges)", path);
     if (m->types && (m->types->type != ZT_GGUF_ARRAY || !zt_gguf_vtype_size(m->types->elem) ||
                      m->types->elem == ZT_GGUF_FLOAT32 || m->types->elem == ZT_GGUF_FLOAT64 ||
                      m->types->count != m->tokens->count))
@@ -75,6 +87,8 @@ static int read_meta(const zt_gguf *g, meta *m, zt_err *err)
     if ((rc = zt_gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &m->add_bos, NULL, err)) ||
         (rc = zt_gguf_get_bool(g, "tokenizer.ggml.add_eos_token", &m->add_eos, NULL, err)))
         return rc;
+    if (m->spm && m->add_bos < 0)
+        m->add_bos = 1; /* llama.cpp adds bos to a SentencePiece vocabulary that does not say otherwise */
     return zt_gguf_get_str(g, "tokenizer.chat_template", &m->chat_template, NULL, err);
 }
 
@@ -131,8 +145,9 @@ static cJSON *added_token(int id, const char *content, int special)
 static int vocab_and_added(const zt_gguf *g, const meta *m, cJSON *vocab, cJSON *added, zt_err *err)
 {
     for (uint64_t i = 0; i < m->tokens->count; i++) {
-        int alpha;
-        char *sp = byte_level_spelling(m->tokens->strs[i], &alpha);
+        int alpha = 1;
+        char *sp = m->spm ? strndup(m->tokens->strs[i].s, m->tokens->strs[i].len)
+                          : byte_level_spelling(m->tokens->strs[i], &alpha);
         if (!sp)
             return zt_fail(err, ZT_EFAIL, "out of memory");
         if (cJSON_GetObjectItemCaseSensitive(vocab, sp)) {
@@ -143,8 +158,10 @@ static int vocab_and_added(const zt_gguf *g, const meta *m, cJSON *vocab, cJSON 
         }
         cJSON_AddItemToObject(vocab, sp, cJSON_CreateNumber((double)i));
         int64_t ty = type_of(m, i);
-        if ((ty == 3 && alpha) || ty == 4)
-            cJSON_AddItemToArray(added, added_token((int)i, sp, ty == 3));
+        /* transformers' LlamaTokenizer also makes its own unk, bos and eos special */
+        int dflt = m->spm && (!strcmp(sp, "<unk>") || !strcmp(sp, "<s>") || !strcmp(sp, "</s>"));
+        if ((ty == 3 && alpha) || ty == 4 || dflt)
+            cJSON_AddItemToArray(added, added_token((int)i, sp, ty != 4 || dflt));
         free(sp);
     }
     return ZT_OK;
@@ -252,6 +269,150 @@ static int merges_json(const zt_gguf *g, const meta *m, cJSON *out, zt_err *err)
     return ZT_OK;
 }
 
+static cJSON *byte_level_decoder(void)
+{
+    cJSON *dec = cJSON_CreateObject();
+    cJSON_AddStringToObject(dec, "type", "ByteLevel");
+    cJSON_AddBoolToObject(dec, "add_prefix_space", 1);
+    cJSON_AddBoolToObject(dec, "trim_offsets", 1);
+    cJSON_AddBoolToObject(dec, "use_regex", 1);
+    return dec;
+}
+
+#define SP "\xe2\x96\x81" /* U+2581, SentencePiece's space */
+
+/* "▁" for spaces, prepended at the start of the text only, words not split: what
+ * transformers' LlamaTokenizer sets. */
+static cJSON *metaspace(void)
+{
+    cJSON *p = cJSON_CreateObject();
+    cJSON_AddStringToObject(p, "type", "Metaspace");
+    cJSON_AddStringToObject(p, "replacement", SP);
+    cJSON_AddStringToObject(p, "prepend_scheme", "first");
+    cJSON_AddBoolToObject(p, "split", 0);
+    return p;
+}
+
+static cJSON *spm_decoder(void)
+{
+    cJSON *d = cJSON_CreateObject(), *list = cJSON_CreateArray();
+    cJSON *r = cJSON_CreateObject(), *pat = cJSON_CreateObject(), *bf = cJSON_CreateObject();
+    cJSON *fu = cJSON_CreateObject(), *st = cJSON_CreateObject();
+    cJSON_AddStringToObject(d, "type", "Sequence");
+    cJSON_AddStringToObject(r, "type", "Replace");
+    cJSON_AddStringToObject(pat, "String", SP);
+    cJSON_AddItemToObject(r, "pattern", pat);
+    cJSON_AddStringToObject(r, "content", " ");
+    cJSON_AddStringToObject(bf, "type", "ByteFallback");
+    cJSON_AddStringToObject(fu, "type", "Fuse");
+    cJSON_AddStringToObject(st, "type", "Strip");
+    cJSON_AddStringToObject(st, "content", " ");
+    cJSON_AddNumberToObject(st, "start", 1);
+    cJSON_AddNumberToObject(st, "stop", 0);
+    cJSON_AddItemToArray(list, r);
+    cJSON_AddItemToArray(list, bf);
+    cJSON_AddItemToArray(list, fu);
+    cJSON_AddItemToArray(list, st);
+    cJSON_AddItemToObject(d, "decoders", list);
+    return d;
+}
+
+/* A merge recovered from the vocabulary: token `of` split into two tokens. */
+typedef struct cand {
+    int32_t l, r;
+    uint32_t of, lcp, rcp; /* the token it makes; the halves' lengths in characters */
+    double score;
+    size_t seq;            /* position before the final sort (ties keep it, as Python's sort) */
+} cand;
+
+static int by_ids(const void *a, const void *b)
+{
+    const cand *x = a, *y = b;
+    return x->l != y->l ? (x->l > y->l) - (x->l < y->l) : (x->r > y->r) - (x->r < y->r);
+}
+
+/* Best first: higher score, then longer left half, then longer right half. */
+static int by_rank(const void *a, const void *b)
+{
+    const cand *x = a, *y = b;
+    if (x->score != y->score)
+        return x->score < y->score ? 1 : -1;
+    if (x->lcp != y->lcp)
+        return x->lcp < y->lcp ? 1 : -1;
+    if (x->rcp != y->rcp)
+        return x->rcp < y->rcp ? 1 : -1;
+    return (x->seq > y->seq) - (x->seq < y->seq);
+}
+
+/* Every way to cut each token (in order) into two tokens of the vocabulary, each
+ * token's cuts ordered by the halves' ids; then all of them best first by the
+ * whole token's score (transformers' generate_merges, which the GGUF loader uses
+ * when the file has no merges). */
+static int collect_cuts(const meta *m, const zt_strmap *ids, cand **out, size_t *n, size_t *cap)
+{
+    for (uint64_t i = 0; i < m->tokens->count; i++) {
+        const uint8_t *s = (const uint8_t *)m->tokens->strs[i].s;
+        size_t len = m->tokens->strs[i].len, first = *n;
+        uint32_t chars_left = 0;
+        for (size_t at = 0; at < len;) {
+            uint32_t cp;
+            int l = zt_utf8_decode(s + at, len - at, &cp);
+            at += l > 0 ? (size_t)l : 1;
+            if (at >= len)
+                break;
+            chars_left++;
+            long a = zt_strmap_find(ids, s, at), b = zt_strmap_find(ids, s + at, len - at);
+            if (a < 0 || b < 0)
+                continue;
+            if (*n == *cap) {
+                size_t nc = *cap ? 2 * *cap : 4096;
+                cand *p = realloc(*out, nc * sizeof *p);
+                if (!p)
+                    return ZT_EFAIL;
+                *out = p, *cap = nc;
+            }
+            (*out)[(*n)++] = (cand){ids->values[a], ids->values[b], (uint32_t)i, chars_left, 0,
+                                    zt_gguf_arr_float(m->scores, i), 0};
+        }
+        for (size_t k = first; k < *n; k++) /* right half: the token's characters less the left's */
+            (*out)[k].rcp = chars_left + 1 - (*out)[k].lcp;
+        qsort(*out + first, *n - first, sizeof **out, by_ids);
+    }
+    return ZT_OK;
+}
+
+static int merges_from_scores(const meta *m, cJSON *merges, zt_err *err)
+{
+    zt_strmap ids;
+    zt_strmap_init(&ids);
+    cand *c = NULL;
+    size_t n = 0, cap = 0;
+    int rc = ZT_OK, added;
+    for (uint64_t i = 0; i < m->tokens->count && rc == ZT_OK; i++)
+        if (zt_strmap_put(&ids, m->tokens->strs[i].s, m->tokens->strs[i].len, (int32_t)i, &added) < 0)
+            rc = ZT_EFAIL;
+    if (rc == ZT_OK)
+        rc = collect_cuts(m, &ids, &c, &n, &cap);
+    for (size_t k = 0; k < n; k++)
+        c[k].seq = k;
+    if (rc == ZT_OK && n)
+        qsort(c, n, sizeof *c, by_rank);
+    for (size_t k = 0; k < n && rc == ZT_OK; k++) {
+        zt_gguf_str l = m->tokens->strs[c[k].l], r = m->tokens->strs[c[k].r];
+        char *ls = strndup(l.s, l.len), *rs = strndup(r.s, r.len);
+        cJSON *pair = cJSON_CreateArray();
+        if (!ls || !rs || !pair)
+            rc = ZT_EFAIL;
+        else
+            cJSON_AddItemToArray(pair, cJSON_CreateString(ls)), cJSON_AddItemToArray(pair, cJSON_CreateString(rs));
+        cJSON_AddItemToArray(merges, pair);
+        free(ls), free(rs);
+    }
+    free(c);
+    zt_strmap_free(&ids);
+    return rc ? zt_fail(err, ZT_EFAIL, "out of memory recovering the merges") : ZT_OK;
+}
+
 static cJSON *tokenizer_json(const zt_gguf *g, const meta *m, zt_err *err, int *rc)
 {
     cJSON *root = cJSON_CreateObject(), *added = cJSON_CreateArray(), *model = cJSON_CreateObject();
@@ -261,26 +422,22 @@ static cJSON *tokenizer_json(const zt_gguf *g, const meta *m, zt_err *err, int *
     cJSON_AddNullToObject(root, "padding");
     cJSON_AddItemToObject(root, "added_tokens", added);
     cJSON_AddNullToObject(root, "normalizer");
-    cJSON_AddItemToObject(root, "pre_tokenizer", pre_tokenizer(m->pre));
+    cJSON_AddItemToObject(root, "pre_tokenizer", m->spm ? metaspace() : pre_tokenizer(m->pre));
     cJSON_AddItemToObject(root, "post_processor", post_processor(m));
-    cJSON *dec = cJSON_CreateObject();
-    cJSON_AddStringToObject(dec, "type", "ByteLevel");
-    cJSON_AddBoolToObject(dec, "add_prefix_space", 1);
-    cJSON_AddBoolToObject(dec, "trim_offsets", 1);
-    cJSON_AddBoolToObject(dec, "use_regex", 1);
-    cJSON_AddItemToObject(root, "decoder", dec);
+    cJSON_AddItemToObject(root, "decoder", m->spm ? spm_decoder() : byte_level_decoder());
     cJSON_AddStringToObject(model, "type", "BPE");
     cJSON_AddNullToObject(model, "dropout");
     cJSON_AddNullToObject(model, "unk_token");
     cJSON_AddStringToObject(model, "continuing_subword_prefix", "");
     cJSON_AddStringToObject(model, "end_of_word_suffix", "");
-    cJSON_AddBoolToObject(model, "fuse_unk", 0);
-    cJSON_AddBoolToObject(model, "byte_fallback", 0);
+    cJSON_AddBoolToObject(model, "fuse_unk", m->spm);
+    cJSON_AddBoolToObject(model, "byte_fallback", m->spm);
     cJSON_AddBoolToObject(model, "ignore_merges", 0);
     cJSON_AddItemToObject(model, "vocab", vocab);
     cJSON_AddItemToObject(model, "merges", merges);
     cJSON_AddItemToObject(root, "model", model);
-    if ((*rc = vocab_and_added(g, m, vocab, added, err)) || (*rc = merges_json(g, m, merges, err))) {
+    if ((*rc = vocab_and_added(g, m, vocab, added, err)) ||
+        (*rc = m->merges ? merges_json(g, m, merges, err) : merges_from_scores(m, merges, err))) {
         cJSON_Delete(root);
         return NULL;
     }
