@@ -216,6 +216,12 @@ static void test_spm(void)
     check_file("tests/fixtures/gguf/spm.gguf", "tests/fixtures/gguf/spm.json", 3);
 }
 
+/* Architecture qwen2: q/k/v biases, rows in HF's order (no un-permutation). */
+static void test_qwen2(void)
+{
+    check_file("tests/fixtures/gguf/qwen2.gguf", "tests/fixtures/gguf/qwen2.json", 3);
+}
+
 /* The real model: must be installed (scripts/setup.sh), else this fails. */
 static void test_smollm2(void)
 {
@@ -359,6 +365,7 @@ int main(void)
     ZT_RUN(test_mixed_types);
     ZT_RUN(test_untied_v2);
     ZT_RUN(test_spm);
+    ZT_RUN(test_qwen2);
     ZT_RUN(test_smollm2);
     ZT_RUN(test_hostile_files);
     ZT_TEST_MAIN_END();

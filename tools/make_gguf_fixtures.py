@@ -17,6 +17,8 @@ Writes tests/fixtures/gguf/:
                   1024-token vocabulary trained with the Llama-3 split, on which some corpus
                   line encodes differently under GPT-2's regex (checked here).
   spm.gguf        GGUF v3, tokenizer type llama (SentencePiece, scores, no merges), F32.
+  qwen2.gguf      GGUF v3, architecture qwen2 (q/k/v biases, rows not permuted), tied,
+                  the Llama-3-split vocabulary with pre "default" (GPT-2's regex).
   NAME.json       what transformers' GGUF loader makes of NAME.gguf: the config keys that
                   matter, every parameter's shape and the SHA-256 of its fp32 bytes, and the
                   `tokenizers` ids of the corpus lines (add_special_tokens False and True).
@@ -162,10 +164,10 @@ def add(w, rng, name, shape, qtype):
         w.add_tensor(name, quant_bytes(rng, qtype, *shape), raw_dtype=qtype)
 
 
-def write_model(path, arch_kv, layer_types, other_types, tokens, merges, pre, seed, version):
+def write_model(path, arch_kv, layer_types, other_types, tokens, merges, pre, seed, version, arch="llama"):
     rng = np.random.default_rng(seed)
     C, F, L, nh, nkv, hd = (arch_kv[k] for k in ("C", "F", "L", "nh", "nkv", "hd"))
-    w = gguf.GGUFWriter(path, "llama")
+    w = gguf.GGUFWriter(path, arch)
     w.add_block_count(L)
     w.add_context_length(arch_kv["ctx"])
     w.add_embedding_length(C)
@@ -186,6 +188,9 @@ def write_model(path, arch_kv, layer_types, other_types, tokens, merges, pre, se
         add(w, rng, f"blk.{i}.ffn_norm.weight", (C,), T.F32)
         for short, shape in shapes.items():
             add(w, rng, f"blk.{i}.{short}.weight", shape, layer_types[short])
+        if arch == "qwen2":  # Qwen2's q, k and v carry biases
+            for short in ("attn_q", "attn_k", "attn_v"):
+                add(w, rng, f"blk.{i}.{short}.bias", (shapes[short][0],), T.F32)
     add(w, rng, "output_norm.weight", (C,), T.F32)
     if "output" in other_types:
         add(w, rng, "output.weight", (V, C), other_types["output"])
@@ -214,6 +219,8 @@ def reference(path):
     config = {k: cfg.get(k) for k in CONFIG_KEYS}
     if config["rope_theta"] is None:  # transformers 5 keeps it in rope_parameters
         config["rope_theta"] = cfg["rope_parameters"]["rope_theta"]
+    if config["head_dim"] is None:  # Qwen2Config has none: its attention uses hidden_size / heads
+        config["head_dim"] = config["hidden_size"] // config["num_attention_heads"]
     backend = tok.backend_tokenizer
     lines = corpus_lines()
     ids = [backend.encode(t, add_special_tokens=False).ids for t in lines]
@@ -326,7 +333,11 @@ def main():
                 dict(C=64, F=96, L=2, nh=4, nkv=4, hd=16, ctx=256, theta=10000.0, eps=1e-6),
                 plain, {"embd": T.F16, "output": T.Q8_0}, tokens, merges, "llama-bpe", seed=2, version=2)
     write_spm(os.path.join(OUT, "spm.gguf"))
-    for name in ("mixed", "untied_v2", "spm"):
+    write_model(os.path.join(OUT, "qwen2.gguf"),
+                dict(C=64, F=96, L=1, nh=4, nkv=2, hd=16, ctx=128, theta=1000000.0, eps=1e-6),
+                {k: T.F32 for k in LAYER_NAMES}, {"embd": T.F16}, tokens, merges, "default", seed=6, version=3,
+                arch="qwen2")
+    for name in ("mixed", "untied_v2", "spm", "qwen2"):
         save_json(name + ".json", reference(os.path.join(OUT, name + ".gguf")))
     if len(sys.argv) > 1:
         save_json("smollm2.json", reference(sys.argv[1]))
