@@ -80,7 +80,7 @@ int zt_cmd_generate(int argc, char **argv, zt_err *err)
     double temperature = 0.0, top_p = 1.0;
     long seed = 42;
     zt_flag flags[] = {
-        {"model", ZT_FLAG_STR, &model, "Hugging Face model directory (config.json + safetensors)", 1, 0, 0},
+        {"model", ZT_FLAG_STR, &model, "Hugging Face model directory (config.json + safetensors), or a GGUF file", 1, 0, 0},
         {"tokenizer", ZT_FLAG_STR, &tok_dir, "directory with tokenizer.json (default: the model directory when it holds one, as ztrain saves it; else ids are bytes, vocab 256)", 1, 0, 0},
         {"prompt", ZT_FLAG_STR, &prompt, "the text to continue", 1, 0, 0},
         {"max_new_tokens", ZT_FLAG_INT, &max_new, "tokens to generate at most (default 64)", 0, 1 << 24, 0},

@@ -124,7 +124,7 @@ static int train_command(int argc, char **argv, zt_err *err)
     zt_cli_eval ev = ZT_CLI_EVAL_DEFAULTS;
     zt_cli_vocab voc = ZT_CLI_VOCAB_DEFAULTS;
     zt_flag flags[] = {
-        {"model", ZT_FLAG_STR, &model, "Hugging Face model directory (config.json + safetensors)", 1, 0, 0},
+        {"model", ZT_FLAG_STR, &model, "Hugging Face model directory (config.json + safetensors), or a GGUF file", 1, 0, 0},
         {"data", ZT_FLAG_STR, &data, "FILE...: token data (.npy, .bin uint16, .txt bytes) or text with --tokenizer (.txt; JSON Lines .jsonl/.json; Parquet .parquet, Arrow .arrow or a save_to_disk directory: a document a record); several files are one stream, in order", 1, 0, 0},
         {"tokenizer", ZT_FLAG_STR, &tokenizer, "tokenize text data with DIR/tokenizer.json (once: cached by content hash)", 1, 0, 0},
         {"text_field", ZT_FLAG_STR, &text_field, "the string member of each JSON Lines record, or the column of a table, that holds its text (default text)", 1, 0, 0},
@@ -313,7 +313,7 @@ static int cmd_eval(int argc, char **argv, zt_err *err)
     int block_size = 128, batch = 8, threads = 0;
     long max_batches = 0;
     zt_flag flags[] = {
-        {"model", ZT_FLAG_STR, &model, "Hugging Face model directory", 1, 0, 0},
+        {"model", ZT_FLAG_STR, &model, "Hugging Face model directory, or a GGUF file", 1, 0, 0},
         {"data", ZT_FLAG_STR, &data, "token data: .npy, .bin or .txt (bytes), or text with --tokenizer (.txt; JSON Lines .jsonl/.json; .parquet, .arrow or a save_to_disk directory)", 1, 0, 0},
         {"tokenizer", ZT_FLAG_STR, &tokenizer, "tokenize text data with DIR/tokenizer.json (once: cached by content hash)", 1, 0, 0},
         {"text_field", ZT_FLAG_STR, &text_field, "the string member of each JSON Lines record, or the column of a table, that holds its text (default text)", 1, 0, 0},
