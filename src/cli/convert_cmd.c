@@ -104,6 +104,8 @@ int zt_cmd_convert(int argc, char **argv, zt_err *err)
             file = argv[i];
         } else if (nrest < 64) {
             rest[nrest++] = argv[i];
+        } else {
+            return zt_fail(err, ZT_EINPUT, "convert: too many arguments\n%s", usage);
         }
     }
     int rc = zt_flags_parse(flags, NFLAGS(flags), nrest, rest, "ztrain convert", err);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../core/input.h"
@@ -323,6 +324,10 @@ static int parse(zt_gguf *g, zt_err *err)
 
 int zt_gguf_is_file(const char *path)
 {
+    /* only a regular file is opened: a FIFO would block the open */
+    struct stat sb;
+    if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode))
+        return 0;
     FILE *f = fopen(path, "rb");
     uint8_t m[4];
     int yes = f && fread(m, 1, 4, f) == 4 && le(m, 4) == ZT_GGUF_MAGIC;

@@ -17,10 +17,13 @@
 #include "safetensors.h"
 
 /* `--model FILE.gguf`: a GGUF file stands for a whole model directory. */
+/* A file with the GGUF magic, or named *.gguf (the reader then says what is wrong with it). */
 static int is_gguf(const char *path)
 {
     struct stat sb;
-    return stat(path, &sb) == 0 && S_ISREG(sb.st_mode) && zt_gguf_is_file(path);
+    size_t n = strlen(path);
+    return zt_gguf_is_file(path) ||
+           (n > 5 && !strcmp(path + n - 5, ".gguf") && stat(path, &sb) == 0 && S_ISREG(sb.st_mode));
 }
 
 static int gguf_config(const char *path, zt_llama_config *cfg, zt_err *err)

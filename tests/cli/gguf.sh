@@ -64,5 +64,9 @@ open(sys.argv[2], "wb").write(b)
 PY
 expect_exit 2 "badtype.gguf: tensor \"token_embd.weight\" has unknown tensor type 77" -- \
     "$ZTRAIN" generate --model "$TMP/badtype.gguf" --prompt x
+printf 'GGUX' >"$TMP/magic.gguf"
+expect_exit 2 "magic.gguf: file is 4 bytes, too short" -- "$ZTRAIN" train --model "$TMP/magic.gguf" --data $tok
+mkfifo "$TMP/fifo.gguf"
+expect_exit 2 "fifo.gguf" -- timeout 20 "$ZTRAIN" generate --model "$TMP/fifo.gguf" --prompt x
 expect_exit 2 "--from: expected gguf" -- "$ZTRAIN" convert --from onnx $fix/mixed.gguf --output_dir "$TMP/y"
 finish
