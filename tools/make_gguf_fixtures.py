@@ -262,6 +262,12 @@ def write_seeds():
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
+    w = gguf.GGUFWriter(os.path.join(seeds, "no_tensors.gguf"), "llama")  # the fuzzer's first finding's shape
+    w.add_context_length(8)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
     tokens = list("abcdefgh") + ["ab", "cd"] + SPECIALS
     write_model(os.path.join(seeds, "model.gguf"), dict(C=8, F=8, L=1, nh=2, nkv=1, hd=4, ctx=16, theta=1e4,
                                                        eps=1e-5), {k: T.F32 for k in LAYER_NAMES}, {"embd": T.F16},

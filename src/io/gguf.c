@@ -312,7 +312,7 @@ static int parse(zt_gguf *g, zt_err *err)
     if (tbytes && !scratch)
         return zt_fail(err, ZT_EFAIL, "%s: out of memory", g->path);
     uint64_t *offsets = (uint64_t *)scratch;
-    span *spans = (span *)(scratch + g->ntensors * sizeof(uint64_t));
+    span *spans = scratch ? (span *)(scratch + g->ntensors * sizeof(uint64_t)) : NULL;
     for (uint64_t i = 0; i < g->ntensors && rc == ZT_OK; i++)
         rc = rd_tensor_info(&c, g, &g->tensors[i], &offsets[i], i);
     if (rc == ZT_OK)
