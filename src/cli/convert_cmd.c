@@ -128,7 +128,7 @@ int zt_cmd_convert(int argc, char **argv, zt_err *err)
 
 /* The directory zt_cli_gguf_tokenizer_dir made, removed when the process exits
  * (every return path of every command, without one cleanup call each). */
-static char made_dir[64];
+static char made_dir[4096];
 
 static void remove_made_dir(void)
 {
@@ -136,7 +136,7 @@ static void remove_made_dir(void)
     if (!made_dir[0])
         return;
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
-        char path[128];
+        char path[4200];
         snprintf(path, sizeof path, "%s/%s", made_dir, files[i]);
         unlink(path);
     }
@@ -150,8 +150,9 @@ int zt_cli_gguf_tokenizer_dir(const char *model, char *dir, size_t cap, zt_err *
     if (!model || !zt_gguf_is_file(model))
         return ZT_OK;
     if (!made_dir[0]) {
-        snprintf(made_dir, sizeof made_dir, "/tmp/ztrain-gguf-tokenizer-XXXXXX");
-        if (!mkdtemp(made_dir)) {
+        const char *tmp = getenv("TMPDIR");
+        int n = snprintf(made_dir, sizeof made_dir, "%s/ztrain-gguf-tokenizer-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+        if (n >= (int)sizeof made_dir || !mkdtemp(made_dir)) {
             made_dir[0] = 0;
             return zt_fail(err, ZT_EFAIL, "cannot create a temporary directory for %s's tokenizer", model);
         }

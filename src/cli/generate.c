@@ -107,7 +107,7 @@ int zt_cmd_generate(int argc, char **argv, zt_err *err)
     zt_llama_config cfg;
     if ((rc = zt_hf_read_config_dir(model, &cfg, err)))
         return rc;
-    char own_tok[4200], gguf_dir[64];
+    char own_tok[4200], gguf_dir[4096];
     snprintf(own_tok, sizeof own_tok, "%s/tokenizer.json", model);
     if (!tok_dir && access(own_tok, F_OK) == 0) /* saved with the model: AutoTokenizer.from_pretrained(model) */
         tok_dir = model;

@@ -210,7 +210,7 @@ static int train_command(int argc, char **argv, zt_err *err)
         return rc;
     /* --model FILE.gguf: its own tokenizer, for text data and to save with the model,
      * unless --tokenizer names one */
-    char gguf_tok[64];
+    char gguf_tok[4096];
     if ((rc = zt_cli_gguf_tokenizer_dir(tokenizer ? NULL : model, gguf_tok, sizeof gguf_tok, err)))
         return rc;
     if (gguf_tok[0] && !ids_only(data_files, n_data))
@@ -334,7 +334,7 @@ static int cmd_eval(int argc, char **argv, zt_err *err)
         return rc;
     if (!model || !data)
         return zt_fail(err, ZT_EINPUT, "ztrain eval: --model and --data are required");
-    char gguf_tok[64]; /* --model FILE.gguf: its own tokenizer for text data, unless --tokenizer names one */
+    char gguf_tok[4096]; /* --model FILE.gguf: its own tokenizer for text data, unless --tokenizer names one */
     if ((rc = zt_cli_gguf_tokenizer_dir(tokenizer || ids_only(&data, 1) ? NULL : model, gguf_tok, sizeof gguf_tok,
                                         err)))
         return rc;

@@ -49,7 +49,11 @@ cmp -s "$TMP/g1" "$TMP/g2" || fail "generate differs: $(cat "$TMP/g1") vs $(cat 
 for f in config.json model.safetensors tokenizer.json tokenizer_config.json generation_config.json; do
     [ -f "$TMP/trained/$f" ] || fail "the trained model lacks $f"
 done
-ls /tmp | grep -q "^ztrain-gguf-tokenizer-" && fail "a temporary tokenizer directory was left in /tmp"
+# the GGUF's tokenizer goes to a private directory under $TMPDIR, removed at exit
+mkdir "$TMP/tmpdir"
+TMPDIR="$TMP/tmpdir" "$ZTRAIN" generate --model $fix/untied_v2.gguf --prompt "The" --max_new_tokens 2 >/dev/null 2>&1 ||
+    fail "generate with TMPDIR set"
+[ -z "$(ls -A "$TMP/tmpdir")" ] || fail "a temporary tokenizer directory was left: $(ls "$TMP/tmpdir")"
 
 # hostile input: exit 2, naming the file and what is wrong
 head -c 5000 $fix/mixed.gguf >"$TMP/cut.gguf"
