@@ -1,5 +1,6 @@
 /* generate.c — `ztrain generate`: continue a prompt with a trained model, printing
  * the continuation to stdout token by token as it is generated. */
+#include <cjson/cJSON.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -7,6 +8,7 @@
 #include "../core/mem.h"
 #include "../infer/generate.h"
 #include "../io/hf_model.h"
+#include "../text/chat.h"
 #include "../text/tokenizer.h"
 #include "commands.h"
 #include "flags.h"
@@ -72,21 +74,69 @@ static int encode_prompt(const char *tok_dir, const char *prompt, const zt_llama
     return ZT_OK;
 }
 
+/* --chat: the prompt as the user's message (after --system's, if any), through
+ * the tokenizer's chat template with add_generation_prompt, as
+ * apply_chat_template(messages, add_generation_prompt=True) gives it. */
+static int chat_prompt(const char *tok_dir, const char *system, const char *prompt, zt_jinja_out *out, zt_err *err)
+{
+    if (!tok_dir)
+        return zt_fail(err, ZT_EINPUT, "--chat needs a tokenizer with a chat template (--tokenizer, or the model "
+                       "directory's tokenizer.json and tokenizer_config.json)");
+    zt_chat *chat;
+    int rc = zt_chat_load(tok_dir, &chat, err);
+    if (rc)
+        return zt_wrap(err, "--chat: ");
+    cJSON *msgs = cJSON_CreateArray();
+    const char *roles[2] = {"system", "user"}, *texts[2] = {system, prompt};
+    for (int i = 0; i < 2 && msgs; i++) {
+        cJSON *m = texts[i] ? cJSON_CreateObject() : NULL;
+        if (texts[i] && (!m || !cJSON_AddStringToObject(m, "role", roles[i]) ||
+                         !cJSON_AddStringToObject(m, "content", texts[i]) || !cJSON_AddItemToArray(msgs, m))) {
+            cJSON_Delete(m);
+            cJSON_Delete(msgs);
+            msgs = NULL;
+        }
+    }
+    rc = msgs ? zt_chat_render(chat, msgs, 1, out, err) : zt_fail(err, ZT_EFAIL, "out of memory");
+    cJSON_Delete(msgs);
+    zt_chat_free(chat);
+    return rc;
+}
+
+/* Decoding settings: a flag given wins, then generation_config.json, then the
+ * defaults of transformers' GenerationConfig (greedy unless do_sample; T 1,
+ * top_k 50, top_p 1).  A --temperature above 0 without --do_sample samples, as
+ * ztrain's generate always did.  max_new_tokens falls back to max_length minus
+ * the prompt, then to 64 (*from_length tells the caller to subtract). */
+static zt_sampling resolve_sampling(const zt_gen_defaults *d, int do_sample, double temperature, int top_k,
+                                    double top_p)
+{
+    if (do_sample < 0)
+        do_sample = temperature > 0 ? 1 : d->do_sample > 0;
+    double t = temperature >= 0 ? temperature : d->temperature >= 0 ? d->temperature : 1.0;
+    zt_sampling s = {do_sample ? t : 0.0, top_k >= 0 ? top_k : d->top_k >= 0 ? d->top_k : 50,
+                     top_p >= 0 ? top_p : d->top_p >= 0 ? d->top_p : 1.0};
+    return s;
+}
+
 int zt_cmd_generate(int argc, char **argv, zt_err *err)
 {
     const char *model = NULL, *tok_dir = NULL, *prompt = NULL, *stop = NULL, *dtype_name = NULL;
-    const char *device = "cpu", *max_memory = NULL;
-    int max_new = 64, top_k = 50, threads = 0;
-    double temperature = 0.0, top_p = 1.0;
+    const char *device = "cpu", *max_memory = NULL, *system = NULL;
+    int max_new = -1, top_k = -1, threads = 0, do_sample = -1, chat = 0;
+    double temperature = -1, top_p = -1;
     long seed = 42;
     zt_flag flags[] = {
         {"model", ZT_FLAG_STR, &model, "Hugging Face model directory (config.json + safetensors)", 1, 0, 0},
         {"tokenizer", ZT_FLAG_STR, &tok_dir, "directory with tokenizer.json (default: the model directory when it holds one, as ztrain saves it; else ids are bytes, vocab 256)", 1, 0, 0},
         {"prompt", ZT_FLAG_STR, &prompt, "the text to continue", 1, 0, 0},
-        {"max_new_tokens", ZT_FLAG_INT, &max_new, "tokens to generate at most (default 64)", 0, 1 << 24, 0},
-        {"temperature", ZT_FLAG_DOUBLE, &temperature, "0 = greedy (default); > 0 samples from softmax(logits / T)", 0, 1e6, 0},
-        {"top_k", ZT_FLAG_INT, &top_k, "sampling: keep the k most likely tokens (default 50, as HF; 0 = off)", 0, 1 << 30, 0},
-        {"top_p", ZT_FLAG_DOUBLE, &top_p, "sampling: keep the smallest set with this much probability (default 1 = off)", 0, 1, 0},
+        {"max_new_tokens", ZT_FLAG_INT, &max_new, "tokens to generate at most (default: generation_config.json's max_new_tokens, else its max_length minus the prompt, else 64)", 0, 1 << 24, 0},
+        {"do_sample", ZT_FLAG_BOOL, &do_sample, "sample (true) or decode greedily (false); default: generation_config.json's do_sample, else false (--temperature > 0 alone samples)", 1, 0, 0},
+        {"temperature", ZT_FLAG_DOUBLE, &temperature, "sampling: softmax(logits / T) (default: generation_config.json's, else 1); 0 = greedy", 0, 1e6, 0},
+        {"top_k", ZT_FLAG_INT, &top_k, "sampling: keep the k most likely tokens (default: generation_config.json's, else 50, as HF; 0 = off)", 0, 1 << 30, 0},
+        {"top_p", ZT_FLAG_DOUBLE, &top_p, "sampling: keep the smallest set with this much probability (default: generation_config.json's, else 1 = off)", 0, 1, 0},
+        {"chat", ZT_FLAG_BOOL, &chat, "the prompt is a user message: render it with the tokenizer's chat template (add_generation_prompt) and stop at the end of the turn", 1, 0, 0},
+        {"system", ZT_FLAG_STR, &system, "with --chat: a system message before the user's", 1, 0, 0},
         {"seed", ZT_FLAG_LONG, &seed, "seed of the sampler (default 42): the same seed gives the same text", 0, 9.2e18, 0},
         {"stop", ZT_FLAG_STR, &stop, "stop once the continuation contains this string (it is printed)", 1, 0, 0},
         {"torch_dtype", ZT_FLAG_STR, &dtype_name, "compute in fp32 | bf16 (or float32, bfloat16; default: the config's torch_dtype)", 1, 0, 0},
@@ -111,6 +161,15 @@ int zt_cmd_generate(int argc, char **argv, zt_err *err)
     snprintf(own_tok, sizeof own_tok, "%s/tokenizer.json", model);
     if (!tok_dir && access(own_tok, F_OK) == 0) /* saved with the model: AutoTokenizer.from_pretrained(model) */
         tok_dir = model;
+    zt_gen_defaults gd;
+    if ((rc = zt_gen_read_defaults(model, &gd, err)))
+        return rc;
+    zt_sampling sampling = resolve_sampling(&gd, do_sample, temperature, top_k, top_p);
+    if (system && !chat)
+        return zt_fail(err, ZT_EINPUT, "--system is a chat message: it needs --chat");
+    int from_length = max_new < 0 && gd.max_new_tokens < 0 && gd.max_length >= 0;
+    if (max_new < 0)
+        max_new = gd.max_new_tokens >= 0 ? gd.max_new_tokens : from_length ? gd.max_length : 64;
     zt_dtype compute = cfg.torch_dtype == ZT_BF16 ? ZT_BF16 : ZT_F32;
     if (dtype_name && (zt_dtype_parse(dtype_name, &compute) != 0 || compute == ZT_F16))
         return zt_fail(err, ZT_EINPUT, "--torch_dtype: expected fp32 or bf16 (float32, bfloat16), got '%s'",
@@ -141,9 +200,16 @@ int zt_cmd_generate(int argc, char **argv, zt_err *err)
     zt_ids prompt_ids = {0};
     int *ids = NULL;
     size_t id_bytes = 0;
-    if ((rc = encode_prompt(tok_dir, prompt, &cfg, model, nthreads, &tok, &prompt_ids, err)))
+    zt_jinja_out rendered = {0};
+    if (chat && (rc = chat_prompt(tok_dir, system, prompt, &rendered, err)))
+        goto done;
+    rc = encode_prompt(tok_dir, chat ? rendered.text : prompt, &cfg, model, nthreads, &tok, &prompt_ids, err);
+    zt_jinja_out_free(&rendered);
+    if (rc)
         goto done;
     int n_prompt = (int)prompt_ids.n;
+    if (from_length) /* max_length counts the prompt, as transformers' does */
+        max_new = gd.max_length > n_prompt ? gd.max_length - n_prompt : 0;
     if ((long)n_prompt + max_new > cfg.max_position_embeddings) {
         rc = zt_fail(err, ZT_EINPUT, "--prompt (%d tokens) plus --max_new_tokens %d exceed the model's "
                      "max_position_embeddings %d (%s/config.json)", n_prompt, max_new,
@@ -162,7 +228,7 @@ int zt_cmd_generate(int argc, char **argv, zt_err *err)
     zt_infer m;
     if ((rc = zt_infer_open(&m, model, compute, n_prompt + max_new, nthreads, be, err)))
         goto done;
-    zt_gen_params p = {max_new, {temperature, top_k, top_p}, (uint64_t)seed, stop, eos, n_eos};
+    zt_gen_params p = {max_new, sampling, (uint64_t)seed, stop, eos, n_eos};
     zt_gen_text text = {tok ? tok_decode : byte_decode, emit_stdout, tok};
     zt_gen_result res;
     rc = zt_generate(&m, ids, n_prompt, &p, &text, ids + n_prompt, &res, err);
