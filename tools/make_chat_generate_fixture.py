@@ -37,6 +37,7 @@ MAX_NEW = 33
 END_STEP = 12
 SYSTEM = "You are a terse assistant."
 USER = "What is free software?"
+USER2 = "And then?"  # a second turn, for `ztrain chat`
 
 
 def tokenizer():
@@ -122,6 +123,11 @@ def main():
         w[[end, 1201]] = w[[1201, end]]
     new, margin = greedy(m, prompt)
     assert new[-1] == 1201 and len(new) == END_STEP + 1
+    # the second turn sees the first reply as the assistant's message, decoded as text
+    conv2 = conv + [{"role": "assistant", "content": tok.decode(new, skip_special_tokens=True)},
+                    {"role": "user", "content": USER2}]
+    prompt2 = tok.apply_chat_template(conv2, add_generation_prompt=True, tokenize=True, return_dict=False)
+    new2, margin2 = greedy(m, prompt2)
     m.save_pretrained(OUT, safe_serialization=True)
     gen = {"do_sample": True, "temperature": 0.7, "top_p": 0.9, "max_new_tokens": MAX_NEW,
            "bos_token_id": 1200, "eos_token_id": [1201]}
@@ -131,7 +137,8 @@ def main():
            "versions": {"transformers": transformers.__version__, "torch": torch.__version__},
            "system": SYSTEM, "user": USER, "prompt_ids": list(prompt), "new_ids": new,
            "reply": tok.decode(new, skip_special_tokens=True), "reply_hex": reply_bytes(tok, new).hex(),
-           "min_margin": margin}
+           "user2": USER2, "prompt2_ids": list(prompt2), "new2_ids": new2,
+           "reply2_hex": reply_bytes(tok, new2).hex(), "min_margin": min(margin, margin2)}
     with open(os.path.join(OUT, "expected.json"), "w") as f:
         json.dump(exp, f, ensure_ascii=False, indent=1)
 

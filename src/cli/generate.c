@@ -12,6 +12,7 @@
 #include "../text/tokenizer.h"
 #include "commands.h"
 #include "flags.h"
+#include "gen_cli.h"
 #include "memory_gate.h"
 
 #define NFLAGS(a) ((int)(sizeof(a) / sizeof((a)[0])))
@@ -28,7 +29,7 @@ static size_t byte_decode(void *ctx, int id, char *buf, size_t cap)
 
 /* With a tokenizer: each id's bytes in decoded text; special tokens (eos, ...) show
  * nothing, as decode(skip_special_tokens=True). */
-static size_t tok_decode(void *ctx, int id, char *buf, size_t cap)
+size_t zt_gen_tok_decode(void *ctx, int id, char *buf, size_t cap)
 {
     const zt_tokenizer *t = ctx;
     size_t len = 0;
@@ -40,7 +41,7 @@ static size_t tok_decode(void *ctx, int id, char *buf, size_t cap)
     return len;
 }
 
-static void emit_stdout(void *ctx, const char *text, size_t n)
+void zt_gen_emit_stdout(void *ctx, const char *text, size_t n)
 {
     (void)ctx;
     fwrite(text, 1, n, stdout);
@@ -107,9 +108,8 @@ static int chat_prompt(const char *tok_dir, const char *system, const char *prom
  * defaults of transformers' GenerationConfig (greedy unless do_sample; T 1,
  * top_k 50, top_p 1).  A --temperature above 0 without --do_sample samples, as
  * ztrain's generate always did.  max_new_tokens falls back to max_length minus
- * the prompt, then to 64 (*from_length tells the caller to subtract). */
-static zt_sampling resolve_sampling(const zt_gen_defaults *d, int do_sample, double temperature, int top_k,
-                                    double top_p)
+ * the prompt, then to 64 (the caller subtracts the prompt). */
+zt_sampling zt_gen_sampling(const zt_gen_defaults *d, int do_sample, double temperature, int top_k, double top_p)
 {
     if (do_sample < 0)
         do_sample = temperature > 0 ? 1 : d->do_sample > 0;
@@ -164,7 +164,7 @@ int zt_cmd_generate(int argc, char **argv, zt_err *err)
     zt_gen_defaults gd;
     if ((rc = zt_gen_read_defaults(model, &gd, err)))
         return rc;
-    zt_sampling sampling = resolve_sampling(&gd, do_sample, temperature, top_k, top_p);
+    zt_sampling sampling = zt_gen_sampling(&gd, do_sample, temperature, top_k, top_p);
     if (system && !chat)
         return zt_fail(err, ZT_EINPUT, "--system is a chat message: it needs --chat");
     int from_length = max_new < 0 && gd.max_new_tokens < 0 && gd.max_length >= 0;
@@ -229,7 +229,7 @@ int zt_cmd_generate(int argc, char **argv, zt_err *err)
     if ((rc = zt_infer_open(&m, model, compute, n_prompt + max_new, nthreads, be, err)))
         goto done;
     zt_gen_params p = {max_new, sampling, (uint64_t)seed, stop, eos, n_eos};
-    zt_gen_text text = {tok ? tok_decode : byte_decode, emit_stdout, tok};
+    zt_gen_text text = {tok ? zt_gen_tok_decode : byte_decode, zt_gen_emit_stdout, tok};
     zt_gen_result res;
     rc = zt_generate(&m, ids, n_prompt, &p, &text, ids + n_prompt, &res, err);
     if (rc == ZT_OK) {

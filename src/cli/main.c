@@ -442,6 +442,7 @@ static const struct command {
     {"tokenize", zt_cmd_tokenize, "text files to token ids with a Hugging Face tokenizer.json"},
     {"tokenizer", zt_cmd_tokenizer, "train: a byte-level BPE tokenizer from text (Hugging Face files)"},
     {"generate", zt_cmd_generate, "continue a prompt with a model (greedy or sampled, KV cache)"},
+    {"chat", zt_cmd_chat, "talk with a model through its chat template, one line of stdin per turn"},
     {"checkpoint", zt_cmd_checkpoint, "show: verify a checkpoint, print its state and what resuming it would do"},
     {"merge-weights", zt_cmd_merge_weights, "a checkpoint's shards to a Hugging Face model directory"},
     {"plot", zt_cmd_plot, "a training log (JSONL) as an SVG chart"},
