@@ -160,6 +160,10 @@ static int exec_for(jrender *r, const jnode *n)
 static int exec_node(jrender *r, const jnode *n, int *ctl)
 {
     jval v;
+    if (++r->steps > JINJA_MAX_STEPS)
+        return jr_fail(r, n->line, "the template ran more than %d statements", JINJA_MAX_STEPS);
+    if (r->out.n > JINJA_MAX_BYTES)
+        return jr_fail(r, n->line, "the output grew past %d bytes", JINJA_MAX_BYTES);
     switch (n->k) {
     case S_TEXT: jb_put(&r->out, n->text, n->len); return ZT_OK;
     case S_OUT:

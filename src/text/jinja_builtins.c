@@ -505,7 +505,7 @@ static int call_range(jrender *r, const jexpr *e, jval *a, size_t n, jval *out)
         step = n == 3 ? a[2].u.i : 1;
     } else
         return jr_fail(r, e->line, "range expects 1 to 3 arguments");
-    if (!step || (hi - lo) / step > 100000)
+    if (!step || ((double)hi - (double)lo) / (double)step > 100000)
         return jr_fail(r, e->line, "range: a zero step or more than 100000 items");
     jlist *l = jl_new(r->a);
     for (long long i = lo; l && (step > 0 ? i < hi : i > hi); i += step)

@@ -2,6 +2,7 @@
  * default Undefined: a missing name, key or index is undefined, which prints
  * as nothing, is false, iterates as empty and compares unequal, while any
  * attribute, item, call or arithmetic on it is an error (as UndefinedError). */
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -123,6 +124,8 @@ static int eval_slice(jrender *r, const jexpr *e, jval *out)
     if (step == 0)
         return jr_fail(r, e->line, "slice step cannot be zero");
     long long n = obj.t == JV_LIST ? (long long)obj.u.l->n : (long long)cp_count(obj.u.s.s, obj.u.s.n);
+    if (step > n + 1 || step < -n - 1) /* one item at most: the same slice, without overflow */
+        step = step > 0 ? n + 1 : -n - 1;
     TRY(slice_index(r, e->a, n, step, 0, &a));
     TRY(slice_index(r, e->b, n, step, 1, &b));
     jlist *l = jl_new(r->a);
@@ -183,6 +186,8 @@ static int arith(jrender *r, const jexpr *e, jval a, jval b, jval *out)
         return concat(r, e->line, a, b, out);
     if (op == OP_MUL && a.t == JV_STR && b.t == JV_INT) {
         jbuf buf = {.a = r->a};
+        if (b.u.i > 0 && a.u.s.n && (size_t)b.u.i > JINJA_MAX_BYTES / a.u.s.n)
+            return jr_fail(r, e->line, "a string of more than %d bytes", JINJA_MAX_BYTES);
         for (long long i = 0; i < b.u.i; i++)
             jb_put(&buf, a.u.s.s, a.u.s.n);
         *out = jv_str(buf.p ? buf.p : "", buf.n);
@@ -194,16 +199,26 @@ static int arith(jrender *r, const jexpr *e, jval a, jval b, jval *out)
     int ints = a.t != JV_FLOAT && b.t != JV_FLOAT;
     if ((op == OP_DIV || op == OP_FDIV || op == OP_MOD) && num(b) == 0)
         return jr_fail(r, e->line, "division by zero");
-    if (ints && op != OP_DIV) {
+    if (ints && op != OP_DIV && !(op == OP_POW && inum(b) < 0)) {
         long long x = inum(a), y = inum(b), z = 0;
+        int over = 0;
         switch (op) {
-        case OP_ADD: z = x + y; break;
-        case OP_SUB: z = x - y; break;
-        case OP_MUL: z = x * y; break;
-        case OP_FDIV: z = x / y - ((x % y != 0) && ((x < 0) != (y < 0))); break;
-        case OP_MOD: z = x % y; if (z && ((z < 0) != (y < 0))) z += y; break;
-        case OP_POW: z = 1; for (long long i = 0; i < y; i++) z *= x; break;
+        case OP_ADD: over = __builtin_add_overflow(x, y, &z); break;
+        case OP_SUB: over = __builtin_sub_overflow(x, y, &z); break;
+        case OP_MUL: over = __builtin_mul_overflow(x, y, &z); break;
+        case OP_FDIV:
+            over = x == LLONG_MIN && y == -1;
+            z = over ? 0 : x / y - ((x % y != 0) && ((x < 0) != (y < 0)));
+            break;
+        case OP_MOD: z = y == -1 ? 0 : x % y; if (z && ((z < 0) != (y < 0))) z += y; break;
+        case OP_POW:
+            z = 1;
+            for (long long i = 0; i < y && !over; i++)
+                over = __builtin_mul_overflow(z, x, &z);
+            break;
         }
+        if (over) /* Python would switch to a big integer */
+            return jr_fail(r, e->line, "integer overflow (integers beyond 64 bits are not supported)");
         *out = jv_int(z);
         return ZT_OK;
     }
@@ -413,6 +428,8 @@ int jr_eval(jrender *r, const jexpr *e, jval *out)
         TRY(jr_eval(r, e->a, &a));
         if (!is_num(a))
             return jr_fail(r, e->line, "bad operand type for unary -: %s", jv_type_name(a));
+        if (a.t != JV_FLOAT && inum(a) == LLONG_MIN)
+            return jr_fail(r, e->line, "integer overflow (integers beyond 64 bits are not supported)");
         *out = a.t == JV_FLOAT ? (jval){.t = JV_FLOAT, .u.f = -a.u.f} : jv_int(-inum(a));
         return ZT_OK;
     case E_NOT:

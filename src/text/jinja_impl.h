@@ -15,9 +15,16 @@
 
 #include "../core/status.h"
 
+/* Bounds that keep a hostile template finite: nesting of expressions and
+ * blocks, statements executed in one render, bytes of one string. */
+enum { JINJA_MAX_NEST = 200, JINJA_MAX_STEPS = 1000000, JINJA_MAX_BYTES = 64 << 20 };
+/* All a compile or a render may allocate: past it, "out of memory". */
+#define JINJA_MAX_ARENA ((size_t)256 << 20)
+
 /* ---- arena: accounted chunks, freed all at once ---- */
 typedef struct jarena {
     struct jchunk *head;
+    size_t total; /* bytes of all chunks, at most JINJA_MAX_ARENA */
 } jarena;
 void *ja_alloc(jarena *a, size_t bytes); /* zeroed; NULL when out of memory */
 char *ja_strdup(jarena *a, const char *s, size_t n);
@@ -158,6 +165,7 @@ typedef struct jparser {
     const char *s;
     size_t n, pos;
     int line;
+    int depth; /* nesting of expressions and blocks being parsed */
     jtok tok;
 } jparser;
 int jinja_parse(jparser *ps, jbody **out);
@@ -185,8 +193,8 @@ typedef struct jrender {
     time_t now;
     jspan *gen;
     size_t ngen, gencap;
-    const struct jtemplate *tmpl;
     int depth;
+    long steps; /* statements executed, against JINJA_MAX_STEPS */
 } jrender;
 int jr_eval(jrender *r, const jexpr *e, jval *out);
 int jr_fail(jrender *r, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

@@ -268,13 +268,17 @@ static int filters(jparser *ps, jexpr **io)
     }
 }
 
+static int nest(jparser *ps);
+
 static int unary(jparser *ps, jexpr **out)
 {
     if (jp_is_op(ps, OP_SUB) || jp_is_op(ps, OP_ADD)) {
         int neg = jp_is_op(ps, OP_SUB);
         TRY(jp_next(ps));
         jexpr *x;
+        TRY(nest(ps));
         TRY(unary(ps, &x));
+        ps->depth--;
         if (!neg) {
             *out = x;
             return ZT_OK;
@@ -348,7 +352,9 @@ static int not_expr(jparser *ps, jexpr **out)
     if (jp_is_name(ps, "not")) {
         TRY(jp_next(ps));
         NEW(e, E_NOT);
+        TRY(nest(ps));
         TRY(not_expr(ps, &e->a));
+        ps->depth--;
         *out = e;
         return ZT_OK;
     }
@@ -368,9 +374,18 @@ static int logic(jparser *ps, int is_or, jexpr **out)
     return ZT_OK;
 }
 
+static int nest(jparser *ps)
+{
+    if (++ps->depth > JINJA_MAX_NEST)
+        return jp_fail(ps, "expressions nested deeper than %d", JINJA_MAX_NEST);
+    return ZT_OK;
+}
+
 int jp_expr(jparser *ps, jexpr **out)
 {
+    TRY(nest(ps));
     TRY(logic(ps, 1, out));
+    ps->depth--;
     if (jp_is_name(ps, "if")) {
         NEW(e, E_COND);
         e->a = *out;

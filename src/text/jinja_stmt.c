@@ -196,6 +196,8 @@ static int parse_body(jparser *ps, const char *const *stops, jbody **out, const 
         return jp_fail(ps, "out of memory");
     *out = b;
     int open_line = ps->line;
+    if (++ps->depth > JINJA_MAX_NEST)
+        return jp_fail(ps, "blocks nested deeper than %d", JINJA_MAX_NEST);
     while (ps->ip < ps->np) {
         jpiece *pc = &ps->p[ps->ip++];
         jnode *n;
@@ -204,6 +206,7 @@ static int parse_body(jparser *ps, const char *const *stops, jbody **out, const 
             const char *w = stop_word(ps, stops);
             if (w) {
                 *stopped = w;
+                ps->depth--;
                 return jp_next(ps);
             }
             TRY(statement(ps, b));
@@ -223,9 +226,13 @@ static int parse_body(jparser *ps, const char *const *stops, jbody **out, const 
         TRY(body_push(ps, b, n));
     }
     if (stops) {
+        const char *end = stops[0];
+        for (size_t i = 0; stops[i]; i++) /* name the end tag: endif, not elif */
+            end = stops[i];
         ps->line = open_line;
-        return jp_fail(ps, "the block opened here is never closed (expected {%% %s %%})", stops[0]);
+        return jp_fail(ps, "the block opened here is never closed (expected {%% %s %%})", end);
     }
+    ps->depth--;
     return ZT_OK;
 }
 

@@ -26,6 +26,8 @@ void *ja_alloc(jarena *a, size_t bytes)
     if (!c || c->used + bytes > c->size) {
         size_t size = bytes > JA_CHUNK ? bytes : JA_CHUNK;
         size_t hdr = (sizeof(struct jchunk) + 15) & ~(size_t)15;
+        if (size > JINJA_MAX_ARENA || a->total + size > JINJA_MAX_ARENA)
+            return NULL;
         c = zt_alloc(ZT_MEM_OTHER, hdr + size);
         if (!c)
             return NULL;
@@ -33,6 +35,7 @@ void *ja_alloc(jarena *a, size_t bytes)
         c->used = 0;
         c->next = a->head;
         a->head = c;
+        a->total += size;
     }
     size_t hdr = (sizeof(struct jchunk) + 15) & ~(size_t)15;
     void *p = (char *)c + hdr + c->used;
@@ -57,6 +60,7 @@ void ja_free_all(jarena *a)
         a->head = c->next;
         zt_free(ZT_MEM_OTHER, c, hdr + c->size);
     }
+    a->total = 0;
 }
 
 void jb_put(jbuf *b, const char *s, size_t n)
