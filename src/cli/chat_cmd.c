@@ -20,7 +20,6 @@
 #include "commands.h"
 #include "flags.h"
 #include "gen_cli.h"
-#include "memory_gate.h"
 
 #define NFLAGS(a) ((int)(sizeof(a) / sizeof((a)[0])))
 #define MAX_EOS 16
@@ -149,14 +148,9 @@ static int open_run(chat_run *r, const char *model, const char *tok_dir, const c
     if (r->cap <= 0 || r->cap > cfg.max_position_embeddings)
         r->cap = cfg.max_position_embeddings < 4096 ? cfg.max_position_embeddings : 4096;
     zt_dtype compute = cfg.torch_dtype == ZT_BF16 ? ZT_BF16 : ZT_F32;
-    if (dtype_name && (zt_dtype_parse(dtype_name, &compute) != 0 || compute == ZT_F16))
-        return zt_fail(err, ZT_EINPUT, "--torch_dtype: expected fp32 or bf16 (float32, bfloat16), got '%s'",
-                       dtype_name);
-    zt_precision prec = {.load = ZT_F32, .master = ZT_F32, .compute = compute, .reduce = compute, .save = ZT_F32};
-    zt_plan gplan = zt_plan_single(prec, ZT_WRAP_TRANSFORMER);
-    char why[320], desc[160];
-    size_t limit = zt_memory_limit_on(device, 0, 1, 0, why, sizeof why);
-    if ((rc = zt_memory_gate(&cfg, &gplan, 1, r->cap, 0, 0, limit, why, err)))
+    char desc[160];
+    if ((dtype_name && (rc = zt_gen_parse_compute(dtype_name, &compute, err))) ||
+        (rc = zt_gen_gate(&cfg, compute, r->cap, device, NULL, err)))
         return rc;
     if ((rc = zt_tok_load(tok_dir, &r->tok, err)) || (rc = zt_chat_load(tok_dir, &r->chat, err)))
         return rc;

@@ -119,6 +119,66 @@ zt_sampling zt_gen_sampling(const zt_gen_defaults *d, int do_sample, double temp
     return s;
 }
 
+/* The model directory holds its tokenizer when ztrain saved it there, as
+ * AutoTokenizer.from_pretrained(model) finds it. */
+static const char *own_tokenizer(const char *model, const char *tok_dir)
+{
+    char own[4200];
+    snprintf(own, sizeof own, "%s/tokenizer.json", model);
+    return !tok_dir && access(own, F_OK) == 0 ? model : tok_dir;
+}
+
+/* zt_gen_sampling's settings and the number of new tokens: the flag, else
+ * generation_config.json's max_new_tokens, else its max_length (then
+ * *max_length >= 0 and the caller subtracts the prompt), else 64. */
+static int decoding(const char *model, int do_sample, double temperature, int top_k, double top_p, int *max_new,
+                    int *max_length, zt_sampling *s, zt_err *err)
+{
+    zt_gen_defaults gd;
+    int rc = zt_gen_read_defaults(model, &gd, err);
+    if (rc)
+        return rc;
+    *s = zt_gen_sampling(&gd, do_sample, temperature, top_k, top_p);
+    *max_length = *max_new < 0 && gd.max_new_tokens < 0 ? gd.max_length : -1;
+    if (*max_new < 0)
+        *max_new = gd.max_new_tokens >= 0 ? gd.max_new_tokens : *max_length >= 0 ? *max_length : 64;
+    return ZT_OK;
+}
+
+int zt_gen_parse_compute(const char *name, zt_dtype *compute, zt_err *err)
+{
+    if (zt_dtype_parse(name, compute) != 0 || *compute == ZT_F16)
+        return zt_fail(err, ZT_EINPUT, "--torch_dtype: expected fp32 or bf16 (float32, bfloat16), got '%s'", name);
+    return ZT_OK;
+}
+
+/* Sizes before allocation, as for eval: the weights once in the compute dtype
+ * and one sequence as long as the KV cache can grow (longest: the prompt has at
+ * most one token per byte, plus the new tokens). */
+int zt_gen_gate(const zt_llama_config *cfg, zt_dtype compute, long longest, const char *device,
+                const char *max_memory, zt_err *err)
+{
+    int T = longest < cfg->max_position_embeddings ? (int)longest : cfg->max_position_embeddings;
+    zt_precision prec = {.load = ZT_F32, .master = ZT_F32, .compute = compute, .reduce = compute, .save = ZT_F32};
+    zt_plan gplan = zt_plan_single(prec, ZT_WRAP_TRANSFORMER);
+    char why[320];
+    size_t max_mem = 0;
+    int rc = max_memory ? zt_cli_parse_size("max_memory", max_memory, &max_mem, err) : ZT_OK;
+    if (rc)
+        return rc;
+    size_t limit = zt_memory_limit_on(device, max_mem, 1, 0, why, sizeof why);
+    return zt_memory_gate(cfg, &gplan, 1, T > 0 ? T : 1, 0, 0, limit, why, err);
+}
+
+static void report(int n_prompt, const zt_gen_result *res, zt_dtype compute, const char *desc)
+{
+    static const char *why[] = {"max_new_tokens", "end of sequence", "stop string"};
+    fprintf(stderr, "\n[generate: %d prompt token%s in %.3f s; %d new token%s in %.3f s (%.1f tokens/s, %s); "
+            "on %s; stopped by %s]\n", n_prompt, n_prompt == 1 ? "" : "s", res->prefill_s, res->n,
+            res->n == 1 ? "" : "s", res->decode_s,
+            res->decode_s > 0 ? res->n / res->decode_s : 0.0, zt_dtype_name(compute), desc, why[res->stopped_by]);
+}
+
 int zt_cmd_generate(int argc, char **argv, zt_err *err)
 {
     const char *model = NULL, *tok_dir = NULL, *prompt = NULL, *stop = NULL, *dtype_name = NULL;
@@ -157,39 +217,17 @@ int zt_cmd_generate(int argc, char **argv, zt_err *err)
     zt_llama_config cfg;
     if ((rc = zt_hf_read_config_dir(model, &cfg, err)))
         return rc;
-    char own_tok[4200];
-    snprintf(own_tok, sizeof own_tok, "%s/tokenizer.json", model);
-    if (!tok_dir && access(own_tok, F_OK) == 0) /* saved with the model: AutoTokenizer.from_pretrained(model) */
-        tok_dir = model;
-    zt_gen_defaults gd;
-    if ((rc = zt_gen_read_defaults(model, &gd, err)))
-        return rc;
-    zt_sampling sampling = zt_gen_sampling(&gd, do_sample, temperature, top_k, top_p);
+    tok_dir = own_tokenizer(model, tok_dir);
     if (system && !chat)
         return zt_fail(err, ZT_EINPUT, "--system is a chat message: it needs --chat");
-    int from_length = max_new < 0 && gd.max_new_tokens < 0 && gd.max_length >= 0;
-    if (max_new < 0)
-        max_new = gd.max_new_tokens >= 0 ? gd.max_new_tokens : from_length ? gd.max_length : 64;
+    zt_sampling sampling;
+    int eos[MAX_EOS + 1], n_eos = 0, max_length;
+    if ((rc = decoding(model, do_sample, temperature, top_k, top_p, &max_new, &max_length, &sampling, err)) ||
+        (rc = zt_gen_read_eos(model, cfg.vocab_size, eos, MAX_EOS, &n_eos, err)))
+        return rc;
     zt_dtype compute = cfg.torch_dtype == ZT_BF16 ? ZT_BF16 : ZT_F32;
-    if (dtype_name && (zt_dtype_parse(dtype_name, &compute) != 0 || compute == ZT_F16))
-        return zt_fail(err, ZT_EINPUT, "--torch_dtype: expected fp32 or bf16 (float32, bfloat16), got '%s'",
-                       dtype_name);
-    /* sizes before allocation, as for eval: the weights once in the compute dtype
-     * and one sequence as long as the KV cache can grow (the prompt has at most
-     * one token per byte) */
-    long longest = (long)strlen(prompt) + max_new;
-    int T = longest < cfg.max_position_embeddings ? (int)longest : cfg.max_position_embeddings;
-    zt_precision prec = {.load = ZT_F32, .master = ZT_F32, .compute = compute, .reduce = compute, .save = ZT_F32};
-    zt_plan gplan = zt_plan_single(prec, ZT_WRAP_TRANSFORMER);
-    char why[320];
-    size_t max_mem = 0;
-    if (max_memory && (rc = zt_cli_parse_size("max_memory", max_memory, &max_mem, err)))
-        return rc;
-    size_t limit = zt_memory_limit_on(device, max_mem, 1, 0, why, sizeof why);
-    if ((rc = zt_memory_gate(&cfg, &gplan, 1, T > 0 ? T : 1, 0, 0, limit, why, err)))
-        return rc;
-    int eos[MAX_EOS + 1], n_eos = 0;
-    if ((rc = zt_gen_read_eos(model, cfg.vocab_size, eos, MAX_EOS, &n_eos, err)))
+    if ((dtype_name && (rc = zt_gen_parse_compute(dtype_name, &compute, err))) ||
+        (rc = zt_gen_gate(&cfg, compute, (long)strlen(prompt) + max_new, device, max_memory, err)))
         return rc;
     int nthreads = zt_cli_set_threads(threads), devices = 0;
     char desc[160];
@@ -201,15 +239,15 @@ int zt_cmd_generate(int argc, char **argv, zt_err *err)
     int *ids = NULL;
     size_t id_bytes = 0;
     zt_jinja_out rendered = {0};
-    if (chat && (rc = chat_prompt(tok_dir, system, prompt, &rendered, err)))
+    if ((chat && (rc = chat_prompt(tok_dir, system, prompt, &rendered, err))) ||
+        (rc = encode_prompt(tok_dir, chat ? rendered.text : prompt, &cfg, model, nthreads, &tok, &prompt_ids, err))) {
+        zt_jinja_out_free(&rendered);
         goto done;
-    rc = encode_prompt(tok_dir, chat ? rendered.text : prompt, &cfg, model, nthreads, &tok, &prompt_ids, err);
+    }
     zt_jinja_out_free(&rendered);
-    if (rc)
-        goto done;
     int n_prompt = (int)prompt_ids.n;
-    if (from_length) /* max_length counts the prompt, as transformers' does */
-        max_new = gd.max_length > n_prompt ? gd.max_length - n_prompt : 0;
+    if (max_length >= 0) /* max_length counts the prompt, as transformers' does */
+        max_new = max_length > n_prompt ? max_length - n_prompt : 0;
     if ((long)n_prompt + max_new > cfg.max_position_embeddings) {
         rc = zt_fail(err, ZT_EINPUT, "--prompt (%d tokens) plus --max_new_tokens %d exceed the model's "
                      "max_position_embeddings %d (%s/config.json)", n_prompt, max_new,
@@ -223,8 +261,7 @@ int zt_cmd_generate(int argc, char **argv, zt_err *err)
         rc = zt_fail(err, ZT_EFAIL, "out of memory");
         goto done;
     }
-    for (int i = 0; i < n_prompt; i++)
-        ids[i] = prompt_ids.v[i];
+    memcpy(ids, prompt_ids.v, (size_t)n_prompt * sizeof *ids);
     zt_infer m;
     if ((rc = zt_infer_open(&m, model, compute, n_prompt + max_new, nthreads, be, err)))
         goto done;
@@ -232,13 +269,8 @@ int zt_cmd_generate(int argc, char **argv, zt_err *err)
     zt_gen_text text = {tok ? zt_gen_tok_decode : byte_decode, zt_gen_emit_stdout, tok};
     zt_gen_result res;
     rc = zt_generate(&m, ids, n_prompt, &p, &text, ids + n_prompt, &res, err);
-    if (rc == ZT_OK) {
-        static const char *why[] = {"max_new_tokens", "end of sequence", "stop string"};
-        fprintf(stderr, "\n[generate: %d prompt token%s in %.3f s; %d new token%s in %.3f s (%.1f tokens/s, %s); "
-                "on %s; stopped by %s]\n", n_prompt, n_prompt == 1 ? "" : "s", res.prefill_s, res.n,
-                res.n == 1 ? "" : "s", res.decode_s,
-                res.decode_s > 0 ? res.n / res.decode_s : 0.0, zt_dtype_name(compute), desc, why[res.stopped_by]);
-    }
+    if (rc == ZT_OK)
+        report(n_prompt, &res, compute, desc);
     zt_infer_free(&m);
 done:
     zt_free(ZT_MEM_OTHER, ids, id_bytes);
