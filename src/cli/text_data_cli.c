@@ -36,22 +36,27 @@ void zt_cli_set_assistant_only(int on) { g_assistant_only = on; }
 static int cached(const char *path, const char *text_field, const char *tok_dir, const char *cache, int threads,
                   char *buf, size_t cap, int *hit, int *vocab, int *has_mask, zt_err *err)
 {
-    int kind = 0;
-    if (zt_records_is_jsonl(path)) {
-        zt_text_file f;
-        int rc = zt_text_file_open(path, &f, err);
-        if (rc)
-            return rc;
+    zt_text_file f = {0};
+    char *rows = NULL; /* a table's conversational rows as JSON Lines */
+    size_t rows_len = 0, rows_cap = 0;
+    int rc = ZT_OK, kind = 0;
+    if (zt_records_is_jsonl(path) && !(rc = zt_text_file_open(path, &f, err)))
         kind = zt_chat_data_kind(f.data, f.len);
-        zt_text_file_close(&f);
+    else if (zt_table_is_table(path) && !(rc = zt_chat_table_records(path, &rows, &rows_len, &rows_cap, err)))
+        kind = rows != NULL;
+    if (!rc && g_assistant_only && !kind)
+        rc = zt_fail(err, ZT_EINPUT, "--assistant_only_loss: %s is not conversational (records with \"messages\", "
+                     "or \"prompt\" and \"completion\" lists of messages), as TRL requires", path);
+    if (!rc && !kind)
+        rc = zt_text_cached_tokens(path, text_field, tok_dir, cache, threads, buf, cap, hit, vocab, has_mask, err);
+    else if (!rc) {
+        *has_mask = 1;
+        rc = zt_chat_cached_tokens(path, rows ? rows : f.data, rows ? rows_len : f.len, tok_dir, cache,
+                                   g_assistant_only, threads, buf, cap, hit, vocab, err);
     }
-    if (g_assistant_only && !kind)
-        return zt_fail(err, ZT_EINPUT, "--assistant_only_loss: %s is not conversational (JSON Lines records with "
-                       "\"messages\", or \"prompt\" and \"completion\" lists of messages), as TRL requires", path);
-    if (!kind)
-        return zt_text_cached_tokens(path, text_field, tok_dir, cache, threads, buf, cap, hit, vocab, has_mask, err);
-    *has_mask = 1;
-    return zt_chat_cached_tokens(path, tok_dir, cache, g_assistant_only, threads, buf, cap, hit, vocab, err);
+    zt_text_file_close(&f);
+    zt_free(ZT_MEM_OTHER, rows, rows_cap);
+    return rc;
 }
 
 int zt_cli_text_data(const char **data, const char *text_field, const char *tok_dir, int model_vocab, zt_comm *comm,

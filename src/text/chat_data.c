@@ -21,7 +21,9 @@
 #include <unistd.h>
 
 #include "../core/fs.h"
+#include "../core/mem.h"
 #include "../core/sha256.h"
+#include "../io/table.h"
 #include "../io/tokens.h"
 #include "records.h"
 
@@ -217,16 +219,14 @@ static int encode_to_cache(const char *path, const zt_text_file *tx, const char 
     return rc;
 }
 
-int zt_chat_cached_tokens(const char *path, const char *tok_dir, const char *cache_dir, int assistant_only,
-                          int threads, char *out_path, size_t cap, int *hit, int *vocab, zt_err *err)
+int zt_chat_cached_tokens(const char *path, const char *data, size_t len, const char *tok_dir, const char *cache_dir,
+                          int assistant_only, int threads, char *out_path, size_t cap, int *hit, int *vocab,
+                          zt_err *err)
 {
-    zt_text_file tx;
+    zt_text_file tx = {data, len, NULL};
     char hex[65], mask_path[4200];
     *hit = 0;
-    int rc = zt_text_file_open(path, &tx, err);
-    if (rc)
-        return rc;
-    rc = chat_key(tok_dir, &tx, assistant_only, hex, err);
+    int rc = chat_key(tok_dir, &tx, assistant_only, hex, err);
     if (!rc && (snprintf(out_path, cap, "%s/%s.npy", cache_dir, hex) >= (int)cap ||
                 zt_text_mask_path(out_path, mask_path, sizeof mask_path) != 0))
         rc = zt_fail(err, ZT_EINPUT, "%s: path too long", cache_dir);
@@ -239,6 +239,64 @@ int zt_chat_cached_tokens(const char *path, const char *tok_dir, const char *cac
             zt_tok_free(t);
     } else if (!rc && !(rc = zt_mkdirs(cache_dir, err)))
         rc = encode_to_cache(path, &tx, tok_dir, assistant_only, threads, out_path, mask_path, vocab, err);
-    zt_text_file_close(&tx);
+    return rc;
+}
+
+/* A table's conversational columns as JSON Lines records, in accounted memory. */
+typedef struct jsonl_buf {
+    char *p;
+    size_t n, cap;
+    int messages;
+} jsonl_buf;
+
+static int put(jsonl_buf *b, const char *s, size_t n)
+{
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 1 << 16;
+        while (cap < b->n + n + 1)
+            cap *= 2;
+        char *p = zt_alloc(ZT_MEM_OTHER, cap);
+        if (!p)
+            return -1;
+        if (b->n)
+            memcpy(p, b->p, b->n);
+        zt_free(ZT_MEM_OTHER, b->p, b->cap);
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = 0;
+    return 0;
+}
+
+static int table_row(void *ctx, const char *const *vals, const size_t *lens, zt_err *err)
+{
+    jsonl_buf *b = ctx;
+    int bad = b->messages ? put(b, "{\"messages\": ", 13) || put(b, vals[0], lens[0])
+                          : put(b, "{\"prompt\": ", 11) || put(b, vals[0], lens[0]) ||
+                                put(b, ", \"completion\": ", 16) || put(b, vals[1], lens[1]);
+    if (bad || put(b, "}\n", 2))
+        return zt_fail(err, ZT_EFAIL, "out of memory for the table's records");
+    return ZT_OK;
+}
+
+int zt_chat_table_records(const char *path, char **data, size_t *len, size_t *cap, zt_err *err)
+{
+    static const char *const msgs[] = {"messages"}, *const pc[] = {"prompt", "completion"};
+    jsonl_buf b = {0};
+    int yes = 0, rc = zt_table_has_columns(path, msgs, 1, &yes, err);
+    b.messages = yes;
+    if (!rc && !yes)
+        rc = zt_table_has_columns(path, pc, 2, &yes, err);
+    if (!rc && yes)
+        rc = zt_table_each_row_json(path, b.messages ? msgs : pc, b.messages ? 1 : 2, table_row, &b, err);
+    if (rc || !yes || !zt_chat_data_kind(b.p, b.n)) { /* not conversational: text_data.h reads it */
+        zt_free(ZT_MEM_OTHER, b.p, b.cap);
+        b = (jsonl_buf){0};
+    }
+    *data = b.p;
+    *len = b.n;
+    *cap = b.cap;
     return rc;
 }
