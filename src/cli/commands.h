@@ -26,6 +26,10 @@ int zt_cmd_tokenizer(int argc, char **argv, zt_err *err);
 /* Move the values after `flag` (up to the next --flag) out of argv into *list. */
 int zt_cli_take_list(const char *flag, int *argc, char **argv, const char ***list);
 int zt_cmd_generate(int argc, char **argv, zt_err *err);
+int zt_cmd_chat(int argc, char **argv, zt_err *err);
+/* train --assistant_only_loss: conversational records keep the loss on the
+ * assistant's tokens only ({% generation %} blocks of the chat template). */
+void zt_cli_set_assistant_only(int on);
 int zt_cmd_checkpoint(int argc, char **argv, zt_err *err);
 int zt_cmd_merge_weights(int argc, char **argv, zt_err *err);
 /* HF's size strings: "5GB" = 5*10^9 bytes, "200MB", "64KB", "1GiB" = 2^30, or bytes. */

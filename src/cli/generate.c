@@ -1,5 +1,6 @@
 /* generate.c — `ztrain generate`: continue a prompt with a trained model, printing
  * the continuation to stdout token by token as it is generated. */
+#include <cjson/cJSON.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -7,9 +8,11 @@
 #include "../core/mem.h"
 #include "../infer/generate.h"
 #include "../io/hf_model.h"
+#include "../text/chat.h"
 #include "../text/tokenizer.h"
 #include "commands.h"
 #include "flags.h"
+#include "gen_cli.h"
 #include "memory_gate.h"
 
 #define NFLAGS(a) ((int)(sizeof(a) / sizeof((a)[0])))
@@ -26,7 +29,7 @@ static size_t byte_decode(void *ctx, int id, char *buf, size_t cap)
 
 /* With a tokenizer: each id's bytes in decoded text; special tokens (eos, ...) show
  * nothing, as decode(skip_special_tokens=True). */
-static size_t tok_decode(void *ctx, int id, char *buf, size_t cap)
+size_t zt_gen_tok_decode(void *ctx, int id, char *buf, size_t cap)
 {
     const zt_tokenizer *t = ctx;
     size_t len = 0;
@@ -38,7 +41,7 @@ static size_t tok_decode(void *ctx, int id, char *buf, size_t cap)
     return len;
 }
 
-static void emit_stdout(void *ctx, const char *text, size_t n)
+void zt_gen_emit_stdout(void *ctx, const char *text, size_t n)
 {
     (void)ctx;
     fwrite(text, 1, n, stdout);
@@ -72,21 +75,156 @@ static int encode_prompt(const char *tok_dir, const char *prompt, const zt_llama
     return ZT_OK;
 }
 
+/* --chat: the prompt as the user's message (after --system's, if any), through
+ * the tokenizer's chat template with add_generation_prompt, as
+ * apply_chat_template(messages, add_generation_prompt=True) gives it. */
+static int chat_prompt(const char *tok_dir, const char *system, const char *prompt, zt_jinja_out *out, zt_err *err)
+{
+    if (!tok_dir)
+        return zt_fail(err, ZT_EINPUT, "--chat needs a tokenizer with a chat template (--tokenizer, or the model "
+                       "directory's tokenizer.json and tokenizer_config.json)");
+    zt_chat *chat;
+    int rc = zt_chat_load(tok_dir, &chat, err);
+    if (rc)
+        return zt_wrap(err, "--chat: ");
+    cJSON *msgs = cJSON_CreateArray();
+    const char *roles[2] = {"system", "user"}, *texts[2] = {system, prompt};
+    for (int i = 0; i < 2 && msgs; i++) {
+        cJSON *m = texts[i] ? cJSON_CreateObject() : NULL;
+        if (texts[i] && (!m || !cJSON_AddStringToObject(m, "role", roles[i]) ||
+                         !cJSON_AddStringToObject(m, "content", texts[i]) || !cJSON_AddItemToArray(msgs, m))) {
+            cJSON_Delete(m);
+            cJSON_Delete(msgs);
+            msgs = NULL;
+        }
+    }
+    rc = msgs ? zt_chat_render(chat, msgs, 1, out, err) : zt_fail(err, ZT_EFAIL, "out of memory");
+    cJSON_Delete(msgs);
+    zt_chat_free(chat);
+    return rc;
+}
+
+/* Decoding settings: a flag given wins, then generation_config.json, then the
+ * defaults of transformers' GenerationConfig (greedy unless do_sample; T 1,
+ * top_k 50, top_p 1).  A --temperature above 0 without --do_sample samples, as
+ * ztrain's generate always did.  max_new_tokens falls back to max_length minus
+ * the prompt, then to 64 (the caller subtracts the prompt). */
+zt_sampling zt_gen_sampling(const zt_gen_defaults *d, int do_sample, double temperature, int top_k, double top_p)
+{
+    if (do_sample < 0)
+        do_sample = temperature > 0 ? 1 : d->do_sample > 0;
+    double t = temperature >= 0 ? temperature : d->temperature >= 0 ? d->temperature : 1.0;
+    zt_sampling s = {do_sample ? t : 0.0, top_k >= 0 ? top_k : d->top_k >= 0 ? d->top_k : 50,
+                     top_p >= 0 ? top_p : d->top_p >= 0 ? d->top_p : 1.0};
+    return s;
+}
+
+/* The model directory holds its tokenizer when ztrain saved it there, as
+ * AutoTokenizer.from_pretrained(model) finds it. */
+static const char *own_tokenizer(const char *model, const char *tok_dir)
+{
+    char own[4200];
+    snprintf(own, sizeof own, "%s/tokenizer.json", model);
+    return !tok_dir && access(own, F_OK) == 0 ? model : tok_dir;
+}
+
+/* Where the model's own files are: its directory, or for --model FILE.gguf a
+ * private directory with the tokenizer and generation_config.json converted from
+ * the file's metadata.  tok_dir defaults to it when it holds tokenizer.json. */
+static int model_meta(const char *model, char *gguf_dir, size_t cap, const char **meta_dir,
+                      const char **tok_dir, zt_err *err)
+{
+    int rc = zt_cli_gguf_tokenizer_dir(model, gguf_dir, cap, err);
+    if (rc)
+        return rc;
+    *meta_dir = gguf_dir[0] ? gguf_dir : model;
+    *tok_dir = own_tokenizer(*meta_dir, *tok_dir);
+    return ZT_OK;
+}
+
+/* zt_gen_sampling's settings and the number of new tokens: the flag, else
+ * generation_config.json's max_new_tokens, else its max_length (then
+ * *max_length >= 0 and the caller subtracts the prompt), else 64. */
+static int decoding(const char *model, int do_sample, double temperature, int top_k, double top_p, int *max_new,
+                    int *max_length, zt_sampling *s, zt_err *err)
+{
+    zt_gen_defaults gd;
+    int rc = zt_gen_read_defaults(model, &gd, err);
+    if (rc)
+        return rc;
+    *s = zt_gen_sampling(&gd, do_sample, temperature, top_k, top_p);
+    *max_length = *max_new < 0 && gd.max_new_tokens < 0 ? gd.max_length : -1;
+    if (*max_new < 0)
+        *max_new = gd.max_new_tokens >= 0 ? gd.max_new_tokens : *max_length >= 0 ? *max_length : 64;
+    return ZT_OK;
+}
+
+int zt_gen_parse_compute(const char *name, zt_dtype *compute, zt_err *err)
+{
+    if (zt_dtype_parse(name, compute) != 0 || *compute == ZT_F16)
+        return zt_fail(err, ZT_EINPUT, "--torch_dtype: expected fp32 or bf16 (float32, bfloat16), got '%s'", name);
+    return ZT_OK;
+}
+
+/* Sizes before allocation, as for eval: the weights once in the compute dtype
+ * and one sequence as long as the KV cache can grow (longest: the prompt has at
+ * most one token per byte, plus the new tokens). */
+int zt_gen_gate(const zt_llama_config *cfg, zt_dtype compute, long longest, const char *device,
+                const char *max_memory, zt_err *err)
+{
+    int T = longest < cfg->max_position_embeddings ? (int)longest : cfg->max_position_embeddings;
+    zt_precision prec = {.load = ZT_F32, .master = ZT_F32, .compute = compute, .reduce = compute, .save = ZT_F32};
+    zt_plan gplan = zt_plan_single(prec, ZT_WRAP_TRANSFORMER);
+    char why[320];
+    size_t max_mem = 0;
+    int rc = max_memory ? zt_cli_parse_size("max_memory", max_memory, &max_mem, err) : ZT_OK;
+    if (rc)
+        return rc;
+    size_t limit = zt_memory_limit_on(device, max_mem, 1, 0, why, sizeof why);
+    return zt_memory_gate(cfg, &gplan, 1, T > 0 ? T : 1, 0, 0, limit, why, err);
+}
+
+static void report(int n_prompt, const zt_gen_result *res, zt_dtype compute, const char *desc)
+{
+    static const char *why[] = {"max_new_tokens", "end of sequence", "stop string"};
+    fprintf(stderr, "\n[generate: %d prompt token%s in %.3f s; %d new token%s in %.3f s (%.1f tokens/s, %s); "
+            "on %s; stopped by %s]\n", n_prompt, n_prompt == 1 ? "" : "s", res->prefill_s, res->n,
+            res->n == 1 ? "" : "s", res->decode_s,
+            res->decode_s > 0 ? res->n / res->decode_s : 0.0, zt_dtype_name(compute), desc, why[res->stopped_by]);
+}
+
+/* The prompt's ids: with --chat, the user's message (after --system's) rendered by
+ * the tokenizer's chat template with add_generation_prompt, then encoded. */
+static int prompt_tokens(const char *tok_dir, int chat, const char *system, const char *prompt,
+                         const zt_llama_config *cfg, const char *model, int nthreads, zt_tokenizer **tok,
+                         zt_ids *ids, zt_err *err)
+{
+    zt_jinja_out rendered = {0};
+    int rc = chat ? chat_prompt(tok_dir, system, prompt, &rendered, err) : ZT_OK;
+    if (rc == ZT_OK)
+        rc = encode_prompt(tok_dir, chat ? rendered.text : prompt, cfg, model, nthreads, tok, ids, err);
+    zt_jinja_out_free(&rendered);
+    return rc;
+}
+
 int zt_cmd_generate(int argc, char **argv, zt_err *err)
 {
     const char *model = NULL, *tok_dir = NULL, *prompt = NULL, *stop = NULL, *dtype_name = NULL;
-    const char *device = "cpu", *max_memory = NULL;
-    int max_new = 64, top_k = 50, threads = 0;
-    double temperature = 0.0, top_p = 1.0;
+    const char *device = "cpu", *max_memory = NULL, *system = NULL;
+    int max_new = -1, top_k = -1, threads = 0, do_sample = -1, chat = 0;
+    double temperature = -1, top_p = -1;
     long seed = 42;
     zt_flag flags[] = {
         {"model", ZT_FLAG_STR, &model, "Hugging Face model directory (config.json + safetensors), or a GGUF file", 1, 0, 0},
         {"tokenizer", ZT_FLAG_STR, &tok_dir, "directory with tokenizer.json (default: the model directory when it holds one, as ztrain saves it; else ids are bytes, vocab 256)", 1, 0, 0},
         {"prompt", ZT_FLAG_STR, &prompt, "the text to continue", 1, 0, 0},
-        {"max_new_tokens", ZT_FLAG_INT, &max_new, "tokens to generate at most (default 64)", 0, 1 << 24, 0},
-        {"temperature", ZT_FLAG_DOUBLE, &temperature, "0 = greedy (default); > 0 samples from softmax(logits / T)", 0, 1e6, 0},
-        {"top_k", ZT_FLAG_INT, &top_k, "sampling: keep the k most likely tokens (default 50, as HF; 0 = off)", 0, 1 << 30, 0},
-        {"top_p", ZT_FLAG_DOUBLE, &top_p, "sampling: keep the smallest set with this much probability (default 1 = off)", 0, 1, 0},
+        {"max_new_tokens", ZT_FLAG_INT, &max_new, "tokens to generate at most (default: generation_config.json's max_new_tokens, else its max_length minus the prompt, else 64)", 0, 1 << 24, 0},
+        {"do_sample", ZT_FLAG_BOOL, &do_sample, "sample (true) or decode greedily (false); default: generation_config.json's do_sample, else false (--temperature > 0 alone samples)", 1, 0, 0},
+        {"temperature", ZT_FLAG_DOUBLE, &temperature, "sampling: softmax(logits / T) (default: generation_config.json's, else 1); 0 = greedy", 0, 1e6, 0},
+        {"top_k", ZT_FLAG_INT, &top_k, "sampling: keep the k most likely tokens (default: generation_config.json's, else 50, as HF; 0 = off)", 0, 1 << 30, 0},
+        {"top_p", ZT_FLAG_DOUBLE, &top_p, "sampling: keep the smallest set with this much probability (default: generation_config.json's, else 1 = off)", 0, 1, 0},
+        {"chat", ZT_FLAG_BOOL, &chat, "the prompt is a user message: render it with the tokenizer's chat template (add_generation_prompt) and stop at the end of the turn", 1, 0, 0},
+        {"system", ZT_FLAG_STR, &system, "with --chat: a system message before the user's", 1, 0, 0},
         {"seed", ZT_FLAG_LONG, &seed, "seed of the sampler (default 42): the same seed gives the same text", 0, 9.2e18, 0},
         {"stop", ZT_FLAG_STR, &stop, "stop once the continuation contains this string (it is printed)", 1, 0, 0},
         {"torch_dtype", ZT_FLAG_STR, &dtype_name, "compute in fp32 | bf16 (or float32, bfloat16; default: the config's torch_dtype)", 1, 0, 0},
@@ -107,35 +245,20 @@ int zt_cmd_generate(int argc, char **argv, zt_err *err)
     zt_llama_config cfg;
     if ((rc = zt_hf_read_config_dir(model, &cfg, err)))
         return rc;
-    char own_tok[4200], gguf_dir[4096];
-    snprintf(own_tok, sizeof own_tok, "%s/tokenizer.json", model);
-    if (!tok_dir && access(own_tok, F_OK) == 0) /* saved with the model: AutoTokenizer.from_pretrained(model) */
-        tok_dir = model;
-    /* --model FILE.gguf: the tokenizer and generation_config.json converted from its metadata */
-    if ((rc = zt_cli_gguf_tokenizer_dir(model, gguf_dir, sizeof gguf_dir, err)))
+    char gguf_dir[4096];
+    const char *meta_dir;
+    if ((rc = model_meta(model, gguf_dir, sizeof gguf_dir, &meta_dir, &tok_dir, err)))
         return rc;
-    if (gguf_dir[0] && !tok_dir)
-        tok_dir = gguf_dir;
+    if (system && !chat)
+        return zt_fail(err, ZT_EINPUT, "--system is a chat message: it needs --chat");
+    zt_sampling sampling;
+    int eos[MAX_EOS + 1], n_eos = 0, max_length;
+    if ((rc = decoding(meta_dir, do_sample, temperature, top_k, top_p, &max_new, &max_length, &sampling, err)) ||
+        (rc = zt_gen_read_eos(meta_dir, cfg.vocab_size, eos, MAX_EOS, &n_eos, err)))
+        return rc;
     zt_dtype compute = cfg.torch_dtype == ZT_BF16 ? ZT_BF16 : ZT_F32;
-    if (dtype_name && (zt_dtype_parse(dtype_name, &compute) != 0 || compute == ZT_F16))
-        return zt_fail(err, ZT_EINPUT, "--torch_dtype: expected fp32 or bf16 (float32, bfloat16), got '%s'",
-                       dtype_name);
-    /* sizes before allocation, as for eval: the weights once in the compute dtype
-     * and one sequence as long as the KV cache can grow (the prompt has at most
-     * one token per byte) */
-    long longest = (long)strlen(prompt) + max_new;
-    int T = longest < cfg.max_position_embeddings ? (int)longest : cfg.max_position_embeddings;
-    zt_precision prec = {.load = ZT_F32, .master = ZT_F32, .compute = compute, .reduce = compute, .save = ZT_F32};
-    zt_plan gplan = zt_plan_single(prec, ZT_WRAP_TRANSFORMER);
-    char why[320];
-    size_t max_mem = 0;
-    if (max_memory && (rc = zt_cli_parse_size("max_memory", max_memory, &max_mem, err)))
-        return rc;
-    size_t limit = zt_memory_limit_on(device, max_mem, 1, 0, why, sizeof why);
-    if ((rc = zt_memory_gate(&cfg, &gplan, 1, T > 0 ? T : 1, 0, 0, limit, why, err)))
-        return rc;
-    int eos[MAX_EOS + 1], n_eos = 0;
-    if ((rc = zt_gen_read_eos(gguf_dir[0] ? gguf_dir : model, cfg.vocab_size, eos, MAX_EOS, &n_eos, err)))
+    if ((dtype_name && (rc = zt_gen_parse_compute(dtype_name, &compute, err))) ||
+        (rc = zt_gen_gate(&cfg, compute, (long)strlen(prompt) + max_new, device, max_memory, err)))
         return rc;
     int nthreads = zt_cli_set_threads(threads), devices = 0;
     char desc[160];
@@ -146,9 +269,11 @@ int zt_cmd_generate(int argc, char **argv, zt_err *err)
     zt_ids prompt_ids = {0};
     int *ids = NULL;
     size_t id_bytes = 0;
-    if ((rc = encode_prompt(tok_dir, prompt, &cfg, model, nthreads, &tok, &prompt_ids, err)))
+    if ((rc = prompt_tokens(tok_dir, chat, system, prompt, &cfg, model, nthreads, &tok, &prompt_ids, err)))
         goto done;
     int n_prompt = (int)prompt_ids.n;
+    if (max_length >= 0) /* max_length counts the prompt, as transformers' does */
+        max_new = max_length > n_prompt ? max_length - n_prompt : 0;
     if ((long)n_prompt + max_new > cfg.max_position_embeddings) {
         rc = zt_fail(err, ZT_EINPUT, "--prompt (%d tokens) plus --max_new_tokens %d exceed the model's "
                      "max_position_embeddings %d (%s/config.json)", n_prompt, max_new,
@@ -162,22 +287,16 @@ int zt_cmd_generate(int argc, char **argv, zt_err *err)
         rc = zt_fail(err, ZT_EFAIL, "out of memory");
         goto done;
     }
-    for (int i = 0; i < n_prompt; i++)
-        ids[i] = prompt_ids.v[i];
+    memcpy(ids, prompt_ids.v, (size_t)n_prompt * sizeof *ids);
     zt_infer m;
     if ((rc = zt_infer_open(&m, model, compute, n_prompt + max_new, nthreads, be, err)))
         goto done;
-    zt_gen_params p = {max_new, {temperature, top_k, top_p}, (uint64_t)seed, stop, eos, n_eos};
-    zt_gen_text text = {tok ? tok_decode : byte_decode, emit_stdout, tok};
+    zt_gen_params p = {max_new, sampling, (uint64_t)seed, stop, eos, n_eos};
+    zt_gen_text text = {tok ? zt_gen_tok_decode : byte_decode, zt_gen_emit_stdout, tok};
     zt_gen_result res;
     rc = zt_generate(&m, ids, n_prompt, &p, &text, ids + n_prompt, &res, err);
-    if (rc == ZT_OK) {
-        static const char *why[] = {"max_new_tokens", "end of sequence", "stop string"};
-        fprintf(stderr, "\n[generate: %d prompt token%s in %.3f s; %d new token%s in %.3f s (%.1f tokens/s, %s); "
-                "on %s; stopped by %s]\n", n_prompt, n_prompt == 1 ? "" : "s", res.prefill_s, res.n,
-                res.n == 1 ? "" : "s", res.decode_s,
-                res.decode_s > 0 ? res.n / res.decode_s : 0.0, zt_dtype_name(compute), desc, why[res.stopped_by]);
-    }
+    if (rc == ZT_OK)
+        report(n_prompt, &res, compute, desc);
     zt_infer_free(&m);
 done:
     zt_free(ZT_MEM_OTHER, ids, id_bytes);

@@ -111,7 +111,7 @@ static int train_command(int argc, char **argv, zt_err *err)
 {
     const char *model = NULL, *data = NULL, *output_dir = NULL, *log_jsonl = NULL, *max_shard = "5GB";
     const char *resume = NULL, *tokenizer = NULL, *profile = NULL, *profile_steps = NULL, *text_field = "text";
-    int completion_only = 1;
+    int completion_only = 1, assistant_only = 0;
     long save_total_limit = 0;
     int override_ckpt = 0, allow_precision = 0;
     int threads = 0, progress = -1;
@@ -129,6 +129,7 @@ static int train_command(int argc, char **argv, zt_err *err)
         {"tokenizer", ZT_FLAG_STR, &tokenizer, "tokenize text data with DIR/tokenizer.json (once: cached by content hash)", 1, 0, 0},
         {"text_field", ZT_FLAG_STR, &text_field, "the string member of each JSON Lines record, or the column of a table, that holds its text (default text)", 1, 0, 0},
         {"completion_only_loss", ZT_FLAG_BOOL, &completion_only, "prompt/completion records: the loss on the completion only (default true, as TRL); false: on every token", 1, 0, 0},
+        {"assistant_only_loss", ZT_FLAG_BOOL, &assistant_only, "conversational records (messages, or prompt/completion lists): the loss on the assistant's tokens only, the {% generation %} blocks of the chat template (TRL's; default false)", 1, 0, 0},
         TRAIN_EVAL_FLAGS(ev),
         {"output_dir", ZT_FLAG_STR, &output_dir, "where the trained model (and its checkpoint-N) are written (default none: the model is discarded, with a warning)", 1, 0, 0},
         {"log_jsonl", ZT_FLAG_STR, &log_jsonl, "write one JSON object per optimizer step here", 1, 0, 0},
@@ -273,6 +274,7 @@ static int train_command(int argc, char **argv, zt_err *err)
     if (!output_dir && g_rank == 0)
         fprintf(stderr, "ztrain: warning: no --output_dir: the trained model is discarded at the end of the run\n");
     char tok_data[4096], mask_data[4096];
+    zt_cli_set_assistant_only(assistant_only);
     if ((rc = zt_cli_data_files(data_files, n_data, text_field, tokenizer, cfg.vocab_size, &comm, g_rank, nthreads,
                                 &a.data_path, tok_data, sizeof tok_data, &a.loss_mask_path, mask_data, err)) ||
         (rc = zt_cli_eval_tokenize(&ev, &a, tokenizer, text_field, cfg.vocab_size, &comm, g_rank, nthreads, err))) {
@@ -280,9 +282,10 @@ static int train_command(int argc, char **argv, zt_err *err)
         return rc;
     }
     if (a.loss_mask_path && g_rank == 0)
-        printf("loss: %s\n", completion_only ? "on the completions only (TRL's completion_only_loss)"
-                                             : "on every token (--completion_only_loss false)");
-    if (!completion_only) /* TRL's completion_only_loss=False: prompt tokens are targets too, in evaluation too */
+        printf("loss: %s\n", assistant_only    ? "on the assistant's tokens only (TRL's assistant_only_loss)"
+                              : completion_only ? "on the completions only (TRL's completion_only_loss)"
+                                                : "on every token (--completion_only_loss false)");
+    if (!completion_only && !assistant_only) /* TRL's completion_only_loss=False: prompt tokens are targets too, in evaluation too */
         a.loss_mask_path = NULL, a.eval_mask_path = NULL;
     zt_train_result res;
     rc = zt_train(&a, &res, err);
@@ -466,6 +469,7 @@ static const struct command {
     {"tokenize", zt_cmd_tokenize, "text files to token ids with a Hugging Face tokenizer.json"},
     {"tokenizer", zt_cmd_tokenizer, "train: a byte-level BPE tokenizer from text (Hugging Face files)"},
     {"generate", zt_cmd_generate, "continue a prompt with a model (greedy or sampled, KV cache)"},
+    {"chat", zt_cmd_chat, "talk with a model through its chat template, one line of stdin per turn"},
     {"checkpoint", zt_cmd_checkpoint, "show: verify a checkpoint, print its state and what resuming it would do"},
     {"merge-weights", zt_cmd_merge_weights, "a checkpoint's shards to a Hugging Face model directory"},
     {"plot", zt_cmd_plot, "a training log (JSONL) as an SVG chart"},

@@ -15,6 +15,7 @@
 #include "../core/sha256.h"
 #include "../io/table.h"
 #include "../io/tokens.h"
+#include "../text/chat_data.h"
 #include "../text/records.h"
 #include "../text/text_data.h"
 #include "commands.h"
@@ -23,6 +24,39 @@ int zt_cli_is_text(const char *path)
 {
     const char *dot = strrchr(path, '.');
     return zt_records_is_jsonl(path) || zt_table_is_table(path) || (dot && !strcasecmp(dot, ".txt"));
+}
+
+static int g_assistant_only; /* train --assistant_only_loss */
+
+void zt_cli_set_assistant_only(int on) { g_assistant_only = on; }
+
+/* The cached ids of one text file: TRL's conversational records (JSON Lines of
+ * messages, or of prompt and completion lists) through the chat template, with
+ * their loss mask; any other text as text_data.h makes it. */
+static int cached(const char *path, const char *text_field, const char *tok_dir, const char *cache, int threads,
+                  char *buf, size_t cap, int *hit, int *vocab, int *has_mask, zt_err *err)
+{
+    zt_text_file f = {0};
+    char *rows = NULL; /* a table's conversational rows as JSON Lines */
+    size_t rows_len = 0, rows_cap = 0;
+    int rc = ZT_OK, kind = 0;
+    if (zt_records_is_jsonl(path) && !(rc = zt_text_file_open(path, &f, err)))
+        kind = zt_chat_data_kind(f.data, f.len);
+    else if (zt_table_is_table(path) && !(rc = zt_chat_table_records(path, &rows, &rows_len, &rows_cap, err)))
+        kind = rows != NULL;
+    if (!rc && g_assistant_only && !kind)
+        rc = zt_fail(err, ZT_EINPUT, "--assistant_only_loss: %s is not conversational (records with \"messages\", "
+                     "or \"prompt\" and \"completion\" lists of messages), as TRL requires", path);
+    if (!rc && !kind)
+        rc = zt_text_cached_tokens(path, text_field, tok_dir, cache, threads, buf, cap, hit, vocab, has_mask, err);
+    else if (!rc) {
+        *has_mask = 1;
+        rc = zt_chat_cached_tokens(path, rows ? rows : f.data, rows ? rows_len : f.len, tok_dir, cache,
+                                   g_assistant_only, threads, buf, cap, hit, vocab, err);
+    }
+    zt_text_file_close(&f);
+    zt_free(ZT_MEM_OTHER, rows, rows_cap);
+    return rc;
 }
 
 int zt_cli_text_data(const char **data, const char *text_field, const char *tok_dir, int model_vocab, zt_comm *comm,
@@ -37,11 +71,11 @@ int zt_cli_text_data(const char **data, const char *text_field, const char *tok_
     /* rank 0 fills the cache first; the others then find it (or, on another
      * machine with its own cache, tokenize for themselves: same ids) */
     if (!rc && rank == 0)
-        rc = zt_text_cached_tokens(*data, text_field, tok_dir, cache, threads, buf, cap, &hit, &vocab, &has_mask, err);
+        rc = cached(*data, text_field, tok_dir, cache, threads, buf, cap, &hit, &vocab, &has_mask, err);
     if (comm && zt_comm_max_int(comm, rc) != ZT_OK && rc == ZT_OK)
         return zt_fail(err, ZT_EINPUT, "rank 0 could not tokenize %s (its error is printed above)", *data);
     if (!rc && rank != 0)
-        rc = zt_text_cached_tokens(*data, text_field, tok_dir, cache, threads, buf, cap, &hit, &vocab, &has_mask, err);
+        rc = cached(*data, text_field, tok_dir, cache, threads, buf, cap, &hit, &vocab, &has_mask, err);
     if (rc)
         return rc;
     if (has_mask && !mask_buf)
@@ -57,7 +91,7 @@ int zt_cli_text_data(const char **data, const char *text_field, const char *tok_
     if (rank == 0)
         printf("data: %s tokenized with %s (%d tokens in the vocabulary)%s: %s%s\n", *data, tok_dir, vocab,
                hit ? ", from the cache" : "", buf,
-               has_mask ? "; prompt/completion records, with the completions' loss mask beside" : "");
+               has_mask ? "; prompt/completion or conversational records, with their loss mask beside" : "");
     *data = buf;
     return ZT_OK;
 }

@@ -166,3 +166,48 @@ int zt_gen_read_eos(const char *dir, int vocab_size, int *ids, int max, int *n, 
     zt_json_free(&j);
     return rc;
 }
+
+/* A number key of generation_config.json: -1 when absent or null; ZT_EINPUT
+ * when it is not a number in [lo, hi]. */
+static int gen_number(const cJSON *root, const char *path, const char *key, double lo, double hi, double *out,
+                      zt_err *err)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
+    *out = -1;
+    if (!v || cJSON_IsNull(v))
+        return ZT_OK;
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= lo && v->valuedouble <= hi))
+        return zt_fail(err, ZT_EINPUT, "%s: %s: expected a number in [%g, %g]", path, key, lo, hi);
+    *out = v->valuedouble;
+    return ZT_OK;
+}
+
+int zt_gen_read_defaults(const char *dir, zt_gen_defaults *d, zt_err *err)
+{
+    char path[4096];
+    *d = (zt_gen_defaults){-1, -1, -1, -1, -1, -1};
+    snprintf(path, sizeof path, "%s/generation_config.json", dir);
+    if (access(path, F_OK) != 0)
+        return ZT_OK;
+    zt_json j;
+    int rc = zt_json_parse_file(path, 1 << 20, &j, err);
+    if (rc)
+        return rc;
+    double k = -1, mnt = -1, ml = -1;
+    const cJSON *ds = cJSON_GetObjectItemCaseSensitive(j.root, "do_sample");
+    if (!cJSON_IsObject(j.root))
+        rc = zt_fail(err, ZT_EINPUT, "%s: expected a JSON object", path);
+    else if (ds && !cJSON_IsBool(ds) && !cJSON_IsNull(ds))
+        rc = zt_fail(err, ZT_EINPUT, "%s: do_sample: expected true or false", path);
+    if (!rc && !(rc = gen_number(j.root, path, "temperature", 0, 1e6, &d->temperature, err)) &&
+        !(rc = gen_number(j.root, path, "top_k", 0, 1 << 30, &k, err)) &&
+        !(rc = gen_number(j.root, path, "top_p", 0, 1, &d->top_p, err)) &&
+        !(rc = gen_number(j.root, path, "max_new_tokens", 0, 1 << 24, &mnt, err)))
+        rc = gen_number(j.root, path, "max_length", 0, 1 << 24, &ml, err);
+    d->do_sample = cJSON_IsBool(ds) ? cJSON_IsTrue(ds) : -1;
+    d->top_k = (int)k;
+    d->max_new_tokens = (int)mnt;
+    d->max_length = (int)ml;
+    zt_json_free(&j);
+    return rc;
+}

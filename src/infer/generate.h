@@ -55,4 +55,17 @@ int zt_generate(zt_infer *m, const int *prompt, int n_prompt, const zt_gen_param
  * (an id, a list of ids, or null / absent: none).  At most max ids. */
 int zt_gen_read_eos(const char *dir, int vocab_size, int *ids, int max, int *n, zt_err *err);
 
+/* generation_config.json's decoding settings, as transformers' GenerationConfig
+ * reads them; a key the file lacks (or a directory without the file) is left -1,
+ * so the caller applies its flag or the default. */
+typedef struct zt_gen_defaults {
+    int do_sample;       /* 0 / 1 */
+    double temperature;
+    int top_k;
+    double top_p;
+    int max_new_tokens;
+    int max_length;      /* prompt + new tokens, used when max_new_tokens is absent */
+} zt_gen_defaults;
+int zt_gen_read_defaults(const char *dir, zt_gen_defaults *d, zt_err *err);
+
 #endif

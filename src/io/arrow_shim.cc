@@ -49,6 +49,11 @@ bool is_ipc_file_format(const std::shared_ptr<arrow::io::RandomAccessFile> &f)
     return head.ok() && (*head)->size() == 6 && std::memcmp((*head)->data(), "ARROW1", 6) == 0;
 }
 
+bool holds_strings(const arrow::DataType &t)
+{
+    return t.id() == arrow::Type::STRING || t.id() == arrow::Type::LARGE_STRING;
+}
+
 int open_source(const char *path, const char *shown, int parquet, const std::vector<std::string> *cols, Source *s,
                 zt_err *err)
 {
@@ -67,17 +72,21 @@ int open_source(const char *path, const char *shown, int parquet, const std::vec
         if (!cols)
             return ZT_OK;
         // only the asked-for leaf columns are decoded (a missing one is named by
-        // the caller's schema check before this)
+        // the caller's schema check before this); a nested column (a list of
+        // structs) has several leaves, and then every column is read
         std::vector<int> leaves, groups;
+        bool nested = false;
         auto pschema = s->pq->parquet_reader()->metadata()->schema();
         for (const auto &c : *cols) {
             int k = pschema->ColumnIndex(c);
+            auto field = s->schema->GetFieldByName(c);
+            nested |= field && !holds_strings(*field->type());
             if (k >= 0)
                 leaves.push_back(k);
         }
         for (int g = 0; g < s->pq->num_row_groups(); g++)
             groups.push_back(g);
-        auto b = s->pq->GetRecordBatchReader(groups, leaves);
+        auto b = nested ? s->pq->GetRecordBatchReader(groups) : s->pq->GetRecordBatchReader(groups, leaves);
         if (!b.ok())
             return arrow_fail(err, shown, parquet, b.status());
         s->batches = std::move(*b);
@@ -103,13 +112,104 @@ int open_source(const char *path, const char *shown, int parquet, const std::vec
     return ZT_OK;
 }
 
-bool holds_strings(const arrow::DataType &t)
+
+// The string at row i of a string or large_string array.
+std::string_view value(const arrow::Array &a, int64_t i)
 {
-    return t.id() == arrow::Type::STRING || t.id() == arrow::Type::LARGE_STRING;
+    if (a.type_id() == arrow::Type::LARGE_STRING)
+        return static_cast<const arrow::LargeStringArray &>(a).GetView(i);
+    return static_cast<const arrow::StringArray &>(a).GetView(i);
+}
+
+// What a JSON-mode column may hold: strings, numbers, booleans and nulls, in
+// lists and structs (TRL's messages: list<struct<role: string, content: string>>).
+bool holds_json(const arrow::DataType &t)
+{
+    switch (t.id()) {
+    case arrow::Type::STRING: case arrow::Type::LARGE_STRING: case arrow::Type::BOOL: case arrow::Type::INT32:
+    case arrow::Type::INT64: case arrow::Type::DOUBLE: case arrow::Type::NA:
+        return true;
+    case arrow::Type::LIST: case arrow::Type::LARGE_LIST: case arrow::Type::STRUCT:
+        for (const auto &f : t.fields())
+            if (!holds_json(*f->type()))
+                return false;
+        return true;
+    default:
+        return false;
+    }
+}
+
+void json_string(std::string_view v, std::string &out)
+{
+    out += '"';
+    for (unsigned char c : v) {
+        char esc[8];
+        if (c == '"' || c == '\\') {
+            out += '\\';
+            out += (char)c;
+        } else if (c < 0x20) {
+            snprintf(esc, sizeof esc, "\\u%04x", c);
+            out += esc;
+        } else
+            out += (char)c;
+    }
+    out += '"';
+}
+
+// Row i of a (holds_json) array as JSON text, appended to out: a struct as an
+// object with its fields in schema order, a list as an array.
+void to_json(const arrow::Array &a, int64_t i, std::string &out)
+{
+    if (a.IsNull(i)) {
+        out += "null";
+        return;
+    }
+    switch (a.type_id()) {
+    case arrow::Type::STRING: case arrow::Type::LARGE_STRING: json_string(value(a, i), out); return;
+    case arrow::Type::BOOL: out += static_cast<const arrow::BooleanArray &>(a).Value(i) ? "true" : "false"; return;
+    case arrow::Type::INT32: out += std::to_string(static_cast<const arrow::Int32Array &>(a).Value(i)); return;
+    case arrow::Type::INT64: out += std::to_string(static_cast<const arrow::Int64Array &>(a).Value(i)); return;
+    case arrow::Type::DOUBLE: {
+        char buf[32];
+        snprintf(buf, sizeof buf, "%.17g", static_cast<const arrow::DoubleArray &>(a).Value(i));
+        out += buf;
+        return;
+    }
+    case arrow::Type::STRUCT: {
+        const auto &st = static_cast<const arrow::StructArray &>(a);
+        out += '{';
+        for (int f = 0; f < st.num_fields(); f++) {
+            if (f)
+                out += ", ";
+            json_string(st.type()->field(f)->name(), out);
+            out += ": ";
+            to_json(*st.field(f), i, out);
+        }
+        out += '}';
+        return;
+    }
+    case arrow::Type::LIST: case arrow::Type::LARGE_LIST: {
+        bool large = a.type_id() == arrow::Type::LARGE_LIST;
+        const auto &l = static_cast<const arrow::ListArray &>(a);
+        const auto &ll = static_cast<const arrow::LargeListArray &>(a);
+        int64_t from = large ? ll.value_offset(i) : l.value_offset(i);
+        int64_t to = large ? ll.value_offset(i + 1) : l.value_offset(i + 1);
+        const arrow::Array &vals = large ? *ll.values() : *l.values();
+        out += '[';
+        for (int64_t k = from; k < to; k++) {
+            if (k > from)
+                out += ", ";
+            to_json(vals, k, out);
+        }
+        out += ']';
+        return;
+    }
+    default: out += "null"; return;
+    }
 }
 
 // Each column of cols is in the schema, once, and holds strings.
-int check_columns(const Source &s, const char *shown, const std::vector<std::string> &cols, zt_err *err)
+int check_columns(const Source &s, const char *shown, const std::vector<std::string> &cols, bool json, zt_err *err)
 {
     for (const auto &c : cols) {
         auto found = s.schema->GetAllFieldsByName(c);
@@ -122,43 +222,42 @@ int check_columns(const Source &s, const char *shown, const std::vector<std::str
         }
         if (found.size() > 1)
             return zt_fail(err, ZT_EINPUT, "%s: column \"%s\" appears %zu times", shown, c.c_str(), found.size());
-        if (!holds_strings(*found[0]->type()))
-            return zt_fail(err, ZT_EINPUT, "%s: column \"%s\" is %s, not strings (string or large_string)", shown,
-                           c.c_str(), found[0]->type()->ToString().c_str());
+        if (json ? !holds_json(*found[0]->type()) : !holds_strings(*found[0]->type()))
+            return zt_fail(err, ZT_EINPUT, "%s: column \"%s\" is %s, not %s", shown, c.c_str(),
+                           found[0]->type()->ToString().c_str(),
+                           json ? "lists and structs of strings, numbers and booleans"
+                                : "strings (string or large_string)");
     }
     return ZT_OK;
 }
 
-// The string at row i of a string or large_string array.
-std::string_view value(const arrow::Array &a, int64_t i)
-{
-    if (a.type_id() == arrow::Type::LARGE_STRING)
-        return static_cast<const arrow::LargeStringArray &>(a).GetView(i);
-    return static_cast<const arrow::StringArray &>(a).GetView(i);
-}
-
 // Call fn for each row of one batch; row0: the rows of the file before it.
 int each_row(const arrow::RecordBatch &b, const char *shown, const std::vector<std::string> &cols, int64_t row0,
-             zt_arrow_row_fn fn, void *ctx, zt_err *err)
+             bool json, zt_arrow_row_fn fn, void *ctx, zt_err *err)
 {
     std::vector<std::shared_ptr<arrow::Array>> arrays;
     for (const auto &c : cols) {
         auto a = b.GetColumnByName(c);
         if (!a)
             return zt_fail(err, ZT_EINPUT, "%s: a record batch has no column \"%s\"", shown, c.c_str());
-        if (!holds_strings(*a->type())) // a batch must match its schema; checked all the same
+        if (json ? !holds_json(*a->type()) : !holds_strings(*a->type())) // as the schema; checked all the same
             return zt_fail(err, ZT_EINPUT, "%s: column \"%s\" is %s, not strings", shown, c.c_str(),
                            a->type()->ToString().c_str());
         arrays.push_back(a);
     }
     std::vector<const char *> vals(cols.size());
     std::vector<size_t> lens(cols.size());
+    std::vector<std::string> text(cols.size()); // JSON mode: each value's JSON
     for (int64_t i = 0; i < b.num_rows(); i++) {
         for (size_t k = 0; k < cols.size(); k++) {
             if (arrays[k]->IsNull(i))
                 return zt_fail(err, ZT_EINPUT, "%s: column \"%s\", row %lld is null (every row needs a string)",
                                shown, cols[k].c_str(), (long long)(row0 + i));
-            std::string_view v = value(*arrays[k], i);
+            if (json) {
+                text[k].clear();
+                to_json(*arrays[k], i, text[k]);
+            }
+            std::string_view v = json ? std::string_view(text[k]) : value(*arrays[k], i);
             vals[k] = v.data();
             lens[k] = v.size();
         }
@@ -169,20 +268,20 @@ int each_row(const arrow::RecordBatch &b, const char *shown, const std::vector<s
     return ZT_OK;
 }
 
-int read_all(const char *path, const char *shown, int parquet, const std::vector<std::string> &cols,
+int read_all(const char *path, const char *shown, int parquet, const std::vector<std::string> &cols, bool json,
              zt_arrow_row_fn fn, void *ctx, zt_err *err)
 {
     Source s;
     int rc = open_source(path, shown, parquet, &cols, &s, err);
     if (!rc)
-        rc = check_columns(s, shown, cols, err);
+        rc = check_columns(s, shown, cols, json, err);
     int64_t rows = 0;
     if (!rc && s.ipc_file) {
         for (int k = 0; !rc && k < s.ipc_file->num_record_batches(); k++) {
             auto b = s.ipc_file->ReadRecordBatch(k);
             if (!b.ok())
                 return arrow_fail(err, shown, parquet, b.status());
-            rc = each_row(**b, shown, cols, rows, fn, ctx, err);
+            rc = each_row(**b, shown, cols, rows, json, fn, ctx, err);
             rows += (*b)->num_rows();
         }
         return rc;
@@ -194,7 +293,7 @@ int read_all(const char *path, const char *shown, int parquet, const std::vector
             return arrow_fail(err, shown, parquet, st);
         if (!b)
             break;
-        rc = each_row(*b, shown, cols, rows, fn, ctx, err);
+        rc = each_row(*b, shown, cols, rows, json, fn, ctx, err);
         rows += b->num_rows();
     }
     return rc;
@@ -214,10 +313,10 @@ std::vector<std::string> names(const char *const *cols, int n)
 // (ParquetException), and the standard library throws bad_alloc: every
 // exception becomes an error value here, at the border with C.
 extern "C" int zt_arrow_read(const char *path, const char *shown, int parquet, const char *const *cols, int n,
-                             zt_arrow_row_fn fn, void *ctx, zt_err *err)
+                             int json, zt_arrow_row_fn fn, void *ctx, zt_err *err)
 {
     try {
-        return read_all(path, shown, parquet, names(cols, n), fn, ctx, err);
+        return read_all(path, shown, parquet, names(cols, n), json != 0, fn, ctx, err);
     } catch (const std::bad_alloc &) {
         return zt_fail(err, ZT_EFAIL, "%s: out of memory while reading it", shown);
     } catch (const std::exception &e) {

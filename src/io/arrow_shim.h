@@ -19,8 +19,10 @@ typedef int (*zt_arrow_row_fn)(void *ctx, const char *const *vals, const size_t 
  * fn(ctx, vals, lens) for each row with the string values of the n columns
  * cols, in file order.  shown: the name used in messages.  ZT_EINPUT naming
  * shown and the column for a missing or non-string column or a null value, and
- * shown for a file Arrow cannot read; fn's own code otherwise. */
-int zt_arrow_read(const char *path, const char *shown, int parquet, const char *const *cols, int n,
+ * shown for a file Arrow cannot read; fn's own code otherwise.  json: the
+ * values are each cell as JSON text instead (a string quoted, a list of
+ * structs as an array of objects), for columns of nested values. */
+int zt_arrow_read(const char *path, const char *shown, int parquet, const char *const *cols, int n, int json,
                   zt_arrow_row_fn fn, void *ctx, zt_err *err);
 
 /* *yes = 1 when the data file's schema has every column of cols[0..n). */

@@ -156,10 +156,11 @@ static int refuse(const char *path, zt_err *err)
 }
 #endif
 
-int zt_table_each_row(const char *path, const char *const *cols, int n, zt_table_row_fn fn, void *ctx, zt_err *err)
+static int each_row(const char *path, const char *const *cols, int n, int json, zt_table_row_fn fn, void *ctx,
+                    zt_err *err)
 {
 #ifndef ZT_HAVE_ARROW
-    (void)cols, (void)n, (void)fn, (void)ctx;
+    (void)cols, (void)n, (void)json, (void)fn, (void)ctx;
     return refuse(path, err);
 #else
     table_files f;
@@ -167,12 +168,23 @@ int zt_table_each_row(const char *path, const char *const *cols, int n, zt_table
     for (int i = 0; !rc && i < f.n; i++) {
         const char *file = f.paths + (size_t)i * PATH_CAP;
         if (!(rc = check_regular(file, err)))
-            rc = zt_arrow_read(file, file, f.parquet, cols, n, fn, ctx, err);
+            rc = zt_arrow_read(file, file, f.parquet, cols, n, json, fn, ctx, err);
     }
     if (f.paths)
         files_free(&f);
     return rc;
 #endif
+}
+
+int zt_table_each_row(const char *path, const char *const *cols, int n, zt_table_row_fn fn, void *ctx, zt_err *err)
+{
+    return each_row(path, cols, n, 0, fn, ctx, err);
+}
+
+int zt_table_each_row_json(const char *path, const char *const *cols, int n, zt_table_row_fn fn, void *ctx,
+                           zt_err *err)
+{
+    return each_row(path, cols, n, 1, fn, ctx, err);
 }
 
 int zt_table_has_columns(const char *path, const char *const *cols, int n, int *yes, zt_err *err)

@@ -28,6 +28,11 @@ int zt_table_supported(void);
 typedef int (*zt_table_row_fn)(void *ctx, const char *const *vals, const size_t *lens, zt_err *err);
 int zt_table_each_row(const char *path, const char *const *cols, int n, zt_table_row_fn fn, void *ctx, zt_err *err);
 
+/* The same with each value as JSON text (a string quoted, a list of structs an
+ * array of objects): TRL's conversational columns, lists of {role, content}. */
+int zt_table_each_row_json(const char *path, const char *const *cols, int n, zt_table_row_fn fn, void *ctx,
+                           zt_err *err);
+
 /* *yes = 1 when the table (its first data file) has every column of cols. */
 int zt_table_has_columns(const char *path, const char *const *cols, int n, int *yes, zt_err *err);
 

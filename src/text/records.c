@@ -24,7 +24,7 @@ static int blank(const char *s, size_t n)
 
 /* Call on(ctx, record, line) for each object of the JSON Lines text, in order;
  * a line that is not valid JSON or not an object is ZT_EINPUT naming it. */
-typedef int (*object_fn)(void *ctx, const cJSON *record, long line, zt_err *err);
+typedef zt_record_obj_fn object_fn;
 
 static int each_object(const char *path, const char *data, size_t len, const char *expected, object_fn on, void *ctx,
                        zt_err *err)
@@ -158,4 +158,10 @@ int zt_records_are_prompt_completion(const char *data, size_t len)
 int zt_records_first_has(const char *data, size_t len, const char *field)
 {
     return first_has_strings(data, len, &field, 1);
+}
+
+int zt_records_each_object(const char *path, const char *data, size_t len, const char *expected, zt_record_obj_fn fn,
+                           void *ctx, zt_err *err)
+{
+    return each_object(path, data, len, expected, fn, ctx, err);
 }

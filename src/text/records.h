@@ -37,4 +37,12 @@ typedef int (*zt_pair_fn)(void *ctx, const char *prompt, size_t prompt_len, cons
                           size_t completion_len, zt_err *err);
 int zt_records_each_pair(const char *path, const char *data, size_t len, zt_pair_fn fn, void *ctx, zt_err *err);
 
+/* Call fn(ctx, record, line) for each record (a JSON object) of the JSON Lines
+ * text; expected says what a record holds, for the error on a line that is not
+ * an object.  fn's non-zero status stops the walk and is returned. */
+struct cJSON;
+typedef int (*zt_record_obj_fn)(void *ctx, const struct cJSON *record, long line, zt_err *err);
+int zt_records_each_object(const char *path, const char *data, size_t len, const char *expected, zt_record_obj_fn fn,
+                           void *ctx, zt_err *err);
+
 #endif
