@@ -445,6 +445,7 @@ static const struct command {
     {"checkpoint", zt_cmd_checkpoint, "show: verify a checkpoint, print its state and what resuming it would do"},
     {"merge-weights", zt_cmd_merge_weights, "a checkpoint's shards to a Hugging Face model directory"},
     {"plot", zt_cmd_plot, "a training log (JSONL) as an SVG chart"},
+    {"export", zt_cmd_export, "a model as one GGUF file for llama.cpp and Ollama: export --format gguf --outtype q8_0 MODEL OUT.gguf"},
 };
 #define NCOMMANDS ((int)(sizeof commands / sizeof commands[0]))
 

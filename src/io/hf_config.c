@@ -230,6 +230,28 @@ static int read_rope(const char *path, const char *key, const zt_node *v, rope_s
     return ZT_OK;
 }
 
+/* layer_types: null, or a list of "full_attention" / "sliding_attention", counted
+ * (check_layer_types settles them once the sizes and the window are known). */
+static int read_layer_types(const char *path, const char *key, const zt_node *v, read_state *st, zt_err *err)
+{
+    if (v->type == ZT_NODE_NULL)
+        return ZT_OK;
+    if (v->type != ZT_NODE_LIST)
+        return zt_fail(err, ZT_EINPUT, "%s: key \"%s\" must be a list of strings", path, key);
+    st->layers_given = 1;
+    for (const zt_node *e = v->child; e; e = e->next, st->layers_len++) {
+        if (e->type == ZT_NODE_STR && strcmp(e->text, "full_attention") == 0)
+            st->layers_full++;
+        else if (e->type == ZT_NODE_STR && strcmp(e->text, "sliding_attention") == 0)
+            st->layers_sliding++;
+        else
+            return zt_fail(err, ZT_EINPUT,
+                           "%s: key \"%s\": entry %d%s%s%s is not supported (allowed: \"full_attention\", "
+                           "\"sliding_attention\")", path, key, st->layers_len, GOT(e));
+    }
+    return ZT_OK;
+}
+
 /* Read member v of key kk into the config (r->target) or the read state (r->ctx). */
 static int read_key(zt_schema_reader *r, const zt_schema_key *kk, const zt_node *v, const char *keypath)
 {
@@ -348,22 +370,7 @@ static int read_key(zt_schema_reader *r, const zt_schema_key *kk, const zt_node 
             return zt_fail(err, ZT_EINPUT, "%s: key \"%s\" must be true or false", path, key);
         return ZT_OK;
     case K_LAYER_TYPES:
-        if (v->type == ZT_NODE_NULL)
-            return ZT_OK;
-        if (v->type != ZT_NODE_LIST)
-            return zt_fail(err, ZT_EINPUT, "%s: key \"%s\" must be a list of strings", path, key);
-        st->layers_given = 1;
-        for (const zt_node *e = v->child; e; e = e->next, st->layers_len++) {
-            if (e->type == ZT_NODE_STR && strcmp(e->text, "full_attention") == 0)
-                st->layers_full++;
-            else if (e->type == ZT_NODE_STR && strcmp(e->text, "sliding_attention") == 0)
-                st->layers_sliding++;
-            else
-                return zt_fail(err, ZT_EINPUT,
-                               "%s: key \"%s\": entry %d%s%s%s is not supported (allowed: \"full_attention\", "
-                               "\"sliding_attention\")", path, key, st->layers_len, GOT(e));
-        }
-        return ZT_OK;
+        return read_layer_types(path, key, v, st, err);
     }
     return zt_fail(err, ZT_EFAIL, "%s: internal: key kind for \"%s\"", path, key);
 }

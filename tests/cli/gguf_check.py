@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""gguf_check.py MODEL_DIR FILE.gguf OUTTYPE — check a GGUF file ztrain exported
+against its source with the gguf package (llama.cpp's own Python reader and
+quantizers): every tensor under its GGUF name, q/k rows permuted as llama.cpp's
+converter permutes them, norms in F32, the matrices in OUTTYPE, bit for bit what
+gguf.quants.quantize makes of the source (F32 equal, F16/BF16/Q8_0 the package's
+rounding), and the metadata: llama.* from config.json, the tokenizer from
+tokenizer.json and tokenizer_config.json.  Prints one line per failed check;
+exit 1 when any.  Runs with numpy and gguf only (the arrow venv)."""
+import json
+import os
+import sys
+
+import numpy as np
+from gguf import GGMLQuantizationType as Q, GGUFReader
+from gguf.quants import quantize
+
+model, path, outtype = sys.argv[1], sys.argv[2], sys.argv[3]
+fails = []
+
+
+def check(cond, what):
+    if not cond:
+        fails.append(what)
+
+
+def safetensors(dirname):
+    """name -> float32 array of every tensor of the directory's model.safetensors."""
+    out = {}
+    with open(os.path.join(dirname, "model.safetensors"), "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        header = json.loads(f.read(n))
+        data = f.read()
+    for name, t in header.items():
+        if name == "__metadata__":
+            continue
+        a, b = t["data_offsets"]
+        raw = np.frombuffer(data[a:b], dtype={"F32": np.float32, "F16": np.float16, "BF16": np.uint16}[t["dtype"]])
+        if t["dtype"] == "BF16":
+            raw = (raw.astype(np.uint32) << 16).view(np.float32)
+        out[name] = raw.astype(np.float32).reshape(t["shape"])
+    return out
+
+
+cfg = json.load(open(os.path.join(model, "config.json")))
+nh, nkv = cfg["num_attention_heads"], cfg.get("num_key_value_heads", cfg["num_attention_heads"])
+hd = cfg.get("head_dim") or cfg["hidden_size"] // nh
+
+
+def permute(w, heads):
+    # llama.cpp's converter: each head's rows (2, hd/2) -> (hd/2, 2)
+    return w.reshape(heads, 2, w.shape[0] // heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def gguf_name(hf):
+    short = {"input_layernorm.weight": "attn_norm.weight", "self_attn.q_proj.weight": "attn_q.weight",
+             "self_attn.k_proj.weight": "attn_k.weight", "self_attn.v_proj.weight": "attn_v.weight",
+             "self_attn.o_proj.weight": "attn_output.weight", "post_attention_layernorm.weight": "ffn_norm.weight",
+             "mlp.gate_proj.weight": "ffn_gate.weight", "mlp.up_proj.weight": "ffn_up.weight",
+             "mlp.down_proj.weight": "ffn_down.weight"}
+    root = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
+            "lm_head.weight": "output.weight"}
+    if hf in root:
+        return root[hf]
+    parts = hf.split(".", 3)  # model, layers, N, rest
+    return f"blk.{parts[2]}.{short[parts[3]]}"
+
+
+want_type = {"f32": Q.F32, "f16": Q.F16, "bf16": Q.BF16, "q8_0": Q.Q8_0}[outtype]
+src = safetensors(model)
+if cfg.get("tie_word_embeddings"):
+    src.pop("lm_head.weight", None)
+r = GGUFReader(path)
+tensors = {t.name: t for t in r.tensors}
+check(len(tensors) == len(src), f"{len(tensors)} tensors in the file, {len(src)} in the model")
+for name, w in src.items():
+    g = tensors.get(gguf_name(name))
+    if g is None:
+        fails.append(f"{gguf_name(name)} ({name}) missing")
+        continue
+    if name.endswith("q_proj.weight"):
+        w = permute(w, nh)
+    elif name.endswith("k_proj.weight"):
+        w = permute(w, nkv)
+    check(list(g.shape) == list(reversed(w.shape)), f"{g.name}: dims {list(g.shape)}, want {list(reversed(w.shape))}")
+    t = Q.F32 if w.ndim == 1 else want_type
+    if t == Q.Q8_0 and w.shape[-1] % 32:
+        t = Q.F16  # the converter's fallback for rows that do not fill blocks
+    check(g.tensor_type == t, f"{g.name}: type {g.tensor_type.name}, want {t.name}")
+    expect = w if t == Q.F32 else quantize(w, t)
+    got = np.asarray(g.data)
+    check(got.tobytes() == np.ascontiguousarray(expect).tobytes(), f"{g.name}: data differs from gguf.quants.quantize")
+
+fields = {f.name: f for f in r.fields.values()}
+
+
+def val(key):
+    f = fields.get(key)
+    return None if f is None else f.contents()
+
+
+check(val("general.architecture") == "llama", f"general.architecture {val('general.architecture')}")
+for key, want in [("llama.block_count", cfg["num_hidden_layers"]), ("llama.embedding_length", cfg["hidden_size"]),
+                  ("llama.feed_forward_length", cfg["intermediate_size"]), ("llama.attention.head_count", nh),
+                  ("llama.attention.head_count_kv", nkv), ("llama.rope.dimension_count", hd),
+                  ("llama.context_length", cfg["max_position_embeddings"]), ("llama.vocab_size", cfg["vocab_size"]),
+                  ("general.file_type", {"f32": 0, "f16": 1, "bf16": 32, "q8_0": 7}[outtype])]:
+    check(val(key) == want, f"{key} = {val(key)}, want {want}")
+for key, want in [("llama.rope.freq_base", cfg.get("rope_theta", 10000.0)),
+                  ("llama.attention.layer_norm_rms_epsilon", cfg.get("rms_norm_eps", 1e-6))]:
+    check(val(key) == np.float32(want), f"{key} = {val(key)}, want {np.float32(want)}")
+
+tok_path = os.path.join(model, "tokenizer.json")
+if os.path.exists(tok_path):
+    tj = json.load(open(tok_path))
+    vocab = dict(tj["model"]["vocab"])
+    for a in tj.get("added_tokens", []):
+        vocab[a["content"]] = a["id"]
+    tokens = val("tokenizer.ggml.tokens")
+    check(tokens is not None and len(tokens) == cfg["vocab_size"], "tokenizer.ggml.tokens: not one per id")
+    check(all(tokens[i] == t for t, i in vocab.items()), "tokenizer.ggml.tokens differ from tokenizer.json's vocab")
+    types = val("tokenizer.ggml.token_type")
+    special = {a["id"] for a in tj.get("added_tokens", []) if a.get("special")}
+    check(all(types[i] == (3 if i in special else 1) for i in vocab.values()), "tokenizer.ggml.token_type")
+    merges = [m if isinstance(m, str) else " ".join(m) for m in tj["model"]["merges"]]
+    check(val("tokenizer.ggml.merges") == merges, "tokenizer.ggml.merges differ from tokenizer.json's")
+    check(val("tokenizer.ggml.model") == "gpt2", f"tokenizer.ggml.model {val('tokenizer.ggml.model')}")
+    check(val("tokenizer.ggml.pre") == os.environ.get("WANT_PRE", "llama-bpe"), f"tokenizer.ggml.pre {val('tokenizer.ggml.pre')}")
+    tc = json.load(open(os.path.join(model, "tokenizer_config.json")))
+    for key, gkey in [("bos_token", "bos_token_id"), ("eos_token", "eos_token_id")]:
+        if key in tc:
+            check(val("tokenizer.ggml." + gkey) == vocab[tc[key]], f"tokenizer.ggml.{gkey} {val('tokenizer.ggml.' + gkey)}")
+    check(val("tokenizer.chat_template") == tc.get("chat_template"), "tokenizer.chat_template")
+
+for f in fails:
+    print("  " + f)
+sys.exit(1 if fails else 0)
