@@ -42,5 +42,6 @@ expect_exit 2 "qwen2.*biases" -- "$ZTRAIN" export --outtype f32 "$TMP/q" "$TMP/x
 expect_exit 2 "nope" -- "$ZTRAIN" export "$TMP/nope" "$TMP/x.gguf"
 mkdir "$TMP/adir"
 expect_exit 2 "adir" -- "$ZTRAIN" export "$TMP/m" "$TMP/adir"
+expect_exit 2 "nodir/x.gguf.*No such file" -- "$ZTRAIN" export "$TMP/m" "$TMP/nodir/x.gguf"
 [ -e "$TMP/x.gguf" ] && fail "a refused export left a file"
 finish
