@@ -72,7 +72,22 @@ if cfg.get("tie_word_embeddings"):
     src.pop("lm_head.weight", None)
 r = GGUFReader(path)
 tensors = {t.name: t for t in r.tensors}
-check(len(tensors) == len(src), f"{len(tensors)} tensors in the file, {len(src)} in the model")
+rs = cfg.get("rope_scaling") or {}
+llama3 = rs.get("rope_type", rs.get("type")) == "llama3"
+check(len(tensors) == len(src) + llama3, f"{len(tensors)} tensors in the file, {len(src)} in the model")
+if llama3:
+    # llama.cpp's converter: the factor dividing each RoPE frequency (float32
+    # frequencies, the rest in double), as rope_freqs.weight
+    base, L = cfg.get("rope_theta", 10000.0), rs["original_max_position_embeddings"]
+    lo, hi, factor = rs["low_freq_factor"], rs["high_freq_factor"], rs["factor"]
+    want = []
+    for f in 1.0 / (np.float32(base) ** (np.arange(0, hd, 2, dtype=np.float32) / np.float32(hd))):
+        w = 2 * np.pi / float(f)
+        smooth = (L / w - lo) / (hi - lo)
+        want.append(1.0 if w < L / hi else factor if w > L / lo else 1 / ((1 - smooth) / factor + smooth))
+    g = tensors.get("rope_freqs.weight")
+    check(g is not None and g.tensor_type == Q.F32 and np.allclose(np.asarray(g.data), want, rtol=1e-6, atol=0),
+          f"rope_freqs.weight {None if g is None else np.asarray(g.data)}, want {want}")
 for name, w in src.items():
     g = tensors.get(gguf_name(name))
     if g is None:

@@ -32,6 +32,11 @@ sed 's/"tie_word_embeddings": true/"tie_word_embeddings": false/; s/"model_type"
 grep -q "no tokenizer" "$TMP/log" || fail "export without a tokenizer does not say so: $(cat "$TMP/log")"
 "$py" tests/cli/gguf_check.py "$TMP/mi" "$TMP/mi.gguf" f32 || fail "the gguf package's reading of the untied model"
 
+# Llama 3.1's rope scaling travels as rope_freqs.weight (the fixture's original
+# context of 64 puts its 8 frequencies in all three bands)
+"$ZTRAIN" export --outtype q8_0 tests/fixtures/llama3_rope "$TMP/l3.gguf" >"$TMP/log" 2>&1 || fail "export llama3: $(cat "$TMP/log")"
+"$py" tests/cli/gguf_check.py tests/fixtures/llama3_rope "$TMP/l3.gguf" q8_0 || fail "the gguf package's reading of the llama3 model"
+
 # refused by name
 expect_exit 2 "outtype.*q4_k" -- "$ZTRAIN" export --outtype q4_k "$TMP/m" "$TMP/x.gguf"
 expect_exit 2 "format.*onnx" -- "$ZTRAIN" export --format onnx "$TMP/m" "$TMP/x.gguf"
