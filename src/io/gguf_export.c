@@ -432,7 +432,16 @@ static int add_vocab(meta *m, const cJSON *tj, int n, const char *path, zt_err *
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(tj, "model");
     const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(model, "vocab"), *merges = cJSON_GetObjectItemCaseSensitive(model, "merges");
     const cJSON *added = cJSON_GetObjectItemCaseSensitive(tj, "added_tokens"), *x;
-    cJSON_ArrayForEach(x, vocab) n = cJSON_IsNumber(x) && x->valueint >= n ? x->valueint + 1 : n;
+    /* every id must have its row in token_embd (llama.cpp checks the counts agree) */
+    const cJSON *lists[2] = {vocab, added};
+    for (int l = 0; l < 2; l++)
+        cJSON_ArrayForEach(x, lists[l]) {
+            const cJSON *id = l ? cJSON_GetObjectItemCaseSensitive(x, "id") : x;
+            const cJSON *text = l ? cJSON_GetObjectItemCaseSensitive(x, "content") : NULL;
+            if (!cJSON_IsNumber(id) || id->valuedouble < 0 || id->valuedouble >= n)
+                return zt_fail(err, ZT_EINPUT, "%s: token \"%s\" has an id outside the model's vocab_size (%d)", path,
+                               l ? (cJSON_IsString(text) ? text->valuestring : "?") : x->string, n);
+        }
     const char **tok = zt_alloc(ZT_MEM_OTHER, sizeof *tok * (size_t)n);
     int32_t *type = zt_alloc(ZT_MEM_OTHER, sizeof *type * (size_t)n);
     if (!tok || !type) {

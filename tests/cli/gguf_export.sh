@@ -45,6 +45,7 @@ sed 's/"model_type": "llama"/"model_type": "qwen2"/' tests/fixtures/gqa_tied/con
 "$ZTRAIN" init-model --model_config "$TMP/qwen.json" --output_dir "$TMP/q" >/dev/null 2>&1 || fail "init-model qwen2"
 expect_exit 2 "qwen2.*biases" -- "$ZTRAIN" export --outtype f32 "$TMP/q" "$TMP/x.gguf"
 expect_exit 2 "nope" -- "$ZTRAIN" export "$TMP/nope" "$TMP/x.gguf"
+expect_exit 2 "tok/tokenizer.json: token .* outside the model's vocab_size \(256\)" -- "$ZTRAIN" export --tokenizer "$tok" "$TMP/mi" "$TMP/x.gguf"
 mkdir "$TMP/adir"
 expect_exit 2 "adir" -- "$ZTRAIN" export "$TMP/m" "$TMP/adir"
 expect_exit 2 "nodir/x.gguf.*No such file" -- "$ZTRAIN" export "$TMP/m" "$TMP/nodir/x.gguf"
