@@ -14,9 +14,11 @@ Versions: transformers 5.25.0, torch 2.15.0, gguf 0.19.0 (the dev venv).
    prompt are compared with the source model's; its tokenizer, built from the
    file's tokenizer metadata, must give the source tokenizer's ids; the chat
    template must come back unchanged.
+4. Small random Llama and Qwen2 models go the same way in f32.
 Prints one line per outtype; docs/contract.md records the figures.  Measured
 (5 Dec 2026, this machine): f32 max|diff| 0; f16 3.1e-2; bf16 2.1e-1; q8_0 1.05
-(argmax 44/45), logits up to 36.1; tokenizer ids and chat template equal in all four."""
+(argmax 44/45), logits up to 36.1; tokenizer ids and chat template equal in all four;
+the small Llama and Qwen2: max|diff| 0."""
 import os
 import subprocess
 import sys
@@ -67,4 +69,29 @@ with tempfile.TemporaryDirectory() as tmp:
               f"argmax agreement {same_argmax:.3f}, tokenizer ids {'equal' if same_ids else 'DIFFER'}, "
               f"chat template {'equal' if same_tmpl else 'DIFFERS'}")
         failed |= not same_ids or not same_tmpl or (t == "f32" and diff != 0.0)
+
+# 4. Small random Llama and Qwen2 models (every weight, the Qwen2 biases included,
+#    drawn non-trivially), exported in f32: transformers' loader must give the same
+#    logits (Qwen2 goes under llama.cpp's qwen2 architecture, rows unpermuted).
+from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM  # noqa: E402
+
+sizes = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+             num_key_value_heads=2, vocab_size=256)
+with tempfile.TemporaryDirectory() as tmp:
+    for name, cls, cfg in [("llama", LlamaForCausalLM, LlamaConfig(**sizes)),
+                           ("qwen2", Qwen2ForCausalLM, Qwen2Config(tie_word_embeddings=False, **sizes))]:
+        small = cls(cfg).eval()
+        with torch.no_grad():
+            for n, p in small.named_parameters():
+                p.normal_(1.0 if "norm" in n else 0.0, 0.1 if "norm" in n else 0.2)
+        d = os.path.join(tmp, name)
+        small.save_pretrained(d)
+        subprocess.run([ztrain, "export", "--outtype", "f32", d, os.path.join(d, "m.gguf")], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        back = AutoModelForCausalLM.from_pretrained(d, gguf_file="m.gguf", dtype=torch.float32)
+        ids = torch.randint(0, 256, (1, 20))
+        with torch.no_grad():
+            diff = (small(ids).logits - back(ids).logits).abs().max().item()
+        print(f"small {name}: f32 logits max|diff| {diff:.3e}")
+        failed |= diff != 0.0
 sys.exit(1 if failed else 0)

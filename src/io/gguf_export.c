@@ -275,7 +275,10 @@ static int collect_tensors(exporter *e, const char *dir, zt_gguf_outtype ot, zt_
         if (zt_gguf_name_from_hf(p->name, t->name, sizeof t->name) != 0)
             return zt_fail(err, ZT_EINPUT, "%s: tensor %s has no GGUF name", file, p->name);
         t->rows = rows, t->cols = cols, t->ndim = p->ndim;
-        t->heads = p->kind == ZT_P_Q ? c->num_attention_heads : p->kind == ZT_P_K ? c->num_key_value_heads : 0;
+        t->heads = c->qkv_bias       ? 0 /* qwen2: llama.cpp rotates as HF does */
+                   : p->kind == ZT_P_Q ? c->num_attention_heads
+                   : p->kind == ZT_P_K ? c->num_key_value_heads
+                                       : 0;
         t->type = tensor_type(e, p->ndim, cols, ot);
         t->bytes = (size_t)rows * row_bytes(t->type, cols);
     }
@@ -290,31 +293,43 @@ static int collect_tensors(exporter *e, const char *dir, zt_gguf_outtype ot, zt_
     return ZT_OK;
 }
 
-/* general.* and llama.*: the hyper-parameters llama.cpp's llama architecture reads. */
+/* general.* and ARCH.*: the hyper-parameters llama.cpp's architecture reads, ARCH
+ * being "llama" (Llama, Mistral) or "qwen2" (Qwen2: the q/k/v biases, and no row
+ * reordering, its RoPE being HF's own half-split rotation). */
 static void model_meta(exporter *e, const char *name, zt_gguf_outtype ot)
 {
     static const uint32_t file_type[] = {0, 1, 32, 7}; /* llama_ftype: ALL_F32, MOSTLY_F16, _BF16, _Q8_0 */
     const zt_llama_config *c = &e->cfg;
+    const char *arch = c->qkv_bias ? "qwen2" : "llama";
     meta *m = &e->m;
-    kv_str(m, "general.architecture", "llama");
+    kv_str(m, "general.architecture", arch);
     kv_str(m, "general.type", "model");
     kv_str(m, "general.name", name);
     kv_u32(m, "general.quantization_version", 2);
     kv_u32(m, "general.file_type", file_type[ot]);
-    kv_u32(m, "llama.block_count", (uint32_t)c->num_hidden_layers);
-    kv_u32(m, "llama.context_length", (uint32_t)c->max_position_embeddings);
-    kv_u32(m, "llama.embedding_length", (uint32_t)c->hidden_size);
-    kv_u32(m, "llama.feed_forward_length", (uint32_t)c->intermediate_size);
-    kv_u32(m, "llama.attention.head_count", (uint32_t)c->num_attention_heads);
-    kv_u32(m, "llama.attention.head_count_kv", (uint32_t)c->num_key_value_heads);
-    kv_f32(m, "llama.rope.freq_base", (float)c->rope_theta);
-    kv_f32(m, "llama.attention.layer_norm_rms_epsilon", (float)c->rms_norm_eps);
-    kv_u32(m, "llama.vocab_size", (uint32_t)c->vocab_size);
-    kv_u32(m, "llama.rope.dimension_count", (uint32_t)c->head_dim);
-    if (c->head_dim * c->num_attention_heads != c->hidden_size) {
-        kv_u32(m, "llama.attention.key_length", (uint32_t)c->head_dim);
-        kv_u32(m, "llama.attention.value_length", (uint32_t)c->head_dim);
+    const struct { const char *key; uint32_t v; } u[] = {
+        {"block_count", (uint32_t)c->num_hidden_layers},
+        {"context_length", (uint32_t)c->max_position_embeddings},
+        {"embedding_length", (uint32_t)c->hidden_size},
+        {"feed_forward_length", (uint32_t)c->intermediate_size},
+        {"attention.head_count", (uint32_t)c->num_attention_heads},
+        {"attention.head_count_kv", (uint32_t)c->num_key_value_heads},
+        {"vocab_size", (uint32_t)c->vocab_size},
+        {"rope.dimension_count", (uint32_t)c->head_dim},
+        /* only where head_dim is not hidden_size / heads */
+        {"attention.key_length", (uint32_t)c->head_dim},
+        {"attention.value_length", (uint32_t)c->head_dim},
+    };
+    const int nu = c->head_dim * c->num_attention_heads != c->hidden_size ? 10 : 8;
+    char key[96];
+    for (int i = 0; i < nu; i++) {
+        snprintf(key, sizeof key, "%s.%s", arch, u[i].key);
+        kv_u32(m, key, u[i].v);
     }
+    snprintf(key, sizeof key, "%s.rope.freq_base", arch);
+    kv_f32(m, key, (float)c->rope_theta);
+    snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", arch);
+    kv_f32(m, key, (float)c->rms_norm_eps);
 }
 
 /* ---- the tokenizer ---- */
@@ -586,9 +601,6 @@ static void exporter_free(exporter *e)
 /* What GGUF's llama architecture cannot hold is refused rather than dropped. */
 static int check_exportable(const char *dir, const zt_llama_config *c, zt_err *err)
 {
-    if (c->qkv_bias)
-        return zt_fail(err, ZT_EINPUT, "%s: model_type \"qwen2\" is not exported: GGUF's llama architecture has no "
-                       "q/k/v biases (supported: llama, mistral)", dir);
     const int window = zt_llama_attention_window(c);
     if (window && window < c->max_position_embeddings)
         return zt_fail(err, ZT_EINPUT, "%s: sliding_window %d masks keys within max_position_embeddings (%d), and "

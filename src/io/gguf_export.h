@@ -1,18 +1,22 @@
 /* gguf_export.h — a Hugging Face model directory as one GGUF v3 file, the format
  * llama.cpp and Ollama run (`ztrain export --format gguf`).
  *
- * What the file holds, as llama.cpp's own converter writes a LlamaForCausalLM:
- *   - metadata: general.architecture "llama", general.name, general.file_type,
- *     general.quantization_version, and llama.* (block_count, context_length,
+ * What the file holds, as llama.cpp's own converter writes a LlamaForCausalLM
+ * (and a MistralForCausalLM) or a Qwen2ForCausalLM:
+ *   - metadata: general.architecture "llama" (or "qwen2"), general.name,
+ *     general.file_type, general.quantization_version, and llama.* (or qwen2.*):
+ *     block_count, context_length,
  *     embedding_length, feed_forward_length, attention.head_count(_kv),
  *     attention.layer_norm_rms_epsilon, rope.freq_base, rope.dimension_count,
  *     vocab_size; attention.key_length/value_length where head_dim is not
- *     hidden_size / heads);
+ *     hidden_size / heads;
  *   - every weight under its GGUF name (gguf_format.h's map).  q_proj and k_proj
  *     rows are reordered per head: HF's RoPE rotates the pairs (i, i + hd/2) of a
  *     head, llama.cpp's the adjacent pairs (2i, 2i + 1), so output row
  *     h*hd + 2i + s holds input row h*hd + s*hd/2 + i (s = 0, 1; k with the KV
- *     heads).  A reader that undoes it (gguf-in, transformers) gets HF's rows back;
+ *     heads).  A reader that undoes it (gguf-in, transformers) gets HF's rows back.
+ *     Qwen2's rows stay as they are (llama.cpp's qwen2 rotates as HF does), and
+ *     its q/k/v biases go in as attn_q/k/v.bias;
  *   - 1-D tensors (the norms) in F32; 2-D ones in the outtype.  Q8_0 is ggml's
  *     reference quantize_row_q8_0: per block of 32, d = max|x| / 127, q = round(x / d)
  *     (half away from zero, x times the float 1/d), d stored as f16; a matrix whose
@@ -42,8 +46,8 @@ typedef struct zt_gguf_export_info {
 
 /* Write the model in model_dir (config.json, safetensors; the tokenizer files of
  * tok_dir, NULL: model_dir's) to path.  ZT_EINPUT names the file, key or tensor
- * that cannot be exported (a Qwen2 model: llama.cpp's llama architecture has no
- * place for its q/k/v biases; a Mistral window that masks anything). */
+ * that cannot be exported (a Mistral window that masks anything: llama.cpp's llama
+ * architecture has none). */
 int zt_gguf_export(const char *model_dir, const char *tok_dir, const char *path, zt_gguf_outtype type,
                    zt_gguf_export_info *info, zt_err *err);
 

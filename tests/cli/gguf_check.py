@@ -43,6 +43,7 @@ def safetensors(dirname):
 
 
 cfg = json.load(open(os.path.join(model, "config.json")))
+arch = "qwen2" if cfg.get("model_type") == "qwen2" else "llama"  # llama.cpp's architecture
 nh, nkv = cfg["num_attention_heads"], cfg.get("num_key_value_heads", cfg["num_attention_heads"])
 hd = cfg.get("head_dim") or cfg["hidden_size"] // nh
 
@@ -55,6 +56,8 @@ def permute(w, heads):
 def gguf_name(hf):
     short = {"input_layernorm.weight": "attn_norm.weight", "self_attn.q_proj.weight": "attn_q.weight",
              "self_attn.k_proj.weight": "attn_k.weight", "self_attn.v_proj.weight": "attn_v.weight",
+             "self_attn.q_proj.bias": "attn_q.bias", "self_attn.k_proj.bias": "attn_k.bias",
+             "self_attn.v_proj.bias": "attn_v.bias",
              "self_attn.o_proj.weight": "attn_output.weight", "post_attention_layernorm.weight": "ffn_norm.weight",
              "mlp.gate_proj.weight": "ffn_gate.weight", "mlp.up_proj.weight": "ffn_up.weight",
              "mlp.down_proj.weight": "ffn_down.weight"}
@@ -93,10 +96,10 @@ for name, w in src.items():
     if g is None:
         fails.append(f"{gguf_name(name)} ({name}) missing")
         continue
-    if name.endswith("q_proj.weight"):
+    if arch == "llama" and name.endswith("q_proj.weight"):
         w = permute(w, nh)
-    elif name.endswith("k_proj.weight"):
-        w = permute(w, nkv)
+    elif arch == "llama" and name.endswith("k_proj.weight"):
+        w = permute(w, nkv)  # qwen2's rows stay: llama.cpp rotates them as HF does
     check(list(g.shape) == list(reversed(w.shape)), f"{g.name}: dims {list(g.shape)}, want {list(reversed(w.shape))}")
     t = Q.F32 if w.ndim == 1 else want_type
     if t == Q.Q8_0 and w.shape[-1] % 32:
@@ -114,15 +117,16 @@ def val(key):
     return None if f is None else f.contents()
 
 
-check(val("general.architecture") == "llama", f"general.architecture {val('general.architecture')}")
-for key, want in [("llama.block_count", cfg["num_hidden_layers"]), ("llama.embedding_length", cfg["hidden_size"]),
-                  ("llama.feed_forward_length", cfg["intermediate_size"]), ("llama.attention.head_count", nh),
-                  ("llama.attention.head_count_kv", nkv), ("llama.rope.dimension_count", hd),
-                  ("llama.context_length", cfg["max_position_embeddings"]), ("llama.vocab_size", cfg["vocab_size"]),
-                  ("general.file_type", {"f32": 0, "f16": 1, "bf16": 32, "q8_0": 7}[outtype])]:
-    check(val(key) == want, f"{key} = {val(key)}, want {want}")
-for key, want in [("llama.rope.freq_base", cfg.get("rope_theta", 10000.0)),
-                  ("llama.attention.layer_norm_rms_epsilon", cfg.get("rms_norm_eps", 1e-6))]:
+check(val("general.architecture") == arch, f"general.architecture {val('general.architecture')}")
+for key, want in [("block_count", cfg["num_hidden_layers"]), ("embedding_length", cfg["hidden_size"]),
+                  ("feed_forward_length", cfg["intermediate_size"]), ("attention.head_count", nh),
+                  ("attention.head_count_kv", nkv), ("rope.dimension_count", hd),
+                  ("context_length", cfg["max_position_embeddings"]), ("vocab_size", cfg["vocab_size"])]:
+    check(val(f"{arch}.{key}") == want, f"{arch}.{key} = {val(f'{arch}.{key}')}, want {want}")
+want_ft = {"f32": 0, "f16": 1, "bf16": 32, "q8_0": 7}[outtype]
+check(val("general.file_type") == want_ft, f"general.file_type {val('general.file_type')}, want {want_ft}")
+for key, want in [(f"{arch}.rope.freq_base", cfg.get("rope_theta", 10000.0)),
+                  (f"{arch}.attention.layer_norm_rms_epsilon", cfg.get("rms_norm_eps", 1e-6))]:
     check(val(key) == np.float32(want), f"{key} = {val(key)}, want {np.float32(want)}")
 
 tok_path = os.path.join(model, "tokenizer.json")
