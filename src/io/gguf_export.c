@@ -23,7 +23,7 @@
 #define GGUF_VERSION 3
 #define TOKENIZER_MAX (256u << 20)
 /* llama.cpp's token types (tokenizer.ggml.token_type) */
-enum { TOK_NORMAL = 1, TOK_CONTROL = 3, TOK_USER_DEFINED = 4, TOK_UNUSED = 5 };
+enum { TOK_NORMAL = 1, TOK_UNKNOWN = 2, TOK_CONTROL = 3, TOK_USER_DEFINED = 4, TOK_UNUSED = 5, TOK_BYTE = 6 };
 
 int zt_gguf_outtype_parse(const char *s, zt_gguf_outtype *out)
 {
@@ -442,10 +442,11 @@ static int add_specials(meta *m, const char *dir, const cJSON *tj, zt_err *err)
 /* tokens (by id; ids nothing names are "[PAD<id>]", unused, as the converter pads
  * up to vocab_size), their types (added special tokens control, other added ones
  * user-defined), and merges as "a b" strings (tokenizer.json has either form). */
-static int add_vocab(meta *m, const cJSON *tj, int n, const char *path, zt_err *err)
+static int add_vocab(meta *m, const cJSON *tj, int n, int spm, const char *path, zt_err *err)
 {
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(tj, "model");
-    const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(model, "vocab"), *merges = cJSON_GetObjectItemCaseSensitive(model, "merges");
+    const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(model, "vocab");
+    const cJSON *unk = cJSON_GetObjectItemCaseSensitive(model, "unk_token");
     const cJSON *added = cJSON_GetObjectItemCaseSensitive(tj, "added_tokens"), *x;
     /* every id must have its row in token_embd (llama.cpp checks the counts agree) */
     const cJSON *lists[2] = {vocab, added};
@@ -466,12 +467,22 @@ static int add_vocab(meta *m, const cJSON *tj, int n, const char *path, zt_err *
     }
     for (int i = 0; i < n; i++)
         tok[i] = NULL, type[i] = TOK_UNUSED;
-    cJSON_ArrayForEach(x, vocab) if (cJSON_IsNumber(x) && x->valueint >= 0) tok[x->valueint] = x->string, type[x->valueint] = TOK_NORMAL;
+    cJSON_ArrayForEach(x, vocab) {
+        tok[x->valueint] = x->string;
+        /* SentencePiece's byte pieces <0xXX> and unknown piece have types of their own */
+        unsigned hex;
+        char end;
+        type[x->valueint] = spm && strlen(x->string) == 6 && sscanf(x->string, "<0x%2X%c", &hex, &end) == 2 && end == '>'
+                                ? TOK_BYTE
+                                : TOK_NORMAL;
+    }
     cJSON_ArrayForEach(x, added) {
         const cJSON *c = cJSON_GetObjectItemCaseSensitive(x, "content"), *id = cJSON_GetObjectItemCaseSensitive(x, "id");
         if (cJSON_IsString(c) && cJSON_IsNumber(id) && id->valueint >= 0 && id->valueint < n) {
             tok[id->valueint] = c->valuestring;
-            type[id->valueint] = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(x, "special")) ? TOK_CONTROL : TOK_USER_DEFINED;
+            type[id->valueint] = spm && cJSON_IsString(unk) && !strcmp(c->valuestring, unk->valuestring) ? TOK_UNKNOWN
+                                 : cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(x, "special"))      ? TOK_CONTROL
+                                                                                                    : TOK_USER_DEFINED;
         }
     }
     kv_array(m, "tokenizer.ggml.tokens", ZT_GGUF_STRING, (uint64_t)n);
@@ -484,6 +495,13 @@ static int add_vocab(meta *m, const cJSON *tj, int n, const char *path, zt_err *
     put(&m->b, type, sizeof *type * (size_t)n);
     zt_free(ZT_MEM_OTHER, tok, sizeof *tok * (size_t)n);
     zt_free(ZT_MEM_OTHER, type, sizeof *type * (size_t)n);
+    return ZT_OK;
+}
+
+/* merges as "a b" strings (tokenizer.json has either form). */
+static int add_merges(meta *m, const cJSON *tj, const char *path, zt_err *err)
+{
+    const cJSON *merges = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(tj, "model"), "merges"), *x;
     kv_array(m, "tokenizer.ggml.merges", ZT_GGUF_STRING, (uint64_t)cJSON_GetArraySize(merges));
     cJSON_ArrayForEach(x, merges) {
         if (cJSON_IsString(x)) {
@@ -499,8 +517,69 @@ static int add_vocab(meta *m, const cJSON *tj, int n, const char *path, zt_err *
     return ZT_OK;
 }
 
-/* dir's tokenizer into the metadata when it is a byte-level BPE; *done says whether
- * it was.  Another kind (SentencePiece's) is left out, with a line saying so. */
+/* One vocabulary entry, for the sorted index add_scores searches. */
+typedef struct vocab_entry {
+    const char *text;
+    int id;
+} vocab_entry;
+
+static int by_text(const void *a, const void *b)
+{
+    return strcmp(((const vocab_entry *)a)->text, ((const vocab_entry *)b)->text);
+}
+
+/* SentencePiece's scores, which llama.cpp's "llama" tokenizer merges by (the
+ * adjacent pair whose joined token scores highest first): a token that merge k of
+ * tokenizer.json makes scores -k (its first such merge), so merges apply in BPE's
+ * order; a token no merge makes scores below all of them. */
+static int add_scores(meta *m, const cJSON *tj, int n, const char *path, zt_err *err)
+{
+    const cJSON *model = cJSON_GetObjectItemCaseSensitive(tj, "model");
+    const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(model, "vocab"), *x;
+    const int nv = cJSON_GetArraySize(vocab);
+    float *score = zt_alloc(ZT_MEM_OTHER, sizeof *score * (size_t)n);
+    vocab_entry *idx = nv ? zt_alloc(ZT_MEM_OTHER, sizeof *idx * (size_t)nv) : NULL;
+    char *joined = zt_alloc(ZT_MEM_OTHER, 4096);
+    int rc = ZT_OK, k = 0;
+    if (!score || (nv && !idx) || !joined) {
+        rc = zt_fail(err, ZT_EFAIL, "out of memory reading %s", path);
+        goto done;
+    }
+    for (int i = 0; i < n; i++)
+        score[i] = -1e6f - (float)i;
+    cJSON_ArrayForEach(x, vocab) idx[k++] = (vocab_entry){x->string, x->valueint};
+    qsort(idx, (size_t)nv, sizeof *idx, by_text);
+    k = 0;
+    cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(model, "merges")) {
+        const char *a = cJSON_IsString(x) ? x->valuestring : cJSON_IsString(x->child) ? x->child->valuestring : "";
+        const char *b = cJSON_IsString(x) ? strchr(a, ' ') : x->child && cJSON_IsString(x->child->next)
+                                                                  ? x->child->next->valuestring : NULL;
+        size_t la = cJSON_IsString(x) && b ? (size_t)(b - a) : strlen(a);
+        if (cJSON_IsString(x) && b)
+            b++;
+        if (b && la + strlen(b) < 4096) {
+            snprintf(joined, 4096, "%.*s%s", (int)la, a, b);
+            const vocab_entry key = {joined, 0}, *hit = bsearch(&key, idx, (size_t)nv, sizeof *idx, by_text);
+            if (hit && hit->id >= 0 && hit->id < n && score[hit->id] < -1e5f)
+                score[hit->id] = -(float)k;
+        }
+        k++;
+    }
+    kv_array(m, "tokenizer.ggml.scores", ZT_GGUF_FLOAT32, (uint64_t)n);
+    put(&m->b, score, sizeof *score * (size_t)n);
+done:
+    if (score)
+        zt_free(ZT_MEM_OTHER, score, sizeof *score * (size_t)n);
+    if (idx)
+        zt_free(ZT_MEM_OTHER, idx, sizeof *idx * (size_t)nv);
+    if (joined)
+        zt_free(ZT_MEM_OTHER, joined, 4096);
+    return rc;
+}
+
+/* dir's tokenizer into the metadata when it is a byte-level BPE ("gpt2") or a
+ * SentencePiece-style one ("llama", with scores); *done says whether it was.
+ * Another kind (WordPiece, Unigram) is left out, with a line saying so. */
 static int add_tokenizer(exporter *e, const char *dir, int *done, zt_err *err)
 {
     char path[4200];
@@ -518,18 +597,26 @@ static int add_tokenizer(exporter *e, const char *dir, int *done, zt_err *err)
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(tj.root, "model");
     const cJSON *mtype = cJSON_GetObjectItemCaseSensitive(model, "type");
     const cJSON *pre = cJSON_GetObjectItemCaseSensitive(tj.root, "pre_tokenizer");
-    if (!cJSON_IsString(mtype) || strcmp(mtype->valuestring, "BPE") != 0 || !find_type(pre, "ByteLevel")) {
-        fprintf(stderr, "ztrain: note: %s is not a byte-level BPE tokenizer; the GGUF file carries no tokenizer "
-                "(ztrain writes llama.cpp's \"gpt2\" type only)\n", path);
+    const int bpe = cJSON_IsString(mtype) && strcmp(mtype->valuestring, "BPE") == 0;
+    /* SentencePiece-style BPE (Llama 2, Mistral): pieces with "▁" for spaces and
+     * byte fallback; llama.cpp's "llama" type */
+    const int spm = bpe && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(model, "byte_fallback"));
+    if (!bpe || (!spm && !find_type(pre, "ByteLevel"))) {
+        fprintf(stderr, "ztrain: note: %s is neither a byte-level nor a SentencePiece-style BPE tokenizer; the GGUF "
+                "file carries no tokenizer\n", path);
         zt_json_free(&tj);
         return ZT_OK;
     }
-    const char *pname = pre_name(pre);
+    const char *pname = spm ? "default" : pre_name(pre);
     if (!pname)
         fprintf(stderr, "ztrain: note: %s: a pre-tokenizer llama.cpp has no name for; written as \"default\"\n", path);
-    kv_str(&e->m, "tokenizer.ggml.model", "gpt2");
+    kv_str(&e->m, "tokenizer.ggml.model", spm ? "llama" : "gpt2");
     kv_str(&e->m, "tokenizer.ggml.pre", pname ? pname : "default");
-    rc = add_vocab(&e->m, tj.root, e->cfg.vocab_size, path, err);
+    rc = add_vocab(&e->m, tj.root, e->cfg.vocab_size, spm, path, err);
+    if (rc == ZT_OK && spm)
+        rc = add_scores(&e->m, tj.root, e->cfg.vocab_size, path, err);
+    if (rc == ZT_OK)
+        rc = add_merges(&e->m, tj.root, path, err);
     if (rc == ZT_OK)
         rc = add_specials(&e->m, dir, tj.root, err);
     zt_json_free(&tj);

@@ -22,10 +22,12 @@
  *     (half away from zero, x times the float 1/d), d stored as f16; a matrix whose
  *     rows are not a multiple of 32 falls back to F16, as the converter does;
  *   - Llama 3.1's rope scaling as the rope_freqs.weight tensor (hd/2 factors);
- *   - the tokenizer of DIR/tokenizer.json when it is a byte-level BPE
- *     (tokenizer.ggml.model "gpt2": tokens, token_type, merges, the
- *     pre-tokenizer's llama.cpp name), its special token ids, add_bos_token, and
- *     tokenizer_config.json's chat_template.
+ *   - the tokenizer of DIR/tokenizer.json: a byte-level BPE as
+ *     tokenizer.ggml.model "gpt2" (tokens, token_type, merges, the pre-tokenizer's
+ *     llama.cpp name), a SentencePiece-style BPE (byte fallback) as "llama" (the
+ *     same, byte pieces typed as bytes, and scores: -k for the token merge k
+ *     makes, so llama.cpp's best-score-first merging follows BPE's order); its
+ *     special token ids, add_bos_token, and tokenizer_config.json's chat_template.
  * The file is written atomically (core/fs.h), streamed one tensor at a time. */
 #ifndef ZT_GGUF_EXPORT_H
 #define ZT_GGUF_EXPORT_H

@@ -140,11 +140,26 @@ if os.path.exists(tok_path):
     check(all(tokens[i] == t for t, i in vocab.items()), "tokenizer.ggml.tokens differ from tokenizer.json's vocab")
     types = val("tokenizer.ggml.token_type")
     special = {a["id"] for a in tj.get("added_tokens", []) if a.get("special")}
-    check(all(types[i] == (3 if i in special else 1) for i in vocab.values()), "tokenizer.ggml.token_type")
+    spm = bool(tj["model"].get("byte_fallback"))  # SentencePiece-style: llama.cpp's "llama" type
+    unk = vocab.get(tj["model"].get("unk_token")) if spm else None
+
+    def want_type(t, i):  # llama.cpp's types: 1 normal, 2 unknown, 3 control, 6 byte
+        return 2 if i == unk else 3 if i in special else 6 if spm and len(t) == 6 and t.startswith("<0x") else 1
+    check(all(types[i] == want_type(t, i) for t, i in vocab.items()), "tokenizer.ggml.token_type")
     merges = [m if isinstance(m, str) else " ".join(m) for m in tj["model"]["merges"]]
     check(val("tokenizer.ggml.merges") == merges, "tokenizer.ggml.merges differ from tokenizer.json's")
-    check(val("tokenizer.ggml.model") == "gpt2", f"tokenizer.ggml.model {val('tokenizer.ggml.model')}")
-    check(val("tokenizer.ggml.pre") == os.environ.get("WANT_PRE", "llama-bpe"), f"tokenizer.ggml.pre {val('tokenizer.ggml.pre')}")
+    check(val("tokenizer.ggml.model") == ("llama" if spm else "gpt2"), f"tokenizer.ggml.model {val('tokenizer.ggml.model')}")
+    check(val("tokenizer.ggml.pre") == os.environ.get("WANT_PRE", "default" if spm else "llama-bpe"),
+          f"tokenizer.ggml.pre {val('tokenizer.ggml.pre')}")
+    if spm:
+        # the merge that first makes a token sets its score: -rank, so llama.cpp's
+        # highest-score-first merging follows BPE's order
+        scores = val("tokenizer.ggml.scores")
+        first = {}
+        for k, m in enumerate(merges):
+            first.setdefault(vocab.get(m.replace(" ", "", 1)), k)
+        check(all(scores[i] == -k for i, k in first.items() if i is not None), "tokenizer.ggml.scores: merge order")
+        check(all(scores[i] < -1e5 for i in vocab.values() if i not in first), "tokenizer.ggml.scores: unmerged tokens")
     tc = json.load(open(os.path.join(model, "tokenizer_config.json")))
     for key, gkey in [("bos_token", "bos_token_id"), ("eos_token", "eos_token_id")]:
         if key in tc:

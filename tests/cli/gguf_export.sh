@@ -32,6 +32,12 @@ sed 's/"tie_word_embeddings": true/"tie_word_embeddings": false/; s/"model_type"
 grep -q "no tokenizer" "$TMP/log" || fail "export without a tokenizer does not say so: $(cat "$TMP/log")"
 "$py" tests/cli/gguf_check.py "$TMP/mi" "$TMP/mi.gguf" f32 || fail "the gguf package's reading of the untied model"
 
+# a SentencePiece-style tokenizer (Llama 2's kind) as llama.cpp's "llama" type, with scores
+"$ZTRAIN" init-model --model_config tests/fixtures/gqa_tied/config.json --tokenizer tests/fixtures/tokenizers/llama2 \
+    --output_dir "$TMP/l2" >/dev/null 2>&1 || fail "init-model llama2 tokenizer"
+"$ZTRAIN" export --outtype f16 "$TMP/l2" "$TMP/l2.gguf" >"$TMP/log" 2>&1 || fail "export llama2: $(cat "$TMP/log")"
+"$py" tests/cli/gguf_check.py "$TMP/l2" "$TMP/l2.gguf" f16 || fail "the gguf package's reading of the llama-tokenizer model"
+
 # Qwen2 (q/k/v biases) as llama.cpp's qwen2 architecture: biases in, rows not reordered
 sed 's/"model_type": "llama"/"model_type": "qwen2"/' tests/fixtures/gqa_tied/config.json >"$TMP/qwen.json"
 "$ZTRAIN" init-model --model_config "$TMP/qwen.json" --output_dir "$TMP/q" >/dev/null 2>&1 || fail "init-model qwen2"
