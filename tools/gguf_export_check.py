@@ -22,7 +22,7 @@ Prints one line per outtype; docs/contract.md records the figures.  Measured
 (argmax 44/45), logits up to 36.1; tokenizer ids and chat template equal in all four;
 the small Llama and Qwen2: max|diff| 0; the llama-type tokenizer: equal ids on 18
 of 23 texts, the other 5 differing only in a "▁" at the text's start or beside a
-special token (transformers' own prefix-space rule for GGUF llama tokenizers)."""
+special token (the prefix space of transformers' rebuilt Llama tokenizer)."""
 import json
 import os
 import subprocess
