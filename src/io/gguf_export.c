@@ -96,14 +96,20 @@ static void kv(meta *m, const char *key, uint32_t type)
     put_u32(&m->b, type);
     m->n++;
 }
-static void kv_u32(meta *m, const char *key, uint32_t v) { kv(m, key, ZT_GGUF_UINT32), put_u32(&m->b, v); }
-static void kv_f32(meta *m, const char *key, float v) { kv(m, key, ZT_GGUF_FLOAT32), put(&m->b, &v, 4); }
+/* A scalar value of type t (its size from gguf_format's table), little-endian as
+ * this machine stores it. */
+static void kv_scalar(meta *m, const char *key, uint32_t t, const void *v)
+{
+    kv(m, key, t);
+    put(&m->b, v, (size_t)zt_gguf_vtype_size(t));
+}
+static void kv_u32(meta *m, const char *key, uint32_t v) { kv_scalar(m, key, ZT_GGUF_UINT32, &v); }
+static void kv_f32(meta *m, const char *key, float v) { kv_scalar(m, key, ZT_GGUF_FLOAT32, &v); }
 static void kv_str(meta *m, const char *key, const char *s) { kv(m, key, ZT_GGUF_STRING), put_str(&m->b, s); }
 static void kv_bool(meta *m, const char *key, int v)
 {
     const uint8_t x = v != 0;
-    kv(m, key, ZT_GGUF_BOOL);
-    put(&m->b, &x, 1);
+    kv_scalar(m, key, ZT_GGUF_BOOL, &x);
 }
 static void kv_array(meta *m, const char *key, uint32_t elem, uint64_t count)
 {
