@@ -111,9 +111,12 @@ with tempfile.TemporaryDirectory() as tmp:
     d = os.path.join(tmp, "m")
     subprocess.run([ztrain, "init-model", "--model_config", "tests/fixtures/gqa_tied/config.json", "--tokenizer", fix,
                     "--output_dir", d], check=True, stdout=subprocess.DEVNULL)
-    subprocess.run([ztrain, "export", "--outtype", "f32", d, os.path.join(d, "m.gguf")], check=True,
+    # the file alone in its directory, so the tokenizer comes from its metadata
+    g = os.path.join(tmp, "g")
+    os.mkdir(g)
+    subprocess.run([ztrain, "export", "--outtype", "f32", d, os.path.join(g, "m.gguf")], check=True,
                    stdout=subprocess.DEVNULL)
-    t = AutoTokenizer.from_pretrained(d, gguf_file="m.gguf")
+    t = AutoTokenizer.from_pretrained(g, gguf_file="m.gguf")
     texts = [c["text"] for c in json.load(open(os.path.join(fix, "expected.json")))["cases"]]
     same = sum(t(x, add_special_tokens=False).input_ids == ref.encode(x, add_special_tokens=False).ids for x in texts)
     print(f"llama-type tokenizer: transformers' ids from the file equal the tokenizers package's on {same} of "
