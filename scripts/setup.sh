@@ -46,3 +46,5 @@ if ! "$arrow_venv/bin/python" -c "import pyarrow, datasets" 2>/dev/null; then
     $sudo /usr/bin/python3 -m venv "$arrow_venv"
     $sudo "$arrow_venv/bin/python" -m pip install -q --disable-pip-version-check pyarrow==26.0.1 datasets==5.2.0
 fi
+# gguf (llama.cpp's Python reader and quantizers), which tests/cli/gguf_export.sh checks exported files with
+"$arrow_venv/bin/python" -c "import gguf" 2>/dev/null || $sudo "$arrow_venv/bin/python" -m pip install -q --disable-pip-version-check gguf==0.19.0

@@ -96,6 +96,19 @@ static void test_real_hf_configs(void)
     ZT_CHECK_MSG(read_cfg("{" CORE ", \"rope_theta\": 5e5, \"rope_parameters\": {\"rope_theta\": 500000}}", &c, &err) == ZT_OK,
                  "%s", err.msg);
     ZT_CHECK(c.rope_theta == 500000.0);
+    /* Keys that change nothing ztrain computes, as SmolLM2's export, transformers 5
+     * and a user write them: accepted (and kept on save, test_config_corpus). */
+    ZT_CHECK_MSG(read_cfg("{" CORE ", \"_model_name_or_path\": \"x.gguf\", \"unk_token_id\": 0,"
+                          " \"is_llama_config\": true, \"rope_interleaved\": false, \"my_key\": {\"a\": 1},"
+                          " \"layer_types\": [\"full_attention\", \"full_attention\"]}", &c, &err) == ZT_OK,
+                 "%s", err.msg);
+    ZT_CHECK_MSG(read_cfg("{" CORE ", \"model_type\": \"mistral\", \"sliding_window\": 8,"
+                          " \"layer_types\": [\"sliding_attention\", \"sliding_attention\"]}", &c, &err) == ZT_OK,
+                 "%s", err.msg);
+    ZT_CHECK(c.sliding_window == 8);
+    /* the keys after an unknown one are read too */
+    ZT_CHECK_MSG(read_cfg("{\"zz_first\": 1, " CORE ", \"rope_theta\": 5e5}", &c, &err) == ZT_OK, "%s", err.msg);
+    ZT_CHECK(c.rope_theta == 5e5 && c.hidden_size == 64);
     /* head_dim may differ from hidden / heads (as in some Mistral variants). */
     ZT_CHECK_MSG(read_cfg("{" BASE ", \"hidden_size\": 96, \"num_attention_heads\": 4, \"head_dim\": 32}",
                           &c, &err) == ZT_OK, "%s", err.msg);
@@ -108,8 +121,19 @@ static void test_refused(void)
     static const struct {
         const char *label, *json, *word1, *word2;
     } cases[] = {
-        {"unknown key", "{" CORE ", \"foo\": 1}", "\"foo\"", "unsupported"},
-        {"quantization", "{" CORE ", \"quantization_config\": {}}", "quantization_config", "unsupported"},
+        {"quantization", "{" CORE ", \"quantization_config\": {}}", "quantization_config", "math"},
+        {"partial rotary", "{" CORE ", \"partial_rotary_factor\": 0.5}", "partial_rotary_factor", "math"},
+        {"softcapping", "{" CORE ", \"final_logit_softcapping\": 30.0}", "final_logit_softcapping", "math"},
+        {"duplicate unknown key", "{" CORE ", \"foo\": 1, \"foo\": 2}", "\"foo\"", "duplicate"},
+        {"rope_interleaved true", "{" CORE ", \"rope_interleaved\": true}", "rope_interleaved", "false"},
+        {"is_llama_config string", "{" CORE ", \"is_llama_config\": \"yes\"}", "is_llama_config", "true or false"},
+        {"layer_types sliding on llama", "{" CORE ", \"layer_types\": [\"full_attention\", \"sliding_attention\"]}",
+         "layer_types", "mistral"},
+        {"layer_types length", "{" CORE ", \"layer_types\": [\"full_attention\"]}", "layer_types", "num_hidden_layers"},
+        {"layer_types kind", "{" CORE ", \"layer_types\": [\"full_attention\", \"chunked_attention\"]}",
+         "layer_types", "chunked_attention"},
+        {"layer_types full with window", "{" CORE ", \"model_type\": \"mistral\", \"sliding_window\": 8,"
+         " \"layer_types\": [\"full_attention\", \"full_attention\"]}", "layer_types", "every layer"},
         {"attention_bias true", "{" CORE ", \"attention_bias\": true}", "attention_bias", "false"},
         {"mlp_bias true", "{" CORE ", \"mlp_bias\": true}", "mlp_bias", "false"},
         {"hidden_act gelu", "{" CORE ", \"hidden_act\": \"gelu\"}", "hidden_act", "gelu"},

@@ -41,6 +41,7 @@ int zt_cmd_convert(int argc, char **argv, zt_err *err);
  * dir (cap bytes), for the commands that read them from a model directory; dir is ""
  * when model is not a GGUF file.  The directory is removed when the process exits. */
 int zt_cli_gguf_tokenizer_dir(const char *model, char *dir, size_t cap, zt_err *err);
+int zt_cmd_export(int argc, char **argv, zt_err *err);
 
 /* 1 if path is text to tokenize: .txt, or JSON Lines records (.jsonl, .json). */
 int zt_cli_is_text(const char *path);

@@ -309,8 +309,12 @@ int zt_schema_read_map(zt_schema_reader *r, const zt_schema_section *s, const zt
                                          p->key->line);
                 return zt_schema_bad(r, key->line, kp, "duplicate key");
             }
-        if (unknown)
-            return unknown_key(r, s, m, kp);
+        if (unknown) { /* a format may accept it (config.json keeps keys it does not know) */
+            int rc = unknown_key(r, s, m, kp);
+            if (rc != ZT_OK)
+                return rc;
+            continue;
+        }
         int rc = read_value(r, &s->keys[j], m, kp);
         if (rc != ZT_OK)
             return rc;

@@ -119,7 +119,8 @@ typedef struct zt_schema_format {
     const char *section_want;    /* "a mapping of %s keys": what a section's value must be */
     int (*read_custom)(zt_schema_reader *r, const zt_schema_key *k, const zt_node *v,
                        const char *keypath);
-    /* NULL: the engine's wording (zt_schema_unknown_key, "duplicate key") */
+    /* NULL: the engine's wording (zt_schema_unknown_key, "duplicate key").  An
+     * unknown_key that returns ZT_OK accepts the key, and the walk goes on. */
     int (*unknown_key)(zt_schema_reader *r, const zt_schema_section *s, const zt_node *member,
                        const char *keypath);
     int (*duplicate_key)(zt_schema_reader *r, const zt_node *member, const zt_node *first,

@@ -4,6 +4,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -13,6 +14,7 @@
 #include "../core/json.h"
 #include "../core/mem.h"
 #include "gguf.h"
+#include "../model/config.h"
 
 #define CARRY_CONFIG_MAX (16u << 20)
 /* the largest tokenizer file a directory may carry (Llama-3's tokenizer.json is 9 MB) */
@@ -84,6 +86,96 @@ static int set_id(cJSON *o, const char *key, int id)
     return cJSON_AddItemToObject(o, key, v) != 0;
 }
 
+/* Equal as values: numbers (raw nodes holding their source token, after
+ * zt_json_keep_number_text) by the double they denote, so 100000 equals 100000.0;
+ * objects whatever their key order. */
+static int same_value(const cJSON *a, const cJSON *b)
+{
+    if (cJSON_IsRaw(a) && cJSON_IsRaw(b))
+        return strtod(a->valuestring, NULL) == strtod(b->valuestring, NULL);
+    if ((a->type & 0xff) != (b->type & 0xff))
+        return 0;
+    if (cJSON_IsString(a))
+        return strcmp(a->valuestring, b->valuestring) == 0;
+    if (cJSON_IsArray(a) || cJSON_IsObject(a)) {
+        if (cJSON_GetArraySize(a) != cJSON_GetArraySize(b))
+            return 0;
+        const cJSON *y = b->child;
+        for (const cJSON *x = a->child; x; x = x->next, y = y->next) {
+            const cJSON *other = cJSON_IsObject(a) ? cJSON_GetObjectItemCaseSensitive(b, x->string) : y;
+            if (!other || !same_value(x, other))
+                return 0;
+        }
+    }
+    return 1; /* true, false, null */
+}
+
+/* What o says as a config (the model ztrain would compute and save): 0 and *c, or
+ * -1 when it does not read. */
+static int read_config(const cJSON *o, zt_llama_config *c)
+{
+    char *text = cJSON_PrintUnformatted(o);
+    zt_err err = {0};
+    int rc = text ? zt_hf_config_parse("config.json", text, strlen(text), c, &err) : -1;
+    cJSON_free(text);
+    return rc == ZT_OK ? 0 : -1;
+}
+
+/* Do a and b describe the same saved model: the same math (the digest) and the
+ * same values of the keys the digest leaves out (model/config.c lists them)? */
+static int same_config(const zt_llama_config *a, const zt_llama_config *b)
+{
+    return zt_llama_config_digest(a) == zt_llama_config_digest(b) &&
+           a->max_position_embeddings == b->max_position_embeddings &&
+           a->initializer_range == b->initializer_range && a->torch_dtype == b->torch_dtype &&
+           strcmp(a->model_type, b->model_type) == 0 && a->max_window_layers == b->max_window_layers &&
+           a->sliding_window == b->sliding_window;
+}
+
+/* The source's keys into the written config o: a key ztrain wrote with the value
+ * the source gave keeps the source's token (100000 stays an integer), one it
+ * changed keeps ztrain's, one ztrain does not write is copied ("dtype",
+ * transformers >= 4.56's name, follows the written "torch_dtype").  Then each key
+ * ztrain wrote that the source lacked is dropped where the config reads the same
+ * without it (an explicit default such as head_dim or rope_scaling: null), so a
+ * model saved unchanged has the source's config.json, key for key.  The class
+ * keys stay: transformers needs them to pick the model. 0, or -1 out of memory. */
+static int merge_keys(cJSON *o, const cJSON *src)
+{
+    for (const cJSON *k = src->child; k; k = k->next) {
+        cJSON *mine = cJSON_GetObjectItemCaseSensitive(o, k->string);
+        if (mine && !same_value(mine, k))
+            continue;
+        const cJSON *from = k;
+        if (!mine && !strcmp(k->string, "dtype") && cJSON_GetObjectItemCaseSensitive(o, "torch_dtype") &&
+            !same_value(cJSON_GetObjectItemCaseSensitive(o, "torch_dtype"), k))
+            from = cJSON_GetObjectItemCaseSensitive(o, "torch_dtype");
+        cJSON *copy = cJSON_Duplicate(from, 1);
+        if (!copy || !(mine ? cJSON_ReplaceItemInObjectCaseSensitive(o, k->string, copy)
+                            : cJSON_AddItemToObject(o, k->string, copy)))
+            return -1;
+    }
+    zt_llama_config want, without;
+    if (read_config(o, &want) != 0)
+        return 0; /* not a config ztrain reads: leave every key */
+    for (int i = 0; i < cJSON_GetArraySize(o);) {
+        cJSON *k = cJSON_GetArrayItem(o, i);
+        if (cJSON_HasObjectItem(src, k->string) || !strcmp(k->string, "architectures") ||
+            !strcmp(k->string, "model_type")) {
+            i++;
+            continue;
+        }
+        cJSON_DetachItemViaPointer(o, k);
+        if (read_config(o, &without) == 0 && same_config(&want, &without)) {
+            cJSON_Delete(k);
+        } else if (!cJSON_InsertItemInArray(o, i++, k)) { /* back in its place */
+            cJSON_Delete(k);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* dst's config.json completed with src_config's keys and the ids. */
 static int merge_config(const char *dst_dir, const char *src_config, const zt_hf_token_ids *ids, zt_err *err)
 {
@@ -111,15 +203,7 @@ static int merge_config(const char *dst_dir, const char *src_config, const zt_hf
         rc = zt_fail(err, ZT_EFAIL, "%s: out of memory completing config.json", path);
         goto done;
     }
-    int ok = cJSON_IsObject(dst.root);
-    for (const cJSON *k = src.root ? src.root->child : NULL; ok && k; k = k->next) {
-        if (cJSON_HasObjectItem(dst.root, k->string))
-            continue;
-        cJSON *copy = !strcmp(k->string, "dtype") /* transformers >= 4.56's name: the saved dtype */
-                          ? cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(dst.root, "torch_dtype"), 1)
-                          : cJSON_Duplicate(k, 1);
-        ok = copy && cJSON_AddItemToObject(dst.root, k->string, copy);
-    }
+    int ok = cJSON_IsObject(dst.root) && (!src.root || merge_keys(dst.root, src.root) == 0);
     if (ok && ids)
         ok = set_id(dst.root, "bos_token_id", ids->bos) && set_id(dst.root, "eos_token_id", ids->eos) &&
              set_id(dst.root, "pad_token_id", ids->pad);

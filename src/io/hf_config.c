@@ -44,6 +44,7 @@ enum key_kind {
     K_STRINGS,      /* inert: a list of strings or null */
     K_TOKEN_ID,     /* inert: an integer, a list of integers, or null */
     K_ANY_BOOL,     /* inert: true or false */
+    K_LAYER_TYPES,  /* transformers 5's per-layer attention kinds (settled in from_json) */
 };
 
 #define F(field) offsetof(zt_llama_config, field), sizeof(((zt_llama_config *)0)->field)
@@ -86,6 +87,15 @@ static const zt_schema_key keys[] = {
     {.name = "use_sliding_window", .kind = K_FALSE, INERT},
     {.name = "max_window_layers", .kind = K_INT, F(max_window_layers)},
     {.name = "use_mrope", .kind = K_FALSE, INERT},
+    /* transformers >= 4.5x: where a model was read from (a GGUF conversion writes this one) */
+    {.name = "_model_name_or_path", .kind = K_ANY_STRING, INERT},
+    {.name = "_commit_hash", .kind = K_ANY_STRING, INERT},
+    {.name = "unk_token_id", .kind = K_TOKEN_ID, INERT},
+    /* SmolLM2's nanotron export: a marker, and RoPE over (i, i + hd/2) pairs as
+     * LlamaForCausalLM computes it (true would be nanotron's interleaved pairs) */
+    {.name = "is_llama_config", .kind = K_ANY_BOOL, INERT},
+    {.name = "rope_interleaved", .kind = K_FALSE, INERT},
+    {.name = "layer_types", .kind = K_LAYER_TYPES, INERT},
 };
 
 static const zt_schema_section top = {0, "", keys, ZT_SCHEMA_NKEYS(keys)};
@@ -151,6 +161,10 @@ typedef struct read_state {
     double theta;
     int window_null;        /* sliding_window given as null */
     rope_spec scaling, params; /* rope_scaling, rope_parameters */
+    int layers_given;       /* layer_types: its length, and how many say each kind */
+    int layers_len, layers_full, layers_sliding;
+    char unknown[512];      /* the keys ztrain does not know, quoted, for the one-line note */
+    int nunknown;
 } read_state;
 
 /* "(got \"x\")" when v is a string: the value the message quotes. */
@@ -216,6 +230,28 @@ static int read_rope(const char *path, const char *key, const zt_node *v, rope_s
     return ZT_OK;
 }
 
+/* layer_types: null, or a list of "full_attention" / "sliding_attention", counted
+ * (check_layer_types settles them once the sizes and the window are known). */
+static int read_layer_types(const char *path, const char *key, const zt_node *v, read_state *st, zt_err *err)
+{
+    if (v->type == ZT_NODE_NULL)
+        return ZT_OK;
+    if (v->type != ZT_NODE_LIST)
+        return zt_fail(err, ZT_EINPUT, "%s: key \"%s\" must be a list of strings", path, key);
+    st->layers_given = 1;
+    for (const zt_node *e = v->child; e; e = e->next, st->layers_len++) {
+        if (e->type == ZT_NODE_STR && strcmp(e->text, "full_attention") == 0)
+            st->layers_full++;
+        else if (e->type == ZT_NODE_STR && strcmp(e->text, "sliding_attention") == 0)
+            st->layers_sliding++;
+        else
+            return zt_fail(err, ZT_EINPUT,
+                           "%s: key \"%s\": entry %d%s%s%s is not supported (allowed: \"full_attention\", "
+                           "\"sliding_attention\")", path, key, st->layers_len, GOT(e));
+    }
+    return ZT_OK;
+}
+
 /* Read member v of key kk into the config (r->target) or the read state (r->ctx). */
 static int read_key(zt_schema_reader *r, const zt_schema_key *kk, const zt_node *v, const char *keypath)
 {
@@ -270,6 +306,8 @@ static int read_key(zt_schema_reader *r, const zt_schema_key *kk, const zt_node 
             return zt_fail(err, ZT_EINPUT, "%s: key \"%s\": only false is supported (%s)", path, key,
                            strcmp(key, "use_sliding_window") == 0 ? "no sliding window in Qwen2 models"
                            : strcmp(key, "use_mrope") == 0       ? "no multimodal RoPE"
+                           : strcmp(key, "rope_interleaved") == 0
+                               ? "RoPE rotates the pairs (i, i + head_dim/2), as LlamaForCausalLM does"
                                                                  : "the only biases ztrain implements are "
                                                                    "Qwen2's q/k/v biases, model_type \"qwen2\"");
         return ZT_OK;
@@ -331,17 +369,41 @@ static int read_key(zt_schema_reader *r, const zt_schema_key *kk, const zt_node 
         if (v->type != ZT_NODE_BOOL)
             return zt_fail(err, ZT_EINPUT, "%s: key \"%s\" must be true or false", path, key);
         return ZT_OK;
+    case K_LAYER_TYPES:
+        return read_layer_types(path, key, v, st, err);
     }
     return zt_fail(err, ZT_EFAIL, "%s: internal: key kind for \"%s\"", path, key);
 }
 
-static int unsupported_key(zt_schema_reader *r, const zt_schema_section *s, const zt_node *m, const char *kp)
+/* Keys of other transformers configs that change what the model computes, which
+ * ztrain does not implement: refused by name rather than kept as inert. */
+static const char *const math_keys[] = {
+    "quantization_config", "partial_rotary_factor", "attn_logit_softcapping", "final_logit_softcapping",
+    "logits_scaling", "embedding_multiplier", "residual_multiplier", "attention_multiplier",
+    "num_experts", "num_local_experts", "num_experts_per_tok", "moe_intermediate_size",
+    "shared_expert_intermediate_size", "use_qk_norm", "qk_layernorm", "no_rope_layers",
+    "query_pre_attn_scalar", "rope_local_base_freq", "sliding_window_pattern", "text_config",
+};
+
+/* A key ztrain does not know: refused when it is one that changes the math;
+ * otherwise accepted, as transformers accepts it (an attribute nothing reads),
+ * listed for the note from_json prints, and kept when the model is saved (the
+ * carry in io/hf_carry.c copies it). */
+static int unknown_key(zt_schema_reader *r, const zt_schema_section *s, const zt_node *m, const char *kp)
 {
     (void)s, (void)kp;
-    return zt_fail(r->err, ZT_EINPUT,
-                   "%s: unsupported key \"%s\" (ztrain implements LlamaForCausalLM, MistralForCausalLM and "
-                   "Qwen2ForCausalLM only)",
-                   r->path, m->key->text);
+    const char *name = m->key->text;
+    for (size_t i = 0; i < sizeof math_keys / sizeof math_keys[0]; i++)
+        if (strcmp(name, math_keys[i]) == 0)
+            return zt_fail(r->err, ZT_EINPUT,
+                           "%s: unsupported key \"%s\": it changes the model's math, and ztrain implements "
+                           "LlamaForCausalLM, MistralForCausalLM and Qwen2ForCausalLM only",
+                           r->path, name);
+    read_state *st = r->ctx;
+    size_t used = strlen(st->unknown);
+    if (st->nunknown++ < 8 && used + strlen(name) + 5 < sizeof st->unknown)
+        snprintf(st->unknown + used, sizeof st->unknown - used, "%s\"%s\"", used ? ", " : "", name);
+    return ZT_OK;
 }
 
 static int duplicate_key(zt_schema_reader *r, const zt_node *m, const zt_node *first, const char *kp)
@@ -352,13 +414,49 @@ static int duplicate_key(zt_schema_reader *r, const zt_node *m, const zt_node *f
 
 static const zt_schema_section *const sections[] = {&top};
 static const zt_schema_format config_json = {
-    .sections = sections, .nsections = 1, .unknown_first = 1,
+    .sections = sections, .nsections = 1, .unknown_first = 0, /* a repeated unknown key is a duplicate */
     .list_word = "an array", .map_word = "an object", .section_want = "an object of %s settings",
-    .read_custom = read_key, .unknown_key = unsupported_key, .duplicate_key = duplicate_key,
+    .read_custom = read_key, .unknown_key = unknown_key, .duplicate_key = duplicate_key,
 };
 
-/* The config in j (freed here) into *cfg. */
-static int from_json(const char *path, zt_json *jp, zt_llama_config *cfg, zt_err *err)
+/* transformers 5's layer_types names each layer's attention: one entry a layer, all
+ * "sliding_attention" where ztrain applies Mistral's window (to every layer), all
+ * "full_attention" elsewhere (Qwen2's per-layer windows need use_sliding_window,
+ * which is refused). */
+static int check_layer_types(const char *path, const zt_llama_config *c, const read_state *st, zt_err *err)
+{
+    if (!st->layers_given)
+        return ZT_OK;
+    if (st->layers_len != c->num_hidden_layers)
+        return zt_fail(err, ZT_EINPUT, "%s: key \"layer_types\" has %d entries, but num_hidden_layers is %d", path,
+                       st->layers_len, c->num_hidden_layers);
+    int window = zt_llama_attention_window(c);
+    if (window && st->layers_sliding != st->layers_len)
+        return zt_fail(err, ZT_EINPUT,
+                       "%s: key \"layer_types\": %d \"full_attention\" layers with a sliding_window of %d; ztrain "
+                       "applies Mistral's window to every layer (all \"sliding_attention\")",
+                       path, st->layers_full, window);
+    if (!window && st->layers_sliding)
+        return zt_fail(err, ZT_EINPUT,
+                       "%s: key \"layer_types\": \"sliding_attention\" layers need model_type \"mistral\" with a "
+                       "sliding_window (ztrain implements no per-layer window)", path);
+    return ZT_OK;
+}
+
+/* One line for the keys ztrain does not know, once per file and process (a run
+ * reads its config more than once), as transformers keeps such keys quietly. */
+static void note_unknown(const char *path, const read_state *st)
+{
+    static char last[512];
+    if (strcmp(last, path) == 0)
+        return;
+    snprintf(last, sizeof last, "%s", path);
+    fprintf(stderr, "ztrain: note: %s: key%s %s%s not used by ztrain; kept, and saved back with the model\n",
+            path, st->nunknown > 1 ? "s" : "", st->unknown, st->nunknown > 8 ? " and more" : "");
+}
+
+/* The config in j (freed here) into *cfg; note: print the line about unknown keys. */
+static int from_json(const char *path, zt_json *jp, zt_llama_config *cfg, int note, zt_err *err)
 {
     zt_llama_config c;
     memset(&c, 0, sizeof c);
@@ -445,9 +543,10 @@ static int from_json(const char *path, zt_json *jp, zt_llama_config *cfg, zt_err
                            path, c.hidden_size, c.num_attention_heads);
         c.head_dim = c.hidden_size / c.num_attention_heads;
     }
-    rc = zt_llama_config_check(&c, path, err);
-    if (rc)
+    if ((rc = zt_llama_config_check(&c, path, err)) || (rc = check_layer_types(path, &c, &st, err)))
         return rc;
+    if (note && st.nunknown)
+        note_unknown(path, &st);
     *cfg = c;
     return ZT_OK;
 }
@@ -456,7 +555,7 @@ int zt_hf_config_read(const char *path, zt_llama_config *cfg, zt_err *err)
 {
     zt_json j;
     int rc = zt_json_parse_file(path, CONFIG_MAX_BYTES, &j, err);
-    return rc ? rc : from_json(path, &j, cfg, err);
+    return rc ? rc : from_json(path, &j, cfg, 1, err);
 }
 
 int zt_hf_config_parse(const char *name, const void *text, size_t len, zt_llama_config *cfg, zt_err *err)
@@ -466,7 +565,7 @@ int zt_hf_config_parse(const char *name, const void *text, size_t len, zt_llama_
                        CONFIG_MAX_BYTES);
     zt_json j;
     int rc = zt_json_parse(name, "file", text, len, 0, &j, err);
-    return rc ? rc : from_json(name, &j, cfg, err);
+    return rc ? rc : from_json(name, &j, cfg, 0, err);
 }
 
 int zt_llama_config_check(const zt_llama_config *cfg, const char *where, zt_err *err)

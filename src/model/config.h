@@ -56,15 +56,19 @@ uint64_t zt_llama_config_digest(const zt_llama_config *c);
  * pretraining_tp, hidden_act other than silu, attention_dropout, Qwen2's
  * use_sliding_window) are accepted only at their inert value; rope_scaling (and
  * transformers 5's rope_parameters) only as null, rope_type "default" or "llama3";
- * any other key is refused by name.  model_type "qwen2" (Qwen2ForCausalLM) sets
- * qkv_bias.
+ * layer_types only as ztrain's attention (all "full_attention", or all
+ * "sliding_attention" with Mistral's window).  Keys of other architectures that
+ * change the math (quantization_config, partial_rotary_factor, ...) are refused by
+ * name; any other key is accepted as transformers accepts it, unused, with one
+ * line on stderr naming it (once per file and process), and a saved model keeps
+ * it (io/hf_carry.h).  model_type "qwen2" (Qwen2ForCausalLM) sets qkv_bias.
  * sliding_window is Mistral's window (a positive integer or null; absent means
  * MistralConfig's default, 4096); a Llama config may carry one only where it masks
  * nothing (at least max_position_embeddings), since transformers' Llama ignores it.  Sizes are checked for consistency (nh % nkv == 0, hd even, all
  * positive).  Errors: ZT_EINPUT naming the file and key. */
 int zt_hf_config_read(const char *path, zt_llama_config *cfg, zt_err *err);
 /* The same from len bytes of text already in memory; name stands for the file in
- * messages. */
+ * messages.  It prints no line about unknown keys. */
 int zt_hf_config_parse(const char *name, const void *text, size_t len, zt_llama_config *cfg, zt_err *err);
 /* Write config.json (atomic), with architectures/model_type so HF loads it. */
 int zt_hf_config_write(const char *path, const zt_llama_config *cfg, zt_err *err);

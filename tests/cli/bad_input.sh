@@ -27,8 +27,8 @@ mk; head -c 100000 /dev/urandom > "$TMP/m/model.safetensors"
 expect_exit 2 "$TMP/m/model.safetensors" -- train --model "$TMP/m" --data $data
 mk; head -c 100000 $fix/model.safetensors > "$TMP/m/model.safetensors"
 expect_exit 2 "$TMP/m/model.safetensors" -- train --model "$TMP/m" --data $data
-mk; cp $fix/model.safetensors "$TMP/m/"; sed -i 's/"hidden_size": 64/"hidden_size": 64, "foo_bar": 1/' "$TMP/m/config.json"
-expect_exit 2 "foo_bar" -- train --model "$TMP/m" --data $data
+mk; cp $fix/model.safetensors "$TMP/m/"; sed -i 's/"hidden_size": 64/"hidden_size": 64, "attn_logit_softcapping": 50.0/' "$TMP/m/config.json"
+expect_exit 2 "attn_logit_softcapping" -- train --model "$TMP/m" --data $data
 mk; cp $fix/model.safetensors "$TMP/m/"; sed -i 's/"intermediate_size": 172/"intermediate_size": 170/' "$TMP/m/config.json"
 expect_exit 2 "mlp.gate_proj.weight has shape" -- train --model "$TMP/m" --data $data
 mk; cp $fix/model.safetensors "$TMP/m/"; sed -i 's/"vocab_size": 256/"vocab_size": 100/' "$TMP/m/config.json"

@@ -64,4 +64,14 @@ sed 's/"eos_token"/"pad_token": "<|endoftext|>", "eos_token"/' tests/fixtures/to
 out=$("$ZTRAIN" generate --model "$TMP/init" --prompt "The" --max_new_tokens 2 --threads 1 2>&1) ||
     fail "generate with the tokenizer saved in the model: $out"
 expect_exit 2 "tokenizer: .*nope" -- "$ZTRAIN" init-model --model_config $fix/config.json --tokenizer "$TMP/nope" --output_dir "$TMP/x"
+
+# a key ztrain does not know is accepted with one line naming it and saved back with
+# the model, as transformers keeps it; a key of another architecture's math is refused
+sed 's/"torch_dtype"/"my_experiment": {"id": 7, "tags": ["a", 1.50]}, "torch_dtype"/' $fix/config.json >"$TMP/own.json"
+"$ZTRAIN" init-model --model_config "$TMP/own.json" --output_dir "$TMP/own" >"$TMP/log" 2>&1 || fail "init-model with a key of its own: $(cat "$TMP/log")"
+[ "$(grep -c 'key "my_experiment" not used by ztrain; kept' "$TMP/log")" = 1 ] || fail "no one-line note of the unknown key: $(cat "$TMP/log")"
+[ "$(val "$TMP/own/config.json" my_experiment)" = '{"id":7' ] && grep -q '1.50' "$TMP/own/config.json" ||
+    fail "the unknown key is not saved back as written: $(cat "$TMP/own/config.json")"
+sed 's/"torch_dtype"/"partial_rotary_factor": 0.5, "torch_dtype"/' $fix/config.json >"$TMP/math.json"
+expect_exit 2 'unsupported key "partial_rotary_factor": it changes the model.s math' -- "$ZTRAIN" init-model --model_config "$TMP/math.json" --output_dir "$TMP/y"
 finish

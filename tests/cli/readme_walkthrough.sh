@@ -31,4 +31,5 @@ text=$(cd "$TMP/w" && "$ZTRAIN" generate --model out/model --prompt "The GNU Gen
     --max_new_tokens 32 2>/dev/null)
 words=$(printf '%s' "$text" | grep -oE '[A-Za-z]{3,}' | wc -l)
 [ "$words" -ge 4 ] || fail "the greedy continuation is not text ($words words): '$text'"
+grep -q "wrote out/model.gguf: .* with the tokenizer" "$TMP/out" || fail "no GGUF export with the tokenizer: $(tail -3 "$TMP/out")"
 finish
