@@ -104,7 +104,8 @@ static int run_open(run_state *r, const char *model_dir, const char *data_path, 
         if ((rc = zt_frozen_init(&r->frozen, &r->lay, plan->prec.compute, be, err)))
             return rc;
         r->have_frozen = 1;
-        if ((rc = zt_hf_load_params_to(model_dir, &r->lay, frozen_sink, &r->frozen, err)))
+        if ((rc = zt_ckpt_check_model_dir(model_dir, err)) ||
+            (rc = zt_hf_load_params_to(model_dir, &r->lay, frozen_sink, &r->frozen, err)))
             return rc;
         owner = zt_frozen_owner(&r->frozen);
     } else {
@@ -1221,7 +1222,7 @@ static int train_finish(trainer *t, zt_train_result *res, zt_err *err)
     /* the final model: rank 0 writes, every rank learns whether it did */
     int rc;
     if (a->output_dir && (rc = zt_comm_agree(t->comm, zt_hf_save(a->output_dir, &r->cfg, &r->lay, r->eng, a->plan.prec.save,
-                                                         a->max_shard_bytes, t->rank0, err), err)))
+                                                         a->max_shard_bytes, NULL, t->rank0, err), err)))
         return rc;
     /* and what the source model carried: config keys, generation config, tokenizer */
     if (a->output_dir &&
@@ -1470,7 +1471,7 @@ int zt_eval(const zt_eval_args *a, double *mean_loss, long *tokens, zt_err *err)
         r.have_lay = 1;
     if (rc == ZT_OK && (rc = zt_frozen_init(&r.frozen, &r.lay, prec.compute, be, err)) == ZT_OK)
         r.have_frozen = 1;
-    if (rc == ZT_OK)
+    if (rc == ZT_OK && (rc = zt_ckpt_check_model_dir(a->model_dir, err)) == ZT_OK)
         rc = zt_hf_load_params_to(a->model_dir, &r.lay, frozen_sink, &r.frozen, err);
     if (rc == ZT_OK) {
         zt_param_owner owner = zt_frozen_owner(&r.frozen);
