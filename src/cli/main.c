@@ -228,6 +228,10 @@ static int train_command(int argc, char **argv, zt_err *err)
     /* what is not a setting: where things are, and how the run reports */
     a.model_dir = model;
     a.data_path = data;
+    char shown[1024] = ""; /* messages name the files given, not the token cache they became */
+    for (int i = 0; i < n_data; i++)
+        snprintf(shown + strlen(shown), sizeof shown - strlen(shown), "%s%s", i ? " + " : "", data_files[i]);
+    a.data_shown = shown;
     a.output_dir = output_dir;
     a.log_jsonl = log_jsonl;
     a.resume_dir = resume;

@@ -77,7 +77,8 @@ static void frozen_sink(void *f, const zt_param *p, const void *src, zt_dtype sr
 /* Load config, data and weights; build layout, parameter owner, model and
  * batcher.  The owner is the engine for training, or with `frozen` the weights
  * alone in the plan's compute dtype (evaluation: no gradients, no optimizer). */
-static int run_open(run_state *r, const char *model_dir, const char *data_path, const char *mask_path, int T, int B,
+static int run_open(run_state *r, const char *model_dir, const char *data_path, const char *data_shown,
+                    const char *mask_path, int T, int B,
                     const zt_plan *plan, const zt_backend *be, zt_comm *comm, int shuffle, uint64_t seed,
                     int checkpointing, int frozen, zt_err *err)
 {
@@ -123,7 +124,7 @@ static int run_open(run_state *r, const char *model_dir, const char *data_path, 
         r->model.loss_sink = zt_engine_loss_sink(r->eng);
         r->model.grad_scale_src = zt_engine_grad_scale_src(r->eng);
     }
-    if ((rc = zt_batcher_init(&r->batcher, &r->tokens, T, shuffle, seed, data_path, err)))
+    if ((rc = zt_batcher_init(&r->batcher, &r->tokens, T, shuffle, seed, data_shown ? data_shown : data_path, err)))
         return rc;
     r->have_batcher = 1;
     r->io_bytes = (size_t)B * T * sizeof(int);
@@ -512,8 +513,8 @@ static int train_setup(trainer *t, const zt_train_args *a, zt_err *err)
     int rc = open_device(&a->plan, comm, &be, t->device, sizeof t->device, err);
     if (rc)
         return rc;
-    rc = run_open(&t->r, a->model_dir, a->data_path, a->loss_mask_path, a->block_size, a->batch_size, &a->plan, be, comm,
-                  a->shuffle, a->seed, a->checkpointing, 0, err);
+    rc = run_open(&t->r, a->model_dir, a->data_path, a->data_shown, a->loss_mask_path, a->block_size, a->batch_size,
+                  &a->plan, be, comm, a->shuffle, a->seed, a->checkpointing, 0, err);
     t->have_run = 1;
     if (rc == ZT_OK)
         rc = resolve_steps(t, err);
