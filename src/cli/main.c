@@ -417,6 +417,9 @@ static int cmd_init_model(int argc, char **argv, zt_err *err)
     zt_hf_token_ids ids = ZT_HF_TOKEN_IDS_NONE;
     if ((rc = zt_hf_config_read(cfg_path, &cfg, err)) || (tok_dir && (rc = tokenizer_sizes(tok_dir, &cfg, &ids, err))))
         return rc;
+    char why[320]; /* the gate every command that allocates a model passes */
+    if ((rc = zt_memory_gate_init(&cfg, (int)zt_dtype_size(dt), zt_memory_limit(0, 1, why, sizeof why), why, err)))
+        return rc;
     size_t numel = 0;
     if ((rc = zt_hf_init_random(out, &cfg, (uint64_t)seed, dt, max_shard_bytes, &numel, err)))
         return rc;
