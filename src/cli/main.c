@@ -281,13 +281,14 @@ static int train_command(int argc, char **argv, zt_err *err)
 
 /* A stop signal (SIGTERM, SIGINT, SIGUSR2) that comes while MPI and the data
  * start up is kept for the trainer, which answers it after the first step,
- * instead of killing the rank (SIGUSR2's default) or being lost. */
+ * instead of killing the rank (SIGUSR2's default) or being lost.  The handlers
+ * stay until the process ends: a first signal after the final save (during the
+ * closing lines or MPI's shutdown) is then only recorded, and the run still
+ * exits 0 with its closing lines, where the default action killed it (143). */
 static int cmd_train(int argc, char **argv, zt_err *err)
 {
     zt_preempt_install();
-    int rc = train_command(argc, argv, err);
-    zt_preempt_restore();
-    return rc;
+    return train_command(argc, argv, err);
 }
 
 /* ---- eval ----------------------------------------------------------------- */
