@@ -61,7 +61,7 @@ static int convert_gguf(const char *file, const char *out, zt_dtype dtype, size_
         have_lay = 1;
     if (rc == ZT_OK) {
         convert_ctx c = {g, &cfg, &lay, dtype};
-        rc = zt_hf_save_streamed(out, &cfg, &lay, dtype, max_shard, fill_param, &c, err);
+        rc = zt_hf_save_streamed(out, &cfg, &lay, dtype, max_shard, NULL, fill_param, &c, err);
     }
     zt_hf_token_ids ids = ZT_HF_TOKEN_IDS_NONE;
     if (rc == ZT_OK)

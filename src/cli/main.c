@@ -247,6 +247,10 @@ static int train_command(int argc, char **argv, zt_err *err)
     /* what is not a setting: where things are, and how the run reports */
     a.model_dir = model;
     a.data_path = data;
+    char shown[1024] = ""; /* messages name the files given, not the token cache they became */
+    for (int i = 0; i < n_data; i++)
+        snprintf(shown + strlen(shown), sizeof shown - strlen(shown), "%s%s", i ? " + " : "", data_files[i]);
+    a.data_shown = shown;
     a.output_dir = output_dir;
     a.log_jsonl = log_jsonl;
     a.resume_dir = resume;
@@ -298,13 +302,14 @@ static int train_command(int argc, char **argv, zt_err *err)
 
 /* A stop signal (SIGTERM, SIGINT, SIGUSR2) that comes while MPI and the data
  * start up is kept for the trainer, which answers it after the first step,
- * instead of killing the rank (SIGUSR2's default) or being lost. */
+ * instead of killing the rank (SIGUSR2's default) or being lost.  The handlers
+ * stay until the process ends: a first signal after the final save (during the
+ * closing lines or MPI's shutdown) is then only recorded, and the run still
+ * exits 0 with its closing lines, where the default action killed it (143). */
 static int cmd_train(int argc, char **argv, zt_err *err)
 {
     zt_preempt_install();
-    int rc = train_command(argc, argv, err);
-    zt_preempt_restore();
-    return rc;
+    return train_command(argc, argv, err);
 }
 
 /* ---- eval ----------------------------------------------------------------- */
@@ -439,6 +444,9 @@ static int cmd_init_model(int argc, char **argv, zt_err *err)
     zt_llama_config cfg;
     zt_hf_token_ids ids = ZT_HF_TOKEN_IDS_NONE;
     if ((rc = zt_hf_config_read(cfg_path, &cfg, err)) || (tok_dir && (rc = tokenizer_sizes(tok_dir, &cfg, &ids, err))))
+        return rc;
+    char why[320]; /* the gate every command that allocates a model passes */
+    if ((rc = zt_memory_gate_init(&cfg, (int)zt_dtype_size(dt), zt_memory_limit(0, 1, why, sizeof why), why, err)))
         return rc;
     size_t numel = 0;
     if ((rc = zt_hf_init_random(out, &cfg, (uint64_t)seed, dt, max_shard_bytes, &numel, err)))

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../core/memlimit.h"
 #include "../engine/engine.h"
 #include "../kernels/backend_cuda.h"
 #include "../model/layout.h"
@@ -21,12 +22,48 @@ static const char *human(char *buf, size_t len, double b)
     return buf;
 }
 
+static size_t meminfo_share(int ranks_here, char *why, size_t why_len);
+
+/* The cgroup and ulimit -v bounds over a MemAvailable share of `limit` bytes
+ * (0: none known): the least wins, and why names it. */
+static size_t process_bounds(size_t limit, int ranks_here, char *why, size_t why_len)
+{
+    char text[8192] = "", which[4400] = "";
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    size_t got = f ? fread(text, 1, sizeof text - 1, f) : 0;
+    text[got] = 0;
+    if (f)
+        fclose(f);
+    double cg = zt_cgroup_memory_room("/sys/fs/cgroup", text, which, sizeof which), as = zt_address_space_room();
+    char h[32];
+    if (cg >= 0 && (limit == 0 || cg / ranks_here < (double)limit)) {
+        limit = (size_t)(cg / ranks_here);
+        snprintf(why, why_len, "the cgroup's memory limit %s leaves %s, shared by %d rank%s on this machine; "
+                 "--max_memory overrides", which, human(h, sizeof h, cg), ranks_here, ranks_here == 1 ? "" : "s");
+    }
+    if (as >= 0 && (limit == 0 || as < (double)limit)) {
+        limit = (size_t)as;
+        snprintf(why, why_len, "ulimit -v (RLIMIT_AS) leaves this process %s of address space; --max_memory "
+                 "overrides", human(h, sizeof h, as));
+    }
+    return limit;
+}
+
 size_t zt_memory_limit(size_t max_memory, int ranks_here, char *why, size_t why_len)
 {
     if (max_memory > 0) {
         snprintf(why, why_len, "--max_memory");
         return max_memory;
     }
+    if (ranks_here < 1)
+        ranks_here = 1;
+    size_t avail = meminfo_share(ranks_here, why, why_len);
+    return process_bounds(avail, ranks_here, why, why_len);
+}
+
+/* MemAvailable / ranks_here, 0 when unknown. */
+static size_t meminfo_share(int ranks_here, char *why, size_t why_len)
+{
     FILE *f = fopen("/proc/meminfo", "r");
     unsigned long long kb = 0;
     char line[256];
@@ -39,8 +76,6 @@ size_t zt_memory_limit(size_t max_memory, int ranks_here, char *why, size_t why_
         snprintf(why, why_len, "no limit known");
         return 0;
     }
-    if (ranks_here < 1)
-        ranks_here = 1;
     double total = (double)kb * 1024.0;
     char h[32];
     snprintf(why, why_len, "MemAvailable %s shared by %d rank%s on this machine; --max_memory overrides",
@@ -160,6 +195,12 @@ int zt_memory_gate(const zt_llama_config *cfg, const zt_plan *p, int B, int T, i
     if (need > (double)limit)
         return refuse(err, need, "an estimated", (double)limit, why);
     return ZT_OK;
+}
+
+int zt_memory_gate_init(const zt_llama_config *cfg, int dtype_bytes, size_t limit, const char *why, zt_err *err)
+{
+    double need = param_count(cfg) * (4.0 + (dtype_bytes != 4 ? dtype_bytes : 0));
+    return limit && need > (double)limit ? refuse(err, need, "an estimated", (double)limit, why) : ZT_OK;
 }
 
 size_t zt_host_memory_limit(size_t max_host_memory, int ranks_here, char *why, size_t why_len)

@@ -22,9 +22,18 @@
 #include "../model/config.h"
 #include "../plan/plan.h"
 
-/* Bytes this rank may use: max_memory when > 0, else MemAvailable / ranks on this
- * machine; 0 when unknown (no limit).  *why describes where it came from. */
+/* Bytes this rank may use: max_memory when > 0, else the least of
+ * MemAvailable / ranks on this machine, the room the cgroup's memory limit
+ * leaves (cgroup v2 memory.max, v1 memory.limit_in_bytes, less what the cgroup
+ * uses; every ancestor's too) / ranks, and the address space ulimit -v
+ * (RLIMIT_AS) leaves this process; 0 when none is known (no limit).  *why
+ * names the bound that won. */
 size_t zt_memory_limit(size_t max_memory, int ranks_here, char *why, size_t why_len);
+
+/* init-model holds every parameter in fp32 and, for another dtype, its
+ * converted copy: ZT_OK when that fits in limit (0: no limit), else ZT_EINPUT
+ * stating both, before anything is allocated. */
+int zt_memory_gate_init(const zt_llama_config *cfg, int dtype_bytes, size_t limit, const char *why, zt_err *err);
 
 /* The same for a run on `device` (the plan's --device): on "cuda" the engine's
  * state and the activations live in GPU memory, so the limit is the free memory

@@ -102,8 +102,38 @@ static void print_recorder(const char *why)
     fflush(stderr);
 }
 
-/* The ranks on this machine whose last collective is before seq. */
-static void print_arrivals(uint64_t seq)
+/* A rank whose watchdog has not ticked for this long (16 ticks) is stopped, not
+ * slow: the thread only sleeps 100 ms between ticks, even on a loaded machine. */
+#define ZT_STOPPED_AFTER_S 1.6
+
+/* The ranks on this machine that stopped: no tick for ZT_STOPPED_AFTER_S.  A
+ * rank stopped inside the collective has entered it like the rest, so the
+ * arrivals alone cannot name it; its silence does.  The count, names in list. */
+static int stopped_ranks(const zt_board *b, char *list, size_t cap)
+{
+    double now = now_s();
+    int n = 0;
+    size_t used = 0;
+    list[0] = 0;
+    for (int i = 0; i < b->n; i++) {
+        double beat = atomic_load(&b->slot[i]->beat);
+        if (i == b->me || beat <= 0 || now - beat < ZT_STOPPED_AFTER_S)
+            continue;
+        int k = snprintf(list + used, cap - used, "%s%d (silent for %.1f s, at #%llu)", n ? ", " : "",
+                         b->world_rank[i], now - beat, (unsigned long long)atomic_load(&b->slot[i]->entered));
+        if (k > 0 && (size_t)k < cap - used)
+            used += (size_t)k;
+        n++;
+    }
+    return n;
+}
+
+/* The ranks on this machine whose last collective is before seq, and (with
+ * name_stopped: the rank that timed out) those that stopped (no watchdog tick):
+ * the stalled rank is named whether it stopped before the collective or inside
+ * it.  A rank reporting for another does not judge silence: it may itself have
+ * been the one stopped, and the others' clocks ran on while it was. */
+static void print_arrivals(uint64_t seq, int name_stopped)
 {
     zt_board *b = atomic_load(&g_board);
     if (!b) {
@@ -123,6 +153,11 @@ static void print_arrivals(uint64_t seq)
         if (k > 0 && (size_t)k < sizeof list - used)
             used += (size_t)k;
     }
+    char stopped[512];
+    int nstopped = name_stopped ? stopped_ranks(b, stopped, sizeof stopped) : 0;
+    if (nstopped)
+        fprintf(stderr, "ztrain: rank %d: stalled rank%s (stopped: no watchdog tick): %s\n", g_rank,
+                nstopped > 1 ? "s" : "", stopped);
     if (missing)
         fprintf(stderr, "ztrain: rank %d: ranks that have not arrived at #%llu: %s", g_rank,
                 (unsigned long long)seq, list);
@@ -143,7 +178,7 @@ static void report_for_other(zt_board *b, int who)
         describe(line, sizeof line, find(bs));
         fprintf(stderr, "ztrain: rank %d: rank %d timed out; this rank is blocked in %s for %.1f s\n", g_rank,
                 b->world_rank[who], line, now_s() - atomic_load(&g_blocked_since));
-        print_arrivals(bs);
+        print_arrivals(bs, 0);
     } else {
         describe(line, sizeof line, find(atomic_load(&g_seq)));
         fprintf(stderr, "ztrain: rank %d: rank %d timed out; this rank is not in a collective (its last: %s)\n",
@@ -160,7 +195,7 @@ static void on_timeout(uint64_t seq, double waited, int on_device)
     describe(line, sizeof line, find(seq));
     fprintf(stderr, "ztrain: error: rank %d: collective timeout: %s %.1f s (--collective_timeout %g) in %s\n",
             g_rank, on_device ? "the device has waited" : "blocked", waited, atomic_load(&g_timeout), line);
-    print_arrivals(seq);
+    print_arrivals(seq, 1);
     print_recorder("timeout");
     zt_board *b = atomic_load(&g_board);
     if (b) { /* let the other ranks on this machine print theirs (at most 2 s) */
@@ -169,9 +204,12 @@ static void on_timeout(uint64_t seq, double waited, int on_device)
         double t0 = now_s();
         for (int all = 0; !all && now_s() - t0 < 2.0;) {
             nanosleep(&(struct timespec){0, 20 * 1000 * 1000}, NULL);
+            double now = now_s();
+            atomic_store(&b->slot[b->me]->beat, now); /* still alive while it waits here */
             all = 1;
-            for (int i = 0; i < b->n; i++)
-                all &= atomic_load(&b->slot[i]->reported);
+            for (int i = 0; i < b->n; i++) /* a stopped rank cannot report: not waited for */
+                all &= atomic_load(&b->slot[i]->reported) ||
+                       now - atomic_load(&b->slot[i]->beat) >= ZT_STOPPED_AFTER_S;
         }
     }
     fprintf(stderr, "ztrain: error: rank %d: aborting the job after the collective timeout\n", g_rank);
@@ -304,8 +342,23 @@ static void *watch_main(void *arg)
 {
     (void)arg;
     int reported = 0;
+    double last_tick = now_s(), woke = 0.0;
     for (;;) {
         nanosleep(&(struct timespec){0, 100 * 1000 * 1000}, NULL);
+        double now = now_s();
+        zt_board *bb = atomic_load(&g_board);
+        if (bb)
+            atomic_store(&bb->slot[bb->me]->beat, now);
+        /* A tick that comes long after the last one: this process itself was
+         * stopped (SIGSTOP) and has just been continued.  Its collective waited
+         * because it did, so it must not time out and blame a rank that waited
+         * for it; it says so instead, and the timeout clock starts again. */
+        if (now - last_tick > ZT_STOPPED_AFTER_S) {
+            fprintf(stderr, "ztrain: rank %d: this rank was stopped for %.1f s (its watchdog could not run); "
+                    "not a timeout of the others\n", g_rank, now - last_tick);
+            woke = now;
+        }
+        last_tick = now;
         if (g_dump_requested) {
             g_dump_requested = 0;
             print_recorder("SIGUSR1");
@@ -320,6 +373,8 @@ static void *watch_main(void *arg)
                 }
         uint64_t seq = atomic_load(&g_blocked_seq);
         double waited = now_s() - atomic_load(&g_blocked_since);
+        if (woke > 0 && now - woke < atomic_load(&g_timeout))
+            waited = now - woke < waited ? now - woke : waited; /* counted from the wake-up */
         if (seq && waited > atomic_load(&g_timeout) && seq == atomic_load(&g_blocked_seq) && !other_timed_out(b))
             on_timeout(seq, waited, 0);
         dev_tick();

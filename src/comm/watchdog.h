@@ -32,6 +32,9 @@ typedef struct zt_board_slot {
     _Atomic uint64_t entered;   /* sequence number of the last collective entered */
     _Atomic int timed_out;      /* this rank's watchdog fired: others, print your state */
     _Atomic int reported;       /* this rank has printed its state for a timeout */
+    _Atomic double beat;        /* CLOCK_MONOTONIC time of this rank's last watchdog tick: a
+                                 * rank stopped (SIGSTOP, a debugger) stops beating, whether it
+                                 * stopped before a collective or inside one */
 } zt_board_slot;
 
 /* The node's board: slot[i] belongs to world rank world_rank[i]. */

@@ -186,6 +186,109 @@ int zt_write_atomic_fn(const char *path, int n, zt_part_fn get, void *ctx, zt_er
     return rc;
 }
 
+static void staged_path(const zt_fileset *s, const char *name, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s/.%s.zstage-%s", s->dir, name, s->token);
+}
+
+void zt_fileset_begin(zt_fileset *s, const char *dir)
+{
+    static const char alphabet[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+    memset(s, 0, sizeof *s);
+    snprintf(s->dir, sizeof s->dir, "%s", dir);
+    unsigned char rnd[12] = {0};
+    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) /* a weaker token still differs per process */
+        for (size_t i = 0; i < sizeof rnd; i++)
+            rnd[i] = (unsigned char)((unsigned)getpid() >> (i % 4 * 8) ^ i * 37u);
+    for (size_t i = 0; i < sizeof rnd; i++)
+        s->token[i] = alphabet[rnd[i] % (sizeof alphabet - 1)];
+    s->token[12] = 0;
+}
+
+int zt_fileset_stage(zt_fileset *s, const char *name, char *buf, size_t cap, zt_err *err)
+{
+    char final[4400];
+    if (strchr(name, '/') || snprintf(final, sizeof final, "%s/%s", s->dir, name) >= (int)sizeof final ||
+        strlen(s->dir) + strlen(name) + 32 > cap)
+        return zt_fail(err, ZT_EINPUT, "%s/%s: path too long or not a file name", s->dir, name);
+    int rc = zt_check_output_path(final, NULL, err);
+    if (rc)
+        return rc;
+    if (s->n == s->cap) {
+        int cap2 = s->cap ? 2 * s->cap : 8;
+        char **grown = zt_alloc(ZT_MEM_OTHER, (size_t)cap2 * sizeof *grown);
+        if (!grown)
+            return zt_fail(err, ZT_EFAIL, "%s: out of memory", final);
+        if (s->n)
+            memcpy(grown, s->names, (size_t)s->n * sizeof *grown);
+        zt_free(ZT_MEM_OTHER, s->names, (size_t)s->cap * sizeof *s->names);
+        s->names = grown;
+        s->cap = cap2;
+    }
+    size_t len = strlen(name) + 1;
+    if (!(s->names[s->n] = zt_alloc(ZT_MEM_OTHER, len)))
+        return zt_fail(err, ZT_EFAIL, "%s: out of memory", final);
+    memcpy(s->names[s->n++], name, len);
+    staged_path(s, name, buf, cap);
+    return ZT_OK;
+}
+
+/* Unlink the staged files from index `from` on, and free the set. */
+static void fileset_end(zt_fileset *s, int from)
+{
+    char path[4400];
+    for (int i = 0; i < s->n; i++) {
+        if (i >= from) {
+            staged_path(s, s->names[i], path, sizeof path);
+            unlink(path);
+        }
+        zt_free(ZT_MEM_OTHER, s->names[i], strlen(s->names[i]) + 1);
+    }
+    zt_free(ZT_MEM_OTHER, s->names, (size_t)s->cap * sizeof *s->names);
+    s->names = NULL;
+    s->n = s->cap = 0;
+}
+
+int zt_fileset_commit(zt_fileset *s, zt_err *err)
+{
+    char from[4400], to[4400];
+    int i = 0, rc = ZT_OK;
+    for (; i < s->n; i++) {
+        staged_path(s, s->names[i], from, sizeof from);
+        snprintf(to, sizeof to, "%s/%s", s->dir, s->names[i]);
+        if (rename(from, to) != 0) {
+            int e = errno;
+            rc = zt_fail(err, zt_errno_code(e), "%s: cannot rename %s over it: %s", to, from, strerror(e));
+            break;
+        }
+    }
+    int dfd = open(s->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC); /* the renames made durable, best effort */
+    if (dfd >= 0) {
+        (void)fsync(dfd);
+        close(dfd);
+    }
+    fileset_end(s, i);
+    return rc;
+}
+
+void zt_fileset_abort(zt_fileset *s, zt_err *err)
+{
+    /* the message speaks of the file the user knows: "DIR/.NAME.zstage-TOKEN"
+     * becomes "DIR/NAME" wherever it appears */
+    char staged[4400];
+    for (int i = 0; err && i < s->n; i++) {
+        staged_path(s, s->names[i], staged, sizeof staged);
+        const char *base = strrchr(staged, '/') + 1; /* ".NAME.zstage-TOKEN" */
+        char *at;
+        while ((at = strstr(err->msg, base))) {
+            size_t tail = strlen(at + strlen(base)) + 1;
+            memmove(at, at + 1, strlen(s->names[i])); /* drop the leading dot */
+            memmove(at + strlen(s->names[i]), at + strlen(base), tail);
+        }
+    }
+    fileset_end(s, 0);
+}
+
 int zt_mkdirs(const char *dir, zt_err *err)
 {
     char path[4096];

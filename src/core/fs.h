@@ -42,6 +42,34 @@ int zt_open_output(const char *path, const char *what, int *fd, zt_err *err);
  * file ends with its last whole record, and the error names the file: ZT_EFAIL. */
 int zt_write_record(int fd, const char *path, const void *data, size_t n, zt_err *err);
 
+/* Several files that must change together (a model directory's shards, its
+ * index and its config): each is written whole under a hidden staging name
+ * "DIR/.NAME.zstage-TOKEN" (TOKEN: 12 random characters drawn once per set),
+ * and only when every one of them is on disk are they renamed into place, in
+ * the order they were staged.  A failure while writing (a full disk, a file
+ * size limit) therefore touches none of the files already there: the caller
+ * aborts and the staged files are removed.  What a reader sees during the
+ * renames themselves is the caller's concern (order them so that the file a
+ * reader opens first, the index, goes last). */
+typedef struct zt_fileset {
+    char dir[4096];
+    char token[13];
+    int n, cap;
+    char **names; /* final names inside dir, in commit order */
+} zt_fileset;
+void zt_fileset_begin(zt_fileset *s, const char *dir);
+/* Record NAME (a plain file name inside the set's directory) and put its
+ * staging path into buf for the caller to write with zt_write_atomic* : ZT_OK,
+ * or the refusal of zt_check_output_path for DIR/NAME (a FIFO, a directory...). */
+int zt_fileset_stage(zt_fileset *s, const char *name, char *buf, size_t cap, zt_err *err);
+/* Rename every staged file into place (staging order), fsync the directory,
+ * and free the set.  A rename that fails stops there, naming both paths; the
+ * files not renamed are removed. */
+int zt_fileset_commit(zt_fileset *s, zt_err *err);
+/* Remove every staged file and free the set (after a failure); err's message
+ * (if err is not NULL) then names each file by its final name, not its staging one. */
+void zt_fileset_abort(zt_fileset *s, zt_err *err);
+
 /* mkdir -p: create dir and its missing parents; an existing directory is fine,
  * an existing non-directory is ZT_EINPUT naming it. */
 int zt_mkdirs(const char *dir, zt_err *err);

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -314,4 +315,43 @@ int zt_json_keep_number_text(zt_json *j)
         return 0;
     }
     return keep_children(j, j->root, &k);
+}
+
+static int cmp_key(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+const char *zt_json_duplicate_key(const cJSON *item, int *oom)
+{
+    *oom = 0;
+    if (!item || !(cJSON_IsObject(item) || cJSON_IsArray(item)))
+        return NULL;
+    size_t n = 0;
+    for (const cJSON *c = item->child; c; c = c->next)
+        n++;
+    if (cJSON_IsObject(item) && n > 1) { /* sorted, a repeat sits beside its twin: n log n for a hostile line */
+        const char **keys = zt_alloc(ZT_MEM_OTHER, n * sizeof *keys);
+        if (!keys) {
+            *oom = -1;
+            return NULL;
+        }
+        size_t k = 0;
+        for (const cJSON *c = item->child; c; c = c->next)
+            keys[k++] = c->string;
+        qsort(keys, n, sizeof *keys, cmp_key);
+        const char *dup = NULL;
+        for (size_t i = 1; i < n && !dup; i++)
+            if (!strcmp(keys[i - 1], keys[i]))
+                dup = keys[i];
+        zt_free(ZT_MEM_OTHER, keys, n * sizeof *keys);
+        if (dup)
+            return dup;
+    }
+    for (const cJSON *c = item->child; c; c = c->next) {
+        const char *dup = zt_json_duplicate_key(c, oom);
+        if (dup || *oom)
+            return dup;
+    }
+    return NULL;
 }

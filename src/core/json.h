@@ -38,6 +38,12 @@ size_t zt_json_count_numbers(const struct cJSON *item);
 /* Number token k as an exact integer: 0 ok, 1 not an integer literal (has a
  * fraction or exponent, or k is out of range), 2 outside int64. */
 int zt_json_int(const zt_json *j, size_t k, int64_t *out);
+/* The first key that an object inside item (itself included, depth first)
+ * repeats: cJSON keeps a repeated key as a second member, a lookup takes the
+ * first, Python's json the last and pyarrow refuses, so a reader that cannot
+ * say which was meant refuses it.  NULL when none; -1 in *oom when scratch
+ * could not be had (then NULL). */
+const char *zt_json_duplicate_key(const struct cJSON *item, int *oom);
 /* Make every number of the tree print as its source token: cJSON keeps a double,
  * so a re-printed 8.0 would read 8 and 1.0e-5 would read 1e-05, and a file that
  * is read, completed and written again (io/hf_carry.c) would change numbers it

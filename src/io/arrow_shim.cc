@@ -11,6 +11,10 @@
 // allocator: they are the reader's transient working set, a batch at a time.
 #include "arrow_shim.h"
 
+extern "C" {
+#include "../core/text.h" /* zt_utf8_invalid_at, a C function */
+}
+
 #include <arrow/api.h>
 #include <arrow/io/file.h>
 #include <arrow/ipc/reader.h>
@@ -260,10 +264,17 @@ int each_row(const arrow::RecordBatch &b, const char *shown, const std::vector<s
             std::string_view v = json ? std::string_view(text[k]) : value(*arrays[k], i);
             vals[k] = v.data();
             lens[k] = v.size();
+            // Arrow does not check a Parquet column's UTF-8 on reading: the
+            // file, column and row are named here, where they are known
+            size_t bad = zt_utf8_invalid_at(reinterpret_cast<const unsigned char *>(v.data()), v.size());
+            if (bad < v.size())
+                return zt_fail(err, ZT_EINPUT, "%s: column \"%s\", row %lld: byte offset %zu is not valid UTF-8 "
+                               "(byte 0x%02X)", shown, cols[k].c_str(), (long long)(row0 + i), bad,
+                               (unsigned)(unsigned char)v[bad]);
         }
         int rc = fn(ctx, vals.data(), lens.data(), err);
-        if (rc)
-            return rc;
+        if (rc) // what the row's reader found, said of the file and row
+            return zt_wrap(err, "%s: row %lld: ", shown, (long long)(row0 + i));
     }
     return ZT_OK;
 }

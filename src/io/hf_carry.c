@@ -2,6 +2,7 @@
 #include "hf_carry.h"
 
 #include <cjson/cJSON.h>
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +25,34 @@ const char *const zt_hf_tokenizer_files[] = {
     "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
     "added_tokens.json", "vocab.json", "merges.txt", "chat_template.jinja", NULL,
 };
+
+int zt_hf_check_outputs(const char *dir, zt_err *err)
+{
+    static const char *const model_files[] = {"config.json", "model.safetensors", "model.safetensors.index.json",
+                                              "generation_config.json", NULL};
+    char path[4400];
+    int rc = ZT_OK;
+    for (int i = 0; model_files[i] && rc == ZT_OK; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, model_files[i]);
+        rc = zt_check_output_path(path, "a file the model save writes", err);
+    }
+    for (int i = 0; zt_hf_tokenizer_files[i] && rc == ZT_OK; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, zt_hf_tokenizer_files[i]);
+        rc = zt_check_output_path(path, "a file the model save writes", err);
+    }
+    DIR *d = rc == ZT_OK ? opendir(dir) : NULL; /* shards of any count the save may write or remove */
+    struct dirent *e;
+    while (d && rc == ZT_OK && (e = readdir(d))) {
+        size_t len = strlen(e->d_name);
+        if (strncmp(e->d_name, "model-", 6) || len < 18 || strcmp(e->d_name + len - 12, ".safetensors"))
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        rc = zt_check_output_path(path, "a file the model save writes", err);
+    }
+    if (d)
+        closedir(d);
+    return rc;
+}
 
 /* Are a and b the same file?  (Both must exist.) */
 static int same_file(const char *a, const char *b)

@@ -40,4 +40,12 @@ int zt_hf_carry(const char *dst, const char *src_config, const char *src_dir, co
  * the tokenizer of tokenizer_dir (NULL: source_dir's). */
 int zt_hf_carry_model(const char *dst, const char *source_dir, const char *tokenizer_dir, zt_err *err);
 
+/* Before a run that will save a model into dir: every file such a save writes
+ * or replaces there (config.json, model.safetensors, its index, any
+ * model-*.safetensors shard, generation_config.json, the tokenizer files) is
+ * absent or a regular file (or a symlink to one): ZT_EINPUT naming the first
+ * FIFO, device, socket or directory in the way (zt_check_output_path), so that
+ * it is refused before the first step rather than after the last. */
+int zt_hf_check_outputs(const char *dir, zt_err *err);
+
 #endif

@@ -568,6 +568,43 @@ int zt_hf_config_parse(const char *name, const void *text, size_t len, zt_llama_
     return rc ? rc : from_json(name, &j, cfg, 0, err);
 }
 
+/* Values that parse but no model has, refused before they become all-inf
+ * weights, NaN at step 1 or a gradient of zero (issue 44):
+ *  - initializer_range above 1: N(0, sigma) weights with sigma > 1 already
+ *    saturate every activation; 1e300 rounds to inf in fp32;
+ *  - rope_theta below 1 or above 1e12: inv_freq = theta^(-2i/d) grows past 1
+ *    (and overflows to inf for tiny theta) below 1; published models use 1e4..1e8;
+ *  - rms_norm_eps outside [1e-30, 0.1]: below, it rounds to 0 in fp32 and a zero
+ *    row divides by 0; above, it swamps mean(x^2) (1e300 gives a zero gradient);
+ *  - head_dim above 2048 (published models: 64..256);
+ *  - a parameter count (embedding, lm_head and every layer's matrices) above
+ *    2^48: the sizes' product overflows the byte counts long before. */
+static int check_ranges(const zt_llama_config *cfg, const char *where, zt_err *err)
+{
+    if (cfg->initializer_range > 1.0)
+        return zt_fail(err, ZT_EINPUT, "%s: initializer_range %g is out of range (at most 1; models use about 0.02)",
+                       where, cfg->initializer_range);
+    if (cfg->rope_theta < 1.0 || cfg->rope_theta > 1e12)
+        return zt_fail(err, ZT_EINPUT, "%s: rope_theta %g is out of range (1 to 1e12; models use 1e4 to 1e8)", where,
+                       cfg->rope_theta);
+    if (cfg->rms_norm_eps < 1e-30 || cfg->rms_norm_eps > 0.1)
+        return zt_fail(err, ZT_EINPUT, "%s: rms_norm_eps %g is out of range (1e-30 to 0.1; models use 1e-6 to 1e-5)",
+                       where, cfg->rms_norm_eps);
+    if (cfg->head_dim > 2048)
+        return zt_fail(err, ZT_EINPUT, "%s: head_dim %d is out of range (at most 2048; models use 64 to 256)", where,
+                       cfg->head_dim);
+    const double h = cfg->hidden_size, q = (double)cfg->num_attention_heads * cfg->head_dim,
+                 kv = (double)cfg->num_key_value_heads * cfg->head_dim;
+    const double layer = 2 * h + 2 * h * q + 2 * h * kv + 3 * h * cfg->intermediate_size;
+    const double total = (double)cfg->num_hidden_layers * layer + 2 * (double)cfg->vocab_size * h + h;
+    if (total > 281474976710656.0) /* 2^48 */
+        return zt_fail(err, ZT_EINPUT, "%s: hidden_size %d, intermediate_size %d, num_hidden_layers %d, "
+                       "num_attention_heads x head_dim %.0f and vocab_size %d make %.3g parameters: out of range "
+                       "(at most 2^48)", where, cfg->hidden_size, cfg->intermediate_size, cfg->num_hidden_layers, q,
+                       cfg->vocab_size, total);
+    return ZT_OK;
+}
+
 int zt_llama_config_check(const zt_llama_config *cfg, const char *where, zt_err *err)
 {
     const struct { const char *name; int v; } sizes[] = {
@@ -622,7 +659,7 @@ int zt_llama_config_check(const zt_llama_config *cfg, const char *where, zt_err 
             return zt_fail(err, ZT_EINPUT, "%s: rope_scaling.high_freq_factor must be larger than low_freq_factor",
                            where);
     }
-    return ZT_OK;
+    return check_ranges(cfg, where, err);
 }
 
 /* sliding_window as read: Mistral always writes it (null for no window, since an

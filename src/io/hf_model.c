@@ -195,10 +195,6 @@ int zt_hf_load_params_to(const char *dir, const zt_layout *lay, zt_param_sink se
     return rc;
 }
 
-/* One file when everything fits in max_shard_bytes (0: no limit), else shards
- * model-0000i-of-0000n.safetensors cut between tensors, as save_pretrained does,
- * plus model.safetensors.index.json.  The layout not written (single vs sharded)
- * is removed afterwards, so the directory never holds two disagreeing models. */
 /* A shard's tensors are outs[first..]: the fill function is asked by global index. */
 typedef struct shard_fill {
     zt_st_fill_fn fill;
@@ -214,13 +210,16 @@ static int fill_shifted(void *ctx, int i, void *dst, zt_err *err)
 
 /* outs written as given, or (fill non-NULL) each tensor made by fill just before
  * it is written. */
-static int write_some(const char *path, const zt_st_out *outs, int first, int count, zt_st_fill_fn fill,
-                      void *ctx, zt_err *err)
+static int write_some(const char *path, const zt_st_out *outs, int first, int count, const char *const *meta,
+                      zt_st_fill_fn fill, void *ctx, zt_err *err)
 {
+    static const char *const pt[] = {"format", "pt", NULL};
+    if (!meta)
+        meta = pt;
     if (!fill)
-        return zt_st_write(path, outs + first, count, "pt", err);
+        return zt_st_write_meta(path, outs + first, count, meta, err);
     shard_fill sf = {fill, ctx, first};
-    return zt_st_write_fill(path, outs + first, count, "pt", fill_shifted, &sf, err);
+    return zt_st_write_fill_meta(path, outs + first, count, meta, fill_shifted, &sf, err);
 }
 
 /* Remove the shard files model-K-of-M.safetensors of an earlier save that this
@@ -246,29 +245,19 @@ static void remove_stale_shards(const char *dir, int nshards)
         closedir(d);
 }
 
-static int write_weights(const char *dir, const zt_st_out *outs, int n, zt_dtype dtype,
-                         size_t max_shard_bytes, zt_st_fill_fn fill, void *ctx, zt_err *err)
+/* Which shard each tensor goes to (shard_of[n]): a new shard starts when the
+ * next tensor would overflow max_shard_bytes, as save_pretrained cuts them.  The
+ * number of shards, 0 when everything fits one model.safetensors. */
+static int plan_shards(const zt_st_out *outs, int n, zt_dtype dtype, size_t max_shard_bytes, int *shard_of,
+                       size_t *total)
 {
-    char path[4096], index[4096];
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    snprintf(index, sizeof index, "%s/model.safetensors.index.json", dir);
-    size_t total = 0, es = zt_dtype_size(dtype);
+    size_t es = zt_dtype_size(dtype), acc = 0;
+    *total = 0;
     for (int i = 0; i < n; i++)
-        total += (size_t)outs[i].shape[0] * (size_t)(outs[i].ndim == 2 ? outs[i].shape[1] : 1) * es;
-    int rc;
-    if (max_shard_bytes == 0 || total <= max_shard_bytes) {
-        if ((rc = write_some(path, outs, 0, n, fill, ctx, err)))
-            return rc;
-        unlink(index);
-        remove_stale_shards(dir, 0);
-        return ZT_OK;
-    }
-    /* shard boundaries: start a new shard when the next tensor would overflow it */
-    int *shard_of = zt_alloc(ZT_MEM_OTHER, (size_t)n * sizeof *shard_of);
-    if (!shard_of)
-        return zt_fail(err, ZT_EFAIL, "out of memory saving %s", dir);
+        *total += (size_t)outs[i].shape[0] * (size_t)(outs[i].ndim == 2 ? outs[i].shape[1] : 1) * es;
+    if (max_shard_bytes == 0 || *total <= max_shard_bytes)
+        return 0;
     int nshards = 0;
-    size_t acc = 0;
     for (int i = 0; i < n; i++) {
         size_t b = (size_t)outs[i].shape[0] * (size_t)(outs[i].ndim == 2 ? outs[i].shape[1] : 1) * es;
         if (nshards == 0 || (acc > 0 && acc + b > max_shard_bytes)) {
@@ -278,46 +267,106 @@ static int write_weights(const char *dir, const zt_st_out *outs, int n, zt_dtype
         shard_of[i] = nshards - 1;
         acc += b;
     }
-    cJSON *root = cJSON_CreateObject(), *meta = cJSON_AddObjectToObject(root, "metadata");
-    cJSON_AddNumberToObject(meta, "total_size", (double)total);
+    return nshards;
+}
+
+/* Every file of the new model written under its staging name (zt_fileset):
+ * config.json, then the weights: model.safetensors, or the shards and then
+ * model.safetensors.index.json. */
+static int stage_model(zt_fileset *fs, const zt_llama_config *cfg, const zt_st_out *outs, int n, zt_dtype dtype,
+                       const int *shard_of, int nshards, size_t total, const char *const *meta, zt_st_fill_fn fill,
+                       void *ctx, zt_err *err)
+{
+    char path[4400];
+    zt_llama_config c = *cfg;
+    c.torch_dtype = dtype;
+    int rc = zt_fileset_stage(fs, "config.json", path, sizeof path, err);
+    if (rc || (rc = zt_hf_config_write(path, &c, err)))
+        return rc;
+    if (nshards == 0)
+        return (rc = zt_fileset_stage(fs, "model.safetensors", path, sizeof path, err)) ? rc
+               : write_some(path, outs, 0, n, meta, fill, ctx, err);
+    cJSON *root = cJSON_CreateObject(), *imeta = cJSON_AddObjectToObject(root, "metadata");
+    cJSON_AddNumberToObject(imeta, "total_size", (double)total);
     cJSON *map = cJSON_AddObjectToObject(root, "weight_map");
-    rc = ZT_OK;
     for (int s = 0, first = 0; s < nshards && rc == ZT_OK; s++) {
         int last = first;
         while (last < n && shard_of[last] == s)
             last++;
         char name[64];
         snprintf(name, sizeof name, "model-%05d-of-%05d.safetensors", s + 1, nshards);
-        snprintf(path, sizeof path, "%s/%s", dir, name);
-        rc = write_some(path, outs, first, last - first, fill, ctx, err);
+        if ((rc = zt_fileset_stage(fs, name, path, sizeof path, err)) == ZT_OK)
+            rc = write_some(path, outs, first, last - first, meta, fill, ctx, err);
         for (int i = first; i < last; i++)
             cJSON_AddStringToObject(map, outs[i].name, name);
         first = last;
     }
     char *text = rc == ZT_OK ? cJSON_Print(root) : NULL;
     if (rc == ZT_OK && !text)
-        rc = zt_fail(err, ZT_EFAIL, "out of memory writing %s", index);
-    if (rc == ZT_OK) {
+        rc = zt_fail(err, ZT_EFAIL, "out of memory writing %s/model.safetensors.index.json", fs->dir);
+    if (rc == ZT_OK && (rc = zt_fileset_stage(fs, "model.safetensors.index.json", path, sizeof path, err)) == ZT_OK) {
         zt_wpart part = {text, strlen(text)};
-        rc = zt_write_atomic(index, &part, 1, err);
-    }
-    if (rc == ZT_OK) {
-        snprintf(path, sizeof path, "%s/model.safetensors", dir);
-        unlink(path);
-        remove_stale_shards(dir, nshards);
+        rc = zt_write_atomic(path, &part, 1, err);
     }
     free(text);
     cJSON_Delete(root);
-    zt_free(ZT_MEM_OTHER, shard_of, (size_t)n * sizeof *shard_of);
     return rc;
+}
+
+/* A model directory written so that no failure mixes two models: every file
+ * staged first (a full disk or a size limit at any shard leaves the directory
+ * as it was), then renamed into place.  The order of the renames keeps what a
+ * reader finds whole at every moment, given the loader's rule that
+ * model.safetensors wins over an index beside it (transformers' rule):
+ *  - one file: config.json, then model.safetensors (the switch), then the old
+ *    index and the shards of another layout go;
+ *  - shards: the old index goes first (so it never lists a new shard beside an
+ *    old one), then config.json, the shards, the index, and last an old
+ *    model.safetensors (the switch when the model was one file).
+ * A crash between removing the old index and renaming the new one in leaves no
+ * index: the directory is refused as holding no model, never loaded mixed. */
+static int write_model(const char *dir, const zt_llama_config *cfg, const zt_st_out *outs, int n, zt_dtype dtype,
+                       size_t max_shard_bytes, const char *const *meta, zt_st_fill_fn fill, void *ctx, zt_err *err)
+{
+    int rc = zt_mkdirs(dir, err);
+    if (rc)
+        return rc;
+    int *shard_of = zt_alloc(ZT_MEM_OTHER, (size_t)n * sizeof *shard_of);
+    if (!shard_of)
+        return zt_fail(err, ZT_EFAIL, "out of memory saving %s", dir);
+    size_t total = 0;
+    int nshards = plan_shards(outs, n, dtype, max_shard_bytes, shard_of, &total);
+    zt_fileset fs;
+    zt_fileset_begin(&fs, dir);
+    rc = stage_model(&fs, cfg, outs, n, dtype, shard_of, nshards, total, meta, fill, ctx, err);
+    zt_free(ZT_MEM_OTHER, shard_of, (size_t)n * sizeof *shard_of);
+    if (rc) {
+        zt_fileset_abort(&fs, err);
+        return rc;
+    }
+    char index[4400], single[4400];
+    snprintf(index, sizeof index, "%s/model.safetensors.index.json", dir);
+    snprintf(single, sizeof single, "%s/model.safetensors", dir);
+    if (nshards)
+        unlink(index);
+    if ((rc = zt_fileset_commit(&fs, err)))
+        return rc;
+    unlink(nshards ? single : index);
+    remove_stale_shards(dir, nshards);
+    return ZT_OK;
 }
 
 int zt_hf_save_tensors(const char *dir, const zt_llama_config *cfg, const zt_layout *lay,
                        float *const *values, zt_dtype dtype, size_t max_shard_bytes, zt_err *err)
 {
-    int rc = zt_mkdirs(dir, err);
-    if (rc)
-        return rc;
+    return zt_hf_save_tensors_meta(dir, cfg, lay, values, dtype, max_shard_bytes, NULL, err);
+}
+
+int zt_hf_save_tensors_meta(const char *dir, const zt_llama_config *cfg, const zt_layout *lay,
+                            float *const *values, zt_dtype dtype, size_t max_shard_bytes, const char *const *meta,
+                            zt_err *err)
+{
+    int rc = ZT_OK;
     zt_st_out *outs = zt_alloc(ZT_MEM_OTHER, (size_t)lay->nparams * sizeof *outs);
     void **conv = zt_alloc(ZT_MEM_OTHER, (size_t)lay->nparams * sizeof *conv);
     if (!outs || !conv) {
@@ -340,13 +389,7 @@ int zt_hf_save_tensors(const char *dir, const zt_llama_config *cfg, const zt_lay
         outs[i].shape[0] = p->shape[0];
         outs[i].shape[1] = p->shape[1];
     }
-    if ((rc = write_weights(dir, outs, lay->nparams, dtype, max_shard_bytes, NULL, NULL, err)))
-        goto done;
-    char path[4096];
-    zt_llama_config c = *cfg;
-    c.torch_dtype = dtype;
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    rc = zt_hf_config_write(path, &c, err);
+    rc = write_model(dir, cfg, outs, lay->nparams, dtype, max_shard_bytes, meta, NULL, NULL, err);
 done:
     if (conv)
         for (int i = 0; i < lay->nparams; i++)
@@ -357,11 +400,10 @@ done:
 }
 
 int zt_hf_save_streamed(const char *dir, const zt_llama_config *cfg, const zt_layout *lay, zt_dtype dtype,
-                        size_t max_shard_bytes, zt_st_fill_fn fill, void *ctx, zt_err *err)
+                        size_t max_shard_bytes, const char *const *meta, zt_st_fill_fn fill, void *ctx,
+                        zt_err *err)
 {
-    int rc = zt_mkdirs(dir, err);
-    if (rc)
-        return rc;
+    int rc = ZT_OK;
     zt_st_out *outs = zt_alloc(ZT_MEM_OTHER, (size_t)lay->nparams * sizeof *outs);
     if (!outs)
         return zt_fail(err, ZT_EFAIL, "out of memory saving %s", dir);
@@ -371,14 +413,7 @@ int zt_hf_save_streamed(const char *dir, const zt_llama_config *cfg, const zt_la
         outs[i].shape[0] = p->shape[0];
         outs[i].shape[1] = p->shape[1];
     }
-    rc = write_weights(dir, outs, lay->nparams, dtype, max_shard_bytes, fill, ctx, err);
-    if (rc == ZT_OK) {
-        char path[4096];
-        zt_llama_config c = *cfg;
-        c.torch_dtype = dtype;
-        snprintf(path, sizeof path, "%s/config.json", dir);
-        rc = zt_hf_config_write(path, &c, err);
-    }
+    rc = write_model(dir, cfg, outs, lay->nparams, dtype, max_shard_bytes, meta, fill, ctx, err);
     zt_free(ZT_MEM_OTHER, outs, (size_t)lay->nparams * sizeof *outs);
     return rc;
 }

@@ -637,13 +637,12 @@ int zt_st_write_meta(const char *path, const zt_st_out *tensors, int n, const ch
     return st_write(path, tensors, n, meta && meta[0] ? meta : NULL, NULL, NULL, err);
 }
 
-int zt_st_write_fill(const char *path, const zt_st_out *tensors, int n, const char *metadata_format,
-                     zt_st_fill_fn fill, void *ctx, zt_err *err)
+int zt_st_write_fill_meta(const char *path, const zt_st_out *tensors, int n, const char *const *meta,
+                          zt_st_fill_fn fill, void *ctx, zt_err *err)
 {
     if (!fill)
         return zt_fail(err, ZT_EFAIL, "%s: write: no fill function", path);
-    const char *meta[] = {"format", metadata_format, NULL};
-    return st_write(path, tensors, n, metadata_format ? meta : NULL, fill, ctx, err);
+    return st_write(path, tensors, n, meta && meta[0] ? meta : NULL, fill, ctx, err);
 }
 
 /* One tensor to write, checked: a name that is not empty, valid UTF-8 and not
@@ -998,9 +997,16 @@ int zt_weights_open(const char *dir, zt_weights **out, zt_err *err)
     int rc = ZT_OK;
     if (!w || !index || !single) {
         rc = zt_fail(err, ZT_EFAIL, "%s: out of memory", dir);
-    } else if (stat(index, &st) == 0) {
+    } else if (stat(index, &st) == 0 && stat(single, &st) != 0) {
         rc = weights_open_sharded(w, dir, index, err);
     } else if (stat(single, &st) == 0) {
+        /* Both: transformers' from_pretrained looks for model.safetensors first
+         * and never reads the index then; the same rule here, said aloud, so the
+         * two never load different weights from one directory (and a sharded
+         * save over a one-file model switches with the removal of that file). */
+        if (stat(index, &st) == 0)
+            fprintf(stderr, "ztrain: note: %s holds both model.safetensors and model.safetensors.index.json: "
+                            "loading model.safetensors, as transformers does (the index is ignored)\n", dir);
         w->files = xalloc(sizeof *w->files);
         if (!w->files)
             rc = zt_fail(err, ZT_EFAIL, "%s: out of memory", dir);
@@ -1029,6 +1035,11 @@ int zt_weights_open(const char *dir, zt_weights **out, zt_err *err)
 }
 
 int zt_weights_count(const zt_weights *w) { return w->n; }
+int zt_weights_nfiles(const zt_weights *w) { return w->nfiles; }
+const zt_st_file *zt_weights_file(const zt_weights *w, int i)
+{
+    return i >= 0 && i < w->nfiles ? w->files[i] : NULL;
+}
 const zt_st_tensor *zt_weights_get(const zt_weights *w, int i)
 {
     return i >= 0 && i < w->n ? w->tensors[i] : NULL;

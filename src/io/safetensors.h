@@ -65,8 +65,8 @@ int zt_st_write_meta(const char *path, const zt_st_out *tensors, int n, const ch
  * tensor i's bytes into dst just before they go to the file, so only the largest
  * tensor is ever held (merge-weights). */
 typedef int (*zt_st_fill_fn)(void *ctx, int i, void *dst, zt_err *err);
-int zt_st_write_fill(const char *path, const zt_st_out *tensors, int n, const char *metadata_format,
-                     zt_st_fill_fn fill, void *ctx, zt_err *err);
+int zt_st_write_fill_meta(const char *path, const zt_st_out *tensors, int n, const char *const *meta,
+                          zt_st_fill_fn fill, void *ctx, zt_err *err);
 /* Let the kernel drop the file's pages from this process (they are read again
  * from the page cache if touched): bounded memory while streaming a large file. */
 void zt_st_drop_pages(zt_st_file *f);
@@ -79,6 +79,9 @@ typedef struct zt_weights zt_weights;
 int zt_weights_open(const char *dir, zt_weights **out, zt_err *err);
 void zt_weights_close(zt_weights *w);
 int zt_weights_count(const zt_weights *w);
+/* The files the weights were read from (1, or the shards in index order). */
+int zt_weights_nfiles(const zt_weights *w);
+const zt_st_file *zt_weights_file(const zt_weights *w, int i);
 const zt_st_tensor *zt_weights_get(const zt_weights *w, int i);
 /* Find a tensor by name; *file (optional) receives the path of the file holding it. */
 const zt_st_tensor *zt_weights_find(const zt_weights *w, const char *name, const char **file);

@@ -5,6 +5,8 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -80,6 +82,20 @@ static int files_alloc(table_files *f, int n, const char *path, zt_err *err)
     return ZT_OK;
 }
 
+/* path, with every symlink resolved, stays inside dir (also resolved): a
+ * data-*.arrow or state.json that is a link out of a save_to_disk directory is
+ * refused, as a "../" in a file name is, so the directory is what is read. */
+static int inside(const char *dir, const char *path, zt_err *err)
+{
+    char d[PATH_MAX], p[PATH_MAX];
+    if (!realpath(dir, d) || !realpath(path, p)) /* a missing file: the open names it */
+        return errno == ENOENT ? ZT_OK : zt_fail(err, ZT_EINPUT, "%s: cannot resolve it: %s", path, strerror(errno));
+    if (strncmp(p, d, strlen(d)) != 0 || p[strlen(d)] != '/')
+        return zt_fail(err, ZT_EINPUT, "%s: a symlink out of the save_to_disk directory %s (to %s): refused; a "
+                       "dataset directory is read only from its own files", path, dir, p);
+    return ZT_OK;
+}
+
 /* state.json's "_data_files": [{"filename": "data-00000-of-00001.arrow"}, ...] */
 static int dir_files(const char *dir, table_files *f, zt_err *err)
 {
@@ -95,8 +111,8 @@ static int dir_files(const char *dir, table_files *f, zt_err *err)
                        "state.json); data directories are read as a Dataset's data-*.arrow files", dir);
     }
     zt_json j;
-    int rc = zt_json_parse_file(state, 1 << 20, &j, err);
-    if (rc)
+    int rc = inside(dir, state, err);
+    if (rc || (rc = zt_json_parse_file(state, 1 << 20, &j, err)))
         return rc;
     const cJSON *list = cJSON_GetObjectItemCaseSensitive(j.root, "_data_files");
     int n = cJSON_IsArray(list) ? cJSON_GetArraySize(list) : 0;
@@ -114,6 +130,8 @@ static int dir_files(const char *dir, table_files *f, zt_err *err)
                          state, i, dir);
         else if (snprintf(f->paths + (size_t)i * PATH_CAP, PATH_CAP, "%s/%s", dir, s) >= PATH_CAP)
             rc = zt_fail(err, ZT_EINPUT, "%s: path too long", dir);
+        else
+            rc = inside(dir, f->paths + (size_t)i * PATH_CAP, err);
     }
     zt_json_free(&j);
     if (rc)

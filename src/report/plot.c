@@ -94,10 +94,14 @@ typedef struct run_log {
     long steps;             /* training records */
 } run_log;
 
+/* A point; y NaN: absent, nothing drawn; y infinite: a gap (the log's null),
+ * kept as a NaN point where the line breaks. */
 static int push(series *s, double x, double y)
 {
-    if (isnan(y))
-        return ZT_OK;
+    if (isnan(y) || (isinf(y) && (s->n == 0 || isnan(s->y[s->n - 1]))))
+        return ZT_OK; /* absent, or a gap with nothing before it to break */
+    if (isinf(y))
+        y = NAN;
     if (s->n == s->cap) {
         int cap = s->cap ? 2 * s->cap : 256;
         double *nx = zt_alloc(ZT_MEM_OTHER, (size_t)cap * sizeof(double));
@@ -131,13 +135,19 @@ static void log_free(run_log *lg)
     }
 }
 
-/* A numeric field: NaN when absent; ZT_EINPUT when present but not a finite number. */
+/* A numeric field: NaN when absent, INFINITY when null (the trainer writes null
+ * for a value it could not form, e.g. a step's loss that was not finite: a gap
+ * in the line); ZT_EINPUT when present but not a finite number. */
 static int field(const cJSON *o, const char *key, double *out, const char *path, long line, zt_err *err)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
     *out = NAN;
     if (!v)
         return ZT_OK;
+    if (cJSON_IsNull(v) && strcmp(key, "step") != 0) {
+        *out = INFINITY;
+        return ZT_OK;
+    }
     if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
         return zt_fail(err, ZT_EINPUT, "%s:%ld: \"%s\" is not a finite number", path, line, key);
     *out = v->valuedouble;
@@ -280,12 +290,19 @@ static void panel(text *t, box b, const char *title, const line_spec *ls, int nl
         const series *s = ls[i].s;
         if (s->n == 0)
             continue;
-        put(t, "<polyline class=\"line\" stroke=\"%s\" points=\"", ls[i].color);
-        for (int k = 0; k < s->n; k++)
-            put(t, "%.1f,%.1f ", PX(s->x[k]), PY(s->y[k]));
-        put(t, "\"/>\n");
+        /* one polyline per run of points between gaps */
+        for (int k = 0; k < s->n;) {
+            put(t, "<polyline class=\"line\" stroke=\"%s\" points=\"", ls[i].color);
+            for (; k < s->n && !isnan(s->y[k]); k++)
+                put(t, "%.1f,%.1f ", PX(s->x[k]), PY(s->y[k]));
+            put(t, "\"/>\n");
+            while (k < s->n && isnan(s->y[k]))
+                k++;
+        }
         for (int k = 0; ls[i].points && k < s->n; k++)
-            put(t, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"%s\"/>", PX(s->x[k]), PY(s->y[k]), ls[i].color);
+            if (!isnan(s->y[k]))
+                put(t, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"%s\"/>", PX(s->x[k]), PY(s->y[k]),
+                    ls[i].color);
         if (nl > 1) { /* legend, top right */
             double lx = a.x + a.w - 150, ly = a.y + 16 + 16 * i;
             put(t, "\n<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"2\"/>", lx,

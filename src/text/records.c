@@ -46,9 +46,16 @@ static int each_object(const char *path, const char *data, size_t len, const cha
         int rc = zt_json_parse(path, what, s, n, (size_t)(s - data), &j, err);
         if (rc)
             return rc;
+        int oom = 0;
+        const char *dup = cJSON_IsObject(j.root) ? zt_json_duplicate_key(j.root, &oom) : NULL;
         if (!cJSON_IsObject(j.root))
             rc = zt_fail(err, ZT_EINPUT, "%s: line %ld is not a JSON object (JSON Lines: one object per line, %s)",
                          path, line, expected);
+        else if (oom)
+            rc = zt_fail(err, ZT_EFAIL, "%s: line %ld: out of memory", path, line);
+        else if (dup)
+            rc = zt_fail(err, ZT_EINPUT, "%s: line %ld: duplicate key \"%.60s\" (which value was meant is "
+                         "unclear: refused, as pyarrow refuses it)", path, line, dup);
         else
             rc = on(ctx, j.root, line, err);
         zt_json_free(&j);

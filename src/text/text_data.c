@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../core/fs.h"
 #include "../core/input.h"
 #include "../core/mem.h"
 #include "../core/sha256.h"
@@ -210,6 +211,53 @@ int zt_text_cache_dir(char *buf, size_t cap, zt_err *err)
     return ZT_OK;
 }
 
+
+/* The SHA-256 of an entry's files (the ids, then the mask when there is one)
+ * as 64 hex digits: what the entry's .sha256 file records when it is written
+ * and what a read must find again.  0 ok, -1 when a file cannot be read. */
+static int entry_digest(const char *ids_path, const char *mask_path, char hex[65])
+{
+    zt_sha256 h;
+    zt_sha256_init(&h);
+    const char *paths[2] = {ids_path, mask_path};
+    for (int i = 0; i < 2 && paths[i]; i++) {
+        zt_text_file f;
+        zt_err ignored = {0};
+        if (zt_text_file_open(paths[i], &f, &ignored) != ZT_OK)
+            return -1;
+        uint64_t n = f.len; /* the length first: ids+mask cut elsewhere hash apart */
+        zt_sha256_update(&h, &n, sizeof n);
+        zt_sha256_update(&h, f.data, f.len);
+        zt_text_file_close(&f);
+    }
+    uint8_t d[32];
+    zt_sha256_final(&h, d);
+    zt_sha256_hex(d, hex);
+    return 0;
+}
+
+/* Is the cache entry what was written?  Its files hash to the digest recorded
+ * beside them: a file overwritten, truncated or left by an older ztrain (no
+ * digest) is not, and is built again. */
+static int entry_sound(const char *ids_path, const char *mask_path, const char *sum_path)
+{
+    char want[65] = "", have[65];
+    FILE *f = fopen(sum_path, "r");
+    int ok = f && fscanf(f, "%64s", want) == 1;
+    if (f)
+        fclose(f);
+    return ok && entry_digest(ids_path, mask_path, have) == 0 && strcmp(want, have) == 0;
+}
+
+static int write_digest(const char *ids_path, const char *mask_path, const char *sum_path, zt_err *err)
+{
+    char hex[66];
+    if (entry_digest(ids_path, mask_path, hex) != 0)
+        return zt_fail(err, ZT_EFAIL, "%s: cannot read the entry just written", ids_path);
+    hex[64] = '\n';
+    zt_wpart part = {hex, 65};
+    return zt_write_atomic(sum_path, &part, 1, err);
+}
 /* mkdir -p */
 static int make_dirs(const char *dir, zt_err *err)
 {
@@ -304,9 +352,14 @@ int zt_text_cached_tokens(const char *text_path, const char *text_field, const c
     if (!rc && sft && zt_text_mask_path(out_path, mask_path, sizeof mask_path) != 0)
         rc = zt_fail(err, ZT_EINPUT, "%s: path too long", cache_dir);
     *has_mask = sft;
-    if (!rc && access(out_path, R_OK) == 0) {
+    char sum_path[4200];
+    snprintf(sum_path, sizeof sum_path, "%s.sha256", out_path);
+    if (!rc && access(out_path, R_OK) == 0 && entry_sound(out_path, sft ? mask_path : NULL, sum_path)) {
         *hit = 1;
     } else if (!rc && !(rc = make_dirs(cache_dir, err))) {
+        if (access(out_path, F_OK) == 0)
+            fprintf(stderr, "ztrain: note: the token cache entry %s does not match its digest (%s: damaged, "
+                    "stale or from before digests): tokenizing %s again\n", out_path, sum_path, text_path);
         zt_ids ids = {0}, mask = {0};
         doc_sink d = {t, threads, -1, &ids};
         rc = sft ? sft_encode(t, text_path, table, tx.data, tx.len, threads, &ids, &mask, err)
@@ -318,6 +371,8 @@ int zt_text_cached_tokens(const char *text_path, const char *text_field, const c
             rc = zt_tokens_write_npy(mask_path, mask.v, mask.n, err);
         if (rc == ZT_OK)
             rc = zt_tokens_write_npy(out_path, ids.v, ids.n, err);
+        if (rc == ZT_OK) /* last: an entry is whole once its digest is there */
+            rc = write_digest(out_path, sft ? mask_path : NULL, sum_path, err);
         zt_ids_free(&ids);
         zt_ids_free(&mask);
     }

@@ -129,7 +129,7 @@ int zt_ckpt_probe_output_dir(const char *dir, zt_err *err)
         return zt_fail(err, ZT_EINPUT, "--output_dir %s: cannot write there: %s", dir, strerror(errno));
     close(fd);
     unlink(tmp);
-    return ZT_OK;
+    return zt_hf_check_outputs(dir, err);
 }
 
 /* ---- names inside a checkpoint --------------------------------------------- */
@@ -149,12 +149,13 @@ static long checkpoint_number(const char *name)
 }
 
 /* Leftovers of interrupted saves: .checkpoint-*.tmp-* and .checkpoint-*.del-*
- * directories, and *.ztmp-* files of interrupted atomic writes. */
+ * directories, *.ztmp-* files of interrupted atomic writes and .*.zstage-*
+ * files of an interrupted model save (zt_fileset). */
 static int is_litter(const char *name)
 {
     if (!strncmp(name, ".checkpoint-", 12) && (strstr(name, ".tmp-") || strstr(name, ".del-")))
         return 1;
-    return strstr(name, ".ztmp-") != NULL;
+    return strstr(name, ".ztmp-") != NULL || (name[0] == '.' && strstr(name, ".zstage-") != NULL);
 }
 
 static void remove_litter(const char *output_dir)
@@ -426,7 +427,10 @@ int zt_ckpt_save(const zt_ckpt_save_args *sa, zt_engine *eng, const zt_ckpt_stat
         return rc;
     /* 1. the model: the full HF directory (a collective gather), or its config alone */
     if (sa->write_model) {
-        rc = zt_hf_save(tmpdir, sa->cfg, zt_engine_layout(eng), eng, sa->model_dtype, sa->max_shard_bytes, rank0, err);
+        zt_ckpt_model_meta meta;
+        zt_ckpt_model_meta_fill(&meta, st);
+        rc = zt_hf_save(tmpdir, sa->cfg, zt_engine_layout(eng), eng, sa->model_dtype, sa->max_shard_bytes, meta.kv,
+                        rank0, err);
     } else if (rank0) {
         char path[4200];
         snprintf(path, sizeof path, "%s/config.json", tmpdir);
@@ -571,6 +575,8 @@ int zt_ckpt_verify(const char *dir, zt_err *err)
         }
         if (rc == ZT_OK)
             rc = check_shard_identities(dir, &ix, &st, err);
+        if (rc == ZT_OK)
+            rc = zt_ckpt_check_model(dir, &st, err);
         zt_ckpt_index_free(&ix);
     }
     return rc;
@@ -958,8 +964,10 @@ int zt_ckpt_merge(const char *dir, const char *out, const zt_dtype *dtype, size_
         else
             memset(m.os.files, 0, (size_t)ix.group_size * sizeof(zt_st_file *));
     }
+    zt_ckpt_model_meta meta; /* the identity a FULL_STATE_DICT save gives its model, so the bytes agree */
+    zt_ckpt_model_meta_fill(&meta, &st);
     if (rc == ZT_OK)
-        rc = zt_hf_save_streamed(out, &cfg, &lay, m.dtype, max_shard_bytes, fill_param, &m, err);
+        rc = zt_hf_save_streamed(out, &cfg, &lay, m.dtype, max_shard_bytes, meta.kv, fill_param, &m, err);
     for (int q = 0; m.os.files && q < ix.group_size; q++)
         if (m.os.files[q])
             zt_st_close(m.os.files[q]);

@@ -104,7 +104,8 @@ int zt_ckpt_read_state(const char *dir, zt_ckpt_state *st, zt_err *err);
 int zt_ckpt_merge(const char *dir, const char *out, const zt_dtype *dtype, size_t max_shard_bytes, zt_err *err);
 
 /* mkdir -p DIR, then create and remove a temporary file in it, so a directory
- * that cannot be written is refused before training (ZT_EINPUT naming it). */
+ * that cannot be written is refused before training (ZT_EINPUT naming it); and
+ * every file the final model save writes there checked (zt_hf_check_outputs). */
 int zt_ckpt_probe_output_dir(const char *dir, zt_err *err);
 
 #endif

@@ -5,8 +5,10 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 
 #include "../core/mem.h"
+#include "checkpoint.h"
 
 int zt_ckpt_new_run_id(zt_comm *comm, char id[17], zt_err *err)
 {
@@ -76,4 +78,57 @@ int zt_ckpt_check_shard(const zt_st_file *f, int rank, int group_size, const zt_
                            have ? have : "missing", have ? "\"" : "", expect, why[k]);
     }
     return ZT_OK;
+}
+
+void zt_ckpt_model_meta_fill(zt_ckpt_model_meta *m, const zt_ckpt_state *st)
+{
+    snprintf(m->step, sizeof m->step, "%ld", st->step);
+    const char *kv[] = {"format", "pt", "run_id", st->run_id, "step", m->step, NULL};
+    memcpy(m->kv, kv, sizeof kv);
+}
+
+int zt_ckpt_check_model(const char *dir, const zt_ckpt_state *st, zt_err *err)
+{
+    char single[4400], index[4400];
+    struct stat sb;
+    snprintf(single, sizeof single, "%s/model.safetensors", dir);
+    snprintf(index, sizeof index, "%s/model.safetensors.index.json", dir);
+    if (!st->run_id[0] || (stat(single, &sb) != 0 && stat(index, &sb) != 0))
+        return ZT_OK; /* a checkpoint from before identities, or one without a model */
+    zt_weights *w = NULL;
+    int rc = zt_weights_open(dir, &w, err);
+    zt_ckpt_model_meta want;
+    zt_ckpt_model_meta_fill(&want, st);
+    for (int i = 0; rc == ZT_OK && i < zt_weights_nfiles(w); i++) {
+        const zt_st_file *f = zt_weights_file(w, i);
+        const char *run = zt_st_metadata(f, "run_id"), *step = zt_st_metadata(f, "step");
+        if (!run && !step) {
+            fprintf(stderr, "ztrain: warning: %s carries no run_id and step (written before a checkpoint's model "
+                            "recorded them): only the manifest guards it\n", zt_st_path(f));
+            continue;
+        }
+        if (!run || strcmp(run, st->run_id))
+            rc = zt_fail(err, ZT_EINPUT, "%s: __metadata__.run_id is %s%s%s, but trainer_state.json says \"%s\": "
+                         "the model of another run", zt_st_path(f), run ? "\"" : "", run ? run : "missing",
+                         run ? "\"" : "", st->run_id);
+        else if (!step || strcmp(step, want.step))
+            rc = zt_fail(err, ZT_EINPUT, "%s: __metadata__.step is %s%s%s, but trainer_state.json says %ld: the "
+                         "model of another step", zt_st_path(f), step ? "\"" : "", step ? step : "missing",
+                         step ? "\"" : "", st->step);
+    }
+    if (w)
+        zt_weights_close(w);
+    return rc;
+}
+
+int zt_ckpt_check_model_dir(const char *dir, zt_err *err)
+{
+    char path[4400];
+    struct stat sb;
+    snprintf(path, sizeof path, "%s/trainer_state.json", dir);
+    if (stat(path, &sb) != 0)
+        return ZT_OK;
+    zt_ckpt_state st;
+    int rc = zt_ckpt_read_state(dir, &st, err);
+    return rc ? rc : zt_ckpt_check_model(dir, &st, err);
 }

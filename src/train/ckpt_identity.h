@@ -37,6 +37,23 @@ void zt_ckpt_shard_meta_fill(zt_ckpt_shard_meta *m, const zt_ckpt_state *st, int
  * checkpoint st describes: ZT_EINPUT naming the file and the field otherwise. */
 int zt_ckpt_check_shard(const zt_st_file *f, int rank, int group_size, const zt_ckpt_state *st, zt_err *err);
 
+/* The HF model a checkpoint carries (model.safetensors or its shards), and a
+ * merge-weights of it, record {"format": "pt", "run_id", "step"} in each file's
+ * __metadata__: kv (NULL-terminated) for zt_hf_save_*_meta. */
+typedef struct zt_ckpt_model_meta {
+    const char *kv[7];
+    char step[24];
+} zt_ckpt_model_meta;
+void zt_ckpt_model_meta_fill(zt_ckpt_model_meta *m, const zt_ckpt_state *st);
+/* The model files in dir (if any; a SHARDED_STATE_DICT checkpoint has none)
+ * carry st's run id and step: ZT_EINPUT naming the file and the field when one
+ * differs (another run's or another step's model put there).  A file with no
+ * run_id at all, written before models carried one, is read with a warning. */
+int zt_ckpt_check_model(const char *dir, const zt_ckpt_state *st, zt_err *err);
+/* The same for a directory given as --model: when it is a checkpoint (it holds
+ * trainer_state.json), its model is checked against that state; otherwise ZT_OK. */
+int zt_ckpt_check_model_dir(const char *dir, zt_err *err);
+
 /* The plan as the shards record it, e.g. "FSDP FULL_SHARD stage 3, world 2,
  * group 2, TRANSFORMER_BASED_WRAP, fp32 master". */
 void zt_ckpt_plan_id(const zt_ckpt_plan *p, char *buf, size_t cap);

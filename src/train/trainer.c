@@ -77,7 +77,8 @@ static void frozen_sink(void *f, const zt_param *p, const void *src, zt_dtype sr
 /* Load config, data and weights; build layout, parameter owner, model and
  * batcher.  The owner is the engine for training, or with `frozen` the weights
  * alone in the plan's compute dtype (evaluation: no gradients, no optimizer). */
-static int run_open(run_state *r, const char *model_dir, const char *data_path, const char *mask_path, int T, int B,
+static int run_open(run_state *r, const char *model_dir, const char *data_path, const char *data_shown,
+                    const char *mask_path, int T, int B,
                     const zt_plan *plan, const zt_backend *be, zt_comm *comm, int shuffle, uint64_t seed,
                     int checkpointing, int frozen, zt_err *err)
 {
@@ -104,7 +105,8 @@ static int run_open(run_state *r, const char *model_dir, const char *data_path, 
         if ((rc = zt_frozen_init(&r->frozen, &r->lay, plan->prec.compute, be, err)))
             return rc;
         r->have_frozen = 1;
-        if ((rc = zt_hf_load_params_to(model_dir, &r->lay, frozen_sink, &r->frozen, err)))
+        if ((rc = zt_ckpt_check_model_dir(model_dir, err)) ||
+            (rc = zt_hf_load_params_to(model_dir, &r->lay, frozen_sink, &r->frozen, err)))
             return rc;
         owner = zt_frozen_owner(&r->frozen);
     } else {
@@ -122,7 +124,7 @@ static int run_open(run_state *r, const char *model_dir, const char *data_path, 
         r->model.loss_sink = zt_engine_loss_sink(r->eng);
         r->model.grad_scale_src = zt_engine_grad_scale_src(r->eng);
     }
-    if ((rc = zt_batcher_init(&r->batcher, &r->tokens, T, shuffle, seed, data_path, err)))
+    if ((rc = zt_batcher_init(&r->batcher, &r->tokens, T, shuffle, seed, data_shown ? data_shown : data_path, err)))
         return rc;
     r->have_batcher = 1;
     r->io_bytes = (size_t)B * T * sizeof(int);
@@ -328,6 +330,7 @@ typedef struct trainer {
     long applied, skipped;      /* this run's steps whose update was applied, and those skipped */
     char device[128];           /* this rank's device, as its backend describes it */
     char run_id[17];            /* every file of this run's checkpoints carries it (ckpt_identity.h) */
+    long saved_n, saved_first, saved_last; /* this run's checkpoints: how many, first and last step */
     long log_every;             /* logging_steps resolved to steps */
     double loss_since_log;      /* summed step losses since the last log, as Trainer averages them */
     long steps_since_log;
@@ -511,8 +514,8 @@ static int train_setup(trainer *t, const zt_train_args *a, zt_err *err)
     int rc = open_device(&a->plan, comm, &be, t->device, sizeof t->device, err);
     if (rc)
         return rc;
-    rc = run_open(&t->r, a->model_dir, a->data_path, a->loss_mask_path, a->block_size, a->batch_size, &a->plan, be, comm,
-                  a->shuffle, a->seed, a->checkpointing, 0, err);
+    rc = run_open(&t->r, a->model_dir, a->data_path, a->data_shown, a->loss_mask_path, a->block_size, a->batch_size,
+                  &a->plan, be, comm, a->shuffle, a->seed, a->checkpointing, 0, err);
     t->have_run = 1;
     if (rc == ZT_OK)
         rc = resolve_steps(t, err);
@@ -615,6 +618,21 @@ static void describe_unit(char *buf, size_t len, const zt_layout *lay, int u)
         snprintf(buf + n, len - (size_t)n, ")");
 }
 
+/* What a run that stops on a failure leaves: "nothing saved from this run", or
+ * the checkpoints it did save, the newest to resume from. */
+static const char *saved_note(const trainer *t, char *buf, size_t cap)
+{
+    if (t->saved_n == 0)
+        snprintf(buf, cap, "nothing saved from this run");
+    else if (t->saved_n == 1)
+        snprintf(buf, cap, "this run saved %s/checkpoint-%ld", t->a->output_dir, t->saved_last);
+    else
+        snprintf(buf, cap, "this run saved %ld checkpoints, checkpoint-%ld to checkpoint-%ld in %s (the newest: "
+                 "%s/checkpoint-%ld)", t->saved_n, t->saved_first, t->saved_last, t->a->output_dir,
+                 t->a->output_dir, t->saved_last);
+    return buf;
+}
+
 /* Outside fp16's loss scaling, an inf or NaN in the loss or the gradient is not
  * an overflow to scale away: the run stops naming the step and the first unit,
  * unless --skip_nonfinite_steps N allows skipping it (the engine has already
@@ -645,13 +663,14 @@ static int check_finite(trainer *t, const zt_step_metrics *m, zt_err *err)
     }
     if (!t->rank0) /* rank 0 says it; the others stop with it */
         return zt_fail(err, ZT_EFAIL, "%s", "");
+    char saved[700];
     if (m->skipped && a->skip_nonfinite_steps > 0)
         return zt_fail(err, ZT_EFAIL, "step %ld: an inf or NaN in %s (loss %g), %ld steps in a row, more than "
-                       "--skip_nonfinite_steps %ld allows; stopping (nothing saved from this run)", m->step, what,
-                       m->loss, t->nonfinite_streak, a->skip_nonfinite_steps);
+                       "--skip_nonfinite_steps %ld allows; stopping (%s)", m->step, what, m->loss,
+                       t->nonfinite_streak, a->skip_nonfinite_steps, saved_note(t, saved, sizeof saved));
     return zt_fail(err, ZT_EFAIL, "step %ld: an inf or NaN in %s (loss %g); stopping instead of training on it "
-                   "(nothing saved from this run; lower the learning rate, check the data, or allow skipping with "
-                   "--skip_nonfinite_steps N)", m->step, what, m->loss);
+                   "(%s; lower the learning rate, check the data, or allow skipping with --skip_nonfinite_steps N)",
+                   m->step, what, m->loss, saved_note(t, saved, sizeof saved));
 }
 
 /* fp16: an overflow skips the step and halves the scale, but at min_loss_scale
@@ -678,12 +697,14 @@ static int check_overflow(trainer *t, const zt_step_metrics *m, zt_err *err)
         return ZT_OK;
     if (!t->rank0) /* rank 0 says it; the others stop with it */
         return zt_fail(err, ZT_EFAIL, "%s", "");
+    char saved[700];
     return zt_fail(err, ZT_EFAIL, "%sstep %ld: fp16 overflow with the loss scale at its floor (min_loss_scale %g); "
                    "%ld steps skipped in a row, more than --max_consecutive_skipped_steps %ld allows; stopping "
-                   "(nothing saved from this run; %ld of this run's %ld steps were applied): the model overflows "
+                   "(%s; %ld of this run's %ld steps were applied): the model overflows "
                    "fp16 even unscaled; train in bf16 or fp32 (--mixed_precision bf16|no)",
                    a->progress ? "\n" : "", m->step, t->scaler.min_scale, t->overflow_streak,
-                   a->max_consecutive_skipped_steps, t->applied, t->applied + t->skipped);
+                   a->max_consecutive_skipped_steps, saved_note(t, saved, sizeof saved), t->applied,
+                   t->applied + t->skipped);
 }
 
 /* The numbers of a step that are complete once it is queued: its collectives and
@@ -1180,6 +1201,10 @@ static int save_checkpoint(trainer *t, long step, zt_err *err)
     long rss0 = proc_status_kib("VmRSS:");
     reset_peak_rss();
     int rc = zt_ckpt_save(&sa, r->eng, &cs, where, &rep, err);
+    if (rc == ZT_OK) { /* what a stop message can then say was saved */
+        t->saved_first = t->saved_n++ ? t->saved_first : step;
+        t->saved_last = step;
+    }
     long peak = proc_status_kib("VmHWM:");
     if (rc == ZT_OK && t->talk) {
         const double MB = 1e6;
@@ -1221,7 +1246,7 @@ static int train_finish(trainer *t, zt_train_result *res, zt_err *err)
     /* the final model: rank 0 writes, every rank learns whether it did */
     int rc;
     if (a->output_dir && (rc = zt_comm_agree(t->comm, zt_hf_save(a->output_dir, &r->cfg, &r->lay, r->eng, a->plan.prec.save,
-                                                         a->max_shard_bytes, t->rank0, err), err)))
+                                                         a->max_shard_bytes, NULL, t->rank0, err), err)))
         return rc;
     /* and what the source model carried: config keys, generation config, tokenizer */
     if (a->output_dir &&
@@ -1470,7 +1495,7 @@ int zt_eval(const zt_eval_args *a, double *mean_loss, long *tokens, zt_err *err)
         r.have_lay = 1;
     if (rc == ZT_OK && (rc = zt_frozen_init(&r.frozen, &r.lay, prec.compute, be, err)) == ZT_OK)
         r.have_frozen = 1;
-    if (rc == ZT_OK)
+    if (rc == ZT_OK && (rc = zt_ckpt_check_model_dir(a->model_dir, err)) == ZT_OK)
         rc = zt_hf_load_params_to(a->model_dir, &r.lay, frozen_sink, &r.frozen, err);
     if (rc == ZT_OK) {
         zt_param_owner owner = zt_frozen_owner(&r.frozen);

@@ -60,6 +60,7 @@ typedef enum zt_strategy { ZT_STRATEGY_UNSET, ZT_STRATEGY_NO, ZT_STRATEGY_STEPS,
 
 typedef struct zt_train_args {
     const char *model_dir, *data_path, *output_dir, *log_jsonl;
+    const char *data_shown; /* --data as the user gave it, for messages (data_path may be the token cache; NULL: it) */
     zt_plan plan;
     zt_comm *comm;          /* NULL: one process */
     int block_size, batch_size, grad_accum;

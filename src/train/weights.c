@@ -3,6 +3,7 @@
 
 #include "../comm/comm.h"
 #include "../core/mem.h"
+#include "ckpt_identity.h"
 
 static void engine_sink(void *eng, const zt_param *p, const void *src, zt_dtype src_dt)
 {
@@ -11,11 +12,12 @@ static void engine_sink(void *eng, const zt_param *p, const void *src, zt_dtype 
 
 int zt_hf_load_params(const char *dir, const zt_layout *lay, zt_engine *eng, zt_err *err)
 {
-    return zt_hf_load_params_to(dir, lay, engine_sink, eng, err);
+    int rc = zt_ckpt_check_model_dir(dir, err);
+    return rc ? rc : zt_hf_load_params_to(dir, lay, engine_sink, eng, err);
 }
 
 int zt_hf_save(const char *dir, const zt_llama_config *cfg, const zt_layout *lay, zt_engine *eng,
-               zt_dtype dtype, size_t max_shard_bytes, int writer, zt_err *err)
+               zt_dtype dtype, size_t max_shard_bytes, const char *const *meta, int writer, zt_err *err)
 {
     float **vals = zt_alloc(ZT_MEM_OTHER, (size_t)lay->nparams * sizeof *vals);
     int rc = vals ? ZT_OK : zt_fail(err, ZT_EFAIL, "out of memory saving %s", dir);
@@ -26,7 +28,7 @@ int zt_hf_save(const char *dir, const zt_llama_config *cfg, const zt_layout *lay
     if ((rc = zt_comm_agree(zt_engine_comm(eng), rc, err)) == ZT_OK) {
         rc = zt_engine_full_params(eng, vals, err);
         if (rc == ZT_OK && writer)
-            rc = zt_hf_save_tensors(dir, cfg, lay, vals, dtype, max_shard_bytes, err);
+            rc = zt_hf_save_tensors_meta(dir, cfg, lay, vals, dtype, max_shard_bytes, meta, err);
     }
     for (int i = 0; vals && i < lay->nparams; i++)
         zt_free(ZT_MEM_OTHER, vals[i], vals[i] ? lay->params[i].numel * sizeof(float) : 0);

@@ -6,13 +6,15 @@
 #include "../engine/engine.h"
 #include "../io/hf_model.h"
 
-/* Local (no communication): each rank fills its own shards.  Call
+/* Local (no communication): each rank fills its own shards (a checkpoint given
+ * as dir has its model's identity checked first: zt_ckpt_check_model_dir).  Call
  * zt_engine_refresh_gathered (a collective) once every rank has loaded. */
 int zt_hf_load_params(const char *dir, const zt_layout *lay, zt_engine *eng, zt_err *err);
 
 /* Collective: gather the engine's parameters to full tensors and, on the writer
- * rank, write them as a HF directory in dtype (zt_hf_save_tensors). */
+ * rank, write them as a HF directory in dtype (zt_hf_save_tensors_meta; meta
+ * NULL: the plain {"format": "pt"}). */
 int zt_hf_save(const char *dir, const zt_llama_config *cfg, const zt_layout *lay, zt_engine *eng,
-               zt_dtype dtype, size_t max_shard_bytes, int writer, zt_err *err);
+               zt_dtype dtype, size_t max_shard_bytes, const char *const *meta, int writer, zt_err *err);
 
 #endif

@@ -6,6 +6,7 @@
 # are refused (exit 2, naming the file and the field) even with the manifest
 # rebuilt to match.  trainer_state.json refuses duplicate and unknown keys.
 # Checkpoints from before identities are read with a warning; a mix is refused.
+# The HF model of a checkpoint records its run and step the same way (issue 44).
 . "$(dirname "$0")/lib.bash"
 fix=tests/fixtures/gqa_tied
 args=(train --model $fix --data $fix/tokens.npy --block_size 16 --per_device_train_batch_size 1 --threads 1
@@ -54,6 +55,28 @@ refused run "run/zero/shard-1-of-2.safetensors: __metadata__.run_id is \"[0-9a-f
 
 d=$(mixed index); cp "$TMP/b/checkpoint-4/zero/index.json" "$d/zero/"; remanifest "$d"
 refused index "index/zero/index.json: run_id \"[0-9a-f]{16}\" differs from trainer_state.json's"
+
+# the HF model a checkpoint carries records the run and step too (issue 44,
+# point 5): another run's or another step's model.safetensors is refused, by
+# eval --model on the checkpoint as well; a sound one evaluates as its merge does
+python3 - "$ck" <<'PY' || fail "checkpoint-4/model.safetensors should record run_id and step 4"
+import json, struct, sys
+d = sys.argv[1]
+b = open(d + '/model.safetensors', 'rb').read()
+m = json.loads(b[8:8 + struct.unpack('<Q', b[:8])[0]])['__metadata__']
+assert m == {'format': 'pt', 'run_id': json.load(open(d + '/trainer_state.json'))['run_id'], 'step': '4'}, m
+PY
+d=$(mixed model_run); cp "$TMP/b/checkpoint-4/model.safetensors" "$d/"; remanifest "$d"
+refused model_run "model_run/model.safetensors: __metadata__.run_id is \"[0-9a-f]{16}\", but trainer_state.json says.*another run"
+expect_exit 2 "model_run/model.safetensors: __metadata__.run_id" -- "$ZTRAIN" eval --model "$d" --data $fix/tokens.npy \
+    --block_size 16 --threads 1
+d=$(mixed model_step); cp "$TMP/a/checkpoint-2/model.safetensors" "$d/"; remanifest "$d"
+refused model_step "model_step/model.safetensors: __metadata__.step is \"2\", but trainer_state.json says 4"
+"$ZTRAIN" merge-weights "$ck" "$TMP/ck.merged" > /dev/null 2>&1 || fail "merge-weights of checkpoint-4"
+cmp -s "$ck/model.safetensors" "$TMP/ck.merged/model.safetensors" || fail "merge-weights differs from the checkpoint's model"
+ev() { "$ZTRAIN" eval --model "$1" --data $fix/tokens.npy --block_size 16 --threads 1 2>&1 | grep -o 'loss [0-9.]*'; }
+[ -n "$(ev "$ck")" ] && [ "$(ev "$ck")" = "$(ev "$TMP/ck.merged")" ] ||
+    fail "eval --model checkpoint-4 and of its merge disagree: $(ev "$ck") vs $(ev "$TMP/ck.merged")"
 
 # trainer_state.json: a key twice (the first used to win), and an unknown key
 d=$(mixed dup)

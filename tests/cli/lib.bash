@@ -73,3 +73,21 @@ for f in fa:
         sys.exit(print(f"{f} differs") or 1)
 PY
 }
+
+# same_weights A B: two safetensors files hold the same header and tensor bytes
+# but for the run_id and step a checkpoint's model records in __metadata__ (a
+# final model records none; issue 44): how a checkpoint's model or its merge is
+# compared with a final model or another run's.  Status 1 when they differ.
+same_weights() {
+    python3 - "$1" "$2" <<'PY'
+import json, struct, sys
+def load(p):
+    b = open(p, 'rb').read()
+    n = struct.unpack('<Q', b[:8])[0]
+    h = json.loads(b[8:8 + n])
+    for k in ('run_id', 'step'):
+        h.get('__metadata__', {}).pop(k, None)
+    return h, b[8 + n:]
+sys.exit(0 if load(sys.argv[1]) == load(sys.argv[2]) else 1)
+PY
+}

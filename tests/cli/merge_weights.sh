@@ -23,8 +23,11 @@ ls "$sharded" | grep -q '^model' && fail "SHARDED_STATE_DICT wrote a full model:
 
 out=$("$ZTRAIN" merge-weights "$sharded" "$TMP/merged" --max_shard_size 200KB 2>&1) || fail "merge: $out"
 printf '%s' "$out" | grep -q "peak resident memory" || fail "merge reports no peak memory: $out"
-for f in $(cd "$full" && ls model* config.json); do
-    cmp -s "$full/$f" "$TMP/merged/$f" || fail "merged $f differs from FULL_STATE_DICT's"
+# (each carries its own run's id: the same bytes but for it)
+cmp -s "$full/config.json" "$TMP/merged/config.json" || fail "merged config.json differs from FULL_STATE_DICT's"
+cmp -s "$full/model.safetensors.index.json" "$TMP/merged/model.safetensors.index.json" || fail "merged index differs"
+for f in $(cd "$full" && ls model-*); do
+    same_weights "$full/$f" "$TMP/merged/$f" || fail "merged $f differs from FULL_STATE_DICT's"
 done
 "$ZTRAIN" merge-weights "$sharded" "$TMP/merged1" > /dev/null 2>&1 || fail "merge into one file"
 [ -f "$TMP/merged1/model.safetensors" ] || fail "merge without a size limit should write one file"

@@ -50,6 +50,11 @@ printf '%s\n' "$out" | grep -q "step 2: an inf or NaN .* step skipped (2 in a ro
     fail "skip 2: no warning for step 2: $out"
 printf '%s\n' "$out" | grep -q "step 3: .*3 steps in a row, more than --skip_nonfinite_steps 2 allows" ||
     fail "skip 2: no stop at step 3: $out"
+# the stop message lists what the run did save (issue 44, point 10), not "nothing"
+out=$(train --model "$TMP/big" --max_steps 4 --skip_nonfinite_steps 2 --save_steps 1 --output_dir "$TMP/out2" 2>&1)
+printf '%s\n' "$out" | grep -q "stopping (this run saved 2 checkpoints, checkpoint-1 to checkpoint-2 in $TMP/out2 (the newest: $TMP/out2/checkpoint-2))" ||
+    fail "the stop message does not list the saved checkpoints: $out"
+[ -d "$TMP/out2/checkpoint-2" ] || fail "checkpoint-2 was not saved"
 # the JSONL: strict JSON (NaN/Infinity refused), null plus the flag for the bad values
 /usr/bin/python3 - "$TMP/a.jsonl" "$TMP/b.jsonl" <<'PY' || fail "JSONL check"
 import json, sys

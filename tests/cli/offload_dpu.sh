@@ -49,7 +49,7 @@ grep -q "delayed" "$TMP/plain.log" && fail "the plan of a run without it speaks 
 run two 1 --deepspeed_config_file "$TMP/off.json" --max_steps 2 --offload_delayed_update
 # (a ZeRO-3 checkpoint holds shards: merged, they are the model)
 "$ZTRAIN" merge-weights "$TMP/dpu/checkpoint-2" "$TMP/merged" >/dev/null 2>&1 || fail "merge-weights checkpoint-2"
-cmp -s "$TMP/merged/model.safetensors" "$TMP/two/model.safetensors" ||
+same_weights "$TMP/merged/model.safetensors" "$TMP/two/model.safetensors" ||
     fail "checkpoint-2 does not hold the model of two delayed updates"
 run nosave 1 --deepspeed_config_file "$TMP/off.json" --max_steps 4 --offload_delayed_update
 for s in 1 2 3 4; do

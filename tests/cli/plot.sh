@@ -101,4 +101,23 @@ expect_exit 2 'expected the log first' -- "$ZTRAIN" plot --output "$TMP/x.svg"
 cp "$TMP/run.svg" "$TMP/keep.svg"
 expect_exit 2 '' -- "$ZTRAIN" plot "$TMP/bad.jsonl" --output "$TMP/keep.svg"
 cmp -s "$TMP/run.svg" "$TMP/keep.svg" || fail "a failed plot damaged an existing file"
+# ztrain's own log writes a value it could not form as null (issue 44, point
+# 11): the step is drawn as a gap, the line broken there, not refused
+python3 - "$TMP/log.jsonl" "$TMP/nulls.jsonl" <<'PY'
+import json, sys
+out = open(sys.argv[2], "w")
+for i, l in enumerate(open(sys.argv[1])):
+    r = json.loads(l)
+    if "loss" in r and r.get("step") == 5:
+        r["loss"], r["grad_norm"] = None, None
+    out.write(json.dumps(r) + "\n")
+PY
+"$ZTRAIN" plot "$TMP/nulls.jsonl" --output "$TMP/nulls.svg" > /dev/null 2>&1 || fail "plot refused a log with null values"
+python3 - "$TMP/nulls.svg" <<'PY' || fail "a null value is not drawn as a gap"
+import sys, xml.etree.ElementTree as ET
+ns = "{http://www.w3.org/2000/svg}"
+counts = sorted(len(l.get("points").split()) for l in ET.parse(sys.argv[1]).getroot().iter(ns + "polyline"))
+# loss and grad norm: 4 points, the gap, 4 points; eval, lr, tokens/s and lost whole
+assert counts == [3, 4, 4, 4, 4, 9, 9, 9], counts
+PY
 finish
