@@ -315,7 +315,9 @@ static void test_bad_configs(void)
         {"distributed_type: FSDP\nmegatron_lm_config: {megatron_lm_tp_degree: 2}\n", "megatron_lm_config",
          "only {} is accepted (Megatron-LM is not supported)"},
         {"distributed_type: FSDP\nzero_stage: 3\n", "zero_stage", "belongs under deepspeed_config"},
-        {"distributed_type: MULTI_GPU\n", "distributed_type", "MULTI_CPU is the equivalent"},
+#ifndef ZT_CUDA /* a CUDA build runs it on --device cuda (test_multi_gpu) */
+        {"distributed_type: MULTI_GPU\n", "distributed_type", "built without CUDA (make cuda builds it)"},
+#endif
         {"distributed_type: fsdp\n", "distributed_type", "NO | MULTI_CPU | FSDP | DEEPSPEED"},
         {"num_processes: 2\n", "distributed_type", "missing"},
         {"distributed_type: NO\ncompute_environment: AMAZON_SAGEMAKER\n", "compute_environment",

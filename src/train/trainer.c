@@ -483,7 +483,7 @@ static int device_schedule(trainer *t, zt_err *err)
     if (!lr)
         return zt_fail(err, ZT_EFAIL, "out of memory for the learning-rate schedule (%ld steps)", n);
     for (long u = 0; u < n; u++)
-        lr[u] = zt_lr_value(a->schedule, a->adam.lr, u, a->max_steps, a->warmup_steps);
+        lr[u] = zt_lr_value(a->schedule, &a->schedule_kwargs, a->adam.lr, u, a->max_steps, a->warmup_steps);
     int rc = zt_engine_set_schedule(t->r.eng, &a->adam, lr, n, err);
     zt_free(ZT_MEM_OTHER, lr, (size_t)n * sizeof *lr);
     t->device_lr = rc == ZT_OK;
@@ -744,7 +744,7 @@ static double step_lr(const trainer *t)
 {
     const zt_train_args *a = t->a;
     long u = zt_engine_optimizer_steps(t->r.eng);
-    return zt_lr_value(a->schedule, a->adam.lr, u, a->max_steps, a->warmup_steps);
+    return zt_lr_value(a->schedule, &a->schedule_kwargs, a->adam.lr, u, a->max_steps, a->warmup_steps);
 }
 
 /* Optimizer step s (0-based), its first half: A micro-batches of forward and

@@ -67,6 +67,7 @@ typedef struct zt_train_args {
     zt_adamw_hparams adam;
     double max_grad_norm;
     zt_lr_schedule schedule;
+    zt_lr_kwargs schedule_kwargs; /* --lr_scheduler_kwargs over the schedule's defaults */
     long warmup_steps;
     uint64_t seed;
     int shuffle;
