@@ -26,6 +26,7 @@
 #include "flags.h"
 #include "run_settings.h"
 #include "train_eval.h"
+#include "train_select.h"
 #include "train_vocab.h"
 
 #define ZTRAIN_VERSION "0.1.0"
@@ -112,6 +113,7 @@ static int train_command(int argc, char **argv, zt_err *err)
     zt_settings_defaults(&st);
     zt_cli_eval ev = ZT_CLI_EVAL_DEFAULTS;
     zt_cli_vocab voc = ZT_CLI_VOCAB_DEFAULTS;
+    zt_select_args sel = ZT_CLI_SELECT_DEFAULTS;
     zt_flag flags[] = {
         {"model", ZT_FLAG_STR, &model, "Hugging Face model directory (config.json + safetensors)", 1, 0, 0},
         {"data", ZT_FLAG_STR, &data, "FILE...: token data (.npy, .bin uint16, .txt bytes) or text with --tokenizer (.txt; JSON Lines .jsonl/.json; Parquet .parquet, Arrow .arrow or a save_to_disk directory: a document a record); several files are one stream, in order", 1, 0, 0},
@@ -142,6 +144,7 @@ static int train_command(int argc, char **argv, zt_err *err)
         {"max_host_memory", ZT_FLAG_STR, &max_host_memory, "host bytes each rank may hold in offloaded state, e.g. 64GB (default: the machine's available memory shared by its ranks)", 1, 0, 0},
         {"ignore_num_processes", ZT_FLAG_BOOL, &ignore_np, "run on the ranks MPI started even when the Accelerate YAML's num_processes differs", 1, 0, 0},
         {"collective_timeout", ZT_FLAG_DOUBLE, &coll_timeout, "seconds one collective may block before the job is aborted with what each rank waits for (default 600, as NCCL's)", 0.1, 1e9, 0},
+        TRAIN_SELECT_FLAGS(sel),
     };
     flag_table table = {flags, NFLAGS(flags)};
     st.given = zt_flag_given;
@@ -238,6 +241,7 @@ static int train_command(int argc, char **argv, zt_err *err)
     a.tokenizer_dir = tokenizer;
     a.peak_gflops = peak;
     a.skip_nonfinite_steps = skip_nonfinite;
+    a.select = sel;
     a.max_consecutive_skipped_steps = max_skipped;
     a.progress = progress != 0 && isatty(STDERR_FILENO); /* a log file gets lines, not carriage returns */
     if ((rc = zt_cli_eval_apply(&ev, &a, err)) || (rc = zt_cli_vocab_apply(&voc, &table, &a, err)))

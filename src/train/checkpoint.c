@@ -216,15 +216,23 @@ static numbered *list_checkpoints(const char *dir, int *n, size_t *bytes)
     return v;
 }
 
-/* Keep the newest keep checkpoint-N directories.  Each goes by renaming it to a
- * .del- name first, so a kill during the removal leaves litter, never a partial
- * checkpoint-N. */
-static void rotate(const char *output_dir, long keep)
+/* Keep the newest keep checkpoint-N directories, and checkpoint-best (0: none) as
+ * Trainer keeps its best model's: in place of the oldest of those kept, or beside
+ * the newest when keep is 1.  Each goes by renaming it to a .del- name first, so a
+ * kill during the removal leaves litter, never a partial checkpoint-N. */
+static void rotate(const char *output_dir, long keep, long best)
 {
     int n;
     size_t bytes;
     numbered *v = list_checkpoints(output_dir, &n, &bytes);
+    int best_kept = 0;
+    for (int i = 0; v && best > 0 && i < n && i < (int)keep; i++)
+        best_kept |= v[i].n == best;
+    if (best > 0 && !best_kept && keep > 1)
+        keep--; /* the best takes the place of the oldest kept */
     for (int i = (int)keep; v && i < n; i++) {
+        if (v[i].n == best)
+            continue;
         char from[4400], to[4400];
         snprintf(from, sizeof from, "%s/%s", output_dir, v[i].name);
         snprintf(to, sizeof to, "%s/.%s.del-%ld", output_dir, v[i].name, (long)getpid());
@@ -466,7 +474,7 @@ int zt_ckpt_save(const zt_ckpt_save_args *sa, zt_engine *eng, const zt_ckpt_stat
     if (rank0) {
         if (rc == ZT_OK) {
             if (sa->save_total_limit > 0)
-                rotate(sa->output_dir, sa->save_total_limit);
+                rotate(sa->output_dir, sa->save_total_limit, sa->keep_step);
             remove_litter(sa->output_dir);
         } else {
             remove_tree(tmpdir);

@@ -1,5 +1,6 @@
 /* ckpt_state.c — trainer_state.json and zero/index.json (see ckpt_state.h). */
 #include "ckpt_state.h"
+#include "selection.h"
 
 #include <cjson/cJSON.h>
 #include <inttypes.h>
@@ -146,6 +147,39 @@ static void add_hex64(cJSON *o, const char *key, uint64_t v)
 
 /* ---- trainer_state.json ---------------------------------------------------- */
 
+/* Trainer's TrainerState around ztrain's state j (taken over) */
+static cJSON *trainer_state(const zt_ckpt_state *st, cJSON *j)
+{
+    cJSON *t = cJSON_CreateObject();
+    if (!t) {
+        cJSON_Delete(j);
+        return NULL;
+    }
+    cJSON_AddNumberToObject(t, "epoch", st->epoch_fraction);
+    cJSON_AddNumberToObject(t, "global_step", (double)st->step);
+    cJSON_AddNumberToObject(t, "max_steps", (double)st->hp.max_steps);
+    cJSON_AddNumberToObject(t, "logging_steps", (double)st->logging_steps);
+    cJSON_AddNumberToObject(t, "eval_steps", (double)st->eval_steps);
+    cJSON_AddNumberToObject(t, "save_steps", (double)st->save_steps);
+    cJSON_AddNumberToObject(t, "train_batch_size", (double)st->train_batch_size);
+    cJSON_AddNumberToObject(t, "num_train_epochs", st->num_train_epochs);
+    cJSON_AddNumberToObject(t, "num_input_tokens_seen", 0);
+    cJSON_AddNumberToObject(t, "total_flos", 0);
+    cJSON_AddBoolToObject(t, "is_local_process_zero", 1);
+    cJSON_AddBoolToObject(t, "is_world_process_zero", 1);
+    cJSON_AddBoolToObject(t, "is_hyper_param_search", 0);
+    cJSON_AddNullToObject(t, "trial_name");
+    cJSON_AddNullToObject(t, "trial_params");
+    cJSON *cb = cJSON_AddObjectToObject(t, "stateful_callbacks");
+    if (cb)
+        cJSON_AddItemToObject(cb, "ztrain", j);
+    else
+        cJSON_Delete(j);
+    zt_selection empty = {0};
+    zt_selection_to_json(st->sel ? st->sel : &empty, t);
+    return t;
+}
+
 char *zt_ckpt_state_to_json(const zt_ckpt_state *st)
 {
     cJSON *j = cJSON_CreateObject();
@@ -201,8 +235,9 @@ char *zt_ckpt_state_to_json(const zt_ckpt_state *st)
     cJSON_AddBoolToObject(pl, "compensated", p->compensated);
     cJSON_AddBoolToObject(pl, "loss_scaling", p->loss_scaling);
     cJSON_AddStringToObject(j, "command_line", st->command_line);
-    char *text = cJSON_Print(j);
-    cJSON_Delete(j);
+    cJSON *t = trainer_state(st, j);
+    char *text = t ? cJSON_Print(t) : NULL;
+    cJSON_Delete(t);
     return text;
 }
 
@@ -216,6 +251,23 @@ static int boolean(reader *r, const cJSON *obj, const char *prefix, const char *
     return v ? cJSON_IsTrue(v) : 0;
 }
 
+/* ztrain's state inside Trainer's TrainerState (stateful_callbacks.ztrain), whose
+ * own keys are checked by name; an older checkpoint's document is ztrain's state. */
+static const cJSON *ztrain_part(reader *r, const cJSON *j)
+{
+    const cJSON *cbs = cJSON_GetObjectItemCaseSensitive(j, "stateful_callbacks");
+    if (!cbs)
+        return j;
+    static const char *const trainer_keys[] = {
+        "epoch", "global_step", "max_steps", "logging_steps", "eval_steps", "save_steps", "train_batch_size",
+        "num_train_epochs", "num_input_tokens_seen", "total_flos", "log_history", "best_metric",
+        "best_global_step", "best_model_checkpoint", "is_local_process_zero", "is_world_process_zero",
+        "is_hyper_param_search", "trial_name", "trial_params", "stateful_callbacks", NULL};
+    check_keys(r, j, "", trainer_keys);
+    const cJSON *z = r->rc ? NULL : object(r, cbs, "stateful_callbacks.", "ztrain");
+    return r->rc ? NULL : z;
+}
+
 int zt_ckpt_state_from_json(const char *name, const zt_json *js, zt_ckpt_state *st, zt_err *err)
 {
     memset(st, 0, sizeof *st);
@@ -223,6 +275,9 @@ int zt_ckpt_state_from_json(const char *name, const zt_json *js, zt_ckpt_state *
     const cJSON *j = js->root;
     if (!cJSON_IsObject(j))
         return zt_fail(err, ZT_EINPUT, "%s: expected a JSON object", name);
+    /* Trainer's TrainerState around ztrain's state (older checkpoints: ztrain's alone) */
+    if (!(j = ztrain_part(&r, j)))
+        return r.rc ? r.rc : zt_fail(err, ZT_EINPUT, "%s: stateful_callbacks.ztrain: missing", name);
     const char *fmt = str(&r, j, "", "format");
     if (!r.rc && strcmp(fmt, "ztrain-trainer-state"))
         r.rc = zt_fail(err, ZT_EINPUT, "%s: format must be \"ztrain-trainer-state\"", name);
