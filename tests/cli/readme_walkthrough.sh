@@ -31,4 +31,10 @@ text=$(cd "$TMP/w" && "$ZTRAIN" generate --model out/model --prompt "The GNU Gen
     --max_new_tokens 32 2>/dev/null)
 words=$(printf '%s' "$text" | grep -oE '[A-Za-z]{3,}' | wc -l)
 [ "$words" -ge 4 ] || fail "the greedy continuation is not text ($words words): '$text'"
+# and, as the README says, mostly words the licence uses: at least half are in the training text
+known=0
+for word in $(printf '%s' "$text" | grep -oE '[A-Za-z]{3,}'); do
+    grep -qw -- "$word" "$TMP/w/corpus.txt" && known=$((known + 1))
+done
+[ $((2 * known)) -ge "$words" ] || fail "$known of $words words of the continuation are the licence's: '$text'"
 finish
