@@ -3,6 +3,7 @@
 
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "../core/json.h"
@@ -223,4 +224,39 @@ int zt_lr_kwargs_parse(const char *json, zt_lr_schedule s, double lr, zt_lr_kwar
         return zt_fail(err, ZT_EINPUT, "lr_scheduler_type warmup_stable_decay needs --lr_scheduler_kwargs "
                        "'{\"num_decay_steps\": N}' (the steps of the final decay)");
     return ZT_OK;
+}
+
+int zt_lr_kwargs_format(zt_lr_schedule s, const zt_lr_kwargs *kw, char *buf, size_t cap)
+{
+    static const char *const shapes[] = {"linear", "cosine", "1-sqrt"};
+    size_t n = 0;
+    int wrote = 0;
+    buf[0] = 0;
+#define PUT(...) (n += (size_t)snprintf(buf + n, n < cap ? cap - n : 0, __VA_ARGS__))
+    PUT("{");
+    for (int i = 0; i < 7 && kwarg_names[s][i]; i++) {
+        const char *k = kwarg_names[s][i];
+        if (!strcmp(k, "min_lr")) /* recorded as the rate it resolved to */
+            continue;
+        PUT("%s\"%s\": ", wrote++ ? ", " : "", k);
+        if (!strcmp(k, "num_cycles"))
+            PUT("%.17g", kw->num_cycles);
+        else if (!strcmp(k, "lr_end"))
+            PUT("%.17g", kw->lr_end);
+        else if (!strcmp(k, "power"))
+            PUT("%.17g", kw->power);
+        else if (!strcmp(k, "min_lr_rate") || !strcmp(k, "min_lr_ratio"))
+            PUT("%.17g", kw->min_lr_rate);
+        else if (!strcmp(k, "num_decay_steps"))
+            PUT("%ld", kw->num_decay_steps);
+        else if (!strcmp(k, "num_stable_steps"))
+            PUT("%ld", kw->num_stable_steps);
+        else if (!strcmp(k, "warmup_type") || !strcmp(k, "decay_type"))
+            PUT("\"%s\"", shapes[k[0] == 'w' ? kw->warmup_type : kw->decay_type]);
+        else
+            PUT("%ld", kw->timescale);
+    }
+    PUT("}");
+#undef PUT
+    return n < cap ? 0 : -1;
 }

@@ -61,6 +61,11 @@ void zt_lr_kwargs_defaults(zt_lr_schedule s, zt_lr_kwargs *kw);
  * schedule's function does not take, a wrong type or range, and a required key
  * missing are ZT_EINPUT naming lr_scheduler_kwargs and the key. */
 int zt_lr_kwargs_parse(const char *json, zt_lr_schedule s, double lr, zt_lr_kwargs *kw, zt_err *err);
+/* The kwargs s takes, resolved, as one canonical JSON object (min_lr as the
+ * min_lr_rate it gives; -1 and 0 for the defaults computed from S and w), so that a
+ * checkpoint records them and a resume compares them as text: 0, or -1 when cap
+ * is too small. */
+int zt_lr_kwargs_format(zt_lr_schedule s, const zt_lr_kwargs *kw, char *buf, size_t cap);
 int zt_lr_schedule_parse(const char *s, zt_lr_schedule *out);
 const char *zt_lr_schedule_list(void); /* "linear | cosine | ...", for help and errors */
 const char *zt_lr_schedule_name(zt_lr_schedule s); /* checkpoints record and compare it */

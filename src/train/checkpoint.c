@@ -677,7 +677,7 @@ int zt_ckpt_compare_plans(const zt_ckpt_plan *saved, const zt_plan *plan, int al
 
 typedef struct field_change {
     const char *field;
-    char was[64], now[64];
+    char was[320], now[320];
 } field_change;
 
 /* The hyper-parameters that differ between the checkpoint and this run. */
@@ -708,6 +708,12 @@ static int changed_fields(const zt_ckpt_hparams *s, const zt_ckpt_hparams *c, fi
         out[n].field = "lr_scheduler_type";
         snprintf(out[n].was, sizeof out[n].was, "%s", zt_lr_schedule_name(s->schedule));
         snprintf(out[n].now, sizeof out[n].now, "%s", zt_lr_schedule_name(c->schedule));
+        n++;
+    }
+    if (strcmp(s->schedule_kwargs, c->schedule_kwargs)) {
+        out[n].field = "lr_scheduler_kwargs";
+        snprintf(out[n].was, sizeof out[n].was, "%s", s->schedule_kwargs);
+        snprintf(out[n].now, sizeof out[n].now, "%s", c->schedule_kwargs);
         n++;
     }
     LNG("warmup_steps", warmup_steps);

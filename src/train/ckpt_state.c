@@ -209,6 +209,7 @@ char *zt_ckpt_state_to_json(const zt_ckpt_state *st)
     cJSON_AddNumberToObject(hp, "adam_epsilon", h->eps);
     cJSON_AddNumberToObject(hp, "max_grad_norm", h->max_grad_norm);
     cJSON_AddStringToObject(hp, "lr_scheduler_type", zt_lr_schedule_name(h->schedule));
+    cJSON_AddStringToObject(hp, "lr_scheduler_kwargs", h->schedule_kwargs);
     cJSON_AddNumberToObject(hp, "warmup_steps", (double)h->warmup_steps);
     cJSON_AddNumberToObject(hp, "max_steps", (double)h->max_steps);
     cJSON_AddNumberToObject(hp, "global_batch_size", (double)h->global_batch);
@@ -251,6 +252,27 @@ static int boolean(reader *r, const cJSON *obj, const char *prefix, const char *
     return v ? cJSON_IsTrue(v) : 0;
 }
 
+/* hyper_parameters.lr_scheduler_kwargs: the resolved kwargs as text (absent in
+ * checkpoints written before --lr_scheduler_kwargs: the schedule's defaults then) */
+static void read_schedule_kwargs(reader *r, const cJSON *hp, zt_ckpt_hparams *h)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(hp, "lr_scheduler_kwargs");
+    if (r->rc)
+        return;
+    if (v && (!cJSON_IsString(v) || strlen(v->valuestring) >= sizeof h->schedule_kwargs)) {
+        r->rc = zt_fail(r->err, ZT_EINPUT, "%s: hyper_parameters.lr_scheduler_kwargs must be a string of at most %zu "
+                        "bytes", r->name, sizeof h->schedule_kwargs - 1);
+        return;
+    }
+    if (v) {
+        snprintf(h->schedule_kwargs, sizeof h->schedule_kwargs, "%s", v->valuestring);
+        return;
+    }
+    zt_lr_kwargs kw;
+    zt_lr_kwargs_defaults(h->schedule, &kw);
+    zt_lr_kwargs_format(h->schedule, &kw, h->schedule_kwargs, sizeof h->schedule_kwargs);
+}
+
 /* ztrain's state inside Trainer's TrainerState (stateful_callbacks.ztrain), whose
  * own keys are checked by name; an older checkpoint's document is ztrain's state. */
 static const cJSON *ztrain_part(reader *r, const cJSON *j)
@@ -291,7 +313,7 @@ int zt_ckpt_state_from_json(const char *name, const zt_json *js, zt_ckpt_state *
     const cJSON *hp = object(&r, j, "", "hyper_parameters");
     const char *hpp = "hyper_parameters.";
     static const char *const hp_keys[] = {"learning_rate", "weight_decay", "adam_beta1", "adam_beta2", "adam_epsilon",
-                                          "max_grad_norm", "lr_scheduler_type", "warmup_steps", "max_steps",
+                                          "max_grad_norm", "lr_scheduler_type", "lr_scheduler_kwargs", "warmup_steps", "max_steps",
                                           "global_batch_size", "per_device_train_batch_size",
                                           "gradient_accumulation_steps", "block_size", "shuffle", "seed", "data_tokens",
                                           "data_digest", "compute_dtype", NULL};
@@ -306,6 +328,7 @@ int zt_ckpt_state_from_json(const char *name, const zt_json *js, zt_ckpt_state *
     if (!r.rc && zt_lr_schedule_parse(sched, &st->hp.schedule) != 0)
         r.rc = zt_fail(err, ZT_EINPUT, "%s: hyper_parameters.lr_scheduler_type \"%.40s\" is not a known schedule",
                        name, sched);
+    read_schedule_kwargs(&r, hp, &st->hp);
     st->hp.max_steps = (long)num(&r, hp, hpp, "max_steps", 1, MAX_COUNT, 1);
     st->hp.warmup_steps = (long)num(&r, hp, hpp, "warmup_steps", 0, MAX_COUNT, 1);
     st->hp.global_batch = (long)num(&r, hp, hpp, "global_batch_size", 1, 1 << 30, 1);

@@ -30,6 +30,7 @@ struct zt_json;
 typedef struct zt_ckpt_hparams {
     double lr, weight_decay, beta1, beta2, eps, max_grad_norm;
     zt_lr_schedule schedule;
+    char schedule_kwargs[320];  /* zt_lr_kwargs_format of the run's (older checkpoints: the defaults') */
     long warmup_steps, max_steps;
     long global_batch;          /* sequences per optimizer step: B * A * W */
     int per_device_batch, grad_accum; /* informational: W may change, B*A*W may not */

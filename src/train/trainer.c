@@ -251,6 +251,7 @@ static zt_ckpt_hparams run_hparams(const zt_train_args *a, const run_state *r, i
         .global_batch = (long)a->batch_size * a->grad_accum * W, .per_device_batch = a->batch_size,
         .grad_accum = a->grad_accum, .block_size = a->block_size, .shuffle = a->shuffle, .seed = a->seed,
         .data_tokens = r->tokens.n, .compute = a->plan.prec.compute};
+    zt_lr_kwargs_format(a->schedule, &a->schedule_kwargs, h.schedule_kwargs, sizeof h.schedule_kwargs);
     h.data_digest = fnv(FNV0, r->tokens.ids, r->tokens.n * sizeof *r->tokens.ids);
     if (r->tokens.loss_mask) /* another mask is other data to resume on */
         h.data_digest = fnv(h.data_digest, r->tokens.loss_mask, r->tokens.n);

@@ -58,6 +58,15 @@ run --block_size 16 --max_steps 4 --lr_scheduler_type warmup_stable_decay --warm
 run --block_size 16 --max_steps 3 --lr_scheduler_type inverse_sqrt --lr_scheduler_kwargs '{"timescale": 4}' \
     --log_jsonl "$TMP/is.jsonl" > /dev/null || fail "inverse_sqrt"
 [ "$(lrs "$TMP/is.jsonl")" = "0.001 0.000894427191 0.000816496581" ] || fail "inverse_sqrt lrs: $(lrs "$TMP/is.jsonl")"
+# a checkpoint records the kwargs: a resume under others is refused naming them
+run --block_size 16 --max_steps 4 --lr_scheduler_type cosine --lr_scheduler_kwargs '{"num_cycles": 1}' \
+    --save_steps 2 --output_dir "$TMP/kw" > /dev/null 2>&1 || fail "cosine num_cycles 1 with checkpoints"
+expect_exit 2 'lr_scheduler_kwargs was \{"num_cycles": 1\} when saved, this run has \{"num_cycles": 2\}' -- \
+    run --block_size 16 --max_steps 4 --lr_scheduler_type cosine --lr_scheduler_kwargs '{"num_cycles": 2}' \
+    --output_dir "$TMP/kw" --resume_from_checkpoint "$TMP/kw/checkpoint-2"
+run --block_size 16 --max_steps 4 --lr_scheduler_type cosine --lr_scheduler_kwargs '{"num_cycles": 1.0}' \
+    --output_dir "$TMP/kw" --resume_from_checkpoint "$TMP/kw/checkpoint-2" > /dev/null 2>&1 ||
+    fail "resume under the same kwargs refused"
 expect_exit 2 "needs --lr_scheduler_kwargs" -- run --block_size 16 --lr_scheduler_type cosine_with_min_lr
 expect_exit 2 "num_cycles is not an argument of lr_scheduler_type linear" -- run --block_size 16 \
     --lr_scheduler_kwargs '{"num_cycles": 2}'
