@@ -70,6 +70,12 @@ assert (a["best_metric"], a["best_global_step"]) == (b["best_metric"], b["best_g
 PY
 cmp -s "$TMP/res/model.safetensors" "$TMP/out/model.safetensors" || fail "the resumed run saved another best model"
 
+# --save_total_limit 1 keeps the best checkpoint beside the newest, as Trainer's rotation does
+run --output_dir "$TMP/lim" --save_total_limit 1 > "$TMP/lim.out" 2>&1 || fail "--save_total_limit 1: $(tail -3 "$TMP/lim.out")"
+kept=$(cd "$TMP/lim" && ls -d checkpoint-* | sort -t- -k2 -n | tr '\n' ' ')
+[ "$kept" = "checkpoint-$best checkpoint-$stop " ] || fail "--save_total_limit 1 kept '$kept', want checkpoint-$best and -$stop"
+cmp -s "$TMP/lim/model.safetensors" "$TMP/out/model.safetensors" || fail "--save_total_limit 1: another best model"
+
 # without selection flags: no best, the history still kept
 "$ZTRAIN" train --model "$TMP/init" --data "$TMP/text.txt" --block_size 16 --per_device_train_batch_size 2 \
     --threads 1 --peak_gflops 100 --max_steps 4 --logging_steps 2 --save_steps 4 --output_dir "$TMP/plain" \
