@@ -290,6 +290,34 @@ static const cJSON *ztrain_part(reader *r, const cJSON *j)
     return r->rc ? NULL : z;
 }
 
+/* plan: the plan the checkpoint was written under */
+static void read_plan(reader *rd, const cJSON *j, zt_ckpt_plan *p)
+{
+    const cJSON *pl = object(rd, j, "", "plan");
+    const char *pp = "plan.";
+    static const char *const plan_keys[] = {"face", "strategy", "stage", "world", "group_size", "wrap",
+                                            "min_num_params", "master_dtype", "compute_dtype", "reduce_dtype",
+                                            "compensated", "loss_scaling", NULL};
+    check_keys(rd, pl, pp, plan_keys);
+    snprintf(p->face, sizeof p->face, "%s", str(rd, pl, pp, "face"));
+    snprintf(p->strategy, sizeof p->strategy, "%s", str(rd, pl, pp, "strategy"));
+    p->stage = (int)num(rd, pl, pp, "stage", 0, 3, 1);
+    p->world = (int)num(rd, pl, pp, "world", 1, 1 << 20, 1);
+    p->group_size = (int)num(rd, pl, pp, "group_size", 1, 1 << 20, 1);
+    if (!rd->rc && p->world % p->group_size)
+        rd->rc = zt_fail(rd->err, ZT_EINPUT, "%s: plan.group_size %d does not divide plan.world %d", rd->name,
+                         p->group_size, p->world);
+    const char *wrap = str(rd, pl, pp, "wrap");
+    if (!rd->rc && zt_wrap_policy_parse(wrap, &p->wrap) != 0)
+        rd->rc = zt_fail(rd->err, ZT_EINPUT, "%s: plan.wrap \"%.40s\" is not a wrap policy", rd->name, wrap);
+    p->min_num_params = (long)num(rd, pl, pp, "min_num_params", 0, MAX_COUNT, 1);
+    p->master = dtype(rd, pl, pp, "master_dtype");
+    p->compute = dtype(rd, pl, pp, "compute_dtype");
+    p->reduce = dtype(rd, pl, pp, "reduce_dtype");
+    p->compensated = boolean(rd, pl, pp, "compensated");
+    p->loss_scaling = boolean(rd, pl, pp, "loss_scaling");
+}
+
 int zt_ckpt_state_from_json(const char *name, const zt_json *js, zt_ckpt_state *st, zt_err *err)
 {
     memset(st, 0, sizeof *st);
@@ -368,30 +396,7 @@ int zt_ckpt_state_from_json(const char *name, const zt_json *js, zt_ckpt_state *
     st->scaler.last_overflow_iter = (long)num(&r, ls, "loss_scaler.", "last_overflow_iter", -1, (double)st->scaler.iter, 1);
     st->scaler.skipped = (long)num(&r, ls, "loss_scaler.", "skipped", 0, (double)st->step, 1);
 
-    const cJSON *pl = object(&r, j, "", "plan");
-    const char *pp = "plan.";
-    static const char *const plan_keys[] = {"face", "strategy", "stage", "world", "group_size", "wrap",
-                                            "min_num_params", "master_dtype", "compute_dtype", "reduce_dtype",
-                                            "compensated", "loss_scaling", NULL};
-    check_keys(&r, pl, pp, plan_keys);
-    zt_ckpt_plan *p = &st->plan;
-    snprintf(p->face, sizeof p->face, "%s", str(&r, pl, pp, "face"));
-    snprintf(p->strategy, sizeof p->strategy, "%s", str(&r, pl, pp, "strategy"));
-    p->stage = (int)num(&r, pl, pp, "stage", 0, 3, 1);
-    p->world = (int)num(&r, pl, pp, "world", 1, 1 << 20, 1);
-    p->group_size = (int)num(&r, pl, pp, "group_size", 1, 1 << 20, 1);
-    if (!r.rc && p->world % p->group_size)
-        r.rc = zt_fail(err, ZT_EINPUT, "%s: plan.group_size %d does not divide plan.world %d", name, p->group_size,
-                       p->world);
-    const char *wrap = str(&r, pl, pp, "wrap");
-    if (!r.rc && zt_wrap_policy_parse(wrap, &p->wrap) != 0)
-        r.rc = zt_fail(err, ZT_EINPUT, "%s: plan.wrap \"%.40s\" is not a wrap policy", name, wrap);
-    p->min_num_params = (long)num(&r, pl, pp, "min_num_params", 0, MAX_COUNT, 1);
-    p->master = dtype(&r, pl, pp, "master_dtype");
-    p->compute = dtype(&r, pl, pp, "compute_dtype");
-    p->reduce = dtype(&r, pl, pp, "reduce_dtype");
-    p->compensated = boolean(&r, pl, pp, "compensated");
-    p->loss_scaling = boolean(&r, pl, pp, "loss_scaling");
+    read_plan(&r, j, &st->plan);
     snprintf(st->command_line, sizeof st->command_line, "%s", str(&r, j, "", "command_line"));
     return r.rc;
 }
