@@ -5,7 +5,6 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 
 int zt_selection_init(zt_selection *s, const zt_select_args *a, int have_eval, const char *output_dir,
                       long eval_every, long save_every, zt_err *err)
@@ -90,15 +89,13 @@ int zt_selection_on_eval(zt_selection *s, long step, double epoch, double eval_l
     return s->patience > 0 && s->counter >= s->patience;
 }
 
+/* Trainer looks for checkpoint-best on disk; here the run knows which steps it saved
+ * (a best step's checkpoint is named when it is written, and kept by the rotation), so
+ * every rank decides alike without a shared file system. */
 void zt_selection_on_save(zt_selection *s, const char *output_dir, long step)
 {
-    if (!s->on || s->best_step <= 0)
-        return;
-    char dir[sizeof s->best_checkpoint];
-    struct stat sb;
-    snprintf(dir, sizeof dir, "%s/checkpoint-%ld", output_dir, s->best_step);
-    if (s->best_step == step || (stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode)))
-        memcpy(s->best_checkpoint, dir, sizeof dir);
+    if (s->on && s->best_step > 0 && s->best_step == step)
+        snprintf(s->best_checkpoint, sizeof s->best_checkpoint, "%s/checkpoint-%ld", output_dir, step);
 }
 
 void zt_selection_to_json(const zt_selection *s, cJSON *obj)

@@ -8,8 +8,8 @@
  * unless it is better by more than the threshold (|new - best| > threshold); the
  * best is then replaced when the new value is better at all (np.less or
  * np.greater, no threshold); the run stops after the evaluation whose count
- * reaches the patience.  A checkpoint saved when the best step's own checkpoint
- * exists records it as best_model_checkpoint, OUTPUT_DIR/checkpoint-N. */
+ * reaches the patience.  The checkpoint of the best evaluation's step, once saved,
+ * is best_model_checkpoint, OUTPUT_DIR/checkpoint-N. */
 #ifndef ZT_SELECTION_H
 #define ZT_SELECTION_H
 
@@ -50,7 +50,7 @@ void zt_selection_free(zt_selection *s);
 void zt_selection_log_train(zt_selection *s, long step, double epoch, double loss, double grad_norm, double lr);
 /* Returns 1 when the run should stop here (early stopping's patience is spent). */
 int zt_selection_on_eval(zt_selection *s, long step, double epoch, double eval_loss);
-/* After checkpoint-STEP is written into output_dir: best_model_checkpoint. */
+/* As checkpoint-STEP is written into output_dir: best_model_checkpoint. */
 void zt_selection_on_save(zt_selection *s, const char *output_dir, long step);
 
 /* Trainer's keys of trainer_state.json (log_history, best_metric, best_global_step,
