@@ -128,7 +128,7 @@ static int train_command(int argc, char **argv, zt_err *err)
         PLAN_FLAGS(st),
         TRAIN_VOCAB_FLAGS(voc),
         {"seed", ZT_FLAG_LONG, &st.seed, "seed for --shuffle (default 42)", 0, 9.2e18, 0},
-        {"shuffle", ZT_FLAG_BOOL, &st.shuffle, "seeded shuffle of the windows each epoch (default: in order)", 1, 0, 0},
+        {"shuffle", ZT_FLAG_BOOL, &st.shuffle, "read the windows in a permutation seeded by --seed, a new one each epoch, as Trainer does (default true; false: in order)", 1, 0, 0},
         {"max_shard_size", ZT_FLAG_STR, &max_shard, "split saved weights into shards above this size, e.g. 5GB, 200MB (default 5GB, as HF)", 1, 0, 0},
         {"save_steps", ZT_FLAG_LONG, &st.save_steps, "also save OUTPUT_DIR/checkpoint-N (model + sharded run state) every N steps", 0, 1e12, 0},
         {"resume_from_checkpoint", ZT_FLAG_STR, &resume, "continue from a checkpoint-N directory, or 'latest' (the newest complete one in --output_dir); bit for bit under the same plan, resharded under another", 1, 0, 0},

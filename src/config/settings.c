@@ -18,6 +18,7 @@ void zt_settings_defaults(zt_settings *s)
     s->accum = 1;
     s->max_steps = 100;
     s->seed = 42;
+    s->shuffle = 1; /* Trainer's RandomSampler: a seeded permutation, new each epoch */
     s->lr = 5e-5;
     s->beta1 = 0.9;
     s->beta2 = 0.999;
