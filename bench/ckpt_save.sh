@@ -5,7 +5,7 @@
 # SHARDED_STATE_DICT (the shards and the index only); then merge-weights of the
 # sharded checkpoint, with its peak resident memory.  Prints the trainer's
 # "checkpoint saved" lines, which carry those numbers.
-#   bench/ckpt_save.sh [BUILD_DIR]      (about a minute on 2 cores; needs ~5 GB in /tmp)
+#   bench/ckpt_save.sh [BUILD_DIR]      (needs ~5 GB in /tmp)
 set -euo pipefail
 build=${1:-build}
 root=$(cd "$(dirname "$0")/.." && pwd)

@@ -33,6 +33,7 @@ import argparse
 import contextlib
 import json
 import os
+import signal
 import statistics
 import struct
 import subprocess
@@ -122,6 +123,70 @@ def busy_cpu_s():
     return (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / os.sysconf("SC_CLK_TCK")
 
 
+# Each child runs in a session of its own, so that stopping the benchmark (a timeout's
+# SIGTERM, Ctrl-C, SIGHUP) stops everything the child started too: `ztrain launch`,
+# its mpirun and the ranks, or the DDP workers, none of which would otherwise notice
+# that the benchmark is gone.
+CHILD_SESSIONS = set()
+
+
+def session_members(sid):
+    """Pids of the processes of session sid (/proc/PID/stat's 6th field)."""
+    pids = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open("/proc/%s/stat" % d) as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[3]) == sid:
+                pids.append(int(d))
+    return pids
+
+
+def stop_children(grace_s=5.0):
+    """SIGTERM to every process of every child session, then SIGKILL to what is left
+    after grace_s (a rank inside a collective may not answer SIGTERM)."""
+    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 0.0)):
+        for sid in list(CHILD_SESSIONS):
+            for pid in session_members(sid):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, sig)
+        end = time.monotonic() + wait
+        while time.monotonic() < end and any(session_members(s) for s in CHILD_SESSIONS):
+            time.sleep(0.1)
+    CHILD_SESSIONS.clear()
+
+
+def on_stop_signal(signum, frame):
+    stop_children()
+    sys.exit(128 + signum)
+
+
+def install_stop_handlers():
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, on_stop_signal)
+
+
+def start_child(argv, **kw):
+    """Popen in a new session, remembered for stop_children."""
+    proc = subprocess.Popen(argv, start_new_session=True, **kw)
+    CHILD_SESSIONS.add(proc.pid)
+    return proc
+
+
+def reap(proc):
+    """os.wait4 on a start_child child; its session is forgotten once it is gone (a rank
+    it left behind is stopped here, as the benchmark moves on)."""
+    _, status, ru = os.wait4(proc.pid, 0)
+    if session_members(proc.pid):
+        CHILD_SESSIONS.add(proc.pid)
+        stop_children()
+    CHILD_SESSIONS.discard(proc.pid)
+    return status, ru
+
+
 def run_child(argv, stdout_path, env=None):
     """Run argv to completion; returns dict(rc, rss bytes, wall s, others: the average
     number of cores that processes other than this child kept busy meanwhile).
@@ -129,8 +194,8 @@ def run_child(argv, stdout_path, env=None):
     all children so far."""
     t0, b0 = time.perf_counter(), busy_cpu_s()
     with open(stdout_path, "wb") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env)
-        _, status, ru = os.wait4(proc.pid, 0)
+        proc = start_child(argv, stdout=out, stderr=subprocess.STDOUT, env=env)
+        status, ru = reap(proc)
         proc.returncode = os.waitstatus_to_exitcode(status)
     wall, busy = time.perf_counter() - t0, busy_cpu_s() - b0
     others = max(0.0, busy - ru.ru_utime - ru.ru_stime) / wall
@@ -297,6 +362,7 @@ def fmt_mib(b):
 
 
 def main():
+    install_stop_handlers()
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--configs", default="a,b", help="comma list of %s" % ",".join(CONFIGS))
     ap.add_argument("--precisions", default="fp32,bf16", help="comma list of fp32,bf16")

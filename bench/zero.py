@@ -179,13 +179,13 @@ def run_ddp(model_dir, data, steps, prec, workdir, blas):
         out = os.path.join(workdir, "%s-rank%d.out" % (tag, r))
         outs.append(out)
         fh = open(out, "wb")
-        procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__), "--ddp_worker",
-                                       spec_path, "--ddp_rank", str(r)],
-                                      stdout=fh, stderr=subprocess.STDOUT, env=env))
+        procs.append(S.start_child([sys.executable, os.path.abspath(__file__), "--ddp_worker",
+                                    spec_path, "--ddp_rank", str(r)],
+                                   stdout=fh, stderr=subprocess.STDOUT, env=env))
         fh.close()
     rcs, rss, cpu = [], [], 0.0
     for p in procs:
-        _, status, ru = os.wait4(p.pid, 0)
+        status, ru = S.reap(p)
         rcs.append(os.waitstatus_to_exitcode(status))
         rss.append(ru.ru_maxrss * 1024)
         cpu += ru.ru_utime + ru.ru_stime
@@ -287,6 +287,7 @@ def comm_str(comm):
 
 
 def main():
+    S.install_stop_handlers()
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--steps", type=int, default=8, help="optimizer steps per run (default 8)")
     ap.add_argument("--warmup", type=int, default=3,

@@ -56,4 +56,6 @@ build/ztrain generate --model "$out/model" --tokenizer "$out/tokenizer" --prompt
 echo
 echo "model saved to $out/model (Hugging Face format: config.json + model.safetensors), tokenizer in $out/tokenizer"
 echo "per-step metrics in $out/train.jsonl, drawn in $out/train.svg"
+echo "losses above: a \"step N/S: loss\" line is the mean over the steps since the previous such line"
+echo "(Trainer's logging_steps, 500 by default: here the whole run); \"final loss\" is the last step's alone"
 echo "demo took $(($(date +%s) - start)) s ($((built - start)) s of it setting up and building)"

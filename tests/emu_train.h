@@ -55,6 +55,7 @@ static void emu_train_args(const emu_run *r, zt_plan *plan, zt_train_args *a)
                  err.msg);
     zt_settings st;
     zt_settings_defaults(&st);
+    st.shuffle = 0; /* the reference reads the windows in order (the default shuffles) */
     st.block_size = 16;
     st.batch = 2;
     st.accum = r->accum;

@@ -304,6 +304,18 @@ static void test_yaml_forms(void)
     ZT_CHECK(zt_mem_current(ZT_MEM_OTHER) == 0);
 }
 
+#ifdef ZT_CUDA
+/* A CUDA build reads Accelerate's MULTI_GPU (settings.c runs it on --device cuda, stage 0) */
+static void test_multi_gpu(void)
+{
+    zt_accel_config c;
+    zt_err err = {0};
+    ZT_CHECK_MSG(read_text("compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_GPU\nnum_processes: 2\n", &c,
+                           &err) == ZT_OK, "%s", err.msg);
+    ZT_CHECK(!strcmp(c.distributed_type, "MULTI_GPU") && c.num_processes == 2);
+}
+#endif
+
 /* Each bad config is ZT_EINPUT with the file, the key path and a hint at what
  * was allowed; *c is left as it was. */
 static void test_bad_configs(void)
@@ -315,8 +327,11 @@ static void test_bad_configs(void)
         {"distributed_type: FSDP\nmegatron_lm_config: {megatron_lm_tp_degree: 2}\n", "megatron_lm_config",
          "only {} is accepted (Megatron-LM is not supported)"},
         {"distributed_type: FSDP\nzero_stage: 3\n", "zero_stage", "belongs under deepspeed_config"},
-        {"distributed_type: MULTI_GPU\n", "distributed_type", "MULTI_CPU is the equivalent"},
-        {"distributed_type: fsdp\n", "distributed_type", "NO | MULTI_CPU | FSDP | DEEPSPEED"},
+#ifndef ZT_CUDA /* a CUDA build runs it on --device cuda (test_multi_gpu) */
+        {"distributed_type: MULTI_GPU\n", "distributed_type", "built without CUDA (make cuda builds it)"},
+#endif
+        {"distributed_type: fsdp\n", "distributed_type", "(allowed: NO | MULTI_CPU | "}, /* MULTI_GPU | with CUDA */
+        {"distributed_type: fsdp\n", "distributed_type", "FSDP | DEEPSPEED)"},
         {"num_processes: 2\n", "distributed_type", "missing"},
         {"distributed_type: NO\ncompute_environment: AMAZON_SAGEMAKER\n", "compute_environment",
          "LOCAL_MACHINE"},
@@ -576,6 +591,9 @@ int main(void)
     ZT_RUN(test_sharding_strategy_forms);
     ZT_RUN(test_deepspeed_zero3);
     ZT_RUN(test_multi_cpu);
+#ifdef ZT_CUDA
+    ZT_RUN(test_multi_gpu);
+#endif
     ZT_RUN(test_yaml_forms);
     ZT_RUN(test_bad_configs);
     ZT_RUN(test_malformed_yaml);

@@ -12,6 +12,7 @@
 #include "../src/core/json.h"
 #include "../src/train/ckpt_state.h"
 #include "../src/train/manifest.h"
+#include "../src/train/selection.h"
 #include "test.h"
 #include "tmpdir.h"
 
@@ -50,7 +51,8 @@ static int parse_state(const char *text, zt_ckpt_state *st, char *msg, size_t ca
     return rc;
 }
 
-/* The good state with key (a.b for nested) replaced by the JSON value. */
+/* The good state with key (a.b for nested) of ztrain's state (Trainer's
+ * stateful_callbacks.ztrain) replaced by the JSON value. */
 static char *mutate(const char *key, const char *value)
 {
     zt_ckpt_state st = good_state();
@@ -59,11 +61,12 @@ static char *mutate(const char *key, const char *value)
     free(text);
     char k[64];
     snprintf(k, sizeof k, "%s", key);
-    cJSON *obj = root;
+    cJSON *ours = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "stateful_callbacks"), "ztrain");
+    cJSON *obj = ours;
     char *dot = strchr(k, '.');
     if (dot) {
         *dot = 0;
-        obj = cJSON_GetObjectItemCaseSensitive(root, k);
+        obj = cJSON_GetObjectItemCaseSensitive(ours, k);
     }
     const char *leaf = dot ? dot + 1 : k;
     cJSON *v = cJSON_Parse(value);
@@ -74,6 +77,51 @@ static char *mutate(const char *key, const char *value)
     char *out = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
     return out;
+}
+
+/* The file is Trainer's TrainerState (what TrainerState.load_from_json takes: its
+ * fields only), ztrain's state one of its stateful_callbacks, and the selection's
+ * keys as Trainer writes them; an older checkpoint (ztrain's state alone) still reads. */
+static void test_state_is_trainers(void)
+{
+    zt_ckpt_state st = good_state(), back;
+    zt_selection sel;
+    zt_err err = {0};
+    zt_select_args sa = {0, "loss", -1, 0, 0.0};
+    ZT_CHECK(zt_selection_init(&sel, &sa, 1, NULL, 0, 0, &err) == ZT_OK);
+    zt_selection_log_train(&sel, 2, 0.5, 3.25, 1.5, 1e-3);
+    ZT_CHECK(zt_selection_on_eval(&sel, 2, 0.5, 3.0) == 0);
+    st.sel = &sel;
+    st.epoch_fraction = 1.5;
+    char *text = zt_ckpt_state_to_json(&st), msg[1024];
+    cJSON *root = cJSON_Parse(text);
+    ZT_CHECK(cJSON_GetObjectItemCaseSensitive(root, "global_step")->valuedouble == 6);
+    ZT_CHECK(cJSON_GetObjectItemCaseSensitive(root, "epoch")->valuedouble == 1.5);
+    ZT_CHECK(cJSON_GetObjectItemCaseSensitive(root, "best_metric")->valuedouble == 3.0);
+    ZT_CHECK(cJSON_GetObjectItemCaseSensitive(root, "best_global_step")->valuedouble == 2);
+    ZT_CHECK(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(root, "best_model_checkpoint")));
+    const cJSON *h = cJSON_GetObjectItemCaseSensitive(root, "log_history");
+    ZT_CHECK(cJSON_GetArraySize(h) == 2);
+    ZT_CHECK(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(h, 0), "loss")->valuedouble == 3.25);
+    ZT_CHECK(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(h, 1), "eval_loss")->valuedouble == 3.0);
+    ZT_CHECK(!cJSON_GetObjectItemCaseSensitive(root, "step") && !cJSON_GetObjectItemCaseSensitive(root, "plan"));
+    ZT_CHECK_MSG(parse_state(text, &back, msg, sizeof msg) == ZT_OK, "%s", msg);
+    /* ztrain's state alone at the top: an older checkpoint */
+    cJSON *ours = cJSON_DetachItemFromObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "stateful_callbacks"),
+                                                          "ztrain");
+    char *old = cJSON_PrintUnformatted(ours);
+    ZT_CHECK_MSG(parse_state(old, &back, msg, sizeof msg) == ZT_OK && back.step == 6, "%s", msg);
+    /* Trainer's part is checked by name too */
+    cJSON_AddItemToObject(ours, "step_count", cJSON_CreateNumber(1));
+    cJSON_AddNumberToObject(root, "globl_step", 6);
+    cJSON_AddItemToObject(cJSON_GetObjectItemCaseSensitive(root, "stateful_callbacks"), "ztrain", ours);
+    char *bad = cJSON_PrintUnformatted(root);
+    ZT_CHECK(parse_state(bad, &back, msg, sizeof msg) == ZT_EINPUT && strstr(msg, "unknown key globl_step"));
+    free(bad);
+    free(old);
+    cJSON_Delete(root);
+    free(text);
+    zt_selection_free(&sel);
 }
 
 static void test_state_round_trip(void)
@@ -259,6 +307,7 @@ static void test_temporary_files(void)
 
 int main(void)
 {
+    ZT_RUN(test_state_is_trainers);
     ZT_RUN(test_state_round_trip);
     ZT_RUN(test_state_rejects_bad_numbers);
     ZT_RUN(test_index);

@@ -1,6 +1,8 @@
 /* test_optim.c — AdamW's arithmetic and the lost-update audit on values whose
  * outcome is known by hand. */
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../src/core/dtype.h"
@@ -148,7 +150,7 @@ static void test_schedules_match_transformers(void)
                 ZT_CHECK_CLOSE(zt_lr_factor(ZT_LR_COSINE_RESTARTS, u, S, w), hf_hard_restarts(u, w, S, 1.0), 1e-12,
                                1e-15);
                 for (int li = 0; li < 3; li++)
-                    ZT_CHECK_CLOSE(zt_lr_value(ZT_LR_POLYNOMIAL, lrs[li], u, S, w),
+                    ZT_CHECK_CLOSE(zt_lr_value(ZT_LR_POLYNOMIAL, NULL, lrs[li], u, S, w),
                                    lrs[li] * hf_polynomial(u, w, S, lrs[li], 1e-7, 1.0), 1e-12, 1e-18);
                 /* constant_with_warmup: u/w, then 1 */
                 ZT_CHECK_CLOSE(zt_lr_factor(ZT_LR_CONSTANT_WARMUP, u, S, w), u < w ? (double)u / (double)w : 1.0,
@@ -156,8 +158,8 @@ static void test_schedules_match_transformers(void)
             }
         }
     /* a point worked by hand: S=10, w=2, u=6 is halfway, lr 1e-3 -> (1e-3 - 1e-7) * 0.5 + 1e-7 */
-    ZT_CHECK_CLOSE(zt_lr_value(ZT_LR_POLYNOMIAL, 1e-3, 6, 10, 2), 0.5e-3 + 0.5e-7, 1e-12, 1e-18);
-    ZT_CHECK(zt_lr_value(ZT_LR_POLYNOMIAL, 1e-3, 11, 10, 2) == 1e-7);
+    ZT_CHECK_CLOSE(zt_lr_value(ZT_LR_POLYNOMIAL, NULL, 1e-3, 6, 10, 2), 0.5e-3 + 0.5e-7, 1e-12, 1e-18);
+    ZT_CHECK(zt_lr_value(ZT_LR_POLYNOMIAL, NULL, 1e-3, 11, 10, 2) == 1e-7);
     ZT_CHECK(zt_lr_factor(ZT_LR_COSINE_RESTARTS, 10, 10, 2) == 0.0);
     zt_lr_schedule s;
     ZT_CHECK(zt_lr_schedule_parse("cosine_with_restarts", &s) == 0 && s == ZT_LR_COSINE_RESTARTS);
@@ -165,8 +167,81 @@ static void test_schedules_match_transformers(void)
     ZT_CHECK(!strcmp(zt_lr_schedule_name(ZT_LR_POLYNOMIAL), "polynomial"));
 }
 
+/* Every schedule, at its defaults and under lr_scheduler_kwargs, against the lr
+ * sequences transformers' get_scheduler gives (tests/fixtures/schedules/lr.txt, written
+ * by tools/make_schedule_fixtures.py with transformers 5.25): relative error at most
+ * 1e-12, room for reordered double arithmetic (measured: 1.9e-16 at worst). */
+static void test_schedules_match_get_scheduler_fixture(void)
+{
+    FILE *f = fopen("tests/fixtures/schedules/lr.txt", "r");
+    ZT_CHECK(f != NULL);
+    if (!f)
+        return;
+    char line[8192], name[64], kwjson[256];
+    int cases = 0;
+    double worst = 0.0;
+    while (fgets(line, sizeof line, f)) {
+        if (line[0] == '#')
+            continue;
+        long S, w;
+        int n, off;
+        double lr;
+        ZT_CHECK(sscanf(line, "%63s %ld %ld %lf %255s %d%n", name, &S, &w, &lr, kwjson, &n, &off) == 6);
+        zt_lr_schedule s;
+        zt_lr_kwargs kw;
+        zt_err err = {0};
+        ZT_CHECK_MSG(zt_lr_schedule_parse(name, &s) == 0, "%s", name);
+        ZT_CHECK_MSG(zt_lr_kwargs_parse(kwjson, s, lr, &kw, &err) == ZT_OK, "%s %s: %s", name, kwjson, err.msg);
+        const char *p = line + off;
+        for (long u = 0; u < n; u++) {
+            char *end;
+            double want = strtod(p, &end);
+            ZT_CHECK(end != p);
+            p = end;
+            double got = zt_lr_value(s, &kw, lr, u, S, w);
+            double rel = fabs(got - want) / (fabs(want) > 1e-30 ? fabs(want) : 1e-30);
+            worst = rel > worst ? rel : worst;
+            ZT_CHECK_MSG(fabs(got - want) <= 1e-12 * fabs(want) + 1e-300, "%s %s S=%ld w=%ld lr=%g u=%ld: %.17g vs %.17g",
+                         name, kwjson, S, w, lr, u, got, want);
+        }
+        cases++;
+    }
+    fclose(f);
+    ZT_CHECK(cases >= 500);
+    printf("  %d cases, worst relative error %.3g\n", cases, worst);
+}
+
+/* --lr_scheduler_kwargs refusals name the key, as get_scheduler's TypeError and
+ * ValueErrors do */
+static void test_schedule_kwargs_refused(void)
+{
+    static const struct { const char *sched, *json, *hint; } cases[] = {
+        {"linear", "{\"num_cycles\": 2}", "num_cycles is not an argument of lr_scheduler_type linear"},
+        {"cosine", "{\"min_lr\": 1e-6}", "min_lr is not an argument of lr_scheduler_type cosine"},
+        {"cosine_with_min_lr", "{}", "needs --lr_scheduler_kwargs"},
+        {"cosine_with_min_lr", "{\"min_lr\": 1e-6, \"min_lr_rate\": 0.1}", "not both"},
+        {"warmup_stable_decay", "{\"decay_type\": \"cosine\"}", "num_decay_steps"},
+        {"warmup_stable_decay", "{\"num_decay_steps\": 2.5}", "num_decay_steps: expected an integer"},
+        {"warmup_stable_decay", "{\"num_decay_steps\": 2, \"decay_type\": \"exp\"}", "decay_type: expected"},
+        {"inverse_sqrt", "{\"timescale\": 0}", "timescale: expected a positive integer"},
+        {"polynomial", "[1]", "expected a JSON object"},
+        {"polynomial", "{\"power\": \"2\"}", "power: expected a number"},
+        {"cosine", "{\"num_cycles\": ", "--lr_scheduler_kwargs"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        zt_lr_schedule s;
+        zt_lr_kwargs kw;
+        zt_err err = {0};
+        ZT_CHECK(zt_lr_schedule_parse(cases[i].sched, &s) == 0);
+        ZT_CHECK_MSG(zt_lr_kwargs_parse(cases[i].json, s, 1e-3, &kw, &err) == ZT_EINPUT && strstr(err.msg, cases[i].hint),
+                     "%s %s: %s", cases[i].sched, cases[i].json, err.msg);
+    }
+}
+
 int main(void)
 {
+    ZT_RUN(test_schedules_match_get_scheduler_fixture);
+    ZT_RUN(test_schedule_kwargs_refused);
     ZT_RUN(test_schedules_match_transformers);
     ZT_RUN(test_first_step_matches_torch_formula);
     ZT_RUN(test_cast_copy_is_converted_master);

@@ -37,6 +37,7 @@ static zt_settings base_settings(void)
 {
     zt_settings st;
     zt_settings_defaults(&st);
+    st.shuffle = 0; /* the reference reads the windows in order (the default shuffles) */
     st.block_size = 16;
     st.batch = 2;
     st.accum = 1;
@@ -104,9 +105,14 @@ static void test_args_from_settings(void)
     ZT_CHECK(a.save_steps == 11 && a.plan.wrap == ZT_WRAP_NONE && !a.hooks && !a.model_dir);
     st.schedule = "polynomial"; /* one of Trainer's that ztrain has, with Trainer's defaults */
     ZT_CHECK(zt_train_args_from_settings(&st, &plan, &a, &err) == ZT_OK && a.schedule == ZT_LR_POLYNOMIAL);
-    st.schedule = "inverse_sqrt"; /* one of Trainer's that ztrain lacks */
+    st.schedule = "reduce_lr_on_plateau"; /* one of Trainer's that ztrain lacks */
     ZT_CHECK(zt_train_args_from_settings(&st, &plan, &a, &err) == ZT_EINPUT &&
-             strstr(err.msg, "lr_scheduler_type") && strstr(err.msg, "inverse_sqrt"));
+             strstr(err.msg, "lr_scheduler_type") && strstr(err.msg, "reduce_lr_on_plateau"));
+    st.schedule = "linear";
+    st.optim = "adafactor"; /* Trainer's --optim names other than torch's AdamW */
+    ZT_CHECK(zt_train_args_from_settings(&st, &plan, &a, &err) == ZT_EINPUT && strstr(err.msg, "--optim adafactor"));
+    st.optim = "adamw_torch_fused";
+    ZT_CHECK(zt_train_args_from_settings(&st, &plan, &a, &err) == ZT_OK);
 }
 
 static void cleanup(const char *tmp) { ZT_CHECK(tmpdir_remove(tmp) == 0); }

@@ -3,7 +3,7 @@
 # transformers, accelerate and deepspeed from PyPI at the versions in requirements.txt,
 # in build/peers-venv (or $PEERS_VENV).  Dev-time only; `make test` never needs it.
 #
-#   bench/peers/setup.sh            # a few minutes and about 5 GB (torch's PyPI wheel)
+#   bench/peers/setup.sh            # about 5 GB (torch's PyPI wheel)
 set -eu
 cd "$(dirname "$0")/../.."
 venv=${PEERS_VENV:-build/peers-venv}

@@ -66,6 +66,10 @@ static const struct flag_alias {
     {"bf16", "mixed_precision", "bf16"},
     {"fp16", "mixed_precision", "fp16"},
     {"deepspeed", "deepspeed_config_file", NULL},
+    /* TRL's SFTConfig: max_length (max_seq_length before TRL 0.20) and dataset_text_field */
+    {"max_length", "block_size", NULL},
+    {"max_seq_length", "block_size", NULL},
+    {"dataset_text_field", "text_field", NULL},
 };
 #define NALIASES ((int)(sizeof aliases / sizeof aliases[0]))
 
@@ -138,6 +142,7 @@ static const char *suggest(const zt_flag *flags, int nflags, const char *name)
 int zt_flags_parse(zt_flag *flags, int nflags, int argc, char **argv, const char *command,
                    zt_err *err)
 {
+    const struct flag_alias *valued = NULL; /* the last --bf16-like alias given true */
     for (int i = 0; i < argc; i++) {
         const char *arg = argv[i];
         if (strncmp(arg, "--", 2) != 0 || !arg[2])
@@ -163,6 +168,12 @@ int zt_flags_parse(zt_flag *flags, int nflags, int argc, char **argv, const char
             if (rc)
                 return rc;
             zt_flag *target = find_flag(flags, nflags, al->target);
+            /* TrainingArguments raises on bf16 and fp16 both true; the last one winning would hide it */
+            if (on && valued && valued != al && !strcmp(valued->target, al->target))
+                return zt_fail(err, ZT_EINPUT, "%s: --%s and --%s exclude each other (both set --%s); give one",
+                               command, valued->name, al->name, al->target);
+            if (on)
+                valued = al;
             if (on && (rc = parse_value(target, al->value, err)))
                 return rc;
             target->seen |= on;

@@ -26,6 +26,7 @@
 #include "flags.h"
 #include "run_settings.h"
 #include "train_eval.h"
+#include "train_select.h"
 #include "train_vocab.h"
 
 #define ZTRAIN_VERSION "0.1.0"
@@ -123,6 +124,7 @@ static int train_command(int argc, char **argv, zt_err *err)
     zt_settings_defaults(&st);
     zt_cli_eval ev = ZT_CLI_EVAL_DEFAULTS;
     zt_cli_vocab voc = ZT_CLI_VOCAB_DEFAULTS;
+    zt_select_args sel = ZT_CLI_SELECT_DEFAULTS;
     zt_flag flags[] = {
         {"model", ZT_FLAG_STR, &model, "Hugging Face model directory (config.json + safetensors), or a GGUF file", 1, 0, 0},
         {"data", ZT_FLAG_STR, &data, "FILE...: token data (.npy, .bin uint16, .txt bytes) or text with --tokenizer (.txt; JSON Lines .jsonl/.json; Parquet .parquet, Arrow .arrow or a save_to_disk directory: a document a record); several files are one stream, in order", 1, 0, 0},
@@ -138,7 +140,7 @@ static int train_command(int argc, char **argv, zt_err *err)
         PLAN_FLAGS(st),
         TRAIN_VOCAB_FLAGS(voc),
         {"seed", ZT_FLAG_LONG, &st.seed, "seed for --shuffle (default 42)", 0, 9.2e18, 0},
-        {"shuffle", ZT_FLAG_BOOL, &st.shuffle, "seeded shuffle of the windows each epoch (default: in order)", 1, 0, 0},
+        {"shuffle", ZT_FLAG_BOOL, &st.shuffle, "read the windows in a permutation seeded by --seed, a new one each epoch, as Trainer does (default true; false: in order)", 1, 0, 0},
         {"max_shard_size", ZT_FLAG_STR, &max_shard, "split saved weights into shards above this size, e.g. 5GB, 200MB (default 5GB, as HF)", 1, 0, 0},
         {"save_steps", ZT_FLAG_LONG, &st.save_steps, "also save OUTPUT_DIR/checkpoint-N (model + sharded run state) every N steps", 0, 1e12, 0},
         {"resume_from_checkpoint", ZT_FLAG_STR, &resume, "continue from a checkpoint-N directory, or 'latest' (the newest complete one in --output_dir); bit for bit under the same plan, resharded under another", 1, 0, 0},
@@ -154,6 +156,7 @@ static int train_command(int argc, char **argv, zt_err *err)
         {"max_host_memory", ZT_FLAG_STR, &max_host_memory, "host bytes each rank may hold in offloaded state, e.g. 64GB (default: the machine's available memory shared by its ranks)", 1, 0, 0},
         {"ignore_num_processes", ZT_FLAG_BOOL, &ignore_np, "run on the ranks MPI started even when the Accelerate YAML's num_processes differs", 1, 0, 0},
         {"collective_timeout", ZT_FLAG_DOUBLE, &coll_timeout, "seconds one collective may block before the job is aborted with what each rank waits for (default 600, as NCCL's)", 0.1, 1e9, 0},
+        TRAIN_SELECT_FLAGS(sel),
     };
     flag_table table = {flags, NFLAGS(flags)};
     st.given = zt_flag_given;
@@ -261,6 +264,7 @@ static int train_command(int argc, char **argv, zt_err *err)
     a.tokenizer_dir = tokenizer ? tokenizer : gguf_tok[0] ? gguf_tok : NULL;
     a.peak_gflops = peak;
     a.skip_nonfinite_steps = skip_nonfinite;
+    a.select = sel;
     a.max_consecutive_skipped_steps = max_skipped;
     a.progress = progress != 0 && isatty(STDERR_FILENO); /* a log file gets lines, not carriage returns */
     if ((rc = zt_cli_eval_apply(&ev, &a, err)) || (rc = zt_cli_vocab_apply(&voc, &table, &a, err)))

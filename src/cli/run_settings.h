@@ -53,8 +53,10 @@ int zt_flag_given(void *ctx, const char *name);
     {"adam_beta2", ZT_FLAG_DOUBLE, &(S).beta2, "default 0.999", 0, 0.999999999, 0}, \
     {"adam_epsilon", ZT_FLAG_DOUBLE, &(S).eps, "default 1e-8", 0, 1, 0}, \
     {"max_grad_norm", ZT_FLAG_DOUBLE, &(S).max_grad_norm, "clip the global gradient norm (0: off; default 1.0)", 0, 1e30, 0}, \
-    {"lr_scheduler_type", ZT_FLAG_STR, &(S).schedule, "linear (default) | cosine | cosine_with_restarts | polynomial | constant | constant_with_warmup", 1, 0, 0}, \
+    {"lr_scheduler_type", ZT_FLAG_STR, &(S).schedule, "linear (default) | cosine | cosine_with_restarts | polynomial | constant | constant_with_warmup | cosine_with_min_lr | warmup_stable_decay | inverse_sqrt", 1, 0, 0}, \
     {"warmup_steps", ZT_FLAG_LONG, &(S).warmup_steps, "linear warmup steps (default 0)", 0, 1e12, 0}, \
+    {"lr_scheduler_kwargs", ZT_FLAG_STR, &(S).schedule_kwargs, "the schedule's keyword arguments as a JSON object, as Trainer's: num_cycles (cosine, cosine_with_restarts), lr_end and power (polynomial), min_lr or min_lr_rate (cosine_with_min_lr, one required), num_decay_steps (required), num_stable_steps, warmup_type, decay_type, min_lr_ratio (warmup_stable_decay), timescale (inverse_sqrt)", 1, 0, 0}, \
+    {"optim", ZT_FLAG_STR, &(S).optim, "adamw_torch (default) | adamw_torch_fused: both are torch's AdamW, which ztrain computes; other optimizers are refused", 1, 0, 0}, \
     {"gradient_checkpointing", ZT_FLAG_BOOL, &(S).checkpointing, "keep only layer inputs; recompute in backward", 1, 0, 0}
 
 

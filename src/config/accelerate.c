@@ -286,8 +286,16 @@ typedef zt_schema_section section;
 #define FIELD(m) offsetof(zt_accel_config, m), sizeof(((zt_accel_config *)0)->m)
 #define IGNORED ZT_NO_FIELD, 0
 
+/* MULTI_GPU is Accelerate's DDP on GPUs: ztrain's plain data parallel (stage 0) on
+ * --device cuda, which only a CUDA build (make cuda) has; a CPU build refuses it
+ * with that reason rather than run it somewhere else than it says. */
+#ifdef ZT_CUDA
+static const char *const distributed_types[] = {"NO", "MULTI_CPU", "MULTI_GPU", "FSDP", "DEEPSPEED", NULL};
+static const char *const gpu_types[] = {NULL};
+#else
 static const char *const distributed_types[] = {"NO", "MULTI_CPU", "FSDP", "DEEPSPEED", NULL};
 static const char *const gpu_types[] = {"MULTI_GPU", NULL};
+#endif
 static const char *const compute_environments[] = {"LOCAL_MACHINE", NULL};
 static const char *const precisions[] = {"no", "bf16", "fp16", NULL};
 static const char *const fp8[] = {"fp8", NULL};
@@ -360,7 +368,8 @@ static const key top_keys[] = {
     {.name = "compute_environment", .kind = K_ENUM, IGNORED, .allowed = compute_environments},
     {.name = "distributed_type", .kind = K_ENUM, FIELD(distributed_type),
      .allowed = distributed_types, .refused = gpu_types,
-     .refusal = "ztrain runs on CPUs; MULTI_CPU is the equivalent of MULTI_GPU"},
+     .refusal = "MULTI_GPU runs on --device cuda, and this ztrain was built without CUDA (make cuda builds it); "
+                "MULTI_CPU is its equivalent on CPUs"},
     {.name = "mixed_precision", .kind = K_ENUM, FIELD(mixed_precision), .allowed = precisions,
      .refused = fp8, .refusal = "fp8 training is not supported"},
     {.name = "num_processes", .kind = K_INT, FIELD(num_processes), .min = 1, .max = INT_MAX},

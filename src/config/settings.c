@@ -18,12 +18,14 @@ void zt_settings_defaults(zt_settings *s)
     s->accum = 1;
     s->max_steps = 100;
     s->seed = 42;
+    s->shuffle = 1; /* Trainer's RandomSampler: a seeded permutation, new each epoch */
     s->lr = 5e-5;
     s->beta1 = 0.9;
     s->beta2 = 0.999;
     s->eps = 1e-8;
     s->max_grad_norm = 1.0;
     s->schedule = "linear";
+    s->optim = "adamw_torch";
     s->num_processes = -1;
     s->forward_prefetch = -1;
     s->limit_all_gathers = -1;
@@ -50,6 +52,9 @@ static void apply_accelerate(zt_settings *s)
         s->mixed_precision = ac->mixed_precision;
     if (ac->use_cpu == ZT_YES && !given(s, "device")) /* use_cpu: false leaves the choice to --device */
         s->device = "cpu";
+    /* Accelerate's MULTI_GPU: DDP (stage 0, neither FSDP nor DeepSpeed) on GPUs */
+    if (!strcmp(ac->distributed_type, "MULTI_GPU") && !given(s, "device"))
+        s->device = "cuda";
     if (ac->ztrain_kernels[0] && !given(s, "kernels"))
         s->kernels = ac->ztrain_kernels;
     if (ac->ztrain_offload_delayed_update != ZT_UNSET && !given(s, "offload_delayed_update"))
@@ -185,6 +190,9 @@ static int resolve_request(zt_settings *s, int world, int hidden_size, zt_dtype 
     if (s->config_file && s->accel.use_cpu == ZT_YES && s->device && strcmp(s->device, "cpu") != 0)
         return zt_fail(err, ZT_EINPUT, "--device %s contradicts %s's use_cpu: true; drop one of them", s->device,
                        s->config_file);
+    if (s->config_file && !strcmp(s->accel.distributed_type, "MULTI_GPU") && s->device && strcmp(s->device, "cuda"))
+        return zt_fail(err, ZT_EINPUT, "--device %s contradicts %s's distributed_type: MULTI_GPU (--device cuda); "
+                       "use MULTI_CPU for CPUs", s->device, s->config_file);
     if (s->deepspeed_config_file) {
         snprintf(s->ds_json_path, sizeof s->ds_json_path, "%s", s->deepspeed_config_file);
         if ((rc = zt_ds_config_read(s->ds_json_path, &s->ds, err)))

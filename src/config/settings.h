@@ -36,6 +36,8 @@ typedef struct zt_settings {
     long max_steps, warmup_steps, save_steps, seed;
     double lr, weight_decay, beta1, beta2, eps, max_grad_norm;
     const char *schedule;
+    const char *schedule_kwargs; /* --lr_scheduler_kwargs (JSON; NULL: none) */
+    const char *optim;           /* --optim: adamw_torch (default) and the names that mean the same AdamW */
     /* what the files said that the plan and the report need */
     int num_processes;            /* from the YAML; -1 absent */
     zt_accel_config accel;        /* as read (distributed_type "" when no file) */

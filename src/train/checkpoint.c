@@ -217,15 +217,23 @@ static numbered *list_checkpoints(const char *dir, int *n, size_t *bytes)
     return v;
 }
 
-/* Keep the newest keep checkpoint-N directories.  Each goes by renaming it to a
- * .del- name first, so a kill during the removal leaves litter, never a partial
- * checkpoint-N. */
-static void rotate(const char *output_dir, long keep)
+/* Keep the newest keep checkpoint-N directories, and checkpoint-best (0: none) as
+ * Trainer keeps its best model's: in place of the oldest of those kept, or beside
+ * the newest when keep is 1.  Each goes by renaming it to a .del- name first, so a
+ * kill during the removal leaves litter, never a partial checkpoint-N. */
+static void rotate(const char *output_dir, long keep, long best)
 {
     int n;
     size_t bytes;
     numbered *v = list_checkpoints(output_dir, &n, &bytes);
+    int best_kept = 0;
+    for (int i = 0; v && best > 0 && i < n && i < (int)keep; i++)
+        best_kept |= v[i].n == best;
+    if (best > 0 && !best_kept && keep > 1)
+        keep--; /* the best takes the place of the oldest kept */
     for (int i = (int)keep; v && i < n; i++) {
+        if (v[i].n == best)
+            continue;
         char from[4400], to[4400];
         snprintf(from, sizeof from, "%s/%s", output_dir, v[i].name);
         snprintf(to, sizeof to, "%s/.%s.del-%ld", output_dir, v[i].name, (long)getpid());
@@ -470,7 +478,7 @@ int zt_ckpt_save(const zt_ckpt_save_args *sa, zt_engine *eng, const zt_ckpt_stat
     if (rank0) {
         if (rc == ZT_OK) {
             if (sa->save_total_limit > 0)
-                rotate(sa->output_dir, sa->save_total_limit);
+                rotate(sa->output_dir, sa->save_total_limit, sa->keep_step);
             remove_litter(sa->output_dir);
         } else {
             remove_tree(tmpdir);
@@ -675,7 +683,7 @@ int zt_ckpt_compare_plans(const zt_ckpt_plan *saved, const zt_plan *plan, int al
 
 typedef struct field_change {
     const char *field;
-    char was[64], now[64];
+    char was[320], now[320];
 } field_change;
 
 /* The hyper-parameters that differ between the checkpoint and this run. */
@@ -706,6 +714,12 @@ static int changed_fields(const zt_ckpt_hparams *s, const zt_ckpt_hparams *c, fi
         out[n].field = "lr_scheduler_type";
         snprintf(out[n].was, sizeof out[n].was, "%s", zt_lr_schedule_name(s->schedule));
         snprintf(out[n].now, sizeof out[n].now, "%s", zt_lr_schedule_name(c->schedule));
+        n++;
+    }
+    if (strcmp(s->schedule_kwargs, c->schedule_kwargs)) {
+        out[n].field = "lr_scheduler_kwargs";
+        snprintf(out[n].was, sizeof out[n].was, "%s", s->schedule_kwargs);
+        snprintf(out[n].now, sizeof out[n].now, "%s", c->schedule_kwargs);
         n++;
     }
     LNG("warmup_steps", warmup_steps);

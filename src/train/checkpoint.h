@@ -44,6 +44,7 @@ typedef struct zt_ckpt_save_args {
      * config.json keys and generation_config.json from source_dir, the tokenizer
      * files from tokenizer_dir (NULL: source_dir's) */
     const char *source_dir, *tokenizer_dir;
+    long keep_step;           /* rotation keeps checkpoint-keep_step too (the best model's; 0: none) */
 } zt_ckpt_save_args;
 
 /* What a save cost (filled on rank 0): wall seconds, and the bytes written in

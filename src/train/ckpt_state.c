@@ -1,5 +1,6 @@
 /* ckpt_state.c — trainer_state.json and zero/index.json (see ckpt_state.h). */
 #include "ckpt_state.h"
+#include "selection.h"
 
 #include <cjson/cJSON.h>
 #include <inttypes.h>
@@ -146,6 +147,39 @@ static void add_hex64(cJSON *o, const char *key, uint64_t v)
 
 /* ---- trainer_state.json ---------------------------------------------------- */
 
+/* Trainer's TrainerState around ztrain's state j (taken over) */
+static cJSON *trainer_state(const zt_ckpt_state *st, cJSON *j)
+{
+    cJSON *t = cJSON_CreateObject();
+    if (!t) {
+        cJSON_Delete(j);
+        return NULL;
+    }
+    cJSON_AddNumberToObject(t, "epoch", st->epoch_fraction);
+    cJSON_AddNumberToObject(t, "global_step", (double)st->step);
+    cJSON_AddNumberToObject(t, "max_steps", (double)st->hp.max_steps);
+    cJSON_AddNumberToObject(t, "logging_steps", (double)st->logging_steps);
+    cJSON_AddNumberToObject(t, "eval_steps", (double)st->eval_steps);
+    cJSON_AddNumberToObject(t, "save_steps", (double)st->save_steps);
+    cJSON_AddNumberToObject(t, "train_batch_size", (double)st->train_batch_size);
+    cJSON_AddNumberToObject(t, "num_train_epochs", st->num_train_epochs);
+    cJSON_AddNumberToObject(t, "num_input_tokens_seen", 0);
+    cJSON_AddNumberToObject(t, "total_flos", 0);
+    cJSON_AddBoolToObject(t, "is_local_process_zero", 1);
+    cJSON_AddBoolToObject(t, "is_world_process_zero", 1);
+    cJSON_AddBoolToObject(t, "is_hyper_param_search", 0);
+    cJSON_AddNullToObject(t, "trial_name");
+    cJSON_AddNullToObject(t, "trial_params");
+    cJSON *cb = cJSON_AddObjectToObject(t, "stateful_callbacks");
+    if (cb)
+        cJSON_AddItemToObject(cb, "ztrain", j);
+    else
+        cJSON_Delete(j);
+    zt_selection empty = {0};
+    zt_selection_to_json(st->sel ? st->sel : &empty, t);
+    return t;
+}
+
 char *zt_ckpt_state_to_json(const zt_ckpt_state *st)
 {
     cJSON *j = cJSON_CreateObject();
@@ -175,6 +209,7 @@ char *zt_ckpt_state_to_json(const zt_ckpt_state *st)
     cJSON_AddNumberToObject(hp, "adam_epsilon", h->eps);
     cJSON_AddNumberToObject(hp, "max_grad_norm", h->max_grad_norm);
     cJSON_AddStringToObject(hp, "lr_scheduler_type", zt_lr_schedule_name(h->schedule));
+    cJSON_AddStringToObject(hp, "lr_scheduler_kwargs", h->schedule_kwargs);
     cJSON_AddNumberToObject(hp, "warmup_steps", (double)h->warmup_steps);
     cJSON_AddNumberToObject(hp, "max_steps", (double)h->max_steps);
     cJSON_AddNumberToObject(hp, "global_batch_size", (double)h->global_batch);
@@ -201,8 +236,9 @@ char *zt_ckpt_state_to_json(const zt_ckpt_state *st)
     cJSON_AddBoolToObject(pl, "compensated", p->compensated);
     cJSON_AddBoolToObject(pl, "loss_scaling", p->loss_scaling);
     cJSON_AddStringToObject(j, "command_line", st->command_line);
-    char *text = cJSON_Print(j);
-    cJSON_Delete(j);
+    cJSON *t = trainer_state(st, j);
+    char *text = t ? cJSON_Print(t) : NULL;
+    cJSON_Delete(t);
     return text;
 }
 
@@ -216,6 +252,72 @@ static int boolean(reader *r, const cJSON *obj, const char *prefix, const char *
     return v ? cJSON_IsTrue(v) : 0;
 }
 
+/* hyper_parameters.lr_scheduler_kwargs: the resolved kwargs as text (absent in
+ * checkpoints written before --lr_scheduler_kwargs: the schedule's defaults then) */
+static void read_schedule_kwargs(reader *r, const cJSON *hp, zt_ckpt_hparams *h)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(hp, "lr_scheduler_kwargs");
+    if (r->rc)
+        return;
+    if (v && (!cJSON_IsString(v) || strlen(v->valuestring) >= sizeof h->schedule_kwargs)) {
+        r->rc = zt_fail(r->err, ZT_EINPUT, "%s: hyper_parameters.lr_scheduler_kwargs must be a string of at most %zu "
+                        "bytes", r->name, sizeof h->schedule_kwargs - 1);
+        return;
+    }
+    if (v) {
+        snprintf(h->schedule_kwargs, sizeof h->schedule_kwargs, "%s", v->valuestring);
+        return;
+    }
+    zt_lr_kwargs kw;
+    zt_lr_kwargs_defaults(h->schedule, &kw);
+    zt_lr_kwargs_format(h->schedule, &kw, h->schedule_kwargs, sizeof h->schedule_kwargs);
+}
+
+/* ztrain's state inside Trainer's TrainerState (stateful_callbacks.ztrain), whose
+ * own keys are checked by name; an older checkpoint's document is ztrain's state. */
+static const cJSON *ztrain_part(reader *r, const cJSON *j)
+{
+    const cJSON *cbs = cJSON_GetObjectItemCaseSensitive(j, "stateful_callbacks");
+    if (!cbs)
+        return j;
+    static const char *const trainer_keys[] = {
+        "epoch", "global_step", "max_steps", "logging_steps", "eval_steps", "save_steps", "train_batch_size",
+        "num_train_epochs", "num_input_tokens_seen", "total_flos", "log_history", "best_metric",
+        "best_global_step", "best_model_checkpoint", "is_local_process_zero", "is_world_process_zero",
+        "is_hyper_param_search", "trial_name", "trial_params", "stateful_callbacks", NULL};
+    check_keys(r, j, "", trainer_keys);
+    const cJSON *z = r->rc ? NULL : object(r, cbs, "stateful_callbacks.", "ztrain");
+    return r->rc ? NULL : z;
+}
+
+/* plan: the plan the checkpoint was written under */
+static void read_plan(reader *rd, const cJSON *j, zt_ckpt_plan *p)
+{
+    const cJSON *pl = object(rd, j, "", "plan");
+    const char *pp = "plan.";
+    static const char *const plan_keys[] = {"face", "strategy", "stage", "world", "group_size", "wrap",
+                                            "min_num_params", "master_dtype", "compute_dtype", "reduce_dtype",
+                                            "compensated", "loss_scaling", NULL};
+    check_keys(rd, pl, pp, plan_keys);
+    snprintf(p->face, sizeof p->face, "%s", str(rd, pl, pp, "face"));
+    snprintf(p->strategy, sizeof p->strategy, "%s", str(rd, pl, pp, "strategy"));
+    p->stage = (int)num(rd, pl, pp, "stage", 0, 3, 1);
+    p->world = (int)num(rd, pl, pp, "world", 1, 1 << 20, 1);
+    p->group_size = (int)num(rd, pl, pp, "group_size", 1, 1 << 20, 1);
+    if (!rd->rc && p->world % p->group_size)
+        rd->rc = zt_fail(rd->err, ZT_EINPUT, "%s: plan.group_size %d does not divide plan.world %d", rd->name,
+                         p->group_size, p->world);
+    const char *wrap = str(rd, pl, pp, "wrap");
+    if (!rd->rc && zt_wrap_policy_parse(wrap, &p->wrap) != 0)
+        rd->rc = zt_fail(rd->err, ZT_EINPUT, "%s: plan.wrap \"%.40s\" is not a wrap policy", rd->name, wrap);
+    p->min_num_params = (long)num(rd, pl, pp, "min_num_params", 0, MAX_COUNT, 1);
+    p->master = dtype(rd, pl, pp, "master_dtype");
+    p->compute = dtype(rd, pl, pp, "compute_dtype");
+    p->reduce = dtype(rd, pl, pp, "reduce_dtype");
+    p->compensated = boolean(rd, pl, pp, "compensated");
+    p->loss_scaling = boolean(rd, pl, pp, "loss_scaling");
+}
+
 int zt_ckpt_state_from_json(const char *name, const zt_json *js, zt_ckpt_state *st, zt_err *err)
 {
     memset(st, 0, sizeof *st);
@@ -223,6 +325,9 @@ int zt_ckpt_state_from_json(const char *name, const zt_json *js, zt_ckpt_state *
     const cJSON *j = js->root;
     if (!cJSON_IsObject(j))
         return zt_fail(err, ZT_EINPUT, "%s: expected a JSON object", name);
+    /* Trainer's TrainerState around ztrain's state (older checkpoints: ztrain's alone) */
+    if (!(j = ztrain_part(&r, j)))
+        return r.rc ? r.rc : zt_fail(err, ZT_EINPUT, "%s: stateful_callbacks.ztrain: missing", name);
     const char *fmt = str(&r, j, "", "format");
     if (!r.rc && strcmp(fmt, "ztrain-trainer-state"))
         r.rc = zt_fail(err, ZT_EINPUT, "%s: format must be \"ztrain-trainer-state\"", name);
@@ -236,7 +341,7 @@ int zt_ckpt_state_from_json(const char *name, const zt_json *js, zt_ckpt_state *
     const cJSON *hp = object(&r, j, "", "hyper_parameters");
     const char *hpp = "hyper_parameters.";
     static const char *const hp_keys[] = {"learning_rate", "weight_decay", "adam_beta1", "adam_beta2", "adam_epsilon",
-                                          "max_grad_norm", "lr_scheduler_type", "warmup_steps", "max_steps",
+                                          "max_grad_norm", "lr_scheduler_type", "lr_scheduler_kwargs", "warmup_steps", "max_steps",
                                           "global_batch_size", "per_device_train_batch_size",
                                           "gradient_accumulation_steps", "block_size", "shuffle", "seed", "data_tokens",
                                           "data_digest", "compute_dtype", NULL};
@@ -251,6 +356,7 @@ int zt_ckpt_state_from_json(const char *name, const zt_json *js, zt_ckpt_state *
     if (!r.rc && zt_lr_schedule_parse(sched, &st->hp.schedule) != 0)
         r.rc = zt_fail(err, ZT_EINPUT, "%s: hyper_parameters.lr_scheduler_type \"%.40s\" is not a known schedule",
                        name, sched);
+    read_schedule_kwargs(&r, hp, &st->hp);
     st->hp.max_steps = (long)num(&r, hp, hpp, "max_steps", 1, MAX_COUNT, 1);
     st->hp.warmup_steps = (long)num(&r, hp, hpp, "warmup_steps", 0, MAX_COUNT, 1);
     st->hp.global_batch = (long)num(&r, hp, hpp, "global_batch_size", 1, 1 << 30, 1);
@@ -290,30 +396,7 @@ int zt_ckpt_state_from_json(const char *name, const zt_json *js, zt_ckpt_state *
     st->scaler.last_overflow_iter = (long)num(&r, ls, "loss_scaler.", "last_overflow_iter", -1, (double)st->scaler.iter, 1);
     st->scaler.skipped = (long)num(&r, ls, "loss_scaler.", "skipped", 0, (double)st->step, 1);
 
-    const cJSON *pl = object(&r, j, "", "plan");
-    const char *pp = "plan.";
-    static const char *const plan_keys[] = {"face", "strategy", "stage", "world", "group_size", "wrap",
-                                            "min_num_params", "master_dtype", "compute_dtype", "reduce_dtype",
-                                            "compensated", "loss_scaling", NULL};
-    check_keys(&r, pl, pp, plan_keys);
-    zt_ckpt_plan *p = &st->plan;
-    snprintf(p->face, sizeof p->face, "%s", str(&r, pl, pp, "face"));
-    snprintf(p->strategy, sizeof p->strategy, "%s", str(&r, pl, pp, "strategy"));
-    p->stage = (int)num(&r, pl, pp, "stage", 0, 3, 1);
-    p->world = (int)num(&r, pl, pp, "world", 1, 1 << 20, 1);
-    p->group_size = (int)num(&r, pl, pp, "group_size", 1, 1 << 20, 1);
-    if (!r.rc && p->world % p->group_size)
-        r.rc = zt_fail(err, ZT_EINPUT, "%s: plan.group_size %d does not divide plan.world %d", name, p->group_size,
-                       p->world);
-    const char *wrap = str(&r, pl, pp, "wrap");
-    if (!r.rc && zt_wrap_policy_parse(wrap, &p->wrap) != 0)
-        r.rc = zt_fail(err, ZT_EINPUT, "%s: plan.wrap \"%.40s\" is not a wrap policy", name, wrap);
-    p->min_num_params = (long)num(&r, pl, pp, "min_num_params", 0, MAX_COUNT, 1);
-    p->master = dtype(&r, pl, pp, "master_dtype");
-    p->compute = dtype(&r, pl, pp, "compute_dtype");
-    p->reduce = dtype(&r, pl, pp, "reduce_dtype");
-    p->compensated = boolean(&r, pl, pp, "compensated");
-    p->loss_scaling = boolean(&r, pl, pp, "loss_scaling");
+    read_plan(&r, j, &st->plan);
     snprintf(st->command_line, sizeof st->command_line, "%s", str(&r, j, "", "command_line"));
     return r.rc;
 }

@@ -30,6 +30,7 @@ struct zt_json;
 typedef struct zt_ckpt_hparams {
     double lr, weight_decay, beta1, beta2, eps, max_grad_norm;
     zt_lr_schedule schedule;
+    char schedule_kwargs[320];  /* zt_lr_kwargs_format of the run's (older checkpoints: the defaults') */
     long warmup_steps, max_steps;
     long global_batch;          /* sequences per optimizer step: B * A * W */
     int per_device_batch, grad_accum; /* informational: W may change, B*A*W may not */
@@ -61,11 +62,23 @@ typedef struct zt_ckpt_state {
     char command_line[1024];  /* the run's flags, for the record */
     char run_id[17];          /* 16 hex digits every file of the checkpoint shares ("": written before
                                * identities; ckpt_identity.h) */
+    /* written for Trainer's TrainerState (not read back here): the epoch as a
+     * fraction, the run's intervals, and the selection (log_history, best_*; NULL:
+     * none), which the trainer reads back itself (selection.h) */
+    double epoch_fraction;
+    long logging_steps, eval_steps, save_steps, train_batch_size;
+    double num_train_epochs;
+    const struct zt_selection *sel;
 } zt_ckpt_state;
 
-/* trainer_state.json as text (malloc'd; NULL when out of memory).  The reader
- * refuses a key given twice and a key it does not know, at every level (as the
- * YAML and DeepSpeed readers do); run_id alone may be absent (older checkpoints). */
+/* trainer_state.json as text (malloc'd; NULL when out of memory): Trainer's
+ * TrainerState keys at the top, so transformers' TrainerState.load_from_json reads
+ * it (epoch, global_step, max_steps, log_history, best_metric, best_global_step,
+ * best_model_checkpoint, ...), and ztrain's own state as one of its
+ * stateful_callbacks, "ztrain" (Trainer passes over names it does not know).  The
+ * reader refuses a key given twice and a key it does not know, at every level
+ * (as the YAML and DeepSpeed readers do); run_id alone may be absent, and older
+ * checkpoints, with ztrain's state at the top, are read as they are. */
 char *zt_ckpt_state_to_json(const zt_ckpt_state *st);
 int zt_ckpt_state_from_json(const char *name, const struct zt_json *js, zt_ckpt_state *st, zt_err *err);
 

@@ -4,16 +4,33 @@
 #include <string.h>
 #include <strings.h>
 
+/* --optim: Trainer's optimizer names whose update is ztrain's AdamW (torch.optim.AdamW's
+ * math; the fused kernel computes the same), and a refusal naming any other. */
+static int check_optim(const char *name, zt_err *err)
+{
+    static const char *const same[] = {"adamw_torch", "adamw_torch_fused"};
+    for (size_t i = 0; i < sizeof same / sizeof same[0]; i++)
+        if (!strcmp(name, same[i]))
+            return ZT_OK;
+    return zt_fail(err, ZT_EINPUT, "--optim %s: not supported; ztrain's optimizer is AdamW as torch computes it, "
+                   "--optim adamw_torch (default) or adamw_torch_fused", name);
+}
+
 int zt_train_args_from_settings(const zt_settings *st, const zt_plan *plan, zt_train_args *a, zt_err *err)
 {
     memset(a, 0, sizeof *a);
     if (zt_lr_schedule_parse(st->schedule, &a->schedule) != 0)
         return zt_fail(err, ZT_EINPUT, "lr_scheduler_type: expected %s, got '%s'", zt_lr_schedule_list(),
                        st->schedule);
+    int rc = zt_lr_kwargs_parse(st->schedule_kwargs, a->schedule, st->lr, &a->schedule_kwargs, err);
+    if (rc)
+        return rc;
     /* transformers refuses the same: the decay would climb from lr up to lr_end */
-    if (a->schedule == ZT_LR_POLYNOMIAL && !(st->lr > ZT_LR_POLY_END))
+    if (a->schedule == ZT_LR_POLYNOMIAL && !(st->lr > a->schedule_kwargs.lr_end))
         return zt_fail(err, ZT_EINPUT, "lr_scheduler_type polynomial: --learning_rate %g must be above its lr_end %g",
-                       st->lr, ZT_LR_POLY_END);
+                       st->lr, a->schedule_kwargs.lr_end);
+    if ((rc = check_optim(st->optim, err)))
+        return rc;
     a->plan = *plan;
     a->block_size = st->block_size;
     a->batch_size = st->batch;

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "../core/fs.h"
+#include "../core/json.h"
 #include "../core/mem.h"
 #include "../core/prof.h"
 #include "../io/hf_carry.h"
@@ -252,6 +253,7 @@ static zt_ckpt_hparams run_hparams(const zt_train_args *a, const run_state *r, i
         .global_batch = (long)a->batch_size * a->grad_accum * W, .per_device_batch = a->batch_size,
         .grad_accum = a->grad_accum, .block_size = a->block_size, .shuffle = a->shuffle, .seed = a->seed,
         .data_tokens = r->tokens.n, .compute = a->plan.prec.compute};
+    zt_lr_kwargs_format(a->schedule, &a->schedule_kwargs, h.schedule_kwargs, sizeof h.schedule_kwargs);
     h.data_digest = fnv(FNV0, r->tokens.ids, r->tokens.n * sizeof *r->tokens.ids);
     if (r->tokens.loss_mask) /* another mask is other data to resume on */
         h.data_digest = fnv(h.data_digest, r->tokens.loss_mask, r->tokens.n);
@@ -343,6 +345,7 @@ typedef struct trainer {
     int batch_n, batch_left;    /* the steps read back in the current batch, and those still to log */
     double batch_time;          /* their mean time: the window from the batch's start to its read */
     zt_step_graph sg;           /* the step captured as a graph (step_graph.h); sg.on 0: not */
+    zt_selection sel;           /* best model, early stopping, log_history (selection.h) */
 } trainer;
 
 /* One optimizer step on its way: what train_step measured when it queued the step,
@@ -486,10 +489,25 @@ static int device_schedule(trainer *t, zt_err *err)
     if (!lr)
         return zt_fail(err, ZT_EFAIL, "out of memory for the learning-rate schedule (%ld steps)", n);
     for (long u = 0; u < n; u++)
-        lr[u] = zt_lr_value(a->schedule, a->adam.lr, u, a->max_steps, a->warmup_steps);
+        lr[u] = zt_lr_value(a->schedule, &a->schedule_kwargs, a->adam.lr, u, a->max_steps, a->warmup_steps);
     int rc = zt_engine_set_schedule(t->r.eng, &a->adam, lr, n, err);
     zt_free(ZT_MEM_OTHER, lr, (size_t)n * sizeof *lr);
     t->device_lr = rc == ZT_OK;
+    return rc;
+}
+
+/* The resumed checkpoint's log history, best metric and early-stopping count, as
+ * Trainer's resume keeps them (every rank reads them: each decides alike). */
+static int resume_selection(trainer *t, const char *dir, zt_err *err)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/trainer_state.json", dir);
+    zt_json js;
+    int rc = zt_json_parse_file(path, 64u << 20, &js, err);
+    if (rc == ZT_OK) {
+        rc = zt_selection_from_json(&t->sel, js.root, path, err);
+        zt_json_free(&js);
+    }
     return rc;
 }
 
@@ -553,11 +571,15 @@ static int train_setup(trainer *t, const zt_train_args *a, zt_err *err)
         return rc;
     t->hp = run_hparams(a, &t->r, t->W);
     zt_ckpt_state resumed = {0};
+    if ((rc = zt_comm_agree(comm, zt_selection_init(&t->sel, &a->select, t->have_ev, a->output_dir, a->eval_steps,
+                                                     a->save_steps, err), err)))
+        return rc;
     if (a->resume_dir) {
         char dir[4096];
         zt_ckpt_load_args la = {&a->plan, &t->hp, a->override_checkpoint_args, a->allow_precision_change, t->talk};
         if ((rc = zt_ckpt_resolve(a->resume_dir, a->output_dir, comm, dir, err)) ||
-            (rc = zt_comm_agree(comm, zt_ckpt_load(dir, &la, t->r.eng, &resumed, err), err)))
+            (rc = zt_comm_agree(comm, zt_ckpt_load(dir, &la, t->r.eng, &resumed, err), err)) ||
+            (rc = zt_comm_agree(comm, resume_selection(t, dir, err), err)))
             return rc;
     }
     zt_engine_refresh_gathered(t->r.eng);
@@ -765,7 +787,7 @@ static double step_lr(const trainer *t)
 {
     const zt_train_args *a = t->a;
     long u = zt_engine_optimizer_steps(t->r.eng);
-    return zt_lr_value(a->schedule, a->adam.lr, u, a->max_steps, a->warmup_steps);
+    return zt_lr_value(a->schedule, &a->schedule_kwargs, a->adam.lr, u, a->max_steps, a->warmup_steps);
 }
 
 /* Optimizer step s (0-based), its first half: A micro-batches of forward and
@@ -1047,6 +1069,7 @@ static int log_trainer(trainer *t, const zt_step_metrics *m, zt_err *err)
                m->grad_norm, m->lr, epoch);
         fflush(stdout);
     }
+    zt_selection_log_train(&t->sel, m->step, epoch, loss, m->grad_norm, m->lr);
     int rc = tb_scalar(t, "train/loss", m->step, loss, err);
     if (rc == ZT_OK)
         rc = tb_scalar(t, "train/grad_norm", m->step, m->grad_norm, err);
@@ -1113,6 +1136,21 @@ static void eval_record(FILE *f, const void *what)
     fprintf(f, "}\n");
 }
 
+/* Every rank alike (the eval loss is the same on each): the evaluation into the log
+ * history and the selection; early stopping ends the run after this step (its
+ * checkpoint, when one is due, is still written), as Trainer's should_training_stop. */
+static int select_after_eval(trainer *t, long step, const zt_eval_result *e)
+{
+    if (!zt_selection_on_eval(&t->sel, step, epoch_at(t, step), e->loss) || step >= t->nsteps)
+        return ZT_OK;
+    if (t->talk)
+        printf("%searly stopping after step %ld: %s did not improve by more than %g in %ld evaluations "
+               "(best %.4f at step %ld)\n", t->a->progress ? "\n" : "", step, "eval_loss", t->sel.threshold,
+               t->sel.patience, t->sel.best_metric, t->sel.best_step);
+    t->nsteps = step;
+    return ZT_OK;
+}
+
 /* Collective: the held-out loss of the model as it stands after `step`, as its own
  * JSONL record (HF's eval_loss, with its perplexity, after the step's record) and on
  * stdout, or on the progress line that log_step draws next. */
@@ -1134,7 +1172,7 @@ static int evaluate(trainer *t, long step, zt_err *err)
     if (t->talk && (!t->a->progress || step == t->nsteps))
         printf("step %ld: eval loss %.4f, perplexity %.2f (%ld tokens, %.1f s)\n", step, e.loss, e.perplexity,
                e.tokens, e.seconds);
-    return ZT_OK;
+    return select_after_eval(t, step, &e);
 }
 
 /* OUTPUT_DIR/checkpoint-N every save_steps (save_strategy steps or unset), or
@@ -1181,6 +1219,22 @@ static void reset_peak_rss(void)
     }
 }
 
+/* What trainer_state.json carries for Trainer's TrainerState beside ztrain's state:
+ * the epoch, the intervals, and the selection, its best checkpoint first brought
+ * up to this save (Trainer records the best step's checkpoint once it exists). */
+static void trainer_state_fields(trainer *t, long step, zt_ckpt_state *cs)
+{
+    const zt_train_args *a = t->a;
+    zt_selection_on_save(&t->sel, a->output_dir, step);
+    cs->epoch_fraction = epoch_at(t, step);
+    cs->logging_steps = t->log_every;
+    cs->eval_steps = a->eval_steps > 0 ? a->eval_steps : t->log_every;
+    cs->save_steps = a->save_steps;
+    cs->train_batch_size = a->batch_size;
+    cs->num_train_epochs = a->num_train_epochs > 0 ? ceil(a->num_train_epochs) : ceil(epoch_at(t, a->max_steps));
+    cs->sel = &t->sel;
+}
+
 /* Collective: OUTPUT_DIR/checkpoint-STEP with everything a resume needs
  * (checkpoint.h): written aside, then renamed into place. */
 static int save_checkpoint(trainer *t, long step, zt_err *err)
@@ -1194,8 +1248,10 @@ static int save_checkpoint(trainer *t, long step, zt_err *err)
     cs.epoch = r->batcher.nwin ? cs.samples_seen / (long)r->batcher.nwin : 0;
     snprintf(cs.command_line, sizeof cs.command_line, "%s", a->command_line ? a->command_line : "");
     memcpy(cs.run_id, t->run_id, sizeof cs.run_id);
+    trainer_state_fields(t, step, &cs);
     zt_ckpt_save_args sa = {a->output_dir, &r->cfg, &a->plan, !a->sharded_only, a->plan.prec.save,
-                            a->max_shard_bytes, a->save_total_limit, a->model_dir, a->tokenizer_dir};
+                            a->max_shard_bytes, a->save_total_limit, a->model_dir, a->tokenizer_dir,
+                            t->sel.best_checkpoint[0] ? t->sel.best_step : 0};
     char where[4096];
     zt_ckpt_save_report rep = {0};
     long rss0 = proc_status_kib("VmRSS:");
@@ -1218,6 +1274,27 @@ static int save_checkpoint(trainer *t, long step, zt_err *err)
         fflush(stdout);
     }
     return rc;
+}
+
+/* Collective: the final model into OUTPUT_DIR: the weights as they stand, or with
+ * --load_best_model_at_end the best checkpoint's (merged from its shards, as
+ * merge-weights writes them), as Trainer loads the best model before its save. */
+static int save_final_model(trainer *t, zt_err *err)
+{
+    const zt_train_args *a = t->a;
+    run_state *r = &t->r;
+    const zt_selection *s = &t->sel;
+    if (!a->select.load_best_model_at_end || !s->best_checkpoint[0] || s->best_step == t->nsteps)
+        return zt_comm_agree(t->comm, zt_hf_save(a->output_dir, &r->cfg, &r->lay, r->eng, a->plan.prec.save,
+                                                 a->max_shard_bytes, NULL, t->rank0, err), err);
+    int rc = t->rank0 ? zt_ckpt_merge(s->best_checkpoint, a->output_dir, &a->plan.prec.save, a->max_shard_bytes, err)
+                      : ZT_OK;
+    if ((rc = zt_comm_agree(t->comm, rc, err)))
+        return rc;
+    if (t->talk)
+        printf("best model (eval_loss %.4f at step %ld) loaded from %s\n", s->best_metric, s->best_step,
+               s->best_checkpoint);
+    return ZT_OK;
 }
 
 /* The run's summary, the final save and the closing lines. */
@@ -1245,8 +1322,7 @@ static int train_finish(trainer *t, zt_train_result *res, zt_err *err)
     }
     /* the final model: rank 0 writes, every rank learns whether it did */
     int rc;
-    if (a->output_dir && (rc = zt_comm_agree(t->comm, zt_hf_save(a->output_dir, &r->cfg, &r->lay, r->eng, a->plan.prec.save,
-                                                         a->max_shard_bytes, NULL, t->rank0, err), err)))
+    if (a->output_dir && (rc = save_final_model(t, err)))
         return rc;
     /* and what the source model carried: config keys, generation config, tokenizer */
     if (a->output_dir &&
@@ -1280,6 +1356,7 @@ static void train_close(trainer *t)
     if (t->have_ev)
         zt_evaluator_free(&t->ev);
     zt_step_graph_free(&t->sg);
+    zt_selection_free(&t->sel);
     if (t->have_run)
         run_free(&t->r);
     if (t->comm == &t->local) /* its staging buffers, if a device gave it some */

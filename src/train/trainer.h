@@ -16,6 +16,7 @@
 #include "../engine/optim.h"
 #include "../model/layout.h"
 #include "../plan/plan.h"
+#include "selection.h"
 
 /* What one optimizer step measured; the trainer hands one to args.on_step on
  * every rank after every step, and writes the same numbers as a JSONL line. */
@@ -68,6 +69,7 @@ typedef struct zt_train_args {
     zt_adamw_hparams adam;
     double max_grad_norm;
     zt_lr_schedule schedule;
+    zt_lr_kwargs schedule_kwargs; /* --lr_scheduler_kwargs over the schedule's defaults */
     long warmup_steps;
     uint64_t seed;
     int shuffle;
@@ -108,6 +110,7 @@ typedef struct zt_train_args {
     void *on_step_ctx;
     const zt_train_hooks *hooks; /* tests only; NULL in production */
     const char *tokenizer_dir; /* saved with the model and each checkpoint (NULL: the model_dir's tokenizer files) */
+    zt_select_args select; /* Trainer's model selection and early stopping (selection.h) */
 } zt_train_args;
 
 typedef struct zt_train_result {

@@ -92,8 +92,13 @@ sed -i 's/"optimizer_steps":/"optimiser_steps":\t4,\n\t"optimizer_steps":/' "$d/
 expect_exit 2 "unknown/trainer_state.json: unknown key optimiser_steps \(expected format, version, run_id, step" -- \
     "$ZTRAIN" checkpoint show "$d"
 d=$(mixed unknown2)
-sed -i 's/"epoch":/"epochs":\t0,\n\t\t"epoch":/' "$d/trainer_state.json"; remanifest "$d"
-expect_exit 2 "unknown2/trainer_state.json: unknown key data_position.epochs" -- "$ZTRAIN" checkpoint show "$d"
+sed -i 's/"samples_seen":/"samples_sen":\t0,\n\t\t"samples_seen":/' "$d/trainer_state.json"; remanifest "$d"
+expect_exit 2 "unknown2/trainer_state.json: unknown key data_position.samples_sen" -- "$ZTRAIN" checkpoint show "$d"
+# Trainer's TrainerState keys around ztrain's state are checked by name as well
+d=$(mixed unknown3)
+sed -i 's/"global_step":/"globalstep":\t4,\n\t"global_step":/' "$d/trainer_state.json"; remanifest "$d"
+expect_exit 2 "unknown3/trainer_state.json: unknown key globalstep \(expected epoch, global_step" -- \
+    "$ZTRAIN" checkpoint show "$d"
 
 # before identities: shards with only the format, no run_id anywhere; read with a warning
 strip() { # strip DIR [SHARD...]: the identity out of the shards named (all without), run_id out of the JSON with none named
@@ -109,7 +114,8 @@ for p in names or glob.glob(os.path.join(d, 'zero', 'shard-*')):
     open(p, 'wb').write(b)
 if not names:
     for p in ('trainer_state.json', 'zero/index.json'):
-        j = json.load(open(os.path.join(d, p))); del j['run_id']
+        j = json.load(open(os.path.join(d, p)))
+        del (j['stateful_callbacks']['ztrain'] if 'stateful_callbacks' in j else j)['run_id']
         json.dump(j, open(os.path.join(d, p), 'w'))
 PY
     remanifest "$1"

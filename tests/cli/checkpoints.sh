@@ -30,7 +30,9 @@ files = {os.path.relpath(os.path.join(r, f), d) for r, _, fs in os.walk(d) for f
 assert set(m["files"]) == files, (sorted(m["files"]), sorted(files))
 for p, e in m["files"].items():
     assert e["bytes"] == os.path.getsize(os.path.join(d, p)) and len(e["xxh3"]) == 16, p
-st = json.load(open(os.path.join(d, "trainer_state.json")))
+trainer = json.load(open(os.path.join(d, "trainer_state.json")))
+assert trainer["global_step"] == 3 and trainer["max_steps"] == 4 and trainer["log_history"] == [], trainer
+st = trainer["stateful_callbacks"]["ztrain"]  # ztrain's own state, inside Trainer's TrainerState
 assert st["step"] == 3 and st["optimizer_steps"] == 3 and st["data_position"]["samples_seen"] == 3, st
 assert st["plan"]["world"] == 1 and st["hyper_parameters"]["learning_rate"] == 1e-3, st
 assert "--save_total_limit 3" in st["command_line"], st["command_line"]

@@ -81,10 +81,12 @@ for row in "${matrix[@]}"; do
     IFS='|' read -r name ranks model flags <<< "$row"
     [ -n "$device" ] && flags="$flags --device $device"
     flags=$(printf '%s' "$flags" | sed -E "s|\{([a-z0-9_]+)\}|$TMP/\1|g")
+    # in order unless a row says --shuffle (later, so it wins): the digests predate the
+    # shuffled default
     # shellcheck disable=SC2206  # the flags are words without spaces
     cmd=("$ZTRAIN" train --model "$model" --data "$model/tokens.npy" --block_size 16
          --per_device_train_batch_size 2 --max_steps 3 --learning_rate 1e-3 --warmup_steps 1
-         --weight_decay 0.1 --threads 1 --peak_gflops 1 --progress false
+         --weight_decay 0.1 --threads 1 --peak_gflops 1 --progress false --shuffle false
          --output_dir "$TMP/$name" --log_jsonl "$TMP/$name.jsonl" $flags)
     [ "$ranks" -gt 1 ] && cmd=("${mpi[@]}" -np "$ranks" "${cmd[@]}")
     if ! out=$("${cmd[@]}" 2>&1); then

@@ -1,7 +1,7 @@
 # The checkpoint readers under libFuzzer (issue 12, point 7): `make fuzz` builds
 # tests/fuzz/fuzz_checkpoint.c with clang's ASan + UBSan (float-cast-overflow
 # included, so a double cast out of an integer's range is a crash), and 10 s of
-# fuzzing from the seed corpus (a real trainer_state.json, index and manifest)
+# fuzzing from the seed corpus (a real trainer_state.json in both layouts, index and manifest)
 # must find nothing.
 . "$(dirname "$0")/lib.bash"
 make -s fuzz > "$TMP/build.log" 2>&1 || { fail "make fuzz: $(tail -5 "$TMP/build.log")"; finish; }

@@ -58,7 +58,8 @@ a, b = sys.argv[1], sys.argv[2]
 def files(d):
     return sorted(os.path.relpath(os.path.join(r, f), d) for r, _, fs in os.walk(d) for f in fs)
 def run_id(d):
-    return json.load(open(os.path.join(d, "trainer_state.json")))["run_id"].encode()
+    st = json.load(open(os.path.join(d, "trainer_state.json")))
+    return st["stateful_callbacks"]["ztrain"]["run_id"].encode()  # Trainer's layout: ztrain's own state nested
 fa, fb = files(a), files(b)
 if fa != fb:
     sys.exit(print(f"files differ: {sorted(set(fa) ^ set(fb))}") or 1)

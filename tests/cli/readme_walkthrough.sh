@@ -32,4 +32,10 @@ text=$(cd "$TMP/w" && "$ZTRAIN" generate --model out/model --prompt "The GNU Gen
 words=$(printf '%s' "$text" | grep -oE '[A-Za-z]{3,}' | wc -l)
 [ "$words" -ge 4 ] || fail "the greedy continuation is not text ($words words): '$text'"
 grep -q "wrote out/model.gguf: .* with the tokenizer" "$TMP/out" || fail "no GGUF export with the tokenizer: $(tail -3 "$TMP/out")"
+# and, as the README says, mostly words the licence uses: at least half are in the training text
+known=0
+for word in $(printf '%s' "$text" | grep -oE '[A-Za-z]{3,}'); do
+    grep -qw -- "$word" "$TMP/w/corpus.txt" && known=$((known + 1))
+done
+[ $((2 * known)) -ge "$words" ] || fail "$known of $words words of the continuation are the licence's: '$text'"
 finish

@@ -15,7 +15,8 @@
 fix=tests/fixtures/gqa_tied
 base=(train --block_size 16 --per_device_train_batch_size 2 --max_steps 7
       --threads 1 --peak_gflops 1 --progress false --weight_decay 0.1 --device emu
-      --save_steps 3 --logging_steps 2 --lr_scheduler_type linear --warmup_steps 3)
+      --save_steps 3 --logging_steps 2 --lr_scheduler_type linear --warmup_steps 3
+      --shuffle false) # in order: the fp16 case's overflow pattern was found on these windows
 args=("${base[@]}" --model "$fix" --data "$fix/tokens.npy" --mixed_precision no)
 
 # same DIR_EXACT DIR_FAST WHAT: the records, the log lines, the checkpoints and the model agree

@@ -7,8 +7,8 @@ final model?  For the cli tests that hold a run against its synchronous twin
 
 NAME is a checkpoint directory under each OUT, whose .safetensors files (anywhere below
 it: a sharded checkpoint's too) must hold the same tensors, dtype, shape and bytes, and
-whose trainer_state.json must agree on each KEY (by default step, optimizer_steps,
-data_position and loss_scaler); or '.', the final model: the .safetensors files directly
+whose trainer_state.json must agree on each KEY of ztrain's state (by default step,
+optimizer_steps, data_position and loss_scaler; Trainer's stateful_callbacks.ztrain); or '.', the final model: the .safetensors files directly
 in OUT.  The files' __metadata__ is left out: it names the run, which differs.  Exits 1
 naming the first difference."""
 import json, os, struct, sys
@@ -44,7 +44,8 @@ def main(argv):
                 diff = sorted(k for k in set(ta) | set(tb) if ta.get(k) != tb.get(k))
                 sys.exit(f'same_checkpoints.py: {ck}/{f}: {len(diff)} tensors differ, first {diff[0]}')
         if ck != '.':
-            sa, sb = (json.load(open(os.path.join(d, 'trainer_state.json'))) for d in (da, db))
+            sa, sb = (json.load(open(os.path.join(d, 'trainer_state.json')))['stateful_callbacks']['ztrain']
+                      for d in (da, db))
             for k in keys:
                 if sa[k] != sb[k]:
                     sys.exit(f'same_checkpoints.py: {ck}: trainer_state {k}: {sa[k]!r} against {sb[k]!r}')
