@@ -64,7 +64,7 @@ import json, struct, sys
 d = sys.argv[1]
 b = open(d + '/model.safetensors', 'rb').read()
 m = json.loads(b[8:8 + struct.unpack('<Q', b[:8])[0]])['__metadata__']
-assert m == {'format': 'pt', 'run_id': json.load(open(d + '/trainer_state.json'))['run_id'], 'step': '4'}, m
+assert m == {'format': 'pt', 'run_id': json.load(open(d + '/trainer_state.json'))['stateful_callbacks']['ztrain']['run_id'], 'step': '4'}, m
 PY
 d=$(mixed model_run); cp "$TMP/b/checkpoint-4/model.safetensors" "$d/"; remanifest "$d"
 refused model_run "model_run/model.safetensors: __metadata__.run_id is \"[0-9a-f]{16}\", but trainer_state.json says.*another run"
