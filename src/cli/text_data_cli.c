@@ -25,7 +25,7 @@ int zt_cli_is_text(const char *path)
     return zt_records_is_jsonl(path) || zt_table_is_table(path) || (dot && !strcasecmp(dot, ".txt"));
 }
 
-int zt_cli_text_data(const char **data, const char *text_field, const char *tok_dir, int model_vocab, zt_comm *comm,
+int zt_cli_text_data(const char **data, const zt_text_opts *o, const char *tok_dir, int model_vocab, zt_comm *comm,
                      int rank, int threads, char *buf, size_t cap, char *mask_buf, zt_err *err)
 {
     if (!zt_cli_is_text(*data))
@@ -37,11 +37,11 @@ int zt_cli_text_data(const char **data, const char *text_field, const char *tok_
     /* rank 0 fills the cache first; the others then find it (or, on another
      * machine with its own cache, tokenize for themselves: same ids) */
     if (!rc && rank == 0)
-        rc = zt_text_cached_tokens(*data, text_field, tok_dir, cache, threads, buf, cap, &hit, &vocab, &has_mask, err);
+        rc = zt_text_cached_tokens(*data, o, tok_dir, cache, threads, buf, cap, &hit, &vocab, &has_mask, err);
     if (comm && zt_comm_max_int(comm, rc) != ZT_OK && rc == ZT_OK)
         return zt_fail(err, ZT_EINPUT, "rank 0 could not tokenize %s (its error is printed above)", *data);
     if (!rc && rank != 0)
-        rc = zt_text_cached_tokens(*data, text_field, tok_dir, cache, threads, buf, cap, &hit, &vocab, &has_mask, err);
+        rc = zt_text_cached_tokens(*data, o, tok_dir, cache, threads, buf, cap, &hit, &vocab, &has_mask, err);
     if (rc)
         return rc;
     if (has_mask && !mask_buf)
@@ -65,11 +65,11 @@ int zt_cli_text_data(const char **data, const char *text_field, const char *tok_
 /* One file's ids: with a tokenizer, text's cached ids (ids files are refused:
  * one rule for every file); without one, the file itself (.txt: its bytes are the
  * tokens), JSON Lines and tables refused. */
-static int one_file(const char **path, const char *text_field, const char *tok_dir, int model_vocab, zt_comm *comm,
+static int one_file(const char **path, const zt_text_opts *o, const char *tok_dir, int model_vocab, zt_comm *comm,
                     int rank, int threads, char *buf, size_t cap, char *mask_buf, zt_err *err)
 {
     if (tok_dir)
-        return zt_cli_text_data(path, text_field, tok_dir, model_vocab, comm, rank, threads, buf, cap, mask_buf, err);
+        return zt_cli_text_data(path, o, tok_dir, model_vocab, comm, rank, threads, buf, cap, mask_buf, err);
     if (zt_records_is_jsonl(*path))
         return zt_fail(err, ZT_EINPUT, "--data %s holds text records (JSON Lines): give --tokenizer DIR to tokenize "
                        "them", *path);
@@ -169,17 +169,34 @@ static int concat_files(const char *const *paths, const char *const *masks, int 
     return rc;
 }
 
-int zt_cli_data_files(const char *const *files, int n, const char *text_field, const char *tok_dir, int model_vocab,
+/* The start-up line that says what each document gets around its ids.  A
+ * tokenizer that does not load prints nothing here: the tokenization that
+ * follows reports it, on every rank alike. */
+static void print_document_bounds(const char *tok_dir, const zt_text_opts *o)
+{
+    zt_tokenizer *t = NULL;
+    zt_err quiet;
+    if (zt_tok_load(tok_dir, &t, &quiet) == ZT_OK) {
+        char line[400];
+        zt_text_describe_documents(t, o, line, sizeof line);
+        printf("%s\n", line);
+    }
+    zt_tok_free(t);
+}
+
+int zt_cli_data_files(const char *const *files, int n, const zt_text_opts *o, const char *tok_dir, int model_vocab,
                       zt_comm *comm, int rank, int threads, const char **data, char *buf, size_t cap,
                       const char **mask, char *mask_buf, zt_err *err)
 {
     *data = files[0];
+    if (tok_dir && rank == 0)
+        print_document_bounds(tok_dir, o);
     if (mask) {
         *mask = NULL;
         mask_buf[0] = '\0';
     }
     if (n == 1) {
-        int rc = one_file(data, text_field, tok_dir, model_vocab, comm, rank, threads, buf, cap, mask ? mask_buf : NULL,
+        int rc = one_file(data, o, tok_dir, model_vocab, comm, rank, threads, buf, cap, mask ? mask_buf : NULL,
                           err);
         if (rc == ZT_OK && mask && mask_buf[0])
             *mask = mask_buf;
@@ -194,7 +211,7 @@ int zt_cli_data_files(const char *const *files, int n, const char *text_field, c
         paths[i] = files[i];
         mpaths[i] = masks + (size_t)i * each;
         masks[(size_t)i * each] = '\0';
-        rc = one_file(&paths[i], text_field, tok_dir, model_vocab, comm, rank, threads, resolved + (size_t)i * each,
+        rc = one_file(&paths[i], o, tok_dir, model_vocab, comm, rank, threads, resolved + (size_t)i * each,
                       each, mask ? masks + (size_t)i * each : NULL, err);
         if (rc == ZT_OK && mpaths[i][0] && sft < 0)
             sft = i;
