@@ -11,7 +11,7 @@
 #include "../src/text/tokenizer.h"
 #include "test.h"
 
-static cJSON *read_json(const char *path)
+static inline cJSON *read_json(const char *path)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
@@ -29,7 +29,7 @@ static cJSON *read_json(const char *path)
 
 /* Load the tokenizer in dir and its expected.json; 0 (both freed, a check
  * failed) unless both load. */
-static int tok_fixture_open(const char *dir, zt_tokenizer **t, cJSON **exp)
+static inline int tok_fixture_open(const char *dir, zt_tokenizer **t, cJSON **exp)
 {
     char path[512];
     zt_err err = {0};
