@@ -19,6 +19,7 @@
 #include "../src/io/safetensors.h"
 #include "../src/kernels/kernels.h"
 #include "../src/model/llama.h"
+#include "../src/train/batches.h"
 #include "test.h"
 #include "tok_fixture.h"
 
@@ -258,8 +259,31 @@ static void test_rope_positions(void)
     }
 }
 
+/* Padding-free windows: a document starts at each window's start and after each
+ * eos; positions count from there, and the step from an eos into the next document
+ * is no target (counted out of the mean as well). */
+static void test_batcher_padding_free(void)
+{
+    enum { EOS = 9, T = 8 };
+    int32_t ids[] = {5, 6, EOS, 7, 8, 1, EOS, EOS, 2, 3, 4, 5, 6, EOS, 1, 2, 3};
+    zt_tokens tok = {ids, sizeof ids / sizeof ids[0], 9, NULL};
+    zt_batcher b;
+    zt_err err = {0};
+    ZT_CHECK(zt_batcher_init(&b, &tok, T, 0, 0, "test", &err) == ZT_OK);
+    ZT_CHECK(zt_batcher_set_padding_free(&b, EOS, 2, &err) == ZT_OK);
+    int in[2 * T], tg[2 * T];
+    zt_batcher_fill(&b, 0, 2, in, tg);
+    static const int want_pos[2 * T] = {0, 1, 2, 0, 1, 2, 3, 0, /* window 1 starts a document */ 0, 1, 2, 3, 4, 5, 0, 1};
+    static const int want_tg[2 * T] = {6, EOS, -100, 8, 1, EOS, -100, -100, 3, 4, 5, 6, EOS, -100, 2, 3};
+    ZT_CHECK(memcmp(b.pos, want_pos, sizeof want_pos) == 0);
+    ZT_CHECK(memcmp(tg, want_tg, sizeof want_tg) == 0);
+    ZT_CHECK(zt_batcher_count_targets(&b, 0, 2) == 12);
+    zt_batcher_free(&b);
+}
+
 int main(void)
 {
+    ZT_RUN(test_batcher_padding_free);
     ZT_RUN(test_rope_positions);
     ZT_RUN(test_packed_equals_examples_alone);
     ZT_RUN(test_table_without_positions_refuses);

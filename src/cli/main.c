@@ -101,7 +101,7 @@ static int train_command(int argc, char **argv, zt_err *err)
     const char *model = NULL, *data = NULL, *output_dir = NULL, *log_jsonl = NULL, *max_shard = "5GB";
     const char *resume = NULL, *tokenizer = NULL, *profile = NULL, *profile_steps = NULL;
     zt_text_opts topts = ZT_TEXT_OPTS_DEFAULTS;
-    int completion_only = 1;
+    int completion_only = 1, padding_free = 0;
     long save_total_limit = 0;
     int override_ckpt = 0, allow_precision = 0;
     int threads = 0, progress = -1;
@@ -118,6 +118,7 @@ static int train_command(int argc, char **argv, zt_err *err)
         {"data", ZT_FLAG_STR, &data, "FILE...: token data (.npy, .bin uint16, .txt bytes) or text with --tokenizer (.txt; JSON Lines .jsonl/.json; Parquet .parquet, Arrow .arrow or a save_to_disk directory: a document a record); several files are one stream, in order", 1, 0, 0},
         {"tokenizer", ZT_FLAG_STR, &tokenizer, "tokenize text data with DIR/tokenizer.json (once: cached by content hash)", 1, 0, 0},
         TEXT_OPTS_FLAGS(topts),
+        {"padding_free", ZT_FLAG_BOOL, &padding_free, "TRL's padding_free: positions restart at each document (after each eos) inside a window and attention stays inside it (CPU, exact kernels; default false)", 1, 0, 0},
         {"completion_only_loss", ZT_FLAG_BOOL, &completion_only, "prompt/completion records: the loss on the completion only (default true, as TRL); false: on every token", 1, 0, 0},
         TRAIN_EVAL_FLAGS(ev),
         {"output_dir", ZT_FLAG_STR, &output_dir, "where the trained model (and its checkpoint-N) are written (default none: the model is discarded, with a warning)", 1, 0, 0},
@@ -262,6 +263,14 @@ static int train_command(int argc, char **argv, zt_err *err)
         zt_comm_free(&comm);
         return rc;
     }
+    if (padding_free && (rc = zt_cli_padding_free_eos(tokenizer, &topts, &a.doc_eos, err))) {
+        zt_comm_free(&comm);
+        return rc;
+    }
+    a.padding_free = padding_free;
+    if (padding_free && g_rank == 0)
+        printf("padding-free: positions restart after each eos (id %d) and attention stays inside each document\n",
+               (int)a.doc_eos);
     if (a.loss_mask_path && g_rank == 0)
         printf("loss: %s\n", completion_only ? "on the completions only (TRL's completion_only_loss)"
                                              : "on every token (--completion_only_loss false)");

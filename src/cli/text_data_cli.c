@@ -184,6 +184,23 @@ static void print_document_bounds(const char *tok_dir, const zt_text_opts *o)
     zt_tok_free(t);
 }
 
+int zt_cli_padding_free_eos(const char *tok_dir, const zt_text_opts *o, int32_t *eos, zt_err *err)
+{
+    if (!tok_dir)
+        return zt_fail(err, ZT_EINPUT, "--padding_free needs --tokenizer DIR and text data: documents are found by "
+                       "the eos the tokenizer puts after each");
+    if (!o->eos_between_documents)
+        return zt_fail(err, ZT_EINPUT, "--padding_free with --eos_between_documents false: documents are found by "
+                       "the eos after each; keep it on");
+    zt_tokenizer *t = NULL;
+    int rc = zt_tok_load(tok_dir, &t, err);
+    if (rc == ZT_OK && (*eos = zt_tok_eos_id(t)) < 0)
+        rc = zt_fail(err, ZT_EINPUT, "--padding_free: the tokenizer in %s names no eos_token (tokenizer_config.json), "
+                     "so documents have no end", tok_dir);
+    zt_tok_free(t);
+    return rc;
+}
+
 int zt_cli_data_files(const char *const *files, int n, const zt_text_opts *o, const char *tok_dir, int model_vocab,
                       zt_comm *comm, int rank, int threads, const char **data, char *buf, size_t cap,
                       const char **mask, char *mask_buf, zt_err *err)

@@ -514,6 +514,9 @@ static int train_setup(trainer *t, const zt_train_args *a, zt_err *err)
     rc = run_open(&t->r, a->model_dir, a->data_path, a->loss_mask_path, a->block_size, a->batch_size, &a->plan, be, comm,
                   a->shuffle, a->seed, a->checkpointing, 0, err);
     t->have_run = 1;
+    if (rc == ZT_OK && a->padding_free &&
+        (rc = zt_batcher_set_padding_free(&t->r.batcher, a->doc_eos, a->batch_size, err)) == ZT_OK)
+        rc = zt_model_set_positions(&t->r.model, t->r.batcher.pos, err);
     if (rc == ZT_OK)
         rc = resolve_steps(t, err);
     if (rc == ZT_OK && t->rank0 && a->tensorboard_dir)
