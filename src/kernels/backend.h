@@ -305,7 +305,7 @@ typedef struct zt_backend {
 
     /* Packed examples (TRL's padding_free and packing; flash-attention's varlen
      * entries): RoPE and the fp32-activation attention with pos (B, T), each token's
-     * position inside its own example (a buffer of the table), so positions restart at
+     * position inside its own example (host memory, as token ids are), so positions restart at
      * each example and attention stays inside it (kernels.h: zt_attention_forward_pos);
      * otherwise as rope_forward .. attention_backward.  Optional, as matmul_peak: NULL
      * in a table that has none, where the model refuses positions, naming the table. */

@@ -111,8 +111,8 @@ void zt_model_free(zt_model *m);
 int zt_model_forward_backward(zt_model *m, const int *inputs, const int *targets, float grad_scale,
                               double *loss_sum, zt_err *err);
 
-/* Packed examples (TRL's padding_free; flash-attention's varlen): pos (B, T), in the
- * backend's memory, is each token's position inside its own example (0 at its first
+/* Packed examples (TRL's padding_free; flash-attention's varlen): pos (B, T), host
+ * memory read at each pass (as the token ids are), is each token's position inside its own example (0 at its first
  * token, then +1: transformers' position_ids).  The passes that follow rotate by
  * these positions and let each token attend to its own example's earlier tokens
  * only, so every example's loss and gradients are those of the example alone.  NULL

@@ -2,7 +2,8 @@
 # inside a window, attention stays inside it (tests/test_packed.c holds the model's
 # loss and gradients to transformers running each example alone).  Here: the run
 # says so, differs from the run with cross-talk, gives the same losses on 1 rank
-# and on 2 (mpirun; the same global batch), and is refused where it cannot hold.
+# and on 2 (mpirun; the same global batch), and on the emulated device the CPU's;
+# refused where it cannot hold.
 . "$(dirname "$0")/lib.bash"
 export ZTRAIN_CACHE_DIR="$TMP/cache"
 tok=tests/fixtures/tokenizers/post/llama2_bos # BOS template, eos 2
@@ -40,5 +41,11 @@ expect_exit 2 '--padding_free needs --tokenizer' -- "$ZTRAIN" train --model test
     --data tests/fixtures/gqa_tied/tokens.npy --block_size 16 --max_steps 1 --padding_free
 expect_exit 2 '--padding_free with --eos_between_documents false' -- "$ZTRAIN" "${args[@]}" --padding_free \
     --eos_between_documents false
-expect_exit 2 'emu device.s kernels do not take positions' -- "$ZTRAIN" "${args[@]}" --padding_free --device emu
+# the emulated device (the host's kernels behind opaque buffers) gives the CPU's numbers;
+# its fast table (captured steps) takes no positions and says so
+"$ZTRAIN" "${args[@]}" --per_device_train_batch_size 2 --padding_free --device emu --log_jsonl "$TMP/emu.log" \
+    > "$TMP/emu.out" 2>&1 || fail "train --padding_free --device emu: $(tail -n 3 "$TMP/emu.out")"
+[ "$(losses "$TMP/emu.log")" = "$(losses "$TMP/pf.log")" ] || fail "--device emu: other losses than the CPU's"
+expect_exit 2 'emu device.s kernels do not take positions' -- "$ZTRAIN" "${args[@]}" --padding_free --device emu \
+    --kernels fast
 finish
