@@ -532,6 +532,8 @@ static int train_setup(trainer *t, const zt_train_args *a, zt_err *err)
         rc = zt_evaluator_open(&t->ev, a->eval_data_path, a->eval_mask_path, &t->r.cfg, &t->r.lay, &owner,
                                a->eval_batch_size, a->block_size, comm->world, 0, "eval_data", err);
         t->have_ev = rc == ZT_OK;
+        if (rc == ZT_OK && a->padding_free)
+            rc = zt_evaluator_set_padding_free(&t->ev, a->doc_eos, err);
     }
     /* fast mode reads steps back at the logged ones only (zt_train), fp16 too (its
      * backward takes the loss scale from the device: step_scalars.h); a profiled run

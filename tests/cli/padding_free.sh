@@ -20,13 +20,21 @@ sed 's/"vocab_size": 256/"vocab_size": 1500/' tests/fixtures/gqa_tied/config.jso
 args=(train --model "$TMP/init" --data "$TMP/d.jsonl" --tokenizer "$tok" --block_size 32 --max_steps 3
       --learning_rate 1e-3 --threads 1 --peak_gflops 1)
 losses() { grep -o '"loss": [^,]*' "$1"; }
-"$ZTRAIN" "${args[@]}" --per_device_train_batch_size 2 --padding_free --log_jsonl "$TMP/pf.log" > "$TMP/pf.out" 2>&1 ||
+"$ZTRAIN" "${args[@]}" --per_device_train_batch_size 2 --padding_free --log_jsonl "$TMP/pf.log" \
+    --eval_data "$TMP/d.jsonl" > "$TMP/pf.out" 2>&1 ||
     fail "train --padding_free: $(tail -n 3 "$TMP/pf.out")"
 grep -q "^padding-free: positions restart after each eos (id 2)" "$TMP/pf.out" || fail "no padding-free line"
-"$ZTRAIN" "${args[@]}" --per_device_train_batch_size 2 --log_jsonl "$TMP/plain.log" > /dev/null 2>&1 ||
+"$ZTRAIN" "${args[@]}" --per_device_train_batch_size 2 --log_jsonl "$TMP/plain.log" --eval_data "$TMP/d.jsonl" \
+    > /dev/null 2>&1 ||
     fail "train without --padding_free"
 [ -n "$(losses "$TMP/pf.log")" ] && [ "$(losses "$TMP/pf.log")" != "$(losses "$TMP/plain.log")" ] ||
     fail "--padding_free changed nothing"
+# --eval_data is read as training reads it: the eos -> next document targets do not count
+/usr/bin/python3 - "$TMP/pf.log" "$TMP/plain.log" <<'PY' || fail "--padding_free: the evaluation is not padding-free"
+import json, sys
+ev = [[json.loads(l) for l in open(f) if '"eval_loss"' in l][-1] for f in sys.argv[1:]]
+assert ev[0]["eval_tokens"] < ev[1]["eval_tokens"] and ev[0]["eval_loss"] != ev[1]["eval_loss"], ev
+PY
 # 2 ranks, one window each: the same global batch, the same losses
 "${mpi[@]}" -np 2 "$ZTRAIN" "${args[@]}" --per_device_train_batch_size 1 --padding_free --log_jsonl "$TMP/pf2.log" \
     > "$TMP/pf2.out" 2>&1 || fail "train --padding_free on 2 ranks: $(tail -n 3 "$TMP/pf2.out")"
