@@ -263,14 +263,11 @@ static int train_command(int argc, char **argv, zt_err *err)
         zt_comm_free(&comm);
         return rc;
     }
-    if (padding_free && (rc = zt_cli_padding_free_eos(tokenizer, &topts, &a.doc_eos, err))) {
+    a.padding_free = padding_free;
+    if (padding_free && (rc = zt_cli_padding_free_eos(tokenizer, &topts, g_rank == 0, &a.doc_eos, err))) {
         zt_comm_free(&comm);
         return rc;
     }
-    a.padding_free = padding_free;
-    if (padding_free && g_rank == 0)
-        printf("padding-free: positions restart after each eos (id %d) and attention stays inside each document\n",
-               (int)a.doc_eos);
     if (a.loss_mask_path && g_rank == 0)
         printf("loss: %s\n", completion_only ? "on the completions only (TRL's completion_only_loss)"
                                              : "on every token (--completion_only_loss false)");

@@ -184,7 +184,7 @@ static void print_document_bounds(const char *tok_dir, const zt_text_opts *o)
     zt_tok_free(t);
 }
 
-int zt_cli_padding_free_eos(const char *tok_dir, const zt_text_opts *o, int32_t *eos, zt_err *err)
+int zt_cli_padding_free_eos(const char *tok_dir, const zt_text_opts *o, int say, int32_t *eos, zt_err *err)
 {
     if (!tok_dir)
         return zt_fail(err, ZT_EINPUT, "--padding_free needs --tokenizer DIR and text data: documents are found by "
@@ -198,6 +198,9 @@ int zt_cli_padding_free_eos(const char *tok_dir, const zt_text_opts *o, int32_t 
         rc = zt_fail(err, ZT_EINPUT, "--padding_free: the tokenizer in %s names no eos_token (tokenizer_config.json), "
                      "so documents have no end", tok_dir);
     zt_tok_free(t);
+    if (rc == ZT_OK && say)
+        printf("padding-free: positions restart after each eos (id %d) and attention stays inside each document\n",
+               (int)*eos);
     return rc;
 }
 
