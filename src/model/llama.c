@@ -219,10 +219,11 @@ int zt_model_set_positions(zt_model *m, const int *pos, zt_err *err)
     const zt_backend *be = m->be;
     if (pos && (!be->rope_forward_pos || !be->rope_backward_pos || !be->attention_forward_pos ||
                 !be->attention_backward_pos))
-        return zt_fail(err, ZT_EINPUT, "packed examples (--padding_free, --packing): the %s device's kernels do not "
-                       "take positions yet (the CPU's do)", be->name);
+        return zt_fail(err, ZT_EINPUT, "packed examples (--padding_free): the %s device's %s kernels do not "
+                       "take positions yet (the exact kernels of the cpu, emu and cuda devices do)", be->name,
+                       be->kernels == ZT_KERNELS_FAST ? "fast" : "exact");
     if (pos && m->act16)
-        return zt_fail(err, ZT_EINPUT, "packed examples (--padding_free, --packing): the bf16-activation attention "
+        return zt_fail(err, ZT_EINPUT, "packed examples (--padding_free): the bf16-activation attention "
                        "(fast kernels with bf16 compute) does not take positions yet; use the exact kernels");
     m->pos = pos;
     return ZT_OK;
