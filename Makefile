@@ -157,7 +157,8 @@ endif
 WIDTH_OBJ := $(addprefix $(BUILD)/obj/tests/width/,attention.o attention16.o swiglu.o)
 WIDTH_RENAME := $(foreach f,attention_forward attention_forward_copy16 attention_backward \
                   attention16_supported attention16_pack_bytes attention16_forward \
-                  attention16_backward swiglu_forward swiglu_backward,-Dzt_$(f)=w256_$(f))
+                  attention16_backward swiglu_forward swiglu_backward attention_forward_pos \
+                  attention_backward_pos attention16_forward_pos attention16_backward_pos,-Dzt_$(f)=w256_$(f))
 $(BUILD)/obj/tests/width/%.o: src/kernels/%.c Makefile
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WIDTH_256) $(WIDTH_RENAME) -c $< -o $@

@@ -13,24 +13,9 @@
 #include "../src/text/tokenizer.h"
 #include "test.h"
 #include "tmpdir.h"
+#include "tok_fixture.h"
 
 static const char *families[] = {"gpt2", "llama3", "llama2"};
-
-static cJSON *read_json(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    size_t got = buf ? fread(buf, 1, (size_t)n, f) : 0;
-    fclose(f);
-    cJSON *j = buf && got == (size_t)n ? cJSON_ParseWithLength(buf, (size_t)n) : NULL;
-    free(buf);
-    return j;
-}
 
 static zt_tokenizer *load(const char *family)
 {
@@ -48,16 +33,12 @@ static zt_tokenizer *load(const char *family)
  * `tokenizers` decodes. */
 static void check_family(const char *family)
 {
-    zt_tokenizer *t = load(family);
-    char path[256];
-    snprintf(path, sizeof path, "tests/fixtures/tokenizers/%s/expected.json", family);
-    cJSON *exp = read_json(path);
-    ZT_CHECK_MSG(exp != NULL, "cannot read %s", path);
-    if (!t || !exp) {
-        zt_tok_free(t);
-        cJSON_Delete(exp);
+    char dir[256];
+    snprintf(dir, sizeof dir, "tests/fixtures/tokenizers/%s", family);
+    zt_tokenizer *t;
+    cJSON *exp;
+    if (!tok_fixture_open(dir, &t, &exp))
         return;
-    }
     ZT_CHECK(zt_tok_vocab_size(t) == cJSON_GetObjectItem(exp, "vocab_size")->valueint);
     const cJSON *c;
     int k = 0;

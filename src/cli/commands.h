@@ -5,6 +5,7 @@
 #include <stddef.h>
 
 #include "../core/status.h"
+#include "../text/text_data.h"
 
 struct zt_comm;
 
@@ -46,12 +47,12 @@ int zt_cmd_export(int argc, char **argv, zt_err *err);
 /* 1 if path is text to tokenize: .txt, or JSON Lines records (.jsonl, .json). */
 int zt_cli_is_text(const char *path);
 /* train/eval --data FILE --tokenizer DIR for text (.txt, .jsonl, .json; records'
- * text in text_field, NULL: "text"): point *data at the cached ids (buf holds
+ * text in o->text_field, documents bounded as o says: text/text_data.h): point *data at the cached ids (buf holds
  * the path) after checking the vocabulary fits model_vocab.  With a comm, rank 0
  * tokenizes first and the ranks agree on the outcome.  Prompt/completion records
  * also give a loss mask, its path in mask_buf (cap bytes; "" for other text);
  * with mask_buf NULL (a caller that cannot use one) they are refused. */
-int zt_cli_text_data(const char **data, const char *text_field, const char *tok_dir, int model_vocab,
+int zt_cli_text_data(const char **data, const zt_text_opts *o, const char *tok_dir, int model_vocab,
                      struct zt_comm *comm, int rank, int threads, char *buf, size_t cap, char *mask_buf,
                      zt_err *err);
 /* train --data FILE...: each file's ids (text through the tokenizer as above;
@@ -61,8 +62,20 @@ int zt_cli_text_data(const char **data, const char *text_field, const char *tok_
  * prompt/completion records (in mask_buf; several such files: their masks
  * joined as their ids are), else NULL.  Prompt/completion records beside plain
  * text are refused (plain text has no prompt: its mask would be a guess). */
-int zt_cli_data_files(const char *const *files, int n, const char *text_field, const char *tok_dir, int model_vocab,
+int zt_cli_data_files(const char *const *files, int n, const zt_text_opts *o, const char *tok_dir, int model_vocab,
                       struct zt_comm *comm, int rank, int threads, const char **data, char *buf, size_t cap,
                       const char **mask, char *mask_buf, zt_err *err);
+
+/* --padding_free: the eos id that ends each document of tok_dir's text (documents
+ * bounded as o says, which must put eos after each), and with say the start-up line
+ * that says so; ZT_EINPUT naming what is missing. */
+int zt_cli_padding_free_eos(const char *tok_dir, const zt_text_opts *o, int say, int32_t *eos, zt_err *err);
+
+/* The flags of text_data.h's zt_text_opts (O: a zt_text_opts), with the names
+ * transformers (encode's add_special_tokens) and TRL use. */
+#define TEXT_OPTS_FLAGS(O)                                                                                      \
+    {"text_field", ZT_FLAG_STR, &(O).text_field, "the string member of each JSON Lines record, or the column of a table, that holds its text (default text)", 1, 0, 0}, \
+    {"add_special_tokens", ZT_FLAG_BOOL, &(O).add_special_tokens, "put the tokenizer's post_processor tokens (BOS, or BOS and EOS) around each document, as encode(text, add_special_tokens=True) (default true)", 1, 0, 0}, \
+    {"eos_between_documents", ZT_FLAG_BOOL, &(O).eos_between_documents, "the eos token after each document that does not already end with it, as TRL's SFT (default true)", 1, 0, 0}
 
 #endif

@@ -111,8 +111,9 @@ static int ids_only(const char *const *files, int n)
 static int train_command(int argc, char **argv, zt_err *err)
 {
     const char *model = NULL, *data = NULL, *output_dir = NULL, *log_jsonl = NULL, *max_shard = "5GB";
-    const char *resume = NULL, *tokenizer = NULL, *profile = NULL, *profile_steps = NULL, *text_field = "text";
-    int completion_only = 1, assistant_only = 0;
+    const char *resume = NULL, *tokenizer = NULL, *profile = NULL, *profile_steps = NULL;
+    zt_text_opts topts = ZT_TEXT_OPTS_DEFAULTS;
+    int completion_only = 1, assistant_only = 0, padding_free = 0;
     long save_total_limit = 0;
     int override_ckpt = 0, allow_precision = 0;
     int threads = 0, progress = -1;
@@ -129,7 +130,8 @@ static int train_command(int argc, char **argv, zt_err *err)
         {"model", ZT_FLAG_STR, &model, "Hugging Face model directory (config.json + safetensors), or a GGUF file", 1, 0, 0},
         {"data", ZT_FLAG_STR, &data, "FILE...: token data (.npy, .bin uint16, .txt bytes) or text with --tokenizer (.txt; JSON Lines .jsonl/.json; Parquet .parquet, Arrow .arrow or a save_to_disk directory: a document a record); several files are one stream, in order", 1, 0, 0},
         {"tokenizer", ZT_FLAG_STR, &tokenizer, "tokenize text data with DIR/tokenizer.json (once: cached by content hash)", 1, 0, 0},
-        {"text_field", ZT_FLAG_STR, &text_field, "the string member of each JSON Lines record, or the column of a table, that holds its text (default text)", 1, 0, 0},
+        TEXT_OPTS_FLAGS(topts),
+        {"padding_free", ZT_FLAG_BOOL, &padding_free, "TRL's padding_free: positions restart at each document (after each eos) inside a window and attention stays inside it (CPU, exact kernels; default false)", 1, 0, 0},
         {"completion_only_loss", ZT_FLAG_BOOL, &completion_only, "prompt/completion records: the loss on the completion only (default true, as TRL); false: on every token", 1, 0, 0},
         {"assistant_only_loss", ZT_FLAG_BOOL, &assistant_only, "conversational records (messages, or prompt/completion lists): the loss on the assistant's tokens only, the {% generation %} blocks of the chat template (TRL's; default false)", 1, 0, 0},
         TRAIN_EVAL_FLAGS(ev),
@@ -283,9 +285,14 @@ static int train_command(int argc, char **argv, zt_err *err)
         fprintf(stderr, "ztrain: warning: no --output_dir: the trained model is discarded at the end of the run\n");
     char tok_data[4096], mask_data[4096];
     zt_cli_set_assistant_only(assistant_only);
-    if ((rc = zt_cli_data_files(data_files, n_data, text_field, tokenizer, cfg.vocab_size, &comm, g_rank, nthreads,
+    if ((rc = zt_cli_data_files(data_files, n_data, &topts, tokenizer, cfg.vocab_size, &comm, g_rank, nthreads,
                                 &a.data_path, tok_data, sizeof tok_data, &a.loss_mask_path, mask_data, err)) ||
-        (rc = zt_cli_eval_tokenize(&ev, &a, tokenizer, text_field, cfg.vocab_size, &comm, g_rank, nthreads, err))) {
+        (rc = zt_cli_eval_tokenize(&ev, &a, tokenizer, &topts, cfg.vocab_size, &comm, g_rank, nthreads, err))) {
+        zt_comm_free(&comm);
+        return rc;
+    }
+    a.padding_free = padding_free;
+    if (padding_free && (rc = zt_cli_padding_free_eos(tokenizer, &topts, g_rank == 0, &a.doc_eos, err))) {
         zt_comm_free(&comm);
         return rc;
     }
@@ -321,14 +328,15 @@ static int cmd_train(int argc, char **argv, zt_err *err)
 static int cmd_eval(int argc, char **argv, zt_err *err)
 {
     const char *model = NULL, *data = NULL, *mixed_precision = "no", *tokenizer = NULL, *output_json = NULL;
-    const char *device = NULL, *text_field = "text";
+    const char *device = NULL;
+    zt_text_opts topts = ZT_TEXT_OPTS_DEFAULTS;
     int block_size = 128, batch = 8, threads = 0;
     long max_batches = 0;
     zt_flag flags[] = {
         {"model", ZT_FLAG_STR, &model, "Hugging Face model directory, or a GGUF file", 1, 0, 0},
         {"data", ZT_FLAG_STR, &data, "token data: .npy, .bin or .txt (bytes), or text with --tokenizer (.txt; JSON Lines .jsonl/.json; .parquet, .arrow or a save_to_disk directory)", 1, 0, 0},
         {"tokenizer", ZT_FLAG_STR, &tokenizer, "tokenize text data with DIR/tokenizer.json (once: cached by content hash)", 1, 0, 0},
-        {"text_field", ZT_FLAG_STR, &text_field, "the string member of each JSON Lines record, or the column of a table, that holds its text (default text)", 1, 0, 0},
+        TEXT_OPTS_FLAGS(topts),
         {"block_size", ZT_FLAG_INT, &block_size, "tokens per sequence (default 128)", 1, 1 << 20, 0},
         {"per_device_eval_batch_size", ZT_FLAG_INT, &batch, "sequences per batch (default 8)", 1, 1 << 20, 0},
         {"max_batches", ZT_FLAG_LONG, &max_batches, "stop after K batches (default: all)", 0, 1e12, 0},
@@ -360,7 +368,7 @@ static int cmd_eval(int argc, char **argv, zt_err *err)
     char tok_data[4096], mask_data[4096];
     zt_llama_config cfg;
     if ((rc = zt_hf_read_config_dir(model, &cfg, err)) ||
-        (tokenizer && (rc = zt_cli_data_files(&data, 1, text_field, tokenizer, cfg.vocab_size, NULL, 0, nthreads,
+        (tokenizer && (rc = zt_cli_data_files(&data, 1, &topts, tokenizer, cfg.vocab_size, NULL, 0, nthreads,
                                               &a.data_path, tok_data, sizeof tok_data, &a.mask_path, mask_data, err))))
         return rc;
     if (a.mask_path) /* as training counts them */

@@ -33,7 +33,7 @@ void zt_cli_set_assistant_only(int on) { g_assistant_only = on; }
 /* The cached ids of one text file: TRL's conversational records (JSON Lines of
  * messages, or of prompt and completion lists) through the chat template, with
  * their loss mask; any other text as text_data.h makes it. */
-static int cached(const char *path, const char *text_field, const char *tok_dir, const char *cache, int threads,
+static int cached(const char *path, const zt_text_opts *o, const char *tok_dir, const char *cache, int threads,
                   char *buf, size_t cap, int *hit, int *vocab, int *has_mask, zt_err *err)
 {
     zt_text_file f = {0};
@@ -48,7 +48,7 @@ static int cached(const char *path, const char *text_field, const char *tok_dir,
         rc = zt_fail(err, ZT_EINPUT, "--assistant_only_loss: %s is not conversational (records with \"messages\", "
                      "or \"prompt\" and \"completion\" lists of messages), as TRL requires", path);
     if (!rc && !kind)
-        rc = zt_text_cached_tokens(path, text_field, tok_dir, cache, threads, buf, cap, hit, vocab, has_mask, err);
+        rc = zt_text_cached_tokens(path, o, tok_dir, cache, threads, buf, cap, hit, vocab, has_mask, err);
     else if (!rc) {
         *has_mask = 1;
         rc = zt_chat_cached_tokens(path, rows ? rows : f.data, rows ? rows_len : f.len, tok_dir, cache,
@@ -59,7 +59,7 @@ static int cached(const char *path, const char *text_field, const char *tok_dir,
     return rc;
 }
 
-int zt_cli_text_data(const char **data, const char *text_field, const char *tok_dir, int model_vocab, zt_comm *comm,
+int zt_cli_text_data(const char **data, const zt_text_opts *o, const char *tok_dir, int model_vocab, zt_comm *comm,
                      int rank, int threads, char *buf, size_t cap, char *mask_buf, zt_err *err)
 {
     if (!zt_cli_is_text(*data))
@@ -71,11 +71,11 @@ int zt_cli_text_data(const char **data, const char *text_field, const char *tok_
     /* rank 0 fills the cache first; the others then find it (or, on another
      * machine with its own cache, tokenize for themselves: same ids) */
     if (!rc && rank == 0)
-        rc = cached(*data, text_field, tok_dir, cache, threads, buf, cap, &hit, &vocab, &has_mask, err);
+        rc = cached(*data, o, tok_dir, cache, threads, buf, cap, &hit, &vocab, &has_mask, err);
     if (comm && zt_comm_max_int(comm, rc) != ZT_OK && rc == ZT_OK)
         return zt_fail(err, ZT_EINPUT, "rank 0 could not tokenize %s (its error is printed above)", *data);
     if (!rc && rank != 0)
-        rc = cached(*data, text_field, tok_dir, cache, threads, buf, cap, &hit, &vocab, &has_mask, err);
+        rc = cached(*data, o, tok_dir, cache, threads, buf, cap, &hit, &vocab, &has_mask, err);
     if (rc)
         return rc;
     if (has_mask && !mask_buf)
@@ -99,11 +99,11 @@ int zt_cli_text_data(const char **data, const char *text_field, const char *tok_
 /* One file's ids: with a tokenizer, text's cached ids (ids files are refused:
  * one rule for every file); without one, the file itself (.txt: its bytes are the
  * tokens), JSON Lines and tables refused. */
-static int one_file(const char **path, const char *text_field, const char *tok_dir, int model_vocab, zt_comm *comm,
+static int one_file(const char **path, const zt_text_opts *o, const char *tok_dir, int model_vocab, zt_comm *comm,
                     int rank, int threads, char *buf, size_t cap, char *mask_buf, zt_err *err)
 {
     if (tok_dir)
-        return zt_cli_text_data(path, text_field, tok_dir, model_vocab, comm, rank, threads, buf, cap, mask_buf, err);
+        return zt_cli_text_data(path, o, tok_dir, model_vocab, comm, rank, threads, buf, cap, mask_buf, err);
     if (zt_records_is_jsonl(*path))
         return zt_fail(err, ZT_EINPUT, "--data %s holds text records (JSON Lines): give --tokenizer DIR to tokenize "
                        "them", *path);
@@ -203,17 +203,54 @@ static int concat_files(const char *const *paths, const char *const *masks, int 
     return rc;
 }
 
-int zt_cli_data_files(const char *const *files, int n, const char *text_field, const char *tok_dir, int model_vocab,
+/* The start-up line that says what each document gets around its ids.  A
+ * tokenizer that does not load prints nothing here: the tokenization that
+ * follows reports it, on every rank alike. */
+static void print_document_bounds(const char *tok_dir, const zt_text_opts *o)
+{
+    zt_tokenizer *t = NULL;
+    zt_err quiet;
+    if (zt_tok_load(tok_dir, &t, &quiet) == ZT_OK) {
+        char line[400];
+        zt_text_describe_documents(t, o, line, sizeof line);
+        printf("%s\n", line);
+    }
+    zt_tok_free(t);
+}
+
+int zt_cli_padding_free_eos(const char *tok_dir, const zt_text_opts *o, int say, int32_t *eos, zt_err *err)
+{
+    if (!tok_dir)
+        return zt_fail(err, ZT_EINPUT, "--padding_free needs --tokenizer DIR and text data: documents are found by "
+                       "the eos the tokenizer puts after each");
+    if (!o->eos_between_documents)
+        return zt_fail(err, ZT_EINPUT, "--padding_free with --eos_between_documents false: documents are found by "
+                       "the eos after each; keep it on");
+    zt_tokenizer *t = NULL;
+    int rc = zt_tok_load(tok_dir, &t, err);
+    if (rc == ZT_OK && (*eos = zt_tok_eos_id(t)) < 0)
+        rc = zt_fail(err, ZT_EINPUT, "--padding_free: the tokenizer in %s names no eos_token (tokenizer_config.json), "
+                     "so documents have no end", tok_dir);
+    zt_tok_free(t);
+    if (rc == ZT_OK && say)
+        printf("padding-free: positions restart after each eos (id %d) and attention stays inside each document\n",
+               (int)*eos);
+    return rc;
+}
+
+int zt_cli_data_files(const char *const *files, int n, const zt_text_opts *o, const char *tok_dir, int model_vocab,
                       zt_comm *comm, int rank, int threads, const char **data, char *buf, size_t cap,
                       const char **mask, char *mask_buf, zt_err *err)
 {
     *data = files[0];
+    if (tok_dir && rank == 0)
+        print_document_bounds(tok_dir, o);
     if (mask) {
         *mask = NULL;
         mask_buf[0] = '\0';
     }
     if (n == 1) {
-        int rc = one_file(data, text_field, tok_dir, model_vocab, comm, rank, threads, buf, cap, mask ? mask_buf : NULL,
+        int rc = one_file(data, o, tok_dir, model_vocab, comm, rank, threads, buf, cap, mask ? mask_buf : NULL,
                           err);
         if (rc == ZT_OK && mask && mask_buf[0])
             *mask = mask_buf;
@@ -228,7 +265,7 @@ int zt_cli_data_files(const char *const *files, int n, const char *text_field, c
         paths[i] = files[i];
         mpaths[i] = masks + (size_t)i * each;
         masks[(size_t)i * each] = '\0';
-        rc = one_file(&paths[i], text_field, tok_dir, model_vocab, comm, rank, threads, resolved + (size_t)i * each,
+        rc = one_file(&paths[i], o, tok_dir, model_vocab, comm, rank, threads, resolved + (size_t)i * each,
                       each, mask ? masks + (size_t)i * each : NULL, err);
         if (rc == ZT_OK && mpaths[i][0] && sft < 0)
             sft = i;

@@ -62,20 +62,22 @@ static int write_bin(const char *path, const zt_ids *ids, zt_err *err)
 
 int zt_cmd_tokenize(int argc, char **argv, zt_err *err)
 {
-    const char *tok_dir = NULL, *output = NULL, *text_field = "text";
+    const char *tok_dir = NULL, *output = NULL;
+    zt_text_opts topts = ZT_TEXT_OPTS_DEFAULTS;
     int append_eos = 0, threads = 0;
     zt_flag flags[] = {
         {"tokenizer", ZT_FLAG_STR, &tok_dir, "directory with tokenizer.json (Hugging Face `tokenizers` format)", 1, 0, 0},
         {"input", ZT_FLAG_STR, NULL, "text files (UTF-8), one document each: --input A.txt B.txt ...; JSON Lines (.jsonl, .json), Parquet (.parquet), Arrow (.arrow, a save_to_disk directory): one document a record", 1, 0, 0},
         {"output", ZT_FLAG_STR, &output, "FILE.npy (int32) or FILE.bin (uint16, vocabulary <= 65536)", 1, 0, 0},
-        {"append_eos", ZT_FLAG_BOOL, &append_eos, "add the eos token after each document", 1, 0, 0},
+        {"append_eos", ZT_FLAG_BOOL, &append_eos, "the same as --eos_between_documents true (the default), kept for old scripts", 1, 0, 0},
         {"threads", ZT_FLAG_INT, &threads, "threads (default: the cores this process may use)", 0, 4096, 0},
-        {"text_field", ZT_FLAG_STR, &text_field, "the string member of each JSON Lines record, or the column of a table, that holds its text (default text)", 1, 0, 0},
+        TEXT_OPTS_FLAGS(topts),
     };
     int nflags = (int)(sizeof flags / sizeof flags[0]);
     if (zt_flags_wants_help(argc, argv)) {
         zt_flags_usage(flags, nflags, "usage: ztrain tokenize --tokenizer DIR --input FILE... --output FILE.npy|.bin [flags]\n"
-                                      "Ids equal `tokenizers`' encode(text, add_special_tokens=False).");
+                                      "Each document: the ids of `tokenizers`' encode(text) (add_special_tokens=True unless\n"
+                                      "--add_special_tokens false), then eos unless --eos_between_documents false.");
         return ZT_OK;
     }
     const char **inputs = NULL;
@@ -83,8 +85,10 @@ int zt_cmd_tokenize(int argc, char **argv, zt_err *err)
     if (n_in < 0)
         return zt_fail(err, ZT_EFAIL, "out of memory");
     /* --input is listed for --help; its values were taken out above */
-    zt_flag rest[] = {flags[0], flags[2], flags[3], flags[4], flags[5]};
-    int rc = zt_flags_parse(rest, 5, argc, argv, "ztrain tokenize", err);
+    zt_flag rest[] = {flags[0], flags[2], flags[3], flags[4], flags[5], flags[6], flags[7]};
+    int rc = zt_flags_parse(rest, 7, argc, argv, "ztrain tokenize", err);
+    if (append_eos)
+        topts.eos_between_documents = 1;
     if (!rc && (!tok_dir || !output || n_in == 0))
         rc = zt_fail(err, ZT_EINPUT, "ztrain tokenize: --tokenizer, --input (one or more files) and --output are required");
     const char *dot = output ? strrchr(output, '.') : NULL;
@@ -102,8 +106,11 @@ int zt_cmd_tokenize(int argc, char **argv, zt_err *err)
      * says what the work cost when the first mostly measures waiting */
     double t0 = clock_s(CLOCK_MONOTONIC), c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
     if (!rc) {
+        char line[400];
+        zt_text_describe_documents(t, &topts, line, sizeof line);
+        fprintf(stderr, "%s\n", line);
         threads = zt_cli_set_threads(threads);
-        rc = zt_text_tokenize_files(t, inputs, n_in, text_field, append_eos, threads, &ids, err);
+        rc = zt_text_tokenize_files(t, inputs, n_in, &topts, threads, &ids, err);
     }
     double dt = clock_s(CLOCK_MONOTONIC) - t0, cpu = clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
     if (!rc && ids.n == 0)

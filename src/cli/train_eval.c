@@ -17,12 +17,12 @@ int zt_cli_eval_apply(const zt_cli_eval *e, zt_train_args *a, zt_err *err)
     return ZT_OK;
 }
 
-int zt_cli_eval_tokenize(zt_cli_eval *e, zt_train_args *a, const char *tokenizer, const char *text_field,
+int zt_cli_eval_tokenize(zt_cli_eval *e, zt_train_args *a, const char *tokenizer, const zt_text_opts *o,
                          int model_vocab, zt_comm *comm, int rank, int threads, zt_err *err)
 {
     if (!tokenizer || !a->eval_data_path || !zt_cli_is_text(a->eval_data_path))
         return ZT_OK;
-    int rc = zt_cli_text_data(&a->eval_data_path, text_field, tokenizer, model_vocab, comm, rank, threads,
+    int rc = zt_cli_text_data(&a->eval_data_path, o, tokenizer, model_vocab, comm, rank, threads,
                               e->tokenized, sizeof e->tokenized, e->mask, err);
     if (rc)
         return zt_wrap(err, "--eval_data: ");

@@ -5,6 +5,7 @@
 #define ZT_CLI_TRAIN_EVAL_H
 
 #include "../core/status.h"
+#include "../text/text_data.h"
 #include "../train/trainer.h"
 
 typedef struct zt_cli_eval {
@@ -29,7 +30,7 @@ int zt_cli_eval_apply(const zt_cli_eval *e, zt_train_args *a, zt_err *err);
  * prompt-completion records, a->eval_mask_path their loss mask: the evaluation
  * counts the completion tokens only, as training does); other files are ids
  * already. */
-int zt_cli_eval_tokenize(zt_cli_eval *e, zt_train_args *a, const char *tokenizer, const char *text_field,
+int zt_cli_eval_tokenize(zt_cli_eval *e, zt_train_args *a, const char *tokenizer, const zt_text_opts *o,
                          int model_vocab, zt_comm *comm, int rank, int threads, zt_err *err);
 
 #endif

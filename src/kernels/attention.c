@@ -156,11 +156,16 @@ static void transpose_block(float *restrict dst, const float *restrict src, size
 
 void zt_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int nh, int nkv,
                           int hd, int window) {
-    zt_attention_forward_copy16(out, NULL, lse, qkv, B, T, nh, nkv, hd, window);
+    zt_attention_forward_pos(out, NULL, lse, qkv, NULL, B, T, nh, nkv, hd, window);
 }
 
 void zt_attention_forward_copy16(float *out, uint16_t *out_bf16, float *lse, const float *qkv,
                                  int B, int T, int nh, int nkv, int hd, int window) {
+    zt_attention_forward_pos(out, out_bf16, lse, qkv, NULL, B, T, nh, nkv, hd, window);
+}
+
+void zt_attention_forward_pos(float *out, uint16_t *out_bf16, float *lse, const float *qkv,
+                              const int *pos, int B, int T, int nh, int nkv, int hd, int window) {
     assert(hd > 0 && hd <= ATTN_MAX_HD && window >= 0);
     assert(nkv > 0 && nh % nkv == 0);
     const size_t W = (size_t)(nh + 2 * nkv) * hd;
@@ -187,11 +192,13 @@ void zt_attention_forward_copy16(float *out, uint16_t *out_bf16, float *lse, con
         float *o = qt + ATTN_MAX_HD * ATTN_BLOCK; /* unnormalised O (block, hd) */
         float *st = o + ATTN_MAX_HD * ATTN_BLOCK; /* S^T, then P^T (key, query) */
         float m[ATTN_BLOCK], l[ATTN_BLOCK];
+        int qs[ATTN_BLOCK], lo[ATTN_BLOCK];
         transpose_block(qt, base + (size_t)i0 * W + (size_t)h * hd, W, nq, hd);
         memset(o, 0, sizeof(float) * (size_t)nq * hd);
         for (int ii = 0; ii < nq; ii++) m[ii] = -INFINITY, l[ii] = 0.0f;
+        const int kb0 = zt_attn_first_block_pos(qs, pos ? pos + (size_t)b * T : NULL, i0, nq, window);
 
-        for (int kb = zt_attn_first_key_block(i0, window); kb <= qb; kb++) {
+        for (int kb = kb0; kb <= qb; kb++) {
             const int j0 = kb * ATTN_BLOCK;
             const int nk = kb < qb ? ATTN_BLOCK : nq; /* the diagonal block is square */
             const int diag = kb == qb;
@@ -199,7 +206,8 @@ void zt_attention_forward_copy16(float *out, uint16_t *out_bf16, float *lse, con
             mm_acc(st, ATTN_BLOCK, kcol + (size_t)j0 * W, W, 1, qt, ATTN_BLOCK, nk, nq, hd,
                    diag ? MM_J_GE_I : MM_DENSE);
 
-            zt_attn_softmax_tile(st, o, hd, nq, nk, i0 - j0, window, scale, m, l);
+            zt_attn_key_lo(lo, qs, nq, j0);
+            zt_attn_softmax_tile(st, o, hd, nq, nk, i0 - j0, window, lo, scale, m, l);
             /* O += P V_blk, with P(ii, jj) read from P^T. */
             mm_acc(o, hd, st, 1, ATTN_BLOCK, vcol + (size_t)j0 * W, W, nq, hd, nk,
                    diag ? MM_K_LE_I : MM_DENSE);
@@ -213,6 +221,12 @@ void zt_attention_forward_copy16(float *out, uint16_t *out_bf16, float *lse, con
 
 void zt_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
                            const float *lse, int B, int T, int nh, int nkv, int hd, int window) {
+    zt_attention_backward_pos(dqkv, dout, qkv, out, lse, NULL, B, T, nh, nkv, hd, window);
+}
+
+void zt_attention_backward_pos(float *dqkv, const float *dout, const float *qkv, const float *out,
+                               const float *lse, const int *pos, int B, int T, int nh, int nkv, int hd,
+                               int window) {
     assert(hd > 0 && hd <= ATTN_MAX_HD && window >= 0);
     assert(nkv > 0 && nh % nkv == 0);
     const size_t W = (size_t)(nh + 2 * nkv) * hd;
@@ -250,6 +264,8 @@ void zt_attention_backward(float *dqkv, const float *dout, const float *qkv, con
                      * order mm_acc sums dP: with a single key (out = v) dP - D is then
                      * exactly 0, as is the true gradient of q and k. */
                     float D[ATTN_BLOCK], L[ATTN_BLOCK];
+                    int qs[ATTN_BLOCK], lo[ATTN_BLOCK];
+                    const int kb0 = zt_attn_first_block_pos(qs, pos ? pos + (size_t)b * T : NULL, i0, nq, window);
                     transpose_block(qt, out + ((size_t)b * T + i0) * OW + (size_t)h * hd, OW, nq,
                                     hd);
                     transpose_block(got, go, OW, nq, hd);
@@ -262,7 +278,7 @@ void zt_attention_backward(float *dqkv, const float *dout, const float *qkv, con
                     }
                     transpose_block(qt, q, W, nq, hd);
 
-                    for (int kb = zt_attn_first_key_block(i0, window); kb <= qb; kb++) {
+                    for (int kb = kb0; kb <= qb; kb++) {
                         const int j0 = kb * ATTN_BLOCK;
                         const int nk = kb < qb ? ATTN_BLOCK : nq; /* the diagonal block is square */
                         /* S^T = K Q^T and dP^T = V dO^T, tiles (key, query), summed exactly
@@ -274,7 +290,8 @@ void zt_attention_backward(float *dqkv, const float *dout, const float *qkv, con
                                hd, diag ? MM_J_GE_I : MM_DENSE);
                         mm_acc(dst, ATTN_BLOCK, vcol + (size_t)j0 * W, W, 1, got, ATTN_BLOCK, nk,
                                nq, hd, diag ? MM_J_GE_I : MM_DENSE);
-                        zt_attn_grad_tile(pt, dst, nq, nk, i0 - j0, window, scale, L, D);
+                        zt_attn_key_lo(lo, qs, nq, j0);
+                        zt_attn_grad_tile(pt, dst, nq, nk, i0 - j0, window, lo, scale, L, D);
                         /* dV += P^T dO,  dK += (scale dS)^T Q,  dQ += (scale dS) K. */
                         mm_acc(dvcol + (size_t)j0 * W, W, pt, ATTN_BLOCK, 1, go, OW, nk, hd, nq,
                                diag ? MM_K_GE_I : MM_DENSE);

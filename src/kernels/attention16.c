@@ -326,6 +326,12 @@ static void key_pairs_product(float *restrict C, size_t ldc, const float *restri
 void zt_attention16_forward(float *out, uint16_t *out_bf16, float *lse, const float *qkv,
                             void *pack, int B, int T, int nh, int nkv, int hd, int window)
 {
+    zt_attention16_forward_pos(out, out_bf16, lse, qkv, pack, NULL, B, T, nh, nkv, hd, window);
+}
+
+void zt_attention16_forward_pos(float *out, uint16_t *out_bf16, float *lse, const float *qkv,
+                                void *pack, const int *pos, int B, int T, int nh, int nkv, int hd, int window)
+{
     assert(zt_attention16_supported(hd) && nkv > 0 && nh % nkv == 0 && window >= 0);
     const size_t W = (size_t)(nh + 2 * nkv) * hd, OW = (size_t)nh * hd;
     const int group = nh / nkv, T2 = (T + 1) / 2;
@@ -349,11 +355,13 @@ void zt_attention16_forward(float *out, uint16_t *out_bf16, float *lse, const fl
         const uint32_t *vpairs = pk.vp + hb * T2 * hd;
         float *o = s16.o, *st = s16.st;
         float m[ATTN16_BLOCK], l[ATTN16_BLOCK];
+        int qs[ATTN16_BLOCK], lo[ATTN16_BLOCK];
+        const int kb0 = zt_attn_first_block_pos(qs, pos ? pos + (size_t)b * T : NULL, i0, nq, window);
         pairs_along_d(s16.qt2, qkv + ((size_t)b * T + i0) * W + (size_t)h * hd, W, nq, hd);
         memset(o, 0, sizeof(float) * (size_t)nq * hd);
         for (int ii = 0; ii < nq; ii++) m[ii] = -INFINITY, l[ii] = 0.0f;
 
-        for (int kb = zt_attn_first_key_block(i0, window); kb <= qb; kb++) {
+        for (int kb = kb0; kb <= qb; kb++) {
             const int j0 = kb * ATTN16_BLOCK;
             const int nk = kb < qb ? ATTN16_BLOCK : nq; /* the diagonal block is square */
             const int diag = kb == qb;
@@ -363,7 +371,8 @@ void zt_attention16_forward(float *out, uint16_t *out_bf16, float *lse, const fl
                 memset(st, 0, sizeof(float) * ATTN16_TILE);
             pmm(st, ATTN16_BLOCK, krows + (size_t)j0 * (hd / 2), hd / 2, 1, s16.qt2, ATTN16_BLOCK,
                 nk, ATTN16_BLOCK, hd / 2, diag ? ZT_TILE_J_GE_I : ZT_TILE_DENSE, 0, amx);
-            zt_attn_softmax_tile(st, o, hd, nq, nk, i0 - j0, window, scale, m, l);
+            zt_attn_key_lo(lo, qs, nq, j0);
+            zt_attn_softmax_tile(st, o, hd, nq, nk, i0 - j0, window, lo, scale, m, l);
             /* O += P V_blk: P as pairs of keys per query, V as pairs of keys per d */
             key_pairs_product(o, hd, st, nk, nq, vpairs + (size_t)(j0 / 2) * hd, hd, hd,
                               diag ? ZT_TILE_K_LE_I : ZT_TILE_DENSE, amx);
@@ -382,6 +391,13 @@ void zt_attention16_forward(float *out, uint16_t *out_bf16, float *lse, const fl
 void zt_attention16_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
                              const float *lse, void *pack, int B, int T, int nh, int nkv, int hd,
                              int window)
+{
+    zt_attention16_backward_pos(dqkv, dout, qkv, out, lse, pack, NULL, B, T, nh, nkv, hd, window);
+}
+
+void zt_attention16_backward_pos(float *dqkv, const float *dout, const float *qkv, const float *out,
+                                 const float *lse, void *pack, const int *pos, int B, int T, int nh, int nkv,
+                                 int hd, int window)
 {
     assert(zt_attention16_supported(hd) && nkv > 0 && nh % nkv == 0 && window >= 0);
     const size_t W = (size_t)(nh + 2 * nkv) * hd, OW = (size_t)nh * hd;
@@ -419,6 +435,8 @@ void zt_attention16_backward(float *dqkv, const float *dout, const float *qkv, c
 
                     /* D_i = dout_i . out_i in fp32 */
                     float D[ATTN16_BLOCK], L[ATTN16_BLOCK];
+                    int qs[ATTN16_BLOCK], lo[ATTN16_BLOCK];
+                    const int kb0 = zt_attn_first_block_pos(qs, pos ? pos + (size_t)b * T : NULL, i0, nq, window);
                     zt_dot_rows(D, go, OW, ob, OW, nq, hd);
                     for (int ii = 0; ii < nq; ii++) L[ii] = lrow[i0 + ii];
                     pairs_along_d(s16.qt2, q, W, nq, hd);
@@ -426,7 +444,7 @@ void zt_attention16_backward(float *dqkv, const float *dout, const float *qkv, c
                     pairs_of_rows(s16.qp, q, W, nq, hd);
                     pairs_of_rows(s16.dop, go, OW, nq, hd);
 
-                    for (int kb = zt_attn_first_key_block(i0, window); kb <= qb; kb++) {
+                    for (int kb = kb0; kb <= qb; kb++) {
                         const int j0 = kb * ATTN16_BLOCK;
                         const int nk = kb < qb ? ATTN16_BLOCK : nq;
                         const int diag = kb == qb;
@@ -440,7 +458,8 @@ void zt_attention16_backward(float *dqkv, const float *dout, const float *qkv, c
                         pmm(dst, ATTN16_BLOCK, vrows + (size_t)j0 * (hd / 2), hd / 2, 1, s16.dot2,
                             ATTN16_BLOCK, nk, ATTN16_BLOCK, hd / 2, diag ? ZT_TILE_J_GE_I : ZT_TILE_DENSE,
                             0, amx);
-                        zt_attn_grad_tile(pt, dst, nq, nk, i0 - j0, window, scale, L, D);
+                        zt_attn_key_lo(lo, qs, nq, j0);
+                        zt_attn_grad_tile(pt, dst, nq, nk, i0 - j0, window, lo, scale, L, D);
                         const int nqp = (nq + 1) / 2;
                         /* dV += P^T dO */
                         tile_query_pairs(s16.a2, pt, nk, nq);

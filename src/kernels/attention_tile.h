@@ -12,7 +12,14 @@
  *   i - j < window, window>0  (sliding window):  ii <  jj - delta + window
  * as transformers' sliding_window_causal_mask_function has it (kv_idx > q_idx - window):
  * a query sees itself and the window - 1 keys before it.  window 0 means no window; then
- * only the diagonal tile (delta 0) masks anything, exactly as before windows existed. */
+ * only the diagonal tile (delta 0) masks anything, exactly as before windows existed.
+ *
+ * Packed examples (padding-free, as flash-attention's varlen entries): a sequence may
+ * hold several examples, each token with its position pos_i inside its own example
+ * (transformers' position_ids, restarting at 0).  Query i then also needs
+ *   j >= i - pos_i            (same example):    jj >= lo[ii] = i - pos_i - j0
+ * so attention stays inside each example; without positions lo[ii] = -j0 (start 0),
+ * which masks nothing. */
 #ifndef ZT_ATTENTION_TILE_H
 #define ZT_ATTENTION_TILE_H
 
@@ -33,6 +40,25 @@ static inline int zt_attn_end_query(int jj, int delta, int window)
     return window > 0 ? jj - delta + window : ZT_ATTN_BLOCK;
 }
 
+/* Each of the nq queries' first visible key, i - pos_i (pos: the sequence's positions,
+ * NULL: one example, start 0), into qs; returns the smallest, before which no key of
+ * the block is visible. */
+static inline int zt_attn_query_starts(int *restrict qs, const int *pos, int i0, int nq)
+{
+    int lo = i0;
+    for (int ii = 0; ii < nq; ii++) {
+        qs[ii] = pos ? i0 + ii - pos[i0 + ii] : 0;
+        lo = qs[ii] < lo ? qs[ii] : lo;
+    }
+    return lo;
+}
+
+/* lo[ii] = qs[ii] - j0: the start of each query's example as a key index of the block at j0. */
+static inline void zt_attn_key_lo(int *restrict lo, const int *restrict qs, int nq, int j0)
+{
+    for (int ii = 0; ii < nq; ii++) lo[ii] = qs[ii] - j0;
+}
+
 /* The first key block a query block starting at i0 must visit: keys before i0 - window + 1
  * are outside every one of its queries' windows. */
 static inline int zt_attn_first_key_block(int i0, int window)
@@ -40,9 +66,21 @@ static inline int zt_attn_first_key_block(int i0, int window)
     return window > 0 && i0 - window + 1 > 0 ? (i0 - window + 1) / ZT_ATTN_BLOCK : 0;
 }
 
+/* The first key block the queries [i0, i0 + nq) of one sequence visit: the window's
+ * first, or the block of the earliest start of their examples (qs, filled here; pos:
+ * the sequence's positions, NULL: one example) when later.  Blocks before it hold
+ * only masked keys, whose terms are exact zeros, so skipping them changes nothing. */
+static inline int zt_attn_first_block_pos(int *restrict qs, const int *pos, int i0, int nq, int window)
+{
+    const int kb = zt_attn_first_key_block(i0, window);
+    const int lo = zt_attn_query_starts(qs, pos, i0, nq) / ZT_ATTN_BLOCK;
+    return lo > kb ? lo : kb;
+}
+
 /* Forward, one key block of the online softmax.  On entry st holds the raw scores q.k of
  * nk keys by nq queries (delta, window: which are visible, see above); m, l are each
- * query's running max and sum, o its unnormalised output (nq rows of hd).  On exit st
+ * query's running max and sum, o its unnormalised output (nq rows of hd); lo: each
+ * query's first visible key of the block (packed examples, above).  On exit st
  * holds the probabilities exp(s - m_new) (0 where masked), l and m are updated, and o is
  * rescaled by exp(m_old - m_new), ready for o += P V.  Without a window key 0 of every
  * block is visible to all its queries, so the new max is finite, and exp(-inf) = 0
@@ -50,8 +88,8 @@ static inline int zt_attn_first_key_block(int i0, int window)
  * (its window starts in a later block): its max stays -inf, and the exponentials are
  * taken relative to 0 instead, so they give 0, never exp(-inf + inf) = NaN. */
 static inline void zt_attn_softmax_tile(float *restrict st, float *restrict o, int hd, int nq,
-                                        int nk, int delta, int window, float scale,
-                                        float *restrict m, float *restrict l)
+                                        int nk, int delta, int window, const int *restrict lo,
+                                        float scale, float *restrict m, float *restrict l)
 {
     float mnew[ZT_ATTN_BLOCK], mref[ZT_ATTN_BLOCK], corr[ZT_ATTN_BLOCK], lsum[ZT_ATTN_BLOCK];
     for (int ii = 0; ii < nq; ii++) mnew[ii] = m[ii];
@@ -61,7 +99,7 @@ static inline void zt_attn_softmax_tile(float *restrict st, float *restrict o, i
 #pragma omp simd
         for (int ii = 0; ii < nq; ii++) {
             float s = srow[ii] * scale;
-            s = ii < first || ii >= end ? -INFINITY : s;
+            s = ii < first || ii >= end || jj < lo[ii] ? -INFINITY : s;
             srow[ii] = s;
             mnew[ii] = s > mnew[ii] ? s : mnew[ii];
         }
@@ -96,8 +134,8 @@ static inline void zt_attn_softmax_tile(float *restrict st, float *restrict o, i
  * p = exp(scale s - L) (0 where masked: delta, window as above) and dst holds scale * dS,
  * with dS = p (dP - D), the softmax Jacobian applied to dP. */
 static inline void zt_attn_grad_tile(float *restrict pt, float *restrict dst, int nq, int nk,
-                                     int delta, int window, float scale, const float *restrict L,
-                                     const float *restrict D)
+                                     int delta, int window, const int *restrict lo, float scale,
+                                     const float *restrict L, const float *restrict D)
 {
     for (int jj = 0; jj < nk; jj++) {
         float *restrict prow = pt + (size_t)jj * ZT_ATTN_BLOCK;
@@ -106,7 +144,7 @@ static inline void zt_attn_grad_tile(float *restrict pt, float *restrict dst, in
 #pragma omp simd
         for (int ii = 0; ii < nq; ii++) {
             const float e = zt_expf_fast(prow[ii] * scale - L[ii]);
-            const float p = ii < first || ii >= end ? 0.0f : e;
+            const float p = ii < first || ii >= end || jj < lo[ii] ? 0.0f : e;
             prow[ii] = p;
             dsrow[ii] = p * (dsrow[ii] - D[ii]) * scale;
         }

@@ -302,6 +302,22 @@ typedef struct zt_backend {
      * device's (a GPU queues NCCL's collectives on its stream instead). */
     void (*queue_host)(void (*run)(const void *args), const void *args, size_t bytes);
     void *(*host_address)(const void *buf);
+
+    /* Packed examples (TRL's padding_free and packing; flash-attention's varlen
+     * entries): RoPE and the fp32-activation attention with pos (B, T), each token's
+     * position inside its own example (host memory, as token ids are), so positions restart at
+     * each example and attention stays inside it (kernels.h: zt_attention_forward_pos);
+     * otherwise as rope_forward .. attention_backward.  Optional, as matmul_peak: NULL
+     * in a table that has none, where the model refuses positions, naming the table. */
+    void (*rope_forward_pos)(float *qkv, const float *cos_t, const float *sin_t, const int *pos, int B, int T,
+                             int nh, int nkv, int hd);
+    void (*rope_backward_pos)(float *dqkv, const float *cos_t, const float *sin_t, const int *pos, int B, int T,
+                              int nh, int nkv, int hd);
+    void (*attention_forward_pos)(float *out, uint16_t *out_bf16, float *lse, const float *qkv, void *scratch,
+                                  const int *pos, int B, int T, int nh, int nkv, int hd, int window);
+    void (*attention_backward_pos)(float *dqkv, const float *dout, const float *qkv, const float *out,
+                                   const float *lse, void *scratch, const int *pos, int B, int T, int nh, int nkv,
+                                   int hd, int window);
 } zt_backend;
 
 /* The host backend: OpenMP kernels and oneDNN products. */

@@ -44,6 +44,26 @@ static void cpu_attention_backward(float *dqkv, const float *dout, const float *
         zt_attention_backward(dqkv, dout, qkv, out, lse, B, T, nh, nkv, hd, window);
 }
 
+/* Packed examples (backend.h): the same kernels with positions. */
+static void cpu_attention_forward_pos(float *out, uint16_t *out_bf16, float *lse, const float *qkv, void *scratch,
+                                      const int *pos, int B, int T, int nh, int nkv, int hd, int window)
+{
+    if (scratch)
+        zt_attention16_forward_pos(out, out_bf16, lse, qkv, scratch, pos, B, T, nh, nkv, hd, window);
+    else
+        zt_attention_forward_pos(out, out_bf16, lse, qkv, pos, B, T, nh, nkv, hd, window);
+}
+
+static void cpu_attention_backward_pos(float *dqkv, const float *dout, const float *qkv, const float *out,
+                                       const float *lse, void *scratch, const int *pos, int B, int T, int nh,
+                                       int nkv, int hd, int window)
+{
+    if (scratch)
+        zt_attention16_backward_pos(dqkv, dout, qkv, out, lse, scratch, pos, B, T, nh, nkv, hd, window);
+    else
+        zt_attention_backward_pos(dqkv, dout, qkv, out, lse, pos, B, T, nh, nkv, hd, window);
+}
+
 /* The asynchronous step's entries (backend.h): on the host, "device memory" is
  * host memory, so they are the synchronous kernels writing where they are told. */
 static void cpu_sumsq_into(double *dst, const void *x, zt_dtype dt, size_t n) { *dst = zt_sumsq(x, dt, n); }
@@ -144,6 +164,10 @@ static const zt_backend cpu = {
     .host_visible = 1,
     .kernels = ZT_KERNELS_EXACT,
     ZT_BACKEND_ENTRIES(CPU_ENTRY)
+    .rope_forward_pos = zt_rope_forward_pos,
+    .rope_backward_pos = zt_rope_backward_pos,
+    .attention_forward_pos = cpu_attention_forward_pos,
+    .attention_backward_pos = cpu_attention_backward_pos,
 };
 
 const zt_backend *zt_backend_cpu(void) { return &cpu; }

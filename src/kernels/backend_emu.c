@@ -333,6 +333,67 @@ static void emu_rope_backward(float *dqkv, const float *cos_t, const float *sin_
     defer(rope_backward_run, &a, sizeof a);
 }
 
+/* packed examples (backend.h): the CPU table's position entries, on decoded
+ * buffers; the positions stay on the host, as token ids do */
+typedef struct { float *qkv; const float *cos_t, *sin_t; const int *pos; int B, T, nh, nkv, hd; } rope_pos_a;
+static void rope_forward_pos_run(const void *p_)
+{
+    const rope_pos_a *a = p_;
+    zt_rope_forward_pos(host_of(a->qkv), host_of(a->cos_t), host_of(a->sin_t), a->pos, a->B, a->T, a->nh, a->nkv,
+                        a->hd);
+}
+static void rope_backward_pos_run(const void *p_)
+{
+    const rope_pos_a *a = p_;
+    zt_rope_backward_pos(host_of(a->qkv), host_of(a->cos_t), host_of(a->sin_t), a->pos, a->B, a->T, a->nh, a->nkv,
+                         a->hd);
+}
+static void emu_rope_forward_pos(float *qkv, const float *cos_t, const float *sin_t, const int *pos, int B, int T,
+                                 int nh, int nkv, int hd)
+{
+    rope_pos_a a = {qkv, cos_t, sin_t, pos, B, T, nh, nkv, hd};
+    defer(rope_forward_pos_run, &a, sizeof a);
+}
+static void emu_rope_backward_pos(float *dqkv, const float *cos_t, const float *sin_t, const int *pos, int B, int T,
+                                  int nh, int nkv, int hd)
+{
+    rope_pos_a a = {dqkv, cos_t, sin_t, pos, B, T, nh, nkv, hd};
+    defer(rope_backward_pos_run, &a, sizeof a);
+}
+
+typedef struct {
+    float *out; uint16_t *out_bf16; float *lse; const float *qkv; void *scratch; const int *pos;
+    int B, T, nh, nkv, hd, window;
+} attention_forward_pos_a;
+RUNNER(attention_forward_pos)
+{
+    A(attention_forward_pos);
+    zt_backend_cpu()->attention_forward_pos(host_of(a->out), host_of(a->out_bf16), host_of(a->lse), host_of(a->qkv),
+                                            host_of(a->scratch), a->pos, a->B, a->T, a->nh, a->nkv, a->hd, a->window);
+}
+static void emu_attention_forward_pos(float *out, uint16_t *out_bf16, float *lse, const float *qkv, void *scratch,
+                                      const int *pos, int B, int T, int nh, int nkv, int hd, int window)
+{
+    DEFER(attention_forward_pos, out, out_bf16, lse, qkv, scratch, pos, B, T, nh, nkv, hd, window);
+}
+
+typedef struct {
+    float *dqkv; const float *dout, *qkv, *out, *lse; void *scratch; const int *pos; int B, T, nh, nkv, hd, window;
+} attention_backward_pos_a;
+RUNNER(attention_backward_pos)
+{
+    A(attention_backward_pos);
+    zt_backend_cpu()->attention_backward_pos(host_of(a->dqkv), host_of(a->dout), host_of(a->qkv), host_of(a->out),
+                                             host_of(a->lse), host_of(a->scratch), a->pos, a->B, a->T, a->nh, a->nkv,
+                                             a->hd, a->window);
+}
+static void emu_attention_backward_pos(float *dqkv, const float *dout, const float *qkv, const float *out,
+                                       const float *lse, void *scratch, const int *pos, int B, int T, int nh, int nkv,
+                                       int hd, int window)
+{
+    DEFER(attention_backward_pos, dqkv, dout, qkv, out, lse, scratch, pos, B, T, nh, nkv, hd, window);
+}
+
 /* the CPU table's attention entries, on decoded buffers */
 static size_t emu_attention_scratch_bytes(int B, int T, int nkv, int hd, zt_dtype opd)
 {
@@ -934,6 +995,12 @@ static const zt_backend emu = {
     ZT_BACKEND_ENTRIES(EMU_ENTRY)
     .queue_host = emu_queue_host,
     .host_address = emu_host_address,
+    /* exact kernels only: a captured fast step would replay the positions of the
+     * last micro-batch filled (one host buffer), so the fast table has none */
+    .rope_forward_pos = emu_rope_forward_pos,
+    .rope_backward_pos = emu_rope_backward_pos,
+    .attention_forward_pos = emu_attention_forward_pos,
+    .attention_backward_pos = emu_attention_backward_pos,
 };
 
 /* fast mode: the same kernels (a GPU's fast variants have no CPU twins to run), so

@@ -59,6 +59,13 @@ void zt_rope_forward(float *qkv, const float *cos_t, const float *sin_t, int B, 
 /* Backward of the rotation (its transpose: rotate by -a), in place on the dq, dk parts of dqkv. */
 void zt_rope_backward(float *dqkv, const float *cos_t, const float *sin_t, int B, int T, int nh,
                       int nkv, int hd);
+/* The same with each token's position from pos (B, T) (packed examples: positions restart
+ * at each example, transformers' position_ids), each < T, the tables' length; pos NULL:
+ * the functions above. */
+void zt_rope_forward_pos(float *qkv, const float *cos_t, const float *sin_t, const int *pos, int B, int T,
+                         int nh, int nkv, int hd);
+void zt_rope_backward_pos(float *dqkv, const float *cos_t, const float *sin_t, const int *pos, int B, int T,
+                          int nh, int nkv, int hd);
 
 /* Causal grouped-query attention, scale 1/sqrt(hd); query head h reads kv head h / (nh/nkv).
  * qkv: (B, T, (nh + 2*nkv)*hd) after RoPE; out: (B, T, nh*hd); lse: (B, nh, T), the
@@ -77,6 +84,16 @@ void zt_attention_forward_copy16(float *out, uint16_t *out_bf16, float *lse, con
 /* dqkv (same shape as qkv) is overwritten with the gradients of q, k and v. */
 void zt_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
                            const float *lse, int B, int T, int nh, int nkv, int hd, int window);
+/* Packed examples (padding-free): pos (B, T) is each token's position inside its own
+ * example (transformers' position_ids: 0 at an example's first token, then +1), and
+ * query i sees only the keys j with i - pos_i <= j <= i (and the window), the keys of
+ * its own example: each example's results are those of the example alone.  pos NULL:
+ * the functions above. */
+void zt_attention_forward_pos(float *out, uint16_t *out_bf16, float *lse, const float *qkv,
+                              const int *pos, int B, int T, int nh, int nkv, int hd, int window);
+void zt_attention_backward_pos(float *dqkv, const float *dout, const float *qkv, const float *out,
+                               const float *lse, const int *pos, int B, int T, int nh, int nkv, int hd,
+                               int window);
 
 /* Inference: the attention of n new query rows over a KV cache (attention_cache.c).
  * Row i is at position p = pos0 + i and attends to cache positions 0..p, or with a
@@ -96,6 +113,12 @@ void zt_attention_cache_forward(float *out, const float *q, size_t q_stride, con
  * refilled by each call.  Only for head dimensions zt_attention16_supported accepts. */
 int zt_attention16_supported(int hd);
 size_t zt_attention16_pack_bytes(int B, int T, int nkv, int hd);
+/* ..._pos: packed examples, as zt_attention_forward_pos (pos NULL: the functions below). */
+void zt_attention16_forward_pos(float *out, uint16_t *out_bf16, float *lse, const float *qkv,
+                                void *pack, const int *pos, int B, int T, int nh, int nkv, int hd, int window);
+void zt_attention16_backward_pos(float *dqkv, const float *dout, const float *qkv, const float *out,
+                                 const float *lse, void *pack, const int *pos, int B, int T, int nh, int nkv,
+                                 int hd, int window);
 void zt_attention16_forward(float *out, uint16_t *out_bf16, float *lse, const float *qkv,
                             void *pack, int B, int T, int nh, int nkv, int hd, int window);
 void zt_attention16_backward(float *dqkv, const float *dout, const float *qkv, const float *out,

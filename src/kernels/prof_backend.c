@@ -182,6 +182,32 @@ static void p_attention_backward(float *dqkv, const float *dout, const float *qk
     TIMED("attention_backward", "kernel", zt_attention_flops(B, T, nh, hd, window, 1), 0,
           in->attention_backward(dqkv, dout, qkv, o, lse, scratch, B, T, nh, nkv, hd, window));
 }
+static void p_rope_forward_pos(float *qkv, const float *c, const float *s, const int *pos, int B, int T, int nh,
+                               int nkv, int hd)
+{
+    TIMED("rope_forward", "kernel", 0, 8.0 * B * T * (nh + nkv) * hd + 4.0 * T * hd,
+          in->rope_forward_pos(qkv, c, s, pos, B, T, nh, nkv, hd));
+}
+static void p_rope_backward_pos(float *dqkv, const float *c, const float *s, const int *pos, int B, int T, int nh,
+                                int nkv, int hd)
+{
+    TIMED("rope_backward", "kernel", 0, 8.0 * B * T * (nh + nkv) * hd + 4.0 * T * hd,
+          in->rope_backward_pos(dqkv, c, s, pos, B, T, nh, nkv, hd));
+}
+/* flops as the causal attention counts them: an upper bound for packed examples */
+static void p_attention_forward_pos(float *o, uint16_t *o16, float *lse, const float *qkv, void *scratch,
+                                    const int *pos, int B, int T, int nh, int nkv, int hd, int window)
+{
+    TIMED("attention_forward", "kernel", zt_attention_flops(B, T, nh, hd, window, 0), 0,
+          in->attention_forward_pos(o, o16, lse, qkv, scratch, pos, B, T, nh, nkv, hd, window));
+}
+static void p_attention_backward_pos(float *dqkv, const float *dout, const float *qkv, const float *o,
+                                     const float *lse, void *scratch, const int *pos, int B, int T, int nh, int nkv,
+                                     int hd, int window)
+{
+    TIMED("attention_backward", "kernel", zt_attention_flops(B, T, nh, hd, window, 1), 0,
+          in->attention_backward_pos(dqkv, dout, qkv, o, lse, scratch, pos, B, T, nh, nkv, hd, window));
+}
 static void p_attention_cache_forward(float *o, const float *q, size_t qs, const float *k, const float *v, int cap,
                                       int pos0, int n, int nh, int nkv, int hd, int window, float *scratch,
                                       int threads)
@@ -356,6 +382,10 @@ const zt_backend *zt_backend_profiled(const zt_backend *inner)
     WRAP(host_alloc);
     WRAP(host_free);
     WRAP(matmul_peak);
+    WRAP(rope_forward_pos);
+    WRAP(rope_backward_pos);
+    WRAP(attention_forward_pos);
+    WRAP(attention_backward_pos);
     WRAP(queue_host);
     WRAP(host_address);
     WRAP(matmul);

@@ -50,25 +50,36 @@ static inline void rope_row(float *restrict v, const float *restrict c, const fl
     }
 }
 
-/* every row's q and k heads rotated by sign * a (rows are (b, t), t = row % T) */
-static void rope_rows(float *qkv, const float *cos_t, const float *sin_t, int B, int T, int nh, int nkv, int hd,
-                      float sign) {
+/* every row's q and k heads rotated by sign * a (rows are (b, t), at position pos[row],
+ * or t = row % T without pos) */
+static void rope_rows(float *qkv, const float *cos_t, const float *sin_t, const int *pos, int B, int T, int nh,
+                      int nkv, int hd, float sign) {
     assert(hd % 2 == 0);
     const size_t W = (size_t)(nh + 2 * nkv) * hd;
     const int half = hd / 2;
 #pragma omp parallel for schedule(static)
     for (int row = 0; row < B * T; row++) {
-        const int t = row % T;
+        const int t = pos ? pos[row] : row % T;
         rope_row(qkv + row * W, cos_t + (size_t)t * half, sin_t + (size_t)t * half, nh + nkv, hd, sign);
     }
 }
 
 void zt_rope_forward(float *qkv, const float *cos_t, const float *sin_t, int B, int T, int nh,
                      int nkv, int hd) {
-    rope_rows(qkv, cos_t, sin_t, B, T, nh, nkv, hd, 1.0f);
+    rope_rows(qkv, cos_t, sin_t, NULL, B, T, nh, nkv, hd, 1.0f);
+}
+
+void zt_rope_forward_pos(float *qkv, const float *cos_t, const float *sin_t, const int *pos, int B, int T,
+                         int nh, int nkv, int hd) {
+    rope_rows(qkv, cos_t, sin_t, pos, B, T, nh, nkv, hd, 1.0f);
+}
+
+void zt_rope_backward_pos(float *dqkv, const float *cos_t, const float *sin_t, const int *pos, int B, int T,
+                          int nh, int nkv, int hd) {
+    rope_rows(dqkv, cos_t, sin_t, pos, B, T, nh, nkv, hd, -1.0f);
 }
 
 void zt_rope_backward(float *dqkv, const float *cos_t, const float *sin_t, int B, int T, int nh,
                       int nkv, int hd) {
-    rope_rows(dqkv, cos_t, sin_t, B, T, nh, nkv, hd, -1.0f);
+    rope_rows(dqkv, cos_t, sin_t, NULL, B, T, nh, nkv, hd, -1.0f);
 }

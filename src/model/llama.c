@@ -214,6 +214,21 @@ oom:
     return zt_fail(err, ZT_EFAIL, "out of memory for activations (B=%d, T=%d)", B, T);
 }
 
+int zt_model_set_positions(zt_model *m, const int *pos, zt_err *err)
+{
+    const zt_backend *be = m->be;
+    if (pos && (!be->rope_forward_pos || !be->rope_backward_pos || !be->attention_forward_pos ||
+                !be->attention_backward_pos))
+        return zt_fail(err, ZT_EINPUT, "packed examples (--padding_free): the %s device's %s kernels do not "
+                       "take positions yet (the exact kernels of the cpu, emu and cuda devices do)", be->name,
+                       be->kernels == ZT_KERNELS_FAST ? "fast" : "exact");
+    if (pos && m->act16)
+        return zt_fail(err, ZT_EINPUT, "packed examples (--padding_free): the bf16-activation attention "
+                       "(fast kernels with bf16 compute) does not take positions yet; use the exact kernels");
+    m->pos = pos;
+    return ZT_OK;
+}
+
 void zt_model_free(zt_model *m)
 {
     act_buf *bufs = m->bufs;
@@ -373,6 +388,12 @@ static int attention_forward(zt_model *m, zt_layer_acts *a, const layer_weights 
         return rc;
     if (w->qkv_b) /* nn.Linear's bias, added to the product before RoPE */
         m->be->bias_forward(a->qkv, w->qkv_b, cd, N, Dqkv);
+    if (m->pos) {
+        m->be->rope_forward_pos(a->qkv, m->rope_cos, m->rope_sin, m->pos, m->B, m->T, nh, nkv, hd);
+        m->be->attention_forward_pos(a->att, a->att16, a->lse, a->qkv, m->attn_pack, m->pos, m->B, m->T, nh, nkv,
+                                     hd, window);
+        return ZT_OK;
+    }
     m->be->rope_forward(a->qkv, m->rope_cos, m->rope_sin, m->B, m->T, nh, nkv, hd);
     m->be->attention_forward(a->att, a->att16, a->lse, a->qkv, m->attn_pack, m->B, m->T, nh, nkv, hd, window);
     return ZT_OK;
@@ -453,6 +474,10 @@ static int layer_backward(zt_model *m, int l, const void *base, float *gbase, zt
                                         m->rope_cos, m->rope_sin, m->attn_pack, m->B, m->T, nh, nkv, hd,
                                         zt_llama_attention_window(c));
         dqkv = m->dqkv16;
+    } else if (m->pos) {
+        m->be->attention_backward_pos(m->dqkv, m->datt, a->qkv, a->att, a->lse, m->attn_pack, m->pos, m->B, m->T,
+                                      nh, nkv, hd, zt_llama_attention_window(c));
+        m->be->rope_backward_pos(m->dqkv, m->rope_cos, m->rope_sin, m->pos, m->B, m->T, nh, nkv, hd);
     } else {
         m->be->attention_backward(m->dqkv, m->datt, a->qkv, a->att, a->lse, m->attn_pack, m->B, m->T, nh, nkv,
                                   hd, zt_llama_attention_window(c));

@@ -58,6 +58,7 @@ typedef struct zt_model {
     void *dgu;                             /* (N, 2F) SwiGLU input gradient, opd */
     uint16_t *dres16, *dqkv16; /* bf16 copies of dres and dqkv, when opd is bf16 */
     void *attn_pack;         /* bf16 K/V scratch of the bf16-operand attention, or NULL */
+    const int *pos;          /* packed examples: (B, T) positions inside each example, or NULL */
     int head_transposed;     /* lm_head's input gradient as a transposed product (see llama.c) */
     float *dnT;              /* (C, N) its result before the transpose, when head_transposed */
     float *rope_cos, *rope_sin;                  /* (T, hd/2) */
@@ -109,6 +110,16 @@ void zt_model_free(zt_model *m);
  * owner (its reset). */
 int zt_model_forward_backward(zt_model *m, const int *inputs, const int *targets, float grad_scale,
                               double *loss_sum, zt_err *err);
+
+/* Packed examples (TRL's padding_free; flash-attention's varlen): pos (B, T), host
+ * memory read at each pass (as the token ids are), is each token's position inside its own example (0 at its first
+ * token, then +1: transformers' position_ids).  The passes that follow rotate by
+ * these positions and let each token attend to its own example's earlier tokens
+ * only, so every example's loss and gradients are those of the example alone.  NULL
+ * (the default): positions 0..T-1, one example a row.  ZT_EINPUT, naming what refuses,
+ * where the backend table has no such entries (backend.h) or activations are bf16
+ * (act16, the fast kernels: their attention takes no positions). */
+int zt_model_set_positions(zt_model *m, const int *pos, zt_err *err);
 
 /* Forward only (evaluation): the SUM of token cross-entropies in *loss_sum, and
  * the logits for zt_model_logits. */

@@ -16,6 +16,7 @@
 #include "../core/sha256.h"
 #include "../io/table.h"
 #include "../io/tokens.h"
+#include "post_processor.h"
 #include "records.h"
 
 int zt_text_file_open(const char *path, zt_text_file *f, zt_err *err)
@@ -44,29 +45,72 @@ void zt_text_file_close(zt_text_file *f)
     memset(f, 0, sizeof *f);
 }
 
-/* One document: its ids, then eos when asked. */
+int zt_text_encode_document(const zt_tokenizer *t, const zt_text_opts *o, const char *text, size_t len, int threads,
+                            zt_ids *out, zt_err *err)
+{
+    const zt_post_processor *pp = zt_tok_post_processor(t);
+    if (o->add_special_tokens && pp->unsupported[0])
+        return zt_fail(err, ZT_EINPUT, "tokenizer.json: %s; give --add_special_tokens false to tokenize without it",
+                       pp->unsupported);
+    int rc = ZT_OK;
+    size_t start = out->n;
+    if (o->add_special_tokens && zt_ids_append(out, pp->prefix, (size_t)pp->n_prefix))
+        rc = zt_fail(err, ZT_EFAIL, "out of memory");
+    if (rc == ZT_OK)
+        rc = zt_tok_encode(t, text, len, threads, out, err);
+    if (rc == ZT_OK && o->add_special_tokens && zt_ids_append(out, pp->suffix, (size_t)pp->n_suffix))
+        rc = zt_fail(err, ZT_EFAIL, "out of memory");
+    int32_t eos = zt_tok_eos_id(t);
+    /* TRL: `if not text.endswith(eos_token): text += eos_token`, on this document's ids */
+    if (rc == ZT_OK && o->eos_between_documents && eos >= 0 && (out->n == start || out->v[out->n - 1] != eos) &&
+        zt_ids_push(out, eos))
+        rc = zt_fail(err, ZT_EFAIL, "out of memory");
+    return rc;
+}
+
+void zt_text_describe_documents(const zt_tokenizer *t, const zt_text_opts *o, char *buf, size_t cap)
+{
+    const zt_post_processor *pp = zt_tok_post_processor(t);
+    char pre[96] = "", suf[96] = "";
+    for (int i = 0, k = 0; i < pp->n_prefix && k >= 0 && (size_t)k < sizeof pre; i++)
+        k += snprintf(pre + k, sizeof pre - (size_t)k, "%d ", (int)pp->prefix[i]);
+    for (int i = 0, k = 0; i < pp->n_suffix && k >= 0 && (size_t)k < sizeof suf; i++)
+        k += snprintf(suf + k, sizeof suf - (size_t)k, " %d", (int)pp->suffix[i]);
+    int32_t eos = zt_tok_eos_id(t);
+    const char *post = !o->add_special_tokens ? "no post_processor tokens (--add_special_tokens false)"
+                       : pp->n_prefix + pp->n_suffix ? "the post_processor's special tokens"
+                                                     : "no post_processor tokens (the tokenizer's adds none)";
+    char e[96];
+    if (!o->eos_between_documents)
+        snprintf(e, sizeof e, "no eos after it (--eos_between_documents false)");
+    else if (eos < 0)
+        snprintf(e, sizeof e, "no eos after it (the tokenizer names no eos_token)");
+    else
+        snprintf(e, sizeof e, "eos %d after it unless it already ends with eos", (int)eos);
+    snprintf(buf, cap, "documents: each is [%s<ids>%s]: %s, %s", o->add_special_tokens ? pre : "", 
+             o->add_special_tokens ? suf : "", post, e);
+}
+
+/* One document a record, bounded as o says. */
 typedef struct doc_sink {
     const zt_tokenizer *t;
+    const zt_text_opts *o;
     int threads;
-    int32_t eos; /* -1: none after each document */
     zt_ids *out;
 } doc_sink;
 
 static int encode_doc(void *ctx, const char *text, size_t len, zt_err *err)
 {
     doc_sink *d = ctx;
-    int rc = zt_tok_encode(d->t, text, len, d->threads, d->out, err);
-    if (rc == ZT_OK && d->eos >= 0 && zt_ids_push(d->out, d->eos))
-        rc = zt_fail(err, ZT_EFAIL, "out of memory");
-    return rc;
+    return zt_text_encode_document(d->t, d->o, text, len, d->threads, d->out, err);
 }
 
-/* TRL's prompt-completion tokenization: the ids of prompt + completion (one
- * string, so the pieces merge at the seam as the tokenizer merges them), then
- * eos (TRL appends eos_token to the completion); the loss mask is 0 over the
- * first len(ids(prompt)) tokens and 1 after, eos included. */
+/* TRL's prompt-completion tokenization: prompt + completion is one document
+ * (one string, so the pieces merge at the seam as the tokenizer merges them,
+ * then eos: TRL appends eos_token to the completion); the loss mask is 0 over
+ * the post_processor's prefix and the prompt's own ids, 1 after, eos included. */
 typedef struct sft_sink {
-    doc_sink d;         /* eos: after every record (-1: the tokenizer names none) */
+    doc_sink d;
     zt_ids *mask;
     zt_ids prompt;      /* scratch: the prompt's own ids */
     char *joined;       /* scratch: prompt + completion */
@@ -88,11 +132,13 @@ static int encode_pair(void *ctx, const char *prompt, size_t plen, const char *c
     }
     s->prompt.n = 0;
     size_t start = s->d.out->n;
+    size_t masked = s->d.o->add_special_tokens ? (size_t)zt_tok_post_processor(s->d.t)->n_prefix : 0;
     int rc = zt_tok_encode(s->d.t, prompt, plen, s->d.threads, &s->prompt, err);
     if (rc == ZT_OK)
         rc = encode_doc(&s->d, s->joined, plen + clen, err);
+    masked += s->prompt.n;
     for (size_t i = start; rc == ZT_OK && i < s->d.out->n; i++)
-        if (zt_ids_push(s->mask, i - start >= s->prompt.n))
+        if (zt_ids_push(s->mask, i - start >= masked))
             rc = zt_fail(err, ZT_EFAIL, "out of memory");
     return rc;
 }
@@ -112,14 +158,13 @@ static const char *const sft_columns[2] = {"prompt", "completion"};
 
 /* TRL's prompt-completion records (records.h) of the JSON Lines text
  * data[0..len), or (table) the rows of the table at path (io/table.h): ids gets,
- * for each record, the ids of prompt + completion (one string) and the
- * tokenizer's eos (when it names one); mask gets one value per id, 0 over the
- * first len(ids(prompt)) of each record, 1 after (TRL's completion_mask: the loss
- * is on the completion and eos only). */
-static int sft_encode(const zt_tokenizer *t, const char *path, int table, const char *data, size_t len, int threads,
-                      zt_ids *ids, zt_ids *mask, zt_err *err)
+ * for each record, the document prompt + completion (encode_pair); mask gets
+ * one value per id, 0 over the prefix and the prompt, 1 after (TRL's
+ * completion_mask: the loss is on the completion and eos only). */
+static int sft_encode(const zt_tokenizer *t, const zt_text_opts *o, const char *path, int table, const char *data,
+                      size_t len, int threads, zt_ids *ids, zt_ids *mask, zt_err *err)
 {
-    sft_sink s = {{t, threads, zt_tok_eos_id(t), ids}, mask, {0}, NULL, 0};
+    sft_sink s = {{t, o, threads, ids}, mask, {0}, NULL, 0};
     int rc = table ? zt_table_each_row(path, sft_columns, 2, table_pair, &s, err)
                    : zt_records_each_pair(path, data, len, encode_pair, &s, err);
     zt_ids_free(&s.prompt);
@@ -162,34 +207,30 @@ static int refuse_prompt_completion(const char *path, const zt_text_file *f, con
                    "or choose one field with --text_field", path, field, path);
 }
 
-static int encode_file(doc_sink *d, const char *path, const zt_text_file *f, const char *text_field, zt_err *err)
+static int encode_file(doc_sink *d, const char *path, const zt_text_file *f, zt_err *err)
 {
-    const char *field = text_field ? text_field : "text";
+    const char *field = d->o->text_field ? d->o->text_field : "text";
     int rc = refuse_prompt_completion(path, f, field, err);
     if (rc)
         return rc;
     if (zt_table_is_table(path))
         return zt_table_each_row(path, &field, 1, table_doc, d, err);
     if (zt_records_is_jsonl(path))
-        return zt_records_each(path, f->data, f->len, text_field ? text_field : "text", encode_doc, d, err);
+        return zt_records_each(path, f->data, f->len, field, encode_doc, d, err);
     rc = encode_doc(d, f->data, f->len, err);
     return rc ? zt_wrap(err, "%s: ", path) : ZT_OK;
 }
 
-int zt_text_tokenize_files(const zt_tokenizer *t, const char *const *paths, int n, const char *text_field,
-                           int append_eos, int threads, zt_ids *out, zt_err *err)
+int zt_text_tokenize_files(const zt_tokenizer *t, const char *const *paths, int n, const zt_text_opts *o, int threads,
+                           zt_ids *out, zt_err *err)
 {
-    int32_t eos = zt_tok_eos_id(t);
-    if (append_eos && eos < 0)
-        return zt_fail(err, ZT_EINPUT, "--append_eos: the tokenizer names no eos_token (tokenizer_config.json or "
-                                       "special_tokens_map.json)");
-    doc_sink d = {t, threads, append_eos ? eos : -1, out};
+    doc_sink d = {t, o, threads, out};
     for (int i = 0; i < n; i++) {
         zt_text_file f = {0};
         int rc = zt_table_is_table(paths[i]) ? ZT_OK : zt_text_file_open(paths[i], &f, err);
         if (rc)
             return rc;
-        rc = encode_file(&d, paths[i], &f, text_field, err);
+        rc = encode_file(&d, paths[i], &f, err);
         zt_text_file_close(&f);
         if (rc)
             return rc;
@@ -278,7 +319,37 @@ static int make_dirs(const char *dir, zt_err *err)
     return ZT_OK;
 }
 
-int zt_text_cached_tokens(const char *text_path, const char *text_field, const char *tok_dir, const char *cache_dir,
+/* The first part of a cache key: what kind of ids the entry holds.  v2: each
+ * document bounded as o says (v1 entries, bare ids, are never read again), with
+ * the eos id appended named, since it comes from tokenizer_config.json, which
+ * the key's tokenizer.json bytes do not cover.  A JSON Lines file's or a table's
+ * tag names its text field, so another field is another entry. */
+static void hash_kind(zt_sha256 *h, const char *path, int table, int sft, const zt_tokenizer *t, const zt_text_opts *o)
+{
+    static const char tag[] = "ztrain token cache v2: int32 ids of one document";
+    static const char jsonl_tag[] = "ztrain token cache v2: int32 ids of JSON Lines records; field ";
+    static const char sft_tag[] = "ztrain token cache v2: prompt-completion records: int32 ids of prompt + "
+                                  "completion, and the completion mask";
+    static const char table_tag[] = "ztrain token cache v2: int32 ids of table rows (Parquet, Arrow); column ";
+    static const char table_sft_tag[] = "ztrain token cache v2: prompt-completion table rows (Parquet, Arrow): "
+                                        "int32 ids of prompt + completion, and the completion mask";
+    const char *field = o->text_field ? o->text_field : "text";
+    uint64_t fl = strlen(field);
+    zt_sha256_init(h);
+    if (sft) {
+        zt_sha256_update(h, table ? table_sft_tag : sft_tag, table ? sizeof table_sft_tag : sizeof sft_tag);
+    } else if (table || zt_records_is_jsonl(path)) {
+        zt_sha256_update(h, table ? table_tag : jsonl_tag, table ? sizeof table_tag : sizeof jsonl_tag);
+        zt_sha256_update(h, &fl, sizeof fl);
+        zt_sha256_update(h, field, fl);
+    } else {
+        zt_sha256_update(h, tag, sizeof tag);
+    }
+    int32_t bounds[3] = {o->add_special_tokens != 0, o->eos_between_documents != 0, zt_tok_eos_id(t)};
+    zt_sha256_update(h, bounds, sizeof bounds);
+}
+
+int zt_text_cached_tokens(const char *text_path, const zt_text_opts *o, const char *tok_dir, const char *cache_dir,
                           int threads, char *out_path, size_t cap, int *hit, int *vocab_size, int *has_mask,
                           zt_err *err)
 {
@@ -306,35 +377,11 @@ int zt_text_cached_tokens(const char *text_path, const char *text_field, const c
         zt_tok_free(t);
         return rc;
     }
-    /* key = SHA-256(tag, |tokenizer.json|, tokenizer.json, text); a JSON Lines
-     * file's tag names its text field, so another field is another entry */
     zt_sha256 h;
-    zt_sha256_init(&h);
-    static const char tag[] = "ztrain token cache v1: int32 ids of one document, no eos";
-    static const char jsonl_tag[] = "ztrain token cache v1: int32 ids of JSON Lines records, no eos; field ";
-    static const char sft_tag[] = "ztrain token cache v1: prompt-completion records: int32 ids of prompt + "
-                                  "completion + eos, and the completion mask";
-    static const char table_tag[] = "ztrain token cache v1: int32 ids of table rows (Parquet, Arrow), no eos; "
-                                    "column ";
-    static const char table_sft_tag[] = "ztrain token cache v1: prompt-completion table rows (Parquet, Arrow): "
-                                        "int32 ids of prompt + completion + eos, and the completion mask";
-    const char *field = text_field ? text_field : "text";
-    uint64_t tl = tj.len, fl = strlen(field);
     if (!table)
         sft = zt_records_is_jsonl(text_path) && zt_records_are_prompt_completion(tx.data, tx.len);
-    if (sft) {
-        zt_sha256_update(&h, table ? table_sft_tag : sft_tag, table ? sizeof table_sft_tag : sizeof sft_tag);
-    } else if (table) {
-        zt_sha256_update(&h, table_tag, sizeof table_tag);
-        zt_sha256_update(&h, &fl, sizeof fl);
-        zt_sha256_update(&h, field, fl);
-    } else if (zt_records_is_jsonl(text_path)) {
-        zt_sha256_update(&h, jsonl_tag, sizeof jsonl_tag);
-        zt_sha256_update(&h, &fl, sizeof fl);
-        zt_sha256_update(&h, field, fl);
-    } else {
-        zt_sha256_update(&h, tag, sizeof tag);
-    }
+    hash_kind(&h, text_path, table, sft, t, o);
+    uint64_t tl = tj.len;
     zt_sha256_update(&h, &tl, sizeof tl);
     zt_sha256_update(&h, tj.data, tj.len);
     if (table)
@@ -361,9 +408,9 @@ int zt_text_cached_tokens(const char *text_path, const char *text_field, const c
             fprintf(stderr, "ztrain: note: the token cache entry %s does not match its digest (%s: damaged, "
                     "stale or from before digests): tokenizing %s again\n", out_path, sum_path, text_path);
         zt_ids ids = {0}, mask = {0};
-        doc_sink d = {t, threads, -1, &ids};
-        rc = sft ? sft_encode(t, text_path, table, tx.data, tx.len, threads, &ids, &mask, err)
-                 : encode_file(&d, text_path, &tx, text_field, err);
+        doc_sink d = {t, o, threads, &ids};
+        rc = sft ? sft_encode(t, o, text_path, table, tx.data, tx.len, threads, &ids, &mask, err)
+                 : encode_file(&d, text_path, &tx, err);
         if (rc == ZT_OK && ids.n == 0)
             rc = zt_fail(err, ZT_EINPUT, "%s: no tokens (the file is empty)", text_path);
         /* the mask first: an entry whose ids exist is whole (each file is atomic) */

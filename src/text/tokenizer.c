@@ -20,6 +20,7 @@
 #include "../core/input.h"
 #include "../core/mem.h"
 #include "bpe.h"
+#include "post_processor.h"
 #include "pretok.h"
 #include "strmap.h"
 #include "unicode.h"
@@ -66,6 +67,7 @@ struct zt_tokenizer {
     added_token *added;
     int n_added, added_cap;
     uint8_t added_first[256]; /* 1 if some added token starts with this byte */
+    zt_post_processor post;   /* what add_special_tokens=True puts around a sequence */
 };
 
 /* ---- ids ------------------------------------------------------------------- */
@@ -736,6 +738,20 @@ static int load_added(zt_tokenizer *t, const cJSON *added, const char *file, zt_
     return ZT_OK;
 }
 
+/* The post-processor's special tokens must be ids of this vocabulary: the
+ * model's embedding has no row for another. */
+static int load_post_processor(zt_tokenizer *t, const cJSON *pp, const char *file, zt_err *err)
+{
+    int rc = zt_post_processor_load(pp, file, &t->post, err);
+    for (int i = 0; rc == ZT_OK && i < t->post.n_prefix + t->post.n_suffix; i++) {
+        int32_t id = i < t->post.n_prefix ? t->post.prefix[i] : t->post.suffix[i - t->post.n_prefix];
+        if (id >= t->vocab_size)
+            rc = zt_fail(err, ZT_EINPUT, "%s: post_processor: special token id %d is outside the vocabulary (%d ids)",
+                         file, (int)id, t->vocab_size);
+    }
+    return rc;
+}
+
 /* eos/bos/pad names from tokenizer_config.json, else special_tokens_map.json. */
 static int load_special_names(zt_tokenizer *t, const char *dir, zt_err *err)
 {
@@ -828,6 +844,8 @@ int zt_tok_load_file(const char *file, const char *config_dir, zt_tokenizer **ou
         rc = load_added(t, added, file, err);
     if (!rc && t->family == FAMILY_SENTENCEPIECE && !t->byte_fallback && t->unk_id < 0)
         rc = refuse(err, file, "model", "SentencePiece-style BPE needs byte_fallback or an unk_token");
+    if (!rc)
+        rc = load_post_processor(t, cJSON_GetObjectItemCaseSensitive(root, "post_processor"), file, err);
     cJSON_Delete(root);
     if (!rc && config_dir)
         rc = load_special_names(t, config_dir, err);
@@ -869,6 +887,8 @@ int32_t zt_tok_eos_id(const zt_tokenizer *t) { return t->eos_id; }
 int32_t zt_tok_bos_id(const zt_tokenizer *t) { return t->bos_id; }
 int32_t zt_tok_pad_id(const zt_tokenizer *t) { return t->pad_id; }
 int zt_tok_is_special(const zt_tokenizer *t, int32_t id) { return id >= 0 && id < t->vocab_size && t->is_special[id]; }
+const zt_post_processor *zt_tok_post_processor(const zt_tokenizer *t) { return &t->post; }
+
 const char *zt_tok_family(const zt_tokenizer *t)
 {
     return t->family == FAMILY_BYTE_LEVEL ? "byte-level BPE" : "SentencePiece-style BPE";

@@ -46,6 +46,8 @@ int32_t zt_tok_pad_id(const zt_tokenizer *t); /* -1 when the directory names non
 int32_t zt_tok_token_id(const zt_tokenizer *t, const char *token); /* by its tokenizer.json string; -1 if none */
 int zt_tok_is_special(const zt_tokenizer *t, int32_t id);
 const char *zt_tok_family(const zt_tokenizer *t); /* "byte-level BPE" or "SentencePiece-style BPE" */
+/* What encode(add_special_tokens=True) adds around a sequence (post_processor.h). */
+const struct zt_post_processor *zt_tok_post_processor(const zt_tokenizer *t);
 
 /* Append the ids of UTF-8 text[0..len) to out.  threads > 1 encodes pieces of
  * the text in parallel (split only where splitting cannot change the result);

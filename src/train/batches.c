@@ -29,8 +29,18 @@ int zt_batcher_init(zt_batcher *b, const zt_tokens *tokens, int T, int shuffle, 
     return ZT_OK;
 }
 
+int zt_batcher_set_padding_free(zt_batcher *b, int32_t eos, int B, zt_err *err)
+{
+    b->doc_eos = eos;
+    b->pos_n = (size_t)B * b->T;
+    if (!(b->pos = zt_alloc(ZT_MEM_OTHER, b->pos_n * sizeof *b->pos)))
+        return zt_fail(err, ZT_EFAIL, "out of memory for the padding-free positions");
+    return ZT_OK;
+}
+
 void zt_batcher_free(zt_batcher *b)
 {
+    zt_free(ZT_MEM_OTHER, b->pos, b->pos ? b->pos_n * sizeof *b->pos : 0);
     zt_free(ZT_MEM_OTHER, b->perm, b->shuffle ? b->nwin * sizeof *b->perm : 0);
     memset(b, 0, sizeof *b);
 }
@@ -62,6 +72,16 @@ static size_t window_of(zt_batcher *b, long k)
     return w;
 }
 
+/* Window w's target t counts: not masked out (a prompt token), and with padding-free
+ * windows not the step from a document's last token (its eos) into the next. */
+static int target_counts(const zt_batcher *b, size_t w, int t)
+{
+    const size_t at = w * (size_t)b->T + (size_t)t;
+    if (b->tokens->loss_mask && !b->tokens->loss_mask[at + 1])
+        return 0;
+    return !b->pos || b->tokens->ids[at] != b->doc_eos;
+}
+
 void zt_batcher_fill(zt_batcher *b, long k0, int B, int *inputs, int *targets)
 {
     int T = b->T;
@@ -73,23 +93,25 @@ void zt_batcher_fill(zt_batcher *b, long k0, int B, int *inputs, int *targets)
             inputs[i * T + t] = src[t];
             targets[i * T + t] = src[t + 1];
         }
-        if (mask)
+        if (mask || b->pos)
             for (int t = 0; t < T; t++)
-                if (!mask[w * (size_t)T + t + 1])
+                if (!target_counts(b, w, t))
                     targets[i * T + t] = ZT_IGNORE_INDEX;
+        if (b->pos) /* a document starts at the window's start and after each eos */
+            for (int t = 0; t < T; t++)
+                b->pos[i * T + t] = t == 0 || src[t - 1] == b->doc_eos ? 0 : b->pos[i * T + t - 1] + 1;
     }
 }
 
 long zt_batcher_count_targets(zt_batcher *b, long k0, long n)
 {
-    const uint8_t *mask = b->tokens->loss_mask;
-    if (!mask)
+    if (!b->tokens->loss_mask && !b->pos)
         return n * b->T;
     long count = 0;
     for (long i = 0; i < n; i++) {
-        const uint8_t *m = mask + window_of(b, k0 + i) * (size_t)b->T + 1;
+        const size_t w = window_of(b, k0 + i);
         for (int t = 0; t < b->T; t++)
-            count += m[t];
+            count += target_counts(b, w, t);
     }
     return count;
 }

@@ -25,6 +25,11 @@ typedef struct zt_batcher {
     uint64_t seed;
     long perm_epoch;     /* epoch whose permutation is in perm, -1 none */
     uint32_t *perm;      /* nwin entries when shuffling */
+    /* padding-free (zt_batcher_set_padding_free): the eos that ends each document
+     * (-1: off), and the positions of the last zt_batcher_fill (pos_n entries) */
+    int32_t doc_eos;
+    int *pos;
+    size_t pos_n;
 } zt_batcher;
 
 int zt_batcher_init(zt_batcher *b, const zt_tokens *tokens, int T, int shuffle, uint64_t seed,
@@ -34,6 +39,15 @@ void zt_batcher_free(zt_batcher *b);
 /* Fill inputs[B*T], targets[B*T] with samples k0 .. k0+B-1; with a loss mask,
  * a target whose token is masked out (a prompt token) is ZT_IGNORE_INDEX. */
 void zt_batcher_fill(zt_batcher *b, long k0, int B, int *inputs, int *targets);
+/* Padding-free windows (TRL's padding_free): inside each window a document starts at
+ * the window's first token and after each eos token; zt_batcher_fill then also
+ * writes b->pos (B*T: each token's position inside its document, 0 at its start)
+ * for the model (zt_model_set_positions), and the target of a document's last
+ * token, which would be the next document's first, is ZT_IGNORE_INDEX (as
+ * transformers' DataCollatorWithFlattening labels it), so no example sees or
+ * predicts another.  B: the most samples a fill takes. */
+int zt_batcher_set_padding_free(zt_batcher *b, int32_t eos, int B, zt_err *err);
+
 /* How many of the targets of samples k0 .. k0+n-1 count in the loss: n*T without
  * a loss mask.  The mean loss of a step divides by this over its G samples, as
  * TRL's completion-only loss divides by the completion tokens of the batch. */

@@ -22,6 +22,7 @@ void zt_evaluator_free(zt_evaluator *ev)
 {
     zt_free(ZT_MEM_OTHER, ev->inputs, io_bytes(ev));
     zt_free(ZT_MEM_OTHER, ev->targets, io_bytes(ev));
+    zt_free(ZT_MEM_OTHER, ev->pos, ev->pos ? io_bytes(ev) : 0);
     zt_free(ZT_MEM_OTHER, ev->mine, slots(ev) * sizeof(double));
     zt_free(ZT_MEM_OTHER, ev->all, (size_t)ev->W * slots(ev) * sizeof(double));
     if (ev->have_model)
@@ -92,7 +93,18 @@ static int window_len(const zt_evaluator *ev, long w)
  * records) only where its token is a completion token. */
 static int counted(const zt_evaluator *ev, long w, int t)
 {
-    return !ev->tokens.loss_mask || ev->tokens.loss_mask[(size_t)w * ev->T + (size_t)t + 1];
+    const size_t at = (size_t)w * ev->T + (size_t)t;
+    if (ev->pos && ev->tokens.ids[at] == ev->doc_eos) /* padding-free: no target across documents */
+        return 0;
+    return !ev->tokens.loss_mask || ev->tokens.loss_mask[at + 1];
+}
+
+int zt_evaluator_set_padding_free(zt_evaluator *ev, int32_t eos, zt_err *err)
+{
+    ev->doc_eos = eos;
+    if (!(ev->pos = zt_alloc(ZT_MEM_OTHER, io_bytes(ev))))
+        return zt_fail(err, ZT_EFAIL, "out of memory for the padding-free positions");
+    return zt_model_set_positions(&ev->model, ev->pos, err);
 }
 
 /* The targets of window w that count: its length, less the prompt tokens. */
@@ -107,13 +119,15 @@ static long window_count(const zt_evaluator *ev, long w)
 
 /* Row b of inputs/targets: window w, padded with token 0 past its length; a
  * masked-out target is ZT_IGNORE_INDEX (no loss, as in training). */
-static void fill_row(const zt_evaluator *ev, long w, int *inputs, int *targets)
+static void fill_row(const zt_evaluator *ev, long w, int *inputs, int *targets, int *pos)
 {
     const int32_t *src = ev->tokens.ids + (size_t)w * ev->T;
     int len = window_len(ev, w);
     for (int t = 0; t < ev->T; t++) {
         inputs[t] = t < len ? src[t] : 0;
         targets[t] = t >= len ? 0 : counted(ev, w, t) ? src[t + 1] : ZT_IGNORE_INDEX;
+        if (pos) /* padding-free: a document starts at the window's start and after each eos */
+            pos[t] = t == 0 || inputs[t - 1] == ev->doc_eos ? 0 : pos[t - 1] + 1;
     }
 }
 
@@ -127,7 +141,8 @@ int zt_evaluator_run(zt_evaluator *ev, zt_comm *comm, zt_eval_result *out, zt_er
         long first = (k * W + r) * (long)B; /* this rank's first window in round k */
         for (int b = 0; b < B; b++) {
             long w = first + b < ev->nwin ? first + b : 0; /* past the end: window 0, not counted */
-            fill_row(ev, w, ev->inputs + (size_t)b * T, ev->targets + (size_t)b * T);
+            fill_row(ev, w, ev->inputs + (size_t)b * T, ev->targets + (size_t)b * T,
+                     ev->pos ? ev->pos + (size_t)b * T : NULL);
         }
         double unused;
         /* every rank runs this pass (ZeRO-3 gathers units collectively); a failure

@@ -36,6 +36,8 @@ typedef struct zt_evaluator {
     int *inputs, *targets;   /* (B, T) */
     double *mine, *all;      /* per-slot window losses: this rank's (rounds*B), every rank's (W*rounds*B) */
     int have_tokens, have_model;
+    int32_t doc_eos;         /* padding-free: the eos that ends each document */
+    int *pos;                /* padding-free: (B, T) positions of the pass, else NULL */
 } zt_evaluator;
 
 typedef struct zt_eval_result {
@@ -44,6 +46,11 @@ typedef struct zt_eval_result {
     long tokens;             /* the targets evaluated: n - 1 for the whole stream */
     double seconds;
 } zt_eval_result;
+
+/* Evaluate padding-free windows, as training reads them (batches.h:
+ * zt_batcher_set_padding_free): documents end at eos, positions restart after it,
+ * attention stays inside each, and an eos's target (the next document) does not count. */
+int zt_evaluator_set_padding_free(zt_evaluator *ev, int32_t eos, zt_err *err);
 
 /* Load the eval stream (path: .npy, .bin or .txt) for a model of cfg whose
  * parameters the owner serves, B windows of T tokens per forward pass per rank,

@@ -535,6 +535,9 @@ static int train_setup(trainer *t, const zt_train_args *a, zt_err *err)
     rc = run_open(&t->r, a->model_dir, a->data_path, a->data_shown, a->loss_mask_path, a->block_size, a->batch_size,
                   &a->plan, be, comm, a->shuffle, a->seed, a->checkpointing, 0, err);
     t->have_run = 1;
+    if (rc == ZT_OK && a->padding_free &&
+        (rc = zt_batcher_set_padding_free(&t->r.batcher, a->doc_eos, a->batch_size, err)) == ZT_OK)
+        rc = zt_model_set_positions(&t->r.model, t->r.batcher.pos, err);
     if (rc == ZT_OK)
         rc = resolve_steps(t, err);
     if (rc == ZT_OK && t->rank0 && a->tensorboard_dir)
@@ -550,6 +553,8 @@ static int train_setup(trainer *t, const zt_train_args *a, zt_err *err)
         rc = zt_evaluator_open(&t->ev, a->eval_data_path, a->eval_mask_path, &t->r.cfg, &t->r.lay, &owner,
                                a->eval_batch_size, a->block_size, comm->world, 0, "eval_data", err);
         t->have_ev = rc == ZT_OK;
+        if (rc == ZT_OK && a->padding_free)
+            rc = zt_evaluator_set_padding_free(&t->ev, a->doc_eos, err);
     }
     /* fast mode reads steps back at the logged ones only (zt_train), fp16 too (its
      * backward takes the loss scale from the device: step_scalars.h); a profiled run

@@ -111,6 +111,10 @@ typedef struct zt_train_args {
     const zt_train_hooks *hooks; /* tests only; NULL in production */
     const char *tokenizer_dir; /* saved with the model and each checkpoint (NULL: the model_dir's tokenizer files) */
     zt_select_args select; /* Trainer's model selection and early stopping (selection.h) */
+    /* TRL's padding_free: documents end at doc_eos inside each window; positions restart
+     * at each and attention stays inside it (batches.h: zt_batcher_set_padding_free) */
+    int padding_free;
+    int32_t doc_eos;
 } zt_train_args;
 
 typedef struct zt_train_result {

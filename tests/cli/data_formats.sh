@@ -37,7 +37,18 @@ cmp -s "$TMP/txt.npy" "$TMP/jsonl.npy" || fail "tokenize: the JSON Lines records
 "$ZTRAIN" tokenize --tokenizer "$tok" --input "$TMP/d.jsonl" --output "$TMP/jsonl_eos.npy" --append_eos 2>/dev/null ||
     fail "tokenize .jsonl --append_eos"
 cmp -s "$TMP/txt_eos.npy" "$TMP/jsonl_eos.npy" || fail "--append_eos: not one eos a record"
-cmp -s "$TMP/txt.npy" "$TMP/txt_eos.npy" && fail "--append_eos changed nothing"
+# eos after each document is the default (TRL's SFT); --append_eos (older scripts)
+# asks for what is done anyway, and --eos_between_documents false takes it away:
+# one id fewer a record, the eos
+cmp -s "$TMP/txt.npy" "$TMP/txt_eos.npy" || fail "--append_eos changed the default ids"
+"$ZTRAIN" tokenize --tokenizer "$tok" --input "$TMP/d.jsonl" --output "$TMP/jsonl_noeos.npy" \
+    --eos_between_documents false 2>/dev/null || fail "tokenize --eos_between_documents false"
+$py - "$TMP/jsonl.npy" "$TMP/jsonl_noeos.npy" "${#records[@]}" <<'PY' || fail "--eos_between_documents false: not the ids less one eos a record"
+import sys, numpy as np
+a, b, n = np.load(sys.argv[1]).tolist(), np.load(sys.argv[2]).tolist(), int(sys.argv[3])
+eos = a[-1]
+assert len(a) == len(b) + n and a.count(eos) == b.count(eos) + n
+PY
 # another field, and UTF-8 written as is
 "$ZTRAIN" tokenize --tokenizer "$tok" --input "$TMP/content.jsonl" --text_field content --output "$TMP/content.npy" \
     2>/dev/null || fail "tokenize --text_field content"
@@ -143,7 +154,8 @@ grep -q "^loss: on every token" "$TMP/sft_all.out" || fail "--completion_only_lo
 [ "$(numbers "$TMP/sft_all.log")" = "$(numbers "$TMP/eos.log")" ] || fail "--completion_only_loss false still masks"
 # each record's ids and prompt ids, tokenized alone
 for f in "$TMP"/r*.txt "$TMP"/p*.txt; do
-    "$ZTRAIN" tokenize --tokenizer "$tok" --input "$f" --output "${f%.txt}.npy" 2>/dev/null || fail "tokenize $f"
+    "$ZTRAIN" tokenize --tokenizer "$tok" --input "$f" --output "${f%.txt}.npy" --eos_between_documents false \
+        2>/dev/null || fail "tokenize $f"
 done
 entry=$(grep -o "$TMP/cache/[0-9a-f]*\.npy" "$TMP/sft.out" | head -1)
 $py - "$entry" "$TMP" "$(ls "$TMP"/r*.txt | wc -l)" "$TMP/txt_eos.npy" <<'PY' || fail "the SFT ids or mask are not TRL's"
@@ -166,6 +178,7 @@ expect_exit 2 'sft.jsonl: prompt/completion records \("prompt" and "completion",
     "$ZTRAIN" tokenize --tokenizer "$tok" --input "$TMP/r000.txt" "$TMP/sft.jsonl" --output "$TMP/sft_tok.npy"
 [ -e "$TMP/sft_tok.npy" ] && fail "a refused tokenize left an output file"
 "$ZTRAIN" tokenize --tokenizer "$tok" --input "$TMP/sft.jsonl" --text_field prompt --output "$TMP/prompts.npy" \
+    --eos_between_documents false \
     2>/dev/null || fail "tokenize --text_field prompt of prompt/completion records"
 cmp -s <($py -c "import numpy as np,sys; print([int(x) for x in np.load(sys.argv[1])])" "$TMP/prompts.npy") \
     <($py -c "import numpy as np,sys; print([int(x) for f in sys.argv[1:] for x in np.load(f)])" "$TMP"/p[0-9][0-9][0-9].npy) ||

@@ -67,7 +67,8 @@ tok=tests/fixtures/tokenizers/llama2
 sed 's/"vocab_size": 256/"vocab_size": 1500/' $fix/config.json >"$TMP/cfg1500.json"
 "$ZTRAIN" init-model --model_config "$TMP/cfg1500.json" --output_dir "$TMP/m1500" --seed 2 >/dev/null || fail "init-model 1500"
 printf 'Hello world, héllo' >"$TMP/prompt.txt"
-"$ZTRAIN" tokenize --tokenizer $tok --input "$TMP/prompt.txt" --output "$TMP/prompt.bin" >/dev/null 2>&1 || fail "tokenize failed"
+"$ZTRAIN" tokenize --tokenizer $tok --input "$TMP/prompt.txt" --output "$TMP/prompt.bin" --eos_between_documents false \
+    >/dev/null 2>&1 || fail "tokenize failed"
 n=$(( $(stat -c %s "$TMP/prompt.bin") / 2 ))
 "$ZTRAIN" generate --model "$TMP/m1500" --tokenizer $tok --prompt "$(cat "$TMP/prompt.txt")" --max_new_tokens 8 \
     >"$TMP/t" 2>"$TMP/err" || fail "generate --tokenizer failed: $(cat "$TMP/err")"

@@ -9,7 +9,8 @@ text=tests/fixtures/text/multilingual.txt
 for fam in gpt2 llama3 llama2; do
     "$ZTRAIN" tokenize --tokenizer "$fx/$fam" --input "$text" "$text" --output "$TMP/$fam.npy" --append_eos \
         2>/dev/null || fail "$fam: tokenize"
-    "$ZTRAIN" tokenize --tokenizer "$fx/$fam" --input "$text" --output "$TMP/$fam.bin" 2>/dev/null ||
+    "$ZTRAIN" tokenize --tokenizer "$fx/$fam" --input "$text" --output "$TMP/$fam.bin" --add_special_tokens false \
+        --eos_between_documents false 2>/dev/null ||
         fail "$fam: tokenize to .bin"
     $PY - "$fx/$fam" "$TMP/$fam.npy" "$TMP/$fam.bin" <<'PY' || fail "$fam: ids differ from tokenizers'"
 import json, sys

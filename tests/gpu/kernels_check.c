@@ -739,6 +739,80 @@ static void check_attention(void)
     check_attention_case(1, 70, 2, 1, 64, 1, ZT_F32);
 }
 
+/* Packed examples (backend.h's *_pos entries): positions restarting at each example,
+ * examples inside and across 64-key blocks; the device's RoPE bit for bit and its
+ * attention within the exact attention's tolerance of the CPU table's. */
+static void fill_positions(int *pos, int B, int T)
+{
+    static const int lens[] = {1, 63, 2, 70, 9, 40, 64, 3};
+    for (int b = 0, e = 0; b < B; b++)
+        for (int t = 0, k = 0; t < T; t++, k++) {
+            if (k == lens[e % 8])
+                k = 0, e++;
+            pos[b * T + t] = k;
+        }
+}
+
+static void check_packed_attention_case(int B, int T, int nh, int nkv, int hd, int window, zt_dtype opd)
+{
+    const size_t W = (size_t)(nh + 2 * nkv) * hd, nqkv = (size_t)B * T * W, nout = (size_t)B * T * nh * hd,
+                 nlse = (size_t)B * nh * T;
+    float *qkv = randn(nqkv, 1.0f), *dout = randn(nout, 1.0f);
+    int *pos = host((size_t)B * T * sizeof(int));
+    fill_positions(pos, B, T);
+    size_t cs = cpu->attention_scratch_bytes(B, T, nkv, hd, opd), gs = gpu->attention_scratch_bytes(B, T, nkv, hd, opd);
+    char tag[96], name[160];
+    snprintf(tag, sizeof tag, "packed, B=%d T=%d nh=%d nkv=%d hd=%d window=%d %s", B, T, nh, nkv, hd, window,
+             cs ? "bf16 operands" : "fp32");
+    void *cscratch = cs ? host(cs) : NULL;
+    float *out = host(nout * 4), *lse = host(nlse * 4), *dqkv = host(nqkv * 4);
+    cpu->attention_forward_pos(out, NULL, lse, qkv, cscratch, pos, B, T, nh, nkv, hd, window);
+    cpu->attention_backward_pos(dqkv, dout, qkv, out, lse, cscratch, pos, B, T, nh, nkv, hd, window);
+    const double tol = cs ? BF16_TOL : FP32_TOL;
+    float *dq = dev(qkv, nqkv * 4), *ddo = dev(dout, nout * 4);
+    void *gscratch = gs ? dev(NULL, gs) : NULL;
+    float *dout_ = dev(NULL, nout * 4), *dlse = dev(NULL, nlse * 4), *ddq = dev(NULL, nqkv * 4);
+    poison(dout_, nout * 4), poison(dlse, nlse * 4), poison(ddq, nqkv * 4);
+    gpu->attention_forward_pos(dout_, NULL, dlse, dq, gscratch, pos, B, T, nh, nkv, hd, window);
+    snprintf(name, sizeof name, "attention forward out (%s)", tag);
+    check(name, dout_, out, ZT_F32, nout, tol);
+    snprintf(name, sizeof name, "attention forward lse (%s)", tag);
+    check(name, dlse, lse, ZT_F32, nlse, tol);
+    float *dcout = dev(out, nout * 4), *dclse = dev(lse, nlse * 4);
+    gpu->attention_backward_pos(ddq, ddo, dq, dcout, dclse, gscratch, pos, B, T, nh, nkv, hd, window);
+    snprintf(name, sizeof name, "attention backward dqkv (%s)", tag);
+    check(name, ddq, dqkv, ZT_F32, nqkv, tol);
+    free(qkv), free(dout), free(pos), free(cscratch), free(out), free(lse), free(dqkv);
+    dev_free_all();
+}
+
+static void check_packed(void)
+{
+    check_packed_attention_case(2, 150, 6, 2, 64, 0, ZT_F32);
+    check_packed_attention_case(2, 150, 6, 2, 64, 0, ZT_BF16);
+    check_packed_attention_case(1, 200, 4, 2, 64, 10, ZT_F32);
+    check_packed_attention_case(1, 130, 2, 2, 128, 100, ZT_BF16);
+    const int B = 2, T = 150, nh = 4, nkv = 2, hd = 64;
+    const zt_rope_freqs f = {10000.0f, 0, 0, 0, 0, 0};
+    const size_t tab = (size_t)T * hd / 2, n = (size_t)B * T * (nh + 2 * nkv) * hd;
+    float *c = host(tab * 4), *s = host(tab * 4), *x = randn(n, 1.0f), *want = host(n * 4);
+    int *pos = host((size_t)B * T * sizeof(int));
+    fill_positions(pos, B, T);
+    cpu->rope_tables(c, s, T, hd, &f);
+    float *dc = dev(c, tab * 4), *ds = dev(s, tab * 4);
+    for (int dir = 0; dir < 2; dir++) {
+        memcpy(want, x, n * 4);
+        float *dx = dev(x, n * 4);
+        (dir ? cpu->rope_backward_pos : cpu->rope_forward_pos)(want, c, s, pos, B, T, nh, nkv, hd);
+        (dir ? gpu->rope_backward_pos : gpu->rope_forward_pos)(dx, dc, ds, pos, B, T, nh, nkv, hd);
+        char name[96];
+        snprintf(name, sizeof name, "rope %s with positions (packed)", dir ? "backward" : "forward");
+        check(name, dx, want, ZT_F32, n, EXACT);
+    }
+    free(c), free(s), free(x), free(want), free(pos);
+    dev_free_all();
+}
+
 /* ---- the fast kernels (src/kernels/cuda/fast.h) against the exact ones --------------------
  *
  * Each fast kernel runs on the same device inputs as its exact twin (the table's entry),
@@ -2004,7 +2078,7 @@ int main(int argc, char **argv)
         {"transpose", check_transpose}, {"xent", check_xent},           {"attention", check_attention},
         {"cache", check_attention_cache}, {"adamw", check_adamw},       {"reductions", check_reductions},
         {"fast-norm", check_fast_norm}, {"fast-xent", check_fast_xent}, {"fast-attention", check_fast_attention},
-        {"fast-matmul", check_fast_matmul},
+        {"fast-matmul", check_fast_matmul},     {"packed", check_packed},
         {"fast-step", check_fast_step},         {"fast-act16", check_fast_act16},
         {"graph", check_graph},
     };

@@ -101,7 +101,12 @@ __device__ __forceinline__ float load_v(const float *qkv, const uint16_t *vp, si
 }
 
 /* the mask, shared with the fast kernels (attention_mask.cuh) */
-__device__ __forceinline__ bool visible(int i, int j, int window) { return zt_attn_visible(i, j, window); }
+/* pos: the sequence's positions inside each packed example (NULL: one example): query i
+ * then also needs j >= i - pos[i], a key of its own example (kernels.h) */
+__device__ __forceinline__ bool visible(int i, int j, int window, const int *pos)
+{
+    return zt_attn_visible(i, j, window) && (!pos || j >= i - pos[i]);
+}
 
 __device__ __forceinline__ int first_key_block(int i0, int window) { return zt_attn_first_key_block(i0, window, BLK); }
 
@@ -162,7 +167,7 @@ template <int DL, bool M16>
 __global__ void __launch_bounds__(THREADS) attn_forward_kernel(float *out, uint16_t *out16, float *lse,
                                                                 const float *qkv, const uint16_t *kp,
                                                                 const uint16_t *vp, int T, int nh, int nkv, int hd,
-                                                                int window, float scale)
+                                                                int window, const int *pos, float scale)
 {
     extern __shared__ float sm[];
     const int hp = hd + 1; /* padded rows: lane j reading row j, column d, hits bank (j + d) % 32 */
@@ -206,8 +211,8 @@ __global__ void __launch_bounds__(THREADS) attn_forward_kernel(float *out, uint1
             /* scores of keys ja = lane and jb = lane + 32 */
             const int ja = lane, jb = lane + 32;
             const float da = score_dot(ks + ja * hp, qw, hd), db = score_dot(ks + jb * hp, qw, hd);
-            const float sa = ja < nk && visible(i0 + ii, j0 + ja, window) ? da * scale : -INFINITY;
-            const float sb = jb < nk && visible(i0 + ii, j0 + jb, window) ? db * scale : -INFINITY;
+            const float sa = ja < nk && visible(i0 + ii, j0 + ja, window, pos ? pos + (size_t)b * T : nullptr) ? da * scale : -INFINITY;
+            const float sb = jb < nk && visible(i0 + ii, j0 + jb, window, pos ? pos + (size_t)b * T : nullptr) ? db * scale : -INFINITY;
             const float mnew = fmaxf(m[r], zt_d_warp_max(fmaxf(sa, sb)));
             /* Without a window, key j0 is visible to every query of the block, so mnew is
              * finite; with one, a query may not have seen any key yet (mnew = -inf): then
@@ -263,7 +268,7 @@ template <int DL, bool M16>
 __global__ void __launch_bounds__(THREADS) attn_dkv_kernel(float *dqkv, const float *dout, const float *qkv,
                                                             const float *out, const float *lse, const uint16_t *kp,
                                                             const uint16_t *vp, int T, int nh, int nkv, int hd,
-                                                            int window, float scale)
+                                                            int window, const int *pos, float scale)
 {
     extern __shared__ float sm[];
     const int hp = hd + 1;
@@ -316,7 +321,7 @@ __global__ void __launch_bounds__(THREADS) attn_dkv_kernel(float *dqkv, const fl
                 /* queries ia = lane, ib = lane + 32: s = k . q and dp = v . dout */
                 const int ia = lane, ib = lane + 32;
                 const int j = j0 + jj;
-                const bool va = ia < nq && visible(i0 + ia, j, window), vb = ib < nq && visible(i0 + ib, j, window);
+                const bool va = ia < nq && visible(i0 + ia, j, window, pos ? pos + (size_t)b * T : nullptr), vb = ib < nq && visible(i0 + ib, j, window, pos ? pos + (size_t)b * T : nullptr);
                 /* rows ia, ib < 64 of the tiles exist even past nq (their values unused) */
                 const p_ds ra = score_grad(kw, qs + ia * hp, vw, dos + ia * hp, hd, Ls[ia], Ds[ia], scale, va);
                 const p_ds rb = score_grad(kw, qs + ib * hp, vw, dos + ib * hp, hd, Ls[ib], Ds[ib], scale, vb);
@@ -364,7 +369,7 @@ template <int DL, bool M16>
 __global__ void __launch_bounds__(THREADS) attn_dq_kernel(float *dqkv, const float *dout, const float *qkv,
                                                            const float *out, const float *lse, const uint16_t *kp,
                                                            const uint16_t *vp, int T, int nh, int nkv, int hd,
-                                                           int window, float scale)
+                                                           int window, const int *pos, float scale)
 {
     extern __shared__ float sm[];
     const int hp = hd + 1;
@@ -416,7 +421,7 @@ __global__ void __launch_bounds__(THREADS) attn_dq_kernel(float *dqkv, const flo
             __syncwarp();
             const int ja = lane, jb = lane + 32;
             const int i = i0 + ii;
-            const bool va = ja < nk && visible(i, j0 + ja, window), vb = jb < nk && visible(i, j0 + jb, window);
+            const bool va = ja < nk && visible(i, j0 + ja, window, pos ? pos + (size_t)b * T : nullptr), vb = jb < nk && visible(i, j0 + jb, window, pos ? pos + (size_t)b * T : nullptr);
             const float L = Ls[ii], D = Ds[ii];
             const p_ds ra = score_grad(ks + ja * hp, qw, vs + ja * hp, gw, hd, L, D, scale, va);
             const p_ds rb = score_grad(ks + jb * hp, qw, vs + jb * hp, gw, hd, L, D, scale, vb);
@@ -508,30 +513,31 @@ size_t zt_cu_attention_scratch_bytes(int B, int T, int nkv, int hd, zt_dtype opd
 
 template <int DL, bool M16>
 static void forward_dl(float *out, uint16_t *out16, float *lse, const float *qkv, const uint16_t *kp,
-                       const uint16_t *vp, int B, int T, int nh, int nkv, int hd, int window, float scale)
+                       const uint16_t *vp, int B, int T, int nh, int nkv, int hd, int window, const int *pos,
+                       float scale)
 {
     const size_t smem = fwd_smem(hd);
     allow_smem(attn_forward_kernel<DL, M16>, smem, hd);
     const dim3 grid((unsigned)((T + BLK - 1) / BLK), (unsigned)nh, (unsigned)B);
     attn_forward_kernel<DL, M16><<<grid, THREADS, smem, zt_cu.stream>>>(out, out16, lse, qkv, kp, vp, T, nh, nkv, hd,
-                                                                        window, scale);
+                                                                        window, pos, scale);
     ZT_CU_LAUNCHED();
 }
 
 template <int DL, bool M16>
 static void backward_dl(float *dqkv, const float *dout, const float *qkv, const float *out, const float *lse,
                         const uint16_t *kp, const uint16_t *vp, int B, int T, int nh, int nkv, int hd, int window,
-                        float scale)
+                        const int *pos, float scale)
 {
     const size_t smem = bwd_smem(hd);
     const unsigned nblk = (unsigned)((T + BLK - 1) / BLK);
     allow_smem(attn_dkv_kernel<DL, M16>, smem, hd);
     attn_dkv_kernel<DL, M16><<<dim3(nblk, (unsigned)nkv, (unsigned)B), THREADS, smem, zt_cu.stream>>>(
-        dqkv, dout, qkv, out, lse, kp, vp, T, nh, nkv, hd, window, scale);
+        dqkv, dout, qkv, out, lse, kp, vp, T, nh, nkv, hd, window, pos, scale);
     ZT_CU_LAUNCHED();
     allow_smem(attn_dq_kernel<DL, M16>, smem, hd);
     attn_dq_kernel<DL, M16><<<dim3(nblk, (unsigned)nh, (unsigned)B), THREADS, smem, zt_cu.stream>>>(
-        dqkv, dout, qkv, out, lse, kp, vp, T, nh, nkv, hd, window, scale);
+        dqkv, dout, qkv, out, lse, kp, vp, T, nh, nkv, hd, window, pos, scale);
     ZT_CU_LAUNCHED();
 }
 
@@ -544,8 +550,30 @@ static void backward_dl(float *dqkv, const float *dout, const float *qkv, const 
         else FN<8, M16>(__VA_ARGS__);                            \
     } while (0)
 
+/* The positions on the device (scratch of the backend, stream-ordered), or NULL. */
+static const int *device_positions(const int *pos, int B, int T)
+{
+    if (!pos)
+        return nullptr;
+    int *dpos = (int *)zt_cu_scratch((size_t)B * T * sizeof(int));
+    zt_cu_upload(dpos, pos, (size_t)B * T * sizeof(int));
+    return dpos;
+}
+
 void zt_cu_attention_forward(float *out, uint16_t *out_bf16, float *lse, const float *qkv, void *scratch, int B, int T,
                              int nh, int nkv, int hd, int window)
+{
+    zt_cu_attention_forward_pos(out, out_bf16, lse, qkv, scratch, nullptr, B, T, nh, nkv, hd, window);
+}
+
+void zt_cu_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out, const float *lse,
+                              void *scratch, int B, int T, int nh, int nkv, int hd, int window)
+{
+    zt_cu_attention_backward_pos(dqkv, dout, qkv, out, lse, scratch, nullptr, B, T, nh, nkv, hd, window);
+}
+
+void zt_cu_attention_forward_pos(float *out, uint16_t *out_bf16, float *lse, const float *qkv, void *scratch,
+                                 const int *hpos, int B, int T, int nh, int nkv, int hd, int window)
 {
     check_shape(B, T, nh, nkv, hd, window);
     if (B == 0 || T == 0)
@@ -553,14 +581,15 @@ void zt_cu_attention_forward(float *out, uint16_t *out_bf16, float *lse, const f
     const float scale = (float)(1.0 / sqrt((double)hd)); /* torch's hd**-0.5 */
     uint16_t *kp, *vp;
     pack(scratch, qkv, B, T, nh, nkv, hd, &kp, &vp);
+    const int *pos = device_positions(hpos, B, T);
     if (scratch)
-        DISPATCH(forward_dl, true, out, out_bf16, lse, qkv, kp, vp, B, T, nh, nkv, hd, window, scale);
+        DISPATCH(forward_dl, true, out, out_bf16, lse, qkv, kp, vp, B, T, nh, nkv, hd, window, pos, scale);
     else
-        DISPATCH(forward_dl, false, out, out_bf16, lse, qkv, kp, vp, B, T, nh, nkv, hd, window, scale);
+        DISPATCH(forward_dl, false, out, out_bf16, lse, qkv, kp, vp, B, T, nh, nkv, hd, window, pos, scale);
 }
 
-void zt_cu_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out, const float *lse,
-                              void *scratch, int B, int T, int nh, int nkv, int hd, int window)
+void zt_cu_attention_backward_pos(float *dqkv, const float *dout, const float *qkv, const float *out, const float *lse,
+                                  void *scratch, const int *hpos, int B, int T, int nh, int nkv, int hd, int window)
 {
     check_shape(B, T, nh, nkv, hd, window);
     if (B == 0 || T == 0)
@@ -568,8 +597,9 @@ void zt_cu_attention_backward(float *dqkv, const float *dout, const float *qkv, 
     const float scale = (float)(1.0 / sqrt((double)hd));
     uint16_t *kp, *vp;
     pack(scratch, qkv, B, T, nh, nkv, hd, &kp, &vp);
+    const int *pos = device_positions(hpos, B, T);
     if (scratch)
-        DISPATCH(backward_dl, true, dqkv, dout, qkv, out, lse, kp, vp, B, T, nh, nkv, hd, window, scale);
+        DISPATCH(backward_dl, true, dqkv, dout, qkv, out, lse, kp, vp, B, T, nh, nkv, hd, window, pos, scale);
     else
-        DISPATCH(backward_dl, false, dqkv, dout, qkv, out, lse, kp, vp, B, T, nh, nkv, hd, window, scale);
+        DISPATCH(backward_dl, false, dqkv, dout, qkv, out, lse, kp, vp, B, T, nh, nkv, hd, window, pos, scale);
 }

@@ -301,6 +301,10 @@ static const zt_backend cuda_table = {
     .matmul_peak = cu_matmul_peak,
     .queue_host = nullptr, /* the emulated device's; a GPU queues NCCL's collectives itself */
     .host_address = nullptr,
+    .rope_forward_pos = zt_cu_rope_forward_pos,
+    .rope_backward_pos = zt_cu_rope_backward_pos,
+    .attention_forward_pos = zt_cu_attention_forward_pos,
+    .attention_backward_pos = zt_cu_attention_backward_pos,
 };
 
 /* Fast mode (backend.h, zt_kernel_mode): the exact table with the fast kernels in

@@ -37,6 +37,11 @@ void zt_cu_rope_forward(float *qkv, const float *cos_t, const float *sin_t, int 
                         int hd);
 void zt_cu_rope_backward(float *dqkv, const float *cos_t, const float *sin_t, int B, int T, int nh, int nkv,
                          int hd);
+/* packed examples (backend.h): pos (B, T) on the host, uploaded in stream order */
+void zt_cu_rope_forward_pos(float *qkv, const float *cos_t, const float *sin_t, const int *pos, int B, int T, int nh,
+                            int nkv, int hd);
+void zt_cu_rope_backward_pos(float *dqkv, const float *cos_t, const float *sin_t, const int *pos, int B, int T,
+                             int nh, int nkv, int hd);
 
 /* attention.cu */
 size_t zt_cu_attention_scratch_bytes(int B, int T, int nkv, int hd, zt_dtype opd);
@@ -45,6 +50,13 @@ void zt_cu_attention_forward(float *out, uint16_t *out_bf16, float *lse, const f
                              int T, int nh, int nkv, int hd, int window);
 void zt_cu_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
                               const float *lse, void *scratch, int B, int T, int nh, int nkv, int hd, int window);
+/* packed examples (backend.h, kernels.h's zt_attention_forward_pos): pos (B, T) on the
+ * host, uploaded in stream order; NULL: the entries above */
+void zt_cu_attention_forward_pos(float *out, uint16_t *out_bf16, float *lse, const float *qkv, void *scratch,
+                                 const int *pos, int B, int T, int nh, int nkv, int hd, int window);
+void zt_cu_attention_backward_pos(float *dqkv, const float *dout, const float *qkv, const float *out,
+                                  const float *lse, void *scratch, const int *pos, int B, int T, int nh, int nkv,
+                                  int hd, int window);
 
 /* attention_cache.cu */
 size_t zt_cu_attention_cache_scratch_bytes(int cap, int threads);

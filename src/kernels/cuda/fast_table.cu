@@ -23,4 +23,10 @@ void zt_cu_fast_overlay(zt_backend *t)
     t->attention_backward_act16 = zt_cu_fast_attention_backward_act16;
     t->swiglu_forward_act16 = zt_cu_fast_swiglu_forward_act16;
     t->swiglu_backward_act16 = zt_cu_fast_swiglu_backward_act16;
+    /* packed examples: a captured step would replay one positions buffer for every
+     * micro-batch, so the fast table takes none (the model refuses them by name) */
+    t->rope_forward_pos = nullptr;
+    t->rope_backward_pos = nullptr;
+    t->attention_forward_pos = nullptr;
+    t->attention_backward_pos = nullptr;
 }

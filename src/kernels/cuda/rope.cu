@@ -35,8 +35,8 @@ void zt_cu_rope_tables(float *cos_t, float *sin_t, int T, int hd, const zt_rope_
 }
 
 /* pairs (row, head < nh + nkv, i < hd/2); sign +1 rotates by +a, -1 by -a */
-__global__ void rope_kernel(float *qkv, const float *cos_t, const float *sin_t, int BT, int T, int nh, int nkv, int hd,
-                            float sign)
+__global__ void rope_kernel(float *qkv, const float *cos_t, const float *sin_t, const int *pos, int BT, int T, int nh,
+                            int nkv, int hd, float sign)
 {
     const int half = hd / 2, nrot = nh + nkv;
     const size_t W = (size_t)(nh + 2 * nkv) * hd;
@@ -45,7 +45,7 @@ __global__ void rope_kernel(float *qkv, const float *cos_t, const float *sin_t, 
         const int i = (int)(k % half);
         const int h = (int)((k / half) % nrot);
         const size_t row = k / ((size_t)half * nrot);
-        const int t = (int)(row % T);
+        const int t = pos ? pos[row] : (int)(row % T); /* packed examples: the token's own position */
         float *x1 = qkv + row * W + (size_t)h * hd;
         float *x2 = x1 + half;
         const zt_rope_pair y =
@@ -55,21 +55,40 @@ __global__ void rope_kernel(float *qkv, const float *cos_t, const float *sin_t, 
     }
 }
 
-static void rope(float *qkv, const float *cos_t, const float *sin_t, int B, int T, int nh, int nkv, int hd, float sign)
+static void rope(float *qkv, const float *cos_t, const float *sin_t, const int *hpos, int B, int T, int nh, int nkv,
+                 int hd, float sign)
 {
     const size_t total = (size_t)B * T * (nh + nkv) * (hd / 2);
     if (total == 0)
         return;
-    rope_kernel<<<zt_cu_blocks(total), ZT_CU_THREADS, 0, zt_cu.stream>>>(qkv, cos_t, sin_t, B * T, T, nh, nkv, hd, sign);
+    int *pos = nullptr;
+    if (hpos) { /* the positions to the device, in stream order */
+        pos = (int *)zt_cu_scratch((size_t)B * T * sizeof(int));
+        zt_cu_upload(pos, hpos, (size_t)B * T * sizeof(int));
+    }
+    rope_kernel<<<zt_cu_blocks(total), ZT_CU_THREADS, 0, zt_cu.stream>>>(qkv, cos_t, sin_t, pos, B * T, T, nh, nkv, hd,
+                                                                         sign);
     ZT_CU_LAUNCHED();
 }
 
 void zt_cu_rope_forward(float *qkv, const float *cos_t, const float *sin_t, int B, int T, int nh, int nkv, int hd)
 {
-    rope(qkv, cos_t, sin_t, B, T, nh, nkv, hd, 1.0f);
+    rope(qkv, cos_t, sin_t, nullptr, B, T, nh, nkv, hd, 1.0f);
+}
+
+void zt_cu_rope_forward_pos(float *qkv, const float *cos_t, const float *sin_t, const int *pos, int B, int T, int nh,
+                            int nkv, int hd)
+{
+    rope(qkv, cos_t, sin_t, pos, B, T, nh, nkv, hd, 1.0f);
+}
+
+void zt_cu_rope_backward_pos(float *dqkv, const float *cos_t, const float *sin_t, const int *pos, int B, int T,
+                             int nh, int nkv, int hd)
+{
+    rope(dqkv, cos_t, sin_t, pos, B, T, nh, nkv, hd, -1.0f);
 }
 
 void zt_cu_rope_backward(float *dqkv, const float *cos_t, const float *sin_t, int B, int T, int nh, int nkv, int hd)
 {
-    rope(dqkv, cos_t, sin_t, B, T, nh, nkv, hd, -1.0f);
+    rope(dqkv, cos_t, sin_t, nullptr, B, T, nh, nkv, hd, -1.0f);
 }
