@@ -31,6 +31,12 @@ int zt_cmd_merge_weights(int argc, char **argv, zt_err *err);
 /* HF's size strings: "5GB" = 5*10^9 bytes, "200MB", "64KB", "1GiB" = 2^30, or bytes. */
 int zt_cli_parse_size(const char *flag, const char *s, size_t *out, zt_err *err);
 int zt_cmd_plot(int argc, char **argv, zt_err *err);
+int zt_cmd_convert(int argc, char **argv, zt_err *err);
+/* --model FILE.gguf: the file's tokenizer files (tokenizer.json, tokenizer_config.json,
+ * generation_config.json) written into a new private directory under /tmp, its path in
+ * dir (cap bytes), for the commands that read them from a model directory; dir is ""
+ * when model is not a GGUF file.  The directory is removed when the process exits. */
+int zt_cli_gguf_tokenizer_dir(const char *model, char *dir, size_t cap, zt_err *err);
 
 /* 1 if path is text to tokenize: .txt, or JSON Lines records (.jsonl, .json). */
 int zt_cli_is_text(const char *path);

@@ -80,7 +80,7 @@ int zt_cmd_generate(int argc, char **argv, zt_err *err)
     double temperature = 0.0, top_p = 1.0;
     long seed = 42;
     zt_flag flags[] = {
-        {"model", ZT_FLAG_STR, &model, "Hugging Face model directory (config.json + safetensors)", 1, 0, 0},
+        {"model", ZT_FLAG_STR, &model, "Hugging Face model directory (config.json + safetensors), or a GGUF file", 1, 0, 0},
         {"tokenizer", ZT_FLAG_STR, &tok_dir, "directory with tokenizer.json (default: the model directory when it holds one, as ztrain saves it; else ids are bytes, vocab 256)", 1, 0, 0},
         {"prompt", ZT_FLAG_STR, &prompt, "the text to continue", 1, 0, 0},
         {"max_new_tokens", ZT_FLAG_INT, &max_new, "tokens to generate at most (default 64)", 0, 1 << 24, 0},
@@ -107,10 +107,15 @@ int zt_cmd_generate(int argc, char **argv, zt_err *err)
     zt_llama_config cfg;
     if ((rc = zt_hf_read_config_dir(model, &cfg, err)))
         return rc;
-    char own_tok[4200];
+    char own_tok[4200], gguf_dir[64];
     snprintf(own_tok, sizeof own_tok, "%s/tokenizer.json", model);
     if (!tok_dir && access(own_tok, F_OK) == 0) /* saved with the model: AutoTokenizer.from_pretrained(model) */
         tok_dir = model;
+    /* --model FILE.gguf: the tokenizer and generation_config.json converted from its metadata */
+    if ((rc = zt_cli_gguf_tokenizer_dir(model, gguf_dir, sizeof gguf_dir, err)))
+        return rc;
+    if (gguf_dir[0] && !tok_dir)
+        tok_dir = gguf_dir;
     zt_dtype compute = cfg.torch_dtype == ZT_BF16 ? ZT_BF16 : ZT_F32;
     if (dtype_name && (zt_dtype_parse(dtype_name, &compute) != 0 || compute == ZT_F16))
         return zt_fail(err, ZT_EINPUT, "--torch_dtype: expected fp32 or bf16 (float32, bfloat16), got '%s'",
@@ -130,7 +135,7 @@ int zt_cmd_generate(int argc, char **argv, zt_err *err)
     if ((rc = zt_memory_gate(&cfg, &gplan, 1, T > 0 ? T : 1, 0, 0, limit, why, err)))
         return rc;
     int eos[MAX_EOS + 1], n_eos = 0;
-    if ((rc = zt_gen_read_eos(model, cfg.vocab_size, eos, MAX_EOS, &n_eos, err)))
+    if ((rc = zt_gen_read_eos(gguf_dir[0] ? gguf_dir : model, cfg.vocab_size, eos, MAX_EOS, &n_eos, err)))
         return rc;
     int nthreads = zt_cli_set_threads(threads), devices = 0;
     char desc[160];

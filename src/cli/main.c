@@ -96,6 +96,17 @@ static int check_world(const zt_settings *st, int world, int ignore_num_processe
     return ZT_OK;
 }
 
+/* Every data file holds token ids already (.npy, .bin): no tokenizer applies. */
+static int ids_only(const char *const *files, int n)
+{
+    for (int i = 0; i < n; i++) {
+        size_t l = strlen(files[i]);
+        if (!(l > 4 && (!strcmp(files[i] + l - 4, ".npy") || !strcmp(files[i] + l - 4, ".bin"))))
+            return 0;
+    }
+    return 1;
+}
+
 static int train_command(int argc, char **argv, zt_err *err)
 {
     const char *model = NULL, *data = NULL, *output_dir = NULL, *log_jsonl = NULL, *max_shard = "5GB";
@@ -113,7 +124,7 @@ static int train_command(int argc, char **argv, zt_err *err)
     zt_cli_eval ev = ZT_CLI_EVAL_DEFAULTS;
     zt_cli_vocab voc = ZT_CLI_VOCAB_DEFAULTS;
     zt_flag flags[] = {
-        {"model", ZT_FLAG_STR, &model, "Hugging Face model directory (config.json + safetensors)", 1, 0, 0},
+        {"model", ZT_FLAG_STR, &model, "Hugging Face model directory (config.json + safetensors), or a GGUF file", 1, 0, 0},
         {"data", ZT_FLAG_STR, &data, "FILE...: token data (.npy, .bin uint16, .txt bytes) or text with --tokenizer (.txt; JSON Lines .jsonl/.json; Parquet .parquet, Arrow .arrow or a save_to_disk directory: a document a record); several files are one stream, in order", 1, 0, 0},
         {"tokenizer", ZT_FLAG_STR, &tokenizer, "tokenize text data with DIR/tokenizer.json (once: cached by content hash)", 1, 0, 0},
         {"text_field", ZT_FLAG_STR, &text_field, "the string member of each JSON Lines record, or the column of a table, that holds its text (default text)", 1, 0, 0},
@@ -197,6 +208,13 @@ static int train_command(int argc, char **argv, zt_err *err)
     zt_comm_set_timeout(coll_timeout);
     if ((rc = zt_comm_topology(&topo, err)))
         return rc;
+    /* --model FILE.gguf: its own tokenizer, for text data and to save with the model,
+     * unless --tokenizer names one */
+    char gguf_tok[64];
+    if ((rc = zt_cli_gguf_tokenizer_dir(tokenizer ? NULL : model, gguf_tok, sizeof gguf_tok, err)))
+        return rc;
+    if (gguf_tok[0] && !ids_only(data_files, n_data))
+        tokenizer = gguf_tok;
     if ((rc = zt_resolve_run(&st, model, NULL, g_world, &topo, &cfg, &plan, err)) ||
         (rc = zt_train_args_from_settings(&st, &plan, &a, err)))
         return rc;
@@ -235,7 +253,7 @@ static int train_command(int argc, char **argv, zt_err *err)
     a.override_checkpoint_args = override_ckpt;
     a.allow_precision_change = allow_precision;
     a.command_line = command_line;
-    a.tokenizer_dir = tokenizer;
+    a.tokenizer_dir = tokenizer ? tokenizer : gguf_tok[0] ? gguf_tok : NULL;
     a.peak_gflops = peak;
     a.skip_nonfinite_steps = skip_nonfinite;
     a.max_consecutive_skipped_steps = max_skipped;
@@ -295,7 +313,7 @@ static int cmd_eval(int argc, char **argv, zt_err *err)
     int block_size = 128, batch = 8, threads = 0;
     long max_batches = 0;
     zt_flag flags[] = {
-        {"model", ZT_FLAG_STR, &model, "Hugging Face model directory", 1, 0, 0},
+        {"model", ZT_FLAG_STR, &model, "Hugging Face model directory, or a GGUF file", 1, 0, 0},
         {"data", ZT_FLAG_STR, &data, "token data: .npy, .bin or .txt (bytes), or text with --tokenizer (.txt; JSON Lines .jsonl/.json; .parquet, .arrow or a save_to_disk directory)", 1, 0, 0},
         {"tokenizer", ZT_FLAG_STR, &tokenizer, "tokenize text data with DIR/tokenizer.json (once: cached by content hash)", 1, 0, 0},
         {"text_field", ZT_FLAG_STR, &text_field, "the string member of each JSON Lines record, or the column of a table, that holds its text (default text)", 1, 0, 0},
@@ -316,6 +334,12 @@ static int cmd_eval(int argc, char **argv, zt_err *err)
         return rc;
     if (!model || !data)
         return zt_fail(err, ZT_EINPUT, "ztrain eval: --model and --data are required");
+    char gguf_tok[64]; /* --model FILE.gguf: its own tokenizer for text data, unless --tokenizer names one */
+    if ((rc = zt_cli_gguf_tokenizer_dir(tokenizer || ids_only(&data, 1) ? NULL : model, gguf_tok, sizeof gguf_tok,
+                                        err)))
+        return rc;
+    if (gguf_tok[0])
+        tokenizer = gguf_tok;
     zt_eval_args a = {model, data, block_size, batch, max_batches, ZT_F32, device, NULL};
     if (strcmp(mixed_precision, "no") != 0 &&
         (zt_dtype_parse(mixed_precision, &a.compute) != 0 || a.compute != ZT_BF16))
@@ -445,6 +469,7 @@ static const struct command {
     {"checkpoint", zt_cmd_checkpoint, "show: verify a checkpoint, print its state and what resuming it would do"},
     {"merge-weights", zt_cmd_merge_weights, "a checkpoint's shards to a Hugging Face model directory"},
     {"plot", zt_cmd_plot, "a training log (JSONL) as an SVG chart"},
+    {"convert", zt_cmd_convert, "a GGUF model (llama.cpp) to a Hugging Face directory: --from gguf FILE --output_dir DIR"},
 };
 #define NCOMMANDS ((int)(sizeof commands / sizeof commands[0]))
 

@@ -12,6 +12,7 @@
 #include "../core/input.h"
 #include "../core/json.h"
 #include "../core/mem.h"
+#include "gguf.h"
 
 #define CARRY_CONFIG_MAX (16u << 20)
 /* the largest tokenizer file a directory may carry (Llama-3's tokenizer.json is 9 MB) */
@@ -159,6 +160,10 @@ int zt_hf_carry(const char *dst, const char *src_config, const char *src_dir, co
 int zt_hf_carry_model(const char *dst, const char *source_dir, const char *tokenizer_dir, zt_err *err)
 {
     char cfg[4200];
+    /* a GGUF model has no files to carry; its converted tokenizer directory (the
+     * CLI's, with generation_config.json) stands in for it */
+    if (source_dir && zt_gguf_is_file(source_dir))
+        return zt_hf_carry(dst, NULL, tokenizer_dir, tokenizer_dir, NULL, err);
     if (source_dir)
         snprintf(cfg, sizeof cfg, "%s/config.json", source_dir);
     return zt_hf_carry(dst, source_dir ? cfg : NULL, source_dir, tokenizer_dir, NULL, err);

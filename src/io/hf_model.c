@@ -13,13 +13,36 @@
 #include "../core/fs.h"
 #include "../core/mem.h"
 #include "../core/rng.h"
+#include "gguf.h"
 #include "safetensors.h"
+
+/* `--model FILE.gguf`: a GGUF file stands for a whole model directory. */
+/* A file with the GGUF magic, or named *.gguf (the reader then says what is wrong with it). */
+static int is_gguf(const char *path)
+{
+    struct stat sb;
+    size_t n = strlen(path);
+    return zt_gguf_is_file(path) ||
+           (n > 5 && !strcmp(path + n - 5, ".gguf") && stat(path, &sb) == 0 && S_ISREG(sb.st_mode));
+}
+
+static int gguf_config(const char *path, zt_llama_config *cfg, zt_err *err)
+{
+    zt_gguf *g = NULL;
+    int rc = zt_gguf_open(path, &g, err);
+    if (rc == ZT_OK)
+        rc = zt_gguf_config(g, cfg, err);
+    zt_gguf_close(g);
+    return rc;
+}
 
 int zt_hf_read_config_dir(const char *dir, zt_llama_config *cfg, zt_err *err)
 {
     /* `--model out/model/config.json`: a model is its directory, as from_pretrained
      * takes it; say so rather than look for config.json/config.json */
     struct stat sb;
+    if (is_gguf(dir))
+        return gguf_config(dir, cfg, err);
     if (stat(dir, &sb) == 0 && !S_ISDIR(sb.st_mode)) {
         const char *slash = strrchr(dir, '/');
         int parent = slash ? (int)(slash - dir) : 0;
@@ -63,9 +86,63 @@ static size_t first_nonfinite(const void *data, zt_dtype dt, size_t n, int *is_n
     return n;
 }
 
+/* Training or evaluating on an inf or NaN weight gives a NaN model with every
+ * step "skipped": refuse it at load, naming where it is. */
+static int refuse_nonfinite(const char *file, const zt_param *p, const void *data, zt_dtype dt, zt_err *err)
+{
+    size_t numel = (size_t)p->shape[0] * (size_t)(p->ndim == 2 ? p->shape[1] : 1);
+    int is_nan = 0;
+    size_t bad = first_nonfinite(data, dt, numel, &is_nan);
+    if (bad == numel)
+        return ZT_OK;
+    char at[64];
+    if (p->ndim == 2)
+        snprintf(at, sizeof at, "[%zu, %zu]", bad / (size_t)p->shape[1], bad % (size_t)p->shape[1]);
+    else
+        snprintf(at, sizeof at, "[%zu]", bad);
+    return zt_fail(err, ZT_EINPUT, "%s: tensor %s holds a non-finite value (%s) at index %s (flat %zu); "
+                   "refusing to train or evaluate on it", file, p->name, is_nan ? "nan" : "inf", at, bad);
+}
+
+/* A GGUF model: each parameter dequantized to fp32 (q and k rows put back in
+ * HF's order) and handed to the sink as an HF directory's would be; a tensor
+ * the layout does not name is refused as there. */
+static int load_gguf(const char *path, const zt_layout *lay, zt_param_sink set, void *ctx, zt_err *err)
+{
+    zt_gguf *g = NULL;
+    zt_llama_config cfg;
+    int rc = zt_gguf_open(path, &g, err);
+    if (rc == ZT_OK)
+        rc = zt_gguf_config(g, &cfg, err);
+    for (int i = 0; i < lay->nparams && rc == ZT_OK; i++) {
+        const zt_param *p = &lay->params[i];
+        int64_t rows = p->shape[0], cols = p->ndim == 2 ? p->shape[1] : 0;
+        size_t bytes = (size_t)rows * (size_t)(cols ? cols : 1) * sizeof(float);
+        float *buf = zt_alloc(ZT_MEM_OTHER, bytes);
+        if (!buf) {
+            rc = zt_fail(err, ZT_EFAIL, "%s: out of memory for %s", path, p->name);
+            break;
+        }
+        rc = zt_gguf_read_param(g, &cfg, p->name, rows, cols, buf, err);
+        if (rc == ZT_OK && (rc = refuse_nonfinite(path, p, buf, ZT_F32, err)) == ZT_OK)
+            set(ctx, p, buf, ZT_F32);
+        zt_free(ZT_MEM_OTHER, buf, bytes);
+    }
+    for (int i = 0; rc == ZT_OK && i < zt_gguf_tensor_count(g); i++) {
+        const char *name = zt_gguf_tensor_at(g, i)->name;
+        char hf[256];
+        if (zt_gguf_name_to_hf(name, hf, sizeof hf) || !zt_layout_find(lay, hf))
+            rc = zt_fail(err, ZT_EINPUT, "%s: unexpected tensor \"%s\" (not part of this Llama config)", path, name);
+    }
+    zt_gguf_close(g);
+    return rc;
+}
+
 int zt_hf_load_params_to(const char *dir, const zt_layout *lay, zt_param_sink set, void *ctx,
                          zt_err *err)
 {
+    if (is_gguf(dir))
+        return load_gguf(dir, lay, set, ctx, err);
     zt_weights *w = NULL;
     int rc = zt_weights_open(dir, &w, err);
     if (rc)
@@ -101,20 +178,8 @@ int zt_hf_load_params_to(const char *dir, const zt_layout *lay, zt_param_sink se
                          file, p->name, t->st_dtype);
             break;
         }
-        /* training or evaluating on an inf or NaN weight gives a NaN model with
-         * every step "skipped": refuse it here, naming where it is */
-        int is_nan = 0;
-        size_t bad = first_nonfinite(t->data, t->dtype, (size_t)t->numel, &is_nan);
-        if (bad < (size_t)t->numel) {
-            char at[64];
-            if (t->ndim == 2)
-                snprintf(at, sizeof at, "[%zu, %zu]", bad / (size_t)t->shape[1], bad % (size_t)t->shape[1]);
-            else
-                snprintf(at, sizeof at, "[%zu]", bad);
-            rc = zt_fail(err, ZT_EINPUT, "%s: tensor %s holds a non-finite value (%s) at index %s (flat %zu); "
-                         "refusing to train or evaluate on it", file, p->name, is_nan ? "nan" : "inf", at, bad);
+        if ((rc = refuse_nonfinite(file, p, t->data, t->dtype, err)))
             break;
-        }
         set(ctx, p, t->data, t->dtype);
     }
     for (int i = 0; i < zt_weights_count(w) && rc == ZT_OK; i++) {

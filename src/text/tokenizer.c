@@ -136,6 +136,15 @@ static void init_byte_char(void)
         byte_char[b] = char_byte((uint32_t)b) == b ? (uint32_t)b : next++;
 }
 
+uint32_t zt_tok_byte_to_char(uint8_t b)
+{
+    if (!byte_char[1])
+        init_byte_char();
+    return byte_char[b];
+}
+
+int zt_tok_char_to_byte(uint32_t cp) { return char_byte(cp); }
+
 /* Model-space key of a byte-level token string: its characters mapped back to
  * bytes.  Returns the length, or -1 if a character is not in the map (such a
  * token, e.g. an added token with a raw space, is never produced by merges). */

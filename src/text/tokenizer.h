@@ -69,4 +69,10 @@ const uint8_t *zt_tok_id_bytes(const zt_tokenizer *t, int32_t id, size_t *len);
 int zt_tok_decode(const zt_tokenizer *t, const int32_t *ids, size_t n, int skip_special, char **out,
                   size_t *len, zt_err *err);
 
+/* GPT-2's byte-level alphabet, in which byte-level tokenizer.json files spell
+ * their tokens: the character that stands for byte b, and the byte that
+ * character cp stands for (-1: cp is not in the alphabet). */
+uint32_t zt_tok_byte_to_char(uint8_t b);
+int zt_tok_char_to_byte(uint32_t cp);
+
 #endif
