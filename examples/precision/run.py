@@ -64,6 +64,8 @@ def run_mode(key, flags, lr, args, text, model, out, ztrain):
            "--per_device_train_batch_size", str(args.batch), "--max_steps", str(args.steps),
            "--learning_rate", repr(lr), "--lr_scheduler_type", "constant", "--weight_decay", "0",
            "--log_jsonl", log, "--progress", "false", "--peak_gflops", "1"] + flags
+    if args.tokenizer:
+        cmd += ["--tokenizer", args.tokenizer]
     res = sh(cmd)
     steps = [json.loads(line) for line in open(log)]
     mem = re.search(r"memory per rank: master params ([\d.]+) MiB, grads ([\d.]+) MiB, optimizer ([\d.]+) MiB",
@@ -179,11 +181,15 @@ def main():
     ap.add_argument("--lr", type=float, default=1e-5, help="the seed's learning rate")
     ap.add_argument("--small", action="store_true", help="the fast version the test suite runs")
     ap.add_argument("--check", action="store_true", help="assert the seed's findings")
+    ap.add_argument("--model", help="a pretrained model directory to fine-tune instead of the small random "
+                    "Llama (bench/seed_experiment.sh: SmolLM2-135M-Instruct); loaded in bf16 all the same")
+    ap.add_argument("--tokenizer", help="the tokenizer.json directory for --model's vocabulary")
     args = ap.parse_args()
     if args.small:
         args.steps = 100
     os.makedirs(args.out, exist_ok=True)
     text, model = prepare(args.out, args.ztrain)
+    model = args.model or model
     results = {}
     for key, name, flags, mult in MODES:
         lr = args.lr * (args.ranks if mult is None else mult)
