@@ -18,7 +18,7 @@ prompt=$(/usr/bin/python3 -c 'import json, sys; print(json.load(open(sys.argv[1]
 "$ZTRAIN" eval --model "$m" --data "$fix/tokens.npy" --block_size 32 --output_json "$TMP/eval.json" \
     >"$TMP/eval.out" 2>&1 || fail "eval: $(tail -3 "$TMP/eval.out")"
 "$ZTRAIN" train --model "$m" --torch_dtype float32 --data "$fix/tokens.npy" --block_size 32 \
-    --per_device_train_batch_size 2 --max_steps 3 --learning_rate 1e-4 --weight_decay 0.1 \
+    --shuffle false --per_device_train_batch_size 2 --max_steps 3 --learning_rate 1e-4 --weight_decay 0.1 \
     --output_dir "$TMP/trained" --log_jsonl "$TMP/train.jsonl" >"$TMP/train.out" 2>&1 ||
     fail "train: $(tail -3 "$TMP/train.out")"
 "$ZTRAIN" generate --model "$m" --prompt "$prompt" --max_new_tokens 64 --torch_dtype fp32 \
