@@ -78,7 +78,8 @@ def ztrain_train(model_dir, data, a, out):
     cmd = [ZTRAIN, "train", "--model", model_dir, "--torch_dtype", "float32", "--data", data,
            "--block_size", str(a.block), "--per_device_train_batch_size", str(a.batch), "--max_steps", str(a.steps),
            "--learning_rate", str(LR), "--lr_scheduler_type", "constant", "--threads", str(a.threads),
-           "--output_dir", os.path.join(out, "zt"), "--save_strategy", "no", "--log_jsonl", log]
+           "--output_dir", os.path.join(out, "zt"), "--save_strategy", "no", "--log_jsonl", log,
+           "--shuffle", "false"]  # the windows in order, as the PyTorch side reads them
     if a.precision == "bf16":
         cmd += ["--mixed_precision", "bf16"]
     run(cmd)
