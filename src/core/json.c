@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fs.h"
 #include "input.h"
 #include "mem.h"
 #include "text.h"
@@ -314,4 +315,14 @@ int zt_json_keep_number_text(zt_json *j)
         return 0;
     }
     return keep_children(j, j->root, &k);
+}
+
+int zt_json_write_text(const char *path, char *text, int newline, zt_err *err)
+{
+    if (!text)
+        return zt_fail(err, ZT_EFAIL, "%s: out of memory printing JSON", path);
+    const zt_wpart parts[2] = {{text, strlen(text)}, {"\n", 1}};
+    const int rc = zt_write_atomic(path, parts, newline ? 2 : 1, err);
+    cJSON_free(text);
+    return rc;
 }

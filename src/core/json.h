@@ -47,4 +47,11 @@ int zt_json_int(const zt_json *j, size_t k, int64_t *out);
  * (the tree is then partly converted, still printable). */
 int zt_json_keep_number_text(zt_json *j);
 
+/* The one writer of the JSON files ztrain makes (checkpoint index, trainer state,
+ * manifest, tokenizer.json, config.json): text, as cJSON_Print returned it, written
+ * atomically to path (core/fs.h), followed by a newline when `newline`, then freed
+ * with cJSON_free whatever happens.  A NULL text is the printer's out of memory,
+ * reported as such. */
+int zt_json_write_text(const char *path, char *text, int newline, zt_err *err);
+
 #endif
