@@ -368,9 +368,10 @@ static int engine_init(zt_engine *eng, const zt_backend *be, const zt_layout *la
         return zt_fail(err, ZT_EFAIL, "out of memory for gradient staging and communication buffers");
     }
     int rc = zt_offload_init(eng, err);
-    /* the asynchronous step (async_step.h) runs AdamW on the device: not with an
-     * offloaded optimizer, whose step is the host's */
-    if (rc == ZT_OK && be->kernels == ZT_KERNELS_FAST && !eng->offload)
+    /* the asynchronous step (async_step.h) where the plan's step is (zt_overlap's
+     * async_step): it runs AdamW on the device, so never with an offloaded optimizer,
+     * whose step is the host's (the plan refuses that pair) */
+    if (rc == ZT_OK && eng->overlap.async_step && !eng->offload)
         rc = zt_async_init(eng, err);
     if (rc)
         engine_free(eng);
@@ -1361,5 +1362,6 @@ zt_param_owner zt_engine_param_owner(zt_engine *eng)
 {
     static const zt_param_owner_ops ops = ZT_PARAM_OWNER_OPS(owner_acquire, owner_release, owner_grad_begin,
                                                              owner_grad_end, owner_progress, owner_reset);
-    return (zt_param_owner){.ops = &ops, .ctx = eng, .compute = eng->prec.compute, .backend = eng->be};
+    return (zt_param_owner){.ops = &ops, .ctx = eng, .compute = eng->prec.compute, .backend = eng->be,
+                            .act16 = zt_owner_preset_act16(eng->be)};
 }

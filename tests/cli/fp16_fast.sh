@@ -25,8 +25,8 @@ for k in exact fast plain; do
     train --model $fix --max_steps 12 --deepspeed "$TMP/ds.json" $(mode $k) --save_steps 5 \
         --output_dir "$TMP/$k" --log_jsonl "$TMP/$k.jsonl" >"$TMP/$k.txt" 2>&1 || fail "$k: $(cat "$TMP/$k.txt")"
 done
-grep -q "^plan: .*kernels fast, graphs on" "$TMP/fast.txt" || fail "fp16 fast: not graphed: $(grep plan: "$TMP/fast.txt")"
-grep -Eq "^plan: .*kernels fast, graphs off(,|$)" "$TMP/plain.txt" || fail "fp16 plain: $(grep plan: "$TMP/plain.txt")"
+grep -q "^plan: .*kernels fast, step async, activations [a-z0-9]*, graphs on" "$TMP/fast.txt" || fail "fp16 fast: not graphed: $(grep plan: "$TMP/fast.txt")"
+grep -Eq "^plan: .*kernels fast, step async, activations [a-z0-9]*, graphs off(,|$)" "$TMP/plain.txt" || fail "fp16 plain: $(grep plan: "$TMP/plain.txt")"
 for k in fast plain; do
 /usr/bin/python3 - "$TMP/exact" "$TMP/$k" <<'PY' || fail "fast mode's fp16 run ($k) differs from exact mode's"
 import json, os, sys
