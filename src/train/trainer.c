@@ -296,11 +296,14 @@ static int open_device(const zt_plan *plan, zt_comm *comm, const zt_backend **ou
 
 /* ---- the training loop ------------------------------------------------------
  *
- * zt_train reads like llm.c's loop: setup, then per step train_step (every
- * micro-batch's forward and backward, then the optimizer), log_step (metrics,
- * JSONL, progress bar, the lost-update audit) and, every save_steps,
- * save_checkpoint.  Everything a run holds lives in one trainer, so one
- * close path frees it whatever failed. */
+ * zt_train: setup, then per step train_step (every micro-batch's forward and
+ * backward), step_queue (the update queued, and the download of its numbers),
+ * and, unless the step may run ahead (may_run_ahead), step_tail: the steps in
+ * flight read in order (read_in_flight, step_finish: the skip, the norm, the loss)
+ * and each logged (log_step), then evaluation and save_checkpoint when due.  In
+ * exact mode a step is read at once; a run ahead keeps up to NRUNS steps in
+ * flight.  Everything a run holds lives in one trainer, so one close path frees it
+ * whatever failed. */
 
 typedef struct trainer {
     const zt_train_args *a;     /* &args: the caller's, with the steps resolved (resolve_steps) */
