@@ -101,6 +101,44 @@ zt_comm_device zt_engine_comm_device(const zt_backend *be)
 static void engine_free(zt_engine *eng);
 
 /* Fill eng (zeroed by the caller); on failure everything it took is freed again. */
+/* The buffers beside the units (engine_sizes.c's shared sizes): 1 when every one
+ * that has a size was allocated. */
+static int alloc_shared(zt_engine *eng, const zt_overlap *overlap)
+{
+    const zt_layout *lay = eng->lay;
+    const zt_backend *be = eng->be;
+    const int stage = eng->stage;
+    /* Gradient staging is fp32: matrix products accumulate weight gradients in
+     * fp32.  It is transient (one unit's backward), so it counts as a
+     * communication buffer, not as model state. */
+    zt_shared_sizes z = zt_eng_shared_size(lay, eng->prec, stage, eng->group_size, overlap);
+    eng->staging_root_numel = z.staging_root_numel;
+    eng->staging_layers_numel = z.staging_layers_numel;
+    eng->staging_spare_numel = z.spare_numel;
+    eng->comm_full_bytes = z.comm_full_bytes;
+    eng->comm_shard_bytes = z.comm_shard_bytes;
+    eng->comm_slices_bytes = z.comm_slices_bytes;
+    eng->comm_gather_bytes = z.comm_gather_bytes;
+    eng->reduce_piece = zt_eng_reduce_piece(lay, stage, eng->group_size, overlap);
+    eng->gather_piece = zt_eng_gather_piece(lay, stage, eng->group_size, overlap);
+    eng->pool_bytes = z.pool_bytes;
+    eng->staging_root = be->alloc(ZT_MEM_COMM, z.staging_root_numel * sizeof(float));
+    eng->staging_layers = be->alloc(ZT_MEM_COMM, z.staging_layers_numel * sizeof(float));
+    eng->staging_spare = be->alloc(ZT_MEM_COMM, z.spare_numel * sizeof(float));
+    eng->comm_full = be->alloc(ZT_MEM_COMM, z.comm_full_bytes);
+    eng->comm_shard = be->alloc(ZT_MEM_COMM, z.comm_shard_bytes);
+    eng->comm_slices = be->alloc(ZT_MEM_COMM, z.comm_slices_bytes);
+    eng->comm_gather = be->alloc(ZT_MEM_COMM, z.comm_gather_bytes);
+    int ok = (!z.staging_root_numel || eng->staging_root) && (!z.staging_layers_numel || eng->staging_layers) &&
+             (!z.spare_numel || eng->staging_spare) && (!z.comm_full_bytes || eng->comm_full) &&
+             (!z.comm_shard_bytes || eng->comm_shard) && (!z.comm_slices_bytes || eng->comm_slices) &&
+             (!z.comm_gather_bytes || eng->comm_gather);
+    assert(z.pool_slots <= ZT_GATHER_POOL);
+    for (int i = 0; i < z.pool_slots; i++)
+        ok = ok && (eng->pool[i] = be->alloc(ZT_MEM_GATHERED, z.pool_bytes));
+    return ok;
+}
+
 static int engine_init(zt_engine *eng, const zt_backend *be, const zt_layout *lay, zt_precision prec, int stage,
                        const zt_overlap *overlap, zt_comm *comm, zt_err *err)
 {
@@ -168,35 +206,7 @@ static int engine_init(zt_engine *eng, const zt_backend *be, const zt_layout *la
             return zt_fail(err, ZT_EFAIL, "out of memory for unit %d's buffers (%zu elements)", u, z.full);
         }
     }
-    /* Gradient staging is fp32: matrix products accumulate weight gradients in
-     * fp32.  It is transient (one unit's backward), so it counts as a
-     * communication buffer, not as model state. */
-    zt_shared_sizes z = zt_eng_shared_size(lay, prec, stage, eng->group_size, overlap);
-    eng->staging_root_numel = z.staging_root_numel;
-    eng->staging_layers_numel = z.staging_layers_numel;
-    eng->staging_spare_numel = z.spare_numel;
-    eng->comm_full_bytes = z.comm_full_bytes;
-    eng->comm_shard_bytes = z.comm_shard_bytes;
-    eng->comm_slices_bytes = z.comm_slices_bytes;
-    eng->comm_gather_bytes = z.comm_gather_bytes;
-    eng->reduce_piece = zt_eng_reduce_piece(lay, stage, eng->group_size, overlap);
-    eng->gather_piece = zt_eng_gather_piece(lay, stage, eng->group_size, overlap);
-    eng->pool_bytes = z.pool_bytes;
-    eng->staging_root = be->alloc(ZT_MEM_COMM, z.staging_root_numel * sizeof(float));
-    eng->staging_layers = be->alloc(ZT_MEM_COMM, z.staging_layers_numel * sizeof(float));
-    eng->staging_spare = be->alloc(ZT_MEM_COMM, z.spare_numel * sizeof(float));
-    eng->comm_full = be->alloc(ZT_MEM_COMM, z.comm_full_bytes);
-    eng->comm_shard = be->alloc(ZT_MEM_COMM, z.comm_shard_bytes);
-    eng->comm_slices = be->alloc(ZT_MEM_COMM, z.comm_slices_bytes);
-    eng->comm_gather = be->alloc(ZT_MEM_COMM, z.comm_gather_bytes);
-    int ok = (!z.staging_root_numel || eng->staging_root) && (!z.staging_layers_numel || eng->staging_layers) &&
-             (!z.spare_numel || eng->staging_spare) && (!z.comm_full_bytes || eng->comm_full) &&
-             (!z.comm_shard_bytes || eng->comm_shard) && (!z.comm_slices_bytes || eng->comm_slices) &&
-             (!z.comm_gather_bytes || eng->comm_gather);
-    assert(z.pool_slots <= ZT_GATHER_POOL);
-    for (int i = 0; i < z.pool_slots; i++)
-        ok = ok && (eng->pool[i] = be->alloc(ZT_MEM_GATHERED, z.pool_bytes));
-    if (!ok) {
+    if (!alloc_shared(eng, overlap)) {
         engine_free(eng);
         return zt_fail(err, ZT_EFAIL, "out of memory for gradient staging and communication buffers");
     }
