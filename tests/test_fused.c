@@ -449,7 +449,7 @@ static void model_pass(const char *fix, const zt_backend *be, zt_dtype cd, int c
     if (rows)
         m->xent_rows = rows;
     o->act_bytes = m->act_bytes;
-    o->est_bytes = zt_model_activation_bytes_in(&cfg, B, T, ckpt, cd, be->kernels);
+    o->est_bytes = zt_model_activation_bytes_in(&cfg, B, T, ckpt, cd, be->kernels, zt_owner_preset_act16(be));
     zt_tokens tok;
     snprintf(path, sizeof path, "%s/tokens.npy", fix);
     ZT_CHECK(zt_tokens_load(path, &tok, &err) == ZT_OK);

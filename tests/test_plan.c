@@ -133,8 +133,9 @@ static void test_kernel_modes(void)
         r.device = ok[i].device;
         r.kernels = ok[i].asked;
         int rc = zt_plan_resolve(&r, 1, &p, &err);
-        ZT_CHECK_MSG(rc == ZT_OK && !strcmp(p.kernels, ok[i].want), "device %s, --kernels %s: rc %d, kernels '%s'",
-                     ok[i].device ? ok[i].device : "(none)", ok[i].asked ? ok[i].asked : "(none)", rc, p.kernels);
+        const char *got = p.kernels == ZT_PLAN_KERNELS_FAST ? "fast" : "exact";
+        ZT_CHECK_MSG(rc == ZT_OK && !strcmp(got, ok[i].want), "device %s, --kernels %s: rc %d, kernels '%s'",
+                     ok[i].device ? ok[i].device : "(none)", ok[i].asked ? ok[i].asked : "(none)", rc, got);
         FILE *f = fmemopen(line, sizeof line, "w");
         zt_plan_print(f, &p, NULL);
         fclose(f);
@@ -149,6 +150,57 @@ static void test_kernel_modes(void)
     r.device = "cuda";
     r.kernels = "turbo";
     ZT_CHECK(zt_plan_resolve(&r, 1, &p, &err) == ZT_EINPUT && strstr(err.msg, "--kernels 'turbo'"));
+}
+
+/* The mode's named parts (issue 41 point 4; plan.h): --kernels is the preset of the
+ * step, the activations and the graphs, each part printed on the plan line by name, and
+ * each can be set alone; the pairs that cannot run are refused naming the flag. */
+static void test_mode_parts(void)
+{
+    /* want: a part of the plan line, or (refused) a part of the error */
+    static const struct {
+        const char *device, *kernels, *step, *act, *mixed;
+        int offload, refused;
+        const char *want;
+    } cases[] = {
+        {"emu", "exact", NULL, NULL, "bf16", 0, 0, "kernels exact, step sync, activations fp32, graphs off"},
+        {"emu", "fast", NULL, NULL, "bf16", 0, 0, "kernels fast, step async, activations bf16, graphs on"},
+        {"emu", "fast", NULL, NULL, "no", 0, 0, "kernels fast, step async, activations fp32, graphs on"},
+        {"emu", "fast", NULL, NULL, "bf16", 1, 0, "kernels fast, step sync, activations bf16, graphs off"},
+        {"emu", "fast", "sync", NULL, "bf16", 0, 0, "kernels fast, step sync, activations bf16, graphs off"},
+        {"emu", "fast", NULL, "fp32", "bf16", 0, 0, "kernels fast, step async, activations fp32, graphs on"},
+        {"emu", "exact", "async", NULL, "bf16", 0, 0, "kernels exact, step async, activations fp32, graphs on"},
+        {"cpu", "exact", NULL, "bf16", "bf16", 0, 0, "kernels exact, step sync, activations bf16, graphs off"},
+        {"emu", NULL, "later", NULL, "bf16", 0, 1, "--step 'later': expected sync or async"},
+        {"emu", NULL, NULL, "fp8", "bf16", 0, 1, "--activations 'fp8': expected fp32 or bf16"},
+        {"cpu", NULL, "async", NULL, "bf16", 0, 1, "--step async needs a device"},
+        {"emu", NULL, "async", NULL, "bf16", 1, 1, "--step async: the offloaded optimizer"},
+        {"emu", NULL, NULL, "bf16", "no", 0, 1, "--activations bf16 needs bf16 compute"},
+    };
+    zt_plan_request r;
+    zt_plan p;
+    zt_err err = {0};
+    char line[512];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        zt_plan_request_init(&r);
+        r.face = ZT_FACE_DEEPSPEED;
+        r.zero_stage = 2;
+        r.device = cases[i].device, r.kernels = cases[i].kernels, r.step = cases[i].step;
+        r.activations = cases[i].act, r.mixed_precision = cases[i].mixed, r.offload_optimizer = cases[i].offload;
+        int rc = zt_plan_resolve(&r, 1, &p, &err);
+        if (cases[i].refused) {
+            ZT_CHECK_MSG(rc == ZT_EINPUT && strstr(err.msg, cases[i].want), "case %zu: rc %d, %s", i, rc, err.msg);
+            continue;
+        }
+        ZT_CHECK_MSG(rc == ZT_OK, "case %zu: %s", i, err.msg);
+        if (rc)
+            continue;
+        ZT_CHECK(p.overlap.async_step == (p.step == ZT_PLAN_STEP_ASYNC));
+        FILE *f = fmemopen(line, sizeof line, "w");
+        zt_plan_print(f, &p, NULL);
+        fclose(f);
+        ZT_CHECK_MSG(strstr(line, cases[i].want) != NULL, "case %zu: want '%s' in %s", i, cases[i].want, line);
+    }
 }
 
 static void set_backward_prefetch(zt_plan_request *r) { r->backward_prefetch = "BACKWARD_POST"; }
@@ -229,12 +281,12 @@ static void test_hybrid_group_from_topology(void)
         zt_plan_print(f, &p, NULL);
         fclose(f);
         ZT_CHECK_MSG(strstr(line, ", 6 ranks (3 machines x 2), shard group 2,") != NULL, "%s", line);
-        ZT_CHECK_MSG(strstr(line, ", comm mpi, kernels exact\n") != NULL, "%s", line);
+        ZT_CHECK_MSG(strstr(line, ", comm mpi, kernels exact, step sync, activations fp32, graphs off\n") != NULL, "%s", line);
         /* the caller's word on the products ends the plan line */
         f = fmemopen(line, sizeof line, "w");
         zt_plan_print(f, &p, "bf16 products: native");
         fclose(f);
-        ZT_CHECK_MSG(strstr(line, ", comm mpi, kernels exact, bf16 products: native\n") != NULL, "%s", line);
+        ZT_CHECK_MSG(strstr(line, ", comm mpi, kernels exact, step sync, activations fp32, graphs off, bf16 products: native\n") != NULL, "%s", line);
         r.ranks_per_node = 3; /* an override that divides the world wins */
         ZT_CHECK(zt_plan_resolve(&r, 6, &p, &err) == ZT_OK && p.group_size == 3);
         r.ranks_per_node = 4;
@@ -542,6 +594,7 @@ int main(void)
     ZT_RUN(test_strategies_and_groups);
     ZT_RUN(test_refusals);
     ZT_RUN(test_kernel_modes);
+    ZT_RUN(test_mode_parts);
     ZT_RUN(test_face_knobs);
     ZT_RUN(test_hybrid_group_from_topology);
     ZT_RUN(test_engine_dtype_invariants);

@@ -137,8 +137,9 @@ size_t zt_plan_activation_bytes(const zt_llama_config *cfg, const zt_plan *p, in
                                 int train)
 {
     /* fast mode's training pass holds no (N, V) logits; evaluation's forward does */
-    zt_kernel_mode mode = train && !strcmp(p->kernels, "fast") ? ZT_KERNELS_FAST : ZT_KERNELS_EXACT;
-    return zt_model_activation_bytes_in(cfg, B, T, checkpointing, p->prec.compute, mode);
+    zt_kernel_mode mode = train && p->kernels == ZT_PLAN_KERNELS_FAST ? ZT_KERNELS_FAST : ZT_KERNELS_EXACT;
+    return zt_model_activation_bytes_in(cfg, B, T, checkpointing, p->prec.compute, mode,
+                                        train && p->activations == ZT_PLAN_ACT_BF16);
 }
 
 int zt_memory_gate(const zt_llama_config *cfg, const zt_plan *p, int B, int T, int checkpointing, int train,
@@ -154,7 +155,7 @@ int zt_memory_gate(const zt_llama_config *cfg, const zt_plan *p, int B, int T, i
                     (L + 1.0) * (sizeof(zt_unit) + zt_engine_unit_table_bytes() + sizeof(int));
     /* a lower bound in doubles: one copy of this rank's share of the weights, the
      * fp32 logits of B x T tokens (none in fast mode's training), the tables */
-    double logits = train && !strcmp(p->kernels, "fast") ? 0.0 : (double)B * T * cfg->vocab_size * 4.0;
+    double logits = train && p->kernels == ZT_PLAN_KERNELS_FAST ? 0.0 : (double)B * T * cfg->vocab_size * 4.0;
     double lower = param_count(cfg) * ms / G + logits + tables;
     if (lower > (double)limit)
         return refuse(err, lower, "at least", (double)limit, why);

@@ -42,6 +42,8 @@ int zt_flag_given(void *ctx, const char *name);
     {"offload_delayed_update", ZT_FLAG_BOOL, &(S).offload_delayed_update, "with offload to cpu on a device: the host's AdamW of step k runs beside step k+1, which uses step k-1's parameters (DeepSpeed's delayed parameter update; default false)", 1, 0, 0}, \
     {"kernels", ZT_FLAG_STR, &(S).kernels, "exact (bit parity with the CPU; the CPU's only mode) | fast (the default on --device cuda: fast kernels, an asynchronous step)", 1, 0, 0}, \
     {"cuda_graphs", ZT_FLAG_STR, &(S).cuda_graphs, "auto (default: on where it can be) | on | off: capture the fast step as a graph once and replay it (one rank, --kernels fast)", 1, 0, 0}, \
+    {"step", ZT_FLAG_STR, &(S).step, "diagnosis: sync | async, the step alone (default: --kernels' preset, async with fast kernels and no offload)", 1, 0, 0}, \
+    {"activations", ZT_FLAG_STR, &(S).activations, "diagnosis: fp32 | bf16 (bf16 compute), the activations alone (default: --kernels' preset, bf16 with fast kernels and bf16 compute)", 1, 0, 0}, \
     {"comm_backend", ZT_FLAG_STR, &(S).comm_backend, "--device cuda: auto (default: nccl when each rank has its own GPU) | nccl | mpi (staged through host memory); --device emu: auto (mpi) | nccl (its stand-in: collectives queued on the emulated device)", 1, 0, 0}, \
     {"block_size", ZT_FLAG_INT, &(S).block_size, "tokens per sequence (default 128)", 1, 1 << 20, 0}, \
     {"per_device_train_batch_size", ZT_FLAG_INT, &(S).batch, "sequences per micro-batch per rank (default 8)", 1, 1 << 20, 0}, \

@@ -217,6 +217,8 @@ static int resolve_request(zt_settings *s, int world, int hidden_size, zt_dtype 
     req->kernels = s->kernels;
     req->offload_delayed_update = s->offload_delayed_update;
     req->cuda_graphs = s->cuda_graphs;
+    req->step = s->step;
+    req->activations = s->activations;
     req->forward_prefetch = s->forward_prefetch < 0 ? ZT_UNSET : s->forward_prefetch ? ZT_YES : ZT_NO;
     req->limit_all_gathers = s->limit_all_gathers < 0 ? ZT_UNSET : s->limit_all_gathers ? ZT_YES : ZT_NO;
     if (s->have_ds) {

@@ -27,6 +27,8 @@ typedef struct zt_settings {
     const char *kernels;           /* --kernels exact | fast (the YAML's ztrain_kernels); NULL: fast on
                                     * cuda, exact elsewhere */
     const char *cuda_graphs;       /* --cuda_graphs auto | on | off (the YAML's ztrain_cuda_graphs); NULL: auto */
+    const char *step, *activations; /* --step sync | async, --activations fp32 | bf16: one part of the
+                                    * mode set by itself (plan.h); NULL: the kernels' preset */
     int forward_prefetch;          /* FSDP; -1: not said (off) */
     int limit_all_gathers;         /* FSDP; -1: not said (on) */
     int offload_delayed_update;    /* --offload_delayed_update (the YAML's ztrain_offload_delayed_update) */

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fs.h"
 #include "input.h"
 #include "mem.h"
 #include "text.h"
@@ -354,4 +355,14 @@ const char *zt_json_duplicate_key(const cJSON *item, int *oom)
             return dup;
     }
     return NULL;
+}
+
+int zt_json_write_text(const char *path, char *text, int newline, zt_err *err)
+{
+    if (!text)
+        return zt_fail(err, ZT_EFAIL, "%s: out of memory printing JSON", path);
+    const zt_wpart parts[2] = {{text, strlen(text)}, {"\n", 1}};
+    const int rc = zt_write_atomic(path, parts, newline ? 2 : 1, err);
+    cJSON_free(text);
+    return rc;
 }

@@ -53,4 +53,11 @@ const char *zt_json_duplicate_key(const struct cJSON *item, int *oom);
  * (the tree is then partly converted, still printable). */
 int zt_json_keep_number_text(zt_json *j);
 
+/* The one writer of the JSON files ztrain makes (checkpoint index, trainer state,
+ * manifest, tokenizer.json, config.json): text, as cJSON_Print returned it, written
+ * atomically to path (core/fs.h), followed by a newline when `newline`, then freed
+ * with cJSON_free whatever happens.  A NULL text is the printer's out of memory,
+ * reported as such. */
+int zt_json_write_text(const char *path, char *text, int newline, zt_err *err);
+
 #endif

@@ -14,86 +14,6 @@
 static size_t bytes_of(size_t numel, zt_dtype dt) { return numel * zt_dtype_size(dt); }
 static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
 
-/* Stage 3: unit u stays gathered between steps (DeepSpeed's param persistence:
- * fewer parameters than the threshold). */
-static int persistent_unit(const zt_layout *lay, int u, int stage, const zt_overlap *ov)
-{
-    return stage == 3 && ov && ov->persistence > 0 && lay->units[u].numel < (size_t)ov->persistence;
-}
-
-/* Stage 3's pool of gathered buffers (init and estimate agree on it): one for the
- * root unit and one for the layer unit in use, when they are not persistent, and
- * one per unit the prefetch may gather ahead.  How far ahead is bounded by the
- * depth, by how many of the smallest layer units fit the prefetch bucket (the next
- * unit always may), and by how many fit under max_live beside the root and the
- * largest layer unit. */
-static int gather_pool_slots(const zt_layout *lay, int stage, const zt_overlap *ov, size_t *slot_numel)
-{
-    *slot_numel = 0;
-    if (stage != 3)
-        return 0;
-    int root_np = !persistent_unit(lay, lay->root_unit, stage, ov), layers = 0;
-    size_t min_layer = 0, max_layer = 0, root = lay->units[lay->root_unit].padded_numel;
-    for (int u = 0; u < lay->nunits; u++) {
-        size_t P = lay->units[u].padded_numel;
-        if (persistent_unit(lay, u, stage, ov))
-            continue;
-        *slot_numel = max_sz(*slot_numel, P);
-        if (u == lay->root_unit)
-            continue;
-        layers++;
-        min_layer = !min_layer || P < min_layer ? P : min_layer;
-        max_layer = max_sz(max_layer, P);
-    }
-    int prefetch = ov && (ov->forward_prefetch || ov->backward_prefetch != ZT_BACKWARD_PREFETCH_NONE);
-    long ahead = prefetch && layers > 0 ? (ov->prefetch_depth > 0 ? ov->prefetch_depth : 1) : 0;
-    if (ahead > 0 && ov->prefetch_bucket > 0) {
-        long fit = (long)((size_t)ov->prefetch_bucket / min_layer);
-        ahead = fit < 1 ? 1 : fit < ahead ? fit : ahead;
-    }
-    if (ahead > 0 && ov->max_live > 0) {
-        size_t held = (root_np ? root : 0) + max_layer;
-        long fit = (size_t)ov->max_live > held ? (long)(((size_t)ov->max_live - held) / min_layer) : 0;
-        ahead = fit < ahead ? fit : ahead;
-    }
-    if (ahead > layers - 1)
-        ahead = layers > 0 ? layers - 1 : 0;
-    return root_np + (layers > 0) + (int)ahead;
-}
-
-/* DeepSpeed's buckets split a unit's reduction (all-gather) into pieces of this many
- * elements per shard-group member, when some unit's shard is longer; 0: whole units. */
-static size_t bucket_piece(const zt_layout *lay, long bucket, int G)
-{
-    if (bucket <= 0 || G <= 1)
-        return 0;
-    size_t piece = (size_t)bucket / (size_t)G, max_shard = 0;
-    piece = piece ? piece : 1;
-    for (int u = 0; u < lay->nunits; u++)
-        max_shard = max_sz(max_shard, lay->units[u].padded_numel / (size_t)G);
-    return max_shard > piece ? piece : 0;
-}
-
-static size_t reduce_piece(const zt_layout *lay, int stage, int G, const zt_overlap *ov)
-{
-    return ov && stage >= 1 ? bucket_piece(lay, ov->reduce_bucket, G) : 0;
-}
-
-static size_t gather_piece(const zt_layout *lay, int stage, int G, const zt_overlap *ov)
-{
-    return ov && (stage == 1 || stage == 2) ? bucket_piece(lay, ov->allgather_bucket, G) : 0;
-}
-
-/* An overlapped fp32 reduce-scatter sends the staging itself, and overlapped
- * pieces read it until the last one starts, so a second staging takes the next
- * unit's gradient meanwhile. */
-static int needs_spare_staging(const zt_layout *lay, zt_precision prec, int stage, int group_size,
-                               const zt_overlap *ov)
-{
-    return stage >= 2 && group_size > 1 && ov && ov->overlap_reduce &&
-           (prec.reduce == ZT_F32 || reduce_piece(lay, stage, group_size, ov));
-}
-
 /* next_fwd / next_bwd from the layer order: the root unit comes first in the
  * forward (its embeddings) and first in the backward (its lm_head). */
 static int unit_order(zt_engine *eng)
@@ -119,93 +39,6 @@ static int unit_order(zt_engine *eng)
     if (prev != lay->root_unit)
         eng->next_bwd[lay->root_unit] = prev;
     return ZT_OK;
-}
-
-/* ---- sizes: one table for the allocation and the estimate ------------------
- *
- * unit_size says what one unit holds, how long and in which dtype; shared_size
- * what the engine holds beside the units.  zt_engine_create allocates exactly
- * these and zt_engine_estimate sums them (llm.c's fill_in_activation_sizes), so
- * the estimate cannot drift from the allocation.  The dtypes are the plan's rule
- * applied to each buffer; each unit records them, and zt_engine_check_dtypes
- * holds them against the plan at every hook. */
-
-typedef struct unit_sizes {
-    size_t full;             /* P, the unit's padded length */
-    size_t shard_numel;      /* P / G */
-    size_t grad_numel;       /* P (stages 0-1) or P / G (stages 2-3) */
-    zt_dtype master_dt, grad_dt, optim_dt, gathered_dt;
-    int compensated;         /* a Kahan buffer beside master (16-bit master only) */
-    int gathered_alias;      /* gathered is master itself (stage 0, master dtype = compute dtype) */
-    int gathered_own;        /* a persistent gathered buffer of P elements (stages 0-2, no alias;
-                              * stage 3's persistent units) */
-} unit_sizes;
-
-static unit_sizes unit_size(const zt_layout *lay, int u, zt_precision prec, int stage, int G,
-                            const zt_overlap *ov)
-{
-    unit_sizes z = {0};
-    z.full = lay->units[u].padded_numel;
-    z.shard_numel = z.full / (size_t)G;
-    z.grad_numel = stage <= 1 ? z.full : z.shard_numel;
-    z.master_dt = z.grad_dt = z.optim_dt = prec.master;
-    z.compensated = prec.compensated && prec.master != ZT_F32;
-    z.gathered_alias = stage == 0 && prec.compute == prec.master;
-    z.gathered_own = (stage <= 2 && !z.gathered_alias) || persistent_unit(lay, u, stage, ov);
-    z.gathered_dt = z.gathered_alias ? prec.master : prec.compute;
-    return z;
-}
-
-typedef struct shared_sizes {
-    size_t staging_root_numel;   /* fp32: the root unit's gradient, open across the backward */
-    size_t staging_layers_numel; /* fp32: the largest layer unit's, one open at a time */
-    size_t spare_numel;          /* fp32: a second one for the overlapped reduce-scatter, or 0 */
-    size_t comm_full_bytes, comm_shard_bytes, comm_slices_bytes;
-    size_t comm_gather_bytes;    /* all-gathers in pieces: one piece and the group's pieces */
-    int pool_slots;              /* stage 3's gathered buffers */
-    size_t pool_bytes;           /* each: the largest unit in the compute dtype */
-} shared_sizes;
-
-static shared_sizes shared_size(const zt_layout *lay, zt_precision prec, int stage, int G,
-                                const zt_overlap *overlap)
-{
-    shared_sizes z = {0};
-    size_t max_full = 0, max_shard = 0;
-    for (int u = 0; u < lay->nunits; u++) {
-        unit_sizes us = unit_size(lay, u, prec, stage, G, overlap);
-        if (u == lay->root_unit)
-            z.staging_root_numel = max_sz(z.staging_root_numel, us.full);
-        else
-            z.staging_layers_numel = max_sz(z.staging_layers_numel, us.full);
-        max_full = max_sz(max_full, us.full);
-        max_shard = max_sz(max_shard, us.shard_numel);
-    }
-    z.spare_numel = needs_spare_staging(lay, prec, stage, G, overlap) ? z.staging_layers_numel : 0;
-    /* comm_full holds a unit's gradient in the reduce dtype when that is not
-     * fp32 (or not the master dtype, for the stage 0-1 reduction); comm_shard
-     * and comm_slices take a reduce-scatter's result and the slices it sums, so
-     * they exist only when there is a group to talk to. */
-    size_t rs = zt_dtype_size(prec.reduce);
-    int need_full = prec.reduce != ZT_F32 || (stage <= 1 && prec.reduce != prec.master);
-    z.comm_full_bytes = need_full ? max_full * rs : 0;
-    z.comm_shard_bytes = G > 1 ? max_shard * rs : 0;
-    z.comm_slices_bytes = G > 1 ? max_full * rs : 0;
-    /* a reduction in pieces (reduce_bucket) holds one piece of every member per
-     * slot: stages 2-3 need nothing longer; stage 1 still rounds whole gradients
-     * in grad_end */
-    size_t rp = reduce_piece(lay, stage, G, overlap), slots = ZT_PIECE_SLOTS;
-    if (rp) {
-        z.comm_shard_bytes = slots * rp * rs;
-        z.comm_slices_bytes = slots * rp * (size_t)G * rs;
-        z.comm_full_bytes =
-            stage >= 2 ? slots * rp * (size_t)G * rs : max_sz(z.comm_full_bytes, slots * rp * (size_t)G * rs);
-    }
-    size_t gp = gather_piece(lay, stage, G, overlap);
-    z.comm_gather_bytes = gp ? gp * (size_t)(G + 1) * zt_dtype_size(prec.compute) : 0;
-    size_t slot_numel;
-    z.pool_slots = gather_pool_slots(lay, stage, overlap, &slot_numel);
-    z.pool_bytes = z.pool_slots ? bytes_of(slot_numel, prec.compute) : 0;
-    return z;
 }
 
 /* ---- unit phases (FSDP's HandleTrainingState) ------------------------------ */
@@ -268,6 +101,44 @@ zt_comm_device zt_engine_comm_device(const zt_backend *be)
 static void engine_free(zt_engine *eng);
 
 /* Fill eng (zeroed by the caller); on failure everything it took is freed again. */
+/* The buffers beside the units (engine_sizes.c's shared sizes): 1 when every one
+ * that has a size was allocated. */
+static int alloc_shared(zt_engine *eng, const zt_overlap *overlap)
+{
+    const zt_layout *lay = eng->lay;
+    const zt_backend *be = eng->be;
+    const int stage = eng->stage;
+    /* Gradient staging is fp32: matrix products accumulate weight gradients in
+     * fp32.  It is transient (one unit's backward), so it counts as a
+     * communication buffer, not as model state. */
+    zt_shared_sizes z = zt_eng_shared_size(lay, eng->prec, stage, eng->group_size, overlap);
+    eng->staging_root_numel = z.staging_root_numel;
+    eng->staging_layers_numel = z.staging_layers_numel;
+    eng->staging_spare_numel = z.spare_numel;
+    eng->comm_full_bytes = z.comm_full_bytes;
+    eng->comm_shard_bytes = z.comm_shard_bytes;
+    eng->comm_slices_bytes = z.comm_slices_bytes;
+    eng->comm_gather_bytes = z.comm_gather_bytes;
+    eng->reduce_piece = zt_eng_reduce_piece(lay, stage, eng->group_size, overlap);
+    eng->gather_piece = zt_eng_gather_piece(lay, stage, eng->group_size, overlap);
+    eng->pool_bytes = z.pool_bytes;
+    eng->staging_root = be->alloc(ZT_MEM_COMM, z.staging_root_numel * sizeof(float));
+    eng->staging_layers = be->alloc(ZT_MEM_COMM, z.staging_layers_numel * sizeof(float));
+    eng->staging_spare = be->alloc(ZT_MEM_COMM, z.spare_numel * sizeof(float));
+    eng->comm_full = be->alloc(ZT_MEM_COMM, z.comm_full_bytes);
+    eng->comm_shard = be->alloc(ZT_MEM_COMM, z.comm_shard_bytes);
+    eng->comm_slices = be->alloc(ZT_MEM_COMM, z.comm_slices_bytes);
+    eng->comm_gather = be->alloc(ZT_MEM_COMM, z.comm_gather_bytes);
+    int ok = (!z.staging_root_numel || eng->staging_root) && (!z.staging_layers_numel || eng->staging_layers) &&
+             (!z.spare_numel || eng->staging_spare) && (!z.comm_full_bytes || eng->comm_full) &&
+             (!z.comm_shard_bytes || eng->comm_shard) && (!z.comm_slices_bytes || eng->comm_slices) &&
+             (!z.comm_gather_bytes || eng->comm_gather);
+    assert(z.pool_slots <= ZT_GATHER_POOL);
+    for (int i = 0; i < z.pool_slots; i++)
+        ok = ok && (eng->pool[i] = be->alloc(ZT_MEM_GATHERED, z.pool_bytes));
+    return ok;
+}
+
 static int engine_init(zt_engine *eng, const zt_backend *be, const zt_layout *lay, zt_precision prec, int stage,
                        const zt_overlap *overlap, zt_comm *comm, zt_err *err)
 {
@@ -305,7 +176,7 @@ static int engine_init(zt_engine *eng, const zt_backend *be, const zt_layout *la
     }
     for (int u = 0; u < lay->nunits; u++) {
         zt_unit_state *us = &eng->units[u];
-        unit_sizes z = unit_size(lay, u, prec, stage, eng->group_size, overlap);
+        zt_unit_sizes z = zt_eng_unit_size(lay, u, prec, stage, eng->group_size, overlap);
         us->shard_numel = z.shard_numel;
         us->grad_numel = z.grad_numel;
         us->pool_slot = -1;
@@ -322,7 +193,7 @@ static int engine_init(zt_engine *eng, const zt_backend *be, const zt_layout *la
             ok = ok && (us->comp = zt_offload_state_alloc(eng, ZT_MEM_PARAMS, bytes_of(z.shard_numel, z.master_dt)));
         us->gathered_alias = z.gathered_alias;
         us->gathered_own = z.gathered_own;
-        us->persistent = persistent_unit(lay, u, stage, overlap);
+        us->persistent = zt_eng_persistent_unit(lay, u, stage, overlap);
         if (z.gathered_alias) {
             us->gathered = us->master;
             us->gathered_dt = z.master_dt; /* what the buffer is: the master itself */
@@ -335,42 +206,15 @@ static int engine_init(zt_engine *eng, const zt_backend *be, const zt_layout *la
             return zt_fail(err, ZT_EFAIL, "out of memory for unit %d's buffers (%zu elements)", u, z.full);
         }
     }
-    /* Gradient staging is fp32: matrix products accumulate weight gradients in
-     * fp32.  It is transient (one unit's backward), so it counts as a
-     * communication buffer, not as model state. */
-    shared_sizes z = shared_size(lay, prec, stage, eng->group_size, overlap);
-    eng->staging_root_numel = z.staging_root_numel;
-    eng->staging_layers_numel = z.staging_layers_numel;
-    eng->staging_spare_numel = z.spare_numel;
-    eng->comm_full_bytes = z.comm_full_bytes;
-    eng->comm_shard_bytes = z.comm_shard_bytes;
-    eng->comm_slices_bytes = z.comm_slices_bytes;
-    eng->comm_gather_bytes = z.comm_gather_bytes;
-    eng->reduce_piece = reduce_piece(lay, stage, eng->group_size, overlap);
-    eng->gather_piece = gather_piece(lay, stage, eng->group_size, overlap);
-    eng->pool_bytes = z.pool_bytes;
-    eng->staging_root = be->alloc(ZT_MEM_COMM, z.staging_root_numel * sizeof(float));
-    eng->staging_layers = be->alloc(ZT_MEM_COMM, z.staging_layers_numel * sizeof(float));
-    eng->staging_spare = be->alloc(ZT_MEM_COMM, z.spare_numel * sizeof(float));
-    eng->comm_full = be->alloc(ZT_MEM_COMM, z.comm_full_bytes);
-    eng->comm_shard = be->alloc(ZT_MEM_COMM, z.comm_shard_bytes);
-    eng->comm_slices = be->alloc(ZT_MEM_COMM, z.comm_slices_bytes);
-    eng->comm_gather = be->alloc(ZT_MEM_COMM, z.comm_gather_bytes);
-    int ok = (!z.staging_root_numel || eng->staging_root) && (!z.staging_layers_numel || eng->staging_layers) &&
-             (!z.spare_numel || eng->staging_spare) && (!z.comm_full_bytes || eng->comm_full) &&
-             (!z.comm_shard_bytes || eng->comm_shard) && (!z.comm_slices_bytes || eng->comm_slices) &&
-             (!z.comm_gather_bytes || eng->comm_gather);
-    assert(z.pool_slots <= ZT_GATHER_POOL);
-    for (int i = 0; i < z.pool_slots; i++)
-        ok = ok && (eng->pool[i] = be->alloc(ZT_MEM_GATHERED, z.pool_bytes));
-    if (!ok) {
+    if (!alloc_shared(eng, overlap)) {
         engine_free(eng);
         return zt_fail(err, ZT_EFAIL, "out of memory for gradient staging and communication buffers");
     }
     int rc = zt_offload_init(eng, err);
-    /* the asynchronous step (async_step.h) runs AdamW on the device: not with an
-     * offloaded optimizer, whose step is the host's */
-    if (rc == ZT_OK && be->kernels == ZT_KERNELS_FAST && !eng->offload)
+    /* the asynchronous step (async_step.h) where the plan's step is (zt_overlap's
+     * async_step): it runs AdamW on the device, so never with an offloaded optimizer,
+     * whose step is the host's (the plan refuses that pair) */
+    if (rc == ZT_OK && eng->overlap.async_step && !eng->offload)
         rc = zt_async_init(eng, err);
     if (rc)
         engine_free(eng);
@@ -1163,77 +1007,6 @@ void zt_engine_step_prelude(zt_engine *eng)
     }
 }
 
-int zt_engine_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double max_grad_norm,
-                   double grad_unscale, double *grad_norm)
-{
-    const zt_layout *lay = eng->lay;
-    zt_dtype md = eng->prec.master;
-    zt_engine_step_prelude(eng);
-    /* Global L2 norm of the logical gradient: padding is zero, so the squares of
-     * whole shards sum to it over the shard group; replicas hold the same shard
-     * and are not summed again (contract §4). */
-    if (eng->async) /* fast mode: the same step with its numbers kept on the device */
-        return zt_async_step(eng, hp, lr, max_grad_norm, grad_unscale, grad_norm);
-    zt_offload_step_begin(eng); /* offloaded: the copies down joined, a delayed update landed */
-    double sumsq = 0.0;
-    int first_bad = -1; /* the lowest unit whose shard here holds an inf or NaN */
-    for (int u = 0; u < lay->nunits; u++) {
-        const zt_unit_state *us = &eng->units[u];
-        double s = us->grad_sumsq_valid ? us->grad_sumsq : eng->be->sumsq(us->grad, md, us->shard_numel);
-        if (!isfinite(s) && first_bad < 0)
-            first_bad = u;
-        sumsq += s;
-    }
-    if (eng->group_size > 1)
-        sumsq = zt_comm_sum_double(eng->comm, sumsq, ZT_SCOPE_SHARD);
-    /* An inf or NaN anywhere makes some rank's sum non-finite; every rank must
-     * agree to skip, so the verdict is a max over the world, of nunits - u for
-     * the first bad unit u (0: none), which also names the lowest bad unit. */
-    int code = first_bad >= 0 ? lay->nunits - first_bad : !isfinite(sumsq) ? 1 : 0;
-    if (eng->comm->world > 1)
-        code = zt_comm_max_int(eng->comm, code);
-    int overflow = code > 0;
-    eng->nonfinite_unit = overflow ? lay->nunits - code : -1;
-    float norm = (float)(sqrt(sumsq) * grad_unscale);
-    *grad_norm = norm;
-    if (overflow) {
-        memset(&eng->last_audit, 0, sizeof eng->last_audit);
-        return 1;
-    }
-    float clip = zt_clip_coef(norm, max_grad_norm, grad_unscale); /* step_scalars.h */
-    eng->optimizer_steps++;
-    size_t es = zt_dtype_size(md), cs = zt_dtype_size(eng->prec.compute);
-    zt_adamw_audit audit = {0};
-    /* Unsharded (a group of one) with an fp32 master and a persistent compute copy:
-     * AdamW writes the copy as it updates the master, so no second pass converts it. */
-    int cast_in_step = eng->stage <= 2 && eng->group_size == 1 && md == ZT_F32 && !eng->offload;
-    if (eng->offload) /* on the host's cores, unit by unit, the uploads beside them */
-        return zt_offload_step(eng, hp, lr, clip);
-    for (int i = 0; i < lay->nparams; i++) {
-        const zt_param *p = &lay->params[i];
-        size_t slo, plo, n;
-        if (!zt_engine_owned_range(eng, p, &slo, &plo, &n))
-            continue;
-        zt_unit_state *us = &eng->units[p->unit];
-        size_t b = slo * es;
-        zt_adamw_step st = {lr, p->decay ? hp->weight_decay : 0.0, hp->beta1, hp->beta2, hp->eps,
-                            eng->optimizer_steps, clip};
-        void *cast = cast_in_step && !us->gathered_alias ? (char *)us->gathered + slo * cs : NULL;
-        eng->sbe->adamw_step((char *)us->master + b, (char *)us->m + b, (char *)us->v + b,
-                            (const char *)us->grad + b, us->comp ? (char *)us->comp + b : NULL, md, n,
-                            &st, cast, eng->prec.compute, &audit);
-    }
-    if (eng->group_size > 1) { /* replicas of a group audit the same elements: sum the group only */
-        audit.updated = zt_comm_sum_double(eng->comm, audit.updated, ZT_SCOPE_SHARD);
-        audit.lost = zt_comm_sum_double(eng->comm, audit.lost, ZT_SCOPE_SHARD);
-        audit.ratio_sum = zt_comm_sum_double(eng->comm, audit.ratio_sum, ZT_SCOPE_SHARD);
-    }
-    eng->last_audit = audit;
-    if (!cast_in_step)
-        zt_engine_refresh_gathered(eng);
-    return 0;
-}
-
 void zt_engine_adamw_unit(zt_engine *eng, int u, const zt_adamw_hparams *hp, double lr, long t, float clip,
                           const void *g, zt_adamw_audit *audits)
 {
@@ -1296,57 +1069,6 @@ const char *zt_engine_check_dtypes(const zt_engine *eng, int unit)
     return NULL;
 }
 
-zt_engine_bytes zt_engine_estimate(const zt_layout *lay, zt_precision prec, int stage, int group_size,
-                                   const zt_overlap *overlap)
-{
-    /* the sum of the tables zt_engine_create allocates from */
-    zt_engine_bytes b = {0};
-    int G = stage == 0 ? 1 : group_size;
-    for (int u = 0; u < lay->nunits; u++) {
-        unit_sizes z = unit_size(lay, u, prec, stage, G, overlap);
-        b.master += bytes_of(z.shard_numel, z.master_dt) * (z.compensated ? 2 : 1);
-        b.grads += bytes_of(z.grad_numel, z.grad_dt);
-        b.optim += 2 * bytes_of(z.shard_numel, z.optim_dt);
-        b.gathered += z.gathered_own ? bytes_of(z.full, z.gathered_dt) : 0;
-    }
-    shared_sizes z = shared_size(lay, prec, stage, G, overlap);
-    b.gathered += (size_t)z.pool_slots * z.pool_bytes;
-    b.comm = (z.staging_root_numel + z.staging_layers_numel + z.spare_numel) * sizeof(float) + z.comm_full_bytes +
-             z.comm_shard_bytes + z.comm_slices_bytes + z.comm_gather_bytes;
-    if (overlap && (overlap->offload_optimizer || overlap->offload_params) && stage >= 1) {
-        size_t hg, hc;
-        zt_offload_staging_bytes(lay, prec, stage, G, overlap->offload_delayed_update, &hg, &hc);
-        *(stage >= 2 || overlap->offload_delayed_update ? &b.grads : &b.comm) += hg;
-        b.comm += hc;
-        b.host = b.master + b.optim + hg + hc;
-    }
-    return b;
-}
-
-zt_engine_bytes zt_engine_state_bytes(const zt_engine *eng)
-{
-    /* what is allocated, buffer by buffer (the accounting tests hold it equal to
-     * the estimate and to the allocator's counters) */
-    zt_engine_bytes b = {0};
-    for (int u = 0; u < eng->lay->nunits; u++) {
-        const zt_unit_state *us = &eng->units[u];
-        b.master += bytes_of(us->shard_numel, us->master_dt) * (us->comp ? 2 : 1);
-        b.grads += bytes_of(us->grad_numel, us->grad_dt);
-        b.optim += 2 * bytes_of(us->shard_numel, us->optim_dt);
-        if (us->gathered_own)
-            b.gathered += bytes_of(eng->lay->units[u].padded_numel, us->gathered_dt);
-    }
-    for (int i = 0; i < ZT_GATHER_POOL; i++)
-        if (eng->pool[i])
-            b.gathered += eng->pool_bytes;
-    b.comm = (eng->staging_root_numel + eng->staging_layers_numel + eng->staging_spare_numel) * sizeof(float) +
-             eng->comm_full_bytes + eng->comm_shard_bytes + eng->comm_slices_bytes + eng->comm_gather_bytes +
-             eng->host_cast_bytes;
-    *(eng->host_grads ? &b.grads : &b.comm) += eng->host_grad_bytes;
-    if (eng->offload)
-        b.host = b.master + b.optim + eng->host_grad_bytes + eng->host_cast_bytes;
-    return b;
-}
 
 /* ---- the model's parameter owner (param_owner.h) ----------------------------- */
 
@@ -1361,5 +1083,6 @@ zt_param_owner zt_engine_param_owner(zt_engine *eng)
 {
     static const zt_param_owner_ops ops = ZT_PARAM_OWNER_OPS(owner_acquire, owner_release, owner_grad_begin,
                                                              owner_grad_end, owner_progress, owner_reset);
-    return (zt_param_owner){.ops = &ops, .ctx = eng, .compute = eng->prec.compute, .backend = eng->be};
+    return (zt_param_owner){.ops = &ops, .ctx = eng, .compute = eng->prec.compute, .backend = eng->be,
+                            .act16 = zt_owner_preset_act16(eng->be)};
 }

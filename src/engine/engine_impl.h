@@ -214,4 +214,38 @@ void zt_engine_refresh_unit(zt_engine *eng, int u);
 /* The gradients were cleared: no copy holds this step's shard. */
 void zt_offload_zero_grads(zt_engine *eng);
 
+
+/* ---- engine_sizes.c, for engine.c: the buffers' sizes and dtypes ---- */
+typedef struct zt_unit_sizes {
+    size_t full;             /* P, the unit's padded length */
+    size_t shard_numel;      /* P / G */
+    size_t grad_numel;       /* P (stages 0-1) or P / G (stages 2-3) */
+    zt_dtype master_dt, grad_dt, optim_dt, gathered_dt;
+    int compensated;         /* a Kahan buffer beside master (16-bit master only) */
+    int gathered_alias;      /* gathered is master itself (stage 0, master dtype = compute dtype) */
+    int gathered_own;        /* a persistent gathered buffer of P elements (stages 0-2, no alias;
+                              * stage 3's persistent units) */
+} zt_unit_sizes;
+
+typedef struct zt_shared_sizes {
+    size_t staging_root_numel;   /* fp32: the root unit's gradient, open across the backward */
+    size_t staging_layers_numel; /* fp32: the largest layer unit's, one open at a time */
+    size_t spare_numel;          /* fp32: a second one for the overlapped reduce-scatter, or 0 */
+    size_t comm_full_bytes, comm_shard_bytes, comm_slices_bytes;
+    size_t comm_gather_bytes;    /* all-gathers in pieces: one piece and the group's pieces */
+    int pool_slots;              /* stage 3's gathered buffers */
+    size_t pool_bytes;           /* each: the largest unit in the compute dtype */
+} zt_shared_sizes;
+
+/* Stage 3: unit u stays gathered between steps (DeepSpeed's param persistence). */
+int zt_eng_persistent_unit(const zt_layout *lay, int u, int stage, const zt_overlap *ov);
+/* The reduce-scatter's and the all-gather's piece, in elements (0: whole units). */
+size_t zt_eng_reduce_piece(const zt_layout *lay, int stage, int G, const zt_overlap *ov);
+size_t zt_eng_gather_piece(const zt_layout *lay, int stage, int G, const zt_overlap *ov);
+
+zt_unit_sizes zt_eng_unit_size(const zt_layout *lay, int u, zt_precision prec, int stage, int G,
+                               const zt_overlap *ov);
+zt_shared_sizes zt_eng_shared_size(const zt_layout *lay, zt_precision prec, int stage, int G,
+                                   const zt_overlap *overlap);
+
 #endif

@@ -241,9 +241,7 @@ static int merge_config(const char *dst_dir, const char *src_config, const zt_hf
         rc = zt_fail(err, ZT_EFAIL, "%s: out of memory completing config.json", path);
         goto done;
     }
-    zt_wpart parts[2] = {{text, strlen(text)}, {"\n", 1}};
-    rc = zt_write_atomic(path, parts, 2, err);
-    cJSON_free(text);
+    rc = zt_json_write_text(path, text, 1, err);
 done:
     zt_json_free(&dst);
     if (src.root)

@@ -753,10 +753,5 @@ int zt_hf_config_write(const char *path, const zt_llama_config *cfg, zt_err *err
      * Python writes them (10000.0, 1e-05); cJSON would print 10000 */
     char *text = ok ? cJSON_Print(o) : NULL;
     cJSON_Delete(o);
-    if (!text)
-        return zt_fail(err, ZT_EFAIL, "%s: out of memory building config.json", path);
-    zt_wpart parts[2] = {{text, strlen(text)}, {"\n", 1}};
-    rc = zt_write_atomic(path, parts, 2, err);
-    cJSON_free(text);
-    return rc;
+    return zt_json_write_text(path, text, 1, err);
 }

@@ -16,34 +16,57 @@
 #include <stdlib.h>
 
 #include "../core/mem.h"
+#include "backend.h"
 #include "fused.h"
 #include "kernels.h"
 #include "matmul.h"
 #include "vmath.h"
 
-int zt_linear_act16(uint16_t *y16, const void *x, zt_dtype x_dt, const void *w, zt_dtype w_dt, const void *b,
-                    zt_dtype b_dt, int N, int out, int in, zt_dtype compute, zt_err *err)
+int zt_linear_act16_run(const zt_backend *t, float *acc, uint16_t *y16, const void *x, zt_dtype x_dt, const void *w,
+                        zt_dtype w_dt, const void *b, zt_dtype b_dt, int N, int out, int in, zt_dtype compute,
+                        zt_err *err)
 {
-    if (compute != ZT_BF16)
-        return zt_fail(err, ZT_EINPUT, "linear_act16 N=%d out=%d in=%d: a bf16 result needs bf16 compute (got %s)", N,
-                       out, in, zt_dtype_name(compute));
-    const size_t n = (size_t)N * (size_t)out;
-    if (!b || n == 0)
-        return zt_matmul_out(y16, ZT_BF16, NULL, x, x_dt, w, w_dt, N, out, in, 0, 1, compute, err);
-    float *acc = zt_alloc(ZT_MEM_ACTIV, n * sizeof(float));
-    if (!acc)
-        return zt_fail(err, ZT_EFAIL, "out of memory for a %d x %d product", N, out);
-    int rc = zt_matmul(acc, x, x_dt, w, w_dt, N, out, in, 0, 1, 0.0f, compute, err);
-    if (rc == ZT_OK) {
-        zt_bias_forward(acc, b, b_dt, N, out);
-        zt_convert(y16, ZT_BF16, acc, ZT_F32, n);
-    }
-    zt_free(ZT_MEM_ACTIV, acc, n * sizeof(float));
-    return rc;
+    if (zt_result_dtype_check("linear_act16", N, out, in, ZT_BF16, compute, err))
+        return ZT_EINPUT;
+    const int rc = t->matmul(acc, x, x_dt, w, w_dt, N, out, in, 0, 1, 0.0f, compute, err);
+    if (rc)
+        return rc;
+    if (b)
+        t->bias_forward(acc, b, b_dt, N, out);
+    t->convert(y16, ZT_BF16, acc, ZT_F32, (size_t)N * (size_t)out);
+    return ZT_OK;
 }
 
-/* an fp32 copy of n bf16 values, accounted; NULL for n == 0 */
-static float *widened(const uint16_t *x, size_t n, const char *who)
+void zt_attention_forward_act16_run(const zt_backend *t, float *qkv, float *out, uint16_t *out16, float *lse,
+                                    const uint16_t *qkv16, const float *cos_t, const float *sin_t, void *scratch,
+                                    int B, int T, int nh, int nkv, int hd, int window)
+{
+    t->convert(qkv, ZT_F32, qkv16, ZT_BF16, (size_t)B * T * (size_t)(nh + 2 * nkv) * hd);
+    if (cos_t)
+        t->rope_forward(qkv, cos_t, sin_t, B, T, nh, nkv, hd);
+    t->attention_forward(out, out16, lse, qkv, scratch, B, T, nh, nkv, hd, window);
+}
+
+void zt_attention_backward_act16_run(const zt_backend *t, float *qkv, float *out, float *g, uint16_t *dqkv16,
+                                     const float *dout, const uint16_t *qkv16, const uint16_t *out16,
+                                     const float *lse, const float *cos_t, const float *sin_t, void *scratch, int B,
+                                     int T, int nh, int nkv, int hd, int window)
+{
+    const size_t n = (size_t)B * T, nq = n * (size_t)(nh + 2 * nkv) * hd, no = n * (size_t)nh * hd;
+    t->convert(qkv, ZT_F32, qkv16, ZT_BF16, nq);
+    t->convert(out, ZT_F32, out16, ZT_BF16, no);
+    if (cos_t)
+        t->rope_forward(qkv, cos_t, sin_t, B, T, nh, nkv, hd);
+    t->attention_backward(g, dout, qkv, out, lse, scratch, B, T, nh, nkv, hd, window);
+    if (cos_t)
+        t->rope_backward(g, cos_t, sin_t, B, T, nh, nkv, hd);
+    if (dqkv16)
+        t->convert(dqkv16, ZT_BF16, g, ZT_F32, nq);
+}
+
+/* an accounted fp32 temporary of n floats, NULL for n == 0; aborts naming who on
+ * failure (act16.h: a test device's kernel) */
+static float *temporary(size_t n, const char *who)
 {
     if (n == 0)
         return NULL;
@@ -53,23 +76,30 @@ static float *widened(const uint16_t *x, size_t n, const char *who)
                 n * sizeof(float));
         abort();
     }
-    if (x)
-        zt_convert(w, ZT_F32, x, ZT_BF16, n);
     return w;
+}
+
+int zt_linear_act16(uint16_t *y16, const void *x, zt_dtype x_dt, const void *w, zt_dtype w_dt, const void *b,
+                    zt_dtype b_dt, int N, int out, int in, zt_dtype compute, zt_err *err)
+{
+    const size_t n = (size_t)N * (size_t)out;
+    float *acc = n ? zt_alloc(ZT_MEM_ACTIV, n * sizeof(float)) : NULL;
+    if (n && !acc)
+        return zt_fail(err, ZT_EFAIL, "out of memory for a %d x %d product", N, out);
+    const int rc = zt_linear_act16_run(zt_backend_cpu(), acc, y16, x, x_dt, w, w_dt, b, b_dt, N, out, in, compute, err);
+    if (acc)
+        zt_free(ZT_MEM_ACTIV, acc, n * sizeof(float));
+    return rc;
 }
 
 void zt_attention_forward_act16(uint16_t *out16, float *lse, const uint16_t *qkv16, const float *cos_t,
                                 const float *sin_t, void *pack, int B, int T, int nh, int nkv, int hd, int window)
 {
     const size_t n = (size_t)B * T, nq = n * (size_t)(nh + 2 * nkv) * hd, no = n * (size_t)nh * hd;
-    float *qkv = widened(qkv16, nq, "attention_forward_act16");
-    float *out = widened(NULL, no, "attention_forward_act16");
-    if (cos_t)
-        zt_rope_forward(qkv, cos_t, sin_t, B, T, nh, nkv, hd);
-    if (pack)
-        zt_attention16_forward(out, out16, lse, qkv, pack, B, T, nh, nkv, hd, window);
-    else
-        zt_attention_forward_copy16(out, out16, lse, qkv, B, T, nh, nkv, hd, window);
+    float *qkv = temporary(nq, "attention_forward_act16");
+    float *out = temporary(no, "attention_forward_act16");
+    zt_attention_forward_act16_run(zt_backend_cpu(), qkv, out, out16, lse, qkv16, cos_t, sin_t, pack, B, T, nh, nkv,
+                                   hd, window);
     zt_free(ZT_MEM_OTHER, out, no * sizeof(float));
     zt_free(ZT_MEM_OTHER, qkv, nq * sizeof(float));
 }
@@ -79,19 +109,11 @@ void zt_attention_backward_act16(float *dqkv, uint16_t *dqkv16, const float *dou
                                  void *pack, int B, int T, int nh, int nkv, int hd, int window)
 {
     const size_t n = (size_t)B * T, nq = n * (size_t)(nh + 2 * nkv) * hd, no = n * (size_t)nh * hd;
-    float *qkv = widened(qkv16, nq, "attention_backward_act16");
-    float *out = widened(out16, no, "attention_backward_act16");
-    float *g = dqkv ? dqkv : widened(NULL, nq, "attention_backward_act16"); /* the fp32 gradient */
-    if (cos_t)
-        zt_rope_forward(qkv, cos_t, sin_t, B, T, nh, nkv, hd);
-    if (pack)
-        zt_attention16_backward(g, dout, qkv, out, lse, pack, B, T, nh, nkv, hd, window);
-    else
-        zt_attention_backward(g, dout, qkv, out, lse, B, T, nh, nkv, hd, window);
-    if (cos_t)
-        zt_rope_backward(g, cos_t, sin_t, B, T, nh, nkv, hd);
-    if (dqkv16)
-        zt_convert(dqkv16, ZT_BF16, g, ZT_F32, nq);
+    float *qkv = temporary(nq, "attention_backward_act16");
+    float *out = temporary(no, "attention_backward_act16");
+    float *g = dqkv ? dqkv : temporary(nq, "attention_backward_act16"); /* the fp32 gradient */
+    zt_attention_backward_act16_run(zt_backend_cpu(), qkv, out, g, dqkv16, dout, qkv16, out16, lse, cos_t, sin_t,
+                                    pack, B, T, nh, nkv, hd, window);
     if (!dqkv)
         zt_free(ZT_MEM_OTHER, g, nq * sizeof(float));
     zt_free(ZT_MEM_OTHER, out, no * sizeof(float));

@@ -22,7 +22,11 @@
  * (copied at capture, as kernel arguments are).  So a learning rate passed in a
  * struct is baked into the graph here exactly as on a GPU, and a test of a captured
  * step against the same step run directly shows it.  An entry that waits for the
- * device or allocates is refused inside a capture: graph_end fails naming it. */
+ * device or allocates is refused inside a capture: graph_end fails naming it.
+ *
+ * Its scope (what it models, what not) is written down in docs/gpu.md, "What the
+ * emulators model, and what not", and frozen: a GPU feature it does not model is
+ * checked on a GPU (kernels_check), not added here. */
 #include <stdint.h>
 #include <string.h>
 

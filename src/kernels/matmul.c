@@ -403,6 +403,14 @@ static dnnl_data_type_t prim_dtype(zt_dtype compute)
     return compute == ZT_BF16 && zt_matmul_has_native_bf16() ? dnnl_bf16 : dnnl_f32;
 }
 
+int zt_result_dtype_check(const char *entry, int M, int N, int K, zt_dtype d_dt, zt_dtype compute, zt_err *err)
+{
+    if (d_dt == ZT_F32 || (d_dt == ZT_BF16 && compute == ZT_BF16))
+        return ZT_OK;
+    return zt_fail(err, ZT_EINPUT, "%s M=%d N=%d K=%d: a %s result needs %s compute (got %s)", entry, M, N, K,
+                   zt_dtype_name(d_dt), zt_dtype_name(d_dt), zt_dtype_name(compute));
+}
+
 int zt_matmul_check_args(const float *C, const void *A, zt_dtype a_dt, const void *B, zt_dtype b_dt,
                          int M, int N, int K, float beta, zt_dtype compute, zt_mm_work *work,
                          zt_err *err)

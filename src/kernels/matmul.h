@@ -36,6 +36,12 @@ typedef enum { ZT_MM_NOTHING, ZT_MM_SCALE_C, ZT_MM_PRODUCT } zt_mm_work;
 int zt_matmul_check_args(const float *C, const void *A, zt_dtype a_dt, const void *B, zt_dtype b_dt,
                          int M, int N, int K, float beta, zt_dtype compute, zt_mm_work *work,
                          zt_err *err);
+/* The result-dtype rule of every entry that writes a product's result in a dtype of
+ * its own (matmul_out, linear_act16, on each table): an fp32 result takes any compute,
+ * a bf16 one only bf16 compute (its fp32 sum rounded once; a narrower result of a
+ * wider compute would be a second, unasked rounding).  ZT_EINPUT naming the entry
+ * and its product's shape (an M x K by K x N product) otherwise. */
+int zt_result_dtype_check(const char *entry, int M, int N, int K, zt_dtype d_dt, zt_dtype compute, zt_err *err);
 
 /* 1 when bf16 products run natively (AVX512-BF16 or AMX) on this CPU. */
 int zt_matmul_has_native_bf16(void);

@@ -17,11 +17,7 @@
 #include <math.h>
 #include <stddef.h>
 
-#ifdef __CUDACC__
-#define ZT_HD __host__ __device__
-#else
-#define ZT_HD
-#endif
+#include "../core/hostdev.h"
 
 /* DeepSpeed's dynamic loss scaler (engine/loss_scale.h states the rule and its
  * defaults): the state, and the update after each step, here so that the fast

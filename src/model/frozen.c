@@ -86,5 +86,6 @@ zt_param_owner zt_frozen_owner(zt_frozen_params *f)
     /* no gradients: forward passes only */
     static const zt_param_owner_ops ops = ZT_PARAM_OWNER_OPS(frozen_acquire, frozen_release, NULL, NULL,
                                                              frozen_progress, frozen_reset);
-    return (zt_param_owner){.ops = &ops, .ctx = f, .compute = f->dtype, .backend = f->be};
+    return (zt_param_owner){.ops = &ops, .ctx = f, .compute = f->dtype, .backend = f->be,
+                            .act16 = zt_owner_preset_act16(f->be)};
 }

@@ -149,7 +149,7 @@ static int act_table(const zt_model *m, act_buf *out, size_t *total)
 
 /* The shapes act_table reads. */
 static void set_shapes(zt_model *m, const zt_llama_config *cfg, const zt_backend *be, zt_dtype compute, int B,
-                       int T, int checkpointing, zt_kernel_mode kernels)
+                       int T, int checkpointing, zt_kernel_mode kernels, int act16)
 {
     m->fused_head = kernels == ZT_KERNELS_FAST;
     m->cfg = *cfg;
@@ -159,7 +159,7 @@ static void set_shapes(zt_model *m, const zt_llama_config *cfg, const zt_backend
     m->N = B * T;
     m->checkpointing = checkpointing;
     m->opd = zt_model_operand_dtype(compute);
-    m->act16 = kernels == ZT_KERNELS_FAST && m->opd == ZT_BF16;
+    m->act16 = act16 && m->opd == ZT_BF16;
 }
 
 int zt_model_set_head_transposed(zt_model *m, int on, zt_err *err)
@@ -179,7 +179,7 @@ int zt_model_init(zt_model *m, const zt_llama_config *cfg, const zt_layout *lay,
                   const zt_param_owner *owner, int B, int T, int checkpointing, zt_err *err)
 {
     memset(m, 0, sizeof *m);
-    set_shapes(m, cfg, owner->backend, owner->compute, B, T, checkpointing, owner->backend->kernels);
+    set_shapes(m, cfg, owner->backend, owner->compute, B, T, checkpointing, owner->backend->kernels, owner->act16);
     m->lay = lay;
     m->own = *owner;
     int L = cfg->num_hidden_layers;
@@ -646,11 +646,11 @@ static int model_pass(zt_model *m, const int *inputs, const int *targets, int ba
 }
 
 size_t zt_model_activation_bytes_in(const zt_llama_config *cfg, int B, int T, int checkpointing, zt_dtype compute,
-                                    zt_kernel_mode kernels)
+                                    zt_kernel_mode kernels, int act16)
 {
     zt_model shapes;
     memset(&shapes, 0, sizeof shapes);
-    set_shapes(&shapes, cfg, zt_backend_cpu(), compute, B, T, checkpointing, kernels);
+    set_shapes(&shapes, cfg, zt_backend_cpu(), compute, B, T, checkpointing, kernels, act16);
     size_t total;
     act_table(&shapes, NULL, &total);
     return total;
@@ -659,7 +659,7 @@ size_t zt_model_activation_bytes_in(const zt_llama_config *cfg, int B, int T, in
 size_t zt_model_activation_bytes(const zt_llama_config *cfg, int B, int T, int checkpointing,
                                  zt_dtype compute)
 {
-    return zt_model_activation_bytes_in(cfg, B, T, checkpointing, compute, ZT_KERNELS_EXACT);
+    return zt_model_activation_bytes_in(cfg, B, T, checkpointing, compute, ZT_KERNELS_EXACT, 0);
 }
 
 double zt_model_flops_per_token(const zt_llama_config *c, int T, int checkpointing)

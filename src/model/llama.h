@@ -138,11 +138,12 @@ const float *zt_model_logits(const zt_model *m);
  * the sum of the same size table the allocation walks, in exact mode. */
 size_t zt_model_activation_bytes(const zt_llama_config *cfg, int B, int T, int checkpointing,
                                  zt_dtype compute);
-/* The same for a training model in kernel mode `kernels` (backend.h): fast mode holds
- * no (N, V) logits (nor their bf16 gradient, nor lm_head's transposed result), and with
- * bf16 compute keeps qkv, the attention output and gate|up in bf16 (act16). */
+/* The same for a training model in kernel mode `kernels` (backend.h) with bf16
+ * activations asked or not (act16, param_owner.h's): fast mode holds no (N, V) logits
+ * (nor their bf16 gradient, nor lm_head's transposed result), and bf16 activations
+ * with bf16 compute keep qkv, the attention output and gate|up in bf16. */
 size_t zt_model_activation_bytes_in(const zt_llama_config *cfg, int B, int T, int checkpointing, zt_dtype compute,
-                                    zt_kernel_mode kernels);
+                                    zt_kernel_mode kernels, int act16);
 
 /* Training FLOPs per token (forward + backward, 6 per weight in matrix products
  * plus causal attention), for MFU. */

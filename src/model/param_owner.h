@@ -52,6 +52,12 @@ typedef struct zt_param_owner {
     void *ctx;
     zt_dtype compute;          /* dtype of acquired parameters and of the products' arithmetic */
     const zt_backend *backend; /* where the buffers live and the kernels run */
+    int act16;                 /* bf16 activations asked (the plan's activations part, which the
+                                * trainer sets); the model keeps them with bf16 operands only */
 } zt_param_owner;
+
+/* The activations an owner asks for where no plan says (a library caller, a test): the
+ * table's preset, bf16 with a fast table (plan.h: --kernels fast's). */
+static inline int zt_owner_preset_act16(const zt_backend *be) { return be->kernels == ZT_KERNELS_FAST; }
 
 #endif

@@ -125,7 +125,52 @@ static int resolve_kernels(const char *asked, const char *dev, zt_plan *p, zt_er
     if (!strcmp(k, "fast") && !strcmp(dev, "cpu"))
         return zt_fail(err, ZT_EINPUT, "--kernels fast needs a device (--device cuda): the CPU has exact kernels "
                        "only");
-    snprintf(p->kernels, sizeof p->kernels, "%s", k);
+    p->kernels = !strcmp(k, "fast") ? ZT_PLAN_KERNELS_FAST : ZT_PLAN_KERNELS_EXACT;
+    return ZT_OK;
+}
+
+/* One part of the mode given by itself (--step, --activations): index into names, or
+ * -1 when not given (the preset's); a name outside them is ZT_EINPUT naming the flag. */
+static int mode_part(const char *asked, const char *flag, const char *const names[2], int *out, zt_err *err)
+{
+    *out = -1;
+    if (!asked)
+        return ZT_OK;
+    for (int i = 0; i < 2; i++)
+        if (!strcmp(asked, names[i]))
+            return *out = i, ZT_OK;
+    return zt_fail(err, ZT_EINPUT, "--%s '%s': expected %s or %s", flag, asked, names[0], names[1]);
+}
+
+/* The step and the activations: the kernels' preset (fast: the asynchronous step, but
+ * the host's with an offloaded optimizer, whose AdamW runs there; bf16 activations
+ * where compute is bf16), or as asked.  The asynchronous step needs a device (its
+ * scalars live in device memory) and no offloaded optimizer; bf16 activations need
+ * bf16 compute. */
+static int resolve_parts(const zt_plan_request *r, zt_plan *p, zt_err *err)
+{
+    static const char *const steps[2] = {"sync", "async"}, *const acts[2] = {"fp32", "bf16"};
+    const int fast = p->kernels == ZT_PLAN_KERNELS_FAST;
+    int step, act, rc;
+    if ((rc = mode_part(r->step, "step", steps, &step, err)) ||
+        (rc = mode_part(r->activations, "activations", acts, &act, err)))
+        return rc;
+    if (step < 0)
+        step = fast && !p->overlap.offload_optimizer;
+    if (act < 0)
+        act = fast && p->prec.compute == ZT_BF16;
+    if (step && !strcmp(p->device, "cpu"))
+        return zt_fail(err, ZT_EINPUT, "--step async needs a device (--device cuda): on the CPU every number is "
+                       "on the host already");
+    if (step && p->overlap.offload_optimizer)
+        return zt_fail(err, ZT_EINPUT, "--step async: the offloaded optimizer's AdamW runs on the host, so its step "
+                       "is synchronous; use --step sync or no optimizer offload");
+    if (act && p->prec.compute != ZT_BF16)
+        return zt_fail(err, ZT_EINPUT, "--activations bf16 needs bf16 compute (got %s)",
+                       zt_dtype_name(p->prec.compute));
+    p->step = step ? ZT_PLAN_STEP_ASYNC : ZT_PLAN_STEP_SYNC;
+    p->activations = act ? ZT_PLAN_ACT_BF16 : ZT_PLAN_ACT_FP32;
+    p->overlap.async_step = step;
     return ZT_OK;
 }
 
@@ -270,8 +315,8 @@ static int resolve_overlap(const zt_plan_request *r, zt_plan *p, zt_err *err)
  * where it can be, else off with the reason; on where it cannot be is refused. */
 static const char *graphs_blocked(const zt_plan *p)
 {
-    if (strcmp(p->kernels, "fast"))
-        return "exact kernels";
+    if (p->step != ZT_PLAN_STEP_ASYNC)
+        return "synchronous step";
     if (p->world > 1 && (!strcmp(p->comm, "mpi") || (!strcmp(p->device, "emu") && strcmp(p->comm, "nccl"))))
         return "staged MPI collectives";
     if (p->overlap.offload_optimizer || p->overlap.offload_params)
@@ -288,12 +333,11 @@ static int resolve_graphs(const char *asked, zt_plan *p, zt_err *err)
     if (!strcmp(g, "on") && why)
         return zt_fail(err, ZT_EINPUT, "--cuda_graphs on: the step cannot be captured here (%s); it needs "
                        "--kernels fast (on several ranks, NCCL's collectives), without offload", why);
-    if (!strcmp(g, "off"))
-        snprintf(p->graphs, sizeof p->graphs, "off");
-    else if (why)
-        snprintf(p->graphs, sizeof p->graphs, "off (%s)", why);
-    else
-        snprintf(p->graphs, sizeof p->graphs, "on");
+    p->graphs = strcmp(g, "off") && !why ? ZT_PLAN_GRAPHS_ON : ZT_PLAN_GRAPHS_OFF;
+    /* why not, where auto found the asynchronous step cannot be captured (a synchronous
+     * step is reason enough, said by its own part) */
+    snprintf(p->graphs_why, sizeof p->graphs_why, "%s",
+             strcmp(g, "off") && why && p->step == ZT_PLAN_STEP_ASYNC ? why : "");
     p->graphs_forced = !strcmp(g, "on");
     return ZT_OK;
 }
@@ -316,7 +360,8 @@ int zt_plan_resolve(const zt_plan_request *r, int world, zt_plan *p, zt_err *err
     };
     if ((rc = zt_precision_resolve(&pr, &p->prec, &p->mixed, &p->ls, err)) || (rc = resolve_stage(r, p, err)) ||
         (rc = resolve_groups(r, world, p, err)) || (rc = resolve_overlap(r, p, err)) ||
-        (rc = resolve_offload(r, p, err)) || (rc = resolve_graphs(r->cuda_graphs, p, err)))
+        (rc = resolve_offload(r, p, err)) || (rc = resolve_parts(r, p, err)) ||
+        (rc = resolve_graphs(r->cuda_graphs, p, err)))
         return rc;
     zt_precision_mode(&p->prec, r->face == ZT_FACE_FSDP, r->face == ZT_FACE_DEEPSPEED, p->mode, sizeof p->mode);
     return ZT_OK;
@@ -335,8 +380,10 @@ zt_plan zt_plan_single(zt_precision prec, zt_wrap_policy wrap)
     snprintf(p.mode, sizeof p.mode, "%s", prec.master == ZT_F32 && prec.compute == ZT_F32 ? "fp32" : "custom");
     snprintf(p.device, sizeof p.device, "cpu");
     snprintf(p.comm, sizeof p.comm, "mpi");
-    snprintf(p.kernels, sizeof p.kernels, "exact");
-    snprintf(p.graphs, sizeof p.graphs, "off");
+    p.kernels = ZT_PLAN_KERNELS_EXACT;
+    p.step = ZT_PLAN_STEP_SYNC;
+    p.activations = ZT_PLAN_ACT_FP32;
+    p.graphs = ZT_PLAN_GRAPHS_OFF;
     snprintf(p.strategy, sizeof p.strategy, "data parallel (ZeRO-0)");
     return p;
 }
@@ -349,15 +396,17 @@ void zt_plan_print(FILE *f, const zt_plan *p, const char *products)
                  p->machine_ranks);
     else if (p->world > 1)
         snprintf(where, sizeof where, " (on %d machines, unevenly)", p->machines);
-    /* graphs: said with the fast kernels (the exact ones never capture), or when on */
-    char graphs[64] = "";
-    if (p->graphs[0] && (!strcmp(p->kernels, "fast") || !strcmp(p->graphs, "on")))
-        snprintf(graphs, sizeof graphs, ", graphs %s", p->graphs);
-    fprintf(f, "plan: %s, %s, %d rank%s%s, shard group %d, %s, device %s, comm %s, kernels %s%s%s%s\n",
+    /* the mode's parts, each by name; graphs off with why where auto found it cannot */
+    char why[48] = "";
+    if (p->graphs == ZT_PLAN_GRAPHS_OFF && p->graphs_why[0])
+        snprintf(why, sizeof why, " (%s)", p->graphs_why);
+    fprintf(f, "plan: %s, %s, %d rank%s%s, shard group %d, %s, device %s, comm %s, kernels %s, step %s, "
+            "activations %s, graphs %s%s%s%s\n",
             zt_face_name(p->face), p->strategy, p->world, p->world == 1 ? "" : "s", where, p->group_size,
             zt_wrap_policy_name(p->wrap), p->device[0] ? p->device : "cpu", p->comm[0] ? p->comm : "mpi",
-            p->kernels[0] ? p->kernels : "exact", graphs, products ? ", " : "",
-            products ? products : "");
+            p->kernels == ZT_PLAN_KERNELS_FAST ? "fast" : "exact", p->step == ZT_PLAN_STEP_ASYNC ? "async" : "sync",
+            p->activations == ZT_PLAN_ACT_BF16 ? "bf16" : "fp32", p->graphs == ZT_PLAN_GRAPHS_ON ? "on" : "off", why,
+            products ? ", " : "", products ? products : "");
     fprintf(f, "| mode | load | mixed precision | flat params / master | compute | reduce | optimizer |\n");
     fprintf(f, "| %s | %s | %s | %s | %s | %s | %s |\n", p->mode, zt_dtype_name(p->prec.load),
             p->mixed ? zt_dtype_name(p->prec.compute) : "no",

@@ -65,13 +65,32 @@ typedef struct zt_plan_request {
     double ls_initial_scale_power, ls_window, ls_hysteresis, ls_min_scale;
     const char *device;           /* cpu | cuda | emu (the test device, backend.h); NULL: cpu */
     const char *comm_backend;     /* auto | nccl | mpi; NULL: auto */
-    const char *kernels;          /* exact | fast; NULL: fast on cuda, exact elsewhere */
+    const char *kernels;          /* exact | fast; NULL: fast on cuda, exact elsewhere: the preset of
+                                   * the mode's parts below (zt_plan's kernels, step, activations) */
+    const char *step;             /* sync | async; NULL: the kernels' preset (diagnosis: one part) */
+    const char *activations;      /* fp32 | bf16; NULL: the kernels' preset (diagnosis: one part) */
     const char *cuda_graphs;      /* auto | on | off: the step captured as a graph; NULL: auto */
     int offload_optimizer;        /* offload_optimizer_device: cpu (DeepSpeed, Accelerate) */
     int offload_params;           /* offload_param_device: cpu, or fsdp_offload_params: true */
     int offload_delayed_update;   /* --offload_delayed_update (the YAML's ztrain_offload_delayed_update):
                                    * DeepSpeed's delayed parameter update, offload on a device only */
 } zt_plan_request;
+
+/* A run's mode, in named parts (docs/gpu.md, "Kernel modes"), each printed on the plan
+ * line.  --kernels fast is the preset that sets them all (fast kernels, the asynchronous
+ * step, bf16 activations where compute is bf16, graphs where the step can be captured);
+ * --kernels exact sets exact kernels and a synchronous step with fp32 activations; each
+ * part can also be set by itself (--step, --activations, --cuda_graphs) for diagnosis.
+ *   kernels: the backend table's precision (kernels/backend.h, zt_kernel_mode): exact, the
+ *     CPU's bits, or a device's fast kernels with the fused lm-head;
+ *   step: sync, every number read back where the step makes it, or async, the verdict
+ *     and AdamW on the device and the step's numbers read once (engine/async_step.h);
+ *   activations: qkv, the attention's output and gu in fp32, or in bf16 (bf16 compute);
+ *   graphs: the asynchronous step captured once and replayed, with why not when off. */
+typedef enum { ZT_PLAN_KERNELS_EXACT, ZT_PLAN_KERNELS_FAST } zt_plan_kernels;
+typedef enum { ZT_PLAN_STEP_SYNC, ZT_PLAN_STEP_ASYNC } zt_plan_step;
+typedef enum { ZT_PLAN_ACT_FP32, ZT_PLAN_ACT_BF16 } zt_plan_act;
+typedef enum { ZT_PLAN_GRAPHS_OFF, ZT_PLAN_GRAPHS_ON } zt_plan_graphs;
 
 typedef struct zt_plan {
     zt_face face;
@@ -89,10 +108,12 @@ typedef struct zt_plan {
     char device[8];               /* "cpu", "cuda" or "emu": the backend table (kernels/backend.h) */
     char comm[8];                 /* "mpi", "nccl" or "auto" (a device: NCCL when every rank has a GPU
                                    * of its own, else MPI staged through host memory) */
-    char kernels[8];              /* "exact" (the CPU's bits) or "fast" (a device's fast kernels and
-                                   * asynchronous step; kernels/backend.h, zt_kernel_mode) */
-    char graphs[48];              /* "on": the fast step captured once and replayed (docs/gpu.md, "The
-                                   * captured step"); "off", or "off (why)" where auto found it cannot */
+    zt_plan_kernels kernels;      /* the mode's parts (above) */
+    zt_plan_step step;            /* (overlap.async_step says it to the engine) */
+    zt_plan_act activations;
+    zt_plan_graphs graphs;        /* on: the step captured once and replayed (docs/gpu.md, "The
+                                   * captured step") */
+    char graphs_why[40];          /* off where auto found it cannot: why; "" otherwise */
     int graphs_forced;            /* --cuda_graphs on: the trainer refuses what stops it too */
     char strategy[40];            /* "FULL_SHARD (ZeRO-3)", "ZeRO-2", ... */
     int offload_requested;        /* 1 optimizer, 2 parameters (bits), as asked; overlap's

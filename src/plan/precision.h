@@ -97,6 +97,9 @@ typedef struct zt_overlap {
      * AdamW of step k runs beside step k+1's forward and backward, which use the
      * parameters of update k-1 (engine/offload.c).  Only with offload_optimizer. */
     int offload_delayed_update;
+    /* The plan's step (plan.h, zt_plan_step): 1 the asynchronous step (engine/async_step.h),
+     * which the engine then takes; never with offload_optimizer (its AdamW is the host's). */
+    int async_step;
 } zt_overlap;
 
 const char *zt_backward_prefetch_name(zt_backward_prefetch p);

@@ -18,6 +18,7 @@
 #include <cjson/cJSON.h>
 
 #include "../core/fs.h"
+#include "../core/json.h"
 #include "../core/mem.h"
 #include "bpe.h"
 #include "pretok.h"
@@ -310,15 +311,7 @@ static int write_json(const char *dir, const char *name, cJSON *j, zt_err *err)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    char *text = cJSON_Print(j);
-    if (!text)
-        return zt_fail(err, ZT_EFAIL, "%s: out of memory", path);
-    size_t len = strlen(text);
-    text[len] = '\n'; /* cJSON_Print's NUL becomes the final newline */
-    zt_wpart part = {text, len + 1};
-    int rc = zt_write_atomic(path, &part, 1, err);
-    free(text);
-    return rc;
+    return zt_json_write_text(path, cJSON_Print(j), 1, err);
 }
 
 static int write_files(const trainer *tr, const char *dir, zt_err *err)

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "../core/fs.h"
+#include "../core/json.h"
 #include "pretok.h"
 #include "strmap.h"
 #include "tokenizer.h"
@@ -495,19 +496,15 @@ static cJSON *generation_config(const meta *m)
     return o;
 }
 
-/* dir/name from j (consumed), printed with cJSON's indentation, atomically. */
+/* dir/name from j (consumed), printed with cJSON's indentation, through the one
+ * JSON writer (core/json.h: atomic, newline-terminated). */
 static int write_json(const char *dir, const char *name, cJSON *j, zt_err *err)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     char *text = j ? cJSON_Print(j) : NULL;
     cJSON_Delete(j);
-    if (!text)
-        return zt_fail(err, ZT_EFAIL, "%s: out of memory", path);
-    zt_wpart parts[2] = {{text, strlen(text)}, {"\n", 1}};
-    int rc = zt_write_atomic(path, parts, 2, err);
-    free(text);
-    return rc;
+    return zt_json_write_text(path, text, 1, err);
 }
 
 int zt_gguf_tokenizer_save(const zt_gguf *g, const char *dir, int *bos, int *eos, int *pad, zt_err *err)

@@ -290,16 +290,6 @@ static int compensated(const zt_engine *eng)
     return 0;
 }
 
-static int write_json(const char *path, char *text, zt_err *err)
-{
-    if (!text)
-        return zt_fail(err, ZT_EFAIL, "%s: out of memory", path);
-    zt_wpart part = {text, strlen(text)};
-    int rc = zt_write_atomic(path, &part, 1, err);
-    free(text);
-    return rc;
-}
-
 /* Rank 0: the index, the trainer state and the manifest over every file. */
 static int write_metadata(const char *tmpdir, zt_engine *eng, const zt_ckpt_state *st, const shard_entry *shards,
                           int nshards, uint64_t *total_bytes, zt_err *err)
@@ -312,11 +302,11 @@ static int write_metadata(const char *tmpdir, zt_engine *eng, const zt_ckpt_stat
         return rc;
     memcpy(ix.run_id, st->run_id, sizeof ix.run_id);
     snprintf(path, sizeof path, "%s/zero/index.json", tmpdir);
-    rc = write_json(path, zt_ckpt_index_to_json(&ix), err);
+    rc = zt_json_write_text(path, zt_ckpt_index_to_json(&ix), 0, err);
     zt_ckpt_index_free(&ix);
     snprintf(path, sizeof path, "%s/trainer_state.json", tmpdir);
     if (rc == ZT_OK)
-        rc = write_json(path, zt_ckpt_state_to_json(st), err);
+        rc = zt_json_write_text(path, zt_ckpt_state_to_json(st), 0, err);
     if (rc)
         return rc;
     /* the manifest: rank 0's top-level files and the index, read back here, and

@@ -73,12 +73,7 @@ int zt_manifest_write(const char *dir, const zt_manifest_entry *files, int n, zt
     cJSON_Delete(root);
     char path[4200];
     snprintf(path, sizeof path, "%s/manifest.json", dir);
-    if (!text)
-        return zt_fail(err, ZT_EFAIL, "%s: out of memory", path);
-    zt_wpart part = {text, strlen(text)};
-    int rc = zt_write_atomic(path, &part, 1, err);
-    free(text);
-    return rc;
+    return zt_json_write_text(path, text, 0, err);
 }
 
 /* A path inside the checkpoint: no absolute path, no "." or ".." component,

@@ -117,6 +117,7 @@ static int run_open(run_state *r, const char *model_dir, const char *data_path, 
             return rc;
         owner = zt_engine_param_owner(r->eng);
     }
+    owner.act16 = plan->activations == ZT_PLAN_ACT_BF16;
     if ((rc = zt_model_init(&r->model, &r->cfg, &r->lay, &owner, B, T, checkpointing, err)))
         return rc;
     r->have_model = 1;
@@ -274,7 +275,7 @@ static int open_device(const zt_plan *plan, zt_comm *comm, const zt_backend **ou
     const zt_backend *be = zt_backend_open(name, comm->topo.machine_rank, &devices, desc, cap, err);
     if (!be)
         rc = zt_wrap(err, "--device %s: ", name);
-    else if (!(be = zt_backend_in_mode(be, !strcmp(plan->kernels, "fast") ? ZT_KERNELS_FAST : ZT_KERNELS_EXACT, err)))
+    else if (!(be = zt_backend_in_mode(be, plan->kernels == ZT_PLAN_KERNELS_FAST ? ZT_KERNELS_FAST : ZT_KERNELS_EXACT, err)))
         rc = ZT_EINPUT;
     else if (zt_prof_enabled()) /* --profile: every entry timed at the dispatch */
         be = zt_backend_profiled(be);
@@ -299,11 +300,14 @@ static int open_device(const zt_plan *plan, zt_comm *comm, const zt_backend **ou
 
 /* ---- the training loop ------------------------------------------------------
  *
- * zt_train reads like llm.c's loop: setup, then per step train_step (every
- * micro-batch's forward and backward, then the optimizer), log_step (metrics,
- * JSONL, progress bar, the lost-update audit) and, every save_steps,
- * save_checkpoint.  Everything a run holds lives in one trainer, so one
- * close path frees it whatever failed. */
+ * zt_train: setup, then per step train_step (every micro-batch's forward and
+ * backward), step_queue (the update queued, and the download of its numbers),
+ * and, unless the step may run ahead (may_run_ahead), step_tail: the steps in
+ * flight read in order (read_in_flight, step_finish: the skip, the norm, the loss)
+ * and each logged (log_step), then evaluation and save_checkpoint when due.  In
+ * exact mode a step is read at once; a run ahead keeps up to NRUNS steps in
+ * flight.  Everything a run holds lives in one trainer, so one close path frees it
+ * whatever failed. */
 
 typedef struct trainer {
     const zt_train_args *a;     /* &args: the caller's, with the steps resolved (resolve_steps) */
@@ -461,8 +465,8 @@ static int open_graph(trainer *t, zt_err *err)
                       : t->hooks->before_forward || t->hooks->before_update ? "test hooks"
                       : !zt_comm_capturable(t->comm) ? "staged MPI collectives" /* comm auto on a GPU chose it */
                       : NULL;
-    int on = !strcmp(pl->graphs, "on") && !why;
-    if (!strcmp(pl->graphs, "on") && why) {
+    int on = pl->graphs == ZT_PLAN_GRAPHS_ON && !why;
+    if (pl->graphs == ZT_PLAN_GRAPHS_ON && why) {
         if (pl->graphs_forced)
             return zt_fail(err, ZT_EINPUT, "--cuda_graphs on: the step cannot be captured with %s (%s); use "
                            "--cuda_graphs auto or off", why, !strcmp(why, "staged MPI collectives")
@@ -471,7 +475,8 @@ static int open_graph(trainer *t, zt_err *err)
         if (t->talk)
             printf("graphs: off (%s)\n", why);
         /* and the plan line printed after it says the same */
-        snprintf(t->args.plan.graphs, sizeof t->args.plan.graphs, "off (%s)", why);
+        t->args.plan.graphs = ZT_PLAN_GRAPHS_OFF;
+        snprintf(t->args.plan.graphs_why, sizeof t->args.plan.graphs_why, "%s", why);
     }
     return zt_step_graph_init(&t->sg, zt_engine_backend(t->r.eng), t->comm, on, t->a->grad_accum, t->r.io_bytes,
                               t->depth + 1, err);
@@ -550,6 +555,7 @@ static int train_setup(trainer *t, const zt_train_args *a, zt_err *err)
     }
     if (rc == ZT_OK && a->eval_data_path) {
         zt_param_owner owner = zt_engine_param_owner(t->r.eng);
+        owner.act16 = a->plan.activations == ZT_PLAN_ACT_BF16;
         rc = zt_evaluator_open(&t->ev, a->eval_data_path, a->eval_mask_path, &t->r.cfg, &t->r.lay, &owner,
                                a->eval_batch_size, a->block_size, comm->world, 0, "eval_data", err);
         t->have_ev = rc == ZT_OK;

@@ -16,17 +16,17 @@ printf '%s\n' "$out" | grep -qx "bf16 products: $avx2_path" || fail "env under A
 
 out=$(DNNL_MAX_CPU_ISA=AVX2 "$ZTRAIN" "${args[@]}" --mixed_precision bf16 --log_jsonl "$TMP/avx2.jsonl" 2>&1) ||
     fail "bf16 training under AVX2: $out"
-printf '%s\n' "$out" | grep -q "^plan: .*, device cpu, comm mpi, kernels exact, bf16 products: $avx2_path$" ||
+printf '%s\n' "$out" | grep -q "^plan: .*, device cpu, comm mpi, kernels exact, step sync, activations fp32, graphs off, bf16 products: $avx2_path$" ||
     fail "plan line under AVX2: $out"
 # fp32 compute takes no bf16 path: the plan line says nothing about one
 out=$(DNNL_MAX_CPU_ISA=AVX2 "$ZTRAIN" "${args[@]}" 2>&1) || fail "fp32 training under AVX2: $out"
-printf '%s\n' "$out" | grep -q "^plan: .*, device cpu, comm mpi, kernels exact$" || fail "fp32 plan line: $out"
+printf '%s\n' "$out" | grep -q "^plan: .*, device cpu, comm mpi, kernels exact, step sync, activations fp32, graphs off$" || fail "fp32 plan line: $out"
 
 # Unrestricted, env and the plan line agree on this CPU's path, whichever it is
 env_path=$("$ZTRAIN" env --measure false | sed -n 's/^bf16 products: //p')
 [ -n "$env_path" ] || fail "env has no bf16 products line"
 out=$("$ZTRAIN" "${args[@]}" --mixed_precision bf16 --log_jsonl "$TMP/cpu.jsonl" 2>&1) || fail "bf16 training: $out"
-printf '%s\n' "$out" | grep -qF ", comm mpi, kernels exact, bf16 products: $env_path" || fail "plan line vs env ($env_path): $out"
+printf '%s\n' "$out" | grep -qF ", comm mpi, kernels exact, step sync, activations fp32, graphs off, bf16 products: $env_path" || fail "plan line vs env ($env_path): $out"
 
 # Both paths compute bf16 products with fp32 accumulation; only the order of the fp32
 # additions differs (oneDNN's AMX kernels sum pairs of k in tiles, the AVX2 kernel one

@@ -24,14 +24,14 @@ printf 'distributed_type: NO\nuse_cpu: true\nnum_processes: 1\n' > "$TMP/cpu.yam
 expect_exit 2 "--device cuda contradicts $TMP/cpu.yaml's use_cpu: true" -- \
     "$ZTRAIN" "${args[@]}" --config_file "$TMP/cpu.yaml" --device cuda
 out=$("$ZTRAIN" "${args[@]}" --config_file "$TMP/cpu.yaml" 2>&1) || fail "use_cpu: true: $out"
-printf '%s' "$out" | grep -q "^plan: .*, device cpu, comm mpi, kernels exact$" || fail "use_cpu: true plan line: $out"
+printf '%s' "$out" | grep -q "^plan: .*, device cpu, comm mpi, kernels exact, step sync, activations fp32, graphs off$" || fail "use_cpu: true plan line: $out"
 
 # the plan line names the device; the device line what it is and how collectives travel
 out=$("$ZTRAIN" "${args[@]}" 2>&1) || fail "cpu run: $out"
-printf '%s' "$out" | grep -q "^plan: MULTI_CPU, .*, device cpu, comm mpi, kernels exact$" || fail "cpu plan line: $out"
+printf '%s' "$out" | grep -q "^plan: MULTI_CPU, .*, device cpu, comm mpi, kernels exact, step sync, activations fp32, graphs off$" || fail "cpu plan line: $out"
 printf '%s' "$out" | grep -q "^device: rank 0 on cpu; collectives: host MPI$" || fail "cpu device line: $out"
 out=$("$ZTRAIN" "${args[@]}" --device emu 2>&1) || fail "emu run: $out"
-printf '%s' "$out" | grep -q "^plan: .*, device emu, comm auto, kernels exact$" || fail "emu plan line: $out"
+printf '%s' "$out" | grep -q "^plan: .*, device emu, comm auto, kernels exact, step sync, activations fp32, graphs off$" || fail "emu plan line: $out"
 printf '%s' "$out" | grep -q "^device: rank 0 on emu:0 (CPU kernels behind opaque buffers); collectives: staged MPI$" ||
     fail "emu device line: $out"
 

@@ -15,14 +15,14 @@ args=(train --model "$fix" --data "$fix/tokens.npy" --block_size 16 --per_device
 # refusals
 expect_exit 2 "--cuda_graphs 'maybe': expected auto, on or off" -- \
     "$ZTRAIN" "${args[@]}" --device emu --kernels fast --cuda_graphs maybe
-expect_exit 2 "--cuda_graphs on: the step cannot be captured here \(exact kernels\)" -- \
+expect_exit 2 "--cuda_graphs on: the step cannot be captured here \(synchronous step\)" -- \
     "$ZTRAIN" "${args[@]}" --cuda_graphs on
 expect_exit 2 "--cuda_graphs on: the step cannot be captured with --profile" -- \
     "$ZTRAIN" "${args[@]}" --device emu --kernels fast --cuda_graphs on --profile "$TMP/trace.json"
 expect_exit 2 "--cuda_graphs on: the step cannot be captured here \(staged MPI collectives\)" -- \
     "${mpi[@]}" -np 2 "$ZTRAIN" "${args[@]}" --device emu --kernels fast --cuda_graphs on
 printf 'distributed_type: NO\nnum_processes: 1\nztrain_cuda_graphs: on\n' > "$TMP/on.yaml"
-expect_exit 2 "--cuda_graphs on: the step cannot be captured here \(exact kernels\)" -- \
+expect_exit 2 "--cuda_graphs on: the step cannot be captured here \(synchronous step\)" -- \
     "$ZTRAIN" "${args[@]}" --config_file "$TMP/on.yaml"
 printf 'distributed_type: NO\nnum_processes: 1\nztrain_cuda_graphs: always\n' > "$TMP/bad.yaml"
 expect_exit 2 "ztrain_cuda_graphs: 'always' is not allowed \(allowed: auto \| on \| off\)" -- \
@@ -30,25 +30,25 @@ expect_exit 2 "ztrain_cuda_graphs: 'always' is not allowed \(allowed: auto \| on
 
 # the plan line: nothing said with exact kernels; on by default in fast mode on one rank
 plan_of() { "$ZTRAIN" "${args[@]}" --max_steps 1 "$@" 2>&1 | grep "^plan: " || true; }
-plan_of --device emu | grep -q "kernels exact, bf16" || fail "exact plan line: $(plan_of --device emu)"
-plan_of --device emu --kernels fast | grep -q "kernels fast, graphs on" ||
+plan_of --device emu | grep -q "kernels exact, step sync, activations fp32, graphs off, bf16" || fail "exact plan line: $(plan_of --device emu)"
+plan_of --device emu --kernels fast | grep -q "kernels fast, step async, activations [a-z0-9]*, graphs on" ||
     fail "fast plan line: $(plan_of --device emu --kernels fast)"
-plan_of --device emu --kernels fast --cuda_graphs off | grep -q "kernels fast, graphs off," ||
+plan_of --device emu --kernels fast --cuda_graphs off | grep -q "kernels fast, step async, activations [a-z0-9]*, graphs off," ||
     fail "off plan line"
 # fp16 is captured (its loss scale lives on the device, where the backward reads it):
 # auto turns graphs on, on runs (the numbers: tests/cli/fp16_fast.sh; a loss mask:
 # tests/cli/run_ahead.sh)
-plan_of --device emu --kernels fast --mixed_precision fp16 | grep -q "kernels fast, graphs on" ||
+plan_of --device emu --kernels fast --mixed_precision fp16 | grep -q "kernels fast, step async, activations [a-z0-9]*, graphs on" ||
     fail "auto with fp16: $(plan_of --device emu --kernels fast --mixed_precision fp16)"
 out=$("$ZTRAIN" "${args[@]}" --max_steps 2 --device emu --kernels fast --mixed_precision fp16 --cuda_graphs on 2>&1) ||
     fail "--cuda_graphs on with fp16: $out"
-printf '%s' "$out" | grep -q "kernels fast, graphs on" || fail "on with fp16: $out"
+printf '%s' "$out" | grep -q "kernels fast, step async, activations [a-z0-9]*, graphs on" || fail "on with fp16: $out"
 out=$("${mpi[@]}" -np 2 "$ZTRAIN" "${args[@]}" --max_steps 1 --device emu --kernels fast 2>&1) || fail "2 ranks: $out"
 printf '%s' "$out" | grep -q "graphs off (staged MPI collectives)" || fail "2 ranks plan line: $out"
 out=$("$ZTRAIN" "${args[@]}" --max_steps 1 --device emu --kernels fast --profile "$TMP/t.json" 2>&1) ||
     fail "auto with --profile: $out"
 printf '%s' "$out" | grep -q "^graphs: off (--profile)" || fail "auto with --profile says nothing: $out"
-printf '%s' "$out" | grep -q "kernels fast, graphs off (--profile)" || fail "auto with --profile: the plan line: $out"
+printf '%s' "$out" | grep -q "kernels fast, step async, activations [a-z0-9]*, graphs off (--profile)" || fail "auto with --profile: the plan line: $out"
 
 # the same bytes: the log, a checkpoint, the model; the key gives the mode, so that the
 # command lines the checkpoints record are the same (one YAML path, rewritten)

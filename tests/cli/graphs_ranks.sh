@@ -28,14 +28,14 @@ for comm in auto mpi; do
     expect_exit 2 "--cuda_graphs on: the step cannot be captured here \(staged MPI collectives\); it needs --kernels fast \(on several ranks, NCCL's collectives\)" -- \
         "${mpi[@]}" -np 2 "$ZTRAIN" "${args[@]}" --comm_backend "$comm" --cuda_graphs on
     out=$("${mpi[@]}" -np 2 "$ZTRAIN" "${args[@]}" --max_steps 1 --comm_backend "$comm" 2>&1) || fail "$comm: $out"
-    printf '%s' "$out" | grep -q "comm $comm, kernels fast, graphs off (staged MPI collectives)" ||
+    printf '%s' "$out" | grep -q "comm $comm, kernels fast, step async, activations [a-z0-9]*, graphs off (staged MPI collectives)" ||
         fail "2 ranks, comm $comm: $(printf '%s' "$out" | grep plan:)"
     printf '%s' "$out" | grep -q "collectives: staged MPI" || fail "comm $comm: not staged: $out"
 done
 expect_exit 2 "--comm_backend nccl needs --device cuda" -- "$ZTRAIN" "${args[@]}" --device cpu --kernels exact \
     --comm_backend nccl
 out=$("${mpi[@]}" -np 2 "$ZTRAIN" "${args[@]}" --max_steps 1 --comm_backend nccl 2>&1) || fail "nccl: $out"
-printf '%s' "$out" | grep -q "comm nccl, kernels fast, graphs on" || fail "emulated NCCL plan: $out"
+printf '%s' "$out" | grep -q "comm nccl, kernels fast, step async, activations [a-z0-9]*, graphs on" || fail "emulated NCCL plan: $out"
 printf '%s' "$out" | grep -q "collectives: emulated NCCL" || fail "emulated NCCL path: $out"
 
 # the same bytes; the YAML gives the mode, so that the checkpoints' command lines agree

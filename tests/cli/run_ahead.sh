@@ -81,7 +81,7 @@ for what in fp16 sft; do
     run "$TMP/${what}_exact" "$ZTRAIN" "${a[@]}" --kernels exact
     run "$TMP/${what}_fast" "$ZTRAIN" "${a[@]}" --kernels fast
     run "$TMP/${what}_plain" "$ZTRAIN" "${a[@]}" --kernels fast --cuda_graphs off
-    grep -q "^plan: .*kernels fast, graphs on" "$TMP/${what}_fast/out.txt" ||
+    grep -q "^plan: .*kernels fast, step async, activations [a-z0-9]*, graphs on" "$TMP/${what}_fast/out.txt" ||
         fail "$what: not graphed: $(grep plan: "$TMP/${what}_fast/out.txt")"
     same "$TMP/${what}_exact" "$TMP/${what}_fast" "$what, graphed"
     same "$TMP/${what}_exact" "$TMP/${what}_plain" "$what"
@@ -91,7 +91,7 @@ grep -q "^loss: on the completions only" "$TMP/sft_fast/out.txt" || fail "sft: n
 # --cuda_graphs on takes a loss mask (it used to refuse it)
 out=$("$ZTRAIN" "${sft[@]}" --max_steps 2 --kernels fast --cuda_graphs on --output_dir "$TMP/sft_on" 2>&1) ||
     fail "sft, --cuda_graphs on: $out"
-printf '%s' "$out" | grep -q "kernels fast, graphs on" || fail "sft, --cuda_graphs on: $out"
+printf '%s' "$out" | grep -q "kernels fast, step async, activations [a-z0-9]*, graphs on" || fail "sft, --cuda_graphs on: $out"
 /usr/bin/python3 - "$TMP/fp16_fast/log.jsonl" <<'PY' || fail "fp16: no skips, halving and growth to run ahead over"
 import json, sys
 r = [json.loads(l) for l in open(sys.argv[1])]

@@ -1,17 +1,26 @@
 #!/usr/bin/env python3
-"""tests/cli/same_checkpoints.py — do two runs leave the same checkpoints and the same
-final model?  For the cli tests that hold a run against its synchronous twin
-(run_ahead.sh, lazy_read.sh, fp16_fast.sh):
+"""tests/cli/same_checkpoints.py — the tests' one notion of "the same checkpoint", for
+the cli tests that hold a run against its twin (run_ahead.sh, lazy_read.sh,
+fp16_fast.sh: a fast or lazily read run against the synchronous one; graphs.sh,
+graphs_ranks.sh, offload.sh through lib.bash's same_checkpoint):
 
-  same_checkpoints.py OUT_A OUT_B [--state KEY,KEY...] NAME...
+  same_checkpoints.py OUT_A OUT_B NAME...    NAME: a directory under each OUT, or '.'
+  same_checkpoints.py DIR_A DIR_B            two checkpoint directories
 
-NAME is a checkpoint directory under each OUT, whose .safetensors files (anywhere below
-it: a sharded checkpoint's too) must hold the same tensors, dtype, shape and bytes, and
-whose trainer_state.json must agree on each KEY of ztrain's state (by default step,
-optimizer_steps, data_position and loss_scaler; Trainer's stateful_callbacks.ztrain); or '.', the final model: the .safetensors files directly
-in OUT.  The files' __metadata__ is left out: it names the run, which differs.  Exits 1
+Two checkpoints are the same when they hold the same files and each file says the
+same, all but what names the run, which each run draws or is given for itself:
+  - a .safetensors file: the same tensors (dtype, shape, bytes) in the same header
+    order; its __metadata__ (the run's id) left out;
+  - a JSON file: the same document once the keys run_id and command_line are left
+    out, wherever they sit (trainer_state.json, zero/index.json);
+  - manifest.json: the same list of files (its hashes and sizes cover the run's id
+    and command line; the files themselves are compared here);
+  - any other file: the same bytes.
+NAME '.' is a run's final model: the .safetensors files directly in OUT.  Exits 1
 naming the first difference."""
 import json, os, struct, sys
+
+RUN_KEYS = ('run_id', 'command_line')
 
 
 def tensors(path):
@@ -19,36 +28,57 @@ def tensors(path):
     n = struct.unpack('<Q', raw[:8])[0]
     head = json.loads(raw[8:8 + n])
     head.pop('__metadata__', None)
-    return {k: (v['dtype'], v['shape'], raw[8 + n + v['data_offsets'][0]:8 + n + v['data_offsets'][1]])
-            for k, v in head.items()}
+    return [(k, v['dtype'], v['shape'], raw[8 + n + v['data_offsets'][0]:8 + n + v['data_offsets'][1]])
+            for k, v in head.items()]
+
+
+def without_run(doc):
+    if isinstance(doc, dict):
+        return {k: without_run(v) for k, v in doc.items() if k not in RUN_KEYS}
+    if isinstance(doc, list):
+        return [without_run(v) for v in doc]
+    return doc
+
+
+def content(path):
+    name = os.path.basename(path)
+    if name.endswith('.safetensors'):
+        return tensors(path)
+    if name == 'manifest.json':
+        return sorted(json.load(open(path))['files'])
+    if name.endswith('.json'):
+        return without_run(json.load(open(path)))
+    return open(path, 'rb').read()
+
+
+def differs(da, db, final_model):
+    def files(d):
+        return sorted(os.path.relpath(os.path.join(r, f), d) for r, _, fs in os.walk(d) for f in fs
+                      if not final_model or (r == d and f.endswith('.safetensors')))
+    fa, fb = files(da), files(db)
+    if not fa:
+        return f'no files in {da}'
+    if fa != fb:
+        return f'{da} and {db} hold different files: {sorted(set(fa) ^ set(fb))}'
+    for f in fa:
+        ca, cb = content(os.path.join(da, f)), content(os.path.join(db, f))
+        if ca != cb:
+            if isinstance(ca, list) and ca and isinstance(ca[0], tuple):
+                first = next((x[0] for x, y in zip(ca, cb) if x != y), 'the tensor list')
+                return f'{f}: tensors differ, first {first}'
+            return f'{f} differs'
+    return None
 
 
 def main(argv):
-    a, b, rest = argv[0], argv[1], argv[2:]
-    keys = ('step', 'optimizer_steps', 'data_position', 'loss_scaler')
-    if rest[:1] == ['--state']:
-        keys, rest = tuple(rest[1].split(',')), rest[2:]
-    if not rest:
-        sys.exit('same_checkpoints.py: no checkpoint named')
-    for ck in rest:
-        da, db = os.path.join(a, ck), os.path.join(b, ck)
-        files = sorted(os.path.relpath(os.path.join(r, f), da) for r, _, fs in os.walk(da) for f in fs
-                       if f.endswith('.safetensors') and (ck != '.' or r == da))
-        if not files:
-            sys.exit(f'same_checkpoints.py: no .safetensors in {da}')
-        for f in files:
-            if not os.path.exists(os.path.join(db, f)):
-                sys.exit(f'same_checkpoints.py: {os.path.join(db, f)} is missing')
-            ta, tb = tensors(os.path.join(da, f)), tensors(os.path.join(db, f))
-            if ta != tb:
-                diff = sorted(k for k in set(ta) | set(tb) if ta.get(k) != tb.get(k))
-                sys.exit(f'same_checkpoints.py: {ck}/{f}: {len(diff)} tensors differ, first {diff[0]}')
-        if ck != '.':
-            sa, sb = (json.load(open(os.path.join(d, 'trainer_state.json')))['stateful_callbacks']['ztrain']
-                      for d in (da, db))
-            for k in keys:
-                if sa[k] != sb[k]:
-                    sys.exit(f'same_checkpoints.py: {ck}: trainer_state {k}: {sa[k]!r} against {sb[k]!r}')
+    if len(argv) < 2:
+        sys.exit(__doc__)
+    a, b, names = argv[0], argv[1], argv[2:]
+    pairs = [(os.path.join(a, n), os.path.join(b, n), n == '.') for n in names] or [(a, b, False)]
+    for da, db, final_model in pairs:
+        why = differs(da, db, final_model)
+        if why:
+            sys.exit(f'same_checkpoints.py: {why}')
 
 
 if __name__ == '__main__':

@@ -9,28 +9,17 @@
 #include "act16.cuh"
 
 extern "C" {
-#include "../matmul.h"
+#include "../backend_cuda.h"
 }
+#include "../act16.h"
 
+/* act16.h's compositions over this, the exact, table's entries, in the entries' scratch */
 int zt_cu_linear_act16(uint16_t *y16, const void *x, zt_dtype x_dt, const void *w, zt_dtype w_dt, const void *b,
                        zt_dtype b_dt, int N, int out, int in, zt_dtype compute, zt_err *err)
 {
-    if (compute != ZT_BF16)
-        return zt_fail(err, ZT_EINPUT, "linear_act16 N=%d out=%d in=%d: a bf16 result needs bf16 compute (got %s)", N,
-                       out, in, zt_dtype_name(compute));
-    const size_t n = (size_t)N * out;
-    zt_mm_work work;
-    const int bad = zt_matmul_check_args((const float *)y16, x, x_dt, w, w_dt, N, out, in, 0.0f, compute, &work, err);
-    if (bad || work == ZT_MM_NOTHING)
-        return bad;
-    float *acc = (float *)zt_cu_scratch(n * sizeof(float));
-    const int rc = zt_cu_matmul(acc, x, x_dt, w, w_dt, N, out, in, 0, 1, 0.0f, compute, err);
-    if (rc)
-        return rc;
-    if (b)
-        zt_cu_bias_forward(acc, b, b_dt, N, out);
-    zt_cu_convert(y16, ZT_BF16, acc, ZT_F32, n);
-    return ZT_OK;
+    float *acc = (float *)zt_cu_scratch((size_t)N * out * sizeof(float));
+    return zt_linear_act16_run(zt_backend_cuda_mode(ZT_KERNELS_EXACT), acc, y16, x, x_dt, w, w_dt, b, b_dt, N, out,
+                               in, compute, err);
 }
 
 void zt_cu_swiglu_forward_act16(uint16_t *h16, const uint16_t *gu16, int N, int F)
@@ -48,10 +37,8 @@ void zt_cu_attention_forward_act16(uint16_t *out16, float *lse, const uint16_t *
 {
     const size_t nq = (size_t)B * T * (nh + 2 * nkv) * hd, no = (size_t)B * T * nh * hd;
     float *qkv = (float *)zt_cu_scratch((nq + no) * sizeof(float)), *out = qkv + nq;
-    zt_cu_convert(qkv, ZT_F32, qkv16, ZT_BF16, nq);
-    if (cos_t)
-        zt_cu_rope_forward(qkv, cos_t, sin_t, B, T, nh, nkv, hd);
-    zt_cu_attention_forward(out, out16, lse, qkv, scratch, B, T, nh, nkv, hd, window);
+    zt_attention_forward_act16_run(zt_backend_cuda_mode(ZT_KERNELS_EXACT), qkv, out, out16, lse, qkv16, cos_t, sin_t,
+                                   scratch, B, T, nh, nkv, hd, window);
 }
 
 void zt_cu_attention_backward_act16(float *dqkv, uint16_t *dqkv16, const float *dout, const uint16_t *qkv16,
@@ -61,13 +48,6 @@ void zt_cu_attention_backward_act16(float *dqkv, uint16_t *dqkv16, const float *
     const size_t nq = (size_t)B * T * (nh + 2 * nkv) * hd, no = (size_t)B * T * nh * hd;
     float *qkv = (float *)zt_cu_scratch((nq + no + (dqkv ? 0 : nq)) * sizeof(float)), *out = qkv + nq;
     float *g = dqkv ? dqkv : out + no; /* the fp32 gradient: the caller's, or scratch */
-    zt_cu_convert(qkv, ZT_F32, qkv16, ZT_BF16, nq);
-    zt_cu_convert(out, ZT_F32, out16, ZT_BF16, no);
-    if (cos_t)
-        zt_cu_rope_forward(qkv, cos_t, sin_t, B, T, nh, nkv, hd);
-    zt_cu_attention_backward(g, dout, qkv, out, lse, scratch, B, T, nh, nkv, hd, window);
-    if (cos_t)
-        zt_cu_rope_backward(g, cos_t, sin_t, B, T, nh, nkv, hd);
-    if (dqkv16)
-        zt_cu_convert(dqkv16, ZT_BF16, g, ZT_F32, nq);
+    zt_attention_backward_act16_run(zt_backend_cuda_mode(ZT_KERNELS_EXACT), qkv, out, g, dqkv16, dout, qkv16, out16,
+                                    lse, cos_t, sin_t, scratch, B, T, nh, nkv, hd, window);
 }

@@ -263,9 +263,8 @@ static int product(void *D, zt_dtype out, const void *C, const void *A, zt_dtype
 int zt_cu_fast_matmul_out(void *D, zt_dtype d_dt, const void *residual, const void *A, zt_dtype a_dt, const void *B,
                           zt_dtype b_dt, int M, int N, int K, int trans_a, int trans_b, zt_dtype compute, zt_err *err)
 {
-    if (d_dt != ZT_F32 && !(d_dt == ZT_BF16 && compute == ZT_BF16))
-        return zt_fail(err, ZT_EINPUT, "matmul M=%d N=%d K=%d: a %s result needs %s compute (got %s)", M, N, K,
-                       zt_dtype_name(d_dt), zt_dtype_name(d_dt), zt_dtype_name(compute));
+    if (zt_result_dtype_check("matmul", M, N, K, d_dt, compute, err))
+        return ZT_EINPUT;
     const float beta = residual ? 1.0f : 0.0f;
     zt_mm_work work;
     const int bad = zt_matmul_check_args((const float *)D, A, a_dt, B, b_dt, M, N, K, beta, compute, &work, err);
