@@ -155,6 +155,15 @@ static void print_arrivals(uint64_t seq, int name_stopped)
     }
     char stopped[512];
     int nstopped = name_stopped ? stopped_ranks(b, stopped, sizeof stopped) : 0;
+    /* Every rank has arrived and none is silent yet: one stopped inside the
+     * collective after entering it, later than this rank, has been silent for
+     * less than the timeout, maybe less than ZT_STOPPED_AFTER_S.  Wait that long
+     * at most (beating, so as not to look stopped itself) for its silence to show. */
+    for (double t0 = now_s(); name_stopped && !missing && !nstopped && now_s() - t0 < ZT_STOPPED_AFTER_S + 0.2;) {
+        nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
+        atomic_store(&b->slot[b->me]->beat, now_s());
+        nstopped = stopped_ranks(b, stopped, sizeof stopped);
+    }
     if (nstopped)
         fprintf(stderr, "ztrain: rank %d: stalled rank%s (stopped: no watchdog tick): %s\n", g_rank,
                 nstopped > 1 ? "s" : "", stopped);
