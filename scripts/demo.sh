@@ -4,14 +4,15 @@
 # text (the licence texts Debian ships in base-files) on two MPI ranks.  It prints the
 # held-out loss and the model's greedy continuation of a prompt before and after, and
 # draws the run (out/demo/train.svg).
-# Extra arguments are passed to `ztrain train` (e.g. --max_steps 10).
+# Extra arguments are passed to `ztrain train` (e.g. --max_steps 10); ZT_DEMO_OUT names the
+# output directory (default out/demo).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
 scripts/setup.sh
 make -j"$(nproc)" build/ztrain >/dev/null
 built=$(date +%s) # the setup and build are part of the demo's time, and said apart at the end
-out=out/demo
+out=${ZT_DEMO_OUT:-out/demo} # where it writes (tests/cli/demo.sh points it elsewhere)
 rm -rf "$out"
 mkdir -p "$out"
 export ZTRAIN_CACHE_DIR="$out/cache" # the tokenized text, keyed by content hash
