@@ -10,13 +10,6 @@
 #include "jinja.h"
 #include "jinja_impl.h"
 
-#define TRY(x)                                                                                      \
-    do {                                                                                            \
-        int rc_ = (x);                                                                              \
-        if (rc_)                                                                                    \
-            return rc_;                                                                             \
-    } while (0)
-
 struct zt_jinja {
     jarena arena;
     jbody *root;

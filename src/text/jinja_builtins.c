@@ -10,13 +10,6 @@
 
 #include "jinja_impl.h"
 
-#define TRY(x)                                                                                      \
-    do {                                                                                            \
-        int rc_ = (x);                                                                              \
-        if (rc_)                                                                                    \
-            return rc_;                                                                             \
-    } while (0)
-
 static int oom(jrender *r, int line) { return jr_fail(r, line, "out of memory"); }
 
 static jval as_list(jlist *l) { return (jval){.t = JV_LIST, .u.l = l}; }

@@ -10,13 +10,6 @@
 
 #include "jinja_impl.h"
 
-#define TRY(x)                                                                                      \
-    do {                                                                                            \
-        int rc_ = (x);                                                                              \
-        if (rc_)                                                                                    \
-            return rc_;                                                                             \
-    } while (0)
-
 int jr_fail(jrender *r, int line, const char *fmt, ...)
 {
     char msg[768];

@@ -21,6 +21,14 @@ enum { JINJA_MAX_NEST = 200, JINJA_MAX_STEPS = 1000000, JINJA_MAX_BYTES = 64 << 
 /* All a compile or a render may allocate: past it, "out of memory". */
 #define JINJA_MAX_ARENA ((size_t)256 << 20)
 
+/* Return a failing status at once: the renderer's functions return 0 or a zt status. */
+#define TRY(x)                                                                                      \
+    do {                                                                                            \
+        int rc_ = (x);                                                                              \
+        if (rc_)                                                                                    \
+            return rc_;                                                                             \
+    } while (0)
+
 /* ---- arena: accounted chunks, freed all at once ---- */
 typedef struct jarena {
     struct jchunk *head;

@@ -35,13 +35,6 @@ static jexpr *mk(jparser *ps, ekind k)
     jexpr *var = mk(ps, kind);                                                                      \
     if (!var)                                                                                       \
         return jp_fail(ps, "out of memory")
-#define TRY(x)                                                                                      \
-    do {                                                                                            \
-        int rc_ = (x);                                                                              \
-        if (rc_)                                                                                    \
-            return rc_;                                                                             \
-    } while (0)
-
 static int expect_op(jparser *ps, int op, const char *what)
 {
     if (!jp_is_op(ps, op))

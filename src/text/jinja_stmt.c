@@ -7,13 +7,6 @@
 
 #include "jinja_impl.h"
 
-#define TRY(x)                                                                                      \
-    do {                                                                                            \
-        int rc_ = (x);                                                                              \
-        if (rc_)                                                                                    \
-            return rc_;                                                                             \
-    } while (0)
-
 static int body_push(jparser *ps, jbody *b, jnode *n)
 {
     if (b->count == b->cap) {
