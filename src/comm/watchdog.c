@@ -179,7 +179,7 @@ static void print_arrivals(uint64_t seq, int name_stopped)
 }
 
 /* Another rank timed out: say where this rank is, once. */
-static void report_for_other(zt_board *b, int who)
+static void report_for_other(zt_board *b, int who, int was_stopped)
 {
     char line[256];
     uint64_t bs = atomic_load(&g_blocked_seq);
@@ -187,7 +187,13 @@ static void report_for_other(zt_board *b, int who)
         describe(line, sizeof line, find(bs));
         fprintf(stderr, "ztrain: rank %d: rank %d timed out; this rank is blocked in %s for %.1f s\n", g_rank,
                 b->world_rank[who], line, now_s() - atomic_load(&g_blocked_since));
-        print_arrivals(bs, 0);
+        /* A rank that was itself stopped has moved on since it woke: the others wait
+         * on it, so which of them "has not arrived" at its newer collective says
+         * nothing about them. */
+        if (was_stopped)
+            fprintf(stderr, "ztrain: rank %d: this rank was the one stopped; the others' arrivals not judged\n", g_rank);
+        else
+            print_arrivals(bs, 0);
     } else {
         describe(line, sizeof line, find(atomic_load(&g_seq)));
         fprintf(stderr, "ztrain: rank %d: rank %d timed out; this rank is not in a collective (its last: %s)\n",
@@ -376,7 +382,7 @@ static void *watch_main(void *arg)
         if (b && !reported)
             for (int i = 0; i < b->n; i++)
                 if (i != b->me && atomic_load(&b->slot[i]->timed_out)) {
-                    report_for_other(b, i);
+                    report_for_other(b, i, woke > 0 && now - woke < 2 * ZT_STOPPED_AFTER_S);
                     reported = 1;
                     break;
                 }
