@@ -66,10 +66,12 @@ int zt_cli_data_files(const char *const *files, int n, const zt_text_opts *o, co
                       struct zt_comm *comm, int rank, int threads, const char **data, char *buf, size_t cap,
                       const char **mask, char *mask_buf, zt_err *err);
 
-/* --padding_free: the eos id that ends each document of tok_dir's text (documents
- * bounded as o says, which must put eos after each), and with say the start-up line
- * that says so; ZT_EINPUT naming what is missing. */
-int zt_cli_padding_free_eos(const char *tok_dir, const zt_text_opts *o, int say, int32_t *eos, zt_err *err);
+/* --padding_free and --packing (packing: which flag the messages name): the eos id
+ * that ends each document of tok_dir's text (documents bounded as o says, which must
+ * put eos after each), and with say the start-up line that says so; ZT_EINPUT naming
+ * what is missing. */
+int zt_cli_padding_free_eos(const char *tok_dir, const zt_text_opts *o, int say, int packing, int32_t *eos,
+                            zt_err *err);
 
 /* The flags of text_data.h's zt_text_opts (O: a zt_text_opts), with the names
  * transformers (encode's add_special_tokens) and TRL use. */

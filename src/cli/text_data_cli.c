@@ -218,21 +218,26 @@ static void print_document_bounds(const char *tok_dir, const zt_text_opts *o)
     zt_tok_free(t);
 }
 
-int zt_cli_padding_free_eos(const char *tok_dir, const zt_text_opts *o, int say, int32_t *eos, zt_err *err)
+int zt_cli_padding_free_eos(const char *tok_dir, const zt_text_opts *o, int say, int packing, int32_t *eos,
+                            zt_err *err)
 {
+    const char *flag = packing ? "--packing" : "--padding_free";
     if (!tok_dir)
-        return zt_fail(err, ZT_EINPUT, "--padding_free needs --tokenizer DIR and text data: documents are found by "
-                       "the eos the tokenizer puts after each");
+        return zt_fail(err, ZT_EINPUT, "%s needs --tokenizer DIR and text data: documents are found by "
+                       "the eos the tokenizer puts after each", flag);
     if (!o->eos_between_documents)
-        return zt_fail(err, ZT_EINPUT, "--padding_free with --eos_between_documents false: documents are found by "
-                       "the eos after each; keep it on");
+        return zt_fail(err, ZT_EINPUT, "%s with --eos_between_documents false: documents are found by "
+                       "the eos after each; keep it on", flag);
     zt_tokenizer *t = NULL;
     int rc = zt_tok_load(tok_dir, &t, err);
     if (rc == ZT_OK && (*eos = zt_tok_eos_id(t)) < 0)
-        rc = zt_fail(err, ZT_EINPUT, "--padding_free: the tokenizer in %s names no eos_token (tokenizer_config.json), "
-                     "so documents have no end", tok_dir);
+        rc = zt_fail(err, ZT_EINPUT, "%s: the tokenizer in %s names no eos_token (tokenizer_config.json), "
+                     "so documents have no end", flag, tok_dir);
     zt_tok_free(t);
-    if (rc == ZT_OK && say)
+    if (rc == ZT_OK && say && packing)
+        printf("packing: documents (each ends at eos id %d) are packed best-fit decreasing into the windows, "
+               "positions restart at each and attention stays inside it\n", (int)*eos);
+    else if (rc == ZT_OK && say)
         printf("padding-free: positions restart after each eos (id %d) and attention stays inside each document\n",
                (int)*eos);
     return rc;

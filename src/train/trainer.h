@@ -115,6 +115,9 @@ typedef struct zt_train_args {
      * at each and attention stays inside it (batches.h: zt_batcher_set_padding_free) */
     int padding_free;
     int32_t doc_eos;
+    /* TRL's packing (strategy bfd): documents bin-packed into the windows
+     * (batches.h: zt_batcher_set_packing); doc_eos as above */
+    int packing;
 } zt_train_args;
 
 typedef struct zt_train_result {
