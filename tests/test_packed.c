@@ -160,7 +160,7 @@ static void test_packed_equals_examples_alone(void)
     zt_tokens tok = {ids, n, 256, NULL};
     zt_batcher b;
     ZT_CHECK(zt_batcher_init(&b, &tok, p.T, 0, 0, "test", &err) == ZT_OK);
-    ZT_CHECK_MSG(zt_batcher_set_packing(&b, p.eos, p.B, &err) == ZT_OK, "%s", err.msg);
+    ZT_CHECK_MSG(zt_batcher_set_packing(&b, p.eos, p.B, 0, &err) == ZT_OK, "%s", err.msg);
     ZT_CHECK_MSG(b.nwin == (size_t)p.B, "%zu bins", b.nwin);
     ZT_CHECK(zt_batcher_count_targets(&b, 0, p.B) == p.n_targets);
     int *in = malloc(n * sizeof *in), *tg = malloc(n * sizeof *tg);
@@ -323,7 +323,7 @@ static void test_batcher_packing_fill(void)
     zt_batcher b;
     zt_err err = {0};
     ZT_CHECK(zt_batcher_init(&b, &tok, T, 0, 0, "test", &err) == ZT_OK);
-    ZT_CHECK(zt_batcher_set_packing(&b, EOS, 2, &err) == ZT_OK);
+    ZT_CHECK(zt_batcher_set_packing(&b, EOS, 2, 0, &err) == ZT_OK);
     ZT_CHECK(b.nwin == 2);
     int in[2 * T], tg[2 * T];
     zt_batcher_fill(&b, 0, 2, in, tg);
@@ -337,8 +337,37 @@ static void test_batcher_packing_fill(void)
     zt_batcher_free(&b);
 }
 
+/* One strategy's bins (split: bfd_split) against TRL's: each bin's segments, in
+ * order, are [example, first token, length]; example e starts at at[e] in ids. */
+static void check_bins(const cJSON *bins, const size_t *at, int T, int32_t *ids, size_t n, int split)
+{
+    zt_tokens tok = {ids, n, 10, NULL};
+    zt_batcher b;
+    zt_err err = {0};
+    ZT_CHECK(zt_batcher_init(&b, &tok, T, 0, 0, "test", &err) == ZT_OK);
+    ZT_CHECK(zt_batcher_set_packing(&b, 1, 1, split, &err) == ZT_OK);
+    ZT_CHECK_MSG(b.nwin == (size_t)cJSON_GetArraySize(bins), "split %d: %zu bins, TRL %d", split, b.nwin,
+                 cJSON_GetArraySize(bins));
+    int bad = -1;
+    for (int w = 0; bad < 0 && w < cJSON_GetArraySize(bins) && (size_t)w < b.nwin; w++) {
+        const cJSON *bin = cJSON_GetArrayItem(bins, w);
+        if (b.bin_off[w + 1] - b.bin_off[w] != (size_t)cJSON_GetArraySize(bin))
+            bad = w;
+        for (int k = 0; bad < 0 && k < cJSON_GetArraySize(bin); k++) {
+            const cJSON *seg = cJSON_GetArrayItem(bin, k);
+            const size_t d = b.bin_docs[b.bin_off[w] + k];
+            const size_t start = at[cJSON_GetArrayItem(seg, 0)->valueint] + (size_t)cJSON_GetArrayItem(seg, 1)->valueint;
+            if (b.doc_start[d] != start || b.doc_len[d] != cJSON_GetArrayItem(seg, 2)->valueint)
+                bad = w;
+        }
+    }
+    ZT_CHECK_MSG(bad < 0, "split %d: bin %d differs from TRL's", split, bad);
+    zt_batcher_free(&b);
+}
+
 /* The bins of tests/fixtures/packed/bfd.json (tools/make_bfd_fixture.py): TRL's own
- * pack_dataset(strategy="bfd") on 300 examples, some longer than the window. */
+ * pack_dataset(strategy="bfd" and "bfd_split") on 300 examples, some longer than
+ * the window (truncated, or cut into pieces). */
 static void test_batcher_packing_as_trl(void)
 {
     enum { EOS = 1 };
@@ -347,32 +376,20 @@ static void test_batcher_packing_as_trl(void)
     if (!j)
         return;
     const int T = cJSON_GetObjectItem(j, "seq_length")->valueint;
-    const cJSON *lens = cJSON_GetObjectItem(j, "lengths"), *bins = cJSON_GetObjectItem(j, "bins");
-    size_t n = 0;
-    for (int i = 0; i < cJSON_GetArraySize(lens); i++)
+    const cJSON *lens = cJSON_GetObjectItem(j, "lengths");
+    const int ne = cJSON_GetArraySize(lens);
+    size_t *at = malloc((size_t)ne * sizeof *at), n = 0;
+    for (int i = 0; i < ne; i++) {
+        at[i] = n;
         n += (size_t)cJSON_GetArrayItem(lens, i)->valueint;
-    int32_t *ids = malloc(n * sizeof *ids);
-    for (int i = 0, at = 0; i < cJSON_GetArraySize(lens); i++) /* example i: len - 1 tokens, then eos */
-        for (int k = 0, len = cJSON_GetArrayItem(lens, i)->valueint; k < len; k++)
-            ids[at++] = k + 1 < len ? 2 + i % 7 : EOS;
-    zt_tokens tok = {ids, n, 10, NULL};
-    zt_batcher b;
-    zt_err err = {0};
-    ZT_CHECK(zt_batcher_init(&b, &tok, T, 0, 0, "test", &err) == ZT_OK);
-    ZT_CHECK(zt_batcher_set_packing(&b, EOS, 1, &err) == ZT_OK);
-    ZT_CHECK_MSG(b.nwin == (size_t)cJSON_GetArraySize(bins), "%zu bins, TRL %d", b.nwin, cJSON_GetArraySize(bins));
-    int bad = -1;
-    for (int w = 0; bad < 0 && w < cJSON_GetArraySize(bins) && (size_t)w < b.nwin; w++) {
-        const cJSON *bin = cJSON_GetArrayItem(bins, w);
-        if (b.bin_off[w + 1] - b.bin_off[w] != (size_t)cJSON_GetArraySize(bin))
-            bad = w;
-        for (int k = 0; bad < 0 && k < cJSON_GetArraySize(bin); k++)
-            if (b.bin_docs[b.bin_off[w] + k] != (size_t)cJSON_GetArrayItem(bin, k)->valueint)
-                bad = w;
     }
-    ZT_CHECK_MSG(bad < 0, "bin %d differs from TRL's", bad);
-    zt_batcher_free(&b);
-    free(ids);
+    int32_t *ids = malloc(n * sizeof *ids);
+    for (int i = 0; i < ne; i++) /* example i: len - 1 tokens, then eos */
+        for (int k = 0, len = cJSON_GetArrayItem(lens, i)->valueint; k < len; k++)
+            ids[at[i] + k] = k + 1 < len ? 2 + i % 7 : EOS;
+    check_bins(cJSON_GetObjectItem(j, "bfd"), at, T, ids, n, 0);
+    check_bins(cJSON_GetObjectItem(j, "bfd_split"), at, T, ids, n, 1);
+    free(ids), free(at);
     cJSON_Delete(j);
 }
 

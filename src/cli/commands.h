@@ -66,7 +66,11 @@ int zt_cli_data_files(const char *const *files, int n, const zt_text_opts *o, co
                       struct zt_comm *comm, int rank, int threads, const char **data, char *buf, size_t cap,
                       const char **mask, char *mask_buf, zt_err *err);
 
-/* --padding_free and --packing (packing: which flag the messages name): the eos id
+/* --packing (on) and --packing_strategy (NULL: not given) as *mode: ZT_PACK_* or 0
+ * (wrapped, the stream's windows); ZT_EINPUT naming a strategy ztrain does not know,
+ * or one given without --packing. */
+int zt_cli_packing_mode(int on, const char *strategy, int say, int *mode, zt_err *err);
+/* --padding_free and --packing (packing: ZT_PACK_*, 0 for --padding_free): the eos id
  * that ends each document of tok_dir's text (documents bounded as o says, which must
  * put eos after each), and with say the start-up line that says so; ZT_EINPUT naming
  * what is missing. */

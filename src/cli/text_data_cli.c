@@ -18,6 +18,7 @@
 #include "../text/chat_data.h"
 #include "../text/records.h"
 #include "../text/text_data.h"
+#include "../train/trainer.h"
 #include "commands.h"
 
 int zt_cli_is_text(const char *path)
@@ -218,6 +219,24 @@ static void print_document_bounds(const char *tok_dir, const zt_text_opts *o)
     zt_tok_free(t);
 }
 
+int zt_cli_packing_mode(int on, const char *strategy, int say, int *mode, zt_err *err)
+{
+    static const char *const names[] = {"wrapped", "bfd", "bfd_split"}; /* index: ZT_PACK_* */
+    *mode = on ? ZT_PACK_BFD : 0;
+    if (!strategy)
+        return ZT_OK;
+    if (!on)
+        return zt_fail(err, ZT_EINPUT, "--packing_strategy %s: packing is off; add --packing true", strategy);
+    for (*mode = 0; *mode < 3 && strcmp(strategy, names[*mode]); ++*mode) {
+    }
+    if (*mode == 3)
+        return zt_fail(err, ZT_EINPUT, "--packing_strategy: unknown \"%s\" (expected bfd, bfd_split or wrapped)",
+                       strategy);
+    if (say && *mode == 0)
+        printf("packing: wrapped: windows cut from the stream across documents (ztrain's default)\n");
+    return ZT_OK;
+}
+
 int zt_cli_padding_free_eos(const char *tok_dir, const zt_text_opts *o, int say, int packing, int32_t *eos,
                             zt_err *err)
 {
@@ -235,8 +254,9 @@ int zt_cli_padding_free_eos(const char *tok_dir, const zt_text_opts *o, int say,
                      "so documents have no end", flag, tok_dir);
     zt_tok_free(t);
     if (rc == ZT_OK && say && packing)
-        printf("packing: documents (each ends at eos id %d) are packed best-fit decreasing into the windows, "
-               "positions restart at each and attention stays inside it\n", (int)*eos);
+        printf("packing: documents (each ends at eos id %d) are packed best-fit decreasing into the windows "
+               "(%s), positions restart at each and attention stays inside it\n", (int)*eos,
+               packing == ZT_PACK_BFD_SPLIT ? "bfd_split: a longer one cut into pieces" : "bfd: a longer one truncated");
     else if (rc == ZT_OK && say)
         printf("padding-free: positions restart after each eos (id %d) and attention stays inside each document\n",
                (int)*eos);

@@ -49,13 +49,29 @@ static int longer_first(const void *x, const void *y)
     return li != lj ? (li < lj ? 1 : -1) : (i > j) - (i < j);
 }
 
-/* Documents: each ends at an eos, the tail after the last one is one more. */
-static int find_docs(zt_batcher *b, zt_err *err)
+/* Documents: each ends at an eos, the tail after the last one is one more; one
+ * longer than T is truncated to T, or with split cut into pieces of T (the last
+ * shorter), each a document of its own.  With out NULL, only how many. */
+static size_t walk_docs(const zt_batcher *b, int split, size_t *start, int *len)
 {
-    const size_t n = b->tokens->n;
+    const size_t n = b->tokens->n, T = (size_t)b->T;
     size_t nd = 0;
-    for (size_t i = 0; i < n; i++)
-        nd += b->tokens->ids[i] == b->doc_eos || i + 1 == n;
+    for (size_t i = 0, s = 0; i < n; i++) {
+        if (b->tokens->ids[i] != b->doc_eos && i + 1 < n)
+            continue;
+        for (size_t at = s; at <= i && (at == s || split); at += T, nd++)
+            if (start) {
+                start[nd] = at;
+                len[nd] = i + 1 - at < T ? (int)(i + 1 - at) : (int)T;
+            }
+        s = i + 1;
+    }
+    return nd;
+}
+
+static int find_docs(zt_batcher *b, int split, zt_err *err)
+{
+    const size_t nd = walk_docs(b, split, NULL, NULL);
     b->doc_start = zt_alloc(ZT_MEM_OTHER, nd * sizeof *b->doc_start);
     b->doc_len = zt_alloc(ZT_MEM_OTHER, nd * sizeof *b->doc_len);
     b->bin_docs = zt_alloc(ZT_MEM_OTHER, nd * sizeof *b->bin_docs);
@@ -63,12 +79,7 @@ static int find_docs(zt_batcher *b, zt_err *err)
     b->ndocs = nd;
     if (!b->doc_start || !b->doc_len || !b->bin_docs || !b->bin_off)
         return zt_fail(err, ZT_EFAIL, "out of memory for --packing's %zu documents", nd);
-    for (size_t i = 0, s = 0, d = 0; i < n; i++)
-        if (b->tokens->ids[i] == b->doc_eos || i + 1 == n) {
-            b->doc_start[d] = s;
-            b->doc_len[d++] = i + 1 - s < (size_t)b->T ? (int)(i + 1 - s) : b->T; /* truncated to T */
-            s = i + 1;
-        }
+    walk_docs(b, split, b->doc_start, b->doc_len);
     return ZT_OK;
 }
 
@@ -126,11 +137,11 @@ static int best_fit_decreasing(zt_batcher *b, size_t *order, zt_err *err)
     return ZT_OK;
 }
 
-int zt_batcher_set_packing(zt_batcher *b, int32_t eos, int B, zt_err *err)
+int zt_batcher_set_packing(zt_batcher *b, int32_t eos, int B, int split, zt_err *err)
 {
     int rc = zt_batcher_set_padding_free(b, eos, B, err);
     if (rc == ZT_OK)
-        rc = find_docs(b, err);
+        rc = find_docs(b, split, err);
     size_t *order = rc ? NULL : zt_alloc(ZT_MEM_OTHER, b->ndocs * sizeof *order);
     if (rc == ZT_OK && !order)
         rc = zt_fail(err, ZT_EFAIL, "out of memory for --packing");

@@ -3,8 +3,9 @@
 # holds the bins to TRL's pack_dataset and the loss and gradients to transformers
 # running each example alone).  Here: the run says so, packs (other losses than
 # --padding_free's windows), gives the same losses on 1 rank and on 2 (mpirun; the
-# same global batch, shuffled) and on the emulated device, and is refused where it
-# cannot hold.
+# same global batch, shuffled) and on the emulated device; --packing_strategy
+# bfd_split packs otherwise and wrapped is the default windows; and it is refused
+# where it cannot hold.
 . "$(dirname "$0")/lib.bash"
 export ZTRAIN_CACHE_DIR="$TMP/cache"
 tok=tests/fixtures/tokenizers/post/llama2_bos # BOS template, eos 2
@@ -43,7 +44,24 @@ PY
 "$ZTRAIN" "${args[@]}" --per_device_train_batch_size 2 --packing --device emu --log_jsonl "$TMP/emu.log" \
     > "$TMP/emu.out" 2>&1 || fail "train --packing --device emu: $(tail -n 3 "$TMP/emu.out")"
 [ "$(losses "$TMP/emu.log")" = "$(losses "$TMP/pk.log")" ] || fail "--device emu: other losses than the CPU's"
+# --packing_strategy: bfd_split cuts the documents longer than the window (some are
+# here) where bfd truncates them; wrapped is ztrain's default windows
+"$ZTRAIN" "${args[@]}" --per_device_train_batch_size 2 --packing --packing_strategy bfd_split \
+    --log_jsonl "$TMP/split.log" > "$TMP/split.out" 2>&1 || fail "--packing_strategy bfd_split: $(tail -n 3 "$TMP/split.out")"
+grep -q "(bfd_split: a longer one cut into pieces)" "$TMP/split.out" || fail "no bfd_split line"
+[ -n "$(losses "$TMP/split.log")" ] && [ "$(losses "$TMP/split.log")" != "$(losses "$TMP/pk.log")" ] ||
+    fail "bfd_split packed as bfd does"
+"$ZTRAIN" "${args[@]}" --per_device_train_batch_size 2 --packing --packing_strategy wrapped \
+    --log_jsonl "$TMP/wr.log" > "$TMP/wr.out" 2>&1 || fail "--packing_strategy wrapped: $(tail -n 3 "$TMP/wr.out")"
+"$ZTRAIN" "${args[@]}" --per_device_train_batch_size 2 --log_jsonl "$TMP/plain.log" > /dev/null 2>&1 ||
+    fail "train without --packing"
+[ -n "$(losses "$TMP/wr.log")" ] && [ "$(losses "$TMP/wr.log")" = "$(losses "$TMP/plain.log")" ] ||
+    fail "wrapped is not the default windows"
 # refusals, by name
+expect_exit 2 '--packing_strategy: unknown "first_fit" \(expected bfd, bfd_split or wrapped\)' -- "$ZTRAIN" \
+    "${args[@]}" --packing --packing_strategy first_fit
+expect_exit 2 '--packing_strategy bfd: packing is off; add --packing true' -- "$ZTRAIN" "${args[@]}" \
+    --packing_strategy bfd
 expect_exit 2 '--packing needs --tokenizer' -- "$ZTRAIN" train --model tests/fixtures/gqa_tied \
     --data tests/fixtures/gqa_tied/tokens.npy --block_size 16 --max_steps 1 --packing
 expect_exit 2 '--packing with --eos_between_documents false' -- "$ZTRAIN" "${args[@]}" --packing \
