@@ -227,8 +227,9 @@ int zt_cli_packing_mode(int on, const char *strategy, int say, int *mode, zt_err
         return ZT_OK;
     if (!on)
         return zt_fail(err, ZT_EINPUT, "--packing_strategy %s: packing is off; add --packing true", strategy);
-    for (*mode = 0; *mode < 3 && strcmp(strategy, names[*mode]); ++*mode) {
-    }
+    *mode = 0;
+    while (*mode < 3 && strcmp(strategy, names[*mode]))
+        ++*mode;
     if (*mode == 3)
         return zt_fail(err, ZT_EINPUT, "--packing_strategy: unknown \"%s\" (expected bfd, bfd_split or wrapped)",
                        strategy);

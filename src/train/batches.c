@@ -51,7 +51,7 @@ static int longer_first(const void *x, const void *y)
 
 /* Documents: each ends at an eos, the tail after the last one is one more; one
  * longer than T is truncated to T, or with split cut into pieces of T (the last
- * shorter), each a document of its own.  With out NULL, only how many. */
+ * shorter), each a document of its own.  With start NULL, only how many. */
 static size_t walk_docs(const zt_batcher *b, int split, size_t *start, int *len)
 {
     const size_t n = b->tokens->n, T = (size_t)b->T;
@@ -83,10 +83,12 @@ static int find_docs(zt_batcher *b, int split, zt_err *err)
     return ZT_OK;
 }
 
-/* Best-fit decreasing.  room[r] lists (first in, first out) the open bins with r
- * free tokens, 0 < r < T; a bit per r says the list is not empty, so the best fit
- * for a document of L tokens is the first set bit at r >= L.  Bin i's documents are
- * chained through next[] from head[i] to tail[i]; out: bin_off, bin_docs, nwin. */
+/* Best-fit decreasing, documents taken in order[].  The open bins with r free
+ * tokens (0 < r < T) are a queue, first in first out, from qhead[r] to qtail[r]
+ * through qnext[]; bit r of bits says that queue is not empty, so the best fit for a
+ * document of L tokens is the first set bit at r >= L (none: a new bin).  Bin i's
+ * documents are chained through next[] from head[i] to tail[i], used[i] tokens;
+ * out: bin_off, bin_docs, nwin. */
 static int best_fit_decreasing(zt_batcher *b, size_t *order, zt_err *err)
 {
     const size_t nd = b->ndocs, T = (size_t)b->T, nwords = T / 64 + 1;
@@ -163,12 +165,10 @@ int zt_batcher_set_packing(zt_batcher *b, int32_t eos, int B, int split, zt_err 
 
 void zt_batcher_free(zt_batcher *b)
 {
-    if (b->bin_off) {
-        zt_free(ZT_MEM_OTHER, b->doc_start, b->ndocs * sizeof *b->doc_start);
-        zt_free(ZT_MEM_OTHER, b->doc_len, b->ndocs * sizeof *b->doc_len);
-        zt_free(ZT_MEM_OTHER, b->bin_docs, b->ndocs * sizeof *b->bin_docs);
-        zt_free(ZT_MEM_OTHER, b->bin_off, (b->ndocs + 1) * sizeof *b->bin_off);
-    }
+    zt_free(ZT_MEM_OTHER, b->doc_start, b->ndocs * sizeof *b->doc_start); /* each may be NULL: no-op */
+    zt_free(ZT_MEM_OTHER, b->doc_len, b->ndocs * sizeof *b->doc_len);
+    zt_free(ZT_MEM_OTHER, b->bin_docs, b->ndocs * sizeof *b->bin_docs);
+    zt_free(ZT_MEM_OTHER, b->bin_off, (b->ndocs + 1) * sizeof *b->bin_off);
     zt_free(ZT_MEM_OTHER, b->pos, b->pos ? b->pos_n * sizeof *b->pos : 0);
     zt_free(ZT_MEM_OTHER, b->perm, b->shuffle ? b->nwin * sizeof *b->perm : 0);
     memset(b, 0, sizeof *b);
@@ -211,8 +211,8 @@ static int target_counts(const zt_batcher *b, size_t w, int t)
     return !b->pos || b->tokens->ids[at] != b->doc_eos;
 }
 
-/* Packed window w's row: its documents from position 0, then padding; with count,
- * only how many targets count.  Target j of a document counts unless it is the
+/* Packed window w's row: its documents from position 0, then padding; with in
+ * NULL, only how many targets count.  The count either way.  Target j of a document counts unless it is the
  * document's last token or a masked-out (prompt) token. */
 static long fill_packed(const zt_batcher *b, size_t w, int *in, int *tg, int *pos)
 {
