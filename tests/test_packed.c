@@ -335,6 +335,18 @@ static void test_batcher_packing_fill(void)
     ZT_CHECK(memcmp(b.pos, want_pos, sizeof want_pos) == 0);
     ZT_CHECK(zt_batcher_count_targets(&b, 0, 2) == 7);
     zt_batcher_free(&b);
+    /* under a loss mask (prompt/completion records) a target whose token is masked
+     * out leaves the loss too: here the 2 of document 1 and the eos of document 2 */
+    uint8_t mask[sizeof ids / sizeof ids[0]] = {1, 1, 1, 1, 0, 1, 1, 1, 1, 0, 1};
+    tok.loss_mask = mask;
+    ZT_CHECK(zt_batcher_init(&b, &tok, T, 0, 0, "test", &err) == ZT_OK);
+    ZT_CHECK(zt_batcher_set_packing(&b, EOS, 2, 0, &err) == ZT_OK);
+    zt_batcher_fill(&b, 0, 2, in, tg);
+    static const int want_masked[2 * T] = {-100, 3,    4,    EOS,  -100, 6,    EOS,  -100,
+                                           -100, -100, -100, -100, -100, -100, -100, -100};
+    ZT_CHECK(memcmp(tg, want_masked, sizeof want_masked) == 0);
+    ZT_CHECK(zt_batcher_count_targets(&b, 0, 2) == 5);
+    zt_batcher_free(&b);
 }
 
 /* One strategy's bins (split: bfd_split) against TRL's: each bin's segments, in
