@@ -7,6 +7,8 @@
  *    token's position inside its example, must equal them: loss and gradients within
  *    1e-6 relative (max |ours - ref| / max |ref| per tensor).  Without the positions
  *    the same rows give another loss (the examples see each other).
+ *    The same examples as one stream of documents ending at eos, bin-packed by
+ *    --packing's batcher, must give the same loss and gradients too.
  * 2. Kernels: attention (fp32 and the bf16-operand one) over packed sequences, forward
  *    and backward, equals each example run alone, with examples that start and end
  *    inside and across the 64-key tiles and beside a sliding window. */
@@ -26,7 +28,7 @@
 static const char *FIX = "tests/fixtures/gqa_tied";
 
 typedef struct packed {
-    int B, T, n_targets;
+    int B, T, n_targets, eos;
     double loss;
     int *in, *tg, *pos;
 } packed;
@@ -48,6 +50,7 @@ static int read_packed(packed *p)
     p->B = cJSON_GetObjectItem(j, "B")->valueint;
     p->T = cJSON_GetObjectItem(j, "T")->valueint;
     p->n_targets = cJSON_GetObjectItem(j, "n_targets")->valueint;
+    p->eos = cJSON_GetObjectItem(j, "eos")->valueint;
     p->loss = cJSON_GetObjectItem(j, "loss")->valuedouble;
     size_t n = (size_t)p->B * p->T;
     p->in = malloc(n * sizeof(int));
@@ -99,6 +102,44 @@ static double check_grads(zt_engine *eng, const zt_layout *lay, const zt_st_file
     return worst;
 }
 
+/* The gqa_tied model's fp32 forward and backward of B rows of T (positions pos)
+ * against transformers running each example alone: loss and every gradient within
+ * 1e-6 relative; without positions (cross-talk) the loss must differ. */
+static void check_model(const char *what, int B, int T, const int *in, const int *tg, const int *pos, long n_targets,
+                        double ref_loss, const zt_st_file *ref)
+{
+    zt_llama_config cfg;
+    zt_layout lay;
+    zt_comm comm;
+    zt_engine *eng = NULL;
+    zt_model m;
+    zt_err err = {0};
+    zt_comm_create_local(&comm);
+    ZT_CHECK(zt_hf_read_config_dir(FIX, &cfg, &err) == ZT_OK);
+    ZT_CHECK(zt_layout_build(&lay, &cfg, ZT_WRAP_TRANSFORMER, 0, 1, &err) == ZT_OK);
+    ZT_CHECK(zt_engine_create(&eng, zt_backend_cpu(), &lay, ZT_PRECISION_ALL(ZT_F32), 0, NULL, &comm, &err) == ZT_OK);
+    ZT_CHECK(zt_hf_load_params(FIX, &lay, eng, &err) == ZT_OK);
+    zt_engine_refresh_gathered(eng);
+    zt_param_owner own = zt_engine_param_owner(eng);
+    ZT_CHECK(zt_model_init(&m, &cfg, &lay, &own, B, T, 0, &err) == ZT_OK);
+    ZT_CHECK(zt_model_set_positions(&m, pos, &err) == ZT_OK);
+    double loss_sum = 0;
+    zt_engine_zero_grads(eng);
+    ZT_CHECK_MSG(zt_model_forward_backward(&m, in, tg, 1.0f / (float)n_targets, &loss_sum, &err) == ZT_OK,
+                 "%s", err.msg);
+    double loss = loss_sum / n_targets;
+    ZT_CHECK_MSG(fabs(loss - ref_loss) <= 1e-6 * ref_loss, "%s: loss %.9g, transformers %.9g", what, loss, ref_loss);
+    double worst = check_grads(eng, &lay, ref, 1e-6);
+    printf("     %s: loss rel err %.3g, worst gradient rel err %.3g\n", what, fabs(loss - ref_loss) / ref_loss, worst);
+    /* the same rows without positions: one sequence a row, the examples see each other */
+    ZT_CHECK(zt_model_set_positions(&m, NULL, &err) == ZT_OK);
+    ZT_CHECK(zt_model_forward(&m, in, tg, &loss_sum, &err) == ZT_OK);
+    ZT_CHECK_MSG(fabs(loss_sum / n_targets - ref_loss) > 1e-3, "%s: no cross-talk without positions?", what);
+    zt_model_free(&m);
+    zt_engine_destroy(eng);
+    zt_layout_free(&lay);
+}
+
 static void test_packed_equals_examples_alone(void)
 {
     packed p;
@@ -109,36 +150,25 @@ static void test_packed_equals_examples_alone(void)
         zt_st_close(ref);
         return;
     }
-    zt_llama_config cfg;
-    zt_layout lay;
-    zt_comm comm;
-    zt_engine *eng = NULL;
-    zt_model m;
-    zt_comm_create_local(&comm);
-    ZT_CHECK(zt_hf_read_config_dir(FIX, &cfg, &err) == ZT_OK);
-    ZT_CHECK(zt_layout_build(&lay, &cfg, ZT_WRAP_TRANSFORMER, 0, 1, &err) == ZT_OK);
-    ZT_CHECK(zt_engine_create(&eng, zt_backend_cpu(), &lay, ZT_PRECISION_ALL(ZT_F32), 0, NULL, &comm, &err) == ZT_OK);
-    ZT_CHECK(zt_hf_load_params(FIX, &lay, eng, &err) == ZT_OK);
-    zt_engine_refresh_gathered(eng);
-    zt_param_owner own = zt_engine_param_owner(eng);
-    ZT_CHECK(zt_model_init(&m, &cfg, &lay, &own, p.B, p.T, 0, &err) == ZT_OK);
-    ZT_CHECK(zt_model_set_positions(&m, p.pos, &err) == ZT_OK);
-    double loss_sum = 0;
-    zt_engine_zero_grads(eng);
-    ZT_CHECK_MSG(zt_model_forward_backward(&m, p.in, p.tg, 1.0f / (float)p.n_targets, &loss_sum, &err) == ZT_OK,
-                 "%s", err.msg);
-    double loss = loss_sum / p.n_targets;
-    ZT_CHECK_MSG(fabs(loss - p.loss) <= 1e-6 * p.loss, "loss %.9g, transformers %.9g", loss, p.loss);
-    double worst = check_grads(eng, &lay, ref, 1e-6);
-    printf("     packed: loss rel err %.3g, worst gradient rel err %.3g\n", fabs(loss - p.loss) / p.loss, worst);
-    /* the same rows without positions: one sequence a row, the examples see each other */
-    ZT_CHECK(zt_model_set_positions(&m, NULL, &err) == ZT_OK);
-    ZT_CHECK(zt_model_forward(&m, p.in, p.tg, &loss_sum, &err) == ZT_OK);
-    ZT_CHECK_MSG(fabs(loss_sum / p.n_targets - p.loss) > 1e-3, "no cross-talk without positions?");
-    zt_model_free(&m);
-    zt_engine_destroy(eng);
-    zt_layout_free(&lay);
+    check_model("packed rows", p.B, p.T, p.in, p.tg, p.pos, p.n_targets, p.loss, ref);
+    /* --packing: the same examples as one stream whose documents end at eos, bin-packed
+     * by the batcher (another order inside the rows: the sum is the same) */
+    const size_t n = (size_t)p.B * p.T;
+    int32_t *ids = malloc(n * sizeof *ids);
+    for (size_t i = 0; i < n; i++)
+        ids[i] = p.in[i];
+    zt_tokens tok = {ids, n, 256, NULL};
+    zt_batcher b;
+    ZT_CHECK(zt_batcher_init(&b, &tok, p.T, 0, 0, "test", &err) == ZT_OK);
+    ZT_CHECK_MSG(zt_batcher_set_packing(&b, p.eos, p.B, 0, &err) == ZT_OK, "%s", err.msg);
+    ZT_CHECK_MSG(b.nwin == (size_t)p.B, "%zu bins", b.nwin);
+    ZT_CHECK(zt_batcher_count_targets(&b, 0, p.B) == p.n_targets);
+    int *in = malloc(n * sizeof *in), *tg = malloc(n * sizeof *tg);
+    zt_batcher_fill(&b, 0, p.B, in, tg);
+    check_model("--packing", p.B, p.T, in, tg, b.pos, p.n_targets, p.loss, ref);
+    zt_batcher_free(&b);
     zt_st_close(ref);
+    free(ids), free(in), free(tg);
     free(p.in), free(p.tg), free(p.pos);
 }
 
@@ -281,8 +311,104 @@ static void test_batcher_padding_free(void)
     zt_batcher_free(&b);
 }
 
+/* --packing: documents (ending at eos) placed best-fit decreasing; each row holds its
+ * documents from position 0, no target from a document's last token, then padding. */
+static void test_batcher_packing_fill(void)
+{
+    enum { EOS = 9, T = 8 };
+    /* documents of 3, 5, 2 and 1 tokens: 5 opens bin 0 (room 3), 3 fills it, 2 opens
+     * bin 1 (room 6), 1 joins it */
+    int32_t ids[] = {5, 6, EOS, 1, 2, 3, 4, EOS, 7, EOS, 8};
+    zt_tokens tok = {ids, sizeof ids / sizeof ids[0], 10, NULL};
+    zt_batcher b;
+    zt_err err = {0};
+    ZT_CHECK(zt_batcher_init(&b, &tok, T, 0, 0, "test", &err) == ZT_OK);
+    ZT_CHECK(zt_batcher_set_packing(&b, EOS, 2, 0, &err) == ZT_OK);
+    ZT_CHECK(b.nwin == 2);
+    int in[2 * T], tg[2 * T];
+    zt_batcher_fill(&b, 0, 2, in, tg);
+    static const int want_in[2 * T] = {1, 2, 3, 4, EOS, 5, 6, EOS, 7, EOS, 8, EOS, EOS, EOS, EOS, EOS};
+    static const int want_tg[2 * T] = {2, 3, 4, EOS, -100, 6, EOS, -100, EOS, -100, -100, -100, -100, -100, -100, -100};
+    static const int want_pos[2 * T] = {0, 1, 2, 3, 4, 0, 1, 2, 0, 1, 0, 0, 0, 0, 0, 0};
+    ZT_CHECK(memcmp(in, want_in, sizeof want_in) == 0);
+    ZT_CHECK(memcmp(tg, want_tg, sizeof want_tg) == 0);
+    ZT_CHECK(memcmp(b.pos, want_pos, sizeof want_pos) == 0);
+    ZT_CHECK(zt_batcher_count_targets(&b, 0, 2) == 7);
+    zt_batcher_free(&b);
+    /* under a loss mask (prompt/completion records) a target whose token is masked
+     * out leaves the loss too: here the 2 of document 1 and the eos of document 2 */
+    uint8_t mask[sizeof ids / sizeof ids[0]] = {1, 1, 1, 1, 0, 1, 1, 1, 1, 0, 1};
+    tok.loss_mask = mask;
+    ZT_CHECK(zt_batcher_init(&b, &tok, T, 0, 0, "test", &err) == ZT_OK);
+    ZT_CHECK(zt_batcher_set_packing(&b, EOS, 2, 0, &err) == ZT_OK);
+    zt_batcher_fill(&b, 0, 2, in, tg);
+    static const int want_masked[2 * T] = {-100, 3,    4,    EOS,  -100, 6,    EOS,  -100,
+                                           -100, -100, -100, -100, -100, -100, -100, -100};
+    ZT_CHECK(memcmp(tg, want_masked, sizeof want_masked) == 0);
+    ZT_CHECK(zt_batcher_count_targets(&b, 0, 2) == 5);
+    zt_batcher_free(&b);
+}
+
+/* One strategy's bins (split: bfd_split) against TRL's: each bin's segments, in
+ * order, are [example, first token, length]; example e starts at at[e] in ids. */
+static void check_bins(const cJSON *bins, const size_t *at, int T, int32_t *ids, size_t n, int split)
+{
+    zt_tokens tok = {ids, n, 10, NULL};
+    zt_batcher b;
+    zt_err err = {0};
+    ZT_CHECK(zt_batcher_init(&b, &tok, T, 0, 0, "test", &err) == ZT_OK);
+    ZT_CHECK(zt_batcher_set_packing(&b, 1, 1, split, &err) == ZT_OK);
+    ZT_CHECK_MSG(b.nwin == (size_t)cJSON_GetArraySize(bins), "split %d: %zu bins, TRL %d", split, b.nwin,
+                 cJSON_GetArraySize(bins));
+    int bad = -1;
+    for (int w = 0; bad < 0 && w < cJSON_GetArraySize(bins) && (size_t)w < b.nwin; w++) {
+        const cJSON *bin = cJSON_GetArrayItem(bins, w);
+        if (b.bin_off[w + 1] - b.bin_off[w] != (size_t)cJSON_GetArraySize(bin))
+            bad = w;
+        for (int k = 0; bad < 0 && k < cJSON_GetArraySize(bin); k++) {
+            const cJSON *seg = cJSON_GetArrayItem(bin, k);
+            const size_t d = b.bin_docs[b.bin_off[w] + k];
+            const size_t start = at[cJSON_GetArrayItem(seg, 0)->valueint] + (size_t)cJSON_GetArrayItem(seg, 1)->valueint;
+            if (b.doc_start[d] != start || b.doc_len[d] != cJSON_GetArrayItem(seg, 2)->valueint)
+                bad = w;
+        }
+    }
+    ZT_CHECK_MSG(bad < 0, "split %d: bin %d differs from TRL's", split, bad);
+    zt_batcher_free(&b);
+}
+
+/* The bins of tests/fixtures/packed/bfd.json (tools/make_bfd_fixture.py): TRL's own
+ * pack_dataset(strategy="bfd" and "bfd_split") on 300 examples, some longer than
+ * the window (truncated, or cut into pieces). */
+static void test_batcher_packing_as_trl(void)
+{
+    enum { EOS = 1 };
+    cJSON *j = read_json("tests/fixtures/packed/bfd.json");
+    ZT_CHECK_MSG(j != NULL, "cannot read tests/fixtures/packed/bfd.json");
+    if (!j)
+        return;
+    const int T = cJSON_GetObjectItem(j, "seq_length")->valueint;
+    const cJSON *lens = cJSON_GetObjectItem(j, "lengths");
+    const int ne = cJSON_GetArraySize(lens);
+    size_t *at = malloc((size_t)ne * sizeof *at), n = 0;
+    for (int i = 0; i < ne; i++) {
+        at[i] = n;
+        n += (size_t)cJSON_GetArrayItem(lens, i)->valueint;
+    }
+    int32_t *ids = malloc(n * sizeof *ids);
+    for (int i = 0; i < ne; i++) /* example i: len - 1 tokens, then eos */
+        for (int k = 0, len = cJSON_GetArrayItem(lens, i)->valueint; k < len; k++)
+            ids[at[i] + k] = k + 1 < len ? 2 + i % 7 : EOS;
+    check_bins(cJSON_GetObjectItem(j, "bfd"), at, T, ids, n, 0);
+    check_bins(cJSON_GetObjectItem(j, "bfd_split"), at, T, ids, n, 1);
+    free(ids), free(at);
+    cJSON_Delete(j);
+}
+
 int main(void)
 {
+    ZT_RUN(test_batcher_packing_fill);
+    ZT_RUN(test_batcher_packing_as_trl);
     ZT_RUN(test_batcher_padding_free);
     ZT_RUN(test_rope_positions);
     ZT_RUN(test_packed_equals_examples_alone);

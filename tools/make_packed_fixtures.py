@@ -9,12 +9,15 @@ its own), eager attention.  Examples: slices of the fixture's tokens.npy with
 lengths chosen so that examples start and end inside and across ztrain's attention
 tiles of 64 keys, packed into B = 2 rows of T = 160 tokens each:
   row 0: 70, 50, 40        row 1: 3, 100, 57
+Each example's last token is set to EOS (id 2, which those slices do not hold), so
+the same examples also make a token stream whose documents end at eos, which
+--packing (tests/test_packed.c) bin-packs into windows of T.
 Each example alone: loss_e = the sum over its len - 1 next-token cross-entropies
 (model(ids, labels=ids) shifts inside); the reference loss is sum_e loss_e / n with
 n = sum_e (len_e - 1) targets, and every parameter's gradient is that of this loss.
 
 Writes tests/fixtures/packed/:
-  examples.json          {"B", "T", "lengths", "input_ids", "position_ids", "labels"
+  examples.json          {"B", "T", "eos", "lengths", "input_ids", "position_ids", "labels"
                           (-100 at each example's last token: no target across
                           examples), "n_targets", "loss", versions}
   reference.safetensors  grad.<HF name>, float32 (the float64 gradient rounded once)
@@ -35,6 +38,7 @@ SRC = os.path.join(ROOT, "tests", "fixtures", "gqa_tied")
 OUT = os.path.join(ROOT, "tests", "fixtures", "packed")
 ROWS = [[70, 50, 40], [3, 100, 57]]
 T = 160
+EOS = 2
 
 
 def main():
@@ -52,7 +56,9 @@ def main():
         assert sum(row) == T
         r_ids, r_pos, r_lab = [], [], []
         for length in row:
-            ex = tokens[at:at + length]
+            ex = tokens[at:at + length].copy()
+            assert EOS not in ex
+            ex[-1] = EOS
             at += length
             x = torch.tensor(ex[None, :])
             out = model(input_ids=x, labels=x)
@@ -74,7 +80,7 @@ def main():
     os.makedirs(OUT, exist_ok=True)
     save_file(grads, os.path.join(OUT, "reference.safetensors"))
     with open(os.path.join(OUT, "examples.json"), "w") as f:
-        json.dump({"B": len(ROWS), "T": T, "lengths": lengths, "input_ids": ids, "position_ids": pos,
+        json.dump({"B": len(ROWS), "T": T, "eos": EOS, "lengths": lengths, "input_ids": ids, "position_ids": pos,
                    "labels": labels, "n_targets": n, "loss": float(loss.detach()),
                    "torch": torch.__version__, "transformers": transformers.__version__}, f)
     print("loss %.17g over %d targets; %d gradients" % (float(loss), n, len(grads)))

@@ -66,10 +66,16 @@ int zt_cli_data_files(const char *const *files, int n, const zt_text_opts *o, co
                       struct zt_comm *comm, int rank, int threads, const char **data, char *buf, size_t cap,
                       const char **mask, char *mask_buf, zt_err *err);
 
-/* --padding_free: the eos id that ends each document of tok_dir's text (documents
- * bounded as o says, which must put eos after each), and with say the start-up line
- * that says so; ZT_EINPUT naming what is missing. */
-int zt_cli_padding_free_eos(const char *tok_dir, const zt_text_opts *o, int say, int32_t *eos, zt_err *err);
+/* --packing (on) and --packing_strategy (NULL: not given) as *mode: ZT_PACK_* or 0
+ * (wrapped, the stream's windows); ZT_EINPUT naming a strategy ztrain does not know,
+ * or one given without --packing. */
+int zt_cli_packing_mode(int on, const char *strategy, int say, int *mode, zt_err *err);
+/* --padding_free and --packing (packing: ZT_PACK_*, 0 for --padding_free): the eos id
+ * that ends each document of tok_dir's text (documents bounded as o says, which must
+ * put eos after each), and with say the start-up line that says so; ZT_EINPUT naming
+ * what is missing. */
+int zt_cli_padding_free_eos(const char *tok_dir, const zt_text_opts *o, int say, int packing, int32_t *eos,
+                            zt_err *err);
 
 /* The flags of text_data.h's zt_text_opts (O: a zt_text_opts), with the names
  * transformers (encode's add_special_tokens) and TRL use. */

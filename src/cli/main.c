@@ -111,9 +111,9 @@ static int ids_only(const char *const *files, int n)
 static int train_command(int argc, char **argv, zt_err *err)
 {
     const char *model = NULL, *data = NULL, *output_dir = NULL, *log_jsonl = NULL, *max_shard = "5GB";
-    const char *resume = NULL, *tokenizer = NULL, *profile = NULL, *profile_steps = NULL;
+    const char *resume = NULL, *tokenizer = NULL, *profile = NULL, *profile_steps = NULL, *packing_strategy = NULL;
     zt_text_opts topts = ZT_TEXT_OPTS_DEFAULTS;
-    int completion_only = 1, assistant_only = 0, padding_free = 0;
+    int completion_only = 1, assistant_only = 0, padding_free = 0, packing = 0;
     long save_total_limit = 0;
     int override_ckpt = 0, allow_precision = 0;
     int threads = 0, progress = -1;
@@ -132,6 +132,8 @@ static int train_command(int argc, char **argv, zt_err *err)
         {"tokenizer", ZT_FLAG_STR, &tokenizer, "tokenize text data with DIR/tokenizer.json (once: cached by content hash)", 1, 0, 0},
         TEXT_OPTS_FLAGS(topts),
         {"padding_free", ZT_FLAG_BOOL, &padding_free, "TRL's padding_free: positions restart at each document (after each eos) inside a window and attention stays inside it (CPU, exact kernels; default false)", 1, 0, 0},
+        {"packing", ZT_FLAG_BOOL, &packing, "TRL's packing=True: documents (ended by eos) packed best-fit decreasing into the windows (--packing_strategy), positions restart at each, attention stays inside it, padding out of the loss (CPU, exact kernels). Default false: ztrain's windows cut across documents, which is TRL's packing=True with strategy wrapped (TRL's own default, packing=False, a padded row per example, is not offered)", 1, 0, 0},
+        {"packing_strategy", ZT_FLAG_STR, &packing_strategy, "with --packing, TRL's packing_strategy: bfd (default: a document longer than --block_size truncated), bfd_split (cut into pieces) or wrapped (ztrain's default windows)", 1, 0, 0},
         {"completion_only_loss", ZT_FLAG_BOOL, &completion_only, "prompt/completion records: the loss on the completion only (default true, as TRL); false: on every token", 1, 0, 0},
         {"assistant_only_loss", ZT_FLAG_BOOL, &assistant_only, "conversational records (messages, or prompt/completion lists): the loss on the assistant's tokens only, the {% generation %} blocks of the chat template (TRL's; default false)", 1, 0, 0},
         TRAIN_EVAL_FLAGS(ev),
@@ -292,7 +294,9 @@ static int train_command(int argc, char **argv, zt_err *err)
         return rc;
     }
     a.padding_free = padding_free;
-    if (padding_free && (rc = zt_cli_padding_free_eos(tokenizer, &topts, g_rank == 0, &a.doc_eos, err))) {
+    if ((rc = zt_cli_packing_mode(packing, packing_strategy, g_rank == 0, &a.packing, err)) ||
+        ((padding_free || a.packing) &&
+         (rc = zt_cli_padding_free_eos(tokenizer, &topts, g_rank == 0, a.packing, &a.doc_eos, err)))) {
         zt_comm_free(&comm);
         return rc;
     }

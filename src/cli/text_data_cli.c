@@ -18,6 +18,7 @@
 #include "../text/chat_data.h"
 #include "../text/records.h"
 #include "../text/text_data.h"
+#include "../train/trainer.h"
 #include "commands.h"
 
 int zt_cli_is_text(const char *path)
@@ -218,21 +219,46 @@ static void print_document_bounds(const char *tok_dir, const zt_text_opts *o)
     zt_tok_free(t);
 }
 
-int zt_cli_padding_free_eos(const char *tok_dir, const zt_text_opts *o, int say, int32_t *eos, zt_err *err)
+int zt_cli_packing_mode(int on, const char *strategy, int say, int *mode, zt_err *err)
 {
+    static const char *const names[] = {"wrapped", "bfd", "bfd_split"}; /* index: ZT_PACK_* */
+    *mode = on ? ZT_PACK_BFD : 0;
+    if (!strategy)
+        return ZT_OK;
+    if (!on)
+        return zt_fail(err, ZT_EINPUT, "--packing_strategy %s: packing is off; add --packing true", strategy);
+    *mode = 0;
+    while (*mode < 3 && strcmp(strategy, names[*mode]))
+        ++*mode;
+    if (*mode == 3)
+        return zt_fail(err, ZT_EINPUT, "--packing_strategy: unknown \"%s\" (expected bfd, bfd_split or wrapped)",
+                       strategy);
+    if (say && *mode == 0)
+        printf("packing: wrapped: windows cut from the stream across documents (ztrain's default)\n");
+    return ZT_OK;
+}
+
+int zt_cli_padding_free_eos(const char *tok_dir, const zt_text_opts *o, int say, int packing, int32_t *eos,
+                            zt_err *err)
+{
+    const char *flag = packing ? "--packing" : "--padding_free";
     if (!tok_dir)
-        return zt_fail(err, ZT_EINPUT, "--padding_free needs --tokenizer DIR and text data: documents are found by "
-                       "the eos the tokenizer puts after each");
+        return zt_fail(err, ZT_EINPUT, "%s needs --tokenizer DIR and text data: documents are found by "
+                       "the eos the tokenizer puts after each", flag);
     if (!o->eos_between_documents)
-        return zt_fail(err, ZT_EINPUT, "--padding_free with --eos_between_documents false: documents are found by "
-                       "the eos after each; keep it on");
+        return zt_fail(err, ZT_EINPUT, "%s with --eos_between_documents false: documents are found by "
+                       "the eos after each; keep it on", flag);
     zt_tokenizer *t = NULL;
     int rc = zt_tok_load(tok_dir, &t, err);
     if (rc == ZT_OK && (*eos = zt_tok_eos_id(t)) < 0)
-        rc = zt_fail(err, ZT_EINPUT, "--padding_free: the tokenizer in %s names no eos_token (tokenizer_config.json), "
-                     "so documents have no end", tok_dir);
+        rc = zt_fail(err, ZT_EINPUT, "%s: the tokenizer in %s names no eos_token (tokenizer_config.json), "
+                     "so documents have no end", flag, tok_dir);
     zt_tok_free(t);
-    if (rc == ZT_OK && say)
+    if (rc == ZT_OK && say && packing)
+        printf("packing: documents (each ends at eos id %d) are packed best-fit decreasing into the windows "
+               "(%s), positions restart at each and attention stays inside it\n", (int)*eos,
+               packing == ZT_PACK_BFD_SPLIT ? "bfd_split: a longer one cut into pieces" : "bfd: a longer one truncated");
+    else if (rc == ZT_OK && say)
         printf("padding-free: positions restart after each eos (id %d) and attention stays inside each document\n",
                (int)*eos);
     return rc;

@@ -30,6 +30,11 @@ typedef struct zt_batcher {
     int32_t doc_eos;
     int *pos;
     size_t pos_n;
+    /* packing (zt_batcher_set_packing): window w holds the documents
+     * bin_docs[bin_off[w] .. bin_off[w+1]), document d = ids[doc_start[d] ..
+     * + doc_len[d]) (truncated to T); ndocs of them, nwin bins */
+    size_t ndocs, *doc_start, *bin_off, *bin_docs;
+    int *doc_len;
 } zt_batcher;
 
 int zt_batcher_init(zt_batcher *b, const zt_tokens *tokens, int T, int shuffle, uint64_t seed,
@@ -47,6 +52,17 @@ void zt_batcher_fill(zt_batcher *b, long k0, int B, int *inputs, int *targets);
  * transformers' DataCollatorWithFlattening labels it), so no example sees or
  * predicts another.  B: the most samples a fill takes. */
 int zt_batcher_set_padding_free(zt_batcher *b, int32_t eos, int B, zt_err *err);
+/* Packed windows (TRL's packing with its "bfd" strategy): the documents (each ends
+ * at an eos; the tokens after the last eos are one more) are truncated to T tokens
+ * (split: TRL's "bfd_split", cut into pieces of T, the last shorter, each a document
+ * of its own) and placed, longest first (ties in stream order), each into the open
+ * window with the least room that still fits it (ties: the window that got that
+ * room first), else into a new window, as TRL's pack_dataset does with max_length
+ * T.  The windows (in the order they were opened, shuffled per epoch as usual)
+ * replace the stream's; a fill writes each document from position 0 with no target
+ * from its last token, and the rest of a window is padding (eos, position 0, no
+ * target).  B as above. */
+int zt_batcher_set_packing(zt_batcher *b, int32_t eos, int B, int split, zt_err *err);
 
 /* How many of the targets of samples k0 .. k0+n-1 count in the loss: n*T without
  * a loss mask.  The mean loss of a step divides by this over its G samples, as

@@ -540,9 +540,16 @@ static int train_setup(trainer *t, const zt_train_args *a, zt_err *err)
     rc = run_open(&t->r, a->model_dir, a->data_path, a->data_shown, a->loss_mask_path, a->block_size, a->batch_size,
                   &a->plan, be, comm, a->shuffle, a->seed, a->checkpointing, 0, err);
     t->have_run = 1;
-    if (rc == ZT_OK && a->padding_free &&
-        (rc = zt_batcher_set_padding_free(&t->r.batcher, a->doc_eos, a->batch_size, err)) == ZT_OK)
-        rc = zt_model_set_positions(&t->r.model, t->r.batcher.pos, err);
+    if (rc == ZT_OK && a->packing && a->eval_data_path)
+        rc = zt_fail(err, ZT_EINPUT, "--packing with --eval_data: the evaluation does not pack documents; "
+                     "evaluate with --padding_free instead");
+    if (rc == ZT_OK && a->packing)
+        rc = zt_batcher_set_packing(&t->r.batcher, a->doc_eos, a->batch_size, a->packing == ZT_PACK_BFD_SPLIT, err);
+    else if (rc == ZT_OK && a->padding_free)
+        rc = zt_batcher_set_padding_free(&t->r.batcher, a->doc_eos, a->batch_size, err);
+    if (rc == ZT_OK && (a->padding_free || a->packing) &&
+        (rc = zt_model_set_positions(&t->r.model, t->r.batcher.pos, err)) && a->packing)
+        zt_wrap(err, "--packing: ");
     if (rc == ZT_OK)
         rc = resolve_steps(t, err);
     if (rc == ZT_OK && t->rank0 && a->tensorboard_dir)

@@ -58,6 +58,8 @@ typedef struct zt_train_hooks {
 /* Trainer's eval_strategy and save_strategy.  UNSET: evaluate every eval_steps
  * (else once, after the last step) and save every save_steps (0: never). */
 typedef enum zt_strategy { ZT_STRATEGY_UNSET, ZT_STRATEGY_NO, ZT_STRATEGY_STEPS, ZT_STRATEGY_EPOCH } zt_strategy;
+/* --packing_strategy with --packing (TRL's names; wrapped is the stream's windows, 0) */
+enum { ZT_PACK_BFD = 1, ZT_PACK_BFD_SPLIT = 2 };
 
 typedef struct zt_train_args {
     const char *model_dir, *data_path, *output_dir, *log_jsonl;
@@ -115,6 +117,10 @@ typedef struct zt_train_args {
      * at each and attention stays inside it (batches.h: zt_batcher_set_padding_free) */
     int padding_free;
     int32_t doc_eos;
+    /* TRL's packing, strategy bfd or bfd_split (ZT_PACK_*; 0: the stream's
+     * windows): documents bin-packed into the windows (batches.h:
+     * zt_batcher_set_packing); doc_eos as above */
+    int packing;
 } zt_train_args;
 
 typedef struct zt_train_result {
