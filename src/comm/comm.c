@@ -210,7 +210,7 @@ static node_board *board_create(int world_rank, int world)
         atomic_init(&mine->entered, 0);
         atomic_init(&mine->timed_out, 0);
         atomic_init(&mine->reported, 0);
-        atomic_init(&mine->beat, 0.0);
+        atomic_init(&mine->beat, zt_watch_first_beat());
         MPI_Group wg, ng;
         MPI_Comm_group(MPI_COMM_WORLD, &wg);
         MPI_Comm_group(nb->node, &ng);

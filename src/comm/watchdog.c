@@ -38,7 +38,7 @@ static volatile sig_atomic_t g_dump_requested;
  * finish its step, save and say "trained" after the job was declared hung.  The
  * main thread parks at its next collective boundary instead (park_if_aborting). */
 static atomic_int g_aborting;
-static int g_rank, g_started;
+static int g_rank, g_started, g_running; /* g_running: the watchdog thread exists */
 static pthread_t g_thread;
 /* the test seam (zt_watch_test_stall): raise the signal when this rank enters its
  * first collective of that phase at that step; never armed in production */
@@ -55,6 +55,12 @@ static double now_s(void)
 
 void zt_watch_set_timeout(double seconds) { g_timeout = seconds; }
 void zt_watch_set_board(zt_board *b) { atomic_store(&g_board, b); }
+
+/* A slot's first beat is its creation: a rank stopped before its watchdog's first
+ * tick (100 ms after the thread starts; a tiny model runs dozens of steps in that
+ * time) is then silent like any other, where a 0 would read as "no watchdog".  A
+ * rank without the thread keeps 0 and is never called stopped. */
+double zt_watch_first_beat(void) { return g_running ? now_s() : 0.0; }
 
 static const char *scope_name(int scope)
 {
@@ -429,8 +435,10 @@ void zt_watch_start(int rank)
     sigfillset(&all);
     sigdelset(&all, SIGUSR1);
     pthread_sigmask(SIG_BLOCK, &all, &old);
-    if (pthread_create(&g_thread, NULL, watch_main, NULL) == 0)
+    if (pthread_create(&g_thread, NULL, watch_main, NULL) == 0) {
         pthread_detach(g_thread);
+        g_running = 1;
+    }
     else
         fprintf(stderr, "ztrain: warning: rank %d: no watchdog thread: a stalled collective will not time out\n",
                 rank);

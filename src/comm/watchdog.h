@@ -49,6 +49,9 @@ void zt_watch_set_timeout(double seconds);
 void zt_watch_start(int rank);
 /* The board the watchdog reads (NULL: none; before the window is freed). */
 void zt_watch_set_board(zt_board *b);
+/* The beat a rank's new slot starts with: now when its watchdog thread runs, else 0
+ * (no watchdog: never judged silent). */
+double zt_watch_first_beat(void);
 
 /* Test seam (tests/test_stall.c; production never arms it): the first time
  * `rank` enters a collective in `phase` of `step`, it raises `sig` on itself,
