@@ -1212,6 +1212,11 @@ static void check_fast_table(void)
                          t.swiglu_forward_act16 == zt_cu_fast_swiglu_forward_act16 &&
                          t.swiglu_backward_act16 == zt_cu_fast_swiglu_backward_act16;
     report("fast table: the sixteen fast entries in place", replaced ? 0.0 : 1.0, EXACT, NULL);
+    /* the position entries (packed examples) are taken out: the fast kernels have none, and
+     * the model refuses --padding_free and --packing on a table without them */
+    const int no_pos = !t.rope_forward_pos && !t.rope_backward_pos && !t.attention_forward_pos &&
+                       !t.attention_backward_pos;
+    report("fast table: no position entries (packed examples refused)", no_pos ? 0.0 : 1.0, EXACT, NULL);
     /* every other entry unchanged: the copy with those sixteen put back is the table */
     t.attention_scratch_bytes = gpu->attention_scratch_bytes, t.attention_forward = gpu->attention_forward;
     t.attention_backward = gpu->attention_backward, t.rmsnorm_forward = gpu->rmsnorm_forward;
@@ -1223,6 +1228,8 @@ static void check_fast_table(void)
     t.attention_forward_act16 = gpu->attention_forward_act16;
     t.attention_backward_act16 = gpu->attention_backward_act16;
     t.swiglu_forward_act16 = gpu->swiglu_forward_act16, t.swiglu_backward_act16 = gpu->swiglu_backward_act16;
+    t.rope_forward_pos = gpu->rope_forward_pos, t.rope_backward_pos = gpu->rope_backward_pos;
+    t.attention_forward_pos = gpu->attention_forward_pos, t.attention_backward_pos = gpu->attention_backward_pos;
     report("fast table: every other entry the exact one", memcmp(&t, gpu, sizeof t) ? 1.0 : 0.0, EXACT, NULL);
 }
 
