@@ -100,6 +100,8 @@ int zt_ids_push(zt_ids *ids, int32_t id)
 
 int zt_ids_append(zt_ids *ids, const int32_t *v, size_t n)
 {
+    if (n == 0) /* nothing: and memcpy may not take the NULL of an empty list */
+        return ZT_OK;
     if (ids_reserve(ids, ids->n + n))
         return ZT_EFAIL;
     memcpy(ids->v + ids->n, v, n * sizeof *v);
