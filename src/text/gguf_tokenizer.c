@@ -377,7 +377,8 @@ static int collect_cuts(const meta *m, const zt_strmap *ids, cand **out, size_t 
         }
         for (size_t k = first; k < *n; k++) /* right half: the token's characters less the left's */
             (*out)[k].rcp = chars_left + 1 - (*out)[k].lcp;
-        qsort(*out + first, *n - first, sizeof **out, by_ids);
+        if (*n > first) /* an empty qsort's NULL base is not qsort's to take */
+            qsort(*out + first, *n - first, sizeof **out, by_ids);
     }
     return ZT_OK;
 }
