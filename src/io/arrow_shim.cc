@@ -160,6 +160,24 @@ void json_string(std::string_view v, std::string &out)
     out += '"';
 }
 
+void to_json(const arrow::Array &a, int64_t i, std::string &out);
+
+// Row i of a list or large_list array as a JSON array.  One template for both:
+// each array is cast only to its own class (a ListArray read through a
+// LargeListArray reference is undefined behaviour, and clang's UBSan says so).
+template <class List> void list_json(const List &l, int64_t i, std::string &out)
+{
+    int64_t from = l.value_offset(i), to = l.value_offset(i + 1);
+    const arrow::Array &vals = *l.values();
+    out += '[';
+    for (int64_t k = from; k < to; k++) {
+        if (k > from)
+            out += ", ";
+        to_json(vals, k, out);
+    }
+    out += ']';
+}
+
 // Row i of a (holds_json) array as JSON text, appended to out: a struct as an
 // object with its fields in schema order, a list as an array.
 void to_json(const arrow::Array &a, int64_t i, std::string &out)
@@ -192,22 +210,8 @@ void to_json(const arrow::Array &a, int64_t i, std::string &out)
         out += '}';
         return;
     }
-    case arrow::Type::LIST: case arrow::Type::LARGE_LIST: {
-        bool large = a.type_id() == arrow::Type::LARGE_LIST;
-        const auto &l = static_cast<const arrow::ListArray &>(a);
-        const auto &ll = static_cast<const arrow::LargeListArray &>(a);
-        int64_t from = large ? ll.value_offset(i) : l.value_offset(i);
-        int64_t to = large ? ll.value_offset(i + 1) : l.value_offset(i + 1);
-        const arrow::Array &vals = large ? *ll.values() : *l.values();
-        out += '[';
-        for (int64_t k = from; k < to; k++) {
-            if (k > from)
-                out += ", ";
-            to_json(vals, k, out);
-        }
-        out += ']';
-        return;
-    }
+    case arrow::Type::LIST: list_json(static_cast<const arrow::ListArray &>(a), i, out); return;
+    case arrow::Type::LARGE_LIST: list_json(static_cast<const arrow::LargeListArray &>(a), i, out); return;
     default: out += "null"; return;
     }
 }
