@@ -207,32 +207,11 @@ void zt_st_close(zt_st_file *f)
     xfree(f, sizeof *f);
 }
 
-/* Fill t (and its span) from the header entry e for tensor name.  k is the
- * index in j->nums of the first number inside e. */
-static int parse_entry(const char *path, const zt_json *j, const cJSON *e, const char *name,
-                       size_t k, zt_st_tensor *t, st_span *sp, zt_err *err)
+/* Entry `name`'s dtype: its safetensors name in t, its bits per element in *bits,
+ * and its zt_dtype where ztrain computes in it. */
+static int entry_dtype(const char *path, const char *name, const cJSON *dtype, zt_st_tensor *t, int *bits_out,
+                       zt_err *err)
 {
-    if (!cJSON_IsObject(e))
-        return zt_fail(err, ZT_EINPUT, "%s: tensor \"%s\": entry is not an object", path, name);
-    /* Other keys are ignored, as the reference (serde without
-     * deny_unknown_fields) ignores them. */
-    const cJSON *dtype = NULL, *shape = NULL, *offs = NULL;
-    for (const cJSON *m = e->child; m; m = m->next) {
-        const cJSON **slot = strcmp(m->string, "dtype") == 0          ? &dtype
-                             : strcmp(m->string, "shape") == 0        ? &shape
-                             : strcmp(m->string, "data_offsets") == 0 ? &offs
-                                                                      : NULL;
-        if (!slot)
-            continue;
-        if (*slot)
-            return zt_fail(err, ZT_EINPUT, "%s: tensor \"%s\": duplicate key \"%s\"", path, name,
-                           m->string);
-        *slot = m;
-    }
-    if (!dtype || !shape || !offs)
-        return zt_fail(err, ZT_EINPUT, "%s: tensor \"%s\": missing \"%s\"", path, name,
-                       !dtype ? "dtype" : !shape ? "shape" : "data_offsets");
-
     int bits = 0;
     if (cJSON_IsString(dtype))
         for (size_t d = 0; d < sizeof st_dtypes / sizeof st_dtypes[0]; d++)
@@ -254,7 +233,15 @@ static int parse_entry(const char *path, const zt_json *j, const cJSON *e, const
         t->dtype = ZT_F16;
     else
         t->has_zt_dtype = 0;
+    *bits_out = bits;
+    return ZT_OK;
+}
 
+/* The shape and data_offsets of entry `name` into t and sp.  k is the index in
+ * j->nums of the first number inside e. */
+static int entry_numbers(const char *path, const zt_json *j, const cJSON *e, const char *name, size_t k,
+                         const cJSON *shape, const cJSON *offs, zt_st_tensor *t, st_span *sp, zt_err *err)
+{
     /* Numbers are consumed in document order, matching j->nums: walk e's members
      * as they appear, not in the order this function checks them. */
     for (const cJSON *m = e->child; m; m = m->next) {
@@ -294,6 +281,39 @@ static int parse_entry(const char *path, const zt_json *j, const cJSON *e, const
         if (is_shape)
             t->ndim = len;
     }
+    return ZT_OK;
+}
+
+/* Fill t (and its span) from the header entry e for tensor name.  k is the
+ * index in j->nums of the first number inside e. */
+static int parse_entry(const char *path, const zt_json *j, const cJSON *e, const char *name,
+                       size_t k, zt_st_tensor *t, st_span *sp, zt_err *err)
+{
+    if (!cJSON_IsObject(e))
+        return zt_fail(err, ZT_EINPUT, "%s: tensor \"%s\": entry is not an object", path, name);
+    /* Other keys are ignored, as the reference (serde without
+     * deny_unknown_fields) ignores them. */
+    const cJSON *dtype = NULL, *shape = NULL, *offs = NULL;
+    for (const cJSON *m = e->child; m; m = m->next) {
+        const cJSON **slot = strcmp(m->string, "dtype") == 0          ? &dtype
+                             : strcmp(m->string, "shape") == 0        ? &shape
+                             : strcmp(m->string, "data_offsets") == 0 ? &offs
+                                                                      : NULL;
+        if (!slot)
+            continue;
+        if (*slot)
+            return zt_fail(err, ZT_EINPUT, "%s: tensor \"%s\": duplicate key \"%s\"", path, name,
+                           m->string);
+        *slot = m;
+    }
+    if (!dtype || !shape || !offs)
+        return zt_fail(err, ZT_EINPUT, "%s: tensor \"%s\": missing \"%s\"", path, name,
+                       !dtype ? "dtype" : !shape ? "shape" : "data_offsets");
+
+    int bits = 0, rc;
+    if ((rc = entry_dtype(path, name, dtype, t, &bits, err)) ||
+        (rc = entry_numbers(path, j, e, name, k, shape, offs, t, sp, err)))
+        return rc;
 
     int64_t numel = 1;
     for (int d = 0; d < t->ndim; d++) {
@@ -321,17 +341,11 @@ static int parse_entry(const char *path, const zt_json *j, const cJSON *e, const
     return ZT_OK;
 }
 
-/* Validate the header tree against a data section of data_bytes starting at
- * data, and fill f's tensor tables. */
-static int st_load_header(zt_st_file *f, const zt_json *j, const unsigned char *data,
-                          uint64_t data_bytes, zt_err *err)
+/* Pass 1 over the header: the tensors' count and name bytes, and __metadata__
+ * (an object of strings, at most once; NULL when absent). */
+static int header_sizes(const char *path, const cJSON *root, size_t *n_out, size_t *names_out, const cJSON **meta_out,
+                        zt_err *err)
 {
-    const char *path = f->path;
-    const cJSON *root = j->root;
-    if (!cJSON_IsObject(root))
-        return zt_fail(err, ZT_EINPUT, "%s: header JSON is not an object", path);
-
-    /* Pass 1: sizes, and __metadata__ (an object of strings, at most once). */
     size_t n = 0, names_bytes = 0;
     const cJSON *meta = NULL;
     for (const cJSON *c = root->child; c; c = c->next) {
@@ -354,19 +368,116 @@ static int st_load_header(zt_st_file *f, const zt_json *j, const unsigned char *
     }
     if (n > INT_MAX)
         return zt_fail(err, ZT_EINPUT, "%s: too many tensors (%zu)", path, n);
-    if (cJSON_IsObject(meta) && meta->child) { /* kept for zt_st_metadata */
-        size_t bytes = 0;
-        for (const cJSON *m = meta->child; m; m = m->next)
-            bytes += strlen(m->string) + strlen(m->valuestring) + 2;
-        if (!(f->meta = xalloc(bytes)))
-            return zt_fail(err, ZT_EFAIL, "%s: out of memory for __metadata__", path);
-        f->meta_bytes = bytes;
-        char *w = f->meta;
-        for (const cJSON *m = meta->child; m; m = m->next) {
-            w = stpcpy(w, m->string) + 1;
-            w = stpcpy(w, m->valuestring) + 1;
-        }
+    *n_out = n, *names_out = names_bytes, *meta_out = meta;
+    return ZT_OK;
+}
+
+/* __metadata__'s pairs kept in f, key and value NUL-terminated in turn, for zt_st_metadata. */
+static int keep_metadata(zt_st_file *f, const cJSON *meta, zt_err *err)
+{
+    if (!cJSON_IsObject(meta) || !meta->child)
+        return ZT_OK;
+    size_t bytes = 0;
+    for (const cJSON *m = meta->child; m; m = m->next)
+        bytes += strlen(m->string) + strlen(m->valuestring) + 2;
+    if (!(f->meta = xalloc(bytes)))
+        return zt_fail(err, ZT_EFAIL, "%s: out of memory for __metadata__", f->path);
+    f->meta_bytes = bytes;
+    char *w = f->meta;
+    for (const cJSON *m = meta->child; m; m = m->next) {
+        w = stpcpy(w, m->string) + 1;
+        w = stpcpy(w, m->valuestring) + 1;
     }
+    return ZT_OK;
+}
+
+/* Pass 2: every entry, in document order so number k stays in step. */
+static int parse_entries(zt_st_file *f, const zt_json *j, const cJSON *meta, zt_st_tensor *doc, st_span *spans,
+                         zt_err *err)
+{
+    int rc = ZT_OK;
+    size_t i = 0, k = 0;
+    char *np = f->names;
+    for (const cJSON *c = j->root->child; c && rc == ZT_OK; c = c->next) {
+        size_t nk = zt_json_count_numbers(c);
+        if (c != meta) {
+            size_t len = strlen(c->string) + 1;
+            memcpy(np, c->string, len);
+            doc[i].name = np;
+            np += len;
+            spans[i].idx = (int)i;
+            rc = parse_entry(f->path, j, c, doc[i].name, k, &doc[i], &spans[i], err);
+            i++;
+        }
+        k += nk;
+    }
+    return rc;
+}
+
+/* Duplicates first: two entries with one name would otherwise be reported
+ * as the overlap or gap they also cause. */
+static int check_duplicates(zt_st_file *f, zt_st_tensor *doc, size_t n, zt_err *err)
+{
+    for (size_t t = 0; t < n; t++)
+        f->by_name[t] = &doc[t];
+    if (!n)
+        return ZT_OK;
+    qsort(f->by_name, n, sizeof *f->by_name, cmp_tensor_name);
+    for (size_t t = 1; t < n; t++)
+        if (strcmp(f->by_name[t - 1]->name, f->by_name[t]->name) == 0)
+            return zt_fail(err, ZT_EINPUT, "%s: duplicate tensor name \"%s\"", f->path, f->by_name[t]->name);
+    return ZT_OK;
+}
+
+/* The spans, in offset order, must tile [0, data_bytes) exactly. */
+static int check_tiling(const char *path, st_span *spans, const zt_st_tensor *doc, size_t n, uint64_t data_bytes,
+                        zt_err *err)
+{
+    if (n)
+        qsort(spans, n, sizeof *spans, cmp_span);
+    uint64_t prev_end = 0;
+    const char *prev_name = NULL;
+    for (size_t t = 0; t < n; t++) {
+        const st_span *s = &spans[t];
+        const char *name = doc[s->idx].name;
+        if (s->end > data_bytes)
+            return zt_fail(err, ZT_EINPUT,
+                           "%s: tensor \"%s\": data_offsets end %llu is past the end of the data section (%llu bytes; truncated file?)",
+                           path, name, (unsigned long long)s->end, (unsigned long long)data_bytes);
+        else if (s->begin < prev_end)
+            return zt_fail(err, ZT_EINPUT,
+                           "%s: tensor \"%s\": data_offsets [%llu, %llu] overlap tensor \"%s\" ending at %llu",
+                           path, name, (unsigned long long)s->begin, (unsigned long long)s->end,
+                           prev_name, (unsigned long long)prev_end);
+        else if (s->begin > prev_end)
+            return zt_fail(err, ZT_EINPUT,
+                           "%s: gap in the data section: bytes [%llu, %llu) before tensor \"%s\" belong to no tensor",
+                           path, (unsigned long long)prev_end, (unsigned long long)s->begin, name);
+        prev_end = s->end;
+        prev_name = name;
+    }
+    if (prev_end != data_bytes)
+        return zt_fail(err, ZT_EINPUT,
+                       "%s: %llu trailing bytes after the last tensor (data section is %llu bytes, tensors cover %llu)",
+                       path, (unsigned long long)(data_bytes - prev_end),
+                       (unsigned long long)data_bytes, (unsigned long long)prev_end);
+    return ZT_OK;
+}
+
+/* Validate the header tree against a data section of data_bytes starting at
+ * data, and fill f's tensor tables. */
+static int st_load_header(zt_st_file *f, const zt_json *j, const unsigned char *data,
+                          uint64_t data_bytes, zt_err *err)
+{
+    const char *path = f->path;
+    const cJSON *root = j->root;
+    if (!cJSON_IsObject(root))
+        return zt_fail(err, ZT_EINPUT, "%s: header JSON is not an object", path);
+    size_t n = 0, names_bytes = 0;
+    const cJSON *meta = NULL;
+    int rc;
+    if ((rc = header_sizes(path, root, &n, &names_bytes, &meta, err)) || (rc = keep_metadata(f, meta, err)))
+        return rc;
     f->n = (int)n;
     if (n) {
         f->tensors = xalloc(n * sizeof *f->tensors);
@@ -385,68 +496,9 @@ static int st_load_header(zt_st_file *f, const zt_json *j, const unsigned char *
             xfree(doc, n * sizeof *doc);
         return zt_fail(err, ZT_EFAIL, "%s: out of memory for %zu tensors", path, n);
     }
-
-    /* Pass 2: every entry, in document order so number k stays in step. */
-    int rc = ZT_OK;
-    size_t i = 0, k = 0;
-    char *np = f->names;
-    for (const cJSON *c = root->child; c && rc == ZT_OK; c = c->next) {
-        size_t nk = zt_json_count_numbers(c);
-        if (c != meta) {
-            size_t len = strlen(c->string) + 1;
-            memcpy(np, c->string, len);
-            doc[i].name = np;
-            np += len;
-            spans[i].idx = (int)i;
-            rc = parse_entry(path, j, c, doc[i].name, k, &doc[i], &spans[i], err);
-            i++;
-        }
-        k += nk;
-    }
-
-    /* Duplicates first: two entries with one name would otherwise be reported
-     * as the overlap or gap they also cause. */
-    for (size_t t = 0; rc == ZT_OK && t < n; t++)
-        f->by_name[t] = &doc[t];
-    if (rc == ZT_OK && n) {
-        qsort(f->by_name, n, sizeof *f->by_name, cmp_tensor_name);
-        for (size_t t = 1; t < n && rc == ZT_OK; t++)
-            if (strcmp(f->by_name[t - 1]->name, f->by_name[t]->name) == 0)
-                rc = zt_fail(err, ZT_EINPUT, "%s: duplicate tensor name \"%s\"", path,
-                             f->by_name[t]->name);
-    }
-
-    /* The spans, in offset order, must tile [0, data_bytes) exactly. */
-    if (rc == ZT_OK && n)
-        qsort(spans, n, sizeof *spans, cmp_span);
-    uint64_t prev_end = 0;
-    const char *prev_name = NULL;
-    for (size_t t = 0; t < n && rc == ZT_OK; t++) {
-        const st_span *s = &spans[t];
-        const char *name = doc[s->idx].name;
-        if (s->end > data_bytes)
-            rc = zt_fail(err, ZT_EINPUT,
-                         "%s: tensor \"%s\": data_offsets end %llu is past the end of the data section (%llu bytes; truncated file?)",
-                         path, name, (unsigned long long)s->end, (unsigned long long)data_bytes);
-        else if (s->begin < prev_end)
-            rc = zt_fail(err, ZT_EINPUT,
-                         "%s: tensor \"%s\": data_offsets [%llu, %llu] overlap tensor \"%s\" ending at %llu",
-                         path, name, (unsigned long long)s->begin, (unsigned long long)s->end,
-                         prev_name, (unsigned long long)prev_end);
-        else if (s->begin > prev_end)
-            rc = zt_fail(err, ZT_EINPUT,
-                         "%s: gap in the data section: bytes [%llu, %llu) before tensor \"%s\" belong to no tensor",
-                         path, (unsigned long long)prev_end, (unsigned long long)s->begin, name);
-        prev_end = s->end;
-        prev_name = name;
-    }
-    if (rc == ZT_OK && prev_end != data_bytes)
-        rc = zt_fail(err, ZT_EINPUT,
-                     "%s: %llu trailing bytes after the last tensor (data section is %llu bytes, tensors cover %llu)",
-                     path, (unsigned long long)(data_bytes - prev_end),
-                     (unsigned long long)data_bytes, (unsigned long long)prev_end);
-
-    if (rc == ZT_OK) {
+    if ((rc = parse_entries(f, j, meta, doc, spans, err)) == ZT_OK &&
+        (rc = check_duplicates(f, doc, n, err)) == ZT_OK &&
+        (rc = check_tiling(path, spans, doc, n, data_bytes, err)) == ZT_OK) {
         for (size_t t = 0; t < n; t++) {
             f->tensors[t] = doc[spans[t].idx];
             f->tensors[t].data = data + spans[t].begin;

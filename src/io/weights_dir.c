@@ -90,68 +90,70 @@ static int is_plain_file_name(const char *s)
     return *s && strchr(s, '/') == NULL && strcmp(s, ".") != 0 && strcmp(s, "..") != 0;
 }
 
-static int weights_open_sharded(zt_weights *w, const char *dir, const char *index, zt_err *err)
+/* The index's weight_map (its only other key may be metadata), and its size. */
+static int index_weight_map(const char *index, const zt_json *j, const cJSON **map_out, int *nmap_out, zt_err *err)
 {
-    zt_json j = {0};
-    int rc = zt_json_parse_file(index, INDEX_MAX_BYTES, &j, err);
-    if (rc)
-        return rc;
     const cJSON *map = NULL;
-    if (!cJSON_IsObject(j.root))
-        rc = zt_fail(err, ZT_EINPUT, "%s: index is not a JSON object", index);
-    for (const cJSON *c = rc ? NULL : j.root->child; c && rc == ZT_OK; c = c->next) {
+    if (!cJSON_IsObject(j->root))
+        return zt_fail(err, ZT_EINPUT, "%s: index is not a JSON object", index);
+    for (const cJSON *c = j->root->child; c; c = c->next) {
         if (strcmp(c->string, "weight_map") == 0) {
             if (map)
-                rc = zt_fail(err, ZT_EINPUT, "%s: duplicate key \"weight_map\"", index);
+                return zt_fail(err, ZT_EINPUT, "%s: duplicate key \"weight_map\"", index);
             map = c;
         } else if (strcmp(c->string, "metadata") != 0) {
-            rc = zt_fail(err, ZT_EINPUT, "%s: unknown key \"%s\" (expected metadata, weight_map)",
-                         index, c->string);
+            return zt_fail(err, ZT_EINPUT, "%s: unknown key \"%s\" (expected metadata, weight_map)",
+                           index, c->string);
         }
     }
-    if (rc == ZT_OK && !cJSON_IsObject(map))
-        rc = zt_fail(err, ZT_EINPUT, "%s: \"weight_map\" is missing or not an object", index);
-    int nmap = rc ? 0 : cJSON_GetArraySize(map);
-    if (rc == ZT_OK && nmap == 0)
-        rc = zt_fail(err, ZT_EINPUT, "%s: \"weight_map\" is empty", index);
+    if (!cJSON_IsObject(map))
+        return zt_fail(err, ZT_EINPUT, "%s: \"weight_map\" is missing or not an object", index);
+    int nmap = cJSON_GetArraySize(map);
+    if (nmap == 0)
+        return zt_fail(err, ZT_EINPUT, "%s: \"weight_map\" is empty", index);
+    *map_out = map, *nmap_out = nmap;
+    return ZT_OK;
+}
 
-    wentry *ents = nmap ? xalloc((size_t)nmap * sizeof *ents) : NULL;
-    const char **files = nmap ? xalloc((size_t)nmap * sizeof *files) : NULL;
-    if (rc == ZT_OK && (!ents || !files))
-        rc = zt_fail(err, ZT_EFAIL, "%s: out of memory", index);
+/* weight_map's entries, sorted by tensor name (each name once), and the file of
+ * each in files[]. */
+static int read_weight_map(const char *index, const cJSON *map, int nmap, wentry *ents, const char **files,
+                           zt_err *err)
+{
     int i = 0;
-    for (const cJSON *c = rc ? NULL : map->child; c && rc == ZT_OK; c = c->next, i++) {
+    for (const cJSON *c = map->child; c; c = c->next, i++) {
         if (!cJSON_IsString(c) || !is_plain_file_name(c->valuestring))
-            rc = zt_fail(err, ZT_EINPUT,
-                         "%s: weight_map entry \"%s\" must be a file name in the same directory",
-                         index, c->string);
-        else
-            ents[i] = (wentry){c->string, c->valuestring, NULL, -1}, files[i] = c->valuestring;
+            return zt_fail(err, ZT_EINPUT,
+                           "%s: weight_map entry \"%s\" must be a file name in the same directory",
+                           index, c->string);
+        ents[i] = (wentry){c->string, c->valuestring, NULL, -1}, files[i] = c->valuestring;
     }
-    if (rc == ZT_OK) {
-        qsort(ents, (size_t)nmap, sizeof *ents, cmp_wentry);
-        for (int e = 1; e < nmap && rc == ZT_OK; e++)
-            if (strcmp(ents[e - 1].name, ents[e].name) == 0)
-                rc = zt_fail(err, ZT_EINPUT, "%s: weight_map lists \"%s\" twice (duplicate)", index,
-                             ents[e].name);
-    }
-    /* Each distinct shard is opened once, in file-name order. */
-    int nfiles = 0;
-    if (rc == ZT_OK) {
-        qsort(files, (size_t)nmap, sizeof *files, cmp_cstr_ptr);
-        for (int e = 0; e < nmap; e++)
-            if (e == 0 || strcmp(files[e - 1], files[e]) != 0)
-                files[nfiles++] = files[e];
-        w->files = xalloc((size_t)nfiles * sizeof *w->files);
-        if (!w->files)
-            rc = zt_fail(err, ZT_EFAIL, "%s: out of memory", index);
-    }
+    qsort(ents, (size_t)nmap, sizeof *ents, cmp_wentry);
+    for (int e = 1; e < nmap; e++)
+        if (strcmp(ents[e - 1].name, ents[e].name) == 0)
+            return zt_fail(err, ZT_EINPUT, "%s: weight_map lists \"%s\" twice (duplicate)", index,
+                           ents[e].name);
+    return ZT_OK;
+}
+
+/* Each distinct shard is opened once, in file-name order: files[] becomes the
+ * *nfiles distinct names, w->files their open files (w->nfiles of them opened). */
+static int open_shards(zt_weights *w, const char *dir, const char *index, const char **files, int nmap,
+                       int *nfiles_out, zt_err *err)
+{
+    int nfiles = 0, rc = ZT_OK;
+    qsort(files, (size_t)nmap, sizeof *files, cmp_cstr_ptr);
+    for (int e = 0; e < nmap; e++)
+        if (e == 0 || strcmp(files[e - 1], files[e]) != 0)
+            files[nfiles++] = files[e];
+    *nfiles_out = nfiles;
+    w->files = xalloc((size_t)nfiles * sizeof *w->files);
+    if (!w->files)
+        return zt_fail(err, ZT_EFAIL, "%s: out of memory", index);
     for (int s = 0; s < nfiles && rc == ZT_OK; s++) {
         char *p = path_join(dir, files[s]);
-        if (!p) {
-            rc = zt_fail(err, ZT_EFAIL, "%s: out of memory", index);
-            break;
-        }
+        if (!p)
+            return zt_fail(err, ZT_EFAIL, "%s: out of memory", index);
         rc = zt_st_open(p, &w->files[s], err);
         xfree(p, strlen(p) + 1);
         if (rc)
@@ -159,27 +161,52 @@ static int weights_open_sharded(zt_weights *w, const char *dir, const char *inde
         else
             w->nfiles = s + 1;
     }
-    /* Every mapped name is in its shard... */
-    for (int e = 0; e < nmap && rc == ZT_OK; e++) {
+    return rc;
+}
+
+/* Every mapped name is in its shard, and every tensor of a shard is mapped to
+ * that shard. */
+static int check_mapping(const zt_weights *w, const char *index, const wentry *ents, int nmap, const char **files,
+                         int nfiles, zt_err *err)
+{
+    for (int e = 0; e < nmap; e++) {
         const char **hit = bsearch(&ents[e].file, files, (size_t)nfiles, sizeof *files, cmp_cstr_ptr);
         int s = (int)(hit - files);
         if (!zt_st_find(w->files[s], ents[e].name))
-            rc = zt_fail(err, ZT_EINPUT, "%s: weight_map maps \"%s\" to %s, which has no such tensor",
-                         index, ents[e].name, zt_st_path(w->files[s]));
+            return zt_fail(err, ZT_EINPUT, "%s: weight_map maps \"%s\" to %s, which has no such tensor",
+                           index, ents[e].name, zt_st_path(w->files[s]));
     }
-    /* ...and every tensor of a shard is mapped to that shard. */
-    for (int s = 0; s < nfiles && rc == ZT_OK; s++)
-        for (int t = 0; t < zt_st_count(w->files[s]) && rc == ZT_OK; t++) {
+    for (int s = 0; s < nfiles; s++)
+        for (int t = 0; t < zt_st_count(w->files[s]); t++) {
             wentry key = {zt_st_get(w->files[s], t)->name, NULL, NULL, 0};
             const wentry *hit = bsearch(&key, ents, (size_t)nmap, sizeof *ents, cmp_wentry);
             if (!hit)
-                rc = zt_fail(err, ZT_EINPUT, "%s: tensor \"%s\" is not listed in weight_map of %s",
-                             zt_st_path(w->files[s]), key.name, index);
-            else if (strcmp(hit->file, files[s]) != 0)
-                rc = zt_fail(err, ZT_EINPUT,
-                             "%s: tensor \"%s\" is also in %s, but weight_map maps it to %s (duplicate)",
-                             index, key.name, zt_st_path(w->files[s]), hit->file);
+                return zt_fail(err, ZT_EINPUT, "%s: tensor \"%s\" is not listed in weight_map of %s",
+                               zt_st_path(w->files[s]), key.name, index);
+            if (strcmp(hit->file, files[s]) != 0)
+                return zt_fail(err, ZT_EINPUT,
+                               "%s: tensor \"%s\" is also in %s, but weight_map maps it to %s (duplicate)",
+                               index, key.name, zt_st_path(w->files[s]), hit->file);
         }
+    return ZT_OK;
+}
+
+static int weights_open_sharded(zt_weights *w, const char *dir, const char *index, zt_err *err)
+{
+    zt_json j = {0};
+    int rc = zt_json_parse_file(index, INDEX_MAX_BYTES, &j, err);
+    if (rc)
+        return rc;
+    const cJSON *map = NULL;
+    int nmap = 0, nfiles = 0;
+    rc = index_weight_map(index, &j, &map, &nmap, err);
+    wentry *ents = nmap ? xalloc((size_t)nmap * sizeof *ents) : NULL;
+    const char **files = nmap ? xalloc((size_t)nmap * sizeof *files) : NULL;
+    if (rc == ZT_OK && (!ents || !files))
+        rc = zt_fail(err, ZT_EFAIL, "%s: out of memory", index);
+    if (rc == ZT_OK && (rc = read_weight_map(index, map, nmap, ents, files, err)) == ZT_OK &&
+        (rc = open_shards(w, dir, index, files, nmap, &nfiles, err)) == ZT_OK)
+        rc = check_mapping(w, index, ents, nmap, files, nfiles, err);
     if (ents)
         xfree(ents, (size_t)nmap * sizeof *ents);
     if (files)
