@@ -46,27 +46,10 @@ finish() {
     exit 0
 }
 
-# same_checkpoint A B: two checkpoint directories are the same checkpoint, in the
+# same_checkpoint A B [NAME...]: two checkpoints (directories, or NAME... under each
+# of two output directories, '.' the final model) or two files are the same, in the
 # tests' one sense of it (same_checkpoints.py: every file says the same but for what
 # names the run).  Prints the first difference; status 1 when any.
 same_checkpoint() {
-    /usr/bin/python3 "$(dirname "${BASH_SOURCE[0]}")/same_checkpoints.py" "$1" "$2" 2>&1
-}
-
-# same_weights A B: two safetensors files hold the same header and tensor bytes
-# but for the run_id and step a checkpoint's model records in __metadata__ (a
-# final model records none; issue 44): how a checkpoint's model or its merge is
-# compared with a final model or another run's.  Status 1 when they differ.
-same_weights() {
-    python3 - "$1" "$2" <<'PY'
-import json, struct, sys
-def load(p):
-    b = open(p, 'rb').read()
-    n = struct.unpack('<Q', b[:8])[0]
-    h = json.loads(b[8:8 + n])
-    for k in ('run_id', 'step'):
-        h.get('__metadata__', {}).pop(k, None)
-    return h, b[8 + n:]
-sys.exit(0 if load(sys.argv[1]) == load(sys.argv[2]) else 1)
-PY
+    /usr/bin/python3 "$(dirname "${BASH_SOURCE[0]}")/same_checkpoints.py" "$@" 2>&1
 }
