@@ -53,3 +53,23 @@ finish() {
 same_checkpoint() {
     /usr/bin/python3 "$(dirname "${BASH_SOURCE[0]}")/same_checkpoints.py" "$@" 2>&1
 }
+
+# document_run BASE STEP SPAN: the setup of the document-aware runs (packing.sh,
+# padding_free.sh): $TMP/d.jsonl, the lines of tests/fixtures/text/multilingual.txt
+# four times over, record i cut to BASE + (i * STEP) % SPAN characters; $TMP/init, the
+# gqa_tied model with a vocabulary of 1500, seed 5; tok, a tokenizer whose template
+# puts BOS before each document (eos id 2); and losses FILE, a log's loss lines.
+document_run() {
+    /usr/bin/python3 - "$TMP" "$1" "$2" "$3" <<'PY'
+import json, sys
+base, step, span = map(int, sys.argv[2:5])
+lines = [l.strip() for l in open("tests/fixtures/text/multilingual.txt", encoding="utf-8") if l.strip()]
+with open(sys.argv[1] + "/d.jsonl", "w") as f:
+    for i, l in enumerate(lines * 4):
+        f.write(json.dumps({"text": l[:base + (i * step) % span]}) + "\n")
+PY
+    sed 's/"vocab_size": 256/"vocab_size": 1500/' tests/fixtures/gqa_tied/config.json > "$TMP/config.json"
+    "$ZTRAIN" init-model --model_config "$TMP/config.json" --output_dir "$TMP/init" --seed 5 >/dev/null || fail "init-model"
+    tok=tests/fixtures/tokenizers/post/llama2_bos
+    losses() { grep -o '"loss": [^,]*' "$1"; }
+}
