@@ -147,10 +147,9 @@ static int open_run(chat_run *r, const char *model, const char *tok_dir, const c
         return rc;
     if (r->cap <= 0 || r->cap > cfg.max_position_embeddings)
         r->cap = cfg.max_position_embeddings < 4096 ? cfg.max_position_embeddings : 4096;
-    zt_dtype compute = cfg.torch_dtype == ZT_BF16 ? ZT_BF16 : ZT_F32;
+    zt_dtype compute;
     char desc[160];
-    if ((dtype_name && (rc = zt_gen_parse_compute(dtype_name, &compute, err))) ||
-        (rc = zt_gen_gate(&cfg, compute, r->cap, device, NULL, err)))
+    if ((rc = zt_gen_compute(&cfg, dtype_name, r->cap, device, NULL, &compute, err)))
         return rc;
     if ((rc = zt_tok_load(tok_dir, &r->tok, err)) || (rc = zt_chat_load(tok_dir, &r->chat, err)))
         return rc;

@@ -15,12 +15,12 @@ zt_sampling zt_gen_sampling(const zt_gen_defaults *d, int do_sample, double temp
 /* zt_gen_text's decode for a zt_tokenizer (ctx): special tokens print nothing. */
 size_t zt_gen_tok_decode(void *ctx, int id, char *buf, size_t cap);
 void zt_gen_emit_stdout(void *ctx, const char *text, size_t n);
-/* --torch_dtype NAME as a compute dtype: fp32 or bf16. */
-int zt_gen_parse_compute(const char *name, zt_dtype *compute, zt_err *err);
-/* Refuse, before allocating, a model whose weights and a KV cache of longest
- * positions (capped at max_position_embeddings) do not fit (--max_memory, or
- * the device's available memory). */
-int zt_gen_gate(const zt_llama_config *cfg, zt_dtype compute, long longest, const char *device,
-                const char *max_memory, zt_err *err);
+/* The compute dtype: --torch_dtype NAME when given (fp32 or bf16), else the
+ * config's torch_dtype (bf16, or fp32 for any other); then refuse, before
+ * allocating, a model whose weights and a KV cache of longest positions (capped
+ * at max_position_embeddings) do not fit (--max_memory, or the device's
+ * available memory). */
+int zt_gen_compute(const zt_llama_config *cfg, const char *dtype_name, long longest, const char *device,
+                   const char *max_memory, zt_dtype *compute, zt_err *err);
 
 #endif

@@ -159,7 +159,7 @@ static int decoding(const char *model, int do_sample, double temperature, int to
     return ZT_OK;
 }
 
-int zt_gen_parse_compute(const char *name, zt_dtype *compute, zt_err *err)
+static int parse_compute(const char *name, zt_dtype *compute, zt_err *err)
 {
     if (zt_dtype_parse(name, compute) != 0 || *compute == ZT_F16)
         return zt_fail(err, ZT_EINPUT, "--torch_dtype: expected fp32 or bf16 (float32, bfloat16), got '%s'", name);
@@ -169,7 +169,7 @@ int zt_gen_parse_compute(const char *name, zt_dtype *compute, zt_err *err)
 /* Sizes before allocation, as for eval: the weights once in the compute dtype
  * and one sequence as long as the KV cache can grow (longest: the prompt has at
  * most one token per byte, plus the new tokens). */
-int zt_gen_gate(const zt_llama_config *cfg, zt_dtype compute, long longest, const char *device,
+static int gate(const zt_llama_config *cfg, zt_dtype compute, long longest, const char *device,
                 const char *max_memory, zt_err *err)
 {
     int T = longest < cfg->max_position_embeddings ? (int)longest : cfg->max_position_embeddings;
@@ -182,6 +182,14 @@ int zt_gen_gate(const zt_llama_config *cfg, zt_dtype compute, long longest, cons
         return rc;
     size_t limit = zt_memory_limit_on(device, max_mem, 1, 0, why, sizeof why);
     return zt_memory_gate(cfg, &gplan, 1, T > 0 ? T : 1, 0, 0, limit, why, err);
+}
+
+int zt_gen_compute(const zt_llama_config *cfg, const char *dtype_name, long longest, const char *device,
+                   const char *max_memory, zt_dtype *compute, zt_err *err)
+{
+    *compute = cfg->torch_dtype == ZT_BF16 ? ZT_BF16 : ZT_F32;
+    int rc = dtype_name ? parse_compute(dtype_name, compute, err) : ZT_OK;
+    return rc ? rc : gate(cfg, *compute, longest, device, max_memory, err);
 }
 
 static void report(int n_prompt, const zt_gen_result *res, zt_dtype compute, const char *desc)
@@ -256,9 +264,8 @@ int zt_cmd_generate(int argc, char **argv, zt_err *err)
     if ((rc = decoding(meta_dir, do_sample, temperature, top_k, top_p, &max_new, &max_length, &sampling, err)) ||
         (rc = zt_gen_read_eos(meta_dir, cfg.vocab_size, eos, MAX_EOS, &n_eos, err)))
         return rc;
-    zt_dtype compute = cfg.torch_dtype == ZT_BF16 ? ZT_BF16 : ZT_F32;
-    if ((dtype_name && (rc = zt_gen_parse_compute(dtype_name, &compute, err))) ||
-        (rc = zt_gen_gate(&cfg, compute, (long)strlen(prompt) + max_new, device, max_memory, err)))
+    zt_dtype compute;
+    if ((rc = zt_gen_compute(&cfg, dtype_name, (long)strlen(prompt) + max_new, device, max_memory, &compute, err)))
         return rc;
     int nthreads = zt_cli_set_threads(threads), devices = 0;
     char desc[160];

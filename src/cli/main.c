@@ -108,63 +108,268 @@ static int ids_only(const char *const *files, int n)
     return 1;
 }
 
+enum { TRAIN_MAX_DATA = 64 };
+
+/* train's flags as parsed, and the strings the run keeps pointers into until it ends */
+typedef struct train_cli {
+    const char *model, *data, *output_dir, *log_jsonl, *max_shard;
+    const char *resume, *tokenizer, *profile, *profile_steps, *packing_strategy;
+    zt_text_opts topts;
+    int completion_only, assistant_only, padding_free, packing;
+    long save_total_limit;
+    int override_ckpt, allow_precision;
+    int threads, progress;
+    double peak, coll_timeout;
+    long skip_nonfinite, max_skipped;
+    const char *max_memory, *max_host_memory;
+    int ignore_np;
+    zt_settings st;
+    zt_cli_eval ev;
+    zt_cli_vocab voc;
+    zt_select_args sel;
+    long prof_a, prof_b;
+    const char *data_files[TRAIN_MAX_DATA];
+    int n_data;
+    char command_line[1024];
+    char gguf_tok[4096];
+    char shown[1024]; /* messages name the files given, not the token cache they became */
+    char tok_data[4096], mask_data[4096];
+} train_cli;
+
+static void train_cli_defaults(train_cli *o)
+{
+    *o = (train_cli){.max_shard = "5GB", .topts = ZT_TEXT_OPTS_DEFAULTS, .completion_only = 1, .progress = -1,
+                     .coll_timeout = 600.0, .max_skipped = 20, .ev = ZT_CLI_EVAL_DEFAULTS,
+                     .voc = ZT_CLI_VOCAB_DEFAULTS, .sel = ZT_CLI_SELECT_DEFAULTS, .prof_a = 1, .prof_b = 0};
+    zt_settings_defaults(&o->st);
+}
+
+/* The command line (recorded in each checkpoint's trainer_state.json, --data
+ * included), --data's list taken out of argv, then the flags and what they need
+ * of each other. */
+static int train_parse(train_cli *o, zt_flag *flags, int nflags, int argc, char **argv, zt_err *err)
+{
+    snprintf(o->command_line, sizeof o->command_line, "ztrain train");
+    for (int i = 0; i < argc; i++) {
+        size_t len = strlen(o->command_line);
+        snprintf(o->command_line + len, sizeof o->command_line - len, " %s", argv[i]);
+    }
+    /* --data A B ...: its values leave argv here (the table lists it for --help) */
+    const char **taken = NULL;
+    int n_data = zt_cli_take_list("--data", &argc, argv, &taken);
+    if (n_data < 0)
+        return zt_fail(err, ZT_EFAIL, "out of memory");
+    for (int i = 0; i < n_data && i < TRAIN_MAX_DATA; i++)
+        o->data_files[i] = taken[i];
+    free(taken);
+    if (n_data > TRAIN_MAX_DATA)
+        return zt_fail(err, ZT_EINPUT, "--data: %d files, more than %d; join them first (ztrain tokenize)", n_data,
+                       TRAIN_MAX_DATA);
+    o->n_data = n_data;
+    o->data = n_data > 0 ? o->data_files[0] : NULL;
+    int rc = zt_flags_parse(flags, nflags, argc, argv, "ztrain train", err);
+    if (rc)
+        return rc;
+    if (!o->model || !o->data)
+        return zt_fail(err, ZT_EINPUT, "ztrain train: --model and --data are required");
+    /* checkpoints go into --output_dir, as Trainer's do: without one they would be
+     * a silent no-op */
+    if (o->st.save_steps > 0 && !o->output_dir)
+        return zt_fail(err, ZT_EINPUT, "--save_steps %ld needs --output_dir DIR (checkpoint-N directories are "
+                       "written there)", o->st.save_steps);
+    if (o->profile_steps && !o->profile)
+        return zt_fail(err, ZT_EINPUT, "--profile_steps: needs --profile FILE.json (where the trace goes)");
+    if (o->profile_steps && (rc = zt_prof_parse_steps(o->profile_steps, &o->prof_a, &o->prof_b, err)))
+        return rc;
+    return ZT_OK;
+}
+
+/* This rank's memory limits (device and host), and the run's estimate refused
+ * above either before anything is allocated. */
+static int train_memory_gates(const train_cli *o, const zt_llama_config *cfg, const zt_train_args *a,
+                              const zt_topology *topo, zt_err *err)
+{
+    int rc;
+    size_t max_mem = 0;
+    if (o->max_memory && (rc = zt_cli_parse_size("max_memory", o->max_memory, &max_mem, err)))
+        return rc;
+    char why[320];
+    size_t limit = zt_memory_limit_on(a->plan.device, max_mem, topo->machine_size, topo->machine_rank, why, sizeof why);
+    size_t max_host = 0;
+    if (o->max_host_memory && (rc = zt_cli_parse_size("max_host_memory", o->max_host_memory, &max_host, err)))
+        return rc;
+    char host_why[320];
+    size_t host_limit = zt_host_memory_limit(max_host, topo->machine_size, host_why, sizeof host_why);
+    if ((rc = zt_memory_gate(cfg, &a->plan, a->batch_size, a->block_size, a->checkpointing, 1, limit, why, err)) ||
+        (rc = zt_memory_gate_host(cfg, &a->plan, host_limit, host_why, err))) {
+        if (g_rank != 0) /* every rank refuses alike; rank 0 says it */
+            err->msg[0] = 0;
+        return rc;
+    }
+    return ZT_OK;
+}
+
+/* MPI and the profiler started, then the run resolved into its plan and arguments
+ * and checked against the world MPI started and the memory there is. */
+static int train_plan(train_cli *o, zt_llama_config *cfg, zt_train_args *a, zt_err *err)
+{
+    int rc;
+    if (zt_comm_init_mpi(NULL, NULL, &g_rank, &g_world) != ZT_OK)
+        return zt_fail(err, ZT_EFAIL, "MPI_Init failed");
+    if (o->profile && (rc = zt_prof_open(o->profile, o->prof_a, o->prof_b, g_rank, err)))
+        return rc;
+    zt_plan plan;
+    zt_topology topo; /* ranks per machine: HYBRID_SHARD's default shard group */
+    zt_comm_set_timeout(o->coll_timeout);
+    if ((rc = zt_comm_topology(&topo, err)))
+        return rc;
+    /* --model FILE.gguf: its own tokenizer, for text data and to save with the model,
+     * unless --tokenizer names one */
+    if ((rc = zt_cli_gguf_tokenizer_dir(o->tokenizer ? NULL : o->model, o->gguf_tok, sizeof o->gguf_tok, err)))
+        return rc;
+    if (o->gguf_tok[0] && !ids_only(o->data_files, o->n_data))
+        o->tokenizer = o->gguf_tok;
+    if ((rc = zt_resolve_run(&o->st, o->model, NULL, g_world, &topo, cfg, &plan, err)) ||
+        (rc = zt_train_args_from_settings(&o->st, &plan, a, err)))
+        return rc;
+    if ((rc = zt_cli_parse_size("max_shard_size", o->max_shard, &a->max_shard_bytes, err)))
+        return rc;
+    if (g_rank == 0)
+        zt_print_config_notes(&o->st, stderr);
+    if ((rc = check_world(&o->st, g_world, o->ignore_np, err))) {
+        if (g_rank != 0)
+            err->msg[0] = 0;
+        return rc;
+    }
+    return train_memory_gates(o, cfg, a, &topo, err);
+}
+
+/* What is not a setting: where things are, and how the run reports. */
+static int train_run_args(train_cli *o, const flag_table *table, zt_train_args *a, zt_err *err)
+{
+    a->model_dir = o->model;
+    a->data_path = o->data;
+    for (int i = 0; i < o->n_data; i++)
+        snprintf(o->shown + strlen(o->shown), sizeof o->shown - strlen(o->shown), "%s%s", i ? " + " : "",
+                 o->data_files[i]);
+    a->data_shown = o->shown;
+    a->output_dir = o->output_dir;
+    a->log_jsonl = o->log_jsonl;
+    a->resume_dir = o->resume;
+    a->save_total_limit = o->save_total_limit;
+    a->override_checkpoint_args = o->override_ckpt;
+    a->allow_precision_change = o->allow_precision;
+    a->command_line = o->command_line;
+    a->tokenizer_dir = o->tokenizer ? o->tokenizer : o->gguf_tok[0] ? o->gguf_tok : NULL;
+    a->peak_gflops = o->peak;
+    a->skip_nonfinite_steps = o->skip_nonfinite;
+    a->select = o->sel;
+    a->max_consecutive_skipped_steps = o->max_skipped;
+    a->progress = o->progress != 0 && isatty(STDERR_FILENO); /* a log file gets lines, not carriage returns */
+    int rc;
+    if ((rc = zt_cli_eval_apply(&o->ev, a, err)) || (rc = zt_cli_vocab_apply(&o->voc, table, a, err)))
+        return rc;
+    return ZT_OK;
+}
+
+/* The data as token files (text tokenized once, cached), the evaluation set's too,
+ * the packing of documents, and which tokens the loss is on. */
+static int train_data(train_cli *o, const zt_llama_config *cfg, zt_comm *comm, int nthreads, zt_train_args *a,
+                      zt_err *err)
+{
+    int rc;
+    zt_cli_set_assistant_only(o->assistant_only);
+    if ((rc = zt_cli_data_files(o->data_files, o->n_data, &o->topts, o->tokenizer, cfg->vocab_size, comm, g_rank,
+                                nthreads, &a->data_path, o->tok_data, sizeof o->tok_data, &a->loss_mask_path,
+                                o->mask_data, err)) ||
+        (rc = zt_cli_eval_tokenize(&o->ev, a, o->tokenizer, &o->topts, cfg->vocab_size, comm, g_rank, nthreads,
+                                   err)))
+        return rc;
+    a->padding_free = o->padding_free;
+    if ((rc = zt_cli_packing_mode(o->packing, o->packing_strategy, g_rank == 0, &a->packing, err)) ||
+        ((o->padding_free || a->packing) &&
+         (rc = zt_cli_padding_free_eos(o->tokenizer, &o->topts, g_rank == 0, a->packing, &a->doc_eos, err))))
+        return rc;
+    if (a->loss_mask_path && g_rank == 0)
+        printf("loss: %s\n", o->assistant_only    ? "on the assistant's tokens only (TRL's assistant_only_loss)"
+                              : o->completion_only ? "on the completions only (TRL's completion_only_loss)"
+                                                   : "on every token (--completion_only_loss false)");
+    if (!o->completion_only && !o->assistant_only) /* TRL's completion_only_loss=False: prompt tokens are targets too, in evaluation too */
+        a->loss_mask_path = NULL, a->eval_mask_path = NULL;
+    return ZT_OK;
+}
+
+/* The communicators and threads, the data, then the run and its profile. */
+static int train_run(train_cli *o, const zt_llama_config *cfg, zt_train_args *a, zt_err *err)
+{
+    zt_comm comm;
+    int rc;
+    if ((rc = zt_comm_create(&comm, a->plan.group_size, err)))
+        return rc;
+    a->comm = &comm;
+    a->quiet = g_rank != 0;
+    int nthreads = zt_cli_set_threads(o->threads);
+    if (g_rank == 0)
+        printf("ztrain %s: %d rank%s x %d thread%s\n", ZTRAIN_VERSION, g_world, g_world == 1 ? "" : "s",
+               nthreads, nthreads == 1 ? "" : "s");
+    if (!o->output_dir && g_rank == 0)
+        fprintf(stderr, "ztrain: warning: no --output_dir: the trained model is discarded at the end of the run\n");
+    if ((rc = train_data(o, cfg, &comm, nthreads, a, err))) {
+        zt_comm_free(&comm);
+        return rc;
+    }
+    zt_train_result res;
+    rc = zt_train(a, &res, err);
+    if (rc == ZT_OK) /* the trace, and rank 0's table by kernel class */
+        rc = zt_prof_finish(g_rank == 0 ? stdout : NULL, err);
+    zt_prof_close();
+    zt_comm_free(&comm);
+    return rc;
+}
+
 static int train_command(int argc, char **argv, zt_err *err)
 {
-    const char *model = NULL, *data = NULL, *output_dir = NULL, *log_jsonl = NULL, *max_shard = "5GB";
-    const char *resume = NULL, *tokenizer = NULL, *profile = NULL, *profile_steps = NULL, *packing_strategy = NULL;
-    zt_text_opts topts = ZT_TEXT_OPTS_DEFAULTS;
-    int completion_only = 1, assistant_only = 0, padding_free = 0, packing = 0;
-    long save_total_limit = 0;
-    int override_ckpt = 0, allow_precision = 0;
-    int threads = 0, progress = -1;
-    double peak = 0.0, coll_timeout = 600.0;
-    long skip_nonfinite = 0, max_skipped = 20;
-    const char *max_memory = NULL, *max_host_memory = NULL;
-    int ignore_np = 0;
-    zt_settings st;
-    zt_settings_defaults(&st);
-    zt_cli_eval ev = ZT_CLI_EVAL_DEFAULTS;
-    zt_cli_vocab voc = ZT_CLI_VOCAB_DEFAULTS;
-    zt_select_args sel = ZT_CLI_SELECT_DEFAULTS;
+    train_cli o;
+    train_cli_defaults(&o);
     zt_flag flags[] = {
-        {"model", ZT_FLAG_STR, &model, "Hugging Face model directory (config.json + safetensors), or a GGUF file", 1, 0, 0},
-        {"data", ZT_FLAG_STR, &data, "FILE...: token data (.npy, .bin uint16, .txt bytes) or text with --tokenizer (.txt; JSON Lines .jsonl/.json; Parquet .parquet, Arrow .arrow or a save_to_disk directory: a document a record); several files are one stream, in order", 1, 0, 0},
-        {"tokenizer", ZT_FLAG_STR, &tokenizer, "tokenize text data with DIR/tokenizer.json (once: cached by content hash)", 1, 0, 0},
-        TEXT_OPTS_FLAGS(topts),
-        {"padding_free", ZT_FLAG_BOOL, &padding_free, "TRL's padding_free: positions restart at each document (after each eos) inside a window and attention stays inside it (CPU, exact kernels; default false)", 1, 0, 0},
-        {"packing", ZT_FLAG_BOOL, &packing, "TRL's packing=True: documents (ended by eos) packed best-fit decreasing into the windows (--packing_strategy), positions restart at each, attention stays inside it, padding out of the loss (CPU, exact kernels). Default false: ztrain's windows cut across documents, which is TRL's packing=True with strategy wrapped (TRL's own default, packing=False, a padded row per example, is not offered)", 1, 0, 0},
-        {"packing_strategy", ZT_FLAG_STR, &packing_strategy, "with --packing, TRL's packing_strategy: bfd (default: a document longer than --block_size truncated), bfd_split (cut into pieces) or wrapped (ztrain's default windows)", 1, 0, 0},
-        {"completion_only_loss", ZT_FLAG_BOOL, &completion_only, "prompt/completion records: the loss on the completion only (default true, as TRL); false: on every token", 1, 0, 0},
-        {"assistant_only_loss", ZT_FLAG_BOOL, &assistant_only, "conversational records (messages, or prompt/completion lists): the loss on the assistant's tokens only, the {% generation %} blocks of the chat template (TRL's; default false)", 1, 0, 0},
-        TRAIN_EVAL_FLAGS(ev),
-        {"output_dir", ZT_FLAG_STR, &output_dir, "where the trained model (and its checkpoint-N) are written (default none: the model is discarded, with a warning)", 1, 0, 0},
-        {"log_jsonl", ZT_FLAG_STR, &log_jsonl, "write one JSON object per optimizer step here", 1, 0, 0},
-        {"profile", ZT_FLAG_STR, &profile, "write a Chrome trace (Perfetto) of every kernel, collective and phase here, and print the time by kernel class at the end", 1, 0, 0},
-        {"profile_steps", ZT_FLAG_STR, &profile_steps, "the steps --profile records: A-B, A or A- (default: every step)", 1, 0, 0},
-        PLAN_FLAGS(st),
-        TRAIN_VOCAB_FLAGS(voc),
-        {"seed", ZT_FLAG_LONG, &st.seed, "seed for --shuffle (default 42)", 0, 9.2e18, 0},
-        {"shuffle", ZT_FLAG_BOOL, &st.shuffle, "read the windows in a permutation seeded by --seed, a new one each epoch, as Trainer does (default true; false: in order)", 1, 0, 0},
-        {"max_shard_size", ZT_FLAG_STR, &max_shard, "split saved weights into shards above this size, e.g. 5GB, 200MB (default 5GB, as HF)", 1, 0, 0},
-        {"save_steps", ZT_FLAG_LONG, &st.save_steps, "also save OUTPUT_DIR/checkpoint-N (model + sharded run state) every N steps", 0, 1e12, 0},
-        {"resume_from_checkpoint", ZT_FLAG_STR, &resume, "continue from a checkpoint-N directory, or 'latest' (the newest complete one in --output_dir); bit for bit under the same plan, resharded under another", 1, 0, 0},
-        {"save_total_limit", ZT_FLAG_LONG, &save_total_limit, "keep only the newest N checkpoint-N directories (default: all)", 0, 1e12, 0},
-        {"override_checkpoint_args", ZT_FLAG_BOOL, &override_ckpt, "resume even where hyper-parameters differ from the checkpoint's, printing each change", 1, 0, 0},
-        {"allow_precision_change", ZT_FLAG_BOOL, &allow_precision, "resume under another master dtype, converting the saved state", 1, 0, 0},
-        {"threads", ZT_FLAG_INT, &threads, "threads per process (default: the cores this process may use)", 0, 4096, 0},
-        {"progress", ZT_FLAG_BOOL, &progress, "progress bar, drawn only on a terminal (default: when stderr is one); elsewhere the plain lines of --logging_steps", 1, 0, 0},
-        {"peak_gflops", ZT_FLAG_DOUBLE, &peak, "matrix-product peak for MFU (default: measured)", 0, 1e9, 0},
-        {"skip_nonfinite_steps", ZT_FLAG_LONG, &skip_nonfinite, "outside fp16 loss scaling, skip up to N steps in a row whose loss or gradient holds an inf or NaN (default 0: stop at the first)", 0, 1e12, 0},
-        {"max_consecutive_skipped_steps", ZT_FLAG_LONG, &max_skipped, "fp16: stop with an error (exit 1) when a step overflows with the loss scale at its floor (min_loss_scale) after more than N skipped steps in a row (default 20; 0: at the first such overflow, as DeepSpeed)", 0, 1e12, 0},
-        {"max_memory", ZT_FLAG_STR, &max_memory, "bytes each rank may use, e.g. 8GB (default: the machine's available memory shared by its ranks); a run estimated above it is refused before allocating", 1, 0, 0},
-        {"max_host_memory", ZT_FLAG_STR, &max_host_memory, "host bytes each rank may hold in offloaded state, e.g. 64GB (default: the machine's available memory shared by its ranks)", 1, 0, 0},
-        {"ignore_num_processes", ZT_FLAG_BOOL, &ignore_np, "run on the ranks MPI started even when the Accelerate YAML's num_processes differs", 1, 0, 0},
-        {"collective_timeout", ZT_FLAG_DOUBLE, &coll_timeout, "seconds one collective may block before the job is aborted with what each rank waits for (default 600, as NCCL's)", 0.1, 1e9, 0},
-        TRAIN_SELECT_FLAGS(sel),
+        {"model", ZT_FLAG_STR, &o.model, "Hugging Face model directory (config.json + safetensors), or a GGUF file", 1, 0, 0},
+        {"data", ZT_FLAG_STR, &o.data, "FILE...: token data (.npy, .bin uint16, .txt bytes) or text with --tokenizer (.txt; JSON Lines .jsonl/.json; Parquet .parquet, Arrow .arrow or a save_to_disk directory: a document a record); several files are one stream, in order", 1, 0, 0},
+        {"tokenizer", ZT_FLAG_STR, &o.tokenizer, "tokenize text data with DIR/tokenizer.json (once: cached by content hash)", 1, 0, 0},
+        TEXT_OPTS_FLAGS(o.topts),
+        {"padding_free", ZT_FLAG_BOOL, &o.padding_free, "TRL's padding_free: positions restart at each document (after each eos) inside a window and attention stays inside it (CPU, exact kernels; default false)", 1, 0, 0},
+        {"packing", ZT_FLAG_BOOL, &o.packing, "TRL's packing=True: documents (ended by eos) packed best-fit decreasing into the windows (--packing_strategy), positions restart at each, attention stays inside it, padding out of the loss (CPU, exact kernels). Default false: ztrain's windows cut across documents, which is TRL's packing=True with strategy wrapped (TRL's own default, packing=False, a padded row per example, is not offered)", 1, 0, 0},
+        {"packing_strategy", ZT_FLAG_STR, &o.packing_strategy, "with --packing, TRL's packing_strategy: bfd (default: a document longer than --block_size truncated), bfd_split (cut into pieces) or wrapped (ztrain's default windows)", 1, 0, 0},
+        {"completion_only_loss", ZT_FLAG_BOOL, &o.completion_only, "prompt/completion records: the loss on the completion only (default true, as TRL); false: on every token", 1, 0, 0},
+        {"assistant_only_loss", ZT_FLAG_BOOL, &o.assistant_only, "conversational records (messages, or prompt/completion lists): the loss on the assistant's tokens only, the {% generation %} blocks of the chat template (TRL's; default false)", 1, 0, 0},
+        TRAIN_EVAL_FLAGS(o.ev),
+        {"output_dir", ZT_FLAG_STR, &o.output_dir, "where the trained model (and its checkpoint-N) are written (default none: the model is discarded, with a warning)", 1, 0, 0},
+        {"log_jsonl", ZT_FLAG_STR, &o.log_jsonl, "write one JSON object per optimizer step here", 1, 0, 0},
+        {"profile", ZT_FLAG_STR, &o.profile, "write a Chrome trace (Perfetto) of every kernel, collective and phase here, and print the time by kernel class at the end", 1, 0, 0},
+        {"profile_steps", ZT_FLAG_STR, &o.profile_steps, "the steps --profile records: A-B, A or A- (default: every step)", 1, 0, 0},
+        PLAN_FLAGS(o.st),
+        TRAIN_VOCAB_FLAGS(o.voc),
+        {"seed", ZT_FLAG_LONG, &o.st.seed, "seed for --shuffle (default 42)", 0, 9.2e18, 0},
+        {"shuffle", ZT_FLAG_BOOL, &o.st.shuffle, "read the windows in a permutation seeded by --seed, a new one each epoch, as Trainer does (default true; false: in order)", 1, 0, 0},
+        {"max_shard_size", ZT_FLAG_STR, &o.max_shard, "split saved weights into shards above this size, e.g. 5GB, 200MB (default 5GB, as HF)", 1, 0, 0},
+        {"save_steps", ZT_FLAG_LONG, &o.st.save_steps, "also save OUTPUT_DIR/checkpoint-N (model + sharded run state) every N steps", 0, 1e12, 0},
+        {"resume_from_checkpoint", ZT_FLAG_STR, &o.resume, "continue from a checkpoint-N directory, or 'latest' (the newest complete one in --output_dir); bit for bit under the same plan, resharded under another", 1, 0, 0},
+        {"save_total_limit", ZT_FLAG_LONG, &o.save_total_limit, "keep only the newest N checkpoint-N directories (default: all)", 0, 1e12, 0},
+        {"override_checkpoint_args", ZT_FLAG_BOOL, &o.override_ckpt, "resume even where hyper-parameters differ from the checkpoint's, printing each change", 1, 0, 0},
+        {"allow_precision_change", ZT_FLAG_BOOL, &o.allow_precision, "resume under another master dtype, converting the saved state", 1, 0, 0},
+        {"threads", ZT_FLAG_INT, &o.threads, "threads per process (default: the cores this process may use)", 0, 4096, 0},
+        {"progress", ZT_FLAG_BOOL, &o.progress, "progress bar, drawn only on a terminal (default: when stderr is one); elsewhere the plain lines of --logging_steps", 1, 0, 0},
+        {"peak_gflops", ZT_FLAG_DOUBLE, &o.peak, "matrix-product peak for MFU (default: measured)", 0, 1e9, 0},
+        {"skip_nonfinite_steps", ZT_FLAG_LONG, &o.skip_nonfinite, "outside fp16 loss scaling, skip up to N steps in a row whose loss or gradient holds an inf or NaN (default 0: stop at the first)", 0, 1e12, 0},
+        {"max_consecutive_skipped_steps", ZT_FLAG_LONG, &o.max_skipped, "fp16: stop with an error (exit 1) when a step overflows with the loss scale at its floor (min_loss_scale) after more than N skipped steps in a row (default 20; 0: at the first such overflow, as DeepSpeed)", 0, 1e12, 0},
+        {"max_memory", ZT_FLAG_STR, &o.max_memory, "bytes each rank may use, e.g. 8GB (default: the machine's available memory shared by its ranks); a run estimated above it is refused before allocating", 1, 0, 0},
+        {"max_host_memory", ZT_FLAG_STR, &o.max_host_memory, "host bytes each rank may hold in offloaded state, e.g. 64GB (default: the machine's available memory shared by its ranks)", 1, 0, 0},
+        {"ignore_num_processes", ZT_FLAG_BOOL, &o.ignore_np, "run on the ranks MPI started even when the Accelerate YAML's num_processes differs", 1, 0, 0},
+        {"collective_timeout", ZT_FLAG_DOUBLE, &o.coll_timeout, "seconds one collective may block before the job is aborted with what each rank waits for (default 600, as NCCL's)", 0.1, 1e9, 0},
+        TRAIN_SELECT_FLAGS(o.sel),
     };
     flag_table table = {flags, NFLAGS(flags)};
-    st.given = zt_flag_given;
-    st.given_ctx = &table;
+    o.st.given = zt_flag_given;
+    o.st.given_ctx = &table;
     if (zt_flags_wants_help(argc, argv)) {
         zt_flags_usage(flags, NFLAGS(flags),
                        "usage: ztrain train --model DIR --data FILE... [flags]\n"
@@ -172,147 +377,13 @@ static int train_command(int argc, char **argv, zt_err *err)
                        "Precedence: flags > DeepSpeed JSON > Accelerate YAML > defaults (docs/zero.md).");
         return ZT_OK;
     }
-    char command_line[1024] = "ztrain train";
-    for (int i = 0; i < argc; i++) { /* recorded in each checkpoint's trainer_state.json, --data included */
-        size_t len = strlen(command_line);
-        snprintf(command_line + len, sizeof command_line - len, " %s", argv[i]);
-    }
-    /* --data A B ...: its values leave argv here (the table lists it for --help) */
-    enum { MAX_DATA = 64 };
-    const char *data_files[MAX_DATA], **taken = NULL;
-    int n_data = zt_cli_take_list("--data", &argc, argv, &taken);
-    if (n_data < 0)
-        return zt_fail(err, ZT_EFAIL, "out of memory");
-    for (int i = 0; i < n_data && i < MAX_DATA; i++)
-        data_files[i] = taken[i];
-    free(taken);
-    if (n_data > MAX_DATA)
-        return zt_fail(err, ZT_EINPUT, "--data: %d files, more than %d; join them first (ztrain tokenize)", n_data,
-                       MAX_DATA);
-    data = n_data > 0 ? data_files[0] : NULL;
-    int rc = zt_flags_parse(flags, NFLAGS(flags), argc, argv, "ztrain train", err);
-    if (rc)
-        return rc;
-    if (!model || !data)
-        return zt_fail(err, ZT_EINPUT, "ztrain train: --model and --data are required");
-    /* checkpoints go into --output_dir, as Trainer's do: without one they would be
-     * a silent no-op */
-    if (st.save_steps > 0 && !output_dir)
-        return zt_fail(err, ZT_EINPUT, "--save_steps %ld needs --output_dir DIR (checkpoint-N directories are "
-                       "written there)", st.save_steps);
-    long prof_a = 1, prof_b = 0;
-    if (profile_steps && !profile)
-        return zt_fail(err, ZT_EINPUT, "--profile_steps: needs --profile FILE.json (where the trace goes)");
-    if (profile_steps && (rc = zt_prof_parse_steps(profile_steps, &prof_a, &prof_b, err)))
-        return rc;
-    if (zt_comm_init_mpi(NULL, NULL, &g_rank, &g_world) != ZT_OK)
-        return zt_fail(err, ZT_EFAIL, "MPI_Init failed");
-    if (profile && (rc = zt_prof_open(profile, prof_a, prof_b, g_rank, err)))
-        return rc;
     zt_train_args a;
-    zt_plan plan;
     zt_llama_config cfg;
-    zt_topology topo; /* ranks per machine: HYBRID_SHARD's default shard group */
-    zt_comm_set_timeout(coll_timeout);
-    if ((rc = zt_comm_topology(&topo, err)))
+    int rc;
+    if ((rc = train_parse(&o, flags, NFLAGS(flags), argc, argv, err)) || (rc = train_plan(&o, &cfg, &a, err)) ||
+        (rc = train_run_args(&o, &table, &a, err)))
         return rc;
-    /* --model FILE.gguf: its own tokenizer, for text data and to save with the model,
-     * unless --tokenizer names one */
-    char gguf_tok[4096];
-    if ((rc = zt_cli_gguf_tokenizer_dir(tokenizer ? NULL : model, gguf_tok, sizeof gguf_tok, err)))
-        return rc;
-    if (gguf_tok[0] && !ids_only(data_files, n_data))
-        tokenizer = gguf_tok;
-    if ((rc = zt_resolve_run(&st, model, NULL, g_world, &topo, &cfg, &plan, err)) ||
-        (rc = zt_train_args_from_settings(&st, &plan, &a, err)))
-        return rc;
-    if ((rc = zt_cli_parse_size("max_shard_size", max_shard, &a.max_shard_bytes, err)))
-        return rc;
-    if (g_rank == 0)
-        zt_print_config_notes(&st, stderr);
-    if ((rc = check_world(&st, g_world, ignore_np, err))) {
-        if (g_rank != 0)
-            err->msg[0] = 0;
-        return rc;
-    }
-    size_t max_mem = 0;
-    if (max_memory && (rc = zt_cli_parse_size("max_memory", max_memory, &max_mem, err)))
-        return rc;
-    char why[320];
-    size_t limit = zt_memory_limit_on(a.plan.device, max_mem, topo.machine_size, topo.machine_rank, why, sizeof why);
-    size_t max_host = 0;
-    if (max_host_memory && (rc = zt_cli_parse_size("max_host_memory", max_host_memory, &max_host, err)))
-        return rc;
-    char host_why[320];
-    size_t host_limit = zt_host_memory_limit(max_host, topo.machine_size, host_why, sizeof host_why);
-    if ((rc = zt_memory_gate(&cfg, &a.plan, a.batch_size, a.block_size, a.checkpointing, 1, limit, why, err)) ||
-        (rc = zt_memory_gate_host(&cfg, &a.plan, host_limit, host_why, err))) {
-        if (g_rank != 0) /* every rank refuses alike; rank 0 says it */
-            err->msg[0] = 0;
-        return rc;
-    }
-    /* what is not a setting: where things are, and how the run reports */
-    a.model_dir = model;
-    a.data_path = data;
-    char shown[1024] = ""; /* messages name the files given, not the token cache they became */
-    for (int i = 0; i < n_data; i++)
-        snprintf(shown + strlen(shown), sizeof shown - strlen(shown), "%s%s", i ? " + " : "", data_files[i]);
-    a.data_shown = shown;
-    a.output_dir = output_dir;
-    a.log_jsonl = log_jsonl;
-    a.resume_dir = resume;
-    a.save_total_limit = save_total_limit;
-    a.override_checkpoint_args = override_ckpt;
-    a.allow_precision_change = allow_precision;
-    a.command_line = command_line;
-    a.tokenizer_dir = tokenizer ? tokenizer : gguf_tok[0] ? gguf_tok : NULL;
-    a.peak_gflops = peak;
-    a.skip_nonfinite_steps = skip_nonfinite;
-    a.select = sel;
-    a.max_consecutive_skipped_steps = max_skipped;
-    a.progress = progress != 0 && isatty(STDERR_FILENO); /* a log file gets lines, not carriage returns */
-    if ((rc = zt_cli_eval_apply(&ev, &a, err)) || (rc = zt_cli_vocab_apply(&voc, &table, &a, err)))
-        return rc;
-
-    zt_comm comm;
-    if ((rc = zt_comm_create(&comm, a.plan.group_size, err)))
-        return rc;
-    a.comm = &comm;
-    a.quiet = g_rank != 0;
-    int nthreads = zt_cli_set_threads(threads);
-    if (g_rank == 0)
-        printf("ztrain %s: %d rank%s x %d thread%s\n", ZTRAIN_VERSION, g_world, g_world == 1 ? "" : "s",
-               nthreads, nthreads == 1 ? "" : "s");
-    if (!output_dir && g_rank == 0)
-        fprintf(stderr, "ztrain: warning: no --output_dir: the trained model is discarded at the end of the run\n");
-    char tok_data[4096], mask_data[4096];
-    zt_cli_set_assistant_only(assistant_only);
-    if ((rc = zt_cli_data_files(data_files, n_data, &topts, tokenizer, cfg.vocab_size, &comm, g_rank, nthreads,
-                                &a.data_path, tok_data, sizeof tok_data, &a.loss_mask_path, mask_data, err)) ||
-        (rc = zt_cli_eval_tokenize(&ev, &a, tokenizer, &topts, cfg.vocab_size, &comm, g_rank, nthreads, err))) {
-        zt_comm_free(&comm);
-        return rc;
-    }
-    a.padding_free = padding_free;
-    if ((rc = zt_cli_packing_mode(packing, packing_strategy, g_rank == 0, &a.packing, err)) ||
-        ((padding_free || a.packing) &&
-         (rc = zt_cli_padding_free_eos(tokenizer, &topts, g_rank == 0, a.packing, &a.doc_eos, err)))) {
-        zt_comm_free(&comm);
-        return rc;
-    }
-    if (a.loss_mask_path && g_rank == 0)
-        printf("loss: %s\n", assistant_only    ? "on the assistant's tokens only (TRL's assistant_only_loss)"
-                              : completion_only ? "on the completions only (TRL's completion_only_loss)"
-                                                : "on every token (--completion_only_loss false)");
-    if (!completion_only && !assistant_only) /* TRL's completion_only_loss=False: prompt tokens are targets too, in evaluation too */
-        a.loss_mask_path = NULL, a.eval_mask_path = NULL;
-    zt_train_result res;
-    rc = zt_train(&a, &res, err);
-    if (rc == ZT_OK) /* the trace, and rank 0's table by kernel class */
-        rc = zt_prof_finish(g_rank == 0 ? stdout : NULL, err);
-    zt_prof_close();
-    zt_comm_free(&comm);
-    return rc;
+    return train_run(&o, &cfg, &a, err);
 }
 
 /* A stop signal (SIGTERM, SIGINT, SIGUSR2) that comes while MPI and the data

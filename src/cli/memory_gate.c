@@ -64,14 +64,7 @@ size_t zt_memory_limit(size_t max_memory, int ranks_here, char *why, size_t why_
 /* MemAvailable / ranks_here, 0 when unknown. */
 static size_t meminfo_share(int ranks_here, char *why, size_t why_len)
 {
-    FILE *f = fopen("/proc/meminfo", "r");
-    unsigned long long kb = 0;
-    char line[256];
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
-            break;
-    if (f)
-        fclose(f);
+    unsigned long long kb = zt_proc_kb("/proc/meminfo", "MemAvailable: %llu kB");
     if (kb == 0) {
         snprintf(why, why_len, "no limit known");
         return 0;

@@ -576,10 +576,11 @@ static int given(const reader *r, const section *s, const char *name)
     return zt_schema_given(r, s, name);
 }
 
-static int check_combinations(reader *r)
+/* The top level: distributed_type against the sections given, the deprecated
+ * spellings, machine_rank. */
+static int check_top(reader *r)
 {
     zt_accel_config *c = CONFIG(r);
-    int reshard_strategy = STATE(r)->reshard_strategy;
     const char *dt = c->distributed_type;
     int dt_line = given(r, &top_section, "distributed_type");
     if (!dt_line)
@@ -621,8 +622,14 @@ static int check_combinations(reader *r)
         return bad(r, given(r, &top_section, "machine_rank"), "machine_rank",
                    "is %d, but num_machines is %d (allowed: 0 to %d)", c->machine_rank, machines,
                    machines - 1);
+    return ZT_OK;
+}
 
-    /* FSDP: one way to say the strategy. */
+/* FSDP: one way to say the strategy. */
+static int check_fsdp(reader *r)
+{
+    zt_accel_config *c = CONFIG(r);
+    int reshard_strategy = STATE(r)->reshard_strategy;
     int strategy_line = given(r, &fsdp_section, "fsdp_sharding_strategy");
     int reshard_line = given(r, &fsdp_section, "fsdp_reshard_after_forward");
     int version_line = given(r, &fsdp_section, "fsdp_version");
@@ -643,8 +650,13 @@ static int check_combinations(reader *r)
         c->fsdp_sharding_strategy = c->fsdp_reshard_after_forward == ZT_YES ? 1 : 2;
     if (reshard_strategy > 0)
         c->fsdp_sharding_strategy = reshard_strategy;
+    return ZT_OK;
+}
 
-    /* DeepSpeed: ZeRO-3-only settings, and one source of truth beside a JSON. */
+/* DeepSpeed: ZeRO-3-only settings, and one source of truth beside a JSON. */
+static int check_deepspeed(reader *r)
+{
+    zt_accel_config *c = CONFIG(r);
     int config_file_line = given(r, &deepspeed_section, "deepspeed_config_file");
     if (config_file_line) {
         static const char *const in_json[] = {"zero_stage", "gradient_accumulation_steps",
@@ -684,6 +696,14 @@ static int check_combinations(reader *r)
                    "deepspeed_config.offload_param_device",
                    "cpu needs zero_stage 3 (parameters are partitioned only at stage 3), but the "
                    "stage is %d%s; use none or zero_stage: 3", stage, stage_src);
+    return ZT_OK;
+}
+
+static int check_combinations(reader *r)
+{
+    int rc;
+    if ((rc = check_top(r)) || (rc = check_fsdp(r)) || (rc = check_deepspeed(r)))
+        return rc;
     return ZT_OK;
 }
 

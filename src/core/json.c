@@ -21,6 +21,95 @@ static int is_hex(int c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >=
  * followed by one, or cJSON and this lexer would disagree on its extent. */
 static int is_num_byte(int c) { return is_digit(c) || c == '+' || c == '-' || c == '.' || c == 'e' || c == 'E'; }
 
+/* The string token starting at t[*at] (its opening quote): checked, *at moved past it. */
+static int lex_string(const char *path, const char *what, const char *t, size_t len, size_t base, size_t *at,
+                      zt_err *err)
+{
+    size_t i = *at;
+    unsigned char c;
+    size_t start = i++;
+    for (;;) {
+        if (i >= len)
+            return zt_fail(err, ZT_EINPUT,
+                           "%s: %s is not valid JSON: unterminated string starting at byte offset %zu",
+                           path, what, base + start);
+        c = (unsigned char)t[i];
+        if (c == '"') {
+            *at = i + 1;
+            return ZT_OK;
+        }
+        if (c < 0x20)
+            return zt_fail(err, ZT_EINPUT,
+                           "%s: %s is not valid JSON: control byte 0x%02x inside a string at byte offset %zu",
+                           path, what, c, base + i);
+        if (c != '\\') {
+            i++;
+            continue;
+        }
+        int e = i + 1 < len ? (unsigned char)t[i + 1] : -1;
+        if (e == 'u') {
+            if (len - i < 6 || !is_hex(t[i + 2]) || !is_hex(t[i + 3]) || !is_hex(t[i + 4]) ||
+                !is_hex(t[i + 5]))
+                return zt_fail(err, ZT_EINPUT,
+                               "%s: %s is not valid JSON: bad \\u escape at byte offset %zu",
+                               path, what, base + i);
+            /* cJSON's strings are C strings: an escaped NUL would cut a
+             * name short and make distinct names compare equal. */
+            if (memcmp(t + i + 2, "0000", 4) == 0)
+                return zt_fail(err, ZT_EINPUT,
+                               "%s: %s: \\u0000 (NUL) inside a string at byte offset %zu is not supported",
+                               path, what, base + i);
+            i += 6;
+        } else if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' ||
+                   e == 'r' || e == 't') {
+            i += 2;
+        } else {
+            return zt_fail(err, ZT_EINPUT,
+                           "%s: %s is not valid JSON: bad escape at byte offset %zu", path,
+                           what, base + i);
+        }
+    }
+}
+
+/* The number token starting at t[*at]: checked against RFC 8259's grammar, *at moved past it. */
+static int lex_number(const char *path, const char *what, const char *t, size_t len, size_t base, size_t *at,
+                      zt_err *err)
+{
+    size_t i = *at;
+    size_t start = i;
+    int ok = 1;
+    if (t[i] == '-')
+        i++;
+    if (i < len && t[i] == '0') {
+        i++;
+    } else if (i < len && is_digit(t[i])) {
+        while (i < len && is_digit(t[i]))
+            i++;
+    } else {
+        ok = 0;
+    }
+    if (ok && i < len && t[i] == '.') {
+        i++;
+        ok = i < len && is_digit(t[i]);
+        while (i < len && is_digit(t[i]))
+            i++;
+    }
+    if (ok && i < len && (t[i] == 'e' || t[i] == 'E')) {
+        i++;
+        if (i < len && (t[i] == '+' || t[i] == '-'))
+            i++;
+        ok = i < len && is_digit(t[i]);
+        while (i < len && is_digit(t[i]))
+            i++;
+    }
+    if (!ok || (i < len && is_num_byte((unsigned char)t[i])))
+        return zt_fail(err, ZT_EINPUT,
+                       "%s: %s is not valid JSON: malformed number at byte offset %zu", path,
+                       what, base + start);
+    *at = i;
+    return ZT_OK;
+}
+
 /* Check every token of t against RFC 8259 and count number tokens, storing
  * their offsets in nums when nums is not NULL.  Grammar (nesting, commas) is
  * left to cJSON. */
@@ -34,79 +123,14 @@ static int json_lex(const char *path, const char *what, const char *t, size_t le
             c == ']' || c == ':' || c == ',') {
             i++;
         } else if (c == '"') {
-            size_t start = i++;
-            for (;;) {
-                if (i >= len)
-                    return zt_fail(err, ZT_EINPUT,
-                                   "%s: %s is not valid JSON: unterminated string starting at byte offset %zu",
-                                   path, what, base + start);
-                c = (unsigned char)t[i];
-                if (c == '"') {
-                    i++;
-                    break;
-                }
-                if (c < 0x20)
-                    return zt_fail(err, ZT_EINPUT,
-                                   "%s: %s is not valid JSON: control byte 0x%02x inside a string at byte offset %zu",
-                                   path, what, c, base + i);
-                if (c != '\\') {
-                    i++;
-                    continue;
-                }
-                int e = i + 1 < len ? (unsigned char)t[i + 1] : -1;
-                if (e == 'u') {
-                    if (len - i < 6 || !is_hex(t[i + 2]) || !is_hex(t[i + 3]) || !is_hex(t[i + 4]) ||
-                        !is_hex(t[i + 5]))
-                        return zt_fail(err, ZT_EINPUT,
-                                       "%s: %s is not valid JSON: bad \\u escape at byte offset %zu",
-                                       path, what, base + i);
-                    /* cJSON's strings are C strings: an escaped NUL would cut a
-                     * name short and make distinct names compare equal. */
-                    if (memcmp(t + i + 2, "0000", 4) == 0)
-                        return zt_fail(err, ZT_EINPUT,
-                                       "%s: %s: \\u0000 (NUL) inside a string at byte offset %zu is not supported",
-                                       path, what, base + i);
-                    i += 6;
-                } else if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' ||
-                           e == 'r' || e == 't') {
-                    i += 2;
-                } else {
-                    return zt_fail(err, ZT_EINPUT,
-                                   "%s: %s is not valid JSON: bad escape at byte offset %zu", path,
-                                   what, base + i);
-                }
-            }
+            int rc = lex_string(path, what, t, len, base, &i, err);
+            if (rc)
+                return rc;
         } else if (c == '-' || is_digit(c)) {
             size_t start = i;
-            int ok = 1;
-            if (t[i] == '-')
-                i++;
-            if (i < len && t[i] == '0') {
-                i++;
-            } else if (i < len && is_digit(t[i])) {
-                while (i < len && is_digit(t[i]))
-                    i++;
-            } else {
-                ok = 0;
-            }
-            if (ok && i < len && t[i] == '.') {
-                i++;
-                ok = i < len && is_digit(t[i]);
-                while (i < len && is_digit(t[i]))
-                    i++;
-            }
-            if (ok && i < len && (t[i] == 'e' || t[i] == 'E')) {
-                i++;
-                if (i < len && (t[i] == '+' || t[i] == '-'))
-                    i++;
-                ok = i < len && is_digit(t[i]);
-                while (i < len && is_digit(t[i]))
-                    i++;
-            }
-            if (!ok || (i < len && is_num_byte((unsigned char)t[i])))
-                return zt_fail(err, ZT_EINPUT,
-                               "%s: %s is not valid JSON: malformed number at byte offset %zu", path,
-                               what, base + start);
+            int rc = lex_number(path, what, t, len, base, &i, err);
+            if (rc)
+                return rc;
             if (nums)
                 nums[k] = start;
             k++;

@@ -76,6 +76,19 @@ double zt_cgroup_memory_room(const char *root, const char *self_cgroup, char *wh
     return best;
 }
 
+unsigned long long zt_proc_kb(const char *path, const char *line_format)
+{
+    FILE *f = fopen(path, "r");
+    unsigned long long kb = 0;
+    char line[256];
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, line_format, &kb) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return kb;
+}
+
 /* This process's room under ulimit -v (RLIMIT_AS): the limit less the address
  * space it already maps (VmSize); -1 when unlimited. */
 double zt_address_space_room(void)
@@ -83,15 +96,7 @@ double zt_address_space_room(void)
     struct rlimit rl;
     if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
         return -1.0;
-    FILE *f = fopen("/proc/self/status", "r");
-    unsigned long long kb = 0;
-    char line[256];
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "VmSize: %llu kB", &kb) == 1)
-            break;
-    if (f)
-        fclose(f);
-    double used = (double)kb * 1024.0;
+    double used = (double)zt_proc_kb("/proc/self/status", "VmSize: %llu kB") * 1024.0;
     return (double)rl.rlim_cur > used ? (double)rl.rlim_cur - used : 0.0;
 }
 

@@ -19,4 +19,9 @@ double zt_cgroup_memory_room(const char *root, const char *self_cgroup, char *wh
  * address space it already maps (VmSize); -1 when unlimited. */
 double zt_address_space_room(void);
 
+/* The number N of the first line of a /proc file (/proc/meminfo,
+ * /proc/self/status) that line_format (e.g. "MemAvailable: %llu kB") matches;
+ * 0 when the file or the line is missing. */
+unsigned long long zt_proc_kb(const char *path, const char *line_format);
+
 #endif

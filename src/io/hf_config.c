@@ -252,6 +252,83 @@ static int read_layer_types(const char *path, const char *key, const zt_node *v,
     return ZT_OK;
 }
 
+/* A key whose one supported value ztrain checks (the architectures it implements). */
+static int read_fixed(const char *path, const char *key, int kind, const zt_node *v, zt_err *err)
+{
+    switch (kind) {
+    case K_SILU:
+        if (v->type != ZT_NODE_STR || strcmp(v->text, "silu") != 0)
+            return zt_fail(err, ZT_EINPUT, "%s: key \"%s\": only \"silu\" is supported%s%s%s", path, key,
+                           GOT(v));
+        return ZT_OK;
+    case K_FALSE:
+        if (v->type != ZT_NODE_BOOL || v->boolean)
+            return zt_fail(err, ZT_EINPUT, "%s: key \"%s\": only false is supported (%s)", path, key,
+                           strcmp(key, "use_sliding_window") == 0 ? "no sliding window in Qwen2 models"
+                           : strcmp(key, "use_mrope") == 0       ? "no multimodal RoPE"
+                           : strcmp(key, "rope_interleaved") == 0
+                               ? "RoPE rotates the pairs (i, i + head_dim/2), as LlamaForCausalLM does"
+                                                                 : "the only biases ztrain implements are "
+                                                                   "Qwen2's q/k/v biases, model_type \"qwen2\"");
+        return ZT_OK;
+    case K_NULL:
+        if (v->type != ZT_NODE_NULL)
+            return zt_fail(err, ZT_EINPUT, "%s: key \"%s\": only null is supported", path, key);
+        return ZT_OK;
+    case K_ZERO:
+        if (!is_number(v) || v->num != 0.0)
+            return zt_fail(err, ZT_EINPUT, "%s: key \"%s\": only 0 is supported (no dropout)", path, key);
+        return ZT_OK;
+    case K_ONE:
+        if (!is_int_literal(v, 1))
+            return zt_fail(err, ZT_EINPUT, "%s: key \"%s\": only 1 is supported", path, key);
+        return ZT_OK;
+    default:
+        break;
+    }
+    return zt_fail(err, ZT_EFAIL, "%s: internal: key kind for \"%s\"", path, key);
+}
+
+/* A key that changes nothing ztrain computes: only its type is checked. */
+static int read_shape_only(const char *path, const char *key, int kind, const zt_node *v, zt_err *err)
+{
+    switch (kind) {
+    case K_ANY_STRING:
+        if (v->type != ZT_NODE_STR && v->type != ZT_NODE_NULL)
+            return zt_fail(err, ZT_EINPUT, "%s: key \"%s\" must be a string", path, key);
+        return ZT_OK;
+    case K_STRINGS:
+        if (v->type == ZT_NODE_NULL)
+            return ZT_OK;
+        if (v->type != ZT_NODE_LIST)
+            return zt_fail(err, ZT_EINPUT, "%s: key \"%s\" must be a list of strings", path, key);
+        for (const zt_node *e = v->child; e; e = e->next)
+            if (e->type != ZT_NODE_STR)
+                return zt_fail(err, ZT_EINPUT, "%s: key \"%s\" must be a list of strings", path, key);
+        return ZT_OK;
+    case K_TOKEN_ID: {
+        if (v->type == ZT_NODE_NULL || (v->type == ZT_NODE_INT && v->in_range))
+            return ZT_OK;
+        if (v->type == ZT_NODE_LIST) {
+            const zt_node *e = v->child;
+            while (e && e->type == ZT_NODE_INT && e->in_range)
+                e = e->next;
+            if (!e)
+                return ZT_OK;
+        }
+        return zt_fail(err, ZT_EINPUT, "%s: key \"%s\" must be an integer, a list of integers or null",
+                       path, key);
+    }
+    case K_ANY_BOOL:
+        if (v->type != ZT_NODE_BOOL)
+            return zt_fail(err, ZT_EINPUT, "%s: key \"%s\" must be true or false", path, key);
+        return ZT_OK;
+    default:
+        break;
+    }
+    return zt_fail(err, ZT_EFAIL, "%s: internal: key kind for \"%s\"", path, key);
+}
+
 /* Read member v of key kk into the config (r->target) or the read state (r->ctx). */
 static int read_key(zt_schema_reader *r, const zt_schema_key *kk, const zt_node *v, const char *keypath)
 {
@@ -297,24 +374,16 @@ static int read_key(zt_schema_reader *r, const zt_schema_key *kk, const zt_node 
         zt_schema_set_string(r, kk, v->text);
         return ZT_OK;
     case K_SILU:
-        if (v->type != ZT_NODE_STR || strcmp(v->text, "silu") != 0)
-            return zt_fail(err, ZT_EINPUT, "%s: key \"%s\": only \"silu\" is supported%s%s%s", path, key,
-                           GOT(v));
-        return ZT_OK;
     case K_FALSE:
-        if (v->type != ZT_NODE_BOOL || v->boolean)
-            return zt_fail(err, ZT_EINPUT, "%s: key \"%s\": only false is supported (%s)", path, key,
-                           strcmp(key, "use_sliding_window") == 0 ? "no sliding window in Qwen2 models"
-                           : strcmp(key, "use_mrope") == 0       ? "no multimodal RoPE"
-                           : strcmp(key, "rope_interleaved") == 0
-                               ? "RoPE rotates the pairs (i, i + head_dim/2), as LlamaForCausalLM does"
-                                                                 : "the only biases ztrain implements are "
-                                                                   "Qwen2's q/k/v biases, model_type \"qwen2\"");
-        return ZT_OK;
     case K_NULL:
-        if (v->type != ZT_NODE_NULL)
-            return zt_fail(err, ZT_EINPUT, "%s: key \"%s\": only null is supported", path, key);
-        return ZT_OK;
+    case K_ZERO:
+    case K_ONE:
+        return read_fixed(path, key, kk->kind, v, err);
+    case K_ANY_STRING:
+    case K_STRINGS:
+    case K_TOKEN_ID:
+    case K_ANY_BOOL:
+        return read_shape_only(path, key, kk->kind, v, err);
     case K_ROPE_SCALING:
         return read_rope(path, key, v, &st->scaling, st, 0, err);
     case K_ROPE_PARAMS:
@@ -331,44 +400,6 @@ static int read_key(zt_schema_reader *r, const zt_schema_key *kk, const zt_node 
                          key, *w);
         return rc;
     }
-    case K_ZERO:
-        if (!is_number(v) || v->num != 0.0)
-            return zt_fail(err, ZT_EINPUT, "%s: key \"%s\": only 0 is supported (no dropout)", path, key);
-        return ZT_OK;
-    case K_ONE:
-        if (!is_int_literal(v, 1))
-            return zt_fail(err, ZT_EINPUT, "%s: key \"%s\": only 1 is supported", path, key);
-        return ZT_OK;
-    case K_ANY_STRING:
-        if (v->type != ZT_NODE_STR && v->type != ZT_NODE_NULL)
-            return zt_fail(err, ZT_EINPUT, "%s: key \"%s\" must be a string", path, key);
-        return ZT_OK;
-    case K_STRINGS:
-        if (v->type == ZT_NODE_NULL)
-            return ZT_OK;
-        if (v->type != ZT_NODE_LIST)
-            return zt_fail(err, ZT_EINPUT, "%s: key \"%s\" must be a list of strings", path, key);
-        for (const zt_node *e = v->child; e; e = e->next)
-            if (e->type != ZT_NODE_STR)
-                return zt_fail(err, ZT_EINPUT, "%s: key \"%s\" must be a list of strings", path, key);
-        return ZT_OK;
-    case K_TOKEN_ID: {
-        if (v->type == ZT_NODE_NULL || (v->type == ZT_NODE_INT && v->in_range))
-            return ZT_OK;
-        if (v->type == ZT_NODE_LIST) {
-            const zt_node *e = v->child;
-            while (e && e->type == ZT_NODE_INT && e->in_range)
-                e = e->next;
-            if (!e)
-                return ZT_OK;
-        }
-        return zt_fail(err, ZT_EINPUT, "%s: key \"%s\" must be an integer, a list of integers or null",
-                       path, key);
-    }
-    case K_ANY_BOOL:
-        if (v->type != ZT_NODE_BOOL)
-            return zt_fail(err, ZT_EINPUT, "%s: key \"%s\" must be true or false", path, key);
-        return ZT_OK;
     case K_LAYER_TYPES:
         return read_layer_types(path, key, v, st, err);
     }

@@ -1,4 +1,4 @@
-/* safetensors.c — safetensors files and Hugging Face weights directories.
+/* safetensors.c — safetensors files, read (mmap, validated) and written (weights_dir.c joins a directory of them).
  *
  * Promise: zt_st_open either returns a file whose every tensor lies inside the
  * mapping, with a known dtype, a shape whose byte size equals its span, and spans
@@ -43,32 +43,8 @@
 /* A header above this must be smaller than the data it describes: a Llama
  * layer's 9 tensors take about 1.4 KB of header, so 8 MB describe ~5700 layers. */
 #define ST_SANE_HEADER 8000000ull
-#define INDEX_MAX_BYTES 100000000u
 
-/* ------------------------------------------------------------------ utilities */
-
-/* Allocation helpers: zt_alloc(0) is NULL by contract, which must not read as
- * out-of-memory for an empty file, so callers check `bytes && !p`. */
-static void *xalloc(size_t bytes) { return zt_alloc(ZT_MEM_OTHER, bytes); }
-static void xfree(void *p, size_t bytes) { zt_free(ZT_MEM_OTHER, p, bytes); }
-
-static char *xstrdup(const char *s)
-{
-    size_t n = strlen(s) + 1;
-    char *p = xalloc(n);
-    if (p)
-        memcpy(p, s, n);
-    return p;
-}
-static void xstrfree(char *s)
-{
-    if (s)
-        xfree(s, strlen(s) + 1);
-}
-
-/* Open-time errno values: the path the user gave is wrong (exit 2) or the
- * machine failed (exit 1); one list for every reader (core/input.c). */
-static int errno_code(int e) { return zt_errno_code(e); }
+#include "safetensors_impl.h"
 
 /* A growable string in accounted memory, for headers built before writing.
  * The first failed allocation sets oom and turns later appends into no-ops. */
@@ -231,32 +207,11 @@ void zt_st_close(zt_st_file *f)
     xfree(f, sizeof *f);
 }
 
-/* Fill t (and its span) from the header entry e for tensor name.  k is the
- * index in j->nums of the first number inside e. */
-static int parse_entry(const char *path, const zt_json *j, const cJSON *e, const char *name,
-                       size_t k, zt_st_tensor *t, st_span *sp, zt_err *err)
+/* Entry `name`'s dtype: its safetensors name in t, its bits per element in *bits,
+ * and its zt_dtype where ztrain computes in it. */
+static int entry_dtype(const char *path, const char *name, const cJSON *dtype, zt_st_tensor *t, int *bits_out,
+                       zt_err *err)
 {
-    if (!cJSON_IsObject(e))
-        return zt_fail(err, ZT_EINPUT, "%s: tensor \"%s\": entry is not an object", path, name);
-    /* Other keys are ignored, as the reference (serde without
-     * deny_unknown_fields) ignores them. */
-    const cJSON *dtype = NULL, *shape = NULL, *offs = NULL;
-    for (const cJSON *m = e->child; m; m = m->next) {
-        const cJSON **slot = strcmp(m->string, "dtype") == 0          ? &dtype
-                             : strcmp(m->string, "shape") == 0        ? &shape
-                             : strcmp(m->string, "data_offsets") == 0 ? &offs
-                                                                      : NULL;
-        if (!slot)
-            continue;
-        if (*slot)
-            return zt_fail(err, ZT_EINPUT, "%s: tensor \"%s\": duplicate key \"%s\"", path, name,
-                           m->string);
-        *slot = m;
-    }
-    if (!dtype || !shape || !offs)
-        return zt_fail(err, ZT_EINPUT, "%s: tensor \"%s\": missing \"%s\"", path, name,
-                       !dtype ? "dtype" : !shape ? "shape" : "data_offsets");
-
     int bits = 0;
     if (cJSON_IsString(dtype))
         for (size_t d = 0; d < sizeof st_dtypes / sizeof st_dtypes[0]; d++)
@@ -278,7 +233,15 @@ static int parse_entry(const char *path, const zt_json *j, const cJSON *e, const
         t->dtype = ZT_F16;
     else
         t->has_zt_dtype = 0;
+    *bits_out = bits;
+    return ZT_OK;
+}
 
+/* The shape and data_offsets of entry `name` into t and sp.  k is the index in
+ * j->nums of the first number inside e. */
+static int entry_numbers(const char *path, const zt_json *j, const cJSON *e, const char *name, size_t k,
+                         const cJSON *shape, const cJSON *offs, zt_st_tensor *t, st_span *sp, zt_err *err)
+{
     /* Numbers are consumed in document order, matching j->nums: walk e's members
      * as they appear, not in the order this function checks them. */
     for (const cJSON *m = e->child; m; m = m->next) {
@@ -318,6 +281,39 @@ static int parse_entry(const char *path, const zt_json *j, const cJSON *e, const
         if (is_shape)
             t->ndim = len;
     }
+    return ZT_OK;
+}
+
+/* Fill t (and its span) from the header entry e for tensor name.  k is the
+ * index in j->nums of the first number inside e. */
+static int parse_entry(const char *path, const zt_json *j, const cJSON *e, const char *name,
+                       size_t k, zt_st_tensor *t, st_span *sp, zt_err *err)
+{
+    if (!cJSON_IsObject(e))
+        return zt_fail(err, ZT_EINPUT, "%s: tensor \"%s\": entry is not an object", path, name);
+    /* Other keys are ignored, as the reference (serde without
+     * deny_unknown_fields) ignores them. */
+    const cJSON *dtype = NULL, *shape = NULL, *offs = NULL;
+    for (const cJSON *m = e->child; m; m = m->next) {
+        const cJSON **slot = strcmp(m->string, "dtype") == 0          ? &dtype
+                             : strcmp(m->string, "shape") == 0        ? &shape
+                             : strcmp(m->string, "data_offsets") == 0 ? &offs
+                                                                      : NULL;
+        if (!slot)
+            continue;
+        if (*slot)
+            return zt_fail(err, ZT_EINPUT, "%s: tensor \"%s\": duplicate key \"%s\"", path, name,
+                           m->string);
+        *slot = m;
+    }
+    if (!dtype || !shape || !offs)
+        return zt_fail(err, ZT_EINPUT, "%s: tensor \"%s\": missing \"%s\"", path, name,
+                       !dtype ? "dtype" : !shape ? "shape" : "data_offsets");
+
+    int bits = 0, rc;
+    if ((rc = entry_dtype(path, name, dtype, t, &bits, err)) ||
+        (rc = entry_numbers(path, j, e, name, k, shape, offs, t, sp, err)))
+        return rc;
 
     int64_t numel = 1;
     for (int d = 0; d < t->ndim; d++) {
@@ -345,17 +341,11 @@ static int parse_entry(const char *path, const zt_json *j, const cJSON *e, const
     return ZT_OK;
 }
 
-/* Validate the header tree against a data section of data_bytes starting at
- * data, and fill f's tensor tables. */
-static int st_load_header(zt_st_file *f, const zt_json *j, const unsigned char *data,
-                          uint64_t data_bytes, zt_err *err)
+/* Pass 1 over the header: the tensors' count and name bytes, and __metadata__
+ * (an object of strings, at most once; NULL when absent). */
+static int header_sizes(const char *path, const cJSON *root, size_t *n_out, size_t *names_out, const cJSON **meta_out,
+                        zt_err *err)
 {
-    const char *path = f->path;
-    const cJSON *root = j->root;
-    if (!cJSON_IsObject(root))
-        return zt_fail(err, ZT_EINPUT, "%s: header JSON is not an object", path);
-
-    /* Pass 1: sizes, and __metadata__ (an object of strings, at most once). */
     size_t n = 0, names_bytes = 0;
     const cJSON *meta = NULL;
     for (const cJSON *c = root->child; c; c = c->next) {
@@ -378,19 +368,116 @@ static int st_load_header(zt_st_file *f, const zt_json *j, const unsigned char *
     }
     if (n > INT_MAX)
         return zt_fail(err, ZT_EINPUT, "%s: too many tensors (%zu)", path, n);
-    if (cJSON_IsObject(meta) && meta->child) { /* kept for zt_st_metadata */
-        size_t bytes = 0;
-        for (const cJSON *m = meta->child; m; m = m->next)
-            bytes += strlen(m->string) + strlen(m->valuestring) + 2;
-        if (!(f->meta = xalloc(bytes)))
-            return zt_fail(err, ZT_EFAIL, "%s: out of memory for __metadata__", path);
-        f->meta_bytes = bytes;
-        char *w = f->meta;
-        for (const cJSON *m = meta->child; m; m = m->next) {
-            w = stpcpy(w, m->string) + 1;
-            w = stpcpy(w, m->valuestring) + 1;
-        }
+    *n_out = n, *names_out = names_bytes, *meta_out = meta;
+    return ZT_OK;
+}
+
+/* __metadata__'s pairs kept in f, key and value NUL-terminated in turn, for zt_st_metadata. */
+static int keep_metadata(zt_st_file *f, const cJSON *meta, zt_err *err)
+{
+    if (!cJSON_IsObject(meta) || !meta->child)
+        return ZT_OK;
+    size_t bytes = 0;
+    for (const cJSON *m = meta->child; m; m = m->next)
+        bytes += strlen(m->string) + strlen(m->valuestring) + 2;
+    if (!(f->meta = xalloc(bytes)))
+        return zt_fail(err, ZT_EFAIL, "%s: out of memory for __metadata__", f->path);
+    f->meta_bytes = bytes;
+    char *w = f->meta;
+    for (const cJSON *m = meta->child; m; m = m->next) {
+        w = stpcpy(w, m->string) + 1;
+        w = stpcpy(w, m->valuestring) + 1;
     }
+    return ZT_OK;
+}
+
+/* Pass 2: every entry, in document order so number k stays in step. */
+static int parse_entries(zt_st_file *f, const zt_json *j, const cJSON *meta, zt_st_tensor *doc, st_span *spans,
+                         zt_err *err)
+{
+    int rc = ZT_OK;
+    size_t i = 0, k = 0;
+    char *np = f->names;
+    for (const cJSON *c = j->root->child; c && rc == ZT_OK; c = c->next) {
+        size_t nk = zt_json_count_numbers(c);
+        if (c != meta) {
+            size_t len = strlen(c->string) + 1;
+            memcpy(np, c->string, len);
+            doc[i].name = np;
+            np += len;
+            spans[i].idx = (int)i;
+            rc = parse_entry(f->path, j, c, doc[i].name, k, &doc[i], &spans[i], err);
+            i++;
+        }
+        k += nk;
+    }
+    return rc;
+}
+
+/* Duplicates first: two entries with one name would otherwise be reported
+ * as the overlap or gap they also cause. */
+static int check_duplicates(zt_st_file *f, zt_st_tensor *doc, size_t n, zt_err *err)
+{
+    for (size_t t = 0; t < n; t++)
+        f->by_name[t] = &doc[t];
+    if (!n)
+        return ZT_OK;
+    qsort(f->by_name, n, sizeof *f->by_name, cmp_tensor_name);
+    for (size_t t = 1; t < n; t++)
+        if (strcmp(f->by_name[t - 1]->name, f->by_name[t]->name) == 0)
+            return zt_fail(err, ZT_EINPUT, "%s: duplicate tensor name \"%s\"", f->path, f->by_name[t]->name);
+    return ZT_OK;
+}
+
+/* The spans, in offset order, must tile [0, data_bytes) exactly. */
+static int check_tiling(const char *path, st_span *spans, const zt_st_tensor *doc, size_t n, uint64_t data_bytes,
+                        zt_err *err)
+{
+    if (n)
+        qsort(spans, n, sizeof *spans, cmp_span);
+    uint64_t prev_end = 0;
+    const char *prev_name = NULL;
+    for (size_t t = 0; t < n; t++) {
+        const st_span *s = &spans[t];
+        const char *name = doc[s->idx].name;
+        if (s->end > data_bytes)
+            return zt_fail(err, ZT_EINPUT,
+                           "%s: tensor \"%s\": data_offsets end %llu is past the end of the data section (%llu bytes; truncated file?)",
+                           path, name, (unsigned long long)s->end, (unsigned long long)data_bytes);
+        else if (s->begin < prev_end)
+            return zt_fail(err, ZT_EINPUT,
+                           "%s: tensor \"%s\": data_offsets [%llu, %llu] overlap tensor \"%s\" ending at %llu",
+                           path, name, (unsigned long long)s->begin, (unsigned long long)s->end,
+                           prev_name, (unsigned long long)prev_end);
+        else if (s->begin > prev_end)
+            return zt_fail(err, ZT_EINPUT,
+                           "%s: gap in the data section: bytes [%llu, %llu) before tensor \"%s\" belong to no tensor",
+                           path, (unsigned long long)prev_end, (unsigned long long)s->begin, name);
+        prev_end = s->end;
+        prev_name = name;
+    }
+    if (prev_end != data_bytes)
+        return zt_fail(err, ZT_EINPUT,
+                       "%s: %llu trailing bytes after the last tensor (data section is %llu bytes, tensors cover %llu)",
+                       path, (unsigned long long)(data_bytes - prev_end),
+                       (unsigned long long)data_bytes, (unsigned long long)prev_end);
+    return ZT_OK;
+}
+
+/* Validate the header tree against a data section of data_bytes starting at
+ * data, and fill f's tensor tables. */
+static int st_load_header(zt_st_file *f, const zt_json *j, const unsigned char *data,
+                          uint64_t data_bytes, zt_err *err)
+{
+    const char *path = f->path;
+    const cJSON *root = j->root;
+    if (!cJSON_IsObject(root))
+        return zt_fail(err, ZT_EINPUT, "%s: header JSON is not an object", path);
+    size_t n = 0, names_bytes = 0;
+    const cJSON *meta = NULL;
+    int rc;
+    if ((rc = header_sizes(path, root, &n, &names_bytes, &meta, err)) || (rc = keep_metadata(f, meta, err)))
+        return rc;
     f->n = (int)n;
     if (n) {
         f->tensors = xalloc(n * sizeof *f->tensors);
@@ -409,68 +496,9 @@ static int st_load_header(zt_st_file *f, const zt_json *j, const unsigned char *
             xfree(doc, n * sizeof *doc);
         return zt_fail(err, ZT_EFAIL, "%s: out of memory for %zu tensors", path, n);
     }
-
-    /* Pass 2: every entry, in document order so number k stays in step. */
-    int rc = ZT_OK;
-    size_t i = 0, k = 0;
-    char *np = f->names;
-    for (const cJSON *c = root->child; c && rc == ZT_OK; c = c->next) {
-        size_t nk = zt_json_count_numbers(c);
-        if (c != meta) {
-            size_t len = strlen(c->string) + 1;
-            memcpy(np, c->string, len);
-            doc[i].name = np;
-            np += len;
-            spans[i].idx = (int)i;
-            rc = parse_entry(path, j, c, doc[i].name, k, &doc[i], &spans[i], err);
-            i++;
-        }
-        k += nk;
-    }
-
-    /* Duplicates first: two entries with one name would otherwise be reported
-     * as the overlap or gap they also cause. */
-    for (size_t t = 0; rc == ZT_OK && t < n; t++)
-        f->by_name[t] = &doc[t];
-    if (rc == ZT_OK && n) {
-        qsort(f->by_name, n, sizeof *f->by_name, cmp_tensor_name);
-        for (size_t t = 1; t < n && rc == ZT_OK; t++)
-            if (strcmp(f->by_name[t - 1]->name, f->by_name[t]->name) == 0)
-                rc = zt_fail(err, ZT_EINPUT, "%s: duplicate tensor name \"%s\"", path,
-                             f->by_name[t]->name);
-    }
-
-    /* The spans, in offset order, must tile [0, data_bytes) exactly. */
-    if (rc == ZT_OK && n)
-        qsort(spans, n, sizeof *spans, cmp_span);
-    uint64_t prev_end = 0;
-    const char *prev_name = NULL;
-    for (size_t t = 0; t < n && rc == ZT_OK; t++) {
-        const st_span *s = &spans[t];
-        const char *name = doc[s->idx].name;
-        if (s->end > data_bytes)
-            rc = zt_fail(err, ZT_EINPUT,
-                         "%s: tensor \"%s\": data_offsets end %llu is past the end of the data section (%llu bytes; truncated file?)",
-                         path, name, (unsigned long long)s->end, (unsigned long long)data_bytes);
-        else if (s->begin < prev_end)
-            rc = zt_fail(err, ZT_EINPUT,
-                         "%s: tensor \"%s\": data_offsets [%llu, %llu] overlap tensor \"%s\" ending at %llu",
-                         path, name, (unsigned long long)s->begin, (unsigned long long)s->end,
-                         prev_name, (unsigned long long)prev_end);
-        else if (s->begin > prev_end)
-            rc = zt_fail(err, ZT_EINPUT,
-                         "%s: gap in the data section: bytes [%llu, %llu) before tensor \"%s\" belong to no tensor",
-                         path, (unsigned long long)prev_end, (unsigned long long)s->begin, name);
-        prev_end = s->end;
-        prev_name = name;
-    }
-    if (rc == ZT_OK && prev_end != data_bytes)
-        rc = zt_fail(err, ZT_EINPUT,
-                     "%s: %llu trailing bytes after the last tensor (data section is %llu bytes, tensors cover %llu)",
-                     path, (unsigned long long)(data_bytes - prev_end),
-                     (unsigned long long)data_bytes, (unsigned long long)prev_end);
-
-    if (rc == ZT_OK) {
+    if ((rc = parse_entries(f, j, meta, doc, spans, err)) == ZT_OK &&
+        (rc = check_duplicates(f, doc, n, err)) == ZT_OK &&
+        (rc = check_tiling(path, spans, doc, n, data_bytes, err)) == ZT_OK) {
         for (size_t t = 0; t < n; t++) {
             f->tensors[t] = doc[spans[t].idx];
             f->tensors[t].data = data + spans[t].begin;
@@ -596,10 +624,6 @@ const zt_st_tensor *zt_st_find(const zt_st_file *f, const char *name)
 
 /* ----------------------------------------------------------- writing a file */
 
-static int cmp_cstr_ptr(const void *a, const void *b)
-{
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
 
 /* zt_st_write_fill's parts: the length, the header, then each tensor, filled
  * into one scratch buffer the size of the largest just before it is written. */
@@ -796,260 +820,4 @@ static int st_write(const char *path, const zt_st_out *tensors, int n, const cha
     if (parts)
         xfree(parts, ((size_t)n + 2) * sizeof *parts);
     return rc;
-}
-
-/* --------------------------------------------------------- weights directory */
-
-typedef struct wentry {
-    const char *name;   /* tensor name (owned by the shard's file object) */
-    const char *file;   /* shard file name (index) — only while loading */
-    const zt_st_tensor *t;
-    int shard;
-} wentry;
-
-struct zt_weights {
-    int nfiles;
-    zt_st_file **files;           /* shards, in file-name order */
-    int n;
-    const zt_st_tensor **tensors; /* shard order, then data order */
-    wentry *by_name;              /* sorted by name */
-};
-
-static int cmp_wentry(const void *a, const void *b)
-{
-    return strcmp(((const wentry *)a)->name, ((const wentry *)b)->name);
-}
-
-void zt_weights_close(zt_weights *w)
-{
-    if (!w)
-        return;
-    for (int i = 0; i < w->nfiles; i++)
-        zt_st_close(w->files[i]);
-    if (w->files)
-        xfree(w->files, (size_t)w->nfiles * sizeof *w->files);
-    if (w->tensors)
-        xfree(w->tensors, (size_t)w->n * sizeof *w->tensors);
-    if (w->by_name)
-        xfree(w->by_name, (size_t)w->n * sizeof *w->by_name);
-    xfree(w, sizeof *w);
-}
-
-static char *path_join(const char *dir, const char *name)
-{
-    size_t a = strlen(dir), b = strlen(name);
-    char *p = xalloc(a + b + 2);
-    if (p)
-        snprintf(p, a + b + 2, "%s/%s", dir, name);
-    return p;
-}
-
-/* Tables of w from its open files: tensors in shard order and the name index. */
-static int weights_index(zt_weights *w, const char *what, zt_err *err)
-{
-    size_t total = 0;
-    for (int i = 0; i < w->nfiles; i++)
-        total += (size_t)zt_st_count(w->files[i]);
-    if (total > INT_MAX)
-        return zt_fail(err, ZT_EINPUT, "%s: too many tensors", what);
-    w->n = (int)total;
-    if (total == 0)
-        return ZT_OK;
-    w->tensors = xalloc(total * sizeof *w->tensors);
-    w->by_name = xalloc(total * sizeof *w->by_name);
-    if (!w->tensors || !w->by_name)
-        return zt_fail(err, ZT_EFAIL, "%s: out of memory", what);
-    size_t k = 0;
-    for (int i = 0; i < w->nfiles; i++)
-        for (int t = 0; t < zt_st_count(w->files[i]); t++, k++) {
-            w->tensors[k] = zt_st_get(w->files[i], t);
-            w->by_name[k] = (wentry){w->tensors[k]->name, NULL, w->tensors[k], i};
-        }
-    qsort(w->by_name, total, sizeof *w->by_name, cmp_wentry);
-    return ZT_OK;
-}
-
-static int is_plain_file_name(const char *s)
-{
-    return *s && strchr(s, '/') == NULL && strcmp(s, ".") != 0 && strcmp(s, "..") != 0;
-}
-
-static int weights_open_sharded(zt_weights *w, const char *dir, const char *index, zt_err *err)
-{
-    zt_json j = {0};
-    int rc = zt_json_parse_file(index, INDEX_MAX_BYTES, &j, err);
-    if (rc)
-        return rc;
-    const cJSON *map = NULL;
-    if (!cJSON_IsObject(j.root))
-        rc = zt_fail(err, ZT_EINPUT, "%s: index is not a JSON object", index);
-    for (const cJSON *c = rc ? NULL : j.root->child; c && rc == ZT_OK; c = c->next) {
-        if (strcmp(c->string, "weight_map") == 0) {
-            if (map)
-                rc = zt_fail(err, ZT_EINPUT, "%s: duplicate key \"weight_map\"", index);
-            map = c;
-        } else if (strcmp(c->string, "metadata") != 0) {
-            rc = zt_fail(err, ZT_EINPUT, "%s: unknown key \"%s\" (expected metadata, weight_map)",
-                         index, c->string);
-        }
-    }
-    if (rc == ZT_OK && !cJSON_IsObject(map))
-        rc = zt_fail(err, ZT_EINPUT, "%s: \"weight_map\" is missing or not an object", index);
-    int nmap = rc ? 0 : cJSON_GetArraySize(map);
-    if (rc == ZT_OK && nmap == 0)
-        rc = zt_fail(err, ZT_EINPUT, "%s: \"weight_map\" is empty", index);
-
-    wentry *ents = nmap ? xalloc((size_t)nmap * sizeof *ents) : NULL;
-    const char **files = nmap ? xalloc((size_t)nmap * sizeof *files) : NULL;
-    if (rc == ZT_OK && (!ents || !files))
-        rc = zt_fail(err, ZT_EFAIL, "%s: out of memory", index);
-    int i = 0;
-    for (const cJSON *c = rc ? NULL : map->child; c && rc == ZT_OK; c = c->next, i++) {
-        if (!cJSON_IsString(c) || !is_plain_file_name(c->valuestring))
-            rc = zt_fail(err, ZT_EINPUT,
-                         "%s: weight_map entry \"%s\" must be a file name in the same directory",
-                         index, c->string);
-        else
-            ents[i] = (wentry){c->string, c->valuestring, NULL, -1}, files[i] = c->valuestring;
-    }
-    if (rc == ZT_OK) {
-        qsort(ents, (size_t)nmap, sizeof *ents, cmp_wentry);
-        for (int e = 1; e < nmap && rc == ZT_OK; e++)
-            if (strcmp(ents[e - 1].name, ents[e].name) == 0)
-                rc = zt_fail(err, ZT_EINPUT, "%s: weight_map lists \"%s\" twice (duplicate)", index,
-                             ents[e].name);
-    }
-    /* Each distinct shard is opened once, in file-name order. */
-    int nfiles = 0;
-    if (rc == ZT_OK) {
-        qsort(files, (size_t)nmap, sizeof *files, cmp_cstr_ptr);
-        for (int e = 0; e < nmap; e++)
-            if (e == 0 || strcmp(files[e - 1], files[e]) != 0)
-                files[nfiles++] = files[e];
-        w->files = xalloc((size_t)nfiles * sizeof *w->files);
-        if (!w->files)
-            rc = zt_fail(err, ZT_EFAIL, "%s: out of memory", index);
-    }
-    for (int s = 0; s < nfiles && rc == ZT_OK; s++) {
-        char *p = path_join(dir, files[s]);
-        if (!p) {
-            rc = zt_fail(err, ZT_EFAIL, "%s: out of memory", index);
-            break;
-        }
-        rc = zt_st_open(p, &w->files[s], err);
-        xfree(p, strlen(p) + 1);
-        if (rc)
-            zt_wrap(err, "%s: shard named in weight_map: ", index);
-        else
-            w->nfiles = s + 1;
-    }
-    /* Every mapped name is in its shard... */
-    for (int e = 0; e < nmap && rc == ZT_OK; e++) {
-        const char **hit = bsearch(&ents[e].file, files, (size_t)nfiles, sizeof *files, cmp_cstr_ptr);
-        int s = (int)(hit - files);
-        if (!zt_st_find(w->files[s], ents[e].name))
-            rc = zt_fail(err, ZT_EINPUT, "%s: weight_map maps \"%s\" to %s, which has no such tensor",
-                         index, ents[e].name, zt_st_path(w->files[s]));
-    }
-    /* ...and every tensor of a shard is mapped to that shard. */
-    for (int s = 0; s < nfiles && rc == ZT_OK; s++)
-        for (int t = 0; t < zt_st_count(w->files[s]) && rc == ZT_OK; t++) {
-            wentry key = {zt_st_get(w->files[s], t)->name, NULL, NULL, 0};
-            const wentry *hit = bsearch(&key, ents, (size_t)nmap, sizeof *ents, cmp_wentry);
-            if (!hit)
-                rc = zt_fail(err, ZT_EINPUT, "%s: tensor \"%s\" is not listed in weight_map of %s",
-                             zt_st_path(w->files[s]), key.name, index);
-            else if (strcmp(hit->file, files[s]) != 0)
-                rc = zt_fail(err, ZT_EINPUT,
-                             "%s: tensor \"%s\" is also in %s, but weight_map maps it to %s (duplicate)",
-                             index, key.name, zt_st_path(w->files[s]), hit->file);
-        }
-    if (ents)
-        xfree(ents, (size_t)nmap * sizeof *ents);
-    if (files)
-        xfree(files, (size_t)nmap * sizeof *files);
-    /* w->files was sized for nfiles; close() frees it with w->nfiles, so keep
-     * the two equal even when a shard failed to open. */
-    if (rc && w->files) {
-        for (int s = 0; s < w->nfiles; s++)
-            zt_st_close(w->files[s]);
-        xfree(w->files, (size_t)nfiles * sizeof *w->files);
-        w->files = NULL;
-        w->nfiles = 0;
-    }
-    zt_json_free(&j);
-    return rc;
-}
-
-int zt_weights_open(const char *dir, zt_weights **out, zt_err *err)
-{
-    *out = NULL;
-    struct stat st;
-    if (stat(dir, &st) != 0) {
-        int e = errno;
-        return zt_fail(err, errno_code(e), "%s: cannot open weights directory: %s", dir, strerror(e));
-    }
-    if (!S_ISDIR(st.st_mode))
-        return zt_fail(err, ZT_EINPUT, "%s: weights path is not a directory", dir);
-    zt_weights *w = xalloc(sizeof *w);
-    char *index = path_join(dir, "model.safetensors.index.json");
-    char *single = path_join(dir, "model.safetensors");
-    int rc = ZT_OK;
-    if (!w || !index || !single) {
-        rc = zt_fail(err, ZT_EFAIL, "%s: out of memory", dir);
-    } else if (stat(index, &st) == 0 && stat(single, &st) != 0) {
-        rc = weights_open_sharded(w, dir, index, err);
-    } else if (stat(single, &st) == 0) {
-        /* Both: transformers' from_pretrained looks for model.safetensors first
-         * and never reads the index then; the same rule here, said aloud, so the
-         * two never load different weights from one directory (and a sharded
-         * save over a one-file model switches with the removal of that file). */
-        if (stat(index, &st) == 0)
-            fprintf(stderr, "ztrain: note: %s holds both model.safetensors and model.safetensors.index.json: "
-                            "loading model.safetensors, as transformers does (the index is ignored)\n", dir);
-        w->files = xalloc(sizeof *w->files);
-        if (!w->files)
-            rc = zt_fail(err, ZT_EFAIL, "%s: out of memory", dir);
-        else if ((rc = zt_st_open(single, &w->files[0], err)) == ZT_OK)
-            w->nfiles = 1;
-        else {
-            xfree(w->files, sizeof *w->files);
-            w->files = NULL;
-        }
-    } else {
-        rc = zt_fail(err, ZT_EINPUT,
-                     "%s: no weights found: neither model.safetensors nor model.safetensors.index.json exists",
-                     dir);
-    }
-    if (rc == ZT_OK)
-        rc = weights_index(w, dir, err);
-    xstrfree(index);
-    xstrfree(single);
-    if (rc) {
-        if (w)
-            zt_weights_close(w);
-        return rc;
-    }
-    *out = w;
-    return ZT_OK;
-}
-
-int zt_weights_count(const zt_weights *w) { return w->n; }
-int zt_weights_nfiles(const zt_weights *w) { return w->nfiles; }
-const zt_st_file *zt_weights_file(const zt_weights *w, int i)
-{
-    return i >= 0 && i < w->nfiles ? w->files[i] : NULL;
-}
-const zt_st_tensor *zt_weights_get(const zt_weights *w, int i)
-{
-    return i >= 0 && i < w->n ? w->tensors[i] : NULL;
-}
-
-const zt_st_tensor *zt_weights_find(const zt_weights *w, const char *name, const char **file)
-{
-    wentry key = {name, NULL, NULL, 0};
-    const wentry *hit = w->n ? bsearch(&key, w->by_name, (size_t)w->n, sizeof *w->by_name, cmp_wentry) : NULL;
-    if (file)
-        *file = hit ? zt_st_path(w->files[hit->shard]) : NULL;
-    return hit ? hit->t : NULL;
 }

@@ -37,17 +37,13 @@
 #include "matmul.h"
 #include "reductions.h"
 
-#define EMU_BIAS ((uintptr_t)1 << 62)
-
-/* a host address as a handle, and back; NULL stays NULL (an alloc of 0 bytes, an absent buffer) */
-static void *handle_of(const void *p) { return p ? (void *)((uintptr_t)p + EMU_BIAS) : NULL; }
-static void *host_of(const void *p) { return p ? (void *)((uintptr_t)p - EMU_BIAS) : NULL; }
+#include "backend_emu_impl.h"
 
 /* ---- calls and captures ----------------------------------------------------
  *
  * Every entry counts one call (zt_backend_emu_calls).  An entry that queues work
  * goes through defer(): run now, or, while capturing, appended to the graph with a
- * copy of its arguments.  An entry that waits or allocates goes through refused(),
+ * copy of its arguments.  An entry that waits or allocates goes through zt_emu_refused(),
  * which notes the first one called inside a capture for graph_end to report. */
 static long calls;
 static void called(void) { __atomic_fetch_add(&calls, 1, __ATOMIC_RELAXED); }
@@ -116,7 +112,7 @@ static void defer(emu_run run, const void *args, size_t bytes)
 
 /* An entry a capture cannot hold (it waits for the device or allocates): noted, then
  * run as usual (the capture has failed; graph_end says so). */
-static void refused(const char *entry)
+void zt_emu_refused(const char *entry)
 {
     called();
     if (rec && !rec_refused)
@@ -136,22 +132,22 @@ static void refused(const char *entry)
 
 static void *emu_alloc(zt_mem_cat cat, size_t bytes)
 {
-    refused("alloc");
+    zt_emu_refused("alloc");
     return handle_of(zt_alloc(cat, bytes));
 }
 static void emu_free(zt_mem_cat cat, void *p, size_t bytes)
 {
-    refused("free");
+    zt_emu_refused("free");
     zt_free(cat, host_of(p), bytes);
 }
 static void *emu_host_alloc(zt_mem_cat cat, size_t bytes)
 {
-    refused("host_alloc");
+    zt_emu_refused("host_alloc");
     return zt_alloc(cat, bytes); /* staging memory is the host's */
 }
 static void emu_host_free(zt_mem_cat cat, void *p, size_t bytes)
 {
-    refused("host_free");
+    zt_emu_refused("host_free");
     zt_free(cat, p, bytes);
 }
 
@@ -173,36 +169,35 @@ static void emu_convert(void *dst, zt_dtype dst_dt, const void *src, zt_dtype sr
 /* The host waits a GPU would make here (zt_backend_emu_waits): the moves, sync, and
  * the entries that return a number computed on the device. */
 static long waits;
-static void waited(void) { __atomic_fetch_add(&waits, 1, __ATOMIC_RELAXED); }
+void zt_emu_waited(void) { __atomic_fetch_add(&waits, 1, __ATOMIC_RELAXED); }
 long zt_backend_emu_waits(void) { return __atomic_load_n(&waits, __ATOMIC_RELAXED); }
 
 static void emu_to_host(void *dst_host, const void *src, size_t bytes)
 {
-    refused("to_host");
-    waited();
+    zt_emu_refused("to_host");
+    zt_emu_waited();
     memcpy(dst_host, host_of(src), bytes);
 }
 
 static void emu_to_device(void *dst, const void *src_host, size_t bytes)
 {
-    refused("to_device");
-    waited();
+    zt_emu_refused("to_device");
+    zt_emu_waited();
     memcpy(host_of(dst), src_host, bytes);
 }
 
-static void run_copies(long upto);
 static void emu_sync(void)
 {
-    refused("sync");
-    waited();
-    run_copies(-1);
+    zt_emu_refused("sync");
+    zt_emu_waited();
+    zt_emu_run_copies(-1);
 }
 
 static void emu_copy_wait(void)
 {
-    refused("copy_wait");
-    waited();
-    run_copies(-1);
+    zt_emu_refused("copy_wait");
+    zt_emu_waited();
+    zt_emu_run_copies(-1);
 }
 
 static void *emu_stream(void)
@@ -447,7 +442,7 @@ static void emu_attention_cache_forward(float *out, const float *q, size_t q_str
                                         const float *v_cache, int cap, int pos0, int n, int nh, int nkv, int hd,
                                         int window, float *scratch, int threads)
 {
-    refused("attention_cache_forward");
+    zt_emu_refused("attention_cache_forward");
     zt_attention_cache_forward(host_of(out), host_of(q), q_stride, host_of(k_cache), host_of(v_cache), cap, pos0, n,
                                nh, nkv, hd, window, host_of(scratch), threads);
 }
@@ -481,8 +476,8 @@ static void emu_transpose(float *dst, const float *src, int rows, int cols) { DE
 static double emu_xent(float *dlogits, uint16_t *dlogits_bf16, const float *logits, const int *targets, int N, int V,
                        float grad_scale)
 {
-    refused("xent (returns the loss to the host)");
-    waited();
+    zt_emu_refused("xent (returns the loss to the host)");
+    zt_emu_waited();
     return zt_xent_forward_backward(host_of(dlogits), host_of(dlogits_bf16), host_of(logits), targets, N, V,
                                     grad_scale);
 }
@@ -613,16 +608,16 @@ static void emu_adamw_step(void *p, void *m, void *v, const void *g, void *comp,
         DEFER(adamw_step, p, m, v, g, comp, dt, n, *s, cast, cast_dt);
         return;
     }
-    refused("adamw_step with an audit (returns it to the host)");
-    waited();
+    zt_emu_refused("adamw_step with an audit (returns it to the host)");
+    zt_emu_waited();
     zt_adamw_step_shard(host_of(p), host_of(m), host_of(v), host_of(g), host_of(comp), dt, n, s, host_of(cast), cast_dt,
                         audit);
 }
 
 static double emu_sumsq(const void *x, zt_dtype dt, size_t n)
 {
-    refused("sumsq (returns the sum to the host)");
-    waited();
+    zt_emu_refused("sumsq (returns the sum to the host)");
+    zt_emu_waited();
     return zt_sumsq(host_of(x), dt, n);
 }
 
@@ -652,8 +647,8 @@ static double emu_round_bf16(float *x, size_t n, int want_sumsq)
         DEFER(round_bf16, x, n);
         return 0.0;
     }
-    refused("round_bf16 with its sum (returns it to the host)");
-    waited();
+    zt_emu_refused("round_bf16 with its sum (returns it to the host)");
+    zt_emu_waited();
     return zt_round_bf16_inplace(host_of(x), n, want_sumsq);
 }
 
@@ -835,93 +830,6 @@ static void emu_swiglu_backward_act16(uint16_t *dgu16, const float *dh, const ui
     DEFER(swiglu_backward_act16, dgu16, dh, gu16, N, F);
 }
 
-/* The copy queue, both ways, each copy numbered in the order it was queued (a GPU's
- * copy stream runs them in that order).  No copy is run when it is queued, and none
- * counts a wait: a device queues it and goes on.  Down (to_host_async): held until a
- * copy_wait, a sync or a copy_wait_marker past it, as late as a device's copy queue
- * may finish it, so a host that reads the staging buffer before its wait gets the
- * bytes a GPU could give (stale ones) and a test sees them.  Up (to_device_async):
- * held until the next copy_join too, so that a host writing the staging buffer
- * before copy_wait, or a kernel reading the destination without a copy_join, gets
- * stale bytes as well, instead of passing by the luck of one queue.  A copy_join
- * runs the uploads only: the device waits there, the host does not, so what came
- * down is still not the host's to read.  Not inside a capture: the CUDA table's
- * copies run on a stream of their own, which a capture cannot leave forked. */
-#define EMU_COPIES 256
-typedef struct {
-    void *dst; /* a host address: host_of() already applied to a device side */
-    const void *src;
-    size_t bytes;
-    long seq;
-} emu_copy_t;
-typedef struct {
-    emu_copy_t q[EMU_COPIES];
-    int head, n;
-} emu_copy_queue;
-static emu_copy_queue downloads, uploads;
-static long copies_queued;    /* every copy queued since the process started: a marker */
-static long overlapped_waits; /* zt_backend_emu_overlapped_waits */
-
-/* the copies of q numbered below upto (all of them for upto < 0), in their order */
-static void run_queue(emu_copy_queue *q, long upto)
-{
-    while (q->n && (upto < 0 || q->q[q->head].seq < upto)) {
-        const emu_copy_t *c = &q->q[q->head];
-        memcpy(c->dst, c->src, c->bytes);
-        q->head = (q->head + 1) % EMU_COPIES;
-        q->n--;
-    }
-}
-
-static void run_copies(long upto)
-{
-    run_queue(&uploads, upto);
-    run_queue(&downloads, upto);
-}
-
-static void enqueue(emu_copy_queue *q, void *dst, const void *src, size_t bytes)
-{
-    if (q->n == EMU_COPIES) /* a full queue runs: a device may finish its copies at any time */
-        run_copies(-1);
-    q->q[(q->head + q->n++) % EMU_COPIES] = (emu_copy_t){dst, src, bytes, copies_queued++};
-}
-
-static void emu_to_host_async(void *dst_host, const void *src, size_t bytes)
-{
-    refused("to_host_async");
-    enqueue(&downloads, dst_host, host_of(src), bytes);
-}
-
-static void emu_to_device_async(void *dst, const void *src_host, size_t bytes)
-{
-    refused("to_device_async"); /* offload's copy queue: no captured step has offload */
-    enqueue(&uploads, host_of(dst), src_host, bytes);
-}
-
-static void emu_copy_join(void) /* the device waits, the host does not */
-{
-    refused("copy_join");
-    run_queue(&uploads, -1);
-}
-
-/* the marker is the number of the next copy: the copies before it are its own */
-static long emu_copy_record(void)
-{
-    refused("copy_record");
-    return copies_queued;
-}
-
-/* one wait, for the copies queued before the marker and no others */
-static void emu_copy_wait_marker(long marker)
-{
-    refused("copy_wait_marker");
-    waited();
-    run_copies(marker);
-    if (downloads.n)
-        overlapped_waits++;
-}
-
-long zt_backend_emu_overlapped_waits(void) { return overlapped_waits; }
 
 /* ---- graphs ----------------------------------------------------------------------- */
 

@@ -535,6 +535,48 @@ static int head_xent_fused(zt_model *m, const int *targets, const void *wlm, flo
 
 static int unit_of_layer(const zt_model *m, int l) { return m->lay->layer_unit[l]; }
 
+/* The (N, V) logits of the final norm's output, then their cross-entropy (with
+ * backward, its gradient in place of the logits, or in dlogits16). */
+static int head_loss(zt_model *m, const void *wlm, const int *targets, int backward, float grad_scale,
+                     double *loss_sum, zt_err *err)
+{
+    int rc, N = m->N, C = m->cfg.hidden_size, V = m->cfg.vocab_size;
+    if (!m->logits && (rc = own_logits(m, err)))
+        return rc;
+    if ((rc = linear_forward(m, m->logits, m->nf, wlm, V, C, 0.0f, err)))
+        return rc;
+    if (backward && m->loss_sink) {
+        m->be->xent_into(m->logits, m->dlogits16, m->logits, targets, N, V, grad_scale, m->grad_scale_src,
+                         m->loss_sink);
+        *loss_sum = 0.0;
+    } else {
+        *loss_sum = m->be->xent(backward ? m->logits : NULL, backward ? m->dlogits16 : NULL, m->logits, targets,
+                                N, V, grad_scale);
+    }
+    return ZT_OK;
+}
+
+/* The lm-head's backward: dn (the final norm's output gradient) and dW += into dlm. */
+static int head_backward(zt_model *m, const int *targets, const void *wlm, float *dlm, float grad_scale,
+                         double *loss_sum, zt_err *err)
+{
+    int rc, N = m->N, C = m->cfg.hidden_size, V = m->cfg.vocab_size;
+    zt_dtype cd = m->own.compute;
+    const void *dlogits = m->dlogits16 ? (const void *)m->dlogits16 : (const void *)m->logits;
+    if (m->fused_head) { /* the loss, dn = dlogits W and dW += dlogits^T nf, chunk by chunk */
+        rc = head_xent_fused(m, targets, wlm, dlm, grad_scale, loss_sum, err);
+    } else if (m->head_transposed) { /* dn^T = W^T dlogits^T, dW += dlogits^T nf */
+        rc = m->be->matmul(m->dnT, wlm, cd, dlogits, m->opd, C, N, V, 1, 1, 0.0f, cd, err);
+        if (rc == ZT_OK) {
+            m->be->transpose(m->dn, m->dnT, C, N);
+            rc = m->be->matmul(dlm, dlogits, m->opd, m->nf, m->opd, V, C, N, 1, 0, 1.0f, cd, err);
+        }
+    } else {
+        rc = linear_backward(m, m->dn, dlm, dlogits, m->nf, wlm, V, C, err);
+    }
+    return rc;
+}
+
 /* One micro-batch's forward and, with backward, backward; an error returns with
  * units still acquired, which pass_or_reset hands back. */
 static int model_pass(zt_model *m, const int *inputs, const int *targets, int backward,
@@ -542,7 +584,7 @@ static int model_pass(zt_model *m, const int *inputs, const int *targets, int ba
 {
     const zt_llama_config *c = &m->cfg;
     const zt_layout *lay = m->lay;
-    int L = c->num_hidden_layers, C = c->hidden_size, V = c->vocab_size, N = m->N;
+    int L = c->num_hidden_layers, C = c->hidden_size, N = m->N;
     int root = lay->root_unit, rc = ZT_OK;
     zt_dtype cd = m->own.compute;
     size_t es = zt_dtype_size(cd);
@@ -575,20 +617,8 @@ static int model_pass(zt_model *m, const int *inputs, const int *targets, int ba
     }
     m->be->rmsnorm_forward(m->nf, m->opd, m->rstdf, m->layers[L].x, norm_weight(m, wnorm), N, C,
                        (float)c->rms_norm_eps);
-    if (!(backward && m->fused_head)) { /* the (N, V) logits, then their cross-entropy */
-        if (!m->logits && (rc = own_logits(m, err)))
-            return rc;
-        if ((rc = linear_forward(m, m->logits, m->nf, wlm, V, C, 0.0f, err)))
-            return rc;
-        if (backward && m->loss_sink) {
-            m->be->xent_into(m->logits, m->dlogits16, m->logits, targets, N, V, grad_scale, m->grad_scale_src,
-                             m->loss_sink);
-            *loss_sum = 0.0;
-        } else {
-            *loss_sum = m->be->xent(backward ? m->logits : NULL, backward ? m->dlogits16 : NULL, m->logits, targets,
-                                    N, V, grad_scale);
-        }
-    }
+    if (!(backward && m->fused_head) && (rc = head_loss(m, wlm, targets, backward, grad_scale, loss_sum, err)))
+        return rc;
     zt_prof_end(hf, 0.0, 0.0);
     if (!backward) {
         release(m, root);
@@ -599,19 +629,7 @@ static int model_pass(zt_model *m, const int *inputs, const int *targets, int ba
     int hb = zt_prof_begin("backward", "phase", ZT_PROF_COMPUTE);
     float *groot = grad_begin(m, root);
     float *dlm = groot + plm->offset;
-    const void *dlogits = m->dlogits16 ? (const void *)m->dlogits16 : (const void *)m->logits;
-    if (m->fused_head) { /* the loss, dn = dlogits W and dW += dlogits^T nf, chunk by chunk */
-        rc = head_xent_fused(m, targets, wlm, dlm, grad_scale, loss_sum, err);
-    } else if (m->head_transposed) { /* dn^T = W^T dlogits^T, dW += dlogits^T nf */
-        rc = m->be->matmul(m->dnT, wlm, cd, dlogits, m->opd, C, N, V, 1, 1, 0.0f, cd, err);
-        if (rc == ZT_OK) {
-            m->be->transpose(m->dn, m->dnT, C, N);
-            rc = m->be->matmul(dlm, dlogits, m->opd, m->nf, m->opd, V, C, N, 1, 0, 1.0f, cd, err);
-        }
-    } else {
-        rc = linear_backward(m, m->dn, dlm, dlogits, m->nf, wlm, V, C, err);
-    }
-    if (rc)
+    if ((rc = head_backward(m, targets, wlm, dlm, grad_scale, loss_sum, err)))
         return rc;
     m->be->zero(m->dres, (size_t)N * C * sizeof(float));
     m->be->rmsnorm_backward(m->dres, m->dres16,

@@ -168,33 +168,47 @@ static int vocab_and_added(const zt_gguf *g, const meta *m, cJSON *vocab, cJSON 
     return ZT_OK;
 }
 
+/* {"type": type}, the start of every tokenizer.json component */
+static cJSON *typed(const char *type)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "type", type);
+    return o;
+}
+
+/* A Split's or a Replace's pattern: {"Regex": value} or {"String": value}. */
+static cJSON *pattern(const char *kind, const char *value)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, kind, value);
+    return o;
+}
+
+/* GPT-2's byte-level step, as a pre-tokenizer (use_regex: with GPT-2's own
+ * split) or a decoder (add_prefix_space true, as transformers writes it). */
+static cJSON *byte_level(int add_prefix_space, int use_regex)
+{
+    cJSON *bl = typed("ByteLevel");
+    cJSON_AddBoolToObject(bl, "add_prefix_space", add_prefix_space);
+    cJSON_AddBoolToObject(bl, "trim_offsets", 1);
+    cJSON_AddBoolToObject(bl, "use_regex", use_regex);
+    return bl;
+}
+
 static cJSON *pre_tokenizer(const char *pre)
 {
     for (size_t i = 0; i < NELEM(llama3_names); i++)
         if (!strcmp(pre, llama3_names[i])) {
-            cJSON *seq = cJSON_CreateObject(), *list = cJSON_CreateArray(), *split = cJSON_CreateObject();
-            cJSON *pat = cJSON_CreateObject(), *bl = cJSON_CreateObject();
-            cJSON_AddStringToObject(seq, "type", "Sequence");
-            cJSON_AddStringToObject(split, "type", "Split");
-            cJSON_AddStringToObject(pat, "Regex", zt_pretok_llama3_pattern);
-            cJSON_AddItemToObject(split, "pattern", pat);
+            cJSON *seq = typed("Sequence"), *list = cJSON_CreateArray(), *split = typed("Split");
+            cJSON_AddItemToObject(split, "pattern", pattern("Regex", zt_pretok_llama3_pattern));
             cJSON_AddStringToObject(split, "behavior", "Isolated");
             cJSON_AddBoolToObject(split, "invert", 0);
-            cJSON_AddStringToObject(bl, "type", "ByteLevel");
-            cJSON_AddBoolToObject(bl, "add_prefix_space", 0);
-            cJSON_AddBoolToObject(bl, "trim_offsets", 1);
-            cJSON_AddBoolToObject(bl, "use_regex", 0);
             cJSON_AddItemToArray(list, split);
-            cJSON_AddItemToArray(list, bl);
+            cJSON_AddItemToArray(list, byte_level(0, 0));
             cJSON_AddItemToObject(seq, "pretokenizers", list);
             return seq;
         }
-    cJSON *bl = cJSON_CreateObject();
-    cJSON_AddStringToObject(bl, "type", "ByteLevel");
-    cJSON_AddBoolToObject(bl, "add_prefix_space", 0);
-    cJSON_AddBoolToObject(bl, "trim_offsets", 1);
-    cJSON_AddBoolToObject(bl, "use_regex", 1);
-    return bl;
+    return byte_level(0, 1);
 }
 
 /* TemplateProcessing: "$A" with the bos token before it and/or eos after it. */
@@ -270,15 +284,7 @@ static int merges_json(const zt_gguf *g, const meta *m, cJSON *out, zt_err *err)
     return ZT_OK;
 }
 
-static cJSON *byte_level_decoder(void)
-{
-    cJSON *dec = cJSON_CreateObject();
-    cJSON_AddStringToObject(dec, "type", "ByteLevel");
-    cJSON_AddBoolToObject(dec, "add_prefix_space", 1);
-    cJSON_AddBoolToObject(dec, "trim_offsets", 1);
-    cJSON_AddBoolToObject(dec, "use_regex", 1);
-    return dec;
-}
+static cJSON *byte_level_decoder(void) { return byte_level(1, 1); }
 
 #define SP "\xe2\x96\x81" /* U+2581, SentencePiece's space */
 
@@ -286,8 +292,7 @@ static cJSON *byte_level_decoder(void)
  * transformers' LlamaTokenizer sets. */
 static cJSON *metaspace(void)
 {
-    cJSON *p = cJSON_CreateObject();
-    cJSON_AddStringToObject(p, "type", "Metaspace");
+    cJSON *p = typed("Metaspace");
     cJSON_AddStringToObject(p, "replacement", SP);
     cJSON_AddStringToObject(p, "prepend_scheme", "first");
     cJSON_AddBoolToObject(p, "split", 0);
@@ -296,23 +301,15 @@ static cJSON *metaspace(void)
 
 static cJSON *spm_decoder(void)
 {
-    cJSON *d = cJSON_CreateObject(), *list = cJSON_CreateArray();
-    cJSON *r = cJSON_CreateObject(), *pat = cJSON_CreateObject(), *bf = cJSON_CreateObject();
-    cJSON *fu = cJSON_CreateObject(), *st = cJSON_CreateObject();
-    cJSON_AddStringToObject(d, "type", "Sequence");
-    cJSON_AddStringToObject(r, "type", "Replace");
-    cJSON_AddStringToObject(pat, "String", SP);
-    cJSON_AddItemToObject(r, "pattern", pat);
+    cJSON *d = typed("Sequence"), *list = cJSON_CreateArray(), *r = typed("Replace"), *st = typed("Strip");
+    cJSON_AddItemToObject(r, "pattern", pattern("String", SP));
     cJSON_AddStringToObject(r, "content", " ");
-    cJSON_AddStringToObject(bf, "type", "ByteFallback");
-    cJSON_AddStringToObject(fu, "type", "Fuse");
-    cJSON_AddStringToObject(st, "type", "Strip");
     cJSON_AddStringToObject(st, "content", " ");
     cJSON_AddNumberToObject(st, "start", 1);
     cJSON_AddNumberToObject(st, "stop", 0);
     cJSON_AddItemToArray(list, r);
-    cJSON_AddItemToArray(list, bf);
-    cJSON_AddItemToArray(list, fu);
+    cJSON_AddItemToArray(list, typed("ByteFallback"));
+    cJSON_AddItemToArray(list, typed("Fuse"));
     cJSON_AddItemToArray(list, st);
     cJSON_AddItemToObject(d, "decoders", list);
     return d;

@@ -250,35 +250,33 @@ static void repr_str_into(jbuf *b, const char *s, size_t n)
     jb_put(b, &q, 1);
 }
 
+/* A list's or a dict's repr: open, the items (key: value when keys) joined by
+ * ", ", close, as Python prints them. */
+static void repr_items(jbuf *b, const char *open, const char *close, const jval *keys, const jval *vals, size_t n)
+{
+    jb_puts(b, open);
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            jb_puts(b, ", ");
+        if (keys) {
+            jv_repr_into(b, keys[i]);
+            jb_puts(b, ": ");
+        }
+        jv_repr_into(b, vals[i]);
+    }
+    jb_puts(b, close);
+}
+
 void jv_repr_into(jbuf *b, jval v)
 {
-    if (v.t == JV_STR) {
+    if (v.t == JV_STR)
         repr_str_into(b, v.u.s.s, v.u.s.n);
-        return;
-    }
-    if (v.t == JV_LIST) {
-        jb_puts(b, "[");
-        for (size_t i = 0; i < v.u.l->n; i++) {
-            if (i)
-                jb_puts(b, ", ");
-            jv_repr_into(b, v.u.l->v[i]);
-        }
-        jb_puts(b, "]");
-        return;
-    }
-    if (v.t == JV_DICT && !v.u.d->ns) {
-        jb_puts(b, "{");
-        for (size_t i = 0; i < v.u.d->n; i++) {
-            if (i)
-                jb_puts(b, ", ");
-            jv_repr_into(b, v.u.d->k[i]);
-            jb_puts(b, ": ");
-            jv_repr_into(b, v.u.d->v[i]);
-        }
-        jb_puts(b, "}");
-        return;
-    }
-    jv_str_into(b, v);
+    else if (v.t == JV_LIST)
+        repr_items(b, "[", "]", NULL, v.u.l->v, v.u.l->n);
+    else if (v.t == JV_DICT && !v.u.d->ns)
+        repr_items(b, "{", "}", v.u.d->k, v.u.d->v, v.u.d->n);
+    else
+        jv_str_into(b, v);
 }
 
 void jv_str_into(jbuf *b, jval v)

@@ -15,7 +15,7 @@ out=$("$ZTRAIN" "${args[@]}" --output_dir "$TMP/ck" --save_steps 1 --save_total_
 printf '%s' "$out" | grep -q "checkpoint saved to $TMP/ck/checkpoint-3" || fail "no 'checkpoint saved to' line: $out"
 got=$(cd "$TMP/ck" && ls -d checkpoint-* | tr '\n' ' ')
 [ "$got" = "checkpoint-2 checkpoint-3 checkpoint-4 " ] || fail "--save_total_limit 3 kept: $got"
-same_weights "$TMP/ck/checkpoint-4/model.safetensors" "$TMP/ck/model.safetensors" || fail "checkpoint-4 is not the final model"
+d=$(same_checkpoint "$TMP/ck/checkpoint-4/model.safetensors" "$TMP/ck/model.safetensors") || fail "checkpoint-4 is not the final model: $d"
 rm -rf "$TMP/ck/checkpoint-4"
 for f in manifest.json trainer_state.json config.json model.safetensors zero/index.json zero/shard-0-of-1.safetensors; do
     [ -f "$TMP/ck/checkpoint-3/$f" ] || fail "checkpoint-3/$f is missing"

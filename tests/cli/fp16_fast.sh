@@ -41,8 +41,8 @@ scales = [r['loss_scale'] for r in rb]
 assert sum(r['skipped'] for r in rb) >= 4 and min(scales) < scales[0] and scales[-1] > min(scales), scales
 
 PY
-/usr/bin/python3 "$(dirname "$0")/same_checkpoints.py" "$TMP/exact" "$TMP/$k" \
-    checkpoint-5 checkpoint-10 checkpoint-12 || fail "fast mode's fp16 run ($k): its checkpoints differ from exact mode's"
+d=$(same_checkpoint "$TMP/exact" "$TMP/$k" checkpoint-5 checkpoint-10 checkpoint-12) ||
+    fail "fast mode's fp16 run ($k): its checkpoints differ from exact mode's: $d"
 grep -q "skipped on fp16 overflow" "$TMP/$k.txt" || fail "$k: no skips reported: $(cat "$TMP/$k.txt")"
 done
 # two ranks (ZeRO-1): the verdict is agreed over the shard group, then the scale updated

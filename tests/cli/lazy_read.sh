@@ -36,8 +36,8 @@ la, lb = ([re.sub(r', [0-9.]+ s\)', ')', l) for l in open(os.path.join(d, 'out.t
 assert la == lb and len(la) == 6, (la, lb)             # logs after 4, 8 and 11; evals after 3, 6 and 9
 
 PY
-    /usr/bin/python3 "$(dirname "$0")/same_checkpoints.py" "$1/out" "$2/out" checkpoint-5 checkpoint-10 checkpoint-11 . ||
-        fail "reading at logged steps changed the checkpoints: $3"
+    d=$(same_checkpoint "$1/out" "$2/out" checkpoint-5 checkpoint-10 checkpoint-11 .) ||
+        fail "reading at logged steps changed the checkpoints: $3: $d"
 }
 
 run() { # DIR LAUNCH... -- ZTRAIN ARGS...

@@ -46,27 +46,30 @@ finish() {
     exit 0
 }
 
-# same_checkpoint A B: two checkpoint directories are the same checkpoint, in the
+# same_checkpoint A B [NAME...]: two checkpoints (directories, or NAME... under each
+# of two output directories, '.' the final model) or two files are the same, in the
 # tests' one sense of it (same_checkpoints.py: every file says the same but for what
 # names the run).  Prints the first difference; status 1 when any.
 same_checkpoint() {
-    /usr/bin/python3 "$(dirname "${BASH_SOURCE[0]}")/same_checkpoints.py" "$1" "$2" 2>&1
+    /usr/bin/python3 "$(dirname "${BASH_SOURCE[0]}")/same_checkpoints.py" "$@" 2>&1
 }
 
-# same_weights A B: two safetensors files hold the same header and tensor bytes
-# but for the run_id and step a checkpoint's model records in __metadata__ (a
-# final model records none; issue 44): how a checkpoint's model or its merge is
-# compared with a final model or another run's.  Status 1 when they differ.
-same_weights() {
-    python3 - "$1" "$2" <<'PY'
-import json, struct, sys
-def load(p):
-    b = open(p, 'rb').read()
-    n = struct.unpack('<Q', b[:8])[0]
-    h = json.loads(b[8:8 + n])
-    for k in ('run_id', 'step'):
-        h.get('__metadata__', {}).pop(k, None)
-    return h, b[8 + n:]
-sys.exit(0 if load(sys.argv[1]) == load(sys.argv[2]) else 1)
+# document_run BASE STEP SPAN: the setup of the document-aware runs (packing.sh,
+# padding_free.sh): $TMP/d.jsonl, the lines of tests/fixtures/text/multilingual.txt
+# four times over, record i cut to BASE + (i * STEP) % SPAN characters; $TMP/init, the
+# gqa_tied model with a vocabulary of 1500, seed 5; tok, a tokenizer whose template
+# puts BOS before each document (eos id 2); and losses FILE, a log's loss lines.
+document_run() {
+    /usr/bin/python3 - "$TMP" "$1" "$2" "$3" <<'PY'
+import json, sys
+base, step, span = map(int, sys.argv[2:5])
+lines = [l.strip() for l in open("tests/fixtures/text/multilingual.txt", encoding="utf-8") if l.strip()]
+with open(sys.argv[1] + "/d.jsonl", "w") as f:
+    for i, l in enumerate(lines * 4):
+        f.write(json.dumps({"text": l[:base + (i * step) % span]}) + "\n")
 PY
+    sed 's/"vocab_size": 256/"vocab_size": 1500/' tests/fixtures/gqa_tied/config.json > "$TMP/config.json"
+    "$ZTRAIN" init-model --model_config "$TMP/config.json" --output_dir "$TMP/init" --seed 5 >/dev/null || fail "init-model"
+    tok=tests/fixtures/tokenizers/post/llama2_bos
+    losses() { grep -o '"loss": [^,]*' "$1"; }
 }

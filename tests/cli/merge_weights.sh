@@ -27,7 +27,7 @@ printf '%s' "$out" | grep -q "peak resident memory" || fail "merge reports no pe
 cmp -s "$full/config.json" "$TMP/merged/config.json" || fail "merged config.json differs from FULL_STATE_DICT's"
 cmp -s "$full/model.safetensors.index.json" "$TMP/merged/model.safetensors.index.json" || fail "merged index differs"
 for f in $(cd "$full" && ls model-*); do
-    same_weights "$full/$f" "$TMP/merged/$f" || fail "merged $f differs from FULL_STATE_DICT's"
+    d=$(same_checkpoint "$full/$f" "$TMP/merged/$f") || fail "merged $f differs from FULL_STATE_DICT's: $d"
 done
 "$ZTRAIN" merge-weights "$sharded" "$TMP/merged1" > /dev/null 2>&1 || fail "merge into one file"
 [ -f "$TMP/merged1/model.safetensors" ] || fail "merge without a size limit should write one file"

@@ -49,8 +49,8 @@ grep -q "delayed" "$TMP/plain.log" && fail "the plan of a run without it speaks 
 run two 1 --deepspeed_config_file "$TMP/off.json" --max_steps 2 --offload_delayed_update
 # (a ZeRO-3 checkpoint holds shards: merged, they are the model)
 "$ZTRAIN" merge-weights "$TMP/dpu/checkpoint-2" "$TMP/merged" >/dev/null 2>&1 || fail "merge-weights checkpoint-2"
-same_weights "$TMP/merged/model.safetensors" "$TMP/two/model.safetensors" ||
-    fail "checkpoint-2 does not hold the model of two delayed updates"
+d=$(same_checkpoint "$TMP/merged/model.safetensors" "$TMP/two/model.safetensors") ||
+    fail "checkpoint-2 does not hold the model of two delayed updates: $d"
 run nosave 1 --deepspeed_config_file "$TMP/off.json" --max_steps 4 --offload_delayed_update
 for s in 1 2 3 4; do
     [ "$(loss dpu $s)" = "$(loss nosave $s)" ] || fail "step $s: saving changed the loss ($(loss dpu $s) vs $(loss nosave $s))"

@@ -8,20 +8,10 @@
 # where it cannot hold.
 . "$(dirname "$0")/lib.bash"
 export ZTRAIN_CACHE_DIR="$TMP/cache"
-tok=tests/fixtures/tokenizers/post/llama2_bos # BOS template, eos 2
 # documents of many lengths, several to a window of 32, some longer (truncated)
-/usr/bin/python3 - "$TMP" <<'PY'
-import json, sys
-lines = [l.strip() for l in open("tests/fixtures/text/multilingual.txt", encoding="utf-8") if l.strip()]
-with open(sys.argv[1] + "/d.jsonl", "w") as f:
-    for i, l in enumerate(lines * 4):
-        f.write(json.dumps({"text": l[:5 + (i * 7) % 60]}) + "\n")
-PY
-sed 's/"vocab_size": 256/"vocab_size": 1500/' tests/fixtures/gqa_tied/config.json > "$TMP/config.json"
-"$ZTRAIN" init-model --model_config "$TMP/config.json" --output_dir "$TMP/init" --seed 5 >/dev/null || fail "init-model"
+document_run 5 7 60
 args=(train --model "$TMP/init" --data "$TMP/d.jsonl" --tokenizer "$tok" --block_size 32 --max_steps 3
       --learning_rate 1e-3 --threads 1 --peak_gflops 1 --shuffle true --seed 3)
-losses() { grep -o '"loss": [^,]*' "$1"; }
 "$ZTRAIN" "${args[@]}" --per_device_train_batch_size 2 --packing --log_jsonl "$TMP/pk.log" > "$TMP/pk.out" 2>&1 ||
     fail "train --packing: $(tail -n 3 "$TMP/pk.out")"
 grep -q "^packing: documents (each ends at eos id 2) are packed best-fit decreasing" "$TMP/pk.out" ||

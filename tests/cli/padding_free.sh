@@ -6,20 +6,10 @@
 # refused where it cannot hold.
 . "$(dirname "$0")/lib.bash"
 export ZTRAIN_CACHE_DIR="$TMP/cache"
-tok=tests/fixtures/tokenizers/post/llama2_bos # BOS template, eos 2
 # short documents, several to a window of 32
-/usr/bin/python3 - "$TMP" <<'PY'
-import json, sys
-lines = [l.strip() for l in open("tests/fixtures/text/multilingual.txt", encoding="utf-8") if l.strip()]
-with open(sys.argv[1] + "/d.jsonl", "w") as f:
-    for l in lines * 4:
-        f.write(json.dumps({"text": l[:40]}) + "\n")
-PY
-sed 's/"vocab_size": 256/"vocab_size": 1500/' tests/fixtures/gqa_tied/config.json > "$TMP/config.json"
-"$ZTRAIN" init-model --model_config "$TMP/config.json" --output_dir "$TMP/init" --seed 5 >/dev/null || fail "init-model"
+document_run 40 0 1
 args=(train --model "$TMP/init" --data "$TMP/d.jsonl" --tokenizer "$tok" --block_size 32 --max_steps 3
       --learning_rate 1e-3 --threads 1 --peak_gflops 1)
-losses() { grep -o '"loss": [^,]*' "$1"; }
 "$ZTRAIN" "${args[@]}" --per_device_train_batch_size 2 --padding_free --log_jsonl "$TMP/pf.log" \
     --eval_data "$TMP/d.jsonl" > "$TMP/pf.out" 2>&1 ||
     fail "train --padding_free: $(tail -n 3 "$TMP/pf.out")"

@@ -34,8 +34,8 @@ la, lb = ([l for l in open(os.path.join(d, 'out.txt')) if l.startswith('step ')]
 assert la == lb and len(la) == 4, (la, lb)   # steps 2, 4, 6 and the last, 7
 
 PY
-    /usr/bin/python3 "$(dirname "$0")/same_checkpoints.py" "$1/out" "$2/out" checkpoint-3 checkpoint-6 checkpoint-7 . ||
-        fail "running ahead changed the checkpoints: $3"
+    d=$(same_checkpoint "$1/out" "$2/out" checkpoint-3 checkpoint-6 checkpoint-7 .) ||
+        fail "running ahead changed the checkpoints: $3: $d"
 }
 
 run() { # DIR LAUNCH... -- ZTRAIN ARGS...

@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """tests/cli/same_checkpoints.py — the tests' one notion of "the same checkpoint", for
-the cli tests that hold a run against its twin (run_ahead.sh, lazy_read.sh,
-fp16_fast.sh: a fast or lazily read run against the synchronous one; graphs.sh,
-graphs_ranks.sh, offload.sh through lib.bash's same_checkpoint):
+the cli tests that hold a run against its twin or a saved model against another
+(through lib.bash's same_checkpoint: run_ahead.sh, lazy_read.sh, fp16_fast.sh,
+graphs.sh, graphs_ranks.sh, mode_parts.sh, offload.sh, checkpoints.sh,
+merge_weights.sh, offload_dpu.sh, selection.sh):
 
   same_checkpoints.py OUT_A OUT_B NAME...    NAME: a directory under each OUT, or '.'
   same_checkpoints.py DIR_A DIR_B            two checkpoint directories
+  same_checkpoints.py FILE_A FILE_B          two files (a checkpoint's model against a
+                                             final model or a merge, say)
 
 Two checkpoints are the same when they hold the same files and each file says the
 same, all but what names the run, which each run draws or is given for itself:
@@ -74,6 +77,10 @@ def main(argv):
     if len(argv) < 2:
         sys.exit(__doc__)
     a, b, names = argv[0], argv[1], argv[2:]
+    if not names and os.path.isfile(a):
+        if not os.path.isfile(b) or content(a) != content(b):
+            sys.exit(f'same_checkpoints.py: {a} and {b} differ')
+        return
     pairs = [(os.path.join(a, n), os.path.join(b, n), n == '.') for n in names] or [(a, b, False)]
     for da, db, final_model in pairs:
         why = differs(da, db, final_model)

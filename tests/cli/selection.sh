@@ -68,13 +68,13 @@ a, b = (json.load(open(os.path.join(d, "trainer_state.json"))) for d in sys.argv
 assert a["log_history"] == b["log_history"], "log_history"
 assert (a["best_metric"], a["best_global_step"]) == (b["best_metric"], b["best_global_step"])
 PY
-same_weights "$TMP/res/model.safetensors" "$TMP/out/model.safetensors" || fail "the resumed run saved another best model"
+d=$(same_checkpoint "$TMP/res/model.safetensors" "$TMP/out/model.safetensors") || fail "the resumed run saved another best model: $d"
 
 # --save_total_limit 1 keeps the best checkpoint beside the newest, as Trainer's rotation does
 run --output_dir "$TMP/lim" --save_total_limit 1 > "$TMP/lim.out" 2>&1 || fail "--save_total_limit 1: $(tail -3 "$TMP/lim.out")"
 kept=$(cd "$TMP/lim" && ls -d checkpoint-* | sort -t- -k2 -n | tr '\n' ' ')
 [ "$kept" = "checkpoint-$best checkpoint-$stop " ] || fail "--save_total_limit 1 kept '$kept', want checkpoint-$best and -$stop"
-same_weights "$TMP/lim/model.safetensors" "$TMP/out/model.safetensors" || fail "--save_total_limit 1: another best model"
+d=$(same_checkpoint "$TMP/lim/model.safetensors" "$TMP/out/model.safetensors") || fail "--save_total_limit 1: another best model: $d"
 
 # without selection flags: no best, the history still kept
 "$ZTRAIN" train --model "$TMP/init" --data "$TMP/text.txt" --block_size 16 --per_device_train_batch_size 2 \

@@ -12,13 +12,15 @@ stall="$(dirname "$ZTRAIN")/tests/test_stall"
 # the output directory under $TMP on the command line makes every process of the
 # job findable by pgrep -f "$TMP"
 
-# none_left WHAT: no process of the job outlives it (those left are named and killed)
+# none_left WHAT: no process of the job outlives it by 0.5 s (those left are named and
+# killed)
 none_left() {
-    sleep 0.5
-    if pgrep -f "$TMP" > /dev/null; then
-        fail "$1: processes left behind: $(pgrep -af "$TMP")"
-        pkill -KILL -f "$TMP"
-    fi
+    for _ in $(seq 10); do
+        pgrep -f "$TMP" > /dev/null || return 0
+        sleep 0.05
+    done
+    fail "$1: processes left behind: $(pgrep -af "$TMP")"
+    pkill -KILL -f "$TMP"
 }
 
 # run_stalled PHASE SIGNAL TIMEOUT: the job's stderr in $TMP/err, exit in $rc, seconds in $secs
@@ -92,7 +94,7 @@ job=$!
 for _ in $(seq 50); do grep -q "test: raising signal" "$TMP/err" 2>/dev/null && break; sleep 0.2; done
 sleep 1
 pkill -USR1 -f "^mpirun.*$TMP" || fail "SIGUSR1: no mpirun found"
-sleep 2
+wait_for "$TMP/err" "rank 0 flight recorder (SIGUSR1)" && wait_for "$TMP/err" "rank 0  allgather #.*NOT DONE after"
 grep -Eq "rank 0  allgather #[0-9]+ .* in the forward of step 2, unit 0: NOT DONE after" "$TMP/err" &&
     grep -q "rank 0 flight recorder (SIGUSR1)" "$TMP/err" ||
     fail "SIGUSR1: no flight recorder from rank 0: $(head -c 2000 "$TMP/err")"
