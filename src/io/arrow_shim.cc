@@ -16,6 +16,7 @@ extern "C" {
 }
 
 #include <arrow/api.h>
+#include <arrow/array/validate.h>
 #include <arrow/io/file.h>
 #include <arrow/ipc/reader.h>
 #include <parquet/arrow/reader.h>
@@ -239,6 +240,37 @@ int check_columns(const Source &s, const char *shown, const std::vector<std::str
     return ZT_OK;
 }
 
+// The type t with every string made binary: the same layout (offsets, then
+// bytes) without UTF-8's promise, so that Arrow's full validation checks the
+// offsets of a column and leaves its UTF-8 to each_row, which names the row.
+std::shared_ptr<arrow::DataType> bytes_type(const std::shared_ptr<arrow::DataType> &t)
+{
+    switch (t->id()) {
+    case arrow::Type::STRING: return arrow::binary();
+    case arrow::Type::LARGE_STRING: return arrow::large_binary();
+    case arrow::Type::LIST: return arrow::list(t->field(0)->WithType(bytes_type(t->field(0)->type())));
+    case arrow::Type::LARGE_LIST:
+        return arrow::large_list(t->field(0)->WithType(bytes_type(t->field(0)->type())));
+    case arrow::Type::STRUCT: {
+        arrow::FieldVector fields;
+        for (const auto &f : t->fields())
+            fields.push_back(f->WithType(bytes_type(f->type())));
+        return arrow::struct_(fields);
+    }
+    default: return t;
+    }
+}
+
+// A shallow copy of d (the same buffers) typed by bytes_type, children too.
+std::shared_ptr<arrow::ArrayData> as_bytes(const arrow::ArrayData &d)
+{
+    auto c = std::make_shared<arrow::ArrayData>(d);
+    c->type = bytes_type(d.type);
+    for (auto &child : c->child_data)
+        child = as_bytes(*child);
+    return c;
+}
+
 // Call fn for each row of one batch; row0: the rows of the file before it.
 int each_row(const arrow::RecordBatch &b, const char *shown, const std::vector<std::string> &cols, int64_t row0,
              bool json, zt_arrow_row_fn fn, void *ctx, zt_err *err)
@@ -251,6 +283,14 @@ int each_row(const arrow::RecordBatch &b, const char *shown, const std::vector<s
         if (json ? !holds_json(*a->type()) : !holds_strings(*a->type())) // as the schema; checked all the same
             return zt_fail(err, ZT_EINPUT, "%s: column \"%s\" is %s, not strings", shown, c.c_str(),
                            a->type()->ToString().c_str());
+        // Arrow's IPC reader trusts a file's offsets: a string's or a list's
+        // offsets past its data buffer would be read as memory.  The O(n) check
+        // (offsets in range and rising, nested arrays too) is Arrow's own; UTF-8
+        // is checked below, per row, where the row can be named (as_bytes).
+        arrow::Status st = arrow::internal::ValidateArrayFull(*as_bytes(*a->data()));
+        if (!st.ok())
+            return zt_fail(err, ZT_EINPUT, "%s: column \"%s\" is malformed (rows %lld to %lld): %s", shown,
+                           c.c_str(), (long long)row0, (long long)(row0 + b.num_rows() - 1), st.message().c_str());
         arrays.push_back(a);
     }
     std::vector<const char *> vals(cols.size());
