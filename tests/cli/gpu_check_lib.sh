@@ -49,6 +49,14 @@ printf 'compiling...\n{"mode": "eager", "tokens_per_sec": 17672.5, "step_s": 0.1
 [ "$(jget "$TMP/torch.out" tokens_per_sec)" = 17672.5 ] || fail "jget tokens_per_sec: $(jget "$TMP/torch.out" tokens_per_sec)"
 [ -z "$(jget "$TMP/torch.out" peak_alloc_gib)" ] || fail "jget of a missing key is not empty"
 
+# kernels_check --bench's rows (its printf's layout): the fast time of the row named
+printf 'bench: B=1 T=2048\nbench %-46s exact %9.3f ms %8.1f %-7s fast %9.3f ms %8.1f %-7s x%.2f\n' \
+    "attention_forward_act16 (hd 64, rope)" 12.5 110.2 TFLOP/s 1.25 220.4 TFLOP/s 10.0 \
+    "attention_backward_act16 (hd 64, rope)" 30.125 114.1 TFLOP/s 3.5 98.1 TFLOP/s 8.6 > "$TMP/bench.out"
+[ "$(bench_ms "$TMP/bench.out" "attention_forward_act16 (hd 64")" = 1.250 ] || fail "bench_ms forward: $(bench_ms "$TMP/bench.out" "attention_forward_act16 (hd 64")"
+[ "$(bench_ms "$TMP/bench.out" "attention_backward_act16 (hd 64")" = 3.500 ] || fail "bench_ms backward"
+[ -z "$(bench_ms "$TMP/bench.out" "attention_forward_act16 (hd 128")" ] || fail "bench_ms of a missing row is not empty"
+
 # the profile's top 10: the table's line, its header, ten classes, largest first
 top10 "$TMP/fast.out" > "$TMP/top"
 [ "$(wc -l < "$TMP/top")" -eq 12 ] || fail "top10: $(cat "$TMP/top")"

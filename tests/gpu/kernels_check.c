@@ -885,14 +885,46 @@ static void check_fast_attention_case(int B, int T, int nh, int nkv, int hd, int
  * ulp.  A wrong kernel is off by O(1). */
 #define FAST_FP32_TOL 1e-4
 
+/* The backward: dx and dw accumulate from the same random start on both.  N 37: one
+ * chunk of 64 rows (fast_norm.cu); N 150: three, the last short, summed by the last
+ * block to arrive, which must also leave the arrival count at 0 for the next call (a
+ * second call here, whose dw must again be the exact one's). */
+static void check_fast_rmsnorm_backward(int N, int C)
+{
+    const size_t n = (size_t)N * C;
+    float *x = randn(n, 1.0f), *w = randn((size_t)C, 1.0f), *dy = randn(n, 1.0f), *dx0 = randn(n, 1.0f),
+          *dw0 = randn((size_t)C, 1.0f);
+    float *dx_ = dev(x, n * 4), *dw_ = dev(w, (size_t)C * 4), *ddy = dev(dy, n * 4);
+    float *r = dev(NULL, (size_t)N * 4), *y = dev(NULL, n * 4);
+    gpu->rmsnorm_forward(y, ZT_F32, r, dx_, dw_, N, C, 1e-5f);
+    float *edx = dev(dx0, n * 4), *fdx = dev(dx0, n * 4), *edw = dev(dw0, (size_t)C * 4), *fdw = dev(dw0, (size_t)C * 4);
+    uint16_t *e16 = dev(NULL, n * 2), *f16 = dev(NULL, n * 2);
+    float *want_dx = host(n * 4), *want_dw = host((size_t)C * 4);
+    uint16_t *want16 = host(n * 2);
+    char name[160];
+    for (int call = 1; call <= 2; call++) {
+        poison(f16, n * 2);
+        gpu->rmsnorm_backward(edx, e16, edw, ddy, dx_, dw_, r, N, C);
+        zt_cu_fast_rmsnorm_backward(fdx, f16, fdw, ddy, dx_, dw_, r, N, C);
+        down(want_dx, edx, n * 4), down(want_dw, edw, (size_t)C * 4), down(want16, e16, n * 2);
+        snprintf(name, sizeof name, "fast rmsnorm backward dx (accumulated) vs exact (N %d, call %d)", N, call);
+        check(name, fdx, want_dx, ZT_F32, n, FAST_FP32_TOL);
+        snprintf(name, sizeof name, "fast rmsnorm backward dx bf16 copy vs exact (N %d, call %d)", N, call);
+        check(name, f16, want16, ZT_BF16, n, BF16_TOL);
+        snprintf(name, sizeof name, "fast rmsnorm backward dw (accumulated) vs exact (N %d, call %d)", N, call);
+        check(name, fdw, want_dw, ZT_F32, (size_t)C, FAST_FP32_TOL);
+    }
+    free(x), free(w), free(dy), free(dx0), free(dw0), free(want_dx), free(want_dw), free(want16);
+    dev_free_all();
+}
+
 static void check_fast_rmsnorm(void)
 {
     const int N = 37, C = 300;
     const float eps = 1e-5f;
     const size_t n = (size_t)N * C;
-    float *x = randn(n, 1.0f), *w = randn((size_t)C, 1.0f), *dy = randn(n, 1.0f), *dx0 = randn(n, 1.0f),
-          *dw0 = randn((size_t)C, 1.0f), *delta = randn(n, 0.5f);
-    float *dx_ = dev(x, n * 4), *dw_ = dev(w, (size_t)C * 4), *ddy = dev(dy, n * 4);
+    float *x = randn(n, 1.0f), *w = randn((size_t)C, 1.0f), *delta = randn(n, 0.5f);
+    float *dx_ = dev(x, n * 4), *dw_ = dev(w, (size_t)C * 4);
     char name[160];
     for (int bf = 0; bf < 2; bf++) { /* y in fp32, then in bf16 (the products' operand) */
         const zt_dtype y_dt = bf ? ZT_BF16 : ZT_F32;
@@ -935,26 +967,10 @@ static void check_fast_rmsnorm(void)
         check(name, fr, want_r, ZT_F32, (size_t)N, FAST_FP32_TOL);
         free(dh), free(want_x), free(want_r), free(want_y);
     }
-    /* backward: dx and dw accumulate from the same random start on both */
-    {
-        float *r = dev(NULL, (size_t)N * 4), *y = dev(NULL, n * 4);
-        gpu->rmsnorm_forward(y, ZT_F32, r, dx_, dw_, N, C, eps);
-        float *edx = dev(dx0, n * 4), *fdx = dev(dx0, n * 4), *edw = dev(dw0, (size_t)C * 4),
-              *fdw = dev(dw0, (size_t)C * 4);
-        uint16_t *e16 = dev(NULL, n * 2), *f16 = dev(NULL, n * 2);
-        poison(f16, n * 2);
-        gpu->rmsnorm_backward(edx, e16, edw, ddy, dx_, dw_, r, N, C);
-        zt_cu_fast_rmsnorm_backward(fdx, f16, fdw, ddy, dx_, dw_, r, N, C);
-        float *want_dx = host(n * 4), *want_dw = host((size_t)C * 4);
-        uint16_t *want16 = host(n * 2);
-        down(want_dx, edx, n * 4), down(want_dw, edw, (size_t)C * 4), down(want16, e16, n * 2);
-        check("fast rmsnorm backward dx (accumulated) vs exact", fdx, want_dx, ZT_F32, n, FAST_FP32_TOL);
-        check("fast rmsnorm backward dx bf16 copy vs exact", f16, want16, ZT_BF16, n, BF16_TOL);
-        check("fast rmsnorm backward dw (accumulated) vs exact", fdw, want_dw, ZT_F32, (size_t)C, FAST_FP32_TOL);
-        free(want_dx), free(want_dw), free(want16);
-    }
-    free(x), free(w), free(dy), free(dx0), free(dw0), free(delta);
+    free(x), free(w), free(delta);
     dev_free_all();
+    check_fast_rmsnorm_backward(N, C);
+    check_fast_rmsnorm_backward(150, C);
 }
 
 static void check_fast_swiglu(void)
@@ -1061,12 +1077,12 @@ static void check_lmhead_scale_src(float *dxx, void *dww, zt_dtype w_dt, const i
     }
 }
 
-static void check_fast_xent_case(zt_dtype compute, zt_dtype w_dt, int chunk)
+static void check_fast_xent_case(zt_dtype compute, zt_dtype w_dt, int chunk, int N)
 {
-    const int N = 37, C = 64, V = 300;
+    const int C = 64, V = 300;
     const float gs = 1.0f / N;
     float *x = randn((size_t)N * C, 1.0f), *w = randn((size_t)V * C, 0.3f), *dw0 = randn((size_t)V * C, 0.01f);
-    int targets[37];
+    int *targets = host((size_t)N * sizeof(int));
     for (int i = 0; i < N; i++)
         targets[i] = (int)(zt_rand_uniform(&rng_state) * V) % V;
     targets[5] = targets[30] = ZT_IGNORE_INDEX; /* no loss, a zero gradient row */
@@ -1076,7 +1092,8 @@ static void check_fast_xent_case(zt_dtype compute, zt_dtype w_dt, int chunk)
     const int bf = compute == ZT_BF16;
     zt_err err = {0};
     char tag[96], name[192];
-    snprintf(tag, sizeof tag, "compute %s, w %s, %d rows per chunk", zt_dtype_name(compute), zt_dtype_name(w_dt), chunk);
+    snprintf(tag, sizeof tag, "compute %s, w %s, N %d, %d rows per chunk", zt_dtype_name(compute), zt_dtype_name(w_dt),
+             N, chunk);
     /* exact */
     float *logits = dev(NULL, (size_t)N * V * 4), *edx = dev(NULL, (size_t)N * C * 4), *edw = dev(dw0, (size_t)V * C * 4);
     uint16_t *e16 = bf ? dev(NULL, (size_t)N * V * 2) : NULL;
@@ -1112,16 +1129,17 @@ static void check_fast_xent_case(zt_dtype compute, zt_dtype w_dt, int chunk)
     }
     check_exact_lmhead(dxx, dww, w_dt, targets, N, C, V, gs, compute, chunk, dw0, want_loss, edx, edw, tag);
     check_lmhead_scale_src(dxx, dww, w_dt, targets, N, C, V, compute, chunk, dw0, tag);
-    free(x), free(w), free(dw0), free(wh);
+    free(x), free(w), free(dw0), free(wh), free(targets);
     dev_free_all();
 }
 
 static void check_fast_xent(void)
 {
-    check_fast_xent_case(ZT_BF16, ZT_BF16, 10); /* 4 chunks, the last one short */
-    check_fast_xent_case(ZT_F32, ZT_F32, 16);
-    check_fast_xent_case(ZT_BF16, ZT_F32, 37); /* one chunk */
-    check_fast_xent_case(ZT_F32, ZT_F32, 64);  /* one chunk, more rows than N */
+    check_fast_xent_case(ZT_BF16, ZT_BF16, 10, 37); /* 4 chunks, the last one short */
+    check_fast_xent_case(ZT_F32, ZT_F32, 16, 37);
+    check_fast_xent_case(ZT_BF16, ZT_F32, 37, 37); /* one chunk */
+    check_fast_xent_case(ZT_F32, ZT_F32, 64, 37);  /* one chunk, more rows than N */
+    check_fast_xent_case(ZT_BF16, ZT_BF16, 128, 300); /* more rows than the loss sum's threads (256) */
     /* a target outside the vocabulary: refused as a value, nothing run */
     int bad[2] = {0, 300};
     zt_err err = {0};
@@ -1305,9 +1323,10 @@ static void check_act16_linear(int N, int out, int in, int fast)
     dev_free_all();
 }
 
-static void check_act16_swiglu(void)
+/* F 129: one element a thread; F 136: 16-byte vectors, 17 of them a row (the launcher's
+ * choice, act16.cuh) */
+static void check_act16_swiglu(int N, int F)
 {
-    const int N = 33, F = 129;
     const size_t n = (size_t)N * F;
     float *gu = randn(2 * n, 2.0f), *dh = randn(n, 1.0f);
     uint16_t *gu16 = as_dtype(gu, ZT_BF16, 2 * n);
@@ -1325,10 +1344,15 @@ static void check_act16_swiglu(void)
     zt_cu_fast_swiglu_backward_act16(fg, ddh, d16, N, F);
     uint16_t *want_h = host(n * 2), *want_g = host(4 * n);
     down(want_h, eh, n * 2), down(want_g, eg, 4 * n);
-    check("exact swiglu_forward_act16 vs swiglu on widened gu", xh, want_h, ZT_BF16, n, EXACT);
-    check("exact swiglu_backward_act16 vs swiglu on widened gu", xg, want_g, ZT_BF16, 2 * n, EXACT);
-    check("fast swiglu_forward_act16 vs swiglu on widened gu", fh, want_h, ZT_BF16, n, BF16_TOL);
-    check("fast swiglu_backward_act16 vs swiglu on widened gu", fg, want_g, ZT_BF16, 2 * n, BF16_TOL);
+    char name[128];
+    snprintf(name, sizeof name, "exact swiglu_forward_act16 vs swiglu on widened gu (N %d F %d)", N, F);
+    check(name, xh, want_h, ZT_BF16, n, EXACT);
+    snprintf(name, sizeof name, "exact swiglu_backward_act16 vs swiglu on widened gu (N %d F %d)", N, F);
+    check(name, xg, want_g, ZT_BF16, 2 * n, EXACT);
+    snprintf(name, sizeof name, "fast swiglu_forward_act16 vs swiglu on widened gu (N %d F %d)", N, F);
+    check(name, fh, want_h, ZT_BF16, n, BF16_TOL);
+    snprintf(name, sizeof name, "fast swiglu_backward_act16 vs swiglu on widened gu (N %d F %d)", N, F);
+    check(name, fg, want_g, ZT_BF16, 2 * n, BF16_TOL);
     free(gu), free(dh), free(gu16), free(want_h), free(want_g);
     dev_free_all();
 }
@@ -1401,7 +1425,8 @@ static void check_act16_attention(int B, int T, int nh, int nkv, int hd, int win
 static void check_fast_act16(void)
 {
     check_act16_linear(37, 48, 70, 0);
-    check_act16_swiglu();
+    check_act16_swiglu(33, 129);
+    check_act16_swiglu(33, 136);
     check_act16_attention(2, 150, 6, 2, 64, 0);
     check_act16_attention(1, 130, 4, 4, 128, 0);
     check_act16_attention(1, 150, 4, 1, 64, 70);
@@ -1894,6 +1919,8 @@ typedef struct bench_args {
     int kind; /* 0 attention forward, 1 attention backward, 2 rmsnorm fwd+bwd, 3 swiglu fwd+bwd, 4 lm-head xent */
     int fast;
     float *a, *b, *c, *d, *e, *f;
+    uint16_t *q16, *o16, *g16; /* attention: bf16 qkv, out and dqkv, as the model's step holds them */
+    float *cos_t, *sin_t;      /* attention: the RoPE tables the model's step passes */
     void *scratch;
     int B, T, nh, nkv, hd, N, C, F, V;
     const int *targets;
@@ -1904,13 +1931,14 @@ static void bench_once(const bench_args *x)
 {
     zt_err err = {0};
     switch (x->kind) {
-    case 0:
-        (x->fast ? zt_cu_fast_attention_forward : gpu->attention_forward)(x->b, NULL, x->c, x->a, x->scratch, x->B, x->T,
-                                                                         x->nh, x->nkv, x->hd, 0);
+    case 0: /* the _act16 entries the model's fast step calls: bf16 qkv, RoPE applied as q and k are staged */
+        (x->fast ? zt_cu_fast_attention_forward_act16 : gpu->attention_forward_act16)(
+            x->o16, x->c, x->q16, x->cos_t, x->sin_t, x->scratch, x->B, x->T, x->nh, x->nkv, x->hd, 0);
         break;
-    case 1:
-        (x->fast ? zt_cu_fast_attention_backward : gpu->attention_backward)(x->d, x->e, x->a, x->b, x->c, x->scratch,
-                                                                           x->B, x->T, x->nh, x->nkv, x->hd, 0);
+    case 1: /* bf16 dqkv only, as the model asks without a qkv bias */
+        (x->fast ? zt_cu_fast_attention_backward_act16 : gpu->attention_backward_act16)(
+            NULL, x->g16, x->e, x->q16, x->o16, x->c, x->cos_t, x->sin_t, x->scratch, x->B, x->T, x->nh, x->nkv, x->hd,
+            0);
         break;
     case 2:
         (x->fast ? zt_cu_fast_rmsnorm_forward : gpu->rmsnorm_forward)(x->b, ZT_BF16, x->c, x->a, x->f, x->N, x->C, 1e-5f);
@@ -1980,18 +2008,22 @@ static void run_bench(int shrink)
         x.hd = h ? 128 : 64, x.nh = h ? nh / 2 : nh;
         const size_t Wh = (size_t)(x.nh + 2 * nkv) * x.hd, nout = (size_t)N * x.nh * x.hd;
         float *qkv = randn((size_t)N * Wh, 1.0f), *dout = randn(nout, 1.0f);
-        x.a = dev(qkv, (size_t)N * Wh * 4), x.e = dev(dout, nout * 4);
-        x.b = dev(NULL, nout * 4), x.c = dev(NULL, (size_t)B * x.nh * T * 4), x.d = dev(NULL, (size_t)N * Wh * 4);
+        uint16_t *qkv16 = as_dtype(qkv, ZT_BF16, (size_t)N * Wh);
+        const zt_rope_freqs rf = {10000.0f, 0, 0, 0, 0, 0};
+        x.cos_t = dev(NULL, (size_t)T * (x.hd / 2) * 4), x.sin_t = dev(NULL, (size_t)T * (x.hd / 2) * 4);
+        gpu->rope_tables(x.cos_t, x.sin_t, T, x.hd, &rf);
+        x.q16 = dev(qkv16, (size_t)N * Wh * 2), x.e = dev(dout, nout * 4);
+        x.o16 = dev(NULL, nout * 2), x.c = dev(NULL, (size_t)B * x.nh * T * 4), x.g16 = dev(NULL, (size_t)N * Wh * 2);
         x.scratch = dev(NULL, gpu->attention_scratch_bytes(B, T, nkv, x.hd, ZT_BF16));
         const double fl = 2.0 * B * x.nh * (double)T * T * x.hd; /* two products over the causal half */
         char name[96];
-        x.kind = 0;
-        snprintf(name, sizeof name, "attention forward (hd %d, bf16 operands)", x.hd);
+        x.kind = 0; /* tests/gpu/check.sh reads these two rows' `fast` times beside tests/gpu/sdpa_bench.py's */
+        snprintf(name, sizeof name, "attention_forward_act16 (hd %d, rope)", x.hd);
         bench_row(name, &x, fl, "TFLOP/s");
         x.kind = 1;
-        snprintf(name, sizeof name, "attention backward (hd %d, bf16 operands)", x.hd);
+        snprintf(name, sizeof name, "attention_backward_act16 (hd %d, rope)", x.hd);
         bench_row(name, &x, 2.5 * fl, "TFLOP/s");
-        free(qkv), free(dout);
+        free(qkv), free(dout), free(qkv16);
         dev_free_all();
     }
     {

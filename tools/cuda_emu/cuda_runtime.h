@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include <functional>
+#include <map>
 
 /* ---- the language ------------------------------------------------------------------- */
 
@@ -50,6 +51,14 @@ struct dim3 {
 };
 
 extern dim3 threadIdx, blockIdx, blockDim, gridDim;
+
+/* the 16-byte vector types (a load or store of one is one access on the GPU) */
+struct alignas(16) uint4 {
+    unsigned x, y, z, w;
+};
+struct alignas(16) float4 {
+    float x, y, z, w;
+};
 
 void __syncthreads(void);
 void __syncwarp(unsigned mask = 0xffffffffu);
@@ -85,6 +94,16 @@ inline float atomicAdd(float *p, float v)
     *p = old + v;
     return old;
 }
+
+inline unsigned atomicAdd(unsigned *p, unsigned v)
+{
+    unsigned old = *p;
+    *p = old + v;
+    return old;
+}
+
+/* blocks run one after another here, each to its end: every write is seen by the next */
+inline void __threadfence(void) {}
 
 inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
 inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
@@ -180,10 +199,31 @@ inline cudaError_t cudaMemcpyFromSymbolAsync(void *dst, const T &sym, size_t byt
     return cudaSuccess;
 }
 
-template <typename K>
-inline cudaError_t cudaFuncSetAttribute(K, cudaFuncAttribute, int value)
+/* The dynamic shared memory each kernel has been opted into (cudaFuncSetAttribute), as
+ * the GPU keeps it: a launch that asks for more than 48 KB without it fails there, and
+ * aborts here (zt_emu_launcher).  Setting a kernel's attribute to the value it already
+ * has is refused too (cudaErrorInvalidValue, with a line on stderr): CUDA accepts it,
+ * but it is a driver call per launch for nothing, and the backend sets each kernel's
+ * once (common.cuh, zt_cu_allow_smem), which this holds it to. */
+inline std::map<const void *, int> &zt_emu_smem_optin(void)
 {
-    return value <= (int)ZT_EMU_DYN_SMEM_BYTES ? cudaSuccess : cudaErrorInvalidValue;
+    static std::map<const void *, int> m;
+    return m;
+}
+
+template <typename K>
+inline cudaError_t cudaFuncSetAttribute(K kernel, cudaFuncAttribute, int value)
+{
+    if (value > (int)ZT_EMU_DYN_SMEM_BYTES)
+        return cudaErrorInvalidValue;
+    int &cur = zt_emu_smem_optin()[(const void *)kernel];
+    if (cur == value) {
+        fprintf(stderr, "cuda_emu: cudaFuncSetAttribute set a kernel's dynamic shared memory to %d bytes again "
+                        "(set it once per kernel)\n", value);
+        return cudaErrorInvalidValue;
+    }
+    cur = value;
+    return cudaSuccess;
 }
 
 /* ---- launches ------------------------------------------------------------------------- */
@@ -199,6 +239,11 @@ struct zt_emu_launcher {
     template <typename... A>
     void operator()(A... args) const
     {
+        if (smem > (48u << 10) && (size_t)zt_emu_smem_optin()[(const void *)kernel] < smem) {
+            fprintf(stderr, "cuda_emu: bad launch: %zu bytes of dynamic shared memory, over 48 KB, and the kernel "
+                            "was opted into %d (cudaFuncSetAttribute)\n", smem, zt_emu_smem_optin()[(const void *)kernel]);
+            abort();
+        }
         K *k = kernel;
         zt_emu_run(grid, block, smem, [k, args...]() { k(args...); });
     }

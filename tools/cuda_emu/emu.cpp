@@ -216,8 +216,9 @@ cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr a, int d)
 
 cudaError_t cudaMalloc(void **p, size_t bytes)
 {
-    /* garbage, as cudaMalloc's memory is: all bits set (NaN) */
-    *p = malloc(bytes ? bytes : 1);
+    /* garbage, as cudaMalloc's memory is: all bits set (NaN); aligned to 256 bytes, as
+     * cudaMalloc's is (the kernels' 16-byte vector paths rely on it: act16.cuh) */
+    *p = aligned_alloc(256, bytes ? (bytes + 255) & ~(size_t)255 : 256);
     if (!*p)
         return cudaErrorMemoryAllocation;
     memset(*p, 0xff, bytes);

@@ -15,10 +15,14 @@ for f in src/kernels/cuda/*.cu; do
     name=$(basename "$f" .cu)
     [ "$name" = matmul ] && continue
     gen=$out/gen/$name.cpp
-    # launches and dynamic shared memory in plain C++ (cuda_runtime.h's zt_emu_launch)
+    # launches and dynamic shared memory in plain C++ (cuda_runtime.h's zt_emu_launch);
+    # the rewrite replaces $gen only when it differs, so an unchanged file is not rebuilt
     sed -E -e 's/extern __shared__ (__align__\([0-9]+\) )?float sm\[\];/float *sm = zt_emu_dyn_smem();/' \
-           -e 's/([A-Za-z_][A-Za-z0-9_]*(<[^<>]*>)?)<<<(.*)>>>\(/zt_emu_launch(\1, \3)(/' "$f" > "$gen"
-    if [ ! -f "$out/gen/$name.o" ] || [ "$gen" -nt "$out/gen/$name.o" ] || [ src/kernels/cuda/common.cuh -nt "$out/gen/$name.o" ]; then
+           -e 's/([A-Za-z_][A-Za-z0-9_]*(<[^<>]*>)?)<<<(.*)>>>\(/zt_emu_launch(\1, \3)(/' "$f" > "$gen.new"
+    if cmp -s "$gen.new" "$gen"; then rm "$gen.new"; else mv "$gen.new" "$gen"; fi
+    # rebuilt when the file or any header it may include (the product's, the emulator's) is newer
+    newer=$(find src tools/cuda_emu \( -name '*.cuh' -o -name '*.h' \) -newer "$out/gen/$name.o" 2>/dev/null | head -1)
+    if [ ! -f "$out/gen/$name.o" ] || [ "$gen" -nt "$out/gen/$name.o" ] || [ -n "$newer" ]; then
         g++ -std=c++20 -O2 -g -fno-fast-math -ffp-contract=off -Itools/cuda_emu -iquote src/kernels/cuda -DZT_CUDA -DZT_CUDA_EMU \
             -c "$gen" -o "$out/gen/$name.o"
     fi

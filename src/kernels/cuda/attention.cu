@@ -52,6 +52,7 @@
  * about 75 KB at hd = 128 and 148 KB at hd = 256, must fit the device's opt-in limit. */
 #include "attention_mask.cuh"
 #include "entries.cuh"
+#include "smem_optin.cuh"
 
 extern "C" {
 #include "../kernels.h"
@@ -465,20 +466,6 @@ static size_t bwd_smem(int hd)
     return sizeof(float) * (2 * (size_t)BLK * (hd + 1) + 2 * (size_t)WARPS * hd + 2 * (size_t)BLK);
 }
 
-/* Opt the kernel into smem bytes of dynamic shared memory (above the default 48 KB). */
-template <typename K>
-static void allow_smem(K kernel, size_t smem, int hd)
-{
-    if (smem > (size_t)zt_cu.max_smem_optin) {
-        fprintf(stderr,
-                "ztrain: CUDA attention: head dimension %d needs %zu bytes of shared memory per block, the device "
-                "allows %d\n",
-                hd, smem, zt_cu.max_smem_optin);
-        abort();
-    }
-    ZT_CU(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-}
-
 static void check_shape(int B, int T, int nh, int nkv, int hd, int window)
 {
     if (hd <= 0 || hd > MAX_HD || nkv <= 0 || nh % nkv != 0 || B < 0 || T < 0 || window < 0) {
@@ -517,7 +504,7 @@ static void forward_dl(float *out, uint16_t *out16, float *lse, const float *qkv
                        float scale)
 {
     const size_t smem = fwd_smem(hd);
-    allow_smem(attn_forward_kernel<DL, M16>, smem, hd);
+    zt_cu_allow_smem<attn_forward_kernel<DL, M16>>(smem, "attention");
     const dim3 grid((unsigned)((T + BLK - 1) / BLK), (unsigned)nh, (unsigned)B);
     attn_forward_kernel<DL, M16><<<grid, THREADS, smem, zt_cu.stream>>>(out, out16, lse, qkv, kp, vp, T, nh, nkv, hd,
                                                                         window, pos, scale);
@@ -531,11 +518,11 @@ static void backward_dl(float *dqkv, const float *dout, const float *qkv, const 
 {
     const size_t smem = bwd_smem(hd);
     const unsigned nblk = (unsigned)((T + BLK - 1) / BLK);
-    allow_smem(attn_dkv_kernel<DL, M16>, smem, hd);
+    zt_cu_allow_smem<attn_dkv_kernel<DL, M16>>(smem, "attention");
     attn_dkv_kernel<DL, M16><<<dim3(nblk, (unsigned)nkv, (unsigned)B), THREADS, smem, zt_cu.stream>>>(
         dqkv, dout, qkv, out, lse, kp, vp, T, nh, nkv, hd, window, pos, scale);
     ZT_CU_LAUNCHED();
-    allow_smem(attn_dq_kernel<DL, M16>, smem, hd);
+    zt_cu_allow_smem<attn_dq_kernel<DL, M16>>(smem, "attention");
     attn_dq_kernel<DL, M16><<<dim3(nblk, (unsigned)nh, (unsigned)B), THREADS, smem, zt_cu.stream>>>(
         dqkv, dout, qkv, out, lse, kp, vp, T, nh, nkv, hd, window, pos, scale);
     ZT_CU_LAUNCHED();

@@ -33,7 +33,9 @@
  * kernel do); l, lse and D use the unrounded fp32 values.  The backward is two kernels
  * without atomics, as attention.cu: one block per (key tile, kv head, sequence) sums
  * dk and dv over the group's heads and the query tiles that see it; one block per
- * (query tile, head, sequence) sums dq over its key tiles.  Both compute p and ds with
+ * (query tile, head, sequence) sums dq over its key tiles.  Before them, one pass
+ * forms D for every query of every head into the scratch (fa_delta_kernel), so that
+ * neither recomputes it per tile.  Both compute p and ds with
  * one function (p_ds) from the same products, so they agree by construction, and every
  * sum has a fixed order: the results are the same bits on every run.
  *
@@ -48,6 +50,7 @@
  * operands (no scratch) take the exact kernels. */
 #include "attention_mask.cuh"
 #include "entries.cuh"
+#include "smem_optin.cuh"
 #include "fast.h"
 
 #include <cuda_bf16.h>
@@ -220,19 +223,43 @@ __device__ __forceinline__ fa_pds p_ds(float s, float dp, float L2, float D, flo
     return r;
 }
 
-/* D_i = dout_i . out_i (fp32) and lse_i log2(e) for the 64 rows of the query tile at
- * i0 of head h (rows past T: D 0, L2 +inf, so that p = 0). */
+/* D_i = dout_i . out_i (fp32, in the order d = 0, 1, ...) of query i of head h */
 template <int HD, typename IN>
-__device__ __forceinline__ void load_stats(float *Ls, float *Ds, const float *dout, const IN *out, const float *lse,
-                                           int b, int h, int i0, int T, int nh)
+__device__ __forceinline__ float delta_row(const float *dout, const IN *out, int b, int h, int i, int T, int nh)
+{
+    const size_t row = ((size_t)b * T + i) * (size_t)nh * HD + (size_t)h * HD;
+    float D = 0.0f;
+    for (int d = 0; d < HD; d++) D = fmaf(dout[row + d], as_f32(out[row + d]), D);
+    return D;
+}
+
+/* D for every (sequence, head, query), Dg (B, nh, T) as lse: once per backward, where
+ * each dkv block would otherwise recompute it for every query tile it visits (once per
+ * key tile that sees the query: T / 64 times at full causal length) and dq once more. */
+template <int HD, typename IN>
+__global__ void fa_delta_kernel(float *Dg, const float *dout, const IN *out, int B, int T, int nh)
+{
+    const size_t n = (size_t)B * nh * T;
+    for (size_t k = blockIdx.x * (size_t)blockDim.x + threadIdx.x; k < n; k += (size_t)gridDim.x * blockDim.x) {
+        const int i = (int)(k % T), bh = (int)(k / T);
+        Dg[k] = delta_row<HD>(dout, out, bh / nh, bh % nh, i, T, nh);
+    }
+}
+
+/* D_i and lse_i log2(e) for the 64 rows of the query tile at i0 of head h (rows past T:
+ * D 0, L2 +inf, so that p = 0); D read from Dg (fa_delta_kernel), or formed here
+ * without it (the same expression and order: the same bits). */
+template <int HD, typename IN>
+__device__ __forceinline__ void load_stats(float *Ls, float *Ds, const float *Dg, const float *dout, const IN *out,
+                                           const float *lse, int b, int h, int i0, int T, int nh)
 {
     if (threadIdx.x < TB) {
         const int i = i0 + threadIdx.x;
         float L2 = INFINITY, D = 0.0f;
         if (i < T) {
-            const size_t row = ((size_t)b * T + i) * (size_t)nh * HD + (size_t)h * HD;
-            for (int d = 0; d < HD; d++) D = fmaf(dout[row + d], as_f32(out[row + d]), D);
-            L2 = lse[((size_t)b * nh + h) * T + i] * LOG2E;
+            const size_t st = ((size_t)b * nh + h) * T + i;
+            D = Dg ? Dg[st] : delta_row<HD>(dout, out, b, h, i, T, nh);
+            L2 = lse[st] * LOG2E;
         }
         Ls[threadIdx.x] = L2, Ds[threadIdx.x] = D;
     }
@@ -343,7 +370,8 @@ static size_t bwd_smem(void)
 
 template <int HD, typename IN>
 __global__ void __launch_bounds__(FTHREADS) fa_dkv_kernel(float *dqkv, uint16_t *dqkv16, const float *dout,
-                                                           const IN *qkv, const IN *out, const float *lse, int T,
+                                                           const IN *qkv, const IN *out, const float *lse,
+                                                           const float *Dg, int T,
                                                            int nh, int nkv, int window, float scale,
                                                            float scale_log2, fa_rope rope)
 {
@@ -376,7 +404,7 @@ __global__ void __launch_bounds__(FTHREADS) fa_dkv_kernel(float *dqkv, uint16_t 
             __syncthreads(); /* the last query tile is read */
             load_tile_rope<HD>(qs, seq + (size_t)h * HD, W, i0, T, rope);
             load_tile<HD>(dos, dout + (size_t)b * T * OW + (size_t)h * HD, OW, i0, T);
-            load_stats<HD>(Ls, Ds, dout, out, lse, b, h, i0, T, nh);
+            load_stats<HD>(Ls, Ds, Dg, dout, out, lse, b, h, i0, T, nh);
             __syncthreads();
             mm_abt<HD>(sw, ks + warp * 16 * LDH, qs);   /* S^T = K Q^T */
             mm_abt<HD>(dpw, vs + warp * 16 * LDH, dos); /* dP^T = V dO^T */
@@ -412,7 +440,8 @@ __global__ void __launch_bounds__(FTHREADS) fa_dkv_kernel(float *dqkv, uint16_t 
 
 template <int HD, typename IN>
 __global__ void __launch_bounds__(FTHREADS) fa_dq_kernel(float *dqkv, uint16_t *dqkv16, const float *dout,
-                                                          const IN *qkv, const IN *out, const float *lse, int T,
+                                                          const IN *qkv, const IN *out, const float *lse,
+                                                          const float *Dg, int T,
                                                           int nh, int nkv, int window, float scale, float scale_log2,
                                                           fa_rope rope)
 {
@@ -434,7 +463,7 @@ __global__ void __launch_bounds__(FTHREADS) fa_dq_kernel(float *dqkv, uint16_t *
 
     load_tile_rope<HD>(qs, seq + (size_t)h * HD, W, i0, T, rope);
     load_tile<HD>(dos, dout + (size_t)b * T * OW + (size_t)h * HD, OW, i0, T);
-    load_stats<HD>(Ls, Ds, dout, out, lse, b, h, i0, T, nh);
+    load_stats<HD>(Ls, Ds, Dg, dout, out, lse, b, h, i0, T, nh);
     frag_c dq[NT];
     zero_acc<HD>(dq);
     for (int kb = zt_attn_first_key_block(i0, window, TB); kb <= qb; kb++) {
@@ -469,44 +498,40 @@ __global__ void __launch_bounds__(FTHREADS) fa_dq_kernel(float *dqkv, uint16_t *
 
 /* ---- launching ------------------------------------------------------------------------- */
 
-template <typename K>
-static void allow_smem(K kernel, size_t smem)
-{
-    if (smem > (size_t)zt_cu.max_smem_optin) {
-        fprintf(stderr, "ztrain: CUDA fast attention needs %zu bytes of shared memory per block, the device allows %d\n",
-                smem, zt_cu.max_smem_optin);
-        abort();
-    }
-    ZT_CU(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-}
-
 template <int HD, typename IN>
 static void forward_hd(float *out, uint16_t *out16, float *lse, const IN *qkv, int B, int T, int nh, int nkv,
                        int window, fa_rope rope)
 {
     const size_t smem = fwd_smem<HD>();
     const float scale_log2 = (float)(LOG2E / sqrt((double)HD));
-    allow_smem(fa_forward_kernel<HD, IN>, smem);
+    zt_cu_allow_smem<fa_forward_kernel<HD, IN>>(smem, "fast attention");
     const dim3 grid((unsigned)((T + TB - 1) / TB), (unsigned)nh, (unsigned)B);
     fa_forward_kernel<HD, IN><<<grid, FTHREADS, smem, zt_cu.stream>>>(out, out16, lse, qkv, T, nh, nkv, window,
                                                                   scale_log2, rope);
     ZT_CU_LAUNCHED();
 }
 
+/* Dg: B nh T floats of the caller's scratch for D (fa_delta_kernel), or NULL where the
+ * scratch is too small for it (then each tile forms D itself) */
 template <int HD, typename IN>
 static void backward_hd(float *dqkv, uint16_t *dqkv16, const float *dout, const IN *qkv, const IN *out,
-                        const float *lse, int B, int T, int nh, int nkv, int window, fa_rope rope)
+                        const float *lse, float *Dg, int B, int T, int nh, int nkv, int window, fa_rope rope)
 {
     const size_t smem = bwd_smem<HD>();
     const float scale = (float)(1.0 / sqrt((double)HD)), scale_log2 = (float)(LOG2E / sqrt((double)HD));
     const unsigned nblk = (unsigned)((T + TB - 1) / TB);
-    allow_smem(fa_dkv_kernel<HD, IN>, smem);
+    if (Dg) {
+        fa_delta_kernel<HD, IN><<<zt_cu_blocks((size_t)B * nh * T), ZT_CU_THREADS, 0, zt_cu.stream>>>(Dg, dout, out, B,
+                                                                                                    T, nh);
+        ZT_CU_LAUNCHED();
+    }
+    zt_cu_allow_smem<fa_dkv_kernel<HD, IN>>(smem, "fast attention");
     fa_dkv_kernel<HD, IN><<<dim3(nblk, (unsigned)nkv, (unsigned)B), FTHREADS, smem, zt_cu.stream>>>(
-        dqkv, dqkv16, dout, qkv, out, lse, T, nh, nkv, window, scale, scale_log2, rope);
+        dqkv, dqkv16, dout, qkv, out, lse, Dg, T, nh, nkv, window, scale, scale_log2, rope);
     ZT_CU_LAUNCHED();
-    allow_smem(fa_dq_kernel<HD, IN>, smem);
+    zt_cu_allow_smem<fa_dq_kernel<HD, IN>>(smem, "fast attention");
     fa_dq_kernel<HD, IN><<<dim3(nblk, (unsigned)nh, (unsigned)B), FTHREADS, smem, zt_cu.stream>>>(
-        dqkv, dqkv16, dout, qkv, out, lse, T, nh, nkv, window, scale, scale_log2, rope);
+        dqkv, dqkv16, dout, qkv, out, lse, Dg, T, nh, nkv, window, scale, scale_log2, rope);
     ZT_CU_LAUNCHED();
 }
 
@@ -530,6 +555,16 @@ static int fast_path(const void *scratch, int B, int T, int nh, int nkv, int hd,
         abort();
     }
     return 1;
+}
+
+/* Where the backward keeps D: the head of the scratch, which the tensor-core path
+ * otherwise leaves unused (its size, the exact kernels' packed k and v, 4 B nkv T hd
+ * bytes, holds B nh T floats whenever a group has at most hd heads); NULL where it
+ * does not fit. */
+static float *delta_buf(void *scratch, int B, int T, int nh, int nkv, int hd)
+{
+    const size_t need = (size_t)B * nh * T * sizeof(float);
+    return need <= zt_cu_fast_attention_scratch_bytes(B, T, nkv, hd, ZT_BF16) ? (float *)scratch : NULL;
 }
 
 #define FA_DISPATCH(FN, IN, ...)                                 \
@@ -563,8 +598,8 @@ void zt_cu_fast_attention_backward(float *dqkv, const float *dout, const float *
     }
     if (B == 0 || T == 0)
         return;
-    FA_DISPATCH(backward_hd, float, dqkv, (uint16_t *)NULL, dout, qkv, out, lse, B, T, nh, nkv, window,
-                fa_rope{NULL, NULL});
+    FA_DISPATCH(backward_hd, float, dqkv, (uint16_t *)NULL, dout, qkv, out, lse, delta_buf(scratch, B, T, nh, nkv, hd),
+                B, T, nh, nkv, window, fa_rope{NULL, NULL});
 }
 
 /* bf16 activations (backend.h's _act16 entries): the same kernels staging bf16 qkv (and,
@@ -599,5 +634,6 @@ void zt_cu_fast_attention_backward_act16(float *dqkv, uint16_t *dqkv16, const fl
     if (B == 0 || T == 0)
         return;
     const fa_rope rope = {cos_t, cos_t ? sin_t : NULL};
-    FA_DISPATCH(backward_hd, uint16_t, dqkv, dqkv16, dout, qkv16, out16, lse, B, T, nh, nkv, window, rope);
+    FA_DISPATCH(backward_hd, uint16_t, dqkv, dqkv16, dout, qkv16, out16, lse, delta_buf(scratch, B, T, nh, nkv, hd),
+                B, T, nh, nkv, window, rope);
 }

@@ -14,7 +14,7 @@
  * Backward, row n (one warp), r = rstd_n, xhat = x r, g = dy w:
  *   dx_nc += r (g_c - xhat_c mean_c(g xhat)),   dw_c += sum_n dy_nc xhat_nc,
  * dw as fp32 column sums over chunks of 64 rows, then the chunks in order (fixed order:
- * the same bits every run).
+ * the same bits every run), all in one launch (fast_rmsnorm_backward_kernel).
  * SwiGLU: h = silu(g) u, silu(g) = g / (1 + e^-g), with __expf (the SFU's exp2 of a
  * pre-scaled argument: a few ulp, where zt_expf is 0.5); the backward's expressions are
  * swiglu.cu's. */
@@ -89,15 +89,10 @@ void zt_cu_fast_rmsnorm_residual_forward(float *x, const void *delta, zt_dtype d
 
 /* ---- RMSNorm backward ---------------------------------------------------------------- */
 
-__global__ void fast_rmsnorm_dx_kernel(float *dx, uint16_t *dx_bf16, const float *dy, const float *x, const float *w,
-                                       const float *rstd, int N, int C)
+/* dx for row n, by the warp that owns it (lane: its columns c = lane, lane + 32, ...) */
+__device__ __forceinline__ void rmsnorm_dx_row(float *dx, uint16_t *dx_bf16, const float *dy, const float *x,
+                                               const float *w, float r, size_t o, int C, int lane)
 {
-    const int lane = threadIdx.x & 31;
-    const int n = blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5);
-    if (n >= N)
-        return;
-    const size_t o = (size_t)n * C;
-    const float r = rstd[n];
     float dot = 0.0f; /* sum_c g xhat */
     for (int c = lane; c < C; c += 32) dot = fmaf(dy[o + c] * w[c], x[o + c] * r, dot);
     const float m = warp_sum_f(dot) / (float)C;
@@ -109,27 +104,45 @@ __global__ void fast_rmsnorm_dx_kernel(float *dx, uint16_t *dx_bf16, const float
     }
 }
 
-/* partial[chunk][c] = the chunk's rows' sum of dy xhat, in row order (fp32) */
-__global__ void fast_rmsnorm_dw_partial_kernel(float *partial, const float *dy, const float *x, const float *rstd,
-                                               int N, int C)
-{
-    const int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= C)
-        return;
-    const int n0 = blockIdx.y * DW_ROWS, n1 = n0 + DW_ROWS < N ? n0 + DW_ROWS : N;
-    float acc = 0.0f;
-    for (int n = n0; n < n1; n++) acc = fmaf(dy[(size_t)n * C + c], x[(size_t)n * C + c] * rstd[n], acc);
-    partial[(size_t)blockIdx.y * C + c] = acc;
-}
+/* The chunks that have written their partial dw (fast_rmsnorm_backward_kernel): the last
+ * to arrive sums them and sets this back to 0 for the next launch (stream order). */
+__device__ unsigned fast_rmsnorm_arrived;
 
-__global__ void fast_rmsnorm_dw_sum_kernel(float *dw, const float *partial, int nchunk, int C)
+/* The whole backward in one launch: block b owns the DW_ROWS rows of chunk b.  Its warps
+ * write dx for those rows (a warp per row, ROWS_PER_BLOCK rows at a time), then its
+ * threads write the chunk's partial dw, partial[b][c] = sum over the chunk's rows in
+ * order of dy xhat (the rows it has just read: from L2, not from memory again); the last
+ * block to arrive (a counter after a fence) adds the chunks in order into dw.  The same
+ * sums in the same order as three launches would make: the same bits every run. */
+__global__ void fast_rmsnorm_backward_kernel(float *dx, uint16_t *dx_bf16, float *dw, float *partial, const float *dy,
+                                             const float *x, const float *w, const float *rstd, int N, int C)
 {
-    const int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= C)
+    __shared__ int last;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int n0 = blockIdx.x * DW_ROWS, n1 = n0 + DW_ROWS < N ? n0 + DW_ROWS : N;
+    for (int n = n0 + warp; n < n1; n += ROWS_PER_BLOCK) /* warp-uniform */
+        rmsnorm_dx_row(dx, dx_bf16, dy, x, w, rstd[n], (size_t)n * C, C, lane);
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        float acc = 0.0f;
+        for (int n = n0; n < n1; n++) acc = fmaf(dy[(size_t)n * C + c], x[(size_t)n * C + c] * rstd[n], acc);
+        partial[(size_t)blockIdx.x * C + c] = acc;
+    }
+    __threadfence(); /* this block's partials reach memory before its arrival is counted */
+    __syncthreads();
+    if (threadIdx.x == 0)
+        last = atomicAdd(&fast_rmsnorm_arrived, 1u) == gridDim.x - 1;
+    __syncthreads();
+    if (!last)
         return;
-    float acc = 0.0f;
-    for (int k = 0; k < nchunk; k++) acc += partial[(size_t)k * C + c];
-    dw[c] += acc;
+    __threadfence();
+    const volatile float *pv = partial; /* the other blocks' writes: past this SM's L1 */
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        float acc = 0.0f;
+        for (unsigned k = 0; k < gridDim.x; k++) acc += pv[(size_t)k * C + c];
+        dw[c] += acc;
+    }
+    if (threadIdx.x == 0)
+        fast_rmsnorm_arrived = 0;
 }
 
 void zt_cu_fast_rmsnorm_backward(float *dx, uint16_t *dx_bf16, float *dw, const float *dy, const float *x,
@@ -137,15 +150,10 @@ void zt_cu_fast_rmsnorm_backward(float *dx, uint16_t *dx_bf16, float *dw, const 
 {
     if (N <= 0)
         return;
-    const unsigned blocks = (unsigned)((N + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK);
-    fast_rmsnorm_dx_kernel<<<blocks, ROWS_PER_BLOCK * 32, 0, zt_cu.stream>>>(dx, dx_bf16, dy, x, w, rstd, N, C);
-    ZT_CU_LAUNCHED();
     const int nchunk = (N + DW_ROWS - 1) / DW_ROWS;
     float *partial = (float *)zt_cu_scratch((size_t)nchunk * C * sizeof(float));
-    const dim3 grid((unsigned)((C + 255) / 256), (unsigned)nchunk);
-    fast_rmsnorm_dw_partial_kernel<<<grid, 256, 0, zt_cu.stream>>>(partial, dy, x, rstd, N, C);
-    ZT_CU_LAUNCHED();
-    fast_rmsnorm_dw_sum_kernel<<<(unsigned)((C + 255) / 256), 256, 0, zt_cu.stream>>>(dw, partial, nchunk, C);
+    fast_rmsnorm_backward_kernel<<<(unsigned)nchunk, ROWS_PER_BLOCK * 32, 0, zt_cu.stream>>>(dx, dx_bf16, dw, partial,
+                                                                                          dy, x, w, rstd, N, C);
     ZT_CU_LAUNCHED();
 }
 

@@ -11,9 +11,9 @@
  *   dw (V, C)           += dlogits^T x_chunk                    (matmul, beta 1)
  * Only one chunk's logits (R V fp32, plus R V bf16 for bf16 compute) are in memory at a
  * time: at Llama's V = 32000 and T 2048, 250 MB of fp32 logits become R / 2048 of that.
- * The losses stay on the device: each row's loss (double) goes to a slot, and one
- * thread adds the N slots in row order to *loss_sum, so the sum has a fixed order and
- * the host reads it when it wants (no synchronisation here).
+ * The losses stay on the device: each row's loss (double) goes to a slot, and one block
+ * adds the N slots to *loss_sum by a tree of fixed shape (add_losses_kernel), so the sum
+ * has a fixed order and the host reads it when it wants (no synchronisation here).
  *
  * Against the exact path (the table's matmul, xent and matmul): the same products on
  * the same operands, the row's max and loss the same expressions; the sum S in fp32
@@ -86,12 +86,21 @@ __global__ void fused_xent_rows_kernel(float *logits, uint16_t *d16, const int *
     }
 }
 
-/* *loss_sum += sum_n row_loss[n], in row order */
+/* *loss_sum += sum_n row_loss[n] by one block of LOSS_THREADS: thread i sums rows i,
+ * i + LOSS_THREADS, ... in order, then the block's tree (zt_d_block_sum: warps'
+ * butterflies, then the warps' sums).  A fixed order for a fixed block size, so the same
+ * bits every run; N / LOSS_THREADS dependent adds instead of N on one thread (2,048 for
+ * the 1B model at T 2048: about as long as the lm-head's last product, on the
+ * step's critical path). */
+#define LOSS_THREADS 256
 __global__ void add_losses_kernel(double *loss_sum, const double *row_loss, int N)
 {
+    __shared__ double sh[32];
     double acc = 0.0;
-    for (int n = 0; n < N; n++) acc += row_loss[n];
-    *loss_sum += acc;
+    for (int n = threadIdx.x; n < N; n += LOSS_THREADS) acc += row_loss[n];
+    acc = zt_d_block_sum(acc, sh);
+    if (threadIdx.x == 0)
+        *loss_sum += acc;
 }
 
 size_t zt_cu_fast_lmhead_xent_rows(int V, size_t budget_bytes)
@@ -139,7 +148,7 @@ int zt_cu_fast_lmhead_xent(double *loss_sum, float *dx, float *dw, const void *x
             return rc;
     }
     if (loss_sum) {
-        add_losses_kernel<<<1, 1, 0, zt_cu.stream>>>(loss_sum, row_loss, N);
+        add_losses_kernel<<<1, LOSS_THREADS, 0, zt_cu.stream>>>(loss_sum, row_loss, N);
         ZT_CU_LAUNCHED();
     }
     return ZT_OK;
