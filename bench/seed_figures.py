@@ -4,7 +4,7 @@
 SmolLM2-135M-Instruct (converted from its GGUF file by `ztrain convert`), loaded in bf16,
 fine-tuned on the licence texts of /usr/share/common-licenses in SmolLM2's own tokens
 (`ztrain tokenize`, one .npy that every run reads, so ztrain and its peers see the same
-windows in the same order: contract §4), on 2 ranks x 1 thread, constant lr, no weight
+windows in the same order: contract §4 with --shuffle false), on 2 ranks x 1 thread, constant lr, no weight
 decay, clipping at 1.0, in these runs:
 
   fsdp16@lr    FSDP face, memory-constrained: bf16 flat parameters and AdamW state
@@ -111,7 +111,9 @@ def lr_of(name, a):
 def ztrain_run(key, flags, lr, a, model):
     args = types.SimpleNamespace(ranks=a.ranks, block_size=a.block_size, batch=a.batch, steps=a.steps,
                                  tokenizer=None)
-    r = precision.run_mode("ztrain-" + key, flags, lr, args, a.data, model, a.out, a.ztrain)
+    # windows in order (contract §4 without the shuffle), as the peers read them
+    r = precision.run_mode("ztrain-" + key, flags + ["--shuffle", "false"], lr, args, a.data, model, a.out,
+                           a.ztrain)
     return dict(loss=[s["loss"] for s in r["steps"]], lost=[s["lost_update_fraction"] for s in r["steps"]],
                 step_s=[s["step_time_s"] for s in r["steps"]])
 

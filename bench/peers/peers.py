@@ -32,6 +32,11 @@ steps.  The CPU's ISA and whether it has native bf16 come from `ztrain env`.
   bench/peers/setup.sh                       # once: the venv (build/peers-venv)
   /usr/bin/python3 bench/peers/peers.py --configs a --suites fsdp,deepspeed --json OUT.json
 
+bench/seed_figures.py (the seed's experiment on SmolLM2, bench/seed_experiment.sh --peers) runs
+this file's worker with a `seed` spec: a constant lr, the model loaded in bf16 in every mode,
+precision "bf16-flat" (FSDP without mixed precision: bf16 flat parameters and AdamW state),
+and each step's lost-update fraction of the master weights.
+
 The orchestrator runs under Debian's /usr/bin/python3 (numpy); the peers run in the venv
 (--python, default build/peers-venv/bin/python).  Not a test: a benchmark.
 """
