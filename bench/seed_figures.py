@@ -57,7 +57,7 @@ FIGURES = [
      "fsdp16@lr"),
     ("seed_fig2_lr_x_ranks", "FSDP bf16 at lr x ranks = {lr2:g} (DeepSpeed at {lr:g} for reference)",
      ["fsdp16@2lr", "fsdp16@lr", "ds@lr"], "fsdp16@lr"),
-    ("seed_fig3_few_lost", "lr {big:g}, where fewer bf16 updates are lost: both train",
+    ("seed_fig3_few_lost", "lr {big:g}, where the first step's bf16 updates land (later steps lose more)",
      ["fsdp16@big", "ds@big"], "fsdp16@big"),
     ("seed_fig4_accelerate_fixed", "lr {lr:g}: Accelerate's fixed FSDP (fp32 master) tracks DeepSpeed",
      ["fsdp-mp@lr", "ds@lr", "fsdp16@lr"], "ds@lr"),
