@@ -22,12 +22,12 @@ out=${OUT:-out/seed_smollm2}
 # the driver needs numpy: the peer venv has it, else Debian's python3 (scripts/setup.sh)
 py=${PYTHON:-build/peers-venv/bin/python}
 [ -x "$py" ] || py=python3
-export OMP_NUM_THREADS=1
+export OMP_NUM_THREADS=1 LC_ALL=C   # C: the licence files in byte order, as the figures were made
 mkdir -p "$out"
 [ -f "$out/base/config.json" ] || build/ztrain convert --from gguf "$gguf" --output_dir "$out/base"
 if [ ! -f "$out/ids.npy" ]; then
     for f in /usr/share/common-licenses/*; do
-        [ -f "$f" ] && [ ! -L "$f" ] && cat "$f"
+        if [ -f "$f" ] && [ ! -L "$f" ]; then cat "$f"; fi
     done > "$out/text.txt"
     build/ztrain tokenize --tokenizer "$out/base" --input "$out/text.txt" --output "$out/ids.npy"
 fi
