@@ -1,19 +1,34 @@
 #!/usr/bin/env bash
-# bench/seed_experiment.sh — the seed's experiment on real weights (issue 40, point 5):
-# SmolLM2-135M-Instruct (the GGUF file scripts/setup.sh installs, converted by ztrain),
-# loaded in bf16, fine-tuned on the Debian licence texts on 2 ranks in the precision modes
-# of examples/precision/run.py: (i) FSDP memory-constrained (bf16 flat parameters and Adam
-# state) at a small lr, (ii) the same at lr x ranks, (iii) Accelerate's fixed FSDP mode (bf16
-# mixed precision: fp32 master), (iv) DeepSpeed ZeRO-3 bf16 (fp32 master), (v) a bf16 master
-# with Kahan compensation.  Each mode's JSONL carries the lost-update fraction of every step;
-# run.py draws loss and grad norm (out/seed_smollm2/precision.svg) and the table.
-#   bench/seed_experiment.sh [--lr 1e-5] [--steps 24] [--block_size 32] [--batch 2]
-# Short runs for 2 cores: a few dozen steps of 2 ranks x 2 sequences of 32 tokens.
+# bench/seed_experiment.sh — the seed's experiment on real weights (issue 40, point 5), in one
+# command: SmolLM2-135M-Instruct (the GGUF file scripts/setup.sh installs, converted by
+# `ztrain convert --from gguf`), loaded in bf16, fine-tuned on the licence texts of
+# /usr/share/common-licenses in SmolLM2's tokens (`ztrain tokenize`), on 2 ranks x 1 thread,
+# constant lr, no weight decay: FSDP memory-constrained (bf16 flat parameters and AdamW state)
+# at a small lr and at lr x ranks, FSDP with bf16 mixed precision (Accelerate's fixed mode:
+# fp32 master), DeepSpeed ZeRO-3 bf16 (fp32 master), and FSDP bf16 and DeepSpeed at a lr where
+# few bf16 updates are lost.  bench/seed_figures.py runs them and draws the four figures
+# (docs/precision.md); with --peers every run is repeated with torch FSDP and DeepSpeed from
+# PyPI (the venv of bench/peers/setup.sh, build/peers-venv).
+#
+#   bench/seed_experiment.sh [--peers] [--steps 40] [--lr 1e-5] [--big_lr 1e-3] [--runs a,b]
+#   bench/seed_experiment.sh --audit        # the predicted lost fraction of step 1 per lr
+#
+# Output in $OUT (default out/seed_smollm2): seed_fig*.svg, table.md, results.json (a rerun
+# keeps the runs it does not repeat), and each run's JSONL / logs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 gguf=${ZT_SMOLLM2_GGUF:-/usr/local/lib/ztrain/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf}
 out=${OUT:-out/seed_smollm2}
+# the driver needs numpy: the peer venv has it, else Debian's python3 (scripts/setup.sh)
+py=${PYTHON:-build/peers-venv/bin/python}
+[ -x "$py" ] || py=python3
+export OMP_NUM_THREADS=1 LC_ALL=C   # C: the licence files in byte order, as the figures were made
 mkdir -p "$out"
 [ -f "$out/base/config.json" ] || build/ztrain convert --from gguf "$gguf" --output_dir "$out/base"
-python3 examples/precision/run.py --model "$out/base" --tokenizer "$out/base" --out "$out" \
-    --ranks 2 --steps 24 --block_size 32 --batch 2 "$@"
+if [ ! -f "$out/ids.npy" ]; then
+    for f in /usr/share/common-licenses/*; do
+        if [ -f "$f" ] && [ ! -L "$f" ]; then cat "$f"; fi
+    done > "$out/text.txt"
+    build/ztrain tokenize --tokenizer "$out/base" --input "$out/text.txt" --output "$out/ids.npy"
+fi
+exec "$py" bench/seed_figures.py --model "$out/base" --data "$out/ids.npy" --out "$out" "$@"

@@ -32,6 +32,11 @@ steps.  The CPU's ISA and whether it has native bf16 come from `ztrain env`.
   bench/peers/setup.sh                       # once: the venv (build/peers-venv)
   /usr/bin/python3 bench/peers/peers.py --configs a --suites fsdp,deepspeed --json OUT.json
 
+bench/seed_figures.py (the seed's experiment on SmolLM2, bench/seed_experiment.sh --peers) runs
+this file's worker with a `seed` spec: a constant lr, the model loaded in bf16 in every mode,
+precision "bf16-flat" (FSDP without mixed precision: bf16 flat parameters and AdamW state),
+and each step's lost-update fraction of the master weights.
+
 The orchestrator runs under Debian's /usr/bin/python3 (numpy); the peers run in the venv
 (--python, default build/peers-venv/bin/python).  Not a test: a benchmark.
 """
@@ -117,13 +122,15 @@ def free_port():
         return s.getsockname()[1]
 
 
-def run_peer(run, model_dir, data, T, B, steps, threads, workdir, python):
+def run_peer(run, model_dir, data, T, B, steps, threads, workdir, python, seed=None, tag=None):
+    """seed: the seed experiment's settings (bench/seed_peers.py): dict(lr=...) for a
+    constant lr, the model loaded in bf16 in every mode, and the lost-update audit."""
     suite, variant, prec = run
-    tag = "peer-%s-%s-%s" % (suite, variant.replace("+", "-"), prec)
+    tag = tag or "peer-%s-%s-%s" % (suite, variant.replace("+", "-"), prec)
     world = 1 if suite == "single" else WORLD
     spec = dict(suite=suite, variant=variant, prec=prec, model_dir=model_dir, data=data, T=T, B=B,
                 W=world, steps=steps, threads=threads if world == 1 else 1,
-                result=os.path.join(workdir, tag + ".json"))
+                result=os.path.join(workdir, tag + ".json"), seed=seed)
     if os.path.exists(spec["result"]):
         os.remove(spec["result"])
     spec_path = os.path.join(workdir, tag + ".spec.json")
@@ -173,28 +180,38 @@ def worker(spec_path):
         os.sched_setaffinity(0, {cpus[rank]})
     torch.set_num_threads(s["threads"])
     torch.manual_seed(0)
-    bf16 = s["prec"] == "bf16"
+    bf16 = s["prec"] in ("bf16", "bf16-flat")
+    # "bf16-flat" (the seed experiment): FSDP without mixed precision on the bf16-loaded
+    # model, so its flat parameters and AdamW's state stay bf16 (the memory-constrained mode)
+    flat16 = s["prec"] == "bf16-flat"
+    seed = s.get("seed")
+    lr = seed["lr"] if seed else LR
     # ztrain's bf16 runs load the model in bf16 (--torch_dtype bfloat16) and keep an fp32
     # master made from it, as Accelerate's FSDP upcasts a bf16-loaded model and DeepSpeed's
     # bf16 engine keeps its fp32 master of the bf16 weights.  The FSDP peer loads it the
     # same way; from unrounded fp32 weights its first updates would show through the bf16
     # copy where ztrain's, on bf16-exact masters, mostly round away.
-    load = torch.bfloat16 if bf16 and s["suite"] == "fsdp" else torch.float32
+    # The seed experiment loads the model in bf16 for every mode, as its ztrain runs do.
+    load = torch.bfloat16 if bf16 and (s["suite"] == "fsdp" or seed) else torch.float32
     model = transformers.LlamaForCausalLM.from_pretrained(s["model_dir"], dtype=load,
-                                                          attn_implementation="sdpa").float()
+                                                          attn_implementation="sdpa")
+    if not flat16:
+        model = model.float()
     tokens = S.load_tokens(s["data"])
     if W > 1 and s["suite"] == "fsdp":
         dist.init_process_group("gloo", rank=rank, world_size=W)
-    autocast = torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16) if bf16 and not flat16 else contextlib.nullcontext()
     note = ""
 
     def schedule(opt):
+        if seed:   # constant lr, as the seed's runs
+            return torch.optim.lr_scheduler.LambdaLR(opt, lambda u: 1.0)
         return torch.optim.lr_scheduler.LambdaLR(opt, lambda u: max(0.0, (steps - u) / steps))
 
     if s["suite"] == "single":
         if s["variant"].endswith("+compile"):
             model = torch.compile(model)
-        opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=BETAS, eps=EPS, weight_decay=0.0)
+        opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=BETAS, eps=EPS, weight_decay=0.0)
         sched = schedule(opt)
 
         def backward_step(loss):
@@ -209,14 +226,14 @@ def worker(spec_path):
         from torch.distributed.fsdp.wrap import transformer_auto_wrap_policy
         from transformers.models.llama.modeling_llama import LlamaDecoderLayer
         mp = MixedPrecision(param_dtype=torch.bfloat16, reduce_dtype=torch.bfloat16,
-                            buffer_dtype=torch.bfloat16) if bf16 else None
+                            buffer_dtype=torch.bfloat16) if bf16 and not flat16 else None
         model = FullyShardedDataParallel(
             model, sharding_strategy=getattr(ShardingStrategy, s["variant"]),
             auto_wrap_policy=functools.partial(transformer_auto_wrap_policy,
                                                transformer_layer_cls={LlamaDecoderLayer}),
             mixed_precision=mp, backward_prefetch=BackwardPrefetch.BACKWARD_PRE,
             use_orig_params=True, device_id=torch.device("cpu"))
-        opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=BETAS, eps=EPS, weight_decay=0.0)
+        opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=BETAS, eps=EPS, weight_decay=0.0)
         sched = schedule(opt)
 
         def backward_step(loss):
@@ -228,7 +245,7 @@ def worker(spec_path):
     else:
         import deepspeed
         deepspeed.init_distributed(dist_backend="gloo")
-        opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=BETAS, eps=EPS, weight_decay=0.0)
+        opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=BETAS, eps=EPS, weight_decay=0.0)
         config = {"train_micro_batch_size_per_gpu": B, "gradient_accumulation_steps": 1,
                   "gradient_clipping": CLIP, "zero_optimization": {"stage": int(s["variant"])},
                   "bf16": {"enabled": bf16}, "zero_allow_untested_optimizer": True,
@@ -242,8 +259,31 @@ def worker(spec_path):
             model.backward(loss)
             model.step()
 
+    def masters():
+        """This rank's master weights, where the optimizer adds its updates: the FSDP
+        shards (bf16 in the memory-constrained mode, fp32 in the aligned one), DeepSpeed's
+        fp32 partitions (ZeRO-3's flat groups, ZeRO-1/2's single partitions)."""
+        for name in ("fp32_partitioned_groups_flat", "single_partition_of_fp32_groups"):
+            if hasattr(opt, name):
+                return list(getattr(opt, name))
+        return [p for p in model.parameters() if p.numel()]
+
+    def audited(step_fn):
+        """The lost-update fraction of one step: master elements that the step left
+        unchanged although Adam moved them (ztrain's lost_update_fraction), over all ranks."""
+        before = [p.detach().clone() for p in masters()]
+        step_fn()
+        after = masters()
+        n = torch.tensor([0.0, 0.0], dtype=torch.float64)
+        for a, b in zip(before, after):
+            n[0] += (a == b.detach()).sum().item()
+            n[1] += a.numel()
+        if W > 1:
+            dist.all_reduce(n)
+        return (n[0] / n[1]).item() if n[1] else float("nan")
+
     n_samples = (len(tokens) - 1) // T
-    losses, times = [], []
+    losses, times, lost = [], [], []
     if W > 1:
         dist.barrier()
     for step in range(steps):
@@ -255,7 +295,10 @@ def worker(spec_path):
         with autocast:
             logits = model(input_ids=ids).logits.float()
             loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
-        backward_step(loss)
+        if seed:
+            lost.append(audited(lambda: backward_step(loss)))
+        else:
+            backward_step(loss)
         gl = loss.detach().float().clone()
         if W > 1:
             dist.all_reduce(gl)   # the global mean loss, as ztrain logs it
@@ -263,7 +306,7 @@ def worker(spec_path):
         times.append(time.perf_counter() - t0)
     if rank == 0:
         with open(s["result"], "w") as f:
-            json.dump(dict(losses=losses, step_times=times, torch=torch.__version__,
+            json.dump(dict(losses=losses, step_times=times, lost_update_fraction=lost, torch=torch.__version__,
                            transformers=transformers.__version__, note=note), f)
     if W > 1:
         dist.barrier()
