@@ -81,9 +81,4 @@ int zt_async_finish(zt_engine *eng, int slot, int wait, double *grad_norm);
 /* engine.c: what every step does first (drain, reduce, the phase and dtype checks) */
 void zt_engine_step_prelude(zt_engine *eng);
 
-/* engine.c's rule for the slice of parameter p this rank owns (shard offset, offset
- * in p, count); 0 when it owns none of it */
-int zt_engine_owned_range(const zt_engine *eng, const zt_param *p, size_t *shard_lo, size_t *param_lo,
-                          size_t *count);
-
 #endif

@@ -201,7 +201,7 @@ int zt_offload_update_pending(const zt_engine *eng);
  * compute-dtype host copy is made again before its next upload. */
 void zt_offload_master_written(zt_engine *eng, int u);
 
-/* ---- engine.c, for offload.c ---- */
+/* ---- step.c, for offload.c ---- */
 /* AdamW over the part of unit u's parameters this rank owns, on eng->sbe, with the
  * gradient shard g; parameter i's audit added into audits[i]. */
 void zt_engine_adamw_unit(zt_engine *eng, int u, const zt_adamw_hparams *hp, double lr, long t, float clip,
@@ -214,6 +214,13 @@ void zt_engine_refresh_unit(zt_engine *eng, int u);
 /* The gradients were cleared: no copy holds this step's shard. */
 void zt_offload_zero_grads(zt_engine *eng);
 
+
+/* ---- engine_view.c ---- */
+/* The slice of parameter p this rank owns (shard offset, offset in p, count); 0
+ * when it owns none of it: the one rule the loading, the saving and every update
+ * variant share. */
+int zt_engine_owned_range(const zt_engine *eng, const zt_param *p, size_t *shard_lo, size_t *param_lo,
+                          size_t *count);
 
 /* ---- engine_sizes.c, for engine.c: the buffers' sizes and dtypes ---- */
 typedef struct zt_unit_sizes {

@@ -80,6 +80,45 @@ int zt_engine_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double
     return 0;
 }
 
+/* ---- the update rules the step's variants share (engine_impl.h) ---- */
+
+void zt_engine_adamw_unit(zt_engine *eng, int u, const zt_adamw_hparams *hp, double lr, long t, float clip,
+                          const void *g, zt_adamw_audit *audits)
+{
+    const zt_layout *lay = eng->lay;
+    size_t es = zt_dtype_size(eng->prec.master);
+    zt_unit_state *us = &eng->units[u];
+    for (int i = 0; i < lay->nparams; i++) {
+        const zt_param *p = &lay->params[i];
+        size_t slo, plo, n;
+        if (p->unit != u || !zt_engine_owned_range(eng, p, &slo, &plo, &n))
+            continue;
+        size_t b = slo * es;
+        zt_adamw_step st = {lr, p->decay ? hp->weight_decay : 0.0, hp->beta1, hp->beta2, hp->eps, t, clip};
+        eng->sbe->adamw_step((char *)us->master + b, (char *)us->m + b, (char *)us->v + b, (const char *)g + b,
+                             us->comp ? (char *)us->comp + b : NULL, eng->prec.master, n, &st, NULL,
+                             eng->prec.compute, &audits[i]);
+    }
+}
+
+void zt_engine_sum_audits(zt_engine *eng, const zt_adamw_audit *audits)
+{
+    /* in the layout's order, one addition per parameter: the bits of the running
+     * sum zt_engine_step keeps without offload */
+    zt_adamw_audit audit = {0};
+    for (int i = 0; i < eng->lay->nparams; i++) {
+        audit.updated += audits[i].updated;
+        audit.lost += audits[i].lost;
+        audit.ratio_sum += audits[i].ratio_sum;
+    }
+    if (eng->group_size > 1) {
+        audit.updated = zt_comm_sum_double(eng->comm, audit.updated, ZT_SCOPE_SHARD);
+        audit.lost = zt_comm_sum_double(eng->comm, audit.lost, ZT_SCOPE_SHARD);
+        audit.ratio_sum = zt_comm_sum_double(eng->comm, audit.ratio_sum, ZT_SCOPE_SHARD);
+    }
+    eng->last_audit = audit;
+}
+
 /* ---- the step in pieces (engine.h) --------------------------------------------- */
 
 int zt_engine_runs_ahead(const zt_engine *eng) { return eng->async != NULL; }
