@@ -1,6 +1,7 @@
 /* async_step.h — the engine's asynchronous step, taken on a backend in fast mode
  * (kernels/backend.h, zt_kernel_mode; docs/gpu.md, "The asynchronous step").
- * Internal to src/engine: engine.c calls it, nothing else does.
+ * Internal to src/engine: engine.c (the scalars' life: init, zero, each unit's sum
+ * of squares) and step.c (the step) call it, and it calls only step_rules.c.
  *
  * The exact step reads a number back from the device for every unit's sum of
  * squares, for every parameter's AdamW audit and for every micro-batch's loss; on
@@ -32,11 +33,11 @@
 typedef struct zt_async {
     zt_step_scalars *sc;        /* the step's scalars (device) */
     zt_step_scalars *mine;      /* a shard group of several: this rank's own verdict (device, sc + 1) */
-    zt_step_scalars *done;      /* [2 * ZT_STEPS_IN_FLIGHT]: each queued step's sc and mine, copied aside
+    zt_step_scalars *done;      /* [2 * ZT_STEP_SLOTS]: each queued step's sc and mine, copied aside
                                  * into its slot (device): the next step zeroes and refills sc while
                                  * their download may still run */
-    zt_step_scalars *ready;     /* [2 * ZT_STEPS_IN_FLIGHT]: their downloads (host_alloc: page-locked on
-                                 * a GPU), one slot per step in flight, read at the finish */
+    zt_step_scalars *ready;     /* [2 * ZT_STEP_SLOTS]: their downloads (host_alloc: page-locked on
+                                 * a GPU), one slot per place in the ring, read at the finish */
     const zt_step_scalars *cur; /* the slot the last finished step was read from */
     zt_step_input *sched;       /* the schedule on the device (zt_engine_set_schedule), NULL before */
     long sched_len;
@@ -56,16 +57,12 @@ void zt_async_free(zt_engine *eng);
 void zt_async_zero(zt_engine *eng);
 /* Where unit u's sum of squares goes this step (device). */
 double *zt_async_unit_sumsq(zt_engine *eng, int u);
-/* zt_engine_step's work after the reduction and the checks (engine.h's semantics):
- * the inputs, the queue, the readback and the finish below, in that order. */
-int zt_async_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double max_grad_norm, double grad_unscale,
-                  double *grad_norm);
 /* The step's inputs into the device's scalars: lr and t (the count this step makes
  * if applied) with what AdamW forms from them, one upload, no wait. */
 void zt_async_inputs(zt_engine *eng, const zt_adamw_hparams *hp, double lr);
 /* The step's launches, nothing read back, nothing waited for on one rank (a captured
- * step is these): the units' squares, the verdict, AdamW per unit, the copies, and
- * the step's numbers copied aside (done) for the readback. */
+ * step is these, with the gathered copies' refresh after them: step.c): the units'
+ * squares, the verdict, AdamW per unit. */
 void zt_async_queue(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double max_grad_norm,
                     double grad_unscale);
 /* The step's numbers copied aside into slot `slot` (sc -> done) and their download

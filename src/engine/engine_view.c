@@ -140,23 +140,6 @@ void zt_engine_state_unmap(zt_engine *eng, int i, void *view, int send)
 
 /* ---- a parameter's values in and out: loading, saving, the tests' views ---- */
 
-/* The part of parameter p inside this rank's shard, as (offset in the shard,
- * offset in the parameter, count); 0 when the shard holds none of it. */
-int zt_engine_owned_range(const zt_engine *eng, const zt_param *p, size_t *shard_lo, size_t *param_lo,
-                          size_t *count)
-{
-    size_t s = eng->units[p->unit].shard_numel;
-    size_t own_lo = (size_t)eng->group_rank * s, own_hi = own_lo + s;
-    size_t lo = p->offset > own_lo ? p->offset : own_lo;
-    size_t hi = p->offset + p->numel < own_hi ? p->offset + p->numel : own_hi;
-    if (lo >= hi)
-        return 0;
-    *shard_lo = lo - own_lo;
-    *param_lo = lo - p->offset;
-    *count = hi - lo;
-    return 1;
-}
-
 void zt_engine_set_param(zt_engine *eng, const zt_param *p, const void *src, zt_dtype src_dt)
 {
     size_t slo, plo, n;

@@ -349,7 +349,7 @@ static int open_graph(trainer *t, zt_err *err)
         snprintf(t->args.plan.graphs_why, sizeof t->args.plan.graphs_why, "%s", why);
     }
     return zt_step_graph_init(&t->sg, zt_engine_backend(t->r.eng), t->comm, on, t->a->grad_accum, t->r.io_bytes,
-                              t->depth + 1, err);
+                              t->ring_size, err);
 }
 
 /* Fast mode: the learning rate of every step the run can apply, zt_lr_value of the
@@ -448,6 +448,7 @@ int zt_train_setup(trainer *t, const zt_train_args *a, zt_err *err)
      * that step */
     t->lazy = rc == ZT_OK && zt_engine_runs_ahead(t->r.eng) && !zt_prof_enabled();
     t->depth = t->lazy ? (t->log_every < ZT_STEPS_IN_FLIGHT ? (int)t->log_every : ZT_STEPS_IN_FLIGHT) : 1;
+    t->ring_size = t->depth + 1; /* at most ZT_STEP_SLOTS */
     if (rc == ZT_OK)
         rc = open_graph(t, err);
     t->last_eval = NAN;

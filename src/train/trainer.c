@@ -191,7 +191,9 @@ static int train_step(trainer *t, long s, step_run *run, zt_err *err)
     run_state *r = &t->r;
     const int B = a->batch_size, A = a->grad_accum;
     zt_step_metrics *m = &run->m;
+    const int slot = run->slot;
     memset(run, 0, sizeof *run);
+    run->slot = slot;
     m->step = s + 1;
     comm->step = s + 1; /* the flight recorder's context; the engine sets phase and unit */
     run->t0 = zt_train_now(), run->wait0 = comm->wait_s, run->progress0 = comm->progress_s;
@@ -203,8 +205,8 @@ static int train_step(trainer *t, long s, step_run *run, zt_err *err)
      * a capture holds and a replay skips the host's side of; the update is another,
      * launched by step_queue (the step before may still be queued: running ahead) */
     zt_step_graph *sg = &t->sg;
-    const zt_graph_phase ph = zt_step_graph_passes_phase(sg);
-    const int set = sg->on ? zt_step_graph_set(sg) : 0;
+    const int set = run->slot; /* the token set of its slot in the ring */
+    const zt_graph_phase ph = zt_step_graph_passes_phase(sg, set);
     /* fp16: backward runs on loss * scale; the step divides it back out */
     double scale = pl->ls.on ? t->scaler.scale : 1.0;
     double loss_sum = 0.0;
@@ -256,7 +258,7 @@ static int train_step(trainer *t, long s, step_run *run, zt_err *err)
     zt_engine_sync_backward(r->eng, 0);
     if (ph == ZT_GRAPH_WARMUP || ph == ZT_GRAPH_CAPTURE) /* the last reduction ends in the passes' graph */
         zt_engine_drain(r->eng);
-    if ((rc = zt_step_graph_run_passes(sg, ph, err)))
+    if ((rc = zt_step_graph_run_passes(sg, set, ph, err)))
         return step_failed(t, rc, err);
     run->ph = zt_step_graph_phase(sg);
     run->loss_sum = loss_sum;
@@ -282,7 +284,7 @@ static int step_queue(trainer *t, long s, step_run *run, zt_err *err)
     double scale = a->plan.ls.on ? m->loss_scale : 1.0;
     int rc = ZT_OK;
     if (run->ph == ZT_GRAPH_OFF) {
-        zt_engine_step_queue(r->eng, &a->adam, m->lr, a->max_grad_norm, 1.0 / scale);
+        zt_engine_step_queue(r->eng, run->slot, &a->adam, m->lr, a->max_grad_norm, 1.0 / scale);
     } else {
         rc = zt_engine_step_inputs(r->eng, &a->adam, m->lr, err);
         if (rc == ZT_OK && run->ph == ZT_GRAPH_CAPTURE)
@@ -290,7 +292,7 @@ static int step_queue(trainer *t, long s, step_run *run, zt_err *err)
         if (rc == ZT_OK && run->ph != ZT_GRAPH_REPLAY) /* the warm-up runs them, the capture holds them */
             zt_engine_step_launch(r->eng, &a->adam, m->lr, a->max_grad_norm, 1.0 / scale);
         if (rc == ZT_OK && (rc = zt_step_graph_run(&t->sg, run->ph, err)) == ZT_OK)
-            zt_engine_step_readback(r->eng);
+            zt_engine_step_readback(r->eng, run->slot);
     }
     zt_prof_end(ho, 0.0, 0.0);
     if (rc)
@@ -301,13 +303,13 @@ static int step_queue(trainer *t, long s, step_run *run, zt_err *err)
 
 /* A queued step's numbers: the skip, the norm, the loss (fast mode: read back with
  * them), the loss scale's update. */
-static void step_finish(trainer *t, step_run *run)
+static void step_finish(trainer *t, step_run *run, int wait)
 {
     const zt_plan *pl = &t->a->plan;
     zt_comm *comm = t->comm;
     run_state *r = &t->r;
     zt_step_metrics *m = &run->m;
-    m->skipped = zt_engine_step_finish(r->eng, &m->grad_norm);
+    m->skipped = zt_engine_step_finish(r->eng, run->slot, wait, &m->grad_norm);
     if (r->model.loss_sink) /* read back by the step with its other numbers */
         run->loss_sum = zt_engine_step_loss_sum(r->eng);
     if (t->device_lr) /* the device's schedule chose it: the host's step_lr, counted there */
@@ -581,11 +583,11 @@ static int read_due(const trainer *t, long n, int queued)
  * its record and progress line, the checks that may stop the run.  current: the
  * loop's own step, whose profiled window closes here (a step that ran ahead closes
  * its window when queued). */
-static int step_tail(trainer *t, step_run *run, int current, zt_err *err)
+static int step_tail(trainer *t, step_run *run, int current, int wait, zt_err *err)
 {
     long step_now = t->comm->step;
     t->comm->step = run->m.step; /* the flight recorder names the step these collectives finish */
-    step_finish(t, run);
+    step_finish(t, run, wait);
     int hl = zt_prof_begin("log", "phase", ZT_PROF_COMPUTE);
     int rc = zt_train_log_step(t, &run->m, err);
     zt_prof_end(hl, 0.0, 0.0);
@@ -599,48 +601,65 @@ static int step_tail(trainer *t, step_run *run, int current, zt_err *err)
     return ZT_OK;
 }
 
-/* The steps in flight: runs[s % NRUNS] is step s's (0-based), steps lo .. lo+n-1 are
- * queued and not read yet.  One more run than the steps in flight: the next step's
- * passes fill its run while they are still unread. */
-#define NRUNS (ZT_STEPS_IN_FLIGHT + 1)
-typedef struct in_flight {
-    step_run runs[NRUNS];
-    long lo;
-    int n;
-} in_flight;
+/* The one ring of steps: step s (0-based) has slot (s - first) % size, and the
+ * slot is everything of the step that must outlive its queue: its record (runs),
+ * its token set in the captured passes and its readback slot in the engine (both
+ * the slot's index), so the three cannot disagree.  Steps lo .. lo+n-1 are queued
+ * and not read; size is one more than the steps that may be in flight (t->depth),
+ * for the next step's passes, which fill their slot while those are unread. */
+typedef struct step_ring {
+    step_run runs[ZT_STEP_SLOTS];
+    long first, lo;
+    int n, size;
+} step_ring;
 
-/* Read every step in flight, oldest first: one wait for them all (the engine's first
+static step_run *ring_take(step_ring *f, long s)
+{
+    step_run *run = &f->runs[(s - f->first) % f->size];
+    run->slot = (int)((s - f->first) % f->size);
+    return run;
+}
+
+/* Read every step in flight, oldest first: one wait for them all (the first
  * finish), then each one's record, progress line and checks in order, as the
  * synchronous run takes them.  A check that stops the run stops the reading there:
  * the later steps' records are never written, and nothing is saved (a stop on an inf
  * or NaN, or at fp16's floor, saves nothing), so what the device did after the
  * halting step is never seen.  current: the loop's own step (-1: none among them). */
-static int read_in_flight(trainer *t, in_flight *f, long current, zt_err *err)
+static int read_in_flight(trainer *t, step_ring *f, long current, zt_err *err)
 {
-    int rc = ZT_OK;
+    int rc = ZT_OK, wait = 1;
     t->batch_n = f->n;
     t->batch_left = 0;
     while (rc == ZT_OK && f->n > 0) {
         long s = f->lo++;
         f->n--;
-        rc = step_tail(t, &f->runs[s % NRUNS], s == current, err);
+        rc = step_tail(t, &f->runs[(s - f->first) % f->size], s == current, wait, err);
+        wait = 0;
     }
     return rc;
 }
 
+/* The step loop.  Each step s, in its slot of the ring:
+ *   stop      a stop request seen after the steps in flight: read them, save, stop;
+ *   passes    train_step: A micro-batches of forward and backward queued;
+ *   read      the steps that ran ahead, now that this step's passes are queued;
+ *   update    step_queue: the reduction, the verdict, AdamW, the readback queued;
+ *   ahead     may_run_ahead: leave it unread and go on to the next step's passes;
+ *   tail      else read it (and any before it), then evaluate, save, answer a stop. */
 int zt_train(const zt_train_args *a, zt_train_result *res, zt_err *err)
 {
     trainer t;
     zt_preempt_install(); /* a first SIGTERM/SIGINT is a request, answered at a step boundary */
     int rc = zt_train_setup(&t, a, err), stopped = 0, due = 0;
-    in_flight *f = zt_alloc(ZT_MEM_OTHER, sizeof *f); /* nine step_runs: kept off the stack */
+    step_ring *f = zt_alloc(ZT_MEM_OTHER, sizeof *f); /* nine step_runs: kept off the stack */
     if (f)
-        f->lo = 0, f->n = 0;
+        f->first = f->lo = rc == ZT_OK ? t.first_step : 0, f->n = 0, f->size = t.ring_size;
     else if (rc == ZT_OK)
         rc = zt_fail(err, ZT_EFAIL, "out of memory for the steps in flight");
     for (long s = t.first_step; rc == ZT_OK && s < t.nsteps; s++) {
-        step_run *run = &f->runs[s % NRUNS];
-        if (f->n) { /* a stop request after the steps in flight, before this one begins */
+        step_run *run = ring_take(f, s);
+        if (f->n) { /* stop: a request after the steps in flight, before this one begins */
             int sig = stop_signal(&t);
             if (sig) {
                 long last = f->lo + f->n;
@@ -651,8 +670,8 @@ int zt_train(const zt_train_args *a, zt_train_result *res, zt_err *err)
             }
         }
         zt_prof_step_begin(s + 1); /* --profile: a no-op outside --profile_steps */
-        rc = train_step(&t, s, run, err);
-        if (due && f->n) { /* the steps before: their numbers, now that this step's passes are queued */
+        rc = train_step(&t, s, run, err); /* passes */
+        if (due && f->n) { /* read: the steps before, now that this step's passes are queued */
             zt_err aerr = {0};
             int arc = read_in_flight(&t, f, -1, rc ? &aerr : err); /* a failed pass keeps its own error */
             rc = rc ? rc : arc;
@@ -660,17 +679,17 @@ int zt_train(const zt_train_args *a, zt_train_result *res, zt_err *err)
         due = 0;
         if (rc)
             break;
-        if ((rc = step_queue(&t, s, run, err)))
+        if ((rc = step_queue(&t, s, run, err))) /* update */
             break;
         if (f->n++ == 0)
             f->lo = s;
-        if (may_run_ahead(&t, s + 1)) {
+        if (may_run_ahead(&t, s + 1)) { /* ahead */
             due = read_due(&t, s + 1, f->n);
             if ((rc = zt_prof_step_end(err)))
                 break;
             continue;
         }
-        if ((rc = read_in_flight(&t, f, s, err)))
+        if ((rc = read_in_flight(&t, f, s, err))) /* tail */
             break;
         if (zt_train_eval_due(&t, s + 1) && (rc = zt_train_evaluate(&t, s + 1, err)))
             break;

@@ -63,7 +63,7 @@ typedef struct run_state {
  * and, unless the step may run ahead (may_run_ahead), step_tail: the steps in
  * flight read in order (read_in_flight, step_finish: the skip, the norm, the loss)
  * and each logged (log_step), then evaluation and save_checkpoint when due.  In
- * exact mode a step is read at once; a run ahead keeps up to NRUNS steps in
+ * exact mode a step is read at once; a run ahead keeps up to `depth` steps in
  * flight.  Everything a run holds lives in one trainer, so one close path frees it
  * whatever failed. */
 
@@ -103,6 +103,8 @@ typedef struct trainer {
     double prev_finish;         /* when the last step's numbers came back (now_s; 0 before) */
     int lazy;                   /* fast mode: steps are read back at logged steps only */
     int depth;                  /* the steps that may be in flight unread (1 unless lazy) */
+    int ring_size;              /* depth + 1: the slots of the ring of steps (zt_train), which
+                                 * are the captured passes' token sets too */
     int device_lr;              /* the schedule lives on the device (zt_engine_set_schedule) */
     int batch_n, batch_left;    /* the steps read back in the current batch, and those still to log */
     double batch_time;          /* their mean time: the window from the batch's start to its read */
@@ -120,6 +122,8 @@ typedef struct step_run {
     double loss_sum;              /* exact mode: the micro-batches' losses (fast: read at the finish) */
     double counted;               /* the targets the global mean divides by */
     zt_graph_phase ph;            /* what the host does for the step (step_graph.h) */
+    int slot;                     /* its place in the ring of steps (trainer.c): its token set in
+                                   * the captured passes and its readback slot in the engine */
 } step_run;
 
 /* train_open.c */
