@@ -118,9 +118,9 @@ double *zt_async_unit_sumsq(zt_engine *eng, int u) { return eng->async->unit_sum
  * replicas hold the same reduced shard bit for bit, so they judge alike without a
  * collective.  A group of several: each member judges its own units into mine (its
  * sum of squares S_r in unit order, its lowest bad unit), the S_r are summed over
- * the group in place on the device (S = sum_r S_r, the exact step's
+ * the group in place on the device (S = sum_r S_r, the offloaded step's
  * zt_comm_sum_double), and sc is judged from the one value S: 0 + S = S, so the norm
- * is sqrt(S) * unscale as in exact mode, and a bad unit anywhere made its member's
+ * is sqrt(S) * unscale as in the offloaded step, and a bad unit anywhere made its member's
  * S_r, hence S, non-finite, so every member skips. */
 static void judge_step(zt_engine *eng, double max_grad_norm, double grad_unscale)
 {
@@ -219,7 +219,7 @@ int zt_async_finish(zt_engine *eng, int slot, int wait, double *grad_norm)
 int zt_engine_set_schedule(zt_engine *eng, const zt_adamw_hparams *hp, const double *lr, long n, zt_err *err)
 {
     zt_async *as = eng->async;
-    if (!as || n <= 0)
+    if (!zt_async_fast(eng) || n <= 0)
         return ZT_OK;
     assert(!eng->step_queued && !as->sched);
     const zt_backend *be = eng->be;
@@ -264,15 +264,15 @@ int zt_engine_step_lr(const zt_engine *eng, double *lr)
 /* an address within the device struct, computed without reading it */
 double *zt_engine_loss_sink(zt_engine *eng)
 {
-    return eng->async ? (double *)((char *)eng->async->sc + offsetof(zt_step_scalars, loss_sum)) : NULL;
+    return zt_async_fast(eng) ? (double *)((char *)eng->async->sc + offsetof(zt_step_scalars, loss_sum)) : NULL;
 }
 
-double zt_engine_step_loss_sum(const zt_engine *eng) { return eng->async ? eng->async->loss_sum : 0.0; }
+double zt_engine_step_loss_sum(const zt_engine *eng) { return zt_async_fast(eng) ? eng->async->loss_sum : 0.0; }
 
 int zt_engine_seed_loss_scale(zt_engine *eng, const zt_loss_scaler *ls)
 {
     zt_async *as = eng->async;
-    if (!as)
+    if (!zt_async_fast(eng))
         return 0;
     assert(!eng->step_queued); /* the verdict of a queued step would update it first */
     as->in.ls = *ls;
@@ -288,14 +288,14 @@ int zt_engine_seed_loss_scale(zt_engine *eng, const zt_loss_scaler *ls)
 
 void zt_engine_step_count(zt_engine *eng, const double *count_host)
 {
-    if (eng->async)
+    if (zt_async_fast(eng))
         eng->be->upload((char *)eng->async->sc + offsetof(zt_step_scalars, count), count_host,
                         sizeof(double));
 }
 
 const zt_step_scalars *zt_engine_grad_scale_src(const zt_engine *eng)
 {
-    return eng->async ? eng->async->sc : NULL;
+    return zt_async_fast(eng) ? eng->async->sc : NULL;
 }
 
 int zt_engine_step_loss_scale(const zt_engine *eng, zt_loss_scaler *ls, double *used)

@@ -1,12 +1,13 @@
-/* async_step.h — the engine's asynchronous step, taken on a backend in fast mode
+/* async_step.h — the engine's asynchronous step, every step without an offloaded
+ * optimizer: fast mode queues it and reads it later, exact mode reads it at once
  * (kernels/backend.h, zt_kernel_mode; docs/gpu.md, "The asynchronous step").
  * Internal to src/engine: engine.c (the scalars' life: init, zero, each unit's sum
  * of squares) and step.c (the step) call it, and it calls only step_rules.c.
  *
- * The exact step reads a number back from the device for every unit's sum of
- * squares, for every parameter's AdamW audit and for every micro-batch's loss; on
- * a GPU each is a wait for the stream.  Here those numbers stay on the device in
- * one zt_step_scalars (kernels/step_scalars.h):
+ * A step judged on the host reads a number back from the device for every unit's
+ * sum of squares, for every parameter's AdamW audit and for every micro-batch's
+ * loss; on a GPU each is a wait for the stream.  Here those numbers stay on the
+ * device in one zt_step_scalars (kernels/step_scalars.h):
  *   - the backward's cross-entropy adds each micro-batch's loss sum into it
  *     (zt_engine_loss_sink), and grad_end's bf16 rounding leaves each unit's sum of
  *     squares in a device array;
@@ -51,6 +52,11 @@ typedef struct zt_async {
 
 /* Set up the step's device scalars and each unit's segment table (one upload each,
  * at init).  After the units' buffers exist. */
+/* The plan's asynchronous step (fast mode; zt_overlap's async_step): the loss sink,
+ * the device's loss scaler and schedule, running ahead.  Exact mode holds the same
+ * scalars for the same verdict and AdamW, and reads them back at once. */
+static inline int zt_async_fast(const zt_engine *eng) { return eng->async && eng->overlap.async_step; }
+
 int zt_async_init(zt_engine *eng, zt_err *err);
 void zt_async_free(zt_engine *eng);
 /* A new step: its scalars to zero (on the device's queue, no wait). */

@@ -210,10 +210,10 @@ static int engine_init(zt_engine *eng, const zt_backend *be, const zt_layout *la
         return zt_fail(err, ZT_EFAIL, "out of memory for gradient staging and communication buffers");
     }
     int rc = zt_offload_init(eng, err);
-    /* the asynchronous step (async_step.h) where the plan's step is (zt_overlap's
-     * async_step): it runs AdamW on the device, so never with an offloaded optimizer,
-     * whose step is the host's (the plan refuses that pair) */
-    if (rc == ZT_OK && eng->overlap.async_step && !eng->offload)
+    /* the step's scalars (async_step.h) for every step that runs AdamW on the device:
+     * exact mode's is the asynchronous step read back at once (zt_async_fast says
+     * which runs ahead); never with an offloaded optimizer, whose step is the host's */
+    if (rc == ZT_OK && !eng->offload)
         rc = zt_async_init(eng, err);
     if (rc)
         engine_free(eng);

@@ -130,7 +130,7 @@ struct zt_engine {
     int *cast_fresh_next;
     long grads_copied_early;    /* shards copied down during a backward, since create */
     long uploads_async;         /* shards uploaded on the copy queue (to_device_async), since create */
-    struct zt_async *async;     /* fast mode's asynchronous step (async_step.h); NULL in exact mode */
+    struct zt_async *async;     /* the asynchronous step (async_step.h); NULL with an offloaded optimizer */
     /* the steps queued (zt_engine_step_queue, or a captured one's zt_engine_step_readback)
      * and not yet finished: exact mode's one outcome waits here, fast mode's (up to
      * ZT_STEPS_IN_FLIGHT) in the readback slots the caller's ring names */

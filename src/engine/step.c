@@ -1,9 +1,10 @@
 /* step.c — the optimizer step's one entry and its pieces (engine.h): which update
- * runs (the synchronous one below, whose offloaded form is the same unit loop with
- * offload.c's prepare and release hooks around each unit, or the asynchronous one of
- * async_step.c) is decided here, above all of them: they call the engine's unit
- * primitives (engine.c) and the shared rules (step_rules.c), never the step nor each
- * other, so the calls within src/engine run one way.
+ * runs (the asynchronous one of async_step.c, read back at once in exact mode or
+ * later in fast mode, or the offloaded one below, the unit loop with offload.c's
+ * prepare and release hooks around each unit) is decided here, above all of them:
+ * they call the engine's unit primitives (engine.c) and the shared rules
+ * (step_rules.c), never the step nor each other, so the calls within src/engine
+ * run one way.
  * docs/architecture.md, "One optimizer step", walks through it. */
 #include "async_step.h"
 
@@ -54,20 +55,21 @@ int zt_engine_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double
                    double grad_unscale, double *grad_norm)
 {
     const zt_layout *lay = eng->lay;
-    zt_dtype md = eng->prec.master;
     zt_engine_step_prelude(eng);
-    /* Global L2 norm of the logical gradient: padding is zero, so the squares of
-     * whole shards sum to it over the shard group; replicas hold the same shard
-     * and are not summed again (contract §4). */
-    if (eng->async) /* fast mode: the same step with its numbers kept on the device */
+    /* exact and fast mode alike: the verdict and AdamW on the device, the numbers read
+     * at once (fast mode may instead queue it and read later: zt_engine_step_queue) */
+    if (eng->async)
         return async_whole_step(eng, hp, lr, max_grad_norm, grad_unscale, grad_norm);
     if (zt_offload_step_begin(eng)) /* offloaded: the copies down joined; a delayed update landed */
         zt_engine_refresh_gathered(eng); /* its parameters become the ones the device computes with */
+    /* Global L2 norm of the logical gradient: padding is zero, so the squares of
+     * whole shards sum to it over the shard group; replicas hold the same shard
+     * and are not summed again (contract §4). */
     double sumsq = 0.0;
     int first_bad = -1; /* the lowest unit whose shard here holds an inf or NaN */
     for (int u = 0; u < lay->nunits; u++) {
         const zt_unit_state *us = &eng->units[u];
-        double s = us->grad_sumsq_valid ? us->grad_sumsq : eng->be->sumsq(us->grad, md, us->shard_numel);
+        double s = us->grad_sumsq_valid ? us->grad_sumsq : eng->be->sumsq(us->grad, eng->prec.master, us->shard_numel);
         if (!isfinite(s) && first_bad < 0)
             first_bad = u;
         sumsq += s;
@@ -81,40 +83,18 @@ int zt_engine_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double
         memset(&eng->last_audit, 0, sizeof eng->last_audit);
         return 1;
     }
-    float clip = zt_clip_coef(norm, max_grad_norm, grad_unscale); /* step_scalars.h */
     eng->optimizer_steps++;
-    if (eng->offload) /* on the host's cores, unit by unit, the uploads beside them */
-        return offload_update(eng, hp, lr, clip);
-    size_t es = zt_dtype_size(md), cs = zt_dtype_size(eng->prec.compute);
-    zt_adamw_audit audit = {0};
-    const int cast_in_step = zt_engine_cast_in_step(eng);
-    for (int i = 0; i < lay->nparams; i++) {
-        const zt_param *p = &lay->params[i];
-        size_t slo, plo, n;
-        if (!zt_engine_owned_range(eng, p, &slo, &plo, &n))
-            continue;
-        zt_unit_state *us = &eng->units[p->unit];
-        size_t b = slo * es;
-        zt_adamw_step st = {lr, p->decay ? hp->weight_decay : 0.0, hp->beta1, hp->beta2, hp->eps,
-                            eng->optimizer_steps, clip};
-        void *cast = cast_in_step && !us->gathered_alias ? (char *)us->gathered + slo * cs : NULL;
-        eng->sbe->adamw_step((char *)us->master + b, (char *)us->m + b, (char *)us->v + b,
-                            (const char *)us->grad + b, us->comp ? (char *)us->comp + b : NULL, md, n,
-                            &st, cast, eng->prec.compute, &audit);
-    }
-    eng->last_audit = zt_engine_group_audit(eng, audit);
-    if (!cast_in_step)
-        zt_engine_refresh_gathered(eng);
-    return 0;
+    /* on the host's cores, unit by unit, the uploads beside them */
+    return offload_update(eng, hp, lr, zt_clip_coef(norm, max_grad_norm, grad_unscale));
 }
 
 /* ---- the step in pieces (engine.h) --------------------------------------------- */
 
-int zt_engine_runs_ahead(const zt_engine *eng) { return eng->async != NULL; }
+int zt_engine_runs_ahead(const zt_engine *eng) { return zt_async_fast(eng); }
 
 int zt_engine_step_inputs(zt_engine *eng, const zt_adamw_hparams *hp, double lr, zt_err *err)
 {
-    if (!eng->async)
+    if (!zt_async_fast(eng))
         return zt_fail(err, ZT_EINPUT, "a captured step needs the asynchronous step (--kernels fast)");
     /* without the schedule on the device, t is optimizer_steps + 1: the step before
      * must be finished */
@@ -146,7 +126,7 @@ void zt_engine_step_readback(zt_engine *eng, int slot)
 void zt_engine_step_queue(zt_engine *eng, int slot, const zt_adamw_hparams *hp, double lr, double max_grad_norm,
                           double grad_unscale)
 {
-    if (!eng->async) {
+    if (!zt_async_fast(eng)) {
         assert(!eng->step_queued); /* exact mode: the whole step now, its one outcome kept for the finish */
         eng->queued_skip = zt_engine_step(eng, hp, lr, max_grad_norm, grad_unscale, &eng->queued_norm);
         eng->step_queued = 1;
@@ -161,7 +141,7 @@ int zt_engine_step_finish(zt_engine *eng, int slot, int wait, double *grad_norm)
 {
     assert(eng->step_queued);
     eng->step_queued--;
-    if (!eng->async) {
+    if (!zt_async_fast(eng)) {
         *grad_norm = eng->queued_norm;
         return eng->queued_skip;
     }

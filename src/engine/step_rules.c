@@ -73,8 +73,8 @@ void zt_engine_adamw_unit(zt_engine *eng, int u, const zt_adamw_hparams *hp, dou
 
 void zt_engine_sum_audits(zt_engine *eng, const zt_adamw_audit *audits)
 {
-    /* in the layout's order, one addition per parameter: the bits of the running
-     * sum zt_engine_step keeps without offload */
+    /* in the layout's order, one addition per parameter, whichever order the units
+     * were updated in */
     zt_adamw_audit audit = {0};
     for (int i = 0; i < eng->lay->nparams; i++) {
         audit.updated += audits[i].updated;
