@@ -118,9 +118,9 @@ double *zt_async_unit_sumsq(zt_engine *eng, int u) { return eng->async->unit_sum
  * replicas hold the same reduced shard bit for bit, so they judge alike without a
  * collective.  A group of several: each member judges its own units into mine (its
  * sum of squares S_r in unit order, its lowest bad unit), the S_r are summed over
- * the group in place on the device (S = sum_r S_r, the offloaded step's
- * zt_comm_sum_double), and sc is judged from the one value S: 0 + S = S, so the norm
- * is sqrt(S) * unscale as in the offloaded step, and a bad unit anywhere made its member's
+ * the group in place on the device (S = sum_r S_r), and sc is judged from the one
+ * value S: 0 + S = S, so the norm is sqrt(S) * unscale, the host's sum of the same
+ * S_r, and a bad unit anywhere made its member's
  * S_r, hence S, non-finite, so every member skips. */
 static void judge_step(zt_engine *eng, double max_grad_norm, double grad_unscale)
 {
@@ -147,19 +147,46 @@ void zt_async_inputs(zt_engine *eng, const zt_adamw_hparams *hp, double lr)
     eng->be->upload((char *)as->sc + o, (const char *)&as->in + o, ZT_STEP_INPUT_BYTES);
 }
 
+/* the units' squares not left by grad_end's rounding, then the verdict */
+static void queue_verdict(zt_engine *eng, double max_grad_norm, double grad_unscale)
+{
+    for (int u = 0; u < eng->lay->nunits; u++) {
+        const zt_unit_state *us = &eng->units[u];
+        if (!us->grad_sumsq_valid)
+            eng->be->sumsq_into(eng->async->unit_sumsq + u, us->grad, eng->prec.master, us->shard_numel);
+    }
+    judge_step(eng, max_grad_norm, grad_unscale);
+}
+
+/* A skipped step's report: which unit was bad, agreed over the world (every rank
+ * skips), from this rank's own verdict (mine in a group of several). */
+static int read_skip(zt_engine *eng, const zt_step_scalars *h)
+{
+    eng->nonfinite_unit = -1;
+    if (h->skip)
+        zt_engine_agree_nonfinite(eng, (eng->group_size > 1 ? h + 1 : h)->first_bad, 1);
+    return h->skip;
+}
+
+int zt_async_verdict(zt_engine *eng, double max_grad_norm, double grad_unscale, double *grad_norm, float *clip)
+{
+    queue_verdict(eng, max_grad_norm, grad_unscale);
+    zt_step_scalars h[2]; /* sc and, in a group of several, mine */
+    eng->be->to_host(h, eng->async->sc, (eng->group_size > 1 ? 2 : 1) * sizeof *h);
+    *grad_norm = h->norm;
+    *clip = h->clip;
+    if (read_skip(eng, h))
+        memset(&eng->last_audit, 0, sizeof eng->last_audit);
+    return h->skip;
+}
+
 void zt_async_queue(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double max_grad_norm, double grad_unscale)
 {
     const zt_backend *be = eng->be;
     const zt_layout *lay = eng->lay;
     zt_async *as = eng->async;
     const zt_dtype md = eng->prec.master;
-    /* the units' squares not left by grad_end's rounding */
-    for (int u = 0; u < lay->nunits; u++) {
-        const zt_unit_state *us = &eng->units[u];
-        if (!us->grad_sumsq_valid)
-            be->sumsq_into(as->unit_sumsq + u, us->grad, md, us->shard_numel);
-    }
-    judge_step(eng, max_grad_norm, grad_unscale);
+    queue_verdict(eng, max_grad_norm, grad_unscale);
     /* AdamW, one launch per unit.  adamw_unit reads lr and t from the device's inputs
      * (zt_async_inputs), not from st: st's are the values of the step that queued it,
      * which a captured step would replay for ever.  t is the count this step makes if
@@ -200,11 +227,7 @@ int zt_async_finish(zt_engine *eng, int slot, int wait, double *grad_norm)
     as->cur = h;
     as->loss_sum = h->loss_sum;
     *grad_norm = h->norm;
-    /* which unit was bad, a report only, agreed over the world on a skipped step
-     * (which every rank skips), from this rank's own verdict */
-    eng->nonfinite_unit = -1;
-    if (h->skip)
-        zt_engine_agree_nonfinite(eng, (eng->group_size > 1 ? h + 1 : h)->first_bad, 1);
+    read_skip(eng, h);
     zt_adamw_audit audit = {h->audit_updated, h->audit_lost, h->audit_ratio_sum};
     if (h->skip)
         memset(&audit, 0, sizeof audit);

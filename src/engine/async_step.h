@@ -1,6 +1,6 @@
 /* async_step.h — the engine's asynchronous step, every step without an offloaded
- * optimizer: fast mode queues it and reads it later, exact mode reads it at once
- * (kernels/backend.h, zt_kernel_mode; docs/gpu.md, "The asynchronous step").
+ * optimizer: fast mode queues it and reads it later, exact mode reads it at once;
+ * with one, its verdict (zt_async_verdict) before the host's AdamW (kernels/backend.h, zt_kernel_mode; docs/gpu.md, "The asynchronous step").
  * Internal to src/engine: engine.c (the scalars' life: init, zero, each unit's sum
  * of squares) and step.c (the step) call it, and it calls only step_rules.c.
  *
@@ -71,6 +71,11 @@ void zt_async_inputs(zt_engine *eng, const zt_adamw_hparams *hp, double lr);
  * squares, the verdict, AdamW per unit. */
 void zt_async_queue(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double max_grad_norm,
                     double grad_unscale);
+/* The verdict alone, read back at once (the offloaded step's, whose AdamW is the
+ * host's): the units' squares and the verdict queued, then one read; the norm and
+ * the clipping coefficient AdamW multiplies the gradient by; returns the skip (a
+ * skipped step's bad unit agreed over the world, its audit zero). */
+int zt_async_verdict(zt_engine *eng, double max_grad_norm, double grad_unscale, double *grad_norm, float *clip);
 /* The step's numbers copied aside into slot `slot` (sc -> done) and their download
  * (done -> ready) queued, no wait; outside a capture (the CUDA table's copy has a
  * stream of its own, and the slot changes from step to step). */

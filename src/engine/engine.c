@@ -210,10 +210,10 @@ static int engine_init(zt_engine *eng, const zt_backend *be, const zt_layout *la
         return zt_fail(err, ZT_EFAIL, "out of memory for gradient staging and communication buffers");
     }
     int rc = zt_offload_init(eng, err);
-    /* the step's scalars (async_step.h) for every step that runs AdamW on the device:
-     * exact mode's is the asynchronous step read back at once (zt_async_fast says
-     * which runs ahead); never with an offloaded optimizer, whose step is the host's */
-    if (rc == ZT_OK && !eng->offload)
+    /* the step's scalars (async_step.h) for every step: its verdict is the device's;
+     * exact mode's step is the asynchronous one read back at once (zt_async_fast says
+     * which runs ahead), an offloaded optimizer's AdamW the host's on the verdict's clip */
+    if (rc == ZT_OK)
         rc = zt_async_init(eng, err);
     if (rc)
         engine_free(eng);
@@ -733,11 +733,9 @@ void zt_engine_grad_end(zt_engine *eng, int unit)
         zt_dtype through = ZT_F32;
         if (rd == ZT_BF16) {
             /* the pass that rounds also sums the squares for the step's norm, so that
-             * the step need not read the gradient once more (valid until it changes) */
-            if (eng->async) /* left on the device for the step's verdict */
-                eng->be->round_bf16_into(us->grad, P, zt_async_unit_sumsq(eng, unit));
-            else
-                us->grad_sumsq = eng->be->round_bf16(us->grad, P, 1);
+             * the step need not read the gradient once more (valid until it changes);
+             * left on the device for the step's verdict */
+            eng->be->round_bf16_into(us->grad, P, zt_async_unit_sumsq(eng, unit));
             us->grad_sumsq_valid = 1;
             through = ZT_BF16;
         }
@@ -818,8 +816,7 @@ void zt_engine_zero_grads(zt_engine *eng)
         eng->units[u].reduced_valid = 0;
     }
     eng->grads_reduced = 0;
-    if (eng->async)
-        zt_async_zero(eng);
+    zt_async_zero(eng);
 }
 
 void zt_engine_reduce_grads(zt_engine *eng)

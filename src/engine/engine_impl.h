@@ -31,9 +31,8 @@ typedef struct zt_unit_state {
     float *staging;         /* fp32 full gradient while the unit's backward runs */
     int grad_zero;          /* grad holds only zeros (set by zero_grads, cleared by grad_end) */
     int grad_rounded;       /* every grad value is representable in the reduce dtype */
-    int grad_sumsq_valid;   /* grad_sumsq is the sum of squares of grad as it stands */
+    int grad_sumsq_valid;   /* the step's scalars hold grad's sum of squares as it stands (async_step.h) */
     int reduced;            /* stage 0: this step's all-reduce of grad has started */
-    double grad_sumsq;      /* computed by grad_end's last pass over grad, for the norm */
 } zt_unit_state;
 
 /* stage 3: the root unit, the unit in use and the ones prefetched */
@@ -130,7 +129,7 @@ struct zt_engine {
     int *cast_fresh_next;
     long grads_copied_early;    /* shards copied down during a backward, since create */
     long uploads_async;         /* shards uploaded on the copy queue (to_device_async), since create */
-    struct zt_async *async;     /* the asynchronous step (async_step.h); NULL with an offloaded optimizer */
+    struct zt_async *async;     /* the step's scalars and asynchronous step (async_step.h) */
     /* the steps queued (zt_engine_step_queue, or a captured one's zt_engine_step_readback)
      * and not yet finished: exact mode's one outcome waits here, fast mode's (up to
      * ZT_STEPS_IN_FLIGHT) in the readback slots the caller's ring names */

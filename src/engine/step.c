@@ -9,7 +9,6 @@
 #include "async_step.h"
 
 #include <assert.h>
-#include <math.h>
 #include <string.h>
 
 /* The offloaded update (t = eng->optimizer_steps), DeepSpeed's step() over its
@@ -54,38 +53,18 @@ static int async_whole_step(zt_engine *eng, const zt_adamw_hparams *hp, double l
 int zt_engine_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double max_grad_norm,
                    double grad_unscale, double *grad_norm)
 {
-    const zt_layout *lay = eng->lay;
     zt_engine_step_prelude(eng);
     /* exact and fast mode alike: the verdict and AdamW on the device, the numbers read
      * at once (fast mode may instead queue it and read later: zt_engine_step_queue) */
-    if (eng->async)
+    if (!eng->offload)
         return async_whole_step(eng, hp, lr, max_grad_norm, grad_unscale, grad_norm);
     if (zt_offload_step_begin(eng)) /* offloaded: the copies down joined; a delayed update landed */
         zt_engine_refresh_gathered(eng); /* its parameters become the ones the device computes with */
-    /* Global L2 norm of the logical gradient: padding is zero, so the squares of
-     * whole shards sum to it over the shard group; replicas hold the same shard
-     * and are not summed again (contract §4). */
-    double sumsq = 0.0;
-    int first_bad = -1; /* the lowest unit whose shard here holds an inf or NaN */
-    for (int u = 0; u < lay->nunits; u++) {
-        const zt_unit_state *us = &eng->units[u];
-        double s = us->grad_sumsq_valid ? us->grad_sumsq : eng->be->sumsq(us->grad, eng->prec.master, us->shard_numel);
-        if (!isfinite(s) && first_bad < 0)
-            first_bad = u;
-        sumsq += s;
-    }
-    if (eng->group_size > 1)
-        sumsq = zt_comm_sum_double(eng->comm, sumsq, ZT_SCOPE_SHARD);
-    int overflow = zt_engine_agree_nonfinite(eng, first_bad, !isfinite(sumsq));
-    float norm = (float)(sqrt(sumsq) * grad_unscale);
-    *grad_norm = norm;
-    if (overflow) {
-        memset(&eng->last_audit, 0, sizeof eng->last_audit);
+    float clip; /* the same verdict, read at once: AdamW is the host's */
+    if (zt_async_verdict(eng, max_grad_norm, grad_unscale, grad_norm, &clip))
         return 1;
-    }
     eng->optimizer_steps++;
-    /* on the host's cores, unit by unit, the uploads beside them */
-    return offload_update(eng, hp, lr, zt_clip_coef(norm, max_grad_norm, grad_unscale));
+    return offload_update(eng, hp, lr, clip); /* on the host's cores, unit by unit, the uploads beside them */
 }
 
 /* ---- the step in pieces (engine.h) --------------------------------------------- */
