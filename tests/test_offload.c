@@ -162,7 +162,7 @@ static void test_stage3_uploads_do_not_wait(void)
 }
 
 /* Stage 2: the offloaded step updates on the host and queues every unit's upload
- * and gather without waiting for any: its host waits are the gradient norm's and
+ * and gather without waiting for any: its host waits are the verdict's one read and
  * one per unit for its gradient shard's copy down (its marker), whatever the
  * number of uploads (the synchronous uploads waited once per unit more).  The parameters are those of
  * the step without offload, bit for bit. */
@@ -181,10 +181,10 @@ static void test_stage2_step_does_not_wait_per_unit(void)
         params(&r[off], vals[off]);
     }
     int nunits = r[0].lay.nunits;
-    /* the norm: one sumsq per unit unless grad_end kept it (both runs alike), the
-     * audit: one wait per parameter without offload (on the device), none with */
-    ZT_CHECK_MSG(nunits >= 3 && waits[1] <= 2 * nunits, "host waits in the offloaded step: %ld for %d units "
-                 "(want at most the norm's and one per unit's gradient copy)", waits[1], nunits);
+    /* the verdict: one read of the device's (async_step.h: the units' squares stay
+     * there), the audit: on the host's cores, none */
+    ZT_CHECK_MSG(nunits >= 3 && waits[1] <= nunits + 1, "host waits in the offloaded step: %ld for %d units "
+                 "(want at most the verdict's read and one per unit's gradient copy)", waits[1], nunits);
     ZT_CHECK(same_params(&r[0], vals[0], vals[1]));
     /* the next forward reads what went up: the same loss */
     ZT_CHECK(backward(&r[0], 2) == backward(&r[1], 2));

@@ -214,11 +214,12 @@ static void c_emb_b(float *dw, const float *dx, const int *tok, int N, int C)
     n_emb_b++;
     cpu->embed_backward(dw, dx, tok, N, C);
 }
-static void c_adamw(void *p, void *m, void *v, const void *g, void *comp, zt_dtype dt, size_t n,
-                    const zt_adamw_step *st, void *cast, zt_dtype cast_dt, zt_adamw_audit *audit)
+static void c_adamw_unit(void *p, void *m, void *v, const void *g, void *comp, zt_dtype dt, size_t n,
+                         const zt_adamw_seg *segs, int nsegs, const zt_adamw_step *st, zt_step_scalars *sc,
+                         void *cast, zt_dtype cast_dt)
 {
     n_adamw++;
-    cpu->adamw_step(p, m, v, g, comp, dt, n, st, cast, cast_dt, audit);
+    cpu->adamw_unit(p, m, v, g, comp, dt, n, segs, nsegs, st, sc, cast, cast_dt);
 }
 
 /* One training step (forward, backward, AdamW) on the gqa_tied fixture with the
@@ -256,8 +257,9 @@ static double train_step(const zt_backend *be, float **params, zt_layout *lay_ou
 /* The model and the engine run every kernel through their backend table: a
  * counting table that forwards to the CPU's sees each call (per layer: two norms,
  * one attention, four products forward (two with the residual added) and eight
- * backward, and one AdamW step per
- * parameter), and the numbers are bit-identical to the CPU table's. */
+ * backward, and one AdamW launch per unit over its shard: the step's verdict and
+ * AdamW are the device's, adamw_unit, in exact mode too), and the numbers are
+ * bit-identical to the CPU table's. */
 static void test_kernels_run_through_the_backend_table(void)
 {
     cpu = zt_backend_cpu();
@@ -273,7 +275,7 @@ static void test_kernels_run_through_the_backend_table(void)
     counting.xent = c_xent;
     counting.embed_forward = c_emb_f;
     counting.embed_backward = c_emb_b;
-    counting.adamw_step = c_adamw;
+    counting.adamw_unit = c_adamw_unit;
     zt_layout lay;
     float *pa[64], *pb[64];
     zt_err err;
@@ -299,7 +301,7 @@ static void test_kernels_run_through_the_backend_table(void)
     ZT_CHECK_MSG(n_matmul == 10 * L + 3 && n_matmul_out == 2 * L, "%ld products, %ld with a residual", n_matmul,
                  n_matmul_out);
     ZT_CHECK(n_xent == 1 && n_emb_f == 1 && n_emb_b == 1);
-    ZT_CHECK_MSG(n_adamw == lay.nparams, "%ld AdamW calls for %d parameters", n_adamw, lay.nparams);
+    ZT_CHECK_MSG(n_adamw == lay.nunits, "%ld AdamW launches for %d units", n_adamw, lay.nunits);
     ZT_CHECK(n_alloc > 0); /* the model's activations come from the owner's backend */
     for (int i = 0; i < lay.nparams; i++) {
         free(pa[i]);

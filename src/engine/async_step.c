@@ -9,8 +9,8 @@
 
 static size_t seg_table_bytes(int n) { return (size_t)n * sizeof(zt_adamw_seg); }
 
-/* the readback slots: sc and mine for each step in flight */
-static size_t ring_bytes(void) { return 2 * (size_t)ZT_STEPS_IN_FLIGHT * sizeof(zt_step_scalars); }
+/* the readback slots: sc and mine for each slot of the caller's ring of steps */
+static size_t ring_bytes(void) { return 2 * (size_t)ZT_STEP_SLOTS * sizeof(zt_step_scalars); }
 
 /* by lo; at one lo a gap marker first, so that the slice starting there follows it */
 static int seg_cmp(const void *a, const void *b)
@@ -118,9 +118,9 @@ double *zt_async_unit_sumsq(zt_engine *eng, int u) { return eng->async->unit_sum
  * replicas hold the same reduced shard bit for bit, so they judge alike without a
  * collective.  A group of several: each member judges its own units into mine (its
  * sum of squares S_r in unit order, its lowest bad unit), the S_r are summed over
- * the group in place on the device (S = sum_r S_r, the exact step's
- * zt_comm_sum_double), and sc is judged from the one value S: 0 + S = S, so the norm
- * is sqrt(S) * unscale as in exact mode, and a bad unit anywhere made its member's
+ * the group in place on the device (S = sum_r S_r), and sc is judged from the one
+ * value S: 0 + S = S, so the norm is sqrt(S) * unscale, the host's sum of the same
+ * S_r, and a bad unit anywhere made its member's
  * S_r, hence S, non-finite, so every member skips. */
 static void judge_step(zt_engine *eng, double max_grad_norm, double grad_unscale)
 {
@@ -136,19 +136,6 @@ static void judge_step(zt_engine *eng, double max_grad_norm, double grad_unscale
     be->step_verdict(as->sc, s_r, 1, max_grad_norm, grad_unscale);
 }
 
-/* The lowest unit whose gradient held an inf or NaN on some rank, for the report
- * (zt_engine_nonfinite_unit), from this rank's verdict: a max over the world of
- * nunits - u (1 when no unit was bad here but the sum overflowed), as the exact step
- * agrees it.  Only on a skipped step, which every rank skips. */
-static int agreed_bad_unit(zt_engine *eng, const zt_step_scalars *own)
-{
-    const int U = eng->lay->nunits;
-    int code = own->first_bad >= 0 ? U - own->first_bad : 1;
-    if (eng->comm->world > 1)
-        code = zt_comm_max_int(eng->comm, code);
-    return U - code;
-}
-
 void zt_async_inputs(zt_engine *eng, const zt_adamw_hparams *hp, double lr)
 {
     zt_async *as = eng->async;
@@ -160,24 +147,51 @@ void zt_async_inputs(zt_engine *eng, const zt_adamw_hparams *hp, double lr)
     eng->be->upload((char *)as->sc + o, (const char *)&as->in + o, ZT_STEP_INPUT_BYTES);
 }
 
+/* the units' squares not left by grad_end's rounding, then the verdict */
+static void queue_verdict(zt_engine *eng, double max_grad_norm, double grad_unscale)
+{
+    for (int u = 0; u < eng->lay->nunits; u++) {
+        const zt_unit_state *us = &eng->units[u];
+        if (!us->grad_sumsq_valid)
+            eng->be->sumsq_into(eng->async->unit_sumsq + u, us->grad, eng->prec.master, us->shard_numel);
+    }
+    judge_step(eng, max_grad_norm, grad_unscale);
+}
+
+/* A skipped step's report: which unit was bad, agreed over the world (every rank
+ * skips), from this rank's own verdict (mine in a group of several). */
+static int read_skip(zt_engine *eng, const zt_step_scalars *h)
+{
+    eng->nonfinite_unit = -1;
+    if (h->skip)
+        zt_engine_agree_nonfinite(eng, (eng->group_size > 1 ? h + 1 : h)->first_bad, 1);
+    return h->skip;
+}
+
+int zt_async_verdict(zt_engine *eng, double max_grad_norm, double grad_unscale, double *grad_norm, float *clip)
+{
+    queue_verdict(eng, max_grad_norm, grad_unscale);
+    zt_step_scalars h[2]; /* sc and, in a group of several, mine */
+    eng->be->to_host(h, eng->async->sc, (eng->group_size > 1 ? 2 : 1) * sizeof *h);
+    *grad_norm = h->norm;
+    *clip = h->clip;
+    if (read_skip(eng, h))
+        memset(&eng->last_audit, 0, sizeof eng->last_audit);
+    return h->skip;
+}
+
 void zt_async_queue(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double max_grad_norm, double grad_unscale)
 {
     const zt_backend *be = eng->be;
     const zt_layout *lay = eng->lay;
     zt_async *as = eng->async;
     const zt_dtype md = eng->prec.master;
-    /* the units' squares not left by grad_end's rounding */
-    for (int u = 0; u < lay->nunits; u++) {
-        const zt_unit_state *us = &eng->units[u];
-        if (!us->grad_sumsq_valid)
-            be->sumsq_into(as->unit_sumsq + u, us->grad, md, us->shard_numel);
-    }
-    judge_step(eng, max_grad_norm, grad_unscale);
+    queue_verdict(eng, max_grad_norm, grad_unscale);
     /* AdamW, one launch per unit.  adamw_unit reads lr and t from the device's inputs
      * (zt_async_inputs), not from st: st's are the values of the step that queued it,
      * which a captured step would replay for ever.  t is the count this step makes if
      * applied, which the finish confirms (no other step is queued before it) */
-    int cast_in_step = eng->stage <= 2 && eng->group_size == 1 && md == ZT_F32; /* zt_engine_step's rule */
+    const int cast_in_step = zt_engine_cast_in_step(eng);
     zt_adamw_step st = {lr, hp->weight_decay, hp->beta1, hp->beta2, hp->eps, eng->optimizer_steps + 1, 1.0f};
     for (int u = 0; u < lay->nunits; u++) {
         zt_unit_state *us = &eng->units[u];
@@ -185,13 +199,12 @@ void zt_async_queue(zt_engine *eng, const zt_adamw_hparams *hp, double lr, doubl
         be->adamw_unit(us->master, us->m, us->v, us->grad, us->comp, md, us->shard_numel, as->segs[u], as->nsegs[u],
                        &st, as->sc, cast, eng->prec.compute);
     }
-    if (!cast_in_step) /* unchanged masters after a skip give the same copies */
-        zt_engine_refresh_gathered(eng);
 }
 
 /* Its numbers aside into the step's own slot, for the readback: the next step zeroes
  * sc at once, while the download may still be waiting for this step's kernels, and
- * up to ZT_STEPS_IN_FLIGHT steps may be queued before the host reads any of them.
+ * up to ZT_STEPS_IN_FLIGHT steps may be queued before the host reads any of them
+ * (each in the slot the caller's ring gives it).
  * The copy is outside the captured update (which would copy into one slot for ever):
  * one small launch on the compute queue, after the update, before the next passes. */
 void zt_async_readback(zt_engine *eng, int slot)
@@ -214,35 +227,22 @@ int zt_async_finish(zt_engine *eng, int slot, int wait, double *grad_norm)
     as->cur = h;
     as->loss_sum = h->loss_sum;
     *grad_norm = h->norm;
-    eng->nonfinite_unit = h->skip ? agreed_bad_unit(eng, eng->group_size > 1 ? h + 1 : h) : -1;
+    read_skip(eng, h);
     zt_adamw_audit audit = {h->audit_updated, h->audit_lost, h->audit_ratio_sum};
     if (h->skip)
         memset(&audit, 0, sizeof audit);
-    else if (eng->group_size > 1) { /* replicas of a group audit the same elements: sum the group only */
-        audit.updated = zt_comm_sum_double(eng->comm, audit.updated, ZT_SCOPE_SHARD);
-        audit.lost = zt_comm_sum_double(eng->comm, audit.lost, ZT_SCOPE_SHARD);
-        audit.ratio_sum = zt_comm_sum_double(eng->comm, audit.ratio_sum, ZT_SCOPE_SHARD);
-    }
+    else
+        audit = zt_engine_group_audit(eng, audit);
     eng->last_audit = audit;
     if (!h->skip)
         eng->optimizer_steps++;
     return h->skip;
 }
 
-int zt_async_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double max_grad_norm, double grad_unscale,
-                  double *grad_norm)
-{
-    assert(!eng->step_queued); /* the whole step: nothing else in flight, its slot the head */
-    zt_async_inputs(eng, hp, lr);
-    zt_async_queue(eng, hp, lr, max_grad_norm, grad_unscale);
-    zt_async_readback(eng, eng->step_head);
-    return zt_async_finish(eng, eng->step_head, 1, grad_norm);
-}
-
 int zt_engine_set_schedule(zt_engine *eng, const zt_adamw_hparams *hp, const double *lr, long n, zt_err *err)
 {
     zt_async *as = eng->async;
-    if (!as || n <= 0)
+    if (!zt_async_fast(eng) || n <= 0)
         return ZT_OK;
     assert(!eng->step_queued && !as->sched);
     const zt_backend *be = eng->be;
@@ -287,15 +287,15 @@ int zt_engine_step_lr(const zt_engine *eng, double *lr)
 /* an address within the device struct, computed without reading it */
 double *zt_engine_loss_sink(zt_engine *eng)
 {
-    return eng->async ? (double *)((char *)eng->async->sc + offsetof(zt_step_scalars, loss_sum)) : NULL;
+    return zt_async_fast(eng) ? (double *)((char *)eng->async->sc + offsetof(zt_step_scalars, loss_sum)) : NULL;
 }
 
-double zt_engine_step_loss_sum(const zt_engine *eng) { return eng->async ? eng->async->loss_sum : 0.0; }
+double zt_engine_step_loss_sum(const zt_engine *eng) { return zt_async_fast(eng) ? eng->async->loss_sum : 0.0; }
 
 int zt_engine_seed_loss_scale(zt_engine *eng, const zt_loss_scaler *ls)
 {
     zt_async *as = eng->async;
-    if (!as)
+    if (!zt_async_fast(eng))
         return 0;
     assert(!eng->step_queued); /* the verdict of a queued step would update it first */
     as->in.ls = *ls;
@@ -311,14 +311,14 @@ int zt_engine_seed_loss_scale(zt_engine *eng, const zt_loss_scaler *ls)
 
 void zt_engine_step_count(zt_engine *eng, const double *count_host)
 {
-    if (eng->async)
+    if (zt_async_fast(eng))
         eng->be->upload((char *)eng->async->sc + offsetof(zt_step_scalars, count), count_host,
                         sizeof(double));
 }
 
 const zt_step_scalars *zt_engine_grad_scale_src(const zt_engine *eng)
 {
-    return eng->async ? eng->async->sc : NULL;
+    return zt_async_fast(eng) ? eng->async->sc : NULL;
 }
 
 int zt_engine_step_loss_scale(const zt_engine *eng, zt_loss_scaler *ls, double *used)

@@ -1,11 +1,13 @@
-/* async_step.h — the engine's asynchronous step, taken on a backend in fast mode
- * (kernels/backend.h, zt_kernel_mode; docs/gpu.md, "The asynchronous step").
- * Internal to src/engine: engine.c calls it, nothing else does.
+/* async_step.h — the engine's asynchronous step, every step without an offloaded
+ * optimizer: fast mode queues it and reads it later, exact mode reads it at once;
+ * with one, its verdict (zt_async_verdict) before the host's AdamW (kernels/backend.h, zt_kernel_mode; docs/gpu.md, "The asynchronous step").
+ * Internal to src/engine: engine.c (the scalars' life: init, zero, each unit's sum
+ * of squares) and step.c (the step) call it, and it calls only step_rules.c.
  *
- * The exact step reads a number back from the device for every unit's sum of
- * squares, for every parameter's AdamW audit and for every micro-batch's loss; on
- * a GPU each is a wait for the stream.  Here those numbers stay on the device in
- * one zt_step_scalars (kernels/step_scalars.h):
+ * A step judged on the host reads a number back from the device for every unit's
+ * sum of squares, for every parameter's AdamW audit and for every micro-batch's
+ * loss; on a GPU each is a wait for the stream.  Here those numbers stay on the
+ * device in one zt_step_scalars (kernels/step_scalars.h):
  *   - the backward's cross-entropy adds each micro-batch's loss sum into it
  *     (zt_engine_loss_sink), and grad_end's bf16 rounding leaves each unit's sum of
  *     squares in a device array;
@@ -32,11 +34,11 @@
 typedef struct zt_async {
     zt_step_scalars *sc;        /* the step's scalars (device) */
     zt_step_scalars *mine;      /* a shard group of several: this rank's own verdict (device, sc + 1) */
-    zt_step_scalars *done;      /* [2 * ZT_STEPS_IN_FLIGHT]: each queued step's sc and mine, copied aside
+    zt_step_scalars *done;      /* [2 * ZT_STEP_SLOTS]: each queued step's sc and mine, copied aside
                                  * into its slot (device): the next step zeroes and refills sc while
                                  * their download may still run */
-    zt_step_scalars *ready;     /* [2 * ZT_STEPS_IN_FLIGHT]: their downloads (host_alloc: page-locked on
-                                 * a GPU), one slot per step in flight, read at the finish */
+    zt_step_scalars *ready;     /* [2 * ZT_STEP_SLOTS]: their downloads (host_alloc: page-locked on
+                                 * a GPU), one slot per place in the ring, read at the finish */
     const zt_step_scalars *cur; /* the slot the last finished step was read from */
     zt_step_input *sched;       /* the schedule on the device (zt_engine_set_schedule), NULL before */
     long sched_len;
@@ -50,24 +52,30 @@ typedef struct zt_async {
 
 /* Set up the step's device scalars and each unit's segment table (one upload each,
  * at init).  After the units' buffers exist. */
+/* The plan's asynchronous step (fast mode; zt_overlap's async_step): the loss sink,
+ * the device's loss scaler and schedule, running ahead.  Exact mode holds the same
+ * scalars for the same verdict and AdamW, and reads them back at once. */
+static inline int zt_async_fast(const zt_engine *eng) { return eng->async && eng->overlap.async_step; }
+
 int zt_async_init(zt_engine *eng, zt_err *err);
 void zt_async_free(zt_engine *eng);
 /* A new step: its scalars to zero (on the device's queue, no wait). */
 void zt_async_zero(zt_engine *eng);
 /* Where unit u's sum of squares goes this step (device). */
 double *zt_async_unit_sumsq(zt_engine *eng, int u);
-/* zt_engine_step's work after the reduction and the checks (engine.h's semantics):
- * the inputs, the queue, the readback and the finish below, in that order. */
-int zt_async_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double max_grad_norm, double grad_unscale,
-                  double *grad_norm);
 /* The step's inputs into the device's scalars: lr and t (the count this step makes
  * if applied) with what AdamW forms from them, one upload, no wait. */
 void zt_async_inputs(zt_engine *eng, const zt_adamw_hparams *hp, double lr);
 /* The step's launches, nothing read back, nothing waited for on one rank (a captured
- * step is these): the units' squares, the verdict, AdamW per unit, the copies, and
- * the step's numbers copied aside (done) for the readback. */
+ * step is these, with the gathered copies' refresh after them: step.c): the units'
+ * squares, the verdict, AdamW per unit. */
 void zt_async_queue(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double max_grad_norm,
                     double grad_unscale);
+/* The verdict alone, read back at once (the offloaded step's, whose AdamW is the
+ * host's): the units' squares and the verdict queued, then one read; the norm and
+ * the clipping coefficient AdamW multiplies the gradient by; returns the skip (a
+ * skipped step's bad unit agreed over the world, its audit zero). */
+int zt_async_verdict(zt_engine *eng, double max_grad_norm, double grad_unscale, double *grad_norm, float *clip);
 /* The step's numbers copied aside into slot `slot` (sc -> done) and their download
  * (done -> ready) queued, no wait; outside a capture (the CUDA table's copy has a
  * stream of its own, and the slot changes from step to step). */
@@ -80,10 +88,5 @@ int zt_async_finish(zt_engine *eng, int slot, int wait, double *grad_norm);
 
 /* engine.c: what every step does first (drain, reduce, the phase and dtype checks) */
 void zt_engine_step_prelude(zt_engine *eng);
-
-/* engine.c's rule for the slice of parameter p this rank owns (shard offset, offset
- * in p, count); 0 when it owns none of it */
-int zt_engine_owned_range(const zt_engine *eng, const zt_param *p, size_t *shard_lo, size_t *param_lo,
-                          size_t *count);
 
 #endif

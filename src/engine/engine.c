@@ -12,7 +12,6 @@
 #include "../core/mem.h"
 
 static size_t bytes_of(size_t numel, zt_dtype dt) { return numel * zt_dtype_size(dt); }
-static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
 
 /* next_fwd / next_bwd from the layer order: the root unit comes first in the
  * forward (its embeddings) and first in the backward (its lm_head). */
@@ -211,10 +210,10 @@ static int engine_init(zt_engine *eng, const zt_backend *be, const zt_layout *la
         return zt_fail(err, ZT_EFAIL, "out of memory for gradient staging and communication buffers");
     }
     int rc = zt_offload_init(eng, err);
-    /* the asynchronous step (async_step.h) where the plan's step is (zt_overlap's
-     * async_step): it runs AdamW on the device, so never with an offloaded optimizer,
-     * whose step is the host's (the plan refuses that pair) */
-    if (rc == ZT_OK && eng->overlap.async_step && !eng->offload)
+    /* the step's scalars (async_step.h) for every step: its verdict is the device's;
+     * exact mode's step is the asynchronous one read back at once (zt_async_fast says
+     * which runs ahead), an offloaded optimizer's AdamW the host's on the verdict's clip */
+    if (rc == ZT_OK)
         rc = zt_async_init(eng, err);
     if (rc)
         engine_free(eng);
@@ -283,121 +282,6 @@ void zt_engine_destroy(zt_engine *eng)
     zt_free(ZT_MEM_OTHER, eng, sizeof *eng);
 }
 
-/* The part of parameter p inside this rank's shard, as (offset in the shard,
- * offset in the parameter, count); 0 when the shard holds none of it. */
-int zt_engine_owned_range(const zt_engine *eng, const zt_param *p, size_t *shard_lo, size_t *param_lo,
-                          size_t *count)
-{
-    size_t s = eng->units[p->unit].shard_numel;
-    size_t own_lo = (size_t)eng->group_rank * s, own_hi = own_lo + s;
-    size_t lo = p->offset > own_lo ? p->offset : own_lo;
-    size_t hi = p->offset + p->numel < own_hi ? p->offset + p->numel : own_hi;
-    if (lo >= hi)
-        return 0;
-    *shard_lo = lo - own_lo;
-    *param_lo = lo - p->offset;
-    *count = hi - lo;
-    return 1;
-}
-
-void zt_engine_set_param(zt_engine *eng, const zt_param *p, const void *src, zt_dtype src_dt)
-{
-    size_t slo, plo, n;
-    if (!zt_engine_owned_range(eng, p, &slo, &plo, &n))
-        return;
-    zt_unit_state *us = &eng->units[p->unit];
-    size_t es = zt_dtype_size(eng->prec.master);
-    zt_offload_master_written(eng, p->unit);
-    /* the master is written in place on the host; a device's slice is made on the
-     * host first and copied over */
-    void *dst = eng->sbe->host_visible ? (char *)us->master + slo * es : zt_alloc(ZT_MEM_OTHER, n * es);
-    if (!dst) {
-        fprintf(stderr, "ztrain: error: out of host memory loading %s (%zu elements)\n", p->name, n);
-        abort(); /* a sink has no way to fail (hf_model.h); loading needs this little */
-    }
-    for (size_t i = 0; i < n; i++) {
-        float x = zt_load_f32(src, src_dt, plo + i);
-        /* round to the load dtype first (torch_dtype), then store as master */
-        float loaded = eng->prec.load == ZT_F32    ? x
-                       : eng->prec.load == ZT_BF16 ? zt_round_bf16(x)
-                                                   : zt_round_f16(x);
-        zt_store_f32(dst, eng->prec.master, i, loaded);
-    }
-    if (!eng->sbe->host_visible) {
-        eng->be->to_device((char *)us->master + slo * es, dst, n * es);
-        zt_free(ZT_MEM_OTHER, dst, n * es);
-    }
-}
-
-/* Gather a unit's shards of buf (master dtype, shard_numel each) into full (P). */
-static void gather_unit(zt_engine *eng, int u, void *full, const void *shard)
-{
-    size_t P = eng->lay->units[u].padded_numel;
-    if (eng->group_size == 1) {
-        eng->be->copy(full, shard, bytes_of(P, eng->prec.master));
-        return;
-    }
-    zt_comm_allgather(eng->comm, full, shard, P, eng->prec.master);
-}
-
-static int full_values(zt_engine *eng, float **vals, int grads, zt_err *err)
-{
-    /* Saving and tests are not training traffic: leave the counters as they were. */
-    zt_comm saved = *eng->comm;
-    size_t maxP = 0;
-    for (int u = 0; u < eng->lay->nunits; u++)
-        maxP = max_sz(maxP, eng->lay->units[u].padded_numel);
-    size_t bytes = bytes_of(maxP, eng->prec.master);
-    /* each unit is gathered where the buffers live, then read on the host */
-    const zt_backend *be = eng->be;
-    void *full = be->alloc(ZT_MEM_OTHER, bytes);
-    void *host = be->host_visible ? full : zt_alloc(ZT_MEM_OTHER, bytes);
-    if (!full || !host) {
-        be->free(ZT_MEM_OTHER, full, bytes);
-        if (host != full)
-            zt_free(ZT_MEM_OTHER, host, bytes);
-        return zt_fail(err, ZT_EFAIL, "out of memory gathering parameters");
-    }
-    for (int u = 0; u < eng->lay->nunits; u++) {
-        zt_unit_state *us = &eng->units[u];
-        size_t P = eng->lay->units[u].padded_numel;
-        /* stage 0-1 gradients are full-length after the reduction (stage 1 keeps the
-         * reduced shard at the front of the buffer) */
-        const void *src = grads ? us->grad : us->master;
-        if (grads && eng->stage == 0)
-            be->copy(full, src, bytes_of(us->grad_numel, eng->prec.master));
-        else if (!grads && eng->offload)
-            zt_offload_gather_master(eng, u, full);
-        else
-            gather_unit(eng, u, full, src);
-        if (host != full)
-            be->to_host(host, full, bytes_of(P, eng->prec.master));
-        for (int i = 0; i < eng->lay->nparams; i++) {
-            const zt_param *p = &eng->lay->params[i];
-            if (p->unit == u)
-                zt_convert(vals[i], ZT_F32, (char *)host + p->offset * zt_dtype_size(eng->prec.master),
-                           eng->prec.master, p->numel);
-        }
-    }
-    if (host != full)
-        zt_free(ZT_MEM_OTHER, host, bytes);
-    be->free(ZT_MEM_OTHER, full, bytes);
-    memcpy(eng->comm->bytes, saved.bytes, sizeof saved.bytes);
-    memcpy(eng->comm->calls, saved.calls, sizeof saved.calls);
-    return ZT_OK;
-}
-
-int zt_engine_full_params(zt_engine *eng, float **vals, zt_err *err)
-{
-    zt_offload_flush(eng); /* the saved model holds every update applied */
-    return full_values(eng, vals, 0, err);
-}
-
-int zt_engine_full_grads(zt_engine *eng, float **vals, zt_err *err)
-{
-    zt_engine_reduce_grads(eng);
-    return full_values(eng, vals, 1, err);
-}
 
 /* Start gathering unit u's compute-dtype parameters into dst (P elements): this
  * rank's shard is converted into its own slot of dst, and the group fills the
@@ -849,11 +733,9 @@ void zt_engine_grad_end(zt_engine *eng, int unit)
         zt_dtype through = ZT_F32;
         if (rd == ZT_BF16) {
             /* the pass that rounds also sums the squares for the step's norm, so that
-             * the step need not read the gradient once more (valid until it changes) */
-            if (eng->async) /* left on the device for the step's verdict */
-                eng->be->round_bf16_into(us->grad, P, zt_async_unit_sumsq(eng, unit));
-            else
-                us->grad_sumsq = eng->be->round_bf16(us->grad, P, 1);
+             * the step need not read the gradient once more (valid until it changes);
+             * left on the device for the step's verdict */
+            eng->be->round_bf16_into(us->grad, P, zt_async_unit_sumsq(eng, unit));
             us->grad_sumsq_valid = 1;
             through = ZT_BF16;
         }
@@ -934,8 +816,7 @@ void zt_engine_zero_grads(zt_engine *eng)
         eng->units[u].reduced_valid = 0;
     }
     eng->grads_reduced = 0;
-    if (eng->async)
-        zt_async_zero(eng);
+    zt_async_zero(eng);
 }
 
 void zt_engine_reduce_grads(zt_engine *eng)
@@ -1005,43 +886,6 @@ void zt_engine_step_prelude(zt_engine *eng)
         assert(eng->units[u].staging == NULL);
         expect_dtypes(eng, u, "step");
     }
-}
-
-void zt_engine_adamw_unit(zt_engine *eng, int u, const zt_adamw_hparams *hp, double lr, long t, float clip,
-                          const void *g, zt_adamw_audit *audits)
-{
-    const zt_layout *lay = eng->lay;
-    size_t es = zt_dtype_size(eng->prec.master);
-    zt_unit_state *us = &eng->units[u];
-    for (int i = 0; i < lay->nparams; i++) {
-        const zt_param *p = &lay->params[i];
-        size_t slo, plo, n;
-        if (p->unit != u || !zt_engine_owned_range(eng, p, &slo, &plo, &n))
-            continue;
-        size_t b = slo * es;
-        zt_adamw_step st = {lr, p->decay ? hp->weight_decay : 0.0, hp->beta1, hp->beta2, hp->eps, t, clip};
-        eng->sbe->adamw_step((char *)us->master + b, (char *)us->m + b, (char *)us->v + b, (const char *)g + b,
-                             us->comp ? (char *)us->comp + b : NULL, eng->prec.master, n, &st, NULL,
-                             eng->prec.compute, &audits[i]);
-    }
-}
-
-void zt_engine_sum_audits(zt_engine *eng, const zt_adamw_audit *audits)
-{
-    /* in the layout's order, one addition per parameter: the bits of the running
-     * sum zt_engine_step keeps without offload */
-    zt_adamw_audit audit = {0};
-    for (int i = 0; i < eng->lay->nparams; i++) {
-        audit.updated += audits[i].updated;
-        audit.lost += audits[i].lost;
-        audit.ratio_sum += audits[i].ratio_sum;
-    }
-    if (eng->group_size > 1) {
-        audit.updated = zt_comm_sum_double(eng->comm, audit.updated, ZT_SCOPE_SHARD);
-        audit.lost = zt_comm_sum_double(eng->comm, audit.lost, ZT_SCOPE_SHARD);
-        audit.ratio_sum = zt_comm_sum_double(eng->comm, audit.ratio_sum, ZT_SCOPE_SHARD);
-    }
-    eng->last_audit = audit;
 }
 
 void zt_engine_inject_nonfinite(zt_engine *eng)

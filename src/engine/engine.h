@@ -214,8 +214,12 @@ int zt_engine_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double
  *   step_queue   zt_engine_step's work, nothing read back: in fast mode step_inputs,
  *                step_launch and step_readback below; in exact mode the whole step,
  *                its outcome kept for the finish.
- *   step_finish  waits for the step's numbers and returns what zt_engine_step
- *                returns (the skip; the norm in *grad_norm).
+ *   step_finish  the step's numbers (with wait, first the one wait for every step
+ *                queued so far) and what zt_engine_step returns (the skip; the norm
+ *                in *grad_norm).
+ * slot: the step's place in the caller's ring of steps (0 .. ZT_STEP_SLOTS-1), its
+ * readback slot here, which no other step in flight holds; the steps are finished
+ * in the order they were queued.
  * Between the two the caller may zero the gradients and run the next step's forwards
  * and backwards (they read the parameters the queued step writes, in the device's
  * order), and nothing else that reads the step's outcome: optimizer_steps, the
@@ -233,13 +237,13 @@ int zt_engine_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double
  *   step_readback  outside a capture, after the launches (or the graph's launch): the
  *                  download of the numbers copied aside, queued; step_finish waits
  *                  for it. */
-void zt_engine_step_queue(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double max_grad_norm,
+void zt_engine_step_queue(zt_engine *eng, int slot, const zt_adamw_hparams *hp, double lr, double max_grad_norm,
                           double grad_unscale);
-int zt_engine_step_finish(zt_engine *eng, double *grad_norm);
+int zt_engine_step_finish(zt_engine *eng, int slot, int wait, double *grad_norm);
 int zt_engine_step_inputs(zt_engine *eng, const zt_adamw_hparams *hp, double lr, zt_err *err);
 void zt_engine_step_launch(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double max_grad_norm,
                            double grad_unscale);
-void zt_engine_step_readback(zt_engine *eng);
+void zt_engine_step_readback(zt_engine *eng, int slot);
 /* Steps in flight, in fast mode with the schedule on the device (set_schedule): up to
  * ZT_STEPS_IN_FLIGHT steps may be queued before the first is finished, each with a
  * readback slot of its own; step_finish reads the oldest, and the first finish after
@@ -249,6 +253,10 @@ void zt_engine_step_readback(zt_engine *eng);
  * to be paid once in several steps, and few enough that the token buffers a captured
  * step keeps per step in flight (step_graph.h) and the readback slots stay small. */
 #define ZT_STEPS_IN_FLIGHT 8
+/* The ring of a run's steps (the trainer's): the steps in flight and the one whose
+ * passes are being queued.  A step's place in it is its readback slot here, its
+ * token set in the captured passes (step_graph.h) and its record in the trainer. */
+#define ZT_STEP_SLOTS (ZT_STEPS_IN_FLIGHT + 1)
 /* Fast mode: the learning-rate schedule on the device.  lr[u] (u < n, n at least
  * the steps the run can apply) is the learning rate of the step that finds u updates
  * applied before it; the device's verdict of each step takes its inputs from entry

@@ -31,9 +31,8 @@ typedef struct zt_unit_state {
     float *staging;         /* fp32 full gradient while the unit's backward runs */
     int grad_zero;          /* grad holds only zeros (set by zero_grads, cleared by grad_end) */
     int grad_rounded;       /* every grad value is representable in the reduce dtype */
-    int grad_sumsq_valid;   /* grad_sumsq is the sum of squares of grad as it stands */
+    int grad_sumsq_valid;   /* the step's scalars hold grad's sum of squares as it stands (async_step.h) */
     int reduced;            /* stage 0: this step's all-reduce of grad has started */
-    double grad_sumsq;      /* computed by grad_end's last pass over grad, for the norm */
 } zt_unit_state;
 
 /* stage 3: the root unit, the unit in use and the ones prefetched */
@@ -130,12 +129,11 @@ struct zt_engine {
     int *cast_fresh_next;
     long grads_copied_early;    /* shards copied down during a backward, since create */
     long uploads_async;         /* shards uploaded on the copy queue (to_device_async), since create */
-    struct zt_async *async;     /* fast mode's asynchronous step (async_step.h); NULL in exact mode */
-    /* the queued steps (zt_engine_step_queue, or a captured one's zt_engine_step_readback)
-     * until zt_engine_step_finish reads them, oldest first: exact mode's one outcome
-     * waits here, fast mode's (up to ZT_STEPS_IN_FLIGHT) in the readback slots from
-     * step_head on; step_arrived of them have been waited for */
-    int step_queued, queued_skip, step_head, step_arrived;
+    struct zt_async *async;     /* the step's scalars and asynchronous step (async_step.h) */
+    /* the steps queued (zt_engine_step_queue, or a captured one's zt_engine_step_readback)
+     * and not yet finished: exact mode's one outcome waits here, fast mode's (up to
+     * ZT_STEPS_IN_FLIGHT) in the readback slots the caller's ring names */
+    int step_queued, queued_skip;
     double queued_norm;
 };
 
@@ -146,7 +144,7 @@ struct zt_engine {
  * or writes them runs from eng->sbe, the CPU's table, on the host's cores; the
  * gradient, the gathered parameters and the communication buffers stay on the
  * device.  The bytes meet at two points: the step copies each unit's reduced
- * gradient shard down (zt_offload_grad), and each gather uploads the shard in the
+ * gradient shard down (zt_offload_prepare), and each gather uploads the shard in the
  * compute dtype (zt_offload_shard_to_compute).  The CPU kernels are the emulated
  * device's, so the numbers are the same bits either way. */
 
@@ -177,21 +175,31 @@ void zt_offload_shard_to_compute(zt_engine *eng, int u, void *dst, size_t k, siz
 /* Unit u's master shard gathered over the group into full (P elements, master
  * dtype, a device buffer), from the host. */
 void zt_offload_gather_master(zt_engine *eng, int u, void *full);
-/* Unit u's reduced gradient shard as host memory the host's AdamW reads: the
- * copy queued during the backward (zt_offload_grad_done), or the device's grad
- * copied down now, once per unit and step. */
-const void *zt_offload_grad(zt_engine *eng, int u);
+/* The offloaded step's hooks around unit u's AdamW on the host (step.c's unit
+ * loop, DeepSpeed's sub-groups).  prepare: its reduced gradient shard as host
+ * memory the host's AdamW reads: the copy queued during the backward
+ * (zt_offload_grad_done), waited for alone, or the device's grad copied down now,
+ * once per unit and step.  release: its compute-dtype host copy rewritten from the
+ * updated master, for the upload the caller queues next. */
+const void *zt_offload_prepare(zt_engine *eng, int u);
+void zt_offload_release(zt_engine *eng, int u);
+/* The units in the order the step updates them: as their gradient shards came down
+ * in the backward (the last layer first), then the others; returns the count. */
+int zt_offload_step_order(zt_engine *eng, int *order);
 /* Unit u's gradient may have changed (a grad_end, a reduction finished): in the
  * backward that ends the accumulation (sync_backward), stages 2-3, once nothing
  * for u is in flight, queue the copy of its final shard down (to_host_async). */
 void zt_offload_grad_done(zt_engine *eng, int u);
-/* The step begins: a delayed update of the last step is joined and its parameters
- * uploaded, the copies queued during the backward are joined. */
-void zt_offload_step_begin(zt_engine *eng);
-/* The offloaded AdamW of a step that is not skipped (t = eng->optimizer_steps):
- * unit by unit on the host, each unit's upload and gather queued as it is done; or,
- * with the delayed update, handed to the host thread.  0. */
-int zt_offload_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, float clip);
+/* The step begins: a delayed update of the last step is joined (1: one landed,
+ * its parameters for the caller to upload and gather), the copies queued during the
+ * backward are joined.  0 when not offloaded. */
+int zt_offload_step_begin(zt_engine *eng);
+/* With the delayed update (--offload_delayed_update): the step's AdamW (t =
+ * eng->optimizer_steps) handed to the host thread, every shard down first; 1.  0
+ * without it: the caller runs the unit loop itself. */
+int zt_offload_update_delayed(zt_engine *eng, const zt_adamw_hparams *hp, double lr, float clip);
+/* The gradients were cleared: no copy holds this step's shard. */
+void zt_offload_zero_grads(zt_engine *eng);
 /* The delayed update in flight, if any, is finished on the host (master, m, v,
  * and the audit); the device keeps its parameters until the next step. */
 void zt_offload_flush(zt_engine *eng);
@@ -201,18 +209,30 @@ int zt_offload_update_pending(const zt_engine *eng);
  * compute-dtype host copy is made again before its next upload. */
 void zt_offload_master_written(zt_engine *eng, int u);
 
-/* ---- engine.c, for offload.c ---- */
+/* ---- step_rules.c: the rules every step variant shares ---- */
+/* The slice of parameter p this rank owns (shard offset, offset in p, count); 0
+ * when it owns none of it: the loading, the saving and every update read it. */
+int zt_engine_owned_range(const zt_engine *eng, const zt_param *p, size_t *shard_lo, size_t *param_lo,
+                          size_t *count);
+/* Unsharded (a group of one) with an fp32 master and a persistent compute copy, on
+ * the device: AdamW writes the copy as it updates the master, so no second pass
+ * converts it (zt_engine_refresh_gathered is skipped). */
+int zt_engine_cast_in_step(const zt_engine *eng);
+/* A step's audit summed over the shard group (replicas audit the same elements). */
+zt_adamw_audit zt_engine_group_audit(zt_engine *eng, zt_adamw_audit audit);
+/* The world's verdict from this rank's first bad unit (-1: none) and whether its sum
+ * was non-finite: 1 to skip; sets eng->nonfinite_unit (collective when world > 1). */
+int zt_engine_agree_nonfinite(zt_engine *eng, int first_bad, int nonfinite);
 /* AdamW over the part of unit u's parameters this rank owns, on eng->sbe, with the
  * gradient shard g; parameter i's audit added into audits[i]. */
 void zt_engine_adamw_unit(zt_engine *eng, int u, const zt_adamw_hparams *hp, double lr, long t, float clip,
                           const void *g, zt_adamw_audit *audits);
 /* last_audit from per-parameter audits, summed in the layout's order and over the group. */
 void zt_engine_sum_audits(zt_engine *eng, const zt_adamw_audit *audits);
+/* ---- engine.c, for step.c ---- */
 /* Unit u's own gathered copy made again from its master (stages 0-2, stage 3's
  * persistent units; nothing for the others). */
 void zt_engine_refresh_unit(zt_engine *eng, int u);
-/* The gradients were cleared: no copy holds this step's shard. */
-void zt_offload_zero_grads(zt_engine *eng);
 
 
 /* ---- engine_sizes.c, for engine.c: the buffers' sizes and dtypes ---- */

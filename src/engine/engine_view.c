@@ -1,10 +1,14 @@
 /* engine_view.c — the engine seen from outside (see engine.h): the state view
- * checkpoints read and write, and the accessors for what the trainer reports.
+ * checkpoints read and write, the accessors for what the trainer reports, and a
+ * parameter's values in (loading: zt_engine_set_param) and out (the saved model,
+ * the tests: zt_engine_full_params / _grads).
  * Everything here goes through the copies of the table that holds the state
  * (eng->sbe: the device's, or the CPU's when the state is offloaded), never
  * through a pointer into a buffer, unless that table's buffers are host memory. */
 #include <assert.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "../core/mem.h"
 #include "engine_impl.h"
@@ -132,4 +136,106 @@ void zt_engine_state_unmap(zt_engine *eng, int i, void *view, int send)
     if (send)
         zt_engine_state_write(eng, i, view);
     zt_free(ZT_MEM_OTHER, view, zt_engine_state_tensor(eng, i).bytes);
+}
+
+/* ---- a parameter's values in and out: loading, saving, the tests' views ---- */
+
+void zt_engine_set_param(zt_engine *eng, const zt_param *p, const void *src, zt_dtype src_dt)
+{
+    size_t slo, plo, n;
+    if (!zt_engine_owned_range(eng, p, &slo, &plo, &n))
+        return;
+    zt_unit_state *us = &eng->units[p->unit];
+    size_t es = zt_dtype_size(eng->prec.master);
+    zt_offload_master_written(eng, p->unit);
+    /* the master is written in place on the host; a device's slice is made on the
+     * host first and copied over */
+    void *dst = eng->sbe->host_visible ? (char *)us->master + slo * es : zt_alloc(ZT_MEM_OTHER, n * es);
+    if (!dst) {
+        fprintf(stderr, "ztrain: error: out of host memory loading %s (%zu elements)\n", p->name, n);
+        abort(); /* a sink has no way to fail (hf_model.h); loading needs this little */
+    }
+    for (size_t i = 0; i < n; i++) {
+        float x = zt_load_f32(src, src_dt, plo + i);
+        /* round to the load dtype first (torch_dtype), then store as master */
+        float loaded = eng->prec.load == ZT_F32    ? x
+                       : eng->prec.load == ZT_BF16 ? zt_round_bf16(x)
+                                                   : zt_round_f16(x);
+        zt_store_f32(dst, eng->prec.master, i, loaded);
+    }
+    if (!eng->sbe->host_visible) {
+        eng->be->to_device((char *)us->master + slo * es, dst, n * es);
+        zt_free(ZT_MEM_OTHER, dst, n * es);
+    }
+}
+
+/* Gather a unit's shards of buf (master dtype, shard_numel each) into full (P). */
+static void gather_unit(zt_engine *eng, int u, void *full, const void *shard)
+{
+    size_t P = eng->lay->units[u].padded_numel;
+    if (eng->group_size == 1) {
+        eng->be->copy(full, shard, P * zt_dtype_size(eng->prec.master));
+        return;
+    }
+    zt_comm_allgather(eng->comm, full, shard, P, eng->prec.master);
+}
+
+static int full_values(zt_engine *eng, float **vals, int grads, zt_err *err)
+{
+    /* Saving and tests are not training traffic: leave the counters as they were. */
+    zt_comm saved = *eng->comm;
+    size_t maxP = 0;
+    for (int u = 0; u < eng->lay->nunits; u++)
+        if (eng->lay->units[u].padded_numel > maxP)
+            maxP = eng->lay->units[u].padded_numel;
+    size_t bytes = maxP * zt_dtype_size(eng->prec.master);
+    /* each unit is gathered where the buffers live, then read on the host */
+    const zt_backend *be = eng->be;
+    void *full = be->alloc(ZT_MEM_OTHER, bytes);
+    void *host = be->host_visible ? full : zt_alloc(ZT_MEM_OTHER, bytes);
+    if (!full || !host) {
+        be->free(ZT_MEM_OTHER, full, bytes);
+        if (host != full)
+            zt_free(ZT_MEM_OTHER, host, bytes);
+        return zt_fail(err, ZT_EFAIL, "out of memory gathering parameters");
+    }
+    for (int u = 0; u < eng->lay->nunits; u++) {
+        zt_unit_state *us = &eng->units[u];
+        size_t P = eng->lay->units[u].padded_numel;
+        /* stage 0-1 gradients are full-length after the reduction (stage 1 keeps the
+         * reduced shard at the front of the buffer) */
+        const void *src = grads ? us->grad : us->master;
+        if (grads && eng->stage == 0)
+            be->copy(full, src, us->grad_numel * zt_dtype_size(eng->prec.master));
+        else if (!grads && eng->offload)
+            zt_offload_gather_master(eng, u, full);
+        else
+            gather_unit(eng, u, full, src);
+        if (host != full)
+            be->to_host(host, full, P * zt_dtype_size(eng->prec.master));
+        for (int i = 0; i < eng->lay->nparams; i++) {
+            const zt_param *p = &eng->lay->params[i];
+            if (p->unit == u)
+                zt_convert(vals[i], ZT_F32, (char *)host + p->offset * zt_dtype_size(eng->prec.master),
+                           eng->prec.master, p->numel);
+        }
+    }
+    if (host != full)
+        zt_free(ZT_MEM_OTHER, host, bytes);
+    be->free(ZT_MEM_OTHER, full, bytes);
+    memcpy(eng->comm->bytes, saved.bytes, sizeof saved.bytes);
+    memcpy(eng->comm->calls, saved.calls, sizeof saved.calls);
+    return ZT_OK;
+}
+
+int zt_engine_full_params(zt_engine *eng, float **vals, zt_err *err)
+{
+    zt_offload_flush(eng); /* the saved model holds every update applied */
+    return full_values(eng, vals, 0, err);
+}
+
+int zt_engine_full_grads(zt_engine *eng, float **vals, zt_err *err)
+{
+    zt_engine_reduce_grads(eng);
+    return full_values(eng, vals, 1, err);
 }

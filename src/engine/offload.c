@@ -323,7 +323,7 @@ static void grad_markers_landed(zt_engine *eng)
 }
 
 /* Every unit's shard was queued down in the backward, each behind a marker of its
- * own: the step waits for them one by one (zt_offload_grad), not all at once. */
+ * own: the step waits for them one by one (zt_offload_prepare), not all at once. */
 static int every_grad_marked(const zt_engine *eng)
 {
     if (!eng->grad_markers)
@@ -346,7 +346,7 @@ void zt_offload_zero_grads(zt_engine *eng)
     grad_markers_landed(eng);
 }
 
-const void *zt_offload_grad(zt_engine *eng, int u)
+const void *zt_offload_prepare(zt_engine *eng, int u)
 {
     const zt_unit_state *us = &eng->units[u];
     if (eng->host_grads) { /* stages 2-3: copied during the backward, else now */
@@ -373,7 +373,7 @@ const void *zt_offload_grad(zt_engine *eng, int u)
 
 /* The units in the order the step updates them: as their gradient shards came down
  * in the backward (the last layer first), then any other (stage 1: in order). */
-static int step_order(zt_engine *eng, int *order)
+int zt_offload_step_order(zt_engine *eng, int *order)
 {
     int n = eng->lay->nunits, k = 0;
     char seen[n];
@@ -419,13 +419,14 @@ void zt_offload_flush(zt_engine *eng)
 int zt_offload_update_pending(const zt_engine *eng) { return eng->dpu && eng->dpu->running; }
 
 /* The delayed update of the last step is joined and its parameters become the ones
- * the device computes with: the host casts change sets, stages 1-2 upload and gather. */
-static void dpu_land(zt_engine *eng)
+ * the device computes with: the host casts change sets (the caller then uploads and
+ * gathers them: zt_offload_step_begin).  1 when an update landed. */
+static int dpu_land(zt_engine *eng)
 {
     zt_offload_flush(eng);
     zt_dpu *d = eng->dpu;
     if (!d->unapplied)
-        return;
+        return 0;
     d->unapplied = 0;
     /* summed over the group here, where every rank is (a flush may come from one
      * rank's save only) */
@@ -436,16 +437,15 @@ static void dpu_land(zt_engine *eng)
     int *f = eng->cast_fresh;
     eng->cast_fresh = eng->cast_fresh_next;
     eng->cast_fresh_next = f;
-    zt_engine_refresh_gathered(eng);
+    return 1;
 }
 
-void zt_offload_step_begin(zt_engine *eng)
+int zt_offload_step_begin(zt_engine *eng)
 {
     if (!eng->offload)
-        return;
+        return 0;
     eng->host_grad_unit = -1;
-    if (eng->dpu)
-        dpu_land(eng);
+    int landed = eng->dpu && dpu_land(eng);
     /* Every shard came down behind its own marker: the step waits for each just
      * before its unit's AdamW, in the order they were queued, so the host updates
      * unit k while unit k+1's copy is still running.  Waiting for unit u's marker
@@ -455,55 +455,48 @@ void zt_offload_step_begin(zt_engine *eng)
      * no upload still reads a host cast when the step rewrites it.  The delayed
      * update's thread needs all shards at once. */
     if (!eng->dpu && every_grad_marked(eng))
-        return;
+        return landed;
     /* otherwise the gradient copies of the backward land together, and no upload
      * still reads a host cast the step is about to rewrite */
     eng->be->copy_wait();
     grad_markers_landed(eng);
+    return landed;
 }
 
-int zt_offload_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, float clip)
+void zt_offload_release(zt_engine *eng, int u)
 {
-    int n = eng->lay->nunits, order[n];
-    if (eng->dpu) { /* every shard on the host, then the thread takes the update */
-        zt_dpu *d = eng->dpu;
-        for (int u = 0; u < n; u++) {
-            (void)zt_offload_grad(eng, u);
-            (void)host_cast(eng, u); /* the device's set complete before the thread starts */
-        }
-        d->grads = eng->host_grads;
-        step_order(eng, d->order);
-        d->hp = *hp;
-        d->threads = omp_get_max_threads();
-        d->lr = lr;
-        d->t = eng->optimizer_steps;
-        d->clip = clip;
-        /* the next backward copies into the other set while the thread reads this one */
-        eng->host_grads = eng->host_grads_next;
-        eng->host_grads_next = d->grads;
-        if (pthread_create(&d->thread, NULL, dpu_main, d) == 0)
-            d->running = 1;
-        else { /* no thread to be had: the same update, not overlapped */
-            dpu_main(d);
-            d->unapplied = 1;
-        }
+    if (eng->casts_alias) /* the master itself goes up */
+        return;
+    const zt_unit_state *us = &eng->units[u];
+    eng->sbe->convert(eng->host_casts[u], eng->prec.compute, us->master, us->master_dt, us->shard_numel);
+    eng->cast_fresh[u] = 1;
+}
+
+int zt_offload_update_delayed(zt_engine *eng, const zt_adamw_hparams *hp, double lr, float clip)
+{
+    zt_dpu *d = eng->dpu;
+    if (!d)
         return 0;
+    int n = eng->lay->nunits;
+    for (int u = 0; u < n; u++) { /* every shard on the host, then the thread takes the update */
+        (void)zt_offload_prepare(eng, u);
+        (void)host_cast(eng, u); /* the device's set complete before the thread starts */
     }
-    zt_adamw_audit audits[eng->lay->nparams];
-    memset(audits, 0, sizeof audits);
-    step_order(eng, order);
-    for (int i = 0; i < n; i++) {
-        int u = order[i];
-        const zt_unit_state *us = &eng->units[u];
-        zt_engine_adamw_unit(eng, u, hp, lr, eng->optimizer_steps, clip, zt_offload_grad(eng, u), audits);
-        if (!eng->casts_alias) {
-            eng->sbe->convert(eng->host_casts[u], eng->prec.compute, us->master, us->master_dt, us->shard_numel);
-            eng->cast_fresh[u] = 1;
-        }
-        /* stages 1-2 (and stage 3's persistent units): its upload and gather are
-         * queued now, and run while the host updates the next unit */
-        zt_engine_refresh_unit(eng, u);
+    d->grads = eng->host_grads;
+    zt_offload_step_order(eng, d->order);
+    d->hp = *hp;
+    d->threads = omp_get_max_threads();
+    d->lr = lr;
+    d->t = eng->optimizer_steps;
+    d->clip = clip;
+    /* the next backward copies into the other set while the thread reads this one */
+    eng->host_grads = eng->host_grads_next;
+    eng->host_grads_next = d->grads;
+    if (pthread_create(&d->thread, NULL, dpu_main, d) == 0)
+        d->running = 1;
+    else { /* no thread to be had: the same update, not overlapped */
+        dpu_main(d);
+        d->unapplied = 1;
     }
-    zt_engine_sum_audits(eng, audits);
-    return 0;
+    return 1;
 }

@@ -1,11 +1,12 @@
 /* step_graph.c — the training step captured as a graph (step_graph.h). */
 #include "step_graph.h"
 
+#include <assert.h>
 #include <string.h>
 
 #include "../core/mem.h"
 
-/* sets sets of token buffers: step k reads set k % sets */
+/* sets sets of token buffers: a step reads the set of its slot in the trainer's ring */
 static size_t table_bytes(int sets, int micro) { return (size_t)sets * micro * sizeof(int *); }
 
 int zt_step_graph_init(zt_step_graph *g, const zt_backend *be, zt_comm *comm, int on, int micro, size_t io_bytes,
@@ -64,8 +65,6 @@ void zt_step_graph_free(zt_step_graph *g)
     memset(g, 0, sizeof *g);
 }
 
-int zt_step_graph_set(const zt_step_graph *g) { return g->on ? (int)(g->steps % g->sets) : 0; }
-
 /* the coming step's piece, held in *slot once captured */
 static zt_graph_phase phase_of(const zt_step_graph *g, const zt_graph *slot)
 {
@@ -76,9 +75,10 @@ static zt_graph_phase phase_of(const zt_step_graph *g, const zt_graph *slot)
     return g->steps == 0 ? ZT_GRAPH_WARMUP : ZT_GRAPH_CAPTURE;
 }
 
-zt_graph_phase zt_step_graph_passes_phase(const zt_step_graph *g)
+zt_graph_phase zt_step_graph_passes_phase(const zt_step_graph *g, int set)
 {
-    return phase_of(g, g->on ? g->passes[zt_step_graph_set(g)] : NULL);
+    assert(!g->on || (set >= 0 && set < g->sets));
+    return phase_of(g, g->on ? g->passes[set] : NULL);
 }
 
 zt_graph_phase zt_step_graph_phase(const zt_step_graph *g) { return phase_of(g, g->update); }
@@ -130,11 +130,11 @@ static int run_piece(zt_step_graph *g, zt_graph_phase ph, zt_graph **slot, int p
     return ZT_OK;
 }
 
-int zt_step_graph_run_passes(zt_step_graph *g, zt_graph_phase ph, zt_err *err)
+int zt_step_graph_run_passes(zt_step_graph *g, int set, zt_graph_phase ph, zt_err *err)
 {
     if (ph == ZT_GRAPH_OFF)
         return ZT_OK;
-    return run_piece(g, ph, &g->passes[zt_step_graph_set(g)], 0, err);
+    return run_piece(g, ph, &g->passes[set], 0, err);
 }
 
 int zt_step_graph_run(zt_step_graph *g, zt_graph_phase ph, zt_err *err)

@@ -7,9 +7,9 @@
  * phases, the choice of staging or in-place accumulation) repeats, and what changes
  * from step to step is either in device memory or behind fixed host memory:
  *   - the token ids: `sets` sets of page-locked buffers, one pair per micro-batch
- *     each (host_alloc), one more than the steps the trainer keeps in flight; step
- *     k's passes read set k % sets, refilled before their launch; a captured upload
- *     reads them anew;
+ *     each (host_alloc), one per slot of the trainer's ring of steps (the steps it
+ *     keeps in flight and one more); a step's passes read the set of its slot,
+ *     refilled before their launch; a captured upload reads them anew;
  *   - the step's count of targets (its gradient scale's, with fp16's loss scale the
  *     device keeps): one page-locked double per set beside the ids, uploaded into
  *     the device's step scalars by the captured passes (zt_engine_step_count);
@@ -17,7 +17,7 @@
  *     schedule on the device (zt_engine_set_schedule), so a replay needs no upload
  *     and may be launched before the steps before it are read back;
  *   - the loss, the norm, the verdict: made on the device, copied into the step's
- *     readback slot after the update's launch and downloaded
+ *     readback slot (its slot in the same ring) after the update's launch and downloaded
  *     (zt_engine_step_readback), waited for at the next logged step (running ahead).
  * The step is captured in pieces: the passes (zero the gradients, the micro-batches'
  * forwards and backwards), one graph per token set, and the update (the reduction,
@@ -58,7 +58,7 @@ typedef struct zt_step_graph {
     zt_comm *comm;           /* the ranks' collectives (their traffic counters, the watchdog) */
     int on;                  /* 0: every step is the plain one */
     int micro;               /* micro-batches per step: one pair of token buffers each, per set */
-    int sets;                /* token sets: one more than the steps in flight (step k reads k % sets) */
+    int sets;                /* token sets: the trainer's ring of steps (a step reads the set of its slot) */
     int **inputs, **targets; /* [sets * micro]: set s's micro-batch i at s * micro + i; page-locked
                               * (host_alloc), io_bytes each */
     size_t io_bytes;
@@ -79,18 +79,17 @@ typedef struct zt_step_graph {
 int zt_step_graph_init(zt_step_graph *g, const zt_backend *be, zt_comm *comm, int on, int micro, size_t io_bytes,
                        int sets,                       zt_err *err);
 void zt_step_graph_free(zt_step_graph *g);
-/* The token set the coming step's passes read (steps % sets). */
-int zt_step_graph_set(const zt_step_graph *g);
-/* What the coming step's passes are: warm-up first, then a capture for each set,
- * then replays. */
-zt_graph_phase zt_step_graph_passes_phase(const zt_step_graph *g);
+/* What the coming step's passes, reading token set `set` (its place in the trainer's
+ * ring of steps, below sets), are: warm-up first, then a capture for each set, then
+ * replays. */
+zt_graph_phase zt_step_graph_passes_phase(const zt_step_graph *g, int set);
 /* What the coming step's update is: warm-up first, then the capture, then replays. */
 zt_graph_phase zt_step_graph_phase(const zt_step_graph *g);
 /* Open a capture (the launches that follow are captured). */
 int zt_step_graph_begin(zt_step_graph *g, zt_err *err);
 /* After the passes' launches: close their capture (ZT_GRAPH_CAPTURE) and launch the
  * set's captured passes (capture, replay); the warm-up has run already. */
-int zt_step_graph_run_passes(zt_step_graph *g, zt_graph_phase ph, zt_err *err);
+int zt_step_graph_run_passes(zt_step_graph *g, int set, zt_graph_phase ph, zt_err *err);
 /* The same for the update's launches; counts the step. */
 int zt_step_graph_run(zt_step_graph *g, zt_graph_phase ph, zt_err *err);
 

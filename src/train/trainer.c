@@ -1,633 +1,5 @@
-/* trainer.c — training and evaluation loops (see trainer.h). */
-#include "trainer.h"
-
-#include <math.h>
-#include <signal.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
-#include <unistd.h>
-
-#include "../core/fs.h"
-#include "../core/json.h"
-#include "../core/mem.h"
-#include "../core/prof.h"
-#include "../io/hf_carry.h"
-#include "../io/hf_model.h"
-#include "../io/tokens.h"
-#include "../kernels/matmul.h"
-#include "../kernels/prof_backend.h"
-#include "../model/config.h"
-#include "../model/frozen.h"
-#include "../model/llama.h"
-#include "../plan/plan.h"
-#include "../engine/loss_scale.h"
-#include "../report/tfevents.h"
-#include "batches.h"
-#include "checkpoint.h"
-#include "ckpt_identity.h"
-#include "evaluate.h"
-#include "peak.h"
-#include "preempt.h"
-#include "step_graph.h"
-#include "weights.h"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* Everything a run holds, so one cleanup path frees it whatever failed. */
-typedef struct run_state {
-    zt_llama_config cfg;
-    zt_tokens tokens;
-    zt_layout lay;
-    zt_engine *eng;
-    zt_frozen_params frozen;  /* evaluation's weights, instead of an engine */
-    zt_model model;
-    zt_batcher batcher;
-    int *inputs, *targets;
-    size_t io_bytes;
-    int have_lay, have_frozen, have_model, have_batcher;
-} run_state;
-
-static void run_free(run_state *r)
-{
-    zt_free(ZT_MEM_OTHER, r->inputs, r->io_bytes);
-    zt_free(ZT_MEM_OTHER, r->targets, r->io_bytes);
-    if (r->have_batcher)
-        zt_batcher_free(&r->batcher);
-    if (r->have_model)
-        zt_model_free(&r->model);
-    zt_engine_destroy(r->eng);
-    if (r->have_frozen)
-        zt_frozen_free(&r->frozen);
-    if (r->have_lay)
-        zt_layout_free(&r->lay);
-    zt_tokens_free(&r->tokens);
-}
-
-static void frozen_sink(void *f, const zt_param *p, const void *src, zt_dtype src_dt)
-{
-    zt_frozen_set_param(f, p, src, src_dt);
-}
-
-/* Load config, data and weights; build layout, parameter owner, model and
- * batcher.  The owner is the engine for training, or with `frozen` the weights
- * alone in the plan's compute dtype (evaluation: no gradients, no optimizer). */
-static int run_open(run_state *r, const char *model_dir, const char *data_path, const char *data_shown,
-                    const char *mask_path, int T, int B,
-                    const zt_plan *plan, const zt_backend *be, zt_comm *comm, int shuffle, uint64_t seed,
-                    int checkpointing, int frozen, zt_err *err)
-{
-    memset(r, 0, sizeof *r);
-    int rc;
-    if ((rc = zt_hf_read_config_dir(model_dir, &r->cfg, err)))
-        return rc;
-    if (T > r->cfg.max_position_embeddings)
-        return zt_fail(err, ZT_EINPUT,
-                       "--block_size %d exceeds the model's max_position_embeddings %d (%s/config.json)",
-                       T, r->cfg.max_position_embeddings, model_dir);
-    if ((rc = zt_tokens_load(data_path, &r->tokens, err)) ||
-        (mask_path && (rc = zt_tokens_load_mask(mask_path, &r->tokens, err))))
-        return rc;
-    if (r->tokens.max_id >= r->cfg.vocab_size)
-        return zt_fail(err, ZT_EINPUT, "%s: token id %d is outside the model's vocabulary (vocab_size %d)",
-                       data_path, r->tokens.max_id, r->cfg.vocab_size);
-    if ((rc = zt_layout_build(&r->lay, &r->cfg, plan->wrap, (size_t)plan->min_num_params,
-                              comm->shard_size, err)))
-        return rc;
-    r->have_lay = 1;
-    zt_param_owner owner;
-    if (frozen) {
-        if ((rc = zt_frozen_init(&r->frozen, &r->lay, plan->prec.compute, be, err)))
-            return rc;
-        r->have_frozen = 1;
-        if ((rc = zt_ckpt_check_model_dir(model_dir, err)) ||
-            (rc = zt_hf_load_params_to(model_dir, &r->lay, frozen_sink, &r->frozen, err)))
-            return rc;
-        owner = zt_frozen_owner(&r->frozen);
-    } else {
-        if ((rc = zt_engine_create(&r->eng, be, &r->lay, plan->prec, plan->stage, &plan->overlap, comm, err)))
-            return rc;
-        if ((rc = zt_hf_load_params(model_dir, &r->lay, r->eng, err)))
-            return rc;
-        owner = zt_engine_param_owner(r->eng);
-    }
-    owner.act16 = plan->activations == ZT_PLAN_ACT_BF16;
-    if ((rc = zt_model_init(&r->model, &r->cfg, &r->lay, &owner, B, T, checkpointing, err)))
-        return rc;
-    r->have_model = 1;
-    if (!frozen) { /* fast mode: the training loss stays on the device until the step reads it
-                    * back, and its gradient scale is formed there */
-        r->model.loss_sink = zt_engine_loss_sink(r->eng);
-        r->model.grad_scale_src = zt_engine_grad_scale_src(r->eng);
-    }
-    if ((rc = zt_batcher_init(&r->batcher, &r->tokens, T, shuffle, seed, data_shown ? data_shown : data_path, err)))
-        return rc;
-    r->have_batcher = 1;
-    r->io_bytes = (size_t)B * T * sizeof(int);
-    r->inputs = zt_alloc(ZT_MEM_OTHER, r->io_bytes);
-    r->targets = zt_alloc(ZT_MEM_OTHER, r->io_bytes);
-    if (!r->inputs || !r->targets)
-        return zt_fail(err, ZT_EFAIL, "out of memory for batch buffers");
-    return ZT_OK;
-}
-
-static void draw_progress(long step, long total, double loss, double eval_loss, double tps, double elapsed)
-{
-    const int width = 30;
-    int filled = (int)((double)width * (double)step / (double)total);
-    char bar[64];
-    for (int i = 0; i < width; i++)
-        bar[i] = i < filled ? '#' : '.';
-    bar[width] = '\0';
-    double eta = step ? elapsed / (double)step * (double)(total - step) : 0.0;
-    char ev[32] = "";
-    if (!isnan(eval_loss)) /* the latest evaluation, once there is one */
-        snprintf(ev, sizeof ev, " eval %.4f", eval_loss);
-    fprintf(stderr, "\r[%s] %ld/%ld loss %.4f%s  %.0f tok/s  %.0fs left ", bar, step, total, loss, ev,
-            tps, eta);
-    if (step == total)
-        fputc('\n', stderr);
-    fflush(stderr);
-}
-
-static void print_memory(FILE *f, const zt_engine *eng, const zt_model *m)
-{
-    zt_engine_bytes b = zt_engine_state_bytes(eng);
-    const double MiB = 1048576.0;
-    fprintf(f, "memory per rank: master params %.2f MiB, grads %.2f MiB, optimizer %.2f MiB, "
-               "gathered params %.2f MiB, comm buffers %.2f MiB, activations %.2f MiB\n",
-            (double)b.master / MiB, (double)b.grads / MiB, (double)b.optim / MiB,
-            (double)b.gathered / MiB, (double)b.comm / MiB, (double)m->act_bytes / MiB);
-    if (b.host)
-        fprintf(f, "memory per rank: of which offloaded to host memory %.2f MiB (master, optimizer state, "
-                "staging); on the device %.2f MiB\n", (double)b.host / MiB,
-                (double)(b.master + b.grads + b.optim + b.gathered + b.comm - b.host + m->act_bytes) / MiB);
-    fprintf(f, "activations: %.0f bytes per token\n", (double)m->act_bytes / (double)m->N);
-}
-
-/* ---- all ranks agree before the first collective that moves data ---------- */
-
-enum { D_PLAN, D_PRECISION, D_MODEL, D_BATCH, D_OPTIM, D_SCHEDULE, D_DATA, D_EVAL, D_NFIELDS };
-static const char *digest_field[D_NFIELDS] = {
-    "plan (face, stage, groups, wrap, overlap)", "precision (dtypes)", "model config", "batch (B, A, T)",
-    "optimizer hyper-parameters", "schedule and steps", "data (token stream)",
-    "evaluation (eval data, eval_steps, per_device_eval_batch_size)"};
-
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ b[i]) * 0x100000001b3ull;
-    return h;
-}
-#define FNV0 0xcbf29ce484222325ull
-#define MIX(h, x) ((h) = fnv((h), &(x), sizeof(x)))
-
-static void make_digest(const zt_train_args *a, const run_state *r, const zt_evaluator *ev, uint64_t d[D_NFIELDS])
-{
-    for (int i = 0; i < D_NFIELDS; i++)
-        d[i] = FNV0;
-    const zt_plan *p = &a->plan;
-    MIX(d[D_PLAN], p->face); MIX(d[D_PLAN], p->stage); MIX(d[D_PLAN], p->hybrid);
-    MIX(d[D_PLAN], p->group_size); MIX(d[D_PLAN], p->wrap); MIX(d[D_PLAN], p->min_num_params);
-    MIX(d[D_PLAN], a->checkpointing);
-    d[D_PLAN] = fnv(d[D_PLAN], &p->overlap, sizeof p->overlap); /* same collectives in the same order */
-    d[D_PLAN] = fnv(fnv(d[D_PLAN], p->device, sizeof p->device), p->comm, sizeof p->comm); /* and on one path */
-    d[D_PRECISION] = fnv(d[D_PRECISION], &p->prec, sizeof p->prec);
-    d[D_MODEL] = zt_llama_config_digest(&r->cfg);
-    MIX(d[D_BATCH], a->batch_size); MIX(d[D_BATCH], a->grad_accum); MIX(d[D_BATCH], a->block_size);
-    d[D_OPTIM] = fnv(d[D_OPTIM], &a->adam, sizeof a->adam);
-    MIX(d[D_OPTIM], a->max_grad_norm);
-    MIX(d[D_SCHEDULE], a->schedule); MIX(d[D_SCHEDULE], a->warmup_steps); MIX(d[D_SCHEDULE], a->max_steps);
-    MIX(d[D_SCHEDULE], a->shuffle); MIX(d[D_SCHEDULE], a->seed);
-    MIX(d[D_DATA], r->tokens.n);
-    d[D_DATA] = fnv(d[D_DATA], r->tokens.ids, r->tokens.n * sizeof *r->tokens.ids);
-    if (r->tokens.loss_mask) /* the same targets count on every rank */
-        d[D_DATA] = fnv(d[D_DATA], r->tokens.loss_mask, r->tokens.n);
-    /* the same evaluations, or a rank would wait in another's ZeRO-3 all-gathers */
-    MIX(d[D_EVAL], a->eval_steps);
-    if (ev) {
-        MIX(d[D_EVAL], ev->B); MIX(d[D_EVAL], ev->tokens.n);
-        d[D_EVAL] = fnv(d[D_EVAL], ev->tokens.ids, ev->tokens.n * sizeof *ev->tokens.ids);
-    }
-}
-
-static int check_agreement(const zt_train_args *a, const run_state *r, const zt_evaluator *ev, zt_comm *comm,
-                           zt_err *err)
-{
-    if (comm->world == 1)
-        return ZT_OK;
-    uint64_t mine[D_NFIELDS], *all = zt_alloc(ZT_MEM_OTHER, (size_t)comm->world * sizeof mine);
-    if (!all)
-        return zt_fail(err, ZT_EFAIL, "out of memory for the agreement check");
-    make_digest(a, r, ev, mine);
-    zt_comm_allgather_bytes(comm, all, mine, sizeof mine);
-    int rc = ZT_OK;
-    for (int q = 0; q < comm->world && rc == ZT_OK; q++)
-        for (int f = 0; f < D_NFIELDS; f++)
-            if (all[q * D_NFIELDS + f] != all[f]) {
-                /* every rank sees the mismatch and stops; rank 0 says which */
-                if (comm->rank == 0)
-                    rc = zt_fail(err, ZT_EINPUT, "rank %d and rank 0 resolved a different %s; every "
-                                 "rank must run the same plan, model, settings and data", q, digest_field[f]);
-                else
-                    rc = zt_fail(err, ZT_EINPUT, "%s", "");
-                break;
-            }
-    zt_free(ZT_MEM_OTHER, all, (size_t)comm->world * sizeof mine);
-    return rc;
-}
-
-/* What a resume must find unchanged (checkpoint.c compares it field by field). */
-static zt_ckpt_hparams run_hparams(const zt_train_args *a, const run_state *r, int W)
-{
-    zt_ckpt_hparams h = {
-        .lr = a->adam.lr, .weight_decay = a->adam.weight_decay, .beta1 = a->adam.beta1,
-        .beta2 = a->adam.beta2, .eps = a->adam.eps, .max_grad_norm = a->max_grad_norm,
-        .schedule = a->schedule, .warmup_steps = a->warmup_steps, .max_steps = a->max_steps,
-        .global_batch = (long)a->batch_size * a->grad_accum * W, .per_device_batch = a->batch_size,
-        .grad_accum = a->grad_accum, .block_size = a->block_size, .shuffle = a->shuffle, .seed = a->seed,
-        .data_tokens = r->tokens.n, .compute = a->plan.prec.compute};
-    zt_lr_kwargs_format(a->schedule, &a->schedule_kwargs, h.schedule_kwargs, sizeof h.schedule_kwargs);
-    h.data_digest = fnv(FNV0, r->tokens.ids, r->tokens.n * sizeof *r->tokens.ids);
-    if (r->tokens.loss_mask) /* another mask is other data to resume on */
-        h.data_digest = fnv(h.data_digest, r->tokens.loss_mask, r->tokens.n);
-    return h;
-}
-
-/* The run's device: the backend table the plan names, bound to this rank's
- * device (one per rank, by its place on its machine), and the path of the
- * collectives for it: the host's buffers go to MPI as they are; a device's go
- * through NCCL when every rank has a GPU of its own (NCCL refuses two ranks on
- * one), else through host staging buffers and MPI.  Every rank takes the same
- * path (a max over the world), and an error on one is an error on all. */
-static int open_device(const zt_plan *plan, zt_comm *comm, const zt_backend **out, char *desc, size_t cap,
-                       zt_err *err)
-{
-    const char *name = plan->device[0] ? plan->device : "cpu";
-    int rc = ZT_OK, devices = 0;
-    const zt_backend *be = zt_backend_open(name, comm->topo.machine_rank, &devices, desc, cap, err);
-    if (!be)
-        rc = zt_wrap(err, "--device %s: ", name);
-    else if (!(be = zt_backend_in_mode(be, plan->kernels == ZT_PLAN_KERNELS_FAST ? ZT_KERNELS_FAST : ZT_KERNELS_EXACT, err)))
-        rc = ZT_EINPUT;
-    else if (zt_prof_enabled()) /* --profile: every entry timed at the dispatch */
-        be = zt_backend_profiled(be);
-    /* the emulated device's ranks share it, its stand-in for NCCL included (comm.h) */
-    int emu_nccl = be && !strcmp(be->name, "emu") && !strcmp(plan->comm, "nccl");
-    int shared = be && !be->host_visible && comm->topo.machine_size > devices && !emu_nccl;
-    if (rc == ZT_OK && shared && !strcmp(plan->comm, "nccl"))
-        rc = zt_fail(err, ZT_EINPUT, "--comm_backend nccl: %d ranks on this machine share %d GPU%s, and NCCL refuses "
-                     "two ranks on one GPU; use --comm_backend mpi (staged through host memory) or one rank per GPU",
-                     comm->topo.machine_size, devices, devices == 1 ? "" : "s");
-    if ((rc = zt_comm_agree(comm, rc, err)))
-        return rc;
-    *out = be;
-    if (be->host_visible)
-        return ZT_OK;
-    int staged = strcmp(be->name, "cuda") != 0 || !strcmp(plan->comm, "mpi") || shared;
-    staged = zt_comm_max_int(comm, staged);
-    zt_comm_device dev = zt_engine_comm_device(be);
-    zt_comm_path path = emu_nccl ? ZT_COMM_EMU : staged ? ZT_COMM_STAGED : ZT_COMM_NCCL;
-    return zt_comm_agree(comm, zt_comm_set_device(comm, path, &dev, err), err);
-}
-
-/* ---- the training loop ------------------------------------------------------
- *
- * zt_train: setup, then per step train_step (every micro-batch's forward and
- * backward), step_queue (the update queued, and the download of its numbers),
- * and, unless the step may run ahead (may_run_ahead), step_tail: the steps in
- * flight read in order (read_in_flight, step_finish: the skip, the norm, the loss)
- * and each logged (log_step), then evaluation and save_checkpoint when due.  In
- * exact mode a step is read at once; a run ahead keeps up to NRUNS steps in
- * flight.  Everything a run holds lives in one trainer, so one close path frees it
- * whatever failed. */
-
-typedef struct trainer {
-    const zt_train_args *a;     /* &args: the caller's, with the steps resolved (resolve_steps) */
-    zt_train_args args;
-    const zt_train_hooks *hooks;
-    run_state r;
-    int have_run;
-    zt_comm local, *comm;
-    int log_fd, have_log;       /* rank 0's JSONL (zt_open_output), written a whole record at a time */
-    int rank0, talk, W;         /* talk: rank 0 and not quiet */
-    double tokens_per_step;     /* B * A * W * T */
-    double flops_per_token;
-    zt_peak peak;               /* what MFU divides by (peak.h), raised when a step beats it */
-    zt_loss_scaler scaler;
-    int device_scaler;          /* fast mode: the scaler lives on the device, read back with each step */
-    long first_step, nsteps;    /* steps first_step .. nsteps-1 (0-based) run here */
-    double t_start;
-    zt_step_metrics last;       /* the last step's metrics */
-    int lost_streak, warned;    /* the lost-update audit */
-    zt_evaluator ev;            /* held-out evaluation, when eval_data_path is set */
-    int have_ev;
-    double last_eval;           /* the latest eval loss (NaN before the first) */
-    zt_ckpt_hparams hp;         /* what a checkpoint records and a resume must find unchanged */
-    long nonfinite_streak;      /* steps in a row skipped on an inf or NaN (outside fp16 scaling) */
-    long overflow_streak;       /* fp16: steps in a row skipped on an overflow */
-    long applied, skipped;      /* this run's steps whose update was applied, and those skipped */
-    char device[128];           /* this rank's device, as its backend describes it */
-    char run_id[17];            /* every file of this run's checkpoints carries it (ckpt_identity.h) */
-    long saved_n, saved_first, saved_last; /* this run's checkpoints: how many, first and last step */
-    long log_every;             /* logging_steps resolved to steps */
-    double loss_since_log;      /* summed step losses since the last log, as Trainer averages them */
-    long steps_since_log;
-    zt_tfevents tb;             /* --report_to tensorboard (rank 0) */
-    int have_tb;
-    double prev_finish;         /* when the last step's numbers came back (now_s; 0 before) */
-    int lazy;                   /* fast mode: steps are read back at logged steps only */
-    int depth;                  /* the steps that may be in flight unread (1 unless lazy) */
-    int device_lr;              /* the schedule lives on the device (zt_engine_set_schedule) */
-    int batch_n, batch_left;    /* the steps read back in the current batch, and those still to log */
-    double batch_time;          /* their mean time: the window from the batch's start to its read */
-    zt_step_graph sg;           /* the step captured as a graph (step_graph.h); sg.on 0: not */
-    zt_selection sel;           /* best model, early stopping, log_history (selection.h) */
-} trainer;
-
-/* One optimizer step on its way: what train_step measured when it queued the step,
- * and what step_finish completes once the step's numbers are back (at once, or
- * after the next step's forward and backward when the host runs ahead). */
-typedef struct step_run {
-    zt_step_metrics m;
-    double t0, wait0, progress0;  /* when the step began, and the comm clocks then */
-    uint64_t before[ZT_COLL_NKINDS], link_before[ZT_NLINKS];
-    double loss_sum;              /* exact mode: the micro-batches' losses (fast: read at the finish) */
-    double counted;               /* the targets the global mean divides by */
-    zt_graph_phase ph;            /* what the host does for the step (step_graph.h) */
-} step_run;
-
-/* The saved scaler state, under this plan's settings. */
-static void restore_scaler(zt_loss_scaler *s, const zt_loss_scaler *saved)
-{
-    s->scale = saved->scale;
-    s->cur_hysteresis = saved->cur_hysteresis;
-    s->iter = saved->iter;
-    s->last_overflow_iter = saved->last_overflow_iter;
-    s->skipped = saved->skipped;
-}
-
-static void print_run(const trainer *t)
-{
-    const run_state *r = &t->r;
-    const zt_train_args *a = t->a;
-    printf("model: %zu parameters, %d layer%s, hidden %d, vocab %d; %d unit%s\n", r->lay.numel,
-           r->cfg.num_hidden_layers, r->cfg.num_hidden_layers == 1 ? "" : "s", r->cfg.hidden_size, r->cfg.vocab_size,
-           r->lay.nunits, r->lay.nunits == 1 ? "" : "s");
-    /* bf16 on the CPU's kernels (cpu, and emu which runs them): which of the paths
-     * of matmul.h the products take, native or the AVX2 kernel */
-    char products[96];
-    int cpu_kernels = !strcmp(a->plan.device, "cpu") || !strcmp(a->plan.device, "emu") || !a->plan.device[0];
-    snprintf(products, sizeof products, "bf16 products: %s", zt_matmul_bf16_path_name());
-    zt_plan_print(stdout, &a->plan, cpu_kernels && a->plan.prec.compute == ZT_BF16 ? products : NULL);
-    printf("device: rank 0 on %s; collectives: %s\n", t->device, zt_comm_path_name(t->comm->path));
-    printf("data: %zu tokens, %zu windows of %d; global batch %d x %d x %d = %.0f tokens/step\n",
-           r->tokens.n, r->batcher.nwin, a->block_size, a->batch_size, a->grad_accum, t->W,
-           t->tokens_per_step);
-    print_memory(stdout, r->eng, &r->model);
-    const zt_peak *pk = &t->peak;
-    if (pk->source != ZT_PEAK_GIVEN && pk->threads == 0 && pk->gflops > 0)
-        printf("mfu peak: %.4g GFLOP/s (%s products on %s; %s)\n", pk->gflops, zt_dtype_name(pk->dtype), pk->cpu,
-               pk->source == ZT_PEAK_CACHED ? "raised by an earlier run, cached" : "measured on the device");
-    else if (pk->source != ZT_PEAK_GIVEN && pk->gflops <= 0)
-        printf("mfu peak: none (not measured; MFU is not reported)\n");
-    else if (pk->source == ZT_PEAK_GIVEN)
-        printf("mfu peak: %.4g GFLOP/s (--peak_gflops)\n", pk->gflops);
-    else if (pk->source == ZT_PEAK_CACHED)
-        printf("mfu peak: %.4g GFLOP/s (%s products, %d thread%s; cached in %s)\n", pk->gflops,
-               zt_dtype_name(pk->dtype), pk->threads, pk->threads == 1 ? "" : "s", pk->cache_path);
-    else
-        printf("mfu peak: %.4g GFLOP/s (%s products, %d thread%s; best of %d rounds, slowest %.4g%s)\n",
-               pk->gflops, zt_dtype_name(pk->dtype), pk->threads, pk->threads == 1 ? "" : "s", ZT_PEAK_ROUNDS,
-               pk->slowest, pk->busy ? "; the machine was busy, not cached" : "");
-    fflush(stdout);
-}
-
-/* Samples per optimizer step: B sequences x A micro-batches x W ranks. */
-static long samples_per_step(const trainer *t)
-{
-    return (long)t->a->batch_size * t->a->grad_accum * t->W;
-}
-
-/* Trainer's epoch: the windows seen so far over the windows in the data. */
-static double epoch_at(const trainer *t, long step)
-{
-    return (double)step * (double)samples_per_step(t) / (double)t->r.batcher.nwin;
-}
-
-/* Step `step` (1-based) ends an epoch when it reads the last window of one:
- * floor(step*G/nwin) > floor((step-1)*G/nwin). */
-static int epoch_ends(const trainer *t, long step)
-{
-    long G = samples_per_step(t), n = (long)t->r.batcher.nwin;
-    return step * G / n > (step - 1) * G / n;
-}
-
-/* What depends on the data's size, as Trainer resolves it: max_steps from
- * num_train_epochs (max_steps 0: the flag was not given), the warm-up from
- * warmup_ratio, logging_steps below 1 as a fraction of max_steps.  Every rank
- * loaded the same data, so every rank resolves the same numbers. */
-static int resolve_steps(trainer *t, zt_err *err)
-{
-    zt_train_args *a = &t->args;
-    if (t->r.batcher.nwin == 0)
-        return zt_fail(err, ZT_EINPUT, "%s: fewer than %d tokens, not one window of --block_size %d", a->data_path,
-                       a->block_size + 1, a->block_size);
-    if (a->max_steps <= 0) {
-        double steps = ceil(a->num_train_epochs * (double)t->r.batcher.nwin / (double)samples_per_step(t));
-        a->max_steps = steps < 1.0 ? 1 : (long)steps;
-    }
-    if (a->warmup_steps == 0 && a->warmup_ratio > 0.0)
-        a->warmup_steps = (long)ceil(a->warmup_ratio * (double)a->max_steps);
-    double every = a->logging_steps > 0.0 ? a->logging_steps : 500.0;
-    t->log_every = every < 1.0 ? (long)ceil(every * (double)a->max_steps) : (long)every;
-    if (t->log_every < 1)
-        t->log_every = 1;
-    return ZT_OK;
-}
-
-/* The captured step (step_graph.h) where the plan says on and nothing of the run's
- * own stops it: --profile times each entry as it is called, and a test's hooks run
- * host code between the launches.  (A loss mask does not: each step's count of
- * targets is uploaded inside its captured passes, train_step.)  --cuda_graphs on
- * refuses them; auto says why it is off. */
-static int open_graph(trainer *t, zt_err *err)
-{
-    const zt_plan *pl = &t->a->plan;
-    const char *why = zt_prof_enabled() ? "--profile"
-                      : t->hooks->before_forward || t->hooks->before_update ? "test hooks"
-                      : !zt_comm_capturable(t->comm) ? "staged MPI collectives" /* comm auto on a GPU chose it */
-                      : NULL;
-    int on = pl->graphs == ZT_PLAN_GRAPHS_ON && !why;
-    if (pl->graphs == ZT_PLAN_GRAPHS_ON && why) {
-        if (pl->graphs_forced)
-            return zt_fail(err, ZT_EINPUT, "--cuda_graphs on: the step cannot be captured with %s (%s); use "
-                           "--cuda_graphs auto or off", why, !strcmp(why, "staged MPI collectives")
-                           ? "the ranks share GPUs, so their collectives go through host memory, not NCCL"
-                           : "the host acts between the step's launches");
-        if (t->talk)
-            printf("graphs: off (%s)\n", why);
-        /* and the plan line printed after it says the same */
-        t->args.plan.graphs = ZT_PLAN_GRAPHS_OFF;
-        snprintf(t->args.plan.graphs_why, sizeof t->args.plan.graphs_why, "%s", why);
-    }
-    return zt_step_graph_init(&t->sg, zt_engine_backend(t->r.eng), t->comm, on, t->a->grad_accum, t->r.io_bytes,
-                              t->depth + 1, err);
-}
-
-/* Fast mode: the learning rate of every step the run can apply, zt_lr_value of the
- * count u of updates applied before it (step_lr's), handed to the device once, whose
- * verdicts then pick each step's from the count they keep: so a step can be queued
- * before the host has read whether the steps before it were skipped. */
-static int device_schedule(trainer *t, zt_err *err)
-{
-    const zt_train_args *a = t->a;
-    long n = a->max_steps;
-    double *lr = zt_alloc(ZT_MEM_OTHER, (size_t)n * sizeof *lr);
-    if (!lr)
-        return zt_fail(err, ZT_EFAIL, "out of memory for the learning-rate schedule (%ld steps)", n);
-    for (long u = 0; u < n; u++)
-        lr[u] = zt_lr_value(a->schedule, &a->schedule_kwargs, a->adam.lr, u, a->max_steps, a->warmup_steps);
-    int rc = zt_engine_set_schedule(t->r.eng, &a->adam, lr, n, err);
-    zt_free(ZT_MEM_OTHER, lr, (size_t)n * sizeof *lr);
-    t->device_lr = rc == ZT_OK;
-    return rc;
-}
-
-/* The resumed checkpoint's log history, best metric and early-stopping count, as
- * Trainer's resume keeps them (every rank reads them: each decides alike). */
-static int resume_selection(trainer *t, const char *dir, zt_err *err)
-{
-    char path[4200];
-    snprintf(path, sizeof path, "%s/trainer_state.json", dir);
-    zt_json js;
-    int rc = zt_json_parse_file(path, 64u << 20, &js, err);
-    if (rc == ZT_OK) {
-        rc = zt_selection_from_json(&t->sel, js.root, path, err);
-        zt_json_free(&js);
-    }
-    return rc;
-}
-
-/* Open everything, check that the ranks agree, resume if asked. */
-static int train_setup(trainer *t, const zt_train_args *a, zt_err *err)
-{
-    static const zt_train_hooks no_hooks = {0};
-    memset(t, 0, sizeof *t);
-    t->args = *a;
-    a = t->a = &t->args;
-    t->hooks = a->hooks ? a->hooks : &no_hooks;
-    t->comm = a->comm;
-    if (!t->comm) {
-        zt_comm_create_local(&t->local);
-        t->comm = &t->local;
-    }
-    zt_comm *comm = t->comm;
-    t->rank0 = comm->rank == 0;
-    t->W = comm->world;
-    t->talk = t->rank0 && !a->quiet;
-    const zt_backend *be = NULL;
-    int rc = open_device(&a->plan, comm, &be, t->device, sizeof t->device, err);
-    if (rc)
-        return rc;
-    rc = run_open(&t->r, a->model_dir, a->data_path, a->data_shown, a->loss_mask_path, a->block_size, a->batch_size,
-                  &a->plan, be, comm, a->shuffle, a->seed, a->checkpointing, 0, err);
-    t->have_run = 1;
-    if (rc == ZT_OK && a->packing && a->eval_data_path)
-        rc = zt_fail(err, ZT_EINPUT, "--packing with --eval_data: the evaluation does not pack documents; "
-                     "evaluate with --padding_free instead");
-    if (rc == ZT_OK && a->packing)
-        rc = zt_batcher_set_packing(&t->r.batcher, a->doc_eos, a->batch_size, a->packing == ZT_PACK_BFD_SPLIT, err);
-    else if (rc == ZT_OK && a->padding_free)
-        rc = zt_batcher_set_padding_free(&t->r.batcher, a->doc_eos, a->batch_size, err);
-    if (rc == ZT_OK && (a->padding_free || a->packing) &&
-        (rc = zt_model_set_positions(&t->r.model, t->r.batcher.pos, err)) && a->packing)
-        zt_wrap(err, "--packing: ");
-    if (rc == ZT_OK)
-        rc = resolve_steps(t, err);
-    if (rc == ZT_OK && t->rank0 && a->tensorboard_dir)
-        t->have_tb = (rc = zt_tfevents_open(&t->tb, a->tensorboard_dir, err)) == ZT_OK;
-    if (rc == ZT_OK && t->rank0 && a->log_jsonl) {
-        if ((rc = zt_open_output(a->log_jsonl, "the --log_jsonl log", &t->log_fd, err)) == ZT_OK)
-            t->have_log = 1;
-        else
-            zt_wrap(err, "--log_jsonl: ");
-    }
-    if (rc == ZT_OK && a->eval_data_path) {
-        zt_param_owner owner = zt_engine_param_owner(t->r.eng);
-        owner.act16 = a->plan.activations == ZT_PLAN_ACT_BF16;
-        rc = zt_evaluator_open(&t->ev, a->eval_data_path, a->eval_mask_path, &t->r.cfg, &t->r.lay, &owner,
-                               a->eval_batch_size, a->block_size, comm->world, 0, "eval_data", err);
-        t->have_ev = rc == ZT_OK;
-        if (rc == ZT_OK && a->padding_free)
-            rc = zt_evaluator_set_padding_free(&t->ev, a->doc_eos, err);
-    }
-    /* fast mode reads steps back at the logged ones only (zt_train), fp16 too (its
-     * backward takes the loss scale from the device: step_scalars.h); a profiled run
-     * at each, as before: the profiler waits for the device at the end of every
-     * profiled step anyway, and its trace then shows each step's read and record in
-     * that step */
-    t->lazy = rc == ZT_OK && zt_engine_runs_ahead(t->r.eng) && !zt_prof_enabled();
-    t->depth = t->lazy ? (t->log_every < ZT_STEPS_IN_FLIGHT ? (int)t->log_every : ZT_STEPS_IN_FLIGHT) : 1;
-    if (rc == ZT_OK)
-        rc = open_graph(t, err);
-    t->last_eval = NAN;
-    if ((rc = zt_comm_agree(comm, rc, err)))
-        return rc;
-    if ((rc = zt_comm_agree(comm, check_agreement(a, &t->r, t->have_ev ? &t->ev : NULL, comm, err), err)))
-        return rc;
-    if (a->output_dir && (rc = zt_comm_agree(comm, zt_ckpt_probe_output_dir(a->output_dir, err), err)))
-        return rc;
-    if (a->output_dir && (rc = zt_comm_agree(comm, zt_ckpt_new_run_id(comm, t->run_id, err), err)))
-        return rc;
-    t->hp = run_hparams(a, &t->r, t->W);
-    zt_ckpt_state resumed = {0};
-    if ((rc = zt_comm_agree(comm, zt_selection_init(&t->sel, &a->select, t->have_ev, a->output_dir, a->eval_steps,
-                                                     a->save_steps, err), err)))
-        return rc;
-    if (a->resume_dir) {
-        char dir[4096];
-        zt_ckpt_load_args la = {&a->plan, &t->hp, a->override_checkpoint_args, a->allow_precision_change, t->talk};
-        if ((rc = zt_ckpt_resolve(a->resume_dir, a->output_dir, comm, dir, err)) ||
-            (rc = zt_comm_agree(comm, zt_ckpt_load(dir, &la, t->r.eng, &resumed, err), err)) ||
-            (rc = zt_comm_agree(comm, resume_selection(t, dir, err), err)))
-            return rc;
-    }
-    zt_engine_refresh_gathered(t->r.eng);
-    memset(comm->bytes, 0, sizeof comm->bytes);
-    memset(comm->link_bytes, 0, sizeof comm->link_bytes);
-
-    t->tokens_per_step = (double)a->batch_size * a->grad_accum * t->W * a->block_size;
-    t->flops_per_token = zt_model_flops_per_token(&t->r.cfg, a->block_size, a->checkpointing);
-    zt_peak_resolve_on(&t->peak, zt_engine_backend(t->r.eng), a->plan.prec.compute, a->peak_gflops, 0, t->rank0,
-                       t->talk ? stderr : NULL);
-    if (t->talk)
-        print_run(t);
-
-    long stop = t->hooks->stop_after_steps;
-    t->nsteps = stop > 0 && stop < a->max_steps ? stop : a->max_steps;
-    const zt_plan *pl = &a->plan;
-    zt_loss_scaler_init(&t->scaler, pl->ls.initial_scale_power, pl->ls.window, pl->ls.hysteresis,
-                        pl->ls.min_scale);
-    if (a->resume_dir) {
-        t->first_step = resumed.step;
-        restore_scaler(&t->scaler, &resumed.scaler);
-    }
-    if (pl->ls.on) /* fast mode: the device divides out and updates the scale from here on */
-        t->device_scaler = zt_engine_seed_loss_scale(t->r.eng, &t->scaler);
-    if (zt_engine_runs_ahead(t->r.eng) && (rc = zt_comm_agree(comm, device_schedule(t, err), err)))
-        return rc;
-    t->last.loss = NAN;
-    t->t_start = now_s();
-    return ZT_OK;
-}
+/* trainer.c — the training loop, zt_train (see trainer.h; its files: trainer_impl.h). */
+#include "trainer_impl.h"
 
 /* A failing matrix product is not bad input: stop every rank.  The others are
  * inside (or about to enter) this step's collectives and would wait for this
@@ -777,7 +149,7 @@ static void measure_finished(trainer *t, step_run *run)
 {
     zt_step_metrics *m = &run->m;
     if (t->batch_left <= 0) { /* the batch's first step: its read has just waited */
-        double now = now_s(), start = run->t0 > t->prev_finish ? run->t0 : t->prev_finish;
+        double now = zt_train_now(), start = run->t0 > t->prev_finish ? run->t0 : t->prev_finish;
         int n = t->batch_n > 0 ? t->batch_n : 1;
         t->batch_time = (now - start) / n;
         t->batch_left = n;
@@ -819,10 +191,12 @@ static int train_step(trainer *t, long s, step_run *run, zt_err *err)
     run_state *r = &t->r;
     const int B = a->batch_size, A = a->grad_accum;
     zt_step_metrics *m = &run->m;
+    const int slot = run->slot;
     memset(run, 0, sizeof *run);
+    run->slot = slot;
     m->step = s + 1;
     comm->step = s + 1; /* the flight recorder's context; the engine sets phase and unit */
-    run->t0 = now_s(), run->wait0 = comm->wait_s, run->progress0 = comm->progress_s;
+    run->t0 = zt_train_now(), run->wait0 = comm->wait_s, run->progress0 = comm->progress_s;
     memcpy(run->before, comm->bytes, sizeof run->before);
     memcpy(run->link_before, comm->link_bytes, sizeof run->link_before);
     memcpy(m->comm_calls, comm->calls, sizeof m->comm_calls); /* the counts before; measure_queued subtracts */
@@ -831,8 +205,8 @@ static int train_step(trainer *t, long s, step_run *run, zt_err *err)
      * a capture holds and a replay skips the host's side of; the update is another,
      * launched by step_queue (the step before may still be queued: running ahead) */
     zt_step_graph *sg = &t->sg;
-    const zt_graph_phase ph = zt_step_graph_passes_phase(sg);
-    const int set = sg->on ? zt_step_graph_set(sg) : 0;
+    const int set = run->slot; /* the token set of its slot in the ring */
+    const zt_graph_phase ph = zt_step_graph_passes_phase(sg, set);
     /* fp16: backward runs on loss * scale; the step divides it back out */
     double scale = pl->ls.on ? t->scaler.scale : 1.0;
     double loss_sum = 0.0;
@@ -884,7 +258,7 @@ static int train_step(trainer *t, long s, step_run *run, zt_err *err)
     zt_engine_sync_backward(r->eng, 0);
     if (ph == ZT_GRAPH_WARMUP || ph == ZT_GRAPH_CAPTURE) /* the last reduction ends in the passes' graph */
         zt_engine_drain(r->eng);
-    if ((rc = zt_step_graph_run_passes(sg, ph, err)))
+    if ((rc = zt_step_graph_run_passes(sg, set, ph, err)))
         return step_failed(t, rc, err);
     run->ph = zt_step_graph_phase(sg);
     run->loss_sum = loss_sum;
@@ -910,7 +284,7 @@ static int step_queue(trainer *t, long s, step_run *run, zt_err *err)
     double scale = a->plan.ls.on ? m->loss_scale : 1.0;
     int rc = ZT_OK;
     if (run->ph == ZT_GRAPH_OFF) {
-        zt_engine_step_queue(r->eng, &a->adam, m->lr, a->max_grad_norm, 1.0 / scale);
+        zt_engine_step_queue(r->eng, run->slot, &a->adam, m->lr, a->max_grad_norm, 1.0 / scale);
     } else {
         rc = zt_engine_step_inputs(r->eng, &a->adam, m->lr, err);
         if (rc == ZT_OK && run->ph == ZT_GRAPH_CAPTURE)
@@ -918,7 +292,7 @@ static int step_queue(trainer *t, long s, step_run *run, zt_err *err)
         if (rc == ZT_OK && run->ph != ZT_GRAPH_REPLAY) /* the warm-up runs them, the capture holds them */
             zt_engine_step_launch(r->eng, &a->adam, m->lr, a->max_grad_norm, 1.0 / scale);
         if (rc == ZT_OK && (rc = zt_step_graph_run(&t->sg, run->ph, err)) == ZT_OK)
-            zt_engine_step_readback(r->eng);
+            zt_engine_step_readback(r->eng, run->slot);
     }
     zt_prof_end(ho, 0.0, 0.0);
     if (rc)
@@ -929,13 +303,13 @@ static int step_queue(trainer *t, long s, step_run *run, zt_err *err)
 
 /* A queued step's numbers: the skip, the norm, the loss (fast mode: read back with
  * them), the loss scale's update. */
-static void step_finish(trainer *t, step_run *run)
+static void step_finish(trainer *t, step_run *run, int wait)
 {
     const zt_plan *pl = &t->a->plan;
     zt_comm *comm = t->comm;
     run_state *r = &t->r;
     zt_step_metrics *m = &run->m;
-    m->skipped = zt_engine_step_finish(r->eng, &m->grad_norm);
+    m->skipped = zt_engine_step_finish(r->eng, run->slot, wait, &m->grad_norm);
     if (r->model.loss_sink) /* read back by the step with its other numbers */
         run->loss_sum = zt_engine_step_loss_sum(r->eng);
     if (t->device_lr) /* the device's schedule chose it: the host's step_lr, counted there */
@@ -950,249 +324,6 @@ static void step_finish(trainer *t, step_run *run)
     measure_finished(t, run);
 }
 
-/* Warn once when most updates vanish in rounding for several steps in a row. */
-static void audit_lost_updates(trainer *t, const zt_step_metrics *m)
-{
-    t->lost_streak = m->lost_update_fraction > 0.5 ? t->lost_streak + 1 : 0;
-    if (t->lost_streak < 3 || t->warned || !t->rank0)
-        return;
-    fprintf(stderr, "%swarning: %.0f%% of parameter updates were rounded away in the last %d "
-            "steps (mean |update| = %.2f half-ulps of the %s master weights); the model is barely "
-            "training. Keep an fp32 master with --mixed_precision bf16 (Accelerate's upcast), or "
-            "compensate the bf16 master with --master_compensation kahan.\n",
-            t->a->progress ? "\n" : "", 100.0 * m->lost_update_fraction, t->lost_streak,
-            m->update_to_half_ulp, zt_dtype_name(t->a->plan.prec.master));
-    t->warned = 1;
-}
-
-/* A number, or null for an inf or NaN (which JSON cannot hold; jq and Python's
- * json refuse the bare words), recording which in *flags. */
-static void json_num(FILE *f, const char *key, const char *fmt, double x, char *flags, size_t len)
-{
-    if (isfinite(x)) {
-        fprintf(f, "\"%s\": ", key);
-        fprintf(f, fmt, x);
-        return;
-    }
-    fprintf(f, "\"%s\": null", key);
-    size_t used = strlen(flags);
-    snprintf(flags + used, len - used, "%s\"%s\": \"%s\"", used ? ", " : "", key,
-             isnan(x) ? "nan" : x > 0 ? "inf" : "-inf");
-}
-
-/* One JSON object per step (docs/zero.md lists the fields).  A non-finite loss
- * or gradient norm is written as null, and "nonfinite" says which and what it
- * was, e.g. "nonfinite": {"loss": "nan", "grad_norm": "inf"}. */
-static void write_jsonl(FILE *log, const zt_step_metrics *m)
-{
-    char flags[128] = "";
-    fprintf(log, "{\"step\": %ld, ", m->step);
-    json_num(log, "loss", "%.9g", m->loss, flags, sizeof flags);
-    fprintf(log, ", ");
-    json_num(log, "grad_norm", "%.9g", m->grad_norm, flags, sizeof flags);
-    fprintf(log,
-            ", \"lr\": %.9g, "
-            "\"tokens_per_sec_per_device\": %.2f, \"step_time_s\": %.6f, \"mfu\": %.5f, \"peak_gflops\": %.6g, "
-            "\"lost_update_fraction\": %.6f, \"update_to_half_ulp\": %.6g, \"loss_scale\": %.9g, "
-            "\"skipped\": %d, ",
-            m->lr, m->tokens_per_sec, m->step_time_s, m->mfu, m->peak_gflops, m->lost_update_fraction,
-            m->update_to_half_ulp, m->loss_scale, m->skipped);
-    if (flags[0])
-        fprintf(log, "\"nonfinite\": {%s}, ", flags);
-    fprintf(log, "\"memory_bytes\": {");
-    for (int c = 0; c < ZT_MEM_NCAT; c++)
-        fprintf(log, "\"%s\": %zu%s", zt_mem_cat_name((zt_mem_cat)c), m->memory_bytes[c],
-                c + 1 < ZT_MEM_NCAT ? ", " : "");
-    fprintf(log, "}, \"host_memory_bytes\": {");
-    for (int c = 0; c < ZT_MEM_NCAT; c++)
-        fprintf(log, "\"%s\": %zu%s", zt_mem_cat_name((zt_mem_cat)c), m->host_memory_bytes[c],
-                c + 1 < ZT_MEM_NCAT ? ", " : "");
-    fprintf(log, "}, \"comm_bytes\": {");
-    for (int k = 0; k < ZT_COLL_NKINDS; k++)
-        fprintf(log, "\"%s\": %llu%s", zt_coll_kind_name((zt_coll_kind)k),
-                (unsigned long long)m->comm_bytes[k], k + 1 < ZT_COLL_NKINDS ? ", " : "");
-    /* the same bytes by link: with ranks on this machine, with other machines */
-    fprintf(log, "}, \"comm_link_bytes\": {\"intra_machine\": %llu, \"inter_machine\": %llu",
-            (unsigned long long)m->link_bytes[ZT_LINK_INTRA], (unsigned long long)m->link_bytes[ZT_LINK_INTER]);
-    fprintf(log, "}, \"comm_wait_s\": %.6f, \"comm_progress_s\": %.6f}\n", m->comm_wait_s, m->comm_progress_s);
-    fflush(log);
-}
-
-/* A JSONL record is formatted into memory, then written whole (zt_write_record):
- * a full disk or a size limit never leaves half an object, and the failure is an
- * error naming the file.  fmt writes the record into the stream it is given. */
-typedef void (*record_fn)(FILE *f, const void *what);
-static int log_record(trainer *t, record_fn fmt, const void *what, zt_err *err)
-{
-    if (!t->have_log)
-        return ZT_OK;
-    char buf[16384];
-    FILE *rec = fmemopen(buf, sizeof buf, "w");
-    if (!rec)
-        return zt_fail(err, ZT_EFAIL, "--log_jsonl %s: out of memory formatting a record", t->a->log_jsonl);
-    fmt(rec, what);
-    int bad = fflush(rec) != 0 || ferror(rec);
-    long n = ftell(rec);
-    fclose(rec);
-    if (bad || n <= 0 || (size_t)n >= sizeof buf - 1)
-        return zt_fail(err, ZT_EFAIL, "--log_jsonl %s: a record does not fit %zu bytes", t->a->log_jsonl, sizeof buf);
-    int rc = zt_write_record(t->log_fd, t->a->log_jsonl, buf, (size_t)n, err);
-    if (rc)
-        zt_wrap(err, "--log_jsonl: ");
-    return rc;
-}
-
-static void step_record(FILE *f, const void *m)
-{
-    write_jsonl(f, m);
-}
-
-/* Trainer's log, every logging_steps steps and after the last: the loss is the
- * mean of the steps' losses since the previous log, as Trainer reports it; the
- * learning rate and gradient norm are this step's.  On stdout as one plain line
- * (no progress bar is drawn then: a log file gets lines, not carriage returns)
- * and, with --report_to tensorboard, as scalars under Trainer's tags. */
-/* One scalar into rank 0's event file (no file on the other ranks: ZT_OK).  A
- * failed write is an error, as the JSONL's is: the caller agrees on it with every
- * rank (tb_agree), so all of them stop instead of waiting for rank 0. */
-static int tb_scalar(trainer *t, const char *tag, long step, double value, zt_err *err)
-{
-    if (!t->have_tb)
-        return ZT_OK;
-    int rc = zt_tfevents_scalar(&t->tb, tag, step, (float)value, err);
-    if (rc)
-        zt_wrap(err, "--report_to tensorboard: ");
-    return rc;
-}
-
-/* Collective when events are written (--report_to tensorboard: the same on every
- * rank): every rank learns whether rank 0's writes succeeded. */
-static int tb_agree(trainer *t, int rc, zt_err *err)
-{
-    return t->a->tensorboard_dir ? zt_comm_agree(t->comm, rc, err) : rc;
-}
-
-/* Collective on the steps that log (the same steps on every rank). */
-static int log_trainer(trainer *t, const zt_step_metrics *m, zt_err *err)
-{
-    t->loss_since_log += m->loss;
-    t->steps_since_log++;
-    if (m->step % t->log_every != 0 && m->step != t->nsteps)
-        return ZT_OK;
-    double loss = t->loss_since_log / (double)t->steps_since_log, epoch = epoch_at(t, m->step);
-    t->loss_since_log = 0.0;
-    t->steps_since_log = 0;
-    if (t->talk && !t->a->progress) {
-        printf("step %ld/%ld: loss %.4f, grad_norm %.4g, learning_rate %.6g, epoch %.2f\n", m->step, t->nsteps, loss,
-               m->grad_norm, m->lr, epoch);
-        fflush(stdout);
-    }
-    zt_selection_log_train(&t->sel, m->step, epoch, loss, m->grad_norm, m->lr);
-    int rc = tb_scalar(t, "train/loss", m->step, loss, err);
-    if (rc == ZT_OK)
-        rc = tb_scalar(t, "train/grad_norm", m->step, m->grad_norm, err);
-    if (rc == ZT_OK)
-        rc = tb_scalar(t, "train/learning_rate", m->step, m->lr, err);
-    if (rc == ZT_OK)
-        rc = tb_scalar(t, "train/epoch", m->step, epoch, err);
-    return tb_agree(t, rc, err);
-}
-
-/* Collective when there is a log: every rank learns whether rank 0 wrote it. */
-static int log_step(trainer *t, const zt_step_metrics *m, zt_err *err)
-{
-    t->last = *m;
-    audit_lost_updates(t, m);
-    int rc = log_record(t, step_record, m, err);
-    if (t->a->log_jsonl)
-        rc = zt_comm_agree(t->comm, rc, err);
-    if (rc)
-        return rc;
-    if (t->a->progress && t->rank0)
-        draw_progress(m->step, t->nsteps, m->loss, t->last_eval, m->tokens_per_sec, now_s() - t->t_start);
-    if (t->a->on_step)
-        t->a->on_step(t->a->on_step_ctx, m);
-    return log_trainer(t, m, err);
-}
-
-/* HF's eval_strategy: "steps" after every eval_steps-th step (its default,
- * logging_steps, when eval_steps is not given), "epoch" after each step that ends
- * an epoch, "no" never; unset: every eval_steps, or once after the last step. */
-static int eval_due(const trainer *t, long step)
-{
-    if (!t->have_ev)
-        return 0;
-    switch (t->a->eval_strategy) {
-    case ZT_STRATEGY_NO:
-        return 0;
-    case ZT_STRATEGY_EPOCH:
-        return epoch_ends(t, step);
-    case ZT_STRATEGY_STEPS:
-        return step % (t->a->eval_steps > 0 ? t->a->eval_steps : t->log_every) == 0;
-    default:
-        return t->a->eval_steps > 0 ? step % t->a->eval_steps == 0 : step == t->nsteps;
-    }
-}
-
-typedef struct eval_record_of {
-    long step;
-    const zt_eval_result *e;
-} eval_record_of;
-
-static void eval_record(FILE *f, const void *what)
-{
-    const eval_record_of *r = what;
-    const zt_eval_result *e = r->e;
-    char flags[128] = ""; /* non-finite values as null plus a flag, as in the step records */
-    fprintf(f, "{\"step\": %ld, ", r->step);
-    json_num(f, "eval_loss", "%.17g", e->loss, flags, sizeof flags);
-    fprintf(f, ", ");
-    json_num(f, "eval_perplexity", "%.17g", e->perplexity, flags, sizeof flags);
-    fprintf(f, ", \"eval_tokens\": %ld, \"eval_runtime\": %.6f", e->tokens, e->seconds);
-    if (flags[0])
-        fprintf(f, ", \"nonfinite\": {%s}", flags);
-    fprintf(f, "}\n");
-}
-
-/* Every rank alike (the eval loss is the same on each): the evaluation into the log
- * history and the selection; early stopping ends the run after this step (its
- * checkpoint, when one is due, is still written), as Trainer's should_training_stop. */
-static int select_after_eval(trainer *t, long step, const zt_eval_result *e)
-{
-    if (!zt_selection_on_eval(&t->sel, step, epoch_at(t, step), e->loss) || step >= t->nsteps)
-        return ZT_OK;
-    if (t->talk)
-        printf("%searly stopping after step %ld: %s did not improve by more than %g in %ld evaluations "
-               "(best %.4f at step %ld)\n", t->a->progress ? "\n" : "", step, "eval_loss", t->sel.threshold,
-               t->sel.patience, t->sel.best_metric, t->sel.best_step);
-    t->nsteps = step;
-    return ZT_OK;
-}
-
-/* Collective: the held-out loss of the model as it stands after `step`, as its own
- * JSONL record (HF's eval_loss, with its perplexity, after the step's record) and on
- * stdout, or on the progress line that log_step draws next. */
-static int evaluate(trainer *t, long step, zt_err *err)
-{
-    zt_eval_result e;
-    int rc = zt_evaluator_run(&t->ev, t->comm, &e, err);
-    if (rc)
-        return rc;
-    t->last_eval = e.loss;
-    if ((rc = tb_agree(t, tb_scalar(t, "eval/loss", step, e.loss, err), err)))
-        return rc;
-    eval_record_of rec = {step, &e};
-    rc = log_record(t, eval_record, &rec, err);
-    if (t->a->log_jsonl && (rc = zt_comm_agree(t->comm, rc, err)))
-        return rc;
-    /* with a progress bar, its next line shows the eval; after the last step the bar
-     * has ended its line, so the result gets one of its own */
-    if (t->talk && (!t->a->progress || step == t->nsteps))
-        printf("step %ld: eval loss %.4f, perplexity %.2f (%ld tokens, %.1f s)\n", step, e.loss, e.perplexity,
-               e.tokens, e.seconds);
-    return select_after_eval(t, step, &e);
-}
-
 /* OUTPUT_DIR/checkpoint-N every save_steps (save_strategy steps or unset), or
  * after each step that ends an epoch (save_strategy epoch), and after the last
  * step of the schedule whenever checkpoints are saved at all, as Hugging Face's
@@ -1205,7 +336,7 @@ static int checkpoint_due(const trainer *t, long step)
     if (!a->output_dir || a->save_strategy == ZT_STRATEGY_NO)
         return 0;
     if (a->save_strategy == ZT_STRATEGY_EPOCH)
-        return epoch_ends(t, step) || step == a->max_steps;
+        return zt_train_epoch_ends(t, step) || step == a->max_steps;
     return a->save_steps > 0 && (step % a->save_steps == 0 || step == a->max_steps);
 }
 
@@ -1244,12 +375,12 @@ static void trainer_state_fields(trainer *t, long step, zt_ckpt_state *cs)
 {
     const zt_train_args *a = t->a;
     zt_selection_on_save(&t->sel, a->output_dir, step);
-    cs->epoch_fraction = epoch_at(t, step);
+    cs->epoch_fraction = zt_train_epoch_at(t, step);
     cs->logging_steps = t->log_every;
     cs->eval_steps = a->eval_steps > 0 ? a->eval_steps : t->log_every;
     cs->save_steps = a->save_steps;
     cs->train_batch_size = a->batch_size;
-    cs->num_train_epochs = a->num_train_epochs > 0 ? ceil(a->num_train_epochs) : ceil(epoch_at(t, a->max_steps));
+    cs->num_train_epochs = a->num_train_epochs > 0 ? ceil(a->num_train_epochs) : ceil(zt_train_epoch_at(t, a->max_steps));
     cs->sel = &t->sel;
 }
 
@@ -1321,7 +452,7 @@ static int train_finish(trainer *t, zt_train_result *res, zt_err *err)
     const zt_train_args *a = t->a;
     run_state *r = &t->r;
     long steps = t->nsteps - t->first_step;
-    double elapsed = now_s() - t->t_start;
+    double elapsed = zt_train_now() - t->t_start;
     if (res) {
         res->final_loss = t->last.loss;
         res->steps = steps;
@@ -1376,7 +507,7 @@ static void train_close(trainer *t)
     zt_step_graph_free(&t->sg);
     zt_selection_free(&t->sel);
     if (t->have_run)
-        run_free(&t->r);
+        zt_train_run_free(&t->r);
     if (t->comm == &t->local) /* its staging buffers, if a device gave it some */
         zt_comm_free(&t->local);
 }
@@ -1436,7 +567,7 @@ static int stop_for_signal(trainer *t, long step, int sig, int saved, zt_err *er
  * and the checkpoint holds the last). */
 static int may_run_ahead(const trainer *t, long n)
 {
-    return zt_engine_runs_ahead(t->r.eng) && n < t->nsteps && !eval_due(t, n) && !checkpoint_due(t, n);
+    return zt_engine_runs_ahead(t->r.eng) && n < t->nsteps && !zt_train_eval_due(t, n) && !checkpoint_due(t, n);
 }
 
 /* After step n ran ahead with `queued` steps unread: are they read after the next
@@ -1452,13 +583,13 @@ static int read_due(const trainer *t, long n, int queued)
  * its record and progress line, the checks that may stop the run.  current: the
  * loop's own step, whose profiled window closes here (a step that ran ahead closes
  * its window when queued). */
-static int step_tail(trainer *t, step_run *run, int current, zt_err *err)
+static int step_tail(trainer *t, step_run *run, int current, int wait, zt_err *err)
 {
     long step_now = t->comm->step;
     t->comm->step = run->m.step; /* the flight recorder names the step these collectives finish */
-    step_finish(t, run);
+    step_finish(t, run, wait);
     int hl = zt_prof_begin("log", "phase", ZT_PROF_COMPUTE);
-    int rc = log_step(t, &run->m, err);
+    int rc = zt_train_log_step(t, &run->m, err);
     zt_prof_end(hl, 0.0, 0.0);
     t->comm->step = step_now;
     if (rc)
@@ -1470,48 +601,65 @@ static int step_tail(trainer *t, step_run *run, int current, zt_err *err)
     return ZT_OK;
 }
 
-/* The steps in flight: runs[s % NRUNS] is step s's (0-based), steps lo .. lo+n-1 are
- * queued and not read yet.  One more run than the steps in flight: the next step's
- * passes fill its run while they are still unread. */
-#define NRUNS (ZT_STEPS_IN_FLIGHT + 1)
-typedef struct in_flight {
-    step_run runs[NRUNS];
-    long lo;
-    int n;
-} in_flight;
+/* The one ring of steps: step s (0-based) has slot (s - first) % size, and the
+ * slot is everything of the step that must outlive its queue: its record (runs),
+ * its token set in the captured passes and its readback slot in the engine (both
+ * the slot's index), so the three cannot disagree.  Steps lo .. lo+n-1 are queued
+ * and not read; size is one more than the steps that may be in flight (t->depth),
+ * for the next step's passes, which fill their slot while those are unread. */
+typedef struct step_ring {
+    step_run runs[ZT_STEP_SLOTS];
+    long first, lo;
+    int n, size;
+} step_ring;
 
-/* Read every step in flight, oldest first: one wait for them all (the engine's first
+static step_run *ring_take(step_ring *f, long s)
+{
+    step_run *run = &f->runs[(s - f->first) % f->size];
+    run->slot = (int)((s - f->first) % f->size);
+    return run;
+}
+
+/* Read every step in flight, oldest first: one wait for them all (the first
  * finish), then each one's record, progress line and checks in order, as the
  * synchronous run takes them.  A check that stops the run stops the reading there:
  * the later steps' records are never written, and nothing is saved (a stop on an inf
  * or NaN, or at fp16's floor, saves nothing), so what the device did after the
  * halting step is never seen.  current: the loop's own step (-1: none among them). */
-static int read_in_flight(trainer *t, in_flight *f, long current, zt_err *err)
+static int read_in_flight(trainer *t, step_ring *f, long current, zt_err *err)
 {
-    int rc = ZT_OK;
+    int rc = ZT_OK, wait = 1;
     t->batch_n = f->n;
     t->batch_left = 0;
     while (rc == ZT_OK && f->n > 0) {
         long s = f->lo++;
         f->n--;
-        rc = step_tail(t, &f->runs[s % NRUNS], s == current, err);
+        rc = step_tail(t, &f->runs[(s - f->first) % f->size], s == current, wait, err);
+        wait = 0;
     }
     return rc;
 }
 
+/* The step loop.  Each step s, in its slot of the ring:
+ *   stop      a stop request seen after the steps in flight: read them, save, stop;
+ *   passes    train_step: A micro-batches of forward and backward queued;
+ *   read      the steps that ran ahead, now that this step's passes are queued;
+ *   update    step_queue: the reduction, the verdict, AdamW, the readback queued;
+ *   ahead     may_run_ahead: leave it unread and go on to the next step's passes;
+ *   tail      else read it (and any before it), then evaluate, save, answer a stop. */
 int zt_train(const zt_train_args *a, zt_train_result *res, zt_err *err)
 {
     trainer t;
     zt_preempt_install(); /* a first SIGTERM/SIGINT is a request, answered at a step boundary */
-    int rc = train_setup(&t, a, err), stopped = 0, due = 0;
-    in_flight *f = zt_alloc(ZT_MEM_OTHER, sizeof *f); /* nine step_runs: kept off the stack */
+    int rc = zt_train_setup(&t, a, err), stopped = 0, due = 0;
+    step_ring *f = zt_alloc(ZT_MEM_OTHER, sizeof *f); /* nine step_runs: kept off the stack */
     if (f)
-        f->lo = 0, f->n = 0;
+        f->first = f->lo = rc == ZT_OK ? t.first_step : 0, f->n = 0, f->size = t.ring_size;
     else if (rc == ZT_OK)
         rc = zt_fail(err, ZT_EFAIL, "out of memory for the steps in flight");
     for (long s = t.first_step; rc == ZT_OK && s < t.nsteps; s++) {
-        step_run *run = &f->runs[s % NRUNS];
-        if (f->n) { /* a stop request after the steps in flight, before this one begins */
+        step_run *run = ring_take(f, s);
+        if (f->n) { /* stop: a request after the steps in flight, before this one begins */
             int sig = stop_signal(&t);
             if (sig) {
                 long last = f->lo + f->n;
@@ -1522,8 +670,8 @@ int zt_train(const zt_train_args *a, zt_train_result *res, zt_err *err)
             }
         }
         zt_prof_step_begin(s + 1); /* --profile: a no-op outside --profile_steps */
-        rc = train_step(&t, s, run, err);
-        if (due && f->n) { /* the steps before: their numbers, now that this step's passes are queued */
+        rc = train_step(&t, s, run, err); /* passes */
+        if (due && f->n) { /* read: the steps before, now that this step's passes are queued */
             zt_err aerr = {0};
             int arc = read_in_flight(&t, f, -1, rc ? &aerr : err); /* a failed pass keeps its own error */
             rc = rc ? rc : arc;
@@ -1531,19 +679,19 @@ int zt_train(const zt_train_args *a, zt_train_result *res, zt_err *err)
         due = 0;
         if (rc)
             break;
-        if ((rc = step_queue(&t, s, run, err)))
+        if ((rc = step_queue(&t, s, run, err))) /* update */
             break;
         if (f->n++ == 0)
             f->lo = s;
-        if (may_run_ahead(&t, s + 1)) {
+        if (may_run_ahead(&t, s + 1)) { /* ahead */
             due = read_due(&t, s + 1, f->n);
             if ((rc = zt_prof_step_end(err)))
                 break;
             continue;
         }
-        if ((rc = read_in_flight(&t, f, s, err)))
+        if ((rc = read_in_flight(&t, f, s, err))) /* tail */
             break;
-        if (eval_due(&t, s + 1) && (rc = evaluate(&t, s + 1, err)))
+        if (zt_train_eval_due(&t, s + 1) && (rc = zt_train_evaluate(&t, s + 1, err)))
             break;
         int saved = checkpoint_due(&t, s + 1);
         if (saved)
@@ -1560,51 +708,5 @@ int zt_train(const zt_train_args *a, zt_train_result *res, zt_err *err)
     train_close(&t);
     zt_free(ZT_MEM_OTHER, f, sizeof *f);
     zt_preempt_restore();
-    return rc;
-}
-
-/* `ztrain eval`: the evaluator of training (evaluate.h) on one rank, over the
- * model's weights frozen in the compute dtype: every token of the stream, the
- * last partial batch and a last window shorter than T included, so the mean is
- * the same at any batch size. */
-int zt_eval(const zt_eval_args *a, double *mean_loss, long *tokens, zt_err *err)
-{
-    zt_precision prec = {.load = ZT_F32, .master = ZT_F32, .compute = a->compute, .reduce = a->compute,
-                         .save = ZT_F32};
-    zt_plan plan = zt_plan_single(prec, ZT_WRAP_TRANSFORMER);
-    snprintf(plan.device, sizeof plan.device, "%s", a->device ? a->device : "cpu");
-    zt_comm local;
-    zt_comm_create_local(&local);
-    const zt_backend *be = NULL;
-    char desc[128];
-    run_state r;
-    zt_evaluator ev;
-    memset(&r, 0, sizeof r); /* run_free below must find nothing to free on an early error */
-    memset(&ev, 0, sizeof ev);
-    int rc = open_device(&plan, &local, &be, desc, sizeof desc, err);
-    if (rc == ZT_OK && (rc = zt_hf_read_config_dir(a->model_dir, &r.cfg, err)) == ZT_OK &&
-        a->block_size > r.cfg.max_position_embeddings)
-        rc = zt_fail(err, ZT_EINPUT, "--block_size %d exceeds the model's max_position_embeddings %d (%s/config.json)",
-                     a->block_size, r.cfg.max_position_embeddings, a->model_dir);
-    if (rc == ZT_OK && (rc = zt_layout_build(&r.lay, &r.cfg, plan.wrap, 0, 1, err)) == ZT_OK)
-        r.have_lay = 1;
-    if (rc == ZT_OK && (rc = zt_frozen_init(&r.frozen, &r.lay, prec.compute, be, err)) == ZT_OK)
-        r.have_frozen = 1;
-    if (rc == ZT_OK && (rc = zt_ckpt_check_model_dir(a->model_dir, err)) == ZT_OK)
-        rc = zt_hf_load_params_to(a->model_dir, &r.lay, frozen_sink, &r.frozen, err);
-    if (rc == ZT_OK) {
-        zt_param_owner owner = zt_frozen_owner(&r.frozen);
-        long max_windows = a->max_batches > 0 ? a->max_batches * a->batch_size : 0;
-        rc = zt_evaluator_open(&ev, a->data_path, a->mask_path, &r.cfg, &r.lay, &owner, a->batch_size,
-                               a->block_size, 1, max_windows, "data", err);
-    }
-    zt_eval_result res;
-    if (rc == ZT_OK && (rc = zt_evaluator_run(&ev, &local, &res, err)) == ZT_OK) {
-        *mean_loss = res.loss;
-        *tokens = res.tokens;
-    }
-    zt_evaluator_free(&ev);
-    run_free(&r);
-    zt_comm_free(&local);
     return rc;
 }

@@ -19,14 +19,15 @@ import json, re, sys
 trace, table, a, b = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 want_coll = "--collectives" in sys.argv
 mode = sys.argv[sys.argv.index("--mode") + 1] if "--mode" in sys.argv else "exact"
-# What each kernel mode calls (docs/gpu.md, "Kernel modes"), and what it must not: exact
-# mode's cross-entropy on the whole logits and per-parameter AdamW with host numbers; fast
-# mode's fused lm-head cross-entropy, one AdamW launch per unit and the verdict on the
-# device; with bf16 compute, fast mode's attention and SwiGLU over bf16 activations.
+# What each kernel mode calls (docs/gpu.md, "Kernel modes"), and what it must not: both
+# modes take the one step, one AdamW launch per unit and the verdict on the device (never
+# per-parameter AdamW nor a host verdict's sums of squares); exact mode's cross-entropy on
+# the whole logits with its loss on the host; fast mode's fused lm-head cross-entropy;
+# with bf16 compute, fast mode's attention and SwiGLU over bf16 activations.
 MODES = {
     "exact": ({"matmul", "matmul_out", "attention_forward", "attention_backward", "rmsnorm_forward",
-               "swiglu_forward", "adamw_step", "sumsq", "xent"},
-              {"lmhead_xent", "adamw_unit", "step_verdict", "sumsq_into", "xent_into"}),
+               "swiglu_forward", "adamw_unit", "step_verdict", "sumsq_into", "xent"},
+              {"lmhead_xent", "adamw_step", "sumsq", "xent_into"}),
     "fast": ({"matmul", "matmul_out", "attention_forward", "attention_backward", "rmsnorm_forward",
               "swiglu_forward", "lmhead_xent", "adamw_unit", "step_verdict"},
              {"xent", "adamw_step", "sumsq"}),
