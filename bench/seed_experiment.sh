@@ -10,7 +10,7 @@
 # (docs/precision.md); with --peers every run is repeated with torch FSDP and DeepSpeed from
 # PyPI (the venv of bench/peers/setup.sh, build/peers-venv).
 #
-#   bench/seed_experiment.sh [--peers] [--steps 40] [--lr 1e-5] [--big_lr 1e-3] [--runs a,b]
+#   bench/seed_experiment.sh [--peers] [--steps 40] [--lr 1e-5] [--big_lr 4e-4] [--runs a,b]
 #   bench/seed_experiment.sh --audit        # the predicted lost fraction of step 1 per lr
 #
 # Output in $OUT (default out/seed_smollm2): seed_fig*.svg, table.md, results.json (a rerun

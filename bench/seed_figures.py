@@ -11,7 +11,8 @@ decay, clipping at 1.0, in these runs:
   fsdp16@2lr   the same at lr x ranks (the seed's "fix")
   fsdp-mp@lr   FSDP face with bf16 mixed precision: fp32 master (Accelerate's fixed mode)
   ds@lr        DeepSpeed face, ZeRO-3, bf16: fp32 master
-  fsdp16@big   memory-constrained FSDP at a learning rate where few updates are lost
+  fsdp16@big   memory-constrained FSDP at a larger lr chosen from the audit (--big_lr,
+               4e-4: docs/precision.md says why)
   ds@big       DeepSpeed at that learning rate
 
 With --peers each run is repeated with the real thing from PyPI (bench/peers/peers.py's
@@ -57,7 +58,7 @@ FIGURES = [
      "fsdp16@lr"),
     ("seed_fig2_lr_x_ranks", "FSDP bf16 at lr x ranks = {lr2:g} (DeepSpeed at {lr:g} for reference)",
      ["fsdp16@2lr", "fsdp16@lr", "ds@lr"], "fsdp16@lr"),
-    ("seed_fig3_few_lost", "lr {big:g}, where the first step's bf16 updates land (later steps lose more)",
+    ("seed_fig3_few_lost", "FSDP bf16 and DeepSpeed at the audit's larger lr {big:g}",
      ["fsdp16@big", "ds@big"], "fsdp16@big"),
     ("seed_fig4_accelerate_fixed", "lr {lr:g}: Accelerate's fixed FSDP (fp32 master) tracks DeepSpeed",
      ["fsdp-mp@lr", "ds@lr", "fsdp16@lr"], "ds@lr"),
@@ -236,7 +237,8 @@ def main():
     ap.add_argument("--block_size", type=int, default=32)
     ap.add_argument("--batch", type=int, default=2, help="sequences per rank and step")
     ap.add_argument("--lr", type=float, default=1e-5, help="the small learning rate (the seed's)")
-    ap.add_argument("--big_lr", type=float, default=2e-4, help="a learning rate where few bf16 updates are lost")
+    ap.add_argument("--big_lr", type=float, default=4e-4,
+                    help="the audit's middle learning rate (docs/precision.md says why 4e-4)")
     ap.add_argument("--runs", default=",".join(r[0] for r in RUNS),
                     help="which runs (default: all six; '' runs none and only draws)")
     ap.add_argument("--peers", action="store_true", help="repeat each run with torch FSDP / DeepSpeed")
@@ -246,7 +248,7 @@ def main():
     ap.add_argument("--audit", action="store_true", help="only print the predicted lost fractions")
     a = ap.parse_args()
     if a.audit:
-        audit(a.model, [1e-6, 2e-6, 5e-6, 1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4, 1e-3])
+        audit(a.model, [1e-6, 2e-6, 5e-6, 1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 3e-4, 4e-4, 5e-4, 1e-3])
         return 0
     if a.peers and not os.access(a.python, os.X_OK):
         raise SystemExit("seed_figures: no peer python at %s (bench/peers/setup.sh, or --python)" % a.python)
@@ -271,7 +273,10 @@ def main():
             print("  " + (r["error"] if "error" in r else "final loss %.4f, lost %.1f%% (last 10), %.2f s/step"
                           % (r["loss"][-1], 100 * tail_mean(r["lost"]), np.median(r["step_s"]))), flush=True)
             save(saved, results, side, key, r, lr)
-    names = dict(lr=a.lr, lr2=a.lr * a.ranks, big=a.big_lr)
+    # the titles name the lr each run was made at (a redraw with --runs '' may not repeat it)
+    lrs = results["lr"]
+    names = dict(lr=lrs.get("fsdp16@lr", a.lr), lr2=lrs.get("fsdp16@2lr", a.lr * a.ranks),
+                 big=lrs.get("fsdp16@big", a.big_lr))
     for name, title, keys, ref in FIGURES:
         if all(k in results["ztrain"] for k in keys):
             svg(os.path.join(a.out, name + ".svg"), title.format(**names), keys, ref, results)
