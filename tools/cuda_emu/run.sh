@@ -21,7 +21,10 @@ for f in src/kernels/cuda/*.cu; do
            -e 's/([A-Za-z_][A-Za-z0-9_]*(<[^<>]*>)?)<<<(.*)>>>\(/zt_emu_launch(\1, \3)(/' "$f" > "$gen.new"
     if cmp -s "$gen.new" "$gen"; then rm "$gen.new"; else mv "$gen.new" "$gen"; fi
     # rebuilt when the file or any header it may include (the product's, the emulator's) is newer
-    newer=$(find src tools/cuda_emu \( -name '*.cuh' -o -name '*.h' \) -newer "$out/gen/$name.o" 2>/dev/null | head -1)
+    # (no object yet: find -newer of a missing file fails, and pipefail would stop the script)
+    newer=
+    [ -f "$out/gen/$name.o" ] &&
+        newer=$(find src tools/cuda_emu \( -name '*.cuh' -o -name '*.h' \) -newer "$out/gen/$name.o" | head -1)
     if [ ! -f "$out/gen/$name.o" ] || [ "$gen" -nt "$out/gen/$name.o" ] || [ -n "$newer" ]; then
         g++ -std=c++20 -O2 -g -fno-fast-math -ffp-contract=off -Itools/cuda_emu -iquote src/kernels/cuda -DZT_CUDA -DZT_CUDA_EMU \
             -c "$gen" -o "$out/gen/$name.o"
