@@ -36,6 +36,16 @@ static int offload_update(zt_engine *eng, const zt_adamw_hparams *hp, double lr,
     return 0;
 }
 
+/* The asynchronous update's launches after the prelude: the verdict and AdamW, then
+ * the gathered copies refreshed. */
+static void async_launch(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double max_grad_norm,
+                         double grad_unscale)
+{
+    zt_async_queue(eng, hp, lr, max_grad_norm, grad_unscale);
+    if (!zt_engine_cast_in_step(eng)) /* unchanged masters after a skip give the same copies */
+        zt_engine_refresh_gathered(eng);
+}
+
 /* The asynchronous step taken whole: its inputs, its launches, its readback and the
  * read, nothing else in flight. */
 static int async_whole_step(zt_engine *eng, const zt_adamw_hparams *hp, double lr, double max_grad_norm,
@@ -43,9 +53,7 @@ static int async_whole_step(zt_engine *eng, const zt_adamw_hparams *hp, double l
 {
     assert(!eng->step_queued);
     zt_async_inputs(eng, hp, lr);
-    zt_async_queue(eng, hp, lr, max_grad_norm, grad_unscale);
-    if (!zt_engine_cast_in_step(eng)) /* unchanged masters after a skip give the same copies */
-        zt_engine_refresh_gathered(eng);
+    async_launch(eng, hp, lr, max_grad_norm, grad_unscale);
     zt_async_readback(eng, 0); /* nothing else in flight: any slot */
     return zt_async_finish(eng, 0, 1, grad_norm);
 }
@@ -87,9 +95,7 @@ void zt_engine_step_launch(zt_engine *eng, const zt_adamw_hparams *hp, double lr
 {
     assert(eng->async && "zt_engine_step_launch: the asynchronous step only");
     zt_engine_step_prelude(eng);
-    zt_async_queue(eng, hp, lr, max_grad_norm, grad_unscale);
-    if (!zt_engine_cast_in_step(eng)) /* unchanged masters after a skip give the same copies */
-        zt_engine_refresh_gathered(eng);
+    async_launch(eng, hp, lr, max_grad_norm, grad_unscale);
 }
 
 void zt_engine_step_readback(zt_engine *eng, int slot)
