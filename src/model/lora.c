@@ -1,0 +1,107 @@
+/* lora.c — the adapters' settings, their count and the plan line (lora.h). */
+#include "lora.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../core/text.h"
+
+/* The projection names in the layout's order of kinds, and their kinds. */
+static const char *const target_names[] = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
+                                           "down_proj", NULL};
+static const zt_param_kind target_kinds[] = {ZT_P_Q, ZT_P_K, ZT_P_V, ZT_P_O, ZT_P_GATE, ZT_P_UP, ZT_P_DOWN};
+#define NTARGETS ((int)(sizeof target_kinds / sizeof target_kinds[0]))
+
+static unsigned all_linear(void)
+{
+    unsigned m = 0;
+    for (int i = 0; i < NTARGETS; i++)
+        m |= 1u << target_kinds[i];
+    return m;
+}
+
+/* One name (len bytes of s) into *targets. */
+static int add_target(const char *what, const char *s, size_t len, unsigned *targets, zt_err *err)
+{
+    char name[32];
+    if (len == 0 || len >= sizeof name)
+        return zt_fail(err, ZT_EINPUT, "%s: expected all-linear or projection names (q_proj, k_proj, v_proj, "
+                       "o_proj, gate_proj, up_proj, down_proj), got '%.*s'", what, (int)(len < 64 ? len : 64), s);
+    memcpy(name, s, len);
+    name[len] = 0;
+    if (!strcmp(name, "all-linear")) {
+        *targets |= all_linear();
+        return ZT_OK;
+    }
+    int k = zt_index_of(name, target_names, 0);
+    if (k >= 0) {
+        *targets |= 1u << target_kinds[k];
+        return ZT_OK;
+    }
+    const char *best = "all-linear";
+    int bestd = zt_edit_distance(name, best);
+    for (int i = 0; i < NTARGETS; i++)
+        if (zt_edit_distance(name, target_names[i]) < bestd)
+            bestd = zt_edit_distance(name, target_names[i]), best = target_names[i];
+    char known[160];
+    zt_join_names(known, sizeof known, target_names);
+    return zt_fail(err, ZT_EINPUT, "%s: unknown target '%s'%s%s%s; expected all-linear or names among %s "
+                   "(the decoder layers' projections)", what, name, bestd <= 3 ? " (did you mean '" : "",
+                   bestd <= 3 ? best : "", bestd <= 3 ? "'?)" : "", known);
+}
+
+int zt_lora_targets_parse(const char *what, const char *const *names, int n, unsigned *targets, zt_err *err)
+{
+    *targets = 0;
+    if (n == 0) { /* PEFT's default target modules for llama, mistral and qwen2 */
+        *targets = 1u << ZT_P_Q | 1u << ZT_P_V;
+        return ZT_OK;
+    }
+    for (int i = 0; i < n; i++) {
+        const char *s = names[i];
+        for (;;) {
+            const char *comma = strchr(s, ',');
+            size_t len = comma ? (size_t)(comma - s) : strlen(s);
+            int rc = add_target(what, s, len, targets, err);
+            if (rc)
+                return rc;
+            if (!comma)
+                break;
+            s = comma + 1;
+        }
+    }
+    return ZT_OK;
+}
+
+double zt_lora_scale(const zt_lora *l) { return l->rslora ? l->alpha / sqrt((double)l->r) : l->alpha / l->r; }
+
+size_t zt_lora_trainable(const zt_lora *l, const zt_layout *lay)
+{
+    size_t n = 0;
+    for (int i = 0; i < lay->nparams; i++) {
+        const zt_param *p = &lay->params[i];
+        if (p->layer >= 0 && p->ndim == 2 && (l->targets >> p->kind & 1u))
+            n += (size_t)l->r * (size_t)(p->shape[0] + p->shape[1]);
+    }
+    return n;
+}
+
+int zt_lora_describe(const zt_lora *l, const zt_llama_config *cfg, char *buf, size_t cap, zt_err *err)
+{
+    zt_layout lay;
+    int rc = zt_layout_build(&lay, cfg, ZT_WRAP_NONE, 0, 1, err);
+    if (rc)
+        return rc;
+    size_t trainable = zt_lora_trainable(l, &lay), total = lay.numel + trainable;
+    zt_layout_free(&lay);
+    char targets[96] = "";
+    for (int i = 0; i < NTARGETS; i++)
+        if (l->targets >> target_kinds[i] & 1u)
+            snprintf(targets + strlen(targets), sizeof targets - strlen(targets), "%s%s", targets[0] ? "," : "",
+                     target_names[i]);
+    snprintf(buf, cap, "lora r=%d, alpha=%.9g (scale %.9g%s), targets %s, trainable %zu of %zu parameters (%.4f %%)",
+             l->r, l->alpha, zt_lora_scale(l), l->rslora ? ", rsLoRA" : "", targets, trainable, total,
+             total ? 100.0 * (double)trainable / (double)total : 0.0);
+    return ZT_OK;
+}

@@ -1,0 +1,43 @@
+/* lora.h — LoRA adapters as PEFT defines them (docs/lora.md): beside each targeted
+ * projection W (out x in) of the decoder layers, A (r x in) and B (out x r), and
+ *   y = x W^T + s (x A^T) B^T,   s = alpha / r, or alpha / sqrt(r) with rsLoRA.
+ * This header holds what the adapters are (rank, alpha, the scale's rule, the target
+ * set) and what follows from a model's shapes alone: the count of trainable
+ * parameters and the plan line.  Targets are named as PEFT and TRL name them. */
+#ifndef ZT_LORA_H
+#define ZT_LORA_H
+
+#include <stddef.h>
+
+#include "../core/status.h"
+#include "config.h"
+#include "layout.h"
+
+typedef struct zt_lora {
+    int r;            /* rank, >= 1 */
+    double alpha;     /* the scale's numerator, > 0 */
+    int rslora;       /* scale alpha / sqrt(r) (rsLoRA) instead of alpha / r */
+    unsigned targets; /* bit (1u << kind) for each adapted projection kind (ZT_P_Q .. ZT_P_DOWN) */
+} zt_lora;
+
+/* The target set from names as TRL's --lora_target_modules takes them: n values, each
+ * "all-linear" (every projection of a decoder layer; PEFT leaves lm_head out) or
+ * projection names (q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj),
+ * several to a value when separated by commas; n = 0: PEFT's default for Llama,
+ * Mistral and Qwen2, q_proj and v_proj.  ZT_EINPUT names `what` (the flag or key) and,
+ * for an unknown name, the closest known one. */
+int zt_lora_targets_parse(const char *what, const char *const *names, int n, unsigned *targets, zt_err *err);
+
+/* s: alpha / r, or alpha / sqrt(r) with rsLoRA (PEFT's `scaling`). */
+double zt_lora_scale(const zt_lora *l);
+
+/* The adapters' parameter count over a layout's decoder layers: r (in + out) for each
+ * targeted projection matrix. */
+size_t zt_lora_trainable(const zt_lora *l, const zt_layout *lay);
+
+/* The plan line, as PEFT counts (get_nb_trainable_parameters: the total holds the
+ * adapters and the base, a tied lm_head once):
+ *   lora r=R, alpha=A (scale S), targets q_proj,v_proj, trainable N of M parameters (x %) */
+int zt_lora_describe(const zt_lora *l, const zt_llama_config *cfg, char *buf, size_t cap, zt_err *err);
+
+#endif
