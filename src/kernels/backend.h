@@ -318,6 +318,12 @@ typedef struct zt_backend {
     void (*attention_backward_pos)(float *dqkv, const float *dout, const float *qkv, const float *out,
                                    const float *lse, void *scratch, const int *pos, int B, int T, int nh, int nkv,
                                    int hd, int window);
+
+    /* LoRA's scale (model/lora.h, docs/lora.md): y[i] += a * x[i] over n fp32 elements, the
+     * product rounded before the sum (no fused multiply-add), as torch's y + x * a.  Optional,
+     * as matmul_peak: NULL in a table that has none (the CUDA tables, so far), where LoRA is
+     * refused, naming the table. */
+    void (*scale_add)(float *y, float a, const float *x, size_t n);
 } zt_backend;
 
 /* The host backend: OpenMP kernels and oneDNN products. */

@@ -2,6 +2,15 @@
  * (see reductions.h). */
 #include "reductions.h"
 
+void zt_scale_add(float *y, float a, const float *x, size_t n)
+{
+    #pragma omp parallel for simd schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float p = a * x[i];
+        y[i] += p;
+    }
+}
+
 void zt_accumulate(void *acc, zt_dtype md, const void *x, zt_dtype xd, size_t n)
 {
     if (md == ZT_F32 && xd == ZT_F32) {

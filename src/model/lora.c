@@ -105,3 +105,54 @@ int zt_lora_describe(const zt_lora *l, const zt_llama_config *cfg, char *buf, si
              total ? 100.0 * (double)trainable / (double)total : 0.0);
     return ZT_OK;
 }
+
+/* ---- one LoRA linear --------------------------------------------------------- */
+
+static int linear_usable(const zt_lora_linear *l, zt_err *err)
+{
+    if (!l->be->scale_add)
+        return zt_fail(err, ZT_EINPUT, "LoRA: the %s device's table has no scale_add entry yet (the cpu and emu "
+                       "tables have it)", l->be->name);
+    if (l->w_dt != ZT_F32)
+        return zt_fail(err, ZT_EINPUT, "LoRA: %s compute is not built yet (fp32 only)", zt_dtype_name(l->w_dt));
+    return ZT_OK;
+}
+
+int zt_lora_forward(const zt_lora_linear *l, float *y, float *t, float *u, const float *x, zt_err *err)
+{
+    const zt_backend *be = l->be;
+    zt_dtype c = l->w_dt;
+    int rc = linear_usable(l, err);
+    if (rc == ZT_OK)
+        rc = be->matmul(y, x, ZT_F32, l->w, c, l->N, l->out, l->in, 0, 1, 0.0f, c, err);
+    if (rc == ZT_OK)
+        rc = be->matmul(t, x, ZT_F32, l->a, c, l->N, l->r, l->in, 0, 1, 0.0f, c, err);
+    if (rc == ZT_OK)
+        rc = be->matmul(u, t, ZT_F32, l->b, c, l->N, l->out, l->r, 0, 1, 0.0f, c, err);
+    if (rc == ZT_OK) /* PEFT scales after B: y + (t B^T) s, each step rounded as torch does */
+        be->scale_add(y, l->scale, u, (size_t)l->N * (size_t)l->out);
+    return rc;
+}
+
+int zt_lora_backward(const zt_lora_linear *l, float *dx, float *da, float *db, float *du, float *dt,
+                     const float *dy, const float *x, const float *t, zt_err *err)
+{
+    const zt_backend *be = l->be;
+    zt_dtype c = l->w_dt;
+    size_t n = (size_t)l->N * (size_t)l->out;
+    int rc = linear_usable(l, err);
+    if (rc)
+        return rc;
+    be->zero(du, n * sizeof(float)); /* du = 0 + s dy: s dy rounded once, as autograd's dy * s */
+    be->scale_add(du, l->scale, dy, n);
+    rc = be->matmul(db, du, ZT_F32, t, ZT_F32, l->out, l->r, l->N, 1, 0, 1.0f, c, err);
+    if (rc == ZT_OK)
+        rc = be->matmul(dt, du, ZT_F32, l->b, c, l->N, l->r, l->out, 0, 0, 0.0f, c, err);
+    if (rc == ZT_OK)
+        rc = be->matmul(da, dt, ZT_F32, x, ZT_F32, l->r, l->in, l->N, 1, 0, 1.0f, c, err);
+    if (rc == ZT_OK)
+        rc = be->matmul(dx, dy, ZT_F32, l->w, c, l->N, l->in, l->out, 0, 0, 0.0f, c, err);
+    if (rc == ZT_OK) /* autograd's sum of the base's and the adapter's input gradients */
+        rc = be->matmul(dx, dt, ZT_F32, l->a, c, l->N, l->in, l->r, 0, 0, 1.0f, c, err);
+    return rc;
+}

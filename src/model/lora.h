@@ -10,6 +10,7 @@
 #include <stddef.h>
 
 #include "../core/status.h"
+#include "../kernels/backend.h"
 #include "config.h"
 #include "layout.h"
 
@@ -39,5 +40,24 @@ size_t zt_lora_trainable(const zt_lora *l, const zt_layout *lay);
  * adapters and the base, a tied lm_head once):
  *   lora r=R, alpha=A (scale S), targets q_proj,v_proj, trainable N of M parameters (x %) */
 int zt_lora_describe(const zt_lora *l, const zt_llama_config *cfg, char *buf, size_t cap, zt_err *err);
+
+/* One LoRA linear of N rows through a backend table: W (out, in), A (r, in), B (out, r)
+ * in w_dt (the compute dtype; fp32 only so far), x, y and every other buffer fp32, all
+ * of the table's memory.  With s the scale, as PEFT's forward and torch's autograd of it:
+ *   forward   y = x W^T + s u,  t = x A^T (N, r; kept for the backward), u = t B^T (N, out)
+ *   backward  du = s dy;  dB += du^T t;  dt = du B (N, r);  dA += dt^T x;  dx = dy W + dt A
+ * (no dW: the base is frozen).  u and du are scratch of N out elements; dA, dB accumulate
+ * as every weight gradient does.  ZT_EINPUT where the table has no scale_add, naming it. */
+typedef struct zt_lora_linear {
+    const zt_backend *be;
+    zt_dtype w_dt;
+    int N, out, in, r;
+    float scale;
+    const void *w, *a, *b;
+} zt_lora_linear;
+
+int zt_lora_forward(const zt_lora_linear *l, float *y, float *t, float *u, const float *x, zt_err *err);
+int zt_lora_backward(const zt_lora_linear *l, float *dx, float *da, float *db, float *du, float *dt,
+                     const float *dy, const float *x, const float *t, zt_err *err);
 
 #endif

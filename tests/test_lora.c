@@ -1,0 +1,139 @@
+/* test_lora.c — one LoRA linear (model/lora.h) against PEFT's own layer.
+ *
+ * tests/fixtures/lora/linear.safetensors (tools/make_lora_linear_fixture.py: torch 2.15,
+ * peft 0.21.2) holds, for two cases (scale 5/3, and rsLoRA's 7/sqrt(4)), the inputs x, W,
+ * A, B (B non-zero), dy, and PEFT's y, dx, dA, dB in fp32.  ztrain's forward and backward
+ * run through the CPU table and the emulated device's (buffers the host cannot read)
+ * and must give them within 1e-6 of each tensor's largest magnitude (the products' sums
+ * run in another order than torch's, and nothing else differs; an element-wise relative
+ * measure would fail torch itself: its fp32 y is 3e-5 away from fp64 on an element of
+ * 1e-3 that cancels terms of order 1, 7e-8 of the tensor's largest).  dA and dB start from a
+ * non-zero value, since they accumulate as every weight gradient does.  A table without
+ * scale_add is refused by name. */
+#include <string.h>
+
+#include "../src/core/mem.h"
+#include "../src/io/safetensors.h"
+#include "../src/model/lora.h"
+#include "test.h"
+
+#define TOL 1e-6
+#define GRAD0 0.25f /* what dA and dB hold before the backward adds to them */
+
+static const float *tensor(zt_st_file *f, const char *cname, const char *what, size_t numel)
+{
+    char name[64];
+    snprintf(name, sizeof name, "%s.%s", cname, what);
+    const zt_st_tensor *t = zt_st_find(f, name);
+    ZT_CHECK_MSG(t && t->dtype == ZT_F32 && (size_t)t->numel == numel, "%s missing or of another size", name);
+    return t && (size_t)t->numel == numel ? t->data : NULL;
+}
+
+/* n floats of host onto the device (a fresh buffer of be's) */
+static float *up(const zt_backend *be, const float *host, size_t n)
+{
+    float *d = be->alloc(ZT_MEM_OTHER, n * sizeof(float));
+    be->to_device(d, host, n * sizeof(float));
+    return d;
+}
+
+static void compare(const zt_backend *be, const char *what, const float *dev, const float *want, size_t n, float base)
+{
+    float *got = zt_alloc(ZT_MEM_OTHER, n * sizeof(float));
+    be->to_host(got, dev, n * sizeof(float));
+    double worst = 0, largest = 0;
+    for (size_t i = 0; i < n; i++) {
+        double ref = (double)want[i] + base;
+        worst = fabs(got[i] - ref) > worst ? fabs(got[i] - ref) : worst;
+        largest = fabs(ref) > largest ? fabs(ref) : largest;
+    }
+    ZT_CHECK_MSG(worst <= TOL * largest, "%s on %s: worst error %.3g of the largest %.3g (above %.3g of it)", what,
+                 be->name, worst, largest, TOL);
+    zt_free(ZT_MEM_OTHER, got, n * sizeof(float));
+}
+
+static void run_case(const zt_backend *be, zt_st_file *f, const char *cname, int N, int out, int in, int r,
+                     double scale)
+{
+    size_t nx = (size_t)N * in, ny = (size_t)N * out, nw = (size_t)out * in, na = (size_t)r * in;
+    size_t nb = (size_t)out * r, nt = (size_t)N * r;
+    const float *x = tensor(f, cname, "x", nx), *w = tensor(f, cname, "w", nw), *a = tensor(f, cname, "a", na);
+    const float *b = tensor(f, cname, "b", nb), *dy = tensor(f, cname, "dy", ny), *y = tensor(f, cname, "y", ny);
+    const float *dx = tensor(f, cname, "dx", nx), *da = tensor(f, cname, "da", na);
+    const float *db = tensor(f, cname, "db", nb);
+    if (!x || !w || !a || !b || !dy || !y || !dx || !da || !db)
+        return;
+    float *fill = zt_alloc(ZT_MEM_OTHER, (na > nb ? na : nb) * sizeof(float));
+    for (size_t i = 0; i < (na > nb ? na : nb); i++)
+        fill[i] = GRAD0;
+    float *dX = up(be, x, nx), *dW = up(be, w, nw), *dA = up(be, a, na), *dB = up(be, b, nb), *dDy = up(be, dy, ny);
+    float *gA = up(be, fill, na), *gB = up(be, fill, nb);
+    float *Y = be->alloc(ZT_MEM_OTHER, ny * 4), *T = be->alloc(ZT_MEM_OTHER, nt * 4);
+    float *U = be->alloc(ZT_MEM_OTHER, ny * 4), *DT = be->alloc(ZT_MEM_OTHER, nt * 4);
+    float *DX = be->alloc(ZT_MEM_OTHER, nx * 4);
+    zt_lora_linear l = {be, ZT_F32, N, out, in, r, (float)scale, dW, dA, dB};
+    zt_err err = {0};
+    ZT_CHECK_MSG(zt_lora_forward(&l, Y, T, U, dX, &err) == ZT_OK, "%s", err.msg);
+    ZT_CHECK_MSG(zt_lora_backward(&l, DX, gA, gB, U, DT, dDy, dX, T, &err) == ZT_OK, "%s", err.msg);
+    char what[64];
+    snprintf(what, sizeof what, "%s y", cname);
+    compare(be, what, Y, y, ny, 0.0f);
+    snprintf(what, sizeof what, "%s dx", cname);
+    compare(be, what, DX, dx, nx, 0.0f);
+    snprintf(what, sizeof what, "%s dA", cname);
+    compare(be, what, gA, da, na, GRAD0);
+    snprintf(what, sizeof what, "%s dB", cname);
+    compare(be, what, gB, db, nb, GRAD0);
+    float *bufs[] = {dX, dW, dA, dB, dDy, gA, gB, Y, T, U, DT, DX};
+    size_t sizes[] = {nx, nw, na, nb, ny, na, nb, ny, nt, ny, nt, nx};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        be->free(ZT_MEM_OTHER, bufs[i], sizes[i] * sizeof(float));
+    zt_free(ZT_MEM_OTHER, fill, (na > nb ? na : nb) * sizeof(float));
+}
+
+static void against_peft(const zt_backend *be)
+{
+    zt_st_file *f = NULL;
+    zt_err err = {0};
+    ZT_CHECK_MSG(zt_st_open("tests/fixtures/lora/linear.safetensors", &f, &err) == ZT_OK, "%s", err.msg);
+    if (!f)
+        return;
+    const char *cases = zt_st_metadata(f, "cases");
+    ZT_CHECK(cases != NULL);
+    int n = 0;
+    for (const char *p = cases; p && *p; n++) {
+        char name[32];
+        int N, out, in, r;
+        double scale;
+        ZT_CHECK(sscanf(p, "%31s %d %d %d %d %lf", name, &N, &out, &in, &r, &scale) == 6);
+        run_case(be, f, name, N, out, in, r, scale);
+        p = strchr(p, ';');
+        p = p ? p + 1 : NULL;
+    }
+    ZT_CHECK(n == 2);
+    zt_st_close(f);
+}
+
+static void test_linear_cpu(void) { against_peft(zt_backend_cpu()); }
+static void test_linear_emu(void) { against_peft(zt_backend_emu()); }
+
+/* A table without scale_add (the CUDA tables so far) is refused, naming it. */
+static void test_no_scale_add(void)
+{
+    zt_backend be = *zt_backend_cpu();
+    be.scale_add = NULL;
+    be.name = "nosuch";
+    float x[2] = {1, 2}, w[2] = {1, 1}, y[1], t[1], u[1];
+    zt_lora_linear l = {&be, ZT_F32, 1, 1, 2, 1, 2.0f, w, w, w};
+    zt_err err = {0};
+    ZT_CHECK(zt_lora_forward(&l, y, t, u, x, &err) == ZT_EINPUT);
+    ZT_CHECK_MSG(strstr(err.msg, "nosuch device's table has no scale_add") != NULL, "%s", err.msg);
+}
+
+int main(void)
+{
+    ZT_RUN(test_linear_cpu);
+    ZT_RUN(test_linear_emu);
+    ZT_RUN(test_no_scale_add);
+    ZT_TEST_MAIN_END();
+}
