@@ -1,5 +1,11 @@
-/* test_lora.c — one LoRA linear (model/lora.h) against PEFT's own layer.
+/* test_lora.c — LoRA (model/lora.h) against PEFT.
  *
+ * The adapters' layout: for the cases of tests/fixtures/lora/counts.json
+ * (tools/make_lora_fixtures.py), the adapter units hold exactly the tensors PEFT saves,
+ * by name and shape, their sizes sum to PEFT's trainable count, the base units are
+ * frozen, and A_q A_k A_v lie back to back (one view, as W_qkv).
+ *
+ * One LoRA linear against PEFT's own layer:
  * tests/fixtures/lora/linear.safetensors (tools/make_lora_linear_fixture.py: torch 2.15,
  * peft 0.21.2) holds, for two cases (scale 5/3, and rsLoRA's 7/sqrt(4)), the inputs x, W,
  * A, B (B non-zero), dy, and PEFT's y, dx, dA, dB in fp32.  ztrain's forward and backward
@@ -14,6 +20,8 @@
 
 #include "../src/core/mem.h"
 #include "../src/io/safetensors.h"
+#include "../src/model/layout.h"
+#include "tok_fixture.h"
 #include "../src/model/lora.h"
 #include "test.h"
 
@@ -114,6 +122,97 @@ static void against_peft(const zt_backend *be)
     zt_st_close(f);
 }
 
+/* The case's target list as the flag takes it: none, one string, or a list. */
+static int case_targets(const cJSON *c, unsigned *targets, zt_err *err)
+{
+    const cJSON *t = cJSON_GetObjectItem(c, "target_modules");
+    const char *names[8];
+    int n = 0;
+    if (cJSON_IsString(t))
+        names[n++] = t->valuestring;
+    for (const cJSON *e = cJSON_IsArray(t) ? t->child : NULL; e && n < 8; e = e->next)
+        names[n++] = e->valuestring;
+    return zt_lora_targets_parse("test", names, n, targets, err);
+}
+
+/* Every adapter tensor PEFT saves is in the layout, same name and shape, in its layer's
+ * adapter unit; returns how many the layout holds. */
+static int check_tensors(const zt_layout *lay, const cJSON *saved, const char *model)
+{
+    for (const cJSON *e = saved->child; e; e = e->next) {
+        const char *name = cJSON_GetArrayItem(e, 0)->valuestring;
+        const cJSON *shape = cJSON_GetArrayItem(e, 1);
+        const zt_param *p = zt_layout_find(lay, name);
+        ZT_CHECK_MSG(p != NULL, "%s: PEFT's %s is not in the layout", model, name);
+        if (!p)
+            continue;
+        ZT_CHECK_MSG(p->shape[0] == cJSON_GetArrayItem(shape, 0)->valueint &&
+                         p->shape[1] == cJSON_GetArrayItem(shape, 1)->valueint,
+                     "%s: %s is %ld x %ld", model, name, p->shape[0], p->shape[1]);
+        ZT_CHECK(p->lora && p->unit == lay->layer_adapter_unit[p->layer] && p->decay);
+        ZT_CHECK(lay->lora_index[((size_t)p->layer * ZT_P_NKINDS + p->kind) * 2 + (size_t)(p->lora - 1)] ==
+                 (int)(p - lay->params));
+    }
+    int n = 0;
+    for (int i = 0; i < lay->nparams; i++)
+        n += lay->params[i].lora != 0;
+    return n;
+}
+
+static void layout_case(const cJSON *c, zt_wrap_policy wrap)
+{
+    const char *model = cJSON_GetObjectItem(c, "model")->valuestring;
+    char path[256];
+    snprintf(path, sizeof path, "tests/fixtures/%s/config.json", model);
+    zt_llama_config cfg;
+    zt_layout lay;
+    zt_err err = {0};
+    zt_lora l = {.r = cJSON_GetObjectItem(c, "r")->valueint, .alpha = 1};
+    if (!(zt_hf_config_read(path, &cfg, &err) == ZT_OK && case_targets(c, &l.targets, &err) == ZT_OK &&
+          zt_layout_build(&lay, &cfg, wrap, 0, 3, &err) == ZT_OK && zt_lora_layout(&lay, &l, &err) == ZT_OK)) {
+        ZT_CHECK_MSG(0, "%s: %s", model, err.msg);
+        return;
+    }
+    const cJSON *saved = cJSON_GetObjectItem(c, "adapter_tensors");
+    ZT_CHECK_MSG(check_tensors(&lay, saved, model) == cJSON_GetArraySize(saved), "%s: adapters beyond PEFT's", model);
+    size_t adapters = 0;
+    for (int u = 0; u < lay.nunits; u++) {
+        const zt_unit *un = &lay.units[u];
+        ZT_CHECK(u < lay.nbase ? un->frozen && un->adapts == -1 : !un->frozen && un->adapts >= 0);
+        ZT_CHECK(un->padded_numel % 3 == 0 && un->padded_numel - un->numel < 3);
+        if (u >= lay.nbase) {
+            const zt_unit *b = &lay.units[un->adapts];
+            ZT_CHECK(un->first_layer == b->first_layer && un->num_layers == b->num_layers);
+            adapters += un->numel;
+        }
+    }
+    ZT_CHECK(lay.nunits == lay.nbase + (wrap == ZT_WRAP_NONE ? 1 : cfg.num_hidden_layers));
+    ZT_CHECK_MSG(adapters == (size_t)cJSON_GetObjectItem(c, "trainable")->valuedouble, "%s: %zu adapter parameters",
+                 model, adapters);
+    const int *ix = lay.lora_index;
+    if ((l.targets >> ZT_P_Q & 1u) && (l.targets >> ZT_P_K & 1u) && (l.targets >> ZT_P_V & 1u)) { /* layer 0 */
+        const zt_param *aq = &lay.params[ix[ZT_P_Q * 2]], *ak = &lay.params[ix[ZT_P_K * 2]];
+        const zt_param *av = &lay.params[ix[ZT_P_V * 2]];
+        ZT_CHECK(ak->offset == aq->offset + aq->numel && av->offset == ak->offset + ak->numel);
+    }
+    zt_layout_free(&lay);
+}
+
+static void test_layout(void)
+{
+    cJSON *j = read_json("tests/fixtures/lora/counts.json");
+    ZT_CHECK_MSG(j != NULL, "cannot read tests/fixtures/lora/counts.json");
+    if (!j)
+        return;
+    int n = 0;
+    for (const cJSON *c = cJSON_GetObjectItem(j, "cases")->child; c; c = c->next, n++) {
+        layout_case(c, ZT_WRAP_TRANSFORMER);
+        layout_case(c, ZT_WRAP_NONE);
+    }
+    ZT_CHECK(n == 5);
+    cJSON_Delete(j);
+}
+
 static void test_linear_cpu(void) { against_peft(zt_backend_cpu()); }
 static void test_linear_emu(void) { against_peft(zt_backend_emu()); }
 
@@ -132,6 +231,7 @@ static void test_no_scale_add(void)
 
 int main(void)
 {
+    ZT_RUN(test_layout);
     ZT_RUN(test_linear_cpu);
     ZT_RUN(test_linear_emu);
     ZT_RUN(test_no_scale_add);

@@ -13,6 +13,8 @@ records
                      carry lora_A), so the test checks the resolution of None and
                      all-linear as well as the counts
   scale              the scaling PEFT set on the first adapted module
+  adapter_tensors    [name, shape] of every tensor PEFT saves (get_peft_model_state_dict,
+                     the names of adapter_model.safetensors), sorted by name
 
 Dev-time only (the tests read the stored file):
     OMP_NUM_THREADS=1 /work/devvenv/bin/python tools/make_lora_fixtures.py
@@ -25,7 +27,7 @@ import os
 import peft
 import torch
 import transformers
-from peft import LoraConfig, get_peft_model
+from peft import LoraConfig, get_peft_model, get_peft_model_state_dict
 from transformers import AutoConfig, AutoModelForCausalLM
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
@@ -51,8 +53,10 @@ def case(name, r, alpha, rslora, targets):
     trainable, total = pm.get_nb_trainable_parameters()
     wrapped = sorted({n.split(".")[-1] for n, m in pm.named_modules() if hasattr(m, "lora_A") and len(m.lora_A)})
     scale = next(m.scaling["default"] for _, m in pm.named_modules() if hasattr(m, "lora_A") and len(m.lora_A))
+    saved = sorted([k, list(v.shape)] for k, v in get_peft_model_state_dict(pm).items())
     return {"model": name, "model_type": cfg.model_type, "r": r, "alpha": alpha, "use_rslora": rslora,
-            "target_modules": targets, "targets": wrapped, "scale": scale, "trainable": trainable, "total": total}
+            "target_modules": targets, "targets": wrapped, "scale": scale, "trainable": trainable, "total": total,
+            "adapter_tensors": saved}
 
 
 def main():

@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../core/text.h"
@@ -81,10 +82,84 @@ size_t zt_lora_trainable(const zt_lora *l, const zt_layout *lay)
     size_t n = 0;
     for (int i = 0; i < lay->nparams; i++) {
         const zt_param *p = &lay->params[i];
-        if (p->layer >= 0 && p->ndim == 2 && (l->targets >> p->kind & 1u))
+        if (p->layer >= 0 && p->ndim == 2 && !p->lora && (l->targets >> p->kind & 1u))
             n += (size_t)l->r * (size_t)(p->shape[0] + p->shape[1]);
     }
     return n;
+}
+
+/* The adapter parameters of layer l (A's, then B's) appended to lay->params from index
+ * *n on, in unit u from offset *off. */
+static void add_layer_adapters(zt_layout *lay, const zt_lora *l, int layer, int u, int *n, size_t *off)
+{
+    for (int ab = 1; ab <= 2; ab++)
+        for (int i = 0; i < NTARGETS; i++) {
+            const zt_param *w = zt_layout_param(lay, layer, target_kinds[i]);
+            if (!(l->targets >> target_kinds[i] & 1u))
+                continue;
+            zt_param *p = &lay->params[*n];
+            memset(p, 0, sizeof *p);
+            /* "model.layers.L.self_attn.q_proj.weight" less ".weight" */
+            snprintf(p->name, sizeof p->name, "base_model.model.%.*s.lora_%c.weight",
+                     (int)(strlen(w->name) - strlen(".weight")), w->name, ab == 1 ? 'A' : 'B');
+            p->kind = w->kind;
+            p->lora = ab;
+            p->layer = layer;
+            p->ndim = 2;
+            p->shape[0] = ab == 1 ? l->r : w->shape[0];
+            p->shape[1] = ab == 1 ? w->shape[1] : l->r;
+            p->numel = (size_t)p->shape[0] * (size_t)p->shape[1];
+            p->unit = u;
+            p->offset = *off;
+            p->decay = 1;
+            *off += p->numel;
+            lay->lora_index[((size_t)layer * ZT_P_NKINDS + (size_t)w->kind) * 2 + (size_t)(ab - 1)] = (*n)++;
+        }
+}
+
+int zt_lora_layout(zt_layout *lay, const zt_lora *l, zt_err *err)
+{
+    int L = lay->num_layers, nb = lay->nbase, na = 0, per = 0;
+    for (int u = 0; u < nb; u++)
+        na += lay->units[u].num_layers > 0;
+    for (int i = 0; i < NTARGETS; i++)
+        per += 2 * (int)(l->targets >> target_kinds[i] & 1u);
+    size_t nidx = ((size_t)L + 1) * ZT_P_NKINDS * 2;
+    zt_unit *units = realloc(lay->units, (size_t)(nb + na) * sizeof *units);
+    if (units)
+        lay->units = units;
+    zt_param *params = units ? realloc(lay->params, (size_t)(lay->nparams + L * per) * sizeof *params) : NULL;
+    if (params)
+        lay->params = params;
+    lay->layer_adapter_unit = calloc((size_t)L + 1, sizeof *lay->layer_adapter_unit);
+    lay->lora_index = malloc(nidx * sizeof *lay->lora_index);
+    if (!units || !params || !lay->layer_adapter_unit || !lay->lora_index) {
+        zt_layout_free(lay);
+        return zt_fail(err, ZT_EFAIL, "out of memory building the LoRA adapters' layout");
+    }
+    for (size_t i = 0; i < nidx; i++)
+        lay->lora_index[i] = -1;
+    size_t g = (size_t)lay->shard_group;
+    for (int b = 0, u = nb; b < nb; b++) {
+        lay->units[b].frozen = 1;
+        if (lay->units[b].num_layers == 0)
+            continue;
+        zt_unit *au = &lay->units[u];
+        *au = (zt_unit){.first_layer = lay->units[b].first_layer, .num_layers = lay->units[b].num_layers,
+                        .adapts = b};
+        size_t off = 0;
+        for (int layer = au->first_layer; layer < au->first_layer + au->num_layers; layer++) {
+            lay->layer_adapter_unit[layer] = u;
+            add_layer_adapters(lay, l, layer, u, &lay->nparams, &off);
+        }
+        au->numel = off;
+        au->padded_numel = (off + g - 1) / g * g;
+        lay->numel += au->numel;
+        lay->padded_numel += au->padded_numel;
+        u++;
+    }
+    lay->nunits = nb + na;
+    return ZT_OK;
 }
 
 int zt_lora_describe(const zt_lora *l, const zt_llama_config *cfg, char *buf, size_t cap, zt_err *err)

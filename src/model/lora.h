@@ -29,6 +29,17 @@ typedef struct zt_lora {
  * for an unknown name, the closest known one. */
 int zt_lora_targets_parse(const char *what, const char *const *names, int n, unsigned *targets, zt_err *err);
 
+/* The adapters into a built layout (layout.h; docs/lora.md, "Adapter units"): every
+ * base unit becomes frozen, and each base unit that holds decoder layers gets an
+ * adapter unit after the base units (in the same order), holding for each of those
+ * layers the A (r x in) of each targeted projection in the order q, k, v, o, gate, up,
+ * down, then their B (out x r) in the same order, so A_q A_k A_v is one (3r x C) view
+ * where all three are targeted, as W_qkv is.  Named as PEFT saves them
+ * (base_model.model.<the weight's name less .weight>.lora_A.weight), weight decay on,
+ * padded to the shard group; lay->numel and padded_numel count them too.  Once only;
+ * ZT_EFAIL when out of memory (the layout is then freed). */
+int zt_lora_layout(zt_layout *lay, const zt_lora *l, zt_err *err);
+
 /* s: alpha / r, or alpha / sqrt(r) with rsLoRA (PEFT's `scaling`). */
 double zt_lora_scale(const zt_lora *l);
 
