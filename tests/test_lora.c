@@ -79,9 +79,12 @@ static void run_case(const zt_backend *be, zt_st_file *f, const char *cname, int
     float *Y = be->alloc(ZT_MEM_OTHER, ny * 4), *T = be->alloc(ZT_MEM_OTHER, nt * 4);
     float *U = be->alloc(ZT_MEM_OTHER, ny * 4), *DT = be->alloc(ZT_MEM_OTHER, nt * 4);
     float *DX = be->alloc(ZT_MEM_OTHER, nx * 4);
-    zt_lora_linear l = {be, ZT_F32, N, out, in, r, (float)scale, dW, dA, dB};
+    zt_lora_linear l = {be, ZT_F32, N, out, in, r, (float)scale, dA, dB, (size_t)out};
     zt_err err = {0};
+    /* the frozen base's products, as the model computes them: y = x W^T, dx = dy W */
+    ZT_CHECK(be->matmul(Y, dX, ZT_F32, dW, ZT_F32, N, out, in, 0, 1, 0.0f, ZT_F32, &err) == ZT_OK);
     ZT_CHECK_MSG(zt_lora_forward(&l, Y, T, U, dX, &err) == ZT_OK, "%s", err.msg);
+    ZT_CHECK(be->matmul(DX, dDy, ZT_F32, dW, ZT_F32, N, in, out, 0, 0, 0.0f, ZT_F32, &err) == ZT_OK);
     ZT_CHECK_MSG(zt_lora_backward(&l, DX, gA, gB, U, DT, dDy, dX, T, &err) == ZT_OK, "%s", err.msg);
     char what[64];
     snprintf(what, sizeof what, "%s y", cname);
@@ -223,7 +226,7 @@ static void test_no_scale_add(void)
     be.scale_add = NULL;
     be.name = "nosuch";
     float x[2] = {1, 2}, w[2] = {1, 1}, y[1], t[1], u[1];
-    zt_lora_linear l = {&be, ZT_F32, 1, 1, 2, 1, 2.0f, w, w, w};
+    zt_lora_linear l = {&be, ZT_F32, 1, 1, 2, 1, 2.0f, w, w, 1};
     zt_err err = {0};
     ZT_CHECK(zt_lora_forward(&l, y, t, u, x, &err) == ZT_EINPUT);
     ZT_CHECK_MSG(strstr(err.msg, "nosuch device's table has no scale_add") != NULL, "%s", err.msg);

@@ -257,9 +257,10 @@ static void p_accumulate(void *acc, zt_dtype adt, const void *x, zt_dtype xdt, s
 {
     TIMED("accumulate", "kernel", 0, n * (2 * SZ(adt) + SZ(xdt)), in->accumulate(acc, adt, x, xdt, n));
 }
-static void p_scale_add(float *y, float a, const float *x, size_t n)
+static void p_scale_add(float *y, size_t ldy, float a, const float *x, size_t ldx, int rows, int cols)
 {
-    TIMED("scale_add", "kernel", 2.0 * n, 12.0 * n, in->scale_add(y, a, x, n));
+    double n = (double)rows * cols;
+    TIMED("scale_add", "kernel", 2.0 * n, 12.0 * n, in->scale_add(y, ldy, a, x, ldx, rows, cols));
 }
 static void p_accumulate_bf16_rounded(float *acc, const float *x, size_t n)
 {

@@ -2,12 +2,17 @@
  * (see reductions.h). */
 #include "reductions.h"
 
-void zt_scale_add(float *y, float a, const float *x, size_t n)
+void zt_scale_add(float *y, size_t ldy, float a, const float *x, size_t ldx, int rows, int cols)
 {
-    #pragma omp parallel for simd schedule(static)
-    for (size_t i = 0; i < n; i++) {
-        float p = a * x[i];
-        y[i] += p;
+    #pragma omp parallel for schedule(static)
+    for (int i = 0; i < rows; i++) {
+        float *yr = y + (size_t)i * ldy;
+        const float *xr = x + (size_t)i * ldx;
+        #pragma omp simd
+        for (int j = 0; j < cols; j++) {
+            float p = a * xr[j];
+            yr[j] += p;
+        }
     }
 }
 

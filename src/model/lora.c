@@ -199,13 +199,11 @@ int zt_lora_forward(const zt_lora_linear *l, float *y, float *t, float *u, const
     zt_dtype c = l->w_dt;
     int rc = linear_usable(l, err);
     if (rc == ZT_OK)
-        rc = be->matmul(y, x, ZT_F32, l->w, c, l->N, l->out, l->in, 0, 1, 0.0f, c, err);
-    if (rc == ZT_OK)
         rc = be->matmul(t, x, ZT_F32, l->a, c, l->N, l->r, l->in, 0, 1, 0.0f, c, err);
     if (rc == ZT_OK)
         rc = be->matmul(u, t, ZT_F32, l->b, c, l->N, l->out, l->r, 0, 1, 0.0f, c, err);
     if (rc == ZT_OK) /* PEFT scales after B: y + (t B^T) s, each step rounded as torch does */
-        be->scale_add(y, l->scale, u, (size_t)l->N * (size_t)l->out);
+        be->scale_add(y, l->ld, l->scale, u, (size_t)l->out, l->N, l->out);
     return rc;
 }
 
@@ -219,14 +217,12 @@ int zt_lora_backward(const zt_lora_linear *l, float *dx, float *da, float *db, f
     if (rc)
         return rc;
     be->zero(du, n * sizeof(float)); /* du = 0 + s dy: s dy rounded once, as autograd's dy * s */
-    be->scale_add(du, l->scale, dy, n);
+    be->scale_add(du, (size_t)l->out, l->scale, dy, l->ld, l->N, l->out);
     rc = be->matmul(db, du, ZT_F32, t, ZT_F32, l->out, l->r, l->N, 1, 0, 1.0f, c, err);
     if (rc == ZT_OK)
         rc = be->matmul(dt, du, ZT_F32, l->b, c, l->N, l->r, l->out, 0, 0, 0.0f, c, err);
     if (rc == ZT_OK)
         rc = be->matmul(da, dt, ZT_F32, x, ZT_F32, l->r, l->in, l->N, 1, 0, 1.0f, c, err);
-    if (rc == ZT_OK)
-        rc = be->matmul(dx, dy, ZT_F32, l->w, c, l->N, l->in, l->out, 0, 0, 0.0f, c, err);
     if (rc == ZT_OK) /* autograd's sum of the base's and the adapter's input gradients */
         rc = be->matmul(dx, dt, ZT_F32, l->a, c, l->N, l->in, l->r, 0, 0, 1.0f, c, err);
     return rc;

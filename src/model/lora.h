@@ -52,19 +52,24 @@ size_t zt_lora_trainable(const zt_lora *l, const zt_layout *lay);
  *   lora r=R, alpha=A (scale S), targets q_proj,v_proj, trainable N of M parameters (x %) */
 int zt_lora_describe(const zt_lora *l, const zt_llama_config *cfg, char *buf, size_t cap, zt_err *err);
 
-/* One LoRA linear of N rows through a backend table: W (out, in), A (r, in), B (out, r)
- * in w_dt (the compute dtype; fp32 only so far), x, y and every other buffer fp32, all
- * of the table's memory.  With s the scale, as PEFT's forward and torch's autograd of it:
- *   forward   y = x W^T + s u,  t = x A^T (N, r; kept for the backward), u = t B^T (N, out)
- *   backward  du = s dy;  dB += du^T t;  dt = du B (N, r);  dA += dt^T x;  dx = dy W + dt A
- * (no dW: the base is frozen).  u and du are scratch of N out elements; dA, dB accumulate
- * as every weight gradient does.  ZT_EINPUT where the table has no scale_add, naming it. */
+/* The adapter's part of one LoRA linear of N rows through a backend table, beside the
+ * frozen base's y = x W^T, which the caller computes (the model in its fused products):
+ * A (r, in), B (out, r) in w_dt (the compute dtype; fp32 only so far), x (N, in) and every
+ * other buffer fp32, all of the table's memory; y and dy are `out` columns of rows `ld`
+ * apart (q's block of qkv, say; ld = out when they are whole).  With s the scale, as PEFT's
+ * forward and torch's autograd of it:
+ *   forward   t = x A^T (N, r; kept for the backward), u = t B^T (N, out), y += s u
+ *   backward  du = s dy;  dB += du^T t;  dt = du B (N, r);  dA += dt^T x;  dx += dt A
+ * (dx holding the base's dy W already; no dW: the base is frozen).  u and du are scratch of
+ * N out elements; dA, dB accumulate as every weight gradient does.  ZT_EINPUT where the
+ * table has no scale_add, naming it. */
 typedef struct zt_lora_linear {
     const zt_backend *be;
     zt_dtype w_dt;
     int N, out, in, r;
     float scale;
-    const void *w, *a, *b;
+    const void *a, *b;
+    size_t ld;
 } zt_lora_linear;
 
 int zt_lora_forward(const zt_lora_linear *l, float *y, float *t, float *u, const float *x, zt_err *err);
