@@ -10,9 +10,11 @@
 int zt_cli_lora_take(zt_cli_lora *l, int *argc, char **argv, zt_err *err)
 {
     static const char flag[] = "--lora_target_modules";
-    for (int i = 0; i < *argc; i++)
-        if (!strncmp(argv[i], flag, sizeof flag - 1) && (argv[i][sizeof flag - 1] == 0 || argv[i][sizeof flag - 1] == '='))
+    for (int i = 0; i < *argc; i++) {
+        char after = argv[i][strncmp(argv[i], flag, sizeof flag - 1) ? 0 : sizeof flag - 1];
+        if (!strncmp(argv[i], flag, sizeof flag - 1) && (after == 0 || after == '='))
             l->targets_given = 1;
+    }
     const char **taken = NULL;
     int n = zt_cli_take_list(flag, argc, argv, &taken);
     if (n < 0)
