@@ -11,8 +11,8 @@
  * adapters (B non-zero) and batch 0's mean loss and adapter gradients.  The loss within
  * 1e-6 relative, each gradient within 3e-6 of its tensor's largest magnitude (PEFT's fp32
  * reference is itself 1.4e-6 of it away from float64, as its generator prints; ztrain is
- * 1.2e-6 from it), on the CPU and the emulated device; the owner is asked for the
- * adapter units' gradients only.
+ * 1.2e-6 from it), on the CPU (with and without gradient checkpointing) and the emulated
+ * device; the owner is asked for the adapter units' gradients only.
  *
  * One LoRA linear against PEFT's own layer:
  * tests/fixtures/lora/linear.safetensors (tools/make_lora_linear_fixture.py: torch 2.15,
@@ -325,8 +325,8 @@ static void check_grads(const lora_owner *g, const zt_backend *be, const zt_layo
     }
 }
 
-static void model_case(const zt_backend *be, zt_st_file *f, const char *cname, const char *model, int r, int alpha,
-                       int rslora, const char *targets)
+static void model_case(const zt_backend *be, int ckpt, zt_st_file *f, const char *cname, const char *model, int r,
+                       int alpha, int rslora, const char *targets)
 {
     enum { B = 2, T = 16 };
     char fix[128], path[160];
@@ -353,7 +353,7 @@ static void model_case(const zt_backend *be, zt_st_file *f, const char *cname, c
     for (int i = 0; i < B * T; i++)
         in[i] = tok.ids[i], tg[i] = tok.ids[i + 1];
     double loss = 0;
-    ZT_CHECK_MSG(zt_model_init(&m, &cfg, &lay, &own, B, T, 0, &err) == ZT_OK && zt_model_set_lora(&m, &l, &err) == ZT_OK &&
+    ZT_CHECK_MSG(zt_model_init(&m, &cfg, &lay, &own, B, T, ckpt, &err) == ZT_OK && zt_model_set_lora(&m, &l, &err) == ZT_OK &&
                      zt_model_forward_backward(&m, in, tg, 1.0f / (B * T), &loss, &err) == ZT_OK,
                  "%s: %s", cname, err.msg);
     snprintf(path, sizeof path, "%s.loss", cname);
@@ -369,7 +369,7 @@ static void model_case(const zt_backend *be, zt_st_file *f, const char *cname, c
     zt_layout_free(&plain);
 }
 
-static void model_against_peft(const zt_backend *be)
+static void model_against_peft(const zt_backend *be, int ckpt)
 {
     zt_st_file *f = NULL;
     zt_err err = {0};
@@ -381,7 +381,7 @@ static void model_against_peft(const zt_backend *be)
         char name[32], model[32], targets[128];
         int r, alpha, rslora;
         ZT_CHECK(sscanf(p, "%31s %31s %d %d %d %127[^;]", name, model, &r, &alpha, &rslora, targets) == 6);
-        model_case(be, f, name, model, r, alpha, rslora, targets);
+        model_case(be, ckpt, f, name, model, r, alpha, rslora, targets);
         p = strchr(p, ';');
         p = p ? p + 1 : NULL;
     }
@@ -390,8 +390,10 @@ static void model_against_peft(const zt_backend *be)
         zt_st_close(f);
 }
 
-static void test_model_cpu(void) { model_against_peft(zt_backend_cpu()); }
-static void test_model_emu(void) { model_against_peft(zt_backend_emu()); }
+static void test_model_cpu(void) { model_against_peft(zt_backend_cpu(), 0); }
+static void test_model_emu(void) { model_against_peft(zt_backend_emu(), 0); }
+/* gradient checkpointing: each layer's forward, its adapters' t included, recomputed */
+static void test_model_checkpointing(void) { model_against_peft(zt_backend_cpu(), 1); }
 
 static void test_linear_cpu(void) { against_peft(zt_backend_cpu()); }
 static void test_linear_emu(void) { against_peft(zt_backend_emu()); }
@@ -414,6 +416,7 @@ int main(void)
     ZT_RUN(test_layout);
     ZT_RUN(test_model_cpu);
     ZT_RUN(test_model_emu);
+    ZT_RUN(test_model_checkpointing);
     ZT_RUN(test_linear_cpu);
     ZT_RUN(test_linear_emu);
     ZT_RUN(test_no_scale_add);
