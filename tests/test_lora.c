@@ -356,6 +356,9 @@ static void model_case(const zt_backend *be, int ckpt, zt_st_file *f, const char
     ZT_CHECK_MSG(zt_model_init(&m, &cfg, &lay, &own, B, T, ckpt, &err) == ZT_OK && zt_model_set_lora(&m, &l, &err) == ZT_OK &&
                      zt_model_forward_backward(&m, in, tg, 1.0f / (B * T), &loss, &err) == ZT_OK,
                  "%s: %s", cname, err.msg);
+    /* what it allocated is what the estimates say */
+    ZT_CHECK(m.act_bytes == zt_model_activation_bytes(&cfg, B, T, ckpt, ZT_F32) +
+                                zt_model_lora_activation_bytes(&cfg, B, T, &l));
     snprintf(path, sizeof path, "%s.loss", cname);
     const zt_st_tensor *want = zt_st_find(f, path);
     ZT_CHECK(want != NULL);

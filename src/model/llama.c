@@ -214,6 +214,32 @@ oom:
     return zt_fail(err, ZT_EFAIL, "out of memory for activations (B=%d, T=%d)", B, T);
 }
 
+/* LoRA's four buffers (zt_model's lora_t, lora_u, lora_dt, lora_dw), in bytes, for N rows:
+ * the size table of zt_model_set_lora and of the estimate alike. */
+static size_t lora_sizes(const zt_llama_config *c, int rows, const zt_lora *l, size_t bytes[4])
+{
+    size_t N = (size_t)rows, r = (size_t)l->r, C = (size_t)c->hidden_size, F = (size_t)c->intermediate_size;
+    size_t Dq = (size_t)c->num_attention_heads * (size_t)c->head_dim;
+    size_t widest = C > F ? (C > Dq ? C : Dq) : (F > Dq ? F : Dq);
+    size_t ntargets = (size_t)__builtin_popcount(l->targets);
+    bytes[0] = (size_t)c->num_hidden_layers * ntargets * N * r * sizeof(float);
+    bytes[1] = N * widest * sizeof(float);
+    bytes[2] = N * r * sizeof(float);
+    bytes[3] = C * sizeof(float);
+    size_t total = 0;
+    for (int i = 0; i < 4; i++) {
+        bytes[i] += !bytes[i]; /* no target: one byte, so every buffer exists */
+        total += bytes[i];
+    }
+    return total;
+}
+
+size_t zt_model_lora_activation_bytes(const zt_llama_config *cfg, int B, int T, const zt_lora *l)
+{
+    size_t bytes[4];
+    return lora_sizes(cfg, B * T, l, bytes);
+}
+
 int zt_model_set_lora(zt_model *m, const zt_lora *l, zt_err *err)
 {
     const zt_llama_config *c = &m->cfg;
@@ -227,17 +253,9 @@ int zt_model_set_lora(zt_model *m, const zt_lora *l, zt_err *err)
         return zt_fail(err, ZT_EINPUT, "LoRA: the %s device's table has no scale_add entry yet (the cpu and emu "
                        "tables have it)", m->be->name);
     m->lora = *l;
-    size_t N = (size_t)m->N, r = (size_t)l->r, C = (size_t)c->hidden_size, F = (size_t)c->intermediate_size;
-    size_t Dq = (size_t)c->num_attention_heads * (size_t)c->head_dim;
-    size_t widest = C > F ? (C > Dq ? C : Dq) : (F > Dq ? F : Dq);
-    size_t ntargets = (size_t)__builtin_popcount(l->targets);
-    m->lora_bytes[0] = (size_t)c->num_hidden_layers * ntargets * N * r * sizeof(float);
-    m->lora_bytes[1] = N * widest * sizeof(float);
-    m->lora_bytes[2] = N * r * sizeof(float);
-    m->lora_bytes[3] = C * sizeof(float);
+    lora_sizes(c, m->N, l, m->lora_bytes);
     float **bufs[4] = {&m->lora_t, &m->lora_u, &m->lora_dt, &m->lora_dw};
     for (int i = 0; i < 4; i++) {
-        m->lora_bytes[i] += !m->lora_bytes[i]; /* no target: one byte, so every buffer exists */
         if (!(*bufs[i] = m->be->alloc(ZT_MEM_ACTIV, m->lora_bytes[i])))
             return zt_fail(err, ZT_EFAIL, "out of memory for LoRA's activations (B=%d, T=%d)", m->B, m->T);
         m->act_bytes += m->lora_bytes[i];

@@ -138,6 +138,8 @@ int zt_model_set_positions(zt_model *m, const int *pos, zt_err *err);
  * computed.  ZT_EINPUT, naming what refuses, for what is not built yet: a compute dtype
  * other than fp32, bf16 activations, a table without scale_add. */
 int zt_model_set_lora(zt_model *m, const zt_lora *l, zt_err *err);
+/* The bytes zt_model_set_lora allocates beside zt_model_activation_bytes' (the same sizes). */
+size_t zt_model_lora_activation_bytes(const zt_llama_config *cfg, int B, int T, const zt_lora *l);
 
 /* Forward only (evaluation): the SUM of token cross-entropies in *loss_sum, and
  * the logits for zt_model_logits. */
