@@ -744,6 +744,47 @@ static int head_backward(zt_model *m, const int *targets, const void *wlm, float
     return rc;
 }
 
+/* The decoder layers' backward, last to first: a layer unit is acquired again before its
+ * last layer (and, without LoRA, its gradient opened) and handed back after its first;
+ * with LoRA each adapter unit likewise, its gradient the only one opened. */
+static int layers_backward(zt_model *m, const void *root_base, float *groot, zt_err *err)
+{
+    const zt_layout *lay = m->lay;
+    int L = m->cfg.num_hidden_layers, root = lay->root_unit, rc;
+    const void *base = NULL, *abase = NULL;
+    float *gunit = NULL, *gadapter = NULL;
+    for (int l = L - 1; l >= 0; l--) {
+        int u = unit_of_layer(m, l);
+        int unit_first = l == 0 || unit_of_layer(m, l - 1) != u;
+        int unit_last = l == L - 1 || unit_of_layer(m, l + 1) != u;
+        if (u == root) {
+            base = root_base;
+            gunit = groot;
+        } else if (unit_last) {
+            base = acquire(m, u, ZT_PASS_BACKWARD);
+            gunit = m->lora_on ? NULL : grad_begin(m, u);
+        }
+        if (m->lora_on && adapter_last(m, l)) {
+            abase = acquire(m, lay->layer_adapter_unit[l], ZT_PASS_BACKWARD);
+            gadapter = grad_begin(m, lay->layer_adapter_unit[l]);
+        }
+        if (m->checkpointing && (rc = layer_forward(m, l, base, abase, err)))
+            return rc;
+        if ((rc = layer_backward(m, l, base, gunit, abase, gadapter, err)))
+            return rc;
+        if (m->lora_on && adapter_first(m, l)) {
+            grad_end(m, lay->layer_adapter_unit[l]);
+            release(m, lay->layer_adapter_unit[l]);
+        }
+        if (u != root && unit_first) {
+            if (gunit)
+                grad_end(m, u);
+            release(m, u);
+        }
+    }
+    return ZT_OK;
+}
+
 /* One micro-batch's forward and, with backward, backward; an error returns with
  * units still acquired, which pass_or_reset hands back. */
 static int model_pass(zt_model *m, const int *inputs, const int *targets, int backward,
@@ -807,36 +848,8 @@ static int model_pass(zt_model *m, const int *inputs, const int *targets, int ba
     m->be->rmsnorm_backward(m->dres, m->dres16,
                                    groot ? groot + zt_layout_param(lay, -1, ZT_P_FINAL_NORM)->offset : m->lora_dw,
                                    m->dn, m->layers[L].x, norm_weight(m, wnorm), m->rstdf, N, C);
-    float *gunit = NULL, *gadapter = NULL;
-    for (int l = L - 1; l >= 0; l--) {
-        int u = unit_of_layer(m, l);
-        int unit_first = l == 0 || unit_of_layer(m, l - 1) != u;
-        int unit_last = l == L - 1 || unit_of_layer(m, l + 1) != u;
-        if (u == root) {
-            base = root_base;
-            gunit = groot;
-        } else if (unit_last) {
-            base = acquire(m, u, ZT_PASS_BACKWARD);
-            gunit = m->lora_on ? NULL : grad_begin(m, u);
-        }
-        if (m->lora_on && adapter_last(m, l)) {
-            abase = acquire(m, lay->layer_adapter_unit[l], ZT_PASS_BACKWARD);
-            gadapter = grad_begin(m, lay->layer_adapter_unit[l]);
-        }
-        if (m->checkpointing && (rc = layer_forward(m, l, base, abase, err)))
-            return rc;
-        if ((rc = layer_backward(m, l, base, gunit, abase, gadapter, err)))
-            return rc;
-        if (m->lora_on && adapter_first(m, l)) {
-            grad_end(m, lay->layer_adapter_unit[l]);
-            release(m, lay->layer_adapter_unit[l]);
-        }
-        if (u != root && unit_first) {
-            if (gunit)
-                grad_end(m, u);
-            release(m, u);
-        }
-    }
+    if ((rc = layers_backward(m, root_base, groot, err)))
+        return rc;
     if (groot) {
         m->be->embed_backward(groot + pe->offset, m->dres, inputs, N, C);
         grad_end(m, root);
