@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/rng.h"
 #include "../core/text.h"
 
 /* The projection names in the layout's order of kinds, and their kinds. */
@@ -73,6 +74,20 @@ int zt_lora_targets_parse(const char *what, const char *const *names, int n, uns
         }
     }
     return ZT_OK;
+}
+
+void zt_lora_init_param(const zt_param *p, uint64_t seed, float *out)
+{
+    if (p->lora != 1) {
+        memset(out, 0, p->numel * sizeof *out);
+        return;
+    }
+    uint64_t state = seed ^ 0xcbf29ce484222325ull; /* FNV-1a over the name, from the seed */
+    for (const unsigned char *c = (const unsigned char *)p->name; *c; c++)
+        state = (state ^ *c) * 0x100000001b3ull;
+    double bound = 1.0 / sqrt((double)p->shape[1]); /* gain sqrt(2 / (1 + 5)) times sqrt(3 / in) */
+    for (size_t i = 0; i < p->numel; i++)
+        out[i] = (float)(bound * (2.0 * zt_rand_uniform(&state) - 1.0));
 }
 
 double zt_lora_scale(const zt_lora *l) { return l->rslora ? l->alpha / sqrt((double)l->r) : l->alpha / l->r; }

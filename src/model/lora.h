@@ -8,6 +8,7 @@
 #define ZT_LORA_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "../core/status.h"
 #include "../kernels/backend.h"
@@ -39,6 +40,14 @@ int zt_lora_targets_parse(const char *what, const char *const *names, int n, uns
  * padded to the shard group; lay->numel and padded_numel count them too.  Once only;
  * ZT_EFAIL when out of memory (the layout is then freed). */
 int zt_lora_layout(zt_layout *lay, const zt_lora *l, zt_err *err);
+
+/* PEFT's initialisation of one adapter tensor p (p->lora 1 or 2) into out (p->numel
+ * floats): A kaiming-uniform with a = sqrt(5), uniform in [-1/sqrt(in), 1/sqrt(in)) for
+ * in = A's columns; B zeros, so the adapted model starts as the base.  A's draw is the
+ * run's seed mixed with the tensor's name, so its values depend on neither the wrap, the
+ * shard group nor the other targets.  PEFT's distribution, not torch's numbers: the
+ * parity tests give both sides the same adapters from a file instead. */
+void zt_lora_init_param(const zt_param *p, uint64_t seed, float *out);
 
 /* s: alpha / r, or alpha / sqrt(r) with rsLoRA (PEFT's `scaling`). */
 double zt_lora_scale(const zt_lora *l);
