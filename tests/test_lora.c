@@ -59,8 +59,8 @@ static float *up(const zt_backend *be, const float *host, size_t n)
     return d;
 }
 
-static void compare(const zt_backend *be, const char *what, const float *dev, const float *want, size_t n, float base,
-                    double tol)
+static void compare(const zt_backend *be, const char *what, const float *dev, const float *want, size_t n,
+                    float base, double tol)
 {
     float *got = zt_alloc(ZT_MEM_OTHER, n * sizeof(float));
     be->to_host(got, dev, n * sizeof(float));
@@ -70,8 +70,8 @@ static void compare(const zt_backend *be, const char *what, const float *dev, co
         worst = fabs(got[i] - ref) > worst ? fabs(got[i] - ref) : worst;
         largest = fabs(ref) > largest ? fabs(ref) : largest;
     }
-    ZT_CHECK_MSG(worst <= tol * largest, "%s on %s: worst error %.3g of the largest %.3g (above %.3g of it)", what,
-                 be->name, worst, largest, tol);
+    ZT_CHECK_MSG(worst <= tol * largest, "%s on %s: worst error %.3g of the largest %.3g (above %.3g of it)",
+                 what, be->name, worst, largest, tol);
     zt_free(ZT_MEM_OTHER, got, n * sizeof(float));
 }
 
@@ -80,8 +80,10 @@ static void run_case(const zt_backend *be, zt_st_file *f, const char *cname, int
 {
     size_t nx = (size_t)N * in, ny = (size_t)N * out, nw = (size_t)out * in, na = (size_t)r * in;
     size_t nb = (size_t)out * r, nt = (size_t)N * r;
-    const float *x = tensor(f, cname, "x", nx), *w = tensor(f, cname, "w", nw), *a = tensor(f, cname, "a", na);
-    const float *b = tensor(f, cname, "b", nb), *dy = tensor(f, cname, "dy", ny), *y = tensor(f, cname, "y", ny);
+    const float *x = tensor(f, cname, "x", nx), *w = tensor(f, cname, "w", nw),
+                *a = tensor(f, cname, "a", na);
+    const float *b = tensor(f, cname, "b", nb), *dy = tensor(f, cname, "dy", ny),
+                *y = tensor(f, cname, "y", ny);
     const float *dx = tensor(f, cname, "dx", nx), *da = tensor(f, cname, "da", na);
     const float *db = tensor(f, cname, "db", nb);
     if (!x || !w || !a || !b || !dy || !y || !dx || !da || !db)
@@ -89,7 +91,8 @@ static void run_case(const zt_backend *be, zt_st_file *f, const char *cname, int
     float *fill = zt_alloc(ZT_MEM_OTHER, (na > nb ? na : nb) * sizeof(float));
     for (size_t i = 0; i < (na > nb ? na : nb); i++)
         fill[i] = GRAD0;
-    float *dX = up(be, x, nx), *dW = up(be, w, nw), *dA = up(be, a, na), *dB = up(be, b, nb), *dDy = up(be, dy, ny);
+    float *dX = up(be, x, nx), *dW = up(be, w, nw), *dA = up(be, a, na), *dB = up(be, b, nb),
+          *dDy = up(be, dy, ny);
     float *gA = up(be, fill, na), *gB = up(be, fill, nb);
     float *Y = be->alloc(ZT_MEM_OTHER, ny * 4), *T = be->alloc(ZT_MEM_OTHER, nt * 4);
     float *U = be->alloc(ZT_MEM_OTHER, ny * 4), *DT = be->alloc(ZT_MEM_OTHER, nt * 4);
@@ -187,12 +190,14 @@ static void layout_case(const cJSON *c, zt_wrap_policy wrap)
     zt_err err = {0};
     zt_lora l = {.r = cJSON_GetObjectItem(c, "r")->valueint, .alpha = 1};
     if (!(zt_hf_config_read(path, &cfg, &err) == ZT_OK && case_targets(c, &l.targets, &err) == ZT_OK &&
-          zt_layout_build(&lay, &cfg, wrap, 0, 3, &err) == ZT_OK && zt_lora_layout(&lay, &l, &err) == ZT_OK)) {
+          zt_layout_build(&lay, &cfg, wrap, 0, 3, &err) == ZT_OK &&
+          zt_lora_layout(&lay, &l, &err) == ZT_OK)) {
         ZT_CHECK_MSG(0, "%s: %s", model, err.msg);
         return;
     }
     const cJSON *saved = cJSON_GetObjectItem(c, "adapter_tensors");
-    ZT_CHECK_MSG(check_tensors(&lay, saved, model) == cJSON_GetArraySize(saved), "%s: adapters beyond PEFT's", model);
+    ZT_CHECK_MSG(check_tensors(&lay, saved, model) == cJSON_GetArraySize(saved), "%s: adapters beyond PEFT's",
+                 model);
     size_t adapters = 0;
     for (int u = 0; u < lay.nunits; u++) {
         const zt_unit *un = &lay.units[u];
@@ -205,10 +210,11 @@ static void layout_case(const cJSON *c, zt_wrap_policy wrap)
         }
     }
     ZT_CHECK(lay.nunits == lay.nbase + (wrap == ZT_WRAP_NONE ? 1 : cfg.num_hidden_layers));
-    ZT_CHECK_MSG(adapters == (size_t)cJSON_GetObjectItem(c, "trainable")->valuedouble, "%s: %zu adapter parameters",
-                 model, adapters);
+    ZT_CHECK_MSG(adapters == (size_t)cJSON_GetObjectItem(c, "trainable")->valuedouble,
+                 "%s: %zu adapter parameters", model, adapters);
     const int *ix = lay.lora_index;
-    if ((l.targets >> ZT_P_Q & 1u) && (l.targets >> ZT_P_K & 1u) && (l.targets >> ZT_P_V & 1u)) { /* layer 0 */
+    if ((l.targets >> ZT_P_Q & 1u) && (l.targets >> ZT_P_K & 1u) &&
+        (l.targets >> ZT_P_V & 1u)) { /* layer 0 */
         const zt_param *aq = &lay.params[ix[ZT_P_Q * 2]], *ak = &lay.params[ix[ZT_P_K * 2]];
         const zt_param *av = &lay.params[ix[ZT_P_V * 2]];
         ZT_CHECK(ak->offset == aq->offset + aq->numel && av->offset == ak->offset + ak->numel);
@@ -253,7 +259,8 @@ static void test_init(void)
         const zt_param *p = &a.params[i];
         if (!p->lora)
             continue;
-        float *x = malloc(p->numel * sizeof *x), *y = malloc(p->numel * sizeof *y), *z = malloc(p->numel * sizeof *z);
+        float *x = malloc(p->numel * sizeof *x), *y = malloc(p->numel * sizeof *y),
+              *z = malloc(p->numel * sizeof *z);
         zt_lora_init_param(p, 42, x);
         zt_lora_init_param(zt_layout_find(&b, p->name), 42, y);
         zt_lora_init_param(p, 43, z);
@@ -280,8 +287,8 @@ static void test_init(void)
         free(x), free(y), free(z);
     }
     ZT_CHECK_MSG(nb == 0, "%zu non-zero B elements", nb);
-    ZT_CHECK_MSG(n > 5000 && fabs(m2 / (double)n - 1.0 / 3.0) < 0.03, "A's second moment %.4f of b^2 over %zu",
-                 m2 / (double)n, n);
+    ZT_CHECK_MSG(n > 5000 && fabs(m2 / (double)n - 1.0 / 3.0) < 0.03,
+                 "A's second moment %.4f of b^2 over %zu", m2 / (double)n, n);
     zt_layout_free(&a);
     zt_layout_free(&b);
 }
@@ -327,7 +334,8 @@ static int owner_open(lora_owner *g, const zt_backend *be, const char *fix, cons
                       const zt_layout *lay, zt_st_file *f, const char *cname, zt_err *err)
 {
     the_owner = g;
-    if (zt_frozen_init(&g->fr, lay, ZT_F32, be, err) || zt_hf_load_params_to(fix, plain, frozen_sink, &g->fr, err))
+    if (zt_frozen_init(&g->fr, lay, ZT_F32, be, err) ||
+        zt_hf_load_params_to(fix, plain, frozen_sink, &g->fr, err))
         return ZT_EFAIL;
     for (int i = 0; i < lay->nparams; i++) {
         const zt_param *p = &lay->params[i];
@@ -380,8 +388,8 @@ static void check_grads(const lora_owner *g, const zt_backend *be, const zt_layo
     }
 }
 
-static void model_case(const zt_backend *be, int ckpt, zt_st_file *f, const char *cname, const char *model, int r,
-                       int alpha, int rslora, const char *targets)
+static void model_case(const zt_backend *be, int ckpt, zt_st_file *f, const char *cname, const char *model,
+                       int r, int alpha, int rslora, const char *targets)
 {
     enum { B = 2, T = 16 };
     char fix[128], path[160];
@@ -395,7 +403,8 @@ static void model_case(const zt_backend *be, int ckpt, zt_st_file *f, const char
     zt_model m;
     zt_tokens tok;
     snprintf(path, sizeof path, "%s/tokens.npy", fix);
-    if (zt_hf_read_config_dir(fix, &cfg, &err) || zt_lora_targets_parse("test", &targets, 1, &l.targets, &err) ||
+    if (zt_hf_read_config_dir(fix, &cfg, &err) ||
+        zt_lora_targets_parse("test", &targets, 1, &l.targets, &err) ||
         zt_layout_build(&plain, &cfg, ZT_WRAP_TRANSFORMER, 0, 1, &err) ||
         zt_layout_build(&lay, &cfg, ZT_WRAP_TRANSFORMER, 0, 1, &err) || zt_lora_layout(&lay, &l, &err) ||
         owner_open(&g, be, fix, &plain, &lay, f, cname, &err) || zt_tokens_load(path, &tok, &err)) {
@@ -408,12 +417,14 @@ static void model_case(const zt_backend *be, int ckpt, zt_st_file *f, const char
     for (int i = 0; i < B * T; i++)
         in[i] = tok.ids[i], tg[i] = tok.ids[i + 1];
     double loss = 0;
-    ZT_CHECK_MSG(zt_model_init(&m, &cfg, &lay, &own, B, T, ckpt, &err) == ZT_OK && zt_model_set_lora(&m, &l, &err) == ZT_OK &&
+    ZT_CHECK_MSG(zt_model_init(&m, &cfg, &lay, &own, B, T, ckpt, &err) == ZT_OK &&
+                     zt_model_set_lora(&m, &l, &err) == ZT_OK &&
                      zt_model_forward_backward(&m, in, tg, 1.0f / (B * T), &loss, &err) == ZT_OK,
                  "%s: %s", cname, err.msg);
     /* what it allocated is what the estimates say */
-    ZT_CHECK(m.act_bytes == zt_model_activation_bytes(&cfg, B, T, ckpt, ZT_F32) +
-                                zt_model_lora_activation_bytes(&cfg, B, T, &l));
+    ZT_CHECK(m.act_bytes ==
+             zt_model_activation_bytes(&cfg, B, T, ckpt, ZT_F32) +
+                 zt_model_lora_activation_bytes(&cfg, B, T, &l));
     snprintf(path, sizeof path, "%s.loss", cname);
     const zt_st_tensor *want = zt_st_find(f, path);
     ZT_CHECK(want != NULL);

@@ -32,7 +32,8 @@ int zt_cli_lora_take(zt_cli_lora *l, int *argc, char **argv, zt_err *err)
 
 int zt_cli_lora_check(zt_cli_lora *l, const flag_table *table, zt_err *err)
 {
-    static const char *const lora_flags[] = {"lora_r", "lora_alpha", "lora_dropout", "use_rslora", "lora_bias", NULL};
+    static const char *const lora_flags[] = {"lora_r",     "lora_alpha", "lora_dropout",
+                                             "use_rslora", "lora_bias",  NULL};
     if (!l->use_peft) { /* TRL ignores them; a flag that changes nothing is a mistake worth naming */
         for (int i = 0; lora_flags[i]; i++)
             if (zt_flag_given((void *)table, lora_flags[i]))
@@ -42,11 +43,15 @@ int zt_cli_lora_check(zt_cli_lora *l, const flag_table *table, zt_err *err)
         return ZT_OK;
     }
     if (l->dropout != 0.0)
-        return zt_fail(err, ZT_EINPUT, "--lora_dropout %g: dropout on the adapters is not implemented yet; give "
-                       "--lora_dropout 0 (ztrain's default; TRL's default is 0.05)", l->dropout);
+        return zt_fail(err, ZT_EINPUT,
+                       "--lora_dropout %g: dropout on the adapters is not implemented yet; give "
+                       "--lora_dropout 0 (ztrain's default; TRL's default is 0.05)",
+                       l->dropout);
     if (strcmp(l->bias, "none"))
-        return zt_fail(err, ZT_EINPUT, "--lora_bias '%s': only none is implemented (PEFT's all and lora_only "
-                       "train biases, which are not built yet)", l->bias);
+        return zt_fail(err, ZT_EINPUT,
+                       "--lora_bias '%s': only none is implemented (PEFT's all and lora_only "
+                       "train biases, which are not built yet)",
+                       l->bias);
     l->lora = (zt_lora){.r = l->r, .alpha = l->alpha, .rslora = l->rslora};
     return zt_lora_targets_parse("--lora_target_modules", l->targets, l->ntargets, &l->lora.targets, err);
 }
@@ -61,6 +66,7 @@ int zt_cli_lora_plan(const zt_cli_lora *l, const zt_llama_config *cfg, int print
         printf("%s\n", line);
         fflush(stdout);
     }
-    return zt_fail(err, ZT_EINPUT, "--use_peft: training LoRA adapters is not built yet (issue 46; docs/lora.md): "
+    return zt_fail(err, ZT_EINPUT,
+                   "--use_peft: training LoRA adapters is not built yet (issue 46; docs/lora.md): "
                    "the line above is what it would train");
 }

@@ -10,8 +10,8 @@
 #include "../core/text.h"
 
 /* The projection names in the layout's order of kinds, and their kinds. */
-static const char *const target_names[] = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
-                                           "down_proj", NULL};
+static const char *const target_names[] = {"q_proj",    "k_proj",  "v_proj",    "o_proj",
+                                           "gate_proj", "up_proj", "down_proj", NULL};
 static const zt_param_kind target_kinds[] = {ZT_P_Q, ZT_P_K, ZT_P_V, ZT_P_O, ZT_P_GATE, ZT_P_UP, ZT_P_DOWN};
 #define NTARGETS ((int)(sizeof target_kinds / sizeof target_kinds[0]))
 
@@ -28,8 +28,10 @@ static int add_target(const char *what, const char *s, size_t len, unsigned *tar
 {
     char name[32];
     if (len == 0 || len >= sizeof name)
-        return zt_fail(err, ZT_EINPUT, "%s: expected all-linear or projection names (q_proj, k_proj, v_proj, "
-                       "o_proj, gate_proj, up_proj, down_proj), got '%.*s'", what, (int)(len < 64 ? len : 64), s);
+        return zt_fail(err, ZT_EINPUT,
+                       "%s: expected all-linear or projection names (q_proj, k_proj, v_proj, "
+                       "o_proj, gate_proj, up_proj, down_proj), got '%.*s'",
+                       what, (int)(len < 64 ? len : 64), s);
     memcpy(name, s, len);
     name[len] = 0;
     if (!strcmp(name, "all-linear")) {
@@ -48,9 +50,11 @@ static int add_target(const char *what, const char *s, size_t len, unsigned *tar
             bestd = zt_edit_distance(name, target_names[i]), best = target_names[i];
     char known[160];
     zt_join_names(known, sizeof known, target_names);
-    return zt_fail(err, ZT_EINPUT, "%s: unknown target '%s'%s%s%s; expected all-linear or names among %s "
-                   "(the decoder layers' projections)", what, name, bestd <= 3 ? " (did you mean '" : "",
-                   bestd <= 3 ? best : "", bestd <= 3 ? "'?)" : "", known);
+    return zt_fail(err, ZT_EINPUT,
+                   "%s: unknown target '%s'%s%s%s; expected all-linear or names among %s "
+                   "(the decoder layers' projections)",
+                   what, name, bestd <= 3 ? " (did you mean '" : "", bestd <= 3 ? best : "",
+                   bestd <= 3 ? "'?)" : "", known);
 }
 
 int zt_lora_targets_parse(const char *what, const char *const *names, int n, unsigned *targets, zt_err *err)
@@ -160,8 +164,8 @@ int zt_lora_layout(zt_layout *lay, const zt_lora *l, zt_err *err)
         if (lay->units[b].num_layers == 0)
             continue;
         zt_unit *au = &lay->units[u];
-        *au = (zt_unit){.first_layer = lay->units[b].first_layer, .num_layers = lay->units[b].num_layers,
-                        .adapts = b};
+        *au = (zt_unit){
+            .first_layer = lay->units[b].first_layer, .num_layers = lay->units[b].num_layers, .adapts = b};
         size_t off = 0;
         for (int layer = au->first_layer; layer < au->first_layer + au->num_layers; layer++) {
             lay->layer_adapter_unit[layer] = u;
@@ -188,9 +192,10 @@ int zt_lora_describe(const zt_lora *l, const zt_llama_config *cfg, char *buf, si
     char targets[96] = "";
     for (int i = 0; i < NTARGETS; i++)
         if (l->targets >> target_kinds[i] & 1u)
-            snprintf(targets + strlen(targets), sizeof targets - strlen(targets), "%s%s", targets[0] ? "," : "",
-                     target_names[i]);
-    snprintf(buf, cap, "lora r=%d, alpha=%.9g (scale %.9g%s), targets %s, trainable %zu of %zu parameters (%.4f %%)",
+            snprintf(targets + strlen(targets), sizeof targets - strlen(targets), "%s%s",
+                     targets[0] ? "," : "", target_names[i]);
+    snprintf(buf, cap,
+             "lora r=%d, alpha=%.9g (scale %.9g%s), targets %s, trainable %zu of %zu parameters (%.4f %%)",
              l->r, l->alpha, zt_lora_scale(l), l->rslora ? ", rsLoRA" : "", targets, trainable, total,
              total ? 100.0 * (double)trainable / (double)total : 0.0);
     return ZT_OK;
@@ -201,10 +206,13 @@ int zt_lora_describe(const zt_lora *l, const zt_llama_config *cfg, char *buf, si
 static int linear_usable(const zt_lora_linear *l, zt_err *err)
 {
     if (!l->be->scale_add)
-        return zt_fail(err, ZT_EINPUT, "LoRA: the %s device's table has no scale_add entry yet (the cpu and emu "
-                       "tables have it)", l->be->name);
+        return zt_fail(err, ZT_EINPUT,
+                       "LoRA: the %s device's table has no scale_add entry yet (the cpu and emu "
+                       "tables have it)",
+                       l->be->name);
     if (l->w_dt != ZT_F32)
-        return zt_fail(err, ZT_EINPUT, "LoRA: %s compute is not built yet (fp32 only)", zt_dtype_name(l->w_dt));
+        return zt_fail(err, ZT_EINPUT, "LoRA: %s compute is not built yet (fp32 only)",
+                       zt_dtype_name(l->w_dt));
     return ZT_OK;
 }
 
