@@ -12,7 +12,10 @@
  * 1e-6 relative, each gradient within 3e-6 of its tensor's largest magnitude (PEFT's fp32
  * reference is itself 1.4e-6 of it away from float64, as its generator prints; ztrain is
  * 1.2e-6 from it), on the CPU (with and without gradient checkpointing) and the emulated
- * device; the owner is asked for the adapter units' gradients only.
+ * device; the owner is asked for the adapter units' gradients only.  Then three steps as
+ * Trainer takes them (each batch's pass, the global norm, torch's clipping by the
+ * engine's rule zt_clip_coef, the kernels' AdamW on the adapter units): losses, grad
+ * norms and the adapters after them against PEFT with torch's AdamW (STEPS_TOL below).
  *
  * One LoRA linear against PEFT's own layer:
  * tests/fixtures/lora/linear.safetensors (tools/make_lora_linear_fixture.py: torch 2.15,
@@ -31,6 +34,8 @@
 #include "../src/io/hf_model.h"
 #include "../src/io/safetensors.h"
 #include "../src/io/tokens.h"
+#include "../src/kernels/adamw.h"
+#include "../src/kernels/step_scalars.h"
 #include "../src/model/frozen.h"
 #include "../src/model/llama.h"
 #include "../src/model/layout.h"
@@ -40,6 +45,13 @@
 
 #define TOL 1e-6
 #define MODEL_GRAD_TOL 3e-6
+/* three AdamW steps: losses and grad norms against PEFT's fp32 run (ztrain is within
+ * 1.9e-7); adapters against the float64 run of the same steps, absolute: fp32 torch is
+ * 6.5e-7 from it, ztrain 1.3e-6 on one element of layer 1's gate_proj B (a gradient near
+ * zero, where Adam's m / sqrt(v) magnifies rounding) and within 1e-7 everywhere else;
+ * the steps move the adapters by up to 3e-3, so a wrong or lost update fails by far */
+#define STEPS_TOL 1e-6
+#define STEPS_ABS 2e-6
 #define GRAD0 0.25f /* what dA and dB hold before the backward adds to them */
 
 static const float *tensor(zt_st_file *f, const char *cname, const char *what, size_t numel)
@@ -388,6 +400,86 @@ static void check_grads(const lora_owner *g, const zt_backend *be, const zt_layo
     }
 }
 
+/* Three AdamW steps over the adapters as Trainer takes them (the generator's settings):
+ * each batch's pass, the global norm of the adapters' gradients and torch's clipping
+ * (step_scalars.h, the engine's rules), the kernels' AdamW on each adapter unit. */
+enum { STEPS = 3 };
+static const struct {
+    double lr, wd, b1, b2, eps, max_norm;
+} HP = {1e-3, 0.1, 0.9, 0.95, 1e-8, 0.5};
+
+static void run_steps(const zt_backend *be, zt_model *m, lora_owner *g, const zt_layout *lay, const zt_tokens *tok,
+                      float losses[STEPS], float norms[STEPS])
+{
+    enum { B = 2, T = 16 };
+    float **mv = calloc(2 * (size_t)lay->nunits, sizeof *mv);
+    for (int u = lay->nbase; u < lay->nunits; u++)
+        for (int k = 0; k < 2; k++) {
+            mv[2 * u + k] = be->alloc(ZT_MEM_OTHER, lay->units[u].padded_numel * 4);
+            be->zero(mv[2 * u + k], lay->units[u].padded_numel * 4);
+        }
+    zt_err err = {0};
+    for (int s = 0; s < STEPS; s++) {
+        int in[B * T], tg[B * T];
+        for (int i = 0; i < B * T; i++)
+            in[i] = tok->ids[s * B * T + i], tg[i] = tok->ids[s * B * T + i + 1];
+        for (int u = lay->nbase; u < lay->nunits; u++)
+            be->zero(g->grads[u], lay->units[u].padded_numel * 4);
+        double loss = 0, sumsq = 0;
+        ZT_CHECK_MSG(zt_model_forward_backward(m, in, tg, 1.0f / (B * T), &loss, &err) == ZT_OK, "%s", err.msg);
+        for (int u = lay->nbase; u < lay->nunits; u++)
+            sumsq += be->sumsq(g->grads[u], ZT_F32, lay->units[u].padded_numel);
+        losses[s] = (float)(loss / (B * T));
+        norms[s] = (float)sqrt(sumsq);
+        zt_adamw_step st = {HP.lr, HP.wd, HP.b1, HP.b2, HP.eps, s + 1, zt_clip_coef(norms[s], HP.max_norm, 1.0)};
+        for (int u = lay->nbase; u < lay->nunits; u++)
+            be->adamw_step(g->fr.units[u], mv[2 * u], mv[2 * u + 1], g->grads[u], NULL, ZT_F32,
+                           lay->units[u].padded_numel, &st, NULL, ZT_F32, NULL);
+    }
+    for (int u = lay->nbase; u < lay->nunits; u++)
+        for (int k = 0; k < 2; k++)
+            be->free(ZT_MEM_OTHER, mv[2 * u + k], lay->units[u].padded_numel * 4);
+    free(mv);
+}
+
+/* The three steps against PEFT's: losses and norms within tol relative, each adapter
+ * within tol of its tensor's largest magnitude. */
+static void check_steps(const zt_backend *be, zt_model *m, lora_owner *g, const zt_layout *lay,
+                        const zt_tokens *tok, zt_st_file *f, const char *cname)
+{
+    float got[2][STEPS];
+    run_steps(be, m, g, lay, tok, got[0], got[1]);
+    static const char *const what[2] = {"losses", "grad_norms"};
+    for (int k = 0; k < 2; k++) {
+        char name[64];
+        snprintf(name, sizeof name, "%s.%s", cname, what[k]);
+        const zt_st_tensor *t = zt_st_find(f, name);
+        ZT_CHECK_MSG(t && t->numel == STEPS, "%s missing", name);
+        for (int s = 0; t && t->numel == STEPS && s < STEPS; s++)
+            ZT_CHECK_CLOSE(got[k][s], ((const float *)t->data)[s], STEPS_TOL, 0.0);
+    }
+    for (int i = 0; i < lay->nparams; i++) {
+        const zt_param *p = &lay->params[i];
+        char name[128];
+        snprintf(name, sizeof name, "%s.step3_f64.%s", cname, p->name);
+        const zt_st_tensor *t = p->lora ? zt_st_find(f, name) : NULL;
+        if (!p->lora)
+            continue;
+        ZT_CHECK_MSG(t && !strcmp(t->st_dtype, "F64") && (size_t)t->numel == p->numel, "%s missing", name);
+        if (!t || strcmp(t->st_dtype, "F64") || (size_t)t->numel != p->numel)
+            continue;
+        float *got = malloc(p->numel * sizeof *got);
+        be->to_host(got, (const float *)g->fr.units[p->unit] + p->offset, p->numel * sizeof *got);
+        double worst = 0, want;
+        for (size_t j = 0; j < p->numel; j++) {
+            memcpy(&want, (const char *)t->data + j * sizeof want, sizeof want);
+            worst = fabs(got[j] - want) > worst ? fabs(got[j] - want) : worst;
+        }
+        ZT_CHECK_MSG(worst <= STEPS_ABS, "%s on %s: %.3g from float64", name, be->name, worst);
+        free(got);
+    }
+}
+
 static void model_case(const zt_backend *be, int ckpt, zt_st_file *f, const char *cname, const char *model,
                        int r, int alpha, int rslora, const char *targets)
 {
@@ -431,6 +523,8 @@ static void model_case(const zt_backend *be, int ckpt, zt_st_file *f, const char
     if (want)
         ZT_CHECK_CLOSE(loss / (B * T), ((const float *)want->data)[0], 1e-6, 1e-6);
     check_grads(&g, be, &lay, f, cname);
+    if (!ckpt)
+        check_steps(be, &m, &g, &lay, &tok, f, cname);
     zt_model_free(&m);
     zt_tokens_free(&tok);
     owner_close(&g, be, &lay);
