@@ -554,10 +554,13 @@ static void model_case(const zt_backend *be, int ckpt, zt_st_file *f, const char
 
 /* ---- the engine ------------------------------------------------------------------ */
 
-/* The engine over the adapters' layout at `stage` on one rank: the base units frozen
- * (no gradient, m or v: the state's gradient and optimizer bytes are the adapters'
- * alone, and the estimate says the same), the three steps through zt_engine_step
- * against PEFT's as check_steps holds them. */
+static int rank, world = 1; /* MPI's: tests/cli/lora_mpi.sh runs this under mpirun -np 2 */
+
+/* The engine over the adapters' layout at `stage` on the world's ranks: the base units
+ * frozen (no gradient, m or v: the state's gradient and optimizer bytes are the
+ * adapters' alone, and the estimate says the same), the three steps through
+ * zt_engine_step against PEFT's as check_steps holds them.  PEFT's batch of two rows is
+ * the global batch: on two ranks each takes one row, and the loss is their sum. */
 static void engine_case(int stage, zt_st_file *f, const char *cname, const char *model, int r, int alpha,
                         int rslora, const char *targets)
 {
@@ -572,12 +575,16 @@ static void engine_case(int stage, zt_st_file *f, const char *cname, const char 
     zt_tokens tok;
     zt_comm comm;
     zt_engine *eng = NULL;
+    int G = stage == 0 ? 1 : world, rows = B / world; /* this rank's rows of the global batch */
+    ZT_CHECK_MSG(B % world == 0, "the engine's LoRA tests run on 1 or 2 ranks, not %d", world);
+    if (B % world)
+        return;
     zt_comm_create_local(&comm);
     zt_precision prec = ZT_PRECISION_ALL(ZT_F32);
     if (zt_hf_read_config_dir(fix, &cfg, &err) || zt_lora_targets_parse("test", &targets, 1, &l.targets, &err) ||
-        zt_layout_build(&plain, &cfg, ZT_WRAP_TRANSFORMER, 0, 1, &err) ||
-        zt_layout_build(&lay, &cfg, ZT_WRAP_TRANSFORMER, 0, 1, &err) || zt_lora_layout(&lay, &l, &err) ||
-        zt_tokens_load(path, &tok, &err) ||
+        zt_layout_build(&plain, &cfg, ZT_WRAP_TRANSFORMER, 0, world, &err) ||
+        zt_layout_build(&lay, &cfg, ZT_WRAP_TRANSFORMER, 0, world, &err) || zt_lora_layout(&lay, &l, &err) ||
+        zt_tokens_load(path, &tok, &err) || (world > 1 && zt_comm_create(&comm, G, &err)) ||
         zt_engine_create(&eng, zt_backend_cpu(), &lay, prec, stage, NULL, &comm, &err) ||
         zt_hf_load_params(fix, &plain, eng, &err)) {
         ZT_CHECK_MSG(0, "%s stage %d: %s", cname, stage, err.msg);
@@ -598,25 +605,33 @@ static void engine_case(int stage, zt_st_file *f, const char *cname, const char 
     ZT_CHECK(zt_engine_state_count(eng) == 3 * (lay.nunits - lay.nbase));
     for (int i = 0; i < zt_engine_state_count(eng); i++)
         ZT_CHECK(zt_engine_state_tensor(eng, i).unit == lay.nbase + i / 3);
-    zt_engine_bytes b = zt_engine_state_bytes(eng), e = zt_engine_estimate(&lay, prec, stage, 1, NULL);
+    size_t padded = 0; /* the adapter units' lengths, padded to the world */
+    for (int u = lay.nbase; u < lay.nunits; u++)
+        padded += lay.units[u].padded_numel;
+    zt_engine_bytes b = zt_engine_state_bytes(eng), e = zt_engine_estimate(&lay, prec, stage, G, NULL);
     ZT_CHECK(b.grads == e.grads && b.optim == e.optim && b.master == e.master);
-    ZT_CHECK_MSG(b.grads == adapters * 4 && b.optim == 2 * adapters * 4, "%s stage %d: %zu gradient and %zu "
+    size_t gwant = (stage <= 1 ? padded : padded / (size_t)G) * 4, owant = 2 * padded / (size_t)G * 4;
+    ZT_CHECK_MSG(padded >= adapters && b.grads == gwant && b.optim == owant, "%s stage %d: %zu gradient and %zu "
                  "optimizer bytes for %zu adapter parameters", cname, stage, b.grads, b.optim, adapters);
     zt_param_owner own = zt_engine_param_owner(eng);
     zt_model m;
-    ZT_CHECK_MSG(zt_model_init(&m, &cfg, &lay, &own, B, T, 0, &err) == ZT_OK && zt_model_set_lora(&m, &l, &err) == ZT_OK,
+    ZT_CHECK_MSG(zt_model_init(&m, &cfg, &lay, &own, rows, T, 0, &err) == ZT_OK &&
+                     zt_model_set_lora(&m, &l, &err) == ZT_OK,
                  "%s", err.msg);
     float got[2][STEPS];
     zt_adamw_hparams hp = {HP.lr, HP.wd, HP.b1, HP.b2, HP.eps};
     for (int s = 0; s < STEPS; s++) {
-        int in[B * T], tg[B * T];
-        for (int i = 0; i < B * T; i++)
-            in[i] = tok.ids[s * B * T + i], tg[i] = tok.ids[s * B * T + i + 1];
+        int in[B * T], tg[B * T], at = (s * B + rank * rows) * T; /* sample k = tokens[kT : kT + T + 1] */
+        for (int i = 0; i < rows * T; i++)
+            in[i] = tok.ids[at + i], tg[i] = tok.ids[at + i + 1];
         double loss = 0, norm = 0;
         zt_engine_zero_grads(eng);
         ZT_CHECK_MSG(zt_model_forward_backward(&m, in, tg, 1.0f / (B * T), &loss, &err) == ZT_OK, "%s", err.msg);
         ZT_CHECK(zt_engine_step(eng, &hp, HP.lr, HP.max_norm, 1.0, &norm) == 0);
-        got[0][s] = (float)(loss / (B * T));
+        float sum = (float)loss; /* the ranks' sums of token losses, summed */
+        if (world > 1)
+            zt_comm_allreduce(&comm, &sum, 1, ZT_F32, ZT_SCOPE_WORLD);
+        got[0][s] = sum / (B * T);
         got[1][s] = (float)norm;
     }
     float **vals = calloc((size_t)lay.nparams, sizeof *vals);
@@ -631,6 +646,8 @@ static void engine_case(int stage, zt_st_file *f, const char *cname, const char 
     free(vals);
     zt_model_free(&m);
     zt_engine_destroy(eng);
+    if (world > 1)
+        zt_comm_free(&comm);
     zt_tokens_free(&tok);
     zt_layout_free(&lay);
     zt_layout_free(&plain);
@@ -677,6 +694,8 @@ static void test_engine_offload_refused(void)
 }
 
 static void test_engine_stage0(void) { engine_against_peft(0); }
+static void test_engine_stage1(void) { engine_against_peft(1); }
+static void test_engine_stage2(void) { engine_against_peft(2); }
 static void test_engine_stage3(void) { engine_against_peft(3); }
 
 static void model_against_peft(const zt_backend *be, int ckpt)
@@ -721,18 +740,29 @@ static void test_no_scale_add(void)
     ZT_CHECK_MSG(strstr(err.msg, "nosuch device's table has no scale_add") != NULL, "%s", err.msg);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    if (zt_comm_init_mpi(&argc, &argv, &rank, &world) != ZT_OK)
+        return 1;
+    if (rank == 0)
+        printf("     world of %d rank%s\n", world, world == 1 ? "" : "s");
+    else if (!freopen("/dev/null", "w", stdout)) /* one report, from rank 0; failures still reach stderr */
+        return 1;
     ZT_RUN(test_layout);
     ZT_RUN(test_init);
     ZT_RUN(test_model_cpu);
     ZT_RUN(test_model_emu);
     ZT_RUN(test_model_checkpointing);
     ZT_RUN(test_engine_stage0);
+    ZT_RUN(test_engine_stage1);
+    ZT_RUN(test_engine_stage2);
     ZT_RUN(test_engine_stage3);
     ZT_RUN(test_engine_offload_refused);
     ZT_RUN(test_linear_cpu);
     ZT_RUN(test_linear_emu);
     ZT_RUN(test_no_scale_add);
+    zt_comm_finalize_mpi();
+    if (rank != 0)
+        return zt_tests_failed ? 1 : 0;
     ZT_TEST_MAIN_END();
 }
