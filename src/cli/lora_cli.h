@@ -41,7 +41,7 @@ int zt_cli_lora_take(zt_cli_lora *l, int *argc, char **argv, zt_err *err);
 /* After parsing: the values checked, each refusal naming its flag, into l->lora. */
 int zt_cli_lora_check(zt_cli_lora *l, const flag_table *table, zt_err *err);
 /* With --use_peft, once the model's config is read: the plan line on stdout (when
- * print), then the refusal that training with adapters is not built yet. */
+ * print). */
 int zt_cli_lora_plan(const zt_cli_lora *l, const zt_llama_config *cfg, int print, zt_err *err);
 
 #endif

@@ -237,11 +237,9 @@ static int train_plan(train_cli *o, zt_llama_config *cfg, zt_train_args *a, zt_e
     if ((rc = zt_resolve_run(&o->st, o->model, NULL, g_world, &topo, cfg, &plan, err)) ||
         (rc = zt_train_args_from_settings(&o->st, &plan, a, err)))
         return rc;
-    if (o->lora.use_peft && (rc = zt_cli_lora_plan(&o->lora, cfg, g_rank == 0, err))) {
-        if (g_rank != 0)
-            err->msg[0] = 0;
+    if (o->lora.use_peft && (rc = zt_cli_lora_plan(&o->lora, cfg, g_rank == 0, err)))
         return rc;
-    }
+    a->lora = o->lora.use_peft ? &o->lora.lora : NULL;
     if ((rc = zt_cli_parse_size("max_shard_size", o->max_shard, &a->max_shard_bytes, err)))
         return rc;
     if (g_rank == 0)
