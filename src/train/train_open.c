@@ -143,7 +143,7 @@ static void print_memory(FILE *f, const zt_engine *eng, const zt_model *m)
 
 enum { D_PLAN, D_PRECISION, D_MODEL, D_BATCH, D_OPTIM, D_SCHEDULE, D_DATA, D_EVAL, D_NFIELDS };
 static const char *digest_field[D_NFIELDS] = {
-    "plan (face, stage, groups, wrap, overlap)", "precision (dtypes)", "model config", "batch (B, A, T)",
+    "plan (face, stage, groups, wrap, overlap)", "precision (dtypes)", "model config (and LoRA's adapters)", "batch (B, A, T)",
     "optimizer hyper-parameters", "schedule and steps", "data (token stream)",
     "evaluation (eval data, eval_steps, per_device_eval_batch_size)"};
 
@@ -169,6 +169,14 @@ static void make_digest(const zt_train_args *a, const run_state *r, const zt_eva
     d[D_PLAN] = fnv(fnv(d[D_PLAN], p->device, sizeof p->device), p->comm, sizeof p->comm); /* and on one path */
     d[D_PRECISION] = fnv(d[D_PRECISION], &p->prec, sizeof p->prec);
     d[D_MODEL] = zt_llama_config_digest(&r->cfg);
+    int lora = a->lora != NULL;
+    MIX(d[D_MODEL], lora);
+    if (a->lora) { /* the adapters' units are gathered and reduced like the base's */
+        MIX(d[D_MODEL], a->lora->r);
+        MIX(d[D_MODEL], a->lora->alpha);
+        MIX(d[D_MODEL], a->lora->rslora);
+        MIX(d[D_MODEL], a->lora->targets);
+    }
     MIX(d[D_BATCH], a->batch_size); MIX(d[D_BATCH], a->grad_accum); MIX(d[D_BATCH], a->block_size);
     d[D_OPTIM] = fnv(d[D_OPTIM], &a->adam, sizeof a->adam);
     MIX(d[D_OPTIM], a->max_grad_norm);

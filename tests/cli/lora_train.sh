@@ -6,7 +6,8 @@
 # gradients and optimizer state for the adapters alone (all-linear at r 4 on gqa_tied:
 # 9248 parameters, 36992 gradient bytes, twice that of optimizer state); FSDP's
 # FULL_SHARD on 2 ranks gives the 1-rank losses (within 1e-5, the order of the sums);
-# what LoRA runs do not have yet is refused by name (exit 2).  The numbers against PEFT
+# what LoRA runs do not have yet is refused by name (exit 2), and so are ranks given
+# different adapters.  The numbers against PEFT
 # itself: tests/test_lora.c.
 . "$(dirname "$0")/lib.bash"
 fix=tests/fixtures/gqa_tied
@@ -41,4 +42,8 @@ awk -v a="$(losses "$TMP/lora.jsonl")" -v b="$(losses "$TMP/z3.jsonl")" 'BEGIN {
 run=("$ZTRAIN" train "${args[@]}" "${lora[@]}")
 expect_exit 2 "--use_peft with --output_dir: saving the adapters" -- "${run[@]}" --output_dir "$TMP/out"
 expect_exit 2 "--use_peft with --eval_data: evaluating the adapters" -- "${run[@]}" --eval_data $fix/tokens.npy
+# ranks that would build other adapter units stop before any collective moves them
+one=(train "${args[@]}" --per_device_train_batch_size 1 "${lora[@]}")
+expect_exit 2 "rank 0: rank 1 and rank 0 resolved a different model config \(and LoRA's adapters\)" -- \
+    "${mpi[@]}" -np 1 "$ZTRAIN" "${one[@]}" : -np 1 "$ZTRAIN" "${one[@]}" --lora_r 8
 finish
