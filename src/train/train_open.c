@@ -450,8 +450,8 @@ int zt_train_setup(trainer *t, const zt_train_args *a, zt_err *err)
     if (rc)
         return rc;
     if (a->lora) /* what LoRA runs do not have yet (docs/lora.md, "Order of the work") */
-        rc = a->output_dir    ? zt_fail(err, ZT_EINPUT, "--use_peft with --output_dir: saving the adapters "
-                                                        "(adapter_model.safetensors) is not built yet")
+        rc = a->save_steps > 0 ? zt_fail(err, ZT_EINPUT, "--use_peft with --save_steps: LoRA checkpoints are not "
+                                                         "built yet (the adapters are saved at the end)")
              : a->eval_data_path ? zt_fail(err, ZT_EINPUT, "--use_peft with --eval_data: evaluating the adapters "
                                                            "is not built yet")
              : a->resume_dir     ? zt_fail(err, ZT_EINPUT, "--use_peft with --resume_from_checkpoint: LoRA "

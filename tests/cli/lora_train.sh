@@ -6,7 +6,9 @@
 # gradients and optimizer state for the adapters alone (all-linear at r 4 on gqa_tied:
 # 9248 parameters, 36992 gradient bytes, twice that of optimizer state); FSDP's
 # FULL_SHARD on 2 ranks gives the 1-rank losses (within 1e-5, the order of the sums);
-# what LoRA runs do not have yet is refused by name (exit 2), and so are ranks given
+# --output_dir holds the adapters in PEFT's format (PeftModel.from_pretrained loads them:
+# checked by hand with peft 0.21.2, docs/lora.md); what LoRA runs do not have yet is
+# refused by name (exit 2), and so are ranks given
 # different adapters.  The numbers against PEFT
 # itself: tests/test_lora.c.
 . "$(dirname "$0")/lib.bash"
@@ -39,8 +41,36 @@ awk -v a="$(losses "$TMP/lora.jsonl")" -v b="$(losses "$TMP/z3.jsonl")" 'BEGIN {
     if (n != 3 || m != 3) exit 1; for (i = 1; i <= n; i++) { d = x[i] - y[i]; if (d < 0) d = -d;
     if (d > 1e-5 * x[i]) exit 1 } }' ||
     fail "LoRA on 1 rank ($(losses "$TMP/lora.jsonl")) and FULL_SHARD on 2 ($(losses "$TMP/z3.jsonl")) differ"
+# --output_dir: the adapters alone in PEFT's format: adapter_model.safetensors holds
+# exactly the tensors PEFT saves for this model and targets (names and shapes from PEFT,
+# tests/fixtures/lora/counts.json), every B moved off zero; adapter_config.json says
+# LORA, r, alpha, the targets, rsLoRA off
+"$ZTRAIN" train "${args[@]}" --per_device_train_batch_size 2 "${lora[@]}" --output_dir "$TMP/out" >"$TMP/log" 2>&1 ||
+    fail "LoRA with --output_dir: $(tail -3 "$TMP/log")"
+/usr/bin/python3 - "$TMP/out" tests/fixtures/lora/counts.json <<'PY' || fail "the adapter files in $TMP/out"
+import json, os, struct, sys
+out, counts = sys.argv[1], json.load(open(sys.argv[2]))
+want = next(c for c in counts["cases"] if c["model"] == "gqa_tied" and c["target_modules"] == "all-linear")
+with open(os.path.join(out, "adapter_model.safetensors"), "rb") as f:
+    n = struct.unpack("<Q", f.read(8))[0]
+    head = json.loads(f.read(n))
+    data = f.read()
+meta = head.pop("__metadata__", {})
+got = sorted([k, v["shape"]] for k, v in head.items())
+assert got == want["adapter_tensors"], (got[:2], want["adapter_tensors"][:2])
+assert all(v["dtype"] == "F32" for v in head.values()) and meta == {"format": "pt"}
+for k, v in head.items():
+    lo, hi = v["data_offsets"]
+    vals = struct.unpack("<%df" % ((hi - lo) // 4), data[lo:hi])
+    assert any(vals), k + " is all zeros"
+cfg = json.load(open(os.path.join(out, "adapter_config.json")))
+assert (cfg["peft_type"], cfg["r"], cfg["lora_alpha"], cfg["use_rslora"], cfg["bias"]) == ("LORA", 4, 8, False, "none"), cfg
+assert sorted(cfg["target_modules"]) == want["targets"], cfg["target_modules"]
+assert sorted(os.listdir(out)) == ["adapter_config.json", "adapter_model.safetensors"], os.listdir(out)
+PY
 run=("$ZTRAIN" train "${args[@]}" "${lora[@]}")
-expect_exit 2 "--use_peft with --output_dir: saving the adapters" -- "${run[@]}" --output_dir "$TMP/out"
+expect_exit 2 "--use_peft with --save_steps: LoRA checkpoints are not built yet" -- "${run[@]}" --output_dir \
+    "$TMP/out2" --save_steps 1
 expect_exit 2 "--use_peft with --eval_data: evaluating the adapters" -- "${run[@]}" --eval_data $fix/tokens.npy
 # ranks that would build other adapter units stop before any collective moves them
 one=(train "${args[@]}" --per_device_train_batch_size 1 "${lora[@]}")
