@@ -205,7 +205,8 @@ static int train_memory_gates(const train_cli *o, const zt_llama_config *cfg, co
         return rc;
     char host_why[320];
     size_t host_limit = zt_host_memory_limit(max_host, topo->machine_size, host_why, sizeof host_why);
-    if ((rc = zt_memory_gate(cfg, &a->plan, a->batch_size, a->block_size, a->checkpointing, 1, limit, why, err)) ||
+    if ((rc = zt_memory_gate(cfg, &a->plan, a->batch_size, a->block_size, a->checkpointing, 1, a->lora, limit, why,
+                             err)) ||
         (rc = zt_memory_gate_host(cfg, &a->plan, host_limit, host_why, err))) {
         if (g_rank != 0) /* every rank refuses alike; rank 0 says it */
             err->msg[0] = 0;
@@ -464,7 +465,7 @@ static int cmd_eval(int argc, char **argv, zt_err *err)
     zt_plan eplan = zt_plan_single(prec, ZT_WRAP_TRANSFORMER);
     char why[160];
     size_t limit = zt_memory_limit(0, 1, why, sizeof why);
-    if ((rc = zt_memory_gate(&cfg, &eplan, batch, block_size, 0, 0, limit, why, err)))
+    if ((rc = zt_memory_gate(&cfg, &eplan, batch, block_size, 0, 0, NULL, limit, why, err)))
         return rc;
     double loss = 0.0;
     long tokens = 0;

@@ -6,6 +6,7 @@
 # gradients and optimizer state for the adapters alone (all-linear at r 4 on gqa_tied:
 # 9248 parameters, 36992 gradient bytes, twice that of optimizer state); FSDP's
 # FULL_SHARD on 2 ranks gives the 1-rank losses (within 1e-5, the order of the sums);
+# the memory gate estimates LoRA's state and activations, not full fine-tuning's;
 # --output_dir holds the adapters in PEFT's format (PeftModel.from_pretrained loads them:
 # checked by hand with peft 0.21.2, docs/lora.md); what LoRA runs do not have yet is
 # refused by name (exit 2), and so are ranks given
@@ -72,6 +73,11 @@ run=("$ZTRAIN" train "${args[@]}" "${lora[@]}")
 expect_exit 2 "--use_peft with --save_steps: LoRA checkpoints are not built yet" -- "${run[@]}" --output_dir \
     "$TMP/out2" --save_steps 1
 expect_exit 2 "--use_peft with --eval_data: evaluating the adapters" -- "${run[@]}" --eval_data $fix/tokens.npy
+# the memory gate counts what LoRA allocates: 1500KB refuses full fine-tuning (an
+# estimated 2.38 MB) and lets LoRA (1.14 MB) run
+gate=("$ZTRAIN" train "${args[@]}" --per_device_train_batch_size 2 --max_steps 1 --max_memory 1500KB)
+expect_exit 2 "the run needs an estimated 2.38 MB per rank" -- "${gate[@]}"
+"${gate[@]}" --use_peft --lora_r 4 >"$TMP/log" 2>&1 || fail "LoRA under --max_memory 1500KB: $(tail -2 "$TMP/log")"
 # ranks that would build other adapter units stop before any collective moves them
 one=(train "${args[@]}" --per_device_train_batch_size 1 "${lora[@]}")
 expect_exit 2 "rank 0: rank 1 and rank 0 resolved a different model config \(and LoRA's adapters\)" -- \
