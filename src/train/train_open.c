@@ -429,6 +429,22 @@ static int resume_selection(trainer *t, const char *dir, zt_err *err)
 static int train_start(trainer *t, const zt_ckpt_state *resumed, zt_err *err);
 
 /* Open everything, check that the ranks agree, resume if asked. */
+/* What LoRA runs do not have yet (docs/lora.md, "Order of the work"), refused by name. */
+static int lora_not_yet(const zt_train_args *a, zt_err *err)
+{
+    if (!a->lora)
+        return ZT_OK;
+    if (a->save_steps > 0)
+        return zt_fail(err, ZT_EINPUT, "--use_peft with --save_steps: LoRA checkpoints are not built yet (the "
+                       "adapters are saved at the end)");
+    if (a->eval_data_path)
+        return zt_fail(err, ZT_EINPUT, "--use_peft with --eval_data: evaluating the adapters is not built yet");
+    if (a->resume_dir)
+        return zt_fail(err, ZT_EINPUT, "--use_peft with --resume_from_checkpoint: LoRA checkpoints are not built "
+                       "yet");
+    return ZT_OK;
+}
+
 int zt_train_setup(trainer *t, const zt_train_args *a, zt_err *err)
 {
     static const zt_train_hooks no_hooks = {0};
@@ -449,15 +465,7 @@ int zt_train_setup(trainer *t, const zt_train_args *a, zt_err *err)
     int rc = open_device(&a->plan, comm, &be, t->device, sizeof t->device, err);
     if (rc)
         return rc;
-    if (a->lora) /* what LoRA runs do not have yet (docs/lora.md, "Order of the work") */
-        rc = a->save_steps > 0 ? zt_fail(err, ZT_EINPUT, "--use_peft with --save_steps: LoRA checkpoints are not "
-                                                         "built yet (the adapters are saved at the end)")
-             : a->eval_data_path ? zt_fail(err, ZT_EINPUT, "--use_peft with --eval_data: evaluating the adapters "
-                                                           "is not built yet")
-             : a->resume_dir     ? zt_fail(err, ZT_EINPUT, "--use_peft with --resume_from_checkpoint: LoRA "
-                                                           "checkpoints are not built yet")
-                                 : ZT_OK;
-    if (rc == ZT_OK)
+    if ((rc = lora_not_yet(a, err)) == ZT_OK)
         rc = run_open(&t->r, a->model_dir, a->data_path, a->data_shown, a->loss_mask_path, a->block_size,
                       a->batch_size, &a->plan, be, comm, a->shuffle, a->seed, a->checkpointing, 0, a->lora, err);
     t->have_run = 1;
