@@ -73,6 +73,8 @@ run=("$ZTRAIN" train "${args[@]}" "${lora[@]}")
 expect_exit 2 "--use_peft with --save_steps: LoRA checkpoints are not built yet" -- "${run[@]}" --output_dir \
     "$TMP/out2" --save_steps 1
 expect_exit 2 "--use_peft with --eval_data: evaluating the adapters" -- "${run[@]}" --eval_data $fix/tokens.npy
+expect_exit 2 "--use_peft with --resume_from_checkpoint: LoRA checkpoints are not built yet" -- "${run[@]}" \
+    --resume_from_checkpoint "$TMP/none"
 # the memory gate counts what LoRA allocates: 1500KB refuses full fine-tuning (an
 # estimated 2.38 MB) and lets LoRA (1.14 MB) run
 gate=("$ZTRAIN" train "${args[@]}" --per_device_train_batch_size 2 --max_steps 1 --max_memory 1500KB)
