@@ -11,6 +11,7 @@
 #include "../model/layout.h"
 #include "../model/llama.h"
 #include "commands.h"
+#include "lora_cli.h"
 #include "memory_gate.h"
 #include "run_settings.h"
 
@@ -22,16 +23,18 @@ typedef struct report_args {
     int world;
 } report_args;
 
-/* Memory per rank for plan p: model state by role and activations for B x T. */
+/* Memory per rank for plan p: model state by role and activations for B x T; with lora
+ * (NULL: none), as LoRA allocates them (its adapter units, the base frozen). */
 static int print_memory(FILE *f, const zt_llama_config *cfg, const zt_plan *p, int B, int T, int ckpt,
-                        zt_err *err)
+                        const zt_lora *lora, zt_err *err)
 {
     zt_layout lay;
     int rc = zt_layout_build(&lay, cfg, p->wrap, (size_t)p->min_num_params, p->group_size, err);
-    if (rc)
+    if (rc || (lora && (rc = zt_lora_layout(&lay, lora, err))))
         return rc;
     zt_engine_bytes b = zt_engine_estimate(&lay, p->prec, p->stage, p->group_size, &p->overlap);
     size_t act = zt_plan_activation_bytes(cfg, p, B, T, ckpt, 1);
+    act += lora ? zt_model_lora_activation_bytes(cfg, B, T, lora) : 0;
     size_t maxu = 0;
     for (int u = 0; u < lay.nunits; u++)
         maxu = lay.units[u].padded_numel > maxu ? lay.units[u].padded_numel : maxu;
@@ -192,7 +195,7 @@ int zt_cmd_config(int argc, char **argv, zt_err *err)
         print_plan_details(stdout, &st, &plan);
         print_unresolved(stdout, &st);
         if (model || model_config)
-            return print_memory(stdout, &cfg, &plan, st.batch, st.block_size, st.checkpointing, err);
+            return print_memory(stdout, &cfg, &plan, st.batch, st.block_size, st.checkpointing, NULL, err);
         printf("units, memory:    give --model DIR or --model_config CFG.json\n");
         return ZT_OK;
     }
@@ -231,8 +234,9 @@ static int memory_flags_only(zt_flag *flags, int n)
         "mixed_precision", "use_fsdp", "fsdp_sharding_strategy", "fsdp_auto_wrap_policy", "fsdp_backward_prefetch",
         "fsdp_forward_prefetch", "fsdp_limit_all_gathers", "fsdp_min_num_params", "use_deepspeed", "zero_stage",
         "ranks_per_node", "master_compensation", "reduce_dtype", "block_size", "per_device_train_batch_size",
-        "gradient_checkpointing", "device", "kernels", NULL, /* device: offload splits device from host bytes; */
-        /* kernels: fast mode's training holds no (N, V) logits */
+        "gradient_checkpointing", "device", "kernels", "use_peft", "lora_r", "lora_target_modules", NULL,
+        /* device: offload splits device from host bytes; kernels: fast mode's training holds no (N, V)
+         * logits; LoRA: its adapters' state and activations, the base frozen */
     };
     int kept = 0;
     for (int i = 0; i < n; i++)
@@ -250,11 +254,13 @@ int zt_cmd_estimate_memory(int argc, char **argv, zt_err *err)
     int world = 1;
     zt_settings st;
     zt_settings_defaults(&st);
+    zt_cli_lora lora = ZT_CLI_LORA_DEFAULTS;
     zt_flag flags[] = {
         {"model", ZT_FLAG_STR, &model, "model directory", 1, 0, 0},
         {"model_config", ZT_FLAG_STR, &model_config, "or a config.json", 1, 0, 0},
         {"num_processes", ZT_FLAG_INT, &world, "world size (default 1)", 1, 1 << 20, 0},
         PLAN_FLAGS(st),
+        TRAIN_LORA_FLAGS(lora),
     };
     int nflags = memory_flags_only(flags, NFLAGS(flags));
     flag_table table = {flags, nflags};
@@ -265,8 +271,10 @@ int zt_cmd_estimate_memory(int argc, char **argv, zt_err *err)
                        "usage: ztrain estimate-memory --model DIR|--model_config CFG.json [--num_processes N] [plan flags]");
         return ZT_OK;
     }
-    int rc = zt_flags_parse(flags, nflags, argc, argv, "ztrain estimate-memory", err);
-    if (rc)
+    int rc;
+    if ((rc = zt_cli_lora_take(&lora, &argc, argv, err)) ||
+        (rc = zt_flags_parse(flags, nflags, argc, argv, "ztrain estimate-memory", err)) ||
+        (rc = zt_cli_lora_check(&lora, &table, err)))
         return rc;
     if (!model && !model_config)
         return zt_fail(err, ZT_EINPUT, "ztrain estimate-memory: give --model DIR or --model_config CFG.json");
@@ -276,11 +284,14 @@ int zt_cmd_estimate_memory(int argc, char **argv, zt_err *err)
         return rc;
     zt_print_config_notes(&st, stderr);
     zt_plan_print(stdout, &plan, NULL);
-    if ((rc = print_memory(stdout, &cfg, &plan, st.batch, st.block_size, st.checkpointing, err)))
+    const zt_lora *l = lora.use_peft ? &lora.lora : NULL;
+    if ((l && (rc = zt_cli_lora_plan(&lora, &cfg, 1, err))) ||
+        (rc = print_memory(stdout, &cfg, &plan, st.batch, st.block_size, st.checkpointing, l, err)))
         return rc;
     /* the overview Accelerate's estimate-memory gives: every stage and mode at this world size */
     zt_layout lay;
-    if ((rc = zt_layout_build(&lay, &cfg, ZT_WRAP_TRANSFORMER, 0, world, err)))
+    if ((rc = zt_layout_build(&lay, &cfg, ZT_WRAP_TRANSFORMER, 0, world, err)) ||
+        (l && (rc = zt_lora_layout(&lay, l, err))))
         return rc;
     static const struct { const char *name; zt_precision prec; } modes[] = {
         {"fp32", {ZT_F32, ZT_F32, ZT_F32, ZT_F32, ZT_F32, 0}},

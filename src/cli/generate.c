@@ -181,7 +181,7 @@ static int gate(const zt_llama_config *cfg, zt_dtype compute, long longest, cons
     if (rc)
         return rc;
     size_t limit = zt_memory_limit_on(device, max_mem, 1, 0, why, sizeof why);
-    return zt_memory_gate(cfg, &gplan, 1, T > 0 ? T : 1, 0, 0, limit, why, err);
+    return zt_memory_gate(cfg, &gplan, 1, T > 0 ? T : 1, 0, 0, NULL, limit, why, err);
 }
 
 int zt_gen_compute(const zt_llama_config *cfg, const char *dtype_name, long longest, const char *device,

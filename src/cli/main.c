@@ -24,6 +24,7 @@
 #include "commands.h"
 #include "memory_gate.h"
 #include "flags.h"
+#include "lora_cli.h"
 #include "run_settings.h"
 #include "train_eval.h"
 #include "train_select.h"
@@ -127,6 +128,7 @@ typedef struct train_cli {
     zt_cli_eval ev;
     zt_cli_vocab voc;
     zt_select_args sel;
+    zt_cli_lora lora;
     long prof_a, prof_b;
     const char *data_files[TRAIN_MAX_DATA];
     int n_data;
@@ -140,7 +142,8 @@ static void train_cli_defaults(train_cli *o)
 {
     *o = (train_cli){.max_shard = "5GB", .topts = ZT_TEXT_OPTS_DEFAULTS, .completion_only = 1, .progress = -1,
                      .coll_timeout = 600.0, .max_skipped = 20, .ev = ZT_CLI_EVAL_DEFAULTS,
-                     .voc = ZT_CLI_VOCAB_DEFAULTS, .sel = ZT_CLI_SELECT_DEFAULTS, .prof_a = 1, .prof_b = 0};
+                     .voc = ZT_CLI_VOCAB_DEFAULTS, .sel = ZT_CLI_SELECT_DEFAULTS, .prof_a = 1, .prof_b = 0,
+                     .lora = ZT_CLI_LORA_DEFAULTS};
     zt_settings_defaults(&o->st);
 }
 
@@ -167,8 +170,10 @@ static int train_parse(train_cli *o, zt_flag *flags, int nflags, int argc, char 
                        TRAIN_MAX_DATA);
     o->n_data = n_data;
     o->data = n_data > 0 ? o->data_files[0] : NULL;
-    int rc = zt_flags_parse(flags, nflags, argc, argv, "ztrain train", err);
-    if (rc)
+    int rc;
+    if ((rc = zt_cli_lora_take(&o->lora, &argc, argv, err)) ||
+        (rc = zt_flags_parse(flags, nflags, argc, argv, "ztrain train", err)) ||
+        (rc = zt_cli_lora_check(&o->lora, &(flag_table){flags, nflags}, err)))
         return rc;
     if (!o->model || !o->data)
         return zt_fail(err, ZT_EINPUT, "ztrain train: --model and --data are required");
@@ -200,7 +205,8 @@ static int train_memory_gates(const train_cli *o, const zt_llama_config *cfg, co
         return rc;
     char host_why[320];
     size_t host_limit = zt_host_memory_limit(max_host, topo->machine_size, host_why, sizeof host_why);
-    if ((rc = zt_memory_gate(cfg, &a->plan, a->batch_size, a->block_size, a->checkpointing, 1, limit, why, err)) ||
+    if ((rc = zt_memory_gate(cfg, &a->plan, a->batch_size, a->block_size, a->checkpointing, 1, a->lora, limit, why,
+                             err)) ||
         (rc = zt_memory_gate_host(cfg, &a->plan, host_limit, host_why, err))) {
         if (g_rank != 0) /* every rank refuses alike; rank 0 says it */
             err->msg[0] = 0;
@@ -232,6 +238,9 @@ static int train_plan(train_cli *o, zt_llama_config *cfg, zt_train_args *a, zt_e
     if ((rc = zt_resolve_run(&o->st, o->model, NULL, g_world, &topo, cfg, &plan, err)) ||
         (rc = zt_train_args_from_settings(&o->st, &plan, a, err)))
         return rc;
+    if (o->lora.use_peft && (rc = zt_cli_lora_plan(&o->lora, cfg, g_rank == 0, err)))
+        return rc;
+    a->lora = o->lora.use_peft ? &o->lora.lora : NULL;
     if ((rc = zt_cli_parse_size("max_shard_size", o->max_shard, &a->max_shard_bytes, err)))
         return rc;
     if (g_rank == 0)
@@ -366,6 +375,7 @@ static int train_command(int argc, char **argv, zt_err *err)
         {"ignore_num_processes", ZT_FLAG_BOOL, &o.ignore_np, "run on the ranks MPI started even when the Accelerate YAML's num_processes differs", 1, 0, 0},
         {"collective_timeout", ZT_FLAG_DOUBLE, &o.coll_timeout, "seconds one collective may block before the job is aborted with what each rank waits for (default 600, as NCCL's)", 0.1, 1e9, 0},
         TRAIN_SELECT_FLAGS(o.sel),
+        TRAIN_LORA_FLAGS(o.lora),
     };
     flag_table table = {flags, NFLAGS(flags)};
     o.st.given = zt_flag_given;
@@ -455,7 +465,7 @@ static int cmd_eval(int argc, char **argv, zt_err *err)
     zt_plan eplan = zt_plan_single(prec, ZT_WRAP_TRANSFORMER);
     char why[160];
     size_t limit = zt_memory_limit(0, 1, why, sizeof why);
-    if ((rc = zt_memory_gate(&cfg, &eplan, batch, block_size, 0, 0, limit, why, err)))
+    if ((rc = zt_memory_gate(&cfg, &eplan, batch, block_size, 0, 0, NULL, limit, why, err)))
         return rc;
     double loss = 0.0;
     long tokens = 0;

@@ -136,7 +136,7 @@ size_t zt_plan_activation_bytes(const zt_llama_config *cfg, const zt_plan *p, in
 }
 
 int zt_memory_gate(const zt_llama_config *cfg, const zt_plan *p, int B, int T, int checkpointing, int train,
-                   size_t limit, const char *why, zt_err *err)
+                   const zt_lora *lora, size_t limit, const char *why, zt_err *err)
 {
     if (limit == 0)
         return ZT_OK;
@@ -154,9 +154,11 @@ int zt_memory_gate(const zt_llama_config *cfg, const zt_plan *p, int B, int T, i
         return refuse(err, lower, "at least", (double)limit, why);
     zt_layout lay;
     int rc = zt_layout_build(&lay, cfg, p->wrap, (size_t)p->min_num_params, train ? p->group_size : 1, err);
-    if (rc)
+    if (rc || (train && lora && (rc = zt_lora_layout(&lay, lora, err))))
         return rc;
     double need = tables + (double)zt_plan_activation_bytes(cfg, p, B, T, checkpointing, train);
+    if (train && lora)
+        need += (double)zt_model_lora_activation_bytes(cfg, B, T, lora);
     double with_offload = 0; /* what the device would hold with offload, when the plan has none */
     if (train) {
         zt_engine_bytes b = zt_engine_estimate(&lay, p->prec, p->stage, p->group_size, &p->overlap);

@@ -20,6 +20,7 @@
 
 #include "../core/status.h"
 #include "../model/config.h"
+#include "../model/lora.h"
 #include "../plan/plan.h"
 
 /* Bytes this rank may use: max_memory when > 0, else the least of
@@ -52,9 +53,11 @@ size_t zt_plan_activation_bytes(const zt_llama_config *cfg, const zt_plan *p, in
 
 /* ZT_OK when training (train = 1) or evaluating (0) cfg under plan p with batch B
  * of T tokens fits in limit bytes per rank (0: no limit); else ZT_EINPUT naming
- * the estimate, its parts and the limit. */
+ * the estimate, its parts and the limit.  lora (training; NULL: none): LoRA's
+ * adapters, the base frozen: the engine's state and the activations as LoRA
+ * allocates them (docs/lora.md). */
 int zt_memory_gate(const zt_llama_config *cfg, const zt_plan *p, int B, int T, int checkpointing, int train,
-                   size_t limit, const char *why, zt_err *err);
+                   const zt_lora *lora, size_t limit, const char *why, zt_err *err);
 
 /* With offload (the plan's overlap.offload_optimizer), zt_memory_gate checks the
  * device's share of the estimate, and this the share offloaded to host memory

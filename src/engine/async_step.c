@@ -83,6 +83,7 @@ int zt_async_init(zt_engine *eng, zt_err *err)
     zt_free(ZT_MEM_OTHER, tmp, seg_table_bytes(cap));
     if (!ok)
         return zt_fail(err, ZT_EFAIL, "out of memory for the asynchronous step's scalars");
+    be->zero(as->unit_sumsq, (size_t)U * sizeof(double)); /* a frozen unit's square sum, never written */
     return ZT_OK;
 }
 
@@ -152,7 +153,7 @@ static void queue_verdict(zt_engine *eng, double max_grad_norm, double grad_unsc
 {
     for (int u = 0; u < eng->lay->nunits; u++) {
         const zt_unit_state *us = &eng->units[u];
-        if (!us->grad_sumsq_valid)
+        if (!us->grad_sumsq_valid && us->grad) /* a frozen unit's stays 0 (zt_async_init) */
             eng->be->sumsq_into(eng->async->unit_sumsq + u, us->grad, eng->prec.master, us->shard_numel);
     }
     judge_step(eng, max_grad_norm, grad_unscale);
@@ -195,6 +196,8 @@ void zt_async_queue(zt_engine *eng, const zt_adamw_hparams *hp, double lr, doubl
     zt_adamw_step st = {lr, hp->weight_decay, hp->beta1, hp->beta2, hp->eps, eng->optimizer_steps + 1, 1.0f};
     for (int u = 0; u < lay->nunits; u++) {
         zt_unit_state *us = &eng->units[u];
+        if (!us->grad) /* frozen: nothing to update */
+            continue;
         void *cast = cast_in_step && !us->gathered_alias ? us->gathered : NULL;
         be->adamw_unit(us->master, us->m, us->v, us->grad, us->comp, md, us->shard_numel, as->segs[u], as->nsegs[u],
                        &st, as->sc, cast, eng->prec.compute);

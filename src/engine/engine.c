@@ -168,6 +168,9 @@ static int engine_init(zt_engine *eng, const zt_backend *be, const zt_layout *la
     /* offload (offload.c): the state buffers below come from host memory, run by the CPU's table */
     eng->offload = zt_offload_wanted(be, stage, overlap);
     eng->sbe = zt_offload_state_table(be, eng->offload);
+    if (eng->offload && lay->layer_adapter_unit) /* offload.c's unit loops know no frozen unit yet */
+        return zt_fail(err, ZT_EINPUT, "LoRA adapters with offloaded optimizer state or parameters are not built "
+                       "yet (docs/lora.md)");
     eng->units = zt_alloc(ZT_MEM_OTHER, (size_t)lay->nunits * sizeof *eng->units);
     if (!eng->units || unit_order(eng) != ZT_OK) {
         engine_free(eng);
@@ -184,10 +187,13 @@ static int engine_init(zt_engine *eng, const zt_backend *be, const zt_layout *la
         us->grad_dt = z.grad_dt;
         us->optim_dt = z.optim_dt;
         us->master = zt_offload_state_alloc(eng, ZT_MEM_PARAMS, bytes_of(z.shard_numel, z.master_dt));
-        us->grad = be->alloc(ZT_MEM_GRADS, bytes_of(z.grad_numel, z.grad_dt));
-        us->m = zt_offload_state_alloc(eng, ZT_MEM_OPTIM, bytes_of(z.shard_numel, z.optim_dt));
-        us->v = zt_offload_state_alloc(eng, ZT_MEM_OPTIM, bytes_of(z.shard_numel, z.optim_dt));
-        int ok = us->master && us->grad && us->m && us->v;
+        int ok = us->master != NULL;
+        if (z.trained) { /* a frozen unit (LoRA's base) has none of these */
+            us->grad = be->alloc(ZT_MEM_GRADS, bytes_of(z.grad_numel, z.grad_dt));
+            us->m = zt_offload_state_alloc(eng, ZT_MEM_OPTIM, bytes_of(z.shard_numel, z.optim_dt));
+            us->v = zt_offload_state_alloc(eng, ZT_MEM_OPTIM, bytes_of(z.shard_numel, z.optim_dt));
+            ok = ok && us->grad && us->m && us->v;
+        }
         if (z.compensated)
             ok = ok && (us->comp = zt_offload_state_alloc(eng, ZT_MEM_PARAMS, bytes_of(z.shard_numel, z.master_dt)));
         us->gathered_alias = z.gathered_alias;
@@ -231,9 +237,12 @@ static void engine_free(zt_engine *eng)
         for (int u = 0; u < eng->lay->nunits; u++) {
             zt_unit_state *us = &eng->units[u];
             zt_offload_state_free(eng, ZT_MEM_PARAMS, us->master, bytes_of(us->shard_numel, us->master_dt));
-            be->free(ZT_MEM_GRADS, us->grad, bytes_of(us->grad_numel, us->grad_dt));
-            zt_offload_state_free(eng, ZT_MEM_OPTIM, us->m, bytes_of(us->shard_numel, us->optim_dt));
-            zt_offload_state_free(eng, ZT_MEM_OPTIM, us->v, bytes_of(us->shard_numel, us->optim_dt));
+            if (us->grad)
+                be->free(ZT_MEM_GRADS, us->grad, bytes_of(us->grad_numel, us->grad_dt));
+            if (us->m)
+                zt_offload_state_free(eng, ZT_MEM_OPTIM, us->m, bytes_of(us->shard_numel, us->optim_dt));
+            if (us->v)
+                zt_offload_state_free(eng, ZT_MEM_OPTIM, us->v, bytes_of(us->shard_numel, us->optim_dt));
             zt_offload_state_free(eng, ZT_MEM_PARAMS, us->comp, bytes_of(us->shard_numel, us->master_dt));
             if (us->gathered_own)
                 be->free(ZT_MEM_GATHERED, us->gathered, bytes_of(eng->lay->units[u].padded_numel, us->gathered_dt));
@@ -473,8 +482,11 @@ const void *zt_engine_acquire(zt_engine *eng, int unit, zt_pass pass)
 void zt_engine_release(zt_engine *eng, int unit)
 {
     zt_unit_state *us = &eng->units[unit];
-    /* in backward, a unit goes back only once its gradient is complete */
-    expect_phase(eng, unit, PHASE(ZT_UNIT_FORWARD) | PHASE(ZT_UNIT_BACKWARD_POST), "release");
+    /* in backward, a unit goes back only once its gradient is complete; a frozen one
+     * (LoRA's base, with no gradient) as soon as its backward has read it */
+    expect_phase(eng, unit,
+                 PHASE(ZT_UNIT_FORWARD) | PHASE(ZT_UNIT_BACKWARD_POST) | (us->grad ? 0 : PHASE(ZT_UNIT_BACKWARD_PRE)),
+                 "release");
     us->phase = ZT_UNIT_IDLE;
     if (eng->stage == 3 && !us->persistent)
         free_slot(eng, unit);
@@ -687,6 +699,7 @@ float *zt_engine_grad_begin(zt_engine *eng, int unit)
     /* a unit acquired for backward, or one held since the forward (the root) */
     expect_phase(eng, unit, PHASE(ZT_UNIT_FORWARD) | PHASE(ZT_UNIT_BACKWARD_PRE), "grad_begin");
     assert(us->staging == NULL && "grad_begin twice");
+    assert(us->grad && "grad_begin on a frozen unit (LoRA's base keeps no gradient)");
     us->phase = ZT_UNIT_BACKWARD_PRE;
     assert(!us->reduced && "gradient accumulated after its all-reduce began: zt_engine_sync_backward(eng, 0) "
                            "for every micro-batch but the last");
@@ -808,7 +821,8 @@ void zt_engine_zero_grads(zt_engine *eng)
     finish_reduce(eng); /* it would add into the cleared accumulator */
     zt_offload_zero_grads(eng); /* and copies down still reading it finish first */
     for (int u = 0; u < eng->lay->nunits; u++) {
-        eng->be->zero(eng->units[u].grad, bytes_of(eng->units[u].grad_numel, eng->prec.master));
+        if (eng->units[u].grad) /* a frozen unit has none */
+            eng->be->zero(eng->units[u].grad, bytes_of(eng->units[u].grad_numel, eng->prec.master));
         eng->units[u].grad_zero = 1;
         eng->units[u].grad_rounded = 1; /* zero is representable in every dtype */
         eng->units[u].grad_sumsq_valid = 0;
@@ -831,7 +845,7 @@ void zt_engine_reduce_grads(zt_engine *eng)
         zt_unit_state *us = &eng->units[u];
         size_t P = eng->lay->units[u].padded_numel;
         void *buf = us->grad;
-        if (us->reduced) /* all-reduced during the backward */
+        if (us->reduced || !us->grad) /* all-reduced during the backward; frozen */
             continue;
         /* the reduction below runs in rd, or is the in-place rounding to bf16 */
         reduced_through(eng, u, rd, "reduce_grads");

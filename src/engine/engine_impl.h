@@ -245,6 +245,8 @@ typedef struct zt_unit_sizes {
     int gathered_alias;      /* gathered is master itself (stage 0, master dtype = compute dtype) */
     int gathered_own;        /* a persistent gathered buffer of P elements (stages 0-2, no alias;
                               * stage 3's persistent units) */
+    int trained;             /* 0: a frozen unit (LoRA's base, layout.h): no gradient, m, v or Kahan
+                              * buffer, its master the values the gathers read */
 } zt_unit_sizes;
 
 typedef struct zt_shared_sizes {

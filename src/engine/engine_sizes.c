@@ -50,7 +50,8 @@ static int gather_pool_slots(const zt_layout *lay, int stage, const zt_overlap *
     }
     if (ahead > layers - 1)
         ahead = layers > 0 ? layers - 1 : 0;
-    return root_np + (layers > 0) + (int)ahead;
+    /* LoRA: a layer's adapter unit is held beside its base unit (llama.c), one slot more */
+    return root_np + (layers > 0) + (lay->layer_adapter_unit != NULL) + (int)ahead;
 }
 
 /* DeepSpeed's buckets split a unit's reduction (all-gather) into pieces of this many
@@ -101,11 +102,12 @@ zt_unit_sizes zt_eng_unit_size(const zt_layout *lay, int u, zt_precision prec, i
                             const zt_overlap *ov)
 {
     zt_unit_sizes z = {0};
+    z.trained = !lay->units[u].frozen;
     z.full = lay->units[u].padded_numel;
     z.shard_numel = z.full / (size_t)G;
-    z.grad_numel = stage <= 1 ? z.full : z.shard_numel;
+    z.grad_numel = !z.trained ? 0 : stage <= 1 ? z.full : z.shard_numel;
     z.master_dt = z.grad_dt = z.optim_dt = prec.master;
-    z.compensated = prec.compensated && prec.master != ZT_F32;
+    z.compensated = z.trained && prec.compensated && prec.master != ZT_F32;
     z.gathered_alias = stage == 0 && prec.compute == prec.master;
     z.gathered_own = (stage <= 2 && !z.gathered_alias) || zt_eng_persistent_unit(lay, u, stage, ov);
     z.gathered_dt = z.gathered_alias ? prec.master : prec.compute;
@@ -165,7 +167,7 @@ zt_engine_bytes zt_engine_estimate(const zt_layout *lay, zt_precision prec, int 
         zt_unit_sizes z = zt_eng_unit_size(lay, u, prec, stage, G, overlap);
         b.master += bytes_of(z.shard_numel, z.master_dt) * (z.compensated ? 2 : 1);
         b.grads += bytes_of(z.grad_numel, z.grad_dt);
-        b.optim += 2 * bytes_of(z.shard_numel, z.optim_dt);
+        b.optim += z.trained ? 2 * bytes_of(z.shard_numel, z.optim_dt) : 0;
         b.gathered += z.gathered_own ? bytes_of(z.full, z.gathered_dt) : 0;
     }
     zt_shared_sizes z = zt_eng_shared_size(lay, prec, stage, G, overlap);
@@ -191,7 +193,7 @@ zt_engine_bytes zt_engine_state_bytes(const zt_engine *eng)
         const zt_unit_state *us = &eng->units[u];
         b.master += bytes_of(us->shard_numel, us->master_dt) * (us->comp ? 2 : 1);
         b.grads += bytes_of(us->grad_numel, us->grad_dt);
-        b.optim += 2 * bytes_of(us->shard_numel, us->optim_dt);
+        b.optim += us->m ? 2 * bytes_of(us->shard_numel, us->optim_dt) : 0;
         if (us->gathered_own)
             b.gathered += bytes_of(eng->lay->units[u].padded_numel, us->gathered_dt);
     }

@@ -52,15 +52,37 @@ const char *zt_state_role_name(zt_state_role role)
     return role >= 0 && role < ZT_STATE_NROLES ? role_names[role] : "?";
 }
 
-/* Roles per unit: the compensation is the plan's, so every unit has one or none. */
-static int roles(const zt_engine *eng) { return eng->units[0].comp ? ZT_STATE_NROLES : ZT_STATE_COMP; }
+/* The k-th trained unit: every unit, but for LoRA's frozen base units (layout.h), which
+ * hold no optimizer state and are no part of a checkpoint's state. */
+static int trained_unit(const zt_engine *eng, int k)
+{
+    for (int u = 0; u < eng->lay->nunits; u++)
+        if (!eng->lay->units[u].frozen && k-- == 0)
+            return u;
+    return -1;
+}
 
-int zt_engine_state_count(const zt_engine *eng) { return eng->lay->nunits * roles(eng); }
+static int ntrained(const zt_engine *eng)
+{
+    int n = 0;
+    for (int u = 0; u < eng->lay->nunits; u++)
+        n += !eng->lay->units[u].frozen;
+    return n;
+}
 
-/* Tensor i is unit i / roles, role i % roles; its buffer and dtype. */
+/* Roles per unit: the compensation is the plan's, so every trained unit has one or none. */
+static int roles(const zt_engine *eng)
+{
+    int u = trained_unit(eng, 0);
+    return u >= 0 && eng->units[u].comp ? ZT_STATE_NROLES : ZT_STATE_COMP;
+}
+
+int zt_engine_state_count(const zt_engine *eng) { return ntrained(eng) * roles(eng); }
+
+/* Tensor i is trained unit i / roles, role i % roles; its buffer and dtype. */
 static void *state_buffer(const zt_engine *eng, int i, zt_dtype *dt)
 {
-    const zt_unit_state *us = &eng->units[i / roles(eng)];
+    const zt_unit_state *us = &eng->units[trained_unit(eng, i / roles(eng))];
     switch ((zt_state_role)(i % roles(eng))) {
     case ZT_STATE_M:
         *dt = us->optim_dt;
@@ -79,7 +101,7 @@ static void *state_buffer(const zt_engine *eng, int i, zt_dtype *dt)
 
 zt_state_tensor zt_engine_state_tensor(const zt_engine *eng, int i)
 {
-    zt_state_tensor t = {.unit = i / roles(eng), .role = (zt_state_role)(i % roles(eng))};
+    zt_state_tensor t = {.unit = trained_unit(eng, i / roles(eng)), .role = (zt_state_role)(i % roles(eng))};
     (void)state_buffer(eng, i, &t.dtype);
     t.numel = eng->units[t.unit].shard_numel;
     t.offset = (size_t)eng->group_rank * t.numel;
@@ -93,15 +115,16 @@ void zt_engine_state_read(const zt_engine *eng, int i, void *host)
     assert(!zt_offload_update_pending(eng) && "a delayed update must be flushed before the state is read");
     zt_dtype dt;
     const void *b = state_buffer(eng, i, &dt);
-    eng->sbe->to_host(host, b, eng->units[i / roles(eng)].shard_numel * zt_dtype_size(dt));
+    eng->sbe->to_host(host, b, eng->units[trained_unit(eng, i / roles(eng))].shard_numel * zt_dtype_size(dt));
 }
 
 void zt_engine_state_write(zt_engine *eng, int i, const void *host)
 {
     zt_dtype dt;
     void *b = state_buffer(eng, i, &dt);
-    zt_offload_master_written(eng, i / roles(eng)); /* flushes a delayed update first */
-    eng->sbe->to_device(b, host, eng->units[i / roles(eng)].shard_numel * zt_dtype_size(dt));
+    int u = trained_unit(eng, i / roles(eng));
+    zt_offload_master_written(eng, u); /* flushes a delayed update first */
+    eng->sbe->to_device(b, host, eng->units[u].shard_numel * zt_dtype_size(dt));
 }
 
 /* A host-memory backend lends the buffer itself: no copy, no second allocation
@@ -117,7 +140,8 @@ void *zt_engine_state_map(zt_engine *eng, int i, int fill, zt_err *err)
     size_t bytes = zt_engine_state_tensor(eng, i).bytes;
     void *view = zt_alloc(ZT_MEM_OTHER, bytes);
     if (!view) {
-        zt_fail(err, ZT_EFAIL, "out of host memory for a copy of unit %d's %s (%zu bytes)", i / roles(eng),
+        zt_fail(err, ZT_EFAIL, "out of host memory for a copy of unit %d's %s (%zu bytes)",
+                trained_unit(eng, i / roles(eng)),
                 role_names[i % roles(eng)], bytes);
         return NULL;
     }
@@ -130,7 +154,7 @@ void zt_engine_state_unmap(zt_engine *eng, int i, void *view, int send)
 {
     zt_dtype dt;
     if (view && send) /* written in place, or about to be */
-        zt_offload_master_written(eng, i / roles(eng));
+        zt_offload_master_written(eng, trained_unit(eng, i / roles(eng)));
     if (!view || view == state_buffer(eng, i, &dt))
         return;
     if (send)

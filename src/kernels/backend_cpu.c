@@ -168,6 +168,7 @@ static const zt_backend cpu = {
     .rope_backward_pos = zt_rope_backward_pos,
     .attention_forward_pos = cpu_attention_forward_pos,
     .attention_backward_pos = cpu_attention_backward_pos,
+    .scale_add = zt_scale_add,
 };
 
 const zt_backend *zt_backend_cpu(void) { return &cpu; }

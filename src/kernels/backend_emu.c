@@ -639,6 +639,13 @@ static void emu_accumulate_bf16_rounded(float *acc, const float *x, size_t n)
     DEFER(accumulate_bf16_rounded, acc, x, n);
 }
 
+typedef struct { float *y; size_t ldy; float a; const float *x; size_t ldx; int rows, cols; } scale_add_a;
+RUNNER(scale_add) { A(scale_add); zt_scale_add(host_of(a->y), a->ldy, a->a, host_of(a->x), a->ldx, a->rows, a->cols); }
+static void emu_scale_add(float *y, size_t ldy, float a, const float *x, size_t ldx, int rows, int cols)
+{
+    DEFER(scale_add, y, ldy, a, x, ldx, rows, cols);
+}
+
 typedef struct { float *x; size_t n; } round_bf16_a;
 RUNNER(round_bf16) { A(round_bf16); zt_round_bf16_inplace(host_of(a->x), a->n, 0); }
 static double emu_round_bf16(float *x, size_t n, int want_sumsq)
@@ -913,6 +920,7 @@ static const zt_backend emu = {
     .rope_backward_pos = emu_rope_backward_pos,
     .attention_forward_pos = emu_attention_forward_pos,
     .attention_backward_pos = emu_attention_backward_pos,
+    .scale_add = emu_scale_add,
 };
 
 /* fast mode: the same kernels (a GPU's fast variants have no CPU twins to run), so

@@ -257,6 +257,11 @@ static void p_accumulate(void *acc, zt_dtype adt, const void *x, zt_dtype xdt, s
 {
     TIMED("accumulate", "kernel", 0, n * (2 * SZ(adt) + SZ(xdt)), in->accumulate(acc, adt, x, xdt, n));
 }
+static void p_scale_add(float *y, size_t ldy, float a, const float *x, size_t ldx, int rows, int cols)
+{
+    double n = (double)rows * cols;
+    TIMED("scale_add", "kernel", 2.0 * n, 12.0 * n, in->scale_add(y, ldy, a, x, ldx, rows, cols));
+}
 static void p_accumulate_bf16_rounded(float *acc, const float *x, size_t n)
 {
     TIMED("accumulate_bf16_rounded", "kernel", 0, 12.0 * n, in->accumulate_bf16_rounded(acc, x, n));
@@ -386,6 +391,7 @@ const zt_backend *zt_backend_profiled(const zt_backend *inner)
     WRAP(rope_backward_pos);
     WRAP(attention_forward_pos);
     WRAP(attention_backward_pos);
+    WRAP(scale_add);
     WRAP(queue_host);
     WRAP(host_address);
     WRAP(matmul);

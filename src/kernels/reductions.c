@@ -2,6 +2,20 @@
  * (see reductions.h). */
 #include "reductions.h"
 
+void zt_scale_add(float *y, size_t ldy, float a, const float *x, size_t ldx, int rows, int cols)
+{
+    #pragma omp parallel for schedule(static)
+    for (int i = 0; i < rows; i++) {
+        float *yr = y + (size_t)i * ldy;
+        const float *xr = x + (size_t)i * ldx;
+        #pragma omp simd
+        for (int j = 0; j < cols; j++) {
+            float p = a * xr[j];
+            yr[j] += p;
+        }
+    }
+}
+
 void zt_accumulate(void *acc, zt_dtype md, const void *x, zt_dtype xd, size_t n)
 {
     if (md == ZT_F32 && xd == ZT_F32) {

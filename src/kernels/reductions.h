@@ -20,6 +20,10 @@ void zt_accumulate_bf16_rounded(float *acc, const float *x, size_t n);
 /* x[i] = bf16(x[i]) in place (fp32 storage); with want_sumsq returns the sum of
  * squares of the rounded values (in double), else 0. */
 double zt_round_bf16_inplace(float *x, size_t n, int want_sumsq);
+/* y[i ldy + j] += a * x[i ldx + j] for i < rows, j < cols (fp32), the product rounded
+ * before the sum: the build's ISO C mode (-std=c11) contracts no multiply-add, so the
+ * two roundings of torch's y + x * a stay. */
+void zt_scale_add(float *y, size_t ldy, float a, const float *x, size_t ldx, int rows, int cols);
 /* Sum of squares of n elements of x in dt, in double. */
 double zt_sumsq(const void *x, zt_dtype dt, size_t n);
 /* dots[r] = sum_d a[r*lda + d] * b[r*ldb + d] for r < rows, d < len, in fp32 (no

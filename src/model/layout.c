@@ -162,6 +162,9 @@ int zt_layout_build(zt_layout *lay, const zt_llama_config *cfg, zt_wrap_policy w
     lay->units[0].has_root = 1;
     lay->nunits = 1;
     decide_units(lay, cfg, wrap, min_num_params);
+    lay->nbase = lay->nunits;
+    for (int u = 0; u <= L; u++)
+        lay->units[u].adapts = -1;
 
     /* Parameters, unit by unit, in the fixed order of layout.h. */
     for (int u = 0; u < lay->nunits; u++) {
@@ -193,6 +196,8 @@ void zt_layout_free(zt_layout *lay)
     free(lay->units);
     free(lay->layer_unit);
     free(lay->param_index);
+    free(lay->layer_adapter_unit);
+    free(lay->lora_index);
     memset(lay, 0, sizeof *lay);
 }
 

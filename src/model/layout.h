@@ -40,6 +40,7 @@ typedef struct zt_param {
     int unit;           /* unit holding it */
     size_t offset;      /* element offset inside the unit's flat buffer */
     int decay;          /* weight decay applies: matrices yes, norm weights and biases no (contract §4) */
+    int lora;           /* 0: a model weight; 1, 2: LoRA's A, B of the projection `kind` (lora.h) */
 } zt_param;
 
 typedef struct zt_unit {
@@ -47,6 +48,8 @@ typedef struct zt_unit {
     int has_root;                /* holds embed_tokens / norm / lm_head */
     size_t numel;                /* sum of its parameters' numel */
     size_t padded_numel;         /* numel rounded up to a multiple of the shard group */
+    int frozen;                  /* LoRA: a base unit, trained by no one (lora.h) */
+    int adapts;                  /* LoRA: an adapter unit, the base unit whose layers it adapts; else -1 */
 } zt_unit;
 
 typedef enum zt_wrap_policy { ZT_WRAP_TRANSFORMER, ZT_WRAP_SIZE, ZT_WRAP_NONE } zt_wrap_policy;
@@ -63,6 +66,12 @@ typedef struct zt_layout {
     size_t numel;         /* sum over units, unpadded: the model's parameter count */
     size_t padded_numel;  /* sum over units, padded */
     int shard_group;      /* padding multiple */
+    /* LoRA (zt_lora_layout, lora.h): the base units come first (nbase of them, frozen),
+     * then one adapter unit for each base unit with decoder layers; NULL and nunits
+     * without adapters */
+    int nbase;
+    int *layer_adapter_unit; /* layer -> its adapter unit */
+    int *lora_index;         /* [(layer * ZT_P_NKINDS + kind) * 2 + (B ? 1 : 0)] -> param, -1 */
 } zt_layout;
 
 /* Build the layout for cfg.  min_num_params is used by ZT_WRAP_SIZE only;

@@ -214,6 +214,56 @@ oom:
     return zt_fail(err, ZT_EFAIL, "out of memory for activations (B=%d, T=%d)", B, T);
 }
 
+/* LoRA's four buffers (zt_model's lora_t, lora_u, lora_dt, lora_dw), in bytes, for N rows:
+ * the size table of zt_model_set_lora and of the estimate alike. */
+static size_t lora_sizes(const zt_llama_config *c, int rows, const zt_lora *l, size_t bytes[4])
+{
+    size_t N = (size_t)rows, r = (size_t)l->r, C = (size_t)c->hidden_size, F = (size_t)c->intermediate_size;
+    size_t Dq = (size_t)c->num_attention_heads * (size_t)c->head_dim;
+    size_t widest = C > F ? (C > Dq ? C : Dq) : (F > Dq ? F : Dq);
+    size_t ntargets = (size_t)__builtin_popcount(l->targets);
+    bytes[0] = (size_t)c->num_hidden_layers * ntargets * N * r * sizeof(float);
+    bytes[1] = N * widest * sizeof(float);
+    bytes[2] = N * r * sizeof(float);
+    bytes[3] = C * sizeof(float);
+    size_t total = 0;
+    for (int i = 0; i < 4; i++) {
+        bytes[i] += !bytes[i]; /* no target: one byte, so every buffer exists */
+        total += bytes[i];
+    }
+    return total;
+}
+
+size_t zt_model_lora_activation_bytes(const zt_llama_config *cfg, int B, int T, const zt_lora *l)
+{
+    size_t bytes[4];
+    return lora_sizes(cfg, B * T, l, bytes);
+}
+
+int zt_model_set_lora(zt_model *m, const zt_lora *l, zt_err *err)
+{
+    const zt_llama_config *c = &m->cfg;
+    if (!m->lay->lora_index || m->lora_on)
+        return zt_fail(err, ZT_EINPUT, "LoRA: the layout holds no adapter units (zt_lora_layout), or the model "
+                       "has its adapters already");
+    if (m->own.compute != ZT_F32 || m->act16)
+        return zt_fail(err, ZT_EINPUT, "LoRA: %s compute%s is not built yet (fp32 compute only)",
+                       zt_dtype_name(m->own.compute), m->act16 ? " with bf16 activations" : "");
+    if (!m->be->scale_add)
+        return zt_fail(err, ZT_EINPUT, "LoRA: the %s device's table has no scale_add entry yet (the cpu and emu "
+                       "tables have it)", m->be->name);
+    m->lora = *l;
+    lora_sizes(c, m->N, l, m->lora_bytes);
+    float **bufs[4] = {&m->lora_t, &m->lora_u, &m->lora_dt, &m->lora_dw};
+    for (int i = 0; i < 4; i++) {
+        if (!(*bufs[i] = m->be->alloc(ZT_MEM_ACTIV, m->lora_bytes[i])))
+            return zt_fail(err, ZT_EFAIL, "out of memory for LoRA's activations (B=%d, T=%d)", m->B, m->T);
+        m->act_bytes += m->lora_bytes[i];
+    }
+    m->lora_on = 1;
+    return ZT_OK;
+}
+
 int zt_model_set_positions(zt_model *m, const int *pos, zt_err *err)
 {
     const zt_backend *be = m->be;
@@ -242,6 +292,10 @@ void zt_model_free(zt_model *m)
         m->be->free(ZT_MEM_ACTIV, m->logits, m->logits_own_bytes);
     if (m->layers)
         zt_free(ZT_MEM_OTHER, m->layers, ((size_t)m->cfg.num_hidden_layers + 1) * sizeof *m->layers);
+    float *lora_bufs[4] = {m->lora_t, m->lora_u, m->lora_dt, m->lora_dw};
+    for (int i = 0; i < 4; i++)
+        if (lora_bufs[i])
+            m->be->free(ZT_MEM_ACTIV, lora_bufs[i], m->lora_bytes[i]);
     memset(m, 0, sizeof *m);
 }
 
@@ -283,6 +337,8 @@ static layer_weights layer_views(const zt_model *m, const void *base, int l)
 
 static layer_grads layer_grad_views(const zt_model *m, float *base, int l)
 {
+    if (!base) /* LoRA: the base is frozen, no gradient of its own */
+        return (layer_grads){0};
     return (layer_grads){grad_view(m, base, l, ZT_P_ATTN_NORM), grad_view(m, base, l, ZT_P_Q),
                          grad_view(m, base, l, ZT_P_O),         grad_view(m, base, l, ZT_P_MLP_NORM),
                          grad_view(m, base, l, ZT_P_GATE),      grad_view(m, base, l, ZT_P_DOWN),
@@ -336,14 +392,15 @@ static int linear_residual(zt_model *m, float *y, const float *residual, const v
     return rc;
 }
 
-/* dx = dy W (overwrite), dW += dy^T x; dy and x in the operand dtype. */
+/* dx = dy W (overwrite), dW += dy^T x (dw NULL: a frozen W, none); dy and x in the
+ * operand dtype. */
 static int linear_backward(zt_model *m, float *dx, float *dw, const void *dy, const void *x,
                            const void *w, int out, int in, zt_err *err)
 {
     zt_dtype c = m->own.compute;
     int rc = m->be->matmul(dx, dy, m->opd, w, c, m->N, in, out, 0, 0, 0.0f, c, err);
     progress(m);
-    if (rc == ZT_OK)
+    if (rc == ZT_OK && dw)
         rc = m->be->matmul(dw, dy, m->opd, x, m->opd, out, in, m->N, 1, 0, 1.0f, c, err);
     progress(m);
     return rc;
@@ -362,6 +419,81 @@ static const void *att_operand(const zt_layer_acts *a)
     return a->att16 ? (const void *)a->att16 : (const void *)a->att;
 }
 
+/* ---- LoRA's adapters beside the frozen projections (lora.h) --------------- */
+
+static int lora_targets(const zt_model *m) { return __builtin_popcount(m->lora.targets); }
+
+/* The adapter's A (b 0) or B (b 1) of projection `kind` in layer l. */
+static const zt_param *lora_param(const zt_model *m, int l, zt_param_kind kind, int b)
+{
+    return &m->lay->params[m->lay->lora_index[((size_t)l * ZT_P_NKINDS + kind) * 2 + (size_t)b]];
+}
+
+/* Layer l's t = x A^T of projection kind: its block among the layer's targets. */
+static float *lora_t(const zt_model *m, int l, zt_param_kind kind)
+{
+    size_t slot = (size_t)__builtin_popcount(m->lora.targets & ((1u << kind) - 1u));
+    return m->lora_t + ((size_t)l * (size_t)lora_targets(m) + slot) * (size_t)m->N * (size_t)m->lora.r;
+}
+
+static zt_lora_linear lora_linear(const zt_model *m, int l, const void *abase, zt_param_kind kind, size_t ld)
+{
+    const zt_param *pa = lora_param(m, l, kind, 0), *pb = lora_param(m, l, kind, 1);
+    size_t es = zt_dtype_size(m->own.compute);
+    return (zt_lora_linear){m->be, m->own.compute, m->N, (int)pb->shape[0], (int)pa->shape[1], m->lora.r,
+                            (float)zt_lora_scale(&m->lora), (const char *)abase + pa->offset * es,
+                            (const char *)abase + pb->offset * es, ld};
+}
+
+static int lora_on(const zt_model *m, zt_param_kind kind)
+{
+    return m->lora_on && (m->lora.targets >> kind & 1u);
+}
+
+/* y's columns (rows ld apart) += the adapter's part of projection kind of layer l, where
+ * it is targeted; x (fp32: LoRA runs fp32 operands) its input. */
+static int lora_forward(zt_model *m, int l, const void *abase, zt_param_kind kind, float *y, size_t ld,
+                        const void *x, zt_err *err)
+{
+    if (!lora_on(m, kind))
+        return ZT_OK;
+    zt_lora_linear ll = lora_linear(m, l, abase, kind, ld);
+    int rc = zt_lora_forward(&ll, y, lora_t(m, l, kind), m->lora_u, x, err);
+    progress(m);
+    return rc;
+}
+
+/* dx += the adapter's input gradient, and its dA, dB into the adapter unit's gradient
+ * gabase, from dy's columns (rows ld apart). */
+static int lora_backward(zt_model *m, int l, const void *abase, float *gabase, zt_param_kind kind, float *dx,
+                         const void *dy, size_t ld, const void *x, zt_err *err)
+{
+    if (!lora_on(m, kind))
+        return ZT_OK;
+    zt_lora_linear ll = lora_linear(m, l, abase, kind, ld);
+    int rc = zt_lora_backward(&ll, dx, gabase + lora_param(m, l, kind, 0)->offset,
+                              gabase + lora_param(m, l, kind, 1)->offset, m->lora_u, m->lora_dt, dy, x,
+                              lora_t(m, l, kind), err);
+    progress(m);
+    return rc;
+}
+
+/* q, k and v's adapters, on their blocks of qkv (N, Dqkv) or dqkv: forward (gabase NULL)
+ * or backward (dx, the input gradient, += theirs). */
+static int lora_qkv(zt_model *m, int l, const void *abase, float *gabase, float *qkv, float *dx, const void *x,
+                    zt_err *err)
+{
+    const zt_llama_config *c = &m->cfg;
+    size_t Dq = (size_t)c->num_attention_heads * c->head_dim, Dkv = (size_t)c->num_key_value_heads * c->head_dim;
+    size_t ld = Dq + 2 * Dkv, col[3] = {0, Dq, Dq + Dkv};
+    static const zt_param_kind kinds[3] = {ZT_P_Q, ZT_P_K, ZT_P_V};
+    int rc = ZT_OK;
+    for (int i = 0; i < 3 && rc == ZT_OK; i++)
+        rc = gabase ? lora_backward(m, l, abase, gabase, kinds[i], dx, qkv + col[i], ld, x, err)
+                    : lora_forward(m, l, abase, kinds[i], qkv + col[i], ld, x, err);
+    return rc;
+}
+
 /* ---- the attention and the MLP's gate, in fp32 or bf16 activations ------ */
 
 /* qkv = n1 Wqkv^T [+ b], RoPE, att = attention(qkv).  With bf16 activations the product
@@ -369,7 +501,8 @@ static const void *att_operand(const zt_layer_acts *a)
  * (linear_act16: autocast's bf16 linear output), and the attention rotates q and k as it
  * reads them (its tile loads on the GPU), writing att16 only: no RoPE pass, and no fp32
  * qkv is ever written. */
-static int attention_forward(zt_model *m, zt_layer_acts *a, const layer_weights *w, zt_err *err)
+static int attention_forward(zt_model *m, int l, const void *abase, zt_layer_acts *a, const layer_weights *w,
+                             zt_err *err)
 {
     const zt_llama_config *c = &m->cfg;
     int N = m->N, C = c->hidden_size, nh = c->num_attention_heads, nkv = c->num_key_value_heads;
@@ -388,6 +521,8 @@ static int attention_forward(zt_model *m, zt_layer_acts *a, const layer_weights 
         return rc;
     if (w->qkv_b) /* nn.Linear's bias, added to the product before RoPE */
         m->be->bias_forward(a->qkv, w->qkv_b, cd, N, Dqkv);
+    if (m->lora_on && (rc = lora_qkv(m, l, abase, NULL, a->qkv, NULL, a->n1, err))) /* PEFT: base(x) + s u */
+        return rc;
     if (m->pos) {
         m->be->rope_forward_pos(a->qkv, m->rope_cos, m->rope_sin, m->pos, m->B, m->T, nh, nkv, hd);
         m->be->attention_forward_pos(a->att, a->att16, a->lse, a->qkv, m->attn_pack, m->pos, m->B, m->T, nh, nkv,
@@ -402,12 +537,17 @@ static int attention_forward(zt_model *m, zt_layer_acts *a, const layer_weights 
 /* gu = n2 Wgu^T, act = swiglu(gu).  With bf16 activations the product writes gu in
  * bf16 (matmul_out: the fp32 sum rounded once, autocast's bf16 linear output) and
  * SwiGLU reads it there. */
-static int swiglu_forward(zt_model *m, zt_layer_acts *a, const layer_weights *w, zt_err *err)
+static int swiglu_forward(zt_model *m, int l, const void *abase, zt_layer_acts *a, const layer_weights *w,
+                          zt_err *err)
 {
     int N = m->N, C = m->cfg.hidden_size, F = m->cfg.intermediate_size;
     zt_dtype c = m->own.compute;
     if (!m->act16) {
         int rc = linear_forward(m, a->gu, a->n2, w->gu, 2 * F, C, 0.0f, err);
+        if (rc == ZT_OK)
+            rc = lora_forward(m, l, abase, ZT_P_GATE, a->gu, 2 * (size_t)F, a->n2, err);
+        if (rc == ZT_OK)
+            rc = lora_forward(m, l, abase, ZT_P_UP, a->gu + F, 2 * (size_t)F, a->n2, err);
         if (rc == ZT_OK)
             m->be->swiglu_forward(a->act, m->opd, a->gu, N, F);
         return rc;
@@ -421,7 +561,7 @@ static int swiglu_forward(zt_model *m, zt_layer_acts *a, const layer_weights *w,
 
 /* ---- one decoder layer --------------------------------------------------- */
 
-static int layer_forward(zt_model *m, int l, const void *base, zt_err *err)
+static int layer_forward(zt_model *m, int l, const void *base, const void *abase, zt_err *err)
 {
     const zt_llama_config *c = &m->cfg;
     zt_layer_acts *a = &m->layers[l];
@@ -433,18 +573,25 @@ static int layer_forward(zt_model *m, int l, const void *base, zt_err *err)
     int rc;
 
     m->be->rmsnorm_forward(a->n1, m->opd, a->rstd1, a->x, norm_weight(m, w.attn_norm), N, C, eps);
-    if ((rc = attention_forward(m, a, &w, err)))
+    if ((rc = attention_forward(m, l, abase, a, &w, err)))
         return rc;
-    if ((rc = linear_residual(m, a->h, a->x, att_operand(a), w.o, C, Dq, err)))
+    /* LoRA's o and down parts are added after the residual: x + (att Wo^T) then + s u,
+     * where PEFT adds s u first; the sums' order differs, within fp32 rounding */
+    if ((rc = linear_residual(m, a->h, a->x, att_operand(a), w.o, C, Dq, err)) ||
+        (rc = lora_forward(m, l, abase, ZT_P_O, a->h, (size_t)C, att_operand(a), err)))
         return rc;
     m->be->rmsnorm_forward(a->n2, m->opd, a->rstd2, a->h, norm_weight(m, w.mlp_norm), N, C, eps);
-    if ((rc = swiglu_forward(m, a, &w, err)))
+    if ((rc = swiglu_forward(m, l, abase, a, &w, err)))
         return rc;
-    return linear_residual(m, out, a->h, a->act, w.down, C, F, err);
+    if ((rc = linear_residual(m, out, a->h, a->act, w.down, C, F, err)))
+        return rc;
+    return lora_forward(m, l, abase, ZT_P_DOWN, out, (size_t)C, a->act, err);
 }
 
-/* On entry m->dres (and m->dres16) hold d loss / d out; on exit d loss / d x. */
-static int layer_backward(zt_model *m, int l, const void *base, float *gbase, zt_err *err)
+/* On entry m->dres (and m->dres16) hold d loss / d out; on exit d loss / d x.  LoRA: gbase
+ * NULL (the base frozen), abase and gabase the adapter unit's weights and gradient. */
+static int layer_backward(zt_model *m, int l, const void *base, float *gbase, const void *abase, float *gabase,
+                          zt_err *err)
 {
     const zt_llama_config *c = &m->cfg;
     zt_layer_acts *a = &m->layers[l];
@@ -454,19 +601,25 @@ static int layer_backward(zt_model *m, int l, const void *base, float *gbase, zt
     layer_grads g = layer_grad_views(m, gbase, l);
     int rc;
 
+    float *ndw = m->lora_on ? m->lora_dw : NULL; /* LoRA: a frozen norm weight's gradient, discarded */
+    size_t ldc = (size_t)C, ld2f = 2 * (size_t)F;
     /* MLP: out = h + act Wdown^T */
-    if ((rc = linear_backward(m, m->dact, g.down, dres_operand(m), a->act, w.down, C, F, err)))
+    if ((rc = linear_backward(m, m->dact, g.down, dres_operand(m), a->act, w.down, C, F, err)) ||
+        (rc = lora_backward(m, l, abase, gabase, ZT_P_DOWN, m->dact, m->dres, ldc, a->act, err)))
         return rc;
     if (m->act16)
         m->be->swiglu_backward_act16(m->dgu, m->dact, a->gu16, N, F);
     else
         m->be->swiglu_backward(m->dgu, m->opd, m->dact, a->gu, N, F);
-    if ((rc = linear_backward(m, m->dn, g.gu, m->dgu, a->n2, w.gu, 2 * F, C, err)))
+    if ((rc = linear_backward(m, m->dn, g.gu, m->dgu, a->n2, w.gu, 2 * F, C, err)) ||
+        (rc = lora_backward(m, l, abase, gabase, ZT_P_GATE, m->dn, m->dgu, ld2f, a->n2, err)) ||
+        (rc = lora_backward(m, l, abase, gabase, ZT_P_UP, m->dn, (float *)m->dgu + F, ld2f, a->n2, err)))
         return rc;
-    m->be->rmsnorm_backward(m->dres, m->dres16, g.mlp_norm, m->dn, a->h,
+    m->be->rmsnorm_backward(m->dres, m->dres16, g.mlp_norm ? g.mlp_norm : ndw, m->dn, a->h,
                                    norm_weight(m, w.mlp_norm), a->rstd2, N, C);
     /* attention: h = x + att Wo^T */
-    if ((rc = linear_backward(m, m->datt, g.o, dres_operand(m), att_operand(a), w.o, C, Dq, err)))
+    if ((rc = linear_backward(m, m->datt, g.o, dres_operand(m), att_operand(a), w.o, C, Dq, err)) ||
+        (rc = lora_backward(m, l, abase, gabase, ZT_P_O, m->datt, m->dres, ldc, att_operand(a), err)))
         return rc;
     const void *dqkv = m->dqkv;
     if (m->act16) { /* RoPE's backward inside the attention's; dqkv16 written there */
@@ -491,7 +644,9 @@ static int layer_backward(zt_model *m, int l, const void *base, float *gbase, zt
     }
     if ((rc = linear_backward(m, m->dn, g.qkv, dqkv, a->n1, w.qkv, Dqkv, C, err)))
         return rc;
-    m->be->rmsnorm_backward(m->dres, m->dres16, g.attn_norm, m->dn, a->x,
+    if (m->lora_on && (rc = lora_qkv(m, l, abase, gabase, m->dqkv, m->dn, a->n1, err)))
+        return rc;
+    m->be->rmsnorm_backward(m->dres, m->dres16, g.attn_norm ? g.attn_norm : ndw, m->dn, a->x,
                                    norm_weight(m, w.attn_norm), a->rstd1, N, C);
     return ZT_OK;
 }
@@ -535,6 +690,17 @@ static int head_xent_fused(zt_model *m, const int *targets, const void *wlm, flo
 
 static int unit_of_layer(const zt_model *m, int l) { return m->lay->layer_unit[l]; }
 
+/* LoRA: layer l is the first / last of its adapter unit. */
+static int adapter_first(const zt_model *m, int l)
+{
+    return l == 0 || m->lay->layer_adapter_unit[l - 1] != m->lay->layer_adapter_unit[l];
+}
+static int adapter_last(const zt_model *m, int l)
+{
+    const int *au = m->lay->layer_adapter_unit;
+    return l == m->cfg.num_hidden_layers - 1 || au[l + 1] != au[l];
+}
+
 /* The (N, V) logits of the final norm's output, then their cross-entropy (with
  * backward, its gradient in place of the logits, or in dlogits16). */
 static int head_loss(zt_model *m, const void *wlm, const int *targets, int backward, float grad_scale,
@@ -569,12 +735,54 @@ static int head_backward(zt_model *m, const int *targets, const void *wlm, float
         rc = m->be->matmul(m->dnT, wlm, cd, dlogits, m->opd, C, N, V, 1, 1, 0.0f, cd, err);
         if (rc == ZT_OK) {
             m->be->transpose(m->dn, m->dnT, C, N);
-            rc = m->be->matmul(dlm, dlogits, m->opd, m->nf, m->opd, V, C, N, 1, 0, 1.0f, cd, err);
+            if (dlm) /* NULL: a frozen lm_head (LoRA) */
+                rc = m->be->matmul(dlm, dlogits, m->opd, m->nf, m->opd, V, C, N, 1, 0, 1.0f, cd, err);
         }
     } else {
         rc = linear_backward(m, m->dn, dlm, dlogits, m->nf, wlm, V, C, err);
     }
     return rc;
+}
+
+/* The decoder layers' backward, last to first: a layer unit is acquired again before its
+ * last layer (and, without LoRA, its gradient opened) and handed back after its first;
+ * with LoRA each adapter unit likewise, its gradient the only one opened. */
+static int layers_backward(zt_model *m, const void *root_base, float *groot, zt_err *err)
+{
+    const zt_layout *lay = m->lay;
+    int L = m->cfg.num_hidden_layers, root = lay->root_unit, rc;
+    const void *base = NULL, *abase = NULL;
+    float *gunit = NULL, *gadapter = NULL;
+    for (int l = L - 1; l >= 0; l--) {
+        int u = unit_of_layer(m, l);
+        int unit_first = l == 0 || unit_of_layer(m, l - 1) != u;
+        int unit_last = l == L - 1 || unit_of_layer(m, l + 1) != u;
+        if (u == root) {
+            base = root_base;
+            gunit = groot;
+        } else if (unit_last) {
+            base = acquire(m, u, ZT_PASS_BACKWARD);
+            gunit = m->lora_on ? NULL : grad_begin(m, u);
+        }
+        if (m->lora_on && adapter_last(m, l)) {
+            abase = acquire(m, lay->layer_adapter_unit[l], ZT_PASS_BACKWARD);
+            gadapter = grad_begin(m, lay->layer_adapter_unit[l]);
+        }
+        if (m->checkpointing && (rc = layer_forward(m, l, base, abase, err)))
+            return rc;
+        if ((rc = layer_backward(m, l, base, gunit, abase, gadapter, err)))
+            return rc;
+        if (m->lora_on && adapter_first(m, l)) {
+            grad_end(m, lay->layer_adapter_unit[l]);
+            release(m, lay->layer_adapter_unit[l]);
+        }
+        if (u != root && unit_first) {
+            if (gunit)
+                grad_end(m, u);
+            release(m, u);
+        }
+    }
+    return ZT_OK;
 }
 
 /* One micro-batch's forward and, with backward, backward; an error returns with
@@ -603,15 +811,19 @@ static int model_pass(zt_model *m, const int *inputs, const int *targets, int ba
     m->be->embed_forward(m->layers[0].x, wte, cd, inputs, N, C);
     /* A layer unit is acquired before its first layer and released after its
      * last (stage 3 gathers it then and frees it after). */
-    const void *base = NULL;
+    const void *base = NULL, *abase = NULL;
     for (int l = 0; l < L; l++) {
         int u = unit_of_layer(m, l);
         if (u == root)
             base = root_base;
         else if (l == 0 || unit_of_layer(m, l - 1) != u)
             base = acquire(m, u, ZT_PASS_FORWARD);
-        if ((rc = layer_forward(m, l, base, err)))
+        if (m->lora_on && adapter_first(m, l)) /* with its base unit (never the root: adapters are layers') */
+            abase = acquire(m, lay->layer_adapter_unit[l], ZT_PASS_FORWARD);
+        if ((rc = layer_forward(m, l, base, abase, err)))
             return rc;
+        if (m->lora_on && adapter_last(m, l))
+            release(m, lay->layer_adapter_unit[l]);
         if (u != root && (l == L - 1 || unit_of_layer(m, l + 1) != u))
             release(m, u);
     }
@@ -625,39 +837,23 @@ static int model_pass(zt_model *m, const int *inputs, const int *targets, int ba
         return ZT_OK;
     }
 
-    /* Backward.  The root unit's gradient stays open from lm_head to embed. */
+    /* Backward.  The root unit's gradient stays open from lm_head to embed; with LoRA the
+     * base units take none, and each adapter unit's is open with its base unit. */
     int hb = zt_prof_begin("backward", "phase", ZT_PROF_COMPUTE);
-    float *groot = grad_begin(m, root);
-    float *dlm = groot + plm->offset;
+    float *groot = m->lora_on ? NULL : grad_begin(m, root);
+    float *dlm = groot ? groot + plm->offset : NULL;
     if ((rc = head_backward(m, targets, wlm, dlm, grad_scale, loss_sum, err)))
         return rc;
     m->be->zero(m->dres, (size_t)N * C * sizeof(float));
     m->be->rmsnorm_backward(m->dres, m->dres16,
-                                   groot + zt_layout_param(lay, -1, ZT_P_FINAL_NORM)->offset, m->dn,
-                                   m->layers[L].x, norm_weight(m, wnorm), m->rstdf, N, C);
-    float *gunit = NULL;
-    for (int l = L - 1; l >= 0; l--) {
-        int u = unit_of_layer(m, l);
-        int unit_first = l == 0 || unit_of_layer(m, l - 1) != u;
-        int unit_last = l == L - 1 || unit_of_layer(m, l + 1) != u;
-        if (u == root) {
-            base = root_base;
-            gunit = groot;
-        } else if (unit_last) {
-            base = acquire(m, u, ZT_PASS_BACKWARD);
-            gunit = grad_begin(m, u);
-        }
-        if (m->checkpointing && (rc = layer_forward(m, l, base, err)))
-            return rc;
-        if ((rc = layer_backward(m, l, base, gunit, err)))
-            return rc;
-        if (u != root && unit_first) {
-            grad_end(m, u);
-            release(m, u);
-        }
+                                   groot ? groot + zt_layout_param(lay, -1, ZT_P_FINAL_NORM)->offset : m->lora_dw,
+                                   m->dn, m->layers[L].x, norm_weight(m, wnorm), m->rstdf, N, C);
+    if ((rc = layers_backward(m, root_base, groot, err)))
+        return rc;
+    if (groot) {
+        m->be->embed_backward(groot + pe->offset, m->dres, inputs, N, C);
+        grad_end(m, root);
     }
-    m->be->embed_backward(groot + pe->offset, m->dres, inputs, N, C);
-    grad_end(m, root);
     release(m, root);
     zt_prof_end(hb, 0.0, 0.0);
     return ZT_OK;

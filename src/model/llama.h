@@ -12,6 +12,7 @@
 #include "../kernels/rope_freq.h"
 #include "config.h"
 #include "layout.h"
+#include "lora.h"
 #include "param_owner.h"
 
 /* Buffers that only feed matrix products (norm outputs, the SwiGLU output, the
@@ -88,6 +89,14 @@ typedef struct zt_model {
     int fused_head, xent_rows;
     double *loss_dev;
     size_t logits_own_bytes; /* logits allocated outside the table (fast mode's evaluation), else 0 */
+    /* LoRA (zt_model_set_lora; docs/lora.md): the adapters' settings, t = x A^T of every
+     * layer's targets (L x ntargets blocks of N x r, kept for the backward), the scratch u
+     * (N x the widest output), dt (N x r), and the frozen norm weights' gradient, discarded
+     * (C); lora_bytes: those four allocations' sizes */
+    int lora_on;
+    zt_lora lora;
+    float *lora_t, *lora_u, *lora_dt, *lora_dw;
+    size_t lora_bytes[4];
 } zt_model;
 
 /* RoPE's frequencies as the config asks for them: rope_theta and, for Llama 3.1's
@@ -120,6 +129,17 @@ int zt_model_forward_backward(zt_model *m, const int *inputs, const int *targets
  * where the backend table has no such entries (backend.h) or activations are bf16
  * (act16, the fast kernels: their attention takes no positions). */
 int zt_model_set_positions(zt_model *m, const int *pos, zt_err *err);
+
+/* LoRA: the base frozen, the adapters trained (docs/lora.md).  m's layout must hold the
+ * adapter units (zt_lora_layout, with the same l).  The passes that follow acquire each
+ * layer's adapter unit with its base unit, add the adapters' parts to the targeted
+ * projections (zt_lora_forward), and in the backward take gradients from the owner for
+ * the adapter units only: no base unit's grad_begin is called, no base weight's gradient
+ * computed.  ZT_EINPUT, naming what refuses, for what is not built yet: a compute dtype
+ * other than fp32, bf16 activations, a table without scale_add. */
+int zt_model_set_lora(zt_model *m, const zt_lora *l, zt_err *err);
+/* The bytes zt_model_set_lora allocates beside zt_model_activation_bytes' (the same sizes). */
+size_t zt_model_lora_activation_bytes(const zt_llama_config *cfg, int B, int T, const zt_lora *l);
 
 /* Forward only (evaluation): the SUM of token cross-entropies in *loss_sum, and
  * the logits for zt_model_logits. */

@@ -30,13 +30,40 @@ static void frozen_sink(void *f, const zt_param *p, const void *src, zt_dtype sr
     zt_frozen_set_param(f, p, src, src_dt);
 }
 
+/* LoRA: the base weights into the engine through the layout without adapters (the same
+ * units and offsets: the adapters' units follow the base's), then every adapter as PEFT
+ * initialises it (lora.h), from the run's seed. */
+static int load_lora(run_state *r, const char *model_dir, const zt_plan *plan, zt_comm *comm, uint64_t seed,
+                     zt_err *err)
+{
+    zt_layout plain;
+    int rc = zt_layout_build(&plain, &r->cfg, plan->wrap, (size_t)plan->min_num_params, comm->shard_size, err);
+    if (rc)
+        return rc;
+    rc = zt_hf_load_params(model_dir, &plain, r->eng, err);
+    zt_layout_free(&plain);
+    for (int i = 0; rc == ZT_OK && i < r->lay.nparams; i++) {
+        const zt_param *p = &r->lay.params[i];
+        float *buf = p->lora ? zt_alloc(ZT_MEM_OTHER, p->numel * sizeof *buf) : NULL;
+        if (p->lora && !buf)
+            return zt_fail(err, ZT_EFAIL, "out of memory initialising %s", p->name);
+        if (!p->lora)
+            continue;
+        zt_lora_init_param(p, seed, buf);
+        zt_engine_set_param(r->eng, p, buf, ZT_F32);
+        zt_free(ZT_MEM_OTHER, buf, p->numel * sizeof *buf);
+    }
+    return rc;
+}
+
 /* Load config, data and weights; build layout, parameter owner, model and
  * batcher.  The owner is the engine for training, or with `frozen` the weights
- * alone in the plan's compute dtype (evaluation: no gradients, no optimizer). */
+ * alone in the plan's compute dtype (evaluation: no gradients, no optimizer).
+ * lora (training only): the layout's adapter units, the base frozen. */
 static int run_open(run_state *r, const char *model_dir, const char *data_path, const char *data_shown,
                     const char *mask_path, int T, int B,
                     const zt_plan *plan, const zt_backend *be, zt_comm *comm, int shuffle, uint64_t seed,
-                    int checkpointing, int frozen, zt_err *err)
+                    int checkpointing, int frozen, const zt_lora *lora, zt_err *err)
 {
     memset(r, 0, sizeof *r);
     int rc;
@@ -56,6 +83,8 @@ static int run_open(run_state *r, const char *model_dir, const char *data_path, 
                               comm->shard_size, err)))
         return rc;
     r->have_lay = 1;
+    if (lora && (rc = zt_lora_layout(&r->lay, lora, err)))
+        return rc;
     zt_param_owner owner;
     if (frozen) {
         if ((rc = zt_frozen_init(&r->frozen, &r->lay, plan->prec.compute, be, err)))
@@ -68,7 +97,8 @@ static int run_open(run_state *r, const char *model_dir, const char *data_path, 
     } else {
         if ((rc = zt_engine_create(&r->eng, be, &r->lay, plan->prec, plan->stage, &plan->overlap, comm, err)))
             return rc;
-        if ((rc = zt_hf_load_params(model_dir, &r->lay, r->eng, err)))
+        if ((rc = lora ? load_lora(r, model_dir, plan, comm, seed, err)
+                       : zt_hf_load_params(model_dir, &r->lay, r->eng, err)))
             return rc;
         owner = zt_engine_param_owner(r->eng);
     }
@@ -76,6 +106,8 @@ static int run_open(run_state *r, const char *model_dir, const char *data_path, 
     if ((rc = zt_model_init(&r->model, &r->cfg, &r->lay, &owner, B, T, checkpointing, err)))
         return rc;
     r->have_model = 1;
+    if (lora && (rc = zt_model_set_lora(&r->model, lora, err)))
+        return rc;
     if (!frozen) { /* fast mode: the training loss stays on the device until the step reads it
                     * back, and its gradient scale is formed there */
         r->model.loss_sink = zt_engine_loss_sink(r->eng);
@@ -111,7 +143,7 @@ static void print_memory(FILE *f, const zt_engine *eng, const zt_model *m)
 
 enum { D_PLAN, D_PRECISION, D_MODEL, D_BATCH, D_OPTIM, D_SCHEDULE, D_DATA, D_EVAL, D_NFIELDS };
 static const char *digest_field[D_NFIELDS] = {
-    "plan (face, stage, groups, wrap, overlap)", "precision (dtypes)", "model config", "batch (B, A, T)",
+    "plan (face, stage, groups, wrap, overlap)", "precision (dtypes)", "model config (and LoRA's adapters)", "batch (B, A, T)",
     "optimizer hyper-parameters", "schedule and steps", "data (token stream)",
     "evaluation (eval data, eval_steps, per_device_eval_batch_size)"};
 
@@ -137,6 +169,14 @@ static void make_digest(const zt_train_args *a, const run_state *r, const zt_eva
     d[D_PLAN] = fnv(fnv(d[D_PLAN], p->device, sizeof p->device), p->comm, sizeof p->comm); /* and on one path */
     d[D_PRECISION] = fnv(d[D_PRECISION], &p->prec, sizeof p->prec);
     d[D_MODEL] = zt_llama_config_digest(&r->cfg);
+    int lora = a->lora != NULL;
+    MIX(d[D_MODEL], lora);
+    if (a->lora) { /* the adapters' units are gathered and reduced like the base's */
+        MIX(d[D_MODEL], a->lora->r);
+        MIX(d[D_MODEL], a->lora->alpha);
+        MIX(d[D_MODEL], a->lora->rslora);
+        MIX(d[D_MODEL], a->lora->targets);
+    }
     MIX(d[D_BATCH], a->batch_size); MIX(d[D_BATCH], a->grad_accum); MIX(d[D_BATCH], a->block_size);
     d[D_OPTIM] = fnv(d[D_OPTIM], &a->adam, sizeof a->adam);
     MIX(d[D_OPTIM], a->max_grad_norm);
@@ -389,6 +429,22 @@ static int resume_selection(trainer *t, const char *dir, zt_err *err)
 static int train_start(trainer *t, const zt_ckpt_state *resumed, zt_err *err);
 
 /* Open everything, check that the ranks agree, resume if asked. */
+/* What LoRA runs do not have yet (docs/lora.md, "Order of the work"), refused by name. */
+static int lora_not_yet(const zt_train_args *a, zt_err *err)
+{
+    if (!a->lora)
+        return ZT_OK;
+    if (a->save_steps > 0)
+        return zt_fail(err, ZT_EINPUT, "--use_peft with --save_steps: LoRA checkpoints are not built yet (the "
+                       "adapters are saved at the end)");
+    if (a->eval_data_path)
+        return zt_fail(err, ZT_EINPUT, "--use_peft with --eval_data: evaluating the adapters is not built yet");
+    if (a->resume_dir)
+        return zt_fail(err, ZT_EINPUT, "--use_peft with --resume_from_checkpoint: LoRA checkpoints are not built "
+                       "yet");
+    return ZT_OK;
+}
+
 int zt_train_setup(trainer *t, const zt_train_args *a, zt_err *err)
 {
     static const zt_train_hooks no_hooks = {0};
@@ -409,8 +465,9 @@ int zt_train_setup(trainer *t, const zt_train_args *a, zt_err *err)
     int rc = open_device(&a->plan, comm, &be, t->device, sizeof t->device, err);
     if (rc)
         return rc;
-    rc = run_open(&t->r, a->model_dir, a->data_path, a->data_shown, a->loss_mask_path, a->block_size, a->batch_size,
-                  &a->plan, be, comm, a->shuffle, a->seed, a->checkpointing, 0, err);
+    if ((rc = lora_not_yet(a, err)) == ZT_OK)
+        rc = run_open(&t->r, a->model_dir, a->data_path, a->data_shown, a->loss_mask_path, a->block_size,
+                      a->batch_size, &a->plan, be, comm, a->shuffle, a->seed, a->checkpointing, 0, a->lora, err);
     t->have_run = 1;
     if (rc == ZT_OK && a->packing && a->eval_data_path)
         rc = zt_fail(err, ZT_EINPUT, "--packing with --eval_data: the evaluation does not pack documents; "

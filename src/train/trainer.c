@@ -433,6 +433,9 @@ static int save_final_model(trainer *t, zt_err *err)
     const zt_train_args *a = t->a;
     run_state *r = &t->r;
     const zt_selection *s = &t->sel;
+    if (a->lora) /* the adapters alone, in PEFT's format */
+        return zt_comm_agree(t->comm, zt_lora_save(a->output_dir, &r->lay, a->lora, r->eng, a->model_dir, t->rank0,
+                                                   err), err);
     if (!a->select.load_best_model_at_end || !s->best_checkpoint[0] || s->best_step == t->nsteps)
         return zt_comm_agree(t->comm, zt_hf_save(a->output_dir, &r->cfg, &r->lay, r->eng, a->plan.prec.save,
                                                  a->max_shard_bytes, NULL, t->rank0, err), err);
@@ -473,8 +476,9 @@ static int train_finish(trainer *t, zt_train_result *res, zt_err *err)
     int rc;
     if (a->output_dir && (rc = save_final_model(t, err)))
         return rc;
-    /* and what the source model carried: config keys, generation config, tokenizer */
-    if (a->output_dir &&
+    /* and what the source model carried: config keys, generation config, tokenizer (not
+     * beside LoRA's adapters yet: its config.json would describe a model not there) */
+    if (a->output_dir && !a->lora &&
         (rc = zt_comm_agree(t->comm, t->rank0 ? zt_hf_carry_model(a->output_dir, a->model_dir, a->tokenizer_dir, err)
                                               : ZT_OK, err)))
         return rc;

@@ -15,6 +15,7 @@
 #include "../engine/engine.h"
 #include "../engine/optim.h"
 #include "../model/layout.h"
+#include "../model/lora.h"
 #include "../plan/plan.h"
 #include "selection.h"
 
@@ -121,6 +122,10 @@ typedef struct zt_train_args {
      * windows): documents bin-packed into the windows (batches.h:
      * zt_batcher_set_packing); doc_eos as above */
     int packing;
+    /* LoRA (docs/lora.md): the base frozen, these adapters trained, initialised as PEFT
+     * does from `seed`; NULL: every weight trained.  So far without saving, evaluation,
+     * checkpoints or resuming, which are refused by name */
+    const zt_lora *lora;
 } zt_train_args;
 
 typedef struct zt_train_result {

@@ -3,6 +3,7 @@
 
 #include "../comm/comm.h"
 #include "../core/mem.h"
+#include "../io/peft_adapter.h"
 #include "ckpt_identity.h"
 
 static void engine_sink(void *eng, const zt_param *p, const void *src, zt_dtype src_dt)
@@ -16,8 +17,19 @@ int zt_hf_load_params(const char *dir, const zt_layout *lay, zt_engine *eng, zt_
     return rc ? rc : zt_hf_load_params_to(dir, lay, engine_sink, eng, err);
 }
 
-int zt_hf_save(const char *dir, const zt_llama_config *cfg, const zt_layout *lay, zt_engine *eng,
-               zt_dtype dtype, size_t max_shard_bytes, const char *const *meta, int writer, zt_err *err)
+/* What a save writes from the gathered values (on the writer rank). */
+typedef struct save_what {
+    const zt_llama_config *cfg;
+    zt_dtype dtype;
+    size_t max_shard_bytes;
+    const char *const *meta;
+    const zt_lora *lora; /* LoRA: the adapters only, in PEFT's format */
+    const char *base_model;
+} save_what;
+
+/* Collective: every parameter gathered to full tensors, then written as `what` says. */
+static int save_gathered(const char *dir, const zt_layout *lay, zt_engine *eng, const save_what *what, int writer,
+                         zt_err *err)
 {
     float **vals = zt_alloc(ZT_MEM_OTHER, (size_t)lay->nparams * sizeof *vals);
     int rc = vals ? ZT_OK : zt_fail(err, ZT_EFAIL, "out of memory saving %s", dir);
@@ -28,10 +40,26 @@ int zt_hf_save(const char *dir, const zt_llama_config *cfg, const zt_layout *lay
     if ((rc = zt_comm_agree(zt_engine_comm(eng), rc, err)) == ZT_OK) {
         rc = zt_engine_full_params(eng, vals, err);
         if (rc == ZT_OK && writer)
-            rc = zt_hf_save_tensors_meta(dir, cfg, lay, vals, dtype, max_shard_bytes, meta, err);
+            rc = what->lora ? zt_peft_adapter_write(dir, lay, what->lora, vals, what->base_model, err)
+                            : zt_hf_save_tensors_meta(dir, what->cfg, lay, vals, what->dtype, what->max_shard_bytes,
+                                                      what->meta, err);
     }
     for (int i = 0; vals && i < lay->nparams; i++)
         zt_free(ZT_MEM_OTHER, vals[i], vals[i] ? lay->params[i].numel * sizeof(float) : 0);
     zt_free(ZT_MEM_OTHER, vals, vals ? (size_t)lay->nparams * sizeof *vals : 0);
     return rc;
+}
+
+int zt_hf_save(const char *dir, const zt_llama_config *cfg, const zt_layout *lay, zt_engine *eng,
+               zt_dtype dtype, size_t max_shard_bytes, const char *const *meta, int writer, zt_err *err)
+{
+    save_what what = {.cfg = cfg, .dtype = dtype, .max_shard_bytes = max_shard_bytes, .meta = meta};
+    return save_gathered(dir, lay, eng, &what, writer, err);
+}
+
+int zt_lora_save(const char *dir, const zt_layout *lay, const zt_lora *l, zt_engine *eng, const char *base_model,
+                 int writer, zt_err *err)
+{
+    save_what what = {.lora = l, .base_model = base_model};
+    return save_gathered(dir, lay, eng, &what, writer, err);
 }

@@ -6,8 +6,8 @@
 # added later makes this fail with the symbol's name.
 . "$(dirname "$0")/lib.bash"
 obj=$(dirname "$ZTRAIN")/obj/src
-kernels='^(zt_matmul|zt_rmsnorm_|zt_rope_|zt_bias_|zt_attention|zt_swiglu_|zt_xent_|zt_embed_|zt_transpose_|zt_adamw_step_shard|zt_accumulate|zt_sumsq|zt_round_bf16_inplace|zt_lmhead_)'
-for o in model/llama.o model/frozen.o engine/engine.o engine/engine_view.o engine/offload.o infer/infer.o; do
+kernels='^(zt_matmul|zt_rmsnorm_|zt_rope_|zt_bias_|zt_attention|zt_swiglu_|zt_xent_|zt_embed_|zt_transpose_|zt_adamw_step_shard|zt_accumulate|zt_sumsq|zt_round_bf16_inplace|zt_lmhead_|zt_scale_add)'
+for o in model/llama.o model/lora.o model/frozen.o engine/engine.o engine/engine_view.o engine/offload.o infer/infer.o; do
     [ -f "$obj/$o" ] || { fail "$obj/$o not built"; continue; }
     direct=$(nm -u "$obj/$o" | awk '{print $2}' | grep -E "$kernels" || true)
     [ -z "$direct" ] || fail "$o calls kernels directly: $(echo $direct)"

@@ -1,0 +1,142 @@
+"""Write tests/fixtures/lora/model.safetensors: a whole model's loss and adapter gradients
+with LoRA adapters, as PEFT computes them on transformers' model, which tests/test_lora.c
+holds ztrain's model pass (model/llama.h with zt_model_set_lora) against.
+
+For each case (a fixture model of tests/fixtures, a rank, alpha, rsLoRA and targets),
+transformers' AutoModelForCausalLM loads the fixture's model.safetensors (fp32, eager
+attention), peft.get_peft_model wraps it, and every A and B is set from a seeded
+generator (B non-zero, unlike PEFT's initial zeros, so that every gradient is
+exercised; both sides read the same values from this file).  Batch 0 of the fixture's
+tokens.npy (B = 2 rows of T = 16: sample k = tokens[kT : kT + T + 1], inputs the first T,
+targets the last T) gives the mean token cross-entropy and its gradients:
+
+  <case>.<name>        each adapter tensor, under the name PEFT saves it with
+                       (get_peft_model_state_dict: base_model.model....lora_A.weight)
+  <case>.grad.<name>   its gradient
+  <case>.loss          the loss [1]
+and then three optimizer steps as Trainer takes them over the adapters (batch s = samples
+sB .. sB + B - 1; torch.optim.AdamW at lr 1e-3, weight decay 0.1 on every adapter, betas
+0.9 / 0.95, eps 1e-8; clip_grad_norm_ at 0.5, active in every step):
+
+  <case>.losses, <case>.grad_norms   (3,) each step's loss and pre-clip global norm
+  <case>.step3.<name>                each adapter tensor after the three steps
+  <case>.step3_f64.<name>            the same steps computed in float64 (F64), from the
+                                     same fp32 start: fp32's own distance from them is
+                                     the noise any fp32 implementation carries
+and the metadata key "cases": "name model r alpha rslora targets" per case, ";" between
+cases (targets comma-separated).  The script asserts that no base weight got a gradient,
+and prints how far this fp32 reference is from the same computation in float64 (the
+noise the test's tolerance must admit): loss 2e-8 and 8e-8 relative, the gradients 1.4e-6
+and 1.3e-6 of each tensor's largest magnitude (worst over the tensors); and the same for
+the three steps.
+
+Dev-time only (the test reads the stored file):
+    OMP_NUM_THREADS=1 /work/devvenv/bin/python tools/make_lora_model_fixture.py
+Generated with torch 2.15, transformers 5.25, peft 0.21.2, one thread, deterministic
+algorithms.  Deterministic.
+"""
+import os
+
+import numpy as np
+import torch
+from peft import LoraConfig, get_peft_model, get_peft_model_state_dict
+from safetensors.torch import save_file
+from transformers import AutoModelForCausalLM
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+FIX = os.path.join(ROOT, "tests", "fixtures")
+OUT = os.path.join(FIX, "lora", "model.safetensors")
+B, T = 2, 16
+LR, WD, BETAS, EPS, MAX_NORM = 1e-3, 0.1, (0.9, 0.95), 1e-8, 0.5
+
+CASES = [
+    # name, model, r, alpha, rslora, targets
+    ("llama", "gqa_tied", 4, 6, False, ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]),
+    ("qwen2", "qwen2_bias", 2, 3, True, ["q_proj", "v_proj", "down_proj"]),
+]
+
+
+def batch_loss(pm, tok, s):
+    """Batch s's mean token cross-entropy, after its backward."""
+    rows = torch.tensor(np.stack([tok[k * T:k * T + T + 1] for k in range(s * B, s * B + B)]))
+    logits = pm(input_ids=rows[:, :T]).logits
+    loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), rows[:, 1:].reshape(-1))
+    loss.backward()
+    return loss
+
+
+def run(model, r, alpha, rslora, targets, dtype, adapters):
+    """PEFT's model in dtype, its adapters from adapters(name, shape), batch 0's loss
+    after its backward, and the token stream."""
+    base = AutoModelForCausalLM.from_pretrained(os.path.join(FIX, model), dtype=dtype, attn_implementation="eager")
+    pm = get_peft_model(base, LoraConfig(r=r, lora_alpha=alpha, lora_dropout=0.0, target_modules=targets,
+                                         use_rslora=rslora, bias="none", task_type="CAUSAL_LM"))
+    with torch.no_grad():
+        for n, p in sorted(pm.named_parameters()):
+            if "lora_" in n:
+                p.copy_(adapters(n, p.shape))
+    tok = np.load(os.path.join(FIX, model, "tokens.npy")).astype(np.int64)
+    return pm, batch_loss(pm, tok, 0), tok
+
+
+def steps(pm, tok, loss0):
+    """Three AdamW steps over the adapters, batch 0's backward done: (losses, norms)."""
+    params = [p for p in pm.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=LR, betas=BETAS, eps=EPS, weight_decay=WD)
+    losses, norms = [], []
+    for s in range(3):
+        loss = loss0 if s == 0 else batch_loss(pm, tok, s)
+        norms.append(torch.nn.utils.clip_grad_norm_(params, MAX_NORM).item())
+        assert norms[-1] > MAX_NORM, "clipping must be active"
+        opt.step()
+        opt.zero_grad()
+        losses.append(loss.item())
+    return losses, norms
+
+
+def case(name, model, r, alpha, rslora, targets, gen, tensors, meta):
+    pm, loss, tok = run(model, r, alpha, rslora, targets, torch.float32,
+                        lambda n, shape: torch.randn(shape, generator=gen) * 0.1)
+    for n, p in pm.named_parameters():
+        assert ("lora_" in n) == (p.grad is not None), n
+    grads = {n.replace(".default", ""): p.grad for n, p in pm.named_parameters() if p.grad is not None}
+    for n, v in get_peft_model_state_dict(pm).items():
+        tensors[f"{name}.{n}"] = v.detach().clone().contiguous()
+        tensors[f"{name}.grad.{n}"] = grads[n].detach().clone().contiguous()
+    tensors[f"{name}.loss"] = loss.detach().reshape(1).clone()
+    seeded = {n: p.detach().double() for n, p in pm.named_parameters() if "lora_" in n}
+    pm64, loss64, _ = run(model, r, alpha, rslora, targets, torch.float64, lambda n, shape: seeded[n])
+    worst = max(((p.grad - grads[n.replace(".default", "")].double()).abs().max() / p.grad.abs().max()).item()
+                for n, p in pm64.named_parameters() if p.grad is not None)
+    print("%s: fp32 against float64: loss %.2g relative, gradients %.2g of the largest"
+          % (name, abs(loss.item() - loss64.item()) / abs(loss64.item()), worst))
+    losses, norms = steps(pm, tok, loss)
+    losses64, norms64 = steps(pm64, tok, loss64)
+    tensors[f"{name}.losses"] = torch.tensor(losses, dtype=torch.float32)
+    tensors[f"{name}.grad_norms"] = torch.tensor(norms, dtype=torch.float32)
+    after = get_peft_model_state_dict(pm)
+    after64 = get_peft_model_state_dict(pm64)
+    for n, v in after.items():
+        tensors[f"{name}.step3.{n}"] = v.detach().clone().contiguous()
+        tensors[f"{name}.step3_f64.{n}"] = after64[n].detach().clone().contiguous()
+    moved = max((after64[n] - seeded[n.replace("weight", "default.weight")]).abs().max().item() for n in after)
+    print("%s: 3 steps, fp32 against float64: losses %.2g, norms %.2g relative; adapters %.2g absolute "
+          "(the largest change %.2g)" % (name, max(abs(a - b) / b for a, b in zip(losses, losses64)),
+                                         max(abs(a - b) / b for a, b in zip(norms, norms64)),
+                                         max((after[n].double() - after64[n]).abs().max().item() for n in after),
+                                         moved))
+    meta.append("%s %s %d %d %d %s" % (name, model, r, alpha, int(rslora), ",".join(targets)))
+
+
+def main():
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    gen = torch.Generator().manual_seed(4646)
+    tensors, meta = {}, []
+    for c in CASES:
+        case(*c, gen, tensors, meta)
+    save_file(tensors, OUT, metadata={"cases": ";".join(meta)})
+
+
+if __name__ == "__main__":
+    main()
