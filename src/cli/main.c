@@ -241,6 +241,7 @@ static int train_plan(train_cli *o, zt_llama_config *cfg, zt_train_args *a, zt_e
     if (o->lora.use_peft && (rc = zt_cli_lora_plan(&o->lora, cfg, g_rank == 0, err)))
         return rc;
     a->lora = o->lora.use_peft ? &o->lora.lora : NULL;
+    a->lora_adapter = o->lora.use_peft ? o->lora.adapter : NULL;
     if ((rc = zt_cli_parse_size("max_shard_size", o->max_shard, &a->max_shard_bytes, err)))
         return rc;
     if (g_rank == 0)

@@ -49,6 +49,10 @@ int zt_lora_layout(zt_layout *lay, const zt_lora *l, zt_err *err);
  * parity tests give both sides the same adapters from a file instead. */
 void zt_lora_init_param(const zt_param *p, uint64_t seed, float *out);
 
+/* The target set as names, comma-separated in the layout's order (q_proj,v_proj); cap
+ * >= 64 holds all seven. */
+void zt_lora_targets_text(unsigned targets, char *buf, size_t cap);
+
 /* s: alpha / r, or alpha / sqrt(r) with rsLoRA (PEFT's `scaling`). */
 double zt_lora_scale(const zt_lora *l);
 
