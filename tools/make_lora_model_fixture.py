@@ -51,6 +51,10 @@ elements to a looser bound.
 The Mistral case uses rows of T = 64, longer than mistral_window's window of 50, so that
 the window masks keys (at T = 16 the case would be Llama's again).
 
+And tests/fixtures/lora/merge/qwen2.safetensors: PEFT's merge_and_unload() of the qwen2
+case's adapter directory into the fp32 base, the tensors it changed (tests/cli/lora_merge.sh
+holds `ztrain merge-adapter` against them).
+
 Dev-time only (the test reads the stored file):
     OMP_NUM_THREADS=1 /work/devvenv/bin/python tools/make_lora_model_fixture.py
 Generated with torch 2.15, transformers 5.25, peft 0.21.2, one thread, deterministic
@@ -60,7 +64,7 @@ import os
 
 import numpy as np
 import torch
-from peft import LoraConfig, get_peft_model, get_peft_model_state_dict
+from peft import LoraConfig, PeftModel, get_peft_model, get_peft_model_state_dict
 from safetensors.torch import save_file
 from transformers import AutoModelForCausalLM
 
@@ -191,6 +195,17 @@ def cli_case(name, model, r, alpha, rslora, targets, t, max_norm, gen):
     print("%s (cli): losses %s, grad norms %s" % (name, losses, norms))
 
 
+def merge_case(name, model):
+    """PEFT's merge_and_unload of case `name`'s adapter directory into the fp32 base: the
+    tensors it changed (the adapted projections), which `ztrain merge-adapter` must give."""
+    base = AutoModelForCausalLM.from_pretrained(os.path.join(FIX, model), dtype=torch.float32)
+    before = {k: v.clone() for k, v in base.state_dict().items()}
+    merged = PeftModel.from_pretrained(base, os.path.join(CLI, name, "adapter")).merge_and_unload()
+    changed = {k: v.contiguous() for k, v in merged.state_dict().items() if not torch.equal(v, before[k])}
+    save_file(changed, os.path.join(FIX, "lora", "merge", name + ".safetensors"), metadata={"model": model})
+    print("%s (merge): %d tensors changed" % (name, len(changed)))
+
+
 def main():
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
@@ -202,6 +217,8 @@ def main():
     gen = torch.Generator().manual_seed(4647)
     for c in CLI_CASES:
         cli_case(*c, gen)
+    os.makedirs(os.path.join(FIX, "lora", "merge"), exist_ok=True)
+    merge_case("qwen2", "qwen2_bias")
 
 
 if __name__ == "__main__":

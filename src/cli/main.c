@@ -581,6 +581,7 @@ static const struct command {
     {"plot", zt_cmd_plot, "a training log (JSONL) as an SVG chart"},
     {"convert", zt_cmd_convert, "a GGUF model (llama.cpp) to a Hugging Face directory: --from gguf FILE --output_dir DIR"},
     {"export", zt_cmd_export, "a model as one GGUF file for llama.cpp and Ollama: export --format gguf --outtype q8_0 MODEL OUT.gguf"},
+    {"merge-adapter", zt_cmd_merge_adapter, "LoRA adapters merged into their base model: merge-adapter BASE ADAPTER OUT"},
 };
 #define NCOMMANDS ((int)(sizeof commands / sizeof commands[0]))
 

@@ -102,6 +102,18 @@ void zt_lora_targets_text(unsigned targets, char *buf, size_t cap)
             snprintf(buf + strlen(buf), cap - strlen(buf), "%s%s", buf[0] ? "," : "", target_names[i]);
 }
 
+void zt_lora_merge(float *w, const float *a, const float *b, int out, int in, int r, double s)
+{
+    for (int o = 0; o < out; o++)
+        for (int i = 0; i < in; i++) {
+            double acc = 0.0;
+            for (int k = 0; k < r; k++)
+                acc += (double)b[(size_t)o * r + k] * a[(size_t)k * in + i];
+            float *wi = &w[(size_t)o * in + i];
+            *wi = *wi + (float)(acc * s);
+        }
+}
+
 double zt_lora_scale(const zt_lora *l) { return l->rslora ? l->alpha / sqrt((double)l->r) : l->alpha / l->r; }
 
 size_t zt_lora_trainable(const zt_lora *l, const zt_layout *lay)

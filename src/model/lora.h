@@ -65,6 +65,12 @@ size_t zt_lora_trainable(const zt_lora *l, const zt_layout *lay);
  *   lora r=R, alpha=A (scale S), targets q_proj,v_proj, trainable N of M parameters (x %) */
 int zt_lora_describe(const zt_lora *l, const zt_llama_config *cfg, char *buf, size_t cap, zt_err *err);
 
+/* Merge one adapter into its weight, as PEFT's merge_and_unload: w (out x in, fp32) +=
+ * s (B A), with A (r x in) and B (out x r) fp32; each element's product summed over r in
+ * double, then scaled and rounded to fp32 (torch forms B A in fp32, then multiplies by s
+ * and adds: the two agree within a few fp32 ulps of the delta). */
+void zt_lora_merge(float *w, const float *a, const float *b, int out, int in, int r, double s);
+
 /* The adapter's part of one LoRA linear of N rows through a backend table, beside the
  * frozen base's y = x W^T, which the caller computes (the model in its fused products):
  * A (r, in), B (out, r) in w_dt (the compute dtype; fp32 only so far), x (N, in) and every
