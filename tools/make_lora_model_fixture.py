@@ -52,7 +52,8 @@ The Mistral case uses rows of T = 64, longer than mistral_window's window of 50,
 the window masks keys (at T = 16 the case would be Llama's again).
 
 And tests/fixtures/lora/merge/qwen2.safetensors: PEFT's merge_and_unload() of the qwen2
-case's adapter directory into the fp32 base, the tensors it changed (tests/cli/lora_merge.sh
+case's adapter directory into the fp32 base, the tensors it changed (qwen2_bf16: the same
+into the base rounded to bf16, merged in bf16 as PEFT does) (tests/cli/lora_merge.sh
 holds `ztrain merge-adapter` against them).
 
 Dev-time only (the test reads the stored file):
@@ -195,15 +196,16 @@ def cli_case(name, model, r, alpha, rslora, targets, t, max_norm, gen):
     print("%s (cli): losses %s, grad norms %s" % (name, losses, norms))
 
 
-def merge_case(name, model):
-    """PEFT's merge_and_unload of case `name`'s adapter directory into the fp32 base: the
-    tensors it changed (the adapted projections), which `ztrain merge-adapter` must give."""
-    base = AutoModelForCausalLM.from_pretrained(os.path.join(FIX, model), dtype=torch.float32)
+def merge_case(name, model, dtype=torch.float32, suffix=""):
+    """PEFT's merge_and_unload of case `name`'s adapter directory into the base, loaded in
+    dtype (bf16: rounded to nearest even from the fp32 fixture): the tensors it changed (the
+    adapted projections), which `ztrain merge-adapter` must give."""
+    base = AutoModelForCausalLM.from_pretrained(os.path.join(FIX, model), dtype=dtype)
     before = {k: v.clone() for k, v in base.state_dict().items()}
     merged = PeftModel.from_pretrained(base, os.path.join(CLI, name, "adapter")).merge_and_unload()
     changed = {k: v.contiguous() for k, v in merged.state_dict().items() if not torch.equal(v, before[k])}
-    save_file(changed, os.path.join(FIX, "lora", "merge", name + ".safetensors"), metadata={"model": model})
-    print("%s (merge): %d tensors changed" % (name, len(changed)))
+    save_file(changed, os.path.join(FIX, "lora", "merge", name + suffix + ".safetensors"), metadata={"model": model})
+    print("%s%s (merge): %d tensors changed" % (name, suffix, len(changed)))
 
 
 def main():
@@ -219,6 +221,7 @@ def main():
         cli_case(*c, gen)
     os.makedirs(os.path.join(FIX, "lora", "merge"), exist_ok=True)
     merge_case("qwen2", "qwen2_bias")
+    merge_case("qwen2", "qwen2_bias", torch.bfloat16, "_bf16")
 
 
 if __name__ == "__main__":
