@@ -32,10 +32,22 @@ static void frozen_sink(void *f, const zt_param *p, const void *src, zt_dtype sr
     zt_frozen_set_param(f, p, src, src_dt);
 }
 
-static int adapter_sink(void *eng, const zt_param *p, const float *vals, zt_err *err)
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
 {
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+#define FNV0 0xcbf29ce484222325ull
+
+/* An adapter's values into the engine, and into the digest the ranks compare. */
+static int adapter_sink(void *ctx, const zt_param *p, const float *vals, zt_err *err)
+{
+    run_state *r = ctx;
     (void)err;
-    zt_engine_set_param(eng, p, vals, ZT_F32);
+    zt_engine_set_param(r->eng, p, vals, ZT_F32);
+    r->adapter_digest = fnv(r->adapter_digest ? r->adapter_digest : FNV0, vals, p->numel * sizeof *vals);
     return ZT_OK;
 }
 
@@ -52,7 +64,7 @@ static int load_lora(run_state *r, const char *model_dir, const char *adapter, c
     rc = zt_hf_load_params(model_dir, &plain, r->eng, err);
     zt_layout_free(&plain);
     if (rc || adapter)
-        return rc ? rc : zt_peft_adapter_read(adapter, &r->lay, adapter_sink, r->eng, err);
+        return rc ? rc : zt_peft_adapter_read(adapter, &r->lay, adapter_sink, r, err);
     for (int i = 0; i < r->lay.nparams; i++) {
         const zt_param *p = &r->lay.params[i];
         if (!p->lora)
@@ -61,7 +73,7 @@ static int load_lora(run_state *r, const char *model_dir, const char *adapter, c
         if (!buf)
             return zt_fail(err, ZT_EFAIL, "out of memory initialising %s", p->name);
         zt_lora_init_param(p, seed, buf);
-        rc = adapter_sink(r->eng, p, buf, err);
+        zt_engine_set_param(r->eng, p, buf, ZT_F32);
         zt_free(ZT_MEM_OTHER, buf, p->numel * sizeof *buf);
     }
     return rc;
@@ -158,14 +170,6 @@ static const char *digest_field[D_NFIELDS] = {
     "optimizer hyper-parameters", "schedule and steps", "data (token stream)",
     "evaluation (eval data, eval_steps, per_device_eval_batch_size)"};
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ b[i]) * 0x100000001b3ull;
-    return h;
-}
-#define FNV0 0xcbf29ce484222325ull
 #define MIX(h, x) ((h) = fnv((h), &(x), sizeof(x)))
 
 static void make_digest(const zt_train_args *a, const run_state *r, const zt_evaluator *ev, uint64_t d[D_NFIELDS])
@@ -187,6 +191,7 @@ static void make_digest(const zt_train_args *a, const run_state *r, const zt_eva
         MIX(d[D_MODEL], a->lora->alpha);
         MIX(d[D_MODEL], a->lora->rslora);
         MIX(d[D_MODEL], a->lora->targets);
+        MIX(d[D_MODEL], r->adapter_digest); /* --adapter: the same adapters read */
     }
     MIX(d[D_BATCH], a->batch_size); MIX(d[D_BATCH], a->grad_accum); MIX(d[D_BATCH], a->block_size);
     d[D_OPTIM] = fnv(d[D_OPTIM], &a->adam, sizeof a->adam);

@@ -3,7 +3,8 @@
 # shows them); a flag that disagrees is refused naming both values; config keys that change
 # LoRA's math and are not built are refused by name, inert ones are ignored; a tensor
 # missing, extra, misshapen or of another dtype is refused naming the file and the tensor;
-# hostile files (truncated, not JSON) are refused, never a crash.  F32, BF16 and F16
+# hostile files (truncated, not JSON) are refused, never a crash; ranks given different
+# adapters are refused before they train.  F32, BF16 and F16
 # tensors load exactly: at learning rate 0 the adapters written back are the ones read,
 # widened to F32 bit for bit; and ztrain's own round trip (write, then --adapter, then
 # write) gives identical tensors.
@@ -121,6 +122,10 @@ for src in $peft "$TMP/half"; do
         fail "--adapter $src at learning rate 0: $(tail -3 "$TMP/log")"
     same $src "$TMP/out" >"$TMP/cmp" 2>&1 || fail "$src read and written back differ: $(tail -2 "$TMP/cmp")"
 done
+# ranks that read different adapters stop before any collective moves them
+one=("${run[@]:1}" --per_device_train_batch_size 1)
+expect_exit 2 "rank 0: rank 1 and rank 0 resolved a different model config \(and LoRA's adapters\)" -- \
+    "${mpi[@]}" -np 1 "$ZTRAIN" "${one[@]}" --adapter $peft : -np 1 "$ZTRAIN" "${one[@]}" --adapter "$TMP/half"
 # ztrain's own round trip: a trained run's adapters, read and written back unchanged
 rm -rf "$TMP/trained" "$TMP/back"
 "${run[@]}" --max_steps 2 --learning_rate 1e-3 --lora_r 2 --lora_target_modules q_proj o_proj down_proj \
