@@ -59,7 +59,9 @@ holds `ztrain merge-adapter` against them).
 Dev-time only (the test reads the stored file):
     OMP_NUM_THREADS=1 /work/devvenv/bin/python tools/make_lora_model_fixture.py
 Generated with torch 2.15, transformers 5.25, peft 0.21.2, one thread, deterministic
-algorithms.  Deterministic.
+algorithms.  Deterministic in every value; the bytes of the files under lora/cli/ may not
+be, as PEFT keeps target_modules as a Python set (its order in adapter_config.json, and
+the order of the tensors in the files, follow the string hash seed: PYTHONHASHSEED=0 fixes it).
 """
 import os
 
