@@ -18,8 +18,9 @@ out) and that every lora_B it loaded is non-zero.  Stored:
 and the metadata "train_args" (the ztrain train flags, space-separated) and "prompt".
 
 The run uses --adam_epsilon 1e-3: Adam amplifies a rounding difference in a gradient by at
-most lr / eps, here 1, so the rerun on another machine (other SIMD widths, other summation
-orders in the products) writes the same adapters to fp32 rounding, where at eps 1e-8 a
+most lr / eps, here 10, so the rerun on another machine (other SIMD widths, other summation
+orders in the products) writes nearly the same adapters (a -O1 build without -march=native:
+1.5e-6 of the largest lora_B, which starts at zero and stays small), where at eps 1e-8 a
 near-zero gradient would turn that rounding into a visibly different update (docs/lora.md,
 "Traps").
 
