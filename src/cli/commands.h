@@ -33,6 +33,8 @@ int zt_cmd_chat(int argc, char **argv, zt_err *err);
 void zt_cli_set_assistant_only(int on);
 int zt_cmd_checkpoint(int argc, char **argv, zt_err *err);
 int zt_cmd_merge_weights(int argc, char **argv, zt_err *err);
+/* merge-adapter BASE ADAPTER OUT: LoRA adapters merged into the base's weights (merge_adapter.c). */
+int zt_cmd_merge_adapter(int argc, char **argv, zt_err *err);
 /* HF's size strings: "5GB" = 5*10^9 bytes, "200MB", "64KB", "1GiB" = 2^30, or bytes. */
 int zt_cli_parse_size(const char *flag, const char *s, size_t *out, zt_err *err);
 int zt_cmd_plot(int argc, char **argv, zt_err *err);

@@ -215,10 +215,36 @@ static int prompt_tokens(const char *tok_dir, int chat, const char *system, cons
     return rc;
 }
 
+/* --logits_out FILE: the logits at every position of the sequence (prompt and new
+ * tokens), each token fed alone through the cache from position 0, written as a
+ * safetensors file: "logits" (n, V) F32 and "ids" (n) as F32 (exact below 2^24), for
+ * holding ztrain's forward against another implementation's on the same tokens. */
+static int write_logits(zt_infer *m, const int *ids, int n, const char *path, zt_err *err)
+{
+    int V = m->cfg.vocab_size;
+    size_t bytes = ((size_t)n * V + (size_t)n) * sizeof(float);
+    float *buf = zt_alloc(ZT_MEM_OTHER, bytes);
+    if (!buf)
+        return zt_fail(err, ZT_EFAIL, "out of memory for --logits_out");
+    zt_infer_reset(m);
+    int rc = ZT_OK;
+    for (int i = 0; rc == ZT_OK && i < n; i++) {
+        if ((rc = zt_infer_forward(m, &ids[i], 1, err)) == ZT_OK)
+            memcpy(buf + (size_t)i * V, zt_infer_logits(m), (size_t)V * sizeof(float));
+        buf[(size_t)n * V + i] = (float)ids[i];
+    }
+    zt_st_out outs[2] = {{.name = "logits", .dtype = ZT_F32, .ndim = 2, .shape = {n, V}, .data = buf},
+                         {.name = "ids", .dtype = ZT_F32, .ndim = 1, .shape = {n}, .data = buf + (size_t)n * V}};
+    if (rc == ZT_OK)
+        rc = zt_st_write(path, outs, 2, "pt", err);
+    zt_free(ZT_MEM_OTHER, buf, bytes);
+    return rc;
+}
+
 int zt_cmd_generate(int argc, char **argv, zt_err *err)
 {
     const char *model = NULL, *tok_dir = NULL, *prompt = NULL, *stop = NULL, *dtype_name = NULL;
-    const char *device = "cpu", *max_memory = NULL, *system = NULL;
+    const char *device = "cpu", *max_memory = NULL, *system = NULL, *logits_out = NULL;
     int max_new = -1, top_k = -1, threads = 0, do_sample = -1, chat = 0;
     double temperature = -1, top_p = -1;
     long seed = 42;
@@ -239,6 +265,7 @@ int zt_cmd_generate(int argc, char **argv, zt_err *err)
         {"threads", ZT_FLAG_INT, &threads, "threads (default: the cores this process may use)", 0, 4096, 0},
         {"device", ZT_FLAG_STR, &device, "cpu (default) | cuda (the first GPU; make cuda) | emu (the test device)", 1, 0, 0},
         {"max_memory", ZT_FLAG_STR, &max_memory, "bytes generation may use, e.g. 8GB (default: the available memory); a model estimated above it is refused before allocating", 1, 0, 0},
+        {"logits_out", ZT_FLAG_STR, &logits_out, "FILE: also write the logits at every position of the prompt and the new tokens (safetensors: logits (n, V), ids (n))", 1, 0, 0},
     };
     if (zt_flags_wants_help(argc, argv)) {
         zt_flags_usage(flags, NFLAGS(flags), "usage: ztrain generate --model DIR --prompt TEXT [flags]\n"
@@ -304,6 +331,8 @@ int zt_cmd_generate(int argc, char **argv, zt_err *err)
     rc = zt_generate(&m, ids, n_prompt, &p, &text, ids + n_prompt, &res, err);
     if (rc == ZT_OK)
         report(n_prompt, &res, compute, desc);
+    if (rc == ZT_OK && logits_out)
+        rc = write_logits(&m, ids, n_prompt + res.n, logits_out, err);
     zt_infer_free(&m);
 done:
     zt_free(ZT_MEM_OTHER, ids, id_bytes);

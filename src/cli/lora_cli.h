@@ -20,6 +20,7 @@ typedef struct zt_cli_lora {
     const char *targets[ZT_CLI_LORA_MAX_TARGETS];
     int ntargets;
     int targets_given;
+    const char *adapter;       /* --adapter DIR: a PEFT adapter directory to start from */
     zt_lora lora;              /* resolved by zt_cli_lora_check */
 } zt_cli_lora;
 
@@ -33,12 +34,15 @@ typedef struct zt_cli_lora {
     {"lora_dropout", ZT_FLAG_DOUBLE, &(L).dropout, "dropout on the adapters' input; only 0 is implemented (default 0)", 0, 1, 0}, \
     {"lora_target_modules", ZT_FLAG_STR, &(L).targets_shown, "all-linear, or projection names (q_proj k_proj v_proj o_proj gate_proj up_proj down_proj; spaces or commas) (default: q_proj v_proj, PEFT's)", 1, 0, 0}, \
     {"use_rslora", ZT_FLAG_BOOL, &(L).rslora, "rsLoRA: scale alpha/sqrt(r) (default false)", 1, 0, 0}, \
-    {"lora_bias", ZT_FLAG_STR, &(L).bias, "PEFT's bias: none (the only one implemented; default none)", 1, 0, 0}
+    {"lora_bias", ZT_FLAG_STR, &(L).bias, "PEFT's bias: none (the only one implemented; default none)", 1, 0, 0}, \
+    {"adapter", ZT_FLAG_STR, &(L).adapter, "DIR: start from the adapters in DIR (adapter_model.safetensors and adapter_config.json, PEFT's or ztrain's) instead of PEFT's initialisation; its r, alpha, targets and rsLoRA apply", 1, 0, 0}
 
 /* --lora_target_modules A B ...: its values out of argv (TRL's form), before the flags
  * are parsed. */
 int zt_cli_lora_take(zt_cli_lora *l, int *argc, char **argv, zt_err *err);
-/* After parsing: the values checked, each refusal naming its flag, into l->lora. */
+/* After parsing: the values checked, each refusal naming its flag, into l->lora; with
+ * --adapter DIR, the adapter's config (io/peft_adapter.h) gives them, and a flag given
+ * that disagrees with it is refused naming both values. */
 int zt_cli_lora_check(zt_cli_lora *l, const flag_table *table, zt_err *err);
 /* With --use_peft, once the model's config is read: the plan line on stdout (when
  * print). */

@@ -241,6 +241,7 @@ static int train_plan(train_cli *o, zt_llama_config *cfg, zt_train_args *a, zt_e
     if (o->lora.use_peft && (rc = zt_cli_lora_plan(&o->lora, cfg, g_rank == 0, err)))
         return rc;
     a->lora = o->lora.use_peft ? &o->lora.lora : NULL;
+    a->lora_adapter = o->lora.use_peft ? o->lora.adapter : NULL;
     if ((rc = zt_cli_parse_size("max_shard_size", o->max_shard, &a->max_shard_bytes, err)))
         return rc;
     if (g_rank == 0)
@@ -580,6 +581,7 @@ static const struct command {
     {"plot", zt_cmd_plot, "a training log (JSONL) as an SVG chart"},
     {"convert", zt_cmd_convert, "a GGUF model (llama.cpp) to a Hugging Face directory: --from gguf FILE --output_dir DIR"},
     {"export", zt_cmd_export, "a model as one GGUF file for llama.cpp and Ollama: export --format gguf --outtype q8_0 MODEL OUT.gguf"},
+    {"merge-adapter", zt_cmd_merge_adapter, "LoRA adapters merged into their base model: merge-adapter BASE ADAPTER OUT"},
 };
 #define NCOMMANDS ((int)(sizeof commands / sizeof commands[0]))
 

@@ -311,3 +311,9 @@ int zt_mkdirs(const char *dir, zt_err *err)
         return zt_fail(err, ZT_EINPUT, "%s: exists and is not a directory", dir);
     return ZT_OK;
 }
+
+int zt_same_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}

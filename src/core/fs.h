@@ -73,5 +73,7 @@ void zt_fileset_abort(zt_fileset *s, zt_err *err);
 /* mkdir -p: create dir and its missing parents; an existing directory is fine,
  * an existing non-directory is ZT_EINPUT naming it. */
 int zt_mkdirs(const char *dir, zt_err *err);
+/* Are a and b the same file or directory?  (Both must exist; 0 when either does not.) */
+int zt_same_file(const char *a, const char *b);
 
 #endif

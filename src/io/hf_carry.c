@@ -54,20 +54,13 @@ int zt_hf_check_outputs(const char *dir, zt_err *err)
     return rc;
 }
 
-/* Are a and b the same file?  (Both must exist.) */
-static int same_file(const char *a, const char *b)
-{
-    struct stat sa, sb;
-    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-}
-
 /* Copy src to dst (atomically) when src exists; a missing src is no error. */
 static int copy_if_present(const char *src, const char *dst, zt_err *err)
 {
     struct stat sb;
     if (stat(src, &sb) != 0 && errno == ENOENT)
         return ZT_OK;
-    if (same_file(src, dst))
+    if (zt_same_file(src, dst))
         return ZT_OK;
     int fd;
     int rc = zt_open_input(src, NULL, &fd, &sb, err);
@@ -210,7 +203,7 @@ static int merge_config(const char *dst_dir, const char *src_config, const zt_hf
 {
     char path[4200];
     snprintf(path, sizeof path, "%s/config.json", dst_dir);
-    if (src_config && same_file(src_config, path))
+    if (src_config && zt_same_file(src_config, path))
         src_config = NULL; /* its keys are the ones written */
     if (!src_config && !ids)
         return ZT_OK;

@@ -94,6 +94,26 @@ void zt_lora_init_param(const zt_param *p, uint64_t seed, float *out)
         out[i] = (float)(bound * (2.0 * zt_rand_uniform(&state) - 1.0));
 }
 
+void zt_lora_targets_text(unsigned targets, char *buf, size_t cap)
+{
+    buf[0] = 0;
+    for (int i = 0; i < NTARGETS; i++)
+        if (targets >> target_kinds[i] & 1u)
+            snprintf(buf + strlen(buf), cap - strlen(buf), "%s%s", buf[0] ? "," : "", target_names[i]);
+}
+
+void zt_lora_merge(float *w, const float *a, const float *b, int out, int in, int r, double s)
+{
+    for (int o = 0; o < out; o++)
+        for (int i = 0; i < in; i++) {
+            double acc = 0.0;
+            for (int k = 0; k < r; k++)
+                acc += (double)b[(size_t)o * r + k] * a[(size_t)k * in + i];
+            float *wi = &w[(size_t)o * in + i];
+            *wi = *wi + (float)(acc * s);
+        }
+}
+
 double zt_lora_scale(const zt_lora *l) { return l->rslora ? l->alpha / sqrt((double)l->r) : l->alpha / l->r; }
 
 size_t zt_lora_trainable(const zt_lora *l, const zt_layout *lay)
@@ -189,11 +209,8 @@ int zt_lora_describe(const zt_lora *l, const zt_llama_config *cfg, char *buf, si
         return rc;
     size_t trainable = zt_lora_trainable(l, &lay), total = lay.numel + trainable;
     zt_layout_free(&lay);
-    char targets[96] = "";
-    for (int i = 0; i < NTARGETS; i++)
-        if (l->targets >> target_kinds[i] & 1u)
-            snprintf(targets + strlen(targets), sizeof targets - strlen(targets), "%s%s",
-                     targets[0] ? "," : "", target_names[i]);
+    char targets[96];
+    zt_lora_targets_text(l->targets, targets, sizeof targets);
     snprintf(buf, cap,
              "lora r=%d, alpha=%.9g (scale %.9g%s), targets %s, trainable %zu of %zu parameters (%.4f %%)",
              l->r, l->alpha, zt_lora_scale(l), l->rslora ? ", rsLoRA" : "", targets, trainable, total,

@@ -49,6 +49,10 @@ int zt_lora_layout(zt_layout *lay, const zt_lora *l, zt_err *err);
  * parity tests give both sides the same adapters from a file instead. */
 void zt_lora_init_param(const zt_param *p, uint64_t seed, float *out);
 
+/* The target set as names, comma-separated in the layout's order (q_proj,v_proj); cap
+ * >= 64 holds all seven. */
+void zt_lora_targets_text(unsigned targets, char *buf, size_t cap);
+
 /* s: alpha / r, or alpha / sqrt(r) with rsLoRA (PEFT's `scaling`). */
 double zt_lora_scale(const zt_lora *l);
 
@@ -60,6 +64,12 @@ size_t zt_lora_trainable(const zt_lora *l, const zt_layout *lay);
  * adapters and the base, a tied lm_head once):
  *   lora r=R, alpha=A (scale S), targets q_proj,v_proj, trainable N of M parameters (x %) */
 int zt_lora_describe(const zt_lora *l, const zt_llama_config *cfg, char *buf, size_t cap, zt_err *err);
+
+/* Merge one adapter into its weight, as PEFT's merge_and_unload: w (out x in, fp32) +=
+ * s (B A), with A (r x in) and B (out x r) fp32; each element's product summed over r in
+ * double, then scaled and rounded to fp32 (torch forms B A in fp32, then multiplies by s
+ * and adds: the two agree within a few fp32 ulps of the delta). */
+void zt_lora_merge(float *w, const float *a, const float *b, int out, int in, int r, double s);
 
 /* The adapter's part of one LoRA linear of N rows through a backend table, beside the
  * frozen base's y = x W^T, which the caller computes (the model in its fused products):

@@ -2,6 +2,8 @@
  * data, the ranks' agreement, a resume) and `ztrain eval` (trainer_impl.h). */
 #include "trainer_impl.h"
 
+#include "../io/peft_adapter.h"
+
 double zt_train_now(void)
 {
     struct timespec ts;
@@ -30,11 +32,30 @@ static void frozen_sink(void *f, const zt_param *p, const void *src, zt_dtype sr
     zt_frozen_set_param(f, p, src, src_dt);
 }
 
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+#define FNV0 0xcbf29ce484222325ull
+
+/* An adapter's values into the engine, and into the digest the ranks compare. */
+static int adapter_sink(void *ctx, const zt_param *p, const float *vals, zt_err *err)
+{
+    run_state *r = ctx;
+    (void)err;
+    zt_engine_set_param(r->eng, p, vals, ZT_F32);
+    r->adapter_digest = fnv(r->adapter_digest ? r->adapter_digest : FNV0, vals, p->numel * sizeof *vals);
+    return ZT_OK;
+}
+
 /* LoRA: the base weights into the engine through the layout without adapters (the same
  * units and offsets: the adapters' units follow the base's), then every adapter as PEFT
- * initialises it (lora.h), from the run's seed. */
-static int load_lora(run_state *r, const char *model_dir, const zt_plan *plan, zt_comm *comm, uint64_t seed,
-                     zt_err *err)
+ * initialises it (lora.h), from the run's seed, or from the adapter directory. */
+static int load_lora(run_state *r, const char *model_dir, const char *adapter, const zt_plan *plan, zt_comm *comm,
+                     uint64_t seed, zt_err *err)
 {
     zt_layout plain;
     int rc = zt_layout_build(&plain, &r->cfg, plan->wrap, (size_t)plan->min_num_params, comm->shard_size, err);
@@ -42,13 +63,15 @@ static int load_lora(run_state *r, const char *model_dir, const zt_plan *plan, z
         return rc;
     rc = zt_hf_load_params(model_dir, &plain, r->eng, err);
     zt_layout_free(&plain);
-    for (int i = 0; rc == ZT_OK && i < r->lay.nparams; i++) {
+    if (rc || adapter)
+        return rc ? rc : zt_peft_adapter_read(adapter, &r->lay, adapter_sink, r, err);
+    for (int i = 0; i < r->lay.nparams; i++) {
         const zt_param *p = &r->lay.params[i];
-        float *buf = p->lora ? zt_alloc(ZT_MEM_OTHER, p->numel * sizeof *buf) : NULL;
-        if (p->lora && !buf)
-            return zt_fail(err, ZT_EFAIL, "out of memory initialising %s", p->name);
         if (!p->lora)
             continue;
+        float *buf = zt_alloc(ZT_MEM_OTHER, p->numel * sizeof *buf);
+        if (!buf)
+            return zt_fail(err, ZT_EFAIL, "out of memory initialising %s", p->name);
         zt_lora_init_param(p, seed, buf);
         zt_engine_set_param(r->eng, p, buf, ZT_F32);
         zt_free(ZT_MEM_OTHER, buf, p->numel * sizeof *buf);
@@ -63,7 +86,7 @@ static int load_lora(run_state *r, const char *model_dir, const zt_plan *plan, z
 static int run_open(run_state *r, const char *model_dir, const char *data_path, const char *data_shown,
                     const char *mask_path, int T, int B,
                     const zt_plan *plan, const zt_backend *be, zt_comm *comm, int shuffle, uint64_t seed,
-                    int checkpointing, int frozen, const zt_lora *lora, zt_err *err)
+                    int checkpointing, int frozen, const zt_lora *lora, const char *adapter, zt_err *err)
 {
     memset(r, 0, sizeof *r);
     int rc;
@@ -97,7 +120,7 @@ static int run_open(run_state *r, const char *model_dir, const char *data_path, 
     } else {
         if ((rc = zt_engine_create(&r->eng, be, &r->lay, plan->prec, plan->stage, &plan->overlap, comm, err)))
             return rc;
-        if ((rc = lora ? load_lora(r, model_dir, plan, comm, seed, err)
+        if ((rc = lora ? load_lora(r, model_dir, adapter, plan, comm, seed, err)
                        : zt_hf_load_params(model_dir, &r->lay, r->eng, err)))
             return rc;
         owner = zt_engine_param_owner(r->eng);
@@ -147,14 +170,6 @@ static const char *digest_field[D_NFIELDS] = {
     "optimizer hyper-parameters", "schedule and steps", "data (token stream)",
     "evaluation (eval data, eval_steps, per_device_eval_batch_size)"};
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ b[i]) * 0x100000001b3ull;
-    return h;
-}
-#define FNV0 0xcbf29ce484222325ull
 #define MIX(h, x) ((h) = fnv((h), &(x), sizeof(x)))
 
 static void make_digest(const zt_train_args *a, const run_state *r, const zt_evaluator *ev, uint64_t d[D_NFIELDS])
@@ -176,6 +191,7 @@ static void make_digest(const zt_train_args *a, const run_state *r, const zt_eva
         MIX(d[D_MODEL], a->lora->alpha);
         MIX(d[D_MODEL], a->lora->rslora);
         MIX(d[D_MODEL], a->lora->targets);
+        MIX(d[D_MODEL], r->adapter_digest); /* --adapter: the same adapters read */
     }
     MIX(d[D_BATCH], a->batch_size); MIX(d[D_BATCH], a->grad_accum); MIX(d[D_BATCH], a->block_size);
     d[D_OPTIM] = fnv(d[D_OPTIM], &a->adam, sizeof a->adam);
@@ -467,7 +483,8 @@ int zt_train_setup(trainer *t, const zt_train_args *a, zt_err *err)
         return rc;
     if ((rc = lora_not_yet(a, err)) == ZT_OK)
         rc = run_open(&t->r, a->model_dir, a->data_path, a->data_shown, a->loss_mask_path, a->block_size,
-                      a->batch_size, &a->plan, be, comm, a->shuffle, a->seed, a->checkpointing, 0, a->lora, err);
+                      a->batch_size, &a->plan, be, comm, a->shuffle, a->seed, a->checkpointing, 0, a->lora,
+                      a->lora_adapter, err);
     t->have_run = 1;
     if (rc == ZT_OK && a->packing && a->eval_data_path)
         rc = zt_fail(err, ZT_EINPUT, "--packing with --eval_data: the evaluation does not pack documents; "

@@ -126,6 +126,9 @@ typedef struct zt_train_args {
      * does from `seed`; NULL: every weight trained.  So far without saving, evaluation,
      * checkpoints or resuming, which are refused by name */
     const zt_lora *lora;
+    /* with lora: a PEFT adapter directory (io/peft_adapter.h) whose tensors replace PEFT's
+     * initialisation; NULL: initialised from `seed` */
+    const char *lora_adapter;
 } zt_train_args;
 
 typedef struct zt_train_result {

@@ -54,6 +54,8 @@ typedef struct run_state {
     int *inputs, *targets;
     size_t io_bytes;
     int have_lay, have_frozen, have_model, have_batcher;
+    uint64_t adapter_digest;  /* LoRA from --adapter: FNV-1a of the adapters read (0: none), which
+                               * every rank must have read alike */
 } run_state;
 
 /* ---- the training loop ------------------------------------------------------
