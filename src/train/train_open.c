@@ -428,23 +428,18 @@ static int resume_selection(trainer *t, const char *dir, zt_err *err)
 
 static int train_start(trainer *t, const zt_ckpt_state *resumed, zt_err *err);
 
-/* Open everything, check that the ranks agree, resume if asked. */
-/* What LoRA runs do not have yet (docs/lora.md, "Order of the work"), refused by name. */
-static int lora_not_yet(const zt_train_args *a, zt_err *err)
+/* LoRA: what a checkpoint records of the adapters and checks on resume (checkpoint.h):
+ * their settings and the digest of the base they adapt (weights.h). */
+int zt_train_lora_identity(trainer *t, zt_err *err)
 {
-    if (!a->lora)
-        return ZT_OK;
-    if (a->save_steps > 0)
-        return zt_fail(err, ZT_EINPUT, "--use_peft with --save_steps: LoRA checkpoints are not built yet (the "
-                       "adapters are saved at the end)");
-    if (a->eval_data_path)
-        return zt_fail(err, ZT_EINPUT, "--use_peft with --eval_data: evaluating the adapters is not built yet");
-    if (a->resume_dir)
-        return zt_fail(err, ZT_EINPUT, "--use_peft with --resume_from_checkpoint: LoRA checkpoints are not built "
-                       "yet");
-    return ZT_OK;
+    const zt_lora *l = t->a->lora;
+    t->lora_id = (zt_ckpt_lora){.r = l->r, .alpha = l->alpha, .rslora = l->rslora, .targets = l->targets};
+    int rc = zt_base_digest(t->a->model_dir, &t->r.cfg, &t->lora_id.base_digest, err);
+    t->lora_id.on = rc == ZT_OK;
+    return rc;
 }
 
+/* Open everything, check that the ranks agree, resume if asked. */
 int zt_train_setup(trainer *t, const zt_train_args *a, zt_err *err)
 {
     static const zt_train_hooks no_hooks = {0};
@@ -465,7 +460,9 @@ int zt_train_setup(trainer *t, const zt_train_args *a, zt_err *err)
     int rc = open_device(&a->plan, comm, &be, t->device, sizeof t->device, err);
     if (rc)
         return rc;
-    if ((rc = lora_not_yet(a, err)) == ZT_OK)
+    if (a->lora && a->eval_data_path) /* docs/lora.md, "Order of the work" */
+        rc = zt_fail(err, ZT_EINPUT, "--use_peft with --eval_data: evaluating the adapters is not built yet");
+    else
         rc = run_open(&t->r, a->model_dir, a->data_path, a->data_shown, a->loss_mask_path, a->block_size,
                       a->batch_size, &a->plan, be, comm, a->shuffle, a->seed, a->checkpointing, 0, a->lora, err);
     t->have_run = 1;
@@ -524,8 +521,10 @@ int zt_train_setup(trainer *t, const zt_train_args *a, zt_err *err)
         return rc;
     if (a->resume_dir) {
         char dir[4096];
-        zt_ckpt_load_args la = {&a->plan, &t->hp, a->override_checkpoint_args, a->allow_precision_change, t->talk};
-        if ((rc = zt_ckpt_resolve(a->resume_dir, a->output_dir, comm, dir, err)) ||
+        zt_ckpt_load_args la = {&a->plan, &t->hp, a->override_checkpoint_args, a->allow_precision_change, t->talk,
+                                a->lora ? &t->lora_id : NULL, a->model_dir};
+        if ((a->lora && (rc = zt_comm_agree(comm, zt_train_lora_identity(t, err), err))) ||
+            (rc = zt_ckpt_resolve(a->resume_dir, a->output_dir, comm, dir, err)) ||
             (rc = zt_comm_agree(comm, zt_ckpt_load(dir, &la, t->r.eng, &resumed, err), err)) ||
             (rc = zt_comm_agree(comm, resume_selection(t, dir, err), err)))
             return rc;
