@@ -460,8 +460,9 @@ int zt_train_setup(trainer *t, const zt_train_args *a, zt_err *err)
     int rc = open_device(&a->plan, comm, &be, t->device, sizeof t->device, err);
     if (rc)
         return rc;
-    if (a->lora && a->eval_data_path) /* docs/lora.md, "Order of the work" */
-        rc = zt_fail(err, ZT_EINPUT, "--use_peft with --eval_data: evaluating the adapters is not built yet");
+    if (a->lora && a->select.load_best_model_at_end) /* docs/lora.md, "Order of the work" */
+        rc = zt_fail(err, ZT_EINPUT, "--use_peft with --load_best_model_at_end: loading the best checkpoint's "
+                     "adapters at the end is not built yet (it would save the last step's)");
     else
         rc = run_open(&t->r, a->model_dir, a->data_path, a->data_shown, a->loss_mask_path, a->block_size,
                       a->batch_size, &a->plan, be, comm, a->shuffle, a->seed, a->checkpointing, 0, a->lora, err);
@@ -492,6 +493,8 @@ int zt_train_setup(trainer *t, const zt_train_args *a, zt_err *err)
         rc = zt_evaluator_open(&t->ev, a->eval_data_path, a->eval_mask_path, &t->r.cfg, &t->r.lay, &owner,
                                a->eval_batch_size, a->block_size, comm->world, 0, "eval_data", err);
         t->have_ev = rc == ZT_OK;
+        if (rc == ZT_OK && a->lora) /* the model evaluated is the base with the adapters */
+            rc = zt_model_set_lora(&t->ev.model, a->lora, err);
         if (rc == ZT_OK && a->padding_free)
             rc = zt_evaluator_set_padding_free(&t->ev, a->doc_eos, err);
     }

@@ -9,8 +9,7 @@
 # the memory gate estimates LoRA's state and activations, not full fine-tuning's;
 # --output_dir holds the adapters in PEFT's format (PeftModel.from_pretrained loads them:
 # checked by hand with peft 0.21.2, docs/lora.md); ranks given different adapters are
-# refused by name (exit 2), and so is evaluation, not built yet.  Checkpoints and resume:
-# lora_checkpoint.sh.  The numbers against PEFT
+# refused by name (exit 2).  Checkpoints, resume and evaluation: lora_checkpoint.sh.  The numbers against PEFT
 # itself: tests/test_lora.c.
 . "$(dirname "$0")/lib.bash"
 fix=tests/fixtures/gqa_tied
@@ -69,8 +68,6 @@ assert (cfg["peft_type"], cfg["r"], cfg["lora_alpha"], cfg["use_rslora"], cfg["b
 assert sorted(cfg["target_modules"]) == want["targets"], cfg["target_modules"]
 assert sorted(os.listdir(out)) == ["adapter_config.json", "adapter_model.safetensors"], os.listdir(out)
 PY
-expect_exit 2 "--use_peft with --eval_data: evaluating the adapters" -- "$ZTRAIN" train "${args[@]}" "${lora[@]}" \
-    --eval_data $fix/tokens.npy
 # the memory gate counts what LoRA allocates: 1500KB refuses full fine-tuning (an
 # estimated 2.38 MB) and lets LoRA (1.14 MB) run
 gate=("$ZTRAIN" train "${args[@]}" --per_device_train_batch_size 2 --max_steps 1 --max_memory 1500KB)
