@@ -6,7 +6,8 @@
 # plan (2 ranks, FULL_SHARD) the last two losses are the uninterrupted run's bit for
 # bit, and so are the final adapters; resumed on 1 rank at stage 0 and on 2 ranks under
 # DeepSpeed ZeRO-2 (NO_WRAP: other unit numbers), within 1e-5.  Refused with exit 2,
-# by name: another base (both digests and the file named), other LoRA settings, a LoRA
+# by name: another base (both digests and the file named; the same weights in another
+# file are the same base), other LoRA settings, a LoRA
 # checkpoint resumed without --use_peft and a full fine-tuning one with it.  The eval
 # loss with --use_peft is the model with its adapters: on a one-window stream that is
 # also the training data, step 1's eval loss is step 2's training loss (the same
@@ -96,6 +97,30 @@ at = 8 + struct.unpack("<Q", raw[:8])[0]
 raw[at:at + 4] = struct.pack("<f", struct.unpack("<f", raw[at:at + 4])[0] + 0.5)
 open(sys.argv[2], "wb").write(raw)
 PY
+# the same weights in another file (the tensors in reverse order, other metadata): the
+# digest is of the weights as loaded, so the resume goes on, bit for bit
+mkdir -p "$TMP/base3"
+cp $fix/config.json "$TMP/base3/"
+/usr/bin/python3 - $fix/model.safetensors "$TMP/base3/model.safetensors" <<'PY' || fail "writing the reordered base"
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+head, data = json.loads(raw[8:8 + n]), raw[8 + n:]
+head.pop("__metadata__", None)
+out, blobs, at = {"__metadata__": {"format": "pt", "written_by": "lora_checkpoint.sh"}}, [], 0
+for k in sorted(head, reverse=True):
+    s, e = head[k]["data_offsets"]
+    out[k] = dict(head[k], data_offsets=[at, at + e - s])
+    blobs.append(data[s:e])
+    at += e - s
+h = json.dumps(out).encode()
+h += b" " * (-len(h) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+PY
+cmp -s $fix/model.safetensors "$TMP/base3/model.safetensors" && fail "the reordered base is the same file"
+run moved 2 "${lora[@]}" "${fsdp[@]}" --resume_from_checkpoint "$ck" --model "$TMP/base3"
+[ "$(losses "$TMP/moved.jsonl")" = "$(losses "$TMP/same.jsonl")" ] ||
+    fail "resumed on the same weights in another file: $(losses "$TMP/moved.jsonl"), not $(losses "$TMP/same.jsonl")"
 digest=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["stateful_callbacks"]["ztrain"]["lora"]["base_digest"])' "$ck/trainer_state.json")
 resume=("$ZTRAIN" "${args[@]}" --per_device_train_batch_size 2 --resume_from_checkpoint "$ck")
 expect_exit 2 "$ck/trainer_state.json records base digest $digest .*base $TMP/base2 has digest [0-9a-f]{16}" -- \
