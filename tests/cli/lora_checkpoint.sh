@@ -122,6 +122,8 @@ run moved 2 "${lora[@]}" "${fsdp[@]}" --resume_from_checkpoint "$ck" --model "$T
 [ "$(losses "$TMP/moved.jsonl")" = "$(losses "$TMP/same.jsonl")" ] ||
     fail "resumed on the same weights in another file: $(losses "$TMP/moved.jsonl"), not $(losses "$TMP/same.jsonl")"
 digest=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["stateful_callbacks"]["ztrain"]["lora"]["base_digest"])' "$ck/trainer_state.json")
+"$ZTRAIN" checkpoint show "$ck" 2>&1 | grep -q "LoRA adapters only: r 4, alpha 8, rsLoRA off, target bits 0x3bc; base digest $digest" ||
+    fail "checkpoint show: $("$ZTRAIN" checkpoint show "$ck" 2>&1 | tail -2)"
 resume=("$ZTRAIN" "${args[@]}" --per_device_train_batch_size 2 --resume_from_checkpoint "$ck")
 expect_exit 2 "$ck/trainer_state.json records base digest $digest .*base $TMP/base2 has digest [0-9a-f]{16}" -- \
     "${resume[@]}" "${lora[@]}" --model "$TMP/base2"
