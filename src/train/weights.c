@@ -36,8 +36,11 @@ static int save_gathered(const char *dir, const zt_layout *lay, zt_engine *eng, 
 {
     float **vals = zt_alloc(ZT_MEM_OTHER, (size_t)lay->nparams * sizeof *vals);
     int rc = vals ? ZT_OK : zt_fail(err, ZT_EFAIL, "out of memory saving %s", dir);
+    if (vals) /* LoRA: the adapters alone are gathered, not the frozen base */
+        memset(vals, 0, (size_t)lay->nparams * sizeof *vals);
     for (int i = 0; i < lay->nparams && rc == ZT_OK; i++)
-        if (!(vals[i] = zt_alloc(ZT_MEM_OTHER, lay->params[i].numel * sizeof(float))))
+        if ((!what->lora || lay->params[i].lora) &&
+            !(vals[i] = zt_alloc(ZT_MEM_OTHER, lay->params[i].numel * sizeof(float))))
             rc = zt_fail(err, ZT_EFAIL, "out of memory saving %s", dir);
     /* every rank agrees on the status, whatever happened locally: all gather, or none */
     if ((rc = zt_comm_agree(zt_engine_comm(eng), rc, err)) == ZT_OK) {
