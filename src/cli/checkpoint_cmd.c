@@ -36,6 +36,10 @@ static void print_state(const char *dir, const zt_ckpt_state *st)
            zt_dtype_name(p->reduce), p->compensated ? ", Kahan-compensated" : "",
            p->loss_scaling ? ", dynamic loss scaling" : "");
     printf("  command line: %s\n", st->command_line[0] ? st->command_line : "(not recorded)");
+    if (st->lora.on) /* what a resume checks: docs/lora.md */
+        printf("  LoRA adapters only: r %d, alpha %.9g, rsLoRA %s, target bits 0x%x; base digest %016llx\n",
+               st->lora.r, st->lora.alpha, st->lora.rslora ? "on" : "off", st->lora.targets,
+               (unsigned long long)st->lora.base_digest);
 }
 
 static int cmd_show(int argc, char **argv, zt_err *err)

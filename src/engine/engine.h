@@ -162,7 +162,9 @@ zt_unit_phase zt_engine_unit_phase(const zt_engine *eng, int unit);
  * the load dtype, stored in the master dtype (the owned slice only). */
 void zt_engine_set_param(zt_engine *eng, const zt_param *p, const void *src, zt_dtype src_dt);
 /* Collective: every parameter's full value as fp32 into vals[i] (numel each),
- * gathered from the shards of every rank. */
+ * gathered from the shards of every rank; vals[i] NULL: not wanted, and a unit with
+ * no parameter wanted is not gathered (LoRA's save gathers its adapters alone).
+ * Every rank passes the same NULLs. */
 int zt_engine_full_params(zt_engine *eng, float **vals, zt_err *err);
 /* Collective: the same for the accumulated (reduced) gradients, after zt_engine_reduce_grads. */
 int zt_engine_full_grads(zt_engine *eng, float **vals, zt_err *err);

@@ -204,13 +204,22 @@ static void gather_unit(zt_engine *eng, int u, void *full, const void *shard)
     zt_comm_allgather(eng->comm, full, shard, P, eng->prec.master);
 }
 
+/* Whether any parameter of unit u is asked for (vals[i] not NULL). */
+static int unit_wanted(const zt_engine *eng, float *const *vals, int u)
+{
+    for (int i = 0; i < eng->lay->nparams; i++)
+        if (eng->lay->params[i].unit == u && vals[i])
+            return 1;
+    return 0;
+}
+
 static int full_values(zt_engine *eng, float **vals, int grads, zt_err *err)
 {
     /* Saving and tests are not training traffic: leave the counters as they were. */
     zt_comm saved = *eng->comm;
     size_t maxP = 0;
     for (int u = 0; u < eng->lay->nunits; u++)
-        if (eng->lay->units[u].padded_numel > maxP)
+        if (eng->lay->units[u].padded_numel > maxP && unit_wanted(eng, vals, u))
             maxP = eng->lay->units[u].padded_numel;
     size_t bytes = maxP * zt_dtype_size(eng->prec.master);
     /* each unit is gathered where the buffers live, then read on the host */
@@ -226,6 +235,8 @@ static int full_values(zt_engine *eng, float **vals, int grads, zt_err *err)
     for (int u = 0; u < eng->lay->nunits; u++) {
         zt_unit_state *us = &eng->units[u];
         size_t P = eng->lay->units[u].padded_numel;
+        if (!unit_wanted(eng, vals, u)) /* the same on every rank: all skip its collective */
+            continue;
         /* stage 0-1 gradients are full-length after the reduction (stage 1 keeps the
          * reduced shard at the front of the buffer) */
         const void *src = grads ? us->grad : us->master;
@@ -239,7 +250,7 @@ static int full_values(zt_engine *eng, float **vals, int grads, zt_err *err)
             be->to_host(host, full, P * zt_dtype_size(eng->prec.master));
         for (int i = 0; i < eng->lay->nparams; i++) {
             const zt_param *p = &eng->lay->params[i];
-            if (p->unit == u)
+            if (p->unit == u && vals[i])
                 zt_convert(vals[i], ZT_F32, (char *)host + p->offset * zt_dtype_size(eng->prec.master),
                            eng->prec.master, p->numel);
         }

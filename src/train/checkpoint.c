@@ -423,20 +423,23 @@ int zt_ckpt_save(const zt_ckpt_save_args *sa, zt_engine *eng, const zt_ckpt_stat
     }
     if ((rc = zt_comm_agree(comm, rc, err)) || (rc = share_string(comm, tmpdir, sizeof tmpdir, err)))
         return rc;
-    /* 1. the model: the full HF directory (a collective gather), or its config alone */
-    if (sa->write_model) {
+    /* 1. the model: the full HF directory (a collective gather), or its config alone;
+     * LoRA: the adapters in PEFT's format beside the config, never the base */
+    if (sa->lora)
+        rc = zt_lora_save(tmpdir, zt_engine_layout(eng), sa->lora, eng, sa->source_dir, rank0, err);
+    if (rc == ZT_OK && sa->write_model && !sa->lora) {
         zt_ckpt_model_meta meta;
         zt_ckpt_model_meta_fill(&meta, st);
         rc = zt_hf_save(tmpdir, sa->cfg, zt_engine_layout(eng), eng, sa->model_dtype, sa->max_shard_bytes, meta.kv,
                         rank0, err);
-    } else if (rank0) {
+    } else if (rc == ZT_OK && rank0) {
         char path[4200];
         snprintf(path, sizeof path, "%s/config.json", tmpdir);
         zt_llama_config c = *sa->cfg;
         c.torch_dtype = sa->model_dtype;
         rc = zt_hf_config_write(path, &c, err);
     }
-    if (rc == ZT_OK && rank0) /* before the manifest, which then lists them */
+    if (rc == ZT_OK && rank0 && !sa->lora) /* before the manifest, which then lists them */
         rc = zt_hf_carry_model(tmpdir, sa->source_dir, sa->tokenizer_dir, err);
     rc = zt_comm_agree(comm, rc, err);
     /* 2. the shards: the first rank holding each slice writes it */
@@ -801,6 +804,8 @@ static int reshard(const char *dir, const zt_ckpt_index *ix, const zt_ckpt_state
         memset(v.host[i], 0, v.t[i].bytes);
     for (int i = 0; rc == ZT_OK && i < lay->nparams; i++) {
         const zt_param *p = &lay->params[i];
+        if (lay->units[p->unit].frozen)
+            continue; /* LoRA's base: loaded from the model, not in the checkpoint */
         const zt_ckpt_iparam *op = zt_ckpt_index_find(ix, p->name);
         if (!op || op->numel != p->numel || op->shape[0] != p->shape[0]) {
             rc = zt_fail(err, ZT_EINPUT, "%s/zero/index.json: parameter %s is %s; this model's is [%ld%s%ld]", dir,
@@ -847,6 +852,35 @@ static int reshard(const char *dir, const zt_ckpt_index *ix, const zt_ckpt_state
     return rc;
 }
 
+/* A LoRA checkpoint resumes a LoRA run of the same adapters on the same base, and
+ * only that: a full fine-tuning's state has no adapters, and an adapter's has no base. */
+static int check_lora(const char *dir, const zt_ckpt_lora *saved, const zt_ckpt_load_args *la, zt_err *err)
+{
+    const zt_ckpt_lora *now = la->lora;
+    if (saved->on != (now != NULL))
+        return zt_fail(err, ZT_EINPUT, "--resume_from_checkpoint %s: %s; %s", dir,
+                       saved->on ? "a LoRA checkpoint (adapters only) cannot resume full fine-tuning"
+                                 : "a full fine-tuning checkpoint cannot resume a LoRA run (--use_peft)",
+                       saved->on ? "resume it with --use_peft and its LoRA settings"
+                                 : "resume it without --use_peft");
+    if (!now)
+        return ZT_OK;
+    const char *field = saved->r != now->r ? "--lora_r" : saved->alpha != now->alpha ? "--lora_alpha"
+                      : saved->rslora != now->rslora ? "--use_rslora"
+                      : saved->targets != now->targets ? "--lora_target_modules" : NULL;
+    if (field)
+        return zt_fail(err, ZT_EINPUT, "--resume_from_checkpoint %s: the checkpoint's adapters were trained with "
+                       "r=%d, alpha=%g, rslora %s, target bits 0x%x; this run's %s differs (r=%d, alpha=%g, rslora %s, "
+                       "target bits 0x%x)", dir, saved->r, saved->alpha, saved->rslora ? "on" : "off", saved->targets,
+                       field, now->r, now->alpha, now->rslora ? "on" : "off", now->targets);
+    if (saved->base_digest != now->base_digest)
+        return zt_fail(err, ZT_EINPUT, "--resume_from_checkpoint %s: %s/trainer_state.json records base digest "
+                       "%016" PRIx64 " for the model its adapters were trained on; this run's base %s has digest "
+                       "%016" PRIx64 ": resume on the same base model", dir, dir, saved->base_digest,
+                       la->model_dir ? la->model_dir : "(unnamed)", now->base_digest);
+    return ZT_OK;
+}
+
 int zt_ckpt_load(const char *dir, const zt_ckpt_load_args *la, zt_engine *eng, zt_ckpt_state *st,
                  zt_err *err)
 {
@@ -855,6 +889,8 @@ int zt_ckpt_load(const char *dir, const zt_ckpt_load_args *la, zt_engine *eng, z
         zt_wrap(err, "--resume_from_checkpoint: ");
         return rc;
     }
+    if ((rc = check_lora(dir, &st->lora, la, err)))
+        return rc;
     char why[1024];
     if (zt_ckpt_compare_plans(&st->plan, la->plan, la->allow_precision_change, why, sizeof why) == 2)
         return zt_fail(err, ZT_EINPUT, "--resume_from_checkpoint %s: %s", dir, why);
@@ -941,6 +977,9 @@ int zt_ckpt_merge(const char *dir, const char *out, const zt_dtype *dtype, size_
     zt_ckpt_state st;
     if ((rc = zt_hf_read_config_dir(dir, &cfg, err)) || (rc = zt_ckpt_read_state(dir, &st, err)))
         return rc;
+    if (st.lora.on)
+        return zt_fail(err, ZT_EINPUT, "%s: a LoRA checkpoint holds the adapters only, no base weights to merge "
+                       "(it is also a PEFT adapter directory)", dir);
     if ((rc = read_index(dir, &ix, err)))
         return rc;
     if ((rc = zt_layout_build(&lay, &cfg, ZT_WRAP_TRANSFORMER, 0, 1, err))) {

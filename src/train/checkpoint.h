@@ -45,6 +45,11 @@ typedef struct zt_ckpt_save_args {
      * files from tokenizer_dir (NULL: source_dir's) */
     const char *source_dir, *tokenizer_dir;
     long keep_step;           /* rotation keeps checkpoint-keep_step too (the best model's; 0: none) */
+    /* LoRA: no model, but the adapters in PEFT's format (adapter_model.safetensors,
+     * adapter_config.json naming source_dir as the base), so that checkpoint-N is
+     * also an adapter directory; the shards hold the adapter units' state only (the
+     * engine's state view lists trained units) and trainer_state.json st->lora */
+    const struct zt_lora *lora;
 } zt_ckpt_save_args;
 
 /* What a save cost (filled on rank 0): wall seconds, and the bytes written in
@@ -72,11 +77,18 @@ typedef struct zt_ckpt_load_args {
     int override_args;           /* --override_checkpoint_args: print changes instead of refusing */
     int allow_precision_change;  /* --allow_precision_change: convert the master dtype */
     int talk;                    /* print what is done (rank 0) */
+    /* LoRA: this run's adapters' settings and base digest (NULL: full fine-tuning),
+     * compared with the checkpoint's; model_dir names the base in a refusal */
+    const zt_ckpt_lora *lora;
+    const char *model_dir;
 } zt_ckpt_load_args;
 
 /* Every rank: read DIR's trainer state, refuse changed hyper-parameters (naming
  * the field), compare the plans, and fill the engine's shards from the saved
- * ones, resharding when the cut differs.  *st receives the saved state. */
+ * ones, resharding when the cut differs.  *st receives the saved state.  A LoRA
+ * checkpoint resumes only a LoRA run with the same r, alpha, rsLoRA and targets on
+ * the same base (its digest), and fills the adapter units alone: the frozen base
+ * was loaded from the model directory. */
 int zt_ckpt_load(const char *dir, const zt_ckpt_load_args *la, zt_engine *eng, zt_ckpt_state *st,
                  zt_err *err);
 

@@ -236,6 +236,14 @@ char *zt_ckpt_state_to_json(const zt_ckpt_state *st)
     cJSON_AddBoolToObject(pl, "compensated", p->compensated);
     cJSON_AddBoolToObject(pl, "loss_scaling", p->loss_scaling);
     cJSON_AddStringToObject(j, "command_line", st->command_line);
+    if (st->lora.on) {
+        cJSON *lo = cJSON_AddObjectToObject(j, "lora");
+        cJSON_AddNumberToObject(lo, "r", st->lora.r);
+        cJSON_AddNumberToObject(lo, "lora_alpha", st->lora.alpha);
+        cJSON_AddBoolToObject(lo, "use_rslora", st->lora.rslora);
+        cJSON_AddNumberToObject(lo, "target_bits", st->lora.targets);
+        add_hex64(lo, "base_digest", st->lora.base_digest);
+    }
     cJSON *t = trainer_state(st, j);
     char *text = t ? cJSON_Print(t) : NULL;
     cJSON_Delete(t);
@@ -290,6 +298,23 @@ static const cJSON *ztrain_part(reader *r, const cJSON *j)
     return r->rc ? NULL : z;
 }
 
+/* lora: a LoRA checkpoint's settings and base digest (absent: full fine-tuning) */
+static void read_lora(reader *rd, const cJSON *j, zt_ckpt_lora *l)
+{
+    memset(l, 0, sizeof *l);
+    if (rd->rc || !cJSON_GetObjectItemCaseSensitive(j, "lora"))
+        return;
+    const cJSON *lo = object(rd, j, "", "lora");
+    static const char *const lora_keys[] = {"r", "lora_alpha", "use_rslora", "target_bits", "base_digest", NULL};
+    check_keys(rd, lo, "lora.", lora_keys);
+    l->on = 1;
+    l->r = (int)num(rd, lo, "lora.", "r", 1, 1 << 20, 1);
+    l->alpha = num(rd, lo, "lora.", "lora_alpha", 1e-30, 1e30, 0);
+    l->rslora = boolean(rd, lo, "lora.", "use_rslora");
+    l->targets = (unsigned)num(rd, lo, "lora.", "target_bits", 1, (1 << ZT_P_NKINDS) - 1, 1);
+    l->base_digest = hex64(rd, lo, "lora.", "base_digest");
+}
+
 /* plan: the plan the checkpoint was written under */
 static void read_plan(reader *rd, const cJSON *j, zt_ckpt_plan *p)
 {
@@ -333,7 +358,8 @@ int zt_ckpt_state_from_json(const char *name, const zt_json *js, zt_ckpt_state *
         r.rc = zt_fail(err, ZT_EINPUT, "%s: format must be \"ztrain-trainer-state\"", name);
     num(&r, j, "", "version", 1, 1, 1);
     static const char *const top_keys[] = {"format", "version", "run_id", "step", "optimizer_steps", "data_position",
-                                           "rng", "loss_scaler", "hyper_parameters", "plan", "command_line", NULL};
+                                           "rng", "loss_scaler", "hyper_parameters", "plan", "command_line", "lora",
+                                           NULL};
     check_keys(&r, j, "", top_keys);
     run_id(&r, j, st->run_id);
     /* counts of steps and samples: whole, non-negative, at most 2^50 */
@@ -397,6 +423,7 @@ int zt_ckpt_state_from_json(const char *name, const zt_json *js, zt_ckpt_state *
     st->scaler.skipped = (long)num(&r, ls, "loss_scaler.", "skipped", 0, (double)st->step, 1);
 
     read_plan(&r, j, &st->plan);
+    read_lora(&r, j, &st->lora);
     snprintf(st->command_line, sizeof st->command_line, "%s", str(&r, j, "", "command_line"));
     return r.rc;
 }

@@ -51,6 +51,16 @@ typedef struct zt_ckpt_plan {
     int compensated, loss_scaling;
 } zt_ckpt_plan;
 
+/* A LoRA checkpoint (docs/lora.md): the adapters' settings, which a resume must
+ * find unchanged, and the identity of the base the adapters were trained on. */
+typedef struct zt_ckpt_lora {
+    int on;                   /* 0: full fine-tuning (the key is absent) */
+    int r, rslora;
+    double alpha;
+    unsigned targets;         /* zt_lora's bit set: bit k for projection kind k (ZT_P_Q ..) */
+    uint64_t base_digest;     /* zt_base_digest of the frozen base (weights.h) */
+} zt_ckpt_lora;
+
 typedef struct zt_ckpt_state {
     long step;                /* optimizer steps taken (the next step is step + 1) */
     long optimizer_steps;     /* AdamW's t: applied steps (the scheduler's position) */
@@ -60,6 +70,7 @@ typedef struct zt_ckpt_state {
     zt_ckpt_hparams hp;
     zt_ckpt_plan plan;
     char command_line[1024];  /* the run's flags, for the record */
+    zt_ckpt_lora lora;        /* "lora" in trainer_state.json, absent for full fine-tuning */
     char run_id[17];          /* 16 hex digits every file of the checkpoint shares ("": written before
                                * identities; ckpt_identity.h) */
     /* written for Trainer's TrainerState (not read back here): the epoch as a

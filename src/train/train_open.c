@@ -444,23 +444,18 @@ static int resume_selection(trainer *t, const char *dir, zt_err *err)
 
 static int train_start(trainer *t, const zt_ckpt_state *resumed, zt_err *err);
 
-/* Open everything, check that the ranks agree, resume if asked. */
-/* What LoRA runs do not have yet (docs/lora.md, "Order of the work"), refused by name. */
-static int lora_not_yet(const zt_train_args *a, zt_err *err)
+/* LoRA: what a checkpoint records of the adapters and checks on resume (checkpoint.h):
+ * their settings and the digest of the base they adapt (weights.h). */
+int zt_train_lora_identity(trainer *t, zt_err *err)
 {
-    if (!a->lora)
-        return ZT_OK;
-    if (a->save_steps > 0)
-        return zt_fail(err, ZT_EINPUT, "--use_peft with --save_steps: LoRA checkpoints are not built yet (the "
-                       "adapters are saved at the end)");
-    if (a->eval_data_path)
-        return zt_fail(err, ZT_EINPUT, "--use_peft with --eval_data: evaluating the adapters is not built yet");
-    if (a->resume_dir)
-        return zt_fail(err, ZT_EINPUT, "--use_peft with --resume_from_checkpoint: LoRA checkpoints are not built "
-                       "yet");
-    return ZT_OK;
+    const zt_lora *l = t->a->lora;
+    t->lora_id = (zt_ckpt_lora){.r = l->r, .alpha = l->alpha, .rslora = l->rslora, .targets = l->targets};
+    int rc = zt_base_digest(t->a->model_dir, &t->r.cfg, &t->lora_id.base_digest, err);
+    t->lora_id.on = rc == ZT_OK;
+    return rc;
 }
 
+/* Open everything, check that the ranks agree, resume if asked. */
 int zt_train_setup(trainer *t, const zt_train_args *a, zt_err *err)
 {
     static const zt_train_hooks no_hooks = {0};
@@ -481,7 +476,10 @@ int zt_train_setup(trainer *t, const zt_train_args *a, zt_err *err)
     int rc = open_device(&a->plan, comm, &be, t->device, sizeof t->device, err);
     if (rc)
         return rc;
-    if ((rc = lora_not_yet(a, err)) == ZT_OK)
+    if (a->lora && a->select.load_best_model_at_end) /* docs/lora.md, "Order of the work" */
+        rc = zt_fail(err, ZT_EINPUT, "--use_peft with --load_best_model_at_end: loading the best checkpoint's "
+                     "adapters at the end is not built yet (it would save the last step's)");
+    else
         rc = run_open(&t->r, a->model_dir, a->data_path, a->data_shown, a->loss_mask_path, a->block_size,
                       a->batch_size, &a->plan, be, comm, a->shuffle, a->seed, a->checkpointing, 0, a->lora,
                       a->lora_adapter, err);
@@ -512,6 +510,8 @@ int zt_train_setup(trainer *t, const zt_train_args *a, zt_err *err)
         rc = zt_evaluator_open(&t->ev, a->eval_data_path, a->eval_mask_path, &t->r.cfg, &t->r.lay, &owner,
                                a->eval_batch_size, a->block_size, comm->world, 0, "eval_data", err);
         t->have_ev = rc == ZT_OK;
+        if (rc == ZT_OK && a->lora) /* the model evaluated is the base with the adapters */
+            rc = zt_model_set_lora(&t->ev.model, a->lora, err);
         if (rc == ZT_OK && a->padding_free)
             rc = zt_evaluator_set_padding_free(&t->ev, a->doc_eos, err);
     }
@@ -541,8 +541,10 @@ int zt_train_setup(trainer *t, const zt_train_args *a, zt_err *err)
         return rc;
     if (a->resume_dir) {
         char dir[4096];
-        zt_ckpt_load_args la = {&a->plan, &t->hp, a->override_checkpoint_args, a->allow_precision_change, t->talk};
-        if ((rc = zt_ckpt_resolve(a->resume_dir, a->output_dir, comm, dir, err)) ||
+        zt_ckpt_load_args la = {&a->plan, &t->hp, a->override_checkpoint_args, a->allow_precision_change, t->talk,
+                                a->lora ? &t->lora_id : NULL, a->model_dir};
+        if ((a->lora && (rc = zt_comm_agree(comm, zt_train_lora_identity(t, err), err))) ||
+            (rc = zt_ckpt_resolve(a->resume_dir, a->output_dir, comm, dir, err)) ||
             (rc = zt_comm_agree(comm, zt_ckpt_load(dir, &la, t->r.eng, &resumed, err), err)) ||
             (rc = zt_comm_agree(comm, resume_selection(t, dir, err), err)))
             return rc;

@@ -400,12 +400,17 @@ static int save_checkpoint(trainer *t, long step, zt_err *err)
     trainer_state_fields(t, step, &cs);
     zt_ckpt_save_args sa = {a->output_dir, &r->cfg, &a->plan, !a->sharded_only, a->plan.prec.save,
                             a->max_shard_bytes, a->save_total_limit, a->model_dir, a->tokenizer_dir,
-                            t->sel.best_checkpoint[0] ? t->sel.best_step : 0};
+                            t->sel.best_checkpoint[0] ? t->sel.best_step : 0, a->lora};
+    /* LoRA: the base's digest, read once at the first save (rank 0 writes it) */
+    int rc = a->lora && !t->lora_id.on && t->rank0 ? zt_train_lora_identity(t, err) : ZT_OK;
+    if ((rc = zt_comm_agree(t->comm, rc, err)))
+        return rc;
+    cs.lora = t->lora_id;
     char where[4096];
     zt_ckpt_save_report rep = {0};
     long rss0 = proc_status_kib("VmRSS:");
     reset_peak_rss();
-    int rc = zt_ckpt_save(&sa, r->eng, &cs, where, &rep, err);
+    rc = zt_ckpt_save(&sa, r->eng, &cs, where, &rep, err);
     if (rc == ZT_OK) { /* what a stop message can then say was saved */
         t->saved_first = t->saved_n++ ? t->saved_first : step;
         t->saved_last = step;

@@ -96,6 +96,7 @@ typedef struct trainer {
     long applied, skipped;      /* this run's steps whose update was applied, and those skipped */
     char device[128];           /* this rank's device, as its backend describes it */
     char run_id[17];            /* every file of this run's checkpoints carries it (ckpt_identity.h) */
+    zt_ckpt_lora lora_id;       /* LoRA: the adapters' settings and the base's digest (on: computed) */
     long saved_n, saved_first, saved_last; /* this run's checkpoints: how many, first and last step */
     long log_every;             /* logging_steps resolved to steps */
     double loss_since_log;      /* summed step losses since the last log, as Trainer averages them */
@@ -134,6 +135,8 @@ double zt_train_now(void); /* a monotonic clock, in seconds */
 int zt_train_setup(trainer *t, const zt_train_args *a, zt_err *err);
 void zt_train_run_free(run_state *r);
 /* Trainer's epoch after `step` steps, and whether step `step` (1-based) ends one. */
+/* LoRA: fill t->lora_id, the adapters' settings and the base's digest (local). */
+int zt_train_lora_identity(trainer *t, zt_err *err);
 double zt_train_epoch_at(const trainer *t, long step);
 int zt_train_epoch_ends(const trainer *t, long step);
 

@@ -1,6 +1,9 @@
 /* weights.c — see weights.h. */
 #include "weights.h"
 
+#include <string.h>
+#include <xxhash.h>
+
 #include "../comm/comm.h"
 #include "../core/mem.h"
 #include "../io/peft_adapter.h"
@@ -33,8 +36,11 @@ static int save_gathered(const char *dir, const zt_layout *lay, zt_engine *eng, 
 {
     float **vals = zt_alloc(ZT_MEM_OTHER, (size_t)lay->nparams * sizeof *vals);
     int rc = vals ? ZT_OK : zt_fail(err, ZT_EFAIL, "out of memory saving %s", dir);
+    if (vals) /* LoRA: the adapters alone are gathered, not the frozen base */
+        memset(vals, 0, (size_t)lay->nparams * sizeof *vals);
     for (int i = 0; i < lay->nparams && rc == ZT_OK; i++)
-        if (!(vals[i] = zt_alloc(ZT_MEM_OTHER, lay->params[i].numel * sizeof(float))))
+        if ((!what->lora || lay->params[i].lora) &&
+            !(vals[i] = zt_alloc(ZT_MEM_OTHER, lay->params[i].numel * sizeof(float))))
             rc = zt_fail(err, ZT_EFAIL, "out of memory saving %s", dir);
     /* every rank agrees on the status, whatever happened locally: all gather, or none */
     if ((rc = zt_comm_agree(zt_engine_comm(eng), rc, err)) == ZT_OK) {
@@ -62,4 +68,44 @@ int zt_lora_save(const char *dir, const zt_layout *lay, const zt_lora *l, zt_eng
 {
     save_what what = {.lora = l, .base_model = base_model};
     return save_gathered(dir, lay, eng, &what, writer, err);
+}
+
+/* Each parameter's hash, at its layout index (the reader hands them in file order). */
+typedef struct digest_ctx {
+    const zt_layout *lay;
+    uint64_t *h;
+    int oom;
+} digest_ctx;
+
+static void digest_sink(void *ctx, const zt_param *p, const void *src, zt_dtype src_dt)
+{
+    digest_ctx *d = ctx;
+    float *f = zt_alloc(ZT_MEM_OTHER, p->numel * sizeof *f);
+    if (!f) {
+        d->oom = 1;
+        return;
+    }
+    zt_convert(f, ZT_F32, src, src_dt, p->numel);
+    XXH64_hash_t seed = XXH3_64bits(p->name, strlen(p->name));
+    d->h[p - d->lay->params] = XXH3_64bits_withSeed(f, p->numel * sizeof *f, seed);
+    zt_free(ZT_MEM_OTHER, f, p->numel * sizeof *f);
+}
+
+int zt_base_digest(const char *dir, const zt_llama_config *cfg, uint64_t *digest, zt_err *err)
+{
+    zt_layout lay;
+    int rc = zt_layout_build(&lay, cfg, ZT_WRAP_TRANSFORMER, 0, 1, err);
+    if (rc)
+        return rc;
+    size_t bytes = (size_t)lay.nparams * sizeof(uint64_t);
+    digest_ctx d = {&lay, zt_alloc(ZT_MEM_OTHER, bytes), 0};
+    if (!d.h)
+        rc = zt_fail(err, ZT_EFAIL, "out of memory for the digest of %s", dir);
+    if (rc == ZT_OK && (rc = zt_hf_load_params_to(dir, &lay, digest_sink, &d, err)) == ZT_OK && d.oom)
+        rc = zt_fail(err, ZT_EFAIL, "out of memory for the digest of %s", dir);
+    if (rc == ZT_OK)
+        *digest = XXH3_64bits(d.h, bytes);
+    zt_free(ZT_MEM_OTHER, d.h, d.h ? bytes : 0);
+    zt_layout_free(&lay);
+    return rc;
 }

@@ -23,4 +23,14 @@ int zt_hf_save(const char *dir, const zt_llama_config *cfg, const zt_layout *lay
 int zt_lora_save(const char *dir, const zt_layout *lay, const zt_lora *l, zt_engine *eng, const char *base_model,
                  int writer, zt_err *err);
 
+/* Local: the identity of the base model in dir that LoRA's adapters are trained on,
+ * recorded in a LoRA checkpoint and checked on its resume.  A digest of the weights
+ * as loaded, not of the files: each parameter's values widened to fp32 (exact from
+ * bf16, fp16 and fp32) are hashed with its name (XXH3-64), and the parameters' hashes
+ * combined in layout order; so the same numbers saved in another file format (GGUF
+ * or safetensors), split into other shards or stored in a wider dtype give the same
+ * digest, and any changed weight gives another.  It reads the weights once more
+ * (every file the load read, through the page cache). */
+int zt_base_digest(const char *dir, const zt_llama_config *cfg, uint64_t *digest, zt_err *err);
+
 #endif

@@ -8,9 +8,8 @@
 # FULL_SHARD on 2 ranks gives the 1-rank losses (within 1e-5, the order of the sums);
 # the memory gate estimates LoRA's state and activations, not full fine-tuning's;
 # --output_dir holds the adapters in PEFT's format (PeftModel.from_pretrained loads them:
-# checked by hand with peft 0.21.2, docs/lora.md); what LoRA runs do not have yet is
-# refused by name (exit 2), and so are ranks given
-# different adapters.  The numbers against PEFT
+# checked by hand with peft 0.21.2, docs/lora.md); ranks given different adapters are
+# refused by name (exit 2).  Checkpoints, resume and evaluation: lora_checkpoint.sh.  The numbers against PEFT
 # itself: tests/test_lora.c.
 . "$(dirname "$0")/lib.bash"
 fix=tests/fixtures/gqa_tied
@@ -69,12 +68,6 @@ assert (cfg["peft_type"], cfg["r"], cfg["lora_alpha"], cfg["use_rslora"], cfg["b
 assert sorted(cfg["target_modules"]) == want["targets"], cfg["target_modules"]
 assert sorted(os.listdir(out)) == ["adapter_config.json", "adapter_model.safetensors"], os.listdir(out)
 PY
-run=("$ZTRAIN" train "${args[@]}" "${lora[@]}")
-expect_exit 2 "--use_peft with --save_steps: LoRA checkpoints are not built yet" -- "${run[@]}" --output_dir \
-    "$TMP/out2" --save_steps 1
-expect_exit 2 "--use_peft with --eval_data: evaluating the adapters" -- "${run[@]}" --eval_data $fix/tokens.npy
-expect_exit 2 "--use_peft with --resume_from_checkpoint: LoRA checkpoints are not built yet" -- "${run[@]}" \
-    --resume_from_checkpoint "$TMP/none"
 # the memory gate counts what LoRA allocates: 1500KB refuses full fine-tuning (an
 # estimated 2.38 MB) and lets LoRA (1.14 MB) run
 gate=("$ZTRAIN" train "${args[@]}" --per_device_train_batch_size 2 --max_steps 1 --max_memory 1500KB)

@@ -21,6 +21,8 @@ static void check_state(const zt_ckpt_state *st)
         st->optimizer_steps > st->step || st->samples_seen != st->step * st->hp.global_batch ||
         !(st->scaler.scale > 0) || st->plan.world % st->plan.group_size != 0)
         abort();
+    if (st->lora.on && (st->lora.r < 1 || !(st->lora.alpha > 0) || st->lora.targets == 0)) /* a LoRA checkpoint's */
+        abort();
 }
 
 static void check_index(const zt_ckpt_index *ix)
