@@ -30,30 +30,75 @@ int zt_cli_lora_take(zt_cli_lora *l, int *argc, char **argv, zt_err *err)
     return ZT_OK;
 }
 
-int zt_cli_lora_check(zt_cli_lora *l, const flag_table *table, zt_err *err)
+/* Where each LoRA setting came from, for messages: "--lora_r" or "FILE:LINE: lora_r". */
+typedef char lora_names[ZT_PEFT_NKEYS][600];
+
+/* The YAML's settings that no flag gave, into l (a flag wins, as everywhere). */
+static void take_yaml(zt_cli_lora *l, const flag_table *table, const char *path, lora_names names)
 {
-    static const char *const lora_flags[] = {"lora_r",     "lora_alpha", "lora_dropout",
-                                             "use_rslora", "lora_bias",  NULL};
-    if (!l->use_peft) { /* TRL ignores them; a flag that changes nothing is a mistake worth naming */
-        for (int i = 0; lora_flags[i]; i++)
-            if (zt_flag_given((void *)table, lora_flags[i]))
-                return zt_fail(err, ZT_EINPUT, "--%s: LoRA flags need --use_peft", lora_flags[i]);
-        if (l->targets_given)
-            return zt_fail(err, ZT_EINPUT, "--lora_target_modules: LoRA flags need --use_peft");
+    static const char *const flags[ZT_PEFT_NKEYS] = {"use_peft", "lora_r", "lora_alpha", "lora_dropout",
+                                                     "lora_target_modules", "use_rslora", "lora_bias"};
+    zt_accel_peft *y = &l->yaml;
+    for (int i = 0; i < ZT_PEFT_NKEYS; i++) {
+        int flag = i == ZT_PEFT_TARGETS ? l->targets_given : zt_flag_given((void *)table, flags[i]);
+        int line = i == ZT_PEFT_USE && !y->line[i] ? y->section_line : y->line[i];
+        if (flag || !line) {
+            snprintf(names[i], sizeof names[i], "--%s", flags[i]);
+            continue;
+        }
+        if (i == ZT_PEFT_USE && !y->line[i])
+            snprintf(names[i], sizeof names[i], "%s:%d: peft_config", path, line);
+        else
+            snprintf(names[i], sizeof names[i], "%s:%d: %s", path, line, y->key[i]);
+        switch (i) {
+        case ZT_PEFT_USE: l->use_peft = y->use_peft != ZT_NO; break;
+        case ZT_PEFT_R: l->r = y->r; break;
+        case ZT_PEFT_ALPHA: l->alpha = y->alpha; break;
+        case ZT_PEFT_DROPOUT: l->dropout = y->dropout; break;
+        case ZT_PEFT_TARGETS: l->targets[0] = y->targets, l->ntargets = 1, l->targets_given = 1; break;
+        case ZT_PEFT_RSLORA: l->rslora = y->use_rslora == ZT_YES; break;
+        case ZT_PEFT_BIAS: l->bias = y->bias; break;
+        }
+    }
+}
+
+int zt_cli_lora_check(zt_cli_lora *l, const flag_table *table, const char *config_file, zt_err *err)
+{
+    lora_names names;
+    int rc;
+    memset(&l->yaml, 0, sizeof l->yaml);
+    if (config_file) {
+        zt_accel_config ac;
+        if ((rc = zt_accel_config_read(config_file, &ac, err)))
+            return rc;
+        l->yaml = ac.peft;
+    }
+    take_yaml(l, table, config_file, names);
+    if (!l->use_peft) { /* TRL ignores them; a setting that changes nothing is a mistake worth naming */
+        for (int i = ZT_PEFT_R; i < ZT_PEFT_NKEYS; i++) {
+            int flag = i == ZT_PEFT_TARGETS ? l->targets_given && names[i][0] == '-'
+                                            : names[i][0] == '-' && zt_flag_given((void *)table, names[i] + 2);
+            if (flag)
+                return zt_fail(err, ZT_EINPUT, "%s: LoRA flags need --use_peft", names[i]);
+            if (names[i][0] != '-')
+                return zt_fail(err, ZT_EINPUT, "%s: LoRA keys need use_peft: true (or --use_peft)", names[i]);
+        }
         return ZT_OK;
     }
+    if (!(l->alpha > 0.0))
+        return zt_fail(err, ZT_EINPUT, "%s %g: must be greater than 0", names[ZT_PEFT_ALPHA], l->alpha);
     if (l->dropout != 0.0)
         return zt_fail(err, ZT_EINPUT,
-                       "--lora_dropout %g: dropout on the adapters is not implemented yet; give "
-                       "--lora_dropout 0 (ztrain's default; TRL's default is 0.05)",
-                       l->dropout);
+                       "%s %g: dropout on the adapters is not implemented yet; give "
+                       "0 (ztrain's default; TRL's default is 0.05)",
+                       names[ZT_PEFT_DROPOUT], l->dropout);
     if (strcmp(l->bias, "none"))
         return zt_fail(err, ZT_EINPUT,
-                       "--lora_bias '%s': only none is implemented (PEFT's all and lora_only "
+                       "%s '%s': only none is implemented (PEFT's all and lora_only "
                        "train biases, which are not built yet)",
-                       l->bias);
+                       names[ZT_PEFT_BIAS], l->bias);
     l->lora = (zt_lora){.r = l->r, .alpha = l->alpha, .rslora = l->rslora};
-    return zt_lora_targets_parse("--lora_target_modules", l->targets, l->ntargets, &l->lora.targets, err);
+    return zt_lora_targets_parse(names[ZT_PEFT_TARGETS], l->targets, l->ntargets, &l->lora.targets, err);
 }
 
 int zt_cli_lora_plan(const zt_cli_lora *l, const zt_llama_config *cfg, int print, zt_err *err)
