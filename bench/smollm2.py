@@ -47,39 +47,51 @@ def run(cmd, **kw):
 
 def torch_train(model_dir, data, a):
     """Child: a steps of transformers' model; prints JSON with step times and losses."""
-    import numpy as np
     import torch
     import transformers
     torch.set_num_threads(a.threads)
     model = transformers.LlamaForCausalLM.from_pretrained(model_dir, dtype=torch.float32,
                                                           attn_implementation="eager")
+    times, losses = torch_steps(model, list(model.parameters()), data, a, a.precision == "bf16")
+    print(json.dumps({"step_times": times, "losses": losses}))
+
+
+def torch_steps(model, params, data, a, bf16):
+    """a.steps AdamW steps of model over params (bench/lora.py's too): step times and losses."""
+    import numpy as np
+    import torch
     model.train()
-    opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
+    opt = torch.optim.AdamW(params, lr=LR, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
     tokens = torch.from_numpy(np.load(data).astype(np.int64))
     B, T = a.batch, a.block
     times, losses = [], []
     for s in range(a.steps):
         t0 = time.perf_counter()
         seqs = torch.stack([tokens[k * T:k * T + T + 1] for k in range(s * B, s * B + B)])
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.precision == "bf16"):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
             logits = model(input_ids=seqs[:, :-1]).logits
         loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), seqs[:, 1:].reshape(-1))
         opt.zero_grad()
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
         times.append(time.perf_counter() - t0)
         losses.append(loss.item())
-    print(json.dumps({"step_times": times, "losses": losses}))
+    return times, losses
 
 
-def ztrain_train(model_dir, data, a, out):
-    log = os.path.join(out, "zt.jsonl")
-    cmd = [ZTRAIN, "train", "--model", model_dir, "--torch_dtype", "float32", "--data", data,
+def ztrain_cmd(model_dir, data, a, out, log):
+    """`ztrain train` at the benchmark's settings (bench/lora.py's too)."""
+    return [ZTRAIN, "train", "--model", model_dir, "--torch_dtype", "float32", "--data", data,
            "--block_size", str(a.block), "--per_device_train_batch_size", str(a.batch), "--max_steps", str(a.steps),
            "--learning_rate", str(LR), "--lr_scheduler_type", "constant", "--threads", str(a.threads),
            "--output_dir", os.path.join(out, "zt"), "--save_strategy", "no", "--log_jsonl", log,
            "--shuffle", "false"]  # the windows in order, as the PyTorch side reads them
+
+
+def ztrain_train(model_dir, data, a, out):
+    log = os.path.join(out, "zt.jsonl")
+    cmd = ztrain_cmd(model_dir, data, a, out, log)
     if a.precision == "bf16":
         cmd += ["--mixed_precision", "bf16"]
     run(cmd)

@@ -274,7 +274,7 @@ int zt_cmd_estimate_memory(int argc, char **argv, zt_err *err)
     int rc;
     if ((rc = zt_cli_lora_take(&lora, &argc, argv, err)) ||
         (rc = zt_flags_parse(flags, nflags, argc, argv, "ztrain estimate-memory", err)) ||
-        (rc = zt_cli_lora_check(&lora, &table, err)))
+        (rc = zt_cli_lora_check(&lora, &table, st.config_file, err)))
         return rc;
     if (!model && !model_config)
         return zt_fail(err, ZT_EINPUT, "ztrain estimate-memory: give --model DIR or --model_config CFG.json");

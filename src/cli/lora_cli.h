@@ -4,6 +4,7 @@
 #ifndef ZT_CLI_LORA_H
 #define ZT_CLI_LORA_H
 
+#include "../config/accelerate.h"
 #include "../core/status.h"
 #include "../model/config.h"
 #include "../model/lora.h"
@@ -21,6 +22,7 @@ typedef struct zt_cli_lora {
     int ntargets;
     int targets_given;
     const char *adapter;       /* --adapter DIR: a PEFT adapter directory to start from */
+    zt_accel_peft yaml;        /* the Accelerate YAML's LoRA keys (their strings live here) */
     zt_lora lora;              /* resolved by zt_cli_lora_check */
 } zt_cli_lora;
 
@@ -40,10 +42,13 @@ typedef struct zt_cli_lora {
 /* --lora_target_modules A B ...: its values out of argv (TRL's form), before the flags
  * are parsed. */
 int zt_cli_lora_take(zt_cli_lora *l, int *argc, char **argv, zt_err *err);
-/* After parsing: the values checked, each refusal naming its flag, into l->lora; with
- * --adapter DIR, the adapter's config (io/peft_adapter.h) gives them, and a flag given
- * that disagrees with it is refused naming both values. */
-int zt_cli_lora_check(zt_cli_lora *l, const flag_table *table, zt_err *err);
+/* After parsing: the settings the flags did not give taken from the Accelerate YAML's
+ * LoRA keys (config_file; NULL: none), as a flag wins over the YAML everywhere
+ * (config/settings.h); then the values checked, each refusal naming its flag or
+ * FILE:LINE: KEY, into l->lora; with --adapter DIR, the adapter's config
+ * (io/peft_adapter.h) gives them, and a setting given that disagrees with it is refused
+ * naming both values. */
+int zt_cli_lora_check(zt_cli_lora *l, const flag_table *table, const char *config_file, zt_err *err);
 /* With --use_peft, once the model's config is read: the plan line on stdout (when
  * print). */
 int zt_cli_lora_plan(const zt_cli_lora *l, const zt_llama_config *cfg, int print, zt_err *err);

@@ -173,7 +173,7 @@ static int train_parse(train_cli *o, zt_flag *flags, int nflags, int argc, char 
     int rc;
     if ((rc = zt_cli_lora_take(&o->lora, &argc, argv, err)) ||
         (rc = zt_flags_parse(flags, nflags, argc, argv, "ztrain train", err)) ||
-        (rc = zt_cli_lora_check(&o->lora, &(flag_table){flags, nflags}, err)))
+        (rc = zt_cli_lora_check(&o->lora, &(flag_table){flags, nflags}, o->st.config_file, err)))
         return rc;
     if (!o->model || !o->data)
         return zt_fail(err, ZT_EINPUT, "ztrain train: --model and --data are required");

@@ -3,8 +3,8 @@
  * Two steps.  libyaml's event parser builds the one document as a schema tree
  * (core/schema.h; refusing aliases, tags, extra documents and absurd nesting, and
  * reporting syntax errors at libyaml's line), typing each plain scalar by the YAML
- * 1.2 core schema; then the schema engine walks it against three key tables (the
- * top level, fsdp_config, deepspeed_config), which say for each key its type,
+ * 1.2 core schema; then the schema engine walks it against its key tables (the
+ * top level, fsdp_config, deepspeed_config, mpirun_config, peft_config), which say for each key its type,
  * range or allowed values and where it lands in the struct.  This file adds the
  * YAML's own kinds (integers without octal ambiguity, reals, sharding strategies)
  * and the checks that involve two keys (the backend's section, FSDP1 vs FSDP2
@@ -271,6 +271,7 @@ enum {
     K_INT_DIGITS, /* K_INT, or a quoted digit string such as '12' (Accelerate's prompts
                    * store what was typed as a string) */
     K_EMPTY_MAP,  /* only {} (what `accelerate config` writes for a backend not chosen) */
+    K_TARGETS,    /* lora_target_modules: one string, or a list of strings (joined by commas) */
 };
 #define K_BOOL ZT_K_BOOL
 #define K_ENUM ZT_K_ENUM
@@ -310,7 +311,7 @@ static const char *const state_dict_types[] = {"FULL_STATE_DICT", "SHARDED_STATE
 static const char *const offload_devices[] = {"none", "cpu", NULL};
 static const char *const nvme[] = {"nvme", NULL};
 
-enum { SEC_TOP, SEC_FSDP, SEC_DS, SEC_MPI, NSEC };
+enum { SEC_TOP, SEC_FSDP, SEC_DS, SEC_MPI, SEC_PEFT, NSEC };
 
 static const key fsdp_keys[] = {
     {.name = "fsdp_sharding_strategy", .kind = K_STRATEGY, FIELD(fsdp_sharding_strategy)},
@@ -356,6 +357,23 @@ static const key mpirun_keys[] = {
     {.name = "mpirun_ccl", .kind = K_INT_DIGITS, FIELD(mpirun_ccl), .min = 0, .max = INT_MAX},
 };
 
+/* LoRA: LoraConfig's names under peft_config:, TRL's at the top level (top_keys); the
+ * ranges are the flags' (cli/lora_cli.h), the meaning is checked with the flags' */
+static const char *const lora_biases[] = {"none", "all", "lora_only", NULL};
+static const char *const causal_lm[] = {"CAUSAL_LM", NULL};
+#define PEFT_KEYS(R, TARGETS, BIAS)                                                                   \
+    {.name = R, .kind = K_INT, FIELD(peft.r), .min = 1, .max = 1 << 20},                              \
+    {.name = "lora_alpha", .kind = K_REAL, FIELD(peft.alpha), .min = 0},                              \
+    {.name = "lora_dropout", .kind = K_REAL, FIELD(peft.dropout), .min = 0},                          \
+    {.name = TARGETS, .kind = K_TARGETS, FIELD(peft.targets)},                                        \
+    {.name = "use_rslora", .kind = K_BOOL, FIELD(peft.use_rslora)},                                   \
+    {.name = BIAS, .kind = K_ENUM, FIELD(peft.bias), .allowed = lora_biases}
+static const key peft_keys[] = {
+    PEFT_KEYS("r", "target_modules", "bias"),
+    {.name = "task_type", .kind = K_ENUM, IGNORED, .allowed = causal_lm}, /* what train trains */
+};
+
+static const section peft_section = {SEC_PEFT, "peft_config", peft_keys, ZT_SCHEMA_NKEYS(peft_keys)};
 static const section mpirun_section = {SEC_MPI, "mpirun_config", mpirun_keys,
                                        ZT_SCHEMA_NKEYS(mpirun_keys)};
 static const section fsdp_section = {SEC_FSDP, "fsdp_config", fsdp_keys, ZT_SCHEMA_NKEYS(fsdp_keys)};
@@ -404,15 +422,19 @@ static const key top_keys[] = {
     {.name = "megatron_lm_config", .kind = K_EMPTY_MAP, IGNORED, .why = "Megatron-LM is not supported"},
     {.name = "ipex_config", .kind = K_ANY_MAP, IGNORED},
     {.name = "mpirun_config", .kind = K_SECTION, IGNORED, .section = &mpirun_section},
+    {.name = "use_peft", .kind = K_BOOL, FIELD(peft.use_peft)},
+    PEFT_KEYS("lora_r", "lora_target_modules", "lora_bias"),
+    {.name = "peft_config", .kind = K_SECTION, IGNORED, .section = &peft_section},
 };
 
 static const section top_section = {SEC_TOP, "", top_keys, ZT_SCHEMA_NKEYS(top_keys)};
 static const section *const all_sections[] = {&top_section, &fsdp_section, &deepspeed_section,
-                                              &mpirun_section};
+                                              &mpirun_section, &peft_section};
 _Static_assert(ZT_SCHEMA_NKEYS(top_keys) <= ZT_SCHEMA_MAX_KEYS &&
                ZT_SCHEMA_NKEYS(fsdp_keys) <= ZT_SCHEMA_MAX_KEYS &&
                ZT_SCHEMA_NKEYS(deepspeed_keys) <= ZT_SCHEMA_MAX_KEYS &&
-               ZT_SCHEMA_NKEYS(mpirun_keys) <= ZT_SCHEMA_MAX_KEYS,
+               ZT_SCHEMA_NKEYS(mpirun_keys) <= ZT_SCHEMA_MAX_KEYS &&
+               ZT_SCHEMA_NKEYS(peft_keys) <= ZT_SCHEMA_MAX_KEYS,
                "the reader has room for every key");
 
 /* ---- reading values ------------------------------------------------------------ */
@@ -479,6 +501,29 @@ static int strategy_of(const zt_node *n)
     return 0;
 }
 
+/* lora_target_modules: PEFT's string (all-linear, or one name) or list of names, into
+ * one comma-joined string (the names are checked with the flag's, cli/lora_cli.c). */
+static int read_targets(reader *r, const key *k, const zt_node *v, const char *kp)
+{
+    char got[96], *out = zt_schema_field(r, k);
+    size_t used = 0;
+    if (v->type == ZT_NODE_STR && v->text[0])
+        return snprintf(out, k->cap, "%s", v->text) < (int)k->cap ? ZT_OK : bad(r, v->line, kp, "too long");
+    if (v->type != ZT_NODE_LIST || !v->child)
+        return bad(r, v->line, kp, "expected all-linear or a list of projection names, got %s",
+                   describe(r, v, got, sizeof got));
+    for (const zt_node *item = v->child; item; item = item->next) {
+        if (item->type != ZT_NODE_STR || !item->text[0] || strchr(item->text, ','))
+            return bad(r, item->line, kp, "expected a list of projection names, but an item is %s",
+                       describe(r, item, got, sizeof got));
+        int n = snprintf(out + used, k->cap - used, "%s%s", used ? "," : "", item->text);
+        if (n < 0 || (size_t)n >= k->cap - used)
+            return bad(r, item->line, kp, "too many names");
+        used += (size_t)n;
+    }
+    return ZT_OK;
+}
+
 /* The YAML's own kinds (nulls never reach here: they are absent). */
 static int read_custom(reader *r, const key *k, const zt_node *v, const char *kp)
 {
@@ -524,6 +569,8 @@ static int read_custom(reader *r, const key *k, const zt_node *v, const char *kp
         if (t != ZT_NODE_MAP || v->child)
             return bad(r, v->line, kp, "only {} is accepted (%s), got %s", k->why, describe(r, v, got, sizeof got));
         return ZT_OK;
+    case K_TARGETS:
+        return read_targets(r, k, v, kp);
     case K_RESHARD: {
         int s = t == ZT_NODE_STR ? strategy_of(v) : 0;
         if (t == ZT_NODE_BOOL) {
@@ -699,10 +746,35 @@ static int check_deepspeed(reader *r)
     return ZT_OK;
 }
 
+/* LoRA: each setting given once, by its TRL name or its LoraConfig name, and where;
+ * peft_config: means use_peft: true. */
+static int check_peft(reader *r)
+{
+    static const char *const names[ZT_PEFT_NKEYS][2] = {
+        [ZT_PEFT_USE] = {"use_peft", NULL},         [ZT_PEFT_R] = {"lora_r", "r"},
+        [ZT_PEFT_ALPHA] = {"lora_alpha", "lora_alpha"}, [ZT_PEFT_DROPOUT] = {"lora_dropout", "lora_dropout"},
+        [ZT_PEFT_TARGETS] = {"lora_target_modules", "target_modules"},
+        [ZT_PEFT_RSLORA] = {"use_rslora", "use_rslora"}, [ZT_PEFT_BIAS] = {"lora_bias", "bias"}};
+    zt_accel_peft *p = &CONFIG(r)->peft;
+    for (int i = 0; i < ZT_PEFT_NKEYS; i++) {
+        int top = given(r, &top_section, names[i][0]);
+        int sec = names[i][1] ? given(r, &peft_section, names[i][1]) : 0;
+        snprintf(p->key[i], sizeof p->key[i], "%s%s", sec ? "peft_config." : "", names[i][sec ? 1 : 0]);
+        if (top && sec)
+            return bad(r, sec, p->key[i], "the same setting as %s (line %d); give one of them", names[i][0], top);
+        p->line[i] = top ? top : sec;
+    }
+    p->section_line = r->nonempty[SEC_PEFT] ? given(r, &top_section, "peft_config") : 0;
+    if (p->section_line && p->use_peft == ZT_NO)
+        return bad(r, p->line[ZT_PEFT_USE], "use_peft",
+                   "false, but peft_config (line %d) describes adapters; remove one of them", p->section_line);
+    return ZT_OK;
+}
+
 static int check_combinations(reader *r)
 {
     int rc;
-    if ((rc = check_top(r)) || (rc = check_fsdp(r)) || (rc = check_deepspeed(r)))
+    if ((rc = check_top(r)) || (rc = check_fsdp(r)) || (rc = check_deepspeed(r)) || (rc = check_peft(r)))
         return rc;
     return ZT_OK;
 }
@@ -719,6 +791,8 @@ void zt_accel_config_init(zt_accel_config *c)
     c->zero_stage = -1;
     c->gradient_accumulation_steps = -1;
     c->gradient_clipping = -1.0;
+    c->peft.r = -1;
+    c->peft.alpha = c->peft.dropout = -1.0;
 }
 
 /* The config in text[0..len) into *out; path names it in messages. */

@@ -26,6 +26,23 @@
 
 #define ZT_ACCEL_MAX_NOTES 6
 
+/* PEFT's LoRA settings (docs/lora.md, "YAML keys"): TRL's ModelConfig names at the top
+ * level (use_peft, lora_r, ...) or LoraConfig's own under peft_config: (r, ...), read
+ * into one record; their meaning is checked where the flags' is (cli/lora_cli.c), so
+ * a key and its flag are refused with the same words. */
+enum { ZT_PEFT_USE, ZT_PEFT_R, ZT_PEFT_ALPHA, ZT_PEFT_DROPOUT, ZT_PEFT_TARGETS, ZT_PEFT_RSLORA,
+       ZT_PEFT_BIAS, ZT_PEFT_NKEYS };
+typedef struct zt_accel_peft {
+    zt_setting use_peft, use_rslora;
+    int r;                            /* >= 1, -1 absent */
+    double alpha, dropout;            /* >= 0, < 0 absent */
+    char bias[16];                    /* none | all | lora_only, "" absent */
+    char targets[256];                /* a list's items joined by commas, or the string */
+    int line[ZT_PEFT_NKEYS];          /* where each setting was given, 0 absent */
+    char key[ZT_PEFT_NKEYS][32];      /* its key as written: lora_r or peft_config.r */
+    int section_line;                 /* peft_config: given (it means use_peft: true) */
+} zt_accel_peft;
+
 typedef struct zt_accel_config {
     char distributed_type[16];        /* NO | MULTI_CPU | FSDP | DEEPSPEED (required) */
     char mixed_precision[8];          /* no | bf16 | fp16; "" absent */
@@ -67,6 +84,8 @@ typedef struct zt_accel_config {
     int gradient_accumulation_steps;  /* >= 1, -1 absent */
     double gradient_clipping;         /* >= 0; < 0 absent */
     char deepspeed_config_file[512];  /* as written (relative to the working directory) */
+
+    zt_accel_peft peft;               /* the LoRA keys (above) */
 
     zt_setting legacy_fp16;           /* the old top-level fp16: true|false (read into
                                        * mixed_precision when that is absent) */

@@ -61,6 +61,10 @@ expect_exit 2 "--use_rslora true disagrees with --adapter $peft: its adapter_con
     "${run[@]}" --adapter $peft --use_rslora
 expect_exit 2 "--lora_target_modules q_proj,v_proj disagrees with --adapter $peft: its adapter_config.json has \
 target_modules q_proj,k_proj" -- "${run[@]}" --adapter $peft --lora_target_modules q_proj v_proj
+# a YAML key that disagrees is refused as a flag is, naming its file, line and key
+printf 'distributed_type: NO\nuse_peft: true\nlora_r: 8\n' >"$TMP/r8.yaml"
+expect_exit 2 "$TMP/r8.yaml:3: lora_r 8 disagrees with --adapter $peft: its adapter_config.json has r 4" -- \
+    "${run[@]}" --adapter $peft --config_file "$TMP/r8.yaml"
 expect_exit 2 "--adapter: LoRA flags need --use_peft" -- "${run[@]:0:${#run[@]}-1}" --adapter $peft
 expect_exit 2 "$TMP/none/adapter_config.json" -- "${run[@]}" --adapter "$TMP/none"
 # keys that change the math, refused by name; inert and unknown keys ignored
