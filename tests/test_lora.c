@@ -693,6 +693,73 @@ static void test_engine_offload_refused(void)
     zt_layout_free(&lay);
 }
 
+/* The frozen base in the load dtype (docs/lora.md, "The frozen base in the engine"): a
+ * bf16-loaded model under DeepSpeed's aligned plan (fp32 master) and FSDP's flat bf16 plan,
+ * at every stage, on the world's ranks.  What zt_engine_create allocates, role by role
+ * (the allocator's counters), is zt_engine_estimate's, which estimate-memory and the gate
+ * print; the master is the frozen shards in bf16 and the adapters' in the master dtype;
+ * no staging or reduction buffer is sized for a frozen unit (the root unit, frozen, has
+ * none: the buffers are at least its fp32 staging smaller than with every unit trained). */
+static void frozen_sizes(zt_precision prec, const char *what)
+{
+    static const zt_mem_cat cats[5] = {ZT_MEM_PARAMS, ZT_MEM_GRADS, ZT_MEM_OPTIM, ZT_MEM_GATHERED, ZT_MEM_COMM};
+    zt_llama_config cfg;
+    zt_layout lay;
+    zt_err err = {0};
+    zt_lora l = {.r = 4, .alpha = 8, .targets = 0x7fu << ZT_P_Q};
+    if (zt_hf_read_config_dir("tests/fixtures/gqa_tied", &cfg, &err) ||
+        zt_layout_build(&lay, &cfg, ZT_WRAP_TRANSFORMER, 0, world, &err) || zt_lora_layout(&lay, &l, &err)) {
+        ZT_CHECK_MSG(0, "%s", err.msg);
+        return;
+    }
+    for (int stage = 0; stage <= 3; stage++) {
+        int G = stage == 0 ? 1 : world;
+        zt_comm comm;
+        zt_comm_create_local(&comm);
+        if (G > 1 && zt_comm_create(&comm, G, &err) != ZT_OK) {
+            ZT_CHECK_MSG(0, "%s", err.msg);
+            break;
+        }
+        size_t before[5], got[5];
+        for (int i = 0; i < 5; i++)
+            before[i] = zt_mem_current(cats[i]);
+        zt_engine *eng = NULL;
+        ZT_CHECK_MSG(zt_engine_create(&eng, zt_backend_cpu(), &lay, prec, stage, NULL, &comm, &err) == ZT_OK, "%s",
+                     err.msg);
+        for (int i = 0; i < 5; i++)
+            got[i] = zt_mem_current(cats[i]) - before[i];
+        zt_engine_bytes e = zt_engine_estimate(&lay, prec, stage, G, NULL);
+        size_t want[5] = {e.master, e.grads, e.optim, e.gathered, e.comm}, master = 0;
+        for (int i = 0; i < 5; i++)
+            ZT_CHECK_MSG(got[i] == want[i], "%s stage %d: role %d allocated %zu bytes, estimated %zu", what, stage,
+                         i, got[i], want[i]);
+        for (int u = 0; u < lay.nunits; u++)
+            master += lay.units[u].padded_numel / (size_t)G *
+                      zt_dtype_size(lay.units[u].frozen ? prec.load : prec.master);
+        ZT_CHECK_MSG(e.master == master, "%s stage %d: master %zu bytes, want %zu", what, stage, e.master, master);
+        for (int u = 0; u < lay.nunits; u++)
+            lay.units[u].frozen ^= u < lay.nbase; /* every unit trained, for the comparison */
+        zt_engine_bytes all = zt_engine_estimate(&lay, prec, stage, G, NULL);
+        for (int u = 0; u < lay.nunits; u++)
+            lay.units[u].frozen ^= u < lay.nbase;
+        ZT_CHECK_MSG(e.comm + lay.units[lay.root_unit].padded_numel * sizeof(float) <= all.comm,
+                     "%s stage %d: %zu communication bytes, %zu with every unit trained", what, stage, e.comm,
+                     all.comm);
+        zt_engine_destroy(eng);
+        if (G > 1)
+            zt_comm_free(&comm);
+    }
+    zt_layout_free(&lay);
+}
+
+static void test_engine_frozen_sizes(void)
+{
+    zt_precision aligned = {.load = ZT_BF16, .master = ZT_F32, .compute = ZT_BF16, .reduce = ZT_BF16,
+                            .save = ZT_BF16};
+    frozen_sizes(aligned, "aligned bf16");
+    frozen_sizes(ZT_PRECISION_ALL(ZT_BF16), "flat bf16");
+}
+
 static void test_engine_stage0(void) { engine_against_peft(0); }
 static void test_engine_stage1(void) { engine_against_peft(1); }
 static void test_engine_stage2(void) { engine_against_peft(2); }
@@ -849,6 +916,7 @@ int main(int argc, char **argv)
     ZT_RUN(test_engine_stage2);
     ZT_RUN(test_engine_stage3);
     ZT_RUN(test_engine_offload_refused);
+    ZT_RUN(test_engine_frozen_sizes);
     ZT_RUN(test_linear_cpu);
     ZT_RUN(test_linear_emu);
     ZT_RUN(test_linear_bf16_cpu);

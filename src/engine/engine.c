@@ -335,8 +335,9 @@ static void gather_in_pieces(zt_engine *eng, int u, void *dst)
 void zt_engine_refresh_unit(zt_engine *eng, int u)
 {
     zt_unit_state *us = &eng->units[u];
-    if (!us->gathered_own)
+    if (!us->gathered_own || us->frozen_fresh) /* a frozen unit never changes once gathered */
         return;
+    us->frozen_fresh = eng->lay->units[u].frozen;
     if (eng->gather_piece)
         gather_in_pieces(eng, u, us->gathered);
     else
@@ -916,8 +917,8 @@ const char *zt_engine_check_dtypes(const zt_engine *eng, int unit)
     const zt_unit_state *us = &eng->units[unit];
     if (us->gathered && us->gathered_dt != eng->prec.compute)
         return "gathered parameters are not in the compute dtype";
-    if (us->master_dt != eng->prec.master)
-        return "master parameters are not in the master dtype";
+    if (us->master_dt != (eng->lay->units[unit].frozen ? eng->prec.load : eng->prec.master))
+        return "master parameters are not in the master dtype (a frozen unit's: the load dtype)";
     if (us->grad_dt != eng->prec.master)
         return "gradient accumulators are not in the master dtype";
     if (us->optim_dt != eng->prec.master)
