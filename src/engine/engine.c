@@ -168,9 +168,6 @@ static int engine_init(zt_engine *eng, const zt_backend *be, const zt_layout *la
     /* offload (offload.c): the state buffers below come from host memory, run by the CPU's table */
     eng->offload = zt_offload_wanted(be, stage, overlap);
     eng->sbe = zt_offload_state_table(be, eng->offload);
-    if (eng->offload && lay->layer_adapter_unit) /* offload.c's unit loops know no frozen unit yet */
-        return zt_fail(err, ZT_EINPUT, "LoRA adapters with offloaded optimizer state or parameters are not built "
-                       "yet (docs/lora.md)");
     eng->units = zt_alloc(ZT_MEM_OTHER, (size_t)lay->nunits * sizeof *eng->units);
     if (!eng->units || unit_order(eng) != ZT_OK) {
         engine_free(eng);

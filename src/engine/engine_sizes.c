@@ -50,8 +50,9 @@ static int gather_pool_slots(const zt_layout *lay, int stage, const zt_overlap *
     }
     if (ahead > layers - 1)
         ahead = layers > 0 ? layers - 1 : 0;
-    /* LoRA: a layer's adapter unit is held beside its base unit (llama.c), one slot more */
-    return root_np + (layers > 0) + (lay->layer_adapter_unit != NULL) + (int)ahead;
+    /* LoRA: a layer's adapter unit is held beside its base unit (llama.c), one slot more,
+     * where layer units are gathered on demand at all */
+    return root_np + (layers > 0) + (lay->layer_adapter_unit != NULL && layers > 0) + (int)ahead;
 }
 
 /* DeepSpeed's buckets split a unit's reduction (all-gather) into pieces of this many
