@@ -135,11 +135,16 @@ static void run_case(const zt_backend *be, zt_st_file *f, const char *cname, int
     zt_free(ZT_MEM_OTHER, fill, (na > nb ? na : nb) * sizeof(float));
 }
 
-static void against_peft(const zt_backend *be)
+/* Each case of a LoRA linear fixture (its metadata "cases": "name N out in r scale", ";"
+ * between) through run: two cases in each file. */
+typedef void (*linear_case_fn)(const zt_backend *be, zt_st_file *f, const char *cname, int N, int out, int in,
+                               int r, double scale);
+
+static void each_linear_case(const zt_backend *be, const char *path, linear_case_fn run)
 {
     zt_st_file *f = NULL;
     zt_err err = {0};
-    ZT_CHECK_MSG(zt_st_open("tests/fixtures/lora/linear.safetensors", &f, &err) == ZT_OK, "%s", err.msg);
+    ZT_CHECK_MSG(zt_st_open(path, &f, &err) == ZT_OK, "%s", err.msg);
     if (!f)
         return;
     const char *cases = zt_st_metadata(f, "cases");
@@ -150,12 +155,17 @@ static void against_peft(const zt_backend *be)
         int N, out, in, r;
         double scale;
         ZT_CHECK(sscanf(p, "%31s %d %d %d %d %lf", name, &N, &out, &in, &r, &scale) == 6);
-        run_case(be, f, name, N, out, in, r, scale);
+        run(be, f, name, N, out, in, r, scale);
         p = strchr(p, ';');
         p = p ? p + 1 : NULL;
     }
     ZT_CHECK(n == 2);
     zt_st_close(f);
+}
+
+static void against_peft(const zt_backend *be)
+{
+    each_linear_case(be, "tests/fixtures/lora/linear.safetensors", run_case);
 }
 
 /* The case's target list as the flag takes it: none, one string, or a list. */
@@ -857,25 +867,7 @@ static void run_case_bf16(const zt_backend *be, zt_st_file *f, const char *cname
 
 static void against_autocast(const zt_backend *be)
 {
-    zt_st_file *f = NULL;
-    zt_err err = {0};
-    ZT_CHECK_MSG(zt_st_open("tests/fixtures/lora/linear_bf16.safetensors", &f, &err) == ZT_OK, "%s", err.msg);
-    if (!f)
-        return;
-    const char *cases = zt_st_metadata(f, "cases");
-    ZT_CHECK(cases != NULL);
-    int n = 0;
-    for (const char *p = cases; p && *p; n++) {
-        char name[32];
-        int N, out, in, r;
-        double scale;
-        ZT_CHECK(sscanf(p, "%31s %d %d %d %d %lf", name, &N, &out, &in, &r, &scale) == 6);
-        run_case_bf16(be, f, name, N, out, in, r, scale);
-        p = strchr(p, ';');
-        p = p ? p + 1 : NULL;
-    }
-    ZT_CHECK(n == 2);
-    zt_st_close(f);
+    each_linear_case(be, "tests/fixtures/lora/linear_bf16.safetensors", run_case_bf16);
 }
 
 static void test_linear_bf16_cpu(void) { against_autocast(zt_backend_cpu()); }

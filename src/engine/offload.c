@@ -124,8 +124,8 @@ void zt_offload_staging_bytes(const zt_layout *lay, zt_precision prec, int stage
     size_t g = per_unit_grads(stage, delayed) ? all_shards(lay, group_size, 1) : max_shard(lay, group_size);
     int sets = delayed ? 2 : 1; /* the delayed update's thread works on a second set */
     *grads = g * zt_dtype_size(prec.master) * (per_unit_grads(stage, delayed) ? (size_t)sets : 1);
-    *cast = casts_alias_master(prec, delayed) ? 0
-                                              : all_shards(lay, group_size, 0) * zt_dtype_size(prec.compute) * (size_t)sets;
+    size_t casts = all_shards(lay, group_size, 0) * zt_dtype_size(prec.compute) * (size_t)sets;
+    *cast = casts_alias_master(prec, delayed) ? 0 : casts;
 }
 
 /* The delayed update's thread and what it was handed (offload.c's own). */
