@@ -258,7 +258,7 @@ int zt_model_set_lora(zt_model *m, const zt_lora *l, zt_err *err)
                                   "compute: --activations fp32 runs LoRA)"
                                 : "fp16 compute");
     if (!m->be->scale_add)
-        return zt_fail(err, ZT_EINPUT, "LoRA: the %s device's table has no scale_add entry yet (the cpu and emu "
+        return zt_fail(err, ZT_EINPUT, "LoRA: the %s device's table has no scale_add entry yet (the cpu, emu and cuda "
                        "tables have it)", m->be->name);
     m->lora = *l;
     lora_sizes(c, m->N, l, m->own.compute, m->lora_bytes);

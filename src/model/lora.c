@@ -207,7 +207,7 @@ static int linear_usable(const zt_lora_linear *l, zt_err *err)
 {
     if (!l->be->scale_add)
         return zt_fail(err, ZT_EINPUT,
-                       "LoRA: the %s device's table has no scale_add entry yet (the cpu and emu "
+                       "LoRA: the %s device's table has no scale_add entry yet (the cpu, emu and cuda "
                        "tables have it)",
                        l->be->name);
     if (l->w_dt != ZT_F32 && l->w_dt != ZT_BF16)
