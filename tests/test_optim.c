@@ -88,6 +88,26 @@ static void test_bf16_audit_counts_lost_updates(void)
     ZT_CHECK_CLOSE(au.ratio_sum, 2 * 0.256 + ratio_small, 1e-3, 1e-9);
 }
 
+/* A weight at exactly zero (LoRA's B before its first step): its update is measured
+ * against half an ulp of the value it lands on (adamw.h), not of zero, whose half ulp is
+ * the smallest subnormal (a ratio of 2^127 x |delta|).  An Adam first step of 1e-3 =
+ * 1.024 * 2^-10 lands on bf16's nearest value, of the same exponent: 1e-3 / 2^(-10-7-1);
+ * in fp32, 1e-3 / 2^(-10-23-1). */
+static void test_audit_zero_weight(void)
+{
+    zt_adamw_step st = {1e-3, 0.0, 0.9, 0.999, 1e-8, 1, 1.0f};
+    uint16_t p16 = 0, m16 = 0, v16 = 0, g16 = zt_f32_to_bf16(0.5f);
+    zt_adamw_audit au = {0};
+    zt_adamw_step_shard(&p16, &m16, &v16, &g16, NULL, ZT_BF16, 1, &st, NULL, ZT_F32, &au);
+    ZT_CHECK(au.updated == 1 && au.lost == 0 && p16 != 0);
+    ZT_CHECK_CLOSE(au.ratio_sum, 1e-3 / ldexp(1.0, -18), 1e-3, 1e-9);
+    float p = 0, m = 0, v = 0, g = 0.5f;
+    zt_adamw_audit a32 = {0};
+    zt_adamw_step_shard(&p, &m, &v, &g, NULL, ZT_F32, 1, &st, NULL, ZT_F32, &a32);
+    ZT_CHECK(a32.updated == 1 && a32.lost == 0);
+    ZT_CHECK_CLOSE(a32.ratio_sum, 1e-3 / ldexp(1.0, -34), 1e-6, 1e-9);
+}
+
 /* Kahan compensation keeps what rounding drops: 20 steps of ~1e-3 on a bf16
  * weight at 1.0 move it by ~0.02, as an fp32 master would, while the plain bf16
  * master does not move at all. */
@@ -246,6 +266,7 @@ int main(void)
     ZT_RUN(test_first_step_matches_torch_formula);
     ZT_RUN(test_cast_copy_is_converted_master);
     ZT_RUN(test_bf16_audit_counts_lost_updates);
+    ZT_RUN(test_audit_zero_weight);
     ZT_RUN(test_kahan_accumulates_sub_ulp_updates);
     ZT_TEST_MAIN_END();
 }

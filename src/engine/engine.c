@@ -168,9 +168,6 @@ static int engine_init(zt_engine *eng, const zt_backend *be, const zt_layout *la
     /* offload (offload.c): the state buffers below come from host memory, run by the CPU's table */
     eng->offload = zt_offload_wanted(be, stage, overlap);
     eng->sbe = zt_offload_state_table(be, eng->offload);
-    if (eng->offload && lay->layer_adapter_unit) /* offload.c's unit loops know no frozen unit yet */
-        return zt_fail(err, ZT_EINPUT, "LoRA adapters with offloaded optimizer state or parameters are not built "
-                       "yet (docs/lora.md)");
     eng->units = zt_alloc(ZT_MEM_OTHER, (size_t)lay->nunits * sizeof *eng->units);
     if (!eng->units || unit_order(eng) != ZT_OK) {
         engine_free(eng);
@@ -335,8 +332,9 @@ static void gather_in_pieces(zt_engine *eng, int u, void *dst)
 void zt_engine_refresh_unit(zt_engine *eng, int u)
 {
     zt_unit_state *us = &eng->units[u];
-    if (!us->gathered_own)
+    if (!us->gathered_own || us->frozen_fresh) /* a frozen unit never changes once gathered */
         return;
+    us->frozen_fresh = eng->lay->units[u].frozen;
     if (eng->gather_piece)
         gather_in_pieces(eng, u, us->gathered);
     else
@@ -916,8 +914,8 @@ const char *zt_engine_check_dtypes(const zt_engine *eng, int unit)
     const zt_unit_state *us = &eng->units[unit];
     if (us->gathered && us->gathered_dt != eng->prec.compute)
         return "gathered parameters are not in the compute dtype";
-    if (us->master_dt != eng->prec.master)
-        return "master parameters are not in the master dtype";
+    if (us->master_dt != (eng->lay->units[unit].frozen ? eng->prec.load : eng->prec.master))
+        return "master parameters are not in the master dtype (a frozen unit's: the load dtype)";
     if (us->grad_dt != eng->prec.master)
         return "gradient accumulators are not in the master dtype";
     if (us->optim_dt != eng->prec.master)

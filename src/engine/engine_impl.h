@@ -33,6 +33,7 @@ typedef struct zt_unit_state {
     int grad_rounded;       /* every grad value is representable in the reduce dtype */
     int grad_sumsq_valid;   /* the step's scalars hold grad's sum of squares as it stands (async_step.h) */
     int reduced;            /* stage 0: this step's all-reduce of grad has started */
+    int frozen_fresh;       /* a frozen unit's own gathered copy holds its master (set_param clears it) */
 } zt_unit_state;
 
 /* stage 3: the root unit, the unit in use and the ones prefetched */

@@ -50,8 +50,9 @@ static int gather_pool_slots(const zt_layout *lay, int stage, const zt_overlap *
     }
     if (ahead > layers - 1)
         ahead = layers > 0 ? layers - 1 : 0;
-    /* LoRA: a layer's adapter unit is held beside its base unit (llama.c), one slot more */
-    return root_np + (layers > 0) + (lay->layer_adapter_unit != NULL) + (int)ahead;
+    /* LoRA: a layer's adapter unit is held beside its base unit (llama.c), one slot more,
+     * where layer units are gathered on demand at all */
+    return root_np + (layers > 0) + (lay->layer_adapter_unit != NULL && layers > 0) + (int)ahead;
 }
 
 /* DeepSpeed's buckets split a unit's reduction (all-gather) into pieces of this many
@@ -107,8 +108,12 @@ zt_unit_sizes zt_eng_unit_size(const zt_layout *lay, int u, zt_precision prec, i
     z.shard_numel = z.full / (size_t)G;
     z.grad_numel = !z.trained ? 0 : stage <= 1 ? z.full : z.shard_numel;
     z.master_dt = z.grad_dt = z.optim_dt = prec.master;
+    /* a frozen unit's shard in the load dtype: nothing is accumulated into it, so an fp32
+     * upcast of bf16-loaded weights would only double its bytes (FSDP keeps a frozen
+     * parameter as loaded) */
+    z.master_dt = z.trained ? prec.master : prec.load;
     z.compensated = z.trained && prec.compensated && prec.master != ZT_F32;
-    z.gathered_alias = stage == 0 && prec.compute == prec.master;
+    z.gathered_alias = stage == 0 && prec.compute == z.master_dt;
     z.gathered_own = (stage <= 2 && !z.gathered_alias) || zt_eng_persistent_unit(lay, u, stage, ov);
     z.gathered_dt = z.gathered_alias ? prec.master : prec.compute;
     return z;
@@ -122,6 +127,8 @@ zt_shared_sizes zt_eng_shared_size(const zt_layout *lay, zt_precision prec, int 
     size_t max_full = 0, max_shard = 0;
     for (int u = 0; u < lay->nunits; u++) {
         zt_unit_sizes us = zt_eng_unit_size(lay, u, prec, stage, G, overlap);
+        if (!us.trained) /* staged and reduced never: a frozen unit has no gradient */
+            continue;
         if (u == lay->root_unit)
             z.staging_root_numel = max_sz(z.staging_root_numel, us.full);
         else

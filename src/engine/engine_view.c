@@ -170,7 +170,8 @@ void zt_engine_set_param(zt_engine *eng, const zt_param *p, const void *src, zt_
     if (!zt_engine_owned_range(eng, p, &slo, &plo, &n))
         return;
     zt_unit_state *us = &eng->units[p->unit];
-    size_t es = zt_dtype_size(eng->prec.master);
+    size_t es = zt_dtype_size(us->master_dt);
+    us->frozen_fresh = 0;
     zt_offload_master_written(eng, p->unit);
     /* the master is written in place on the host; a device's slice is made on the
      * host first and copied over */
@@ -185,7 +186,7 @@ void zt_engine_set_param(zt_engine *eng, const zt_param *p, const void *src, zt_
         float loaded = eng->prec.load == ZT_F32    ? x
                        : eng->prec.load == ZT_BF16 ? zt_round_bf16(x)
                                                    : zt_round_f16(x);
-        zt_store_f32(dst, eng->prec.master, i, loaded);
+        zt_store_f32(dst, us->master_dt, i, loaded);
     }
     if (!eng->sbe->host_visible) {
         eng->be->to_device((char *)us->master + slo * es, dst, n * es);
@@ -193,15 +194,15 @@ void zt_engine_set_param(zt_engine *eng, const zt_param *p, const void *src, zt_
     }
 }
 
-/* Gather a unit's shards of buf (master dtype, shard_numel each) into full (P). */
-static void gather_unit(zt_engine *eng, int u, void *full, const void *shard)
+/* Gather a unit's shards of buf (dt, shard_numel each) into full (P). */
+static void gather_unit(zt_engine *eng, int u, void *full, const void *shard, zt_dtype dt)
 {
     size_t P = eng->lay->units[u].padded_numel;
     if (eng->group_size == 1) {
-        eng->be->copy(full, shard, P * zt_dtype_size(eng->prec.master));
+        eng->be->copy(full, shard, P * zt_dtype_size(dt));
         return;
     }
-    zt_comm_allgather(eng->comm, full, shard, P, eng->prec.master);
+    zt_comm_allgather(eng->comm, full, shard, P, dt);
 }
 
 /* Whether any parameter of unit u is asked for (vals[i] not NULL). */
@@ -221,7 +222,7 @@ static int full_values(zt_engine *eng, float **vals, int grads, zt_err *err)
     for (int u = 0; u < eng->lay->nunits; u++)
         if (eng->lay->units[u].padded_numel > maxP && unit_wanted(eng, vals, u))
             maxP = eng->lay->units[u].padded_numel;
-    size_t bytes = maxP * zt_dtype_size(eng->prec.master);
+    size_t bytes = maxP * sizeof(float); /* the widest dtype a master or gradient has */
     /* each unit is gathered where the buffers live, then read on the host */
     const zt_backend *be = eng->be;
     void *full = be->alloc(ZT_MEM_OTHER, bytes);
@@ -240,19 +241,19 @@ static int full_values(zt_engine *eng, float **vals, int grads, zt_err *err)
         /* stage 0-1 gradients are full-length after the reduction (stage 1 keeps the
          * reduced shard at the front of the buffer) */
         const void *src = grads ? us->grad : us->master;
+        zt_dtype dt = grads ? eng->prec.master : us->master_dt; /* a frozen master: the load dtype */
         if (grads && eng->stage == 0)
-            be->copy(full, src, us->grad_numel * zt_dtype_size(eng->prec.master));
+            be->copy(full, src, us->grad_numel * zt_dtype_size(dt));
         else if (!grads && eng->offload)
             zt_offload_gather_master(eng, u, full);
         else
-            gather_unit(eng, u, full, src);
+            gather_unit(eng, u, full, src, dt);
         if (host != full)
-            be->to_host(host, full, P * zt_dtype_size(eng->prec.master));
+            be->to_host(host, full, P * zt_dtype_size(dt));
         for (int i = 0; i < eng->lay->nparams; i++) {
             const zt_param *p = &eng->lay->params[i];
             if (p->unit == u && vals[i])
-                zt_convert(vals[i], ZT_F32, (char *)host + p->offset * zt_dtype_size(eng->prec.master),
-                           eng->prec.master, p->numel);
+                zt_convert(vals[i], ZT_F32, (char *)host + p->offset * zt_dtype_size(dt), dt, p->numel);
         }
     }
     if (host != full)

@@ -84,12 +84,13 @@ void zt_offload_state_free(const zt_engine *eng, zt_mem_cat cat, void *p, size_t
     zt_mem_host_unaccount(cat, bytes);
 }
 
-/* The largest unit shard: what one staging buffer must hold. */
+/* The largest trained unit's shard: what one gradient staging buffer must hold (a
+ * frozen unit, LoRA's base, has no gradient). */
 static size_t max_shard(const zt_layout *lay, int group_size)
 {
     size_t m = 0;
     for (int u = 0; u < lay->nunits; u++)
-        m = max_sz(m, lay->units[u].padded_numel / (size_t)group_size);
+        m = lay->units[u].frozen ? m : max_sz(m, lay->units[u].padded_numel / (size_t)group_size);
     return m;
 }
 
@@ -102,11 +103,12 @@ static int early_copies(int stage) { return stage >= 2; }
  * the delayed update's thread (any stage). */
 static int per_unit_grads(int stage, int delayed) { return early_copies(stage) || delayed; }
 
-static size_t all_shards(const zt_layout *lay, int group_size)
+/* The shards of every unit, or of the trained ones only (the gradients'). */
+static size_t all_shards(const zt_layout *lay, int group_size, int trained_only)
 {
     size_t n = 0;
     for (int u = 0; u < lay->nunits; u++)
-        n += lay->units[u].padded_numel / (size_t)group_size;
+        n += trained_only && lay->units[u].frozen ? 0 : lay->units[u].padded_numel / (size_t)group_size;
     return n;
 }
 
@@ -119,11 +121,11 @@ static int casts_alias_master(zt_precision prec, int delayed) { return prec.comp
 void zt_offload_staging_bytes(const zt_layout *lay, zt_precision prec, int stage, int group_size, int delayed,
                               size_t *grads, size_t *cast)
 {
-    size_t g = per_unit_grads(stage, delayed) ? all_shards(lay, group_size) : max_shard(lay, group_size);
+    size_t g = per_unit_grads(stage, delayed) ? all_shards(lay, group_size, 1) : max_shard(lay, group_size);
     int sets = delayed ? 2 : 1; /* the delayed update's thread works on a second set */
     *grads = g * zt_dtype_size(prec.master) * (per_unit_grads(stage, delayed) ? (size_t)sets : 1);
-    *cast = casts_alias_master(prec, delayed) ? 0
-                                              : all_shards(lay, group_size) * zt_dtype_size(prec.compute) * (size_t)sets;
+    size_t casts = all_shards(lay, group_size, 0) * zt_dtype_size(prec.compute) * (size_t)sets;
+    *cast = casts_alias_master(prec, delayed) ? 0 : casts;
 }
 
 /* The delayed update's thread and what it was handed (offload.c's own). */
@@ -142,9 +144,13 @@ typedef struct zt_dpu {
     zt_adamw_audit *audits;   /* per parameter, summed by the main thread once joined */
 } zt_dpu;
 
-static void *host_set_alloc(zt_engine *eng, zt_mem_cat cat, void **set, size_t es, size_t *bytes)
+/* A host buffer per unit (per trained unit with trained_only: gradients). */
+static void *host_set_alloc(zt_engine *eng, zt_mem_cat cat, void **set, size_t es, size_t *bytes, int trained_only)
 {
     for (int u = 0; u < eng->lay->nunits; u++) {
+        set[u] = NULL;
+        if (trained_only && eng->lay->units[u].frozen)
+            continue;
         size_t b = eng->units[u].shard_numel * es;
         if (!(set[u] = zt_offload_state_alloc(eng, cat, b)))
             return NULL;
@@ -177,13 +183,13 @@ int zt_offload_init(zt_engine *eng, zt_err *err)
         eng->host_casts[u] = eng->units[u].master;
         eng->cast_fresh[u] = 1;
     }
-    ok = ok && (eng->casts_alias || host_set_alloc(eng, ZT_MEM_COMM, eng->host_casts, cs, &eng->host_cast_bytes));
+    ok = ok && (eng->casts_alias || host_set_alloc(eng, ZT_MEM_COMM, eng->host_casts, cs, &eng->host_cast_bytes, 0));
     if (ok && per_unit_grads(eng->stage, delayed)) {
         eng->host_grads = table(n);
         eng->host_grads_ready = zt_alloc(ZT_MEM_OTHER, (size_t)n * sizeof *eng->host_grads_ready);
         eng->grad_markers = zt_alloc(ZT_MEM_OTHER, (size_t)n * sizeof *eng->grad_markers);
         ok = eng->host_grads && eng->host_grads_ready && eng->grad_markers &&
-             host_set_alloc(eng, ZT_MEM_GRADS, eng->host_grads, gs, &eng->host_grad_bytes);
+             host_set_alloc(eng, ZT_MEM_GRADS, eng->host_grads, gs, &eng->host_grad_bytes, 1);
         for (int u = 0; ok && u < n; u++)
             eng->grad_markers[u] = -1;
     } else if (ok) {
@@ -196,8 +202,8 @@ int zt_offload_init(zt_engine *eng, zt_err *err)
              (eng->host_grads_next = table(n)) &&
              (eng->dpu->audits = zt_alloc(ZT_MEM_OTHER, (size_t)eng->lay->nparams * sizeof *eng->dpu->audits)) &&
              (eng->dpu->order = zt_alloc(ZT_MEM_OTHER, (size_t)n * sizeof *eng->dpu->order)) &&
-             host_set_alloc(eng, ZT_MEM_COMM, eng->host_casts_next, cs, &eng->host_cast_bytes) &&
-             host_set_alloc(eng, ZT_MEM_GRADS, eng->host_grads_next, gs, &eng->host_grad_bytes);
+             host_set_alloc(eng, ZT_MEM_COMM, eng->host_casts_next, cs, &eng->host_cast_bytes, 0) &&
+             host_set_alloc(eng, ZT_MEM_GRADS, eng->host_grads_next, gs, &eng->host_grad_bytes, 1);
         if (eng->dpu)
             eng->dpu->eng = eng;
     }
@@ -329,7 +335,7 @@ static int every_grad_marked(const zt_engine *eng)
     if (!eng->grad_markers)
         return 0;
     for (int u = 0; u < eng->lay->nunits; u++)
-        if (!eng->host_grads_ready[u] || eng->grad_markers[u] < 0)
+        if (!eng->lay->units[u].frozen && (!eng->host_grads_ready[u] || eng->grad_markers[u] < 0))
             return 0;
     return 1;
 }
@@ -399,6 +405,8 @@ static void *dpu_main(void *arg)
     for (int i = 0; i < n; i++) {
         int u = d->order[i];
         const zt_unit_state *us = &eng->units[u];
+        if (eng->lay->units[u].frozen) /* no update; its cast is remade when gathered (cast_fresh) */
+            continue;
         zt_engine_adamw_unit(eng, u, &d->hp, d->lr, d->t, d->clip, d->grads[u], d->audits);
         eng->sbe->convert(eng->host_casts_next[u], eng->prec.compute, us->master, us->master_dt, us->shard_numel);
         eng->cast_fresh_next[u] = 1;
@@ -479,6 +487,8 @@ int zt_offload_update_delayed(zt_engine *eng, const zt_adamw_hparams *hp, double
         return 0;
     int n = eng->lay->nunits;
     for (int u = 0; u < n; u++) { /* every shard on the host, then the thread takes the update */
+        if (eng->lay->units[u].frozen)
+            continue;
         (void)zt_offload_prepare(eng, u);
         (void)host_cast(eng, u); /* the device's set complete before the thread starts */
     }

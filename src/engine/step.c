@@ -28,6 +28,8 @@ static int offload_update(zt_engine *eng, const zt_adamw_hparams *hp, double lr,
     zt_offload_step_order(eng, order);
     for (int i = 0; i < n; i++) {
         int u = order[i];
+        if (eng->lay->units[u].frozen) /* LoRA's base: nothing to update, its gathered copy stands */
+            continue;
         zt_engine_adamw_unit(eng, u, hp, lr, eng->optimizer_steps, clip, zt_offload_prepare(eng, u), audits);
         zt_offload_release(eng, u);
         zt_engine_refresh_unit(eng, u); /* stages 1-2 (and stage 3's persistent units) */

@@ -54,7 +54,7 @@ static inline float inv_half_ulp(float x, int mb)
         float nz = delta != 0.0f ? 1.0f : 0.0f;                                           \
         updated += nz;                                                                    \
         lost += nz * (p1 + c1 == exact ? 1.0f : 0.0f);                                    \
-        ratio += nz * fabsf(delta) * inv_half_ulp(p0, MB);                                \
+        ratio += nz * fabsf(delta) * inv_half_ulp(p0 != 0.0f ? p0 : p1, MB);              \
         STORE(p, i, p1);                                                                  \
         if (COMP)                                                                         \
             STORE(comp, i, c1);                                                           \
@@ -80,7 +80,7 @@ static inline float inv_half_ulp(float x, int mb)
             float nz = delta != 0.0f ? 1.0f : 0.0f;                                       \
             updated += nz;                                                                \
             lost += nz * (p1 == p0 ? 1.0f : 0.0f);                                        \
-            ratio += nz * fabsf(delta) * inv_half_ulp(p0, 23);                            \
+            ratio += nz * fabsf(delta) * inv_half_ulp(p0 != 0.0f ? p0 : p1, 23);          \
             pp[i] = p1;                                                                   \
             mm[i] = mi;                                                                   \
             vv[i] = vi;                                                                   \

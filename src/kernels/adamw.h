@@ -28,7 +28,12 @@ typedef struct zt_adamw_step {
  * delta = -lr*wd*p - step*m/denom was non-zero (`updated`), how many kept their
  * stored value (`lost`: the change was rounded away), and the sum over updated
  * elements of |delta| / (half an ulp of p in the storage dtype) (`ratio_sum`):
- * below 1 on average, most updates cannot land. */
+ * below 1 on average, most updates cannot land.  A weight at exactly zero (LoRA's B
+ * at its first step) is measured against half an ulp of its new value instead: half an
+ * ulp of zero is the smallest subnormal, which made one such element outweigh every
+ * other (a ratio of 1e33); an update from zero always lands, and this way it counts as
+ * 2^(mb+1) to 2^(mb+2) half-ulps (mb the storage dtype's mantissa bits), what an update
+ * the size of the weight counts. */
 typedef struct zt_adamw_audit {
     double updated, lost, ratio_sum;
 } zt_adamw_audit;

@@ -322,8 +322,8 @@ typedef struct zt_backend {
     /* LoRA's scale (model/lora.h, docs/lora.md): y[i ldy + j] += a * x[i ldx + j] for rows x
      * cols fp32 elements (row strides ldy, ldx: a block of columns of a wider matrix, such as
      * q's in qkv), the product rounded before the sum (no fused multiply-add), as torch's
-     * y + x * a.  Optional, as matmul_peak: NULL in a table that has none (the CUDA tables,
-     * so far), where LoRA is refused, naming the table. */
+     * y + x * a.  Optional, as matmul_peak: NULL in a table that has none, where LoRA is
+     * refused, naming the table. */
     void (*scale_add)(float *y, size_t ldy, float a, const float *x, size_t ldx, int rows, int cols);
 } zt_backend;
 

@@ -214,30 +214,36 @@ oom:
     return zt_fail(err, ZT_EFAIL, "out of memory for activations (B=%d, T=%d)", B, T);
 }
 
-/* LoRA's four buffers (zt_model's lora_t, lora_u, lora_dt, lora_dw), in bytes, for N rows:
- * the size table of zt_model_set_lora and of the estimate alike. */
-static size_t lora_sizes(const zt_llama_config *c, int rows, const zt_lora *l, size_t bytes[4])
+/* LoRA's buffers (zt_model's lora_t, lora_u, lora_dt, lora_dw, lora_dy), in bytes, for N
+ * rows: the size table of zt_model_set_lora and of the estimate alike.  lora_dy, fp32 gate|up
+ * gradients (N, 2F), only where operands are bf16 (compute bf16) and gate or up is a target:
+ * SwiGLU's backward writes dgu in the operand dtype, and the adapters' scaled sums read
+ * fp32 (the conversion is exact). */
+static size_t lora_sizes(const zt_llama_config *c, int rows, const zt_lora *l, zt_dtype compute,
+                         size_t bytes[ZT_LORA_BUFS])
 {
     size_t N = (size_t)rows, r = (size_t)l->r, C = (size_t)c->hidden_size, F = (size_t)c->intermediate_size;
     size_t Dq = (size_t)c->num_attention_heads * (size_t)c->head_dim;
     size_t widest = C > F ? (C > Dq ? C : Dq) : (F > Dq ? F : Dq);
     size_t ntargets = (size_t)__builtin_popcount(l->targets);
+    int mlp = (l->targets >> ZT_P_GATE & 1u) || (l->targets >> ZT_P_UP & 1u);
     bytes[0] = (size_t)c->num_hidden_layers * ntargets * N * r * sizeof(float);
     bytes[1] = N * widest * sizeof(float);
     bytes[2] = N * r * sizeof(float);
     bytes[3] = C * sizeof(float);
+    bytes[4] = zt_model_operand_dtype(compute) == ZT_BF16 && mlp ? N * 2 * F * sizeof(float) : 0;
     size_t total = 0;
-    for (int i = 0; i < 4; i++) {
-        bytes[i] += !bytes[i]; /* no target: one byte, so every buffer exists */
+    for (int i = 0; i < ZT_LORA_BUFS; i++) {
+        bytes[i] += !bytes[i]; /* none needed: one byte, so every buffer exists */
         total += bytes[i];
     }
     return total;
 }
 
-size_t zt_model_lora_activation_bytes(const zt_llama_config *cfg, int B, int T, const zt_lora *l)
+size_t zt_model_lora_activation_bytes(const zt_llama_config *cfg, int B, int T, const zt_lora *l, zt_dtype compute)
 {
-    size_t bytes[4];
-    return lora_sizes(cfg, B * T, l, bytes);
+    size_t bytes[ZT_LORA_BUFS];
+    return lora_sizes(cfg, B * T, l, compute, bytes);
 }
 
 int zt_model_set_lora(zt_model *m, const zt_lora *l, zt_err *err)
@@ -246,16 +252,18 @@ int zt_model_set_lora(zt_model *m, const zt_lora *l, zt_err *err)
     if (!m->lay->lora_index || m->lora_on)
         return zt_fail(err, ZT_EINPUT, "LoRA: the layout holds no adapter units (zt_lora_layout), or the model "
                        "has its adapters already");
-    if (m->own.compute != ZT_F32 || m->act16)
-        return zt_fail(err, ZT_EINPUT, "LoRA: %s compute%s is not built yet (fp32 compute only)",
-                       zt_dtype_name(m->own.compute), m->act16 ? " with bf16 activations" : "");
+    if (m->own.compute == ZT_F16 || m->act16)
+        return zt_fail(err, ZT_EINPUT, "LoRA: %s is not built yet (fp32 and bf16 compute, fp32 activations)",
+                       m->act16 ? "bf16 activations (--activations bf16, the fast kernels' default with bf16 "
+                                  "compute: --activations fp32 runs LoRA)"
+                                : "fp16 compute");
     if (!m->be->scale_add)
-        return zt_fail(err, ZT_EINPUT, "LoRA: the %s device's table has no scale_add entry yet (the cpu and emu "
+        return zt_fail(err, ZT_EINPUT, "LoRA: the %s device's table has no scale_add entry yet (the cpu, emu and cuda "
                        "tables have it)", m->be->name);
     m->lora = *l;
-    lora_sizes(c, m->N, l, m->lora_bytes);
-    float **bufs[4] = {&m->lora_t, &m->lora_u, &m->lora_dt, &m->lora_dw};
-    for (int i = 0; i < 4; i++) {
+    lora_sizes(c, m->N, l, m->own.compute, m->lora_bytes);
+    float **bufs[ZT_LORA_BUFS] = {&m->lora_t, &m->lora_u, &m->lora_dt, &m->lora_dw, &m->lora_dy};
+    for (int i = 0; i < ZT_LORA_BUFS; i++) {
         if (!(*bufs[i] = m->be->alloc(ZT_MEM_ACTIV, m->lora_bytes[i])))
             return zt_fail(err, ZT_EFAIL, "out of memory for LoRA's activations (B=%d, T=%d)", m->B, m->T);
         m->act_bytes += m->lora_bytes[i];
@@ -292,8 +300,8 @@ void zt_model_free(zt_model *m)
         m->be->free(ZT_MEM_ACTIV, m->logits, m->logits_own_bytes);
     if (m->layers)
         zt_free(ZT_MEM_OTHER, m->layers, ((size_t)m->cfg.num_hidden_layers + 1) * sizeof *m->layers);
-    float *lora_bufs[4] = {m->lora_t, m->lora_u, m->lora_dt, m->lora_dw};
-    for (int i = 0; i < 4; i++)
+    float *lora_bufs[ZT_LORA_BUFS] = {m->lora_t, m->lora_u, m->lora_dt, m->lora_dw, m->lora_dy};
+    for (int i = 0; i < ZT_LORA_BUFS; i++)
         if (lora_bufs[i])
             m->be->free(ZT_MEM_ACTIV, lora_bufs[i], m->lora_bytes[i]);
     memset(m, 0, sizeof *m);
@@ -442,7 +450,7 @@ static zt_lora_linear lora_linear(const zt_model *m, int l, const void *abase, z
     size_t es = zt_dtype_size(m->own.compute);
     return (zt_lora_linear){m->be, m->own.compute, m->N, (int)pb->shape[0], (int)pa->shape[1], m->lora.r,
                             (float)zt_lora_scale(&m->lora), (const char *)abase + pa->offset * es,
-                            (const char *)abase + pb->offset * es, ld};
+                            (const char *)abase + pb->offset * es, ld, m->opd};
 }
 
 static int lora_on(const zt_model *m, zt_param_kind kind)
@@ -451,7 +459,7 @@ static int lora_on(const zt_model *m, zt_param_kind kind)
 }
 
 /* y's columns (rows ld apart) += the adapter's part of projection kind of layer l, where
- * it is targeted; x (fp32: LoRA runs fp32 operands) its input. */
+ * it is targeted; x (in the operand dtype) its input. */
 static int lora_forward(zt_model *m, int l, const void *abase, zt_param_kind kind, float *y, size_t ld,
                         const void *x, zt_err *err)
 {
@@ -611,9 +619,12 @@ static int layer_backward(zt_model *m, int l, const void *base, float *gbase, co
         m->be->swiglu_backward_act16(m->dgu, m->dact, a->gu16, N, F);
     else
         m->be->swiglu_backward(m->dgu, m->opd, m->dact, a->gu, N, F);
+    float *dgu = m->dgu; /* the adapters read fp32: bf16 operands' dgu widened (lora_sizes) */
+    if (m->lora_on && m->opd == ZT_BF16 && (lora_on(m, ZT_P_GATE) || lora_on(m, ZT_P_UP)))
+        m->be->convert(dgu = m->lora_dy, ZT_F32, m->dgu, ZT_BF16, (size_t)N * ld2f);
     if ((rc = linear_backward(m, m->dn, g.gu, m->dgu, a->n2, w.gu, 2 * F, C, err)) ||
-        (rc = lora_backward(m, l, abase, gabase, ZT_P_GATE, m->dn, m->dgu, ld2f, a->n2, err)) ||
-        (rc = lora_backward(m, l, abase, gabase, ZT_P_UP, m->dn, (float *)m->dgu + F, ld2f, a->n2, err)))
+        (rc = lora_backward(m, l, abase, gabase, ZT_P_GATE, m->dn, dgu, ld2f, a->n2, err)) ||
+        (rc = lora_backward(m, l, abase, gabase, ZT_P_UP, m->dn, dgu + F, ld2f, a->n2, err)))
         return rc;
     m->be->rmsnorm_backward(m->dres, m->dres16, g.mlp_norm ? g.mlp_norm : ndw, m->dn, a->h,
                                    norm_weight(m, w.mlp_norm), a->rstd2, N, C);

@@ -92,11 +92,13 @@ typedef struct zt_model {
     /* LoRA (zt_model_set_lora; docs/lora.md): the adapters' settings, t = x A^T of every
      * layer's targets (L x ntargets blocks of N x r, kept for the backward), the scratch u
      * (N x the widest output), dt (N x r), and the frozen norm weights' gradient, discarded
-     * (C); lora_bytes: those four allocations' sizes */
+     * (C), and with bf16 operands the gate|up gradient in fp32 (N x 2F, where gate or up is
+     * a target); lora_bytes: those allocations' sizes */
     int lora_on;
     zt_lora lora;
-    float *lora_t, *lora_u, *lora_dt, *lora_dw;
-    size_t lora_bytes[4];
+    float *lora_t, *lora_u, *lora_dt, *lora_dw, *lora_dy;
+#define ZT_LORA_BUFS 5
+    size_t lora_bytes[ZT_LORA_BUFS];
 } zt_model;
 
 /* RoPE's frequencies as the config asks for them: rope_theta and, for Llama 3.1's
@@ -135,11 +137,12 @@ int zt_model_set_positions(zt_model *m, const int *pos, zt_err *err);
  * layer's adapter unit with its base unit, add the adapters' parts to the targeted
  * projections (zt_lora_forward), and in the backward take gradients from the owner for
  * the adapter units only: no base unit's grad_begin is called, no base weight's gradient
- * computed.  ZT_EINPUT, naming what refuses, for what is not built yet: a compute dtype
- * other than fp32, bf16 activations, a table without scale_add. */
+ * computed.  ZT_EINPUT, naming what refuses, for what is not built yet: fp16 compute,
+ * bf16 activations, a table without scale_add. */
 int zt_model_set_lora(zt_model *m, const zt_lora *l, zt_err *err);
-/* The bytes zt_model_set_lora allocates beside zt_model_activation_bytes' (the same sizes). */
-size_t zt_model_lora_activation_bytes(const zt_llama_config *cfg, int B, int T, const zt_lora *l);
+/* The bytes zt_model_set_lora allocates beside zt_model_activation_bytes' (the same sizes),
+ * for a model of compute dtype `compute`. */
+size_t zt_model_lora_activation_bytes(const zt_llama_config *cfg, int B, int T, const zt_lora *l, zt_dtype compute);
 
 /* Forward only (evaluation): the SUM of token cross-entropies in *loss_sum, and
  * the logits for zt_model_logits. */

@@ -224,22 +224,25 @@ static int linear_usable(const zt_lora_linear *l, zt_err *err)
 {
     if (!l->be->scale_add)
         return zt_fail(err, ZT_EINPUT,
-                       "LoRA: the %s device's table has no scale_add entry yet (the cpu and emu "
+                       "LoRA: the %s device's table has no scale_add entry yet (the cpu, emu and cuda "
                        "tables have it)",
                        l->be->name);
-    if (l->w_dt != ZT_F32)
-        return zt_fail(err, ZT_EINPUT, "LoRA: %s compute is not built yet (fp32 only)",
+    if (l->w_dt != ZT_F32 && l->w_dt != ZT_BF16)
+        return zt_fail(err, ZT_EINPUT, "LoRA: %s compute is not built yet (fp32 and bf16 only)",
+                       zt_dtype_name(l->w_dt));
+    if (l->x_dt != ZT_F32 && l->x_dt != l->w_dt)
+        return zt_fail(err, ZT_EINPUT, "LoRA: %s inputs with %s compute", zt_dtype_name(l->x_dt),
                        zt_dtype_name(l->w_dt));
     return ZT_OK;
 }
 
-int zt_lora_forward(const zt_lora_linear *l, float *y, float *t, float *u, const float *x, zt_err *err)
+int zt_lora_forward(const zt_lora_linear *l, float *y, float *t, float *u, const void *x, zt_err *err)
 {
     const zt_backend *be = l->be;
     zt_dtype c = l->w_dt;
     int rc = linear_usable(l, err);
     if (rc == ZT_OK)
-        rc = be->matmul(t, x, ZT_F32, l->a, c, l->N, l->r, l->in, 0, 1, 0.0f, c, err);
+        rc = be->matmul(t, x, l->x_dt, l->a, c, l->N, l->r, l->in, 0, 1, 0.0f, c, err);
     if (rc == ZT_OK)
         rc = be->matmul(u, t, ZT_F32, l->b, c, l->N, l->out, l->r, 0, 1, 0.0f, c, err);
     if (rc == ZT_OK) /* PEFT scales after B: y + (t B^T) s, each step rounded as torch does */
@@ -248,7 +251,7 @@ int zt_lora_forward(const zt_lora_linear *l, float *y, float *t, float *u, const
 }
 
 int zt_lora_backward(const zt_lora_linear *l, float *dx, float *da, float *db, float *du, float *dt,
-                     const float *dy, const float *x, const float *t, zt_err *err)
+                     const float *dy, const void *x, const float *t, zt_err *err)
 {
     const zt_backend *be = l->be;
     zt_dtype c = l->w_dt;
@@ -262,7 +265,7 @@ int zt_lora_backward(const zt_lora_linear *l, float *dx, float *da, float *db, f
     if (rc == ZT_OK)
         rc = be->matmul(dt, du, ZT_F32, l->b, c, l->N, l->r, l->out, 0, 0, 0.0f, c, err);
     if (rc == ZT_OK)
-        rc = be->matmul(da, dt, ZT_F32, x, ZT_F32, l->r, l->in, l->N, 1, 0, 1.0f, c, err);
+        rc = be->matmul(da, dt, ZT_F32, x, l->x_dt, l->r, l->in, l->N, 1, 0, 1.0f, c, err);
     if (rc == ZT_OK) /* autograd's sum of the base's and the adapter's input gradients */
         rc = be->matmul(dx, dt, ZT_F32, l->a, c, l->N, l->in, l->r, 0, 0, 1.0f, c, err);
     return rc;

@@ -73,10 +73,13 @@ void zt_lora_merge(float *w, const float *a, const float *b, int out, int in, in
 
 /* The adapter's part of one LoRA linear of N rows through a backend table, beside the
  * frozen base's y = x W^T, which the caller computes (the model in its fused products):
- * A (r, in), B (out, r) in w_dt (the compute dtype; fp32 only so far), x (N, in) and every
- * other buffer fp32, all of the table's memory; y and dy are `out` columns of rows `ld`
- * apart (q's block of qkv, say; ld = out when they are whole).  With s the scale, as PEFT's
- * forward and torch's autograd of it:
+ * A (r, in), B (out, r) in w_dt, the compute dtype (fp32 or bf16), x (N, in) in x_dt (the
+ * model's operand dtype: fp32, or bf16 with bf16 compute) and every other buffer fp32, all
+ * of the table's memory; y and dy are `out` columns of rows `ld` apart (q's block of qkv,
+ * say; ld = out when they are whole).  With bf16 compute every product reads its operands
+ * rounded to bf16 (t, du and dt too, as autocast's bf16 outputs would be) and sums in fp32;
+ * the results and the scale's sums stay fp32, as the model's other products' do.  With s
+ * the scale, as PEFT's forward and torch's autograd of it:
  *   forward   t = x A^T (N, r; kept for the backward), u = t B^T (N, out), y += s u
  *   backward  du = s dy;  dB += du^T t;  dt = du B (N, r);  dA += dt^T x;  dx += dt A
  * (dx holding the base's dy W already; no dW: the base is frozen).  u and du are scratch of
@@ -89,10 +92,11 @@ typedef struct zt_lora_linear {
     float scale;
     const void *a, *b;
     size_t ld;
+    zt_dtype x_dt; /* x's dtype (fp32 when left 0) */
 } zt_lora_linear;
 
-int zt_lora_forward(const zt_lora_linear *l, float *y, float *t, float *u, const float *x, zt_err *err);
+int zt_lora_forward(const zt_lora_linear *l, float *y, float *t, float *u, const void *x, zt_err *err);
 int zt_lora_backward(const zt_lora_linear *l, float *dx, float *da, float *db, float *du, float *dt,
-                     const float *dy, const float *x, const float *t, zt_err *err);
+                     const float *dy, const void *x, const float *t, zt_err *err);
 
 #endif

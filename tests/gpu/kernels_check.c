@@ -1868,6 +1868,18 @@ static void check_reductions(void)
             free(acc), free(xx);
             dev_free_all();
         }
+    { /* LoRA's scale: a block of 37 of 101 columns (q's block of qkv, say) of 1009 rows */
+        const int rows = 1009, cols = 37;
+        const size_t ldy = 101, ldx = 53;
+        float *yy = host(rows * ldy * 4);
+        memcpy(yy, x, rows * ldy * 4);
+        float *dyy = dev(x, rows * ldy * 4), *dxx = dev(y, rows * ldx * 4);
+        cpu->scale_add(yy + 7, ldy, 5.0f / 3.0f, y, ldx, rows, cols);
+        gpu->scale_add(dyy + 7, ldy, 5.0f / 3.0f, dxx, ldx, rows, cols);
+        check("scale_add (a block of columns)", dyy, yy, ZT_F32, rows * ldy, EXACT);
+        free(yy);
+        dev_free_all();
+    }
     {
         float *acc = host(n * 4);
         memcpy(acc, x, n * 4);

@@ -111,7 +111,7 @@ __global__ void adamw_kernel(void *p, void *m, void *v, const void *g, void *com
                 zt_d_store(comp, DT, i, c1);
         }
         updated += nz;
-        ratio += nz * fabsf(delta) * inv_half_ulp(p0, mb);
+        ratio += nz * fabsf(delta) * inv_half_ulp(p0 != 0.0f ? p0 : p1, mb); /* adamw.h: a zero p0 */
         zt_d_store(m, DT, i, mi);
         zt_d_store(v, DT, i, vi);
     }

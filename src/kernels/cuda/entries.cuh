@@ -104,6 +104,9 @@ void zt_cu_adamw_unit(void *p, void *m, void *v, const void *g, void *comp, zt_d
                       const zt_adamw_seg *segs, int nsegs, const zt_adamw_step *s, zt_step_scalars *sc, void *cast,
                       zt_dtype cast_dt);
 
+/* lora.cu */
+void zt_cu_scale_add(float *y, size_t ldy, float a, const float *x, size_t ldx, int rows, int cols);
+
 /* reductions.cu */
 double zt_cu_sumsq(const void *x, zt_dtype dt, size_t n);
 void zt_cu_accumulate(void *acc, zt_dtype acc_dt, const void *x, zt_dtype x_dt, size_t n);
