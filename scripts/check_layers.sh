@@ -56,11 +56,13 @@ for to in $(printf '%s' "$pairs" | awk '{print $1}' | sort -u); do
 done
 printf '%s' "$pairs" | tsort > /dev/null 2>&1 || { echo "check-layers: $doc: the map has a cycle" >&2; exit 2; }
 
-# The folder of src/ that include $2, written in src/$1 (a folder, maybe nested such
-# as kernels/cuda), resolves to; nothing when it leaves src/ or names no folder.
+# resolved: the folder of src/ that include $2, written in src/$1 (a folder, maybe
+# nested such as kernels/cuda), resolves to; empty when it leaves src/ or names no
+# folder.  (Set, not printed: a $(...) per include would fork some 700 times a run.)
 resolve() {
     local IFS=/ p
     local -a parts=()
+    resolved=
     for p in $1 $2; do
         case $p in
             '' | .) ;;
@@ -68,7 +70,8 @@ resolve() {
             *) parts+=("$p") ;;
         esac
     done
-    [ ${#parts[@]} -ge 2 ] && [ -d "$root/src/${parts[0]}" ] && printf '%s' "${parts[0]}"
+    [ ${#parts[@]} -ge 2 ] && [ -d "$root/src/${parts[0]}" ] && resolved=${parts[0]}
+    return 0
 }
 
 bad=0
@@ -81,7 +84,8 @@ for dir in "$root"/src/*/; do
         rel=${f#"$root"/src/}
         here=$(dirname "$rel")
         while IFS=: read -r n inc; do
-            to=$(resolve "$here" "$inc")
+            resolve "$here" "$inc"
+            to=$resolved
             [ -n "$to" ] || { echo "${f#"$root"/}:$n: $from -> outside src/ ($inc)" >&2; bad=1; continue; }
             [ "$to" = "$from" ] && continue
             case ${inc##*/} in
@@ -100,11 +104,14 @@ done
 # for every one it leaves undefined; an undefined symbol joined with its one
 # defining folder is an edge FROM -> TO, which the map must allow.
 if [ -n "$objects" ]; then
+    # "FOLDER OBJECT SYMBOL" per symbol; nm -A names each line's object, so one nm
+    # reads them all (one per object took 400 processes a run)
     symbols() {  # $1: nm's option (--defined-only or --undefined-only)
-        find "$objects/obj/src" -name '*.o' | sort | while IFS= read -r o; do
-            rel=${o#"$objects"/obj/src/}
-            nm -g "$1" "$o" | awk -v f="${rel%%/*}" -v o="$shown/${o#"$objects"/}" 'NF >= 2 { print f, o, $NF }'
-        done
+        find "$objects/obj/src" -name '*.o' | sort | xargs -r nm -g -A "$1" |
+            awk -v root="$objects/" -v shown="$shown/" 'NF >= 3 {
+                o = $1; sub(/:[0-9a-fA-F]*$/, "", o)
+                rel = substr(o, length(root) + 1); f = substr(rel, 9); sub(/\/.*/, "", f)
+                print f, shown rel, $NF }'
     }
     defs=$(symbols --defined-only | awk '{ if (!($3 in f) || f[$3] != $1) c[$3]++; f[$3] = $1; o[$3] = $2 }
                                           END { for (s in f) if (c[s] == 1) print s, f[s], o[s] }')

@@ -17,7 +17,7 @@ for try in 1 2 3 4 5 6 7 8 9 10; do
     wait_for "$TMP/log$try" "^step $((3 + try % 4))/" || { fail "try $try: no steps"; kill $job; continue; }
     sleep "0.0$((try * 7 % 10))"
     pid=""
-    for p in $(pgrep -f "out$try"); do
+    for p in $(pgrep -f "output_dir $TMP/out$try$"); do
         tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1" && pid=$p
     done
     [ -n "$pid" ] || { fail "try $try: rank 1 not found"; kill $job; continue; }
