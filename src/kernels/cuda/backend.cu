@@ -305,6 +305,7 @@ static const zt_backend cuda_table = {
     .rope_backward_pos = zt_cu_rope_backward_pos,
     .attention_forward_pos = zt_cu_attention_forward_pos,
     .attention_backward_pos = zt_cu_attention_backward_pos,
+    .scale_add = nullptr, /* LoRA's, none on the GPU yet: LoRA is refused there, naming the table */
 };
 
 /* Fast mode (backend.h, zt_kernel_mode): the exact table with the fast kernels in
