@@ -36,14 +36,19 @@ zt_rope_freqs zt_model_rope_freqs(const zt_llama_config *c)
 #define HEAD_TRANSPOSED_RATIO 16
 
 /* Fast mode's lm-head cross-entropy holds one chunk of rows' logits at a time: fp32
- * logits and bf16 gradients, V (4 + 2) bytes a row, within this budget (at V = 32000,
- * 349 rows: the 250 MiB of fp32 logits at N = 2048 become 64 MiB). */
+ * logits and bf16 gradients, V (4 + 2) bytes a row, within this budget, but never fewer
+ * than XENT_CHUNK_MIN_ROWS rows: each chunk's dW += dlogits^T x reads and writes the
+ * whole (V, C) fp32 gradient of lm_head, so a chunk of 349 rows (the budget's at
+ * V = 32000) made N / 349 such passes where 1,024 rows make N / 1024 (at V = 32000 a
+ * chunk of 1,024 rows is 188 MiB, against 250 MiB for all the fp32 logits at N = 2048). */
 #define XENT_CHUNK_BUDGET ((size_t)64 << 20)
+#define XENT_CHUNK_MIN_ROWS 1024
 
-static int xent_chunk_rows(const zt_llama_config *c, int N)
+int zt_model_xent_chunk_rows(const zt_llama_config *c, int N)
 {
     size_t r = XENT_CHUNK_BUDGET / ((size_t)c->vocab_size * (sizeof(float) + sizeof(uint16_t)));
-    return r < 1 ? 1 : r > (size_t)N ? (N > 0 ? N : 1) : (int)r;
+    r = r < XENT_CHUNK_MIN_ROWS ? XENT_CHUNK_MIN_ROWS : r;
+    return r > (size_t)N ? (N > 0 ? N : 1) : (int)r;
 }
 
 static int head_transposed_by_default(const zt_llama_config *c)
@@ -205,7 +210,7 @@ int zt_model_init(zt_model *m, const zt_llama_config *cfg, const zt_layout *lay,
         m->layers[l].x = x;
     }
     m->head_transposed = !m->fused_head && head_transposed_by_default(cfg);
-    m->xent_rows = xent_chunk_rows(cfg, m->N);
+    m->xent_rows = zt_model_xent_chunk_rows(cfg, m->N);
     zt_rope_freqs freqs = zt_model_rope_freqs(cfg);
     m->be->rope_tables(m->rope_cos, m->rope_sin, T, cfg->head_dim, &freqs);
     return ZT_OK;

@@ -154,6 +154,10 @@ int zt_model_set_head_transposed(zt_model *m, int on, zt_err *err);
 /* Logits (N, V) of the last forward without backward. */
 const float *zt_model_logits(const zt_model *m);
 
+/* Fast mode's lm-head chunk (lmhead_xent's chunk_rows) for N rows: a 64 MiB budget of
+ * logits and their bf16 gradients, at least 1,024 rows, at most N. */
+int zt_model_xent_chunk_rows(const zt_llama_config *cfg, int N);
+
 /* Bytes zt_model_init allocates for activations on the CPU backend (estimate-memory):
  * the sum of the same size table the allocation walks, in exact mode. */
 size_t zt_model_activation_bytes(const zt_llama_config *cfg, int B, int T, int checkpointing,

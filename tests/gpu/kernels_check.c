@@ -52,6 +52,7 @@
 #include "../../src/kernels/backend.h"
 #include "../../src/kernels/backend_cuda.h"
 #include "../../src/kernels/cuda/fast.h"
+#include "../../src/model/llama.h"
 
 #define EXACT 0.0
 #define FP32_TOL 1e-5
@@ -1963,7 +1964,9 @@ static void bench_once(const bench_args *x)
         break;
     case 4:
         if (x->fast) {
-            const int rows = (int)zt_cu_fast_lmhead_xent_rows(x->V, (size_t)64 << 20);
+            zt_llama_config shape = {0};
+            shape.vocab_size = x->V;
+            const int rows = zt_model_xent_chunk_rows(&shape, x->N); /* the model's chunk */
             if (zt_cu_fast_lmhead_xent(x->loss, x->d, x->e, x->a, ZT_BF16, x->f, ZT_BF16, x->targets, x->N, x->C, x->V,
                                        1.0f / x->N, NULL, ZT_BF16, rows, &err))
                 die("bench: fused cross-entropy", &err);
