@@ -63,7 +63,7 @@ typedef struct zt_model {
     int head_transposed;     /* lm_head's input gradient as a transposed product (see llama.c) */
     float *dnT;              /* (C, N) its result before the transpose, when head_transposed */
     float *rope_cos, *rope_sin;                  /* (T, hd/2) */
-    float *norm_w;           /* (C) fp32 copy of a norm weight when compute is not fp32 */
+    float *norm_w;           /* (2 L + 1, C) fp32 copies of the norm weights when compute is not fp32 */
     int *targets_scratch;
     size_t act_bytes;        /* total bytes of activation buffers (ZT_MEM_ACTIV) */
     const zt_backend *be;    /* the owner's backend: every kernel runs through it */
