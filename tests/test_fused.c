@@ -591,12 +591,32 @@ static void test_fast_model_evaluates(void)
     zt_layout_free(&lay);
 }
 
+/* The model's lm-head chunk (zt_model_xent_chunk_rows): the 64 MiB budget of fp32
+ * logits and bf16 gradients where it holds more than 1,024 rows, else 1,024 rows (so
+ * the (V, C) gradient of lm_head is read and written once per 1,024 rows at least),
+ * never more than N. */
+static void test_lmhead_chunk_rows(void)
+{
+    zt_llama_config c = {0};
+    c.vocab_size = 32000; /* the budget's 349 rows: raised to 1,024 */
+    ZT_CHECK(zt_model_xent_chunk_rows(&c, 2048) == 1024);
+    ZT_CHECK(zt_model_xent_chunk_rows(&c, 1500) == 1024);
+    ZT_CHECK(zt_model_xent_chunk_rows(&c, 700) == 700);
+    c.vocab_size = 128256; /* 87 rows in the budget */
+    ZT_CHECK(zt_model_xent_chunk_rows(&c, 8192) == 1024);
+    c.vocab_size = 4096; /* the budget holds 2,730 rows */
+    ZT_CHECK(zt_model_xent_chunk_rows(&c, 8192) == (64 << 20) / (4096 * 6));
+    ZT_CHECK(zt_model_xent_chunk_rows(&c, 2048) == 2048);
+    ZT_CHECK(zt_model_xent_chunk_rows(&c, 0) == 1);
+}
+
 int main(void)
 {
     ZT_RUN(test_rmsnorm_residual_is_its_composition);
     ZT_RUN(test_matmul_out_is_its_composition);
     ZT_RUN(test_lmhead_xent_against_the_whole_logits);
     ZT_RUN(test_lmhead_xent_refusals);
+    ZT_RUN(test_lmhead_chunk_rows);
     ZT_RUN(test_xent_scale_from_the_device);
     ZT_RUN(test_fast_model_pass_against_exact);
     ZT_RUN(test_fast_model_evaluates);

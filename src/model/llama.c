@@ -36,14 +36,19 @@ zt_rope_freqs zt_model_rope_freqs(const zt_llama_config *c)
 #define HEAD_TRANSPOSED_RATIO 16
 
 /* Fast mode's lm-head cross-entropy holds one chunk of rows' logits at a time: fp32
- * logits and bf16 gradients, V (4 + 2) bytes a row, within this budget (at V = 32000,
- * 349 rows: the 250 MiB of fp32 logits at N = 2048 become 64 MiB). */
+ * logits and bf16 gradients, V (4 + 2) bytes a row, within this budget, but never fewer
+ * than XENT_CHUNK_MIN_ROWS rows: each chunk's dW += dlogits^T x reads and writes the
+ * whole (V, C) fp32 gradient of lm_head, so a chunk of 349 rows (the budget's at
+ * V = 32000) made N / 349 such passes where 1,024 rows make N / 1024 (at V = 32000 a
+ * chunk of 1,024 rows is 188 MiB, against 250 MiB for all the fp32 logits at N = 2048). */
 #define XENT_CHUNK_BUDGET ((size_t)64 << 20)
+#define XENT_CHUNK_MIN_ROWS 1024
 
-static int xent_chunk_rows(const zt_llama_config *c, int N)
+int zt_model_xent_chunk_rows(const zt_llama_config *c, int N)
 {
     size_t r = XENT_CHUNK_BUDGET / ((size_t)c->vocab_size * (sizeof(float) + sizeof(uint16_t)));
-    return r < 1 ? 1 : r > (size_t)N ? (N > 0 ? N : 1) : (int)r;
+    r = r < XENT_CHUNK_MIN_ROWS ? XENT_CHUNK_MIN_ROWS : r;
+    return r > (size_t)N ? (N > 0 ? N : 1) : (int)r;
 }
 
 static int head_transposed_by_default(const zt_llama_config *c)
@@ -69,7 +74,7 @@ static int head_transposed_by_default(const zt_llama_config *c)
  * the bf16 dqkv16 directly, so the fp32 dqkv is held only for a q/k/v bias.  With
  * checkpointing only layer 0 has intermediates, which every layer shares (refilled by
  * recomputation in backward).  Then the final norm, the logits (reused in place for
- * dlogits), the backward scratch, the rope tables, a norm weight's fp32 copy, lm_head's
+ * dlogits), the backward scratch, the rope tables, the norm weights' fp32 copies, lm_head's
  * transposed result when the vocabulary is wide, and the attention's scratch.  In fast mode
  * (fused_head) the logits, their bf16 gradient and lm_head's transposed result are
  * not there (lmhead_xent holds one chunk of rows: the CUDA tables in their scratch,
@@ -139,7 +144,7 @@ static int act_table(const zt_model *m, act_buf *out, size_t *total)
     ADD(m->dact, 4 * N * F);
     ADD(m->rope_cos, 4 * T * hd / 2);
     ADD(m->rope_sin, 4 * T * hd / 2);
-    ADD(m->norm_w, 4 * C);
+    ADD(m->norm_w, 4 * C * (2 * (size_t)L + 1)); /* used only when compute is not fp32 */
     ADD(m->dnT, head && head_transposed_by_default(c) ? 4 * N * C : 0);
     ADD(m->loss_dev, (1 - head) * sizeof(double));
     ADD(m->attn_pack, m->be->attention_scratch_bytes(m->B, m->T, nkv, (int)hd, m->opd));
@@ -205,7 +210,7 @@ int zt_model_init(zt_model *m, const zt_llama_config *cfg, const zt_layout *lay,
         m->layers[l].x = x;
     }
     m->head_transposed = !m->fused_head && head_transposed_by_default(cfg);
-    m->xent_rows = xent_chunk_rows(cfg, m->N);
+    m->xent_rows = zt_model_xent_chunk_rows(cfg, m->N);
     zt_rope_freqs freqs = zt_model_rope_freqs(cfg);
     m->be->rope_tables(m->rope_cos, m->rope_sin, T, cfg->head_dim, &freqs);
     return ZT_OK;
@@ -355,12 +360,19 @@ static layer_grads layer_grad_views(const zt_model *m, float *base, int l)
 
 /* Norm kernels read fp32 weights; in bf16 compute the weight is widened into a
  * small scratch vector first (C elements, negligible). */
-static const float *norm_weight(zt_model *m, const void *w)
+/* A norm weight in fp32, as the norm kernels take it: w itself with fp32 compute, else
+ * its fp32 copy in slot k of norm_w (2 l: layer l's attention norm, 2 l + 1 its MLP
+ * norm, 2 L the final norm), converted when the forward pass meets it (fresh) and
+ * reused by the backward and a checkpointed layer's recomputation: the weights do not
+ * change within a pass. */
+static const float *norm_weight(zt_model *m, const void *w, int k, int fresh)
 {
     if (m->own.compute == ZT_F32)
         return w;
-    m->be->convert(m->norm_w, ZT_F32, w, m->own.compute, (size_t)m->cfg.hidden_size);
-    return m->norm_w;
+    float *dst = m->norm_w + (size_t)k * m->cfg.hidden_size;
+    if (fresh)
+        m->be->convert(dst, ZT_F32, w, m->own.compute, (size_t)m->cfg.hidden_size);
+    return dst;
 }
 
 /* ---- the parameter owner's hooks (param_owner.h) -------------------------- */
@@ -569,7 +581,9 @@ static int swiglu_forward(zt_model *m, int l, const void *abase, zt_layer_acts *
 
 /* ---- one decoder layer --------------------------------------------------- */
 
-static int layer_forward(zt_model *m, int l, const void *base, const void *abase, zt_err *err)
+/* fresh: the forward pass (the norm weights' fp32 copies made); else the recomputation
+ * of a checkpointed layer in the backward */
+static int layer_forward(zt_model *m, int l, const void *base, const void *abase, int fresh, zt_err *err)
 {
     const zt_llama_config *c = &m->cfg;
     zt_layer_acts *a = &m->layers[l];
@@ -580,7 +594,7 @@ static int layer_forward(zt_model *m, int l, const void *base, const void *abase
     layer_weights w = layer_views(m, base, l);
     int rc;
 
-    m->be->rmsnorm_forward(a->n1, m->opd, a->rstd1, a->x, norm_weight(m, w.attn_norm), N, C, eps);
+    m->be->rmsnorm_forward(a->n1, m->opd, a->rstd1, a->x, norm_weight(m, w.attn_norm, 2 * l, fresh), N, C, eps);
     if ((rc = attention_forward(m, l, abase, a, &w, err)))
         return rc;
     /* LoRA's o and down parts are added after the residual: x + (att Wo^T) then + s u,
@@ -588,7 +602,7 @@ static int layer_forward(zt_model *m, int l, const void *base, const void *abase
     if ((rc = linear_residual(m, a->h, a->x, att_operand(a), w.o, C, Dq, err)) ||
         (rc = lora_forward(m, l, abase, ZT_P_O, a->h, (size_t)C, att_operand(a), err)))
         return rc;
-    m->be->rmsnorm_forward(a->n2, m->opd, a->rstd2, a->h, norm_weight(m, w.mlp_norm), N, C, eps);
+    m->be->rmsnorm_forward(a->n2, m->opd, a->rstd2, a->h, norm_weight(m, w.mlp_norm, 2 * l + 1, fresh), N, C, eps);
     if ((rc = swiglu_forward(m, l, abase, a, &w, err)))
         return rc;
     if ((rc = linear_residual(m, out, a->h, a->act, w.down, C, F, err)))
@@ -627,7 +641,7 @@ static int layer_backward(zt_model *m, int l, const void *base, float *gbase, co
         (rc = lora_backward(m, l, abase, gabase, ZT_P_UP, m->dn, dgu + F, ld2f, a->n2, err)))
         return rc;
     m->be->rmsnorm_backward(m->dres, m->dres16, g.mlp_norm ? g.mlp_norm : ndw, m->dn, a->h,
-                                   norm_weight(m, w.mlp_norm), a->rstd2, N, C);
+                                   norm_weight(m, w.mlp_norm, 2 * l + 1, 0), a->rstd2, N, C);
     /* attention: h = x + att Wo^T */
     if ((rc = linear_backward(m, m->datt, g.o, dres_operand(m), att_operand(a), w.o, C, Dq, err)) ||
         (rc = lora_backward(m, l, abase, gabase, ZT_P_O, m->datt, m->dres, ldc, att_operand(a), err)))
@@ -658,7 +672,7 @@ static int layer_backward(zt_model *m, int l, const void *base, float *gbase, co
     if (m->lora_on && (rc = lora_qkv(m, l, abase, gabase, m->dqkv, m->dn, a->n1, err)))
         return rc;
     m->be->rmsnorm_backward(m->dres, m->dres16, g.attn_norm ? g.attn_norm : ndw, m->dn, a->x,
-                                   norm_weight(m, w.attn_norm), a->rstd1, N, C);
+                                   norm_weight(m, w.attn_norm, 2 * l, 0), a->rstd1, N, C);
     return ZT_OK;
 }
 
@@ -779,7 +793,7 @@ static int layers_backward(zt_model *m, const void *root_base, float *groot, zt_
             abase = acquire(m, lay->layer_adapter_unit[l], ZT_PASS_BACKWARD);
             gadapter = grad_begin(m, lay->layer_adapter_unit[l]);
         }
-        if (m->checkpointing && (rc = layer_forward(m, l, base, abase, err)))
+        if (m->checkpointing && (rc = layer_forward(m, l, base, abase, 0, err)))
             return rc;
         if ((rc = layer_backward(m, l, base, gunit, abase, gadapter, err)))
             return rc;
@@ -831,14 +845,14 @@ static int model_pass(zt_model *m, const int *inputs, const int *targets, int ba
             base = acquire(m, u, ZT_PASS_FORWARD);
         if (m->lora_on && adapter_first(m, l)) /* with its base unit (never the root: adapters are layers') */
             abase = acquire(m, lay->layer_adapter_unit[l], ZT_PASS_FORWARD);
-        if ((rc = layer_forward(m, l, base, abase, err)))
+        if ((rc = layer_forward(m, l, base, abase, 1, err)))
             return rc;
         if (m->lora_on && adapter_last(m, l))
             release(m, lay->layer_adapter_unit[l]);
         if (u != root && (l == L - 1 || unit_of_layer(m, l + 1) != u))
             release(m, u);
     }
-    m->be->rmsnorm_forward(m->nf, m->opd, m->rstdf, m->layers[L].x, norm_weight(m, wnorm), N, C,
+    m->be->rmsnorm_forward(m->nf, m->opd, m->rstdf, m->layers[L].x, norm_weight(m, wnorm, 2 * L, 1), N, C,
                        (float)c->rms_norm_eps);
     if (!(backward && m->fused_head) && (rc = head_loss(m, wlm, targets, backward, grad_scale, loss_sum, err)))
         return rc;
@@ -858,7 +872,7 @@ static int model_pass(zt_model *m, const int *inputs, const int *targets, int ba
     m->be->zero(m->dres, (size_t)N * C * sizeof(float));
     m->be->rmsnorm_backward(m->dres, m->dres16,
                                    groot ? groot + zt_layout_param(lay, -1, ZT_P_FINAL_NORM)->offset : m->lora_dw,
-                                   m->dn, m->layers[L].x, norm_weight(m, wnorm), m->rstdf, N, C);
+                                   m->dn, m->layers[L].x, norm_weight(m, wnorm, 2 * L, 0), m->rstdf, N, C);
     if ((rc = layers_backward(m, root_base, groot, err)))
         return rc;
     if (groot) {

@@ -63,7 +63,7 @@ typedef struct zt_model {
     int head_transposed;     /* lm_head's input gradient as a transposed product (see llama.c) */
     float *dnT;              /* (C, N) its result before the transpose, when head_transposed */
     float *rope_cos, *rope_sin;                  /* (T, hd/2) */
-    float *norm_w;           /* (C) fp32 copy of a norm weight when compute is not fp32 */
+    float *norm_w;           /* (2 L + 1, C) fp32 copies of the norm weights when compute is not fp32 */
     int *targets_scratch;
     size_t act_bytes;        /* total bytes of activation buffers (ZT_MEM_ACTIV) */
     const zt_backend *be;    /* the owner's backend: every kernel runs through it */
@@ -156,6 +156,10 @@ int zt_model_set_head_transposed(zt_model *m, int on, zt_err *err);
 
 /* Logits (N, V) of the last forward without backward. */
 const float *zt_model_logits(const zt_model *m);
+
+/* Fast mode's lm-head chunk (lmhead_xent's chunk_rows) for N rows: a 64 MiB budget of
+ * logits and their bf16 gradients, at least 1,024 rows, at most N. */
+int zt_model_xent_chunk_rows(const zt_llama_config *cfg, int N);
 
 /* Bytes zt_model_init allocates for activations on the CPU backend (estimate-memory):
  * the sum of the same size table the allocation walks, in exact mode. */

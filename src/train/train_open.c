@@ -3,6 +3,7 @@
 #include "trainer_impl.h"
 
 #include "../io/peft_adapter.h"
+#include "../kernels/tune.h"
 
 double zt_train_now(void)
 {
@@ -312,7 +313,15 @@ static void print_run(const trainer *t)
     char products[96];
     int cpu_kernels = !strcmp(a->plan.device, "cpu") || !strcmp(a->plan.device, "emu") || !a->plan.device[0];
     snprintf(products, sizeof products, "bf16 products: %s", zt_matmul_bf16_path_name());
-    zt_plan_print(stdout, &a->plan, cpu_kernels && a->plan.prec.compute == ZT_BF16 ? products : NULL);
+    /* on a GPU: whether cuBLASLt's candidates are timed (kernels/tune.h); a bad
+     * ZT_MATMUL_TUNE stopped the backend's set-up before this */
+    int tuned = 1, cuda = !strcmp(a->plan.device, "cuda");
+    zt_err tune_err;
+    if (cuda)
+        snprintf(products, sizeof products, "products: cuBLASLt, %s",
+                 zt_tune_setting(&tuned, &tune_err) == ZT_OK && !tuned ? "the heuristic's first (ZT_MATMUL_TUNE=0)"
+                                                                       : "timed once per shape");
+    zt_plan_print(stdout, &a->plan, cuda || (cpu_kernels && a->plan.prec.compute == ZT_BF16) ? products : NULL);
     printf("device: rank 0 on %s; collectives: %s\n", t->device, zt_comm_path_name(t->comm->path));
     printf("data: %zu tokens, %zu windows of %d; global batch %d x %d x %d = %.0f tokens/step\n",
            r->tokens.n, r->batcher.nwin, a->block_size, a->batch_size, a->grad_accum, t->W,

@@ -52,6 +52,7 @@
 #include "../../src/kernels/backend.h"
 #include "../../src/kernels/backend_cuda.h"
 #include "../../src/kernels/cuda/fast.h"
+#include "../../src/model/llama.h"
 
 #define EXACT 0.0
 #define FP32_TOL 1e-5
@@ -1533,9 +1534,19 @@ static double down_double(const double *d)
     return h;
 }
 
+/* a device copy of n bytes of h at byte offset off of a buffer of its own: off not a
+ * multiple of 16 takes the kernels' one-element-at-a-time paths */
+static void *dev_at(const void *h, size_t n, size_t off)
+{
+    char *d = dev(NULL, n + off);
+    up(d + off, h, n);
+    return d + off;
+}
+
 /* adamw_unit against the CPU's (adamw.h: per-parameter AdamW's bits): segments with
- * and without decay and a gap, clip and skip read from the device's scalars */
-static void check_adamw_unit_case(const zt_backend *fast, zt_dtype dt, int with_comp, zt_dtype cast_dt)
+ * and without decay and a gap, clip and skip read from the device's scalars; the
+ * device's arrays start off elements into their buffers (1: unaligned) */
+static void check_adamw_unit_case(const zt_backend *fast, zt_dtype dt, int with_comp, zt_dtype cast_dt, size_t off)
 {
     const size_t n = 10007, es = zt_dtype_size(dt);
     const zt_adamw_seg segs[] = {{0, 1}, {3001, -1}, {3100, 0}, {7000, 1}};
@@ -1543,18 +1554,18 @@ static void check_adamw_unit_case(const zt_backend *fast, zt_dtype dt, int with_
     for (size_t i = 0; i < n; i++)
         v[i] = v[i] * v[i];
     void *ph = as_dtype(p, dt, n), *mh = as_dtype(m, dt, n), *vh = as_dtype(v, dt, n), *ch = as_dtype(c, dt, n);
-    void *dp = dev(ph, n * es), *dm = dev(mh, n * es), *dvv = dev(vh, n * es);
-    void *dc = with_comp ? dev(ch, n * es) : NULL;
+    void *dp = dev_at(ph, n * es, off * es), *dm = dev_at(mh, n * es, off * es), *dvv = dev_at(vh, n * es, off * es);
+    void *dc = with_comp ? dev_at(ch, n * es, off * es) : NULL;
     const int cast = dt == ZT_F32;
     void *castc = cast ? host(n * zt_dtype_size(cast_dt)) : NULL;
-    void *dcast = cast ? dev(NULL, n * zt_dtype_size(cast_dt)) : NULL;
+    void *dcast = cast ? (char *)dev(NULL, (n + off) * zt_dtype_size(cast_dt)) + off * zt_dtype_size(cast_dt) : NULL;
     zt_adamw_seg *dsegs = dev(segs, sizeof segs);
     zt_step_scalars hs = {0};
     zt_step_scalars *dsc = dev(&hs, sizeof hs);
     for (long t = 1; t <= 3; t++) {
         float *g = randn(n, 0.1f);
         void *gh = as_dtype(g, dt, n);
-        void *dg = dev(gh, n * es);
+        void *dg = dev_at(gh, n * es, off * es);
         zt_adamw_step s = {.lr = 1e-3, .weight_decay = 0.1, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .t = t};
         zt_step_scalars one = {.clip = t == 2 ? 0.5f : 1.0f, .skip = t == 3}; /* step 3 is skipped */
         hs.clip = one.clip, hs.skip = one.skip;
@@ -1569,8 +1580,8 @@ static void check_adamw_unit_case(const zt_backend *fast, zt_dtype dt, int with_
         free(g), free(gh);
     }
     char tag[96], name[160];
-    snprintf(tag, sizeof tag, "%s master%s%s%s", zt_dtype_name(dt), with_comp ? ", Kahan" : "",
-             cast ? ", cast to " : "", cast ? zt_dtype_name(cast_dt) : "");
+    snprintf(tag, sizeof tag, "%s master%s%s%s%s", zt_dtype_name(dt), with_comp ? ", Kahan" : "",
+             cast ? ", cast to " : "", cast ? zt_dtype_name(cast_dt) : "", off % 16 ? ", unaligned" : "");
     snprintf(name, sizeof name, "adamw_unit p (%s, 3 steps, the last skipped)", tag);
     check(name, dp, ph, dt, n, EXACT);
     snprintf(name, sizeof name, "adamw_unit m, v (%s)", tag);
@@ -1736,9 +1747,11 @@ static void check_fast_step(void)
     }
     free(x);
     dev_free_all();
-    check_adamw_unit_case(fast, ZT_F32, 0, ZT_BF16);
-    check_adamw_unit_case(fast, ZT_BF16, 1, ZT_BF16);
-    check_adamw_unit_case(fast, ZT_F16, 0, ZT_F16);
+    check_adamw_unit_case(fast, ZT_F32, 0, ZT_BF16, 0);
+    check_adamw_unit_case(fast, ZT_BF16, 1, ZT_BF16, 0);
+    check_adamw_unit_case(fast, ZT_F16, 0, ZT_F16, 0);
+    check_adamw_unit_case(fast, ZT_F32, 0, ZT_F32, 1);
+    check_adamw_unit_case(fast, ZT_BF16, 1, ZT_BF16, 1);
 }
 
 /* One optimizer step of the asynchronous step on one unit: its sums of squares, the
@@ -1963,7 +1976,9 @@ static void bench_once(const bench_args *x)
         break;
     case 4:
         if (x->fast) {
-            const int rows = (int)zt_cu_fast_lmhead_xent_rows(x->V, (size_t)64 << 20);
+            zt_llama_config shape = {0};
+            shape.vocab_size = x->V;
+            const int rows = zt_model_xent_chunk_rows(&shape, x->N); /* the model's chunk */
             if (zt_cu_fast_lmhead_xent(x->loss, x->d, x->e, x->a, ZT_BF16, x->f, ZT_BF16, x->targets, x->N, x->C, x->V,
                                        1.0f / x->N, NULL, ZT_BF16, rows, &err))
                 die("bench: fused cross-entropy", &err);

@@ -106,8 +106,6 @@ int zt_cu_fast_linear_act16(uint16_t *y16, const void *x, zt_dtype x_dt, const v
 int zt_cu_fast_lmhead_xent(double *loss_sum, float *dx, float *dw, const void *x, zt_dtype x_dt, const void *w,
                            zt_dtype w_dt, const int *targets, int N, int C, int V, float grad_scale,
                            const zt_step_scalars *scale_src, zt_dtype compute, int chunk_rows, zt_err *err);
-/* The rows per chunk whose logits (fp32 and bf16) fit in budget_bytes (at least 1). */
-size_t zt_cu_fast_lmhead_xent_rows(int V, size_t budget_bytes);
 
 /* ---- the embedding's backward (fast_embed.cu): fp32 atomics, no host sort; the
  * backend.h entry embed_backward, summing a repeated token's rows in the device's order */

@@ -103,13 +103,6 @@ __global__ void add_losses_kernel(double *loss_sum, const double *row_loss, int 
         *loss_sum += acc;
 }
 
-size_t zt_cu_fast_lmhead_xent_rows(int V, size_t budget_bytes)
-{
-    const size_t per_row = (size_t)V * (sizeof(float) + sizeof(uint16_t));
-    const size_t r = per_row ? budget_bytes / per_row : 0;
-    return r < 1 ? 1 : r;
-}
-
 int zt_cu_fast_lmhead_xent(double *loss_sum, float *dx, float *dw, const void *x, zt_dtype x_dt, const void *w,
                            zt_dtype w_dt, const int *targets, int N, int C, int V, float grad_scale,
                            const zt_step_scalars *scale_src, zt_dtype compute, int chunk_rows, zt_err *err)

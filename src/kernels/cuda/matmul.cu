@@ -40,6 +40,7 @@
 
 extern "C" {
 #include "../matmul.h"
+#include "../tune.h"
 }
 
 #include <cublasLt.h>
@@ -79,6 +80,7 @@ static struct {
     int ncache, next_evict;
     void *conv[2]; /* operand conversion scratch (A, B), only grows */
     size_t conv_bytes[2];
+    zt_tune_cache tune; /* the timed winner per key (tune.h); on unless ZT_MATMUL_TUNE=0 */
 } g;
 
 static cudaDataType_t lt_type(zt_dtype dt)
@@ -95,8 +97,11 @@ static void plan_destroy(mm_plan *p)
     memset(p, 0, sizeof *p);
 }
 
-/* Descriptors and the heuristic's algorithm for one key (the mapping at the top). */
-static int plan_build(cublasLtHandle_t lt, const mm_key *k, mm_plan *p, zt_err *err)
+/* Descriptors and the heuristic's algorithm for one key (the mapping at the top); with
+ * cands, also the heuristic's top candidates in its order (up to ZT_TUNE_MAX, *ncand
+ * of them, the first the plan's algo), for tuning. */
+static int plan_build(cublasLtHandle_t lt, const mm_key *k, mm_plan *p, cublasLtMatmulAlgo_t *cands, int *ncand,
+                      zt_err *err)
 {
     memset(p, 0, sizeof *p);
     p->key = *k;
@@ -105,8 +110,9 @@ static int plan_build(cublasLtHandle_t lt, const mm_key *k, mm_plan *p, zt_err *
     const cublasOperation_t op_first = k->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
     const cublasOperation_t op_second = k->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasLtMatmulPreference_t pref = NULL;
-    cublasLtMatmulHeuristicResult_t res;
-    memset(&res, 0, sizeof res);
+    cublasLtMatmulHeuristicResult_t res[ZT_TUNE_MAX];
+    memset(res, 0, sizeof res);
+    const int want = cands ? ZT_TUNE_MAX : 1;
     int found = 0;
     int rc = ZT_OK;
     const uint64_t ws = ZT_CU_MM_WORKSPACE;
@@ -146,21 +152,98 @@ static int plan_build(cublasLtHandle_t lt, const mm_key *k, mm_plan *p, zt_err *
                                                   sizeof k->align_c));
         STEP(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &k->align_c,
                                                   sizeof k->align_c));
-        STEP(cublasLtMatmulAlgoGetHeuristic(lt, p->op, p->first, p->second, p->out, p->out, pref, 1, &res, &found));
+        STEP(cublasLtMatmulAlgoGetHeuristic(lt, p->op, p->first, p->second, p->out, p->out, pref, want, res, &found));
 #undef STEP
-        if (found < 1 || res.state != CUBLAS_STATUS_SUCCESS)
+        if (found < 1 || res[0].state != CUBLAS_STATUS_SUCCESS)
             rc = zt_fail(err, ZT_EFAIL, "cuBLASLt matmul M=%d N=%d K=%d (%s%s%s): no algorithm for this shape",
                          k->M, k->N, k->K, zt_dtype_name(k->opd), k->trans_a ? ", A^T" : "",
                          k->trans_b ? ", B^T" : "");
         else
-            p->algo = res.algo;
+            p->algo = res[0].algo;
+        for (int i = 0; cands && i < found && res[i].state == CUBLAS_STATUS_SUCCESS; i++)
+            cands[i] = res[i].algo, *ncand = i + 1;
     } while (0);
     if (pref) cublasLtMatmulPreferenceDestroy(pref);
     if (rc) plan_destroy(p);
     return rc;
 }
 
-static const mm_plan *plan_get(const mm_key *k, zt_err *err)
+static int run_plan(cublasLtHandle_t lt, const mm_plan *p, void *D, const void *C, const void *a, const void *b,
+                    float beta, const void *bias, void *workspace, cudaStream_t stream, zt_err *err);
+
+/* One tuning at a key's first use: the operands of that call, the output the timed
+ * products write (the call's own D when it overwrites D anyway, else scratch), the
+ * candidates and the events. */
+typedef struct tune_run {
+    mm_plan plan; /* a copy of the new plan, its algo set to each candidate in turn */
+    const cublasLtMatmulAlgo_t *cands;
+    void *out;
+    const void *a, *b, *bias;
+    cudaEvent_t e0, e1;
+} tune_run;
+
+/* the mean time of 3 products with candidate i after one untimed one (ms); -1 when it
+ * cannot run (its failure is not the run's: another candidate is taken) */
+static double time_candidate(void *ctx, int i)
+{
+    tune_run *t = (tune_run *)ctx;
+    t->plan.algo = t->cands[i];
+    zt_err scratch_err;
+    for (int r = 0; r < 4; r++) {
+        if (r == 1 && cudaEventRecord(t->e0, zt_cu.stream) != cudaSuccess)
+            return -1.0;
+        if (run_plan(g.lt, &t->plan, t->out, t->out, t->a, t->b, 0.0f, t->bias, g.workspace, zt_cu.stream,
+                     &scratch_err))
+            return -1.0;
+    }
+    float ms = 0.0f;
+    if (cudaEventRecord(t->e1, zt_cu.stream) != cudaSuccess || cudaEventSynchronize(t->e1) != cudaSuccess ||
+        cudaEventElapsedTime(&ms, t->e0, t->e1) != cudaSuccess) {
+        cudaGetLastError();
+        return -1.0;
+    }
+    return ms / 3.0;
+}
+
+/* p->algo: the fastest of the candidates (tune.h), timed at the key's first use
+ * outside a stream capture (a captured stream cannot be waited on: the heuristic's
+ * first, as with tuning off).  D (with beta 0 and C == D) or a scratch output takes the
+ * timed products; without memory for the scratch every candidate fails and the first
+ * is kept. */
+static void plan_tune(mm_plan *p, const cublasLtMatmulAlgo_t *cands, int ncand, void *D, int d_is_free,
+                      const void *a, const void *b, const void *bias)
+{
+    static_assert(sizeof(mm_key) <= ZT_TUNE_KEY_BYTES, "a product's key fits the tuning cache's");
+    cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+    if (!g.tune.on || ncand < 2 || cudaStreamIsCapturing(zt_cu.stream, &cap) != cudaSuccess || cap != cudaStreamCaptureStatusNone) {
+        cudaGetLastError();
+        return;
+    }
+    tune_run t;
+    memset(&t, 0, sizeof t);
+    t.plan = *p, t.cands = cands, t.a = a, t.b = b, t.bias = bias, t.out = d_is_free ? D : NULL;
+    const size_t bytes = (size_t)p->key.M * p->key.N * zt_dtype_size(p->key.out);
+    if (!t.out && cudaMalloc(&t.out, bytes) != cudaSuccess)
+        t.out = NULL;
+    else if (!d_is_free)
+        zt_mem_account(ZT_MEM_OTHER, bytes);
+    int w = 0;
+    if (t.out && cudaEventCreate(&t.e0) == cudaSuccess && cudaEventCreate(&t.e1) == cudaSuccess)
+        w = zt_tune_choose(&g.tune, &p->key, sizeof p->key, ncand, time_candidate, &t);
+    p->algo = cands[w];
+    if (t.e0) cudaEventDestroy(t.e0);
+    if (t.e1) cudaEventDestroy(t.e1);
+    if (t.out && !d_is_free) {
+        cudaFree(t.out); /* waits for the timed products */
+        zt_mem_unaccount(ZT_MEM_OTHER, bytes);
+    }
+    cudaGetLastError();
+}
+
+/* The plan for k, built and tuned at its first use on this call's operands (see
+ * plan_tune for D and d_is_free). */
+static const mm_plan *plan_get(const mm_key *k, void *D, int d_is_free, const void *a, const void *b,
+                               const void *bias, zt_err *err)
 {
     for (int i = 0; i < g.ncache; i++)
         if (!memcmp(&g.cache[i].key, k, sizeof *k))
@@ -173,8 +256,11 @@ static const mm_plan *plan_get(const mm_key *k, zt_err *err)
         g.next_evict = (g.next_evict + 1) % MM_CACHE;
         plan_destroy(slot);
     }
-    if (plan_build(g.lt, k, slot, err))
+    cublasLtMatmulAlgo_t cands[ZT_TUNE_MAX];
+    int ncand = 0;
+    if (plan_build(g.lt, k, slot, cands, &ncand, err))
         return NULL;
+    plan_tune(slot, cands, ncand, D, d_is_free, a, b, bias);
     if (slot == &g.cache[g.ncache])
         g.ncache++;
     return slot;
@@ -254,7 +340,8 @@ static int product(void *D, zt_dtype out, const void *C, const void *A, zt_dtype
     k.align_a = align_of(a), k.align_b = align_of(b), k.align_c = ad < ac ? ad : ac;
     k.out = out;
     k.bias = bias != NULL, k.bias_dt = bias ? bias_dt : ZT_F32;
-    const mm_plan *p = plan_get(&k, err);
+    /* D may take the timed products when this call overwrites it anyway */
+    const mm_plan *p = plan_get(&k, D, beta == 0.0f && C == D, a, b, bias, err);
     if (!p)
         return err ? err->code : ZT_EFAIL;
     return run_plan(g.lt, p, D, C, a, b, beta, bias, g.workspace, zt_cu.stream, err);
@@ -320,6 +407,10 @@ int zt_cu_matmul(float *C, const void *A, zt_dtype a_dt, const void *B, zt_dtype
 
 int zt_cu_matmul_init(zt_err *err)
 {
+    memset(&g.tune, 0, sizeof g.tune);
+    const int bad = zt_tune_setting(&g.tune.on, err); /* a bad ZT_MATMUL_TUNE: before anything is made */
+    if (bad)
+        return bad;
     cublasStatus_t s = cublasLtCreate(&g.lt);
     if (s != CUBLAS_STATUS_SUCCESS)
         return zt_fail(err, ZT_EFAIL, "cuBLASLt: cublasLtCreate: %s", cublasLtGetStatusString(s));
@@ -420,7 +511,7 @@ int zt_cu_matmul_peak(int dev, zt_dtype compute, double *tflops, zt_err *err)
             rc = zt_fail(err, ZT_EFAIL, "device %d: peak_fill: %s", dev, cudaGetErrorString(le));
             break;
         }
-        if ((rc = plan_build(lt, &k, &p, err)))
+        if ((rc = plan_build(lt, &k, &p, NULL, NULL, err)))
             break;
         for (int i = 0; i < 2 && !rc; i++)
             rc = run_plan(lt, &p, c, c, a, b, 0.0f, NULL, ws, st, err);
