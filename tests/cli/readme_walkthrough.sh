@@ -31,6 +31,11 @@ text=$(cd "$TMP/w" && "$ZTRAIN" generate --model out/model --prompt "The GNU Gen
     --max_new_tokens 32 2>/dev/null)
 words=$(printf '%s' "$text" | grep -oE '[A-Za-z]{3,}' | wc -l)
 [ "$words" -ge 4 ] || fail "the greedy continuation is not text ($words words): '$text'"
+# the LoRA lines: PEFT's adapter files, and the merged model beside the tokenizer
+for f in adapter_model.safetensors adapter_config.json; do [ -s "$w/lora/$f" ] || fail "out/lora has no $f"; done
+grep -q '"peft_type":[[:space:]]*"LORA"' "$w/lora/adapter_config.json" || fail "adapter_config.json: $(head -c 300 "$w/lora/adapter_config.json")"
+[ -s "$w/merged/model.safetensors" ] && [ -s "$w/merged/config.json" ] || fail "merge-adapter wrote no model: $(ls "$w/merged")"
+cmp -s "$w/model/tokenizer.json" "$w/merged/tokenizer.json" || fail "the merged model does not carry the tokenizer"
 grep -q "wrote out/model.gguf: .* with the tokenizer" "$TMP/out" || fail "no GGUF export with the tokenizer: $(tail -3 "$TMP/out")"
 # and, as the README says, mostly words the licence uses: at least half are in the training text
 known=0
