@@ -324,22 +324,13 @@ int zt_copy_file(const char *src, const char *dst, unsigned long long max, const
         return zt_fail(err, ZT_EINPUT, "%s: %lld bytes, more than the %llu-byte limit of %s", src,
                        (long long)sb.st_size, max, what);
     }
-    size_t n = (size_t)sb.st_size, got = 0;
+    size_t n = (size_t)sb.st_size;
     char *buf = n ? zt_alloc(ZT_MEM_OTHER, n) : NULL;
     if (n && !buf) {
         close(fd);
         return zt_fail(err, ZT_EFAIL, "out of memory copying %s", src);
     }
-    while (got < n) {
-        ssize_t r = read(fd, buf + got, n - got);
-        if (r <= 0) {
-            if (r < 0 && errno == EINTR)
-                continue;
-            rc = zt_fail(err, ZT_EFAIL, "%s: read error: %s", src, r ? strerror(errno) : "file shrank");
-            break;
-        }
-        got += (size_t)r;
-    }
+    rc = zt_read_full(fd, src, buf, n, err);
     close(fd);
     if (rc == ZT_OK) {
         zt_wpart part = {buf, n};
