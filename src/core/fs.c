@@ -312,6 +312,34 @@ int zt_mkdirs(const char *dir, zt_err *err)
     return ZT_OK;
 }
 
+int zt_copy_file(const char *src, const char *dst, unsigned long long max, const char *what, zt_err *err)
+{
+    int fd;
+    struct stat sb;
+    int rc = zt_open_input(src, NULL, &fd, &sb, err);
+    if (rc)
+        return rc;
+    if ((unsigned long long)sb.st_size > max) {
+        close(fd);
+        return zt_fail(err, ZT_EINPUT, "%s: %lld bytes, more than the %llu-byte limit of %s", src,
+                       (long long)sb.st_size, max, what);
+    }
+    size_t n = (size_t)sb.st_size;
+    char *buf = n ? zt_alloc(ZT_MEM_OTHER, n) : NULL;
+    if (n && !buf) {
+        close(fd);
+        return zt_fail(err, ZT_EFAIL, "out of memory copying %s", src);
+    }
+    rc = zt_read_full(fd, src, buf, n, err);
+    close(fd);
+    if (rc == ZT_OK) {
+        zt_wpart part = {buf, n};
+        rc = zt_write_atomic(dst, &part, 1, err);
+    }
+    zt_free(ZT_MEM_OTHER, buf, n);
+    return rc;
+}
+
 int zt_same_file(const char *a, const char *b)
 {
     struct stat sa, sb;

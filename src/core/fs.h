@@ -73,6 +73,10 @@ void zt_fileset_abort(zt_fileset *s, zt_err *err);
 /* mkdir -p: create dir and its missing parents; an existing directory is fine,
  * an existing non-directory is ZT_EINPUT naming it. */
 int zt_mkdirs(const char *dir, zt_err *err);
+/* Copy the regular file src to dst (zt_write_atomic), read whole into accounted
+ * memory: a src over max bytes is ZT_EINPUT naming it as `what`; src opened as
+ * zt_open_input opens it. */
+int zt_copy_file(const char *src, const char *dst, unsigned long long max, const char *what, zt_err *err);
 /* Are a and b the same file or directory?  (Both must exist; 0 when either does not.) */
 int zt_same_file(const char *a, const char *b);
 

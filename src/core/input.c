@@ -56,3 +56,18 @@ int zt_open_input(const char *path, const char *what, int *fd, struct stat *st, 
     *fd = f;
     return ZT_OK;
 }
+
+int zt_read_full(int fd, const char *path, void *buf, size_t n, zt_err *err)
+{
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = read(fd, (char *)buf + got, n - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return zt_fail(err, ZT_EFAIL, "%s: read failed after %zu of %zu bytes: %s", path, got, n,
+                           r < 0 ? strerror(errno) : "file shrank");
+        got += (size_t)r;
+    }
+    return ZT_OK;
+}

@@ -10,6 +10,7 @@
 #ifndef ZT_INPUT_H
 #define ZT_INPUT_H
 
+#include <stddef.h>
 #include <sys/stat.h>
 
 #include "status.h"
@@ -19,6 +20,11 @@
  * Path errors (missing, loop, permission, not a directory, ...) and special files
  * are ZT_EINPUT; the machine's failures (no descriptors, I/O error) ZT_EFAIL. */
 int zt_open_input(const char *path, const char *what, int *fd, struct stat *st, zt_err *err);
+
+/* Read exactly n bytes of fd (a file of path, opened by zt_open_input) into buf,
+ * retrying on EINTR: a read error or a file that shrank under it is ZT_EFAIL
+ * naming path and how far it got. */
+int zt_read_full(int fd, const char *path, void *buf, size_t n, zt_err *err);
 
 /* The exit code an open-time errno means: the path the user gave is wrong
  * (ZT_EINPUT) or the machine failed (ZT_EFAIL). */

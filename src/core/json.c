@@ -230,18 +230,7 @@ int zt_json_parse_file(const char *path, size_t max_bytes, zt_json *out, zt_err 
         rc = zt_fail(err, ZT_EFAIL, "%s: out of memory", path);
     } else {
         out->len = (size_t)st.st_size;
-        size_t got = 0;
-        while (got < out->len) {
-            ssize_t r = read(fd, out->text + got, out->len - got);
-            if (r < 0 && errno == EINTR)
-                continue;
-            if (r <= 0) {
-                rc = zt_fail(err, ZT_EFAIL, "%s: read failed after %zu of %zu bytes: %s", path, got,
-                             out->len, r < 0 ? strerror(errno) : "file shrank");
-                break;
-            }
-            got += (size_t)r;
-        }
+        rc = zt_read_full(fd, path, out->text, out->len, err);
         out->text[out->len] = 0;
     }
     close(fd);

@@ -62,38 +62,7 @@ static int copy_if_present(const char *src, const char *dst, zt_err *err)
         return ZT_OK;
     if (zt_same_file(src, dst))
         return ZT_OK;
-    int fd;
-    int rc = zt_open_input(src, NULL, &fd, &sb, err);
-    if (rc)
-        return rc;
-    if ((unsigned long long)sb.st_size > CARRY_FILE_MAX) {
-        close(fd);
-        return zt_fail(err, ZT_EINPUT, "%s: %lld bytes, more than the %llu-byte limit of a tokenizer or "
-                       "generation file", src, (long long)sb.st_size, CARRY_FILE_MAX);
-    }
-    size_t n = (size_t)sb.st_size, got = 0;
-    char *buf = n ? zt_alloc(ZT_MEM_OTHER, n) : NULL;
-    if (n && !buf) {
-        close(fd);
-        return zt_fail(err, ZT_EFAIL, "out of memory copying %s", src);
-    }
-    while (got < n) {
-        ssize_t r = read(fd, buf + got, n - got);
-        if (r <= 0) {
-            if (r < 0 && errno == EINTR)
-                continue;
-            rc = zt_fail(err, ZT_EFAIL, "%s: read error: %s", src, r ? strerror(errno) : "file shrank");
-            break;
-        }
-        got += (size_t)r;
-    }
-    close(fd);
-    if (rc == ZT_OK) {
-        zt_wpart part = {buf, n};
-        rc = zt_write_atomic(dst, &part, 1, err);
-    }
-    zt_free(ZT_MEM_OTHER, buf, n);
-    return rc;
+    return zt_copy_file(src, dst, CARRY_FILE_MAX, "a tokenizer or generation file", err);
 }
 
 static int set_id(cJSON *o, const char *key, int id)

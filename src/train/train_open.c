@@ -485,13 +485,8 @@ int zt_train_setup(trainer *t, const zt_train_args *a, zt_err *err)
     int rc = open_device(&a->plan, comm, &be, t->device, sizeof t->device, err);
     if (rc)
         return rc;
-    if (a->lora && a->select.load_best_model_at_end) /* docs/lora.md, "Order of the work" */
-        rc = zt_fail(err, ZT_EINPUT, "--use_peft with --load_best_model_at_end: loading the best checkpoint's "
-                     "adapters at the end is not built yet (it would save the last step's)");
-    else
-        rc = run_open(&t->r, a->model_dir, a->data_path, a->data_shown, a->loss_mask_path, a->block_size,
-                      a->batch_size, &a->plan, be, comm, a->shuffle, a->seed, a->checkpointing, 0, a->lora,
-                      a->lora_adapter, err);
+    rc = run_open(&t->r, a->model_dir, a->data_path, a->data_shown, a->loss_mask_path, a->block_size, a->batch_size,
+                  &a->plan, be, comm, a->shuffle, a->seed, a->checkpointing, 0, a->lora, a->lora_adapter, err);
     t->have_run = 1;
     if (rc == ZT_OK && a->packing && a->eval_data_path)
         rc = zt_fail(err, ZT_EINPUT, "--packing with --eval_data: the evaluation does not pack documents; "

@@ -430,27 +430,55 @@ static int save_checkpoint(trainer *t, long step, zt_err *err)
     return rc;
 }
 
-/* Collective: the final model into OUTPUT_DIR: the weights as they stand, or with
- * --load_best_model_at_end the best checkpoint's (merged from its shards, as
- * merge-weights writes them), as Trainer loads the best model before its save. */
+/* With PEFT, Trainer loads the best checkpoint's adapters and then saves them
+ * unchanged.  That checkpoint's adapter files were written by zt_lora_save from
+ * those very adapters, with the same settings and base, so copying the pair (one
+ * file set: both change or neither) is that save bit for bit, without loading the
+ * adapters back into the engine. */
+static int copy_best_adapters(const char *ckpt, const char *out, zt_err *err)
+{
+    static const char *const names[] = {"adapter_model.safetensors", "adapter_config.json"};
+    zt_fileset set;
+    int rc = zt_mkdirs(out, err);
+    if (rc)
+        return rc;
+    zt_fileset_begin(&set, out);
+    for (int i = 0; i < 2 && rc == ZT_OK; i++) {
+        char src[4400], stage[4400];
+        snprintf(src, sizeof src, "%s/%s", ckpt, names[i]);
+        if ((rc = zt_fileset_stage(&set, names[i], stage, sizeof stage, err)) == ZT_OK)
+            rc = zt_copy_file(src, stage, ~0ull, "an adapter file", err);
+    }
+    if (rc == ZT_OK)
+        return zt_fileset_commit(&set, err);
+    zt_fileset_abort(&set, err);
+    return rc;
+}
+
+/* Collective: the final model into OUTPUT_DIR: the weights as they stand (with
+ * --use_peft the adapters alone, in PEFT's format), or with --load_best_model_at_end
+ * the best checkpoint's (merged from its shards, as merge-weights writes them, or
+ * its adapter files), as Trainer loads the best model before its save. */
 static int save_final_model(trainer *t, zt_err *err)
 {
     const zt_train_args *a = t->a;
     run_state *r = &t->r;
     const zt_selection *s = &t->sel;
-    if (a->lora) /* the adapters alone, in PEFT's format */
+    int best = a->select.load_best_model_at_end && s->best_checkpoint[0] && s->best_step != t->nsteps;
+    if (!best && a->lora)
         return zt_comm_agree(t->comm, zt_lora_save(a->output_dir, &r->lay, a->lora, r->eng, a->model_dir, t->rank0,
                                                    err), err);
-    if (!a->select.load_best_model_at_end || !s->best_checkpoint[0] || s->best_step == t->nsteps)
+    if (!best)
         return zt_comm_agree(t->comm, zt_hf_save(a->output_dir, &r->cfg, &r->lay, r->eng, a->plan.prec.save,
                                                  a->max_shard_bytes, NULL, t->rank0, err), err);
-    int rc = t->rank0 ? zt_ckpt_merge(s->best_checkpoint, a->output_dir, &a->plan.prec.save, a->max_shard_bytes, err)
-                      : ZT_OK;
+    int rc = !t->rank0 ? ZT_OK
+             : a->lora ? copy_best_adapters(s->best_checkpoint, a->output_dir, err)
+                       : zt_ckpt_merge(s->best_checkpoint, a->output_dir, &a->plan.prec.save, a->max_shard_bytes, err);
     if ((rc = zt_comm_agree(t->comm, rc, err)))
         return rc;
     if (t->talk)
-        printf("best model (eval_loss %.4f at step %ld) loaded from %s\n", s->best_metric, s->best_step,
-               s->best_checkpoint);
+        printf("best %s (eval_loss %.4f at step %ld) loaded from %s\n", a->lora ? "adapters" : "model",
+               s->best_metric, s->best_step, s->best_checkpoint);
     return ZT_OK;
 }
 

@@ -11,8 +11,10 @@
 # checkpoint resumed without --use_peft and a full fine-tuning one with it.  The eval
 # loss with --use_peft is the model with its adapters: on a one-window stream that is
 # also the training data, step 1's eval loss is step 2's training loss (the same
-# adapters, the same window), which the untrained model's loss (step 1's) is not;
-# --load_best_model_at_end is refused by name (not built for adapters yet).
+# adapters, the same window), which the untrained model's loss (step 1's) is not.
+# --load_best_model_at_end: the eval loss falls from step 2 to step 4, and
+# --greater_is_better makes step 2 the best, so OUTPUT_DIR's adapter files are
+# checkpoint-2's bit for bit, not checkpoint-4's (the last step's).
 . "$(dirname "$0")/lib.bash"
 fix=tests/fixtures/gqa_tied
 args=(train --model $fix --data $fix/tokens.npy --block_size 16 --max_steps 4 --learning_rate 1e-3 --threads 1
@@ -151,7 +153,13 @@ ev = {r["step"]: r["eval_loss"] for r in rows if "eval_loss" in r}
 assert abs(ev[1] - train[2]) <= 1e-8 * train[2], (ev, train)
 assert abs(train[1] - train[2]) > 1e-4, ("the adapters did not move the loss", train)
 PY
-expect_exit 2 "--use_peft with --load_best_model_at_end: loading the best checkpoint's adapters" -- \
-    "$ZTRAIN" "${args[@]}" "${lora[@]}" --eval_data "$TMP/win.npy" --load_best_model_at_end --output_dir "$TMP/best" \
-    --save_steps 2 --eval_steps 2
+run best 1 "${lora[@]}" --per_device_train_batch_size 2 --eval_data "$TMP/win.npy" --per_device_eval_batch_size 1 \
+    --load_best_model_at_end --greater_is_better true --save_steps 2 --eval_steps 2 --learning_rate 0.3
+grep -q "best adapters (eval_loss [0-9.]* at step 2) loaded from $TMP/best/checkpoint-2" "$TMP/best.log" ||
+    fail "the best step is not 2: $(grep -h eval_loss "$TMP/best.jsonl" | cut -c1-80)"
+for f in adapter_model.safetensors adapter_config.json; do
+    cmp "$TMP/best/$f" "$TMP/best/checkpoint-2/$f" || fail "--load_best_model_at_end: $f is not checkpoint-2's"
+done
+cmp -s "$TMP/best/adapter_model.safetensors" "$TMP/best/checkpoint-4/adapter_model.safetensors" &&
+    fail "--load_best_model_at_end: the adapters are the last step's (checkpoint-4's)"
 finish
