@@ -11,7 +11,7 @@ own, with the same thread count:
   setting   B x T tokens a step (GPL-3, SmolLM2's tokens), fp32 weights and compute (LoRA in
             ztrain is fp32 only so far), AdamW (lr 1e-5, constant), clipping 1.0; LoRA r 16,
             alpha 32, dropout 0, bias none (PEFT's LoraConfig with task_type CAUSAL_LM)
-  ztrain    build/ztrain train --threads T [--use_peft --lora_r 16 --lora_target_modules M]:
+  ztrain    build/ztrain train --threads T [--use_peft --lora_r 16 --lora_target_modules M --lora_dropout 0]:
             step_time_s of its JSONL log; its accounted bytes (core/mem.h: the JSONL's
             memory_bytes plus host_memory_bytes, every category) at their largest over the steps
   PyTorch   transformers' LlamaForCausalLM (eager attention), peft.get_peft_model for LoRA,
@@ -83,7 +83,8 @@ def ztrain_train(model_dir, data, a, targets, out):
         os.remove(log)
     cmd = ztrain_cmd(model_dir, data, a, out, log)
     if targets:
-        cmd += ["--use_peft", "--lora_r", str(R), "--lora_alpha", str(ALPHA), "--lora_target_modules", targets]
+        cmd += ["--use_peft", "--lora_r", str(R), "--lora_alpha", str(ALPHA), "--lora_target_modules", targets,
+                "--lora_dropout", "0"]
     out_text, rss = run(cmd)
     recs = [json.loads(line) for line in open(log) if '"step"' in line]
     acc = max(sum(r["memory_bytes"].values()) + sum(r["host_memory_bytes"].values()) for r in recs)

@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "../src/core/mem.h"
+#include "../src/core/rng.h"
 #include "../src/comm/comm.h"
 #include "../src/engine/engine.h"
 #include "../src/io/hf_model.h"
@@ -112,7 +113,7 @@ static void run_case(const zt_backend *be, zt_st_file *f, const char *cname, int
     float *Y = be->alloc(ZT_MEM_OTHER, ny * 4), *T = be->alloc(ZT_MEM_OTHER, nt * 4);
     float *U = be->alloc(ZT_MEM_OTHER, ny * 4), *DT = be->alloc(ZT_MEM_OTHER, nt * 4);
     float *DX = be->alloc(ZT_MEM_OTHER, nx * 4);
-    zt_lora_linear l = {be, ZT_F32, N, out, in, r, (float)scale, dA, dB, (size_t)out, ZT_F32};
+    zt_lora_linear l = {be, ZT_F32, N, out, in, r, (float)scale, dA, dB, (size_t)out, ZT_F32, 0.0f, 0, 0, NULL};
     zt_err err = {0};
     /* the frozen base's products, as the model computes them: y = x W^T, dx = dy W */
     ZT_CHECK(be->matmul(Y, dX, ZT_F32, dW, ZT_F32, N, out, in, 0, 1, 0.0f, ZT_F32, &err) == ZT_OK);
@@ -836,7 +837,7 @@ static void run_case_bf16(const zt_backend *be, zt_st_file *f, const char *cname
     float *Y = be->alloc(ZT_MEM_OTHER, ny * 4), *T = be->alloc(ZT_MEM_OTHER, nt * 4);
     float *U = be->alloc(ZT_MEM_OTHER, ny * 4), *DT = be->alloc(ZT_MEM_OTHER, nt * 4);
     float *DX = be->alloc(ZT_MEM_OTHER, nx * 4);
-    zt_lora_linear l = {be, ZT_BF16, N, out, in, r, (float)scale, A, Bm, (size_t)out, ZT_BF16};
+    zt_lora_linear l = {be, ZT_BF16, N, out, in, r, (float)scale, A, Bm, (size_t)out, ZT_BF16, 0.0f, 0, 0, NULL};
     zt_err err = {0};
     /* the frozen base's products, as the model computes them with bf16 compute */
     ZT_CHECK(be->matmul(Y, X, ZT_BF16, Wt, ZT_BF16, N, out, in, 0, 1, 0.0f, ZT_BF16, &err) == ZT_OK);
@@ -883,10 +884,87 @@ static void test_no_scale_add(void)
     be.scale_add = NULL;
     be.name = "nosuch";
     float x[2] = {1, 2}, w[2] = {1, 1}, y[1], t[1], u[1];
-    zt_lora_linear l = {&be, ZT_F32, 1, 1, 2, 1, 2.0f, w, w, 1, ZT_F32};
+    zt_lora_linear l = {&be, ZT_F32, 1, 1, 2, 1, 2.0f, w, w, 1, ZT_F32, 0.0f, 0, 0, NULL};
     zt_err err = {0};
     ZT_CHECK(zt_lora_forward(&l, y, t, u, x, &err) == ZT_EINPUT);
     ZT_CHECK_MSG(strstr(err.msg, "nosuch device's table has no scale_add") != NULL, "%s", err.msg);
+}
+
+/* Adapter dropout (lora.h): the linear with p > 0 equals the linear without dropout on
+ * x~ = x o m / (1 - p), the test forming x~ from zt_lora_keep itself: y and t from x~,
+ * dA from x~, dx = dx0 + (dt A) o m / (1 - p) (dx0 non-zero, the base's part), dB as is.
+ * A backward that forgot the mask (on x or on dx) fails here.  The mask drops about p
+ * of the elements, and another key or row draws another mask. */
+static void dropout_case(const zt_backend *be)
+{
+    enum { N = 6, OUT = 5, IN = 7, R = 3 };
+    const float p = 0.3f, dx0 = 0.5f;
+    const uint64_t key = 0x1234567ull;
+    const int64_t row0 = 40;
+    float x[N * IN], xt[N * IN], a[R * IN], b[OUT * R], dy[N * OUT], zero[N * IN] = {0}, half[N * IN];
+    uint64_t s = 7;
+    for (int i = 0; i < N * IN; i++) {
+        x[i] = (float)zt_rand_normal(&s);
+        half[i] = dx0;
+        xt[i] = zt_lora_keep(key, row0 + i / IN, i % IN, p) ? x[i] / (1.0f - p) : 0.0f;
+    }
+    for (int i = 0; i < R * IN; i++)
+        a[i] = (float)zt_rand_normal(&s);
+    for (int i = 0; i < OUT * R; i++)
+        b[i] = (float)zt_rand_normal(&s);
+    for (int i = 0; i < N * OUT; i++)
+        dy[i] = (float)zt_rand_normal(&s);
+    float *got[5], *want[5]; /* y, dx, dA, dB, dt A (want only) */
+    size_t n[5] = {N * OUT, N * IN, R * IN, OUT * R, N * IN};
+    float *A = up(be, a, R * IN), *B = up(be, b, OUT * R), *Dy = up(be, dy, N * OUT);
+    float *T = be->alloc(ZT_MEM_OTHER, N * R * 4), *U = be->alloc(ZT_MEM_OTHER, N * OUT * 4);
+    float *Dt = be->alloc(ZT_MEM_OTHER, N * R * 4), *Xd = be->alloc(ZT_MEM_OTHER, N * IN * 4);
+    zt_err err = {0};
+    for (int drop = 0; drop < 2; drop++) {
+        float **o = drop ? got : want;
+        float *X = up(be, drop ? x : xt, N * IN);
+        o[0] = up(be, zero, N * OUT), o[1] = up(be, drop ? half : zero, N * IN);
+        o[2] = up(be, zero, R * IN), o[3] = up(be, zero, OUT * R);
+        zt_lora_linear l = {be, ZT_F32, N, OUT, IN, R, 1.5f, A, B, OUT, ZT_F32, drop ? p : 0.0f, key, row0, Xd};
+        ZT_CHECK_MSG(zt_lora_forward(&l, o[0], T, U, X, &err) == ZT_OK, "%s", err.msg);
+        ZT_CHECK_MSG(zt_lora_backward(&l, o[1], o[2], o[3], U, Dt, Dy, X, T, &err) == ZT_OK, "%s", err.msg);
+        be->free(ZT_MEM_OTHER, X, N * IN * 4);
+    }
+    float h[N * IN]; /* want's dx is dt A alone: masked and added to dx0 here */
+    be->to_host(h, want[1], sizeof h);
+    for (int i = 0; i < N * IN; i++)
+        h[i] = dx0 + (zt_lora_keep(key, row0 + i / IN, i % IN, p) ? h[i] * (1.0f / (1.0f - p)) : 0.0f);
+    be->to_device(want[1], h, sizeof h);
+    const char *names[4] = {"dropout y", "dropout dx", "dropout dA", "dropout dB"};
+    for (int k = 0; k < 4; k++) {
+        float w[N * IN];
+        be->to_host(w, want[k], n[k] * 4);
+        compare(be, names[k], got[k], w, n[k], 0.0f, 1e-6);
+        be->free(ZT_MEM_OTHER, got[k], n[k] * 4);
+        be->free(ZT_MEM_OTHER, want[k], n[k] * 4);
+    }
+    float *bufs[] = {A, B, Dy, T, U, Dt, Xd};
+    size_t sizes[] = {R * IN, OUT * R, N * OUT, N * R, N * OUT, N * R, N * IN};
+    for (int k = 0; k < 7; k++)
+        be->free(ZT_MEM_OTHER, bufs[k], sizes[k] * 4);
+}
+
+static void test_dropout_cpu(void) { dropout_case(zt_backend_cpu()); }
+static void test_dropout_emu(void) { dropout_case(zt_backend_emu()); }
+
+static void test_dropout_mask(void)
+{
+    int dropped = 0, differ_key = 0, differ_row = 0;
+    for (int i = 0; i < 100; i++)
+        for (int j = 0; j < 100; j++) {
+            int k = zt_lora_keep(9, i, j, 0.25f);
+            dropped += !k;
+            differ_key += k != zt_lora_keep(10, i, j, 0.25f);
+            differ_row += k != zt_lora_keep(9, i + 100, j, 0.25f);
+        }
+    ZT_CHECK_MSG(dropped > 2300 && dropped < 2700, "dropped %d of 10000 at p 0.25", dropped);
+    ZT_CHECK_MSG(differ_key > 3000 && differ_row > 3000, "masks alike: %d %d", differ_key, differ_row);
+    ZT_CHECK(zt_lora_keep(9, 1, 2, 0.0f));
 }
 
 int main(int argc, char **argv)
@@ -912,6 +990,9 @@ int main(int argc, char **argv)
     ZT_RUN(test_linear_bf16_cpu);
     ZT_RUN(test_linear_bf16_emu);
     ZT_RUN(test_no_scale_add);
+    ZT_RUN(test_dropout_cpu);
+    ZT_RUN(test_dropout_emu);
+    ZT_RUN(test_dropout_mask);
     zt_comm_finalize_mpi();
     if (rank != 0)
         return zt_tests_failed ? 1 : 0;

@@ -117,14 +117,15 @@ def run(model, r, alpha, rslora, targets, dtype, adapters, t=T):
     return pm, batch_loss(pm, tok, 0, t), tok
 
 
-def steps(pm, tok, loss0, t=T, max_norm=MAX_NORM):
+def steps(pm, tok, loss0, t=T, max_norm=MAX_NORM, loss_fn=batch_loss):
     """Three AdamW steps over the adapters, batch 0's backward done: (losses, norms, each
-    trainable parameter's smallest bias-corrected sqrt(v) over the steps, element-wise)."""
+    trainable parameter's smallest bias-corrected sqrt(v) over the steps, element-wise);
+    loss_fn(pm, tok, s, t) is each later batch's loss after its backward."""
     params = [p for p in pm.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=LR, betas=BETAS, eps=EPS, weight_decay=WD)
     losses, norms, least = [], [], [torch.full_like(p, float("inf")) for p in params]
     for s in range(3):
-        loss = loss0 if s == 0 else batch_loss(pm, tok, s, t)
+        loss = loss0 if s == 0 else loss_fn(pm, tok, s, t)
         norms.append(torch.nn.utils.clip_grad_norm_(params, max_norm).item())
         assert norms[-1] > max_norm, "clipping must be active: %g" % norms[-1]
         opt.step()

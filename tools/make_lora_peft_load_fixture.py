@@ -26,7 +26,8 @@ near-zero gradient would turn that rounding into a visibly different update (doc
 
 Dev-time only (the test reads the stored file):
     make && OMP_NUM_THREADS=1 /work/devvenv/bin/python tools/make_lora_peft_load_fixture.py
-Generated with torch 2.15, transformers 5.25, peft 0.21.2, one thread.  Deterministic.
+Generated with torch 2.15, transformers 5.25, peft 0.21.2, one thread.  Deterministic.  The run
+trains with --lora_dropout 0.1, so the adapter_config.json PEFT loads holds a nonzero lora_dropout.
 """
 import os
 import subprocess
@@ -45,7 +46,7 @@ MODEL = "tests/fixtures/gqa_tied"
 PROMPT = "The adapters load"
 TRAIN_ARGS = ("--model " + MODEL + " --data " + MODEL + "/tokens.npy --block_size 16 --per_device_train_batch_size 2 "
               "--max_steps 4 --learning_rate 1e-2 --adam_epsilon 1e-3 --shuffle false --threads 1 --seed 11 "
-              "--use_peft --lora_r 4 --lora_alpha 8 --lora_target_modules all-linear")
+              "--use_peft --lora_r 4 --lora_alpha 8 --lora_target_modules all-linear --lora_dropout 0.1")
 
 
 def main():

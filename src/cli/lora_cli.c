@@ -73,7 +73,8 @@ static int given(const flag_table *table, lora_names names, int i)
 }
 
 /* --adapter DIR: its config's r, alpha, rsLoRA and targets become the run's; a flag or a
- * YAML key that gave another value is a contradiction, refused with both values. */
+ * YAML key that gave another value is a contradiction, refused with both values.  Its
+ * lora_dropout is the run's unless --lora_dropout (or the YAML key) gives one. */
 static int adapter_settings(zt_cli_lora *l, const flag_table *table, lora_names names, zt_err *err)
 {
     zt_lora a;
@@ -100,6 +101,8 @@ static int adapter_settings(zt_cli_lora *l, const flag_table *table, lora_names 
                        "target_modules %s",
                        names[ZT_PEFT_TARGETS], want, l->adapter, cfg, have);
     }
+    if (given(table, names, ZT_PEFT_DROPOUT)) /* a training setting, not the adapter's math: the run's wins */
+        a.dropout = l->lora.dropout;
     l->lora = a;
     return ZT_OK;
 }
@@ -132,17 +135,15 @@ int zt_cli_lora_check(zt_cli_lora *l, const flag_table *table, const char *confi
     }
     if (!(l->alpha > 0.0))
         return zt_fail(err, ZT_EINPUT, "%s %g: must be greater than 0", names[ZT_PEFT_ALPHA], l->alpha);
-    if (l->dropout != 0.0)
-        return zt_fail(err, ZT_EINPUT,
-                       "%s %g: dropout on the adapters is not implemented yet; give "
-                       "0 (ztrain's default; TRL's default is 0.05)",
-                       names[ZT_PEFT_DROPOUT], l->dropout);
+    if (!(l->dropout >= 0.0 && l->dropout < 1.0))
+        return zt_fail(err, ZT_EINPUT, "%s %g: expected a probability from 0 to below 1", names[ZT_PEFT_DROPOUT],
+                       l->dropout);
     if (strcmp(l->bias, "none"))
         return zt_fail(err, ZT_EINPUT,
                        "%s '%s': only none is implemented (PEFT's all and lora_only "
                        "train biases, which are not built yet)",
                        names[ZT_PEFT_BIAS], l->bias);
-    l->lora = (zt_lora){.r = l->r, .alpha = l->alpha, .rslora = l->rslora};
+    l->lora = (zt_lora){.r = l->r, .alpha = l->alpha, .rslora = l->rslora, .dropout = l->dropout};
     rc = zt_lora_targets_parse(names[ZT_PEFT_TARGETS], l->targets, l->ntargets, &l->lora.targets, err);
     return rc || !l->adapter ? rc : adapter_settings(l, table, names, err);
 }

@@ -26,14 +26,14 @@ typedef struct zt_cli_lora {
     zt_lora lora;              /* resolved by zt_cli_lora_check */
 } zt_cli_lora;
 
-/* TRL's defaults, but for dropout: 0 until adapter dropout is built (TRL's 0.05 is refused). */
-#define ZT_CLI_LORA_DEFAULTS {.r = 16, .alpha = 32.0, .bias = "none"}
+/* TRL's defaults (lora_dropout 0.05 among them). */
+#define ZT_CLI_LORA_DEFAULTS {.r = 16, .alpha = 32.0, .dropout = 0.05, .bias = "none"}
 
 #define TRAIN_LORA_FLAGS(L)                                                                                      \
     {"use_peft", ZT_FLAG_BOOL, &(L).use_peft, "train LoRA adapters (PEFT's) instead of every weight (default false)", 1, 0, 0}, \
     {"lora_r", ZT_FLAG_INT, &(L).r, "the adapters' rank (default 16)", 1, 1 << 20, 0}, \
     {"lora_alpha", ZT_FLAG_DOUBLE, &(L).alpha, "the scale's numerator: scale alpha/r (default 32)", 1e-30, 1e30, 0}, \
-    {"lora_dropout", ZT_FLAG_DOUBLE, &(L).dropout, "dropout on the adapters' input; only 0 is implemented (default 0)", 0, 1, 0}, \
+    {"lora_dropout", ZT_FLAG_DOUBLE, &(L).dropout, "PEFT's dropout on the adapters' input, in training, from 0 to below 1 (default 0.05)", 0, 1, 0}, \
     {"lora_target_modules", ZT_FLAG_STR, &(L).targets_shown, "all-linear, or projection names (q_proj k_proj v_proj o_proj gate_proj up_proj down_proj; spaces or commas) (default: q_proj v_proj, PEFT's)", 1, 0, 0}, \
     {"use_rslora", ZT_FLAG_BOOL, &(L).rslora, "rsLoRA: scale alpha/sqrt(r) (default false)", 1, 0, 0}, \
     {"lora_bias", ZT_FLAG_STR, &(L).bias, "PEFT's bias: none (the only one implemented; default none)", 1, 0, 0}, \

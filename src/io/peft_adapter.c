@@ -26,7 +26,7 @@ static int write_config(const char *path, const zt_lora *l, const char *base_mod
     ok = ok && cJSON_AddStringToObject(o, "peft_type", "LORA") && cJSON_AddStringToObject(o, "task_type", "CAUSAL_LM") &&
          cJSON_AddStringToObject(o, "base_model_name_or_path", base_model ? base_model : "") &&
          cJSON_AddNumberToObject(o, "r", l->r) && cJSON_AddNumberToObject(o, "lora_alpha", l->alpha) &&
-         cJSON_AddNumberToObject(o, "lora_dropout", 0.0) && cJSON_AddBoolToObject(o, "use_rslora", l->rslora) &&
+         cJSON_AddNumberToObject(o, "lora_dropout", l->dropout) && cJSON_AddBoolToObject(o, "use_rslora", l->rslora) &&
          cJSON_AddStringToObject(o, "bias", "none") && cJSON_AddBoolToObject(o, "fan_in_fan_out", 0) &&
          cJSON_AddBoolToObject(o, "inference_mode", 1) && cJSON_AddBoolToObject(o, "init_lora_weights", 1) &&
          cJSON_AddBoolToObject(o, "use_dora", 0) && cJSON_AddNullToObject(o, "modules_to_save") &&
@@ -128,12 +128,12 @@ static int config_values(const char *path, const cJSON *o, zt_lora *l, zt_err *e
         return zt_fail(err, ZT_EINPUT, "%s: lora_alpha: expected a number > 0", path);
     if (rs && !cJSON_IsBool(rs))
         return zt_fail(err, ZT_EINPUT, "%s: use_rslora: expected true or false", path);
-    if (drop && !(cJSON_IsNumber(drop) && drop->valuedouble == 0.0))
-        return zt_fail(err, ZT_EINPUT, "%s: lora_dropout: only 0 is implemented (dropout on the adapters is not "
-                       "built yet)", path);
+    if (drop && !(cJSON_IsNumber(drop) && drop->valuedouble >= 0.0 && drop->valuedouble < 1.0))
+        return zt_fail(err, ZT_EINPUT, "%s: lora_dropout: expected a probability from 0 to below 1", path);
     if (bias && !(cJSON_IsString(bias) && !strcmp(bias->valuestring, "none")))
         return zt_fail(err, ZT_EINPUT, "%s: bias: only \"none\" is implemented (no bias is trained)", path);
-    *l = (zt_lora){.r = (int)r->valuedouble, .alpha = alpha->valuedouble, .rslora = cJSON_IsTrue(rs)};
+    *l = (zt_lora){.r = (int)r->valuedouble, .alpha = alpha->valuedouble, .rslora = cJSON_IsTrue(rs),
+                   .dropout = drop ? drop->valuedouble : 0.0};
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(o, "target_modules");
     if (!t || cJSON_IsNull(t))
         return zt_lora_targets_parse("target_modules", NULL, 0, &l->targets, err); /* PEFT's default */

@@ -4,7 +4,7 @@
  *                              under the names PEFT saves them with
  *                              (base_model.model.<weight less .weight>.lora_A.weight)
  *   adapter_config.json        peft_type LORA, task_type CAUSAL_LM, r, lora_alpha,
- *                              target_modules, use_rslora, bias none, lora_dropout 0,
+ *                              target_modules, use_rslora, bias none, lora_dropout (the run's),
  *                              base_model_name_or_path, and PEFT's inert defaults
  * Each file is written atomically (core/fs.h); both are read back (train --adapter). */
 #ifndef ZT_PEFT_ADAPTER_H
@@ -20,9 +20,9 @@ int zt_peft_adapter_write(const char *dir, const zt_layout *lay, const zt_lora *
                           const char *base_model, zt_err *err);
 
 /* Reading such a directory, ztrain's or PEFT's (train --adapter DIR).
- * dir/adapter_config.json into *l: r, lora_alpha, use_rslora, target_modules (absent:
- * PEFT's default, q_proj v_proj).  Keys that change LoRA's math and are not built
- * (use_dora, a nonzero lora_dropout, rank_pattern, alpha_pattern, layers_to_transform,
+ * dir/adapter_config.json into *l: r, lora_alpha, use_rslora, lora_dropout (absent: 0),
+ * target_modules (absent: PEFT's default, q_proj v_proj).  Keys that change LoRA's math
+ * and are not built (use_dora, rank_pattern, alpha_pattern, layers_to_transform,
  * modules_to_save, bias other than none, ...) are refused by name; every other key is
  * ignored (it does not change the loaded model).  ZT_EINPUT names the file and key. */
 int zt_peft_adapter_read_config(const char *dir, zt_lora *l, zt_err *err);

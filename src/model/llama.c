@@ -19,6 +19,7 @@
 
 #include "../core/mem.h"
 #include "../core/prof.h"
+#include "../core/rng.h"
 #include "../kernels/backend.h"
 
 zt_dtype zt_model_operand_dtype(zt_dtype compute) { return compute == ZT_BF16 ? ZT_BF16 : ZT_F32; }
@@ -219,7 +220,7 @@ oom:
     return zt_fail(err, ZT_EFAIL, "out of memory for activations (B=%d, T=%d)", B, T);
 }
 
-/* LoRA's buffers (zt_model's lora_t, lora_u, lora_dt, lora_dw, lora_dy), in bytes, for N
+/* LoRA's buffers (zt_model's lora_t, lora_u, lora_dt, lora_dw, lora_dy, lora_xd), in bytes, for N
  * rows: the size table of zt_model_set_lora and of the estimate alike.  lora_dy, fp32 gate|up
  * gradients (N, 2F), only where operands are bf16 (compute bf16) and gate or up is a target:
  * SwiGLU's backward writes dgu in the operand dtype, and the adapters' scaled sums read
@@ -237,6 +238,7 @@ static size_t lora_sizes(const zt_llama_config *c, int rows, const zt_lora *l, z
     bytes[2] = N * r * sizeof(float);
     bytes[3] = C * sizeof(float);
     bytes[4] = zt_model_operand_dtype(compute) == ZT_BF16 && mlp ? N * 2 * F * sizeof(float) : 0;
+    bytes[5] = l->dropout > 0.0 ? N * (C > F ? C : F) * sizeof(float) : 0; /* lora_xd: inputs C or F wide */
     size_t total = 0;
     for (int i = 0; i < ZT_LORA_BUFS; i++) {
         bytes[i] += !bytes[i]; /* none needed: one byte, so every buffer exists */
@@ -267,7 +269,7 @@ int zt_model_set_lora(zt_model *m, const zt_lora *l, zt_err *err)
                        "tables have it)", m->be->name);
     m->lora = *l;
     lora_sizes(c, m->N, l, m->own.compute, m->lora_bytes);
-    float **bufs[ZT_LORA_BUFS] = {&m->lora_t, &m->lora_u, &m->lora_dt, &m->lora_dw, &m->lora_dy};
+    float **bufs[ZT_LORA_BUFS] = {&m->lora_t, &m->lora_u, &m->lora_dt, &m->lora_dw, &m->lora_dy, &m->lora_xd};
     for (int i = 0; i < ZT_LORA_BUFS; i++) {
         if (!(*bufs[i] = m->be->alloc(ZT_MEM_ACTIV, m->lora_bytes[i])))
             return zt_fail(err, ZT_EFAIL, "out of memory for LoRA's activations (B=%d, T=%d)", m->B, m->T);
@@ -305,7 +307,7 @@ void zt_model_free(zt_model *m)
         m->be->free(ZT_MEM_ACTIV, m->logits, m->logits_own_bytes);
     if (m->layers)
         zt_free(ZT_MEM_OTHER, m->layers, ((size_t)m->cfg.num_hidden_layers + 1) * sizeof *m->layers);
-    float *lora_bufs[ZT_LORA_BUFS] = {m->lora_t, m->lora_u, m->lora_dt, m->lora_dw, m->lora_dy};
+    float *lora_bufs[ZT_LORA_BUFS] = {m->lora_t, m->lora_u, m->lora_dt, m->lora_dw, m->lora_dy, m->lora_xd};
     for (int i = 0; i < ZT_LORA_BUFS; i++)
         if (lora_bufs[i])
             m->be->free(ZT_MEM_ACTIV, lora_bufs[i], m->lora_bytes[i]);
@@ -456,13 +458,24 @@ static float *lora_t(const zt_model *m, int l, zt_param_kind kind)
     return m->lora_t + ((size_t)l * (size_t)lora_targets(m) + slot) * (size_t)m->N * (size_t)m->lora.r;
 }
 
+void zt_model_set_lora_batch(zt_model *m, uint64_t seed, long step, long first_sample)
+{
+    uint64_t s = seed; /* two splitmix64 rounds: the step's key from the run's seed */
+    s = zt_rand_next(&s) ^ (uint64_t)step;
+    m->lora_key = zt_rand_next(&s);
+    m->lora_row0 = (int64_t)first_sample * m->T;
+}
+
 static zt_lora_linear lora_linear(const zt_model *m, int l, const void *abase, zt_param_kind kind, size_t ld)
 {
     const zt_param *pa = lora_param(m, l, kind, 0), *pb = lora_param(m, l, kind, 1);
     size_t es = zt_dtype_size(m->own.compute);
+    uint64_t key = (m->lora_key ^ ((uint64_t)l * ZT_P_NKINDS + (uint64_t)kind)); /* a third round: the linear's */
+    key = zt_rand_next(&key);
     return (zt_lora_linear){m->be, m->own.compute, m->N, (int)pb->shape[0], (int)pa->shape[1], m->lora.r,
                             (float)zt_lora_scale(&m->lora), (const char *)abase + pa->offset * es,
-                            (const char *)abase + pb->offset * es, ld, m->opd};
+                            (const char *)abase + pb->offset * es, ld, m->opd, m->lora_train ? (float)m->lora.dropout : 0.0f, key,
+                            m->lora_row0, m->lora_xd};
 }
 
 static int lora_on(const zt_model *m, zt_param_kind kind)
@@ -924,6 +937,7 @@ double zt_model_flops_per_token(const zt_llama_config *c, int T, int checkpointi
 static int pass_or_reset(zt_model *m, const int *inputs, const int *targets, int backward,
                          float grad_scale, double *loss_sum, zt_err *err)
 {
+    m->lora_train = backward;
     int rc = model_pass(m, inputs, targets, backward, grad_scale, loss_sum, err);
     if (rc)
         m->own.ops->reset(m->own.ctx);

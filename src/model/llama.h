@@ -97,7 +97,13 @@ typedef struct zt_model {
     int lora_on;
     zt_lora lora;
     float *lora_t, *lora_u, *lora_dt, *lora_dw, *lora_dy;
-#define ZT_LORA_BUFS 5
+    /* with adapter dropout (lora.dropout > 0): lora_xd, the dropped input or dt A (N x the
+     * widest input); lora_key and lora_row0, the micro-batch's (zt_model_set_lora_batch) */
+    float *lora_xd;
+    int lora_train; /* the pass is a training one (with its backward): dropout's only place */
+    uint64_t lora_key;
+    int64_t lora_row0;
+#define ZT_LORA_BUFS 6
     size_t lora_bytes[ZT_LORA_BUFS];
 } zt_model;
 
@@ -140,6 +146,12 @@ int zt_model_set_positions(zt_model *m, const int *pos, zt_err *err);
  * computed.  ZT_EINPUT, naming what refuses, for what is not built yet: fp16 compute,
  * bf16 activations, a table without scale_add. */
 int zt_model_set_lora(zt_model *m, const zt_lora *l, zt_err *err);
+/* Adapter dropout's draw for the passes that follow (lora.h, zt_lora_linear): the mask of
+ * layer l's target kind is keyed on (seed, step, l, kind) and row row0 + i of the pass's
+ * rows, row0 = the micro-batch's first global sample index times T, so each token's mask
+ * is the same on any rank count, accumulation, ZeRO stage or wrap, and in the
+ * checkpointed recompute.  Without dropout, nothing to do. */
+void zt_model_set_lora_batch(zt_model *m, uint64_t seed, long step, long first_sample);
 /* The bytes zt_model_set_lora allocates beside zt_model_activation_bytes' (the same sizes),
  * for a model of compute dtype `compute`. */
 size_t zt_model_lora_activation_bytes(const zt_llama_config *cfg, int B, int T, const zt_lora *l, zt_dtype compute);

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/dtype.h"
+#include "../core/mem.h"
 #include "../core/rng.h"
 #include "../core/text.h"
 
@@ -236,13 +238,70 @@ static int linear_usable(const zt_lora_linear *l, zt_err *err)
     return ZT_OK;
 }
 
+int zt_lora_keep(uint64_t key, int64_t row, int col, float p)
+{
+    uint64_t s = key ^ ((uint64_t)row << 32 | (uint32_t)col);
+    return zt_rand_uniform(&s) >= (double)p;
+}
+
+/* The dropout's host side: h (N x in) = src o m / (1 - p) where acc is NULL, written to
+ * dst; else acc += src o m / (1 - p) (src fp32).  Staged through the host, so every table
+ * draws the mask with the same code. */
+static int drop_rows(const zt_lora_linear *l, float *dst, const void *src, zt_dtype sdt, float *acc, zt_err *err)
+{
+    const zt_backend *be = l->be;
+    size_t n = (size_t)l->N * (size_t)l->in;
+    float *h = zt_alloc(ZT_MEM_OTHER, n * sizeof(float)), *a = acc ? zt_alloc(ZT_MEM_OTHER, n * sizeof(float)) : NULL;
+    if (!h || (acc && !a)) {
+        zt_free(ZT_MEM_OTHER, h, h ? n * sizeof(float) : 0);
+        zt_free(ZT_MEM_OTHER, a, a ? n * sizeof(float) : 0);
+        return zt_fail(err, ZT_EFAIL, "LoRA dropout: out of memory for %zu floats", n);
+    }
+    be->to_host(h, src, n * zt_dtype_size(sdt));
+    if (sdt == ZT_BF16) /* widen in place from the back: element i's 2 bytes lie below its 4 */
+        for (size_t i = n; i-- > 0;)
+            h[i] = zt_bf16_to_f32(((const uint16_t *)h)[i]);
+    if (acc)
+        be->to_host(a, acc, n * sizeof(float));
+    float inv = 1.0f / (1.0f - l->p);
+    for (int i = 0; i < l->N; i++)
+        for (int j = 0; j < l->in; j++) {
+            size_t k = (size_t)i * (size_t)l->in + (size_t)j;
+            float v = zt_lora_keep(l->key, l->row0 + i, j, l->p) ? h[k] * inv : 0.0f;
+            if (acc)
+                a[k] += v;
+            else
+                h[k] = v;
+        }
+    be->to_device(acc ? acc : dst, acc ? a : h, n * sizeof(float));
+    zt_free(ZT_MEM_OTHER, h, n * sizeof(float));
+    zt_free(ZT_MEM_OTHER, a, a ? n * sizeof(float) : 0);
+    return ZT_OK;
+}
+
+/* x~, the adapter's input: x itself, or its dropped copy in xd. */
+static int adapter_input(const zt_lora_linear *l, const void *x, const void **xin, zt_dtype *dt, zt_err *err)
+{
+    *xin = x;
+    *dt = l->x_dt;
+    if (l->p <= 0.0f)
+        return ZT_OK;
+    *xin = l->xd;
+    *dt = ZT_F32;
+    return drop_rows(l, l->xd, x, l->x_dt, NULL, err);
+}
+
 int zt_lora_forward(const zt_lora_linear *l, float *y, float *t, float *u, const void *x, zt_err *err)
 {
     const zt_backend *be = l->be;
     zt_dtype c = l->w_dt;
+    const void *xin;
+    zt_dtype xdt;
     int rc = linear_usable(l, err);
     if (rc == ZT_OK)
-        rc = be->matmul(t, x, l->x_dt, l->a, c, l->N, l->r, l->in, 0, 1, 0.0f, c, err);
+        rc = adapter_input(l, x, &xin, &xdt, err);
+    if (rc == ZT_OK)
+        rc = be->matmul(t, xin, xdt, l->a, c, l->N, l->r, l->in, 0, 1, 0.0f, c, err);
     if (rc == ZT_OK)
         rc = be->matmul(u, t, ZT_F32, l->b, c, l->N, l->out, l->r, 0, 1, 0.0f, c, err);
     if (rc == ZT_OK) /* PEFT scales after B: y + (t B^T) s, each step rounded as torch does */
@@ -264,8 +323,16 @@ int zt_lora_backward(const zt_lora_linear *l, float *dx, float *da, float *db, f
     rc = be->matmul(db, du, ZT_F32, t, ZT_F32, l->out, l->r, l->N, 1, 0, 1.0f, c, err);
     if (rc == ZT_OK)
         rc = be->matmul(dt, du, ZT_F32, l->b, c, l->N, l->r, l->out, 0, 0, 0.0f, c, err);
+    const void *xin;
+    zt_dtype xdt;
+    if (rc == ZT_OK) /* the same mask as the forward's: the same key and rows */
+        rc = adapter_input(l, x, &xin, &xdt, err);
     if (rc == ZT_OK)
-        rc = be->matmul(da, dt, ZT_F32, x, l->x_dt, l->r, l->in, l->N, 1, 0, 1.0f, c, err);
+        rc = be->matmul(da, dt, ZT_F32, xin, xdt, l->r, l->in, l->N, 1, 0, 1.0f, c, err);
+    if (rc == ZT_OK && l->p > 0.0f) { /* dx += (dt A) o m / (1 - p), dt A formed in xd */
+        rc = be->matmul(l->xd, dt, ZT_F32, l->a, c, l->N, l->in, l->r, 0, 0, 0.0f, c, err);
+        return rc ? rc : drop_rows(l, NULL, l->xd, ZT_F32, dx, err);
+    }
     if (rc == ZT_OK) /* autograd's sum of the base's and the adapter's input gradients */
         rc = be->matmul(dx, dt, ZT_F32, l->a, c, l->N, l->in, l->r, 0, 0, 1.0f, c, err);
     return rc;

@@ -20,6 +20,7 @@ typedef struct zt_lora {
     double alpha;     /* the scale's numerator, > 0 */
     int rslora;       /* scale alpha / sqrt(r) (rsLoRA) instead of alpha / r */
     unsigned targets; /* bit (1u << kind) for each adapted projection kind (ZT_P_Q .. ZT_P_DOWN) */
+    double dropout;   /* PEFT's lora_dropout p in [0, 1), in training only (zt_lora_linear's p) */
 } zt_lora;
 
 /* The target set from names as TRL's --lora_target_modules takes them: n values, each
@@ -93,7 +94,24 @@ typedef struct zt_lora_linear {
     const void *a, *b;
     size_t ld;
     zt_dtype x_dt; /* x's dtype (fp32 when left 0) */
+    /* PEFT's lora_dropout on the adapter's input alone, in training:
+     *   x~ = x o m / (1 - p),  m[i][j] = zt_lora_keep(key, row0 + i, j, p)
+     * and x~ replaces x in t = x~ A^T and dA += dt^T x~, while dx += (dt A) o m / (1 - p).
+     * The mask is a hash of (key, global row, column), drawn again in the backward rather
+     * than stored (a stored mask would hold L x targets x N x in bytes); the caller's key
+     * names the step, micro-batch, layer and target, and row0 is the first row's index
+     * among all ranks' rows, so every rank count, ZeRO stage, wrap and recompute draws the
+     * same mask for the same token.  p 0: no dropout, xd unused; else xd is scratch of N in
+     * fp32 elements of the table's memory (staged through the host: one copy each way). */
+    float p;
+    uint64_t key;
+    int64_t row0;
+    float *xd;
 } zt_lora_linear;
+
+/* Whether dropout keeps element (row, col) under key: splitmix64 of key ^ (row << 32 | col),
+ * its top 53 bits as u in [0, 1), kept when u >= p. */
+int zt_lora_keep(uint64_t key, int64_t row, int col, float p);
 
 int zt_lora_forward(const zt_lora_linear *l, float *y, float *t, float *u, const void *x, zt_err *err);
 int zt_lora_backward(const zt_lora_linear *l, float *dx, float *da, float *db, float *du, float *dt,

@@ -399,6 +399,7 @@ static int open_graph(trainer *t, zt_err *err)
     const char *why = zt_prof_enabled() ? "--profile"
                       : t->hooks->before_forward || t->hooks->before_update ? "test hooks"
                       : !zt_comm_capturable(t->comm) ? "staged MPI collectives" /* comm auto on a GPU chose it */
+                      : t->a->lora && t->a->lora->dropout > 0 ? "--lora_dropout" /* its mask is drawn on the host */
                       : NULL;
     int on = pl->graphs == ZT_PLAN_GRAPHS_ON && !why;
     if (pl->graphs == ZT_PLAN_GRAPHS_ON && why) {
@@ -514,8 +515,10 @@ int zt_train_setup(trainer *t, const zt_train_args *a, zt_err *err)
         rc = zt_evaluator_open(&t->ev, a->eval_data_path, a->eval_mask_path, &t->r.cfg, &t->r.lay, &owner,
                                a->eval_batch_size, a->block_size, comm->world, 0, "eval_data", err);
         t->have_ev = rc == ZT_OK;
+        zt_lora eval_lora = a->lora ? *a->lora : (zt_lora){0};
+        eval_lora.dropout = 0.0; /* evaluation is PEFT's eval mode: no dropout */
         if (rc == ZT_OK && a->lora) /* the model evaluated is the base with the adapters */
-            rc = zt_model_set_lora(&t->ev.model, a->lora, err);
+            rc = zt_model_set_lora(&t->ev.model, &eval_lora, err);
         if (rc == ZT_OK && a->padding_free)
             rc = zt_evaluator_set_padding_free(&t->ev, a->doc_eos, err);
     }

@@ -248,6 +248,8 @@ static int train_step(trainer *t, long s, step_run *run, zt_err *err)
         double ls = 0.0;
         rc = t->hooks->before_forward ? t->hooks->before_forward(t->hooks->ctx, s + 1, micro, comm->rank, err)
                                       : ZT_OK;
+        if (t->a->lora) /* adapter dropout's mask: keyed on the step and the global sample */
+            zt_model_set_lora_batch(&r->model, t->a->seed, s, k0);
         if (rc == ZT_OK)
             rc = zt_model_forward_backward(&r->model, inputs, targets, zt_grad_scale(counted, scale), &ls,
                                            err);

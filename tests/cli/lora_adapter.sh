@@ -68,7 +68,7 @@ expect_exit 2 "$TMP/r8.yaml:3: lora_r 8 disagrees with --adapter $peft: its adap
 expect_exit 2 "--adapter: LoRA flags need --use_peft" -- "${run[@]:0:${#run[@]}-1}" --adapter $peft
 expect_exit 2 "$TMP/none/adapter_config.json" -- "${run[@]}" --adapter "$TMP/none"
 # keys that change the math, refused by name; inert and unknown keys ignored
-for edit in 'cfg["use_dora"] = True' 'cfg["lora_dropout"] = 0.05' 'cfg["rank_pattern"] = {"q_proj": 8}' \
+for edit in 'cfg["use_dora"] = True' 'cfg["lora_dropout"] = 1' 'cfg["rank_pattern"] = {"q_proj": 8}' \
     'cfg["alpha_pattern"] = {"q_proj": 8}' 'cfg["layers_to_transform"] = [0]' 'cfg["modules_to_save"] = ["lm_head"]' \
     'cfg["bias"] = "all"' 'cfg["peft_type"] = "IA3"' 'cfg["r"] = 0' 'cfg["r"] = 2.5' 'cfg["lora_alpha"] = "8"' \
     'cfg["target_modules"] = ["q_proj", "lm_head"]' 'cfg["use_rslora"] = 1'; do

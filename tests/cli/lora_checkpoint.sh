@@ -11,7 +11,7 @@
 # checkpoint resumed without --use_peft and a full fine-tuning one with it.  The eval
 # loss with --use_peft is the model with its adapters: on a one-window stream that is
 # also the training data, step 1's eval loss is step 2's training loss (the same
-# adapters, the same window), which the untrained model's loss (step 1's) is not.
+# adapters, the same window; without adapter dropout, which training alone draws), which the untrained model's loss (step 1's) is not.
 # --load_best_model_at_end: the eval loss falls from step 2 to step 4, and
 # --greater_is_better makes step 2 the best, so OUTPUT_DIR's adapter files are
 # checkpoint-2's bit for bit, not checkpoint-4's (the last step's).
@@ -142,7 +142,7 @@ expect_exit 2 "a LoRA checkpoint holds the adapters only" -- "$ZTRAIN" merge-wei
     "$TMP/win.npy" || fail "writing the one-window stream"
 "$ZTRAIN" train --model $fix --data "$TMP/win.npy" --eval_data "$TMP/win.npy" --eval_steps 1 --block_size 16 \
     --per_device_eval_batch_size 1 --per_device_train_batch_size 1 --max_steps 2 --learning_rate 1e-2 --threads 1 \
-    --peak_gflops 1 --shuffle false --progress false --use_peft --lora_r 4 --log_jsonl "$TMP/ev.jsonl" \
+    --peak_gflops 1 --shuffle false --progress false --use_peft --lora_r 4 --lora_dropout 0 --log_jsonl "$TMP/ev.jsonl" \
     >"$TMP/ev.log" 2>&1 || fail "LoRA with --eval_data: $(tail -3 "$TMP/ev.log")"
 /usr/bin/python3 - "$TMP/ev.jsonl" <<'PY' || fail "the eval loss with adapters: $(cat "$TMP/ev.jsonl" | cut -c1-60)"
 import json, sys

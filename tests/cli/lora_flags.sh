@@ -5,7 +5,7 @@
 # and settings (tests/fixtures/lora/counts.json, tools/make_lora_fixtures.py: Llama tied
 # and untied, Qwen2 with biases, Mistral); the run then trains (one step here;
 # tests/cli/lora_train.sh checks the training).  Refused by name, exit 2: a LoRA flag without
-# --use_peft, a nonzero --lora_dropout, an unknown target (with the closest name), an
+# --use_peft, a --lora_dropout of 1 (no input left), an unknown target (with the closest name), an
 # empty target list, a --lora_bias other than none, a rank below 1.
 . "$(dirname "$0")/lib.bash"
 counts=tests/fixtures/lora/counts.json
@@ -44,8 +44,8 @@ fix=tests/fixtures/gqa_tied
 run=("$ZTRAIN" train --model $fix --data $fix/tokens.npy)
 expect_exit 2 "--lora_r: LoRA flags need --use_peft" -- "${run[@]}" --lora_r 4
 expect_exit 2 "--lora_target_modules: LoRA flags need --use_peft" -- "${run[@]}" --lora_target_modules q_proj
-expect_exit 2 "--lora_dropout 0.05: dropout on the adapters is not implemented yet" -- "${run[@]}" --use_peft \
-    --lora_dropout 0.05
+expect_exit 2 "--lora_dropout 1: expected a probability from 0 to below 1" -- "${run[@]}" --use_peft \
+    --lora_dropout 1
 expect_exit 2 "unknown target 'q_prj' \(did you mean 'q_proj'\?\)" -- "${run[@]}" --use_peft \
     --lora_target_modules v_proj,q_prj
 expect_exit 2 "unknown target 'lm_head'" -- "${run[@]}" --use_peft --lora_target_modules lm_head

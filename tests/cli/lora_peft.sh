@@ -5,7 +5,7 @@
 # within 1e-6 relative, and the adapters written to --output_dir within 1e-6 of each
 # tensor's largest magnitude, on Llama, Qwen2 (biases, rsLoRA) and Mistral (rows longer
 # than its window), and on 2 ranks (one row a rank) under FSDP's FULL_SHARD and DeepSpeed's
-# ZeRO-3.  The exception: elements whose Adam denominator sqrt(v) falls below 1e-5, where
+# ZeRO-3; and with adapter dropout (below).  The exception: elements whose Adam denominator sqrt(v) falls below 1e-5, where
 # Adam's update amplifies fp32's last-bit rounding of the gradient up to lr / eps = 1e5
 # times (the generator marks them: 88 of 9248 in the Llama case), are held within 1e-5
 # (ztrain's worst, 7e-6, is one element whose gradient is 1.8e-7 after clipping).  Also --adapter's refusals: a flag that disagrees with the adapter's config,
@@ -68,7 +68,28 @@ for c in llama qwen2 mistral; do
     compare tests/fixtures/lora/cli/$c/expected.safetensors "$TMP/$c.jsonl" "$TMP/$c" >"$TMP/cmp" 2>&1 ||
         fail "$c against PEFT: $(tail -3 "$TMP/cmp")"
 done
+# adapter dropout (--lora_dropout P): PEFT's steps with its dropout modules drawing
+# ztrain's mask (tools/make_lora_dropout_fixture.py), on 1 rank and below on 2 (one row a
+# rank: the mask keyed on the global row); and evaluation draws none: at learning rate 0
+# the eval loss with P is the eval loss without, while the training losses differ
+drop=tests/fixtures/lora/cli/llama/dropout.safetensors
+pdrop=(--lora_dropout "$(meta $drop p)" --seed "$(meta $drop seed)")
+train_case llama drop --per_device_train_batch_size 2 "${pdrop[@]}" >"$TMP/log" 2>&1 || fail "dropout: $(tail -3 "$TMP/log")"
+compare $drop "$TMP/drop.jsonl" "$TMP/drop" >"$TMP/cmp" 2>&1 || fail "dropout against PEFT: $(tail -3 "$TMP/cmp")"
+for p in 0 0.5; do
+    train_case llama ev$p --per_device_train_batch_size 2 --max_steps 1 --learning_rate 0 --lora_dropout $p \
+        --eval_data tests/fixtures/gqa_tied/tokens.npy --eval_steps 1 >"$TMP/log" 2>&1 || fail "eval: $(tail -3 "$TMP/log")"
+done
+/usr/bin/python3 - "$TMP/ev0.jsonl" "$TMP/ev0.5.jsonl" <<'PY' || fail "evaluation with adapter dropout"
+import json, sys
+(t0, e0), (t5, e5) = [[[r[k] for r in map(json.loads, open(f)) if k in r][0] for k in ("loss", "eval_loss")]
+                      for f in sys.argv[1:]]
+assert e0 == e5 and abs(t0 - t5) > 1e-3 * t0, (t0, e0, t5, e5)
+PY
 RUN=("$ZTRAIN" launch --num_processes 2)
+train_case llama two --per_device_train_batch_size 1 "${pdrop[@]}" >"$TMP/log" 2>&1 || fail "2 ranks, dropout: $(tail -3 "$TMP/log")"
+compare $drop "$TMP/two.jsonl" "$TMP/two" >"$TMP/cmp" 2>&1 || fail "2 ranks, dropout, against PEFT: $(tail -3 "$TMP/cmp")"
+rm -rf "$TMP/two" "$TMP/two.jsonl"
 for face in "--use_fsdp --fsdp_sharding_strategy FULL_SHARD" "--use_deepspeed --zero_stage 3"; do
     # shellcheck disable=SC2086
     train_case llama two --per_device_train_batch_size 1 $face >"$TMP/log" 2>&1 ||

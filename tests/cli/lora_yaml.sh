@@ -23,11 +23,12 @@ yaml() { printf 'distributed_type: NO\n%s\n' "$2" >"$TMP/$1.yaml"; }
 yaml trl 'use_peft: true
 lora_r: 4
 lora_alpha: 8
-lora_dropout: 0
+lora_dropout: 0.1
 lora_target_modules: [q_proj, v_proj, gate_proj]
 use_rslora: true
 lora_bias: none'
-flags=$(plan_losses flags --use_peft --lora_r 4 --lora_alpha 8 --lora_target_modules q_proj v_proj gate_proj --use_rslora)
+flags=$(plan_losses flags --use_peft --lora_r 4 --lora_alpha 8 --lora_target_modules q_proj v_proj gate_proj --use_rslora \
+    --lora_dropout 0.1)
 case $flags in "lora r=4, alpha=8 (scale 4, rsLoRA), targets q_proj,v_proj,gate_proj, trainable"*) ;;
 *) fail "the flags' plan line: $flags" ;; esac
 [ "$(plan_losses trl --config_file "$TMP/trl.yaml")" = "$flags" ] ||
@@ -71,9 +72,9 @@ lora_alpha: 0' "$y:3: lora_alpha 0: must be greater than 0"
 bad 'use_peft: true
 lora_alpha: -1' "$y:3: lora_alpha: must be a finite number of at least 0"
 bad 'use_peft: true
-lora_dropout: 0.05' "$y:3: lora_dropout 0.05: dropout on the adapters is not implemented yet"
+lora_dropout: 1' "$y:3: lora_dropout 1: expected a probability from 0 to below 1"
 bad 'peft_config:
-  lora_dropout: 0.1' "$y:3: peft_config.lora_dropout 0.1: dropout on the adapters is not implemented yet"
+  lora_dropout: 1.5' "$y:3: peft_config.lora_dropout 1.5: expected a probability from 0 to below 1"
 bad 'use_peft: true
 lora_target_modules: [v_proj, q_prj]' "$y:3: lora_target_modules: unknown target 'q_prj' \(did you mean 'q_proj'\?\)"
 bad 'peft_config:
