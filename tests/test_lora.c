@@ -890,12 +890,28 @@ static void test_no_scale_add(void)
     ZT_CHECK_MSG(strstr(err.msg, "nosuch device's table has no scale_add") != NULL, "%s", err.msg);
 }
 
+/* n floats of host onto the device in dtype dt (fp32, or bf16 rounded to nearest even) */
+static void *up_as(const zt_backend *be, const float *host, size_t n, zt_dtype dt)
+{
+    if (dt == ZT_F32)
+        return up(be, host, n);
+    uint16_t *h = zt_alloc(ZT_MEM_OTHER, n * 2);
+    for (size_t i = 0; i < n; i++)
+        h[i] = zt_f32_to_bf16(host[i]);
+    void *d = be->alloc(ZT_MEM_OTHER, n * 2);
+    be->to_device(d, h, n * 2);
+    zt_free(ZT_MEM_OTHER, h, n * 2);
+    return d;
+}
+
 /* Adapter dropout (lora.h): the linear with p > 0 equals the linear without dropout on
- * x~ = x o m / (1 - p), the test forming x~ from zt_lora_keep itself: y and t from x~,
+ * x~ = x o m / (1 - p) in fp32, the test forming x~ from zt_lora_keep itself, with fp32
+ * compute, and with bf16 compute and bf16 x (widened, scaled, then read rounded to bf16 by
+ * the products, as torch's bf16 dropout rounds x * m / (1 - p)): y and t from x~,
  * dA from x~, dx = dx0 + (dt A) o m / (1 - p) (dx0 non-zero, the base's part), dB as is.
  * A backward that forgot the mask (on x or on dx) fails here.  The mask drops about p
  * of the elements, and another key or row draws another mask. */
-static void dropout_case(const zt_backend *be)
+static void dropout_case(const zt_backend *be, zt_dtype c)
 {
     enum { N = 6, OUT = 5, IN = 7, R = 3 };
     const float p = 0.3f, dx0 = 0.5f;
@@ -905,8 +921,9 @@ static void dropout_case(const zt_backend *be)
     uint64_t s = 7;
     for (int i = 0; i < N * IN; i++) {
         x[i] = (float)zt_rand_normal(&s);
+        x[i] = c == ZT_BF16 ? zt_round_bf16(x[i]) : x[i];
         half[i] = dx0;
-        xt[i] = zt_lora_keep(key, row0 + i / IN, i % IN, p) ? x[i] / (1.0f - p) : 0.0f;
+        xt[i] = zt_lora_keep(key, row0 + i / IN, i % IN, p) ? x[i] * (1.0f / (1.0f - p)) : 0.0f;
     }
     for (int i = 0; i < R * IN; i++)
         a[i] = (float)zt_rand_normal(&s);
@@ -916,19 +933,21 @@ static void dropout_case(const zt_backend *be)
         dy[i] = (float)zt_rand_normal(&s);
     float *got[5], *want[5]; /* y, dx, dA, dB, dt A (want only) */
     size_t n[5] = {N * OUT, N * IN, R * IN, OUT * R, N * IN};
-    float *A = up(be, a, R * IN), *B = up(be, b, OUT * R), *Dy = up(be, dy, N * OUT);
+    size_t es = zt_dtype_size(c);
+    void *A = up_as(be, a, R * IN, c), *B = up_as(be, b, OUT * R, c);
+    float *Dy = up(be, dy, N * OUT);
     float *T = be->alloc(ZT_MEM_OTHER, N * R * 4), *U = be->alloc(ZT_MEM_OTHER, N * OUT * 4);
     float *Dt = be->alloc(ZT_MEM_OTHER, N * R * 4), *Xd = be->alloc(ZT_MEM_OTHER, N * IN * 4);
     zt_err err = {0};
     for (int drop = 0; drop < 2; drop++) {
         float **o = drop ? got : want;
-        float *X = up(be, drop ? x : xt, N * IN);
+        void *X = drop ? up_as(be, x, N * IN, c) : up(be, xt, N * IN);
         o[0] = up(be, zero, N * OUT), o[1] = up(be, drop ? half : zero, N * IN);
         o[2] = up(be, zero, R * IN), o[3] = up(be, zero, OUT * R);
-        zt_lora_linear l = {be, ZT_F32, N, OUT, IN, R, 1.5f, A, B, OUT, ZT_F32, drop ? p : 0.0f, key, row0, Xd};
+        zt_lora_linear l = {be, c, N, OUT, IN, R, 1.5f, A, B, OUT, drop ? c : ZT_F32, drop ? p : 0.0f, key, row0, Xd};
         ZT_CHECK_MSG(zt_lora_forward(&l, o[0], T, U, X, &err) == ZT_OK, "%s", err.msg);
         ZT_CHECK_MSG(zt_lora_backward(&l, o[1], o[2], o[3], U, Dt, Dy, X, T, &err) == ZT_OK, "%s", err.msg);
-        be->free(ZT_MEM_OTHER, X, N * IN * 4);
+        be->free(ZT_MEM_OTHER, X, N * IN * (drop ? es : 4));
     }
     float h[N * IN]; /* want's dx is dt A alone: masked and added to dx0 here */
     be->to_host(h, want[1], sizeof h);
@@ -943,14 +962,16 @@ static void dropout_case(const zt_backend *be)
         be->free(ZT_MEM_OTHER, got[k], n[k] * 4);
         be->free(ZT_MEM_OTHER, want[k], n[k] * 4);
     }
-    float *bufs[] = {A, B, Dy, T, U, Dt, Xd};
-    size_t sizes[] = {R * IN, OUT * R, N * OUT, N * R, N * OUT, N * R, N * IN};
+    void *bufs[] = {A, B, Dy, T, U, Dt, Xd};
+    size_t sizes[] = {R * IN * es, OUT * R * es, N * OUT * 4, N * R * 4, N * OUT * 4, N * R * 4, N * IN * 4};
     for (int k = 0; k < 7; k++)
-        be->free(ZT_MEM_OTHER, bufs[k], sizes[k] * 4);
+        be->free(ZT_MEM_OTHER, bufs[k], sizes[k]);
 }
 
-static void test_dropout_cpu(void) { dropout_case(zt_backend_cpu()); }
-static void test_dropout_emu(void) { dropout_case(zt_backend_emu()); }
+static void test_dropout_cpu(void) { dropout_case(zt_backend_cpu(), ZT_F32); }
+static void test_dropout_emu(void) { dropout_case(zt_backend_emu(), ZT_F32); }
+static void test_dropout_bf16_cpu(void) { dropout_case(zt_backend_cpu(), ZT_BF16); }
+static void test_dropout_bf16_emu(void) { dropout_case(zt_backend_emu(), ZT_BF16); }
 
 static void test_dropout_mask(void)
 {
@@ -992,6 +1013,8 @@ int main(int argc, char **argv)
     ZT_RUN(test_no_scale_add);
     ZT_RUN(test_dropout_cpu);
     ZT_RUN(test_dropout_emu);
+    ZT_RUN(test_dropout_bf16_cpu);
+    ZT_RUN(test_dropout_bf16_emu);
     ZT_RUN(test_dropout_mask);
     zt_comm_finalize_mpi();
     if (rank != 0)

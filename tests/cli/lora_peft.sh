@@ -69,13 +69,19 @@ for c in llama qwen2 mistral; do
         fail "$c against PEFT: $(tail -3 "$TMP/cmp")"
 done
 # adapter dropout (--lora_dropout P): PEFT's steps with its dropout modules drawing
-# ztrain's mask (tools/make_lora_dropout_fixture.py), on 1 rank and below on 2 (one row a
+# ztrain's mask (tools/make_lora_dropout_fixture.py), on 1 rank (with and without
+# gradient checkpointing) and below on 2 (one row a
 # rank: the mask keyed on the global row); and evaluation draws none: at learning rate 0
 # the eval loss with P is the eval loss without, while the training losses differ
 drop=tests/fixtures/lora/cli/llama/dropout.safetensors
 pdrop=(--lora_dropout "$(meta $drop p)" --seed "$(meta $drop seed)")
-train_case llama drop --per_device_train_batch_size 2 "${pdrop[@]}" >"$TMP/log" 2>&1 || fail "dropout: $(tail -3 "$TMP/log")"
-compare $drop "$TMP/drop.jsonl" "$TMP/drop" >"$TMP/cmp" 2>&1 || fail "dropout against PEFT: $(tail -3 "$TMP/cmp")"
+for ck in false true; do # and the checkpointed recompute draws the forward's mask
+    train_case llama drop --per_device_train_batch_size 2 "${pdrop[@]}" --gradient_checkpointing $ck >"$TMP/log" 2>&1 ||
+        fail "dropout: $(tail -3 "$TMP/log")"
+    compare $drop "$TMP/drop.jsonl" "$TMP/drop" >"$TMP/cmp" 2>&1 ||
+        fail "dropout (checkpointing $ck) against PEFT: $(tail -3 "$TMP/cmp")"
+    rm -rf "$TMP/drop" "$TMP/drop.jsonl"
+done
 for p in 0 0.5; do
     train_case llama ev$p --per_device_train_batch_size 2 --max_steps 1 --learning_rate 0 --lora_dropout $p \
         --eval_data tests/fixtures/gqa_tied/tokens.npy --eval_steps 1 >"$TMP/log" 2>&1 || fail "eval: $(tail -3 "$TMP/log")"
