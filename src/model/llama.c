@@ -261,8 +261,6 @@ int zt_model_set_lora(zt_model *m, const zt_lora *l, zt_err *err)
     if (!m->lay->lora_index || m->lora_on)
         return zt_fail(err, ZT_EINPUT, "LoRA: the layout holds no adapter units (zt_lora_layout), or the model "
                        "has its adapters already");
-    if (m->own.compute == ZT_F16)
-        return zt_fail(err, ZT_EINPUT, "LoRA: fp16 compute is not built yet (fp32 and bf16 compute)");
     if (!m->be->scale_add)
         return zt_fail(err, ZT_EINPUT, "LoRA: the %s device's table has no scale_add entry yet (the cpu, emu and cuda "
                        "tables have it)", m->be->name);

@@ -137,8 +137,7 @@ int zt_model_set_positions(zt_model *m, const int *pos, zt_err *err);
  * layer's adapter unit with its base unit, add the adapters' parts to the targeted
  * projections (zt_lora_forward), and in the backward take gradients from the owner for
  * the adapter units only: no base unit's grad_begin is called, no base weight's gradient
- * computed.  ZT_EINPUT, naming what refuses, for what is not built yet: fp16 compute,
- * a table without scale_add. */
+ * computed.  ZT_EINPUT, naming what refuses, for a table without scale_add. */
 int zt_model_set_lora(zt_model *m, const zt_lora *l, zt_err *err);
 /* The bytes zt_model_set_lora allocates beside zt_model_activation_bytes' (the same sizes),
  * for a model of compute dtype `compute`, with bf16 activations or not (act16). */
