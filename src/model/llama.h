@@ -137,12 +137,12 @@ int zt_model_set_positions(zt_model *m, const int *pos, zt_err *err);
  * layer's adapter unit with its base unit, add the adapters' parts to the targeted
  * projections (zt_lora_forward), and in the backward take gradients from the owner for
  * the adapter units only: no base unit's grad_begin is called, no base weight's gradient
- * computed.  ZT_EINPUT, naming what refuses, for what is not built yet: fp16 compute,
- * bf16 activations, a table without scale_add. */
+ * computed.  ZT_EINPUT, naming what refuses, for a table without scale_add. */
 int zt_model_set_lora(zt_model *m, const zt_lora *l, zt_err *err);
 /* The bytes zt_model_set_lora allocates beside zt_model_activation_bytes' (the same sizes),
- * for a model of compute dtype `compute`. */
-size_t zt_model_lora_activation_bytes(const zt_llama_config *cfg, int B, int T, const zt_lora *l, zt_dtype compute);
+ * for a model of compute dtype `compute`, with bf16 activations or not (act16). */
+size_t zt_model_lora_activation_bytes(const zt_llama_config *cfg, int B, int T, const zt_lora *l, zt_dtype compute,
+                                      int act16);
 
 /* Forward only (evaluation): the SUM of token cross-entropies in *loss_sum, and
  * the logits for zt_model_logits. */
