@@ -547,7 +547,7 @@ static void model_case(const zt_backend *be, int ckpt, zt_st_file *f, const char
     /* what it allocated is what the estimates say */
     ZT_CHECK(m.act_bytes ==
              zt_model_activation_bytes(&cfg, B, T, ckpt, ZT_F32) +
-                 zt_model_lora_activation_bytes(&cfg, B, T, &l, ZT_F32));
+                 zt_model_lora_activation_bytes(&cfg, B, T, &l, ZT_F32, 0));
     snprintf(path, sizeof path, "%s.loss", cname);
     const zt_st_tensor *want = zt_st_find(f, path);
     ZT_CHECK(want != NULL);
@@ -561,6 +561,49 @@ static void model_case(const zt_backend *be, int ckpt, zt_st_file *f, const char
     owner_close(&g, be, &lay);
     zt_layout_free(&lay);
     zt_layout_free(&plain);
+}
+
+/* With bf16 activations (the plan's activations part, fast mode's preset with bf16
+ * compute) the model allocates what the two estimates say (zt_model_activation_bytes_in's
+ * table and LoRA's, lora_dy among it: the widened bf16 q|k|v and gate|up products and
+ * gradients), for target sets that need the q|k|v copy, the gate|up one, both, or none. */
+static void test_act16_sizes(void)
+{
+    enum { B = 2, T = 16 };
+    static const char *sets[] = {"q_proj,v_proj", "gate_proj", "all-linear", "o_proj,down_proj"};
+    zt_err err = {0};
+    zt_llama_config cfg;
+    if (zt_hf_read_config_dir("tests/fixtures/gqa_tied", &cfg, &err)) {
+        ZT_CHECK_MSG(0, "%s", err.msg);
+        return;
+    }
+    const zt_backend *be = zt_backend_cpu();
+    for (int i = 0; i < 4; i++)
+        for (int ckpt = 0; ckpt < 2; ckpt++) {
+            zt_lora l = {.r = 4, .alpha = 8};
+            zt_layout lay;
+            zt_frozen_params fr;
+            zt_model m;
+            memset(&m, 0, sizeof m);
+            if (zt_lora_targets_parse("test", &sets[i], 1, &l.targets, &err) ||
+                zt_layout_build(&lay, &cfg, ZT_WRAP_TRANSFORMER, 0, 1, &err) || zt_lora_layout(&lay, &l, &err) ||
+                zt_frozen_init(&fr, &lay, ZT_BF16, be, &err)) {
+                ZT_CHECK_MSG(0, "%s: %s", sets[i], err.msg);
+                return;
+            }
+            zt_param_owner own = zt_frozen_owner(&fr);
+            own.act16 = 1;
+            ZT_CHECK_MSG(zt_model_init(&m, &cfg, &lay, &own, B, T, ckpt, &err) == ZT_OK &&
+                             zt_model_set_lora(&m, &l, &err) == ZT_OK,
+                         "%s: %s", sets[i], err.msg);
+            ZT_CHECK_MSG(m.act16 && m.act_bytes == zt_model_activation_bytes_in(&cfg, B, T, ckpt, ZT_BF16,
+                                                                               ZT_KERNELS_EXACT, 1) +
+                                                   zt_model_lora_activation_bytes(&cfg, B, T, &l, ZT_BF16, 1),
+                         "%s, checkpointing %d: allocated %zu", sets[i], ckpt, m.act_bytes);
+            zt_model_free(&m);
+            zt_frozen_free(&fr);
+            zt_layout_free(&lay);
+        }
 }
 
 /* ---- the engine ------------------------------------------------------------------ */
@@ -1001,6 +1044,7 @@ int main(int argc, char **argv)
     ZT_RUN(test_model_cpu);
     ZT_RUN(test_model_emu);
     ZT_RUN(test_model_checkpointing);
+    ZT_RUN(test_act16_sizes);
     ZT_RUN(test_engine_stage0);
     ZT_RUN(test_engine_stage1);
     ZT_RUN(test_engine_stage2);

@@ -34,7 +34,8 @@ static int print_memory(FILE *f, const zt_llama_config *cfg, const zt_plan *p, i
         return rc;
     zt_engine_bytes b = zt_engine_estimate(&lay, p->prec, p->stage, p->group_size, &p->overlap);
     size_t act = zt_plan_activation_bytes(cfg, p, B, T, ckpt, 1);
-    act += lora ? zt_model_lora_activation_bytes(cfg, B, T, lora, p->prec.compute) : 0;
+    act += lora ? zt_model_lora_activation_bytes(cfg, B, T, lora, p->prec.compute, p->activations == ZT_PLAN_ACT_BF16)
+                : 0;
     size_t maxu = 0;
     for (int u = 0; u < lay.nunits; u++)
         maxu = lay.units[u].padded_numel > maxu ? lay.units[u].padded_numel : maxu;

@@ -158,7 +158,8 @@ int zt_memory_gate(const zt_llama_config *cfg, const zt_plan *p, int B, int T, i
         return rc;
     double need = tables + (double)zt_plan_activation_bytes(cfg, p, B, T, checkpointing, train);
     if (train && lora)
-        need += (double)zt_model_lora_activation_bytes(cfg, B, T, lora, p->prec.compute);
+        need += (double)zt_model_lora_activation_bytes(cfg, B, T, lora, p->prec.compute,
+                                                       p->activations == ZT_PLAN_ACT_BF16);
     double with_offload = 0; /* what the device would hold with offload, when the plan has none */
     if (train) {
         zt_engine_bytes b = zt_engine_estimate(&lay, p->prec, p->stage, p->group_size, &p->overlap);

@@ -933,6 +933,7 @@ static const zt_backend emu_fast = {
     ZT_BACKEND_ENTRIES(EMU_ENTRY)
     .queue_host = emu_queue_host,
     .host_address = emu_host_address,
+    .scale_add = emu_scale_add, /* LoRA's, as the CUDA fast table keeps the exact one's */
 };
 
 const zt_backend *zt_backend_emu(void) { return &emu; }

@@ -221,23 +221,32 @@ oom:
 }
 
 /* LoRA's buffers (zt_model's lora_t, lora_u, lora_dt, lora_dw, lora_dy, lora_xd), in bytes, for N
- * rows: the size table of zt_model_set_lora and of the estimate alike.  lora_dy, fp32 gate|up
- * gradients (N, 2F), only where operands are bf16 (compute bf16) and gate or up is a target:
- * SwiGLU's backward writes dgu in the operand dtype, and the adapters' scaled sums read
- * fp32 (the conversion is exact). */
-static size_t lora_sizes(const zt_llama_config *c, int rows, const zt_lora *l, zt_dtype compute,
+ * rows: the size table of zt_model_set_lora and of the estimate alike.  lora_dy holds fp32
+ * copies of what the base writes in bf16 and the adapters must add to or read (the
+ * adapters' scaled sums read and write fp32; bf16 to fp32 is exact): SwiGLU's gate|up
+ * gradient (N, 2F) where operands are bf16 and gate or up is a target; with bf16
+ * activations (act16) also the gate|up product gu16 (N, 2F) and the q|k|v product and its
+ * gradient qkv16, dqkv16 (N, Dqkv) where q, k or v is a target.  One buffer: its uses never
+ * overlap.  Where no such copy is needed it is not held.  lora_xd, an adapter's dropped
+ * input (N, max(C, F)), only with dropout. */
+static size_t lora_sizes(const zt_llama_config *c, int rows, const zt_lora *l, zt_dtype compute, int act16,
                          size_t bytes[ZT_LORA_BUFS])
 {
     size_t N = (size_t)rows, r = (size_t)l->r, C = (size_t)c->hidden_size, F = (size_t)c->intermediate_size;
     size_t Dq = (size_t)c->num_attention_heads * (size_t)c->head_dim;
     size_t widest = C > F ? (C > Dq ? C : Dq) : (F > Dq ? F : Dq);
     size_t ntargets = (size_t)__builtin_popcount(l->targets);
+    size_t Dqkv = (size_t)(c->num_attention_heads + 2 * c->num_key_value_heads) * (size_t)c->head_dim;
+    int bf16 = zt_model_operand_dtype(compute) == ZT_BF16, wide16 = bf16 && act16;
     int mlp = (l->targets >> ZT_P_GATE & 1u) || (l->targets >> ZT_P_UP & 1u);
+    int qkv = (l->targets & (1u << ZT_P_Q | 1u << ZT_P_K | 1u << ZT_P_V)) != 0;
+    size_t dy_cols = bf16 && mlp ? 2 * F : 0;
+    dy_cols = wide16 && qkv && Dqkv > dy_cols ? Dqkv : dy_cols;
     bytes[0] = (size_t)c->num_hidden_layers * ntargets * N * r * sizeof(float);
     bytes[1] = N * widest * sizeof(float);
     bytes[2] = N * r * sizeof(float);
     bytes[3] = C * sizeof(float);
-    bytes[4] = zt_model_operand_dtype(compute) == ZT_BF16 && mlp ? N * 2 * F * sizeof(float) : 0;
+    bytes[4] = N * dy_cols * sizeof(float);
     bytes[5] = l->dropout > 0.0 ? N * (C > F ? C : F) * sizeof(float) : 0; /* lora_xd: inputs C or F wide */
     size_t total = 0;
     for (int i = 0; i < ZT_LORA_BUFS; i++) {
@@ -247,10 +256,11 @@ static size_t lora_sizes(const zt_llama_config *c, int rows, const zt_lora *l, z
     return total;
 }
 
-size_t zt_model_lora_activation_bytes(const zt_llama_config *cfg, int B, int T, const zt_lora *l, zt_dtype compute)
+size_t zt_model_lora_activation_bytes(const zt_llama_config *cfg, int B, int T, const zt_lora *l, zt_dtype compute,
+                                      int act16)
 {
     size_t bytes[ZT_LORA_BUFS];
-    return lora_sizes(cfg, B * T, l, compute, bytes);
+    return lora_sizes(cfg, B * T, l, compute, act16, bytes);
 }
 
 int zt_model_set_lora(zt_model *m, const zt_lora *l, zt_err *err)
@@ -259,16 +269,11 @@ int zt_model_set_lora(zt_model *m, const zt_lora *l, zt_err *err)
     if (!m->lay->lora_index || m->lora_on)
         return zt_fail(err, ZT_EINPUT, "LoRA: the layout holds no adapter units (zt_lora_layout), or the model "
                        "has its adapters already");
-    if (m->own.compute == ZT_F16 || m->act16)
-        return zt_fail(err, ZT_EINPUT, "LoRA: %s is not built yet (fp32 and bf16 compute, fp32 activations)",
-                       m->act16 ? "bf16 activations (--activations bf16, the fast kernels' default with bf16 "
-                                  "compute: --activations fp32 runs LoRA)"
-                                : "fp16 compute");
     if (!m->be->scale_add)
         return zt_fail(err, ZT_EINPUT, "LoRA: the %s device's table has no scale_add entry yet (the cpu, emu and cuda "
                        "tables have it)", m->be->name);
     m->lora = *l;
-    lora_sizes(c, m->N, l, m->own.compute, m->lora_bytes);
+    lora_sizes(c, m->N, l, m->own.compute, m->act16, m->lora_bytes);
     float **bufs[ZT_LORA_BUFS] = {&m->lora_t, &m->lora_u, &m->lora_dt, &m->lora_dw, &m->lora_dy, &m->lora_xd};
     for (int i = 0; i < ZT_LORA_BUFS; i++) {
         if (!(*bufs[i] = m->be->alloc(ZT_MEM_ACTIV, m->lora_bytes[i])))
@@ -527,6 +532,30 @@ static int lora_qkv(zt_model *m, int l, const void *abase, float *gabase, float 
     return rc;
 }
 
+/* With bf16 activations the base's q|k|v and gate|up products are written in bf16 (qkv16,
+ * gu16): the adapters' s u is added to that output widened to fp32 in lora_dy (exact) and
+ * rounded back to bf16 once, as PEFT's base(x) + s u under autocast adds to the base's
+ * bf16 output (PEFT rounds s u to bf16 before its bf16 add; this rounds the fp32 sum).
+ * With B = 0 (the first step) the round trip is exact: the base's bits.  qkv: y16 is
+ * q|k|v's product (N, Dqkv), else gate|up's (N, 2F). */
+static int lora_forward16(zt_model *m, int l, const void *abase, void *y16, size_t cols, const void *x, int qkv,
+                          zt_err *err)
+{
+    unsigned bits = qkv ? (1u << ZT_P_Q | 1u << ZT_P_K | 1u << ZT_P_V) : (1u << ZT_P_GATE | 1u << ZT_P_UP);
+    if (!m->lora_on || !(m->lora.targets & bits))
+        return ZT_OK;
+    size_t n = (size_t)m->N * cols, F = (size_t)m->cfg.intermediate_size;
+    float *y = m->lora_dy;
+    m->be->convert(y, ZT_F32, y16, ZT_BF16, n);
+    int rc = qkv ? lora_qkv(m, l, abase, NULL, y, NULL, x, err)
+                 : lora_forward(m, l, abase, ZT_P_GATE, y, cols, x, err);
+    if (rc == ZT_OK && !qkv)
+        rc = lora_forward(m, l, abase, ZT_P_UP, y + F, cols, x, err);
+    if (rc == ZT_OK)
+        m->be->convert(y16, ZT_BF16, y, ZT_F32, n);
+    return rc;
+}
+
 /* ---- the attention and the MLP's gate, in fp32 or bf16 activations ------ */
 
 /* qkv = n1 Wqkv^T [+ b], RoPE, att = attention(qkv).  With bf16 activations the product
@@ -544,6 +573,8 @@ static int attention_forward(zt_model *m, int l, const void *abase, zt_layer_act
     if (m->act16) {
         int rc = m->be->linear_act16(a->qkv16, a->n1, m->opd, w->qkv, cd, w->qkv_b, cd, N, Dqkv, C, cd, err);
         progress(m);
+        if (rc == ZT_OK) /* the adapters add to the product before RoPE, as in fp32 below */
+            rc = lora_forward16(m, l, abase, a->qkv16, (size_t)Dqkv, a->n1, 1, err);
         if (rc == ZT_OK)
             m->be->attention_forward_act16(a->att16, a->lse, a->qkv16, m->rope_cos, m->rope_sin, m->attn_pack, m->B,
                                            m->T, nh, nkv, hd, window);
@@ -587,6 +618,8 @@ static int swiglu_forward(zt_model *m, int l, const void *abase, zt_layer_acts *
     }
     int rc = m->be->matmul_out(a->gu16, ZT_BF16, NULL, a->n2, m->opd, w->gu, c, N, 2 * F, C, 0, 1, c, err);
     progress(m);
+    if (rc == ZT_OK)
+        rc = lora_forward16(m, l, abase, a->gu16, 2 * (size_t)F, a->n2, 0, err);
     if (rc == ZT_OK)
         m->be->swiglu_forward_act16(a->act, a->gu16, N, F);
     return rc;
@@ -682,7 +715,10 @@ static int layer_backward(zt_model *m, int l, const void *base, float *gbase, co
     }
     if ((rc = linear_backward(m, m->dn, g.qkv, dqkv, a->n1, w.qkv, Dqkv, C, err)))
         return rc;
-    if (m->lora_on && (rc = lora_qkv(m, l, abase, gabase, m->dqkv, m->dn, a->n1, err)))
+    float *dqkv32 = m->dqkv; /* bf16 activations: the adapters read dqkv16 widened (lora_sizes) */
+    if (m->lora_on && m->act16 && (lora_on(m, ZT_P_Q) || lora_on(m, ZT_P_K) || lora_on(m, ZT_P_V)))
+        m->be->convert(dqkv32 = m->lora_dy, ZT_F32, m->dqkv16, ZT_BF16, (size_t)N * Dqkv);
+    if (m->lora_on && (rc = lora_qkv(m, l, abase, gabase, dqkv32, m->dn, a->n1, err)))
         return rc;
     m->be->rmsnorm_backward(m->dres, m->dres16, g.attn_norm ? g.attn_norm : ndw, m->dn, a->x,
                                    norm_weight(m, w.attn_norm, 2 * l, 0), a->rstd1, N, C);

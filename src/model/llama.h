@@ -143,8 +143,7 @@ int zt_model_set_positions(zt_model *m, const int *pos, zt_err *err);
  * layer's adapter unit with its base unit, add the adapters' parts to the targeted
  * projections (zt_lora_forward), and in the backward take gradients from the owner for
  * the adapter units only: no base unit's grad_begin is called, no base weight's gradient
- * computed.  ZT_EINPUT, naming what refuses, for what is not built yet: fp16 compute,
- * bf16 activations, a table without scale_add. */
+ * computed.  ZT_EINPUT, naming what refuses, for a table without scale_add. */
 int zt_model_set_lora(zt_model *m, const zt_lora *l, zt_err *err);
 /* Adapter dropout's draw for the passes that follow (lora.h, zt_lora_linear): the mask of
  * layer l's target kind is keyed on (seed, step, l, kind) and row row0 + i of the pass's
@@ -153,8 +152,9 @@ int zt_model_set_lora(zt_model *m, const zt_lora *l, zt_err *err);
  * checkpointed recompute.  Without dropout, nothing to do. */
 void zt_model_set_lora_batch(zt_model *m, uint64_t seed, long step, long first_sample);
 /* The bytes zt_model_set_lora allocates beside zt_model_activation_bytes' (the same sizes),
- * for a model of compute dtype `compute`. */
-size_t zt_model_lora_activation_bytes(const zt_llama_config *cfg, int B, int T, const zt_lora *l, zt_dtype compute);
+ * for a model of compute dtype `compute`, with bf16 activations or not (act16). */
+size_t zt_model_lora_activation_bytes(const zt_llama_config *cfg, int B, int T, const zt_lora *l, zt_dtype compute,
+                                      int act16);
 
 /* Forward only (evaluation): the SUM of token cross-entropies in *loss_sum, and
  * the logits for zt_model_logits. */

@@ -229,9 +229,8 @@ static int linear_usable(const zt_lora_linear *l, zt_err *err)
                        "LoRA: the %s device's table has no scale_add entry yet (the cpu, emu and cuda "
                        "tables have it)",
                        l->be->name);
-    if (l->w_dt != ZT_F32 && l->w_dt != ZT_BF16)
-        return zt_fail(err, ZT_EINPUT, "LoRA: %s compute is not built yet (fp32 and bf16 only)",
-                       zt_dtype_name(l->w_dt));
+    if (l->w_dt != ZT_F32 && l->w_dt != ZT_BF16 && l->w_dt != ZT_F16)
+        return zt_fail(err, ZT_EINPUT, "LoRA: %s compute (fp32, bf16 and fp16 only)", zt_dtype_name(l->w_dt));
     if (l->x_dt != ZT_F32 && l->x_dt != l->w_dt)
         return zt_fail(err, ZT_EINPUT, "LoRA: %s inputs with %s compute", zt_dtype_name(l->x_dt),
                        zt_dtype_name(l->w_dt));
@@ -264,6 +263,8 @@ static int drop_rows(const zt_lora_linear *l, float *dst, const void *src, zt_dt
     if (acc)
         be->to_host(a, acc, n * sizeof(float));
     float inv = 1.0f / (1.0f - l->p);
+    /* rows are independent and each element's mask is a pure function of its place */
+#pragma omp parallel for schedule(static)
     for (int i = 0; i < l->N; i++)
         for (int j = 0; j < l->in; j++) {
             size_t k = (size_t)i * (size_t)l->in + (size_t)j;

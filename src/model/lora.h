@@ -74,7 +74,7 @@ void zt_lora_merge(float *w, const float *a, const float *b, int out, int in, in
 
 /* The adapter's part of one LoRA linear of N rows through a backend table, beside the
  * frozen base's y = x W^T, which the caller computes (the model in its fused products):
- * A (r, in), B (out, r) in w_dt, the compute dtype (fp32 or bf16), x (N, in) in x_dt (the
+ * A (r, in), B (out, r) in w_dt, the compute dtype (fp32, bf16 or fp16), x (N, in) in x_dt (the
  * model's operand dtype: fp32, or bf16 with bf16 compute) and every other buffer fp32, all
  * of the table's memory; y and dy are `out` columns of rows `ld` apart (q's block of qkv,
  * say; ld = out when they are whole).  With bf16 compute every product reads its operands
