@@ -3,8 +3,6 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <ftw.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +17,7 @@
 #include "../io/hf_carry.h"
 #include "../io/hf_model.h"
 #include "../io/safetensors.h"
+#include "ckpt_dir.h"
 #include "ckpt_identity.h"
 #include "manifest.h"
 #include "weights.h"
@@ -94,27 +93,6 @@ static int share_string(zt_comm *comm, char *s, size_t cap, zt_err *err)
     return ZT_OK;
 }
 
-static int rm_entry(const char *path, const struct stat *sb, int type, struct FTW *ftw)
-{
-    (void)sb, (void)type, (void)ftw;
-    return remove(path) != 0 && errno != ENOENT ? -1 : 0;
-}
-
-/* rm -rf, not following symlinks. */
-static int remove_tree(const char *path)
-{
-    return nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-static void fsync_dir(const char *path)
-{
-    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) {
-        (void)fsync(fd); /* best effort: some filesystems refuse fsync on directories */
-        close(fd);
-    }
-}
-
 int zt_ckpt_probe_output_dir(const char *dir, zt_err *err)
 {
     int rc = zt_mkdirs(dir, err);
@@ -130,117 +108,6 @@ int zt_ckpt_probe_output_dir(const char *dir, zt_err *err)
     close(fd);
     unlink(tmp);
     return zt_hf_check_outputs(dir, err);
-}
-
-/* ---- names inside a checkpoint --------------------------------------------- */
-
-/* checkpoint-N with N all digits: N, else -1. */
-static long checkpoint_number(const char *name)
-{
-    if (strncmp(name, "checkpoint-", 11) || !name[11])
-        return -1;
-    long n = 0;
-    for (const char *p = name + 11; *p; p++) {
-        if (*p < '0' || *p > '9' || n > 100000000000000L)
-            return -1;
-        n = n * 10 + (*p - '0');
-    }
-    return n;
-}
-
-/* Leftovers of interrupted saves: .checkpoint-*.tmp-* and .checkpoint-*.del-*
- * directories, *.ztmp-* files of interrupted atomic writes and .*.zstage-*
- * files of an interrupted model save (zt_fileset). */
-static int is_litter(const char *name)
-{
-    if (!strncmp(name, ".checkpoint-", 12) && (strstr(name, ".tmp-") || strstr(name, ".del-")))
-        return 1;
-    return strstr(name, ".ztmp-") != NULL || (name[0] == '.' && strstr(name, ".zstage-") != NULL);
-}
-
-static void remove_litter(const char *output_dir)
-{
-    DIR *d = opendir(output_dir);
-    if (!d)
-        return;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (!is_litter(e->d_name))
-            continue;
-        char path[4400];
-        snprintf(path, sizeof path, "%s/%s", output_dir, e->d_name);
-        remove_tree(path);
-    }
-    closedir(d);
-}
-
-typedef struct numbered {
-    long n;
-    char name[256];
-} numbered;
-
-static int cmp_numbered_desc(const void *a, const void *b)
-{
-    long x = ((const numbered *)a)->n, y = ((const numbered *)b)->n;
-    return x < y ? 1 : x > y ? -1 : 0;
-}
-
-/* checkpoint-N entries of dir, newest first; *n gets the count (caller frees). */
-static numbered *list_checkpoints(const char *dir, int *n, size_t *bytes)
-{
-    *n = 0;
-    *bytes = 0;
-    DIR *d = opendir(dir);
-    if (!d)
-        return NULL;
-    int cap = 16;
-    numbered *v = malloc((size_t)cap * sizeof *v);
-    struct dirent *e;
-    while (v && (e = readdir(d))) {
-        long k = checkpoint_number(e->d_name);
-        if (k < 0 || strlen(e->d_name) >= sizeof v->name)
-            continue;
-        if (*n == cap) {
-            numbered *w = realloc(v, (size_t)(cap *= 2) * sizeof *v);
-            if (!w)
-                break;
-            v = w;
-        }
-        v[*n].n = k;
-        snprintf(v[*n].name, sizeof v->name, "%s", e->d_name);
-        (*n)++;
-    }
-    closedir(d);
-    if (v)
-        qsort(v, (size_t)*n, sizeof *v, cmp_numbered_desc);
-    *bytes = (size_t)cap * sizeof *v;
-    return v;
-}
-
-/* Keep the newest keep checkpoint-N directories, and checkpoint-best (0: none) as
- * Trainer keeps its best model's: in place of the oldest of those kept, or beside
- * the newest when keep is 1.  Each goes by renaming it to a .del- name first, so a
- * kill during the removal leaves litter, never a partial checkpoint-N. */
-static void rotate(const char *output_dir, long keep, long best)
-{
-    int n;
-    size_t bytes;
-    numbered *v = list_checkpoints(output_dir, &n, &bytes);
-    int best_kept = 0;
-    for (int i = 0; v && best > 0 && i < n && i < (int)keep; i++)
-        best_kept |= v[i].n == best;
-    if (best > 0 && !best_kept && keep > 1)
-        keep--; /* the best takes the place of the oldest kept */
-    for (int i = (int)keep; v && i < n; i++) {
-        if (v[i].n == best)
-            continue;
-        char from[4400], to[4400];
-        snprintf(from, sizeof from, "%s/%s", output_dir, v[i].name);
-        snprintf(to, sizeof to, "%s/.%s.del-%ld", output_dir, v[i].name, (long)getpid());
-        if (rename(from, to) == 0)
-            remove_tree(to);
-    }
-    free(v);
 }
 
 /* ---- save ------------------------------------------------------------------- */
@@ -360,35 +227,6 @@ static int write_metadata(const char *tmpdir, zt_engine *eng, const zt_ckpt_stat
     return rc;
 }
 
-/* Rank 0: put tmpdir in place of final.  An existing checkpoint-N is exchanged
- * with it in one step (renameat2 RENAME_EXCHANGE), then the old copy, now under
- * the temporary name, is removed.  Where the filesystem cannot exchange, the old
- * one is first renamed aside: for a moment no checkpoint-N exists, but never a
- * mixed one. */
-static int publish(const char *tmpdir, const char *final, const char *output_dir, long step, zt_err *err)
-{
-    fsync_dir(tmpdir);
-    struct stat sb;
-    int rc = ZT_OK;
-    if (lstat(final, &sb) != 0) {
-        if (rename(tmpdir, final) != 0)
-            rc = zt_fail(err, ZT_EINPUT, "%s: cannot rename %s into place: %s", final, tmpdir, strerror(errno));
-    } else if (!S_ISDIR(sb.st_mode)) {
-        rc = zt_fail(err, ZT_EINPUT, "%s: exists and is not a directory", final);
-    } else if (renameat2(AT_FDCWD, tmpdir, AT_FDCWD, final, RENAME_EXCHANGE) == 0) {
-        remove_tree(tmpdir);
-    } else {
-        char aside[4400];
-        snprintf(aside, sizeof aside, "%s/.checkpoint-%ld.del-%ld", output_dir, step, (long)getpid());
-        if (rename(final, aside) != 0 || rename(tmpdir, final) != 0)
-            rc = zt_fail(err, ZT_EINPUT, "%s: cannot replace it with %s: %s", final, tmpdir, strerror(errno));
-        else
-            remove_tree(aside);
-    }
-    fsync_dir(output_dir);
-    return rc;
-}
-
 static double now_s(void)
 {
     struct timespec ts;
@@ -418,7 +256,7 @@ int zt_ckpt_save(const zt_ckpt_save_args *sa, zt_engine *eng, const zt_ckpt_stat
             rc = zt_fail(err, errno == ENOSPC || errno == EIO ? ZT_EFAIL : ZT_EINPUT,
                          "%s: cannot create a temporary checkpoint directory: %s", sa->output_dir, strerror(errno));
             if (made)
-                remove_tree(tmpdir);
+                zt_ckpt_remove_tree(tmpdir);
         }
     }
     if ((rc = zt_comm_agree(comm, rc, err)) || (rc = share_string(comm, tmpdir, sizeof tmpdir, err)))
@@ -467,14 +305,14 @@ int zt_ckpt_save(const zt_ckpt_save_args *sa, zt_engine *eng, const zt_ckpt_stat
     }
     rc = zt_comm_agree(comm, rc, err);
     if (rc == ZT_OK && rank0)
-        rc = publish(tmpdir, final, sa->output_dir, st->step, err);
+        rc = zt_ckpt_publish(tmpdir, final, sa->output_dir, st->step, err);
     if (rank0) {
         if (rc == ZT_OK) {
             if (sa->save_total_limit > 0)
-                rotate(sa->output_dir, sa->save_total_limit, sa->keep_step);
-            remove_litter(sa->output_dir);
+                zt_ckpt_rotate(sa->output_dir, sa->save_total_limit, sa->keep_step);
+            zt_ckpt_remove_litter(sa->output_dir);
         } else {
-            remove_tree(tmpdir);
+            zt_ckpt_remove_tree(tmpdir);
         }
     }
     zt_free(ZT_MEM_OTHER, all, all ? (size_t)comm->world * sizeof *all : 0);
@@ -596,8 +434,7 @@ int zt_ckpt_resolve(const char *spec, const char *output_dir, zt_comm *comm, cha
             rc = zt_fail(err, ZT_EINPUT, "--resume_from_checkpoint latest needs --output_dir (where to look)");
         } else {
             int n;
-            size_t bytes;
-            numbered *v = list_checkpoints(output_dir, &n, &bytes);
+            zt_ckpt_numbered *v = zt_ckpt_list(output_dir, &n);
             rc = ZT_EINPUT;
             for (int i = 0; i < n && rc != ZT_OK; i++) {
                 zt_err why = {0};
