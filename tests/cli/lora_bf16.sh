@@ -39,18 +39,14 @@ cmp -s "$TMP/ds/adapter_model.safetensors" "$TMP/fm/adapter_model.safetensors" |
 grep -q "rounded away" "$TMP/flat.log" || fail "FSDP's flat bf16 did not warn of lost updates: $(grep -i warn "$TMP/flat.log")"
 grep -q "rounded away" "$TMP/ds.log" && fail "DeepSpeed's face warned of lost updates"
 /usr/bin/python3 - "$TMP" <<'PY' || fail "the faces' audits and adapters ($TMP)"
-import json, struct, sys
+import json, sys
+sys.path.insert(0, "tests/cli")
+from st_f32 import f32_tensors
 tmp = sys.argv[1]
 def audit(name):
     return [(r["lost_update_fraction"], r["update_to_half_ulp"]) for r in map(json.loads, open(f"{tmp}/{name}.jsonl"))]
 def tensors(name):
-    with open(f"{tmp}/{name}/adapter_model.safetensors", "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        head = json.loads(f.read(n))
-        data = f.read()
-    head.pop("__metadata__", None)
-    return {k: struct.unpack("<%df" % ((v["data_offsets"][1] - v["data_offsets"][0]) // 4),
-                             data[v["data_offsets"][0]:v["data_offsets"][1]]) for k, v in head.items()}
+    return f32_tensors(f"{tmp}/{name}/adapter_model.safetensors")
 ds, flat = audit("ds"), audit("flat")
 assert len(ds) == len(flat) == 4, (ds, flat)
 # step 1: only B moves (A's gradient is zero while B is): nothing lost, and B's updates from

@@ -40,18 +40,14 @@ done
 run r4_hybrid 4 --use_fsdp --fsdp_sharding_strategy HYBRID_SHARD --ranks_per_node 2
 names+=(r4_hybrid)
 /usr/bin/python3 - "$TMP" "${names[@]}" <<'PY' || fail "LoRA across rank counts and stages ($TMP)"
-import json, struct, sys
+import json, sys
+sys.path.insert(0, "tests/cli")
+from st_f32 import f32_tensors
 tmp, names = sys.argv[1], sys.argv[2:]
 def rows(n):
     return [(r["loss"], r["grad_norm"]) for r in map(json.loads, open(f"{tmp}/{n}.jsonl"))]
 def adapters(n):
-    with open(f"{tmp}/{n}/adapter_model.safetensors", "rb") as f:
-        k = struct.unpack("<Q", f.read(8))[0]
-        head = json.loads(f.read(k))
-        data = f.read()
-    head.pop("__metadata__", None)
-    return {t: struct.unpack("<%df" % ((v["data_offsets"][1] - v["data_offsets"][0]) // 4),
-                             data[v["data_offsets"][0]:v["data_offsets"][1]]) for t, v in head.items()}
+    return f32_tensors(f"{tmp}/{n}/adapter_model.safetensors")
 want, wa = rows("r1"), adapters("r1")
 assert len(want) == 3
 bad = []
