@@ -243,12 +243,31 @@ int zt_lora_keep(uint64_t key, int64_t row, int col, float p)
     return zt_rand_uniform(&s) >= (double)p;
 }
 
-/* The dropout's host side: h (N x in) = src o m / (1 - p) where acc is NULL, written to
- * dst; else acc += src o m / (1 - p) (src fp32).  Staged through the host, so every table
- * draws the mask with the same code. */
+/* out = in o m / (1 - p), or out += it (add), over the N x in elements: rows are
+ * independent and each element's mask is a pure function of its place. */
+static void drop_apply(const zt_lora_linear *l, const float *in, float *out, int add)
+{
+    float inv = 1.0f / (1.0f - l->p);
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < l->N; i++)
+        for (int j = 0; j < l->in; j++) {
+            size_t k = (size_t)i * (size_t)l->in + (size_t)j;
+            float v = zt_lora_keep(l->key, l->row0 + i, j, l->p) ? in[k] * inv : 0.0f;
+            out[k] = add ? out[k] + v : v;
+        }
+}
+
+/* The dropout: dst = src o m / (1 - p) where acc is NULL, else acc += src o m / (1 - p)
+ * (src fp32 then).  The mask is drawn on the host, so every table draws it with the same
+ * code: host memory in fp32 is used in place; a device's buffers, or bf16 input, are
+ * staged through host copies. */
 static int drop_rows(const zt_lora_linear *l, float *dst, const void *src, zt_dtype sdt, float *acc, zt_err *err)
 {
     const zt_backend *be = l->be;
+    if (be->host_visible && sdt == ZT_F32) {
+        drop_apply(l, src, acc ? acc : dst, acc != NULL);
+        return ZT_OK;
+    }
     size_t n = (size_t)l->N * (size_t)l->in;
     float *h = zt_alloc(ZT_MEM_OTHER, n * sizeof(float)), *a = acc ? zt_alloc(ZT_MEM_OTHER, n * sizeof(float)) : NULL;
     if (!h || (acc && !a)) {
@@ -262,18 +281,7 @@ static int drop_rows(const zt_lora_linear *l, float *dst, const void *src, zt_dt
             h[i] = zt_bf16_to_f32(((const uint16_t *)h)[i]);
     if (acc)
         be->to_host(a, acc, n * sizeof(float));
-    float inv = 1.0f / (1.0f - l->p);
-    /* rows are independent and each element's mask is a pure function of its place */
-#pragma omp parallel for schedule(static)
-    for (int i = 0; i < l->N; i++)
-        for (int j = 0; j < l->in; j++) {
-            size_t k = (size_t)i * (size_t)l->in + (size_t)j;
-            float v = zt_lora_keep(l->key, l->row0 + i, j, l->p) ? h[k] * inv : 0.0f;
-            if (acc)
-                a[k] += v;
-            else
-                h[k] = v;
-        }
+    drop_apply(l, h, acc ? a : h, acc != NULL);
     be->to_device(acc ? acc : dst, acc ? a : h, n * sizeof(float));
     zt_free(ZT_MEM_OTHER, h, n * sizeof(float));
     zt_free(ZT_MEM_OTHER, a, a ? n * sizeof(float) : 0);
