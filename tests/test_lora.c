@@ -445,7 +445,7 @@ static void run_steps(const zt_backend *be, zt_model *m, lora_owner *g, const zt
             sumsq += be->sumsq(g->grads[u], ZT_F32, lay->units[u].padded_numel);
         losses[s] = (float)(loss / (B * T));
         norms[s] = (float)sqrt(sumsq);
-        zt_adamw_step st = {HP.lr, HP.wd, HP.b1, HP.b2, HP.eps, s + 1, zt_clip_coef(norms[s], HP.max_norm, 1.0)};
+        zt_adamw_step st = {HP.lr, HP.wd, HP.b1, HP.b2, HP.eps, s + 1, zt_clip_coef(norms[s], HP.max_norm, 1.0), 0};
         for (int u = lay->nbase; u < lay->nunits; u++)
             be->adamw_step(g->fr.units[u], mv[2 * u], mv[2 * u + 1], g->grads[u], NULL, ZT_F32,
                            lay->units[u].padded_numel, &st, NULL, ZT_F32, NULL);

@@ -14,7 +14,7 @@
 static void test_first_step_matches_torch_formula(void)
 {
     float p[3] = {0.5f, -0.25f, 2.0f}, m[3] = {0}, v[3] = {0}, g[3] = {0.1f, -3.0f, 1e-3f};
-    zt_adamw_step st = {1e-3, 0.1, 0.9, 0.999, 1e-8, 1, 1.0f};
+    zt_adamw_step st = {1e-3, 0.1, 0.9, 0.999, 1e-8, 1, 1.0f, 0};
     float p0[3];
     memcpy(p0, p, sizeof p);
     zt_adamw_audit au = {0};
@@ -41,7 +41,7 @@ static void test_cast_copy_is_converted_master(void)
         m[0][i] = m[1][i] = 0.0f, v[0][i] = v[1][i] = 0.0f;
         g[i] = (float)((i * 53) % 97 - 48) * 1e-3f;
     }
-    zt_adamw_step st = {1e-2, 0.01, 0.9, 0.999, 1e-8, 1, 0.5f};
+    zt_adamw_step st = {1e-2, 0.01, 0.9, 0.999, 1e-8, 1, 0.5f, 0};
     zt_adamw_audit a0 = {0}, a1 = {0};
     zt_adamw_step_shard(p[0], m[0], v[0], g, NULL, ZT_F32, n, &st, NULL, ZT_F32, &a0);
     zt_adamw_step_shard(p[1], m[1], v[1], g, NULL, ZT_F32, n, &st, bfc, ZT_BF16, &a1);
@@ -74,7 +74,7 @@ static void test_bf16_audit_counts_lost_updates(void)
         p[i] = zt_f32_to_bf16(pv[i]);
         g[i] = zt_f32_to_bf16(gv[i]);
     }
-    zt_adamw_step st = {1e-3, 0.0, 0.9, 0.999, 1e-8, 1, 1.0f};
+    zt_adamw_step st = {1e-3, 0.0, 0.9, 0.999, 1e-8, 1, 1.0f, 0};
     zt_adamw_audit au = {0};
     zt_adamw_step_shard(p, m, v, g, NULL, ZT_BF16, 4, &st, NULL, ZT_F32, &au);
     /* element 3 has a zero gradient: no intended change, not counted */
@@ -95,7 +95,7 @@ static void test_bf16_audit_counts_lost_updates(void)
  * in fp32, 1e-3 / 2^(-10-23-1). */
 static void test_audit_zero_weight(void)
 {
-    zt_adamw_step st = {1e-3, 0.0, 0.9, 0.999, 1e-8, 1, 1.0f};
+    zt_adamw_step st = {1e-3, 0.0, 0.9, 0.999, 1e-8, 1, 1.0f, 0};
     uint16_t p16 = 0, m16 = 0, v16 = 0, g16 = zt_f32_to_bf16(0.5f);
     zt_adamw_audit au = {0};
     zt_adamw_step_shard(&p16, &m16, &v16, &g16, NULL, ZT_BF16, 1, &st, NULL, ZT_F32, &au);
@@ -117,7 +117,7 @@ static void test_kahan_accumulates_sub_ulp_updates(void)
     uint16_t m1 = 0, v1 = 0, m2 = 0, v2 = 0, g = zt_f32_to_bf16(0.5f);
     float p32 = 1.0f, m32 = 0, v32 = 0, g32 = 0.5f;
     for (long t = 1; t <= 20; t++) {
-        zt_adamw_step st = {1e-3, 0.0, 0.9, 0.999, 1e-8, t, 1.0f};
+        zt_adamw_step st = {1e-3, 0.0, 0.9, 0.999, 1e-8, t, 1.0f, 0};
         zt_adamw_step_shard(&p_plain, &m1, &v1, &g, NULL, ZT_BF16, 1, &st, NULL, ZT_F32, NULL);
         zt_adamw_step_shard(&p_comp, &m2, &v2, &g, &c, ZT_BF16, 1, &st, NULL, ZT_F32, NULL);
         zt_adamw_step_shard(&p32, &m32, &v32, &g32, NULL, ZT_F32, 1, &st, NULL, ZT_F32, NULL);

@@ -112,8 +112,6 @@ void zt_async_free(zt_engine *eng)
 /* the numbers only: the inputs were, or will be, uploaded for this step */
 void zt_async_zero(zt_engine *eng) { eng->be->zero(eng->async->sc, ZT_STEP_OUTPUT_BYTES); }
 
-double *zt_async_unit_sumsq(zt_engine *eng, int u) { return eng->async->unit_sumsq + u; }
-
 /* The verdict (engine.h: the norm over the shard group, a skip on every rank when
  * any holds an inf or NaN), on the device.  A group of one judges its units alone:
  * replicas hold the same reduced shard bit for bit, so they judge alike without a
@@ -142,19 +140,25 @@ void zt_async_inputs(zt_engine *eng, const zt_adamw_hparams *hp, double lr)
     zt_async *as = eng->async;
     if (as->sched) /* the verdict takes them from the schedule on the device */
         return;
-    zt_adamw_step st = {lr, hp->weight_decay, hp->beta1, hp->beta2, hp->eps, eng->optimizer_steps + 1, 1.0f};
+    zt_adamw_step st = {lr, hp->weight_decay, hp->beta1, hp->beta2, hp->eps, eng->optimizer_steps + 1, 1.0f, 0};
     zt_adamw_unit_inputs(&as->in, &st, lr, st.t);
     const size_t o = ZT_STEP_OUTPUT_BYTES; /* not the device's loss scale after them */
     eng->be->upload((char *)as->sc + o, (const char *)&as->in + o, ZT_STEP_INPUT_BYTES);
 }
 
-/* the units' squares not left by grad_end's rounding, then the verdict */
+/* the units' squares (of bf16(grad) where its rounding is pending: read only, the
+ * sum of the values AdamW reads), then the verdict */
 static void queue_verdict(zt_engine *eng, double max_grad_norm, double grad_unscale)
 {
     for (int u = 0; u < eng->lay->nunits; u++) {
         const zt_unit_state *us = &eng->units[u];
-        if (!us->grad_sumsq_valid && us->grad) /* a frozen unit's stays 0 (zt_async_init) */
-            eng->be->sumsq_into(eng->async->unit_sumsq + u, us->grad, eng->prec.master, us->shard_numel);
+        double *dst = eng->async->unit_sumsq + u;
+        if (!us->grad) /* a frozen unit's stays 0 (zt_async_init) */
+            continue;
+        if (us->grad_round_pending)
+            eng->be->sumsq_bf16_into(dst, us->grad, us->shard_numel);
+        else
+            eng->be->sumsq_into(dst, us->grad, eng->prec.master, us->shard_numel);
     }
     judge_step(eng, max_grad_norm, grad_unscale);
 }
@@ -193,12 +197,13 @@ void zt_async_queue(zt_engine *eng, const zt_adamw_hparams *hp, double lr, doubl
      * which a captured step would replay for ever.  t is the count this step makes if
      * applied, which the finish confirms (no other step is queued before it) */
     const int cast_in_step = zt_engine_cast_in_step(eng);
-    zt_adamw_step st = {lr, hp->weight_decay, hp->beta1, hp->beta2, hp->eps, eng->optimizer_steps + 1, 1.0f};
+    zt_adamw_step st = {lr, hp->weight_decay, hp->beta1, hp->beta2, hp->eps, eng->optimizer_steps + 1, 1.0f, 0};
     for (int u = 0; u < lay->nunits; u++) {
         zt_unit_state *us = &eng->units[u];
         if (!us->grad) /* frozen: nothing to update */
             continue;
         void *cast = cast_in_step && !us->gathered_alias ? us->gathered : NULL;
+        st.g_bf16 = us->grad_round_pending; /* the rounding left pending, done as g is read */
         be->adamw_unit(us->master, us->m, us->v, us->grad, us->comp, md, us->shard_numel, as->segs[u], as->nsegs[u],
                        &st, as->sc, cast, eng->prec.compute);
     }
@@ -263,7 +268,7 @@ int zt_engine_set_schedule(zt_engine *eng, const zt_adamw_hparams *hp, const dou
      * expressions (zt_adamw_unit_inputs with t = u + 1, zt_async_inputs's count) */
     for (long u = 0; u < n; u++) {
         zt_step_scalars in = {0};
-        zt_adamw_step st = {lr[u], hp->weight_decay, hp->beta1, hp->beta2, hp->eps, u + 1, 1.0f};
+        zt_adamw_step st = {lr[u], hp->weight_decay, hp->beta1, hp->beta2, hp->eps, u + 1, 1.0f, 0};
         zt_adamw_unit_inputs(&in, &st, lr[u], u + 1);
         tab[u] = (zt_step_input){in.lr, in.decay, in.neg_step, in.bc2_sqrt};
     }

@@ -1,16 +1,17 @@
 /* async_step.h — the engine's asynchronous step, every step without an offloaded
  * optimizer: fast mode queues it and reads it later, exact mode reads it at once;
  * with one, its verdict (zt_async_verdict) before the host's AdamW (kernels/backend.h, zt_kernel_mode; docs/gpu.md, "The asynchronous step").
- * Internal to src/engine: engine.c (the scalars' life: init, zero, each unit's sum
- * of squares) and step.c (the step) call it, and it calls only step_rules.c.
+ * Internal to src/engine: engine.c (the scalars' life: init, zero) and step.c (the
+ * step) call it, and it calls only step_rules.c.
  *
  * A step judged on the host reads a number back from the device for every unit's
  * sum of squares, for every parameter's AdamW audit and for every micro-batch's
  * loss; on a GPU each is a wait for the stream.  Here those numbers stay on the
  * device in one zt_step_scalars (kernels/step_scalars.h):
  *   - the backward's cross-entropy adds each micro-batch's loss sum into it
- *     (zt_engine_loss_sink), and grad_end's bf16 rounding leaves each unit's sum of
- *     squares in a device array;
+ *     (zt_engine_loss_sink), and each unit's sum of squares (of bf16(grad) where the
+ *     one-rank bf16 reduce's rounding is pending: sumsq_bf16_into) goes into a device
+ *     array;
  *   - the step sums the units' squares and judges the step there (skip on an inf
  *     or NaN; the clipping coefficient): step_verdict;
  *   - AdamW runs once per unit over its flat shard (adamw_unit), reading the verdict
@@ -61,8 +62,6 @@ int zt_async_init(zt_engine *eng, zt_err *err);
 void zt_async_free(zt_engine *eng);
 /* A new step: its scalars to zero (on the device's queue, no wait). */
 void zt_async_zero(zt_engine *eng);
-/* Where unit u's sum of squares goes this step (device). */
-double *zt_async_unit_sumsq(zt_engine *eng, int u);
 /* The step's inputs into the device's scalars: lr and t (the count this step makes
  * if applied) with what AdamW forms from them, one upload, no wait. */
 void zt_async_inputs(zt_engine *eng, const zt_adamw_hparams *hp, double lr);

@@ -496,6 +496,36 @@ static int local_accumulation(const zt_engine *eng)
     return eng->stage <= 1 || (eng->group_size == 1 && eng->comm->replica_size == 1);
 }
 
+/* ---- rounding pending ---------------------------------------------------------
+ *
+ * With a bf16 reduce dtype and an fp32 master, a gradient that no collective
+ * reduces (one rank: grad_end's local accumulation, reduce_grads' empty reduction)
+ * still passes through the reduce dtype, so that the numbers do not depend on where
+ * the reduction happens: every element is rounded to bf16.  As a pass of its own
+ * that rounding reads and writes every gradient (8 bytes an element, 8.3 GB a step
+ * for the 1B model).  Instead the unit is marked (grad_round_pending): its gradient
+ * is bf16(grad), and whatever reads it rounds as it reads, or has the rounding done
+ * first:
+ *   - the step's norm, hence the non-finite verdict, the clipping coefficient and
+ *     fp16's loss scale: sumsq_bf16_into, read only (async_step.c);
+ *   - AdamW, hence the lost-update audit: zt_adamw_step's g_bf16 (adamw_unit on the
+ *     device; offloaded, the host's AdamW on the copy brought down, with the mark as
+ *     it stood when the copy was taken: step.c, offload.c's delayed update);
+ *   - a reduction over ranks (start_early_allreduce, reduce_grads): its conversion
+ *     to the reduce dtype rounds, and the reduced values clear the mark;
+ *   - anything else (a later micro-batch's accumulation onto it,
+ *     zt_engine_full_grads): zt_engine_grad_settle, the rounding in place, once.
+ * zero_grads clears the mark (zeros are representable); inf stays inf. */
+void zt_engine_grad_settle(zt_engine *eng, int u)
+{
+    zt_unit_state *us = &eng->units[u];
+    if (!us->grad_round_pending)
+        return;
+    eng->be->round_bf16(us->grad, eng->lay->units[u].padded_numel, 0);
+    us->grad_round_pending = 0;
+    us->grad_rounded = 1;
+}
+
 /* Finish the reduction in flight.  Stage 0: the all-reduced gradient is the
  * accumulator (back from the reduce dtype when that differs).  Stages 2-3: the
  * reduce-scatter's shard is added to the owner's accumulator (after summing over
@@ -516,6 +546,7 @@ static void finish_reduce(zt_engine *eng)
     if (eng->stage == 0) { /* start_early_allreduce reduced in comm_full when the dtypes differ */
         if (rd != eng->prec.master)
             eng->be->convert(us->grad, eng->prec.master, eng->comm_full, rd, eng->lay->units[u].padded_numel);
+        us->grad_round_pending = 0; /* the reduced values replace what was pending */
         return;
     }
     if (c->replica_size > 1) /* hybrid: replicas hold the same slice; sum them */
@@ -562,8 +593,7 @@ static void start_early_allreduce(zt_engine *eng, int u)
         eng->be->convert(eng->comm_full, rd, us->grad, md, P);
         buf = eng->comm_full;
     }
-    us->reduced = 1;
-    us->grad_sumsq_valid = 0;
+    us->reduced = 1; /* convert reads a pending rounding's values rounded: rd is bf16 then */
     zt_comm_start_allreduce(eng->comm, &eng->reduce_op, buf, P, rd, ZT_SCOPE_WORLD);
     eng->reduce_unit = u;
     eng->reduce_overlapped++;
@@ -741,24 +771,18 @@ void zt_engine_grad_end(zt_engine *eng, int unit)
         prefetch(eng, unit, eng->next_bwd);
     us->grad_zero = 0;
     if (g == us->grad) { /* accumulated in place (grad_begin): only the rounding is left */
-        zt_dtype through = ZT_F32;
-        if (rd == ZT_BF16) {
-            /* the pass that rounds also sums the squares for the step's norm, so that
-             * the step need not read the gradient once more (valid until it changes);
-             * left on the device for the step's verdict */
-            eng->be->round_bf16_into(us->grad, P, zt_async_unit_sumsq(eng, unit));
-            us->grad_sumsq_valid = 1;
-            through = ZT_BF16;
-        }
-        us->grad_rounded = 1;
+        /* to bf16 it is left to the readers ("rounding pending" above): no pass here */
+        zt_dtype through = rd == ZT_BF16 ? ZT_BF16 : ZT_F32;
+        us->grad_round_pending = rd == ZT_BF16;
+        us->grad_rounded = !us->grad_round_pending;
         us->staging = NULL;
         reduced_through(eng, unit, through, "grad_end");
         start_early_allreduce(eng, unit);
         zt_offload_grad_done(eng, unit);
         return;
     }
+    zt_engine_grad_settle(eng, unit); /* the sums below add onto the rounded values */
     us->grad_rounded = 0; /* a sum of rounded values need not be representable */
-    us->grad_sumsq_valid = 0;
     if (local_accumulation(eng)) {
         /* Local accumulation: stages 0-1 reduce at the step, and a group of one
          * has nothing to reduce.  The gradient still passes through the reduce
@@ -823,7 +847,7 @@ void zt_engine_zero_grads(zt_engine *eng)
             eng->be->zero(eng->units[u].grad, bytes_of(eng->units[u].grad_numel, eng->prec.master));
         eng->units[u].grad_zero = 1;
         eng->units[u].grad_rounded = 1; /* zero is representable in every dtype */
-        eng->units[u].grad_sumsq_valid = 0;
+        eng->units[u].grad_round_pending = 0;
         eng->units[u].reduced = 0;
         eng->units[u].reduced_valid = 0;
     }
@@ -847,17 +871,17 @@ void zt_engine_reduce_grads(zt_engine *eng)
             continue;
         /* the reduction below runs in rd, or is the in-place rounding to bf16 */
         reduced_through(eng, u, rd, "reduce_grads");
-        if (eng->stage == 0 && c->world == 1 && rd == ZT_BF16 && md == ZT_F32) {
-            /* one rank: the all-reduce is empty, and the round trip through the reduce
-             * dtype is a rounding in place (one pass instead of two through comm_full),
-             * or nothing when grad_end left the values rounded (one micro-step) */
-            if (us->grad_rounded)
-                continue;
-            us->grad_sumsq_valid = 0;
-            eng->be->round_bf16(us->grad, P, 0);
+        if (c->world == 1 && rd == ZT_BF16 && md == ZT_F32) {
+            /* one rank (stage 0, or stage 1 in a group of one): the reduction is empty,
+             * and the round trip through the reduce dtype is a rounding, left pending
+             * for the step's readers ("rounding pending"), where it was a pass in place
+             * (stage 1: two, through comm_full); nothing when the values are rounded */
+            us->grad_round_pending = us->grad_round_pending || !us->grad_rounded;
             continue;
         }
-        us->grad_sumsq_valid = 0;
+        /* below, the conversion to rd rounds a pending rounding's values as it reads
+         * them (rd is bf16 then), and the reduced values replace them */
+        us->grad_round_pending = 0;
         if (eng->reduce_piece) { /* stage 1 with a reduce bucket (stage 0 has none) */
             pieces_begin(eng, u, us->grad, md, 0);
             pieces_end(eng);
@@ -903,8 +927,9 @@ void zt_engine_step_prelude(zt_engine *eng)
 void zt_engine_inject_nonfinite(zt_engine *eng)
 {
     finish_reduce(eng);
-    eng->units[0].grad_sumsq_valid = 0;
-    unsigned char inf[4]; /* one element of the master dtype, written where the gradient lives */
+    /* one element of the master dtype, written where the gradient lives (bf16(inf) is
+     * inf: a pending rounding stays pending) */
+    unsigned char inf[4];
     zt_store_f32(inf, eng->prec.master, 0, INFINITY);
     eng->be->to_device(eng->units[0].grad, inf, zt_dtype_size(eng->prec.master));
 }

@@ -31,7 +31,8 @@ typedef struct zt_unit_state {
     float *staging;         /* fp32 full gradient while the unit's backward runs */
     int grad_zero;          /* grad holds only zeros (set by zero_grads, cleared by grad_end) */
     int grad_rounded;       /* every grad value is representable in the reduce dtype */
-    int grad_sumsq_valid;   /* the step's scalars hold grad's sum of squares as it stands (async_step.h) */
+    int grad_round_pending; /* the gradient is bf16(grad): its rounding to the bf16 reduce dtype is left to
+                             * its readers (engine.c, "rounding pending"; zt_engine_grad_settle) */
     int reduced;            /* stage 0: this step's all-reduce of grad has started */
     int frozen_fresh;       /* a frozen unit's own gathered copy holds its master (set_param clears it) */
 } zt_unit_state;
@@ -225,12 +226,16 @@ zt_adamw_audit zt_engine_group_audit(zt_engine *eng, zt_adamw_audit audit);
  * was non-finite: 1 to skip; sets eng->nonfinite_unit (collective when world > 1). */
 int zt_engine_agree_nonfinite(zt_engine *eng, int first_bad, int nonfinite);
 /* AdamW over the part of unit u's parameters this rank owns, on eng->sbe, with the
- * gradient shard g; parameter i's audit added into audits[i]. */
+ * gradient shard g, read as bf16(g) with g_bf16 (a copy of a gradient whose rounding
+ * was pending when it was taken); parameter i's audit added into audits[i]. */
 void zt_engine_adamw_unit(zt_engine *eng, int u, const zt_adamw_hparams *hp, double lr, long t, float clip,
-                          const void *g, zt_adamw_audit *audits);
+                          const void *g, int g_bf16, zt_adamw_audit *audits);
 /* last_audit from per-parameter audits, summed in the layout's order and over the group. */
 void zt_engine_sum_audits(zt_engine *eng, const zt_adamw_audit *audits);
-/* ---- engine.c, for step.c ---- */
+/* ---- engine.c, for step.c and engine_view.c ---- */
+/* Unit u's pending rounding (grad_round_pending) done in place, for a reader that
+ * cannot round as it reads; nothing when none is pending. */
+void zt_engine_grad_settle(zt_engine *eng, int u);
 /* Unit u's own gathered copy made again from its master (stages 0-2, stage 3's
  * persistent units; nothing for the others). */
 void zt_engine_refresh_unit(zt_engine *eng, int u);

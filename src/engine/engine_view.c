@@ -240,6 +240,8 @@ static int full_values(zt_engine *eng, float **vals, int grads, zt_err *err)
             continue;
         /* stage 0-1 gradients are full-length after the reduction (stage 1 keeps the
          * reduced shard at the front of the buffer) */
+        if (grads) /* the gradient as the step reads it: a pending rounding done */
+            zt_engine_grad_settle(eng, u);
         const void *src = grads ? us->grad : us->master;
         zt_dtype dt = grads ? eng->prec.master : us->master_dt; /* a frozen master: the load dtype */
         if (grads && eng->stage == 0)

@@ -140,6 +140,8 @@ typedef struct zt_dpu {
     float clip;
     void **grads;             /* the gradient shards it reads (the set not being copied into) */
     int *order;               /* the units in step_order's order, fixed at the start */
+    int *g_bf16;              /* per unit: its shard's rounding was pending at the start (grad_round_pending,
+                               * which the next backward changes while the thread reads) */
     int threads;              /* the caller's OpenMP team size (a new thread starts with the default) */
     zt_adamw_audit *audits;   /* per parameter, summed by the main thread once joined */
 } zt_dpu;
@@ -202,6 +204,7 @@ int zt_offload_init(zt_engine *eng, zt_err *err)
              (eng->host_grads_next = table(n)) &&
              (eng->dpu->audits = zt_alloc(ZT_MEM_OTHER, (size_t)eng->lay->nparams * sizeof *eng->dpu->audits)) &&
              (eng->dpu->order = zt_alloc(ZT_MEM_OTHER, (size_t)n * sizeof *eng->dpu->order)) &&
+             (eng->dpu->g_bf16 = zt_alloc(ZT_MEM_OTHER, (size_t)n * sizeof *eng->dpu->g_bf16)) &&
              host_set_alloc(eng, ZT_MEM_COMM, eng->host_casts_next, cs, &eng->host_cast_bytes, 0) &&
              host_set_alloc(eng, ZT_MEM_GRADS, eng->host_grads_next, gs, &eng->host_grad_bytes, 1);
         if (eng->dpu)
@@ -237,6 +240,7 @@ void zt_offload_free(zt_engine *eng)
     if (eng->dpu) {
         zt_free(ZT_MEM_OTHER, eng->dpu->audits, (size_t)eng->lay->nparams * sizeof *eng->dpu->audits);
         zt_free(ZT_MEM_OTHER, eng->dpu->order, n * sizeof *eng->dpu->order);
+        zt_free(ZT_MEM_OTHER, eng->dpu->g_bf16, n * sizeof *eng->dpu->g_bf16);
         zt_free(ZT_MEM_OTHER, eng->dpu, sizeof *eng->dpu);
     }
     zt_offload_state_free(eng, ZT_MEM_COMM, eng->host_grad, eng->host_grad_bytes);
@@ -407,7 +411,7 @@ static void *dpu_main(void *arg)
         const zt_unit_state *us = &eng->units[u];
         if (eng->lay->units[u].frozen) /* no update; its cast is remade when gathered (cast_fresh) */
             continue;
-        zt_engine_adamw_unit(eng, u, &d->hp, d->lr, d->t, d->clip, d->grads[u], d->audits);
+        zt_engine_adamw_unit(eng, u, &d->hp, d->lr, d->t, d->clip, d->grads[u], d->g_bf16[u], d->audits);
         eng->sbe->convert(eng->host_casts_next[u], eng->prec.compute, us->master, us->master_dt, us->shard_numel);
         eng->cast_fresh_next[u] = 1;
     }
@@ -490,6 +494,7 @@ int zt_offload_update_delayed(zt_engine *eng, const zt_adamw_hparams *hp, double
         if (eng->lay->units[u].frozen)
             continue;
         (void)zt_offload_prepare(eng, u);
+        d->g_bf16[u] = eng->units[u].grad_round_pending;
         (void)host_cast(eng, u); /* the device's set complete before the thread starts */
     }
     d->grads = eng->host_grads;

@@ -30,7 +30,8 @@ static int offload_update(zt_engine *eng, const zt_adamw_hparams *hp, double lr,
         int u = order[i];
         if (eng->lay->units[u].frozen) /* LoRA's base: nothing to update, its gathered copy stands */
             continue;
-        zt_engine_adamw_unit(eng, u, hp, lr, eng->optimizer_steps, clip, zt_offload_prepare(eng, u), audits);
+        const void *g = zt_offload_prepare(eng, u); /* a copy of grad: pending rounding and all */
+        zt_engine_adamw_unit(eng, u, hp, lr, eng->optimizer_steps, clip, g, eng->units[u].grad_round_pending, audits);
         zt_offload_release(eng, u);
         zt_engine_refresh_unit(eng, u); /* stages 1-2 (and stage 3's persistent units) */
     }

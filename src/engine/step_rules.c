@@ -53,7 +53,7 @@ int zt_engine_agree_nonfinite(zt_engine *eng, int first_bad, int nonfinite)
 }
 
 void zt_engine_adamw_unit(zt_engine *eng, int u, const zt_adamw_hparams *hp, double lr, long t, float clip,
-                          const void *g, zt_adamw_audit *audits)
+                          const void *g, int g_bf16, zt_adamw_audit *audits)
 {
     const zt_layout *lay = eng->lay;
     size_t es = zt_dtype_size(eng->prec.master);
@@ -64,7 +64,7 @@ void zt_engine_adamw_unit(zt_engine *eng, int u, const zt_adamw_hparams *hp, dou
         if (p->unit != u || !zt_engine_owned_range(eng, p, &slo, &plo, &n))
             continue;
         size_t b = slo * es;
-        zt_adamw_step st = {lr, p->decay ? hp->weight_decay : 0.0, hp->beta1, hp->beta2, hp->eps, t, clip};
+        zt_adamw_step st = {lr, p->decay ? hp->weight_decay : 0.0, hp->beta1, hp->beta2, hp->eps, t, clip, g_bf16};
         eng->sbe->adamw_step((char *)us->master + b, (char *)us->m + b, (char *)us->v + b, (const char *)g + b,
                              us->comp ? (char *)us->comp + b : NULL, eng->prec.master, n, &st, NULL,
                              eng->prec.compute, &audits[i]);

@@ -62,14 +62,15 @@ static inline float inv_half_ulp(float x, int mb)
         STORE(v, i, vi);                                                                  \
     }
 
-/* The fp32 loop; CAST stores the new value p1 of element i into the cast copy. */
-#define ADAMW_LOOP_F32(CAST)                                                              \
+/* The fp32 loop; GRAD(x) is the gradient as read (x itself, or bf16(x): g_bf16),
+ * CAST stores the new value p1 of element i into the cast copy. */
+#define ADAMW_LOOP_F32(GRAD, CAST)                                                        \
     do {                                                                                  \
         float *restrict pp = p, *restrict mm = m, *restrict vv = v;                       \
         const float *restrict gg = g;                                                     \
         _Pragma("omp parallel for simd reduction(+ : updated, lost, ratio) schedule(static)") \
         for (size_t i = 0; i < n; i++) {                                                  \
-            float gi = gg[i] * clip;                                                      \
+            float gi = GRAD(gg[i]) * clip;                                                \
             float mi = mm[i] * b1 + gi * one_minus_b1;                                    \
             float vi = vv[i] * b2 + one_minus_b2 * gi * gi;                               \
             float denom = sqrtf(vi) / bc2_sqrt + epsf;                                    \
@@ -109,6 +110,24 @@ void zt_adamw_unit_inputs(zt_step_scalars *sc, const zt_adamw_step *s, double lr
     step_consts(&st, &sc->decay, &sc->neg_step, &sc->bc2_sqrt);
 }
 
+/* The fp32 step for each cast copy's dtype, the gradient read through GRAD */
+#define ADAMW_F32_CASTS(GRAD)                                                             \
+    do {                                                                                  \
+        if (cast && cast_dt == ZT_BF16) {                                                 \
+            uint16_t *restrict cc = cast;                                                 \
+            ADAMW_LOOP_F32(GRAD, cc[i] = zt_f32_to_bf16(p1));                             \
+        } else if (cast && cast_dt == ZT_F16) {                                           \
+            uint16_t *restrict cc = cast;                                                 \
+            ADAMW_LOOP_F32(GRAD, cc[i] = zt_f32_to_f16(p1));                              \
+        } else if (cast && cast_dt == ZT_F32) {                                           \
+            float *restrict cc = cast;                                                    \
+            ADAMW_LOOP_F32(GRAD, cc[i] = p1);                                             \
+        } else {                                                                          \
+            ADAMW_LOOP_F32(GRAD, (void)0);                                                \
+        }                                                                                 \
+    } while (0)
+#define AS_READ(x) (x)
+
 void zt_adamw_step_shard(void *p, void *m, void *v, const void *g, void *comp, zt_dtype dt, size_t n,
                          const zt_adamw_step *s, void *cast, zt_dtype cast_dt, zt_adamw_audit *audit)
 {
@@ -125,18 +144,10 @@ void zt_adamw_step_shard(void *p, void *m, void *v, const void *g, void *comp, z
     case ZT_F32:
         /* fp32 needs no compensation: comp is ignored.  p*decay + step is kept as one
          * expression in torch's order (mul_ then addcdiv_). */
-        if (cast && cast_dt == ZT_BF16) {
-            uint16_t *restrict cc = cast;
-            ADAMW_LOOP_F32(cc[i] = zt_f32_to_bf16(p1));
-        } else if (cast && cast_dt == ZT_F16) {
-            uint16_t *restrict cc = cast;
-            ADAMW_LOOP_F32(cc[i] = zt_f32_to_f16(p1));
-        } else if (cast && cast_dt == ZT_F32) {
-            float *restrict cc = cast;
-            ADAMW_LOOP_F32(cc[i] = p1);
-        } else {
-            ADAMW_LOOP_F32((void)0);
-        }
+        if (s->g_bf16) /* the reduce dtype's rounding, as the gradient is read */
+            ADAMW_F32_CASTS(RN_BF16);
+        else
+            ADAMW_F32_CASTS(AS_READ);
         break;
     case ZT_BF16:
         if (comp) {

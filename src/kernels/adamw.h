@@ -17,11 +17,16 @@
 
 /* One step's scalars: lr and weight decay for this parameter group, Adam's betas
  * and eps, the step count t (from 1) and the clipping coefficient (<= 1), which
- * scales the gradient as torch's in-place clipping does before the step. */
+ * scales the gradient as torch's in-place clipping does before the step.  g_bf16
+ * (fp32 storage only; ignored for 16-bit): each g is read as bf16(g), the rounding
+ * to a bf16 reduce dtype that the engine left to this pass instead of a pass of its
+ * own (engine.c, "rounding pending"); the step is then the bits of one over the
+ * rounded gradient. */
 typedef struct zt_adamw_step {
     double lr, weight_decay, beta1, beta2, eps;
     long t;
     float clip;
+    int g_bf16;
 } zt_adamw_step;
 
 /* The lost-update audit: of the elements whose intended change

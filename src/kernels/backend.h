@@ -50,7 +50,7 @@
     X(swiglu_forward) X(swiglu_backward) X(transpose) X(xent)                                            \
     X(rmsnorm_residual_forward) X(matmul_out) X(lmhead_xent)                                             \
     X(adamw_step) X(sumsq) X(accumulate) X(accumulate_bf16_rounded) X(round_bf16)                     \
-    X(sumsq_into) X(round_bf16_into) X(xent_into) X(step_verdict) X(adamw_unit)                         \
+    X(sumsq_into) X(sumsq_bf16_into) X(xent_into) X(step_verdict) X(adamw_unit)                         \
     X(upload) X(graph_begin) X(graph_end) X(graph_launch) X(graph_free)                                  \
     X(linear_act16) X(attention_forward_act16) X(attention_backward_act16)                               \
     X(swiglu_forward_act16) X(swiglu_backward_act16)
@@ -210,8 +210,10 @@ typedef struct zt_backend {
      * engine uses them in fast mode.  Every pointer is a buffer of the table's. */
     /* *dst = sum of x_i^2 in double (sumsq's) */
     void (*sumsq_into)(double *dst, const void *x, zt_dtype dt, size_t n);
-    /* round_bf16, the sum of squares of the rounded values into *sumsq (NULL: none) */
-    void (*round_bf16_into)(float *x, size_t n, double *sumsq);
+    /* *dst = sum of bf16(x_i)^2 in double, x (fp32) only read: round_bf16's sum of
+     * squares, in its order, without its write (the norm of a gradient whose rounding
+     * to the reduce dtype AdamW does as it reads it: zt_adamw_step's g_bf16) */
+    void (*sumsq_bf16_into)(double *dst, const float *x, size_t n);
     /* xent, its loss sum added to *loss_sum (NULL: the gradient only).  The gradient scale: grad_scale when
      * scale_src is NULL (exact mode, and callers outside a training step); else
      * zt_step_grad_scale(scale_src), formed where and when the kernel runs from the

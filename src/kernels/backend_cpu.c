@@ -68,12 +68,7 @@ static void cpu_attention_backward_pos(float *dqkv, const float *dout, const flo
  * host memory, so they are the synchronous kernels writing where they are told. */
 static void cpu_sumsq_into(double *dst, const void *x, zt_dtype dt, size_t n) { *dst = zt_sumsq(x, dt, n); }
 
-static void cpu_round_bf16_into(float *x, size_t n, double *sumsq)
-{
-    double s = zt_round_bf16_inplace(x, n, sumsq != NULL);
-    if (sumsq)
-        *sumsq = s;
-}
+static void cpu_sumsq_bf16_into(double *dst, const float *x, size_t n) { *dst = zt_sumsq_bf16(x, n); }
 
 static void cpu_xent_into(float *dlogits, uint16_t *dlogits_bf16, const float *logits, const int *targets,
                           int N, int V, float grad_scale, const zt_step_scalars *scale_src, double *loss_sum)

@@ -664,15 +664,9 @@ typedef struct { double *dst; const void *x; zt_dtype dt; size_t n; } sumsq_into
 RUNNER(sumsq_into) { A(sumsq_into); *(double *)host_of(a->dst) = zt_sumsq(host_of(a->x), a->dt, a->n); }
 static void emu_sumsq_into(double *dst, const void *x, zt_dtype dt, size_t n) { DEFER(sumsq_into, dst, x, dt, n); }
 
-typedef struct { float *x; size_t n; double *sumsq; } round_bf16_into_a;
-RUNNER(round_bf16_into)
-{
-    A(round_bf16_into);
-    double s = zt_round_bf16_inplace(host_of(a->x), a->n, a->sumsq != NULL);
-    if (a->sumsq)
-        *(double *)host_of(a->sumsq) = s;
-}
-static void emu_round_bf16_into(float *x, size_t n, double *sumsq) { DEFER(round_bf16_into, x, n, sumsq); }
+typedef struct { double *dst; const float *x; size_t n; } sumsq_bf16_into_a;
+RUNNER(sumsq_bf16_into) { A(sumsq_bf16_into); *(double *)host_of(a->dst) = zt_sumsq_bf16(host_of(a->x), a->n); }
+static void emu_sumsq_bf16_into(double *dst, const float *x, size_t n) { DEFER(sumsq_bf16_into, dst, x, n); }
 
 /* the gradient scale from the device's scalars as the kernel runs (a replay: the step's own) */
 typedef struct {

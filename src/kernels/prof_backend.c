@@ -307,9 +307,9 @@ static void p_sumsq_into(double *dst, const void *x, zt_dtype dt, size_t n)
 {
     TIMED("sumsq_into", "kernel", 0, n * SZ(dt), in->sumsq_into(dst, x, dt, n));
 }
-static void p_round_bf16_into(float *x, size_t n, double *sumsq)
+static void p_sumsq_bf16_into(double *dst, const float *x, size_t n)
 {
-    TIMED("round_bf16_into", "kernel", 0, 8.0 * n, in->round_bf16_into(x, n, sumsq));
+    TIMED("sumsq_bf16_into", "kernel", 0, 4.0 * n, in->sumsq_bf16_into(dst, x, n));
 }
 static void p_xent_into(float *dl, uint16_t *dl16, const float *logits, const int *targets, int N, int V,
                         float gs, const zt_step_scalars *src, double *loss_sum)
@@ -420,7 +420,7 @@ const zt_backend *zt_backend_profiled(const zt_backend *inner)
     WRAP(accumulate_bf16_rounded);
     WRAP(round_bf16);
     WRAP(sumsq_into);
-    WRAP(round_bf16_into);
+    WRAP(sumsq_bf16_into);
     WRAP(xent_into);
     WRAP(step_verdict);
     WRAP(adamw_unit);

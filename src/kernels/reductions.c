@@ -96,6 +96,17 @@ double zt_round_bf16_inplace(float *acc, size_t n, int want_sumsq)
     return s;
 }
 
+double zt_sumsq_bf16(const float *g, size_t n)
+{
+    double s = 0.0;
+    #pragma omp parallel for simd reduction(+ : s) schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float x = zt_round_bf16(g[i]);
+        s += (double)x * (double)x;
+    }
+    return s;
+}
+
 double zt_sumsq(const void *x, zt_dtype dt, size_t n)
 {
     double s = 0.0;

@@ -26,6 +26,10 @@ double zt_round_bf16_inplace(float *x, size_t n, int want_sumsq);
 void zt_scale_add(float *y, size_t ldy, float a, const float *x, size_t ldx, int rows, int cols);
 /* Sum of squares of n elements of x in dt, in double. */
 double zt_sumsq(const void *x, zt_dtype dt, size_t n);
+/* Sum of squares of bf16(x[i]) (fp32 x, read only), in double: zt_round_bf16_inplace's
+ * sum, in its order, without the write (the engine's norm of a gradient whose rounding
+ * to the reduce dtype is left to AdamW). */
+double zt_sumsq_bf16(const float *x, size_t n);
 /* dots[r] = sum_d a[r*lda + d] * b[r*ldb + d] for r < rows, d < len, in fp32 (no
  * threads: called inside a task).  Out of line on purpose: a vectorised sum's order
  * follows the vector width, and the attention files that call it are built 512 bits

@@ -23,7 +23,9 @@ mode = sys.argv[sys.argv.index("--mode") + 1] if "--mode" in sys.argv else "exac
 # modes take the one step, one AdamW launch per unit and the verdict on the device (never
 # per-parameter AdamW nor a host verdict's sums of squares); exact mode's cross-entropy on
 # the whole logits with its loss on the host; fast mode's fused lm-head cross-entropy;
-# with bf16 compute, fast mode's attention and SwiGLU over bf16 activations.
+# with bf16 compute, fast mode's attention and SwiGLU over bf16 activations, and on one
+# rank no pass rounding the gradients to the bf16 reduce dtype (round_bf16): the norm reads
+# them rounded (sumsq_bf16_into), AdamW rounds as it reads.
 MODES = {
     "exact": ({"matmul", "matmul_out", "attention_forward", "attention_backward", "rmsnorm_forward",
                "swiglu_forward", "adamw_unit", "step_verdict", "sumsq_into", "xent"},
@@ -33,8 +35,9 @@ MODES = {
              {"xent", "adamw_step", "sumsq"}),
     "fast-bf16": ({"matmul", "matmul_out", "attention_forward_act16", "attention_backward_act16",
                    "swiglu_forward_act16", "swiglu_backward_act16", "rmsnorm_forward", "lmhead_xent",
-                   "adamw_unit", "step_verdict", "round_bf16_into"},
-                  {"xent", "adamw_step", "sumsq", "attention_forward", "attention_backward", "swiglu_forward"}),
+                   "adamw_unit", "step_verdict", "sumsq_bf16_into"},
+                  {"xent", "adamw_step", "sumsq", "attention_forward", "attention_backward", "swiglu_forward",
+                   "round_bf16"}),
 }
 want_k, never_k = MODES[mode]
 # the classes whose work is counted in FLOPs (prof_backend.c); every other kernel moves bytes

@@ -1460,7 +1460,9 @@ static void check_attention_cache(void)
 
 /* ---- the engine's kernels ---------------------------------------------------------------- */
 
-static void check_adamw_case(zt_dtype dt, int with_comp, int cast, zt_dtype cast_dt)
+/* g_bf16 (fp32 only): the device reads each gradient rounded to bf16 (zt_adamw_step's
+ * g_bf16), the CPU's step without it takes the gradient rounded beforehand */
+static void check_adamw_case(zt_dtype dt, int with_comp, int cast, zt_dtype cast_dt, int g_bf16)
 {
     const size_t n = 10007;
     const size_t es = zt_dtype_size(dt);
@@ -1480,15 +1482,19 @@ static void check_adamw_case(zt_dtype dt, int with_comp, int cast, zt_dtype cast
         void *dg = dev(gh, n * es);
         zt_adamw_step s = {.lr = 1e-3, .weight_decay = 0.1, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .t = t,
                            .clip = t == 2 ? 0.5f : 1.0f};
+        if (g_bf16) /* the CPU's gradient rounded here, the device's as it reads it */
+            for (size_t i = 0; i < n; i++)
+                ((float *)gh)[i] = zt_round_bf16(((float *)gh)[i]);
         cpu->adamw_step(ph, mh, vh, gh, with_comp ? ch : NULL, dt, n, &s, castc, cast_dt, &ca);
         if (dcast)
             poison(dcast, n * zt_dtype_size(cast_dt));
+        s.g_bf16 = g_bf16;
         gpu->adamw_step(dp, dm, dvv, dg, dc, dt, n, &s, dcast, cast_dt, &ga);
         free(g), free(gh);
     }
     char tag[96], name[160];
-    snprintf(tag, sizeof tag, "%s master%s%s%s", zt_dtype_name(dt), with_comp ? ", Kahan" : "",
-             cast ? ", cast to " : "", cast ? zt_dtype_name(cast_dt) : "");
+    snprintf(tag, sizeof tag, "%s master%s%s%s%s", zt_dtype_name(dt), with_comp ? ", Kahan" : "",
+             cast ? ", cast to " : "", cast ? zt_dtype_name(cast_dt) : "", g_bf16 ? ", g read as bf16" : "");
     snprintf(name, sizeof name, "adamw p (%s, 3 steps)", tag);
     check(name, dp, ph, dt, n, EXACT);
     snprintf(name, sizeof name, "adamw m (%s)", tag);
@@ -1515,14 +1521,17 @@ static void check_adamw_case(zt_dtype dt, int with_comp, int cast, zt_dtype cast
 
 static void check_adamw(void)
 {
-    check_adamw_case(ZT_F32, 0, 0, ZT_F32);
-    check_adamw_case(ZT_F32, 0, 1, ZT_BF16);
-    check_adamw_case(ZT_F32, 0, 1, ZT_F16);
-    check_adamw_case(ZT_F32, 0, 1, ZT_F32);
-    check_adamw_case(ZT_BF16, 0, 0, ZT_F32);
-    check_adamw_case(ZT_BF16, 1, 0, ZT_F32);
-    check_adamw_case(ZT_F16, 0, 0, ZT_F32);
-    check_adamw_case(ZT_F16, 1, 0, ZT_F32);
+    check_adamw_case(ZT_F32, 0, 0, ZT_F32, 0);
+    check_adamw_case(ZT_F32, 0, 1, ZT_BF16, 0);
+    check_adamw_case(ZT_F32, 0, 1, ZT_F16, 0);
+    check_adamw_case(ZT_F32, 0, 1, ZT_F32, 0);
+    check_adamw_case(ZT_BF16, 0, 0, ZT_F32, 0);
+    check_adamw_case(ZT_BF16, 1, 0, ZT_F32, 0);
+    check_adamw_case(ZT_F16, 0, 0, ZT_F32, 0);
+    check_adamw_case(ZT_F16, 1, 0, ZT_F32, 0);
+    /* the one-rank bf16 reduce's rounding left to AdamW (engine.c, "rounding pending") */
+    check_adamw_case(ZT_F32, 0, 0, ZT_F32, 1);
+    check_adamw_case(ZT_F32, 0, 1, ZT_BF16, 1);
 }
 
 /* ---- fast mode: its table's own kernels and the asynchronous step's entries --------------- */
@@ -1546,7 +1555,8 @@ static void *dev_at(const void *h, size_t n, size_t off)
 /* adamw_unit against the CPU's (adamw.h: per-parameter AdamW's bits): segments with
  * and without decay and a gap, clip and skip read from the device's scalars; the
  * device's arrays start off elements into their buffers (1: unaligned) */
-static void check_adamw_unit_case(const zt_backend *fast, zt_dtype dt, int with_comp, zt_dtype cast_dt, size_t off)
+static void check_adamw_unit_case(const zt_backend *fast, zt_dtype dt, int with_comp, zt_dtype cast_dt, size_t off,
+                                  int g_bf16)
 {
     const size_t n = 10007, es = zt_dtype_size(dt);
     const zt_adamw_seg segs[] = {{0, 1}, {3001, -1}, {3100, 0}, {7000, 1}};
@@ -1575,13 +1585,18 @@ static void check_adamw_unit_case(const zt_backend *fast, zt_dtype dt, int with_
         zt_adamw_unit_inputs(&hs, &s, s.lr, s.t);
         up((char *)dsc + ZT_STEP_OUTPUT_BYTES, (char *)&hs + ZT_STEP_OUTPUT_BYTES,
            sizeof hs - ZT_STEP_OUTPUT_BYTES);
+        if (g_bf16) /* as check_adamw_case: the CPU's gradient rounded beforehand */
+            for (size_t i = 0; i < n; i++)
+                ((float *)gh)[i] = zt_round_bf16(((float *)gh)[i]);
         cpu->adamw_unit(ph, mh, vh, gh, with_comp ? ch : NULL, dt, n, segs, 4, &s, &hs, castc, cast_dt);
+        s.g_bf16 = g_bf16;
         fast->adamw_unit(dp, dm, dvv, dg, dc, dt, n, dsegs, 4, &s, dsc, dcast, cast_dt);
         free(g), free(gh);
     }
     char tag[96], name[160];
-    snprintf(tag, sizeof tag, "%s master%s%s%s%s", zt_dtype_name(dt), with_comp ? ", Kahan" : "",
-             cast ? ", cast to " : "", cast ? zt_dtype_name(cast_dt) : "", off % 16 ? ", unaligned" : "");
+    snprintf(tag, sizeof tag, "%s master%s%s%s%s%s", zt_dtype_name(dt), with_comp ? ", Kahan" : "",
+             cast ? ", cast to " : "", cast ? zt_dtype_name(cast_dt) : "", off % 16 ? ", unaligned" : "",
+             g_bf16 ? ", g read as bf16" : "");
     snprintf(name, sizeof name, "adamw_unit p (%s, 3 steps, the last skipped)", tag);
     check(name, dp, ph, dt, n, EXACT);
     snprintf(name, sizeof name, "adamw_unit m, v (%s)", tag);
@@ -1645,12 +1660,11 @@ static void check_fast_step(void)
         float *want = host(n * 4);
         memcpy(want, x, n * 4);
         double s = cpu->round_bf16(want, n, 1);
-        float *d = dev(x, n * 4), *d2 = dev(x, n * 4);
-        fast->round_bf16_into(d, n, dd + 1);
-        fast->round_bf16_into(d2, n, NULL);
-        check("round_bf16_into values", d, want, ZT_F32, n, EXACT);
-        check("round_bf16_into values (no sum)", d2, want, ZT_F32, n, EXACT);
-        check_scalar("round_bf16_into sum of squares", down_double(dd + 1), s, DOUBLE_TOL);
+        float *d = dev(x, n * 4);
+        fast->sumsq_bf16_into(dd + 1, d, n);
+        /* read only: d keeps x's bits, the sum is the rounding pass's */
+        check("sumsq_bf16_into leaves its input", d, x, ZT_F32, n, EXACT);
+        check_scalar("sumsq_bf16_into sum of squares", down_double(dd + 1), s, DOUBLE_TOL);
     }
     {
         const int N = 20, V = 1000;
@@ -1723,7 +1737,7 @@ static void check_fast_step(void)
         zt_step_input tab[3];
         for (int u = 0; u < 3; u++) {
             zt_step_scalars in = {0};
-            zt_adamw_step st = {1e-3 * (u + 1), 0.1, 0.9, 0.999, 1e-8, u + 1, 1.0f};
+            zt_adamw_step st = {1e-3 * (u + 1), 0.1, 0.9, 0.999, 1e-8, u + 1, 1.0f, 0};
             zt_adamw_unit_inputs(&in, &st, st.lr, st.t);
             tab[u] = (zt_step_input){in.lr, in.decay, in.neg_step, in.bc2_sqrt};
         }
@@ -1747,11 +1761,14 @@ static void check_fast_step(void)
     }
     free(x);
     dev_free_all();
-    check_adamw_unit_case(fast, ZT_F32, 0, ZT_BF16, 0);
-    check_adamw_unit_case(fast, ZT_BF16, 1, ZT_BF16, 0);
-    check_adamw_unit_case(fast, ZT_F16, 0, ZT_F16, 0);
-    check_adamw_unit_case(fast, ZT_F32, 0, ZT_F32, 1);
-    check_adamw_unit_case(fast, ZT_BF16, 1, ZT_BF16, 1);
+    check_adamw_unit_case(fast, ZT_F32, 0, ZT_BF16, 0, 0);
+    check_adamw_unit_case(fast, ZT_BF16, 1, ZT_BF16, 0, 0);
+    check_adamw_unit_case(fast, ZT_F16, 0, ZT_F16, 0, 0);
+    check_adamw_unit_case(fast, ZT_F32, 0, ZT_F32, 1, 0);
+    check_adamw_unit_case(fast, ZT_BF16, 1, ZT_BF16, 1, 0);
+    /* the one-rank bf16 reduce's rounding left to AdamW, vector and scalar paths */
+    check_adamw_unit_case(fast, ZT_F32, 0, ZT_BF16, 0, 1);
+    check_adamw_unit_case(fast, ZT_F32, 0, ZT_BF16, 1, 1);
 }
 
 /* One optimizer step of the asynchronous step on one unit: its sums of squares, the

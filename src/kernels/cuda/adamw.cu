@@ -17,11 +17,14 @@
  * audit's block sums are added to them there.  A thread takes 16 bytes of each array
  * at once (4 fp32 or 8 16-bit elements) with one vector load and store where every
  * array is 16-byte aligned.  Element for element it is the same arithmetic, so p, m,
- * v, comp and the cast copy are the bits of one launch per parameter. */
+ * v, comp and the cast copy are the bits of one launch per parameter.  With g_bf16
+ * (fp32 storage) each gradient is rounded to bf16 as it is loaded: the engine's
+ * one-rank bf16 reduce leaves that rounding to this pass (engine.c). */
 #include "entries.cuh"
 
 typedef struct adamw_consts {
     float decay, b1, one_minus_b1, b2, one_minus_b2, neg_step, bc2_sqrt, epsf, clip;
+    bool g_bf16; /* fp32 storage: g read as bf16(g) (adamw.h, zt_adamw_step's g_bf16) */
 } adamw_consts;
 
 /* 1 / (half an ulp of x) with mb explicit mantissa bits (adamw.c's inv_half_ulp) */
@@ -146,6 +149,8 @@ __device__ __forceinline__ void adamw_group(const adamw_bufs &b, size_t i0, int 
     vec_load<DT, W>(b.m, i0, cnt, vec, m);
     vec_load<DT, W>(b.v, i0, cnt, vec, v);
     vec_load<DT, W>(b.g, i0, cnt, vec, g);
+    if (DT == ZT_F32 && c.g_bf16) /* the reduce dtype's rounding, left to this read */
+        for (int k = 0; k < cnt; k++) g[k] = zt_round_bf16(g[k]);
     if (COMP)
         vec_load<DT, W>(b.comp, i0, cnt, vec, cp);
     for (int k = 0; k < cnt; k++) {
@@ -289,6 +294,7 @@ static adamw_consts consts_of(const zt_adamw_step *s)
     c.bc2_sqrt = (float)sqrt(bc2);
     c.epsf = (float)s->eps;
     c.clip = s->clip;
+    c.g_bf16 = s->g_bf16 != 0;
     return c;
 }
 

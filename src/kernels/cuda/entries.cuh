@@ -114,7 +114,7 @@ void zt_cu_accumulate_bf16_rounded(float *acc, const float *x, size_t n);
 double zt_cu_round_bf16(float *x, size_t n, int want_sumsq);
 /* the asynchronous step's reductions: results into device doubles, no wait */
 void zt_cu_sumsq_into(double *dst, const void *x, zt_dtype dt, size_t n);
-void zt_cu_round_bf16_into(float *x, size_t n, double *sumsq);
+void zt_cu_sumsq_bf16_into(double *dst, const float *x, size_t n);
 void zt_cu_step_verdict(zt_step_scalars *sc, const double *unit_sumsq, int nunits, double max_grad_norm,
                         double grad_unscale);
 /* *dst = (add ? *dst : 0) + the sum of partials[0..n), one block, a fixed order */

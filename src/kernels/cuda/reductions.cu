@@ -123,14 +123,17 @@ void zt_cu_accumulate_bf16_rounded(float *acc, const float *x, size_t n)
     ZT_CU_LAUNCHED();
 }
 
-/* x = bf16(x); with partials, also the blocks' sums of squares of the rounded values */
+/* WRITE: x = bf16(x); with partials, also the blocks' sums of squares of the rounded
+ * values (without WRITE only those: x is read, never written) */
+template <bool WRITE>
 __global__ void round_bf16_kernel(float *x, size_t n, double *partials)
 {
     __shared__ double sh[32];
     double s = 0.0;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         const float r = zt_round_bf16(x[i]);
-        x[i] = r;
+        if (WRITE)
+            x[i] = r;
         s += (double)r * (double)r;
     }
     if (partials) {
@@ -146,7 +149,7 @@ double zt_cu_round_bf16(float *x, size_t n, int want_sumsq)
         return 0.0;
     const unsigned nb = zt_cu_blocks(n);
     double *partials = want_sumsq ? (double *)zt_cu_scratch(nb * sizeof(double)) : NULL;
-    round_bf16_kernel<<<nb, ZT_CU_THREADS, 0, zt_cu.stream>>>(x, n, partials);
+    round_bf16_kernel<true><<<nb, ZT_CU_THREADS, 0, zt_cu.stream>>>(x, n, partials);
     ZT_CU_LAUNCHED();
     return want_sumsq ? zt_cu_sum_doubles(partials, (int)nb) : 0.0;
 }
@@ -166,19 +169,18 @@ void zt_cu_sumsq_into(double *dst, const void *x, zt_dtype dt, size_t n)
     zt_cu_sum_doubles_into(dst, partials, (int)nb, 0);
 }
 
-void zt_cu_round_bf16_into(float *x, size_t n, double *sumsq)
+void zt_cu_sumsq_bf16_into(double *dst, const float *x, size_t n)
 {
     if (n == 0) {
-        if (sumsq)
-            ZT_CU(cudaMemsetAsync(sumsq, 0, sizeof *sumsq, zt_cu.stream));
+        ZT_CU(cudaMemsetAsync(dst, 0, sizeof *dst, zt_cu.stream));
         return;
     }
     const unsigned nb = zt_cu_blocks(n);
-    double *partials = sumsq ? (double *)zt_cu_scratch(nb * sizeof(double)) : NULL;
-    round_bf16_kernel<<<nb, ZT_CU_THREADS, 0, zt_cu.stream>>>(x, n, partials);
+    double *partials = (double *)zt_cu_scratch(nb * sizeof(double));
+    /* read only: the kernel's store is compiled out (WRITE false) */
+    round_bf16_kernel<false><<<nb, ZT_CU_THREADS, 0, zt_cu.stream>>>(const_cast<float *>(x), n, partials);
     ZT_CU_LAUNCHED();
-    if (sumsq)
-        zt_cu_sum_doubles_into(sumsq, partials, (int)nb, 0);
+    zt_cu_sum_doubles_into(dst, partials, (int)nb, 0);
 }
 
 /* one thread: the engine's verdict rule (step_scalars.h), where the sums are */
