@@ -212,7 +212,7 @@ static xent_out xent_fused_src(const zt_backend *be, const void *x, const void *
     const double start = 1.5;
     double *loss = up(be, &start, sizeof start);
     float *dx = up(be, NULL, (size_t)XN * XC * 4), *dw = up(be, dw0, (size_t)XV * XC * 4);
-    ZT_CHECK_MSG(be->lmhead_xent(loss, dx, dw, x, cd, w, cd, tg, XN, XC, XV, gs, src, cd, rows, &err) ==
+    ZT_CHECK_MSG(be->lmhead_xent(loss, dx, dw, 1.0f, x, cd, w, cd, tg, XN, XC, XV, gs, src, cd, rows, &err) ==
                      ZT_OK,
                  "%s", err.msg);
     xent_out o = {0};
@@ -276,8 +276,8 @@ static void lmhead_case(zt_dtype cd)
     /* the loss alone (evaluation's use): no gradient wanted */
     zt_err err = {0};
     double *loss = up(be, NULL, sizeof(double)), got;
-    ZT_CHECK(be->lmhead_xent(loss, NULL, NULL, dx_, cd, dw_, cd, tg, XN, XC, XV, gs, NULL, cd, 8, &err) ==
-             ZT_OK);
+    ZT_CHECK(be->lmhead_xent(loss, NULL, NULL, 1.0f, dx_, cd, dw_, cd, tg, XN, XC, XV, gs, NULL, cd, 8,
+                             &err) == ZT_OK);
     be->to_host(&got, loss, sizeof got);
     ZT_CHECK_CLOSE(got, e.loss, 1e-12, 1e-9);
     be->free(ZT_MEM_OTHER, loss, sizeof(double));
@@ -362,17 +362,17 @@ static void test_lmhead_xent_refusals(void)
     double start = 2.0, got;
     double *loss = up(be, &start, sizeof start);
     int bad[2] = {0, 5};
-    ZT_CHECK(be->lmhead_xent(loss, dx, NULL, x, ZT_F32, w, ZT_F32, bad, 2, 8, 5, 1.0f, NULL, ZT_F32, 1,
+    ZT_CHECK(be->lmhead_xent(loss, dx, NULL, 1.0f, x, ZT_F32, w, ZT_F32, bad, 2, 8, 5, 1.0f, NULL, ZT_F32, 1,
                              &err) == ZT_EINPUT);
     ZT_CHECK_MSG(strstr(err.msg, "target 5 of row 1 outside the vocabulary [0, 5)") != NULL, "%s", err.msg);
     int neg[2] = {-1, 0};
-    ZT_CHECK(be->lmhead_xent(loss, dx, NULL, x, ZT_F32, w, ZT_F32, neg, 2, 8, 5, 1.0f, NULL, ZT_F32, 1,
+    ZT_CHECK(be->lmhead_xent(loss, dx, NULL, 1.0f, x, ZT_F32, w, ZT_F32, neg, 2, 8, 5, 1.0f, NULL, ZT_F32, 1,
                              &err) == ZT_EINPUT);
     int ok[2] = {0, 1};
-    ZT_CHECK(be->lmhead_xent(loss, dx, NULL, x, ZT_F32, w, ZT_F32, ok, 2, 8, 5, 1.0f, NULL, ZT_F32, 0,
+    ZT_CHECK(be->lmhead_xent(loss, dx, NULL, 1.0f, x, ZT_F32, w, ZT_F32, ok, 2, 8, 5, 1.0f, NULL, ZT_F32, 0,
                              &err) == ZT_EINPUT);
     ZT_CHECK_MSG(strstr(err.msg, "rows per chunk 0") != NULL, "%s", err.msg);
-    ZT_CHECK(be->lmhead_xent(loss, dx, NULL, x, ZT_F32, w, ZT_F32, ok, 0, 8, 5, 1.0f, NULL, ZT_F32, 4,
+    ZT_CHECK(be->lmhead_xent(loss, dx, NULL, 1.0f, x, ZT_F32, w, ZT_F32, ok, 0, 8, 5, 1.0f, NULL, ZT_F32, 4,
                              &err) == ZT_OK);
     float back[16];
     be->to_host(back, dx, sizeof back);
@@ -401,9 +401,10 @@ static const void *go_acquire(void *ctx, int u, zt_pass pass)
     return the_owner->inner.ops->acquire(ctx, u, ZT_PASS_FORWARD);
 }
 static void go_release(void *ctx, int u) { the_owner->inner.ops->release(ctx, u); }
-static float *go_grad_begin(void *ctx, int u)
+static float *go_grad_begin(void *ctx, int u, int *fresh)
 {
     (void)ctx;
+    *fresh = 0; /* a sum to add onto: zeros, cleared by the test */
     return the_owner->grads[u];
 }
 static void go_grad_end(void *ctx, int u) { (void)ctx, (void)u; }

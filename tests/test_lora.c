@@ -113,7 +113,8 @@ static void run_case(const zt_backend *be, zt_st_file *f, const char *cname, int
     float *Y = be->alloc(ZT_MEM_OTHER, ny * 4), *T = be->alloc(ZT_MEM_OTHER, nt * 4);
     float *U = be->alloc(ZT_MEM_OTHER, ny * 4), *DT = be->alloc(ZT_MEM_OTHER, nt * 4);
     float *DX = be->alloc(ZT_MEM_OTHER, nx * 4);
-    zt_lora_linear l = {be, ZT_F32, N, out, in, r, (float)scale, dA, dB, (size_t)out, ZT_F32, 0.0f, 0, 0, NULL};
+    zt_lora_linear l = {be, ZT_F32,      N,      out,  in, r, (float)scale, dA,
+                        dB, (size_t)out, ZT_F32, 0.0f, 0,  0, NULL,         0};
     zt_err err = {0};
     /* the frozen base's products, as the model computes them: y = x W^T, dx = dy W */
     ZT_CHECK(be->matmul(Y, dX, ZT_F32, dW, ZT_F32, N, out, in, 0, 1, 0.0f, ZT_F32, &err) == ZT_OK);
@@ -338,9 +339,10 @@ static const void *lo_acquire(void *ctx, int u, zt_pass pass)
     return the_owner->inner.ops->acquire(ctx, u, ZT_PASS_FORWARD);
 }
 static void lo_release(void *ctx, int u) { the_owner->inner.ops->release(ctx, u); }
-static float *lo_grad_begin(void *ctx, int u)
+static float *lo_grad_begin(void *ctx, int u, int *fresh)
 {
     (void)ctx;
+    *fresh = 0; /* a sum to add onto: zeros, cleared by the test */
     the_owner->began[u]++;
     return the_owner->grads[u];
 }
@@ -880,7 +882,8 @@ static void run_case_bf16(const zt_backend *be, zt_st_file *f, const char *cname
     float *Y = be->alloc(ZT_MEM_OTHER, ny * 4), *T = be->alloc(ZT_MEM_OTHER, nt * 4);
     float *U = be->alloc(ZT_MEM_OTHER, ny * 4), *DT = be->alloc(ZT_MEM_OTHER, nt * 4);
     float *DX = be->alloc(ZT_MEM_OTHER, nx * 4);
-    zt_lora_linear l = {be, ZT_BF16, N, out, in, r, (float)scale, A, Bm, (size_t)out, ZT_BF16, 0.0f, 0, 0, NULL};
+    zt_lora_linear l = {be, ZT_BF16,     N,       out,  in, r, (float)scale, A,
+                        Bm, (size_t)out, ZT_BF16, 0.0f, 0,  0, NULL,         0};
     zt_err err = {0};
     /* the frozen base's products, as the model computes them with bf16 compute */
     ZT_CHECK(be->matmul(Y, X, ZT_BF16, Wt, ZT_BF16, N, out, in, 0, 1, 0.0f, ZT_BF16, &err) == ZT_OK);
@@ -927,7 +930,7 @@ static void test_no_scale_add(void)
     be.scale_add = NULL;
     be.name = "nosuch";
     float x[2] = {1, 2}, w[2] = {1, 1}, y[1], t[1], u[1];
-    zt_lora_linear l = {&be, ZT_F32, 1, 1, 2, 1, 2.0f, w, w, 1, ZT_F32, 0.0f, 0, 0, NULL};
+    zt_lora_linear l = {&be, ZT_F32, 1, 1, 2, 1, 2.0f, w, w, 1, ZT_F32, 0.0f, 0, 0, NULL, 0};
     zt_err err = {0};
     ZT_CHECK(zt_lora_forward(&l, y, t, u, x, &err) == ZT_EINPUT);
     ZT_CHECK_MSG(strstr(err.msg, "nosuch device's table has no scale_add") != NULL, "%s", err.msg);
@@ -987,7 +990,8 @@ static void dropout_case(const zt_backend *be, zt_dtype c)
         void *X = drop ? up_as(be, x, N * IN, c) : up(be, xt, N * IN);
         o[0] = up(be, zero, N * OUT), o[1] = up(be, drop ? half : zero, N * IN);
         o[2] = up(be, zero, R * IN), o[3] = up(be, zero, OUT * R);
-        zt_lora_linear l = {be, c, N, OUT, IN, R, 1.5f, A, B, OUT, drop ? c : ZT_F32, drop ? p : 0.0f, key, row0, Xd};
+        zt_lora_linear l = {be,  c,    N,  OUT, IN, R, 1.5f, A, B, OUT, drop ? c : ZT_F32, drop ? p : 0.0f,
+                            key, row0, Xd, 0};
         ZT_CHECK_MSG(zt_lora_forward(&l, o[0], T, U, X, &err) == ZT_OK, "%s", err.msg);
         ZT_CHECK_MSG(zt_lora_backward(&l, o[1], o[2], o[3], U, Dt, Dy, X, T, &err) == ZT_OK, "%s", err.msg);
         be->free(ZT_MEM_OTHER, X, N * IN * (drop ? es : 4));

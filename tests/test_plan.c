@@ -15,6 +15,8 @@
 #include "../src/plan/plan.h"
 #include "test.h"
 
+static int g_fresh; /* grad_begin's answer, unread: the passes here write no gradient */
+
 static zt_plan resolve(zt_face face, const char *load, const char *mp, int sharding, int zero, int world,
                        int *rc)
 {
@@ -330,7 +332,7 @@ static void test_engine_dtype_invariants(void)
             int root = lay.root_unit;
             zt_engine_zero_grads(eng);
             ZT_CHECK(zt_engine_acquire(eng, root, ZT_PASS_FORWARD) != NULL);
-            zt_engine_grad_begin(eng, root);
+            zt_engine_grad_begin(eng, root, &g_fresh);
             zt_engine_grad_end(eng, root);
             ZT_CHECK(eng->units[root].reduced_valid && eng->units[root].reduced_dt == p.prec.reduce);
             ZT_CHECK(zt_engine_check_dtypes(eng, root) == NULL);
@@ -391,7 +393,7 @@ static void acquire_twice(zt_engine *eng)
 static void release_open_gradient(zt_engine *eng)
 {
     zt_engine_acquire(eng, g_unit, ZT_PASS_BACKWARD);
-    zt_engine_grad_begin(eng, g_unit);
+    zt_engine_grad_begin(eng, g_unit, &g_fresh);
     zt_engine_release(eng, g_unit);
 }
 
@@ -429,11 +431,11 @@ static void test_engine_unit_phases(void)
     ZT_CHECK(PH(l0) == ZT_UNIT_FORWARD);
     zt_engine_release(eng, l0);
     ZT_CHECK(PH(l0) == ZT_UNIT_IDLE);
-    zt_engine_grad_begin(eng, root);
+    zt_engine_grad_begin(eng, root, &g_fresh);
     ZT_CHECK(PH(root) == ZT_UNIT_BACKWARD_PRE);
     zt_engine_acquire(eng, l1, ZT_PASS_BACKWARD);
     ZT_CHECK(PH(l1) == ZT_UNIT_BACKWARD_PRE);
-    zt_engine_grad_begin(eng, l1);
+    zt_engine_grad_begin(eng, l1, &g_fresh);
     zt_engine_grad_end(eng, l1);
     ZT_CHECK(PH(l1) == ZT_UNIT_BACKWARD_POST);
     zt_engine_release(eng, l1);
@@ -464,9 +466,9 @@ static void test_engine_unit_phases(void)
 
     /* a pass that fails midway: the root and a layer unit in use, a gradient open */
     zt_engine_acquire(eng, root, ZT_PASS_FORWARD);
-    zt_engine_grad_begin(eng, root);
+    zt_engine_grad_begin(eng, root, &g_fresh);
     zt_engine_acquire(eng, l0, ZT_PASS_BACKWARD);
-    zt_engine_grad_begin(eng, l0);
+    zt_engine_grad_begin(eng, l0, &g_fresh);
     zt_engine_reset(eng);
     for (int u = 0; u < lay.nunits; u++)
         ZT_CHECK(PH(u) == ZT_UNIT_IDLE);
@@ -475,9 +477,9 @@ static void test_engine_unit_phases(void)
     /* usable again: a clean pass and a step */
     zt_engine_zero_grads(eng);
     zt_engine_acquire(eng, root, ZT_PASS_FORWARD);
-    zt_engine_grad_begin(eng, root);
+    zt_engine_grad_begin(eng, root, &g_fresh);
     zt_engine_acquire(eng, l0, ZT_PASS_BACKWARD);
-    zt_engine_grad_begin(eng, l0);
+    zt_engine_grad_begin(eng, l0, &g_fresh);
     zt_engine_grad_end(eng, l0);
     zt_engine_release(eng, l0);
     zt_engine_grad_end(eng, root);

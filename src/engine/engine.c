@@ -186,7 +186,11 @@ static int engine_init(zt_engine *eng, const zt_backend *be, const zt_layout *la
         us->master = zt_offload_state_alloc(eng, ZT_MEM_PARAMS, bytes_of(z.shard_numel, z.master_dt));
         int ok = us->master != NULL;
         if (z.trained) { /* a frozen unit (LoRA's base) has none of these */
+            /* zeroed by alloc: its padding stays zero, since every write into it
+             * carries zeros there (grad_begin's contract) */
             us->grad = be->alloc(ZT_MEM_GRADS, bytes_of(z.grad_numel, z.grad_dt));
+            if (u != lay->root_unit && lay->units[u].numel > eng->layers_numel_max)
+                eng->layers_numel_max = lay->units[u].numel;
             us->m = zt_offload_state_alloc(eng, ZT_MEM_OPTIM, bytes_of(z.shard_numel, z.optim_dt));
             us->v = zt_offload_state_alloc(eng, ZT_MEM_OPTIM, bytes_of(z.shard_numel, z.optim_dt));
             ok = ok && us->grad && us->m && us->v;
@@ -526,6 +530,20 @@ void zt_engine_grad_settle(zt_engine *eng, int u)
     us->grad_rounded = 1;
 }
 
+/* n elements of x (x_dt) into unit u's accumulator (master dtype), from its front:
+ * the step's first write stores (grad_empty: zero_grads cleared nothing, so what it
+ * holds is undefined, an inf of a skipped step included), every later one adds.
+ * The store is what adding onto zeros gave: 0 + x == x. */
+static void grad_store(zt_engine *eng, int u, const void *x, zt_dtype x_dt, size_t n)
+{
+    zt_unit_state *us = &eng->units[u];
+    if (us->grad_empty)
+        eng->be->convert(us->grad, eng->prec.master, x, x_dt, n);
+    else
+        eng->be->accumulate(us->grad, eng->prec.master, x, x_dt, n);
+    us->grad_empty = 0;
+}
+
 /* Finish the reduction in flight.  Stage 0: the all-reduced gradient is the
  * accumulator (back from the reduce dtype when that differs).  Stages 2-3: the
  * reduce-scatter's shard is added to the owner's accumulator (after summing over
@@ -551,7 +569,7 @@ static void finish_reduce(zt_engine *eng)
     }
     if (c->replica_size > 1) /* hybrid: replicas hold the same slice; sum them */
         zt_comm_allreduce(c, eng->comm_shard, us->shard_numel, rd, ZT_SCOPE_REPLICA);
-    eng->be->accumulate(us->grad, eng->prec.master, eng->comm_shard, rd, us->shard_numel);
+    grad_store(eng, u, eng->comm_shard, rd, us->shard_numel);
     zt_offload_grad_done(eng, u);
 }
 
@@ -607,7 +625,8 @@ static void start_early_allreduce(zt_engine *eng, int u)
  * slot of comm_full one slice after another; its reduce-scatter leaves this
  * member's [k, k + n) in the slot's part of comm_shard, summed over the group
  * (and the replicas) in the same order as the whole unit's would be.  Then into
- * the owner's accumulator: added (stages 2-3, over the micro-batches) or stored
+ * the owner's accumulator: added (stages 2-3, over the micro-batches; stored by the
+ * step's first, grad_store's rule, decided as the unit's pieces begin) or stored
  * at the front (stage 1's reduction at the step: piece k writes [k, k + n) of
  * grad only after every slice's [k, k + n) was read, and the pieces after it
  * read beyond k + n).
@@ -675,7 +694,9 @@ static void pieces_begin(zt_engine *eng, int u, const void *src, zt_dtype src_dt
     pc->unit = u;
     pc->src = src;
     pc->src_dt = src_dt;
-    pc->add = add;
+    pc->add = add && !eng->units[u].grad_empty; /* every piece of the step's first stores */
+    if (add)
+        eng->units[u].grad_empty = 0;
     pc->next = 0;
     pc->started = pc->finished = 0;
     size_t S = eng->units[u].shard_numel, left = (S + eng->reduce_piece - 1) / eng->reduce_piece - 1;
@@ -720,10 +741,11 @@ void zt_engine_reset(zt_engine *eng)
     eng->in_backward = 0;
 }
 
-float *zt_engine_grad_begin(zt_engine *eng, int unit)
+float *zt_engine_grad_begin(zt_engine *eng, int unit, int *fresh)
 {
     zt_unit_state *us = &eng->units[unit];
-    size_t full = eng->lay->units[unit].padded_numel;
+    const zt_unit *lu = &eng->lay->units[unit];
+    size_t full = lu->padded_numel;
     /* a unit acquired for backward, or one held since the forward (the root) */
     expect_phase(eng, unit, PHASE(ZT_UNIT_FORWARD) | PHASE(ZT_UNIT_BACKWARD_PRE), "grad_begin");
     assert(us->staging == NULL && "grad_begin twice");
@@ -736,11 +758,14 @@ float *zt_engine_grad_begin(zt_engine *eng, int unit)
     eng->comm->phase = "backward";
     if (eng->overlap.backward_prefetch == ZT_BACKWARD_PREFETCH_PRE)
         prefetch(eng, unit, eng->next_bwd);
-    /* An fp32 accumulator that is still zero can take the products directly: what
-     * grad_end would add to it is the staging itself (rounded to the reduce dtype),
-     * so the staging's clearing and the extra pass are skipped. */
-    if (local_accumulation(eng) && eng->prec.master == ZT_F32 && us->grad_zero &&
-        us->grad_numel == full && (eng->prec.reduce == ZT_F32 || eng->prec.reduce == ZT_BF16)) {
+    /* Every buffer handed out is fresh (param_owner.h): the model's first products
+     * write it with beta 0, so nothing is cleared here.  An fp32 accumulator with
+     * nothing in it yet takes the products directly: what grad_end would store in it
+     * is the staging itself (rounded to the reduce dtype), so the staging and the
+     * extra pass are skipped; its padding holds zeros since its allocation. */
+    *fresh = 1;
+    if (local_accumulation(eng) && eng->prec.master == ZT_F32 && us->grad_empty && us->grad_numel == full &&
+        (eng->prec.reduce == ZT_F32 || eng->prec.reduce == ZT_BF16)) {
         us->staging = us->grad;
         return us->staging;
     }
@@ -753,7 +778,16 @@ float *zt_engine_grad_begin(zt_engine *eng, int unit)
             finish_reduce(eng);
     }
     us->staging = staging;
-    eng->be->zero(us->staging, full * sizeof(float));
+    /* The padding must read as zeros (grad_end reduces and adds all P elements, and
+     * the norm and AdamW read the accumulator's).  The root's staging is its own,
+     * and units of one size (one layer each) never write beyond each other's
+     * parameters; only where a bigger unit shares the staging (SIZE_BASED_WRAP's
+     * unequal groups) is the part of the padding it may have written cleared: fewer
+     * than the difference in size, decided from the layout alone, so a captured
+     * step clears the same at every replay. */
+    size_t dirty = unit == eng->lay->root_unit ? lu->numel : eng->layers_numel_max;
+    if (dirty > lu->numel && full > lu->numel)
+        eng->be->zero(staging + lu->numel, ((dirty < full ? dirty : full) - lu->numel) * sizeof(float));
     return us->staging;
 }
 
@@ -769,8 +803,8 @@ void zt_engine_grad_end(zt_engine *eng, int unit)
     /* the root's gradient closes the backward: nothing comes after it */
     if (eng->overlap.backward_prefetch == ZT_BACKWARD_PREFETCH_POST && unit != eng->lay->root_unit)
         prefetch(eng, unit, eng->next_bwd);
-    us->grad_zero = 0;
-    if (g == us->grad) { /* accumulated in place (grad_begin): only the rounding is left */
+    if (g == us->grad) { /* written in place (grad_begin): only the rounding is left */
+        us->grad_empty = 0;
         /* to bf16 it is left to the readers ("rounding pending" above): no pass here */
         zt_dtype through = rd == ZT_BF16 ? ZT_BF16 : ZT_F32;
         us->grad_round_pending = rd == ZT_BF16;
@@ -789,14 +823,15 @@ void zt_engine_grad_end(zt_engine *eng, int unit)
          * dtype, so the numbers do not depend on where the reduction happens;
          * bf16 into an fp32 accumulator is fused into one pass. */
         if (rd == ZT_BF16 && md == ZT_F32) {
+            assert(!us->grad_empty && "an empty fp32 accumulator is written in place (grad_begin)");
             eng->be->accumulate_bf16_rounded(us->grad, g, eng->stage <= 1 ? P : us->shard_numel);
             reduced_through(eng, unit, ZT_BF16, "grad_end");
         } else if (rd == ZT_F32) {
-            eng->be->accumulate(us->grad, md, g, ZT_F32, P);
+            grad_store(eng, unit, g, ZT_F32, P);
             reduced_through(eng, unit, ZT_F32, "grad_end");
         } else {
             eng->be->convert(eng->comm_full, rd, g, ZT_F32, P);
-            eng->be->accumulate(us->grad, md, eng->comm_full, rd, P);
+            grad_store(eng, unit, eng->comm_full, rd, P);
             reduced_through(eng, unit, rd, "grad_end");
         }
     } else {
@@ -830,7 +865,7 @@ void zt_engine_grad_end(zt_engine *eng, int unit)
         } else { /* a group of one (hybrid with one rank per node) owns the whole unit */
             if (c->replica_size > 1)
                 zt_comm_allreduce(c, (void *)full, us->shard_numel, rd, ZT_SCOPE_REPLICA);
-            eng->be->accumulate(us->grad, md, full, rd, us->shard_numel);
+            grad_store(eng, unit, full, rd, us->shard_numel);
         }
     }
     us->staging = NULL;
@@ -838,15 +873,16 @@ void zt_engine_grad_end(zt_engine *eng, int unit)
     zt_offload_grad_done(eng, unit); /* unless its reduction is still in flight */
 }
 
+/* The step's gradients start empty: nothing is cleared (for the 1B model that was a
+ * 4.2 GB memset a step), the first write of each accumulator stores (grad_store,
+ * grad_begin's fresh buffers) and the model's first products write with beta 0. */
 void zt_engine_zero_grads(zt_engine *eng)
 {
-    finish_reduce(eng); /* it would add into the cleared accumulator */
+    finish_reduce(eng);         /* it would store into the emptied accumulator */
     zt_offload_zero_grads(eng); /* and copies down still reading it finish first */
     for (int u = 0; u < eng->lay->nunits; u++) {
-        if (eng->units[u].grad) /* a frozen unit has none */
-            eng->be->zero(eng->units[u].grad, bytes_of(eng->units[u].grad_numel, eng->prec.master));
-        eng->units[u].grad_zero = 1;
-        eng->units[u].grad_rounded = 1; /* zero is representable in every dtype */
+        eng->units[u].grad_empty = 1;
+        eng->units[u].grad_rounded = 1; /* what it will hold if nothing comes (zeros) is representable */
         eng->units[u].grad_round_pending = 0;
         eng->units[u].reduced = 0;
         eng->units[u].reduced_valid = 0;
@@ -855,9 +891,23 @@ void zt_engine_zero_grads(zt_engine *eng)
     zt_async_zero(eng);
 }
 
+/* A unit that took no gradient since zero_grads (a step with no backward through it:
+ * some tests; never a training step, whose backward opens every trained unit) reads
+ * as zeros at the step, as when zero_grads cleared every accumulator. */
+static void fill_empty_grads(zt_engine *eng)
+{
+    for (int u = 0; u < eng->lay->nunits; u++) {
+        zt_unit_state *us = &eng->units[u];
+        if (us->grad && us->grad_empty)
+            eng->be->zero(us->grad, bytes_of(us->grad_numel, eng->prec.master));
+        us->grad_empty = 0;
+    }
+}
+
 void zt_engine_reduce_grads(zt_engine *eng)
 {
     finish_reduce(eng);
+    fill_empty_grads(eng);
     if (eng->stage >= 2 || eng->grads_reduced)
         return;
     eng->grads_reduced = 1;
@@ -955,7 +1005,10 @@ const char *zt_engine_check_dtypes(const zt_engine *eng, int unit)
 
 static const void *owner_acquire(void *eng, int unit, zt_pass pass) { return zt_engine_acquire(eng, unit, pass); }
 static void owner_release(void *eng, int unit) { zt_engine_release(eng, unit); }
-static float *owner_grad_begin(void *eng, int unit) { return zt_engine_grad_begin(eng, unit); }
+static float *owner_grad_begin(void *eng, int unit, int *fresh)
+{
+    return zt_engine_grad_begin(eng, unit, fresh);
+}
 static void owner_grad_end(void *eng, int unit) { zt_engine_grad_end(eng, unit); }
 static void owner_progress(void *eng) { zt_engine_progress(eng); }
 static void owner_reset(void *eng) { zt_engine_reset(eng); }

@@ -13,8 +13,12 @@
  * The engine is the model's parameter owner (model/param_owner.h,
  * zt_engine_param_owner): the model brackets its use of a unit with
  * acquire/release and its weight gradients with grad_begin/grad_end; grad_begin
- * hands out a zeroed fp32 staging buffer for the unit's full gradient (or the
- * accumulator itself, when it is fp32, still zero and local).  Between its products it calls
+ * hands out a fresh fp32 staging buffer for the unit's full gradient (or the
+ * accumulator itself, when it is fp32, empty and local): fresh as param_owner.h
+ * says, its parameters' elements undefined and its padding zeros, so the model's
+ * first products write with beta 0 and nothing is cleared.  The accumulators are
+ * not cleared either: zero_grads marks them empty, and the first gradient into each
+ * stores where later ones add (docs/architecture.md, "One optimizer step").  Between its products it calls
  * zt_engine_progress, which moves the collectives the overlap left in flight.  Gradients are sums over ranks of each
  * rank's share of the global-batch mean (the model's loss is already scaled by
  * 1/global tokens), so the reduction is a plain sum.
@@ -179,7 +183,7 @@ zt_param_owner zt_engine_param_owner(zt_engine *eng);
 /* The hooks, in the order param_owner.h gives. */
 const void *zt_engine_acquire(zt_engine *eng, int unit, zt_pass pass);
 void zt_engine_release(zt_engine *eng, int unit);
-float *zt_engine_grad_begin(zt_engine *eng, int unit);
+float *zt_engine_grad_begin(zt_engine *eng, int unit, int *fresh);
 void zt_engine_grad_end(zt_engine *eng, int unit);
 /* Whether the next backward is the last before the step (the trainer says so for
  * its last micro-batch; PyTorch DDP's no_sync is the opposite).  Stage 0 on several
@@ -197,6 +201,8 @@ void zt_engine_drain(zt_engine *eng);
  * holds part of a micro-batch; the caller discards the step (zero_grads). */
 void zt_engine_reset(zt_engine *eng);
 
+/* The step's gradients start empty (no memset: each accumulator's first gradient
+ * stores, later ones add; a unit that got none reads as zeros at the step). */
 void zt_engine_zero_grads(zt_engine *eng);
 /* Stages 0-1: reduce the locally accumulated gradients (done by zt_engine_step;
  * exposed so tests can read reduced gradients).  Idempotent within a step. */

@@ -29,7 +29,10 @@ typedef struct zt_unit_state {
     int persistent;         /* stage 3: stays gathered (DeepSpeed's param persistence) */
     int pool_slot;          /* stage 3: which pool buffer, -1 none */
     float *staging;         /* fp32 full gradient while the unit's backward runs */
-    int grad_zero;          /* grad holds only zeros (set by zero_grads, cleared by grad_end) */
+    int grad_empty;         /* grad holds nothing of this step: its elements are undefined (zero_grads
+                             * clears nothing) but its padding, which holds zeros; the first write
+                             * stores (grad_store), later ones add.  Set by zero_grads, cleared by
+                             * the first write */
     int grad_rounded;       /* every grad value is representable in the reduce dtype */
     int grad_round_pending; /* the gradient is bf16(grad): its rounding to the bf16 reduce dtype is left to
                              * its readers (engine.c, "rounding pending"; zt_engine_grad_settle) */
@@ -70,6 +73,9 @@ struct zt_engine {
     float *staging_root;        /* root unit's staging (open across the whole backward) */
     float *staging_layers;      /* shared by non-root units, one open at a time */
     size_t staging_root_numel, staging_layers_numel, staging_spare_numel;
+    size_t layers_numel_max;    /* the largest trained non-root unit's numel: how far the layers'
+                                 * staging may hold a bigger unit's values beyond a smaller one's
+                                 * parameters (grad_begin clears that part of its padding) */
     float *staging_spare;       /* overlapped fp32 reduce-scatter: a unit's staging is sent
                                  * while the next unit's backward fills this one */
     void *comm_full;            /* reduce-dtype copy of the largest unit's gradient (P) */

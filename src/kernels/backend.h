@@ -189,13 +189,15 @@ typedef struct zt_backend {
     int (*matmul_out)(void *D, zt_dtype d_dt, const void *residual, const void *A, zt_dtype a_dt, const void *B,
                       zt_dtype b_dt, int M, int N, int K, int trans_a, int trans_b, zt_dtype compute, zt_err *err);
     /* the lm-head product, xent and both gradient products over chunk_rows rows at a
-     * time (fused.h): dx (N, C) overwritten, dw (V, C) accumulated, *loss_sum (a
+     * time (fused.h): dx (N, C) overwritten, dw (V, C) = dw_beta dw + the chunks' sum
+     * (dw_beta 0 or 1, the first chunk's product's beta: 0 stores, dw not read), *loss_sum (a
      * buffer of the table's) += the loss sum, nothing waited for; each NULL: not
      * wanted.  The gradient scale as xent_into's (scale_src).  A target outside
      * [0, V) (ZT_IGNORE_INDEX aside): ZT_EINPUT. */
-    int (*lmhead_xent)(double *loss_sum, float *dx, float *dw, const void *x, zt_dtype x_dt, const void *w,
-                       zt_dtype w_dt, const int *targets, int N, int C, int V, float grad_scale,
-                       const zt_step_scalars *scale_src, zt_dtype compute, int chunk_rows, zt_err *err);
+    int (*lmhead_xent)(double *loss_sum, float *dx, float *dw, float dw_beta, const void *x, zt_dtype x_dt,
+                       const void *w, zt_dtype w_dt, const int *targets, int N, int C, int V,
+                       float grad_scale, const zt_step_scalars *scale_src, zt_dtype compute, int chunk_rows,
+                       zt_err *err);
 
     /* ---- the engine's kernels (reductions.h, adamw.h) */
     void (*adamw_step)(void *p, void *m, void *v, const void *g, void *comp, zt_dtype dt, size_t n,

@@ -547,6 +547,7 @@ static int emu_matmul_out(void *D, zt_dtype d_dt, const void *residual, const vo
 typedef struct {
     double *loss_sum;
     float *dx, *dw;
+    float dw_beta;
     const void *x;
     zt_dtype x_dt;
     const void *w;
@@ -560,8 +561,8 @@ typedef struct {
 } lmhead_xent_a;
 static int lmhead_xent_now(const lmhead_xent_a *a, zt_err *err)
 {
-    return zt_lmhead_xent(host_of(a->loss_sum), host_of(a->dx), host_of(a->dw), host_of(a->x), a->x_dt,
-                          host_of(a->w), a->w_dt, a->targets, a->N, a->C, a->V, a->grad_scale,
+    return zt_lmhead_xent(host_of(a->loss_sum), host_of(a->dx), host_of(a->dw), a->dw_beta, host_of(a->x),
+                          a->x_dt, host_of(a->w), a->w_dt, a->targets, a->N, a->C, a->V, a->grad_scale,
                           host_of(a->scale_src), a->compute, a->chunk_rows, err);
 }
 RUNNER(lmhead_xent)
@@ -570,13 +571,13 @@ RUNNER(lmhead_xent)
     if (lmhead_xent_now(a, &replay_err) && replay_rc == ZT_OK)
         replay_rc = ZT_EFAIL;
 }
-static int emu_lmhead_xent(double *loss_sum, float *dx, float *dw, const void *x, zt_dtype x_dt,
-                           const void *w, zt_dtype w_dt, const int *targets, int N, int C, int V,
-                           float grad_scale, const zt_step_scalars *scale_src, zt_dtype compute,
+static int emu_lmhead_xent(double *loss_sum, float *dx, float *dw, float dw_beta, const void *x,
+                           zt_dtype x_dt, const void *w, zt_dtype w_dt, const int *targets, int N, int C,
+                           int V, float grad_scale, const zt_step_scalars *scale_src, zt_dtype compute,
                            int chunk_rows, zt_err *err)
 {
-    lmhead_xent_a a = {loss_sum, dx, dw, x, x_dt, w, w_dt, targets, N, C, V, grad_scale, scale_src, compute,
-                       chunk_rows};
+    lmhead_xent_a a = {loss_sum, dx, dw, dw_beta, x,          x_dt,      w,       w_dt,
+                       targets,  N,  C,  V,       grad_scale, scale_src, compute, chunk_rows};
     called();
     if (!rec)
         return lmhead_xent_now(&a, err);

@@ -67,9 +67,9 @@ zt_lmhead_chunk zt_lmhead_xent_chunk(int N, int V, int chunk_rows, int grad, zt_
 }
 
 int zt_lmhead_xent_run(const zt_backend *t, const zt_lmhead_chunk *ch, float *logits, uint16_t *grad16,
-                       double *loss_sum, float *dx, float *dw, const void *x, zt_dtype x_dt, const void *w,
-                       zt_dtype w_dt, const int *targets, int N, int C, int V, float grad_scale,
-                       const zt_step_scalars *scale_src, zt_dtype compute, zt_err *err)
+                       double *loss_sum, float *dx, float *dw, float dw_beta, const void *x, zt_dtype x_dt,
+                       const void *w, zt_dtype w_dt, const int *targets, int N, int C, int V,
+                       float grad_scale, const zt_step_scalars *scale_src, zt_dtype compute, zt_err *err)
 {
     const int R = ch->rows, grad = dx != NULL || dw != NULL;
     /* the gradient the products read: the bf16 copy where there is one, else the
@@ -91,14 +91,14 @@ int zt_lmhead_xent_run(const zt_backend *t, const zt_lmhead_chunk *ch, float *lo
             (void)t->xent(dl, dl16, logits, targets + n0, r, V, grad_scale);
         if (dx && (rc = t->matmul(dx + (size_t)n0 * C, g, g_dt, w, w_dt, r, C, V, 0, 0, 0.0f, compute, err)))
             return rc;
-        if (dw && (rc = t->matmul(dw, g, g_dt, xc, x_dt, V, C, r, 1, 0, 1.0f, compute, err)))
+        if (dw && (rc = t->matmul(dw, g, g_dt, xc, x_dt, V, C, r, 1, 0, n0 ? 1.0f : dw_beta, compute, err)))
             return rc;
     }
     return ZT_OK;
 }
 
-int zt_lmhead_xent(double *loss_sum, float *dx, float *dw, const void *x, zt_dtype x_dt, const void *w,
-                   zt_dtype w_dt, const int *targets, int N, int C, int V, float grad_scale,
+int zt_lmhead_xent(double *loss_sum, float *dx, float *dw, float dw_beta, const void *x, zt_dtype x_dt,
+                   const void *w, zt_dtype w_dt, const int *targets, int N, int C, int V, float grad_scale,
                    const zt_step_scalars *scale_src, zt_dtype compute, int chunk_rows, zt_err *err)
 {
     int rc = zt_lmhead_xent_check_args(targets, N, C, V, chunk_rows, err);
@@ -110,8 +110,8 @@ int zt_lmhead_xent(double *loss_sum, float *dx, float *dw, const void *x, zt_dty
     if (!logits || (ch.grad16_bytes && !grad16))
         rc = zt_fail(err, ZT_EFAIL, "out of memory for %d rows of logits (V=%d)", ch.rows, V);
     else
-        rc = zt_lmhead_xent_run(zt_backend_cpu(), &ch, logits, grad16, loss_sum, dx, dw, x, x_dt, w, w_dt, targets, N,
-                                C, V, grad_scale, scale_src, compute, err);
+        rc = zt_lmhead_xent_run(zt_backend_cpu(), &ch, logits, grad16, loss_sum, dx, dw, dw_beta, x, x_dt, w,
+                                w_dt, targets, N, C, V, grad_scale, scale_src, compute, err);
     zt_free(ZT_MEM_ACTIV, logits, ch.logit_bytes);
     if (grad16)
         zt_free(ZT_MEM_ACTIV, grad16, ch.grad16_bytes);

@@ -36,15 +36,16 @@ int zt_matmul_out(void *D, zt_dtype d_dt, const void *residual, const void *A, z
 /* The lm-head's cross-entropy and both its gradients, chunk_rows rows at a time, so
  * the (N, V) logits never exist: per chunk, logits = x w^T (zt_matmul in compute),
  * zt_xent_forward_backward (dlogits in bf16 for bf16 compute, in place otherwise),
- * dx = dlogits w (overwritten; NULL: not wanted), dw += dlogits^T x (NULL: not
+ * dx = dlogits w (overwritten; NULL: not wanted), dw = dw_beta dw + dlogits^T x summed
+ * over the chunks (dw_beta 0 or 1 is the first chunk's beta, 1 the others'; NULL: not
  * wanted); *loss_sum += the N rows' losses (NULL: not wanted); the gradient scale is
  * grad_scale, or with scale_src zt_step_grad_scale(scale_src) (backend.h, xent_into;
  * host memory here).  x (N, C) in x_dt, w
  * (V, C) in w_dt, targets on the host in [0, V) or ZT_IGNORE_INDEX.  The chunk's
  * logits are allocated per call (chunk_rows V (4 + 2) bytes, ZT_MEM_ACTIV).  A target
  * outside the vocabulary or a bad shape: ZT_EINPUT, before anything is written. */
-int zt_lmhead_xent(double *loss_sum, float *dx, float *dw, const void *x, zt_dtype x_dt, const void *w,
-                   zt_dtype w_dt, const int *targets, int N, int C, int V, float grad_scale,
+int zt_lmhead_xent(double *loss_sum, float *dx, float *dw, float dw_beta, const void *x, zt_dtype x_dt,
+                   const void *w, zt_dtype w_dt, const int *targets, int N, int C, int V, float grad_scale,
                    const zt_step_scalars *scale_src, zt_dtype compute, int chunk_rows, zt_err *err);
 
 /* The argument rules of every table's lmhead_xent (the CUDA tables' too): the shape
@@ -66,15 +67,16 @@ zt_lmhead_chunk zt_lmhead_xent_chunk(int N, int V, int chunk_rows, int grad, zt_
  * rows, t->matmul for logits = x w^T, t->xent_into adding the chunk's loss into
  * *loss_sum (t->xent, its sum dropped, when loss_sum and scale_src are NULL; with a
  * scale_src, in t's memory, xent_into forms the gradient scale from it), then t->matmul for
- * dx = dlogits w and dw += dlogits^T x (each NULL: not wanted).  logits and grad16 are
+ * dx = dlogits w and dw += dlogits^T x (the first chunk's with dw_beta; each NULL: not
+ * wanted).  logits and grad16 are
  * buffers of t's of ch's sizes, which the caller allocates in its own way; the
  * arguments are checked already (zt_lmhead_xent_check_args, N > 0).  The first failed
  * product's error comes back, the chunks after it not run. */
 struct zt_backend;
 int zt_lmhead_xent_run(const struct zt_backend *t, const zt_lmhead_chunk *ch, float *logits, uint16_t *grad16,
-                       double *loss_sum, float *dx, float *dw, const void *x, zt_dtype x_dt, const void *w,
-                       zt_dtype w_dt, const int *targets, int N, int C, int V, float grad_scale,
-                       const zt_step_scalars *scale_src, zt_dtype compute, zt_err *err);
+                       double *loss_sum, float *dx, float *dw, float dw_beta, const void *x, zt_dtype x_dt,
+                       const void *w, zt_dtype w_dt, const int *targets, int N, int C, int V,
+                       float grad_scale, const zt_step_scalars *scale_src, zt_dtype compute, zt_err *err);
 
 #ifdef __cplusplus
 }

@@ -289,16 +289,16 @@ static int p_matmul_out(void *D, zt_dtype d_dt, const void *res, const void *A, 
           rc = in->matmul_out(D, d_dt, res, A, a_dt, B, b_dt, M, N, K, ta, tb, compute, err));
     return rc;
 }
-static int p_lmhead_xent(double *loss_sum, float *dx, float *dw, const void *x, zt_dtype x_dt, const void *w,
-                         zt_dtype w_dt, const int *targets, int N, int C, int V, float gs,
+static int p_lmhead_xent(double *loss_sum, float *dx, float *dw, float dw_beta, const void *x, zt_dtype x_dt,
+                         const void *w, zt_dtype w_dt, const int *targets, int N, int C, int V, float gs,
                          const zt_step_scalars *src, zt_dtype compute, int rows, zt_err *err)
 {
     int rc;
     /* the logits' product, and one more for each gradient wanted */
     double flops = 2.0 * N * (double)C * V * (1 + (dx != NULL) + (dw != NULL));
     TIMED("lmhead_xent", "kernel", flops, 0,
-          rc = in->lmhead_xent(loss_sum, dx, dw, x, x_dt, w, w_dt, targets, N, C, V, gs, src, compute, rows,
-                               err));
+          rc = in->lmhead_xent(loss_sum, dx, dw, dw_beta, x, x_dt, w, w_dt, targets, N, C, V, gs, src,
+                               compute, rows, err));
     return rc;
 }
 

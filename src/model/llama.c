@@ -331,6 +331,7 @@ typedef struct layer_weights {
 typedef struct layer_grads {
     float *attn_norm, *qkv, *o, *mlp_norm, *gu, *down; /* fp32 staging */
     float *qkv_b;
+    float beta; /* 0: the unit's buffer is fresh, each gradient's one write overwrites; 1: adds */
 } layer_grads;
 
 static const void *view(const zt_model *m, const void *base, int layer, zt_param_kind kind)
@@ -355,14 +356,18 @@ static layer_weights layer_views(const zt_model *m, const void *base, int l)
                            m->cfg.qkv_bias ? view(m, base, l, ZT_P_Q_BIAS) : NULL};
 }
 
-static layer_grads layer_grad_views(const zt_model *m, float *base, int l)
+static layer_grads layer_grad_views(const zt_model *m, float *base, float beta, int l)
 {
     if (!base) /* LoRA: the base is frozen, no gradient of its own */
         return (layer_grads){0};
-    return (layer_grads){grad_view(m, base, l, ZT_P_ATTN_NORM), grad_view(m, base, l, ZT_P_Q),
-                         grad_view(m, base, l, ZT_P_O),         grad_view(m, base, l, ZT_P_MLP_NORM),
-                         grad_view(m, base, l, ZT_P_GATE),      grad_view(m, base, l, ZT_P_DOWN),
-                         m->cfg.qkv_bias ? grad_view(m, base, l, ZT_P_Q_BIAS) : NULL};
+    return (layer_grads){grad_view(m, base, l, ZT_P_ATTN_NORM),
+                         grad_view(m, base, l, ZT_P_Q),
+                         grad_view(m, base, l, ZT_P_O),
+                         grad_view(m, base, l, ZT_P_MLP_NORM),
+                         grad_view(m, base, l, ZT_P_GATE),
+                         grad_view(m, base, l, ZT_P_DOWN),
+                         m->cfg.qkv_bias ? grad_view(m, base, l, ZT_P_Q_BIAS) : NULL,
+                         beta};
 }
 
 /* Norm kernels read fp32 weights; in bf16 compute the weight is widened into a
@@ -389,7 +394,18 @@ static const void *acquire(zt_model *m, int unit, zt_pass pass)
     return m->own.ops->acquire(m->own.ctx, unit, pass);
 }
 static void release(zt_model *m, int unit) { m->own.ops->release(m->own.ctx, unit); }
-static float *grad_begin(zt_model *m, int unit) { return m->own.ops->grad_begin(m->own.ctx, unit); }
+/* The unit's gradient buffer, and in *beta how its first write goes: 0 where the owner
+ * hands it out fresh (param_owner.h: overwritten, the padding already zeros), 1 where
+ * it holds a sum to add onto.  Each gradient is written once per pass, so its one
+ * product takes *beta; the embedding's, written twice when tied, is the exception
+ * (model_pass). */
+static float *grad_begin(zt_model *m, int unit, float *beta)
+{
+    int fresh = 0;
+    float *g = m->own.ops->grad_begin(m->own.ctx, unit, &fresh);
+    *beta = fresh ? 0.0f : 1.0f;
+    return g;
+}
 static void grad_end(zt_model *m, int unit) { m->own.ops->grad_end(m->own.ctx, unit); }
 static void progress(zt_model *m) { m->own.ops->progress(m->own.ctx); }
 
@@ -419,18 +435,27 @@ static int linear_residual(zt_model *m, float *y, const float *residual, const v
     return rc;
 }
 
-/* dx = dy W (overwrite), dW += dy^T x (dw NULL: a frozen W, none); dy and x in the
- * operand dtype. */
-static int linear_backward(zt_model *m, float *dx, float *dw, const void *dy, const void *x,
+/* dx = dy W (overwrite), dW = dw_beta dW + dy^T x (dw NULL: a frozen W, none); dy and x
+ * in the operand dtype. */
+static int linear_backward(zt_model *m, float *dx, float *dw, float dw_beta, const void *dy, const void *x,
                            const void *w, int out, int in, zt_err *err)
 {
     zt_dtype c = m->own.compute;
     int rc = m->be->matmul(dx, dy, m->opd, w, c, m->N, in, out, 0, 0, 0.0f, c, err);
     progress(m);
     if (rc == ZT_OK && dw)
-        rc = m->be->matmul(dw, dy, m->opd, x, m->opd, out, in, m->N, 1, 0, 1.0f, c, err);
+        rc = m->be->matmul(dw, dy, m->opd, x, m->opd, out, in, m->N, 1, 0, dw_beta, c, err);
     progress(m);
     return rc;
+}
+
+/* A gradient whose entry can only add (rmsnorm_backward's dw, bias_backward's db, the
+ * untied embedding's rows): cleared before it when its buffer is fresh (beta 0).
+ * These are the only clears of a gradient left in a step (docs/architecture.md). */
+static void grad_clear(zt_model *m, float *g, size_t n, float beta)
+{
+    if (g && beta == 0.0f)
+        m->be->zero(g, n * sizeof(float));
 }
 
 /* The residual stream's gradient as a product operand: its bf16 copy, which every
@@ -477,10 +502,22 @@ static zt_lora_linear lora_linear(const zt_model *m, int l, const void *abase, z
     size_t es = zt_dtype_size(m->own.compute);
     uint64_t key = (m->lora_key ^ ((uint64_t)l * ZT_P_NKINDS + (uint64_t)kind)); /* a third round: the linear's */
     key = zt_rand_next(&key);
-    return (zt_lora_linear){m->be, m->own.compute, m->N, (int)pb->shape[0], (int)pa->shape[1], m->lora.r,
-                            (float)zt_lora_scale(&m->lora), (const char *)abase + pa->offset * es,
-                            (const char *)abase + pb->offset * es, ld, m->opd, m->lora_train ? (float)m->lora.dropout : 0.0f, key,
-                            m->lora_row0, m->lora_xd};
+    return (zt_lora_linear){m->be,
+                            m->own.compute,
+                            m->N,
+                            (int)pb->shape[0],
+                            (int)pa->shape[1],
+                            m->lora.r,
+                            (float)zt_lora_scale(&m->lora),
+                            (const char *)abase + pa->offset * es,
+                            (const char *)abase + pb->offset * es,
+                            ld,
+                            m->opd,
+                            m->lora_train ? (float)m->lora.dropout : 0.0f,
+                            key,
+                            m->lora_row0,
+                            m->lora_xd,
+                            0};
 }
 
 static int lora_on(const zt_model *m, zt_param_kind kind)
@@ -503,12 +540,13 @@ static int lora_forward(zt_model *m, int l, const void *abase, zt_param_kind kin
 
 /* dx += the adapter's input gradient, and its dA, dB into the adapter unit's gradient
  * gabase, from dy's columns (rows ld apart). */
-static int lora_backward(zt_model *m, int l, const void *abase, float *gabase, zt_param_kind kind, float *dx,
-                         const void *dy, size_t ld, const void *x, zt_err *err)
+static int lora_backward(zt_model *m, int l, const void *abase, float *gabase, float gabeta,
+                         zt_param_kind kind, float *dx, const void *dy, size_t ld, const void *x, zt_err *err)
 {
     if (!lora_on(m, kind))
         return ZT_OK;
     zt_lora_linear ll = lora_linear(m, l, abase, kind, ld);
+    ll.grad_fresh = gabeta == 0.0f;
     int rc = zt_lora_backward(&ll, dx, gabase + lora_param(m, l, kind, 0)->offset,
                               gabase + lora_param(m, l, kind, 1)->offset, m->lora_u, m->lora_dt, dy, x,
                               lora_t(m, l, kind), err);
@@ -518,8 +556,8 @@ static int lora_backward(zt_model *m, int l, const void *abase, float *gabase, z
 
 /* q, k and v's adapters, on their blocks of qkv (N, Dqkv) or dqkv: forward (gabase NULL)
  * or backward (dx, the input gradient, += theirs). */
-static int lora_qkv(zt_model *m, int l, const void *abase, float *gabase, float *qkv, float *dx, const void *x,
-                    zt_err *err)
+static int lora_qkv(zt_model *m, int l, const void *abase, float *gabase, float gabeta, float *qkv, float *dx,
+                    const void *x, zt_err *err)
 {
     const zt_llama_config *c = &m->cfg;
     size_t Dq = (size_t)c->num_attention_heads * c->head_dim, Dkv = (size_t)c->num_key_value_heads * c->head_dim;
@@ -527,7 +565,7 @@ static int lora_qkv(zt_model *m, int l, const void *abase, float *gabase, float 
     static const zt_param_kind kinds[3] = {ZT_P_Q, ZT_P_K, ZT_P_V};
     int rc = ZT_OK;
     for (int i = 0; i < 3 && rc == ZT_OK; i++)
-        rc = gabase ? lora_backward(m, l, abase, gabase, kinds[i], dx, qkv + col[i], ld, x, err)
+        rc = gabase ? lora_backward(m, l, abase, gabase, gabeta, kinds[i], dx, qkv + col[i], ld, x, err)
                     : lora_forward(m, l, abase, kinds[i], qkv + col[i], ld, x, err);
     return rc;
 }
@@ -547,7 +585,7 @@ static int lora_forward16(zt_model *m, int l, const void *abase, void *y16, size
     size_t n = (size_t)m->N * cols, F = (size_t)m->cfg.intermediate_size;
     float *y = m->lora_dy;
     m->be->convert(y, ZT_F32, y16, ZT_BF16, n);
-    int rc = qkv ? lora_qkv(m, l, abase, NULL, y, NULL, x, err)
+    int rc = qkv ? lora_qkv(m, l, abase, NULL, 1.0f, y, NULL, x, err)
                  : lora_forward(m, l, abase, ZT_P_GATE, y, cols, x, err);
     if (rc == ZT_OK && !qkv)
         rc = lora_forward(m, l, abase, ZT_P_UP, y + F, cols, x, err);
@@ -585,7 +623,8 @@ static int attention_forward(zt_model *m, int l, const void *abase, zt_layer_act
         return rc;
     if (w->qkv_b) /* nn.Linear's bias, added to the product before RoPE */
         m->be->bias_forward(a->qkv, w->qkv_b, cd, N, Dqkv);
-    if (m->lora_on && (rc = lora_qkv(m, l, abase, NULL, a->qkv, NULL, a->n1, err))) /* PEFT: base(x) + s u */
+    if (m->lora_on &&
+        (rc = lora_qkv(m, l, abase, NULL, 1.0f, a->qkv, NULL, a->n1, err))) /* PEFT: base(x) + s u */
         return rc;
     if (m->pos) {
         m->be->rope_forward_pos(a->qkv, m->rope_cos, m->rope_sin, m->pos, m->B, m->T, nh, nkv, hd);
@@ -658,22 +697,22 @@ static int layer_forward(zt_model *m, int l, const void *base, const void *abase
 
 /* On entry m->dres (and m->dres16) hold d loss / d out; on exit d loss / d x.  LoRA: gbase
  * NULL (the base frozen), abase and gabase the adapter unit's weights and gradient. */
-static int layer_backward(zt_model *m, int l, const void *base, float *gbase, const void *abase, float *gabase,
-                          zt_err *err)
+static int layer_backward(zt_model *m, int l, const void *base, float *gbase, float gbeta, const void *abase,
+                          float *gabase, float gabeta, zt_err *err)
 {
     const zt_llama_config *c = &m->cfg;
     zt_layer_acts *a = &m->layers[l];
     int N = m->N, C = c->hidden_size, F = c->intermediate_size, nh = c->num_attention_heads;
     int nkv = c->num_key_value_heads, hd = c->head_dim, Dq = nh * hd, Dqkv = (nh + 2 * nkv) * hd;
     layer_weights w = layer_views(m, base, l);
-    layer_grads g = layer_grad_views(m, gbase, l);
+    layer_grads g = layer_grad_views(m, gbase, gbeta, l);
     int rc;
 
     float *ndw = m->lora_on ? m->lora_dw : NULL; /* LoRA: a frozen norm weight's gradient, discarded */
     size_t ldc = (size_t)C, ld2f = 2 * (size_t)F;
     /* MLP: out = h + act Wdown^T */
-    if ((rc = linear_backward(m, m->dact, g.down, dres_operand(m), a->act, w.down, C, F, err)) ||
-        (rc = lora_backward(m, l, abase, gabase, ZT_P_DOWN, m->dact, m->dres, ldc, a->act, err)))
+    if ((rc = linear_backward(m, m->dact, g.down, g.beta, dres_operand(m), a->act, w.down, C, F, err)) ||
+        (rc = lora_backward(m, l, abase, gabase, gabeta, ZT_P_DOWN, m->dact, m->dres, ldc, a->act, err)))
         return rc;
     if (m->act16)
         m->be->swiglu_backward_act16(m->dgu, m->dact, a->gu16, N, F);
@@ -682,15 +721,16 @@ static int layer_backward(zt_model *m, int l, const void *base, float *gbase, co
     float *dgu = m->dgu; /* the adapters read fp32: bf16 operands' dgu widened (lora_sizes) */
     if (m->lora_on && m->opd == ZT_BF16 && (lora_on(m, ZT_P_GATE) || lora_on(m, ZT_P_UP)))
         m->be->convert(dgu = m->lora_dy, ZT_F32, m->dgu, ZT_BF16, (size_t)N * ld2f);
-    if ((rc = linear_backward(m, m->dn, g.gu, m->dgu, a->n2, w.gu, 2 * F, C, err)) ||
-        (rc = lora_backward(m, l, abase, gabase, ZT_P_GATE, m->dn, dgu, ld2f, a->n2, err)) ||
-        (rc = lora_backward(m, l, abase, gabase, ZT_P_UP, m->dn, dgu + F, ld2f, a->n2, err)))
+    if ((rc = linear_backward(m, m->dn, g.gu, g.beta, m->dgu, a->n2, w.gu, 2 * F, C, err)) ||
+        (rc = lora_backward(m, l, abase, gabase, gabeta, ZT_P_GATE, m->dn, dgu, ld2f, a->n2, err)) ||
+        (rc = lora_backward(m, l, abase, gabase, gabeta, ZT_P_UP, m->dn, dgu + F, ld2f, a->n2, err)))
         return rc;
+    grad_clear(m, g.mlp_norm, (size_t)C, g.beta);
     m->be->rmsnorm_backward(m->dres, m->dres16, g.mlp_norm ? g.mlp_norm : ndw, m->dn, a->h,
                                    norm_weight(m, w.mlp_norm, 2 * l + 1, 0), a->rstd2, N, C);
     /* attention: h = x + att Wo^T */
-    if ((rc = linear_backward(m, m->datt, g.o, dres_operand(m), att_operand(a), w.o, C, Dq, err)) ||
-        (rc = lora_backward(m, l, abase, gabase, ZT_P_O, m->datt, m->dres, ldc, att_operand(a), err)))
+    if ((rc = linear_backward(m, m->datt, g.o, g.beta, dres_operand(m), att_operand(a), w.o, C, Dq, err)) ||
+        (rc = lora_backward(m, l, abase, gabase, gabeta, ZT_P_O, m->datt, m->dres, ldc, att_operand(a), err)))
         return rc;
     const void *dqkv = m->dqkv;
     if (m->act16) { /* RoPE's backward inside the attention's; dqkv16 written there */
@@ -707,19 +747,22 @@ static int layer_backward(zt_model *m, int l, const void *base, float *gbase, co
                                   hd, zt_llama_attention_window(c));
         m->be->rope_backward(m->dqkv, m->rope_cos, m->rope_sin, m->B, m->T, nh, nkv, hd);
     }
-    if (g.qkv_b) /* dqkv is now the gradient of n1 Wqkv^T + b: db = its column sums */
+    if (g.qkv_b) { /* dqkv is now the gradient of n1 Wqkv^T + b: db = its column sums */
+        grad_clear(m, g.qkv_b, (size_t)Dqkv, g.beta);
         m->be->bias_backward(g.qkv_b, m->dqkv, N, Dqkv);
+    }
     if (m->dqkv16 && dqkv == m->dqkv) {
         m->be->convert(m->dqkv16, ZT_BF16, m->dqkv, ZT_F32, (size_t)N * Dqkv);
         dqkv = m->dqkv16;
     }
-    if ((rc = linear_backward(m, m->dn, g.qkv, dqkv, a->n1, w.qkv, Dqkv, C, err)))
+    if ((rc = linear_backward(m, m->dn, g.qkv, g.beta, dqkv, a->n1, w.qkv, Dqkv, C, err)))
         return rc;
     float *dqkv32 = m->dqkv; /* bf16 activations: the adapters read dqkv16 widened (lora_sizes) */
     if (m->lora_on && m->act16 && (lora_on(m, ZT_P_Q) || lora_on(m, ZT_P_K) || lora_on(m, ZT_P_V)))
         m->be->convert(dqkv32 = m->lora_dy, ZT_F32, m->dqkv16, ZT_BF16, (size_t)N * Dqkv);
-    if (m->lora_on && (rc = lora_qkv(m, l, abase, gabase, dqkv32, m->dn, a->n1, err)))
+    if (m->lora_on && (rc = lora_qkv(m, l, abase, gabase, gabeta, dqkv32, m->dn, a->n1, err)))
         return rc;
+    grad_clear(m, g.attn_norm, (size_t)C, g.beta);
     m->be->rmsnorm_backward(m->dres, m->dres16, g.attn_norm ? g.attn_norm : ndw, m->dn, a->x,
                                    norm_weight(m, w.attn_norm, 2 * l, 0), a->rstd1, N, C);
     return ZT_OK;
@@ -741,18 +784,19 @@ static int own_logits(zt_model *m, zt_err *err)
 }
 
 /* Fast mode's lm-head and loss in one entry (lmhead_xent, xent_rows rows at a time):
- * dn = dlogits W, dW_lm += dlogits^T nf, and the loss sum into loss_sink (read back
- * with the step's other numbers, so *loss_sum is 0 and nothing waits here) or, without
- * a sink, through loss_dev to *loss_sum. */
-static int head_xent_fused(zt_model *m, const int *targets, const void *wlm, float *dlm, float grad_scale,
-                           double *loss_sum, zt_err *err)
+ * dn = dlogits W, dW_lm = dw_beta dW_lm + dlogits^T nf, and the loss sum into loss_sink
+ * (read back with the step's other numbers, so *loss_sum is 0 and nothing waits here)
+ * or, without a sink, through loss_dev to *loss_sum. */
+static int head_xent_fused(zt_model *m, const int *targets, const void *wlm, float *dlm, float dw_beta,
+                           float grad_scale, double *loss_sum, zt_err *err)
 {
     zt_dtype cd = m->own.compute;
     double *dst = m->loss_sink ? m->loss_sink : m->loss_dev;
     if (!m->loss_sink)
         m->be->zero(m->loss_dev, sizeof(double));
-    int rc = m->be->lmhead_xent(dst, m->dn, dlm, m->nf, m->opd, wlm, cd, targets, m->N, m->cfg.hidden_size,
-                                m->cfg.vocab_size, grad_scale, m->grad_scale_src, cd, m->xent_rows, err);
+    int rc = m->be->lmhead_xent(dst, m->dn, dlm, dw_beta, m->nf, m->opd, wlm, cd, targets, m->N,
+                                m->cfg.hidden_size, m->cfg.vocab_size, grad_scale, m->grad_scale_src, cd,
+                                m->xent_rows, err);
     progress(m);
     *loss_sum = 0.0;
     if (rc == ZT_OK && !m->loss_sink)
@@ -796,24 +840,25 @@ static int head_loss(zt_model *m, const void *wlm, const int *targets, int backw
     return ZT_OK;
 }
 
-/* The lm-head's backward: dn (the final norm's output gradient) and dW += into dlm. */
-static int head_backward(zt_model *m, const int *targets, const void *wlm, float *dlm, float grad_scale,
-                         double *loss_sum, zt_err *err)
+/* The lm-head's backward: dn (the final norm's output gradient) and dW into dlm (stored
+ * with dw_beta 0, added with 1). */
+static int head_backward(zt_model *m, const int *targets, const void *wlm, float *dlm, float dw_beta,
+                         float grad_scale, double *loss_sum, zt_err *err)
 {
     int rc, N = m->N, C = m->cfg.hidden_size, V = m->cfg.vocab_size;
     zt_dtype cd = m->own.compute;
     const void *dlogits = m->dlogits16 ? (const void *)m->dlogits16 : (const void *)m->logits;
     if (m->fused_head) { /* the loss, dn = dlogits W and dW += dlogits^T nf, chunk by chunk */
-        rc = head_xent_fused(m, targets, wlm, dlm, grad_scale, loss_sum, err);
+        rc = head_xent_fused(m, targets, wlm, dlm, dw_beta, grad_scale, loss_sum, err);
     } else if (m->head_transposed) { /* dn^T = W^T dlogits^T, dW += dlogits^T nf */
         rc = m->be->matmul(m->dnT, wlm, cd, dlogits, m->opd, C, N, V, 1, 1, 0.0f, cd, err);
         if (rc == ZT_OK) {
             m->be->transpose(m->dn, m->dnT, C, N);
             if (dlm) /* NULL: a frozen lm_head (LoRA) */
-                rc = m->be->matmul(dlm, dlogits, m->opd, m->nf, m->opd, V, C, N, 1, 0, 1.0f, cd, err);
+                rc = m->be->matmul(dlm, dlogits, m->opd, m->nf, m->opd, V, C, N, 1, 0, dw_beta, cd, err);
         }
     } else {
-        rc = linear_backward(m, m->dn, dlm, dlogits, m->nf, wlm, V, C, err);
+        rc = linear_backward(m, m->dn, dlm, dw_beta, dlogits, m->nf, wlm, V, C, err);
     }
     return rc;
 }
@@ -821,12 +866,12 @@ static int head_backward(zt_model *m, const int *targets, const void *wlm, float
 /* The decoder layers' backward, last to first: a layer unit is acquired again before its
  * last layer (and, without LoRA, its gradient opened) and handed back after its first;
  * with LoRA each adapter unit likewise, its gradient the only one opened. */
-static int layers_backward(zt_model *m, const void *root_base, float *groot, zt_err *err)
+static int layers_backward(zt_model *m, const void *root_base, float *groot, float groot_beta, zt_err *err)
 {
     const zt_layout *lay = m->lay;
     int L = m->cfg.num_hidden_layers, root = lay->root_unit, rc;
     const void *base = NULL, *abase = NULL;
-    float *gunit = NULL, *gadapter = NULL;
+    float *gunit = NULL, *gadapter = NULL, ubeta = 1.0f, abeta = 1.0f;
     for (int l = L - 1; l >= 0; l--) {
         int u = unit_of_layer(m, l);
         int unit_first = l == 0 || unit_of_layer(m, l - 1) != u;
@@ -834,17 +879,18 @@ static int layers_backward(zt_model *m, const void *root_base, float *groot, zt_
         if (u == root) {
             base = root_base;
             gunit = groot;
+            ubeta = groot_beta;
         } else if (unit_last) {
             base = acquire(m, u, ZT_PASS_BACKWARD);
-            gunit = m->lora_on ? NULL : grad_begin(m, u);
+            gunit = m->lora_on ? NULL : grad_begin(m, u, &ubeta);
         }
         if (m->lora_on && adapter_last(m, l)) {
             abase = acquire(m, lay->layer_adapter_unit[l], ZT_PASS_BACKWARD);
-            gadapter = grad_begin(m, lay->layer_adapter_unit[l]);
+            gadapter = grad_begin(m, lay->layer_adapter_unit[l], &abeta);
         }
         if (m->checkpointing && (rc = layer_forward(m, l, base, abase, 0, err)))
             return rc;
-        if ((rc = layer_backward(m, l, base, gunit, abase, gadapter, err)))
+        if ((rc = layer_backward(m, l, base, gunit, ubeta, abase, gadapter, abeta, err)))
             return rc;
         if (m->lora_on && adapter_first(m, l)) {
             grad_end(m, lay->layer_adapter_unit[l]);
@@ -914,17 +960,23 @@ static int model_pass(zt_model *m, const int *inputs, const int *targets, int ba
     /* Backward.  The root unit's gradient stays open from lm_head to embed; with LoRA the
      * base units take none, and each adapter unit's is open with its base unit. */
     int hb = zt_prof_begin("backward", "phase", ZT_PROF_COMPUTE);
-    float *groot = m->lora_on ? NULL : grad_begin(m, root);
+    float gbeta = 1.0f;
+    float *groot = m->lora_on ? NULL : grad_begin(m, root, &gbeta);
     float *dlm = groot ? groot + plm->offset : NULL;
-    if ((rc = head_backward(m, targets, wlm, dlm, grad_scale, loss_sum, err)))
+    if ((rc = head_backward(m, targets, wlm, dlm, gbeta, grad_scale, loss_sum, err)))
         return rc;
     m->be->zero(m->dres, (size_t)N * C * sizeof(float));
-    m->be->rmsnorm_backward(m->dres, m->dres16,
-                                   groot ? groot + zt_layout_param(lay, -1, ZT_P_FINAL_NORM)->offset : m->lora_dw,
-                                   m->dn, m->layers[L].x, norm_weight(m, wnorm, 2 * L, 0), m->rstdf, N, C);
-    if ((rc = layers_backward(m, root_base, groot, err)))
+    float *dwf = groot ? groot + zt_layout_param(lay, -1, ZT_P_FINAL_NORM)->offset : NULL;
+    grad_clear(m, dwf, (size_t)C, gbeta);
+    m->be->rmsnorm_backward(m->dres, m->dres16, dwf ? dwf : m->lora_dw, m->dn, m->layers[L].x,
+                            norm_weight(m, wnorm, 2 * L, 0), m->rstdf, N, C);
+    if ((rc = layers_backward(m, root_base, groot, gbeta, err)))
         return rc;
     if (groot) {
+        /* the scatter-add needs its table cleared, unless tied: the lm-head's product
+         * wrote it first (with gbeta) and the embedding's rows add to it */
+        if (plm != pe)
+            grad_clear(m, groot + pe->offset, pe->numel, gbeta);
         m->be->embed_backward(groot + pe->offset, m->dres, inputs, N, C);
         grad_end(m, root);
     }

@@ -329,7 +329,8 @@ int zt_lora_backward(const zt_lora_linear *l, float *dx, float *da, float *db, f
         return rc;
     be->zero(du, n * sizeof(float)); /* du = 0 + s dy: s dy rounded once, as autograd's dy * s */
     be->scale_add(du, (size_t)l->out, l->scale, dy, l->ld, l->N, l->out);
-    rc = be->matmul(db, du, ZT_F32, t, ZT_F32, l->out, l->r, l->N, 1, 0, 1.0f, c, err);
+    const float gbeta = l->grad_fresh ? 0.0f : 1.0f;
+    rc = be->matmul(db, du, ZT_F32, t, ZT_F32, l->out, l->r, l->N, 1, 0, gbeta, c, err);
     if (rc == ZT_OK)
         rc = be->matmul(dt, du, ZT_F32, l->b, c, l->N, l->r, l->out, 0, 0, 0.0f, c, err);
     const void *xin;
@@ -337,7 +338,7 @@ int zt_lora_backward(const zt_lora_linear *l, float *dx, float *da, float *db, f
     if (rc == ZT_OK) /* the same mask as the forward's: the same key and rows */
         rc = adapter_input(l, x, &xin, &xdt, err);
     if (rc == ZT_OK)
-        rc = be->matmul(da, dt, ZT_F32, xin, xdt, l->r, l->in, l->N, 1, 0, 1.0f, c, err);
+        rc = be->matmul(da, dt, ZT_F32, xin, xdt, l->r, l->in, l->N, 1, 0, gbeta, c, err);
     if (rc == ZT_OK && l->p > 0.0f) { /* dx += (dt A) o m / (1 - p), dt A formed in xd */
         rc = be->matmul(l->xd, dt, ZT_F32, l->a, c, l->N, l->in, l->r, 0, 0, 0.0f, c, err);
         return rc ? rc : drop_rows(l, NULL, l->xd, ZT_F32, dx, err);

@@ -84,7 +84,8 @@ void zt_lora_merge(float *w, const float *a, const float *b, int out, int in, in
  *   forward   t = x A^T (N, r; kept for the backward), u = t B^T (N, out), y += s u
  *   backward  du = s dy;  dB += du^T t;  dt = du B (N, r);  dA += dt^T x;  dx += dt A
  * (dx holding the base's dy W already; no dW: the base is frozen).  u and du are scratch of
- * N out elements; dA, dB accumulate as every weight gradient does.  ZT_EINPUT where the
+ * N out elements; dA, dB accumulate as every weight gradient does, or are stored by
+ * their one product where grad_fresh says their buffers are fresh.  ZT_EINPUT where the
  * table has no scale_add, naming it. */
 typedef struct zt_lora_linear {
     const zt_backend *be;
@@ -107,6 +108,7 @@ typedef struct zt_lora_linear {
     uint64_t key;
     int64_t row0;
     float *xd;
+    int grad_fresh; /* dA, dB's buffers are fresh (param_owner.h): stored (beta 0), not added */
 } zt_lora_linear;
 
 /* Whether dropout keeps element (row, col) under key: splitmix64 of key ^ (row << 32 | col),

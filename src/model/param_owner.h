@@ -19,9 +19,16 @@
  *
  * Acquired parameters are elements of dtype `compute` at the layout's offsets of
  * the unit (the padding holds zeros); they stay valid until the unit's release.
- * A gradient buffer is fp32, the unit's padded length, and the model ADDS the
- * unit's weight gradients to it (the owner hands out zeros, or the gradient so
- * far when it accumulates in place); it is the owner's again at grad_end.  An
+ * A gradient buffer is fp32, the unit's padded length; it is the owner's again at
+ * grad_end.  grad_begin says in *fresh what it holds:
+ *   fresh 1  the parameters' elements are undefined (a staging buffer, or an
+ *            accumulator with nothing in it yet this step: no one cleared it), and
+ *            the padding beyond them holds zeros.  The model's first write of each
+ *            parameter's gradient overwrites it (beta 0, or the entry's overwrite
+ *            form; where an entry can only add, the model clears just what that
+ *            entry writes first), later writes in the same pass add.
+ *   fresh 0  it holds a sum (zeros included) to add onto: every write adds.
+ * 0 + x == x, so both give the same bits as adding onto a cleared buffer.  An
  * owner that keeps no gradients (grad_begin NULL) serves forward passes only.
  */
 #ifndef ZT_PARAM_OWNER_H
@@ -35,7 +42,7 @@ typedef enum zt_pass { ZT_PASS_FORWARD, ZT_PASS_BACKWARD } zt_pass;
 typedef struct zt_param_owner_ops {
     const void *(*acquire)(void *ctx, int unit, zt_pass pass);
     void (*release)(void *ctx, int unit);
-    float *(*grad_begin)(void *ctx, int unit); /* NULL: no gradients (forward only) */
+    float *(*grad_begin)(void *ctx, int unit, int *fresh); /* NULL: no gradients (forward only) */
     void (*grad_end)(void *ctx, int unit);     /* the unit's gradient is complete */
     void (*progress)(void *ctx);
     void (*reset)(void *ctx);

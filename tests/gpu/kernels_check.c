@@ -1019,7 +1019,8 @@ static void check_exact_lmhead(float *dxx, void *dww, zt_dtype w_dt, const int *
     double *loss = dev(&start, sizeof start);
     float *gdx = dev(NULL, (size_t)N * C * 4), *gdw = dev(dw0, (size_t)V * C * 4);
     poison(gdx, (size_t)N * C * 4);
-    if (gpu->lmhead_xent(loss, gdx, gdw, dxx, ZT_F32, dww, w_dt, targets, N, C, V, gs, NULL, compute, chunk, &err)) {
+    if (gpu->lmhead_xent(loss, gdx, gdw, 1.0f, dxx, ZT_F32, dww, w_dt, targets, N, C, V, gs, NULL, compute,
+                         chunk, &err)) {
         snprintf(name, sizeof name, "exact table's lm-head cross-entropy (%s)", tag);
         report(name, INFINITY, 0, "  (error)");
         fprintf(stderr, "  %s\n", err.msg);
@@ -1062,8 +1063,8 @@ static void check_lmhead_scale_src(float *dxx, void *dww, zt_dtype w_dt, const i
             zt_err err = {0};
             loss[i] = dev(NULL, sizeof(double)), dx[i] = dev(NULL, (size_t)N * C * 4);
             dw[i] = dev(dw0, (size_t)V * C * 4);
-            bad |= tables[k]->lmhead_xent(loss[i], dx[i], dw[i], dxx, ZT_F32, dww, w_dt, targets, N, C, V,
-                                          i ? 7.0f : gs, i ? dsc : NULL, compute, chunk, &err);
+            bad |= tables[k]->lmhead_xent(loss[i], dx[i], dw[i], 1.0f, dxx, ZT_F32, dww, w_dt, targets, N, C,
+                                          V, i ? 7.0f : gs, i ? dsc : NULL, compute, chunk, &err);
         }
         char name[224];
         snprintf(name, sizeof name, "%s lm-head cross-entropy: the scale from the device's step scalars is the "
@@ -1110,8 +1111,8 @@ static void check_fast_xent_case(zt_dtype compute, zt_dtype w_dt, int chunk, int
     double *floss = dev(&start, sizeof start);
     float *fdx = dev(NULL, (size_t)N * C * 4), *fdw = dev(dw0, (size_t)V * C * 4);
     poison(fdx, (size_t)N * C * 4);
-    if (zt_cu_fast_lmhead_xent(floss, fdx, fdw, dxx, ZT_F32, dww, w_dt, targets, N, C, V, gs, NULL, compute, chunk,
-                               &err)) {
+    if (zt_cu_fast_lmhead_xent(floss, fdx, fdw, 1.0f, dxx, ZT_F32, dww, w_dt, targets, N, C, V, gs, NULL,
+                               compute, chunk, &err)) {
         snprintf(name, sizeof name, "fast lm-head cross-entropy (%s)", tag);
         report(name, INFINITY, 0, "  (error)");
         fprintf(stderr, "  %s\n", err.msg);
@@ -1126,6 +1127,18 @@ static void check_fast_xent_case(zt_dtype compute, zt_dtype w_dt, int chunk, int
         check(name, fdx, want_dx, ZT_F32, (size_t)N * C, bf ? FAST_TOL : FAST_FP32_TOL);
         snprintf(name, sizeof name, "fast lm-head cross-entropy: dw (accumulated) vs exact (%s)", tag);
         check(name, fdw, want_dw, ZT_F32, (size_t)V * C, bf ? FAST_TOL : FAST_FP32_TOL);
+        /* dw_beta 0 (a fresh gradient buffer, param_owner.h): the first chunk stores, so
+         * the NaNs already in dw are never read */
+        float *sdw = dev(NULL, (size_t)V * C * 4), *esdw = dev(NULL, (size_t)V * C * 4);
+        poison(sdw, (size_t)V * C * 4);
+        if (zt_cu_fast_lmhead_xent(NULL, NULL, sdw, 0.0f, dxx, ZT_F32, dww, w_dt, targets, N, C, V, gs, NULL,
+                                   compute, chunk, &err) ||
+            gpu->matmul(esdw, g, bf ? ZT_BF16 : ZT_F32, dxx, ZT_F32, V, C, N, 1, 0, 0.0f, compute, &err))
+            die("the stored dw", &err);
+        down(want_dw, esdw, (size_t)V * C * 4);
+        snprintf(name, sizeof name, "fast lm-head cross-entropy: dw (stored over NaN, beta 0) vs exact (%s)",
+                 tag);
+        check(name, sdw, want_dw, ZT_F32, (size_t)V * C, bf ? FAST_TOL : FAST_FP32_TOL);
         free(want_dx), free(want_dw);
     }
     check_exact_lmhead(dxx, dww, w_dt, targets, N, C, V, gs, compute, chunk, dw0, want_loss, edx, edw, tag);
@@ -1145,8 +1158,8 @@ static void check_fast_xent(void)
     int bad[2] = {0, 300};
     zt_err err = {0};
     float *x = dev(NULL, 2 * 64 * 4), *w = dev(NULL, 300 * 64 * 4);
-    const int rc =
-        zt_cu_fast_lmhead_xent(NULL, NULL, NULL, x, ZT_F32, w, ZT_F32, bad, 2, 64, 300, 1.0f, NULL, ZT_F32, 1, &err);
+    const int rc = zt_cu_fast_lmhead_xent(NULL, NULL, NULL, 1.0f, x, ZT_F32, w, ZT_F32, bad, 2, 64, 300, 1.0f,
+                                          NULL, ZT_F32, 1, &err);
     report("fast lm-head cross-entropy: a target outside [0, V) is refused (ZT_EINPUT)",
            rc == ZT_EINPUT && strstr(err.msg, "target 300 of row 1") ? 0.0 : 1.0, EXACT, NULL);
     dev_free_all();
@@ -1996,8 +2009,8 @@ static void bench_once(const bench_args *x)
             zt_llama_config shape = {0};
             shape.vocab_size = x->V;
             const int rows = zt_model_xent_chunk_rows(&shape, x->N); /* the model's chunk */
-            if (zt_cu_fast_lmhead_xent(x->loss, x->d, x->e, x->a, ZT_BF16, x->f, ZT_BF16, x->targets, x->N, x->C, x->V,
-                                       1.0f / x->N, NULL, ZT_BF16, rows, &err))
+            if (zt_cu_fast_lmhead_xent(x->loss, x->d, x->e, 1.0f, x->a, ZT_BF16, x->f, ZT_BF16, x->targets,
+                                       x->N, x->C, x->V, 1.0f / x->N, NULL, ZT_BF16, rows, &err))
                 die("bench: fused cross-entropy", &err);
         } else {
             if (gpu->matmul(x->b, x->a, ZT_BF16, x->f, ZT_BF16, x->N, x->V, x->C, 0, 1, 0.0f, ZT_BF16, &err))

@@ -93,8 +93,8 @@ void zt_cu_rmsnorm_residual_forward(float *x, const void *delta, zt_dtype delta_
                                     const float *w, int N, int C, float eps);
 int zt_cu_matmul_out(void *D, zt_dtype d_dt, const void *residual, const void *A, zt_dtype a_dt, const void *B,
                      zt_dtype b_dt, int M, int N, int K, int trans_a, int trans_b, zt_dtype compute, zt_err *err);
-int zt_cu_lmhead_xent(double *loss_sum, float *dx, float *dw, const void *x, zt_dtype x_dt, const void *w,
-                      zt_dtype w_dt, const int *targets, int N, int C, int V, float grad_scale,
+int zt_cu_lmhead_xent(double *loss_sum, float *dx, float *dw, float dw_beta, const void *x, zt_dtype x_dt,
+                      const void *w, zt_dtype w_dt, const int *targets, int N, int C, int V, float grad_scale,
                       const zt_step_scalars *scale_src, zt_dtype compute, int chunk_rows, zt_err *err);
 
 /* adamw.cu */

@@ -97,15 +97,17 @@ int zt_cu_fast_linear_act16(uint16_t *y16, const void *x, zt_dtype x_dt, const v
  * compute; with the step's scalars scale_src, a device buffer, grad_scale is
  * zt_step_grad_scale of them, formed as the kernel runs: backend.h, xent_into),
  * dx = dlogits w (dx (N, C) fp32, overwritten; NULL: not wanted) and dw += dlogits^T x
+ * (the first chunk's product with beta dw_beta: 0 stores)
  * (dw (V, C) fp32; NULL: not wanted).  *loss_sum (a device double; NULL: not wanted)
  * += the sum of the N row losses, in row order, on the device: nothing
  * here waits for the device.  Memory: chunk_rows V (4 + 2) bytes of the backend's
  * scratch.  A target ZT_IGNORE_INDEX: no loss and a zero gradient row (as xent).  A
  * target outside [0, V) or a bad shape: ZT_EINPUT (fused.h's rules); a failed product:
  * its error. */
-int zt_cu_fast_lmhead_xent(double *loss_sum, float *dx, float *dw, const void *x, zt_dtype x_dt, const void *w,
-                           zt_dtype w_dt, const int *targets, int N, int C, int V, float grad_scale,
-                           const zt_step_scalars *scale_src, zt_dtype compute, int chunk_rows, zt_err *err);
+int zt_cu_fast_lmhead_xent(double *loss_sum, float *dx, float *dw, float dw_beta, const void *x,
+                           zt_dtype x_dt, const void *w, zt_dtype w_dt, const int *targets, int N, int C,
+                           int V, float grad_scale, const zt_step_scalars *scale_src, zt_dtype compute,
+                           int chunk_rows, zt_err *err);
 
 /* ---- the embedding's backward (fast_embed.cu): fp32 atomics, no host sort; the
  * backend.h entry embed_backward, summing a repeated token's rows in the device's order */

@@ -103,9 +103,10 @@ __global__ void add_losses_kernel(double *loss_sum, const double *row_loss, int 
         *loss_sum += acc;
 }
 
-int zt_cu_fast_lmhead_xent(double *loss_sum, float *dx, float *dw, const void *x, zt_dtype x_dt, const void *w,
-                           zt_dtype w_dt, const int *targets, int N, int C, int V, float grad_scale,
-                           const zt_step_scalars *scale_src, zt_dtype compute, int chunk_rows, zt_err *err)
+int zt_cu_fast_lmhead_xent(double *loss_sum, float *dx, float *dw, float dw_beta, const void *x,
+                           zt_dtype x_dt, const void *w, zt_dtype w_dt, const int *targets, int N, int C,
+                           int V, float grad_scale, const zt_step_scalars *scale_src, zt_dtype compute,
+                           int chunk_rows, zt_err *err)
 {
     int bad = zt_lmhead_xent_check_args(targets, N, C, V, chunk_rows, err); /* the rules of every table's */
     if (bad || N == 0)
@@ -137,7 +138,8 @@ int zt_cu_fast_lmhead_xent(double *loss_sum, float *dx, float *dw, const void *x
         const void *g = bf16_grad ? (const void *)d16 : (const void *)logits;
         if (dx && (rc = zt_cu_matmul(dx + (size_t)n0 * C, g, g_dt, w, w_dt, r, C, V, 0, 0, 0.0f, compute, err)))
             return rc;
-        if (dw && (rc = zt_cu_matmul(dw, g, g_dt, xc, x_dt, V, C, r, 1, 0, 1.0f, compute, err)))
+        if (dw &&
+            (rc = zt_cu_matmul(dw, g, g_dt, xc, x_dt, V, C, r, 1, 0, n0 ? 1.0f : dw_beta, compute, err)))
             return rc;
     }
     if (loss_sum) {

@@ -36,8 +36,8 @@ int zt_cu_matmul_out(void *D, zt_dtype d_dt, const void *residual, const void *A
 
 /* fused.h's chunk loop over this, the exact, table's entries: matmul, xent_into (or
  * xent when no loss is wanted), matmul, matmul per chunk */
-int zt_cu_lmhead_xent(double *loss_sum, float *dx, float *dw, const void *x, zt_dtype x_dt, const void *w,
-                      zt_dtype w_dt, const int *targets, int N, int C, int V, float grad_scale,
+int zt_cu_lmhead_xent(double *loss_sum, float *dx, float *dw, float dw_beta, const void *x, zt_dtype x_dt,
+                      const void *w, zt_dtype w_dt, const int *targets, int N, int C, int V, float grad_scale,
                       const zt_step_scalars *scale_src, zt_dtype compute, int chunk_rows, zt_err *err)
 {
     int rc = zt_lmhead_xent_check_args(targets, N, C, V, chunk_rows, err);
@@ -54,8 +54,9 @@ int zt_cu_lmhead_xent(double *loss_sum, float *dx, float *dw, const void *x, zt_
     }
     zt_mem_account(ZT_MEM_ACTIV, bytes);
     uint16_t *grad16 = ch.grad16_bytes ? (uint16_t *)((char *)chunk + ch.logit_bytes) : NULL;
-    rc = zt_lmhead_xent_run(zt_backend_cuda_mode(ZT_KERNELS_EXACT), &ch, (float *)chunk, grad16, loss_sum, dx, dw, x,
-                            x_dt, w, w_dt, targets, N, C, V, grad_scale, scale_src, compute, err);
+    rc = zt_lmhead_xent_run(zt_backend_cuda_mode(ZT_KERNELS_EXACT), &ch, (float *)chunk, grad16, loss_sum, dx,
+                            dw, dw_beta, x, x_dt, w, w_dt, targets, N, C, V, grad_scale, scale_src, compute,
+                            err);
     ZT_CU(cudaFree(chunk)); /* waits for the chunk's last kernels */
     zt_mem_unaccount(ZT_MEM_ACTIV, bytes);
     return rc;
