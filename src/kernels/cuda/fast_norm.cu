@@ -44,12 +44,8 @@ __device__ __forceinline__ float warp_sum_f(float v)
  * sums, and every result, have the same bits on both paths. */
 #define GROUP 8
 
-__device__ __forceinline__ float norm_half_to_f32(zt_dtype dt, uint32_t h)
-{
-    return dt == ZT_BF16 ? zt_bf16_to_f32((uint16_t)h) : zt_f16_to_f32((uint16_t)h);
-}
-
-/* e[0..k) = buf[i..i+k) widened to fp32 (dt fp32, bf16 or fp16), e[k..8) = 0 */
+/* e[0..k) = buf[i..i+k) widened to fp32, e[k..8) = 0 (dt: any on the elementwise path;
+ * fp32 or bf16 on the vector path, the model's dtypes: norm_vec8) */
 template <bool V>
 __device__ __forceinline__ void norm_load8(const void *buf, zt_dtype dt, size_t i, int k, float *e)
 {
@@ -59,16 +55,16 @@ __device__ __forceinline__ void norm_load8(const void *buf, zt_dtype dt, size_t 
     } else if (dt == ZT_F32) {
         const float4 a = *(const float4 *)((const float *)buf + i), b = *(const float4 *)((const float *)buf + i + 4);
         e[0] = a.x, e[1] = a.y, e[2] = a.z, e[3] = a.w, e[4] = b.x, e[5] = b.y, e[6] = b.z, e[7] = b.w;
-    } else { /* 8 16-bit values, low address in a word's low half (little-endian) */
+    } else { /* 8 bf16, low address in a word's low half (little-endian) */
         const uint4 q = *(const uint4 *)((const uint16_t *)buf + i);
         const uint32_t w[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
         for (int j = 0; j < 4; j++)
-            e[2 * j] = norm_half_to_f32(dt, w[j] & 0xffffu), e[2 * j + 1] = norm_half_to_f32(dt, w[j] >> 16);
+            e[2 * j] = zt_bf16_to_f32((uint16_t)(w[j] & 0xffffu)), e[2 * j + 1] = zt_bf16_to_f32((uint16_t)(w[j] >> 16));
     }
 }
 
-/* buf[i..i+k) = e[0..k) rounded to dt */
+/* buf[i..i+k) = e[0..k) rounded to dt (the vector path: fp32 or bf16) */
 template <bool V>
 __device__ __forceinline__ void norm_store8(void *buf, zt_dtype dt, size_t i, int k, const float *e)
 {
@@ -84,9 +80,7 @@ __device__ __forceinline__ void norm_store8(void *buf, zt_dtype dt, size_t i, in
         uint32_t w[4];
 #pragma unroll
         for (int j = 0; j < 4; j++) {
-            const float lo = e[2 * j], hi = e[2 * j + 1];
-            w[j] = dt == ZT_BF16 ? zt_f32_to_bf16(lo) | (uint32_t)zt_f32_to_bf16(hi) << 16
-                                 : zt_f32_to_f16(lo) | (uint32_t)zt_f32_to_f16(hi) << 16;
+            w[j] = zt_f32_to_bf16(e[2 * j]) | (uint32_t)zt_f32_to_bf16(e[2 * j + 1]) << 16;
         }
         const uint4 q = {w[0], w[1], w[2], w[3]};
         *(uint4 *)((uint16_t *)buf + i) = q;
@@ -142,10 +136,11 @@ __global__ void fast_rmsnorm_kernel(void *y, zt_dtype y_dt, float *rstd, float *
 }
 
 /* 16-byte accesses where every row and pointer allows them (C a multiple of 8: the Llama
- * shapes; cudaMalloc's 256-byte alignment), one element at a time otherwise */
-static bool norm_vec8(int C, uintptr_t ptr_bits)
+ * shapes; cudaMalloc's 256-byte alignment) and the 16-bit operands are bf16 (the model's
+ * operand dtype is fp32 or bf16), one element at a time otherwise */
+static bool norm_vec8(int C, uintptr_t ptr_bits, zt_dtype a, zt_dtype b)
 {
-    return C % GROUP == 0 && ptr_bits % 16 == 0;
+    return C % GROUP == 0 && ptr_bits % 16 == 0 && a != ZT_F16 && b != ZT_F16;
 }
 
 static void rmsnorm_launch(bool residual, void *y, zt_dtype y_dt, float *rstd, float *x, const void *delta,
@@ -154,7 +149,7 @@ static void rmsnorm_launch(bool residual, void *y, zt_dtype y_dt, float *rstd, f
     if (N <= 0)
         return;
     const unsigned blocks = (unsigned)((N + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK);
-    const bool vec = norm_vec8(C, (uintptr_t)y | (uintptr_t)x | (uintptr_t)delta | (uintptr_t)w);
+    const bool vec = norm_vec8(C, (uintptr_t)y | (uintptr_t)x | (uintptr_t)delta | (uintptr_t)w, y_dt, delta_dt);
     const auto kernel = residual ? (vec ? fast_rmsnorm_kernel<true, true> : fast_rmsnorm_kernel<true, false>)
                                  : (vec ? fast_rmsnorm_kernel<false, true> : fast_rmsnorm_kernel<false, false>);
     kernel<<<blocks, ROWS_PER_BLOCK * 32, 0, zt_cu.stream>>>(y, y_dt, rstd, x, delta, delta_dt, w, N, C, eps);
@@ -289,8 +284,9 @@ void zt_cu_fast_rmsnorm_backward(float *dx, uint16_t *dx_bf16, float *dw, const 
         return;
     const int nchunk = (N + DW_ROWS - 1) / DW_ROWS;
     float *partial = (float *)zt_cu_scratch((size_t)nchunk * C * sizeof(float));
-    const bool vec = norm_vec8(C, (uintptr_t)dx | (uintptr_t)dx_bf16 | (uintptr_t)partial | (uintptr_t)dy |
-                                      (uintptr_t)x | (uintptr_t)w);
+    const uintptr_t ptrs = (uintptr_t)dx | (uintptr_t)dx_bf16 | (uintptr_t)partial | (uintptr_t)dy | (uintptr_t)x |
+                           (uintptr_t)w;
+    const bool vec = norm_vec8(C, ptrs, ZT_F32, ZT_BF16); /* every array fp32 but dx's bf16 copy */
     const auto kernel = vec ? fast_rmsnorm_backward_kernel<true> : fast_rmsnorm_backward_kernel<false>;
     kernel<<<(unsigned)nchunk, ROWS_PER_BLOCK * 32, 0, zt_cu.stream>>>(dx, dx_bf16, dw, partial, dy, x, w, rstd, N, C);
     ZT_CU_LAUNCHED();
