@@ -696,7 +696,17 @@ static int layer_forward(zt_model *m, int l, const void *base, const void *abase
 }
 
 /* On entry m->dres (and m->dres16) hold d loss / d out; on exit d loss / d x.  LoRA: gbase
- * NULL (the base frozen), abase and gabase the adapter unit's weights and gradient. */
+ * NULL (the base frozen), abase and gabase the adapter unit's weights and gradient; gbeta and
+ * gabeta 0 where those buffers are fresh (the step's first write), 1 where they hold a sum.
+ * Dtypes of the input gradients (with bf16 operands): a bf16 operand that is a kernel's
+ * output is written in bf16 by that kernel (dgu by SwiGLU's backward, dqkv16 by the act16
+ * attention's, dres16 beside dres by the norm's, the lm-head's chunk by its loss; with
+ * fp32 activations RoPE's backward and the bias's sums read dqkv in fp32 first), and
+ * each product's dX stays fp32 because a consumer computes with it, not only converts
+ * it: dact, SwiGLU's backward (dh in its arithmetic: a bf16 dact would round it first,
+ * autocast's value, not the exact table's) and the adapters' adds; datt, the attention's
+ * backward, which forms D = rowsum(dO o O) from the fp32 dO (its tiles round dO for the
+ * products); dn, the norm's backward, whose dx accumulates into the fp32 residual sum. */
 static int layer_backward(zt_model *m, int l, const void *base, float *gbase, float gbeta, const void *abase,
                           float *gabase, float gabeta, zt_err *err)
 {

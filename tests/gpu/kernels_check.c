@@ -919,9 +919,10 @@ static void check_fast_rmsnorm_backward(int N, int C)
     dev_free_all();
 }
 
-static void check_fast_rmsnorm(void)
+/* C 300: one element at a time (not a multiple of 8); C 320: 16-byte vectors */
+static void check_fast_rmsnorm(int C)
 {
-    const int N = 37, C = 300;
+    const int N = 37;
     const float eps = 1e-5f;
     const size_t n = (size_t)N * C;
     float *x = randn(n, 1.0f), *w = randn((size_t)C, 1.0f), *delta = randn(n, 0.5f);
@@ -972,6 +973,54 @@ static void check_fast_rmsnorm(void)
     dev_free_all();
     check_fast_rmsnorm_backward(N, C);
     check_fast_rmsnorm_backward(150, C);
+}
+
+/* A device copy of h whose first element sits off bytes past a 256-byte aligned start
+ * (off 2 or 4: not 16-byte aligned, which the vector paths need) */
+static void *dev_off(const void *h, size_t bytes, size_t off)
+{
+    unsigned char *d = dev(NULL, bytes + off);
+    up(d + off, h, bytes);
+    return d + off;
+}
+
+/* The two paths of fast_norm.cu give the same bits: C 320 (a multiple of 8) with every
+ * pointer aligned takes the 16-byte accesses, and the same data with one operand an
+ * element off its alignment takes the elementwise path, which must visit the columns in
+ * the same order (a lane's groups of 8).  The forward with x off, the residual form with
+ * a bf16 delta off, the backward with dy off (dx, its bf16 copy and dw, 150 rows). */
+static void check_fast_rmsnorm_paths(void)
+{
+    const int N = 37, C = 320, NB = 150;
+    const float eps = 1e-5f;
+    const size_t n = (size_t)NB * C;
+    float *x = randn(n, 1.0f), *w = randn((size_t)C, 1.0f), *delta = randn(n, 0.5f), *dy = randn(n, 1.0f);
+    uint16_t *d16 = as_dtype(delta, ZT_BF16, n);
+    float *dw_ = dev(w, (size_t)C * 4), *xa = dev(x, n * 4), *xo = dev_off(x, n * 4, 4);
+    uint16_t *ya = dev(NULL, n * 2), *yo = dev(NULL, n * 2);
+    float *ra = dev(NULL, (size_t)NB * 4), *ro = dev(NULL, (size_t)NB * 4);
+    zt_cu_fast_rmsnorm_forward(ya, ZT_BF16, ra, xa, dw_, N, C, eps);
+    zt_cu_fast_rmsnorm_forward(yo, ZT_BF16, ro, xo, dw_, N, C, eps);
+    check_same("fast rmsnorm forward y: vector and elementwise paths", ya, yo, (size_t)N * C * 2);
+    check_same("fast rmsnorm forward rstd: vector and elementwise paths", ra, ro, (size_t)N * 4);
+    uint16_t *da = dev(d16, n * 2), *dof = dev_off(d16, n * 2, 2);
+    zt_cu_fast_rmsnorm_residual_forward(xa, da, ZT_BF16, ya, ZT_BF16, ra, dw_, N, C, eps);
+    zt_cu_fast_rmsnorm_residual_forward(xo, dof, ZT_BF16, yo, ZT_BF16, ro, dw_, N, C, eps);
+    check_same("fast rmsnorm residual x + delta: vector and elementwise paths", xa, xo, (size_t)N * C * 4);
+    check_same("fast rmsnorm residual y: vector and elementwise paths", ya, yo, (size_t)N * C * 2);
+    check_same("fast rmsnorm residual rstd: vector and elementwise paths", ra, ro, (size_t)N * 4);
+    /* the backward at xa (as the residual left it) and the rstd of a forward over all rows */
+    zt_cu_fast_rmsnorm_forward(ya, ZT_BF16, ra, xa, dw_, NB, C, eps);
+    float *dya = dev(dy, n * 4), *dyo = dev_off(dy, n * 4, 4);
+    float *dxa = dev(delta, n * 4), *dxo = dev(delta, n * 4), *dwa = dev(w, (size_t)C * 4), *dwo = dev(w, (size_t)C * 4);
+    uint16_t *xa16 = dev(NULL, n * 2), *xo16 = dev(NULL, n * 2);
+    zt_cu_fast_rmsnorm_backward(dxa, xa16, dwa, dya, xa, dw_, ra, NB, C);
+    zt_cu_fast_rmsnorm_backward(dxo, xo16, dwo, dyo, xa, dw_, ra, NB, C);
+    check_same("fast rmsnorm backward dx: vector and elementwise paths", dxa, dxo, n * 4);
+    check_same("fast rmsnorm backward dx bf16 copy: vector and elementwise paths", xa16, xo16, n * 2);
+    check_same("fast rmsnorm backward dw: vector and elementwise paths", dwa, dwo, (size_t)C * 4);
+    free(x), free(w), free(delta), free(dy), free(d16);
+    dev_free_all();
 }
 
 static void check_fast_swiglu(void)
@@ -1268,7 +1317,9 @@ static void check_fast_table(void)
 static void check_fast_norm(void)
 {
     check_fast_table();
-    check_fast_rmsnorm();
+    check_fast_rmsnorm(300);
+    check_fast_rmsnorm(320);
+    check_fast_rmsnorm_paths();
     check_fast_swiglu();
 }
 
