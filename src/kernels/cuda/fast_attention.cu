@@ -363,9 +363,7 @@ __device__ __forceinline__ void fa_scores(float (&s)[TB / 8][4], const uint16_t 
         for (int p = 0; p < TB / 16; p++) {
             uint32_t b[4];
             zt_ldmatrix_x4(b, ks + (p * 16 + kr) * LDH + kk * 16 + kc);
-            const uint32_t b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
-            zt_mma_16816(s[2 * p], a, b0);
-            zt_mma_16816(s[2 * p + 1], a, b1);
+            zt_mma_16816_x2(s[2 * p], s[2 * p + 1], a, b);
         }
     }
 }
@@ -385,9 +383,7 @@ __device__ __forceinline__ void fa_pv(float (&o)[HD / 8][4], const float (&s)[TB
         for (int dp = 0; dp < HD / 16; dp++) {
             uint32_t b[4];
             zt_ldmatrix_x4_trans(b, vs + (kk * 16 + vr) * LDH + dp * 16 + vc);
-            const uint32_t b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
-            zt_mma_16816(o[2 * dp], a, b0);
-            zt_mma_16816(o[2 * dp + 1], a, b1);
+            zt_mma_16816_x2(o[2 * dp], o[2 * dp + 1], a, b);
         }
     }
 }

@@ -45,21 +45,16 @@ __global__ void __launch_bounds__(32) mma_check_kernel(zt_cu_mma_out *o, const z
         for (int e = 0; e < 8; e++) o->tiles[k][lane * 8 + e] = ts[k * 256 + lane * 8 + e];
 
     float dbt[2][4], dv[2][4], e[2][4] = {};
-    for (int j = 0; j < 2; j++) {
-        const uint32_t b1[2] = {bt[2 * j], bt[2 * j + 1]}, b2[2] = {v[2 * j], v[2 * j + 1]};
-        acc_load(dbt[j], in->c, 8 * j, g, t);
-        acc_load(dv[j], in->c, 8 * j, g, t);
-        zt_mma_16816(dbt[j], a, b1);
-        zt_mma_16816(dv[j], a, b2);
-        acc_store(o->d_bt, dbt[j], 8 * j, g, t);
-        acc_store(o->d_v, dv[j], 8 * j, g, t);
-    }
+    for (int j = 0; j < 2; j++) acc_load(dbt[j], in->c, 8 * j, g, t), acc_load(dv[j], in->c, 8 * j, g, t);
+    zt_mma_16816_x2(dbt[0], dbt[1], a, bt); /* r[0], r[1]: n 0-7; r[2], r[3]: n 8-15 */
+    zt_mma_16816_x2(dv[0], dv[1], a, v);
     /* the accumulators of the two 8-column tiles, packed, are the a operand over 16 columns */
     const uint32_t p[4] = {zt_pack_bf16x2(dbt[0][0], dbt[0][1]), zt_pack_bf16x2(dbt[0][2], dbt[0][3]),
                            zt_pack_bf16x2(dbt[1][0], dbt[1][1]), zt_pack_bf16x2(dbt[1][2], dbt[1][3])};
+    zt_mma_16816_x2(e[0], e[1], p, v);
     for (int j = 0; j < 2; j++) {
-        const uint32_t b2[2] = {v[2 * j], v[2 * j + 1]};
-        zt_mma_16816(e[j], p, b2);
+        acc_store(o->d_bt, dbt[j], 8 * j, g, t);
+        acc_store(o->d_v, dv[j], 8 * j, g, t);
         acc_store(o->e, e[j], 8 * j, g, t);
     }
     o->packed[lane] = zt_pack_bf16x2(in->x[2 * lane], in->x[2 * lane + 1]);

@@ -88,4 +88,15 @@ __device__ __forceinline__ uint32_t zt_pack_bf16x2(float lo, float hi)
 }
 
 #endif
+
+/* d0 += a b and d1 += a b' for the two 8-column b operands an ldmatrix x4 gave: b[0], b[1]
+ * and b[2], b[3] (16 columns of the product from one load) */
+__device__ __forceinline__ void zt_mma_16816_x2(float (&d0)[4], float (&d1)[4], const uint32_t (&a)[4],
+                                                const uint32_t (&b)[4])
+{
+    const uint32_t b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
+    zt_mma_16816(d0, a, b0);
+    zt_mma_16816(d1, a, b1);
+}
+
 #endif
