@@ -373,6 +373,15 @@ if [ -n "$kc" ]; then
         row "kernels: fast vs exact, within bf16 error" FAIL "$(grep -cE '^FAIL +fast ' "$OUT/kernels.out") failed (or none ran)"
     fi
 fi
+# the PTX primitives' layouts (kernels_check's group `mma`): the emulator's model of them
+# (tools/cuda_emu/mma_sync.h), which the attention forward was checked under, is the GPU's
+if [ -n "$kc" ]; then
+    if grep -qE '^ok +mma: ' "$OUT/kernels.out" && ! grep -qE '^FAIL +mma: ' "$OUT/kernels.out"; then
+        row "kernels: mma.sync/ldmatrix/cp.async layouts as emulated" ok "$(grep -cE '^ok +mma: ' "$OUT/kernels.out") passed"
+    else
+        row "kernels: mma.sync/ldmatrix/cp.async layouts as emulated" FAIL "$(grep -cE '^FAIL +mma: ' "$OUT/kernels.out") failed (or none ran)"
+    fi
+fi
 
 # ---- 6. parity: the same model, data and plan on the CPU and on the GPU ----------------
 export OMP_NUM_THREADS=8

@@ -52,6 +52,7 @@
 #include "../../src/kernels/backend.h"
 #include "../../src/kernels/backend_cuda.h"
 #include "../../src/kernels/cuda/fast.h"
+#include "../../src/kernels/cuda/mma_check.h"
 #include "../../src/model/llama.h"
 
 #define EXACT 0.0
@@ -70,7 +71,7 @@ static int no_graphs;
 static int no_matmul;
 /* --only NAME: run one group of checks (memory, matmul, embed, rmsnorm, rope, swiglu, bias,
  * transpose, xent, attention, cache, adamw, reductions, fast-norm, fast-xent, fast-attention,
- * fast-matmul, fast-step, fast-act16, graph; `fast` runs the six fast-* groups) */
+ * fast-matmul, fast-step, fast-act16, graph, mma; `fast` runs the six fast-* groups) */
 static const char *only;
 /* --bench SHRINK: time the fast kernels against the exact ones instead of checking
  * (run_bench; 1: the 1B model's shapes) */
@@ -2000,6 +2001,87 @@ static void check_reductions(void)
     free(x), free(y);
 }
 
+/* ---- the tensor-core primitives (mma_sync.cuh, through mma_check.cu) ---------------------
+ *
+ * What the fast attention forward relies on, against plain loops over the PTX ISA's
+ * layouts (g = lane >> 2, t = lane & 3): each lane's ldmatrix registers, the tiles
+ * cp.async copied, the products with b from ldmatrix and ldmatrix.trans, the product
+ * whose a operand is an accumulator packed to bf16x2, and the packing itself.  Under
+ * tools/cuda_emu this holds the emulator's models to the layouts; on a GPU it shows that
+ * the models are the hardware's.  Registers, copies and packing are exact; the products
+ * within FP32_TOL (the tensor cores' order of the fp32 sum is unspecified). */
+
+/* the two 16-bit values (lo, hi) of a 32-bit register */
+static uint32_t mma_pair(uint16_t lo, uint16_t hi) { return (uint32_t)lo | (uint32_t)hi << 16; }
+
+/* lanes and tiles whose ldmatrix register differs from the layout's: tile m covers rows
+ * r0.. and columns c0.. of the 16 x 16 tile s (row-major); a lane holds row g, columns
+ * 2t, 2t + 1 of it, or with trans rows 2t, 2t + 1 of column g */
+static int mma_ld_faults(const uint32_t (*got)[4], const uint16_t *s, int n_major, int trans)
+{
+    int bad = 0;
+    for (int lane = 0; lane < 32; lane++)
+        for (int m = 0; m < 4; m++) {
+            const int g = lane >> 2, t = lane & 3;
+            const int r0 = n_major ? (m >> 1) * 8 : (m & 1) * 8, c0 = n_major ? (m & 1) * 8 : (m >> 1) * 8;
+            const uint32_t want = trans ? mma_pair(s[(r0 + 2 * t) * 16 + c0 + g], s[(r0 + 2 * t + 1) * 16 + c0 + g])
+                                        : mma_pair(s[(r0 + g) * 16 + c0 + 2 * t], s[(r0 + g) * 16 + c0 + 2 * t + 1]);
+            bad += got[lane][m] != want;
+        }
+    return bad;
+}
+
+/* c + x y (16 x 16, fp32), x and y bf16 bits read as x[r 16 + k] and y[k ys + n yn] */
+static void mma_ref(float *d, const float *c, const uint16_t *x, const uint16_t *y, int ys, int yn)
+{
+    for (int r = 0; r < 16; r++)
+        for (int n = 0; n < 16; n++) {
+            float s = c ? c[r * 16 + n] : 0.0f;
+            for (int k = 0; k < 16; k++) s = fmaf(zt_bf16_to_f32(x[r * 16 + k]), zt_bf16_to_f32(y[k * ys + n * yn]), s);
+            d[r * 16 + n] = s;
+        }
+}
+
+static void check_mma(void)
+{
+    zt_cu_mma_in in;
+    zt_cu_mma_out out;
+    float *r = randn(3 * 256 + 256 + 64, 1.0f);
+    for (int i = 0; i < 256; i++)
+        in.a[i] = zt_f32_to_bf16(r[i]), in.bt[i] = zt_f32_to_bf16(r[256 + i]), in.v[i] = zt_f32_to_bf16(r[512 + i]);
+    memcpy(in.c, r + 768, sizeof in.c);
+    memcpy(in.x, r + 1024, sizeof in.x);
+    /* ties the packing must break to even: 1 + 2^-8 (down to 1), 1 + 3 2^-8 (up), negative */
+    in.x[0] = 1.0f + 0x1p-8f, in.x[1] = 1.0f + 0x3p-8f, in.x[2] = -(1.0f + 0x1p-8f), in.x[3] = -(1.0f + 0x3p-8f);
+    free(r);
+    zt_cu_mma_in *din = dev(&in, sizeof in);
+    zt_cu_mma_out *dout = dev(NULL, sizeof out);
+    poison(dout, sizeof out);
+    zt_cu_mma_check(dout, din);
+    down(&out, dout, sizeof out);
+    dev_free_all();
+
+    report("mma: ldmatrix x4 registers, lane by lane (a)", mma_ld_faults(out.ld_a, in.a, 0, 0), EXACT, NULL);
+    report("mma: ldmatrix x4 registers, lane by lane (b^T rows)", mma_ld_faults(out.ld_bt, in.bt, 1, 0), EXACT, NULL);
+    report("mma: ldmatrix x4 trans registers, lane by lane (v)", mma_ld_faults(out.ld_v, in.v, 0, 1), EXACT, NULL);
+    const int copied = !memcmp(out.tiles[0], in.a, 512) && !memcmp(out.tiles[1], in.bt, 512) &&
+                       !memcmp(out.tiles[2], in.v, 512);
+    report("mma: cp.async 16-byte copies in two groups", copied ? 0.0 : 1.0, EXACT, NULL);
+    float want[256];
+    mma_ref(want, in.c, in.a, in.bt, 1, 16);
+    report("mma: m16n8k16 c + a b, b by ldmatrix from b^T", rel_err(out.d_bt, want, ZT_F32, 256), FP32_TOL, NULL);
+    mma_ref(want, in.c, in.a, in.v, 16, 1);
+    report("mma: m16n8k16 c + a v, b by ldmatrix.trans", rel_err(out.d_v, want, ZT_F32, 256), FP32_TOL, NULL);
+    uint16_t p[256]; /* the device's own accumulators, rounded: only the reuse is checked */
+    for (int i = 0; i < 256; i++) p[i] = zt_f32_to_bf16(out.d_bt[i]);
+    mma_ref(want, NULL, p, in.v, 16, 1);
+    report("mma: accumulators packed as the next a operand (P V)", rel_err(out.e, want, ZT_F32, 256), FP32_TOL, NULL);
+    int bad = 0;
+    for (int l = 0; l < 32; l++)
+        bad += out.packed[l] != mma_pair(zt_f32_to_bf16(in.x[2 * l]), zt_f32_to_bf16(in.x[2 * l + 1]));
+    report("mma: fp32x2 to bf16x2, nearest even", bad, EXACT, NULL);
+}
+
 /* ---- --bench: the fast kernels' time against the exact ones, at the 1B model's shapes ----
  *
  * Not a check (nothing passes or fails): each kernel runs once to warm up, then `reps`
@@ -2227,7 +2309,7 @@ int main(int argc, char **argv)
         {"fast-norm", check_fast_norm}, {"fast-xent", check_fast_xent}, {"fast-attention", check_fast_attention},
         {"fast-matmul", check_fast_matmul},     {"packed", check_packed},
         {"fast-step", check_fast_step},         {"fast-act16", check_fast_act16},
-        {"graph", check_graph},
+        {"graph", check_graph},             {"mma", check_mma},
     };
     if (bench) { /* timings only, no checks */
         run_bench(bench);

@@ -112,6 +112,9 @@ inline double __longlong_as_double(long long u) { double d; memcpy(&d, &u, 8); r
 
 /* dynamic shared memory of the running block */
 float *zt_emu_dyn_smem(void);
+/* a number for the running block, new at every block of every launch (the warp
+ * primitives of mma_sync.h key their per-thread state to it) */
+unsigned long zt_emu_block_serial(void);
 #define ZT_EMU_DYN_SMEM_BYTES (256u << 10)
 
 /* ---- the runtime ---------------------------------------------------------------------- */

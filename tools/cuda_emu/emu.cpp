@@ -25,6 +25,7 @@ constexpr int MAX_THREADS = 1024;
 std::vector<fiber> fibers(MAX_THREADS);
 ucontext_t scheduler;
 int current = -1, nthreads = 0;
+unsigned long block_serial;
 const std::function<void()> *body_fn = nullptr;
 uint64_t xbuf[MAX_THREADS];
 alignas(64) float dyn_smem[ZT_EMU_DYN_SMEM_BYTES / sizeof(float)];
@@ -148,6 +149,7 @@ uint64_t zt_emu_exchange(uint64_t v, int src)
 }
 
 float *zt_emu_dyn_smem(void) { return dyn_smem; }
+unsigned long zt_emu_block_serial(void) { return block_serial; }
 
 void zt_emu_run(dim3 grid, dim3 block, size_t smem, const std::function<void()> &body)
 {
@@ -165,6 +167,7 @@ void zt_emu_run(dim3 grid, dim3 block, size_t smem, const std::function<void()> 
                 blockIdx = dim3(x, y, z);
                 /* shared memory starts as garbage on a GPU: poison it */
                 memset(dyn_smem, 0xff, smem);
+                block_serial++;
                 run_block();
             }
 }

@@ -25,7 +25,8 @@ extern "C" {
  * The backend.h entries attention_scratch_bytes / attention_forward /
  * attention_backward.  With a scratch (bf16 compute, head sizes 32, 64, 96 and 128:
  * the CPU's rule for bf16 operands), q, k, v, p, dout and ds are bf16 operands of
- * warp-level tensor-core products (nvcuda::wmma, 16 x 16 x 16, fp32 accumulation); the
+ * warp-level tensor-core products with fp32 accumulation (the forward mma.sync m16n8k16,
+ * the backward nvcuda::wmma 16 x 16 x 16); the
  * softmax statistics, lse, D and every output stay fp32.  Without a scratch (fp32
  * compute, or another head size) they run the exact kernels of attention.cu.  Causal,
  * grouped-query and sliding-window attention as the exact kernel; deterministic (no
@@ -40,7 +41,8 @@ void zt_cu_fast_attention_backward(float *dqkv, const float *dout, const float *
 int zt_cu_fast_attention_supported(int hd);
 /* backend.h's attention_forward_act16 / attention_backward_act16: the same kernels over
  * bf16 qkv as the product wrote it, q and k rotated by RoPE (cos_t, sin_t: the (T, hd/2)
- * tables; NULL: not rotated) as their tiles are staged, and, backward, dq and dk rotated
+ * tables; NULL: not rotated) as their tiles are staged (the forward's k once per call,
+ * into the scratch), and, backward, dq and dk rotated
  * back (the transpose rotation) before they are written into dqkv (fp32) and/or dqkv16
  * (bf16); bf16 out read for D; the output in bf16 only.  Without the tensor-core path,
  * the exact table's entries (exact kernels on widened copies, act16.cu). */

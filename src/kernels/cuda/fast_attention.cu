@@ -6,21 +6,24 @@
  * Shapes as attention.cu: qkv (B, T, W), W = (nh + 2 nkv) hd, rows [q | k | v heads];
  * out (B, T, nh hd); lse (B, nh, T); query head h reads kv head h / (nh / nkv).
  *
- * Why warp-level wmma (nvcuda::wmma, 16 x 16 x 16 bf16 tiles) rather than mma.sync PTX
- * or cuDNN: tools/cuda_emu gives wmma a CPU stand-in (tools/cuda_emu/mma.h), so these
- * kernels run, and are checked against the exact kernel, on a machine without a GPU;
- * inline PTX cannot run there, and cuDNN is a library the GPU machine's image may lack.
- * wmma compiles to the same HMMA tensor-core instructions as mma.sync (not Hopper's
- * wgmma; docs/gpu.md says what that leaves on the table).
+ * The forward is written in PTX's warp-level primitives (mma_sync.cuh: mma.sync m16n8k16,
+ * ldmatrix, cp.async, cvt to bf16x2), FlashAttention-2's way: S and P stay in the mma
+ * registers, K and V tiles are double-buffered by cp.async (its section below says
+ * more).  The backward uses nvcuda::wmma (16 x 16 x 16 bf16 tiles) with S, dP and the
+ * probabilities through shared memory.  Both run without a GPU under tools/cuda_emu,
+ * which models wmma (tools/cuda_emu/mma.h) and the PTX primitives lane by lane in their
+ * documented layouts (tools/cuda_emu/mma_sync.h; kernels_check's group `mma` holds the
+ * model to plain loops, and on a GPU to the hardware).  Neither is Hopper's wgmma
+ * (docs/gpu.md says what that leaves on the table).
  *
- * Tiles: 64 queries by 64 keys, 4 warps, each warp owning 16 rows.  Operands are
+ * Backward tiles: 64 queries by 64 keys, 4 warps, each warp owning 16 rows.  Operands are
  * rounded to bf16 as they are staged in shared memory (from the fp32 activations, so no
  * scratch is needed; fast mode's bf16 activations, the _act16 entries, are staged as
  * they are); every product goes through two helpers:
- *   mm_abt:    C (16 x 64, fp32) = A (16 x hd) B^T, B (64 x hd)   scores, dP
- *   mm_ab_acc: acc (16 x hd, fp32) += A (16 x 64) B (64 x hd)      P V, P^T dO, dS^T Q, dS K
- * The elementwise parts (the online softmax, p and ds) read the fp32 tile a warp stored
- * in shared memory: lane pairs own a row, each lane its even or odd columns.
+ *   mm_abt:    C (16 x 64, fp32) = A (16 x hd) B^T, B (64 x hd)   S, dP and their transposes
+ *   mm_ab_acc: acc (16 x hd, fp32) += A (16 x 64) B (64 x hd)      P^T dO, dS^T Q, dS K
+ * The elementwise parts (p and ds) read the fp32 tile a warp stored in shared memory:
+ * lane pairs own a row, each lane its even or odd columns.
  *
  * In base-2 units, with c = scale log2(e) (scale = 1/sqrt(hd)):
  *   forward, per key tile:  x_ij = c s_ij,  m' = max(m, max_j x_ij),  p_ij = 2^(x_ij - m'),
@@ -40,18 +43,22 @@
  * sum has a fixed order: the results are the same bits on every run.
  *
  * RoPE (fast mode's bf16 activations, the _act16 entries): qkv16 holds q and k as the
- * qkv product wrote them, and each q and k tile is rotated as it is staged (pair i of row
- * t by the tables' cos and sin at t: rope_freq.h's zt_rope_rotate in fp32 on the widened
- * bf16 values, then rounded to the bf16 operand); the backward rotates dq and dk back
- * (sin negated: the rotation's transpose) as it writes them, so dqkv is the gradient of
- * what the product wrote and no RoPE pass runs on either side.
+ * qkv product wrote them.  Each q tile, and each k tile of the backward, is rotated as it
+ * is staged (pair i of row t by the tables' cos and sin at t: rope_freq.h's
+ * zt_rope_rotate in fp32 on the widened bf16 values, then rounded to the bf16 operand);
+ * the forward rotates k once per call into the scratch (fa_rope_k_kernel, the same
+ * expression and rounding).  The backward rotates dq and dk back (sin negated: the
+ * rotation's transpose) as it writes them, so dqkv is the gradient of what the product
+ * wrote and the model runs no RoPE pass of its own.
  *
  * Head sizes 32, 64, 96 and 128 (the CPU's bf16-operand sizes); other sizes and fp32
- * operands (no scratch) take the exact kernels. */
+ * operands (no scratch) take the exact kernels.  Scratch: the exact kernel's size (4 B nkv
+ * T hd bytes); the forward's rotated k takes its first half, the backward's D its head. */
 #include "attention_mask.cuh"
 #include "entries.cuh"
 #include "smem_optin.cuh"
 #include "fast.h"
+#include "mma_sync.cuh"
 
 #include <cuda_bf16.h>
 #include <mma.h>
@@ -265,97 +272,249 @@ __device__ __forceinline__ void load_stats(float *Ls, float *Ds, const float *Dg
     }
 }
 
-/* ---- forward ---------------------------------------------------------------------------- */
+/* ---- forward: FlashAttention-2's layout, S and P in registers (mma_sync.cuh) ----------------
+ *
+ * A block owns 64 queries, a warp 16 of them; the warp's scores S (16 x 64) and output O
+ * (16 x HD) live in its mma accumulators (mma_sync.cuh's layout: a lane holds rows g and
+ * g + 8, columns 2t and 2t + 1 of each 8-column tile).  Per key tile: S = Q K^T (Q's and
+ * K's operands by ldmatrix from shared memory), the online softmax on the accumulators
+ * (a row's max and sum across its four lanes by shuffles), P rounded and packed to bf16x2
+ * in registers, where two neighbouring 8-key tiles of accumulators are exactly the a
+ * operand of P V over those 16 keys, and O = O corr + P V (V's operand by ldmatrix.trans).
+ * K and V tiles come in by cp.async into a double buffer, the next tile's copies in
+ * flight while this one computes.  RoPE: Q is rotated as its tile is staged (once per
+ * block); K by a pass before the kernel (fa_rope_k_kernel) into the scratch, once per
+ * forward, where rotating each K tile in shared memory would redo it in every query block
+ * that visits the tile (up to T / 64 times) and put a rotation and a barrier between a
+ * tile's landing and its use. */
 
 template <int HD>
 static size_t fwd_smem(void)
 {
-    typedef fa_dims<HD> d;
-    return 3 * (size_t)TB * d::LDH * 2 + (size_t)FWARPS * 16 * d::LDF * 4 + (size_t)FWARPS * 16 * LDP * 2;
+    return 5 * (size_t)TB * fa_dims<HD>::LDH * sizeof(uint16_t); /* q, k[2], v[2] */
+}
+
+/* where row t of kv head kh of sequence b starts: base + b seq + kh head + t row */
+template <typename IN>
+struct fa_src {
+    const IN *base;
+    size_t seq, head, row;
+};
+
+/* K rotated by RoPE, bf16, (B, nkv, T, HD) into kr: the same expression and rounding as
+ * load_tile_rope, so the same operand bits */
+template <int HD>
+__global__ void fa_rope_k_kernel(uint16_t *kr, const uint16_t *qkv16, fa_rope rope, int B, int T, int nh, int nkv)
+{
+    constexpr int H = HD / 2;
+    const size_t n = (size_t)B * nkv * T * H, W = (size_t)(nh + 2 * nkv) * HD;
+    for (size_t k = blockIdx.x * (size_t)blockDim.x + threadIdx.x; k < n; k += (size_t)gridDim.x * blockDim.x) {
+        const int i = (int)(k % H), t = (int)(k / H % T), bk = (int)(k / H / T), b = bk / nkv, kh = bk % nkv;
+        const uint16_t *x = qkv16 + ((size_t)b * T + t) * W + (size_t)(nh + kh) * HD;
+        const size_t ti = (size_t)t * H + i;
+        const zt_rope_pair y = zt_rope_rotate(as_f32(x[i]), as_f32(x[i + H]), rope.cos[ti], rope.sin[ti]);
+        uint16_t *o = kr + (size_t)bk * T * HD + (size_t)t * HD;
+        o[i] = zt_f32_to_bf16(y.y1), o[i + H] = zt_f32_to_bf16(y.y2);
+    }
+}
+
+/* Rows [r0, r0 + 64) of a K or V head into s (stride LDH) in 16-byte chunks: by cp.async
+ * (bf16 sources, 16-byte aligned: the caller commits), or converted by plain loads;
+ * rows at or past T are zeros (V's would otherwise meet p = 0 as 0 x NaN). */
+template <int HD, typename IN>
+__device__ __forceinline__ void fa_fetch_tile(uint16_t *s, const IN *head, size_t row, int r0, int T, bool async)
+{
+    constexpr int LDH = fa_dims<HD>::LDH, CH = HD / 8;
+    for (int idx = threadIdx.x; idx < TB * CH; idx += FTHREADS) {
+        const int r = idx / CH, c = idx % CH * 8;
+        uint16_t *d = s + r * LDH + c;
+        if (r0 + r >= T) {
+            *(uint4 *)d = uint4{0u, 0u, 0u, 0u};
+            continue;
+        }
+        const IN *x = head + (size_t)(r0 + r) * row + c;
+        if constexpr (sizeof(IN) == sizeof(uint16_t))
+            if (async) {
+                zt_cp_async16(d, x);
+                continue;
+            }
+#pragma unroll
+        for (int e = 0; e < 8; e++) d[e] = as_bf16(x[e]);
+    }
+}
+
+/* s (16 x 64: 8 tiles of 8 keys) = the warp's Q rows (qw, stride LDH) K^T, K (64 x HD) at ks */
+template <int HD>
+__device__ __forceinline__ void fa_scores(float (&s)[TB / 8][4], const uint16_t *qw, const uint16_t *ks, int lane)
+{
+    constexpr int LDH = fa_dims<HD>::LDH;
+#pragma unroll
+    for (int j = 0; j < TB / 8; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+    /* ldmatrix's row addresses: lane 8 m + i gives row i of tile m; a's tiles are (rows
+     * 0-7, 8-15) x (columns 0-7, 8-15) in that order, K's (keys 0-7 x dims 0-7, 8-15,
+     * then keys 8-15), so that r[0], r[1] and r[2], r[3] are two b operands */
+    const int ar = ((lane >> 3) & 1) * 8 + (lane & 7), ac = (lane >> 4) * 8;
+    const int kr = (lane >> 4) * 8 + (lane & 7), kc = ((lane >> 3) & 1) * 8;
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; kk++) {
+        uint32_t a[4];
+        zt_ldmatrix_x4(a, qw + ar * LDH + kk * 16 + ac);
+#pragma unroll
+        for (int p = 0; p < TB / 16; p++) {
+            uint32_t b[4];
+            zt_ldmatrix_x4(b, ks + (p * 16 + kr) * LDH + kk * 16 + kc);
+            zt_mma_16816_x2(s[2 * p], s[2 * p + 1], a, b);
+        }
+    }
+}
+
+/* o (16 x HD: HD / 8 tiles) += P V, P's 16 x 64 from the accumulators s, packed to bf16 */
+template <int HD>
+__device__ __forceinline__ void fa_pv(float (&o)[HD / 8][4], const float (&s)[TB / 8][4], const uint16_t *vs, int lane)
+{
+    constexpr int LDH = fa_dims<HD>::LDH;
+    const int vr = ((lane >> 3) & 1) * 8 + (lane & 7), vc = (lane >> 4) * 8;
+#pragma unroll
+    for (int kk = 0; kk < TB / 16; kk++) {
+        const uint32_t a[4] = {zt_pack_bf16x2(s[2 * kk][0], s[2 * kk][1]), zt_pack_bf16x2(s[2 * kk][2], s[2 * kk][3]),
+                               zt_pack_bf16x2(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                               zt_pack_bf16x2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+        for (int dp = 0; dp < HD / 16; dp++) {
+            uint32_t b[4];
+            zt_ldmatrix_x4_trans(b, vs + (kk * 16 + vr) * LDH + dp * 16 + vc);
+            zt_mma_16816_x2(o[2 * dp], o[2 * dp + 1], a, b);
+        }
+    }
+}
+
+/* The running softmax state of a lane's two rows (g and g + 8 of the warp's 16). */
+struct fa_rows {
+    float m[2], l[2];
+    int i[2];
+};
+
+/* The online softmax over one key tile at j0: s from scores (c = scale log2 e applied,
+ * masked to -inf) to p = 2^(x - m'), m and l updated, o rescaled by 2^(m - m').  A row's
+ * four lanes (t = 0..3) exchange their max and sum by shuffles. */
+template <int HD>
+__device__ __forceinline__ void fa_softmax(float (&s)[TB / 8][4], float (&o)[HD / 8][4], fa_rows &st, int j0, int t,
+                                           int T, int window, float scale_log2)
+{
+    float mx[2] = {-INFINITY, -INFINITY}, lsum[2] = {0.0f, 0.0f}, mnew[2], corr[2];
+    bool none[2];
+#pragma unroll
+    for (int j = 0; j < TB / 8; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int h = e >> 1, key = j0 + j * 8 + 2 * t + (e & 1);
+            s[j][e] = st.i[h] < T && zt_attn_visible(st.i[h], key, window) ? s[j][e] * scale_log2 : -INFINITY;
+            mx[h] = fmaxf(mx[h], s[j][e]);
+        }
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        mx[h] = fmaxf(mx[h], __shfl_xor_sync(FULL, mx[h], 1));
+        mx[h] = fmaxf(mx[h], __shfl_xor_sync(FULL, mx[h], 2));
+        mnew[h] = fmaxf(st.m[h], mx[h]);
+        /* a row that has seen no key yet (a window, or a row past T) stays as it was:
+         * 2^(-inf + inf) would be NaN */
+        none[h] = mnew[h] == -INFINITY;
+        corr[h] = none[h] ? 1.0f : exp2f(st.m[h] - mnew[h]);
+    }
+#pragma unroll
+    for (int j = 0; j < TB / 8; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int h = e >> 1;
+            s[j][e] = none[h] ? 0.0f : exp2f(s[j][e] - mnew[h]);
+            lsum[h] += s[j][e];
+        }
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        lsum[h] += __shfl_xor_sync(FULL, lsum[h], 1);
+        lsum[h] += __shfl_xor_sync(FULL, lsum[h], 2);
+        st.l[h] = st.l[h] * corr[h] + lsum[h];
+        st.m[h] = mnew[h];
+    }
+#pragma unroll
+    for (int n = 0; n < HD / 8; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) o[n][e] *= corr[e >> 1];
+}
+
+/* out_i = o_i / l_i (fp32 and/or bf16, each NULL: not wanted) and lse_i of the lane's rows */
+template <int HD>
+__device__ __forceinline__ void fa_write_rows(float *out, uint16_t *out16, float *lse, const float (&o)[HD / 8][4],
+                                              const fa_rows &st, int b, int h, int T, int nh, int t)
+{
+    const size_t OW = (size_t)nh * HD;
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int i = st.i[r];
+        if (i >= T)
+            continue;
+        const size_t row = ((size_t)b * T + i) * OW + (size_t)h * HD;
+        const float inv_l = 1.0f / st.l[r];
+#pragma unroll
+        for (int n = 0; n < HD / 8; n++) {
+            const int col = n * 8 + 2 * t;
+            const float v0 = o[n][2 * r] * inv_l, v1 = o[n][2 * r + 1] * inv_l;
+            if (out)
+                out[row + col] = v0, out[row + col + 1] = v1;
+            if (out16) {
+                const uint32_t pk = zt_pack_bf16x2(v0, v1);
+                out16[row + col] = (uint16_t)(pk & 0xffffu), out16[row + col + 1] = (uint16_t)(pk >> 16);
+            }
+        }
+        if (t == 0)
+            lse[((size_t)b * nh + h) * T + i] = (st.m[r] + log2f(st.l[r])) * LN2;
+    }
 }
 
 template <int HD, typename IN>
 __global__ void __launch_bounds__(FTHREADS) fa_forward_kernel(float *out, uint16_t *out16, float *lse,
-                                                               const IN *qkv, int T, int nh, int nkv, int window,
-                                                               float scale_log2, fa_rope rope)
+                                                               const IN *qkv, fa_src<IN> ksrc, int T, int nh,
+                                                               int nkv, int window, float scale_log2, fa_rope rope,
+                                                               bool async)
 {
     extern __shared__ __align__(128) float sm[];
-    constexpr int LDH = fa_dims<HD>::LDH, LDF = fa_dims<HD>::LDF, NT = fa_dims<HD>::NT, OH = HD / 2;
-    uint16_t *qs = (uint16_t *)sm, *ks = qs + TB * LDH, *vs = ks + TB * LDH;
-    float *scr = (float *)(vs + TB * LDH);              /* FWARPS x 16 x LDF */
-    uint16_t *ps = (uint16_t *)(scr + FWARPS * 16 * LDF); /* FWARPS x 16 x LDP */
+    constexpr int LDH = fa_dims<HD>::LDH;
+    uint16_t *qs = (uint16_t *)sm, *kbuf = qs + TB * LDH, *vbuf = kbuf + 2 * TB * LDH; /* k[2], v[2] */
     const int nblk = (T + TB - 1) / TB;
     const int qb = nblk - 1 - (int)blockIdx.x; /* the longest rows first */
     const int h = blockIdx.y, b = blockIdx.z, kh = h / (nh / nkv);
-    const size_t W = (size_t)(nh + 2 * nkv) * HD, OW = (size_t)nh * HD;
-    const int i0 = qb * TB, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int r = lane >> 1, half = lane & 1; /* this lane's row of the warp's 16, and its columns 2c + half */
-    const int i = i0 + warp * 16 + r;
-    float *sw = scr + warp * 16 * LDF;
-    uint16_t *pw = ps + warp * 16 * LDP;
+    const size_t W = (size_t)(nh + 2 * nkv) * HD;
+    const int i0 = qb * TB, lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     const IN *seq = qkv + (size_t)b * T * W;
+    const IN *khead = ksrc.base + b * ksrc.seq + kh * ksrc.head, *vhead = seq + (size_t)(nh + nkv + kh) * HD;
 
+    const int kb0 = zt_attn_first_key_block(i0, window, TB);
+    fa_fetch_tile<HD>(kbuf, khead, ksrc.row, kb0 * TB, T, async);
+    fa_fetch_tile<HD>(vbuf, vhead, W, kb0 * TB, T, async);
+    zt_cp_async_commit();
     load_tile_rope<HD>(qs, seq + (size_t)h * HD, W, i0, T, rope);
-    float o[OH];
+    float o[HD / 8][4];
 #pragma unroll
-    for (int t = 0; t < OH; t++) o[t] = 0.0f;
-    float m = -INFINITY, l = 0.0f;
-    for (int kb = zt_attn_first_key_block(i0, window, TB); kb <= qb; kb++) {
-        const int j0 = kb * TB;
-        __syncthreads(); /* the last tiles are read (and, the first time, the q tile is written) */
-        load_tile_rope<HD>(ks, seq + (size_t)(nh + kh) * HD, W, j0, T, rope);
-        load_tile<HD>(vs, seq + (size_t)(nh + nkv + kh) * HD, W, j0, T);
-        __syncthreads();
-        mm_abt<HD>(sw, qs + warp * 16 * LDH, ks);
-        __syncwarp();
-        /* the online softmax of row r over this tile's 64 keys, two lanes per row */
-        float x[TB / 2], mx = -INFINITY;
-#pragma unroll
-        for (int c = 0; c < TB / 2; c++) {
-            const int col = 2 * c + half;
-            x[c] = i < T && zt_attn_visible(i, j0 + col, window) ? sw[r * LDF + col] * scale_log2 : -INFINITY;
-            mx = fmaxf(mx, x[c]);
+    for (int n = 0; n < HD / 8; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+    fa_rows st = {{-INFINITY, -INFINITY}, {0.0f, 0.0f}, {i0 + warp * 16 + g, i0 + warp * 16 + g + 8}};
+    for (int kb = kb0; kb <= qb; kb++) {
+        const int cur = (kb - kb0) & 1;
+        if (kb < qb) { /* the next tile into the other buffer, read by no one since the last barrier */
+            fa_fetch_tile<HD>(kbuf + (cur ^ 1) * TB * LDH, khead, ksrc.row, (kb + 1) * TB, T, async);
+            fa_fetch_tile<HD>(vbuf + (cur ^ 1) * TB * LDH, vhead, W, (kb + 1) * TB, T, async);
+            zt_cp_async_commit();
+            zt_cp_async_wait<1>();
+        } else {
+            zt_cp_async_wait<0>();
         }
-        mx = fmaxf(mx, __shfl_xor_sync(FULL, mx, 1));
-        const float mnew = fmaxf(m, mx);
-        /* a row that has seen no key yet (a window, or a row past T) stays as it was:
-         * 2^(-inf + inf) would be NaN */
-        const bool none = mnew == -INFINITY;
-        const float corr = none ? 1.0f : exp2f(m - mnew);
-        float lsum = 0.0f;
-#pragma unroll
-        for (int c = 0; c < TB / 2; c++) {
-            const float p = none ? 0.0f : exp2f(x[c] - mnew);
-            lsum += p;
-            pw[r * LDP + 2 * c + half] = zt_f32_to_bf16(p);
-        }
-        lsum += __shfl_xor_sync(FULL, lsum, 1);
-        l = l * corr + lsum;
-        m = mnew;
-        __syncwarp();
-        frag_c acc[NT];
-        zero_acc<HD>(acc);
-        mm_ab_acc<HD>(acc, pw, vs);
-        store_acc<HD>(sw, acc);
-        __syncwarp();
-#pragma unroll
-        for (int t = 0; t < OH; t++) o[t] = o[t] * corr + sw[r * LDF + 2 * t + half];
-        __syncwarp(); /* sw is the next tile's score tile */
+        __syncthreads(); /* this tile (and, the first time, q) is in shared memory for every warp */
+        float s[TB / 8][4];
+        fa_scores<HD>(s, qs + warp * 16 * LDH, kbuf + cur * TB * LDH, lane);
+        fa_softmax<HD>(s, o, st, kb * TB, t, T, window, scale_log2);
+        fa_pv<HD>(o, s, vbuf + cur * TB * LDH, lane);
+        __syncthreads(); /* every warp is done with this buffer before it is refilled */
     }
-    if (i < T) {
-        const size_t row = ((size_t)b * T + i) * OW + (size_t)h * HD;
-        const float inv_l = 1.0f / l;
-#pragma unroll
-        for (int t = 0; t < OH; t++) {
-            const float v = o[t] * inv_l;
-            if (out)
-                out[row + 2 * t + half] = v;
-            if (out16)
-                out16[row + 2 * t + half] = zt_f32_to_bf16(v);
-        }
-        if (half == 0)
-            lse[((size_t)b * nh + h) * T + i] = (m + log2f(l)) * LN2;
-    }
+    fa_write_rows<HD>(out, out16, lse, o, st, b, h, T, nh, t);
 }
 
 /* ---- backward: dk and dv -------------------------------------------------------------- */
@@ -498,16 +657,34 @@ __global__ void __launch_bounds__(FTHREADS) fa_dq_kernel(float *dqkv, uint16_t *
 
 /* ---- launching ------------------------------------------------------------------------- */
 
+static bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+/* scratch: the caller's attention scratch (zt_cu_fast_attention_scratch_bytes, 4 B nkv T HD
+ * bytes), whose first half takes the rotated K (fa_rope_k_kernel) when rope has tables */
 template <int HD, typename IN>
-static void forward_hd(float *out, uint16_t *out16, float *lse, const IN *qkv, int B, int T, int nh, int nkv,
-                       int window, fa_rope rope)
+static void forward_hd(float *out, uint16_t *out16, float *lse, const IN *qkv, void *scratch, int B, int T, int nh,
+                       int nkv, int window, fa_rope rope)
 {
-    const size_t smem = fwd_smem<HD>();
+    const size_t smem = fwd_smem<HD>(), W = (size_t)(nh + 2 * nkv) * HD;
     const float scale_log2 = (float)(LOG2E / sqrt((double)HD));
+    /* K read where the product wrote it, or rotated into the scratch first (bf16 only:
+     * the fp32 entries have no RoPE) */
+    fa_src<IN> ksrc = {qkv + (size_t)nh * HD, (size_t)T * W, (size_t)HD, W};
+    if constexpr (sizeof(IN) == sizeof(uint16_t)) {
+        if (rope.cos) {
+            uint16_t *kr = (uint16_t *)scratch;
+            const size_t n = (size_t)B * nkv * T * (HD / 2);
+            fa_rope_k_kernel<HD><<<zt_cu_blocks(n), ZT_CU_THREADS, 0, zt_cu.stream>>>(kr, qkv, rope, B, T, nh, nkv);
+            ZT_CU_LAUNCHED();
+            ksrc = fa_src<IN>{kr, (size_t)nkv * T * HD, (size_t)T * HD, (size_t)HD};
+        }
+    }
+    /* cp.async moves aligned 16-byte chunks of bf16 (the rows are: W and HD are multiples of 8) */
+    const bool async = sizeof(IN) == sizeof(uint16_t) && aligned16(qkv) && aligned16(ksrc.base);
     zt_cu_allow_smem<fa_forward_kernel<HD, IN>>(smem, "fast attention");
     const dim3 grid((unsigned)((T + TB - 1) / TB), (unsigned)nh, (unsigned)B);
-    fa_forward_kernel<HD, IN><<<grid, FTHREADS, smem, zt_cu.stream>>>(out, out16, lse, qkv, T, nh, nkv, window,
-                                                                  scale_log2, rope);
+    fa_forward_kernel<HD, IN><<<grid, FTHREADS, smem, zt_cu.stream>>>(out, out16, lse, qkv, ksrc, T, nh, nkv, window,
+                                                                  scale_log2, rope, async);
     ZT_CU_LAUNCHED();
 }
 
@@ -586,7 +763,7 @@ void zt_cu_fast_attention_forward(float *out, uint16_t *out_bf16, float *lse, co
     }
     if (B == 0 || T == 0)
         return;
-    FA_DISPATCH(forward_hd, float, out, out_bf16, lse, qkv, B, T, nh, nkv, window, fa_rope{NULL, NULL});
+    FA_DISPATCH(forward_hd, float, out, out_bf16, lse, qkv, scratch, B, T, nh, nkv, window, fa_rope{NULL, NULL});
 }
 
 void zt_cu_fast_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
@@ -618,7 +795,7 @@ void zt_cu_fast_attention_forward_act16(uint16_t *out16, float *lse, const uint1
     if (B == 0 || T == 0)
         return;
     const fa_rope rope = {cos_t, cos_t ? sin_t : NULL};
-    FA_DISPATCH(forward_hd, uint16_t, (float *)NULL, out16, lse, qkv16, B, T, nh, nkv, window, rope);
+    FA_DISPATCH(forward_hd, uint16_t, (float *)NULL, out16, lse, qkv16, scratch, B, T, nh, nkv, window, rope);
 }
 
 void zt_cu_fast_attention_backward_act16(float *dqkv, uint16_t *dqkv16, const float *dout, const uint16_t *qkv16,
