@@ -392,6 +392,14 @@ if [ -n "$kc" ]; then
     else
         row "kernels: fast vs exact, within bf16 error" FAIL "$(grep -cE '^FAIL +fast ' "$OUT/kernels.out") failed (or none ran)"
     fi
+    # cuDNN's attention (kernels_check's cudnn-attention group): a row of its own, failed when
+    # any of its comparisons was skipped (no cuDNN there: the line says why), so a GPU run
+    # that never ran it cannot look like one that passed it
+    if grep -qE '^ok +cudnn attention' "$OUT/kernels.out" && ! grep -qE '^(FAIL +cudnn|skip cudnn)' "$OUT/kernels.out"; then
+        row "kernels: cuDNN attention vs exact and own kernels" ok "$(grep -cE '^ok +cudnn attention' "$OUT/kernels.out") passed"
+    else
+        row "kernels: cuDNN attention vs exact and own kernels" FAIL "$(grep -cE '^FAIL +cudnn' "$OUT/kernels.out") failed; $(grep -m1 '^skip cudnn' "$OUT/kernels.out" | cut -c1-120)"
+    fi
 fi
 
 # ---- 6. parity: the same model, data and plan on the CPU and on the GPU ----------------
