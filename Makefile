@@ -104,11 +104,34 @@ LIB_SRC  := $(filter-out src/kernels/backend_cuda_none.c,$(LIB_SRC))
 CU_SRC   := $(shell find src -name '*.cu' | sort)
 LDLIBS   += -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcublasLt -lcudart -lnccl -lstdc++
 endif
+ifeq ($(CUDA),1)
+# cuDNN's fused attention for fast mode (docs/gpu.md, "Attention through cuDNN"): the shim
+# src/kernels/cuda/cudnn_attention.cc over the cudnn-frontend headers (scripts/setup.sh puts
+# them in CUDNN_FE_INCLUDE), built where they, cuDNN's headers (CUDNN_INCLUDE) and its
+# library (CUDNN_LIBDIR) are all found; NO_CUDNN=1 leaves it out.  Without it ztrain runs
+# its own attention kernels and its plan line says "built without cuDNN".  libcudnn is
+# opened at run time (found through an rpath to CUDNN_LIBDIR, or LD_LIBRARY_PATH), never
+# linked, so the binary also runs where it is absent.
+CUDNN_FE_INCLUDE ?= /usr/local/lib/ztrain/cudnn-frontend/include
+CUDNN_INCLUDE    ?= $(CUDA_HOME)/include
+CUDNN_LIBDIR     ?= $(CUDA_LIBDIR)
+ifneq ($(NO_CUDNN),1)
+ifneq ($(wildcard $(CUDNN_FE_INCLUDE)/cudnn_frontend.h),)
+ifneq ($(and $(wildcard $(CUDNN_INCLUDE)/cudnn.h),$(wildcard $(CUDNN_LIBDIR)/libcudnn.so.9*)),)
+HAVE_CUDNN := 1
+endif
+endif
+endif
+endif
 CLI_SRC  := $(sort $(wildcard src/cli/*.c))
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(CU_SRC:%.cu=$(BUILD)/obj/%.o)
 ifeq ($(HAVE_ARROW),1)
 LIB_OBJ  += $(BUILD)/obj/src/io/arrow_shim.o
+endif
+ifeq ($(HAVE_CUDNN),1)
+LIB_OBJ  += $(BUILD)/obj/src/kernels/cuda/cudnn_attention.o
+LDLIBS   += -Wl,-rpath,$(CUDNN_LIBDIR) -ldl
 endif
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
@@ -131,6 +154,9 @@ $(BUILD)/obj/%.o: %.cc Makefile
 	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -c $< -o $@
 
 $(BUILD)/obj/src/io/table.o: CPPFLAGS += $(if $(HAVE_ARROW),-DZT_HAVE_ARROW)
+$(BUILD)/obj/src/kernels/cuda/fast_cudnn.o: CPPFLAGS += $(if $(HAVE_CUDNN),-DZT_HAVE_CUDNN)
+$(BUILD)/obj/src/kernels/cuda/cudnn_attention.o: CXXFLAGS += -isystem $(CUDNN_FE_INCLUDE) -isystem $(CUDNN_INCLUDE) \
+                                                         -isystem $(CUDA_HOME)/include
 
 # The non-native bf16 kernel is AVX2/FMA code in every x86-64 build, the sanitizer
 # builds (no -march=native) included, so each build runs and tests the same path;

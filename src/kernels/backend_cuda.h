@@ -96,6 +96,12 @@ int zt_cuda_synchronize(zt_err *err);
  * step's end; NULL in a build without CUDA. */
 const zt_prof_clock *zt_cuda_prof_clock(void);
 
+/* Which kernels run fast mode's attention (the _act16 entries) for this shape, on this
+ * device and build (attention_choice.h: cuDNN's fused attention, its graphs built now,
+ * or the own kernels and why): the plan line's words ("attention cudnn", "attention own
+ * kernels (sm_80)") in out.  Call outside a graph capture, after zt_backend_cuda. */
+void zt_cuda_attention_plan(int B, int T, int nh, int nkv, int hd, int window, char *out, size_t cap);
+
 /* Release the table's resources (end of program; the table is unusable afterwards). */
 void zt_cuda_shutdown(void);
 

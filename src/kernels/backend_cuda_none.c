@@ -3,6 +3,8 @@
  * compiles src/kernels/cuda/ instead of this file. */
 #include "backend_cuda.h"
 
+#include "attention_choice.h"
+
 #include <string.h>
 
 #define NO_CUDA "this ztrain was built without CUDA (make cuda)"
@@ -56,6 +58,12 @@ int zt_cuda_download(void *host_dst, const void *dev_src, size_t bytes, zt_err *
 int zt_cuda_synchronize(zt_err *err) { return zt_fail(err, ZT_EFAIL, NO_CUDA); }
 
 const zt_prof_clock *zt_cuda_prof_clock(void) { return NULL; }
+
+void zt_cuda_attention_plan(int B, int T, int nh, int nkv, int hd, int window, char *out, size_t cap)
+{
+    (void)B, (void)T, (void)nh, (void)nkv, (void)hd, (void)window;
+    zt_attention_describe(0, "built without CUDA", out, cap);
+}
 
 void zt_cuda_shutdown(void) {}
 

@@ -3,6 +3,8 @@
 #include "trainer_impl.h"
 
 #include "../io/peft_adapter.h"
+#include "../kernels/attention_choice.h"
+#include "../kernels/backend_cuda.h"
 #include "../kernels/tune.h"
 
 double zt_train_now(void)
@@ -272,6 +274,9 @@ static int open_device(const zt_plan *plan, zt_comm *comm, const zt_backend **ou
         rc = ZT_EINPUT;
     else if (zt_prof_enabled()) /* --profile: every entry timed at the dispatch */
         be = zt_backend_profiled(be);
+    int own_attention; /* a bad ZT_ATTENTION (kernels/attention_choice.h) stops a device's run here */
+    if (!rc && strcmp(name, "cpu") != 0)
+        rc = zt_attention_setting(&own_attention, err);
     /* the emulated device's ranks share it, its stand-in for NCCL included (comm.h) */
     int emu_nccl = be && !strcmp(be->name, "emu") && !strcmp(plan->comm, "nccl");
     int shared = be && !be->host_visible && comm->topo.machine_size > devices && !emu_nccl;
@@ -301,6 +306,30 @@ static void restore_scaler(zt_loss_scaler *s, const zt_loss_scaler *saved)
     s->skipped = saved->skipped;
 }
 
+/* Fast mode's attention over bf16 activations (the _act16 entries) on a device: cuDNN's
+ * fused attention or the own kernels, and why (kernels/attention_choice.h), after the
+ * products on the plan line ("; attention cudnn"); nothing where the model does not call
+ * those entries (exact kernels, fp32 activations, the CPU). */
+static void attention_words(const trainer *t, char *out, size_t cap)
+{
+    const zt_train_args *a = t->a;
+    const zt_llama_config *c = &t->r.cfg;
+    if (!cap || a->plan.kernels != ZT_PLAN_KERNELS_FAST || a->plan.activations != ZT_PLAN_ACT_BF16)
+        return;
+    char words[256], why[160];
+    const int nkv = c->num_key_value_heads, window = zt_llama_attention_window(c);
+    if (!strcmp(a->plan.device, "cuda")) {
+        zt_cuda_attention_plan(a->batch_size, a->block_size, c->num_attention_heads, nkv, c->head_dim, window, words,
+                               sizeof words);
+    } else { /* the emulated device runs the CPU's kernels: no cuDNN there */
+        zt_attention_query q = {.device = a->plan.device, .hd = c->head_dim, .window = window,
+                                .nh = c->num_attention_heads, .nkv = nkv};
+        zt_attention_setting(&q.forced_own, &(zt_err){0});
+        zt_attention_describe(zt_attention_choose(&q, why, sizeof why), why, words, sizeof words);
+    }
+    snprintf(out, cap, "; %s", words);
+}
+
 static void print_run(const trainer *t)
 {
     const run_state *r = &t->r;
@@ -310,7 +339,7 @@ static void print_run(const trainer *t)
            r->lay.nunits, r->lay.nunits == 1 ? "" : "s");
     /* bf16 on the CPU's kernels (cpu, and emu which runs them): which of the paths
      * of matmul.h the products take, native or the AVX2 kernel */
-    char products[96];
+    char products[320];
     int cpu_kernels = !strcmp(a->plan.device, "cpu") || !strcmp(a->plan.device, "emu") || !a->plan.device[0];
     snprintf(products, sizeof products, "bf16 products: %s", zt_matmul_bf16_path_name());
     /* on a GPU: whether cuBLASLt's candidates are timed (kernels/tune.h); a bad
@@ -321,6 +350,7 @@ static void print_run(const trainer *t)
         snprintf(products, sizeof products, "products: cuBLASLt, %s",
                  zt_tune_setting(&tuned, &tune_err) == ZT_OK && !tuned ? "the heuristic's first (ZT_MATMUL_TUNE=0)"
                                                                        : "timed once per shape");
+    attention_words(t, products + strlen(products), sizeof products - strlen(products));
     zt_plan_print(stdout, &a->plan, cuda || (cpu_kernels && a->plan.prec.compute == ZT_BF16) ? products : NULL);
     printf("device: rank 0 on %s; collectives: %s\n", t->device, zt_comm_path_name(t->comm->path));
     printf("data: %zu tokens, %zu windows of %d; global batch %d x %d x %d = %.0f tokens/step\n",

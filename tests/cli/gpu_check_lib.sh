@@ -56,6 +56,11 @@ printf 'bench: B=1 T=2048\nbench %-46s exact %9.3f ms %8.1f %-7s fast %9.3f ms %
 [ "$(bench_ms "$TMP/bench.out" "attention_forward_act16 (hd 64")" = 1.250 ] || fail "bench_ms forward: $(bench_ms "$TMP/bench.out" "attention_forward_act16 (hd 64")"
 [ "$(bench_ms "$TMP/bench.out" "attention_backward_act16 (hd 64")" = 3.500 ] || fail "bench_ms backward"
 [ -z "$(bench_ms "$TMP/bench.out" "attention_forward_act16 (hd 128")" ] || fail "bench_ms of a missing row is not empty"
+# the cuDNN rows: the own kernels against cuDNN's, read after the label "cudnn"
+printf 'bench %-46s own %9.3f ms %8.1f %-7s cudnn %9.3f ms %8.1f %-7s x%.2f\n' \
+    "cudnn attention_forward_act16 (hd 64, rope)" 1.25 220.4 TFLOP/s 0.5 551.0 TFLOP/s 2.5 >> "$TMP/bench.out"
+[ "$(bench_ms "$TMP/bench.out" "cudnn attention_forward_act16 (hd 64" cudnn)" = 0.500 ] || fail "bench_ms cudnn"
+[ -z "$(bench_ms "$TMP/bench.out" "cudnn attention_forward_act16 (hd 64")" ] || fail "bench_ms fast of a cudnn row"
 
 # the profile's top 10: the table's line, its header, ten classes, largest first
 top10 "$TMP/fast.out" > "$TMP/top"

@@ -7,7 +7,8 @@
 # (cuBLASLt, the runtime, NCCL) and a C compiler, but none of the Debian packages
 # ztrain builds against (scripts/setup.sh) and no network.  So this takes, from the
 # Debian packages installed here and nothing else:
-#   headers   oneapi/dnnl, yaml.h, cjson/, xxhash.h, Open MPI's mpi.h and friends
+#   headers   oneapi/dnnl, yaml.h, cjson/, xxhash.h, Open MPI's mpi.h and friends, and the
+#             cudnn-frontend headers (scripts/setup.sh's, from PyPI)
 #   libraries libdnnl (+ libOpenCL, which it links), libyaml, libcjson, libxxhash,
 #             Open MPI's libmpi, libopen-rte, libopen-pal and what they link
 #             (hwloc, libevent, PMIx, udev)
@@ -57,6 +58,9 @@ put /usr/include/cjson
 put /usr/include/xxhash.h
 [ -e /usr/include/xxh3.h ] && put /usr/include/xxh3.h
 put "$ompi/include"
+# the cudnn-frontend headers (scripts/setup.sh: PyPI, not a Debian package), which make cuda
+# builds its cuDNN attention shim with; cuDNN itself is inside PyTorch's wheels there
+put /usr/local/lib/ztrain/cudnn-frontend/include
 
 # libraries ztrain links, and what they link that a CUDA image may lack
 for so in libdnnl.so.2 libOpenCL.so.1 libyaml-0.so.2 libcjson.so.1 libxxhash.so.0; do

@@ -117,7 +117,7 @@ fi || { echo "check.sh: cannot unpack .gpu-carry/deps.tar.xz" >&2; exit 2; }
 log "carried dependencies unpacked under $carry"
 
 NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
-cuda_inc=() cuda_lib=()
+cuda_inc=() cuda_lib=() cudnn_make=()
 if [ $build_only -eq 0 ] || [ -x "$NVCC" ]; then
     [ -x "$NVCC" ] || { row "build: nvcc" FAIL "no nvcc on PATH or in /usr/local/cuda"; finish; exit 1; }
     CUDA_HOME=$(cd "$(dirname "$NVCC")/.." && pwd)
@@ -142,6 +142,21 @@ if [ $build_only -eq 0 ] || [ -x "$NVCC" ]; then
         cuda_inc+=("-I$(dirname "$found")")
     done
     [ "$failed" -eq 0 ] || { finish; exit 1; }
+    # cuDNN (optional: fast mode's attention through cuDNN, docs/gpu.md): the toolkit's, or
+    # the nvidia-cudnn wheel's in PyTorch's site-packages; the frontend headers are carried.
+    # Where it is missing the build leaves the shim out and the plan line says so.
+    # shellcheck disable=SC2012
+    cudnn_h=$(ls "$CUDA_HOME"/include/cudnn.h ${site:+"$site"/cudnn/include/cudnn.h} 2>/dev/null | head -1 || true)
+    # shellcheck disable=SC2012
+    cudnn_so=$(ls "$CUDA_HOME"/lib64/libcudnn.so.9* ${site:+"$site"/cudnn/lib/libcudnn.so.9*} 2>/dev/null | head -1 || true)
+    cudnn_make=(CUDNN_FE_INCLUDE="$ZT_CARRY_CUDNN_FE")
+    if [ -n "$cudnn_h" ] && [ -n "$cudnn_so" ]; then
+        cudnn_make+=(CUDNN_INCLUDE="$(dirname "$cudnn_h")" CUDNN_LIBDIR="$(dirname "$cudnn_so")")
+        cuda_lib+=("$(dirname "$cudnn_so")")
+        log "cuDNN: $cudnn_h, $cudnn_so"
+    else
+        log "cuDNN: not found (header ${cudnn_h:-none}, library ${cudnn_so:-none}): the own attention kernels"
+    fi
     libpath=$(printf '%s:' "${cuda_lib[@]}")
     export LD_LIBRARY_PATH="$work/lib:${libpath%:}:$LD_LIBRARY_PATH"
 fi
@@ -157,7 +172,7 @@ mpi_inc="-I$carry/usr/lib/x86_64-linux-gnu/openmpi/include -I$carry/usr/lib/x86_
 log "make $target"
 if CPPFLAGS="$ZT_CARRY_CPPFLAGS ${cuda_inc[*]}" LDFLAGS="$ZT_CARRY_LDFLAGS -L$work/lib" \
     timeout "$(cap $build_limit)" make -j"$(nproc)" "$target" NVCC="$NVCC" MPI_CFLAGS="$mpi_inc" MPI_LIBS="-lmpi" \
-        CUDA_GENCODE="-gencode=arch=compute_90a,code=sm_90a" >"$OUT/build.log" 2>&1; then
+        CUDA_GENCODE="-gencode=arch=compute_90a,code=sm_90a" "${cudnn_make[@]}" >"$OUT/build.log" 2>&1; then
     row "build: make $target ($(( SECONDS - t_start )) s so far)" ok "$bin/ztrain"
 else
     row "build: make $target" FAIL "see build.log: $(grep -m1 -E 'error|Error' "$OUT/build.log" || echo "stopped at $(( SECONDS - t_start )) s")"
@@ -348,11 +363,16 @@ else
                 "$(awk -v a="$f" -v r="$rf" 'BEGIN { print (r > 0 ? a / r : 0) }')" "$(awk -v a="$b" -v r="$rb" 'BEGIN { print (r > 0 ? a / r : 0) }')")
             else ref+="; $be: $(jget "$OUT/sdpa_bench.out" "hd${hd}_${be}_error" | cut -c1-60)"; fi
         done
+        # ztrain's cuDNN path (fast_cudnn.cu) beside its own kernels, or why it did not run
+        cf=$(bench_ms "$OUT/kernels_bench.out" "cudnn attention_forward_act16 (hd $hd" cudnn)
+        cb=$(bench_ms "$OUT/kernels_bench.out" "cudnn attention_backward_act16 (hd $hd" cudnn)
+        if [ -n "$cf" ] && [ -n "$cb" ]; then zc="; ztrain cudnn $cf / $cb ms"
+        else zc="; ztrain cudnn: $(grep -F -m1 "bench cudnn attention (hd $hd)" "$OUT/kernels_bench.out" | sed 's/.*: not run: //' | cut -c1-80)"; fi
         name="attention hd $hd: ztrain _act16+RoPE fwd / bwd vs SDPA"
         if [ $brc -eq 0 ] && [ -n "$f" ] && [ -n "$b" ] && [ $src -eq 0 ]; then
-            row "$name" ok "ztrain $f / $b ms$ref"
+            row "$name" ok "ztrain own $f / $b ms$zc$ref"
         else
-            row "$name" FAIL "kernels_check exit $brc, sdpa_bench.py exit $src: ztrain ${f:-?} / ${b:-?} ms$ref; $(why "$OUT/sdpa_bench.out" 1)"
+            row "$name" FAIL "kernels_check exit $brc, sdpa_bench.py exit $src: ztrain own ${f:-?} / ${b:-?} ms$zc$ref; $(why "$OUT/sdpa_bench.out" 1)"
         fi
     done
 fi
@@ -371,6 +391,14 @@ if [ -n "$kc" ]; then
         row "kernels: fast vs exact, within bf16 error" ok "$(grep -cE '^ok +fast ' "$OUT/kernels.out") passed"
     else
         row "kernels: fast vs exact, within bf16 error" FAIL "$(grep -cE '^FAIL +fast ' "$OUT/kernels.out") failed (or none ran)"
+    fi
+    # cuDNN's attention (kernels_check's cudnn-attention group): a row of its own, failed when
+    # any of its comparisons was skipped (no cuDNN there: the line says why), so a GPU run
+    # that never ran it cannot look like one that passed it
+    if grep -qE '^ok +cudnn attention' "$OUT/kernels.out" && ! grep -qE '^(FAIL +cudnn|skip cudnn)' "$OUT/kernels.out"; then
+        row "kernels: cuDNN attention vs exact and own kernels" ok "$(grep -cE '^ok +cudnn attention' "$OUT/kernels.out") passed"
+    else
+        row "kernels: cuDNN attention vs exact and own kernels" FAIL "$(grep -cE '^FAIL +cudnn' "$OUT/kernels.out") failed; $(grep -m1 '^skip cudnn' "$OUT/kernels.out" | cut -c1-120)"
     fi
 fi
 # the PTX primitives' layouts (kernels_check's group `mma`): the emulator's model of them

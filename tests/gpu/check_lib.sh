@@ -33,6 +33,7 @@ for line in reversed(open(sys.argv[1], errors="replace").read().splitlines()):
 # top10 FILE: the profile table's first line, its header and its 10 largest kernel
 # classes (the table is sorted by time) from a run's output
 top10() { sed -n '/^profile: steps/,$p' "$1" | head -12; }
-# bench_ms FILE ROW: the fast kernel's milliseconds in kernels_check --bench's row that
-# begins with ROW (e.g. "attention_forward_act16 (hd 64"), empty when it has none
-bench_ms() { grep -F -m1 "bench $2" "$1" | sed -n 's/.* fast *\([0-9.]*\) ms .*/\1/p'; }
+# bench_ms FILE ROW [LABEL]: the milliseconds after LABEL (default fast: the fast kernel's;
+# cudnn in the "cudnn ..." rows) in kernels_check --bench's row that begins with ROW (e.g.
+# "attention_forward_act16 (hd 64"), empty when it has none
+bench_ms() { grep -F -m1 "bench $2" "$1" | sed -n "s/.* ${3:-fast} *\([0-9.]*\) ms .*/\1/p"; }

@@ -10,7 +10,8 @@
 # pkg-config files), which the GPU image lacks: the build there has no PNG output; and so is
 # the pyarrow environment of scripts/setup.sh (the Makefile's ARROW_VENV, Apache Arrow's
 # libraries for Parquet data), which the GPU image lacks too: the build there reads no
-# Parquet.  So the build (make cuda where nvcc is installed, the plain build otherwise) and
+# Parquet; and so are scripts/setup.sh's cudnn-frontend headers, which the carry holds.
+# So the build (make cuda where nvcc is installed, the plain build otherwise) and
 # the 2-rank training that the carried mpirun launches can only have used the carry; the
 # built ztrain is then checked to link none of the hidden libraries.  No GPU is needed or used.
 set -euo pipefail
@@ -27,7 +28,8 @@ hide=(/usr/include/oneapi /usr/include/yaml.h /usr/include/cjson /usr/include/xx
       "$M/openmpi" "$M/pmix2" /usr/share/openmpi /etc/openmpi /usr/bin/orterun /usr/bin/orted /usr/bin/mpicc
       /usr/bin/mpirun /etc/alternatives/mpirun /etc/alternatives/mpicc
       /usr/include/cairo /usr/include/librsvg-2.0 /usr/include/glib-2.0 /usr/include/gdk-pixbuf-2.0
-      "$M/glib-2.0/include" "${ARROW_VENV:-/usr/local/lib/ztrain/arrow-venv}")
+      "$M/glib-2.0/include" "${ARROW_VENV:-/usr/local/lib/ztrain/arrow-venv}"
+      /usr/local/lib/ztrain/cudnn-frontend)
 # librsvg and cairo (PNG output: optional, src/report/plot.c), which the GPU image lacks and
 # the carry does not hold: their pkg-config files too, so the Makefile builds without them
 for pc in "$M"/pkgconfig/librsvg-2.0.pc "$M"/pkgconfig/cairo*.pc "$M"/pkgconfig/glib-2.0.pc "$M"/pkgconfig/gio-2.0.pc \

@@ -71,7 +71,8 @@ static int no_graphs;
 static int no_matmul;
 /* --only NAME: run one group of checks (memory, matmul, embed, rmsnorm, rope, swiglu, bias,
  * transpose, xent, attention, cache, adamw, reductions, fast-norm, fast-xent, fast-attention,
- * fast-matmul, fast-step, fast-act16, graph, mma; `fast` runs the six fast-* groups) */
+ * fast-matmul, fast-step, fast-act16, graph, mma, cudnn-attention; `fast` runs the six fast-*
+ * groups) */
 static const char *only;
 /* --bench SHRINK: time the fast kernels against the exact ones instead of checking
  * (run_bench; 1: the 1B model's shapes) */
@@ -1289,8 +1290,8 @@ static void check_fast_table(void)
                          t.rmsnorm_residual_forward == zt_cu_fast_rmsnorm_residual_forward &&
                          t.matmul_out == zt_cu_fast_matmul_out && t.lmhead_xent == zt_cu_fast_lmhead_xent &&
                          t.linear_act16 == zt_cu_fast_linear_act16 &&
-                         t.attention_forward_act16 == zt_cu_fast_attention_forward_act16 &&
-                         t.attention_backward_act16 == zt_cu_fast_attention_backward_act16 &&
+                         t.attention_forward_act16 == zt_cu_cudnn_attention_forward_act16 &&
+                         t.attention_backward_act16 == zt_cu_cudnn_attention_backward_act16 &&
                          t.swiglu_forward_act16 == zt_cu_fast_swiglu_forward_act16 &&
                          t.swiglu_backward_act16 == zt_cu_fast_swiglu_backward_act16;
     report("fast table: the sixteen fast entries in place", replaced ? 0.0 : 1.0, EXACT, NULL);
@@ -1497,6 +1498,103 @@ static void check_fast_act16(void)
     check_act16_attention(1, 130, 4, 4, 128, 0);
     check_act16_attention(1, 150, 4, 1, 64, 70);
     check_act16_attention(1, 77, 4, 2, 48, 0); /* the exact fallback */
+}
+
+/* cuDNN's fused attention through the fast table's _act16 entries (fast_cudnn.cu) at
+ * the model's shapes, against the exact composition (as check_act16_attention's) and
+ * the own kernels.  The bound: the own kernels' (FAST_TOL: p and ds rounded to bf16 at
+ * other values) plus one bf16 rounding more, of dq and dk, which cuDNN writes in bf16
+ * before they are rotated back.  Each backward runs from its own forward's out16 and
+ * lse (cuDNN's stats with cuDNN, the exact lse with the exact kernels: never mixed).
+ * Where the shape does not take cuDNN (no cuDNN in the build or on the machine, not a
+ * Hopper, ZT_ATTENTION=own, tools/cuda_emu), the comparisons are reported as not run,
+ * never as passed, and the entries must then be the own kernels, bit for bit. */
+#define CUDNN_TOL (3.0 / 128 + 1e-5)
+static void check_cudnn_case(int B, int T, int nh, int nkv, int hd)
+{
+    const size_t W = (size_t)(nh + 2 * nkv) * hd, nqkv = (size_t)B * T * W, nout = (size_t)B * T * nh * hd,
+                 nlse = (size_t)B * nh * T, nt = (size_t)T * (hd / 2);
+    char tag[128], name[240], words[256];
+    snprintf(tag, sizeof tag, "B=%d T=%d nh=%d nkv=%d hd=%d", B, T, nh, nkv, hd);
+    const int cudnn = zt_cu_cudnn_attention_used(B, T, nh, nkv, hd, 0);
+    zt_cuda_attention_plan(B, T, nh, nkv, hd, 0, words, sizeof words);
+    if (!cudnn && T > 300) { /* the fallback's bits are shown on the small shapes (the emulator is slow) */
+        printf("skip cudnn-attention (%s): not run: %s\n", tag, words);
+        n_skipped++;
+        return;
+    }
+    float *qkv = randn(nqkv, 1.0f), *dout = randn(nout, 1.0f);
+    uint16_t *qkv16 = as_dtype(qkv, ZT_BF16, nqkv);
+    const size_t gs = gpu->attention_scratch_bytes(B, T, nkv, hd, ZT_BF16);
+    uint16_t *d16 = dev(qkv16, nqkv * 2);
+    float *ddo = dev(dout, nout * 4), *dc = dev(NULL, nt * 4), *ds = dev(NULL, nt * 4);
+    const zt_rope_freqs f = {10000.0f, 0, 0, 0, 0, 0};
+    gpu->rope_tables(dc, ds, T, hd, &f);
+    void *scratch = dev(NULL, gs);
+    /* the own kernels: the reference where cuDNN does not run, a second opinion where it does */
+    uint16_t *oo16 = dev(NULL, nout * 2), *og16 = dev(NULL, nqkv * 2);
+    float *ol = dev(NULL, nlse * 4);
+    zt_cu_fast_attention_forward_act16(oo16, ol, d16, dc, ds, scratch, B, T, nh, nkv, hd, 0);
+    zt_cu_fast_attention_backward_act16(NULL, og16, ddo, d16, oo16, ol, dc, ds, scratch, B, T, nh, nkv, hd, 0);
+    uint16_t *co16 = dev(NULL, nout * 2), *cg16 = dev(NULL, nqkv * 2), *cg16b = dev(NULL, nqkv * 2);
+    float *cl = dev(NULL, nlse * 4), *cg = dev(NULL, nqkv * 4);
+    poison(co16, nout * 2), poison(cl, nlse * 4), poison(cg, nqkv * 4), poison(cg16, nqkv * 2), poison(cg16b, nqkv * 2);
+    zt_cu_cudnn_attention_forward_act16(co16, cl, d16, dc, ds, scratch, B, T, nh, nkv, hd, 0);
+    zt_cu_cudnn_attention_backward_act16(cg, cg16, ddo, d16, co16, cl, dc, ds, scratch, B, T, nh, nkv, hd, 0);
+    zt_cu_cudnn_attention_backward_act16(NULL, cg16b, ddo, d16, co16, cl, dc, ds, scratch, B, T, nh, nkv, hd, 0);
+    uint16_t *want_o16 = host(nout * 2), *want_g16 = host(nqkv * 2);
+    float *want_l = host(nlse * 4);
+    if (!cudnn) {
+        printf("skip cudnn-attention (%s): not run: %s\n", tag, words);
+        n_skipped++;
+        down(want_o16, oo16, nout * 2), down(want_l, ol, nlse * 4), down(want_g16, og16, nqkv * 2);
+        snprintf(name, sizeof name, "the table's attention_forward_act16 = own kernels: out16 (%s)", tag);
+        check(name, co16, want_o16, ZT_BF16, nout, EXACT);
+        snprintf(name, sizeof name, "the table's attention_forward_act16 = own kernels: lse (%s)", tag);
+        check(name, cl, want_l, ZT_F32, nlse, EXACT);
+        snprintf(name, sizeof name, "the table's attention_backward_act16 = own kernels: dqkv16 (%s)", tag);
+        check(name, cg16b, want_g16, ZT_BF16, nqkv, EXACT);
+    } else {
+        /* the exact composition: widen, rotate, exact kernels, rotate back */
+        float *eq = dev(NULL, nqkv * 4), *eo = dev(NULL, nout * 4), *el = dev(NULL, nlse * 4), *eg = dev(NULL, nqkv * 4);
+        uint16_t *eo16 = dev(NULL, nout * 2), *eg16 = dev(NULL, nqkv * 2);
+        gpu->convert(eq, ZT_F32, d16, ZT_BF16, nqkv);
+        gpu->rope_forward(eq, dc, ds, B, T, nh, nkv, hd);
+        gpu->attention_forward(eo, eo16, el, eq, scratch, B, T, nh, nkv, hd, 0);
+        gpu->attention_backward(eg, ddo, eq, eo, el, scratch, B, T, nh, nkv, hd, 0);
+        gpu->rope_backward(eg, dc, ds, B, T, nh, nkv, hd);
+        gpu->convert(eg16, ZT_BF16, eg, ZT_F32, nqkv);
+        float *want_g = host(nqkv * 4);
+        down(want_o16, eo16, nout * 2), down(want_l, el, nlse * 4), down(want_g, eg, nqkv * 4);
+        down(want_g16, eg16, nqkv * 2);
+        snprintf(name, sizeof name, "cudnn attention out16 vs exact (%s)", tag);
+        check(name, co16, want_o16, ZT_BF16, nout, CUDNN_TOL);
+        snprintf(name, sizeof name, "cudnn attention stats vs exact lse (%s)", tag);
+        check(name, cl, want_l, ZT_F32, nlse, CUDNN_TOL);
+        snprintf(name, sizeof name, "cudnn attention backward dqkv vs exact (%s)", tag);
+        check(name, cg, want_g, ZT_F32, nqkv, CUDNN_TOL);
+        snprintf(name, sizeof name, "cudnn attention backward dqkv16 vs exact (%s)", tag);
+        check(name, cg16, want_g16, ZT_BF16, nqkv, CUDNN_TOL);
+        snprintf(name, sizeof name, "cudnn attention backward dqkv16 alone = with dqkv (%s)", tag);
+        down(want_g16, cg16, nqkv * 2);
+        check(name, cg16b, want_g16, ZT_BF16, nqkv, EXACT); /* deterministic, and the same with or without fp32 */
+        down(want_o16, oo16, nout * 2), down(want_g16, og16, nqkv * 2);
+        snprintf(name, sizeof name, "cudnn attention out16 vs own kernels (%s)", tag);
+        check(name, co16, want_o16, ZT_BF16, nout, CUDNN_TOL);
+        snprintf(name, sizeof name, "cudnn attention backward dqkv16 vs own kernels (%s)", tag);
+        check(name, cg16, want_g16, ZT_BF16, nqkv, CUDNN_TOL);
+        free(want_g);
+    }
+    free(qkv), free(dout), free(qkv16), free(want_o16), free(want_l), free(want_g16);
+    dev_free_all();
+}
+
+static void check_cudnn_attention(void)
+{
+    check_cudnn_case(2, 300, 8, 2, 64);   /* T off cuDNN's and the own kernels' tiles */
+    check_cudnn_case(1, 130, 4, 4, 128);  /* no grouping, hd 128 */
+    check_cudnn_case(1, 2048, 32, 8, 64); /* the 1B model's layer */
+    check_cudnn_case(1, 2048, 16, 4, 128);
 }
 
 static void check_attention_cache(void)
@@ -2106,6 +2204,7 @@ static int cmp_double(const void *a, const void *b)
 typedef struct bench_args {
     int kind; /* 0 attention forward, 1 attention backward, 2 rmsnorm fwd+bwd, 3 swiglu fwd+bwd, 4 lm-head xent */
     int fast;
+    int cudnn; /* attention: the pair timed is the own kernels ("own") and cuDNN's (fast_cudnn.cu, "cudnn") */
     float *a, *b, *c, *d, *e, *f;
     uint16_t *q16, *o16, *g16; /* attention: bf16 qkv, out and dqkv, as the model's step holds them */
     float *cos_t, *sin_t;      /* attention: the RoPE tables the model's step passes */
@@ -2120,10 +2219,21 @@ static void bench_once(const bench_args *x)
     zt_err err = {0};
     switch (x->kind) {
     case 0: /* the _act16 entries the model's fast step calls: bf16 qkv, RoPE applied as q and k are staged */
+        if (x->cudnn) {
+            (x->fast ? zt_cu_cudnn_attention_forward_act16 : zt_cu_fast_attention_forward_act16)(
+                x->o16, x->c, x->q16, x->cos_t, x->sin_t, x->scratch, x->B, x->T, x->nh, x->nkv, x->hd, 0);
+            break;
+        }
         (x->fast ? zt_cu_fast_attention_forward_act16 : gpu->attention_forward_act16)(
             x->o16, x->c, x->q16, x->cos_t, x->sin_t, x->scratch, x->B, x->T, x->nh, x->nkv, x->hd, 0);
         break;
     case 1: /* bf16 dqkv only, as the model asks without a qkv bias */
+        if (x->cudnn) { /* out16 and lse from the same kernels' forward (bench_cudnn runs it first) */
+            (x->fast ? zt_cu_cudnn_attention_backward_act16 : zt_cu_fast_attention_backward_act16)(
+                NULL, x->g16, x->e, x->q16, x->o16, x->c, x->cos_t, x->sin_t, x->scratch, x->B, x->T, x->nh, x->nkv,
+                x->hd, 0);
+            break;
+        }
         (x->fast ? zt_cu_fast_attention_backward_act16 : gpu->attention_backward_act16)(
             NULL, x->g16, x->e, x->q16, x->o16, x->c, x->cos_t, x->sin_t, x->scratch, x->B, x->T, x->nh, x->nkv, x->hd,
             0);
@@ -2175,9 +2285,33 @@ static void bench_row(const char *name, bench_args *x, double work, const char *
         qsort(t[f], REPS, sizeof t[f][0], cmp_double);
     }
     const double e = t[0][REPS / 2], f = t[1][REPS / 2];
-    printf("bench %-46s exact %9.3f ms %8.1f %-7s fast %9.3f ms %8.1f %-7s x%.2f\n", name, e * 1e3, work / e * 1e-12,
-           unit, f * 1e3, work / f * 1e-12, unit, e / f);
+    printf("bench %-46s %s %9.3f ms %8.1f %-7s %s %9.3f ms %8.1f %-7s x%.2f\n", name, x->cudnn ? "own" : "exact",
+           e * 1e3, work / e * 1e-12, unit, x->cudnn ? "cudnn" : "fast", f * 1e3, work / f * 1e-12, unit, e / f);
     fflush(stdout);
+}
+
+/* The same two entries, the own kernels against cuDNN's (check.sh sets the cudnn times
+ * beside SDPA's); where the shape does not take cuDNN, one line saying why. */
+static void bench_cudnn(bench_args *x, double fl)
+{
+    char name[96], words[256];
+    if (!zt_cu_cudnn_attention_used(x->B, x->T, x->nh, x->nkv, x->hd, 0)) {
+        zt_cuda_attention_plan(x->B, x->T, x->nh, x->nkv, x->hd, 0, words, sizeof words);
+        printf("bench cudnn attention (hd %d): not run: %s\n", x->hd, words);
+        return;
+    }
+    x->cudnn = 1;
+    x->kind = 0;
+    snprintf(name, sizeof name, "cudnn attention_forward_act16 (hd %d, rope)", x->hd);
+    bench_row(name, x, fl, "TFLOP/s");
+    /* timing only: both backwards read cuDNN's out16 and stats, which mean what the own
+     * kernels' lse means (each query's log-sum-exp), so neither's time depends on it */
+    x->kind = 1;
+    zt_cu_cudnn_attention_forward_act16(x->o16, x->c, x->q16, x->cos_t, x->sin_t, x->scratch, x->B, x->T, x->nh,
+                                        x->nkv, x->hd, 0);
+    snprintf(name, sizeof name, "cudnn attention_backward_act16 (hd %d, rope)", x->hd);
+    bench_row(name, x, 2.5 * fl, "TFLOP/s");
+    x->cudnn = 0;
 }
 
 /* shrink: 1 for the 1B model's shapes; S divides T, the hidden size, the FFN, the
@@ -2213,6 +2347,7 @@ static void run_bench(int shrink)
         x.kind = 1;
         snprintf(name, sizeof name, "attention_backward_act16 (hd %d, rope)", x.hd);
         bench_row(name, &x, 2.5 * fl, "TFLOP/s");
+        bench_cudnn(&x, fl);
         free(qkv), free(dout), free(qkv16);
         dev_free_all();
     }
@@ -2310,6 +2445,7 @@ int main(int argc, char **argv)
         {"fast-matmul", check_fast_matmul},     {"packed", check_packed},
         {"fast-step", check_fast_step},         {"fast-act16", check_fast_act16},
         {"graph", check_graph},             {"mma", check_mma},
+        {"cudnn-attention", check_cudnn_attention},
     };
     if (bench) { /* timings only, no checks */
         run_bench(bench);

@@ -54,6 +54,19 @@ void zt_cu_fast_attention_backward_act16(float *dqkv, uint16_t *dqkv16, const fl
                                          const float *sin_t, void *scratch, int B, int T, int nh, int nkv, int hd,
                                          int window);
 
+/* ---- the same two entries through cuDNN's fused attention (fast_cudnn.cu): cuDNN where
+ * attention_choice.h takes it for the shape (chosen once per shape, cuDNN's graphs built
+ * then), the two entries above otherwise; the fast table's attention_*_act16 */
+void zt_cu_cudnn_attention_forward_act16(uint16_t *out16, float *lse, const uint16_t *qkv16, const float *cos_t,
+                                         const float *sin_t, void *scratch, int B, int T, int nh, int nkv, int hd,
+                                         int window);
+void zt_cu_cudnn_attention_backward_act16(float *dqkv, uint16_t *dqkv16, const float *dout, const uint16_t *qkv16,
+                                          const uint16_t *out16, const float *lse, const float *cos_t,
+                                          const float *sin_t, void *scratch, int B, int T, int nh, int nkv, int hd,
+                                          int window);
+/* 1 when the two entries above run cuDNN for this shape (the choice made at its first call) */
+int zt_cu_cudnn_attention_used(int B, int T, int nh, int nkv, int hd, int window);
+
 /* ---- SwiGLU over bf16 gu (fast_act16.cu): backend.h's swiglu_forward_act16,
  * swiglu_backward_act16, with FMA contraction and the hardware exp */
 void zt_cu_fast_swiglu_forward_act16(uint16_t *h16, const uint16_t *gu16, int N, int F);

@@ -17,10 +17,10 @@ void zt_cu_fast_overlay(zt_backend *t)
     t->rmsnorm_residual_forward = zt_cu_fast_rmsnorm_residual_forward;
     t->matmul_out = zt_cu_fast_matmul_out;
     t->lmhead_xent = zt_cu_fast_lmhead_xent;
-    /* the bf16 activations (act16.cuh, fast_attention.cu) */
+    /* the bf16 activations (act16.cuh; the attention: cuDNN's or fast_attention.cu's, fast_cudnn.cu) */
     t->linear_act16 = zt_cu_fast_linear_act16;
-    t->attention_forward_act16 = zt_cu_fast_attention_forward_act16;
-    t->attention_backward_act16 = zt_cu_fast_attention_backward_act16;
+    t->attention_forward_act16 = zt_cu_cudnn_attention_forward_act16;
+    t->attention_backward_act16 = zt_cu_cudnn_attention_backward_act16;
     t->swiglu_forward_act16 = zt_cu_fast_swiglu_forward_act16;
     t->swiglu_backward_act16 = zt_cu_fast_swiglu_backward_act16;
     /* packed examples: a captured step would replay one positions buffer for every
