@@ -74,9 +74,11 @@ fi
 # over cuDNN), which `make cuda` compiles its cuDNN attention shim with
 # (src/kernels/cuda/cudnn_attention.cc; docs/gpu.md, "Attention through cuDNN").  The
 # wheel nvidia-cudnn-frontend carries them under include/; only that folder is taken out.
-# Pinned: the version stamp in the headers says whether they are already in place.
+# Pinned: the version stamp in the headers says whether they are already in place.  Only
+# where a CUDA toolkit is (`make cuda` needs nvcc; the plain build and the demo need none).
 cudnn_fe=${CUDNN_FE_DIR:-/usr/local/lib/ztrain/cudnn-frontend}
-if ! grep -qs 'CUDNN_FRONTEND_MINOR_VERSION 32$' "$cudnn_fe/include/cudnn_frontend_version.h"; then
+if [ -x "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc" ] &&
+    ! grep -qs 'CUDNN_FRONTEND_MINOR_VERSION 32$' "$cudnn_fe/include/cudnn_frontend_version.h"; then
     echo "setup: installing the cudnn-frontend headers (PyPI nvidia-cudnn-frontend 1.32.0) to $cudnn_fe/include"
     wheel_dir=$(mktemp -d)
     /usr/bin/python3 -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: -d "$wheel_dir" \
