@@ -135,7 +135,7 @@ static void attention_case(int hd, int window)
     const zt_backend *be = zt_backend_cpu();
     const int B = 2, T = 70, nh = 4, nkv = 2;
     const size_t W = (size_t)(nh + 2 * nkv) * hd, nq = (size_t)B * T * W, no = (size_t)B * T * nh * hd;
-    const size_t nl = (size_t)B * nh * T, ps = be->attention_scratch_bytes(B, T, nkv, hd, ZT_BF16);
+    const size_t nl = (size_t)B * nh * T, ps = be->attention_scratch_bytes(B, T, nh, nkv, hd, ZT_BF16);
     const size_t nt = (size_t)T * hd / 2;
     void *pack = ps ? malloc(ps) : NULL;
     float *c = malloc(nt * 4), *s = malloc(nt * 4);

@@ -155,8 +155,9 @@ typedef struct zt_backend {
     void (*rope_backward)(float *dqkv, const float *cos_t, const float *sin_t, int B, int T, int nh,
                           int nkv, int hd);
     /* Scratch the attention wants for operands in dtype opd (0: none); the
-     * forward and backward then take a buffer of that size, refilled by each call. */
-    size_t (*attention_scratch_bytes)(int B, int T, int nkv, int hd, zt_dtype opd);
+     * forward and backward then take a buffer of that size, refilled by each call
+     * (nh: the fast tables' backward keeps per-query-head sums there). */
+    size_t (*attention_scratch_bytes)(int B, int T, int nh, int nkv, int hd, zt_dtype opd);
     /* window: the sliding window (0: none), as kernels.h defines it. */
     void (*attention_forward)(float *out, uint16_t *out_bf16, float *lse, const float *qkv,
                               void *scratch, int B, int T, int nh, int nkv, int hd, int window);
@@ -344,6 +345,16 @@ const zt_backend *zt_backend_emu(void);
 /* The emulated device in fast mode: the same kernels (so the same numbers), with
  * kernels = ZT_KERNELS_FAST, so the engine takes the asynchronous step on it. */
 const zt_backend *zt_backend_emu_fast(void);
+
+/* The fast tables' attention scratch (the CUDA fast table's tensor-core kernels; the
+ * emulated device's fast table states the same size, so that the model's estimate of a
+ * fast run, which asks that table, is what a GPU allocates): 0 where the exact rule
+ * (backend_cpu.c) gives 0 (no bf16 operands), else the larger of the exact rule's size
+ * (the exact kernels' fallback runs in it) and what the fast backward keeps there: D,
+ * B nh T floats, at the head, and with grouped queries (nh > nkv) the dk and dv blocks'
+ * per-query-head partials, 2 B nh T hd floats, from byte *partials_at (256-aligned;
+ * partials_at NULL: not wanted). */
+size_t zt_attention_fast_scratch_bytes(int B, int T, int nh, int nkv, int hd, zt_dtype opd, size_t *partials_at);
 
 /* Host waits a real device would make that the emulated device has counted since
  * the process started: every to_host, to_device, sync and copy_wait, and every

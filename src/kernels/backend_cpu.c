@@ -20,9 +20,22 @@ static void *cpu_stream(void) { return NULL; }
 
 /* The bf16-operand attention (attention16.c) needs K/V scratch and serves the
  * head sizes it supports; the fp32 attention serves the rest. */
-static size_t cpu_attention_scratch_bytes(int B, int T, int nkv, int hd, zt_dtype opd)
+static size_t cpu_attention_scratch_bytes(int B, int T, int nh, int nkv, int hd, zt_dtype opd)
 {
+    (void)nh;
     return opd == ZT_BF16 && zt_attention16_supported(hd) ? zt_attention16_pack_bytes(B, T, nkv, hd) : 0;
+}
+
+size_t zt_attention_fast_scratch_bytes(int B, int T, int nh, int nkv, int hd, zt_dtype opd, size_t *partials_at)
+{
+    const size_t delta = ((size_t)B * nh * T * sizeof(float) + 255) / 256 * 256;
+    const size_t partials = nh > nkv ? 2 * (size_t)B * nh * T * hd * sizeof(float) : 0;
+    if (partials_at)
+        *partials_at = delta;
+    const size_t pack = cpu_attention_scratch_bytes(B, T, nh, nkv, hd, opd);
+    if (!pack)
+        return 0;
+    return pack > delta + partials ? pack : delta + partials;
 }
 
 static void cpu_attention_forward(float *out, uint16_t *out_bf16, float *lse, const float *qkv, void *scratch,

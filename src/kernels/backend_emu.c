@@ -27,6 +27,7 @@
  * Its scope (what it models, what not) is written down in docs/gpu.md, "What the
  * emulators model, and what not", and frozen: a GPU feature it does not model is
  * checked on a GPU (kernels_check), not added here. */
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -394,10 +395,18 @@ static void emu_attention_backward_pos(float *dqkv, const float *dout, const flo
 }
 
 /* the CPU table's attention entries, on decoded buffers */
-static size_t emu_attention_scratch_bytes(int B, int T, int nkv, int hd, zt_dtype opd)
+static size_t emu_attention_scratch_bytes(int B, int T, int nh, int nkv, int hd, zt_dtype opd)
 {
     called();
-    return zt_backend_cpu()->attention_scratch_bytes(B, T, nkv, hd, opd);
+    return zt_backend_cpu()->attention_scratch_bytes(B, T, nh, nkv, hd, opd);
+}
+/* the fast table's: the CUDA fast table's size (backend.h's rule), so that a fast run here
+ * allocates, and the model's estimate of a fast run states, what a GPU's does; the CPU
+ * kernels use its head (the rule is never below theirs) */
+static size_t emu_fast_attention_scratch_bytes(int B, int T, int nh, int nkv, int hd, zt_dtype opd)
+{
+    called();
+    return zt_attention_fast_scratch_bytes(B, T, nh, nkv, hd, opd, NULL);
 }
 
 typedef struct {
@@ -931,5 +940,19 @@ static const zt_backend emu_fast = {
     .scale_add = emu_scale_add, /* LoRA's, as the CUDA fast table keeps the exact one's */
 };
 
+/* emu_fast with its own attention scratch size: set here, not in the initializer,
+ * where it would override ZT_BACKEND_ENTRIES' entry (-Woverride-init) */
+static zt_backend emu_fast_table;
+static void emu_fast_make(void)
+{
+    emu_fast_table = emu_fast;
+    emu_fast_table.attention_scratch_bytes = emu_fast_attention_scratch_bytes;
+}
+
 const zt_backend *zt_backend_emu(void) { return &emu; }
-const zt_backend *zt_backend_emu_fast(void) { return &emu_fast; }
+const zt_backend *zt_backend_emu_fast(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, emu_fast_make);
+    return &emu_fast_table;
+}

@@ -148,7 +148,7 @@ static int act_table(const zt_model *m, act_buf *out, size_t *total)
     ADD(m->norm_w, 4 * C * (2 * (size_t)L + 1)); /* used only when compute is not fp32 */
     ADD(m->dnT, head && head_transposed_by_default(c) ? 4 * N * C : 0);
     ADD(m->loss_dev, (1 - head) * sizeof(double));
-    ADD(m->attn_pack, m->be->attention_scratch_bytes(m->B, m->T, nkv, (int)hd, m->opd));
+    ADD(m->attn_pack, m->be->attention_scratch_bytes(m->B, m->T, nh, nkv, (int)hd, m->opd));
 #undef ADD
     return n;
 }
@@ -1000,7 +1000,10 @@ size_t zt_model_activation_bytes_in(const zt_llama_config *cfg, int B, int T, in
 {
     zt_model shapes;
     memset(&shapes, 0, sizeof shapes);
-    set_shapes(&shapes, cfg, zt_backend_cpu(), compute, B, T, checkpointing, kernels, act16);
+    /* sizes a table states: the CPU's for exact mode; for fast mode the emulated
+     * device's fast table, whose attention scratch is the GPU fast table's (backend.h's rule) */
+    const zt_backend *be = kernels == ZT_KERNELS_FAST ? zt_backend_emu_fast() : zt_backend_cpu();
+    set_shapes(&shapes, cfg, be, compute, B, T, checkpointing, kernels, act16);
     size_t total;
     act_table(&shapes, NULL, &total);
     return total;

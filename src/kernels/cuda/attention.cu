@@ -489,8 +489,9 @@ static void pack(void *scratch, const float *qkv, int B, int T, int nh, int nkv,
     ZT_CU_LAUNCHED();
 }
 
-size_t zt_cu_attention_scratch_bytes(int B, int T, int nkv, int hd, zt_dtype opd)
+size_t zt_cu_attention_scratch_bytes(int B, int T, int nh, int nkv, int hd, zt_dtype opd)
 {
+    (void)nh;
     /* the CPU's rule (backend_cpu.c): bf16 operands for the head sizes attention16.c
      * serves, fp32 for the rest, so a precision mode means the same on both devices */
     if (opd != ZT_BF16 || !zt_attention16_supported(hd))

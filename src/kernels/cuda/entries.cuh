@@ -44,7 +44,7 @@ void zt_cu_rope_backward_pos(float *dqkv, const float *cos_t, const float *sin_t
                              int nh, int nkv, int hd);
 
 /* attention.cu */
-size_t zt_cu_attention_scratch_bytes(int B, int T, int nkv, int hd, zt_dtype opd);
+size_t zt_cu_attention_scratch_bytes(int B, int T, int nh, int nkv, int hd, zt_dtype opd);
 /* window: 0 causal; > 0 also i - j < window (compat's sliding window, kernels.h) */
 void zt_cu_attention_forward(float *out, uint16_t *out_bf16, float *lse, const float *qkv, void *scratch, int B,
                              int T, int nh, int nkv, int hd, int window);

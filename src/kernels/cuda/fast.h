@@ -30,8 +30,10 @@ extern "C" {
  * softmax statistics, lse, D and every output stay fp32.  Without a scratch (fp32
  * compute, or another head size) they run the exact kernels of attention.cu.  Causal,
  * grouped-query and sliding-window attention as the exact kernel; deterministic (no
- * atomics: the backward is two kernels, each the sole writer of what it sums). */
-size_t zt_cu_fast_attention_scratch_bytes(int B, int T, int nkv, int hd, zt_dtype opd);
+ * atomics: each backward kernel is the sole writer of what it sums, and a group's
+ * per-head dk and dv are added in head order).  The scratch's size is backend.h's
+ * zt_attention_fast_scratch_bytes. */
+size_t zt_cu_fast_attention_scratch_bytes(int B, int T, int nh, int nkv, int hd, zt_dtype opd);
 void zt_cu_fast_attention_forward(float *out, uint16_t *out_bf16, float *lse, const float *qkv, void *scratch,
                                   int B, int T, int nh, int nkv, int hd, int window);
 void zt_cu_fast_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out,

@@ -34,13 +34,17 @@
  *                           dv_j = sum_i p_ij dout_i,  dk_j = sum_i ds_ij q_i,  dq_i = sum_j ds_ij k_j.
  * p and ds are rounded to bf16 for their products (as attention16.c and the exact
  * kernel do); l, lse and D use the unrounded fp32 values.  The backward is two kernels
- * without atomics, as attention.cu: one block per (key tile, kv head, sequence) sums
- * dk and dv over the group's heads and the query tiles that see it; one block per
- * (query tile, head, sequence) sums dq over its key tiles.  Before them, one pass
- * forms D for every query of every head into the scratch (fa_delta_kernel), so that
- * neither recomputes it per tile.  Both compute p and ds with
- * one function (p_ds) from the same products, so they agree by construction, and every
- * sum has a fixed order: the results are the same bits on every run.
+ * without atomics: one block per (key tile, query head, sequence) sums its head's
+ * share of dk and dv over the query tiles that see the keys; one block per (query tile,
+ * head, sequence) sums dq over its key tiles.  With grouped queries a head's share
+ * of dk and dv goes to its partials in the scratch, and a small pass (fa_dkv_sum_kernel)
+ * adds each group's heads in head order: a group's heads run side by side rather than
+ * one after another in one block (the 1B model at T 2048: 32 key tiles x 32 heads, not
+ * x 8 kv heads each walking 4 heads).  Before them, one pass forms D for every query of
+ * every head into the scratch (fa_delta_kernel), so that neither recomputes it per
+ * tile.  Both compute p and ds with one function (p_ds) from the same products, so they
+ * agree by construction, and every sum has a fixed order: the results are the same bits
+ * on every run.
  *
  * RoPE (fast mode's bf16 activations, the _act16 entries): qkv16 holds q and k as the
  * qkv product wrote them.  Each q tile, and each k tile of the backward, is rotated as it
@@ -254,22 +258,129 @@ __global__ void fa_delta_kernel(float *Dg, const float *dout, const IN *out, int
 }
 
 /* D_i and lse_i log2(e) for the 64 rows of the query tile at i0 of head h (rows past T:
- * D 0, L2 +inf, so that p = 0); D read from Dg (fa_delta_kernel), or formed here
- * without it (the same expression and order: the same bits). */
-template <int HD, typename IN>
-__device__ __forceinline__ void load_stats(float *Ls, float *Ds, const float *Dg, const float *dout, const IN *out,
-                                           const float *lse, int b, int h, int i0, int T, int nh)
+ * D 0, L2 +inf, so that p = 0); D read from Dg (fa_delta_kernel). */
+__device__ __forceinline__ void load_stats(float *Ls, float *Ds, const float *Dg, const float *lse, int b, int h,
+                                           int i0, int T, int nh)
 {
     if (threadIdx.x < TB) {
         const int i = i0 + threadIdx.x;
         float L2 = INFINITY, D = 0.0f;
         if (i < T) {
             const size_t st = ((size_t)b * nh + h) * T + i;
-            D = Dg ? Dg[st] : delta_row<HD>(dout, out, b, h, i, T, nh);
+            D = Dg[st];
             L2 = lse[st] * LOG2E;
         }
         Ls[threadIdx.x] = L2, Ds[threadIdx.x] = D;
     }
+}
+
+/* ---- the backward's tile loads and bf16 pairs ------------------------------------------
+ * Copies for the backward alone (the forward keeps load_tile and load_tile_rope): 16-byte
+ * accesses, 8 elements a thread, where a tile's rows are 16-byte aligned (the model's
+ * buffers: cudaMalloc's 256-byte alignment, rows of (nh + 2 nkv) hd or nh hd elements,
+ * hd a multiple of 32), the shared load_tile / load_tile_rope (one element) otherwise;
+ * fp32 to bf16 two values at a time (mma_sync.cuh's zt_pack_bf16x2: one cvt.rn.bf16x2.f32,
+ * round to nearest even, as the forward packs P). */
+
+/* 8 consecutive elements at p (16-byte aligned) as bf16 bits */
+__device__ __forceinline__ uint4 bwd_bf16x8(const uint16_t *p) { return *(const uint4 *)p; }
+__device__ __forceinline__ uint4 bwd_bf16x8(const float *p)
+{
+    const float4 a = ((const float4 *)p)[0], c = ((const float4 *)p)[1];
+    uint4 v;
+    v.x = zt_pack_bf16x2(a.x, a.y), v.y = zt_pack_bf16x2(a.z, a.w);
+    v.z = zt_pack_bf16x2(c.x, c.y), v.w = zt_pack_bf16x2(c.z, c.w);
+    return v;
+}
+
+/* 8 consecutive elements at p (aligned as above) widened to fp32 */
+__device__ __forceinline__ void bwd_f32x8(float (&f)[8], const float *p)
+{
+    const float4 a = ((const float4 *)p)[0], c = ((const float4 *)p)[1];
+    f[0] = a.x, f[1] = a.y, f[2] = a.z, f[3] = a.w, f[4] = c.x, f[5] = c.y, f[6] = c.z, f[7] = c.w;
+}
+__device__ __forceinline__ void bwd_f32x8(float (&f)[8], const uint16_t *p)
+{
+    const uint4 v = *(const uint4 *)p;
+    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+        f[2 * k] = zt_bf16_to_f32((uint16_t)w[k]), f[2 * k + 1] = zt_bf16_to_f32((uint16_t)(w[k] >> 16));
+}
+
+/* whether rows at base, `stride` elements apart, allow the 8-element accesses */
+template <typename IN>
+__device__ __forceinline__ bool bwd_rows_vec(const IN *base, size_t stride)
+{
+    return (uintptr_t)base % 16 == 0 && stride % 8 == 0;
+}
+
+/* load_tile for the backward: rows [r0, r0 + 64) of base into s (stride LDH), 8 bf16 a
+ * thread where the rows allow it; rows at or past T are zeros */
+template <int HD, typename IN>
+__device__ __forceinline__ void bwd_load_tile(uint16_t *s, const IN *base, size_t stride, int r0, int T)
+{
+    if (!bwd_rows_vec(base, stride)) {
+        load_tile<HD>(s, base, stride, r0, T);
+        return;
+    }
+    constexpr int LDH = fa_dims<HD>::LDH, V = HD / 8;
+    for (int idx = threadIdx.x; idx < TB * V; idx += FTHREADS) {
+        const int r = idx / V, d = (idx % V) * 8;
+        uint4 v = {0u, 0u, 0u, 0u};
+        if (r0 + r < T)
+            v = bwd_bf16x8(base + (size_t)(r0 + r) * stride + d);
+        *(uint4 *)(s + r * LDH + d) = v;
+    }
+}
+
+/* load_tile_rope for the backward: pairs (i, i + HD/2) rotated as load_tile_rope does
+ * (zt_rope_rotate on the widened values), 8 pairs a thread where the rows and the
+ * tables allow it */
+template <int HD, typename IN>
+__device__ __forceinline__ void bwd_load_tile_rope(uint16_t *s, const IN *base, size_t stride, int r0, int T,
+                                                   fa_rope rope)
+{
+    constexpr int LDH = fa_dims<HD>::LDH, H = HD / 2, V = H / 8;
+    if (!rope.cos) {
+        bwd_load_tile<HD>(s, base, stride, r0, T);
+        return;
+    }
+    if (!bwd_rows_vec(base, stride) || !bwd_rows_vec(rope.cos, H) || !bwd_rows_vec(rope.sin, H)) {
+        load_tile_rope<HD>(s, base, stride, r0, T, rope);
+        return;
+    }
+    for (int idx = threadIdx.x; idx < TB * V; idx += FTHREADS) {
+        const int r = idx / V, i = (idx % V) * 8, t = r0 + r;
+        uint4 v1 = {0u, 0u, 0u, 0u}, v2 = {0u, 0u, 0u, 0u};
+        if (t < T) {
+            const IN *x = base + (size_t)t * stride;
+            float x1[8], x2[8], c[8], sn[8], y1[8], y2[8];
+            bwd_f32x8(x1, x + i), bwd_f32x8(x2, x + i + H);
+            bwd_f32x8(c, rope.cos + (size_t)t * H + i), bwd_f32x8(sn, rope.sin + (size_t)t * H + i);
+#pragma unroll
+            for (int k = 0; k < 8; k++) {
+                const zt_rope_pair y = zt_rope_rotate(x1[k], x2[k], c[k], sn[k]);
+                y1[k] = y.y1, y2[k] = y.y2;
+            }
+            v1.x = zt_pack_bf16x2(y1[0], y1[1]), v1.y = zt_pack_bf16x2(y1[2], y1[3]);
+            v1.z = zt_pack_bf16x2(y1[4], y1[5]), v1.w = zt_pack_bf16x2(y1[6], y1[7]);
+            v2.x = zt_pack_bf16x2(y2[0], y2[1]), v2.y = zt_pack_bf16x2(y2[2], y2[3]);
+            v2.z = zt_pack_bf16x2(y2[4], y2[5]), v2.w = zt_pack_bf16x2(y2[6], y2[7]);
+        }
+        *(uint4 *)(s + r * LDH + i) = v1;
+        *(uint4 *)(s + r * LDH + i + H) = v2;
+    }
+}
+
+/* two adjacent gradient elements (at, at + 1; at even) into the fp32 and/or bf16 dqkv
+ * (each NULL: not wanted), the bf16 pair as one word */
+__device__ __forceinline__ void put_grad2(float *d32, uint16_t *d16, size_t at, float v0, float v1)
+{
+    if (d32)
+        d32[at] = v0, d32[at + 1] = v1;
+    if (d16)
+        *(uint32_t *)(d16 + at) = zt_pack_bf16x2(v0, v1);
 }
 
 /* ---- forward: FlashAttention-2's layout, S and P in registers (mma_sync.cuh) ----------------
@@ -527,12 +638,15 @@ static size_t bwd_smem(void)
            2 * (size_t)TB * 4;
 }
 
+/* One block per (key tile, query head h, sequence): head h's share of dk and dv for the
+ * 64 keys, summed over the query tiles that see them.  Without grouped queries that is
+ * all of dk and dv, written to dqkv; with them, the share goes to h's partials `part`
+ * (fp32, unrotated; fa_dkv_sum_kernel adds a group's heads). */
 template <int HD, typename IN>
-__global__ void __launch_bounds__(FTHREADS) fa_dkv_kernel(float *dqkv, uint16_t *dqkv16, const float *dout,
-                                                           const IN *qkv, const IN *out, const float *lse,
-                                                           const float *Dg, int T,
-                                                           int nh, int nkv, int window, float scale,
-                                                           float scale_log2, fa_rope rope)
+__global__ void __launch_bounds__(FTHREADS) fa_dkv_kernel(float *dqkv, uint16_t *dqkv16, float *part,
+                                                           const float *dout, const IN *qkv, const float *lse,
+                                                           const float *Dg, int T, int nh, int nkv, int window,
+                                                           float scale, float scale_log2, fa_rope rope)
 {
     extern __shared__ __align__(128) float sm[];
     constexpr int LDH = fa_dims<HD>::LDH, LDF = fa_dims<HD>::LDF, NT = fa_dims<HD>::NT;
@@ -542,7 +656,7 @@ __global__ void __launch_bounds__(FTHREADS) fa_dkv_kernel(float *dqkv, uint16_t 
     uint16_t *pT = (uint16_t *)(dpT + FWARPS * 16 * LDF), *dsT = pT + FWARPS * 16 * LDP;
     float *Ls = (float *)(dsT + FWARPS * 16 * LDP), *Ds = Ls + TB;
     const int nblk = (T + TB - 1) / TB;
-    const int kb = blockIdx.x, kh = blockIdx.y, b = blockIdx.z, group = nh / nkv;
+    const int kb = blockIdx.x, h = blockIdx.y, b = blockIdx.z, kh = h / (nh / nkv);
     const size_t W = (size_t)(nh + 2 * nkv) * HD, OW = (size_t)nh * HD;
     const int j0 = kb * TB, nk = T - j0 < TB ? T - j0 : TB;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, r = lane >> 1, half = lane & 1;
@@ -551,47 +665,93 @@ __global__ void __launch_bounds__(FTHREADS) fa_dkv_kernel(float *dqkv, uint16_t 
     uint16_t *pw = pT + warp * 16 * LDP, *dsw = dsT + warp * 16 * LDP;
     const IN *seq = qkv + (size_t)b * T * W;
 
-    load_tile_rope<HD>(ks, seq + (size_t)(nh + kh) * HD, W, j0, T, rope);
-    load_tile<HD>(vs, seq + (size_t)(nh + nkv + kh) * HD, W, j0, T);
+    bwd_load_tile_rope<HD>(ks, seq + (size_t)(nh + kh) * HD, W, j0, T, rope);
+    bwd_load_tile<HD>(vs, seq + (size_t)(nh + nkv + kh) * HD, W, j0, T);
     frag_c dk[NT], dv[NT];
     zero_acc<HD>(dk);
     zero_acc<HD>(dv);
     const int qb_last = zt_attn_last_query_block(j0, nk, window, nblk, TB);
-    for (int h = kh * group; h < (kh + 1) * group; h++) {
-        for (int qb = kb; qb <= qb_last; qb++) {
-            const int i0 = qb * TB;
-            __syncthreads(); /* the last query tile is read */
-            load_tile_rope<HD>(qs, seq + (size_t)h * HD, W, i0, T, rope);
-            load_tile<HD>(dos, dout + (size_t)b * T * OW + (size_t)h * HD, OW, i0, T);
-            load_stats<HD>(Ls, Ds, Dg, dout, out, lse, b, h, i0, T, nh);
-            __syncthreads();
-            mm_abt<HD>(sw, ks + warp * 16 * LDH, qs);   /* S^T = K Q^T */
-            mm_abt<HD>(dpw, vs + warp * 16 * LDH, dos); /* dP^T = V dO^T */
-            __syncwarp();
+    for (int qb = kb; qb <= qb_last; qb++) {
+        const int i0 = qb * TB;
+        __syncthreads(); /* the last query tile is read */
+        bwd_load_tile_rope<HD>(qs, seq + (size_t)h * HD, W, i0, T, rope);
+        bwd_load_tile<HD>(dos, dout + (size_t)b * T * OW + (size_t)h * HD, OW, i0, T);
+        load_stats(Ls, Ds, Dg, lse, b, h, i0, T, nh);
+        __syncthreads();
+        mm_abt<HD>(sw, ks + warp * 16 * LDH, qs);   /* S^T = K Q^T */
+        mm_abt<HD>(dpw, vs + warp * 16 * LDH, dos); /* dP^T = V dO^T */
+        __syncwarp();
+        /* lane `half` of row r's pair takes columns 4c + 2 half and the next: a bf16 pair */
 #pragma unroll 4
-            for (int c = 0; c < TB / 2; c++) {
-                const int col = 2 * c + half, iq = i0 + col;
-                const bool vis = j < T && iq < T && zt_attn_visible(iq, j, window);
-                const fa_pds e = p_ds(sw[r * LDF + col], dpw[r * LDF + col], Ls[col], Ds[col], scale_log2, scale, vis);
-                pw[r * LDP + col] = zt_f32_to_bf16(e.p);
-                dsw[r * LDP + col] = zt_f32_to_bf16(e.ds);
+        for (int c = 0; c < TB / 4; c++) {
+            const int col = 4 * c + 2 * half, iq = i0 + col;
+            fa_pds e[2];
+#pragma unroll
+            for (int k = 0; k < 2; k++) {
+                const bool vis = j < T && iq + k < T && zt_attn_visible(iq + k, j, window);
+                e[k] = p_ds(sw[r * LDF + col + k], dpw[r * LDF + col + k], Ls[col + k], Ds[col + k], scale_log2, scale,
+                            vis);
             }
-            __syncwarp();
-            mm_ab_acc<HD>(dv, pw, dos); /* dV += P^T dO */
-            mm_ab_acc<HD>(dk, dsw, qs); /* dK += dS^T Q (scale inside ds) */
+            *(uint32_t *)(pw + r * LDP + col) = bwd_pack_bf16x2(e[0].p, e[1].p);
+            *(uint32_t *)(dsw + r * LDP + col) = bwd_pack_bf16x2(e[0].ds, e[1].ds);
         }
+        __syncwarp();
+        mm_ab_acc<HD>(dv, pw, dos); /* dV += P^T dO */
+        mm_ab_acc<HD>(dk, dsw, qs); /* dK += dS^T Q (scale inside ds) */
     }
     store_acc<HD>(sw, dv);
     store_acc<HD>(dpw, dk);
     __syncwarp();
-    if (j < T) { /* dk rotated back by RoPE at position j, dv as it is */
-        const size_t row = ((size_t)b * T + j) * W;
+    if (j >= T)
+        return;
+    if (part) { /* h's partials, (B, nh, T, HD) for dk, then as many for dv */
+        const size_t at = (((size_t)b * nh + h) * T + j) * HD, nd = (size_t)gridDim.z * nh * T * HD;
 #pragma unroll 4
-        for (int c = 0; c < HD / 2; c++) {
-            const int col = 2 * c + half;
-            put_grad(dqkv, dqkv16, row + (size_t)(nh + kh) * HD + col, rope_back<HD>(dpw + r * LDF, col, j, rope));
-            put_grad(dqkv, dqkv16, row + (size_t)(nh + nkv + kh) * HD + col, sw[r * LDF + col]);
+        for (int c = 0; c < HD / 4; c++) {
+            const int col = 4 * c + 2 * half;
+            part[at + col] = dpw[r * LDF + col], part[at + col + 1] = dpw[r * LDF + col + 1];
+            part[nd + at + col] = sw[r * LDF + col], part[nd + at + col + 1] = sw[r * LDF + col + 1];
         }
+        return;
+    }
+    const size_t row = ((size_t)b * T + j) * W; /* dk rotated back by RoPE at position j, dv as it is */
+#pragma unroll 4
+    for (int c = 0; c < HD / 4; c++) {
+        const int col = 4 * c + 2 * half;
+        put_grad2(dqkv, dqkv16, row + (size_t)(nh + kh) * HD + col, rope_back<HD>(dpw + r * LDF, col, j, rope),
+                  rope_back<HD>(dpw + r * LDF, col + 1, j, rope));
+        put_grad2(dqkv, dqkv16, row + (size_t)(nh + nkv + kh) * HD + col, sw[r * LDF + col], sw[r * LDF + col + 1]);
+    }
+}
+
+/* With grouped queries: dk and dv of each (sequence, key, kv head) as the sum of its
+ * group's partials in head order (h = kh g, kh g + 1, ...: the same order on every run,
+ * so the same bits), dk then rotated back by RoPE.  A thread per pair (i, i + HD/2) of
+ * a key's head: RoPE's rotation mixes the two. */
+template <int HD>
+__global__ void fa_dkv_sum_kernel(float *dqkv, uint16_t *dqkv16, const float *part, int B, int T, int nh, int nkv,
+                                  fa_rope rope)
+{
+    constexpr int H = HD / 2;
+    const int group = nh / nkv;
+    const size_t n = (size_t)B * T * nkv * H, nd = (size_t)B * nh * T * HD, W = (size_t)(nh + 2 * nkv) * HD;
+    for (size_t k = blockIdx.x * (size_t)blockDim.x + threadIdx.x; k < n; k += (size_t)gridDim.x * blockDim.x) {
+        const int i = (int)(k % H), kh = (int)(k / H % nkv), j = (int)(k / ((size_t)H * nkv) % T);
+        const int b = (int)(k / ((size_t)H * nkv * T));
+        float k1 = 0.0f, k2 = 0.0f, v1 = 0.0f, v2 = 0.0f;
+        for (int h = kh * group; h < (kh + 1) * group; h++) {
+            const float *p = part + (((size_t)b * nh + h) * T + j) * HD;
+            k1 += p[i], k2 += p[i + H], v1 += p[nd + i], v2 += p[nd + i + H];
+        }
+        if (rope.cos) {
+            const size_t ti = (size_t)j * H + i;
+            const zt_rope_pair y = zt_rope_rotate(k1, k2, rope.cos[ti], -rope.sin[ti]);
+            k1 = y.y1, k2 = y.y2;
+        }
+        const size_t row = ((size_t)b * T + j) * W, dk = row + (size_t)(nh + kh) * HD;
+        const size_t dv = row + (size_t)(nh + nkv + kh) * HD;
+        put_grad(dqkv, dqkv16, dk + i, k1), put_grad(dqkv, dqkv16, dk + i + H, k2);
+        put_grad(dqkv, dqkv16, dv + i, v1), put_grad(dqkv, dqkv16, dv + i + H, v2);
     }
 }
 
@@ -599,8 +759,7 @@ __global__ void __launch_bounds__(FTHREADS) fa_dkv_kernel(float *dqkv, uint16_t 
 
 template <int HD, typename IN>
 __global__ void __launch_bounds__(FTHREADS) fa_dq_kernel(float *dqkv, uint16_t *dqkv16, const float *dout,
-                                                          const IN *qkv, const IN *out, const float *lse,
-                                                          const float *Dg, int T,
+                                                          const IN *qkv, const float *lse, const float *Dg, int T,
                                                           int nh, int nkv, int window, float scale, float scale_log2,
                                                           fa_rope rope)
 {
@@ -620,27 +779,31 @@ __global__ void __launch_bounds__(FTHREADS) fa_dq_kernel(float *dqkv, uint16_t *
     uint16_t *dsw = dsS + warp * 16 * LDP;
     const IN *seq = qkv + (size_t)b * T * W;
 
-    load_tile_rope<HD>(qs, seq + (size_t)h * HD, W, i0, T, rope);
-    load_tile<HD>(dos, dout + (size_t)b * T * OW + (size_t)h * HD, OW, i0, T);
-    load_stats<HD>(Ls, Ds, Dg, dout, out, lse, b, h, i0, T, nh);
+    bwd_load_tile_rope<HD>(qs, seq + (size_t)h * HD, W, i0, T, rope);
+    bwd_load_tile<HD>(dos, dout + (size_t)b * T * OW + (size_t)h * HD, OW, i0, T);
+    load_stats(Ls, Ds, Dg, lse, b, h, i0, T, nh);
     frag_c dq[NT];
     zero_acc<HD>(dq);
     for (int kb = zt_attn_first_key_block(i0, window, TB); kb <= qb; kb++) {
         const int j0 = kb * TB;
         __syncthreads();
-        load_tile_rope<HD>(ks, seq + (size_t)(nh + kh) * HD, W, j0, T, rope);
-        load_tile<HD>(vs, seq + (size_t)(nh + nkv + kh) * HD, W, j0, T);
+        bwd_load_tile_rope<HD>(ks, seq + (size_t)(nh + kh) * HD, W, j0, T, rope);
+        bwd_load_tile<HD>(vs, seq + (size_t)(nh + nkv + kh) * HD, W, j0, T);
         __syncthreads();
         mm_abt<HD>(sw, qs + warp * 16 * LDH, ks);   /* S = Q K^T */
         mm_abt<HD>(dpw, dos + warp * 16 * LDH, vs); /* dP = dO V^T */
         __syncwarp();
         const float L2 = Ls[ii], D = Ds[ii];
 #pragma unroll 4
-        for (int c = 0; c < TB / 2; c++) {
-            const int col = 2 * c + half;
-            const bool vis = i < T && zt_attn_visible(i, j0 + col, window);
-            const fa_pds e = p_ds(sw[r * LDF + col], dpw[r * LDF + col], L2, D, scale_log2, scale, vis);
-            dsw[r * LDP + col] = zt_f32_to_bf16(e.ds);
+        for (int c = 0; c < TB / 4; c++) { /* columns 4c + 2 half and the next: a bf16 pair */
+            const int col = 4 * c + 2 * half;
+            float ds[2];
+#pragma unroll
+            for (int k = 0; k < 2; k++) {
+                const bool vis = i < T && zt_attn_visible(i, j0 + col + k, window);
+                ds[k] = p_ds(sw[r * LDF + col + k], dpw[r * LDF + col + k], L2, D, scale_log2, scale, vis).ds;
+            }
+            *(uint32_t *)(dsw + r * LDP + col) = bwd_pack_bf16x2(ds[0], ds[1]);
         }
         __syncwarp();
         mm_ab_acc<HD>(dq, dsw, ks); /* dQ += dS K */
@@ -650,8 +813,11 @@ __global__ void __launch_bounds__(FTHREADS) fa_dq_kernel(float *dqkv, uint16_t *
     if (i < T) { /* dq rotated back by RoPE at position i */
         const size_t row = ((size_t)b * T + i) * W + (size_t)h * HD;
 #pragma unroll 4
-        for (int c = 0; c < HD / 2; c++)
-            put_grad(dqkv, dqkv16, row + 2 * c + half, rope_back<HD>(sw + r * LDF, 2 * c + half, i, rope));
+        for (int c = 0; c < HD / 4; c++) {
+            const int col = 4 * c + 2 * half;
+            put_grad2(dqkv, dqkv16, row + col, rope_back<HD>(sw + r * LDF, col, i, rope),
+                      rope_back<HD>(sw + r * LDF, col + 1, i, rope));
+        }
     }
 }
 
@@ -688,37 +854,46 @@ static void forward_hd(float *out, uint16_t *out16, float *lse, const IN *qkv, v
     ZT_CU_LAUNCHED();
 }
 
-/* Dg: B nh T floats of the caller's scratch for D (fa_delta_kernel), or NULL where the
- * scratch is too small for it (then each tile forms D itself) */
+/* The caller's scratch (zt_cu_fast_attention_scratch_bytes): D, B nh T floats
+ * (fa_delta_kernel), at its head; with grouped queries the dkv blocks' per-head partials
+ * where backend.h's rule puts them, which fa_dkv_sum_kernel adds into dqkv. */
 template <int HD, typename IN>
 static void backward_hd(float *dqkv, uint16_t *dqkv16, const float *dout, const IN *qkv, const IN *out,
-                        const float *lse, float *Dg, int B, int T, int nh, int nkv, int window, fa_rope rope)
+                        const float *lse, void *scratch, int B, int T, int nh, int nkv, int window, fa_rope rope)
 {
     const size_t smem = bwd_smem<HD>();
     const float scale = (float)(1.0 / sqrt((double)HD)), scale_log2 = (float)(LOG2E / sqrt((double)HD));
     const unsigned nblk = (unsigned)((T + TB - 1) / TB);
-    if (Dg) {
-        fa_delta_kernel<HD, IN><<<zt_cu_blocks((size_t)B * nh * T), ZT_CU_THREADS, 0, zt_cu.stream>>>(Dg, dout, out, B,
-                                                                                                    T, nh);
+    size_t part_at;
+    zt_attention_fast_scratch_bytes(B, T, nh, nkv, HD, ZT_BF16, &part_at);
+    float *Dg = (float *)scratch, *part = nh > nkv ? (float *)((char *)scratch + part_at) : NULL;
+    fa_delta_kernel<HD, IN><<<zt_cu_blocks((size_t)B * nh * T), ZT_CU_THREADS, 0, zt_cu.stream>>>(Dg, dout, out, B, T,
+                                                                                                nh);
+    ZT_CU_LAUNCHED();
+    zt_cu_allow_smem<fa_dkv_kernel<HD, IN>>(smem, "fast attention");
+    fa_dkv_kernel<HD, IN><<<dim3(nblk, (unsigned)nh, (unsigned)B), FTHREADS, smem, zt_cu.stream>>>(
+        dqkv, dqkv16, part, dout, qkv, lse, Dg, T, nh, nkv, window, scale, scale_log2, rope);
+    ZT_CU_LAUNCHED();
+    if (part) {
+        const size_t n = (size_t)B * T * nkv * (HD / 2);
+        fa_dkv_sum_kernel<HD><<<zt_cu_blocks(n), ZT_CU_THREADS, 0, zt_cu.stream>>>(dqkv, dqkv16, part, B, T, nh, nkv,
+                                                                                  rope);
         ZT_CU_LAUNCHED();
     }
-    zt_cu_allow_smem<fa_dkv_kernel<HD, IN>>(smem, "fast attention");
-    fa_dkv_kernel<HD, IN><<<dim3(nblk, (unsigned)nkv, (unsigned)B), FTHREADS, smem, zt_cu.stream>>>(
-        dqkv, dqkv16, dout, qkv, out, lse, Dg, T, nh, nkv, window, scale, scale_log2, rope);
-    ZT_CU_LAUNCHED();
     zt_cu_allow_smem<fa_dq_kernel<HD, IN>>(smem, "fast attention");
     fa_dq_kernel<HD, IN><<<dim3(nblk, (unsigned)nh, (unsigned)B), FTHREADS, smem, zt_cu.stream>>>(
-        dqkv, dqkv16, dout, qkv, out, lse, Dg, T, nh, nkv, window, scale, scale_log2, rope);
+        dqkv, dqkv16, dout, qkv, lse, Dg, T, nh, nkv, window, scale, scale_log2, rope);
     ZT_CU_LAUNCHED();
 }
 
 int zt_cu_fast_attention_supported(int hd) { return hd == 32 || hd == 64 || hd == 96 || hd == 128; }
 
-/* The exact kernel's scratch: its size says "bf16 operands" under the CPU's rule, and
- * lets the fp32 and odd-size cases fall back to the exact kernels with what they need. */
-size_t zt_cu_fast_attention_scratch_bytes(int B, int T, int nkv, int hd, zt_dtype opd)
+/* backend.h's rule for the fast tables: the exact kernels' (bf16 operands or none, and
+ * enough for the fp32 and odd-size cases to fall back to them), or the backward's D and
+ * per-head partials where those need more. */
+size_t zt_cu_fast_attention_scratch_bytes(int B, int T, int nh, int nkv, int hd, zt_dtype opd)
 {
-    return zt_cu_attention_scratch_bytes(B, T, nkv, hd, opd);
+    return zt_attention_fast_scratch_bytes(B, T, nh, nkv, hd, opd, NULL);
 }
 
 /* the exact kernels check the shape for the fallback; these for the fast path */
@@ -732,16 +907,6 @@ static int fast_path(const void *scratch, int B, int T, int nh, int nkv, int hd,
         abort();
     }
     return 1;
-}
-
-/* Where the backward keeps D: the head of the scratch, which the tensor-core path
- * otherwise leaves unused (its size, the exact kernels' packed k and v, 4 B nkv T hd
- * bytes, holds B nh T floats whenever a group has at most hd heads); NULL where it
- * does not fit. */
-static float *delta_buf(void *scratch, int B, int T, int nh, int nkv, int hd)
-{
-    const size_t need = (size_t)B * nh * T * sizeof(float);
-    return need <= zt_cu_fast_attention_scratch_bytes(B, T, nkv, hd, ZT_BF16) ? (float *)scratch : NULL;
 }
 
 #define FA_DISPATCH(FN, IN, ...)                                 \
@@ -775,7 +940,7 @@ void zt_cu_fast_attention_backward(float *dqkv, const float *dout, const float *
     }
     if (B == 0 || T == 0)
         return;
-    FA_DISPATCH(backward_hd, float, dqkv, (uint16_t *)NULL, dout, qkv, out, lse, delta_buf(scratch, B, T, nh, nkv, hd),
+    FA_DISPATCH(backward_hd, float, dqkv, (uint16_t *)NULL, dout, qkv, out, lse, scratch,
                 B, T, nh, nkv, window, fa_rope{NULL, NULL});
 }
 
@@ -811,6 +976,6 @@ void zt_cu_fast_attention_backward_act16(float *dqkv, uint16_t *dqkv16, const fl
     if (B == 0 || T == 0)
         return;
     const fa_rope rope = {cos_t, cos_t ? sin_t : NULL};
-    FA_DISPATCH(backward_hd, uint16_t, dqkv, dqkv16, dout, qkv16, out16, lse, delta_buf(scratch, B, T, nh, nkv, hd),
+    FA_DISPATCH(backward_hd, uint16_t, dqkv, dqkv16, dout, qkv16, out16, lse, scratch,
                 B, T, nh, nkv, window, rope);
 }
