@@ -692,8 +692,8 @@ __global__ void __launch_bounds__(FTHREADS) fa_dkv_kernel(float *dqkv, uint16_t 
                 e[k] = p_ds(sw[r * LDF + col + k], dpw[r * LDF + col + k], Ls[col + k], Ds[col + k], scale_log2, scale,
                             vis);
             }
-            *(uint32_t *)(pw + r * LDP + col) = bwd_pack_bf16x2(e[0].p, e[1].p);
-            *(uint32_t *)(dsw + r * LDP + col) = bwd_pack_bf16x2(e[0].ds, e[1].ds);
+            *(uint32_t *)(pw + r * LDP + col) = zt_pack_bf16x2(e[0].p, e[1].p);
+            *(uint32_t *)(dsw + r * LDP + col) = zt_pack_bf16x2(e[0].ds, e[1].ds);
         }
         __syncwarp();
         mm_ab_acc<HD>(dv, pw, dos); /* dV += P^T dO */
@@ -803,7 +803,7 @@ __global__ void __launch_bounds__(FTHREADS) fa_dq_kernel(float *dqkv, uint16_t *
                 const bool vis = i < T && zt_attn_visible(i, j0 + col + k, window);
                 ds[k] = p_ds(sw[r * LDF + col + k], dpw[r * LDF + col + k], L2, D, scale_log2, scale, vis).ds;
             }
-            *(uint32_t *)(dsw + r * LDP + col) = bwd_pack_bf16x2(ds[0], ds[1]);
+            *(uint32_t *)(dsw + r * LDP + col) = zt_pack_bf16x2(ds[0], ds[1]);
         }
         __syncwarp();
         mm_ab_acc<HD>(dq, dsw, ks); /* dQ += dS K */
