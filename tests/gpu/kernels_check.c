@@ -1538,7 +1538,7 @@ static void check_cudnn_case(int B, int T, int nh, int nkv, int hd)
     }
     float *qkv = randn(nqkv, 1.0f), *dout = randn(nout, 1.0f);
     uint16_t *qkv16 = as_dtype(qkv, ZT_BF16, nqkv);
-    const size_t gs = gpu->attention_scratch_bytes(B, T, nkv, hd, ZT_BF16);
+    const size_t gs = gpu->attention_scratch_bytes(B, T, nh, nkv, hd, ZT_BF16);
     uint16_t *d16 = dev(qkv16, nqkv * 2);
     float *ddo = dev(dout, nout * 4), *dc = dev(NULL, nt * 4), *ds = dev(NULL, nt * 4);
     const zt_rope_freqs f = {10000.0f, 0, 0, 0, 0, 0};
