@@ -13,6 +13,7 @@
  * pass computes logits, loss and lm_head's gradients together in chunks of rows
  * (lmhead_xent), so the (N, V) logits never exist. */
 #include "llama.h"
+#include "llama_lora.h"
 
 #include <math.h>
 #include <string.h>
@@ -471,129 +472,6 @@ static const void *att_operand(const zt_layer_acts *a)
     return a->att16 ? (const void *)a->att16 : (const void *)a->att;
 }
 
-/* ---- LoRA's adapters beside the frozen projections (lora.h) --------------- */
-
-static int lora_targets(const zt_model *m) { return __builtin_popcount(m->lora.targets); }
-
-/* The adapter's A (b 0) or B (b 1) of projection `kind` in layer l. */
-static const zt_param *lora_param(const zt_model *m, int l, zt_param_kind kind, int b)
-{
-    return &m->lay->params[m->lay->lora_index[((size_t)l * ZT_P_NKINDS + kind) * 2 + (size_t)b]];
-}
-
-/* Layer l's t = x A^T of projection kind: its block among the layer's targets. */
-static float *lora_t(const zt_model *m, int l, zt_param_kind kind)
-{
-    size_t slot = (size_t)__builtin_popcount(m->lora.targets & ((1u << kind) - 1u));
-    return m->lora_t + ((size_t)l * (size_t)lora_targets(m) + slot) * (size_t)m->N * (size_t)m->lora.r;
-}
-
-void zt_model_set_lora_batch(zt_model *m, uint64_t seed, long step, long first_sample)
-{
-    uint64_t s = seed; /* two splitmix64 rounds: the step's key from the run's seed */
-    s = zt_rand_next(&s) ^ (uint64_t)step;
-    m->lora_key = zt_rand_next(&s);
-    m->lora_row0 = (int64_t)first_sample * m->T;
-}
-
-static zt_lora_linear lora_linear(const zt_model *m, int l, const void *abase, zt_param_kind kind, size_t ld)
-{
-    const zt_param *pa = lora_param(m, l, kind, 0), *pb = lora_param(m, l, kind, 1);
-    size_t es = zt_dtype_size(m->own.compute);
-    uint64_t key = (m->lora_key ^ ((uint64_t)l * ZT_P_NKINDS + (uint64_t)kind)); /* a third round: the linear's */
-    key = zt_rand_next(&key);
-    return (zt_lora_linear){m->be,
-                            m->own.compute,
-                            m->N,
-                            (int)pb->shape[0],
-                            (int)pa->shape[1],
-                            m->lora.r,
-                            (float)zt_lora_scale(&m->lora),
-                            (const char *)abase + pa->offset * es,
-                            (const char *)abase + pb->offset * es,
-                            ld,
-                            m->opd,
-                            m->lora_train ? (float)m->lora.dropout : 0.0f,
-                            key,
-                            m->lora_row0,
-                            m->lora_xd,
-                            0};
-}
-
-static int lora_on(const zt_model *m, zt_param_kind kind)
-{
-    return m->lora_on && (m->lora.targets >> kind & 1u);
-}
-
-/* y's columns (rows ld apart) += the adapter's part of projection kind of layer l, where
- * it is targeted; x (in the operand dtype) its input. */
-static int lora_forward(zt_model *m, int l, const void *abase, zt_param_kind kind, float *y, size_t ld,
-                        const void *x, zt_err *err)
-{
-    if (!lora_on(m, kind))
-        return ZT_OK;
-    zt_lora_linear ll = lora_linear(m, l, abase, kind, ld);
-    int rc = zt_lora_forward(&ll, y, lora_t(m, l, kind), m->lora_u, x, err);
-    progress(m);
-    return rc;
-}
-
-/* dx += the adapter's input gradient, and its dA, dB into the adapter unit's gradient
- * gabase, from dy's columns (rows ld apart). */
-static int lora_backward(zt_model *m, int l, const void *abase, float *gabase, float gabeta,
-                         zt_param_kind kind, float *dx, const void *dy, size_t ld, const void *x, zt_err *err)
-{
-    if (!lora_on(m, kind))
-        return ZT_OK;
-    zt_lora_linear ll = lora_linear(m, l, abase, kind, ld);
-    ll.grad_fresh = gabeta == 0.0f;
-    int rc = zt_lora_backward(&ll, dx, gabase + lora_param(m, l, kind, 0)->offset,
-                              gabase + lora_param(m, l, kind, 1)->offset, m->lora_u, m->lora_dt, dy, x,
-                              lora_t(m, l, kind), err);
-    progress(m);
-    return rc;
-}
-
-/* q, k and v's adapters, on their blocks of qkv (N, Dqkv) or dqkv: forward (gabase NULL)
- * or backward (dx, the input gradient, += theirs). */
-static int lora_qkv(zt_model *m, int l, const void *abase, float *gabase, float gabeta, float *qkv, float *dx,
-                    const void *x, zt_err *err)
-{
-    const zt_llama_config *c = &m->cfg;
-    size_t Dq = (size_t)c->num_attention_heads * c->head_dim, Dkv = (size_t)c->num_key_value_heads * c->head_dim;
-    size_t ld = Dq + 2 * Dkv, col[3] = {0, Dq, Dq + Dkv};
-    static const zt_param_kind kinds[3] = {ZT_P_Q, ZT_P_K, ZT_P_V};
-    int rc = ZT_OK;
-    for (int i = 0; i < 3 && rc == ZT_OK; i++)
-        rc = gabase ? lora_backward(m, l, abase, gabase, gabeta, kinds[i], dx, qkv + col[i], ld, x, err)
-                    : lora_forward(m, l, abase, kinds[i], qkv + col[i], ld, x, err);
-    return rc;
-}
-
-/* With bf16 activations the base's q|k|v and gate|up products are written in bf16 (qkv16,
- * gu16): the adapters' s u is added to that output widened to fp32 in lora_dy (exact) and
- * rounded back to bf16 once, as PEFT's base(x) + s u under autocast adds to the base's
- * bf16 output (PEFT rounds s u to bf16 before its bf16 add; this rounds the fp32 sum).
- * With B = 0 (the first step) the round trip is exact: the base's bits.  qkv: y16 is
- * q|k|v's product (N, Dqkv), else gate|up's (N, 2F). */
-static int lora_forward16(zt_model *m, int l, const void *abase, void *y16, size_t cols, const void *x, int qkv,
-                          zt_err *err)
-{
-    unsigned bits = qkv ? (1u << ZT_P_Q | 1u << ZT_P_K | 1u << ZT_P_V) : (1u << ZT_P_GATE | 1u << ZT_P_UP);
-    if (!m->lora_on || !(m->lora.targets & bits))
-        return ZT_OK;
-    size_t n = (size_t)m->N * cols, F = (size_t)m->cfg.intermediate_size;
-    float *y = m->lora_dy;
-    m->be->convert(y, ZT_F32, y16, ZT_BF16, n);
-    int rc = qkv ? lora_qkv(m, l, abase, NULL, 1.0f, y, NULL, x, err)
-                 : lora_forward(m, l, abase, ZT_P_GATE, y, cols, x, err);
-    if (rc == ZT_OK && !qkv)
-        rc = lora_forward(m, l, abase, ZT_P_UP, y + F, cols, x, err);
-    if (rc == ZT_OK)
-        m->be->convert(y16, ZT_BF16, y, ZT_F32, n);
-    return rc;
-}
-
 /* ---- the attention and the MLP's gate, in fp32 or bf16 activations ------ */
 
 /* qkv = n1 Wqkv^T [+ b], RoPE, att = attention(qkv).  With bf16 activations the product
@@ -612,7 +490,7 @@ static int attention_forward(zt_model *m, int l, const void *abase, zt_layer_act
         int rc = m->be->linear_act16(a->qkv16, a->n1, m->opd, w->qkv, cd, w->qkv_b, cd, N, Dqkv, C, cd, err);
         progress(m);
         if (rc == ZT_OK) /* the adapters add to the product before RoPE, as in fp32 below */
-            rc = lora_forward16(m, l, abase, a->qkv16, (size_t)Dqkv, a->n1, 1, err);
+            rc = llama_lora_forward16(m, l, abase, a->qkv16, (size_t)Dqkv, a->n1, 1, err);
         if (rc == ZT_OK)
             m->be->attention_forward_act16(a->att16, a->lse, a->qkv16, m->rope_cos, m->rope_sin, m->attn_pack, m->B,
                                            m->T, nh, nkv, hd, window);
@@ -624,7 +502,7 @@ static int attention_forward(zt_model *m, int l, const void *abase, zt_layer_act
     if (w->qkv_b) /* nn.Linear's bias, added to the product before RoPE */
         m->be->bias_forward(a->qkv, w->qkv_b, cd, N, Dqkv);
     if (m->lora_on &&
-        (rc = lora_qkv(m, l, abase, NULL, 1.0f, a->qkv, NULL, a->n1, err))) /* PEFT: base(x) + s u */
+        (rc = llama_lora_qkv(m, l, abase, NULL, 1.0f, a->qkv, NULL, a->n1, err))) /* PEFT: base(x) + s u */
         return rc;
     if (m->pos) {
         m->be->rope_forward_pos(a->qkv, m->rope_cos, m->rope_sin, m->pos, m->B, m->T, nh, nkv, hd);
@@ -648,9 +526,9 @@ static int swiglu_forward(zt_model *m, int l, const void *abase, zt_layer_acts *
     if (!m->act16) {
         int rc = linear_forward(m, a->gu, a->n2, w->gu, 2 * F, C, 0.0f, err);
         if (rc == ZT_OK)
-            rc = lora_forward(m, l, abase, ZT_P_GATE, a->gu, 2 * (size_t)F, a->n2, err);
+            rc = llama_lora_forward(m, l, abase, ZT_P_GATE, a->gu, 2 * (size_t)F, a->n2, err);
         if (rc == ZT_OK)
-            rc = lora_forward(m, l, abase, ZT_P_UP, a->gu + F, 2 * (size_t)F, a->n2, err);
+            rc = llama_lora_forward(m, l, abase, ZT_P_UP, a->gu + F, 2 * (size_t)F, a->n2, err);
         if (rc == ZT_OK)
             m->be->swiglu_forward(a->act, m->opd, a->gu, N, F);
         return rc;
@@ -658,7 +536,7 @@ static int swiglu_forward(zt_model *m, int l, const void *abase, zt_layer_acts *
     int rc = m->be->matmul_out(a->gu16, ZT_BF16, NULL, a->n2, m->opd, w->gu, c, N, 2 * F, C, 0, 1, c, err);
     progress(m);
     if (rc == ZT_OK)
-        rc = lora_forward16(m, l, abase, a->gu16, 2 * (size_t)F, a->n2, 0, err);
+        rc = llama_lora_forward16(m, l, abase, a->gu16, 2 * (size_t)F, a->n2, 0, err);
     if (rc == ZT_OK)
         m->be->swiglu_forward_act16(a->act, a->gu16, N, F);
     return rc;
@@ -685,14 +563,14 @@ static int layer_forward(zt_model *m, int l, const void *base, const void *abase
     /* LoRA's o and down parts are added after the residual: x + (att Wo^T) then + s u,
      * where PEFT adds s u first; the sums' order differs, within fp32 rounding */
     if ((rc = linear_residual(m, a->h, a->x, att_operand(a), w.o, C, Dq, err)) ||
-        (rc = lora_forward(m, l, abase, ZT_P_O, a->h, (size_t)C, att_operand(a), err)))
+        (rc = llama_lora_forward(m, l, abase, ZT_P_O, a->h, (size_t)C, att_operand(a), err)))
         return rc;
     m->be->rmsnorm_forward(a->n2, m->opd, a->rstd2, a->h, norm_weight(m, w.mlp_norm, 2 * l + 1, fresh), N, C, eps);
     if ((rc = swiglu_forward(m, l, abase, a, &w, err)))
         return rc;
     if ((rc = linear_residual(m, out, a->h, a->act, w.down, C, F, err)))
         return rc;
-    return lora_forward(m, l, abase, ZT_P_DOWN, out, (size_t)C, a->act, err);
+    return llama_lora_forward(m, l, abase, ZT_P_DOWN, out, (size_t)C, a->act, err);
 }
 
 /* On entry m->dres (and m->dres16) hold d loss / d out; on exit d loss / d x.  LoRA: gbase
@@ -722,25 +600,25 @@ static int layer_backward(zt_model *m, int l, const void *base, float *gbase, fl
     size_t ldc = (size_t)C, ld2f = 2 * (size_t)F;
     /* MLP: out = h + act Wdown^T */
     if ((rc = linear_backward(m, m->dact, g.down, g.beta, dres_operand(m), a->act, w.down, C, F, err)) ||
-        (rc = lora_backward(m, l, abase, gabase, gabeta, ZT_P_DOWN, m->dact, m->dres, ldc, a->act, err)))
+        (rc = llama_lora_backward(m, l, abase, gabase, gabeta, ZT_P_DOWN, m->dact, m->dres, ldc, a->act, err)))
         return rc;
     if (m->act16)
         m->be->swiglu_backward_act16(m->dgu, m->dact, a->gu16, N, F);
     else
         m->be->swiglu_backward(m->dgu, m->opd, m->dact, a->gu, N, F);
     float *dgu = m->dgu; /* the adapters read fp32: bf16 operands' dgu widened (lora_sizes) */
-    if (m->lora_on && m->opd == ZT_BF16 && (lora_on(m, ZT_P_GATE) || lora_on(m, ZT_P_UP)))
+    if (m->lora_on && m->opd == ZT_BF16 && (llama_lora_on(m, ZT_P_GATE) || llama_lora_on(m, ZT_P_UP)))
         m->be->convert(dgu = m->lora_dy, ZT_F32, m->dgu, ZT_BF16, (size_t)N * ld2f);
     if ((rc = linear_backward(m, m->dn, g.gu, g.beta, m->dgu, a->n2, w.gu, 2 * F, C, err)) ||
-        (rc = lora_backward(m, l, abase, gabase, gabeta, ZT_P_GATE, m->dn, dgu, ld2f, a->n2, err)) ||
-        (rc = lora_backward(m, l, abase, gabase, gabeta, ZT_P_UP, m->dn, dgu + F, ld2f, a->n2, err)))
+        (rc = llama_lora_backward(m, l, abase, gabase, gabeta, ZT_P_GATE, m->dn, dgu, ld2f, a->n2, err)) ||
+        (rc = llama_lora_backward(m, l, abase, gabase, gabeta, ZT_P_UP, m->dn, dgu + F, ld2f, a->n2, err)))
         return rc;
     grad_clear(m, g.mlp_norm, (size_t)C, g.beta);
     m->be->rmsnorm_backward(m->dres, m->dres16, g.mlp_norm ? g.mlp_norm : ndw, m->dn, a->h,
                                    norm_weight(m, w.mlp_norm, 2 * l + 1, 0), a->rstd2, N, C);
     /* attention: h = x + att Wo^T */
     if ((rc = linear_backward(m, m->datt, g.o, g.beta, dres_operand(m), att_operand(a), w.o, C, Dq, err)) ||
-        (rc = lora_backward(m, l, abase, gabase, gabeta, ZT_P_O, m->datt, m->dres, ldc, att_operand(a), err)))
+        (rc = llama_lora_backward(m, l, abase, gabase, gabeta, ZT_P_O, m->datt, m->dres, ldc, att_operand(a), err)))
         return rc;
     const void *dqkv = m->dqkv;
     if (m->act16) { /* RoPE's backward inside the attention's; dqkv16 written there */
@@ -768,9 +646,9 @@ static int layer_backward(zt_model *m, int l, const void *base, float *gbase, fl
     if ((rc = linear_backward(m, m->dn, g.qkv, g.beta, dqkv, a->n1, w.qkv, Dqkv, C, err)))
         return rc;
     float *dqkv32 = m->dqkv; /* bf16 activations: the adapters read dqkv16 widened (lora_sizes) */
-    if (m->lora_on && m->act16 && (lora_on(m, ZT_P_Q) || lora_on(m, ZT_P_K) || lora_on(m, ZT_P_V)))
+    if (m->lora_on && m->act16 && (llama_lora_on(m, ZT_P_Q) || llama_lora_on(m, ZT_P_K) || llama_lora_on(m, ZT_P_V)))
         m->be->convert(dqkv32 = m->lora_dy, ZT_F32, m->dqkv16, ZT_BF16, (size_t)N * Dqkv);
-    if (m->lora_on && (rc = lora_qkv(m, l, abase, gabase, gabeta, dqkv32, m->dn, a->n1, err)))
+    if (m->lora_on && (rc = llama_lora_qkv(m, l, abase, gabase, gabeta, dqkv32, m->dn, a->n1, err)))
         return rc;
     grad_clear(m, g.attn_norm, (size_t)C, g.beta);
     m->be->rmsnorm_backward(m->dres, m->dres16, g.attn_norm ? g.attn_norm : ndw, m->dn, a->x,
