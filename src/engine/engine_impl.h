@@ -282,4 +282,12 @@ zt_unit_sizes zt_eng_unit_size(const zt_layout *lay, int u, zt_precision prec, i
 zt_shared_sizes zt_eng_shared_size(const zt_layout *lay, zt_precision prec, int stage, int G,
                                    const zt_overlap *overlap);
 
+/* Reductions in pieces (engine_pieces.c, DeepSpeed's reduce_bucket): unit u's full
+ * gradient src begins (its first piece started; add: onto the accumulator, by
+ * grad_store's rule, else stored at its front), the next piece starts (a tick), and
+ * the unit's reduction ends (what is left started and everything finished). */
+void zt_eng_pieces_begin(zt_engine *eng, int u, const void *src, zt_dtype src_dt, int add);
+void zt_eng_piece_start(zt_engine *eng);
+void zt_eng_pieces_end(zt_engine *eng);
+
 #endif
