@@ -151,7 +151,7 @@ typedef struct {
 static void rms_run(void *vc) {
     rms_case *c = vc;
     zt_rmsnorm_forward(c->y, ZT_F32, c->rstd, c->x, c->w, c->N, c->C, 1e-5f);
-    zt_rmsnorm_backward_accumulate(c->dx, NULL, c->dw, c->dy, c->x, c->w, c->rstd, c->N, c->C);
+    zt_rmsnorm_backward(c->dx, NULL, 1.0f, c->dw, 1.0f, c->dy, c->x, c->w, c->rstd, c->N, c->C);
 }
 
 int main(int argc, char **argv) {

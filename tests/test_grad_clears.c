@@ -2,15 +2,16 @@
  *
  * The step's accumulators start empty (zero_grads clears nothing), every buffer the
  * engine hands the model is fresh (param_owner.h), and the model's first products
- * write with beta 0.  What is still cleared is what an entry that can only add needs
- * (docs/architecture.md, "One optimizer step"): per micro-batch and trained unit,
- * each RMSNorm weight's gradient (rmsnorm_backward adds dw), the q|k|v bias's
- * (bias_backward adds db), the untied embedding's table (embed_backward's
+ * write with beta 0, the RMSNorm weights' (rmsnorm_backward's dw_beta) and the q|k|v
+ * bias's (bias_backward's beta) included.  What is still cleared is what an entry
+ * that can only add needs (docs/architecture.md, "One optimizer step"): per
+ * micro-batch and trained unit, the untied embedding's table (embed_backward's
  * scatter-add; tied, the lm-head's product writes it first), and the part of a
  * smaller unit's padding that a bigger unit sharing the layers' staging may have
  * written.  A counting wrapper over the table's `zero` entry holds the step to
  * exactly that list, offsets and sizes, wherever a gradient buffer (an accumulator
- * or a staging buffer) is touched.
+ * or a staging buffer) is touched; and the residual stream's gradient (dres, an
+ * activation) is never cleared: the final norm's dx stores into it (dx_beta 0).
  *
  * And the numbers are the old path's, bit for bit: the same steps run again with
  * the old path put back from outside (every accumulator zeroed before the step and
@@ -149,15 +150,10 @@ static int expected_clears(const zt_engine *eng, const zt_layout *lay, int u, in
         const zt_param *p = &lay->params[i];
         if (p->unit != u)
             continue;
-        size_t numel = p->numel;
-        if (p->kind == ZT_P_Q_BIAS) /* q|k|v's biases are one vector: one clear */
-            numel += zt_layout_param(lay, p->layer, ZT_P_K_BIAS)->numel +
-                zt_layout_param(lay, p->layer, ZT_P_V_BIAS)->numel;
-        else if (!(p->kind == ZT_P_ATTN_NORM || p->kind == ZT_P_MLP_NORM || p->kind == ZT_P_FINAL_NORM ||
-                   (p->kind == ZT_P_EMBED && !tied)))
+        if (!(p->kind == ZT_P_EMBED && !tied)) /* the norms and biases store with beta 0 */
             continue;
         out[n][0] = (long)(p->offset * sizeof(float));
-        out[n++][1] = (long)(numel * sizeof(float));
+        out[n++][1] = (long)(p->numel * sizeof(float));
     }
     /* a smaller unit's padding, in the layers' staging a bigger one also fills */
     size_t num = lay->units[u].numel, P = lay->units[u].padded_numel, big = eng->layers_numel_max;
@@ -207,6 +203,18 @@ static void prepare_buffers(zt_engine *eng, int old_path)
         if (eng->staging_spare)
             be->to_device(eng->staging_spare, nan, eng->layers_numel_max * sizeof(float));
     }
+    free(nan);
+}
+
+/* The residual stream's gradient: NaN before each micro-batch (it holds the last
+ * backward's d loss / d x otherwise, the same in both paths). */
+static void poison_dres(const zt_model *m, const zt_backend *be)
+{
+    size_t n = (size_t)m->N * m->cfg.hidden_size;
+    float *nan = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++)
+        nan[i] = NAN;
+    be->to_device(m->dres, nan, n * sizeof(float));
     free(nan);
 }
 
@@ -261,6 +269,8 @@ static void run(const run_case *rc, int old_path, run_out *out)
             double l = 0.0;
             zt_batcher_fill(&bat, (long)(s * A + micro) * B, B, in, tg);
             zt_engine_sync_backward(eng, micro == A - 1);
+            if (!old_path) /* the final norm's dx stores into it: what it held is not read */
+                poison_dres(&m, be);
             ZT_CHECK_MSG(zt_model_forward_backward(&m, in, tg, 1.0f / (A * B * T), &l, &err) == ZT_OK, "%s",
                          err.msg);
             loss += l;
@@ -278,6 +288,7 @@ static void run(const run_case *rc, int old_path, run_out *out)
         ZT_CHECK(g_nbegins == A * lay.nunits);
         ZT_CHECK(g_nzeros <= MAX_ZEROS);
         for (int i = 0; i < g_nzeros && i < MAX_ZEROS; i++) {
+            ZT_CHECK_MSG(g_zeros[i].p != m.dres, "%s step %d: the residual gradient cleared", rc->fixture, s);
             long off = grad_offset(eng, g_zeros[i].p);
             if (off >= 0) {
                 got[ngot][0] = off;

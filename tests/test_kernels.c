@@ -244,7 +244,7 @@ static void test_rmsnorm_backward_accumulates(void) {
     const float dx0 = 0.25f, dw0 = -0.5f;
     for (size_t i = 0; i < NC; i++) dx[i] = dx0;
     for (int c = 0; c < C; c++) dw[c] = dw0;
-    zt_rmsnorm_backward_accumulate(dx, NULL, dw, dy, x, w, rstd, N, C);
+    zt_rmsnorm_backward(dx, NULL, 1.0f, dw, 1.0f, dy, x, w, rstd, N, C);
 
     double *R = to_double(dy, NC);
     rms_ctx ctx = {N, C, eps, R, to_double(x, NC), to_double(w, C), malloc(sizeof(double) * NC)};
@@ -259,7 +259,7 @@ static void test_rmsnorm_backward_accumulates(void) {
     /* A second call adds the same gradient again. */
     float *dx2 = malloc(sizeof(float) * NC);
     memcpy(dx2, dx, sizeof(float) * NC);
-    zt_rmsnorm_backward_accumulate(dx2, NULL, dw, dy, x, w, rstd, N, C);
+    zt_rmsnorm_backward(dx2, NULL, 1.0f, dw, 1.0f, dy, x, w, rstd, N, C);
     for (size_t i = 0; i < NC; i++) gx[i] = 2 * (gx[i] - dx0) + dx0;
     for (int c = 0; c < C; c++) gw[c] = 2 * (gw[c] - dw0) + dw0;
     check_array("rmsnorm dx (twice)", dx2, gx, NC, GRAD_TOL, GRAD_FLOOR);
@@ -1048,6 +1048,49 @@ static void check_bf16_of(const char *what, const uint16_t *got, const float *wa
                  bad ? want[first] : 0.0);
 }
 
+/* A beta of 0 stores without reading (the destinations hold NaN here) and gives the bits
+ * of a clear and an add, -0.0 included: a zero dy row with a negative weight makes
+ * dx's term -0.0 (g = 0 * w < 0 and xhat * mean = +0), which a store of v would keep
+ * where 0 + v gives +0.0.  The bias's db likewise. */
+static void test_backward_store_forms(void) {
+    rng_seed(3);
+    const int N = 6, C = 75, D = 70;
+    const size_t NC = (size_t)N * C;
+    float *x = malloc(sizeof(float) * NC), *w = malloc(sizeof(float) * C), *y = malloc(sizeof(float) * NC);
+    float *dy = malloc(sizeof(float) * NC), rstd[6];
+    float *dx0 = calloc(NC, sizeof(float)), *dx1 = malloc(sizeof(float) * NC);
+    float *dw0 = calloc(C, sizeof(float)), *dw1 = malloc(sizeof(float) * C);
+    uint16_t *c0 = malloc(2 * NC), *c1 = malloc(2 * NC);
+    fill(x, NC, 1.0, 0.3), fill(w, C, 2.0, 0.0), fill(dy, NC, 1.0, 0.0);
+    for (int c = 0; c < C; c++) dy[2 * C + c] = 0.0f; /* row 2: no gradient, as an ignored target's */
+    zt_rmsnorm_forward(y, ZT_F32, rstd, x, w, N, C, 1e-5f);
+    for (size_t i = 0; i < NC; i++) dx1[i] = NAN;
+    for (int c = 0; c < C; c++) dw1[c] = NAN;
+    zt_rmsnorm_backward(dx0, c0, 1.0f, dw0, 1.0f, dy, x, w, rstd, N, C); /* onto zeros */
+    zt_rmsnorm_backward(dx1, c1, 0.0f, dw1, 0.0f, dy, x, w, rstd, N, C); /* stored */
+    int negzero = 0; /* the case that tells 0 + v from v apart is there */
+    for (int c = 0; c < C; c++) negzero |= w[c] < 0.0f && x[2 * C + c] > 0.0f;
+    ZT_CHECK(negzero);
+    ZT_CHECK(memcmp(dx0, dx1, sizeof(float) * NC) == 0 && memcmp(c0, c1, 2 * NC) == 0);
+    ZT_CHECK(memcmp(dw0, dw1, sizeof(float) * C) == 0);
+    /* beta 1 onto the stored values: twice the gradient, as two adds onto zeros */
+    zt_rmsnorm_backward(dx0, NULL, 1.0f, dw0, 1.0f, dy, x, w, rstd, N, C);
+    zt_rmsnorm_backward(dx1, NULL, 1.0f, dw1, 1.0f, dy, x, w, rstd, N, C);
+    ZT_CHECK(memcmp(dx0, dx1, sizeof(float) * NC) == 0 && memcmp(dw0, dw1, sizeof(float) * C) == 0);
+
+    float *bdy = malloc(sizeof(float) * N * D), *db0 = calloc(D, sizeof(float)), *db1 = malloc(sizeof(float) * D);
+    fill(bdy, (size_t)N * D, 1.0, 0.0);
+    for (int j = 0; j < D; j++) db1[j] = NAN;
+    zt_bias_backward(db0, 1.0f, bdy, N, D);
+    zt_bias_backward(db1, 0.0f, bdy, N, D);
+    ZT_CHECK(memcmp(db0, db1, sizeof(float) * D) == 0);
+    zt_bias_backward(db0, 1.0f, bdy, N, D);
+    zt_bias_backward(db1, 1.0f, bdy, N, D);
+    ZT_CHECK(memcmp(db0, db1, sizeof(float) * D) == 0);
+    free(x), free(w), free(y), free(dy), free(dx0), free(dx1), free(dw0), free(dw1), free(c0), free(c1);
+    free(bdy), free(db0), free(db1);
+}
+
 static void test_bf16_outputs_are_rounded_fp32(void) {
     rng_seed(21);
     const int B = 2, T = 70, nh = 4, nkv = 2, hd = 64, C = 75, F = 37, V = 53;
@@ -1063,8 +1106,8 @@ static void test_bf16_outputs_are_rounded_fp32(void) {
     zt_rmsnorm_forward(y16, ZT_BF16, rstd, x, w, N, C, 1e-5f);
     check_bf16_of("rmsnorm y", y16, y, NC);
     memcpy(dx2, dx, sizeof(float) * NC);
-    zt_rmsnorm_backward_accumulate(dx, NULL, dw, dy, x, w, rstd, N, C);
-    zt_rmsnorm_backward_accumulate(dx2, dx16, dw2, dy, x, w, rstd, N, C);
+    zt_rmsnorm_backward(dx, NULL, 1.0f, dw, 1.0f, dy, x, w, rstd, N, C);
+    zt_rmsnorm_backward(dx2, dx16, 1.0f, dw2, 1.0f, dy, x, w, rstd, N, C);
     ZT_CHECK(memcmp(dx, dx2, sizeof(float) * NC) == 0 && memcmp(dw, dw2, sizeof(float) * C) == 0);
     check_bf16_of("rmsnorm dx copy", dx16, dx, NC);
 
@@ -1112,6 +1155,7 @@ int main(void) {
     ZT_RUN(test_expf_accuracy);
     ZT_RUN(test_rmsnorm_forward);
     ZT_RUN(test_rmsnorm_backward_accumulates);
+    ZT_RUN(test_backward_store_forms);
     ZT_RUN(test_rope_tables);
     ZT_RUN(test_rope_forward_backward);
     ZT_RUN(test_rope_roundtrip_is_identity);

@@ -181,11 +181,11 @@ static void c_norm_f(void *y, zt_dtype y_dt, float *rstd, const float *x, const 
     n_norm_f++;
     cpu->rmsnorm_forward(y, y_dt, rstd, x, w, N, C, eps);
 }
-static void c_norm_b(float *dx, uint16_t *dx16, float *dw, const float *dy, const float *x, const float *w,
-                     const float *rstd, int N, int C)
+static void c_norm_b(float *dx, uint16_t *dx16, float dxb, float *dw, float dwb, const float *dy, const float *x,
+                     const float *w, const float *rstd, int N, int C)
 {
     n_norm_b++;
-    cpu->rmsnorm_backward(dx, dx16, dw, dy, x, w, rstd, N, C);
+    cpu->rmsnorm_backward(dx, dx16, dxb, dw, dwb, dy, x, w, rstd, N, C);
 }
 static void c_att_f(float *out, uint16_t *o16, float *lse, const float *qkv, void *scr, int Bn, int Tn, int nh,
                     int nkv, int hd, int window)

@@ -144,11 +144,13 @@ typedef struct zt_backend {
     void (*embed_backward)(float *dwte, const float *dx, const int *tokens, int N, int C);
     void (*rmsnorm_forward)(void *y, zt_dtype y_dt, float *rstd, const float *x, const float *w, int N,
                             int C, float eps);
-    void (*rmsnorm_backward)(float *dx, uint16_t *dx_bf16, float *dw, const float *dy, const float *x,
-                             const float *w, const float *rstd, int N, int C);
-    /* y (N, D) += b (D) in b_dt; db (D) += column sums of dy (N, D) (kernels.h) */
+    /* dx = dx_beta dx + d/dx, dw = dw_beta dw + d/dw, each beta 0 (store: not read)
+     * or 1 (add), the store 0 + v (kernels.h) */
+    void (*rmsnorm_backward)(float *dx, uint16_t *dx_bf16, float dx_beta, float *dw, float dw_beta,
+                             const float *dy, const float *x, const float *w, const float *rstd, int N, int C);
+    /* y (N, D) += b (D) in b_dt; db (D) = beta db + column sums of dy (N, D) (kernels.h) */
     void (*bias_forward)(float *y, const void *b, zt_dtype b_dt, int N, int D);
-    void (*bias_backward)(float *db, const float *dy, int N, int D);
+    void (*bias_backward)(float *db, float beta, const float *dy, int N, int D);
     void (*rope_tables)(float *cos_t, float *sin_t, int T, int hd, const zt_rope_freqs *f);
     void (*rope_forward)(float *qkv, const float *cos_t, const float *sin_t, int B, int T, int nh,
                          int nkv, int hd);

@@ -138,9 +138,9 @@ static void cpu_copy_wait_marker(long marker) { (void)marker; }
 #define cpu_embed_forward zt_embed_forward
 #define cpu_embed_backward zt_embed_backward
 #define cpu_rmsnorm_forward zt_rmsnorm_forward
-#define cpu_rmsnorm_backward zt_rmsnorm_backward_accumulate
+#define cpu_rmsnorm_backward zt_rmsnorm_backward
 #define cpu_bias_forward zt_bias_forward
-#define cpu_bias_backward zt_bias_backward_accumulate
+#define cpu_bias_backward zt_bias_backward
 #define cpu_rope_tables zt_rope_tables
 #define cpu_rope_forward zt_rope_forward
 #define cpu_rope_backward zt_rope_backward

@@ -278,18 +278,18 @@ static void emu_rmsnorm_forward(void *y, zt_dtype y_dt, float *rstd, const float
 }
 
 typedef struct {
-    float *dx; uint16_t *dx_bf16; float *dw; const float *dy, *x, *w, *rstd; int N, C;
+    float *dx; uint16_t *dx_bf16; float dx_beta; float *dw; float dw_beta; const float *dy, *x, *w, *rstd; int N, C;
 } rmsnorm_backward_a;
 RUNNER(rmsnorm_backward)
 {
     A(rmsnorm_backward);
-    zt_rmsnorm_backward_accumulate(host_of(a->dx), host_of(a->dx_bf16), host_of(a->dw), host_of(a->dy), host_of(a->x),
-                                   host_of(a->w), host_of(a->rstd), a->N, a->C);
+    zt_rmsnorm_backward(host_of(a->dx), host_of(a->dx_bf16), a->dx_beta, host_of(a->dw), a->dw_beta, host_of(a->dy),
+                        host_of(a->x), host_of(a->w), host_of(a->rstd), a->N, a->C);
 }
-static void emu_rmsnorm_backward(float *dx, uint16_t *dx_bf16, float *dw, const float *dy, const float *x,
-                                 const float *w, const float *rstd, int N, int C)
+static void emu_rmsnorm_backward(float *dx, uint16_t *dx_bf16, float dx_beta, float *dw, float dw_beta,
+                                 const float *dy, const float *x, const float *w, const float *rstd, int N, int C)
 {
-    DEFER(rmsnorm_backward, dx, dx_bf16, dw, dy, x, w, rstd, N, C);
+    DEFER(rmsnorm_backward, dx, dx_bf16, dx_beta, dw, dw_beta, dy, x, w, rstd, N, C);
 }
 
 typedef struct { float *y; const void *b; zt_dtype b_dt; int N, D; } bias_forward_a;
@@ -299,9 +299,12 @@ static void emu_bias_forward(float *y, const void *b, zt_dtype b_dt, int N, int 
     DEFER(bias_forward, y, b, b_dt, N, D);
 }
 
-typedef struct { float *db; const float *dy; int N, D; } bias_backward_a;
-RUNNER(bias_backward) { A(bias_backward); zt_bias_backward_accumulate(host_of(a->db), host_of(a->dy), a->N, a->D); }
-static void emu_bias_backward(float *db, const float *dy, int N, int D) { DEFER(bias_backward, db, dy, N, D); }
+typedef struct { float *db; float beta; const float *dy; int N, D; } bias_backward_a;
+RUNNER(bias_backward) { A(bias_backward); zt_bias_backward(host_of(a->db), a->beta, host_of(a->dy), a->N, a->D); }
+static void emu_bias_backward(float *db, float beta, const float *dy, int N, int D)
+{
+    DEFER(bias_backward, db, beta, dy, N, D);
+}
 
 typedef struct { float *cos_t, *sin_t; int T, hd; zt_rope_freqs f; } rope_tables_a; /* f: by value */
 RUNNER(rope_tables) { A(rope_tables); zt_rope_tables(host_of(a->cos_t), host_of(a->sin_t), a->T, a->hd, &a->f); }

@@ -36,9 +36,9 @@ void zt_bias_forward(float *y, const void *b, zt_dtype b_dt, int N, int D)
  * into a local vector, reading rows contiguously. */
 #define BIAS_COLS 64
 
-void zt_bias_backward_accumulate(float *db, const float *dy, int N, int D)
+void zt_bias_backward(float *db, float beta, const float *dy, int N, int D)
 {
-    assert(N >= 0 && D > 0);
+    assert(N >= 0 && D > 0 && (beta == 0.0f || beta == 1.0f));
     const int nblocks = (D + BIAS_COLS - 1) / BIAS_COLS;
 #pragma omp parallel for schedule(static)
     for (int blk = 0; blk < nblocks; blk++) {
@@ -50,6 +50,6 @@ void zt_bias_backward_accumulate(float *db, const float *dy, int N, int D)
                 acc[j] += row[j];
         }
         for (int j = 0; j < nj; j++)
-            db[j0 + j] += acc[j];
+            db[j0 + j] = (beta != 0.0f ? db[j0 + j] : 0.0f) + acc[j]; /* 0 + acc: rmsnorm.c's store */
     }
 }

@@ -36,16 +36,19 @@ void zt_embed_backward(float *dwte, const float *dx, const int *tokens, int N, i
  * backward (which needs x and rstd, never y). */
 void zt_rmsnorm_forward(void *y, zt_dtype y_dt, float *rstd, const float *x, const float *w, int N,
                         int C, float eps);
-/* dx += d/dx, dw += d/dw (dx is the residual stream's gradient, hence +=).  When
- * dx_bf16 is not NULL it receives the bf16 rounding of the updated dx (N, C). */
-void zt_rmsnorm_backward_accumulate(float *dx, uint16_t *dx_bf16, float *dw, const float *dy,
-                                    const float *x, const float *w, const float *rstd, int N,
-                                    int C);
+/* dx = dx_beta dx + d/dx, dw = dw_beta dw + d/dw (dx is the residual stream's
+ * gradient, which adds; each beta 0: store, the destination not read, or 1: add;
+ * rmsnorm.c says why a store is 0 + v).  When dx_bf16 is not NULL it receives the
+ * bf16 rounding of the updated dx (N, C). */
+void zt_rmsnorm_backward(float *dx, uint16_t *dx_bf16, float dx_beta, float *dw, float dw_beta,
+                         const float *dy, const float *x, const float *w, const float *rstd, int N,
+                         int C);
 
 /* Bias of a linear layer (bias.c): y (N, D) += b (D) in b_dt, after the product;
- * backward db (D) += the column sums of dy (N, D), over n in order, in fp32. */
+ * backward db (D) = beta db + the column sums of dy (N, D), over n in order, in fp32
+ * (beta 0: store, db not read; 1: add). */
 void zt_bias_forward(float *y, const void *b, zt_dtype b_dt, int N, int D);
-void zt_bias_backward_accumulate(float *db, const float *dy, int N, int D);
+void zt_bias_backward(float *db, float beta, const float *dy, int N, int D);
 
 /* Rotary embeddings, HF's rotate_half convention: for i < hd/2, with
  * f_i = theta^(-2i/hd) and angle a = pos * f_i,

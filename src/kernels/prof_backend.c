@@ -140,21 +140,24 @@ static void p_rmsnorm_forward(void *y, zt_dtype ydt, float *rstd, const float *x
     TIMED("rmsnorm_forward", "kernel", 0, (double)N * C * (4 + SZ(ydt)) + 4.0 * C + 4.0 * N,
           in->rmsnorm_forward(y, ydt, rstd, x, w, N, C, eps));
 }
-static void p_rmsnorm_backward(float *dx, uint16_t *dx16, float *dw, const float *dy, const float *x,
-                               const float *w, const float *rstd, int N, int C)
+static void p_rmsnorm_backward(float *dx, uint16_t *dx16, float dxb, float *dw, float dwb, const float *dy,
+                               const float *x, const float *w, const float *rstd, int N, int C)
 {
-    /* dy and x read, dx read and written (accumulated), dx16 written, w and dw */
-    TIMED("rmsnorm_backward", "kernel", 0, (double)N * C * (16 + (dx16 ? 2 : 0)) + 12.0 * C + 4.0 * N,
-          in->rmsnorm_backward(dx, dx16, dw, dy, x, w, rstd, N, C));
+    /* dy and x read, dx written (and read where it adds), dx16 written, w read, dw
+     * written (and read where it adds) */
+    TIMED("rmsnorm_backward", "kernel", 0,
+          (double)N * C * (12 + (dxb != 0.0f ? 4 : 0) + (dx16 ? 2 : 0)) + (8.0 + (dwb != 0.0f ? 4 : 0)) * C + 4.0 * N,
+          in->rmsnorm_backward(dx, dx16, dxb, dw, dwb, dy, x, w, rstd, N, C));
 }
 static void p_bias_forward(float *y, const void *b, zt_dtype bdt, int N, int D)
 {
     /* y read and written, b read */
     TIMED("bias_forward", "kernel", 0, 8.0 * N * D + D * SZ(bdt), in->bias_forward(y, b, bdt, N, D));
 }
-static void p_bias_backward(float *db, const float *dy, int N, int D)
+static void p_bias_backward(float *db, float beta, const float *dy, int N, int D)
 {
-    TIMED("bias_backward", "kernel", 0, 4.0 * N * D + 8.0 * D, in->bias_backward(db, dy, N, D));
+    TIMED("bias_backward", "kernel", 0, 4.0 * N * D + (beta != 0.0f ? 8.0 : 4.0) * D,
+          in->bias_backward(db, beta, dy, N, D));
 }
 static void p_rope_tables(float *c, float *s, int T, int hd, const zt_rope_freqs *f)
 {

@@ -6,10 +6,19 @@
  * fp32 roundings are the same ones.
  *
  * Backward, with r = rstd[n], xhat = x*r and g = dy*w (the gradient reaching xhat):
- *   dw[c] += sum_n dy[n,c] * xhat[n,c]
- *   dx[n,c] += r * (g[c] - xhat[n,c] * mean_c(g * xhat))
+ *   dw[c] = dw_beta dw[c] + sum_n dy[n,c] * xhat[n,c]
+ *   dx[n,c] = dx_beta dx[n,c] + r * (g[c] - xhat[n,c] * mean_c(g * xhat))
  * The second line is d/dx of xhat = x / sqrt(mean(x^2)+eps): the direct term r*g
- * minus the part flowing through r, dr/dx = -r^3 x / C. */
+ * minus the part flowing through r, dr/dx = -r^3 x / C.
+ *
+ * A beta is 0 (store: the destination is not read, so it may hold anything, NaN
+ * included) or 1 (add).  The store writes 0.0f + v, not v: the two differ only where
+ * v is -0.0 (+0.0 + -0.0 = +0.0), and adding the zero keeps the bits of the clear-
+ * then-add that the store replaces, sign of zero included.  That matters for dx, where
+ * a -0.0 occurs (a row of zero dy, as an ignored target gives, with a negative weight)
+ * and would reach dx's bf16 copy and the products that read it; dw's sums start from
+ * +0.0 and so are never -0.0, but take the same form.  The add costs nothing against
+ * the load it replaces. */
 #include "kernels.h"
 
 #include <assert.h>
@@ -46,10 +55,10 @@ void zt_rmsnorm_forward(void *y, zt_dtype y_dt, float *rstd, const float *x, con
     }
 }
 
-void zt_rmsnorm_backward_accumulate(float *dx, uint16_t *dx_bf16, float *dw, const float *dy,
-                                    const float *x, const float *w, const float *rstd, int N,
-                                    int C) {
-    assert(N >= 0 && C > 0);
+void zt_rmsnorm_backward(float *dx, uint16_t *dx_bf16, float dx_beta, float *dw, float dw_beta,
+                         const float *dy, const float *x, const float *w, const float *rstd, int N,
+                         int C) {
+    assert(N >= 0 && C > 0 && (dx_beta == 0.0f || dx_beta == 1.0f) && (dw_beta == 0.0f || dw_beta == 1.0f));
     /* dx: rows are independent. */
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
@@ -64,7 +73,7 @@ void zt_rmsnorm_backward_accumulate(float *dx, uint16_t *dx_bf16, float *dw, con
 #pragma omp simd
         for (int c = 0; c < C; c++) {
             float xhat = xr[c] * r;
-            dxr[c] += r * (dyr[c] * w[c] - xhat * m);
+            dxr[c] = (dx_beta != 0.0f ? dxr[c] : 0.0f) + r * (dyr[c] * w[c] - xhat * m);
         }
         if (dx_bf16) {
             uint16_t *restrict cr = dx_bf16 + (size_t)n * C;
@@ -86,6 +95,6 @@ void zt_rmsnorm_backward_accumulate(float *dx, uint16_t *dx_bf16, float *dw, con
             const float r = rstd[n];
             for (int c = 0; c < nc; c++) acc[c] += (double)(dyr[c] * (xr[c] * r));
         }
-        for (int c = 0; c < nc; c++) dw[c0 + c] += (float)acc[c];
+        for (int c = 0; c < nc; c++) dw[c0 + c] = (dw_beta != 0.0f ? dw[c0 + c] : 0.0f) + (float)acc[c];
     }
 }

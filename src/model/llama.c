@@ -450,13 +450,21 @@ static int linear_backward(zt_model *m, float *dx, float *dw, float dw_beta, con
     return rc;
 }
 
-/* A gradient whose entry can only add (rmsnorm_backward's dw, bias_backward's db, the
- * untied embedding's rows): cleared before it when its buffer is fresh (beta 0).
- * These are the only clears of a gradient left in a step (docs/architecture.md). */
+/* A gradient whose entry can only add (the untied embedding's rows, embed_backward's
+ * scatter-add): cleared before it when its buffer is fresh (beta 0).  The only clear of
+ * a gradient left in a step (docs/architecture.md); the norms' dw and the bias's db
+ * store where their beta is 0. */
 static void grad_clear(zt_model *m, float *g, size_t n, float beta)
 {
     if (g && beta == 0.0f)
         m->be->zero(g, n * sizeof(float));
+}
+
+/* The beta of a norm weight's gradient: the unit's, or 0 where the weight is frozen
+ * (LoRA) and dw goes to a scratch that nothing reads (stored, never read either). */
+static float norm_dw_beta(const float *g, float beta)
+{
+    return g ? beta : 0.0f;
 }
 
 /* The residual stream's gradient as a product operand: its bf16 copy, which every
@@ -613,9 +621,8 @@ static int layer_backward(zt_model *m, int l, const void *base, float *gbase, fl
         (rc = llama_lora_backward(m, l, abase, gabase, gabeta, ZT_P_GATE, m->dn, dgu, ld2f, a->n2, err)) ||
         (rc = llama_lora_backward(m, l, abase, gabase, gabeta, ZT_P_UP, m->dn, dgu + F, ld2f, a->n2, err)))
         return rc;
-    grad_clear(m, g.mlp_norm, (size_t)C, g.beta);
-    m->be->rmsnorm_backward(m->dres, m->dres16, g.mlp_norm ? g.mlp_norm : ndw, m->dn, a->h,
-                                   norm_weight(m, w.mlp_norm, 2 * l + 1, 0), a->rstd2, N, C);
+    m->be->rmsnorm_backward(m->dres, m->dres16, 1.0f, g.mlp_norm ? g.mlp_norm : ndw, norm_dw_beta(g.mlp_norm, g.beta),
+                            m->dn, a->h, norm_weight(m, w.mlp_norm, 2 * l + 1, 0), a->rstd2, N, C);
     /* attention: h = x + att Wo^T */
     if ((rc = linear_backward(m, m->datt, g.o, g.beta, dres_operand(m), att_operand(a), w.o, C, Dq, err)) ||
         (rc = llama_lora_backward(m, l, abase, gabase, gabeta, ZT_P_O, m->datt, m->dres, ldc, att_operand(a), err)))
@@ -636,8 +643,7 @@ static int layer_backward(zt_model *m, int l, const void *base, float *gbase, fl
         m->be->rope_backward(m->dqkv, m->rope_cos, m->rope_sin, m->B, m->T, nh, nkv, hd);
     }
     if (g.qkv_b) { /* dqkv is now the gradient of n1 Wqkv^T + b: db = its column sums */
-        grad_clear(m, g.qkv_b, (size_t)Dqkv, g.beta);
-        m->be->bias_backward(g.qkv_b, m->dqkv, N, Dqkv);
+        m->be->bias_backward(g.qkv_b, g.beta, m->dqkv, N, Dqkv);
     }
     if (m->dqkv16 && dqkv == m->dqkv) {
         m->be->convert(m->dqkv16, ZT_BF16, m->dqkv, ZT_F32, (size_t)N * Dqkv);
@@ -650,9 +656,9 @@ static int layer_backward(zt_model *m, int l, const void *base, float *gbase, fl
         m->be->convert(dqkv32 = m->lora_dy, ZT_F32, m->dqkv16, ZT_BF16, (size_t)N * Dqkv);
     if (m->lora_on && (rc = llama_lora_qkv(m, l, abase, gabase, gabeta, dqkv32, m->dn, a->n1, err)))
         return rc;
-    grad_clear(m, g.attn_norm, (size_t)C, g.beta);
-    m->be->rmsnorm_backward(m->dres, m->dres16, g.attn_norm ? g.attn_norm : ndw, m->dn, a->x,
-                                   norm_weight(m, w.attn_norm, 2 * l, 0), a->rstd1, N, C);
+    m->be->rmsnorm_backward(m->dres, m->dres16, 1.0f, g.attn_norm ? g.attn_norm : ndw,
+                            norm_dw_beta(g.attn_norm, g.beta), m->dn, a->x, norm_weight(m, w.attn_norm, 2 * l, 0),
+                            a->rstd1, N, C);
     return ZT_OK;
 }
 
@@ -853,11 +859,11 @@ static int model_pass(zt_model *m, const int *inputs, const int *targets, int ba
     float *dlm = groot ? groot + plm->offset : NULL;
     if ((rc = head_backward(m, targets, wlm, dlm, gbeta, grad_scale, loss_sum, err)))
         return rc;
-    m->be->zero(m->dres, (size_t)N * C * sizeof(float));
+    /* the residual stream's gradient starts here: the final norm's dx is its first
+     * write (dx_beta 0 stores), and each layer's norms add to it */
     float *dwf = groot ? groot + zt_layout_param(lay, -1, ZT_P_FINAL_NORM)->offset : NULL;
-    grad_clear(m, dwf, (size_t)C, gbeta);
-    m->be->rmsnorm_backward(m->dres, m->dres16, dwf ? dwf : m->lora_dw, m->dn, m->layers[L].x,
-                            norm_weight(m, wnorm, 2 * L, 0), m->rstdf, N, C);
+    m->be->rmsnorm_backward(m->dres, m->dres16, 0.0f, dwf ? dwf : m->lora_dw, norm_dw_beta(dwf, gbeta), m->dn,
+                            m->layers[L].x, norm_weight(m, wnorm, 2 * L, 0), m->rstdf, N, C);
     if ((rc = layers_backward(m, root_base, groot, gbeta, err)))
         return rc;
     if (groot) {

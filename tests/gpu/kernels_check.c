@@ -458,6 +458,39 @@ static void check_embed(void)
     dev_free_all();
 }
 
+
+typedef void (*norm_backward_fn)(float *dx, uint16_t *dx_bf16, float dx_beta, float *dw, float dw_beta,
+                                 const float *dy, const float *x, const float *w, const float *rstd, int N, int C);
+
+/* The betas' store form (0): dx, its bf16 copy and dw written without being read (the
+ * destinations poisoned), with the bits of the add (1) onto zeros, -0.0 included: dy's
+ * row 1 is zero, so where a weight is negative a term is -0.0, which 0 + v makes +0.0
+ * as the clear and the add did (rmsnorm.c). */
+static void check_norm_store(const char *what, norm_backward_fn f, int N, int C)
+{
+    const size_t n = (size_t)N * C;
+    float *x = randn(n, 1.0f), *w = randn((size_t)C, 1.0f), *dy = randn(n, 1.0f);
+    float *zx = host(n * 4), *zw = host((size_t)C * 4);
+    memset(dy + C, 0, (size_t)C * 4);
+    float *dx_ = dev(x, n * 4), *dw_ = dev(w, (size_t)C * 4), *ddy = dev(dy, n * 4), *r = dev(NULL, (size_t)N * 4);
+    float *y = dev(NULL, n * 4), *adx = dev(zx, n * 4), *adw = dev(zw, (size_t)C * 4);
+    float *sdx = dev(NULL, n * 4), *sdw = dev(NULL, (size_t)C * 4);
+    uint16_t *a16 = dev(NULL, n * 2), *s16 = dev(NULL, n * 2);
+    gpu->rmsnorm_forward(y, ZT_F32, r, dx_, dw_, N, C, 1e-5f);
+    poison(sdx, n * 4), poison(sdw, (size_t)C * 4);
+    f(adx, a16, 1.0f, adw, 1.0f, ddy, dx_, dw_, r, N, C);
+    f(sdx, s16, 0.0f, sdw, 0.0f, ddy, dx_, dw_, r, N, C);
+    char name[160];
+    snprintf(name, sizeof name, "%s dx stored (beta 0, over NaN) = added onto zeros (N %d)", what, N);
+    check_same(name, sdx, adx, n * 4);
+    snprintf(name, sizeof name, "%s dx bf16 copy, stored = added onto zeros (N %d)", what, N);
+    check_same(name, s16, a16, n * 2);
+    snprintf(name, sizeof name, "%s dw stored (beta 0, over NaN) = added onto zeros (N %d)", what, N);
+    check_same(name, sdw, adw, (size_t)C * 4);
+    free(x), free(w), free(dy), free(zx), free(zw);
+    dev_free_all();
+}
+
 static void check_rmsnorm(void)
 {
     const int N = 37, C = 200;
@@ -488,7 +521,7 @@ static void check_rmsnorm(void)
         uint16_t *dx16 = b ? host((size_t)N * C * 2) : NULL;
         memcpy(dx, dx0, (size_t)N * C * 4);
         memcpy(dw, dw0, (size_t)C * 4);
-        cpu->rmsnorm_backward(dx, dx16, dw, dy, x, w, rstd, N, C);
+        cpu->rmsnorm_backward(dx, dx16, 1.0f, dw, 1.0f, dy, x, w, rstd, N, C);
         float *ddx = dev(dx0, (size_t)N * C * 4), *ddw = dev(dw0, (size_t)C * 4);
         float *ddx2 = dev(dx0, (size_t)N * C * 4), *ddw2 = dev(dw0, (size_t)C * 4);
         uint16_t *d16 = b ? dev(NULL, (size_t)N * C * 2) : NULL;
@@ -496,8 +529,8 @@ static void check_rmsnorm(void)
             poison(d16, (size_t)N * C * 2);
         float *ddy = dev(dy, (size_t)N * C * 4), *dxx = dev(x, (size_t)N * C * 4), *dww = dev(w, (size_t)C * 4);
         float *drs = dev(rstd, (size_t)N * 4);
-        gpu->rmsnorm_backward(ddx, d16, ddw, ddy, dxx, dww, drs, N, C);
-        gpu->rmsnorm_backward(ddx2, NULL, ddw2, ddy, dxx, dww, drs, N, C);
+        gpu->rmsnorm_backward(ddx, d16, 1.0f, ddw, 1.0f, ddy, dxx, dww, drs, N, C);
+        gpu->rmsnorm_backward(ddx2, NULL, 1.0f, ddw2, 1.0f, ddy, dxx, dww, drs, N, C);
         check(b ? "rmsnorm backward dx (+=), with bf16 copy" : "rmsnorm backward dx (+=)", ddx, dx, ZT_F32,
               (size_t)N * C, FP32_TOL);
         check("rmsnorm backward dw (+=)", ddw, dw, ZT_F32, C, FP32_TOL);
@@ -509,6 +542,7 @@ static void check_rmsnorm(void)
         dev_free_all();
     }
     free(x), free(w), free(rstd), free(y), free(dy), free(dx0), free(dw0);
+    check_norm_store("rmsnorm backward", gpu->rmsnorm_backward, N, C);
 }
 
 static void check_rope(void)
@@ -591,13 +625,16 @@ static void check_bias(void)
         float *y = host((size_t)N * D * 4), *db = host((size_t)D * 4);
         memcpy(y, y0, (size_t)N * D * 4), memcpy(db, db0, (size_t)D * 4);
         cpu->bias_forward(y, bh, dt, N, D);
-        cpu->bias_backward(db, dy, N, D);
+        cpu->bias_backward(db, (float)(1 - k), dy, N, D); /* k 1: the store form, over NaN below */
         float *dyv = dev(y0, (size_t)N * D * 4), *ddb = dev(db0, (size_t)D * 4), *ddy = dev(dy, (size_t)N * D * 4);
         void *db_ = dev(bh, (size_t)D * zt_dtype_size(dt));
         gpu->bias_forward(dyv, db_, dt, N, D);
-        gpu->bias_backward(ddb, ddy, N, D);
+        if (k)
+            poison(ddb, (size_t)D * 4);
+        gpu->bias_backward(ddb, (float)(1 - k), ddy, N, D);
         check(k ? "bias forward (bf16 bias)" : "bias forward (fp32)", dyv, y, ZT_F32, (size_t)N * D, EXACT);
-        check("bias backward (column sums)", ddb, db, ZT_F32, (size_t)D, EXACT);
+        check(k ? "bias backward (column sums stored, beta 0)" : "bias backward (column sums added)", ddb, db, ZT_F32,
+              (size_t)D, EXACT);
         free(bh), free(y), free(db);
         dev_free_all();
     }
@@ -913,8 +950,8 @@ static void check_fast_rmsnorm_backward(int N, int C)
     char name[160];
     for (int call = 1; call <= 2; call++) {
         poison(f16, n * 2);
-        gpu->rmsnorm_backward(edx, e16, edw, ddy, dx_, dw_, r, N, C);
-        zt_cu_fast_rmsnorm_backward(fdx, f16, fdw, ddy, dx_, dw_, r, N, C);
+        gpu->rmsnorm_backward(edx, e16, 1.0f, edw, 1.0f, ddy, dx_, dw_, r, N, C);
+        zt_cu_fast_rmsnorm_backward(fdx, f16, 1.0f, fdw, 1.0f, ddy, dx_, dw_, r, N, C);
         down(want_dx, edx, n * 4), down(want_dw, edw, (size_t)C * 4), down(want16, e16, n * 2);
         snprintf(name, sizeof name, "fast rmsnorm backward dx (accumulated) vs exact (N %d, call %d)", N, call);
         check(name, fdx, want_dx, ZT_F32, n, FAST_FP32_TOL);
@@ -981,6 +1018,7 @@ static void check_fast_rmsnorm(int C)
     dev_free_all();
     check_fast_rmsnorm_backward(N, C);
     check_fast_rmsnorm_backward(150, C);
+    check_norm_store("fast rmsnorm backward", zt_cu_fast_rmsnorm_backward, 150, C);
 }
 
 /* A device copy of h whose first element sits off bytes past a 256-byte aligned start
@@ -1022,8 +1060,8 @@ static void check_fast_rmsnorm_paths(void)
     float *dya = dev(dy, n * 4), *dyo = dev_off(dy, n * 4, 4);
     float *dxa = dev(delta, n * 4), *dxo = dev(delta, n * 4), *dwa = dev(w, (size_t)C * 4), *dwo = dev(w, (size_t)C * 4);
     uint16_t *xa16 = dev(NULL, n * 2), *xo16 = dev(NULL, n * 2);
-    zt_cu_fast_rmsnorm_backward(dxa, xa16, dwa, dya, xa, dw_, ra, NB, C);
-    zt_cu_fast_rmsnorm_backward(dxo, xo16, dwo, dyo, xa, dw_, ra, NB, C);
+    zt_cu_fast_rmsnorm_backward(dxa, xa16, 1.0f, dwa, 1.0f, dya, xa, dw_, ra, NB, C);
+    zt_cu_fast_rmsnorm_backward(dxo, xo16, 1.0f, dwo, 1.0f, dyo, xa, dw_, ra, NB, C);
     check_same("fast rmsnorm backward dx: vector and elementwise paths", dxa, dxo, n * 4);
     check_same("fast rmsnorm backward dx bf16 copy: vector and elementwise paths", xa16, xo16, n * 2);
     check_same("fast rmsnorm backward dw: vector and elementwise paths", dwa, dwo, (size_t)C * 4);
@@ -2253,8 +2291,8 @@ static void bench_once(const bench_args *x)
         break;
     case 2:
         (x->fast ? zt_cu_fast_rmsnorm_forward : gpu->rmsnorm_forward)(x->b, ZT_BF16, x->c, x->a, x->f, x->N, x->C, 1e-5f);
-        (x->fast ? zt_cu_fast_rmsnorm_backward : gpu->rmsnorm_backward)(x->d, NULL, x->e, x->a, x->a, x->f, x->c, x->N,
-                                                                       x->C);
+        (x->fast ? zt_cu_fast_rmsnorm_backward : gpu->rmsnorm_backward)(x->d, NULL, 1.0f, x->e, 1.0f, x->a, x->a, x->f,
+                                                                       x->c, x->N, x->C);
         break;
     case 3:
         (x->fast ? zt_cu_fast_swiglu_forward : gpu->swiglu_forward)(x->b, ZT_BF16, x->a, x->N, x->F);

@@ -24,12 +24,12 @@ void zt_cu_embed_shutdown(void);
 /* rmsnorm.cu */
 void zt_cu_rmsnorm_forward(void *y, zt_dtype y_dt, float *rstd, const float *x, const float *w, int N, int C,
                            float eps);
-void zt_cu_rmsnorm_backward(float *dx, uint16_t *dx_bf16, float *dw, const float *dy, const float *x,
-                            const float *w, const float *rstd, int N, int C);
+void zt_cu_rmsnorm_backward(float *dx, uint16_t *dx_bf16, float dx_beta, float *dw, float dw_beta, const float *dy,
+                            const float *x, const float *w, const float *rstd, int N, int C);
 
 /* bias.cu */
 void zt_cu_bias_forward(float *y, const void *b, zt_dtype b_dt, int N, int D);
-void zt_cu_bias_backward(float *db, const float *dy, int N, int D);
+void zt_cu_bias_backward(float *db, float beta, const float *dy, int N, int D);
 
 /* rope.cu */
 void zt_cu_rope_tables(float *cos_t, float *sin_t, int T, int hd, const zt_rope_freqs *f);

@@ -79,11 +79,11 @@ void zt_cu_fast_swiglu_backward_act16(uint16_t *dgu16, const float *dh, const ui
  * rmsnorm_forward / rmsnorm_backward / swiglu_forward / swiglu_backward of backend.h. */
 void zt_cu_fast_rmsnorm_forward(void *y, zt_dtype y_dt, float *rstd, const float *x, const float *w, int N, int C,
                                 float eps);
-void zt_cu_fast_rmsnorm_backward(float *dx, uint16_t *dx_bf16, float *dw, const float *dy, const float *x,
-                                 const float *w, const float *rstd, int N, int C);
+void zt_cu_fast_rmsnorm_backward(float *dx, uint16_t *dx_bf16, float dx_beta, float *dw, float dw_beta,
+                                 const float *dy, const float *x, const float *w, const float *rstd, int N, int C);
 /* The residual add fused into the norm after it (a new entry, for a model step that
  * uses it): x (N, C) fp32 += delta (N, C, fp32 or bf16), then rmsnorm_forward of the
- * new x into y.  The backward is rmsnorm_backward's, which accumulates into dx. */
+ * new x into y.  The backward is rmsnorm_backward's, whose dx_beta 1 adds into dx. */
 void zt_cu_fast_rmsnorm_residual_forward(float *x, const void *delta, zt_dtype delta_dt, void *y, zt_dtype y_dt,
                                          float *rstd, const float *w, int N, int C, float eps);
 void zt_cu_fast_swiglu_forward(void *h, zt_dtype h_dt, const float *gu, int N, int F);

@@ -11,10 +11,13 @@
  * otherwise, the same columns in the same order, so both paths give the same bits.  The residual form first adds the block's output into the stream,
  * x_nc += delta_nc (x fp32, delta fp32 or bf16), writes x back and normalises it: the
  * add and the norm that follows it in a Llama block read x once.  (Its backward needs
- * nothing new: the exact and fast rmsnorm backward already accumulate into dx, the
- * residual stream's gradient.)
+ * nothing new: the exact and fast rmsnorm backward add into dx, the residual stream's
+ * gradient, with dx_beta 1.)
  * Backward, row n (one warp), r = rstd_n, xhat = x r, g = dy w:
- *   dx_nc += r (g_c - xhat_c mean_c(g xhat)),   dw_c += sum_n dy_nc xhat_nc,
+ *   dx_nc = dx_beta dx_nc + r (g_c - xhat_c mean_c(g xhat)),
+ *   dw_c = dw_beta dw_c + sum_n dy_nc xhat_nc,
+ * a beta 0 storing 0 + v without reading the destination (rmsnorm.c: the bits of a
+ * clear and an add, -0.0 included; with fma contraction, fma(a, b, 0) as before),
  * dw as fp32 column sums over chunks of 64 rows, then the chunks in order (fixed order:
  * the same bits every run), all in one launch (fast_rmsnorm_backward_kernel); dx's
  * row by the forward's groups, dw's column sums over 4 columns a thread (a float4) on
@@ -173,8 +176,8 @@ void zt_cu_fast_rmsnorm_residual_forward(float *x, const void *delta, zt_dtype d
 
 /* dx for row n, by the warp that owns it (lane: its groups of columns, as the forward's) */
 template <bool V>
-__device__ __forceinline__ void rmsnorm_dx_row(float *dx, uint16_t *dx_bf16, const float *dy, const float *x,
-                                               const float *w, float r, size_t o, int C, int lane)
+__device__ __forceinline__ void rmsnorm_dx_row(float *dx, uint16_t *dx_bf16, bool dx_add, const float *dy,
+                                               const float *x, const float *w, float r, size_t o, int C, int lane)
 {
     float dot = 0.0f; /* sum_c g xhat */
     for (int c = GROUP * lane; c < C; c += 32 * GROUP) {
@@ -189,8 +192,10 @@ __device__ __forceinline__ void rmsnorm_dx_row(float *dx, uint16_t *dx_bf16, con
     const float m = warp_sum_f(dot) / (float)C;
     for (int c = GROUP * lane; c < C; c += 32 * GROUP) {
         const int k = norm_group<V>(c, C);
-        float d[GROUP], g[GROUP], xv[GROUP], wc[GROUP];
-        norm_load8<V>(dx, ZT_F32, o + c, k, d), norm_load8<V>(dy, ZT_F32, o + c, k, g);
+        float d[GROUP] = {}, g[GROUP], xv[GROUP], wc[GROUP]; /* d: +0.0 where dx is stored */
+        if (dx_add)
+            norm_load8<V>(dx, ZT_F32, o + c, k, d);
+        norm_load8<V>(dy, ZT_F32, o + c, k, g);
         norm_load8<V>(x, ZT_F32, o + c, k, xv), norm_load8<V>(w, ZT_F32, c, k, wc);
 #pragma unroll
         for (int j = 0; j < GROUP; j++) d[j] = d[j] + r * (g[j] * wc[j] - xv[j] * r * m);
@@ -250,14 +255,15 @@ __device__ unsigned fast_rmsnorm_arrived;
  * block to arrive (a counter after a fence) adds the chunks in order into dw.  The same
  * sums in the same order as three launches would make: the same bits every run. */
 template <bool V>
-__global__ void fast_rmsnorm_backward_kernel(float *dx, uint16_t *dx_bf16, float *dw, float *partial, const float *dy,
-                                             const float *x, const float *w, const float *rstd, int N, int C)
+__global__ void fast_rmsnorm_backward_kernel(float *dx, uint16_t *dx_bf16, bool dx_add, float *dw, bool dw_add,
+                                             float *partial, const float *dy, const float *x, const float *w,
+                                             const float *rstd, int N, int C)
 {
     __shared__ int last;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int n0 = blockIdx.x * DW_ROWS, n1 = n0 + DW_ROWS < N ? n0 + DW_ROWS : N;
     for (int n = n0 + warp; n < n1; n += ROWS_PER_BLOCK) /* warp-uniform */
-        rmsnorm_dx_row<V>(dx, dx_bf16, dy, x, w, rstd[n], (size_t)n * C, C, lane);
+        rmsnorm_dx_row<V>(dx, dx_bf16, dx_add, dy, x, w, rstd[n], (size_t)n * C, C, lane);
     rmsnorm_dw_chunk<V ? 4 : 1>(partial, dy, x, rstd, n0, n1, C);
     __threadfence(); /* this block's partials reach memory before its arrival is counted */
     __syncthreads();
@@ -271,14 +277,14 @@ __global__ void fast_rmsnorm_backward_kernel(float *dx, uint16_t *dx_bf16, float
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
         float acc = 0.0f;
         for (unsigned k = 0; k < gridDim.x; k++) acc += pv[(size_t)k * C + c];
-        dw[c] += acc;
+        dw[c] = (dw_add ? dw[c] : 0.0f) + acc; /* dw_beta 0: stored, not read */
     }
     if (threadIdx.x == 0)
         fast_rmsnorm_arrived = 0;
 }
 
-void zt_cu_fast_rmsnorm_backward(float *dx, uint16_t *dx_bf16, float *dw, const float *dy, const float *x,
-                                 const float *w, const float *rstd, int N, int C)
+void zt_cu_fast_rmsnorm_backward(float *dx, uint16_t *dx_bf16, float dx_beta, float *dw, float dw_beta,
+                                 const float *dy, const float *x, const float *w, const float *rstd, int N, int C)
 {
     if (N <= 0)
         return;
@@ -288,7 +294,8 @@ void zt_cu_fast_rmsnorm_backward(float *dx, uint16_t *dx_bf16, float *dw, const 
                            (uintptr_t)w;
     const bool vec = norm_vec8(C, ptrs, ZT_F32, ZT_BF16); /* every array fp32 but dx's bf16 copy */
     const auto kernel = vec ? fast_rmsnorm_backward_kernel<true> : fast_rmsnorm_backward_kernel<false>;
-    kernel<<<(unsigned)nchunk, ROWS_PER_BLOCK * 32, 0, zt_cu.stream>>>(dx, dx_bf16, dw, partial, dy, x, w, rstd, N, C);
+    kernel<<<(unsigned)nchunk, ROWS_PER_BLOCK * 32, 0, zt_cu.stream>>>(dx, dx_bf16, dx_beta != 0.0f, dw, dw_beta != 0.0f,
+                                                                      partial, dy, x, w, rstd, N, C);
     ZT_CU_LAUNCHED();
 }
 

@@ -51,8 +51,8 @@ void zt_cu_rmsnorm_forward(void *y, zt_dtype y_dt, float *rstd, const float *x, 
     ZT_CU_LAUNCHED();
 }
 
-__global__ void rmsnorm_dx_kernel(float *dx, uint16_t *dx_bf16, const float *dy, const float *x, const float *w,
-                                  const float *rstd, int C)
+__global__ void rmsnorm_dx_kernel(float *dx, uint16_t *dx_bf16, bool dx_add, const float *dy, const float *x,
+                                  const float *w, const float *rstd, int C)
 {
     __shared__ double sh[32];
     const int n = blockIdx.x;
@@ -65,7 +65,7 @@ __global__ void rmsnorm_dx_kernel(float *dx, uint16_t *dx_bf16, const float *dy,
     const float m = (float)(dot / C);
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
         const float xhat = x[o + c] * r;
-        const float d = dx[o + c] + r * (dy[o + c] * w[c] - xhat * m);
+        const float d = (dx_add ? dx[o + c] : 0.0f) + r * (dy[o + c] * w[c] - xhat * m); /* rmsnorm.c: 0 + v */
         dx[o + c] = d;
         if (dx_bf16)
             dx_bf16[o + c] = zt_f32_to_bf16(d);
@@ -86,7 +86,7 @@ __global__ void rmsnorm_dw_partial_kernel(double *partial, const float *dy, cons
     partial[(size_t)blockIdx.y * C + c] = acc;
 }
 
-__global__ void rmsnorm_dw_sum_kernel(float *dw, const double *partial, int nchunk, int C)
+__global__ void rmsnorm_dw_sum_kernel(float *dw, bool dw_add, const double *partial, int nchunk, int C)
 {
     const int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= C)
@@ -94,22 +94,22 @@ __global__ void rmsnorm_dw_sum_kernel(float *dw, const double *partial, int nchu
     double acc = 0.0;
     for (int k = 0; k < nchunk; k++)
         acc += partial[(size_t)k * C + c];
-    dw[c] += (float)acc;
+    dw[c] = (dw_add ? dw[c] : 0.0f) + (float)acc;
 }
 
-void zt_cu_rmsnorm_backward(float *dx, uint16_t *dx_bf16, float *dw, const float *dy, const float *x,
-                            const float *w, const float *rstd, int N, int C)
+void zt_cu_rmsnorm_backward(float *dx, uint16_t *dx_bf16, float dx_beta, float *dw, float dw_beta, const float *dy,
+                            const float *x, const float *w, const float *rstd, int N, int C)
 {
     if (N <= 0)
         return;
-    rmsnorm_dx_kernel<<<N, NORM_THREADS, 0, zt_cu.stream>>>(dx, dx_bf16, dy, x, w, rstd, C);
+    rmsnorm_dx_kernel<<<N, NORM_THREADS, 0, zt_cu.stream>>>(dx, dx_bf16, dx_beta != 0.0f, dy, x, w, rstd, C);
     ZT_CU_LAUNCHED();
     const int nchunk = (N + DW_ROWS - 1) / DW_ROWS;
     double *partial = (double *)zt_cu_scratch((size_t)nchunk * C * sizeof(double));
     const dim3 grid((unsigned)((C + NORM_THREADS - 1) / NORM_THREADS), (unsigned)nchunk);
     rmsnorm_dw_partial_kernel<<<grid, NORM_THREADS, 0, zt_cu.stream>>>(partial, dy, x, rstd, N, C);
     ZT_CU_LAUNCHED();
-    rmsnorm_dw_sum_kernel<<<(C + NORM_THREADS - 1) / NORM_THREADS, NORM_THREADS, 0, zt_cu.stream>>>(dw, partial,
-                                                                                                   nchunk, C);
+    rmsnorm_dw_sum_kernel<<<(C + NORM_THREADS - 1) / NORM_THREADS, NORM_THREADS, 0, zt_cu.stream>>>(
+        dw, dw_beta != 0.0f, partial, nchunk, C);
     ZT_CU_LAUNCHED();
 }
