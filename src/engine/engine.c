@@ -517,8 +517,11 @@ static int local_accumulation(const zt_engine *eng)
  *     it stood when the copy was taken: step.c, offload.c's delayed update);
  *   - a reduction over ranks (start_early_allreduce, reduce_grads): its conversion
  *     to the reduce dtype rounds, and the reduced values clear the mark;
- *   - anything else (a later micro-batch's accumulation onto it,
- *     zt_engine_full_grads): zt_engine_grad_settle, the rounding in place, once.
+ *   - a later micro-batch's accumulation onto it (grad_end's fp32 accumulation of a
+ *     bf16 reduce): accumulate_bf16_rounded's round_acc, acc = bf16(acc) + bf16(g),
+ *     the bits of the rounding in place followed by the add;
+ *   - anything else (zt_engine_full_grads, grad_end's other paths):
+ *     zt_engine_grad_settle, the rounding in place, once.
  * zero_grads clears the mark (zeros are representable); inf stays inf. */
 void zt_engine_grad_settle(zt_engine *eng, int u)
 {
@@ -706,16 +709,24 @@ void zt_engine_grad_end(zt_engine *eng, int unit)
         zt_offload_grad_done(eng, unit);
         return;
     }
-    zt_engine_grad_settle(eng, unit); /* the sums below add onto the rounded values */
+    /* the sums below add onto the rounded values: the fused accumulation rounds them
+     * as it reads them (round_acc), every other path has them rounded first */
+    const int fused = local_accumulation(eng) && rd == ZT_BF16 && md == ZT_F32;
+    const int round_acc = fused && us->grad_round_pending;
+    if (!fused)
+        zt_engine_grad_settle(eng, unit);
+    us->grad_round_pending = 0;
     us->grad_rounded = 0; /* a sum of rounded values need not be representable */
     if (local_accumulation(eng)) {
         /* Local accumulation: stages 0-1 reduce at the step, and a group of one
          * has nothing to reduce.  The gradient still passes through the reduce
          * dtype, so the numbers do not depend on where the reduction happens;
          * bf16 into an fp32 accumulator is fused into one pass. */
-        if (rd == ZT_BF16 && md == ZT_F32) {
+        if (fused) {
+            const size_t n = eng->stage <= 1 ? P : us->shard_numel;
             assert(!us->grad_empty && "an empty fp32 accumulator is written in place (grad_begin)");
-            eng->be->accumulate_bf16_rounded(us->grad, g, eng->stage <= 1 ? P : us->shard_numel);
+            assert((!round_acc || n == P) && "a pending rounding covers the whole unit (a group of one)");
+            eng->be->accumulate_bf16_rounded(us->grad, round_acc, g, n);
             reduced_through(eng, unit, ZT_BF16, "grad_end");
         } else if (rd == ZT_F32) {
             grad_store(eng, unit, g, ZT_F32, P);

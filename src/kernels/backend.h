@@ -207,7 +207,8 @@ typedef struct zt_backend {
                        const zt_adamw_step *s, void *cast, zt_dtype cast_dt, zt_adamw_audit *audit);
     double (*sumsq)(const void *x, zt_dtype dt, size_t n);
     void (*accumulate)(void *acc, zt_dtype acc_dt, const void *x, zt_dtype x_dt, size_t n);
-    void (*accumulate_bf16_rounded)(float *acc, const float *x, size_t n);
+    /* acc (fp32) = (round_acc ? bf16(acc) : acc) + bf16(x) (reductions.h) */
+    void (*accumulate_bf16_rounded)(float *acc, int round_acc, const float *x, size_t n);
     double (*round_bf16)(float *x, size_t n, int want_sumsq);
 
     /* ---- the asynchronous step (step_scalars.h): each entry leaves its number in

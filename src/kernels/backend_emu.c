@@ -641,15 +641,15 @@ static void emu_accumulate(void *acc, zt_dtype acc_dt, const void *x, zt_dtype x
     DEFER(accumulate, acc, acc_dt, x, x_dt, n);
 }
 
-typedef struct { float *acc; const float *x; size_t n; } accumulate_bf16_rounded_a;
+typedef struct { float *acc; int round_acc; const float *x; size_t n; } accumulate_bf16_rounded_a;
 RUNNER(accumulate_bf16_rounded)
 {
     A(accumulate_bf16_rounded);
-    zt_accumulate_bf16_rounded(host_of(a->acc), host_of(a->x), a->n);
+    zt_accumulate_bf16_rounded(host_of(a->acc), a->round_acc, host_of(a->x), a->n);
 }
-static void emu_accumulate_bf16_rounded(float *acc, const float *x, size_t n)
+static void emu_accumulate_bf16_rounded(float *acc, int round_acc, const float *x, size_t n)
 {
-    DEFER(accumulate_bf16_rounded, acc, x, n);
+    DEFER(accumulate_bf16_rounded, acc, round_acc, x, n);
 }
 
 typedef struct { float *y; size_t ldy; float a; const float *x; size_t ldx; int rows, cols; } scale_add_a;

@@ -265,9 +265,9 @@ static void p_scale_add(float *y, size_t ldy, float a, const float *x, size_t ld
     double n = (double)rows * cols;
     TIMED("scale_add", "kernel", 2.0 * n, 12.0 * n, in->scale_add(y, ldy, a, x, ldx, rows, cols));
 }
-static void p_accumulate_bf16_rounded(float *acc, const float *x, size_t n)
+static void p_accumulate_bf16_rounded(float *acc, int round_acc, const float *x, size_t n)
 {
-    TIMED("accumulate_bf16_rounded", "kernel", 0, 12.0 * n, in->accumulate_bf16_rounded(acc, x, n));
+    TIMED("accumulate_bf16_rounded", "kernel", 0, 12.0 * n, in->accumulate_bf16_rounded(acc, round_acc, x, n));
 }
 static double p_round_bf16(float *x, size_t n, int want)
 {

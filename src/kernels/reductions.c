@@ -71,8 +71,14 @@ void zt_accumulate(void *acc, zt_dtype md, const void *x, zt_dtype xd, size_t n)
     }
 }
 
-void zt_accumulate_bf16_rounded(float *acc, const float *g, size_t n)
+void zt_accumulate_bf16_rounded(float *acc, int round_acc, const float *g, size_t n)
 {
+    if (round_acc) {
+        #pragma omp parallel for simd schedule(static)
+        for (size_t i = 0; i < n; i++)
+            acc[i] = zt_round_bf16(acc[i]) + zt_round_bf16(g[i]);
+        return;
+    }
     #pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < n; i++)
         acc[i] += zt_round_bf16(g[i]);

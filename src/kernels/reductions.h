@@ -15,8 +15,10 @@
  * the fp32 sum rounded once. */
 void zt_accumulate(void *acc, zt_dtype acc_dt, const void *x, zt_dtype x_dt, size_t n);
 /* acc[i] += bf16(x[i]) (fp32 acc and x): the reduce dtype's rounding fused into
- * the accumulation. */
-void zt_accumulate_bf16_rounded(float *acc, const float *x, size_t n);
+ * the accumulation; with round_acc, acc[i] = bf16(acc[i]) + bf16(x[i]): a rounding
+ * of acc left pending (the engine's "rounding pending") done as it is read, the bits
+ * of rounding acc in place first. */
+void zt_accumulate_bf16_rounded(float *acc, int round_acc, const float *x, size_t n);
 /* x[i] = bf16(x[i]) in place (fp32 storage); with want_sumsq returns the sum of
  * squares of the rounded values (in double), else 0. */
 double zt_round_bf16_inplace(float *x, size_t n, int want_sumsq);

@@ -2124,13 +2124,14 @@ static void check_reductions(void)
         free(yy);
         dev_free_all();
     }
-    {
+    for (int round_acc = 0; round_acc < 2; round_acc++) { /* 1: acc's pending rounding done as it is read */
         float *acc = host(n * 4);
         memcpy(acc, x, n * 4);
         float *dacc = dev(x, n * 4), *dy = dev(y, n * 4);
-        cpu->accumulate_bf16_rounded(acc, y, n);
-        gpu->accumulate_bf16_rounded(dacc, dy, n);
-        check("accumulate_bf16_rounded", dacc, acc, ZT_F32, n, EXACT);
+        cpu->accumulate_bf16_rounded(acc, round_acc, y, n);
+        gpu->accumulate_bf16_rounded(dacc, round_acc, dy, n);
+        check(round_acc ? "accumulate_bf16_rounded, acc rounded as read" : "accumulate_bf16_rounded", dacc, acc,
+              ZT_F32, n, EXACT);
         free(acc);
         dev_free_all();
     }

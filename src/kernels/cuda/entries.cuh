@@ -110,7 +110,7 @@ void zt_cu_scale_add(float *y, size_t ldy, float a, const float *x, size_t ldx, 
 /* reductions.cu */
 double zt_cu_sumsq(const void *x, zt_dtype dt, size_t n);
 void zt_cu_accumulate(void *acc, zt_dtype acc_dt, const void *x, zt_dtype x_dt, size_t n);
-void zt_cu_accumulate_bf16_rounded(float *acc, const float *x, size_t n);
+void zt_cu_accumulate_bf16_rounded(float *acc, int round_acc, const float *x, size_t n);
 double zt_cu_round_bf16(float *x, size_t n, int want_sumsq);
 /* the asynchronous step's reductions: results into device doubles, no wait */
 void zt_cu_sumsq_into(double *dst, const void *x, zt_dtype dt, size_t n);

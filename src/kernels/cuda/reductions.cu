@@ -109,17 +109,20 @@ void zt_cu_accumulate(void *acc, zt_dtype ad, const void *x, zt_dtype xd, size_t
     ZT_CU_LAUNCHED();
 }
 
-__global__ void accumulate_bf16_rounded_kernel(float *acc, const float *x, size_t n)
+/* round_acc: acc's own rounding, left pending by the engine, done as it is read */
+__global__ void accumulate_bf16_rounded_kernel(float *acc, bool round_acc, const float *x, size_t n)
 {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        acc[i] += zt_round_bf16(x[i]);
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const float a = acc[i];
+        acc[i] = (round_acc ? zt_round_bf16(a) : a) + zt_round_bf16(x[i]);
+    }
 }
 
-void zt_cu_accumulate_bf16_rounded(float *acc, const float *x, size_t n)
+void zt_cu_accumulate_bf16_rounded(float *acc, int round_acc, const float *x, size_t n)
 {
     if (n == 0)
         return;
-    accumulate_bf16_rounded_kernel<<<zt_cu_blocks(n), ZT_CU_THREADS, 0, zt_cu.stream>>>(acc, x, n);
+    accumulate_bf16_rounded_kernel<<<zt_cu_blocks(n), ZT_CU_THREADS, 0, zt_cu.stream>>>(acc, round_acc != 0, x, n);
     ZT_CU_LAUNCHED();
 }
 
