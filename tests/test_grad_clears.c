@@ -2,14 +2,14 @@
  *
  * The step's accumulators start empty (zero_grads clears nothing), every buffer the
  * engine hands the model is fresh (param_owner.h), and the model's first products
- * write with beta 0, the RMSNorm weights' (rmsnorm_backward's dw_beta) and the q|k|v
- * bias's (bias_backward's beta) included.  What is still cleared is what an entry
- * that can only add needs (docs/architecture.md, "One optimizer step"): per
- * micro-batch and trained unit, the untied embedding's table (embed_backward's
- * scatter-add; tied, the lm-head's product writes it first), and the part of a
- * smaller unit's padding that a bigger unit sharing the layers' staging may have
- * written.  A counting wrapper over the table's `zero` entry holds the step to
- * exactly that list, offsets and sizes, wherever a gradient buffer (an accumulator
+ * write with beta 0, the RMSNorm weights' (rmsnorm_backward's dw_beta), the q|k|v
+ * bias's (bias_backward's beta) and the untied embedding's table (embed_backward's
+ * beta: every row written; tied, the lm-head's product writes it first) included.
+ * What is still cleared (docs/architecture.md, "One optimizer step") is padding, not
+ * gradient: the part of a smaller unit's padding that a bigger unit sharing the
+ * layers' staging may have written.  A counting wrapper over the table's `zero`
+ * entry holds the step to exactly that list, offsets and sizes, wherever a gradient
+ * buffer (an accumulator
  * or a staging buffer) is touched; and the residual stream's gradient (dres, an
  * activation) is never cleared: the final norm's dx stores into it (dx_beta 0).
  *
@@ -145,16 +145,7 @@ static long grad_offset(const zt_engine *eng, const void *p)
  * (staged: a staging buffer), as (byte offset, bytes) pairs into out. */
 static int expected_clears(const zt_engine *eng, const zt_layout *lay, int u, int staged, long (*out)[2])
 {
-    int n = 0, tied = zt_layout_param(lay, -1, ZT_P_LM_HEAD) == NULL;
-    for (int i = 0; i < lay->nparams; i++) {
-        const zt_param *p = &lay->params[i];
-        if (p->unit != u)
-            continue;
-        if (!(p->kind == ZT_P_EMBED && !tied)) /* the norms and biases store with beta 0 */
-            continue;
-        out[n][0] = (long)(p->offset * sizeof(float));
-        out[n++][1] = (long)(p->numel * sizeof(float));
-    }
+    int n = 0; /* no parameter's gradient: the norms, biases and the embedding store with beta 0 */
     /* a smaller unit's padding, in the layers' staging a bigger one also fills */
     size_t num = lay->units[u].numel, P = lay->units[u].padded_numel, big = eng->layers_numel_max;
     if (staged && u != lay->root_unit && big > num && P > num) {
@@ -361,7 +352,7 @@ static void test_tied_fp32(void)
     check_case(&rc, "gqa_tied fp32 stage 0");
 }
 
-/* Untied (the embedding's table cleared), bf16 products and reduction into fp32
+/* Untied (the embedding's table written with beta 0 over NaN), bf16 products and reduction into fp32
  * masters, padded units of unequal size (a smaller unit's padding cleared where the
  * bigger one wrote), gradient checkpointing. */
 static void test_untied_bf16_padded(void)

@@ -209,10 +209,10 @@ static void c_emb_f(float *x, const void *wte, zt_dtype dt, const int *tok, int 
     n_emb_f++;
     cpu->embed_forward(x, wte, dt, tok, N, C);
 }
-static void c_emb_b(float *dw, const float *dx, const int *tok, int N, int C)
+static void c_emb_b(float *dw, const float *dx, const int *tok, int N, int C, int V, float beta)
 {
     n_emb_b++;
-    cpu->embed_backward(dw, dx, tok, N, C);
+    cpu->embed_backward(dw, dx, tok, N, C, V, beta);
 }
 static void c_adamw_unit(void *p, void *m, void *v, const void *g, void *comp, zt_dtype dt, size_t n,
                          const zt_adamw_seg *segs, int nsegs, const zt_adamw_step *st, zt_step_scalars *sc,

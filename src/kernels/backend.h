@@ -139,9 +139,11 @@ typedef struct zt_backend {
     /* ---- the model's kernels (kernels.h, matmul.h) */
     int (*matmul)(float *C, const void *A, zt_dtype a_dt, const void *B, zt_dtype b_dt, int M, int N,
                   int K, int trans_a, int trans_b, float beta, zt_dtype compute, zt_err *err);
-    /* x (N, C) fp32 = rows tokens[i] of wte (V, C) in wte_dt; dwte[tokens[i]] += dx[i] */
+    /* x (N, C) fp32 = rows tokens[i] of wte (V, C) in wte_dt; dwte (V, C) = beta dwte +
+     * the sum of dx's rows over the tokens naming each row, beta 0 (every row written,
+     * dwte not read: a row no token names is 0) or 1 (add; only named rows touched) */
     void (*embed_forward)(float *x, const void *wte, zt_dtype wte_dt, const int *tokens, int N, int C);
-    void (*embed_backward)(float *dwte, const float *dx, const int *tokens, int N, int C);
+    void (*embed_backward)(float *dwte, const float *dx, const int *tokens, int N, int C, int V, float beta);
     void (*rmsnorm_forward)(void *y, zt_dtype y_dt, float *rstd, const float *x, const float *w, int N,
                             int C, float eps);
     /* dx = dx_beta dx + d/dx, dw = dw_beta dw + d/dw, each beta 0 (store: not read)

@@ -254,15 +254,15 @@ static void emu_embed_forward(float *x, const void *wte, zt_dtype wte_dt, const 
     DEFER(embed_forward, x, wte, wte_dt, tokens, N, C);
 }
 
-typedef struct { float *dwte; const float *dx; const int *tokens; int N, C; } embed_backward_a;
+typedef struct { float *dwte; const float *dx; const int *tokens; int N, C, V; float beta; } embed_backward_a;
 RUNNER(embed_backward)
 {
     A(embed_backward);
-    zt_embed_backward(host_of(a->dwte), host_of(a->dx), a->tokens, a->N, a->C);
+    zt_embed_backward(host_of(a->dwte), host_of(a->dx), a->tokens, a->N, a->C, a->V, a->beta);
 }
-static void emu_embed_backward(float *dwte, const float *dx, const int *tokens, int N, int C)
+static void emu_embed_backward(float *dwte, const float *dx, const int *tokens, int N, int C, int V, float beta)
 {
-    DEFER(embed_backward, dwte, dx, tokens, N, C);
+    DEFER(embed_backward, dwte, dx, tokens, N, C, V, beta);
 }
 
 typedef struct { void *y; zt_dtype y_dt; float *rstd; const float *x, *w; int N, C; float eps; } rmsnorm_forward_a;

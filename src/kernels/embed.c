@@ -1,5 +1,6 @@
 /* embed.c — the token embedding lookup and its gradient (see kernels.h). */
 #include <omp.h>
+#include <string.h>
 
 #include "kernels.h"
 
@@ -12,9 +13,18 @@ void zt_embed_forward(float *x, const void *wte, zt_dtype dt, const int *tokens,
 }
 
 /* Rows hitting the same token would race, so threads split the columns instead
- * of the rows. */
-void zt_embed_backward(float *dwte, const float *dx, const int *tokens, int N, int C)
+ * of the rows.  With beta 0 the table is written whole first: on the host a clear
+ * at memory bandwidth is how rows no token names get their zeros, and adding onto
+ * them keeps the sums' bits (0 + v, then v's in increasing i).  The device tables
+ * write each row once instead (cuda/embed.cu, cuda/fast_embed.cu), since there the
+ * table is the step's traffic that counts. */
+void zt_embed_backward(float *dwte, const float *dx, const int *tokens, int N, int C, int V, float beta)
 {
+    if (beta == 0.0f) {
+        #pragma omp parallel for schedule(static)
+        for (int v = 0; v < V; v++)
+            memset(dwte + (size_t)v * C, 0, (size_t)C * sizeof(float));
+    }
     #pragma omp parallel
     {
         int nt = 1, t = 0;

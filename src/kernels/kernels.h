@@ -27,9 +27,10 @@
 #include "rope_freq.h"
 
 /* Embedding lookup: x (N, C) fp32 row i = row tokens[i] of wte (V, C) in dt.
- * Backward: dwte[tokens[i]] += dx[i] (fp32; rows of a repeated token sum). */
+ * Backward: dwte[tokens[i]] += dx[i] in increasing i (fp32; rows of a repeated token
+ * sum), onto dwte (beta 1) or onto zeros (beta 0: dwte not read, every row written). */
 void zt_embed_forward(float *x, const void *wte, zt_dtype dt, const int *tokens, int N, int C);
-void zt_embed_backward(float *dwte, const float *dx, const int *tokens, int N, int C);
+void zt_embed_backward(float *dwte, const float *dx, const int *tokens, int N, int C, int V, float beta);
 
 /* RMSNorm (HF LlamaRMSNorm): y = x * rstd * w, rstd = 1/sqrt(mean(x^2) + eps).
  * x: (N, C) fp32; y: (N, C) in y_dt (ZT_F32 or ZT_BF16); w: (C); rstd: (N) saved for

@@ -130,9 +130,11 @@ static void p_embed_forward(float *x, const void *wte, zt_dtype dt, const int *t
     TIMED("embed_forward", "kernel", 0, (double)N * C * (4 + SZ(dt)) + 4.0 * N,
           in->embed_forward(x, wte, dt, tokens, N, C));
 }
-static void p_embed_backward(float *dwte, const float *dx, const int *tokens, int N, int C)
+static void p_embed_backward(float *dwte, const float *dx, const int *tokens, int N, int C, int V, float beta)
 {
-    TIMED("embed_backward", "kernel", 0, 12.0 * N * C + 4.0 * N, in->embed_backward(dwte, dx, tokens, N, C));
+    /* dx read, the named rows read and written; with beta 0 every row written once */
+    TIMED("embed_backward", "kernel", 0, 12.0 * N * C + 4.0 * N + (beta == 0.0f ? 4.0 * V * C : 0.0),
+          in->embed_backward(dwte, dx, tokens, N, C, V, beta));
 }
 static void p_rmsnorm_forward(void *y, zt_dtype ydt, float *rstd, const float *x, const float *w, int N, int C,
                               float eps)

@@ -450,16 +450,6 @@ static int linear_backward(zt_model *m, float *dx, float *dw, float dw_beta, con
     return rc;
 }
 
-/* A gradient whose entry can only add (the untied embedding's rows, embed_backward's
- * scatter-add): cleared before it when its buffer is fresh (beta 0).  The only clear of
- * a gradient left in a step (docs/architecture.md); the norms' dw and the bias's db
- * store where their beta is 0. */
-static void grad_clear(zt_model *m, float *g, size_t n, float beta)
-{
-    if (g && beta == 0.0f)
-        m->be->zero(g, n * sizeof(float));
-}
-
 /* The beta of a norm weight's gradient: the unit's, or 0 where the weight is frozen
  * (LoRA) and dw goes to a scratch that nothing reads (stored, never read either). */
 static float norm_dw_beta(const float *g, float beta)
@@ -867,11 +857,11 @@ static int model_pass(zt_model *m, const int *inputs, const int *targets, int ba
     if ((rc = layers_backward(m, root_base, groot, gbeta, err)))
         return rc;
     if (groot) {
-        /* the scatter-add needs its table cleared, unless tied: the lm-head's product
-         * wrote it first (with gbeta) and the embedding's rows add to it */
-        if (plm != pe)
-            grad_clear(m, groot + pe->offset, pe->numel, gbeta);
-        m->be->embed_backward(groot + pe->offset, m->dres, inputs, N, C);
+        /* untied, the table's first write takes gbeta (0: every row written, none
+         * cleared first); tied, the lm-head's product wrote it first and the
+         * embedding's rows add to it */
+        m->be->embed_backward(groot + pe->offset, m->dres, inputs, N, C, m->cfg.vocab_size,
+                              plm != pe ? gbeta : 1.0f);
         grad_end(m, root);
     }
     release(m, root);

@@ -423,6 +423,24 @@ static void check_matmul(void)
 
 /* ---- the model's elementwise and row kernels -------------------------------------------- */
 
+typedef void (*embed_backward_fn)(float *dwte, const float *dx, const int *tokens, int N, int C, int V, float beta);
+
+/* beta 0 writes every row of a poisoned table without reading it: the CPU's add onto
+ * a cleared table (rows no token names stay 0; the ids name only multiples of 4, so
+ * most rows are such rows), within tol (the fast table's atomics reorder a sum) */
+static void check_embed_store(const char *what, embed_backward_fn f, const float *dx, const int *tokens, int N,
+                              int C, int V, double tol)
+{
+    float *want = host((size_t)V * C * sizeof(float));
+    memset(want, 0, (size_t)V * C * sizeof(float));
+    cpu->embed_backward(want, dx, tokens, N, C, V, 1.0f);
+    float *ddx = dev(dx, (size_t)N * C * sizeof(float)), *d = dev(NULL, (size_t)V * C * sizeof(float));
+    poison(d, (size_t)V * C * sizeof(float));
+    f(d, ddx, tokens, N, C, V, 0.0f);
+    check(what, d, want, ZT_F32, (size_t)V * C, tol);
+    free(want);
+}
+
 static void check_embed(void)
 {
     const int V = 50, C = 72, N = 64;
@@ -447,13 +465,14 @@ static void check_embed(void)
     float *dx = randn((size_t)N * C, 1.0f), *dwte = randn((size_t)V * C, 1.0f);
     float *want = host((size_t)V * C * sizeof(float));
     memcpy(want, dwte, (size_t)V * C * sizeof(float));
-    cpu->embed_backward(want, dx, tokens, N, C);
+    cpu->embed_backward(want, dx, tokens, N, C, V, 1.0f);
     float *ddx = dev(dx, (size_t)N * C * sizeof(float));
     float *d1 = dev(dwte, (size_t)V * C * sizeof(float)), *d2 = dev(dwte, (size_t)V * C * sizeof(float));
-    gpu->embed_backward(d1, ddx, tokens, N, C);
-    gpu->embed_backward(d2, ddx, tokens, N, C);
+    gpu->embed_backward(d1, ddx, tokens, N, C, V, 1.0f);
+    gpu->embed_backward(d2, ddx, tokens, N, C, V, 1.0f);
     check("embed backward (accumulates; repeated tokens)", d1, want, ZT_F32, (size_t)V * C, EXACT);
     check_same("embed backward, run twice: same bits", d1, d2, (size_t)V * C * sizeof(float));
+    check_embed_store("embed backward, beta 0", gpu->embed_backward, dx, tokens, N, C, V, EXACT);
     free(wte), free(dx), free(dwte), free(want);
     dev_free_all();
 }
@@ -1849,10 +1868,11 @@ static void check_fast_step(void)
         float *dx = randn((size_t)N * C, 1.0f), *dwte = randn((size_t)V * C, 1.0f);
         float *want = host((size_t)V * C * sizeof(float));
         memcpy(want, dwte, (size_t)V * C * sizeof(float));
-        cpu->embed_backward(want, dx, tokens, N, C);
+        cpu->embed_backward(want, dx, tokens, N, C, V, 1.0f);
         float *ddx = dev(dx, (size_t)N * C * sizeof(float)), *d = dev(dwte, (size_t)V * C * sizeof(float));
-        fast->embed_backward(d, ddx, tokens, N, C);
+        fast->embed_backward(d, ddx, tokens, N, C, V, 1.0f);
         check("fast embed backward (atomics; repeated tokens)", d, want, ZT_F32, (size_t)V * C, FP32_TOL);
+        check_embed_store("fast embed backward, beta 0", fast->embed_backward, dx, tokens, N, C, V, FP32_TOL);
         free(dx), free(dwte);
         dev_free_all();
     }

@@ -14,7 +14,7 @@
  *    no longer counts, as on the GPU; a barrier that can never complete aborts with
  *    "barrier divergence";
  *  - __shfl_sync and __shfl_xor_sync exchange values through the warp at a barrier;
- *  - atomicAdd on floats is a read-modify-write: fibers switch only at barriers, so
+ *  - atomicAdd on floats (and atomicAdd, atomicMin on unsigned) is a read-modify-write: fibers switch only at barriers, so
  *    nothing interleaves with it (the GPU's order of the adds is not modelled);
  *  - device memory is host memory; streams run in order, synchronously.
  * So it checks the kernels' indexing, masks, synchronisation and arithmetic (fp32 and
@@ -99,6 +99,13 @@ inline unsigned atomicAdd(unsigned *p, unsigned v)
 {
     unsigned old = *p;
     *p = old + v;
+    return old;
+}
+
+inline unsigned atomicMin(unsigned *p, unsigned v)
+{
+    unsigned old = *p;
+    *p = v < old ? v : old;
     return old;
 }
 

@@ -11,7 +11,13 @@
  * the stored dwte value.  That is embed.c's order exactly (each of its threads walks i
  * upwards over its columns), so the gradient is the CPU's bits and the same on every
  * run, with no atomics.  The sort costs O(N log N) on the host per call (N = B*T ids,
- * well under a millisecond at N = 16k). */
+ * well under a millisecond at N = 16k).
+ *
+ * beta 0 (a fresh gradient buffer, backend.h): the named rows' sums start from 0
+ * instead of the stored value, and the rows no token names are written as zeros by
+ * a kernel that finds a row's token in the sorted distinct tokens: every row is
+ * written once and none read, where a clear of the table and an add would write it,
+ * then read and write the named rows again. */
 #include "entries.cuh"
 
 #include <string.h>
@@ -35,19 +41,38 @@ void zt_cu_embed_forward(float *x, const void *wte, zt_dtype wte_dt, const int *
     ZT_CU_LAUNCHED();
 }
 
-/* Block b adds the rows rows[start[b] .. start[b+1]) of dx into row token[b] of dwte. */
+/* Block b adds the rows rows[start[b] .. start[b+1]) of dx into row token[b] of dwte,
+ * onto the stored value (add) or onto 0 (store: 0 + v, as onto a cleared table). */
 __global__ void embed_backward_kernel(float *dwte, const float *dx, const int *rows, const int *start,
-                                      const int *token, int C)
+                                      const int *token, int C, int add)
 {
     const int b = blockIdx.x;
     const int c = blockIdx.y * blockDim.x + threadIdx.x;
     if (c >= C)
         return;
     float *d = dwte + (size_t)token[b] * C + c;
-    float acc = *d;
+    float acc = add ? *d : 0.0f;
     for (int k = start[b]; k < start[b + 1]; k++)
         acc += dx[(size_t)rows[k] * C + c];
     *d = acc;
+}
+
+/* Block v writes zeros into row v of dwte unless v is one of the U sorted distinct
+ * tokens (a binary search, the same for every thread of the block). */
+__global__ void embed_zero_unnamed_kernel(float *dwte, const int *token, int U, int C)
+{
+    const int v = blockIdx.x;
+    const int c = blockIdx.y * blockDim.x + threadIdx.x;
+    int lo = 0, hi = U; /* the first token >= v is token[lo] */
+    while (lo < hi) {
+        const int mid = (lo + hi) / 2;
+        if (token[mid] < v)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (c < C && (lo == U || token[lo] != v))
+        dwte[(size_t)v * C + c] = 0.0f;
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -63,10 +88,18 @@ static struct {
     size_t cap;
 } hs;
 
-void zt_cu_embed_backward(float *dwte, const float *dx, const int *tokens, int N, int C)
+void zt_cu_embed_backward(float *dwte, const float *dx, const int *tokens, int N, int C, int V, float beta)
 {
-    if (N <= 0 || C <= 0)
+    const unsigned cblocks = (unsigned)((C + ZT_CU_THREADS - 1) / ZT_CU_THREADS);
+    if (C <= 0 || V <= 0)
         return;
+    if (N <= 0) { /* no token: a store writes zeros, an add leaves the table */
+        if (beta == 0.0f)
+            embed_zero_unnamed_kernel<<<dim3((unsigned)V, cblocks), ZT_CU_THREADS, 0, zt_cu.stream>>>(dwte, nullptr,
+                                                                                                      0, C);
+        ZT_CU_LAUNCHED();
+        return;
+    }
     if ((size_t)N > hs.cap) {
         zt_free(ZT_MEM_OTHER, hs.keys, hs.cap * sizeof(uint64_t));
         zt_free(ZT_MEM_OTHER, hs.idx, (3 * hs.cap + 1) * sizeof(int));
@@ -96,8 +129,13 @@ void zt_cu_embed_backward(float *dwte, const float *dx, const int *tokens, int N
     const size_t ints = (size_t)N + (size_t)U + 1 + (size_t)U;
     int *dev = (int *)zt_cu_scratch(ints * sizeof(int));
     zt_cu_upload(dev, hs.idx, ints * sizeof(int));
-    const dim3 grid((unsigned)U, (unsigned)((C + ZT_CU_THREADS - 1) / ZT_CU_THREADS));
-    embed_backward_kernel<<<grid, ZT_CU_THREADS, 0, zt_cu.stream>>>(dwte, dx, dev, dev + N, dev + N + U + 1, C);
+    if (beta == 0.0f) {
+        embed_zero_unnamed_kernel<<<dim3((unsigned)V, cblocks), ZT_CU_THREADS, 0, zt_cu.stream>>>(
+            dwte, dev + N + U + 1, U, C);
+        ZT_CU_LAUNCHED();
+    }
+    embed_backward_kernel<<<dim3((unsigned)U, cblocks), ZT_CU_THREADS, 0, zt_cu.stream>>>(
+        dwte, dx, dev, dev + N, dev + N + U + 1, C, beta != 0.0f);
     ZT_CU_LAUNCHED();
 }
 

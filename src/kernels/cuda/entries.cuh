@@ -18,7 +18,7 @@ int zt_cu_matmul_peak(int dev, zt_dtype compute, double *tflops, zt_err *err);
 
 /* embed.cu */
 void zt_cu_embed_forward(float *x, const void *wte, zt_dtype wte_dt, const int *tokens, int N, int C);
-void zt_cu_embed_backward(float *dwte, const float *dx, const int *tokens, int N, int C);
+void zt_cu_embed_backward(float *dwte, const float *dx, const int *tokens, int N, int C, int V, float beta);
 void zt_cu_embed_shutdown(void);
 
 /* rmsnorm.cu */

@@ -128,7 +128,7 @@ int zt_cu_fast_lmhead_xent(double *loss_sum, float *dx, float *dw, float dw_beta
 
 /* ---- the embedding's backward (fast_embed.cu): fp32 atomics, no host sort; the
  * backend.h entry embed_backward, summing a repeated token's rows in the device's order */
-void zt_cu_fast_embed_backward(float *dwte, const float *dx, const int *tokens, int N, int C);
+void zt_cu_fast_embed_backward(float *dwte, const float *dx, const int *tokens, int N, int C, int V, float beta);
 
 /* ---- the fast table (fast_table.cu)
  *
