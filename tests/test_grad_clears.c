@@ -19,7 +19,12 @@
  * so every product adds with beta 1).  Before each step of the new path every
  * gradient buffer's parameter elements are filled with NaN, as a skipped fp16
  * step's infs would be, so a product or a reduction that read what it should
- * overwrite shows as a NaN. */
+ * overwrite shows as a NaN.
+ *
+ * And the fp32 copies of the norm weights are made once a step, not once a
+ * micro-batch (issue 42 point 4): the later micro-batches keep the first's
+ * (zt_model_keep_norm_weights, as the trainer calls it), counted through the table's
+ * `convert`, with the old path's bits (it converts in every pass). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,11 +62,23 @@ static void counting_zero(void *dst, size_t bytes)
     g_inner->zero(dst, bytes);
 }
 
+/* conversions into the model's fp32 norm weights [g_norm_lo, g_norm_hi): made once a
+ * step (zt_model_keep_norm_weights for the later micro-batches, as the trainer does) */
+static const float *g_norm_lo, *g_norm_hi;
+static int g_nnorm;
+
+static void counting_convert(void *dst, zt_dtype dd, const void *src, zt_dtype sd, size_t n)
+{
+    g_nnorm += (const float *)dst >= g_norm_lo && (const float *)dst < g_norm_hi;
+    g_inner->convert(dst, dd, src, sd, n);
+}
+
 static const zt_backend *counting(const zt_backend *inner)
 {
     g_inner = inner;
     g_counting = *inner;
     g_counting.zero = counting_zero;
+    g_counting.convert = counting_convert;
     return &g_counting;
 }
 
@@ -209,6 +226,38 @@ static void poison_dres(const zt_model *m, const zt_backend *be)
     free(nan);
 }
 
+/* Step s's clears of a gradient buffer (the counting table's record) against the
+ * documented ones, A times over; want and got are room for the lists. */
+static void check_step_clears(const run_case *rc, const zt_engine *eng, const zt_layout *lay, const zt_model *m,
+                              int s, long (*want)[2], long (*got)[2])
+{
+    int nwant = 0, ngot = 0;
+    for (int i = 0; i < g_nbegins; i++)
+        nwant += expected_clears(eng, lay, g_begins[i].unit, g_begins[i].staged, want + nwant);
+    ZT_CHECK(g_nbegins == A * lay->nunits);
+    ZT_CHECK(g_nzeros <= MAX_ZEROS);
+    for (int i = 0; i < g_nzeros && i < MAX_ZEROS; i++) {
+        ZT_CHECK_MSG(g_zeros[i].p != m->dres, "%s step %d: the residual gradient cleared", rc->fixture, s);
+        long off = grad_offset(eng, g_zeros[i].p);
+        if (off >= 0) {
+            got[ngot][0] = off;
+            got[ngot++][1] = (long)g_zeros[i].bytes;
+        }
+    }
+    qsort(want, (size_t)nwant, sizeof *want, cmp_pair);
+    qsort(got, (size_t)ngot, sizeof *got, cmp_pair);
+    int same = nwant == ngot && memcmp(want, got, (size_t)ngot * sizeof *got) == 0;
+    long got_bytes = 0, want_bytes = 0;
+    for (int i = 0; i < ngot; i++)
+        got_bytes += got[i][1];
+    for (int i = 0; i < nwant; i++)
+        want_bytes += want[i][1];
+    ZT_CHECK_MSG(
+        same,
+        "%s step %d: %d clears of gradient buffers (%ld bytes), where %d are documented (%ld bytes)",
+        rc->fixture, s, ngot, got_bytes, nwant, want_bytes);
+}
+
 static void run(const run_case *rc, int old_path, run_out *out)
 {
     zt_err err = {0};
@@ -250,8 +299,10 @@ static void run(const run_case *rc, int old_path, run_out *out)
     ZT_CHECK(zt_batcher_init(&bat, &tok, T, 0, 0, tok_path, &err) == ZT_OK);
     long(*want)[2] = malloc(sizeof *want * (size_t)(lay.nparams + lay.nunits) * A * 2);
     long(*got)[2] = malloc(sizeof *got * MAX_ZEROS);
+    const int L = cfg.num_hidden_layers;
+    g_norm_lo = m.norm_w, g_norm_hi = m.norm_w ? m.norm_w + (size_t)(2 * L + 1) * cfg.hidden_size : NULL;
     for (int s = 0; s < STEPS; s++) {
-        g_nzeros = g_nbegins = 0; /* from the step's start: zero_grads is the step's */
+        g_nzeros = g_nbegins = g_nnorm = 0; /* from the step's start: zero_grads is the step's */
         zt_engine_zero_grads(eng);
         prepare_buffers(eng, old_path);
         double loss = 0.0;
@@ -262,6 +313,8 @@ static void run(const run_case *rc, int old_path, run_out *out)
             zt_engine_sync_backward(eng, micro == A - 1);
             if (!old_path) /* the final norm's dx stores into it: what it held is not read */
                 poison_dres(&m, be);
+            if (!old_path && micro > 0) /* the old path converts them in every pass */
+                zt_model_keep_norm_weights(&m);
             ZT_CHECK_MSG(zt_model_forward_backward(&m, in, tg, 1.0f / (A * B * T), &l, &err) == ZT_OK, "%s",
                          err.msg);
             loss += l;
@@ -272,32 +325,10 @@ static void run(const run_case *rc, int old_path, run_out *out)
         out->loss[s] = loss;
         if (old_path)
             continue;
-        /* the step's clears of a gradient buffer: the documented ones, A times over */
-        int nwant = 0, ngot = 0;
-        for (int i = 0; i < g_nbegins; i++)
-            nwant += expected_clears(eng, &lay, g_begins[i].unit, g_begins[i].staged, want + nwant);
-        ZT_CHECK(g_nbegins == A * lay.nunits);
-        ZT_CHECK(g_nzeros <= MAX_ZEROS);
-        for (int i = 0; i < g_nzeros && i < MAX_ZEROS; i++) {
-            ZT_CHECK_MSG(g_zeros[i].p != m.dres, "%s step %d: the residual gradient cleared", rc->fixture, s);
-            long off = grad_offset(eng, g_zeros[i].p);
-            if (off >= 0) {
-                got[ngot][0] = off;
-                got[ngot++][1] = (long)g_zeros[i].bytes;
-            }
-        }
-        qsort(want, (size_t)nwant, sizeof *want, cmp_pair);
-        qsort(got, (size_t)ngot, sizeof *got, cmp_pair);
-        int same = nwant == ngot && memcmp(want, got, (size_t)ngot * sizeof *got) == 0;
-        long got_bytes = 0, want_bytes = 0;
-        for (int i = 0; i < ngot; i++)
-            got_bytes += got[i][1];
-        for (int i = 0; i < nwant; i++)
-            want_bytes += want[i][1];
-        ZT_CHECK_MSG(
-            same,
-            "%s step %d: %d clears of gradient buffers (%ld bytes), where %d are documented (%ld bytes)",
-            rc->fixture, s, ngot, got_bytes, nwant, want_bytes);
+        check_step_clears(rc, eng, &lay, &m, s, want, got);
+        /* the fp32 norm weights: 2 L + 1 conversions a step (none with fp32 compute) */
+        ZT_CHECK_MSG(g_nnorm == (m.own.compute != ZT_F32 ? 2 * L + 1 : 0),
+                     "%s step %d: %d conversions of the norm weights", rc->fixture, s, g_nnorm);
     }
     free(want);
     free(got);

@@ -371,13 +371,12 @@ static layer_grads layer_grad_views(const zt_model *m, float *base, float beta, 
                          beta};
 }
 
-/* Norm kernels read fp32 weights; in bf16 compute the weight is widened into a
- * small scratch vector first (C elements, negligible). */
 /* A norm weight in fp32, as the norm kernels take it: w itself with fp32 compute, else
  * its fp32 copy in slot k of norm_w (2 l: layer l's attention norm, 2 l + 1 its MLP
  * norm, 2 L the final norm), converted when the forward pass meets it (fresh) and
  * reused by the backward and a checkpointed layer's recomputation: the weights do not
- * change within a pass. */
+ * change within a pass, nor between a step's micro-batches (zt_model_keep_norm_weights:
+ * a later micro-batch's forward is not fresh). */
 static const float *norm_weight(zt_model *m, const void *w, int k, int fresh)
 {
     if (m->own.compute == ZT_F32)
@@ -800,6 +799,8 @@ static int model_pass(zt_model *m, const int *inputs, const int *targets, int ba
     int root = lay->root_unit, rc = ZT_OK;
     zt_dtype cd = m->own.compute;
     size_t es = zt_dtype_size(cd);
+    const int fresh = !m->norm_w_kept; /* the fp32 norm weights made in this pass */
+    m->norm_w_kept = 0;
 
     /* the profiler's phases (core/prof.h; nothing when no profile is recording) */
     int hf = zt_prof_begin("forward", "phase", ZT_PROF_COMPUTE);
@@ -824,14 +825,14 @@ static int model_pass(zt_model *m, const int *inputs, const int *targets, int ba
             base = acquire(m, u, ZT_PASS_FORWARD);
         if (m->lora_on && adapter_first(m, l)) /* with its base unit (never the root: adapters are layers') */
             abase = acquire(m, lay->layer_adapter_unit[l], ZT_PASS_FORWARD);
-        if ((rc = layer_forward(m, l, base, abase, 1, err)))
+        if ((rc = layer_forward(m, l, base, abase, fresh, err)))
             return rc;
         if (m->lora_on && adapter_last(m, l))
             release(m, lay->layer_adapter_unit[l]);
         if (u != root && (l == L - 1 || unit_of_layer(m, l + 1) != u))
             release(m, u);
     }
-    m->be->rmsnorm_forward(m->nf, m->opd, m->rstdf, m->layers[L].x, norm_weight(m, wnorm, 2 * L, 1), N, C,
+    m->be->rmsnorm_forward(m->nf, m->opd, m->rstdf, m->layers[L].x, norm_weight(m, wnorm, 2 * L, fresh), N, C,
                        (float)c->rms_norm_eps);
     if (!(backward && m->fused_head) && (rc = head_loss(m, wlm, targets, backward, grad_scale, loss_sum, err)))
         return rc;
@@ -918,6 +919,8 @@ static int pass_or_reset(zt_model *m, const int *inputs, const int *targets, int
         m->own.ops->reset(m->own.ctx);
     return rc;
 }
+
+void zt_model_keep_norm_weights(zt_model *m) { m->norm_w_kept = 1; }
 
 int zt_model_forward_backward(zt_model *m, const int *inputs, const int *targets, float grad_scale,
                               double *loss_sum, zt_err *err)

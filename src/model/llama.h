@@ -64,6 +64,7 @@ typedef struct zt_model {
     float *dnT;              /* (C, N) its result before the transpose, when head_transposed */
     float *rope_cos, *rope_sin;                  /* (T, hd/2) */
     float *norm_w;           /* (2 L + 1, C) fp32 copies of the norm weights when compute is not fp32 */
+    int norm_w_kept;         /* the next pass reuses norm_w as made (zt_model_keep_norm_weights) */
     int *targets_scratch;
     size_t act_bytes;        /* total bytes of activation buffers (ZT_MEM_ACTIV) */
     const zt_backend *be;    /* the owner's backend: every kernel runs through it */
@@ -151,6 +152,11 @@ int zt_model_set_lora(zt_model *m, const zt_lora *l, zt_err *err);
  * is the same on any rank count, accumulation, ZeRO stage or wrap, and in the
  * checkpointed recompute.  Without dropout, nothing to do. */
 void zt_model_set_lora_batch(zt_model *m, uint64_t seed, long step, long first_sample);
+/* The next pass reuses the fp32 norm weights the last pass made instead of converting
+ * them again: for a step's later micro-batches, between which no weight changes (the
+ * trainer), so that they are made once per step.  It holds for one pass; every other
+ * pass converts. */
+void zt_model_keep_norm_weights(zt_model *m);
 /* The bytes zt_model_set_lora allocates beside zt_model_activation_bytes' (the same sizes),
  * for a model of compute dtype `compute`, with bf16 activations or not (act16). */
 size_t zt_model_lora_activation_bytes(const zt_llama_config *cfg, int B, int T, const zt_lora *l, zt_dtype compute,

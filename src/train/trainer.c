@@ -250,6 +250,8 @@ static int train_step(trainer *t, long s, step_run *run, zt_err *err)
                                       : ZT_OK;
         if (t->a->lora) /* adapter dropout's mask: keyed on the step and the global sample */
             zt_model_set_lora_batch(&r->model, t->a->seed, s, k0);
+        if (micro > 0) /* the weights are micro-batch 0's: so are its fp32 norm weights */
+            zt_model_keep_norm_weights(&r->model);
         if (rc == ZT_OK)
             rc = zt_model_forward_backward(&r->model, inputs, targets, zt_grad_scale(counted, scale), &ls,
                                            err);
