@@ -755,70 +755,136 @@ __global__ void fa_dkv_sum_kernel(float *dqkv, uint16_t *dqkv16, const float *pa
     }
 }
 
-/* ---- backward: dq --------------------------------------------------------------------- */
+/* ---- backward: dq, S, dP and dS in registers (as the forward) --------------------------
+ *
+ * A block owns 64 queries, a warp 16 of them, for one head; per key tile the warp forms
+ * S = Q K^T and dP = dO V^T in mma accumulators (fa_scores: Q's, dO's, K's and V's
+ * operands by ldmatrix from shared memory, K and V as they lie, key-major), turns them
+ * into dS = P o (dP - D) scale on the accumulators (p_ds, lse and D of the lane's two rows
+ * in registers), and dQ += dS K by fa_pv: dS packed to bf16x2 is the a operand, K's b
+ * operand by ldmatrix.trans as the forward's P V takes V.  K and V tiles come in by
+ * cp.async into a double buffer while the previous tile computes (fa_fetch_tile: bf16
+ * activations, 16-byte aligned); K with RoPE tables is rotated as it is staged
+ * (bwd_load_tile_rope: plain loads into the same double buffer). */
 
+template <int HD>
+static size_t dq_smem(void)
+{
+    return 6 * (size_t)TB * fa_dims<HD>::LDH * sizeof(uint16_t); /* q, dO, k[2], v[2] */
+}
+
+/* The key tile at j0 into buffers kd, vd: K rotated by RoPE (plain loads) or fetched as
+ * the forward does (cp.async or converting loads); V fetched.  The caller commits. */
+template <int HD, typename IN>
+__device__ __forceinline__ void dq_fetch_kv(uint16_t *kd, uint16_t *vd, const IN *khead, const IN *vhead, size_t W,
+                                            int j0, int T, fa_rope rope, bool async)
+{
+    if (rope.cos)
+        bwd_load_tile_rope<HD>(kd, khead, W, j0, T, rope);
+    else
+        fa_fetch_tile<HD>(kd, khead, W, j0, T, async);
+    fa_fetch_tile<HD>(vd, vhead, W, j0, T, async);
+}
+
+/* s (the scores S of the key tile at j0, dP in dp) becomes dS in place, scale inside:
+ * p_ds on each of the lane's elements (rows st.i[0], st.i[1], keys j0 + 8 j + 2 t + e & 1) */
+__device__ __forceinline__ void dq_ds(float (&s)[TB / 8][4], const float (&dp)[TB / 8][4], const int (&i)[2],
+                                      const float (&L2)[2], const float (&D)[2], int j0, int t, int T, int window,
+                                      float scale_log2, float scale)
+{
+#pragma unroll
+    for (int j = 0; j < TB / 8; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int h = e >> 1, key = j0 + j * 8 + 2 * t + (e & 1);
+            const bool vis = i[h] < T && zt_attn_visible(i[h], key, window);
+            s[j][e] = p_ds(s[j][e], dp[j][e], L2[h], D[h], scale_log2, scale, vis).ds;
+        }
+}
+
+/* dq of the lane's rows (HD / 8 tiles of 8 columns, rows i[0], i[1]) into dqkv / dqkv16,
+ * rotated back by RoPE: columns c and c + HD/2 (a pair) sit in tiles n and n + HD/16 of
+ * the same lane, at the same place. */
+template <int HD>
+__device__ __forceinline__ void dq_write_rows(float *dqkv, uint16_t *dqkv16, const float (&o)[HD / 8][4],
+                                              const int (&i)[2], int b, int h, int T, size_t W, int t, fa_rope rope)
+{
+    constexpr int H = HD / 2, NH = H / 8;
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        if (i[r] >= T)
+            continue;
+        const size_t row = ((size_t)b * T + i[r]) * W + (size_t)h * HD;
+#pragma unroll
+        for (int n = 0; n < NH; n++) {
+            const int col = n * 8 + 2 * t;
+            float y1[2] = {o[n][2 * r], o[n][2 * r + 1]}, y2[2] = {o[n + NH][2 * r], o[n + NH][2 * r + 1]};
+            if (rope.cos)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const size_t ti = (size_t)i[r] * H + col + e;
+                    const zt_rope_pair y = zt_rope_rotate(y1[e], y2[e], rope.cos[ti], -rope.sin[ti]);
+                    y1[e] = y.y1, y2[e] = y.y2;
+                }
+            put_grad2(dqkv, dqkv16, row + col, y1[0], y1[1]);
+            put_grad2(dqkv, dqkv16, row + col + H, y2[0], y2[1]);
+        }
+    }
+}
+
+/* One block per (query tile, head h, sequence): dq of the 64 queries, summed over the key
+ * tiles they see in key order.  async: K and V by cp.async (bf16, 16-byte aligned rows). */
 template <int HD, typename IN>
 __global__ void __launch_bounds__(FTHREADS) fa_dq_kernel(float *dqkv, uint16_t *dqkv16, const float *dout,
                                                           const IN *qkv, const float *lse, const float *Dg, int T,
                                                           int nh, int nkv, int window, float scale, float scale_log2,
-                                                          fa_rope rope)
+                                                          fa_rope rope, bool async)
 {
     extern __shared__ __align__(128) float sm[];
-    constexpr int LDH = fa_dims<HD>::LDH, LDF = fa_dims<HD>::LDF, NT = fa_dims<HD>::NT;
-    uint16_t *qs = (uint16_t *)sm, *dos = qs + TB * LDH, *ks = dos + TB * LDH, *vs = ks + TB * LDH;
-    float *sS = (float *)(vs + TB * LDH); /* FWARPS x 16 x LDF: S (queries x keys) */
-    float *dpS = sS + FWARPS * 16 * LDF;  /* and dP */
-    uint16_t *dsS = (uint16_t *)(dpS + FWARPS * 16 * LDF);
-    float *Ls = (float *)(dsS + FWARPS * 16 * LDP), *Ds = Ls + TB; /* (bwd_smem leaves one bf16 tile spare) */
+    constexpr int LDH = fa_dims<HD>::LDH;
+    uint16_t *qs = (uint16_t *)sm, *dos = qs + TB * LDH, *kbuf = dos + TB * LDH, *vbuf = kbuf + 2 * TB * LDH;
     const int nblk = (T + TB - 1) / TB;
     const int qb = nblk - 1 - (int)blockIdx.x, h = blockIdx.y, b = blockIdx.z, kh = h / (nh / nkv);
     const size_t W = (size_t)(nh + 2 * nkv) * HD, OW = (size_t)nh * HD;
-    const int i0 = qb * TB, lane = threadIdx.x & 31, warp = threadIdx.x >> 5, r = lane >> 1, half = lane & 1;
-    const int ii = warp * 16 + r, i = i0 + ii; /* this lane's query */
-    float *sw = sS + warp * 16 * LDF, *dpw = dpS + warp * 16 * LDF;
-    uint16_t *dsw = dsS + warp * 16 * LDP;
+    const int i0 = qb * TB, lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     const IN *seq = qkv + (size_t)b * T * W;
+    const IN *khead = seq + (size_t)(nh + kh) * HD, *vhead = seq + (size_t)(nh + nkv + kh) * HD;
 
+    const int kb0 = zt_attn_first_key_block(i0, window, TB);
+    dq_fetch_kv<HD>(kbuf, vbuf, khead, vhead, W, kb0 * TB, T, rope, async);
+    zt_cp_async_commit();
     bwd_load_tile_rope<HD>(qs, seq + (size_t)h * HD, W, i0, T, rope);
     bwd_load_tile<HD>(dos, dout + (size_t)b * T * OW + (size_t)h * HD, OW, i0, T);
-    load_stats(Ls, Ds, Dg, lse, b, h, i0, T, nh);
-    frag_c dq[NT];
-    zero_acc<HD>(dq);
-    for (int kb = zt_attn_first_key_block(i0, window, TB); kb <= qb; kb++) {
-        const int j0 = kb * TB;
-        __syncthreads();
-        bwd_load_tile_rope<HD>(ks, seq + (size_t)(nh + kh) * HD, W, j0, T, rope);
-        bwd_load_tile<HD>(vs, seq + (size_t)(nh + nkv + kh) * HD, W, j0, T);
-        __syncthreads();
-        mm_abt<HD>(sw, qs + warp * 16 * LDH, ks);   /* S = Q K^T */
-        mm_abt<HD>(dpw, dos + warp * 16 * LDH, vs); /* dP = dO V^T */
-        __syncwarp();
-        const float L2 = Ls[ii], D = Ds[ii];
-#pragma unroll 4
-        for (int c = 0; c < TB / 4; c++) { /* columns 4c + 2 half and the next: a bf16 pair */
-            const int col = 4 * c + 2 * half;
-            float ds[2];
+    const int i[2] = {i0 + warp * 16 + g, i0 + warp * 16 + g + 8}; /* the lane's rows */
+    float L2[2], D[2]; /* rows past T: D 0, L2 +inf (p = 0) */
 #pragma unroll
-            for (int k = 0; k < 2; k++) {
-                const bool vis = i < T && zt_attn_visible(i, j0 + col + k, window);
-                ds[k] = p_ds(sw[r * LDF + col + k], dpw[r * LDF + col + k], L2, D, scale_log2, scale, vis).ds;
-            }
-            *(uint32_t *)(dsw + r * LDP + col) = zt_pack_bf16x2(ds[0], ds[1]);
-        }
-        __syncwarp();
-        mm_ab_acc<HD>(dq, dsw, ks); /* dQ += dS K */
+    for (int r = 0; r < 2; r++) {
+        const size_t st = ((size_t)b * nh + h) * T + i[r];
+        L2[r] = i[r] < T ? lse[st] * LOG2E : INFINITY, D[r] = i[r] < T ? Dg[st] : 0.0f;
     }
-    store_acc<HD>(sw, dq);
-    __syncwarp();
-    if (i < T) { /* dq rotated back by RoPE at position i */
-        const size_t row = ((size_t)b * T + i) * W + (size_t)h * HD;
-#pragma unroll 4
-        for (int c = 0; c < HD / 4; c++) {
-            const int col = 4 * c + 2 * half;
-            put_grad2(dqkv, dqkv16, row + col, rope_back<HD>(sw + r * LDF, col, i, rope),
-                      rope_back<HD>(sw + r * LDF, col + 1, i, rope));
+    float dq[HD / 8][4];
+#pragma unroll
+    for (int n = 0; n < HD / 8; n++) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
+    for (int kb = kb0; kb <= qb; kb++) {
+        const int cur = (kb - kb0) & 1;
+        if (kb < qb) { /* the next tile into the other buffer, read by no one since the last barrier */
+            dq_fetch_kv<HD>(kbuf + (cur ^ 1) * TB * LDH, vbuf + (cur ^ 1) * TB * LDH, khead, vhead, W, (kb + 1) * TB,
+                            T, rope, async);
+            zt_cp_async_commit();
+            zt_cp_async_wait<1>();
+        } else {
+            zt_cp_async_wait<0>();
         }
+        __syncthreads(); /* this tile (and, the first time, q and dO) is in shared memory */
+        const uint16_t *ks = kbuf + cur * TB * LDH;
+        float s[TB / 8][4], dp[TB / 8][4];
+        fa_scores<HD>(s, qs + warp * 16 * LDH, ks, lane);                   /* S = Q K^T */
+        fa_scores<HD>(dp, dos + warp * 16 * LDH, vbuf + cur * TB * LDH, lane); /* dP = dO V^T */
+        dq_ds(s, dp, i, L2, D, kb * TB, t, T, window, scale_log2, scale);
+        fa_pv<HD>(dq, s, ks, lane); /* dQ += dS K */
+        __syncthreads();            /* every warp is done with this buffer before it is refilled */
     }
+    dq_write_rows<HD>(dqkv, dqkv16, dq, i, b, h, T, W, t, rope);
 }
 
 /* ---- launching ------------------------------------------------------------------------- */
@@ -880,9 +946,11 @@ static void backward_hd(float *dqkv, uint16_t *dqkv16, const float *dout, const 
                                                                                   rope);
         ZT_CU_LAUNCHED();
     }
-    zt_cu_allow_smem<fa_dq_kernel<HD, IN>>(smem, "fast attention");
-    fa_dq_kernel<HD, IN><<<dim3(nblk, (unsigned)nh, (unsigned)B), FTHREADS, smem, zt_cu.stream>>>(
-        dqkv, dqkv16, dout, qkv, lse, Dg, T, nh, nkv, window, scale, scale_log2, rope);
+    /* cp.async moves aligned 16-byte chunks of bf16 (the rows are: W is a multiple of 8) */
+    const bool async = sizeof(IN) == sizeof(uint16_t) && aligned16(qkv);
+    zt_cu_allow_smem<fa_dq_kernel<HD, IN>>(dq_smem<HD>(), "fast attention");
+    fa_dq_kernel<HD, IN><<<dim3(nblk, (unsigned)nh, (unsigned)B), FTHREADS, dq_smem<HD>(), zt_cu.stream>>>(
+        dqkv, dqkv16, dout, qkv, lse, Dg, T, nh, nkv, window, scale, scale_log2, rope, async);
     ZT_CU_LAUNCHED();
 }
 
