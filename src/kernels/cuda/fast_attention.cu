@@ -9,8 +9,9 @@
  * The forward is written in PTX's warp-level primitives (mma_sync.cuh: mma.sync m16n8k16,
  * ldmatrix, cp.async, cvt to bf16x2), FlashAttention-2's way: S and P stay in the mma
  * registers, K and V tiles are double-buffered by cp.async (its section below says
- * more).  The backward uses nvcuda::wmma (16 x 16 x 16 bf16 tiles) with S, dP and the
- * probabilities through shared memory.  Both run without a GPU under tools/cuda_emu,
+ * more).  The backward's dk/dv kernel uses nvcuda::wmma (16 x 16 x 16 bf16 tiles) with
+ * S, dP and the probabilities through shared memory; its dq kernel is written as the
+ * forward (S, dP and dS in registers; its section says more).  Both run without a GPU under tools/cuda_emu,
  * which models wmma (tools/cuda_emu/mma.h) and the PTX primitives lane by lane in their
  * documented layouts (tools/cuda_emu/mma_sync.h; kernels_check's group `mma` holds the
  * model to plain loops, and on a GPU to the hardware).  Neither is Hopper's wgmma
@@ -19,9 +20,9 @@
  * Backward tiles: 64 queries by 64 keys, 4 warps, each warp owning 16 rows.  Operands are
  * rounded to bf16 as they are staged in shared memory (from the fp32 activations, so no
  * scratch is needed; fast mode's bf16 activations, the _act16 entries, are staged as
- * they are); every product goes through two helpers:
- *   mm_abt:    C (16 x 64, fp32) = A (16 x hd) B^T, B (64 x hd)   S, dP and their transposes
- *   mm_ab_acc: acc (16 x hd, fp32) += A (16 x 64) B (64 x hd)      P^T dO, dS^T Q, dS K
+ * they are); every wmma product goes through two helpers:
+ *   mm_abt:    C (16 x 64, fp32) = A (16 x hd) B^T, B (64 x hd)   S^T, dP^T
+ *   mm_ab_acc: acc (16 x hd, fp32) += A (16 x 64) B (64 x hd)      P^T dO, dS^T Q
  * The elementwise parts (p and ds) read the fp32 tile a warp stored in shared memory:
  * lane pairs own a row, each lane its even or odd columns.
  *
@@ -764,26 +765,15 @@ __global__ void fa_dkv_sum_kernel(float *dqkv, uint16_t *dqkv16, const float *pa
  * in registers), and dQ += dS K by fa_pv: dS packed to bf16x2 is the a operand, K's b
  * operand by ldmatrix.trans as the forward's P V takes V.  K and V tiles come in by
  * cp.async into a double buffer while the previous tile computes (fa_fetch_tile: bf16
- * activations, 16-byte aligned); K with RoPE tables is rotated as it is staged
- * (bwd_load_tile_rope: plain loads into the same double buffer). */
+ * activations, 16-byte aligned).  RoPE: Q is rotated as its tile is staged; K, as the
+ * forward's, by fa_rope_k_kernel once per backward into the scratch (dq_run), where
+ * rotating each K tile as it is staged would redo it in every query block that visits
+ * the tile and keep K off cp.async. */
 
 template <int HD>
 static size_t dq_smem(void)
 {
     return 6 * (size_t)TB * fa_dims<HD>::LDH * sizeof(uint16_t); /* q, dO, k[2], v[2] */
-}
-
-/* The key tile at j0 into buffers kd, vd: K rotated by RoPE (plain loads) or fetched as
- * the forward does (cp.async or converting loads); V fetched.  The caller commits. */
-template <int HD, typename IN>
-__device__ __forceinline__ void dq_fetch_kv(uint16_t *kd, uint16_t *vd, const IN *khead, const IN *vhead, size_t W,
-                                            int j0, int T, fa_rope rope, bool async)
-{
-    if (rope.cos)
-        bwd_load_tile_rope<HD>(kd, khead, W, j0, T, rope);
-    else
-        fa_fetch_tile<HD>(kd, khead, W, j0, T, async);
-    fa_fetch_tile<HD>(vd, vhead, W, j0, T, async);
 }
 
 /* s (the scores S of the key tile at j0, dP in dp) becomes dS in place, scale inside:
@@ -833,12 +823,13 @@ __device__ __forceinline__ void dq_write_rows(float *dqkv, uint16_t *dqkv16, con
 }
 
 /* One block per (query tile, head h, sequence): dq of the 64 queries, summed over the key
- * tiles they see in key order.  async: K and V by cp.async (bf16, 16-byte aligned rows). */
+ * tiles they see in key order.  K from ksrc (qkv's, or rotated in the scratch); async:
+ * K and V by cp.async (bf16, 16-byte aligned rows). */
 template <int HD, typename IN>
 __global__ void __launch_bounds__(FTHREADS) fa_dq_kernel(float *dqkv, uint16_t *dqkv16, const float *dout,
-                                                          const IN *qkv, const float *lse, const float *Dg, int T,
-                                                          int nh, int nkv, int window, float scale, float scale_log2,
-                                                          fa_rope rope, bool async)
+                                                          const IN *qkv, fa_src<IN> ksrc, const float *lse,
+                                                          const float *Dg, int T, int nh, int nkv, int window,
+                                                          float scale, float scale_log2, fa_rope rope, bool async)
 {
     extern __shared__ __align__(128) float sm[];
     constexpr int LDH = fa_dims<HD>::LDH;
@@ -848,10 +839,11 @@ __global__ void __launch_bounds__(FTHREADS) fa_dq_kernel(float *dqkv, uint16_t *
     const size_t W = (size_t)(nh + 2 * nkv) * HD, OW = (size_t)nh * HD;
     const int i0 = qb * TB, lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     const IN *seq = qkv + (size_t)b * T * W;
-    const IN *khead = seq + (size_t)(nh + kh) * HD, *vhead = seq + (size_t)(nh + nkv + kh) * HD;
+    const IN *khead = ksrc.base + b * ksrc.seq + kh * ksrc.head, *vhead = seq + (size_t)(nh + nkv + kh) * HD;
 
     const int kb0 = zt_attn_first_key_block(i0, window, TB);
-    dq_fetch_kv<HD>(kbuf, vbuf, khead, vhead, W, kb0 * TB, T, rope, async);
+    fa_fetch_tile<HD>(kbuf, khead, ksrc.row, kb0 * TB, T, async);
+    fa_fetch_tile<HD>(vbuf, vhead, W, kb0 * TB, T, async);
     zt_cp_async_commit();
     bwd_load_tile_rope<HD>(qs, seq + (size_t)h * HD, W, i0, T, rope);
     bwd_load_tile<HD>(dos, dout + (size_t)b * T * OW + (size_t)h * HD, OW, i0, T);
@@ -868,8 +860,8 @@ __global__ void __launch_bounds__(FTHREADS) fa_dq_kernel(float *dqkv, uint16_t *
     for (int kb = kb0; kb <= qb; kb++) {
         const int cur = (kb - kb0) & 1;
         if (kb < qb) { /* the next tile into the other buffer, read by no one since the last barrier */
-            dq_fetch_kv<HD>(kbuf + (cur ^ 1) * TB * LDH, vbuf + (cur ^ 1) * TB * LDH, khead, vhead, W, (kb + 1) * TB,
-                            T, rope, async);
+            fa_fetch_tile<HD>(kbuf + (cur ^ 1) * TB * LDH, khead, ksrc.row, (kb + 1) * TB, T, async);
+            fa_fetch_tile<HD>(vbuf + (cur ^ 1) * TB * LDH, vhead, W, (kb + 1) * TB, T, async);
             zt_cp_async_commit();
             zt_cp_async_wait<1>();
         } else {
@@ -920,6 +912,42 @@ static void forward_hd(float *out, uint16_t *out16, float *lse, const IN *qkv, v
     ZT_CU_LAUNCHED();
 }
 
+/* The dq pass, after the dkv pass and its sum, so that kr, the scratch past D, is free:
+ * with RoPE, K rotated into kr first (fa_rope_k_kernel, as the forward), 2 B nkv T HD
+ * bytes.  backend.h's rule always leaves them: with grouped queries the partials' 8 B nh
+ * T HD; without, the exact rule's bf16 pack, at least 4 B nkv T HD + 256 past D's
+ * 4 B nh T rounded up to 256 (HD >= 32). */
+template <int HD, typename IN>
+static void dq_run(float *dqkv, uint16_t *dqkv16, const float *dout, const IN *qkv, const float *lse,
+                   const float *Dg, void *kr, int B, int T, int nh, int nkv, int window, fa_rope rope)
+{
+    const size_t W = (size_t)(nh + 2 * nkv) * HD, smem = dq_smem<HD>();
+    const float scale = (float)(1.0 / sqrt((double)HD)), scale_log2 = (float)(LOG2E / sqrt((double)HD));
+    fa_src<IN> ksrc = {qkv + (size_t)nh * HD, (size_t)T * W, (size_t)HD, W};
+    if constexpr (sizeof(IN) == sizeof(uint16_t)) { /* (the fp32 entries have no RoPE) */
+        size_t part_at;
+        const size_t all = zt_attention_fast_scratch_bytes(B, T, nh, nkv, HD, ZT_BF16, &part_at);
+        if (rope.cos) {
+            if (all < part_at + (size_t)B * nkv * T * HD * sizeof(uint16_t)) {
+                fprintf(stderr, "ztrain: CUDA fast attention: the scratch rule leaves no room for the rotated K\n");
+                abort();
+            }
+            const size_t n = (size_t)B * nkv * T * (HD / 2);
+            fa_rope_k_kernel<HD><<<zt_cu_blocks(n), ZT_CU_THREADS, 0, zt_cu.stream>>>((uint16_t *)kr, qkv, rope, B, T,
+                                                                                     nh, nkv);
+            ZT_CU_LAUNCHED();
+            ksrc = fa_src<IN>{(const uint16_t *)kr, (size_t)nkv * T * HD, (size_t)T * HD, (size_t)HD};
+        }
+    }
+    /* cp.async moves aligned 16-byte chunks of bf16 (the rows are: W and HD are multiples of 8) */
+    const bool async = sizeof(IN) == sizeof(uint16_t) && aligned16(qkv) && aligned16(ksrc.base);
+    const unsigned nblk = (unsigned)((T + TB - 1) / TB);
+    zt_cu_allow_smem<fa_dq_kernel<HD, IN>>(smem, "fast attention");
+    fa_dq_kernel<HD, IN><<<dim3(nblk, (unsigned)nh, (unsigned)B), FTHREADS, smem, zt_cu.stream>>>(
+        dqkv, dqkv16, dout, qkv, ksrc, lse, Dg, T, nh, nkv, window, scale, scale_log2, rope, async);
+    ZT_CU_LAUNCHED();
+}
+
 /* The caller's scratch (zt_cu_fast_attention_scratch_bytes): D, B nh T floats
  * (fa_delta_kernel), at its head; with grouped queries the dkv blocks' per-head partials
  * where backend.h's rule puts them, which fa_dkv_sum_kernel adds into dqkv. */
@@ -946,12 +974,7 @@ static void backward_hd(float *dqkv, uint16_t *dqkv16, const float *dout, const 
                                                                                   rope);
         ZT_CU_LAUNCHED();
     }
-    /* cp.async moves aligned 16-byte chunks of bf16 (the rows are: W is a multiple of 8) */
-    const bool async = sizeof(IN) == sizeof(uint16_t) && aligned16(qkv);
-    zt_cu_allow_smem<fa_dq_kernel<HD, IN>>(dq_smem<HD>(), "fast attention");
-    fa_dq_kernel<HD, IN><<<dim3(nblk, (unsigned)nh, (unsigned)B), FTHREADS, dq_smem<HD>(), zt_cu.stream>>>(
-        dqkv, dqkv16, dout, qkv, lse, Dg, T, nh, nkv, window, scale, scale_log2, rope, async);
-    ZT_CU_LAUNCHED();
+    dq_run<HD, IN>(dqkv, dqkv16, dout, qkv, lse, Dg, (char *)scratch + part_at, B, T, nh, nkv, window, rope);
 }
 
 int zt_cu_fast_attention_supported(int hd) { return hd == 32 || hd == 64 || hd == 96 || hd == 128; }
