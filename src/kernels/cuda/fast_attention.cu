@@ -638,12 +638,30 @@ static size_t bwd_smem(void)
            2 * (size_t)TB * 4;
 }
 
-/* dkv's shared memory: the block's K and V tiles, the query tile's Q and dO, and its
- * lse log2(e) and D (load_stats) */
+/* dkv's shared memory: the block's K and V tiles, and a double buffer of the query
+ * tile's Q, dO, lse log2(e) and D (load_stats) */
 template <int HD>
 static size_t dkv_smem(void)
 {
-    return 4 * (size_t)TB * fa_dims<HD>::LDH * sizeof(uint16_t) + 2 * (size_t)TB * sizeof(float);
+    return 6 * (size_t)TB * fa_dims<HD>::LDH * sizeof(uint16_t) + 4 * (size_t)TB * sizeof(float);
+}
+
+/* The query tile at i0 into one half of dkv's double buffer: Q by 16-byte cp.async where
+ * its rows are bf16, unrotated and aligned (async: the caller commits), else rotated by
+ * RoPE and converted as it is staged (bwd_load_tile_rope's plain loads); dO converted
+ * from fp32 by the plain 16-byte loads; L2 and D (load_stats). */
+template <int HD, typename IN>
+__device__ __forceinline__ void fa_dkv_stage(uint16_t *qs, uint16_t *dos, float *Ls, float *Ds, const IN *qhead,
+                                             size_t W, const float *dohead, size_t OW, const float *Dg,
+                                             const float *lse, int b, int h, int i0, int T, int nh, fa_rope rope,
+                                             bool async)
+{
+    if (async)
+        fa_fetch_tile<HD>(qs, qhead, W, i0, T, true);
+    else
+        bwd_load_tile_rope<HD>(qs, qhead, W, i0, T, rope);
+    bwd_load_tile<HD>(dos, dohead, OW, i0, T);
+    load_stats(Ls, Ds, Dg, lse, b, h, i0, T, nh);
 }
 
 /* P^T and scale dS^T of a warp's 16 keys by the query tile at i0, in place on the mma
@@ -726,25 +744,30 @@ __device__ __forceinline__ void fa_dkv_write(float *dqkv, uint16_t *dqkv16, floa
  * forward's fa_scores with K's and V's rows as the a operand, Q's and dO's as b); P^T
  * and dS^T are formed on the accumulators (fa_dkv_pds) and, packed to bf16x2, are the a
  * operands of dV += P^T dO and dK += dS^T Q (the forward's fa_pv, dO and Q by
- * ldmatrix.trans as it takes V).  dK and dV stay in registers across the query tiles. */
+ * ldmatrix.trans as it takes V).  dK and dV stay in registers across the query tiles.
+ * The next query tile is staged into the other half of a double buffer while this one
+ * computes (fa_dkv_stage: cp.async where it can, as the forward's K and V). */
 template <int HD, typename IN>
 __global__ void __launch_bounds__(FTHREADS) fa_dkv_kernel(float *dqkv, uint16_t *dqkv16, float *part,
                                                            const float *dout, const IN *qkv, const float *lse,
                                                            const float *Dg, int T, int nh, int nkv, int window,
-                                                           float scale, float scale_log2, fa_rope rope)
+                                                           float scale, float scale_log2, fa_rope rope, bool async)
 {
     extern __shared__ __align__(128) float sm[];
     constexpr int LDH = fa_dims<HD>::LDH;
-    uint16_t *ks = (uint16_t *)sm, *vs = ks + TB * LDH, *qs = vs + TB * LDH, *dos = qs + TB * LDH;
-    float *Ls = (float *)(dos + TB * LDH), *Ds = Ls + TB;
+    uint16_t *ks = (uint16_t *)sm, *vs = ks + TB * LDH, *qbuf = vs + TB * LDH, *dobuf = qbuf + 2 * TB * LDH;
+    float *Lbuf = (float *)(dobuf + 2 * TB * LDH), *Dbuf = Lbuf + 2 * TB; /* q[2], do[2], L2[2], D[2] */
     const int nblk = (T + TB - 1) / TB;
     const int kb = blockIdx.x, h = blockIdx.y, b = blockIdx.z, kh = h / (nh / nkv);
     const size_t W = (size_t)(nh + 2 * nkv) * HD, OW = (size_t)nh * HD;
     const int j0 = kb * TB, nk = T - j0 < TB ? T - j0 : TB;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, t = lane & 3;
     const int j = j0 + warp * 16 + (lane >> 2); /* the lane's first key; its second is j + 8 */
-    const IN *seq = qkv + (size_t)b * T * W;
+    const IN *seq = qkv + (size_t)b * T * W, *qhead = seq + (size_t)h * HD;
+    const float *dohead = dout + (size_t)b * T * OW + (size_t)h * HD;
 
+    fa_dkv_stage<HD>(qbuf, dobuf, Lbuf, Dbuf, qhead, W, dohead, OW, Dg, lse, b, h, j0, T, nh, rope, async);
+    zt_cp_async_commit();
     bwd_load_tile_rope<HD>(ks, seq + (size_t)(nh + kh) * HD, W, j0, T, rope);
     bwd_load_tile<HD>(vs, seq + (size_t)(nh + nkv + kh) * HD, W, j0, T);
     float dk[HD / 8][4], dv[HD / 8][4];
@@ -754,18 +777,25 @@ __global__ void __launch_bounds__(FTHREADS) fa_dkv_kernel(float *dqkv, uint16_t 
         for (int e = 0; e < 4; e++) dk[n][e] = dv[n][e] = 0.0f;
     const int qb_last = zt_attn_last_query_block(j0, nk, window, nblk, TB);
     for (int qb = kb; qb <= qb_last; qb++) {
-        const int i0 = qb * TB;
-        __syncthreads(); /* the last query tile is read */
-        bwd_load_tile_rope<HD>(qs, seq + (size_t)h * HD, W, i0, T, rope);
-        bwd_load_tile<HD>(dos, dout + (size_t)b * T * OW + (size_t)h * HD, OW, i0, T);
-        load_stats(Ls, Ds, Dg, lse, b, h, i0, T, nh);
-        __syncthreads();
+        const int i0 = qb * TB, cur = (qb - kb) & 1, nxt = cur ^ 1;
+        if (qb < qb_last) { /* the next tile into the other half, read by no one since the last barrier */
+            fa_dkv_stage<HD>(qbuf + nxt * TB * LDH, dobuf + nxt * TB * LDH, Lbuf + nxt * TB, Dbuf + nxt * TB, qhead,
+                             W, dohead, OW, Dg, lse, b, h, i0 + TB, T, nh, rope, async);
+            zt_cp_async_commit();
+            zt_cp_async_wait<1>();
+        } else {
+            zt_cp_async_wait<0>();
+        }
+        __syncthreads(); /* this tile (and, the first time, K and V) is in shared memory for every warp */
+        const uint16_t *qs = qbuf + cur * TB * LDH, *dos = dobuf + cur * TB * LDH;
+        const float *Ls = Lbuf + cur * TB, *Ds = Dbuf + cur * TB;
         float s[TB / 8][4], dp[TB / 8][4];
         fa_scores<HD>(s, ks + warp * 16 * LDH, qs, lane);   /* S^T = K Q^T */
         fa_scores<HD>(dp, vs + warp * 16 * LDH, dos, lane); /* dP^T = V dO^T */
         fa_dkv_pds(s, dp, Ls, Ds, j, i0, T, window, scale, scale_log2, t);
         fa_pv<HD>(dv, s, dos, lane); /* dV += P^T dO */
         fa_pv<HD>(dk, dp, qs, lane); /* dK += dS^T Q (scale inside ds) */
+        __syncthreads();             /* every warp is done with this half before it is refilled */
     }
     fa_dkv_write<HD>(dqkv, dqkv16, part, dk, dv, b, h, kh, j, T, nh, nkv, rope, t);
 }
@@ -918,7 +948,8 @@ static void backward_hd(float *dqkv, uint16_t *dqkv16, const float *dout, const 
     ZT_CU_LAUNCHED();
     zt_cu_allow_smem<fa_dkv_kernel<HD, IN>>(dkv_smem<HD>(), "fast attention");
     fa_dkv_kernel<HD, IN><<<dim3(nblk, (unsigned)nh, (unsigned)B), FTHREADS, dkv_smem<HD>(), zt_cu.stream>>>(
-        dqkv, dqkv16, part, dout, qkv, lse, Dg, T, nh, nkv, window, scale, scale_log2, rope);
+        dqkv, dqkv16, part, dout, qkv, lse, Dg, T, nh, nkv, window, scale, scale_log2, rope,
+        sizeof(IN) == sizeof(uint16_t) && !rope.cos && aligned16(qkv)); /* cp.async: bf16 Q rows as they are */
     ZT_CU_LAUNCHED();
     if (part) {
         const size_t n = (size_t)B * T * nkv * (HD / 2);
