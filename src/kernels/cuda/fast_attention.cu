@@ -639,90 +639,166 @@ static size_t bwd_smem(void)
            2 * (size_t)TB * 4;
 }
 
+/* dkv's shared memory: the block's K and V tiles, and a double buffer of the query
+ * tile's Q, dO, lse log2(e) and D (load_stats) */
+template <int HD>
+static size_t dkv_smem(void)
+{
+    return 6 * (size_t)TB * fa_dims<HD>::LDH * sizeof(uint16_t) + 4 * (size_t)TB * sizeof(float);
+}
+
+/* The query tile at i0 into one half of dkv's double buffer: Q by 16-byte cp.async where
+ * its rows are bf16, unrotated and aligned (async: the caller commits), else rotated by
+ * RoPE and converted as it is staged (bwd_load_tile_rope's plain loads); dO converted
+ * from fp32 by the plain 16-byte loads; L2 and D (load_stats). */
+template <int HD, typename IN>
+__device__ __forceinline__ void fa_dkv_stage(uint16_t *qs, uint16_t *dos, float *Ls, float *Ds, const IN *qhead,
+                                             size_t W, const float *dohead, size_t OW, const float *Dg,
+                                             const float *lse, int b, int h, int i0, int T, int nh, fa_rope rope,
+                                             bool async)
+{
+    if (async)
+        fa_fetch_tile<HD>(qs, qhead, W, i0, T, true);
+    else
+        bwd_load_tile_rope<HD>(qs, qhead, W, i0, T, rope);
+    bwd_load_tile<HD>(dos, dohead, OW, i0, T);
+    load_stats(Ls, Ds, Dg, lse, b, h, i0, T, nh);
+}
+
+/* P^T and scale dS^T of a warp's 16 keys by the query tile at i0, in place on the mma
+ * accumulators: s (S^T = K Q^T) becomes P^T, dp (dP^T = V dO^T) becomes dS^T, by p_ds
+ * (the dq kernel's function, so both agree).  The lane holds keys j and j + 8 and, of
+ * each 8-query tile n, queries n 8 + 2t and the next: their L2 and D from Ls, Ds. */
+__device__ __forceinline__ void fa_dkv_pds(float (&s)[TB / 8][4], float (&dp)[TB / 8][4], const float *Ls,
+                                           const float *Ds, int j, int i0, int T, int window, float scale,
+                                           float scale_log2, int t)
+{
+#pragma unroll
+    for (int n = 0; n < TB / 8; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int col = n * 8 + 2 * t + (e & 1), key = j + 8 * (e >> 1), iq = i0 + col;
+            const bool vis = key < T && iq < T && zt_attn_visible(iq, key, window);
+            const fa_pds r = p_ds(s[n][e], dp[n][e], Ls[col], Ds[col], scale_log2, scale, vis);
+            s[n][e] = r.p, dp[n][e] = r.ds;
+        }
+}
+
+/* The lane's dk and dv from its accumulators (keys j and j + 8; of each 8-column tile n,
+ * columns n 8 + 2t and the next) into h's partials (part: (B, nh, T, HD) for dk, then as
+ * many for dv, at nd) or into dqkv, dk rotated back by RoPE at its key's position as
+ * rope_back does: columns i and i + HD/2 of a row lie in tiles n and n + HD/16 of the
+ * same lane, so the rotation needs no exchange. */
+template <int HD>
+__device__ __forceinline__ void fa_dkv_write(float *dqkv, uint16_t *dqkv16, float *part, const float (&dk)[HD / 8][4],
+                                             const float (&dv)[HD / 8][4], int b, int h, int kh, int j, int T,
+                                             int nh, int nkv, fa_rope rope, int t)
+{
+    constexpr int H = HD / 2, NH = HD / 16;
+    const size_t W = (size_t)(nh + 2 * nkv) * HD, nd = (size_t)gridDim.z * nh * T * HD;
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int key = j + 8 * r;
+        if (key >= T)
+            continue;
+        if (part) { /* fp32 and unrotated: fa_dkv_sum_kernel rotates the group's sum */
+            const size_t at = (((size_t)b * nh + h) * T + key) * HD;
+#pragma unroll
+            for (int n = 0; n < HD / 8; n++) {
+                const int col = n * 8 + 2 * t;
+                part[at + col] = dk[n][2 * r], part[at + col + 1] = dk[n][2 * r + 1];
+                part[nd + at + col] = dv[n][2 * r], part[nd + at + col + 1] = dv[n][2 * r + 1];
+            }
+            continue;
+        }
+        const size_t row = ((size_t)b * T + key) * W, dko = row + (size_t)(nh + kh) * HD;
+        const size_t dvo = row + (size_t)(nh + nkv + kh) * HD;
+#pragma unroll
+        for (int n = 0; n < NH; n++) {
+            const int col = n * 8 + 2 * t;
+            float y1[2], y2[2];
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                y1[e] = dk[n][2 * r + e], y2[e] = dk[n + NH][2 * r + e];
+                if (rope.cos) {
+                    const size_t ti = (size_t)key * H + col + e;
+                    const zt_rope_pair y = zt_rope_rotate(y1[e], y2[e], rope.cos[ti], -rope.sin[ti]);
+                    y1[e] = y.y1, y2[e] = y.y2;
+                }
+            }
+            put_grad2(dqkv, dqkv16, dko + col, y1[0], y1[1]);
+            put_grad2(dqkv, dqkv16, dko + col + H, y2[0], y2[1]);
+        }
+#pragma unroll
+        for (int n = 0; n < HD / 8; n++)
+            put_grad2(dqkv, dqkv16, dvo + n * 8 + 2 * t, dv[n][2 * r], dv[n][2 * r + 1]);
+    }
+}
+
 /* One block per (key tile, query head h, sequence): head h's share of dk and dv for the
  * 64 keys, summed over the query tiles that see them.  Without grouped queries that is
  * all of dk and dv, written to dqkv; with them, the share goes to h's partials `part`
- * (fp32, unrotated; fa_dkv_sum_kernel adds a group's heads). */
+ * (fp32, unrotated; fa_dkv_sum_kernel adds a group's heads).
+ *
+ * The forward's layout turned around (mma_sync.cuh): a warp owns 16 of the block's keys,
+ * and per query tile S^T = K Q^T and dP^T = V dO^T accumulate in its mma registers (the
+ * forward's fa_scores with K's and V's rows as the a operand, Q's and dO's as b); P^T
+ * and dS^T are formed on the accumulators (fa_dkv_pds) and, packed to bf16x2, are the a
+ * operands of dV += P^T dO and dK += dS^T Q (the forward's fa_pv, dO and Q by
+ * ldmatrix.trans as it takes V).  dK and dV stay in registers across the query tiles.
+ * The next query tile is staged into the other half of a double buffer while this one
+ * computes (fa_dkv_stage: cp.async where it can, as the forward's K and V). */
 template <int HD, typename IN>
 __global__ void __launch_bounds__(FTHREADS) fa_dkv_kernel(float *dqkv, uint16_t *dqkv16, float *part,
                                                            const float *dout, const IN *qkv, const float *lse,
                                                            const float *Dg, int T, int nh, int nkv, int window,
-                                                           float scale, float scale_log2, fa_rope rope)
+                                                           float scale, float scale_log2, fa_rope rope, bool async)
 {
     extern __shared__ __align__(128) float sm[];
-    constexpr int LDH = fa_dims<HD>::LDH, LDF = fa_dims<HD>::LDF, NT = fa_dims<HD>::NT;
-    uint16_t *ks = (uint16_t *)sm, *vs = ks + TB * LDH, *qs = vs + TB * LDH, *dos = qs + TB * LDH;
-    float *sT = (float *)(dos + TB * LDH); /* FWARPS x 16 x LDF: S^T (keys x queries) */
-    float *dpT = sT + FWARPS * 16 * LDF;   /* and dP^T */
-    uint16_t *pT = (uint16_t *)(dpT + FWARPS * 16 * LDF), *dsT = pT + FWARPS * 16 * LDP;
-    float *Ls = (float *)(dsT + FWARPS * 16 * LDP), *Ds = Ls + TB;
+    constexpr int LDH = fa_dims<HD>::LDH;
+    uint16_t *ks = (uint16_t *)sm, *vs = ks + TB * LDH, *qbuf = vs + TB * LDH, *dobuf = qbuf + 2 * TB * LDH;
+    float *Lbuf = (float *)(dobuf + 2 * TB * LDH), *Dbuf = Lbuf + 2 * TB; /* q[2], do[2], L2[2], D[2] */
     const int nblk = (T + TB - 1) / TB;
     const int kb = blockIdx.x, h = blockIdx.y, b = blockIdx.z, kh = h / (nh / nkv);
     const size_t W = (size_t)(nh + 2 * nkv) * HD, OW = (size_t)nh * HD;
     const int j0 = kb * TB, nk = T - j0 < TB ? T - j0 : TB;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, r = lane >> 1, half = lane & 1;
-    const int j = j0 + warp * 16 + r; /* this lane's key */
-    float *sw = sT + warp * 16 * LDF, *dpw = dpT + warp * 16 * LDF;
-    uint16_t *pw = pT + warp * 16 * LDP, *dsw = dsT + warp * 16 * LDP;
-    const IN *seq = qkv + (size_t)b * T * W;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, t = lane & 3;
+    const int j = j0 + warp * 16 + (lane >> 2); /* the lane's first key; its second is j + 8 */
+    const IN *seq = qkv + (size_t)b * T * W, *qhead = seq + (size_t)h * HD;
+    const float *dohead = dout + (size_t)b * T * OW + (size_t)h * HD;
 
+    fa_dkv_stage<HD>(qbuf, dobuf, Lbuf, Dbuf, qhead, W, dohead, OW, Dg, lse, b, h, j0, T, nh, rope, async);
+    zt_cp_async_commit();
     bwd_load_tile_rope<HD>(ks, seq + (size_t)(nh + kh) * HD, W, j0, T, rope);
     bwd_load_tile<HD>(vs, seq + (size_t)(nh + nkv + kh) * HD, W, j0, T);
-    frag_c dk[NT], dv[NT];
-    zero_acc<HD>(dk);
-    zero_acc<HD>(dv);
+    float dk[HD / 8][4], dv[HD / 8][4];
+#pragma unroll
+    for (int n = 0; n < HD / 8; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) dk[n][e] = dv[n][e] = 0.0f;
     const int qb_last = zt_attn_last_query_block(j0, nk, window, nblk, TB);
     for (int qb = kb; qb <= qb_last; qb++) {
-        const int i0 = qb * TB;
-        __syncthreads(); /* the last query tile is read */
-        bwd_load_tile_rope<HD>(qs, seq + (size_t)h * HD, W, i0, T, rope);
-        bwd_load_tile<HD>(dos, dout + (size_t)b * T * OW + (size_t)h * HD, OW, i0, T);
-        load_stats(Ls, Ds, Dg, lse, b, h, i0, T, nh);
-        __syncthreads();
-        mm_abt<HD>(sw, ks + warp * 16 * LDH, qs);   /* S^T = K Q^T */
-        mm_abt<HD>(dpw, vs + warp * 16 * LDH, dos); /* dP^T = V dO^T */
-        __syncwarp();
-        /* lane `half` of row r's pair takes columns 4c + 2 half and the next: a bf16 pair */
-#pragma unroll 4
-        for (int c = 0; c < TB / 4; c++) {
-            const int col = 4 * c + 2 * half, iq = i0 + col;
-            fa_pds e[2];
-#pragma unroll
-            for (int k = 0; k < 2; k++) {
-                const bool vis = j < T && iq + k < T && zt_attn_visible(iq + k, j, window);
-                e[k] = p_ds(sw[r * LDF + col + k], dpw[r * LDF + col + k], Ls[col + k], Ds[col + k], scale_log2, scale,
-                            vis);
-            }
-            *(uint32_t *)(pw + r * LDP + col) = zt_pack_bf16x2(e[0].p, e[1].p);
-            *(uint32_t *)(dsw + r * LDP + col) = zt_pack_bf16x2(e[0].ds, e[1].ds);
+        const int i0 = qb * TB, cur = (qb - kb) & 1, nxt = cur ^ 1;
+        if (qb < qb_last) { /* the next tile into the other half, read by no one since the last barrier */
+            fa_dkv_stage<HD>(qbuf + nxt * TB * LDH, dobuf + nxt * TB * LDH, Lbuf + nxt * TB, Dbuf + nxt * TB, qhead,
+                             W, dohead, OW, Dg, lse, b, h, i0 + TB, T, nh, rope, async);
+            zt_cp_async_commit();
+            zt_cp_async_wait<1>();
+        } else {
+            zt_cp_async_wait<0>();
         }
-        __syncwarp();
-        mm_ab_acc<HD>(dv, pw, dos); /* dV += P^T dO */
-        mm_ab_acc<HD>(dk, dsw, qs); /* dK += dS^T Q (scale inside ds) */
+        __syncthreads(); /* this tile (and, the first time, K and V) is in shared memory for every warp */
+        const uint16_t *qs = qbuf + cur * TB * LDH, *dos = dobuf + cur * TB * LDH;
+        const float *Ls = Lbuf + cur * TB, *Ds = Dbuf + cur * TB;
+        float s[TB / 8][4], dp[TB / 8][4];
+        fa_scores<HD>(s, ks + warp * 16 * LDH, qs, lane);   /* S^T = K Q^T */
+        fa_scores<HD>(dp, vs + warp * 16 * LDH, dos, lane); /* dP^T = V dO^T */
+        fa_dkv_pds(s, dp, Ls, Ds, j, i0, T, window, scale, scale_log2, t);
+        fa_pv<HD>(dv, s, dos, lane); /* dV += P^T dO */
+        fa_pv<HD>(dk, dp, qs, lane); /* dK += dS^T Q (scale inside ds) */
+        __syncthreads();             /* every warp is done with this half before it is refilled */
     }
-    store_acc<HD>(sw, dv);
-    store_acc<HD>(dpw, dk);
-    __syncwarp();
-    if (j >= T)
-        return;
-    if (part) { /* h's partials, (B, nh, T, HD) for dk, then as many for dv */
-        const size_t at = (((size_t)b * nh + h) * T + j) * HD, nd = (size_t)gridDim.z * nh * T * HD;
-#pragma unroll 4
-        for (int c = 0; c < HD / 4; c++) {
-            const int col = 4 * c + 2 * half;
-            part[at + col] = dpw[r * LDF + col], part[at + col + 1] = dpw[r * LDF + col + 1];
-            part[nd + at + col] = sw[r * LDF + col], part[nd + at + col + 1] = sw[r * LDF + col + 1];
-        }
-        return;
-    }
-    const size_t row = ((size_t)b * T + j) * W; /* dk rotated back by RoPE at position j, dv as it is */
-#pragma unroll 4
-    for (int c = 0; c < HD / 4; c++) {
-        const int col = 4 * c + 2 * half;
-        put_grad2(dqkv, dqkv16, row + (size_t)(nh + kh) * HD + col, rope_back<HD>(dpw + r * LDF, col, j, rope),
-                  rope_back<HD>(dpw + r * LDF, col + 1, j, rope));
-        put_grad2(dqkv, dqkv16, row + (size_t)(nh + nkv + kh) * HD + col, sw[r * LDF + col], sw[r * LDF + col + 1]);
-    }
+    fa_dkv_write<HD>(dqkv, dqkv16, part, dk, dv, b, h, kh, j, T, nh, nkv, rope, t);
 }
 
 /* With grouped queries: dk and dv of each (sequence, key, kv head) as the sum of its
@@ -964,9 +1040,10 @@ static void backward_hd(float *dqkv, uint16_t *dqkv16, const float *dout, const 
     fa_delta_kernel<HD, IN><<<zt_cu_blocks((size_t)B * nh * T), ZT_CU_THREADS, 0, zt_cu.stream>>>(Dg, dout, out, B, T,
                                                                                                 nh);
     ZT_CU_LAUNCHED();
-    zt_cu_allow_smem<fa_dkv_kernel<HD, IN>>(smem, "fast attention");
-    fa_dkv_kernel<HD, IN><<<dim3(nblk, (unsigned)nh, (unsigned)B), FTHREADS, smem, zt_cu.stream>>>(
-        dqkv, dqkv16, part, dout, qkv, lse, Dg, T, nh, nkv, window, scale, scale_log2, rope);
+    zt_cu_allow_smem<fa_dkv_kernel<HD, IN>>(dkv_smem<HD>(), "fast attention");
+    fa_dkv_kernel<HD, IN><<<dim3(nblk, (unsigned)nh, (unsigned)B), FTHREADS, dkv_smem<HD>(), zt_cu.stream>>>(
+        dqkv, dqkv16, part, dout, qkv, lse, Dg, T, nh, nkv, window, scale, scale_log2, rope,
+        sizeof(IN) == sizeof(uint16_t) && !rope.cos && aligned16(qkv)); /* cp.async: bf16 Q rows as they are */
     ZT_CU_LAUNCHED();
     if (part) {
         const size_t n = (size_t)B * T * nkv * (HD / 2);
