@@ -6,25 +6,26 @@
  * Shapes as attention.cu: qkv (B, T, W), W = (nh + 2 nkv) hd, rows [q | k | v heads];
  * out (B, T, nh hd); lse (B, nh, T); query head h reads kv head h / (nh / nkv).
  *
- * The forward is written in PTX's warp-level primitives (mma_sync.cuh: mma.sync m16n8k16,
- * ldmatrix, cp.async, cvt to bf16x2), FlashAttention-2's way: S and P stay in the mma
- * registers, K and V tiles are double-buffered by cp.async (its section below says
- * more).  The backward's dk/dv kernel uses nvcuda::wmma (16 x 16 x 16 bf16 tiles) with
- * S, dP and the probabilities through shared memory; its dq kernel is written as the
- * forward (S, dP and dS in registers; its section says more).  Both run without a GPU under tools/cuda_emu,
- * which models wmma (tools/cuda_emu/mma.h) and the PTX primitives lane by lane in their
- * documented layouts (tools/cuda_emu/mma_sync.h; kernels_check's group `mma` holds the
- * model to plain loops, and on a GPU to the hardware).  Neither is Hopper's wgmma
- * (docs/gpu.md says what that leaves on the table).
+ * Every kernel is written in PTX's warp-level primitives (mma_sync.cuh: mma.sync
+ * m16n8k16 with bf16 operands and fp32 accumulators, ldmatrix and ldmatrix.trans for the
+ * operands, cp.async for the tiles, cvt to bf16x2 for the packed products),
+ * FlashAttention-2's way: a warp owns 16 rows of a 64-row tile, its scores and gradients
+ * (S, P; in the backward also dP and dS) never leave its mma registers, because two
+ * neighbouring 8-column accumulator tiles, rounded and packed to bf16x2, are exactly the
+ * a operand of the next product over those 16 columns.  Only the bf16 operand tiles
+ * (Q, K, V, dO) pass through shared memory, double-buffered so that the next tile's
+ * copies are in flight while this one computes.  The three kernels share two products:
+ *   fa_scores: s (16 x 64, fp32) = A (16 x hd) B^T, B (64 x hd)   S, dP; S^T, dP^T
+ *   fa_pv:     o (16 x hd, fp32) += P (16 x 64, packed) B (64 x hd)  P V, dS K; P^T dO, dS^T Q
+ * the forward and dq with the queries as rows, dkv with the keys (S^T = K Q^T).  All
+ * run without a GPU under tools/cuda_emu, which models the PTX primitives lane by lane
+ * in their documented layouts (tools/cuda_emu/mma_sync.h; kernels_check's group `mma`
+ * holds the model to plain loops, and on a GPU to the hardware).  None is Hopper's
+ * wgmma (docs/gpu.md says what that leaves on the table).
  *
- * Backward tiles: 64 queries by 64 keys, 4 warps, each warp owning 16 rows.  Operands are
- * rounded to bf16 as they are staged in shared memory (from the fp32 activations, so no
- * scratch is needed; fast mode's bf16 activations, the _act16 entries, are staged as
- * they are); every wmma product goes through two helpers:
- *   mm_abt:    C (16 x 64, fp32) = A (16 x hd) B^T, B (64 x hd)   S^T, dP^T
- *   mm_ab_acc: acc (16 x hd, fp32) += A (16 x 64) B (64 x hd)      P^T dO, dS^T Q
- * The elementwise parts (p and ds) read the fp32 tile a warp stored in shared memory:
- * lane pairs own a row, each lane its even or odd columns.
+ * Operands are rounded to bf16 as they are staged in shared memory (from the fp32
+ * activations, so no scratch is needed for them; fast mode's bf16 activations, the
+ * _act16 entries, are staged as they are, by cp.async where their rows are aligned).
  *
  * In base-2 units, with c = scale log2(e) (scale = 1/sqrt(hd)):
  *   forward, per key tile:  x_ij = c s_ij,  m' = max(m, max_j x_ij),  p_ij = 2^(x_ij - m'),
@@ -48,50 +49,40 @@
  * on every run.
  *
  * RoPE (fast mode's bf16 activations, the _act16 entries): qkv16 holds q and k as the
- * qkv product wrote them.  Each q tile, and each k tile of the backward, is rotated as it
- * is staged (pair i of row t by the tables' cos and sin at t: rope_freq.h's
+ * qkv product wrote them.  Each q tile, and the dkv kernel's one k tile, is rotated as
+ * it is staged (pair i of row t by the tables' cos and sin at t: rope_freq.h's
  * zt_rope_rotate in fp32 on the widened bf16 values, then rounded to the bf16 operand);
- * the forward rotates k once per call into the scratch (fa_rope_k_kernel, the same
- * expression and rounding).  The backward rotates dq and dk back (sin negated: the
+ * the forward and the dq pass, which stream k tiles past every query block, rotate k
+ * once per call into the scratch (fa_rope_k_kernel, the same expression and rounding),
+ * so that their k tiles come in by cp.async as they lie.  The backward rotates dq and dk back (sin negated: the
  * rotation's transpose) as it writes them, so dqkv is the gradient of what the product
  * wrote and the model runs no RoPE pass of its own.
  *
  * Head sizes 32, 64, 96 and 128 (the CPU's bf16-operand sizes); other sizes and fp32
- * operands (no scratch) take the exact kernels.  Scratch: the exact kernel's size (4 B nkv
- * T hd bytes); the forward's rotated k takes its first half, the backward's D its head. */
+ * operands (no scratch) take the exact kernels.  Scratch: backend.h's
+ * zt_attention_fast_scratch_bytes; the forward's rotated k takes its first half; the
+ * backward's D its head, the grouped dkv partials their place past it, and the dq
+ * pass's rotated k, after the partials are summed, the same place. */
 #include "attention_mask.cuh"
 #include "entries.cuh"
 #include "smem_optin.cuh"
 #include "fast.h"
 #include "mma_sync.cuh"
 
-#include <cuda_bf16.h>
-#include <mma.h>
-
-using namespace nvcuda;
-
 #define TB 64                    /* queries and keys per tile */
 #define FWARPS 4                 /* warps per block, 16 rows each */
 #define FTHREADS (FWARPS * 32)
-#define LDP (TB + 8)             /* bf16 stride of a warp's 16 x 64 tile (a multiple of 8: wmma's rule) */
 #define FULL 0xffffffffu
 #define LOG2E 1.4426950408889634f
 #define LN2 0.6931471805599453f
 
-typedef __nv_bfloat16 bf16;
-typedef wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> frag_a;
-typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> frag_bt; /* B^T of a row-major tile */
-typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major> frag_b;
-typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> frag_c;
-
-/* strides for head size HD: bf16 rows of a 64 x HD tile, fp32 rows of a warp's 16-row
- * tile (wide enough for 64 scores or HD outputs); both keep every 16 x 16 block on a
- * 32-byte boundary, as wmma's loads and stores require */
+/* the bf16 row stride of a 64 x HD tile in shared memory: 8 elements (16 bytes) past HD,
+ * so that every row starts on a 16-byte boundary (ldmatrix's and cp.async's rule) and the
+ * 8 rows of 16 bytes one ldmatrix reads land in 8 different 16-byte quarters of the 128
+ * bytes the banks serve at once (row r at 16 r or 80 r mod 128): no bank conflicts */
 template <int HD>
 struct fa_dims {
     static constexpr int LDH = HD + 8;
-    static constexpr int LDF = (HD > TB ? HD : TB) + 4;
-    static constexpr int NT = HD / 16; /* 16-wide slices of the head */
 };
 
 /* The activations' element types: fp32 (the exact path's qkv and out, rounded as they
@@ -142,20 +133,6 @@ __device__ __forceinline__ void load_tile_rope(uint16_t *s, const IN *base, size
     }
 }
 
-/* Column col of a gradient row g (fp32, HD wide) of the token at position t, rotated back
- * by RoPE (the transpose: sin negated) when rope has tables. */
-template <int HD>
-__device__ __forceinline__ float rope_back(const float *g, int col, int t, fa_rope rope)
-{
-    if (!rope.cos)
-        return g[col];
-    constexpr int H = HD / 2;
-    const int i = col < H ? col : col - H;
-    const size_t ti = (size_t)t * H + i;
-    const zt_rope_pair y = zt_rope_rotate(g[i], g[i + H], rope.cos[ti], -rope.sin[ti]);
-    return col < H ? y.y1 : y.y2;
-}
-
 /* a gradient element into the fp32 and/or bf16 dqkv (each NULL: not wanted) */
 __device__ __forceinline__ void put_grad(float *d32, uint16_t *d16, size_t at, float v)
 {
@@ -163,63 +140,6 @@ __device__ __forceinline__ void put_grad(float *d32, uint16_t *d16, size_t at, f
         d32[at] = v;
     if (d16)
         d16[at] = zt_f32_to_bf16(v);
-}
-
-/* c (16 x 64 fp32, stride LDF) = a (16 x HD) . b^T with b (64 x HD): bf16 rows, stride LDH */
-template <int HD>
-__device__ __forceinline__ void mm_abt(float *c, const uint16_t *a, const uint16_t *b)
-{
-    constexpr int LDH = fa_dims<HD>::LDH, LDF = fa_dims<HD>::LDF, NT = fa_dims<HD>::NT;
-    frag_a fa[NT];
-#pragma unroll
-    for (int kk = 0; kk < NT; kk++) wmma::load_matrix_sync(fa[kk], (const bf16 *)(a + kk * 16), LDH);
-#pragma unroll
-    for (int n = 0; n < TB / 16; n++) {
-        frag_c acc;
-        wmma::fill_fragment(acc, 0.0f);
-#pragma unroll
-        for (int kk = 0; kk < NT; kk++) {
-            frag_bt fb;
-            wmma::load_matrix_sync(fb, (const bf16 *)(b + n * 16 * LDH + kk * 16), LDH);
-            wmma::mma_sync(acc, fa[kk], fb, acc);
-        }
-        wmma::store_matrix_sync(c + n * 16, acc, LDF, wmma::mem_row_major);
-    }
-}
-
-/* acc[t] += a (16 x 64, bf16, stride LDP) . b (64 x HD, bf16 rows, stride LDH), t over
- * the HD/16 column slices of the result */
-template <int HD>
-__device__ __forceinline__ void mm_ab_acc(frag_c (&acc)[fa_dims<HD>::NT], const uint16_t *a, const uint16_t *b)
-{
-    constexpr int LDH = fa_dims<HD>::LDH, NT = fa_dims<HD>::NT;
-    frag_a fa[TB / 16];
-#pragma unroll
-    for (int kk = 0; kk < TB / 16; kk++) wmma::load_matrix_sync(fa[kk], (const bf16 *)(a + kk * 16), LDP);
-#pragma unroll
-    for (int t = 0; t < NT; t++)
-#pragma unroll
-        for (int kk = 0; kk < TB / 16; kk++) {
-            frag_b fb;
-            wmma::load_matrix_sync(fb, (const bf16 *)(b + kk * 16 * LDH + t * 16), LDH);
-            wmma::mma_sync(acc[t], fa[kk], fb, acc[t]);
-        }
-}
-
-/* The accumulators acc (16 x HD) into the warp's fp32 tile w (stride LDF). */
-template <int HD>
-__device__ __forceinline__ void store_acc(float *w, const frag_c (&acc)[fa_dims<HD>::NT])
-{
-#pragma unroll
-    for (int t = 0; t < fa_dims<HD>::NT; t++)
-        wmma::store_matrix_sync(w + t * 16, acc[t], fa_dims<HD>::LDF, wmma::mem_row_major);
-}
-
-template <int HD>
-__device__ __forceinline__ void zero_acc(frag_c (&acc)[fa_dims<HD>::NT])
-{
-#pragma unroll
-    for (int t = 0; t < fa_dims<HD>::NT; t++) wmma::fill_fragment(acc[t], 0.0f);
 }
 
 /* p_ij and scale * ds_ij of one (query, key) pair from its score s and dp = dout_i . v_j:
@@ -631,14 +551,6 @@ __global__ void __launch_bounds__(FTHREADS) fa_forward_kernel(float *out, uint16
 
 /* ---- backward: dk and dv -------------------------------------------------------------- */
 
-template <int HD>
-static size_t bwd_smem(void)
-{
-    typedef fa_dims<HD> d;
-    return 4 * (size_t)TB * d::LDH * 2 + 2 * (size_t)FWARPS * 16 * d::LDF * 4 + 2 * (size_t)FWARPS * 16 * LDP * 2 +
-           2 * (size_t)TB * 4;
-}
-
 /* dkv's shared memory: the block's K and V tiles, and a double buffer of the query
  * tile's Q, dO, lse log2(e) and D (load_stats) */
 template <int HD>
@@ -686,9 +598,9 @@ __device__ __forceinline__ void fa_dkv_pds(float (&s)[TB / 8][4], float (&dp)[TB
 
 /* The lane's dk and dv from its accumulators (keys j and j + 8; of each 8-column tile n,
  * columns n 8 + 2t and the next) into h's partials (part: (B, nh, T, HD) for dk, then as
- * many for dv, at nd) or into dqkv, dk rotated back by RoPE at its key's position as
- * rope_back does: columns i and i + HD/2 of a row lie in tiles n and n + HD/16 of the
- * same lane, so the rotation needs no exchange. */
+ * many for dv, at nd) or into dqkv, dk rotated back by RoPE at its key's position (the
+ * rotation transposed: sin negated): columns i and i + HD/2 of a row lie in tiles n and
+ * n + HD/16 of the same lane, so the rotation needs no exchange. */
 template <int HD>
 __device__ __forceinline__ void fa_dkv_write(float *dqkv, uint16_t *dqkv16, float *part, const float (&dk)[HD / 8][4],
                                              const float (&dv)[HD / 8][4], int b, int h, int kh, int j, int T,
@@ -1031,7 +943,6 @@ template <int HD, typename IN>
 static void backward_hd(float *dqkv, uint16_t *dqkv16, const float *dout, const IN *qkv, const IN *out,
                         const float *lse, void *scratch, int B, int T, int nh, int nkv, int window, fa_rope rope)
 {
-    const size_t smem = bwd_smem<HD>();
     const float scale = (float)(1.0 / sqrt((double)HD)), scale_log2 = (float)(LOG2E / sqrt((double)HD));
     const unsigned nblk = (unsigned)((T + TB - 1) / TB);
     size_t part_at;
