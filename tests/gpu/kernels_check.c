@@ -1497,7 +1497,7 @@ static void check_act16_swiglu(int N, int F)
  * exact composition: widen, rope, attention, attention's backward, rope's backward.  T
  * spans several 64-row tiles, so a tile that rotates by the wrong position (its own row
  * instead of the sequence's), or a gradient left unrotated, is off by O(1). */
-static void check_act16_attention(int B, int T, int nh, int nkv, int hd, int window)
+static void check_act16_attention(int B, int T, int nh, int nkv, int hd, int window, int rope)
 {
     const size_t W = (size_t)(nh + 2 * nkv) * hd, nqkv = (size_t)B * T * W, nout = (size_t)B * T * nh * hd,
                  nlse = (size_t)B * nh * T, nt = (size_t)T * (hd / 2);
@@ -1507,14 +1507,17 @@ static void check_act16_attention(int B, int T, int nh, int nkv, int hd, int win
     const size_t gs = zt_cu_fast_attention_scratch_bytes(B, T, nh, nkv, hd, ZT_BF16);
     const int tensor_cores = gs > 0 && zt_cu_fast_attention_supported(hd);
     char tag[128], name[200];
-    snprintf(tag, sizeof tag, "B=%d T=%d nh=%d nkv=%d hd=%d window=%d %s", B, T, nh, nkv, hd, window,
-             tensor_cores ? "tensor cores" : "exact fallback");
+    snprintf(tag, sizeof tag, "B=%d T=%d nh=%d nkv=%d hd=%d window=%d %s%s", B, T, nh, nkv, hd, window,
+             tensor_cores ? "tensor cores" : "exact fallback", rope ? "" : ", no rope tables");
     uint16_t *d16 = dev(qkv16, nqkv * 2);
     float *dq = dev(NULL, nqkv * 4), *ddo = dev(dout, nout * 4), *dc = dev(NULL, nt * 4), *ds = dev(NULL, nt * 4);
     const zt_rope_freqs f = {10000.0f, 0, 0, 0, 0, 0};
     gpu->rope_tables(dc, ds, T, hd, &f);
     gpu->convert(dq, ZT_F32, d16, ZT_BF16, nqkv);
-    gpu->rope_forward(dq, dc, ds, B, T, nh, nkv, hd);
+    if (rope)
+        gpu->rope_forward(dq, dc, ds, B, T, nh, nkv, hd);
+    else /* the entries without tables: q and k as they are (the dkv kernel's cp.async path) */
+        dc = ds = NULL;
     void *scratch = gs ? dev(NULL, gs) : NULL;
     /* the composition: the exact kernels on the widened, rotated qkv, backward on the
      * widened out16, its gradient rotated back */
@@ -1523,7 +1526,8 @@ static void check_act16_attention(int B, int T, int nh, int nkv, int hd, int win
     gpu->attention_forward(eo, eo16, el, dq, scratch, B, T, nh, nkv, hd, window);
     gpu->convert(eow, ZT_F32, eo16, ZT_BF16, nout);
     gpu->attention_backward(edq, ddo, dq, eow, el, scratch, B, T, nh, nkv, hd, window);
-    gpu->rope_backward(edq, dc, ds, B, T, nh, nkv, hd);
+    if (rope)
+        gpu->rope_backward(edq, dc, ds, B, T, nh, nkv, hd);
     gpu->convert(edq16, ZT_BF16, edq, ZT_F32, nqkv);
     uint16_t *want_o16 = host(nout * 2), *want_dq16 = host(nqkv * 2);
     float *want_l = host(nlse * 4), *want_dq = host(nqkv * 4);
@@ -1563,11 +1567,12 @@ static void check_fast_act16(void)
     check_act16_linear(37, 48, 70, 0);
     check_act16_swiglu(33, 129);
     check_act16_swiglu(33, 136);
-    check_act16_attention(2, 150, 6, 2, 64, 0);
-    check_act16_attention(1, 130, 4, 4, 128, 0);
-    check_act16_attention(1, 150, 4, 1, 64, 70);
-    check_act16_attention(1, 421, 4, 2, 32, 0); /* groups of 2 over 7 key tiles: the sum's RoPE */
-    check_act16_attention(1, 77, 4, 2, 48, 0); /* the exact fallback */
+    check_act16_attention(2, 150, 6, 2, 64, 0, 1);
+    check_act16_attention(1, 130, 4, 4, 128, 0, 1);
+    check_act16_attention(1, 150, 4, 1, 64, 70, 1);
+    check_act16_attention(1, 421, 4, 2, 32, 0, 1); /* groups of 2 over 7 key tiles: the sum's RoPE */
+    check_act16_attention(1, 77, 4, 2, 48, 0, 1);  /* the exact fallback */
+    check_act16_attention(1, 200, 4, 4, 64, 0, 0); /* no tables: dkv's cp.async staging of Q */
 }
 
 /* cuDNN's fused attention through the fast table's _act16 entries (fast_cudnn.cu) at

@@ -25,9 +25,8 @@ extern "C" {
  * The backend.h entries attention_scratch_bytes / attention_forward /
  * attention_backward.  With a scratch (bf16 compute, head sizes 32, 64, 96 and 128:
  * the CPU's rule for bf16 operands), q, k, v, p, dout and ds are bf16 operands of
- * warp-level tensor-core products with fp32 accumulation (the forward mma.sync m16n8k16,
- * the backward nvcuda::wmma 16 x 16 x 16); the
- * softmax statistics, lse, D and every output stay fp32.  Without a scratch (fp32
+ * warp-level tensor-core products with fp32 accumulation (mma.sync m16n8k16, forward
+ * and backward); the softmax statistics, lse, D and every output stay fp32.  Without a scratch (fp32
  * compute, or another head size) they run the exact kernels of attention.cu.  Causal,
  * grouped-query and sliding-window attention as the exact kernel; deterministic (no
  * atomics: each backward kernel is the sole writer of what it sums, and a group's
