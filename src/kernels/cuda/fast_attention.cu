@@ -14,7 +14,7 @@
  * operand of P V over those 16 keys, and O = O corr + P V (V's operand by ldmatrix.trans).
  * K and V tiles come in by cp.async into a double buffer, the next tile's copies in
  * flight while this one computes.  RoPE: Q is rotated as its tile is staged (once per
- * block); K by a pass before the kernel (fa_rope_k_kernel) into the scratch, once per
+ * block); K by a pass before the kernel (fa_rope_heads_kernel) into the scratch, once per
  * forward, where rotating each K tile in shared memory would redo it in every query block
  * that visits the tile (up to T / 64 times) and put a rotation and a barrier between a
  * tile's landing and its use. */
@@ -157,7 +157,7 @@ __global__ void __launch_bounds__(FTHREADS) fa_forward_kernel(float *out, uint16
 /* ---- launching ------------------------------------------------------------------------- */
 
 /* scratch: the caller's attention scratch (zt_cu_fast_attention_scratch_bytes, 4 B nkv T HD
- * bytes), whose first half takes the rotated K (fa_rope_k_kernel) when rope has tables */
+ * bytes), whose first half takes the rotated K (fa_rope_heads_kernel) when rope has tables */
 template <int HD, typename IN>
 static void forward_hd(float *out, uint16_t *out16, float *lse, const IN *qkv, void *scratch, int B, int T, int nh,
                        int nkv, int window, fa_rope rope)
@@ -171,7 +171,8 @@ static void forward_hd(float *out, uint16_t *out16, float *lse, const IN *qkv, v
         if (rope.cos) {
             uint16_t *kr = (uint16_t *)scratch;
             const size_t n = (size_t)B * nkv * T * (HD / 2);
-            fa_rope_k_kernel<HD><<<zt_cu_blocks(n), ZT_CU_THREADS, 0, zt_cu.stream>>>(kr, qkv, rope, B, T, nh, nkv);
+            fa_rope_heads_kernel<HD, IN><<<zt_cu_blocks(n), ZT_CU_THREADS, 0, zt_cu.stream>>>(
+                kr, qkv, rope, B, T, W, nh, nkv);
             ZT_CU_LAUNCHED();
             ksrc = fa_src<IN>{kr, (size_t)nkv * T * HD, (size_t)T * HD, (size_t)HD};
         }
@@ -208,7 +209,7 @@ void zt_cu_fast_attention_forward(float *out, uint16_t *out_bf16, float *lse, co
 }
 
 /* bf16 activations (backend.h's _act16 entries): the same kernel staging bf16 qkv as it
- * is, q and k rotated by RoPE (fa_rope_k_kernel for k); the output in bf16 only; the
+ * is, q and k rotated by RoPE (fa_rope_heads_kernel for k); the output in bf16 only; the
  * shapes the tensor-core kernels do not serve take the exact table's entries (the exact
  * kernels on widened copies, act16.cu). */
 void zt_cu_fast_attention_forward_act16(uint16_t *out16, float *lse, const uint16_t *qkv16, const float *cos_t,
