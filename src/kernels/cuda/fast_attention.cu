@@ -117,33 +117,18 @@ __global__ void __launch_bounds__(FTHREADS) fa_forward_kernel(float *out, uint16
     extern __shared__ __align__(128) float sm[];
     constexpr int LDH = fa_dims<HD>::LDH;
     uint16_t *qs = (uint16_t *)sm, *kbuf = qs + TB * LDH, *vbuf = kbuf + 2 * TB * LDH; /* k[2], v[2] */
-    const int nblk = (T + TB - 1) / TB;
-    const int qb = nblk - 1 - (int)blockIdx.x; /* the longest rows first */
-    const int h = blockIdx.y, b = blockIdx.z, kh = h / (nh / nkv);
-    const size_t W = (size_t)(nh + 2 * nkv) * HD;
-    const int i0 = qb * TB, lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-    const IN *seq = qkv + (size_t)b * T * W;
-    const IN *khead = ksrc.base + b * ksrc.seq + kh * ksrc.head, *vhead = seq + (size_t)(nh + nkv + kh) * HD;
+    const fa_qblock<HD, IN> q(qkv, ksrc, T, nh, nkv, window, kbuf, vbuf);
+    const int qb = q.qb, i0 = q.i0, h = q.h, b = q.b, kb0 = q.kb0;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
 
-    const int kb0 = zt_attn_first_key_block(i0, window, TB);
-    fa_fetch_tile<HD>(kbuf, khead, ksrc.row, kb0 * TB, T, async);
-    fa_fetch_tile<HD>(vbuf, vhead, W, kb0 * TB, T, async);
-    zt_cp_async_commit();
-    load_tile_rope<HD>(qs, seq + (size_t)h * HD, W, i0, T, rope);
+    q.fetch(0, kb0, T, async);
+    load_tile_rope<HD>(qs, q.seq + (size_t)h * HD, q.W, i0, T, rope);
     float o[HD / 8][4];
 #pragma unroll
     for (int n = 0; n < HD / 8; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
     fa_rows st = {{-INFINITY, -INFINITY}, {0.0f, 0.0f}, {i0 + warp * 16 + g, i0 + warp * 16 + g + 8}};
     for (int kb = kb0; kb <= qb; kb++) {
-        const int cur = (kb - kb0) & 1;
-        if (kb < qb) { /* the next tile into the other buffer, read by no one since the last barrier */
-            fa_fetch_tile<HD>(kbuf + (cur ^ 1) * TB * LDH, khead, ksrc.row, (kb + 1) * TB, T, async);
-            fa_fetch_tile<HD>(vbuf + (cur ^ 1) * TB * LDH, vhead, W, (kb + 1) * TB, T, async);
-            zt_cp_async_commit();
-            zt_cp_async_wait<1>();
-        } else {
-            zt_cp_async_wait<0>();
-        }
+        const int cur = q.advance(kb, T, async);
         __syncthreads(); /* this tile (and, the first time, q) is in shared memory for every warp */
         float s[TB / 8][4];
         fa_scores<HD>(s, qs + warp * 16 * LDH, kbuf + cur * TB * LDH, lane);

@@ -197,6 +197,52 @@ __device__ __forceinline__ void fa_fetch_tile(uint16_t *s, const IN *head, size_
     }
 }
 
+/* The forward's and the dq pass's block: one per (query tile, head h, sequence), the
+ * longest rows first (blockIdx.x counts query tiles from the end), walking key tiles
+ * kb0..qb with K and V double-buffered in kbuf[2] and vbuf[2] (TB x LDH each). */
+template <int HD, typename IN>
+struct fa_qblock {
+    int qb, i0, h, b, kb0;
+    size_t W;                  /* qkv's row: nh + 2 nkv heads */
+    const IN *seq;             /* sequence b's first qkv row */
+    const IN *khead, *vhead;   /* K (from ksrc) and V of the kv head h reads */
+    size_t krow;               /* K's row stride (ksrc.row) */
+    uint16_t *kbuf, *vbuf;
+
+    __device__ __forceinline__ fa_qblock(const IN *qkv, fa_src<IN> ksrc, int T, int nh, int nkv, int window,
+                                         uint16_t *kb, uint16_t *vb)
+    {
+        const int kh = (int)blockIdx.y / (nh / nkv);
+        qb = (T + TB - 1) / TB - 1 - (int)blockIdx.x, i0 = qb * TB, h = blockIdx.y, b = blockIdx.z;
+        W = (size_t)(nh + 2 * nkv) * HD, seq = qkv + (size_t)b * T * W;
+        khead = ksrc.base + b * ksrc.seq + kh * ksrc.head, krow = ksrc.row;
+        vhead = seq + (size_t)(nh + nkv + kh) * HD;
+        kbuf = kb, vbuf = vb, kb0 = zt_attn_first_key_block(i0, window, TB);
+    }
+    /* key tile kb's K and V into buffer slot (committed as one cp.async group) */
+    __device__ __forceinline__ void fetch(int slot, int kb, int T, bool async) const
+    {
+        constexpr int LDH = fa_dims<HD>::LDH;
+        fa_fetch_tile<HD>(kbuf + slot * TB * LDH, khead, krow, kb * TB, T, async);
+        fa_fetch_tile<HD>(vbuf + slot * TB * LDH, vhead, W, kb * TB, T, async);
+        zt_cp_async_commit();
+    }
+    /* At the top of key tile kb's step: kb + 1's tiles on their way into the other slot
+     * (read by no one since the last barrier), kb's landed for this thread; the caller's
+     * barrier makes them every warp's.  Returns kb's slot. */
+    __device__ __forceinline__ int advance(int kb, int T, bool async) const
+    {
+        const int cur = (kb - kb0) & 1;
+        if (kb < qb) {
+            fetch(cur ^ 1, kb + 1, T, async);
+            zt_cp_async_wait<1>();
+        } else {
+            zt_cp_async_wait<0>();
+        }
+        return cur;
+    }
+};
+
 /* s (16 x 64: 8 tiles of 8 keys) = the warp's Q rows (qw, stride LDH) K^T, K (64 x HD) at ks */
 template <int HD>
 __device__ __forceinline__ void fa_scores(float (&s)[TB / 8][4], const uint16_t *qw, const uint16_t *ks, int lane)

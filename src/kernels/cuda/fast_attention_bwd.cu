@@ -452,18 +452,13 @@ __global__ void __launch_bounds__(FTHREADS) fa_dq_kernel(float *dqkv, uint16_t *
     extern __shared__ __align__(128) float sm[];
     constexpr int LDH = fa_dims<HD>::LDH;
     uint16_t *qs = (uint16_t *)sm, *dos = qs + TB * LDH, *kbuf = dos + TB * LDH, *vbuf = kbuf + 2 * TB * LDH;
-    const int nblk = (T + TB - 1) / TB;
-    const int qb = nblk - 1 - (int)blockIdx.x, h = blockIdx.y, b = blockIdx.z, kh = h / (nh / nkv);
-    const size_t W = (size_t)(nh + 2 * nkv) * HD, OW = (size_t)nh * HD;
-    const int i0 = qb * TB, lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-    const IN *seq = qkv + (size_t)b * T * W;
-    const IN *khead = ksrc.base + b * ksrc.seq + kh * ksrc.head, *vhead = seq + (size_t)(nh + nkv + kh) * HD;
+    const fa_qblock<HD, IN> q(qkv, ksrc, T, nh, nkv, window, kbuf, vbuf);
+    const int qb = q.qb, i0 = q.i0, h = q.h, b = q.b, kb0 = q.kb0;
+    const size_t OW = (size_t)nh * HD;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
 
-    const int kb0 = zt_attn_first_key_block(i0, window, TB);
-    fa_fetch_tile<HD>(kbuf, khead, ksrc.row, kb0 * TB, T, async);
-    fa_fetch_tile<HD>(vbuf, vhead, W, kb0 * TB, T, async);
-    zt_cp_async_commit();
-    bwd_load_tile_rope<HD>(qs, seq + (size_t)h * HD, W, i0, T, rope);
+    q.fetch(0, kb0, T, async);
+    bwd_load_tile_rope<HD>(qs, q.seq + (size_t)h * HD, q.W, i0, T, rope);
     bwd_load_tile<HD>(dos, dout + (size_t)b * T * OW + (size_t)h * HD, OW, i0, T);
     const int i[2] = {i0 + warp * 16 + g, i0 + warp * 16 + g + 8}; /* the lane's rows */
     float L2[2], D[2]; /* rows past T: D 0, L2 +inf (p = 0) */
@@ -476,15 +471,7 @@ __global__ void __launch_bounds__(FTHREADS) fa_dq_kernel(float *dqkv, uint16_t *
 #pragma unroll
     for (int n = 0; n < HD / 8; n++) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
     for (int kb = kb0; kb <= qb; kb++) {
-        const int cur = (kb - kb0) & 1;
-        if (kb < qb) { /* the next tile into the other buffer, read by no one since the last barrier */
-            fa_fetch_tile<HD>(kbuf + (cur ^ 1) * TB * LDH, khead, ksrc.row, (kb + 1) * TB, T, async);
-            fa_fetch_tile<HD>(vbuf + (cur ^ 1) * TB * LDH, vhead, W, (kb + 1) * TB, T, async);
-            zt_cp_async_commit();
-            zt_cp_async_wait<1>();
-        } else {
-            zt_cp_async_wait<0>();
-        }
+        const int cur = q.advance(kb, T, async);
         __syncthreads(); /* this tile (and, the first time, q and dO) is in shared memory */
         const uint16_t *ks = kbuf + cur * TB * LDH;
         float s[TB / 8][4], dp[TB / 8][4];
@@ -494,7 +481,7 @@ __global__ void __launch_bounds__(FTHREADS) fa_dq_kernel(float *dqkv, uint16_t *
         fa_pv<HD>(dq, s, ks, lane); /* dQ += dS K */
         __syncthreads();            /* every warp is done with this buffer before it is refilled */
     }
-    dq_write_rows<HD>(dqkv, dqkv16, dq, i, b, h, T, W, t, rope);
+    dq_write_rows<HD>(dqkv, dqkv16, dq, i, b, h, T, q.W, t, rope);
 }
 
 /* ---- launching ------------------------------------------------------------------------- */
