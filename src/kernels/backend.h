@@ -355,11 +355,18 @@ const zt_backend *zt_backend_emu_fast(void);
  * emulated device's fast table states the same size, so that the model's estimate of a
  * fast run, which asks that table, is what a GPU allocates): 0 where the exact rule
  * (backend_cpu.c) gives 0 (no bf16 operands), else the larger of the exact rule's size
- * (the exact kernels' fallback runs in it) and what the fast backward keeps there: D,
- * B nh T floats, at the head, and with grouped queries (nh > nkv) the dk and dv blocks'
- * per-query-head partials, 2 B nh T hd floats, from byte *partials_at (256-aligned;
- * partials_at NULL: not wanted). */
-size_t zt_attention_fast_scratch_bytes(int B, int T, int nh, int nkv, int hd, zt_dtype opd, size_t *partials_at);
+ * (the exact kernels' fallback runs in it) and what the fast backward keeps there, each
+ * part 256-aligned, at the byte offsets in *at (NULL: not wanted):
+ *   D, B nh T floats, at the head;
+ *   q16: Q as the dk/dv blocks read it, bf16, rotated by RoPE, (B, nh, T, hd);
+ *   do16: dO in bf16, (B, nh, T, hd) (both so that those blocks take them by cp.async);
+ *   partials: with grouped queries (nh > nkv) the dk and dv blocks' per-query-head
+ *   partials, 2 B nh T hd floats, and after their sum the dq pass's rotated K, B nkv T
+ *   hd bf16, in the same place (room for the larger). */
+typedef struct {
+    size_t q16, do16, partials;
+} zt_fast_scratch_at;
+size_t zt_attention_fast_scratch_bytes(int B, int T, int nh, int nkv, int hd, zt_dtype opd, zt_fast_scratch_at *at);
 
 /* Host waits a real device would make that the emulated device has counted since
  * the process started: every to_host, to_device, sync and copy_wait, and every

@@ -26,16 +26,21 @@ static size_t cpu_attention_scratch_bytes(int B, int T, int nh, int nkv, int hd,
     return opd == ZT_BF16 && zt_attention16_supported(hd) ? zt_attention16_pack_bytes(B, T, nkv, hd) : 0;
 }
 
-size_t zt_attention_fast_scratch_bytes(int B, int T, int nh, int nkv, int hd, zt_dtype opd, size_t *partials_at)
+static size_t align256(size_t n) { return (n + 255) / 256 * 256; }
+
+size_t zt_attention_fast_scratch_bytes(int B, int T, int nh, int nkv, int hd, zt_dtype opd, zt_fast_scratch_at *at)
 {
-    const size_t delta = ((size_t)B * nh * T * sizeof(float) + 255) / 256 * 256;
-    const size_t partials = nh > nkv ? 2 * (size_t)B * nh * T * hd * sizeof(float) : 0;
-    if (partials_at)
-        *partials_at = delta;
+    const size_t rows = (size_t)B * nh * T, delta = align256(rows * sizeof(float));
+    const size_t q16 = align256(rows * hd * sizeof(uint16_t)), do16 = q16;
+    const size_t partials = nh > nkv ? 2 * rows * hd * sizeof(float) : 0;
+    const size_t k16 = (size_t)B * nkv * T * hd * sizeof(uint16_t);
+    const size_t fast = delta + q16 + do16 + (partials > k16 ? partials : k16);
+    if (at)
+        *at = (zt_fast_scratch_at){delta, delta + q16, delta + q16 + do16};
     const size_t pack = cpu_attention_scratch_bytes(B, T, nh, nkv, hd, opd);
     if (!pack)
         return 0;
-    return pack > delta + partials ? pack : delta + partials;
+    return pack > fast ? pack : fast;
 }
 
 static void cpu_attention_forward(float *out, uint16_t *out_bf16, float *lse, const float *qkv, void *scratch,

@@ -3,7 +3,7 @@
  * x4 (plain and .trans), cp.async 16 bytes with commit and wait groups, and the packed
  * fp32x2 -> bf16x2 conversion.
  *
- * Unlike wmma's fragments (mma.h), these layouts are documented, and the kernels rely on
+ * Unlike wmma's fragments, these layouts are documented, and the kernels rely on
  * them (the forward reuses an accumulator as the next product's a operand), so the model
  * keeps each lane's registers exactly as the PTX ISA lays them out (mma_sync.cuh's
  * header): a lane holds only its own elements, and a product or a matrix load is formed

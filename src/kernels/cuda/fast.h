@@ -20,7 +20,7 @@
 extern "C" {
 #endif
 
-/* ---- attention (fast_attention.cu): tensor-core flash attention with bf16 operands
+/* ---- attention (fast_attention.cu, fast_attention_bwd.cu): tensor-core flash attention with bf16 operands
  *
  * The backend.h entries attention_scratch_bytes / attention_forward /
  * attention_backward.  With a scratch (bf16 compute, head sizes 32, 64, 96 and 128:

@@ -14,7 +14,7 @@
  * operand of P V over those 16 keys, and O = O corr + P V (V's operand by ldmatrix.trans).
  * K and V tiles come in by cp.async into a double buffer, the next tile's copies in
  * flight while this one computes.  RoPE: Q is rotated as its tile is staged (once per
- * block); K by a pass before the kernel (fa_rope_k_kernel) into the scratch, once per
+ * block); K by a pass before the kernel (fa_rope_heads_kernel) into the scratch, once per
  * forward, where rotating each K tile in shared memory would redo it in every query block
  * that visits the tile (up to T / 64 times) and put a rotation and a barrier between a
  * tile's landing and its use. */
@@ -117,33 +117,18 @@ __global__ void __launch_bounds__(FTHREADS) fa_forward_kernel(float *out, uint16
     extern __shared__ __align__(128) float sm[];
     constexpr int LDH = fa_dims<HD>::LDH;
     uint16_t *qs = (uint16_t *)sm, *kbuf = qs + TB * LDH, *vbuf = kbuf + 2 * TB * LDH; /* k[2], v[2] */
-    const int nblk = (T + TB - 1) / TB;
-    const int qb = nblk - 1 - (int)blockIdx.x; /* the longest rows first */
-    const int h = blockIdx.y, b = blockIdx.z, kh = h / (nh / nkv);
-    const size_t W = (size_t)(nh + 2 * nkv) * HD;
-    const int i0 = qb * TB, lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-    const IN *seq = qkv + (size_t)b * T * W;
-    const IN *khead = ksrc.base + b * ksrc.seq + kh * ksrc.head, *vhead = seq + (size_t)(nh + nkv + kh) * HD;
+    const fa_qblock<HD, IN> q(qkv, ksrc, T, nh, nkv, window, kbuf, vbuf);
+    const int qb = q.qb, i0 = q.i0, h = q.h, b = q.b, kb0 = q.kb0;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
 
-    const int kb0 = zt_attn_first_key_block(i0, window, TB);
-    fa_fetch_tile<HD>(kbuf, khead, ksrc.row, kb0 * TB, T, async);
-    fa_fetch_tile<HD>(vbuf, vhead, W, kb0 * TB, T, async);
-    zt_cp_async_commit();
-    load_tile_rope<HD>(qs, seq + (size_t)h * HD, W, i0, T, rope);
+    q.fetch(0, kb0, T, async);
+    load_tile_rope<HD>(qs, q.seq + (size_t)h * HD, q.W, i0, T, rope);
     float o[HD / 8][4];
 #pragma unroll
     for (int n = 0; n < HD / 8; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
     fa_rows st = {{-INFINITY, -INFINITY}, {0.0f, 0.0f}, {i0 + warp * 16 + g, i0 + warp * 16 + g + 8}};
     for (int kb = kb0; kb <= qb; kb++) {
-        const int cur = (kb - kb0) & 1;
-        if (kb < qb) { /* the next tile into the other buffer, read by no one since the last barrier */
-            fa_fetch_tile<HD>(kbuf + (cur ^ 1) * TB * LDH, khead, ksrc.row, (kb + 1) * TB, T, async);
-            fa_fetch_tile<HD>(vbuf + (cur ^ 1) * TB * LDH, vhead, W, (kb + 1) * TB, T, async);
-            zt_cp_async_commit();
-            zt_cp_async_wait<1>();
-        } else {
-            zt_cp_async_wait<0>();
-        }
+        const int cur = q.advance(kb, T, async);
         __syncthreads(); /* this tile (and, the first time, q) is in shared memory for every warp */
         float s[TB / 8][4];
         fa_scores<HD>(s, qs + warp * 16 * LDH, kbuf + cur * TB * LDH, lane);
@@ -157,7 +142,7 @@ __global__ void __launch_bounds__(FTHREADS) fa_forward_kernel(float *out, uint16
 /* ---- launching ------------------------------------------------------------------------- */
 
 /* scratch: the caller's attention scratch (zt_cu_fast_attention_scratch_bytes, 4 B nkv T HD
- * bytes), whose first half takes the rotated K (fa_rope_k_kernel) when rope has tables */
+ * bytes), whose first half takes the rotated K (fa_rope_heads_kernel) when rope has tables */
 template <int HD, typename IN>
 static void forward_hd(float *out, uint16_t *out16, float *lse, const IN *qkv, void *scratch, int B, int T, int nh,
                        int nkv, int window, fa_rope rope)
@@ -171,7 +156,8 @@ static void forward_hd(float *out, uint16_t *out16, float *lse, const IN *qkv, v
         if (rope.cos) {
             uint16_t *kr = (uint16_t *)scratch;
             const size_t n = (size_t)B * nkv * T * (HD / 2);
-            fa_rope_k_kernel<HD><<<zt_cu_blocks(n), ZT_CU_THREADS, 0, zt_cu.stream>>>(kr, qkv, rope, B, T, nh, nkv);
+            fa_rope_heads_kernel<HD, IN><<<zt_cu_blocks(n), ZT_CU_THREADS, 0, zt_cu.stream>>>(
+                kr, qkv, rope, B, T, W, nh, nkv);
             ZT_CU_LAUNCHED();
             ksrc = fa_src<IN>{kr, (size_t)nkv * T * HD, (size_t)T * HD, (size_t)HD};
         }
@@ -208,7 +194,7 @@ void zt_cu_fast_attention_forward(float *out, uint16_t *out_bf16, float *lse, co
 }
 
 /* bf16 activations (backend.h's _act16 entries): the same kernel staging bf16 qkv as it
- * is, q and k rotated by RoPE (fa_rope_k_kernel for k); the output in bf16 only; the
+ * is, q and k rotated by RoPE (fa_rope_heads_kernel for k); the output in bf16 only; the
  * shapes the tensor-core kernels do not serve take the exact table's entries (the exact
  * kernels on widened copies, act16.cu). */
 void zt_cu_fast_attention_forward_act16(uint16_t *out16, float *lse, const uint16_t *qkv16, const float *cos_t,

@@ -44,26 +44,27 @@
  * adds each group's heads in head order: a group's heads run side by side rather than
  * one after another in one block (the 1B model at T 2048: 32 key tiles x 32 heads, not
  * x 8 kv heads each walking 4 heads).  Before them, one pass forms D for every query of
- * every head into the scratch (fa_delta_kernel), so that neither recomputes it per
- * tile.  Both compute p and ds with one function (p_ds) from the same products, so they
+ * every head into the scratch (fa_delta_kernel, which also leaves dO there in bf16),
+ * so that neither recomputes it per tile.  Both compute p and ds with one function (p_ds) from the same products, so they
  * agree by construction, and every sum has a fixed order: the results are the same bits
  * on every run.
  *
  * RoPE (fast mode's bf16 activations, the _act16 entries): qkv16 holds q and k as the
- * qkv product wrote them.  Each q tile, and the dkv kernel's one k tile, is rotated as
- * it is staged (pair i of row t by the tables' cos and sin at t: rope_freq.h's
- * zt_rope_rotate in fp32 on the widened bf16 values, then rounded to the bf16 operand);
- * the forward and the dq pass, which stream k tiles past every query block, rotate k
- * once per call into the scratch (fa_rope_k_kernel, the same expression and rounding),
- * so that their k tiles come in by cp.async as they lie.  The backward rotates dq and dk back (sin negated: the
+ * qkv product wrote them.  The forward's and the dq kernel's one q tile a block, and
+ * the dkv kernel's one k tile, are rotated as they are staged (pair i of row t by the
+ * tables' cos and sin at t: rope_freq.h's zt_rope_rotate in fp32 on the widened bf16
+ * values, then rounded to the bf16 operand); the tiles a kernel streams past every block
+ * (k for the forward and the dq pass, q for the dkv pass) are rotated once per call into
+ * the scratch (fa_rope_heads_kernel, the same expression and rounding), so that they
+ * come in by cp.async as they lie.  The backward rotates dq and dk back (sin negated: the
  * rotation's transpose) as it writes them, so dqkv is the gradient of what the product
  * wrote and the model runs no RoPE pass of its own.
  *
  * Head sizes 32, 64, 96 and 128 (the CPU's bf16-operand sizes); other sizes and fp32
  * operands (no scratch) take the exact kernels.  Scratch: backend.h's
- * zt_attention_fast_scratch_bytes; the forward's rotated k takes its first half; the
- * backward's D its head, the grouped dkv partials their place past it, and the dq
- * pass's rotated k, after the partials are summed, the same place. */
+ * zt_attention_fast_scratch_bytes; the forward's rotated k takes its head; the
+ * backward's D its head, then the rotated q and the bf16 dO, then the grouped dkv
+ * partials, and the dq pass's rotated k, after the partials are summed, the same place. */
 #ifndef ZT_CUDA_FAST_ATTENTION_CUH
 #define ZT_CUDA_FAST_ATTENTION_CUH
 
@@ -146,19 +147,27 @@ struct fa_src {
     size_t seq, head, row;
 };
 
-/* K rotated by RoPE, bf16, (B, nkv, T, HD) into kr: the same expression and rounding as
- * load_tile_rope, so the same operand bits */
-template <int HD>
-__global__ void fa_rope_k_kernel(uint16_t *kr, const uint16_t *qkv16, fa_rope rope, int B, int T, int nh, int nkv)
+/* Heads [head0, head0 + nheads) of qkv (rows of W elements) as bf16 rows (B, nheads, T,
+ * HD) into dst, rotated by RoPE where rope has tables (the same expression and rounding
+ * as load_tile_rope), else converted (as load_tile): the same operand bits as a tile
+ * staged from qkv.  K for the forward and the dq pass, Q for the dk/dv blocks: each tile
+ * of theirs is read by many blocks, and from dst it comes in by cp.async as it lies. */
+template <int HD, typename IN>
+__global__ void fa_rope_heads_kernel(uint16_t *dst, const IN *qkv, fa_rope rope, int B, int T, size_t W, int head0,
+                                     int nheads)
 {
     constexpr int H = HD / 2;
-    const size_t n = (size_t)B * nkv * T * H, W = (size_t)(nh + 2 * nkv) * HD;
+    const size_t n = (size_t)B * nheads * T * H;
     for (size_t k = blockIdx.x * (size_t)blockDim.x + threadIdx.x; k < n; k += (size_t)gridDim.x * blockDim.x) {
-        const int i = (int)(k % H), t = (int)(k / H % T), bk = (int)(k / H / T), b = bk / nkv, kh = bk % nkv;
-        const uint16_t *x = qkv16 + ((size_t)b * T + t) * W + (size_t)(nh + kh) * HD;
+        const int i = (int)(k % H), t = (int)(k / H % T), bk = (int)(k / H / T), b = bk / nheads, hh = bk % nheads;
+        const IN *x = qkv + ((size_t)b * T + t) * W + (size_t)(head0 + hh) * HD;
+        uint16_t *o = dst + (size_t)bk * T * HD + (size_t)t * HD;
+        if (!rope.cos) {
+            o[i] = as_bf16(x[i]), o[i + H] = as_bf16(x[i + H]);
+            continue;
+        }
         const size_t ti = (size_t)t * H + i;
         const zt_rope_pair y = zt_rope_rotate(as_f32(x[i]), as_f32(x[i + H]), rope.cos[ti], rope.sin[ti]);
-        uint16_t *o = kr + (size_t)bk * T * HD + (size_t)t * HD;
         o[i] = zt_f32_to_bf16(y.y1), o[i + H] = zt_f32_to_bf16(y.y2);
     }
 }
@@ -187,6 +196,52 @@ __device__ __forceinline__ void fa_fetch_tile(uint16_t *s, const IN *head, size_
         for (int e = 0; e < 8; e++) d[e] = as_bf16(x[e]);
     }
 }
+
+/* The forward's and the dq pass's block: one per (query tile, head h, sequence), the
+ * longest rows first (blockIdx.x counts query tiles from the end), walking key tiles
+ * kb0..qb with K and V double-buffered in kbuf[2] and vbuf[2] (TB x LDH each). */
+template <int HD, typename IN>
+struct fa_qblock {
+    int qb, i0, h, b, kb0;
+    size_t W;                  /* qkv's row: nh + 2 nkv heads */
+    const IN *seq;             /* sequence b's first qkv row */
+    const IN *khead, *vhead;   /* K (from ksrc) and V of the kv head h reads */
+    size_t krow;               /* K's row stride (ksrc.row) */
+    uint16_t *kbuf, *vbuf;
+
+    __device__ __forceinline__ fa_qblock(const IN *qkv, fa_src<IN> ksrc, int T, int nh, int nkv, int window,
+                                         uint16_t *kb, uint16_t *vb)
+    {
+        const int kh = (int)blockIdx.y / (nh / nkv);
+        qb = (T + TB - 1) / TB - 1 - (int)blockIdx.x, i0 = qb * TB, h = blockIdx.y, b = blockIdx.z;
+        W = (size_t)(nh + 2 * nkv) * HD, seq = qkv + (size_t)b * T * W;
+        khead = ksrc.base + b * ksrc.seq + kh * ksrc.head, krow = ksrc.row;
+        vhead = seq + (size_t)(nh + nkv + kh) * HD;
+        kbuf = kb, vbuf = vb, kb0 = zt_attn_first_key_block(i0, window, TB);
+    }
+    /* key tile kb's K and V into buffer slot (committed as one cp.async group) */
+    __device__ __forceinline__ void fetch(int slot, int kb, int T, bool async) const
+    {
+        constexpr int LDH = fa_dims<HD>::LDH;
+        fa_fetch_tile<HD>(kbuf + slot * TB * LDH, khead, krow, kb * TB, T, async);
+        fa_fetch_tile<HD>(vbuf + slot * TB * LDH, vhead, W, kb * TB, T, async);
+        zt_cp_async_commit();
+    }
+    /* At the top of key tile kb's step: kb + 1's tiles on their way into the other slot
+     * (read by no one since the last barrier), kb's landed for this thread; the caller's
+     * barrier makes them every warp's.  Returns kb's slot. */
+    __device__ __forceinline__ int advance(int kb, int T, bool async) const
+    {
+        const int cur = (kb - kb0) & 1;
+        if (kb < qb) {
+            fetch(cur ^ 1, kb + 1, T, async);
+            zt_cp_async_wait<1>();
+        } else {
+            zt_cp_async_wait<0>();
+        }
+        return cur;
+    }
+};
 
 /* s (16 x 64: 8 tiles of 8 keys) = the warp's Q rows (qw, stride LDH) K^T, K (64 x HD) at ks */
 template <int HD>

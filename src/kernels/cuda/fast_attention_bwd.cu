@@ -27,26 +27,32 @@ __device__ __forceinline__ fa_pds p_ds(float s, float dp, float L2, float D, flo
     return r;
 }
 
-/* D_i = dout_i . out_i (fp32, in the order d = 0, 1, ...) of query i of head h */
+/* D_i = dout_i . out_i (fp32, in the order d = 0, 1, ...) of query i of head h, and
+ * dout_i in bf16 into o16 as it is read (the conversion a staged tile makes) */
 template <int HD, typename IN>
-__device__ __forceinline__ float delta_row(const float *dout, const IN *out, int b, int h, int i, int T, int nh)
+__device__ __forceinline__ float delta_row(uint16_t *o16, const float *dout, const IN *out, int b, int h, int i,
+                                           int T, int nh)
 {
     const size_t row = ((size_t)b * T + i) * (size_t)nh * HD + (size_t)h * HD;
     float D = 0.0f;
-    for (int d = 0; d < HD; d++) D = fmaf(dout[row + d], as_f32(out[row + d]), D);
+    for (int d = 0; d < HD; d++) {
+        D = fmaf(dout[row + d], as_f32(out[row + d]), D);
+        o16[d] = as_bf16(dout[row + d]);
+    }
     return D;
 }
 
 /* D for every (sequence, head, query), Dg (B, nh, T) as lse: once per backward, where
  * each dkv block would otherwise recompute it for every query tile it visits (once per
- * key tile that sees the query: T / 64 times at full causal length) and dq once more. */
+ * key tile that sees the query: T / 64 times at full causal length) and dq once more;
+ * and dO in bf16, do16 (B, nh, T, HD), which the dkv blocks take by cp.async. */
 template <int HD, typename IN>
-__global__ void fa_delta_kernel(float *Dg, const float *dout, const IN *out, int B, int T, int nh)
+__global__ void fa_delta_kernel(float *Dg, uint16_t *do16, const float *dout, const IN *out, int B, int T, int nh)
 {
     const size_t n = (size_t)B * nh * T;
     for (size_t k = blockIdx.x * (size_t)blockDim.x + threadIdx.x; k < n; k += (size_t)gridDim.x * blockDim.x) {
         const int i = (int)(k % T), bh = (int)(k / T);
-        Dg[k] = delta_row<HD>(dout, out, bh / nh, bh % nh, i, T, nh);
+        Dg[k] = delta_row<HD>(do16 + k * HD, dout, out, bh / nh, bh % nh, i, T, nh);
     }
 }
 
@@ -186,21 +192,16 @@ static size_t dkv_smem(void)
     return 6 * (size_t)TB * fa_dims<HD>::LDH * sizeof(uint16_t) + 4 * (size_t)TB * sizeof(float);
 }
 
-/* The query tile at i0 into one half of dkv's double buffer: Q by 16-byte cp.async where
- * its rows are bf16, unrotated and aligned (async: the caller commits), else rotated by
- * RoPE and converted as it is staged (bwd_load_tile_rope's plain loads); dO converted
- * from fp32 by the plain 16-byte loads; L2 and D (load_stats). */
-template <int HD, typename IN>
-__device__ __forceinline__ void fa_dkv_stage(uint16_t *qs, uint16_t *dos, float *Ls, float *Ds, const IN *qhead,
-                                             size_t W, const float *dohead, size_t OW, const float *Dg,
-                                             const float *lse, int b, int h, int i0, int T, int nh, fa_rope rope,
-                                             bool async)
+/* The query tile at i0 into one half of dkv's double buffer: Q (rotated by RoPE) and dO
+ * as the backward's first passes left them in bf16 in the scratch (q16h, do16h: head h's
+ * rows), by 16-byte cp.async (the caller commits); L2 and D (load_stats). */
+template <int HD>
+__device__ __forceinline__ void fa_dkv_stage(uint16_t *qs, uint16_t *dos, float *Ls, float *Ds,
+                                             const uint16_t *q16h, const uint16_t *do16h, const float *Dg,
+                                             const float *lse, int b, int h, int i0, int T, int nh)
 {
-    if (async)
-        fa_fetch_tile<HD>(qs, qhead, W, i0, T, true);
-    else
-        bwd_load_tile_rope<HD>(qs, qhead, W, i0, T, rope);
-    bwd_load_tile<HD>(dos, dohead, OW, i0, T);
+    fa_fetch_tile<HD>(qs, q16h, HD, i0, T, true);
+    fa_fetch_tile<HD>(dos, do16h, HD, i0, T, true);
     load_stats(Ls, Ds, Dg, lse, b, h, i0, T, nh);
 }
 
@@ -285,13 +286,15 @@ __device__ __forceinline__ void fa_dkv_write(float *dqkv, uint16_t *dqkv16, floa
  * and dS^T are formed on the accumulators (fa_dkv_pds) and, packed to bf16x2, are the a
  * operands of dV += P^T dO and dK += dS^T Q (the forward's fa_pv, dO and Q by
  * ldmatrix.trans as it takes V).  dK and dV stay in registers across the query tiles.
- * The next query tile is staged into the other half of a double buffer while this one
- * computes (fa_dkv_stage: cp.async where it can, as the forward's K and V). */
+ * The next query tile comes by cp.async into the other half of a double buffer while
+ * this one computes (fa_dkv_stage, from q16 and do16: Q rotated and dO converted once per
+ * backward, where each key tile's block would otherwise redo both for every query tile
+ * it visits and could not take them by cp.async). */
 template <int HD, typename IN>
 __global__ void __launch_bounds__(FTHREADS) fa_dkv_kernel(float *dqkv, uint16_t *dqkv16, float *part,
-                                                           const float *dout, const IN *qkv, const float *lse,
-                                                           const float *Dg, int T, int nh, int nkv, int window,
-                                                           float scale, float scale_log2, fa_rope rope, bool async)
+                                                           const uint16_t *q16, const uint16_t *do16, const IN *qkv,
+                                                           const float *lse, const float *Dg, int T, int nh, int nkv,
+                                                           int window, float scale, float scale_log2, fa_rope rope)
 {
     extern __shared__ __align__(128) float sm[];
     constexpr int LDH = fa_dims<HD>::LDH;
@@ -299,14 +302,14 @@ __global__ void __launch_bounds__(FTHREADS) fa_dkv_kernel(float *dqkv, uint16_t 
     float *Lbuf = (float *)(dobuf + 2 * TB * LDH), *Dbuf = Lbuf + 2 * TB; /* q[2], do[2], L2[2], D[2] */
     const int nblk = (T + TB - 1) / TB;
     const int kb = blockIdx.x, h = blockIdx.y, b = blockIdx.z, kh = h / (nh / nkv);
-    const size_t W = (size_t)(nh + 2 * nkv) * HD, OW = (size_t)nh * HD;
+    const size_t W = (size_t)(nh + 2 * nkv) * HD, hrows = ((size_t)b * nh + h) * T * HD;
     const int j0 = kb * TB, nk = T - j0 < TB ? T - j0 : TB;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, t = lane & 3;
     const int j = j0 + warp * 16 + (lane >> 2); /* the lane's first key; its second is j + 8 */
-    const IN *seq = qkv + (size_t)b * T * W, *qhead = seq + (size_t)h * HD;
-    const float *dohead = dout + (size_t)b * T * OW + (size_t)h * HD;
+    const IN *seq = qkv + (size_t)b * T * W;
+    const uint16_t *q16h = q16 + hrows, *do16h = do16 + hrows;
 
-    fa_dkv_stage<HD>(qbuf, dobuf, Lbuf, Dbuf, qhead, W, dohead, OW, Dg, lse, b, h, j0, T, nh, rope, async);
+    fa_dkv_stage<HD>(qbuf, dobuf, Lbuf, Dbuf, q16h, do16h, Dg, lse, b, h, j0, T, nh);
     zt_cp_async_commit();
     bwd_load_tile_rope<HD>(ks, seq + (size_t)(nh + kh) * HD, W, j0, T, rope);
     bwd_load_tile<HD>(vs, seq + (size_t)(nh + nkv + kh) * HD, W, j0, T);
@@ -319,8 +322,8 @@ __global__ void __launch_bounds__(FTHREADS) fa_dkv_kernel(float *dqkv, uint16_t 
     for (int qb = kb; qb <= qb_last; qb++) {
         const int i0 = qb * TB, cur = (qb - kb) & 1, nxt = cur ^ 1;
         if (qb < qb_last) { /* the next tile into the other half, read by no one since the last barrier */
-            fa_dkv_stage<HD>(qbuf + nxt * TB * LDH, dobuf + nxt * TB * LDH, Lbuf + nxt * TB, Dbuf + nxt * TB, qhead,
-                             W, dohead, OW, Dg, lse, b, h, i0 + TB, T, nh, rope, async);
+            fa_dkv_stage<HD>(qbuf + nxt * TB * LDH, dobuf + nxt * TB * LDH, Lbuf + nxt * TB, Dbuf + nxt * TB, q16h,
+                             do16h, Dg, lse, b, h, i0 + TB, T, nh);
             zt_cp_async_commit();
             zt_cp_async_wait<1>();
         } else {
@@ -381,7 +384,7 @@ __global__ void fa_dkv_sum_kernel(float *dqkv, uint16_t *dqkv16, const float *pa
  * operand by ldmatrix.trans as the forward's P V takes V.  K and V tiles come in by
  * cp.async into a double buffer while the previous tile computes (fa_fetch_tile: bf16
  * activations, 16-byte aligned).  RoPE: Q is rotated as its tile is staged; K, as the
- * forward's, by fa_rope_k_kernel once per backward into the scratch (dq_run), where
+ * forward's, by fa_rope_heads_kernel once per backward into the scratch (dq_run), where
  * rotating each K tile as it is staged would redo it in every query block that visits
  * the tile and keep K off cp.async. */
 
@@ -449,18 +452,13 @@ __global__ void __launch_bounds__(FTHREADS) fa_dq_kernel(float *dqkv, uint16_t *
     extern __shared__ __align__(128) float sm[];
     constexpr int LDH = fa_dims<HD>::LDH;
     uint16_t *qs = (uint16_t *)sm, *dos = qs + TB * LDH, *kbuf = dos + TB * LDH, *vbuf = kbuf + 2 * TB * LDH;
-    const int nblk = (T + TB - 1) / TB;
-    const int qb = nblk - 1 - (int)blockIdx.x, h = blockIdx.y, b = blockIdx.z, kh = h / (nh / nkv);
-    const size_t W = (size_t)(nh + 2 * nkv) * HD, OW = (size_t)nh * HD;
-    const int i0 = qb * TB, lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-    const IN *seq = qkv + (size_t)b * T * W;
-    const IN *khead = ksrc.base + b * ksrc.seq + kh * ksrc.head, *vhead = seq + (size_t)(nh + nkv + kh) * HD;
+    const fa_qblock<HD, IN> q(qkv, ksrc, T, nh, nkv, window, kbuf, vbuf);
+    const int qb = q.qb, i0 = q.i0, h = q.h, b = q.b, kb0 = q.kb0;
+    const size_t OW = (size_t)nh * HD;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
 
-    const int kb0 = zt_attn_first_key_block(i0, window, TB);
-    fa_fetch_tile<HD>(kbuf, khead, ksrc.row, kb0 * TB, T, async);
-    fa_fetch_tile<HD>(vbuf, vhead, W, kb0 * TB, T, async);
-    zt_cp_async_commit();
-    bwd_load_tile_rope<HD>(qs, seq + (size_t)h * HD, W, i0, T, rope);
+    q.fetch(0, kb0, T, async);
+    bwd_load_tile_rope<HD>(qs, q.seq + (size_t)h * HD, q.W, i0, T, rope);
     bwd_load_tile<HD>(dos, dout + (size_t)b * T * OW + (size_t)h * HD, OW, i0, T);
     const int i[2] = {i0 + warp * 16 + g, i0 + warp * 16 + g + 8}; /* the lane's rows */
     float L2[2], D[2]; /* rows past T: D 0, L2 +inf (p = 0) */
@@ -473,15 +471,7 @@ __global__ void __launch_bounds__(FTHREADS) fa_dq_kernel(float *dqkv, uint16_t *
 #pragma unroll
     for (int n = 0; n < HD / 8; n++) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
     for (int kb = kb0; kb <= qb; kb++) {
-        const int cur = (kb - kb0) & 1;
-        if (kb < qb) { /* the next tile into the other buffer, read by no one since the last barrier */
-            fa_fetch_tile<HD>(kbuf + (cur ^ 1) * TB * LDH, khead, ksrc.row, (kb + 1) * TB, T, async);
-            fa_fetch_tile<HD>(vbuf + (cur ^ 1) * TB * LDH, vhead, W, (kb + 1) * TB, T, async);
-            zt_cp_async_commit();
-            zt_cp_async_wait<1>();
-        } else {
-            zt_cp_async_wait<0>();
-        }
+        const int cur = q.advance(kb, T, async);
         __syncthreads(); /* this tile (and, the first time, q and dO) is in shared memory */
         const uint16_t *ks = kbuf + cur * TB * LDH;
         float s[TB / 8][4], dp[TB / 8][4];
@@ -491,16 +481,14 @@ __global__ void __launch_bounds__(FTHREADS) fa_dq_kernel(float *dqkv, uint16_t *
         fa_pv<HD>(dq, s, ks, lane); /* dQ += dS K */
         __syncthreads();            /* every warp is done with this buffer before it is refilled */
     }
-    dq_write_rows<HD>(dqkv, dqkv16, dq, i, b, h, T, W, t, rope);
+    dq_write_rows<HD>(dqkv, dqkv16, dq, i, b, h, T, q.W, t, rope);
 }
 
 /* ---- launching ------------------------------------------------------------------------- */
 
-/* The dq pass, after the dkv pass and its sum, so that kr, the scratch past D, is free:
- * with RoPE, K rotated into kr first (fa_rope_k_kernel, as the forward), 2 B nkv T HD
- * bytes.  backend.h's rule always leaves them: with grouped queries the partials' 8 B nh
- * T HD; without, the exact rule's bf16 pack, at least 4 B nkv T HD + 256 past D's
- * 4 B nh T rounded up to 256 (HD >= 32). */
+/* The dq pass, after the dkv pass and its sum, so that kr, the partials' place in the
+ * scratch, is free: with RoPE, K rotated into kr first (fa_rope_heads_kernel, as the
+ * forward), 2 B nkv T HD bytes, which backend.h's rule always leaves there. */
 template <int HD, typename IN>
 static void dq_run(float *dqkv, uint16_t *dqkv16, const float *dout, const IN *qkv, const float *lse,
                    const float *Dg, void *kr, int B, int T, int nh, int nkv, int window, fa_rope rope)
@@ -509,16 +497,10 @@ static void dq_run(float *dqkv, uint16_t *dqkv16, const float *dout, const IN *q
     const float scale = (float)(1.0 / sqrt((double)HD)), scale_log2 = (float)(LOG2E / sqrt((double)HD));
     fa_src<IN> ksrc = {qkv + (size_t)nh * HD, (size_t)T * W, (size_t)HD, W};
     if constexpr (sizeof(IN) == sizeof(uint16_t)) { /* (the fp32 entries have no RoPE) */
-        size_t part_at;
-        const size_t all = zt_attention_fast_scratch_bytes(B, T, nh, nkv, HD, ZT_BF16, &part_at);
         if (rope.cos) {
-            if (all < part_at + (size_t)B * nkv * T * HD * sizeof(uint16_t)) {
-                fprintf(stderr, "ztrain: CUDA fast attention: the scratch rule leaves no room for the rotated K\n");
-                abort();
-            }
             const size_t n = (size_t)B * nkv * T * (HD / 2);
-            fa_rope_k_kernel<HD><<<zt_cu_blocks(n), ZT_CU_THREADS, 0, zt_cu.stream>>>((uint16_t *)kr, qkv, rope, B, T,
-                                                                                     nh, nkv);
+            fa_rope_heads_kernel<HD, IN><<<zt_cu_blocks(n), ZT_CU_THREADS, 0, zt_cu.stream>>>((uint16_t *)kr, qkv, rope,
+                                                                                             B, T, W, nh, nkv);
             ZT_CU_LAUNCHED();
             ksrc = fa_src<IN>{(const uint16_t *)kr, (size_t)nkv * T * HD, (size_t)T * HD, (size_t)HD};
         }
@@ -532,25 +514,31 @@ static void dq_run(float *dqkv, uint16_t *dqkv16, const float *dout, const IN *q
     ZT_CU_LAUNCHED();
 }
 
-/* The caller's scratch (zt_cu_fast_attention_scratch_bytes): D, B nh T floats
- * (fa_delta_kernel), at its head; with grouped queries the dkv blocks' per-head partials
- * where backend.h's rule puts them, which fa_dkv_sum_kernel adds into dqkv. */
+/* The caller's scratch (zt_cu_fast_attention_scratch_bytes), where backend.h's rule puts
+ * each part: D, B nh T floats, and dO in bf16 (fa_delta_kernel); Q rotated by RoPE, or
+ * converted, in bf16 (fa_rope_heads_kernel); with grouped queries the dkv blocks'
+ * per-head partials, which fa_dkv_sum_kernel adds into dqkv; then the dq pass. */
 template <int HD, typename IN>
 static void backward_hd(float *dqkv, uint16_t *dqkv16, const float *dout, const IN *qkv, const IN *out,
                         const float *lse, void *scratch, int B, int T, int nh, int nkv, int window, fa_rope rope)
 {
     const float scale = (float)(1.0 / sqrt((double)HD)), scale_log2 = (float)(LOG2E / sqrt((double)HD));
     const unsigned nblk = (unsigned)((T + TB - 1) / TB);
-    size_t part_at;
-    zt_attention_fast_scratch_bytes(B, T, nh, nkv, HD, ZT_BF16, &part_at);
-    float *Dg = (float *)scratch, *part = nh > nkv ? (float *)((char *)scratch + part_at) : NULL;
-    fa_delta_kernel<HD, IN><<<zt_cu_blocks((size_t)B * nh * T), ZT_CU_THREADS, 0, zt_cu.stream>>>(Dg, dout, out, B, T,
-                                                                                                nh);
+    zt_fast_scratch_at at;
+    zt_attention_fast_scratch_bytes(B, T, nh, nkv, HD, ZT_BF16, &at);
+    char *sc = (char *)scratch;
+    float *Dg = (float *)sc, *part = nh > nkv ? (float *)(sc + at.partials) : NULL;
+    uint16_t *q16 = (uint16_t *)(sc + at.q16), *do16 = (uint16_t *)(sc + at.do16);
+    fa_delta_kernel<HD, IN><<<zt_cu_blocks((size_t)B * nh * T), ZT_CU_THREADS, 0, zt_cu.stream>>>(Dg, do16, dout, out,
+                                                                                                B, T, nh);
+    ZT_CU_LAUNCHED();
+    const size_t n = (size_t)B * nh * T * (HD / 2);
+    fa_rope_heads_kernel<HD, IN><<<zt_cu_blocks(n), ZT_CU_THREADS, 0, zt_cu.stream>>>(
+        q16, qkv, rope, B, T, (size_t)(nh + 2 * nkv) * HD, 0, nh);
     ZT_CU_LAUNCHED();
     zt_cu_allow_smem<fa_dkv_kernel<HD, IN>>(dkv_smem<HD>(), "fast attention");
     fa_dkv_kernel<HD, IN><<<dim3(nblk, (unsigned)nh, (unsigned)B), FTHREADS, dkv_smem<HD>(), zt_cu.stream>>>(
-        dqkv, dqkv16, part, dout, qkv, lse, Dg, T, nh, nkv, window, scale, scale_log2, rope,
-        sizeof(IN) == sizeof(uint16_t) && !rope.cos && aligned16(qkv)); /* cp.async: bf16 Q rows as they are */
+        dqkv, dqkv16, part, q16, do16, qkv, lse, Dg, T, nh, nkv, window, scale, scale_log2, rope);
     ZT_CU_LAUNCHED();
     if (part) {
         const size_t n = (size_t)B * T * nkv * (HD / 2);
@@ -558,7 +546,7 @@ static void backward_hd(float *dqkv, uint16_t *dqkv16, const float *dout, const 
                                                                                   rope);
         ZT_CU_LAUNCHED();
     }
-    dq_run<HD, IN>(dqkv, dqkv16, dout, qkv, lse, Dg, (char *)scratch + part_at, B, T, nh, nkv, window, rope);
+    dq_run<HD, IN>(dqkv, dqkv16, dout, qkv, lse, Dg, sc + at.partials, B, T, nh, nkv, window, rope);
 }
 
 void zt_cu_fast_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out,

@@ -1,5 +1,6 @@
-/* mma_sync.cuh — the warp-level tensor-core primitives the fast attention forward
- * (fast_attention.cu) is written in, one name each, with PTX's meaning:
+/* mma_sync.cuh — the warp-level tensor-core primitives the fast attention's forward and
+ * backward (fast_attention.cu, fast_attention_bwd.cu) are written in, one name each, with
+ * PTX's meaning:
  *
  *   zt_mma_16816(d, a, b)        mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32:
  *                                d (16 x 8, fp32) += a (16 x 16, bf16) b (16 x 8, bf16)
