@@ -358,8 +358,9 @@ const zt_backend *zt_backend_emu_fast(void);
  * (the exact kernels' fallback runs in it) and what the fast backward keeps there, each
  * part 256-aligned, at the byte offsets in *at (NULL: not wanted):
  *   D, B nh T floats, at the head;
- *   q16: Q as the dk/dv blocks read it, bf16, rotated by RoPE, (B, nh, T, hd);
- *   do16: dO in bf16, (B, nh, T, hd) (both so that those blocks take them by cp.async);
+ *   q16: Q as the dk/dv and dq blocks read it, bf16, rotated by RoPE, (B, nh, T, hd);
+ *   do16: dO in bf16, (B, nh, T, hd) (both made once, so that those blocks take them by
+ *   cp.async);
  *   partials: with grouped queries (nh > nkv) the dk and dv blocks' per-query-head
  *   partials, 2 B nh T hd floats, and after their sum the dq pass's rotated K, B nkv T
  *   hd bf16, in the same place (room for the larger). */

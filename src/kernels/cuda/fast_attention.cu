@@ -141,8 +141,9 @@ __global__ void __launch_bounds__(FTHREADS) fa_forward_kernel(float *out, uint16
 
 /* ---- launching ------------------------------------------------------------------------- */
 
-/* scratch: the caller's attention scratch (zt_cu_fast_attention_scratch_bytes, 4 B nkv T HD
- * bytes), whose first half takes the rotated K (fa_rope_heads_kernel) when rope has tables */
+/* scratch: the caller's attention scratch (zt_cu_fast_attention_scratch_bytes), whose
+ * head takes the rotated K, 2 B nkv T HD bytes (fa_rope_heads_kernel), when rope has
+ * tables */
 template <int HD, typename IN>
 static void forward_hd(float *out, uint16_t *out16, float *lse, const IN *qkv, void *scratch, int B, int T, int nh,
                        int nkv, int window, fa_rope rope)

@@ -50,13 +50,13 @@
  * on every run.
  *
  * RoPE (fast mode's bf16 activations, the _act16 entries): qkv16 holds q and k as the
- * qkv product wrote them.  The forward's and the dq kernel's one q tile a block, and
- * the dkv kernel's one k tile, are rotated as they are staged (pair i of row t by the
- * tables' cos and sin at t: rope_freq.h's zt_rope_rotate in fp32 on the widened bf16
- * values, then rounded to the bf16 operand); the tiles a kernel streams past every block
- * (k for the forward and the dq pass, q for the dkv pass) are rotated once per call into
- * the scratch (fa_rope_heads_kernel, the same expression and rounding), so that they
- * come in by cp.async as they lie.  The backward rotates dq and dk back (sin negated: the
+ * qkv product wrote them.  The forward's one q tile a block, and the dkv kernel's one k
+ * tile, are rotated as they are staged (pair i of row t by the tables' cos and sin at t:
+ * rope_freq.h's zt_rope_rotate in fp32 on the widened bf16 values, then rounded to the
+ * bf16 operand); the tiles a kernel streams past every block (k for the forward and the
+ * dq pass, q for the dkv pass) are rotated once per call into the scratch
+ * (fa_rope_heads_kernel, the same expression and rounding), so that they come in by
+ * cp.async as they lie, and the dq pass takes its q tile from that same copy.  The backward rotates dq and dk back (sin negated: the
  * rotation's transpose) as it writes them, so dqkv is the gradient of what the product
  * wrote and the model runs no RoPE pass of its own.
  *

@@ -383,10 +383,11 @@ __global__ void fa_dkv_sum_kernel(float *dqkv, uint16_t *dqkv16, const float *pa
  * in registers), and dQ += dS K by fa_pv: dS packed to bf16x2 is the a operand, K's b
  * operand by ldmatrix.trans as the forward's P V takes V.  K and V tiles come in by
  * cp.async into a double buffer while the previous tile computes (fa_fetch_tile: bf16
- * activations, 16-byte aligned).  RoPE: Q is rotated as its tile is staged; K, as the
- * forward's, by fa_rope_heads_kernel once per backward into the scratch (dq_run), where
- * rotating each K tile as it is staged would redo it in every query block that visits
- * the tile and keep K off cp.async. */
+ * activations, 16-byte aligned).  Q (rotated by RoPE) and dO come by cp.async from the
+ * bf16 copies the dkv pass read (q16, do16: made once per backward by fa_rope_heads_kernel
+ * and fa_delta_kernel); K, as the forward's, is rotated by fa_rope_heads_kernel once per
+ * backward into the scratch (dq_run), where rotating each K tile as it is staged would
+ * redo it in every query block that visits the tile and keep K off cp.async. */
 
 template <int HD>
 static size_t dq_smem(void)
@@ -441,11 +442,13 @@ __device__ __forceinline__ void dq_write_rows(float *dqkv, uint16_t *dqkv16, con
 }
 
 /* One block per (query tile, head h, sequence): dq of the 64 queries, summed over the key
- * tiles they see in key order.  K from ksrc (qkv's, or rotated in the scratch); async:
- * K and V by cp.async (bf16, 16-byte aligned rows). */
+ * tiles they see in key order.  Q and dO from q16 and do16 (bf16, (B, nh, T, HD)); K from
+ * ksrc (qkv's, or rotated in the scratch); async: K and V by cp.async (bf16, 16-byte
+ * aligned rows). */
 template <int HD, typename IN>
-__global__ void __launch_bounds__(FTHREADS) fa_dq_kernel(float *dqkv, uint16_t *dqkv16, const float *dout,
-                                                          const IN *qkv, fa_src<IN> ksrc, const float *lse,
+__global__ void __launch_bounds__(FTHREADS) fa_dq_kernel(float *dqkv, uint16_t *dqkv16, const uint16_t *q16,
+                                                          const uint16_t *do16, const IN *qkv, fa_src<IN> ksrc,
+                                                          const float *lse,
                                                           const float *Dg, int T, int nh, int nkv, int window,
                                                           float scale, float scale_log2, fa_rope rope, bool async)
 {
@@ -454,12 +457,12 @@ __global__ void __launch_bounds__(FTHREADS) fa_dq_kernel(float *dqkv, uint16_t *
     uint16_t *qs = (uint16_t *)sm, *dos = qs + TB * LDH, *kbuf = dos + TB * LDH, *vbuf = kbuf + 2 * TB * LDH;
     const fa_qblock<HD, IN> q(qkv, ksrc, T, nh, nkv, window, kbuf, vbuf);
     const int qb = q.qb, i0 = q.i0, h = q.h, b = q.b, kb0 = q.kb0;
-    const size_t OW = (size_t)nh * HD;
+    const size_t hrows = ((size_t)b * nh + h) * T * HD; /* head h's rows in q16 and do16 */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
 
-    q.fetch(0, kb0, T, async);
-    bwd_load_tile_rope<HD>(qs, q.seq + (size_t)h * HD, q.W, i0, T, rope);
-    bwd_load_tile<HD>(dos, dout + (size_t)b * T * OW + (size_t)h * HD, OW, i0, T);
+    fa_fetch_tile<HD>(qs, q16 + hrows, HD, i0, T, true);
+    fa_fetch_tile<HD>(dos, do16 + hrows, HD, i0, T, true);
+    q.fetch(0, kb0, T, async); /* its commit takes Q's and dO's copies into the same group */
     const int i[2] = {i0 + warp * 16 + g, i0 + warp * 16 + g + 8}; /* the lane's rows */
     float L2[2], D[2]; /* rows past T: D 0, L2 +inf (p = 0) */
 #pragma unroll
@@ -490,8 +493,9 @@ __global__ void __launch_bounds__(FTHREADS) fa_dq_kernel(float *dqkv, uint16_t *
  * scratch, is free: with RoPE, K rotated into kr first (fa_rope_heads_kernel, as the
  * forward), 2 B nkv T HD bytes, which backend.h's rule always leaves there. */
 template <int HD, typename IN>
-static void dq_run(float *dqkv, uint16_t *dqkv16, const float *dout, const IN *qkv, const float *lse,
-                   const float *Dg, void *kr, int B, int T, int nh, int nkv, int window, fa_rope rope)
+static void dq_run(float *dqkv, uint16_t *dqkv16, const uint16_t *q16, const uint16_t *do16, const IN *qkv,
+                   const float *lse, const float *Dg, void *kr, int B, int T, int nh, int nkv, int window,
+                   fa_rope rope)
 {
     const size_t W = (size_t)(nh + 2 * nkv) * HD, smem = dq_smem<HD>();
     const float scale = (float)(1.0 / sqrt((double)HD)), scale_log2 = (float)(LOG2E / sqrt((double)HD));
@@ -510,7 +514,7 @@ static void dq_run(float *dqkv, uint16_t *dqkv16, const float *dout, const IN *q
     const unsigned nblk = (unsigned)((T + TB - 1) / TB);
     zt_cu_allow_smem<fa_dq_kernel<HD, IN>>(smem, "fast attention");
     fa_dq_kernel<HD, IN><<<dim3(nblk, (unsigned)nh, (unsigned)B), FTHREADS, smem, zt_cu.stream>>>(
-        dqkv, dqkv16, dout, qkv, ksrc, lse, Dg, T, nh, nkv, window, scale, scale_log2, rope, async);
+        dqkv, dqkv16, q16, do16, qkv, ksrc, lse, Dg, T, nh, nkv, window, scale, scale_log2, rope, async);
     ZT_CU_LAUNCHED();
 }
 
@@ -546,7 +550,7 @@ static void backward_hd(float *dqkv, uint16_t *dqkv16, const float *dout, const 
                                                                                   rope);
         ZT_CU_LAUNCHED();
     }
-    dq_run<HD, IN>(dqkv, dqkv16, dout, qkv, lse, Dg, sc + at.partials, B, T, nh, nkv, window, rope);
+    dq_run<HD, IN>(dqkv, dqkv16, q16, do16, qkv, lse, Dg, sc + at.partials, B, T, nh, nkv, window, rope);
 }
 
 void zt_cu_fast_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
